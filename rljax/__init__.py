@@ -1,0 +1,25 @@
+"""rljax: JAX-native, functional RL post-training for language models.
+
+Objectives, advantages, filters and rewards are small pure functions composed in
+Python (``rljax.objectives.chain``); see ``rljax.catalog()`` for every technique.
+Subpackages are imported lazily so that ``import rljax`` stays cheap.
+"""
+import importlib
+
+from rljax import types
+from rljax._technique import Technique
+from rljax.catalog import catalog
+
+__version__ = "0.1.0"
+
+_LAZY = ("objectives", "control", "advantages", "filters", "rewards", "models",
+         "sampling", "data", "envs", "train", "parallel", "kernels", "cli")
+
+
+def __getattr__(name):
+  if name in _LAZY:
+    return importlib.import_module(f"rljax.{name}")
+  raise AttributeError(f"module 'rljax' has no attribute {name!r}")
+
+
+__all__ = ["Technique", "catalog", "types", *_LAZY]

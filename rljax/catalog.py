@@ -1,0 +1,63 @@
+"""Machine-readable list of every technique rljax implements.
+
+``rljax.catalog()`` returns a tuple of ``Technique`` rows gathered from the
+``TECHNIQUES`` tuple each room (objectives, control, advantages, filters,
+rewards, ...) declares explicitly; there is no global registry to mutate.
+``python -m rljax.catalog`` prints it as a table; ``--markdown`` writes the
+table used in ``docs/catalog.md``.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+from rljax._technique import Technique
+
+_ROOMS = (
+    "rljax.objectives", "rljax.control", "rljax.advantages", "rljax.filters",
+    "rljax.rewards",
+)
+
+
+def catalog() -> tuple[Technique, ...]:
+  """Every implemented technique, in room order. Names are unique."""
+  rows: list[Technique] = []
+  for room in _ROOMS:
+    try:
+      module = importlib.import_module(room)
+    except ImportError as e:  # a room not built yet must not hide the others
+      if f"No module named '{room}'" in str(e):
+        continue
+      raise
+    rows.extend(getattr(module, "TECHNIQUES", ()))
+  seen: dict[str, str] = {}
+  for row in rows:
+    if row.name in seen:
+      raise ValueError(f"technique name {row.name!r} is declared twice")
+    seen[row.name] = row.kind
+  return tuple(rows)
+
+
+def as_table(rows=None, markdown: bool = False) -> str:
+  rows = catalog() if rows is None else rows
+  header = ("name", "kind", "formula", "source")
+  body = [(r.name, r.kind, r.formula, r.source) for r in rows]
+  if markdown:
+    esc = lambda s: s.replace("|", "\\|")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| `" + n + "` | " + " | ".join(esc(x) for x in rest) + " |" for n, *rest in body]
+    return "\n".join(lines)
+  widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
+  widths[2] = min(widths[2], 70)
+  fmt = lambda row: "  ".join(str(x)[:w].ljust(w) for x, w in zip(row, widths))
+  return "\n".join([fmt(header), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in body])
+
+
+def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  print(as_table(markdown="--markdown" in argv))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

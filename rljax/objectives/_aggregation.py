@@ -1,0 +1,92 @@
+"""Loss aggregation modes, exact under micro-batching and data parallelism.
+
+Each aggregation maps a per-token loss ``l [B, T]`` and a mask ``m [B, T]`` to
+a ``(numerator, denominator)`` pair. The loss is ``numerator / denominator``;
+summing numerators over micro-batches (or devices) and dividing by a *global*
+denominator gives exactly the full-batch loss. ``chain`` does that division,
+with the denominator either computed locally or passed in.
+
+Modes (names as in verl's ``agg_loss``; Dr.GRPO paper arXiv:2503.20783):
+
+* ``token_mean``:   sum_bt l m / sum_bt m                    (DAPO, verl default)
+* ``token_sum``:    sum_bt l m / 1
+* ``seq_mean_token_sum``:  sum_b (sum_t l m) / #seqs          (#seqs with >= 1 token)
+* ``seq_mean_token_mean``: sum_b (sum_t l m / sum_t m) / #seqs  (original GRPO)
+* ``seq_mean_token_sum_norm``: sum_bt l m / (B * norm), norm = T or a fixed
+  ``max_len`` (Dr.GRPO's constant normaliser).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Tuple
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+Aggregation = Callable[[Array, Array], Tuple[Array, Array]]
+
+__all__ = ["token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean",
+           "seq_mean_token_sum_norm", "Aggregation", "get_aggregation"]
+
+
+def _prep(loss: Array, mask: Array) -> tuple[Array, Array]:
+  if loss.shape != mask.shape or loss.ndim != 2:
+    raise ValueError(f"per-token loss and mask must both be [B, T]; got {loss.shape} and {mask.shape}")
+  return loss.astype(jnp.float32), mask.astype(jnp.float32)
+
+
+def token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
+  """``sum_{b,t} l m / sum_{b,t} m`` — every token weighs the same."""
+  loss, mask = _prep(loss, mask)
+  return jnp.sum(loss * mask), jnp.sum(mask)
+
+
+def token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
+  """``sum_{b,t} l m`` (denominator 1)."""
+  loss, mask = _prep(loss, mask)
+  return jnp.sum(loss * mask), jnp.ones((), jnp.float32)
+
+
+def seq_mean_token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
+  """``mean_b sum_t l m`` over sequences that have at least one token."""
+  loss, mask = _prep(loss, mask)
+  has = (jnp.sum(mask, axis=1) > 0).astype(jnp.float32)
+  return jnp.sum(loss * mask), jnp.sum(has)
+
+
+def seq_mean_token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
+  """``mean_b (sum_t l m / sum_t m)`` — GRPO's original per-sequence mean."""
+  loss, mask = _prep(loss, mask)
+  count = jnp.sum(mask, axis=1)
+  per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)
+  has = (count > 0).astype(jnp.float32)
+  return jnp.sum(per_seq * has), jnp.sum(has)
+
+
+def seq_mean_token_sum_norm(loss: Optional[Array] = None, mask: Optional[Array] = None, *,
+                            max_len: Optional[int] = None):
+  """Dr.GRPO: ``sum_{b,t} l m / (B * L)`` with a constant ``L`` (default ``T``).
+
+  Call directly as an aggregation (``L = T``) or as a factory
+  ``seq_mean_token_sum_norm(max_len=4096)`` for a fixed generation budget.
+  """
+  if loss is None:
+    if max_len is not None and max_len <= 0:
+      raise ValueError(f"max_len must be a positive integer, got {max_len}")
+    return lambda l, m: seq_mean_token_sum_norm(l, m, max_len=max_len)
+  loss, mask = _prep(loss, mask)
+  norm = loss.shape[1] if max_len is None else max_len
+  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0] * norm, jnp.float32)
+
+
+_BY_NAME = {f.__name__: f for f in (token_mean, token_sum, seq_mean_token_sum,
+                                     seq_mean_token_mean, seq_mean_token_sum_norm)}
+
+
+def get_aggregation(name_or_fn) -> Aggregation:
+  """Accepts an aggregation callable or one of the names above."""
+  if callable(name_or_fn):
+    return name_or_fn
+  if name_or_fn not in _BY_NAME:
+    raise ValueError(f"aggregate must be a callable or one of {sorted(_BY_NAME)}, got {name_or_fn!r}")
+  return _BY_NAME[name_or_fn]

@@ -1,0 +1,111 @@
+"""Composition of objective terms (the optax ``chain`` pattern for losses).
+
+A *term* is any callable
+
+    term(out: PolicyOutputs, batch: TrainBatch) -> (per_token_loss [B, T], metrics: dict)
+
+usually built by a factory that closes over hyper-parameters. ``chain`` sums the
+per-token losses of its terms, aggregates them once over ``batch.loss_mask`` and
+returns ``(loss, metrics)`` with each term's metrics prefixed by its name.
+A sequence-level loss (DPO, GSPO, ...) is spread over the sequence's tokens by
+its term so that the chosen aggregation recovers it (documented per term).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import jax
+import jax.numpy as jnp
+
+from rljax.objectives._aggregation import get_aggregation, token_mean
+from rljax.types import PolicyOutputs, TrainBatch
+
+Term = Callable[[PolicyOutputs, TrainBatch], tuple]
+
+__all__ = ["chain", "named", "Term", "Objective"]
+
+
+def _term_name(term, index: int) -> str:
+  name = getattr(term, "name", None) or getattr(term, "__name__", None) or f"term{index}"
+  if name == "<lambda>":
+    name = f"term{index}"
+  return name
+
+
+def named(name: str, term: Term) -> Term:
+  """Gives ``term`` the metric prefix ``name`` inside ``chain``."""
+
+  def wrapped(out, batch):
+    return term(out, batch)
+
+  wrapped.name = name
+  return wrapped
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+  """A composed objective: ``objective(out, batch, denominator=None) -> (loss, metrics)``.
+
+  ``denominator`` lets micro-batched / data-parallel callers pass the *global*
+  aggregation denominator (e.g. the global token count for ``token_mean``) so
+  that summing the per-micro-batch losses is exact. Metrics always include
+  ``loss/numerator`` and ``loss/denominator`` (the local ones).
+  """
+  terms: tuple
+  names: tuple
+  aggregate: Callable
+
+  def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None):
+    if out.logp.shape != batch.loss_mask.shape:
+      raise ValueError(f"out.logp {out.logp.shape} and batch.loss_mask {batch.loss_mask.shape} must match")
+    total = jnp.zeros(batch.loss_mask.shape, jnp.float32)
+    metrics = {}
+    for name, term in zip(self.names, self.terms):
+      result = term(out, batch)
+      if not (isinstance(result, tuple) and len(result) == 2):
+        raise ValueError(f"objective term {name!r} must return (per_token_loss [B, T], metrics dict)")
+      per_token, term_metrics = result
+      if per_token.shape != total.shape:
+        raise ValueError(f"objective term {name!r} returned per-token loss of shape {per_token.shape}, "
+                         f"expected {total.shape}")
+      total = total + per_token.astype(jnp.float32)
+      for key, value in dict(term_metrics).items():
+        metrics[f"{name}/{key}"] = value
+    numerator, local_denominator = self.aggregate(total, batch.loss_mask)
+    denom = local_denominator if denominator is None else jnp.asarray(denominator, jnp.float32)
+    loss = numerator / jnp.maximum(denom, 1e-8)
+    if out.aux_loss is not None:
+      metrics["aux_loss"] = out.aux_loss
+    metrics["loss/numerator"] = numerator
+    metrics["loss/denominator"] = local_denominator
+    metrics["loss"] = loss
+    return loss, metrics
+
+
+def chain(*terms: Term, aggregate=token_mean) -> Objective:
+  """Composes objective terms into one loss.
+
+      loss = aggregate(sum_i term_i(out, batch).per_token_loss, batch.loss_mask)
+
+  Args:
+    *terms: term callables (built-in factories' results or user functions with
+      the same signature).
+    aggregate: an aggregation (``token_mean``, ``seq_mean_token_mean``, ...) or
+      its name; see ``rljax.objectives._aggregation``.
+
+  Returns:
+    An ``Objective``; ``objective(out, batch)`` returns ``(loss, metrics)`` with
+    metrics prefixed ``"<term name>/"``.
+  """
+  if not terms:
+    raise ValueError("chain needs at least one term")
+  for i, t in enumerate(terms):
+    if not callable(t):
+      raise ValueError(f"chain argument {i} is not callable: {t!r}")
+  names, seen = [], {}
+  for i, t in enumerate(terms):
+    base = _term_name(t, i)
+    seen[base] = seen.get(base, 0) + 1
+    names.append(base if seen[base] == 1 else f"{base}_{seen[base] - 1}")
+  return Objective(terms=tuple(terms), names=tuple(names), aggregate=get_aggregation(aggregate))

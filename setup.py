@@ -1,0 +1,44 @@
+"""Install rljax: `pip install -e ".[dev]"` (extras: gpu, tpu, hf).
+
+The top-level folder `kernels/` is installed as the subpackage `rljax.kernels`
+(a top-level `kernels` package name is taken on PyPI).
+"""
+import setuptools
+
+_CORE = [
+    "jax>=0.6",
+    "flax>=0.10",
+    "optax>=0.2.4",
+    "orbax-checkpoint>=0.11",
+    "chex>=0.1.88",
+    "sentencepiece>=0.2",
+    "tensorflow-datasets>=4.9.7",
+    "grain>=0.2.10",
+    "numpy>=1.26",
+    "tqdm>=4.66",
+    "matplotlib>=3.8",
+    "tensorboardX>=2.6",
+]
+_HF = ["safetensors>=0.4", "tokenizers>=0.20", "torch>=2.4", "transformers>=4.51"]
+
+setuptools.setup(
+    name="rljax",
+    version="0.1.0",
+    description="JAX-native functional RL post-training for language models.",
+    python_requires=">=3.10",
+    packages=(
+        setuptools.find_packages(include=["rljax", "rljax.*"])
+        + ["rljax.kernels"]
+        + ["rljax.kernels." + p for p in setuptools.find_packages("kernels")]
+    ),
+    package_dir={"rljax.kernels": "kernels"},
+    include_package_data=True,
+    install_requires=_CORE,
+    extras_require={
+        "dev": ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11"] + _HF,
+        "hf": _HF,
+        "gpu": ["jax[cuda12]"],
+        "tpu": ["jax[tpu]"],
+    },
+    entry_points={"console_scripts": ["rljax=rljax.cli:main"]},
+)
