@@ -1,6 +1,18 @@
-"""Policy-side objective terms, composed with ``chain`` (see ``_chain.py``)."""
-from rljax.objectives._aggregation import (get_aggregation, seq_mean_token_mean, seq_mean_token_sum,
-                                           seq_mean_token_sum_norm, token_mean, token_sum)
-from rljax.objectives._chain import Objective, chain, named
+"""Policy-side objective terms, composed with ``chain``.
 
-TECHNIQUES = ()
+Every term is built by a factory that closes over its hyper-parameters and
+returns ``term(out: PolicyOutputs, batch: TrainBatch) -> (per_token_loss [B, T],
+metrics)``; ``chain(*terms, aggregate=...)`` sums and aggregates them.
+"""
+from rljax.objectives import _corrections, _entropy, _kl, _ratio, _supervised
+from rljax.objectives._aggregation import (TECHNIQUES as _AGG_TECHNIQUES, get_aggregation, seq_mean_token_mean,
+                                           seq_mean_token_sum, seq_mean_token_sum_norm, token_mean, token_sum)
+from rljax.objectives._chain import Objective, chain, named
+from rljax.objectives._corrections import *  # noqa: F401,F403
+from rljax.objectives._entropy import *  # noqa: F401,F403
+from rljax.objectives._kl import *  # noqa: F401,F403
+from rljax.objectives._ratio import *  # noqa: F401,F403
+from rljax.objectives._supervised import *  # noqa: F401,F403
+
+TECHNIQUES = (_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
+              + _supervised.TECHNIQUES + _AGG_TECHNIQUES)

@@ -90,3 +90,19 @@ def get_aggregation(name_or_fn) -> Aggregation:
   if name_or_fn not in _BY_NAME:
     raise ValueError(f"aggregate must be a callable or one of {sorted(_BY_NAME)}, got {name_or_fn!r}")
   return _BY_NAME[name_or_fn]
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
+  return (
+      Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src),
+      Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src),
+      Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src),
+      Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src),
+      Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
+                "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src),
+  )
+
+
+TECHNIQUES = _technique_rows()
