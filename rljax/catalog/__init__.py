@@ -58,6 +58,3 @@ def main(argv=None) -> int:
   print(as_table(markdown="--markdown" in argv))
   return 0
 
-
-if __name__ == "__main__":
-  sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from rljax.catalog import main
+
+sys.exit(main())
