@@ -18,6 +18,7 @@ _CORE = [
     "tqdm>=4.66",
     "matplotlib>=3.8",
     "tensorboardX>=2.6",
+    "importlib_resources",  # tensorflow-datasets needs it to prepare datasets without TF
 ]
 _HF = ["safetensors>=0.4", "tokenizers>=0.20", "torch>=2.4", "transformers>=4.51"]
 

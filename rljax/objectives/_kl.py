@@ -1,3 +1,373 @@
-"""(being written)"""
-__all__ = []
-TECHNIQUES = ()
+"""KL terms: sampled KL estimators as a loss, KL folded into rewards, and RPG.
+
+Conventions (shared by every term of this module; Δ = log π_θ − log π_ref):
+
+* ``k1`` / ``kl``          Δ
+* ``abs``                  |Δ|
+* ``k2`` / ``mse``         ½ Δ²
+* ``k3`` / ``low_var_kl``  e^{−Δ} + Δ − 1   (verl clamps −Δ to ±20 and the
+  result to ±10; ``clamp=True`` reproduces that, ``clamp=False`` is TRL's)
+* a ``+`` suffix (``k1+``, ``k3+``, ``low_var_kl+`` ...) is verl's
+  straight-through estimator: forward value of the base estimator, gradient of
+  k2 (``½Δ²``).
+
+All estimator names are verl's ``kl_penalty`` names (verl 0.9.1
+``trainer/ppo/core_algos.py::kl_penalty``); TRL's ``beta`` term is ``k3``.
+This module also holds the small private helpers the other part-B objective
+modules (``_entropy``, ``_supervised``) share.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax.types import PolicyOutputs, TrainBatch, check_mask, is_concrete
+
+Array = jax.Array
+
+__all__ = ["kl_penalty", "kl_in_reward", "kl_estimate", "rpg", "KL_ESTIMATORS"]
+
+# --------------------------------------------------------------------------------------
+# shared private helpers (used by _entropy.py and _supervised.py as well)
+# --------------------------------------------------------------------------------------
+
+
+def _check_value(name: str, value, *, low: Optional[float] = None, high: Optional[float] = None,
+                 low_open: bool = False, high_open: bool = False) -> None:
+  """Raises ``ValueError`` naming ``name`` when a *concrete* value is out of range.
+
+  Traced values (e.g. a controller's ``state.beta`` inside ``jit``) are accepted
+  unchecked: their values do not exist at trace time.
+  """
+  if value is None or not is_concrete(value):
+    return
+  arr = np.asarray(value, dtype=np.float64)
+  if not np.all(np.isfinite(arr)):
+    raise ValueError(f"{name} must be finite, got {value!r}")
+  if low is not None and (np.any(arr <= low) if low_open else np.any(arr < low)):
+    raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
+  if high is not None and (np.any(arr >= high) if high_open else np.any(arr > high)):
+    raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
+
+
+def _check_choice(name: str, value, choices) -> None:
+  if value not in choices:
+    raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+
+
+def _check_batch(out: PolicyOutputs, batch: TrainBatch) -> tuple:
+  """Checks that ``out.logp`` and ``batch.loss_mask`` agree; returns ``(B, T)``."""
+  shape = tuple(np.shape(out.logp))
+  if len(shape) != 2:
+    raise ValueError(f"out.logp must be [B, T], got shape {shape}")
+  check_mask("batch.loss_mask", batch.loss_mask, shape)
+  return shape
+
+
+def _require(name: str, x, shape: tuple):
+  """Returns ``x`` after checking it is present and has ``shape``."""
+  if x is None:
+    raise ValueError(f"{name} is required by this term but is None")
+  if tuple(np.shape(x)) != tuple(shape):
+    raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(np.shape(x))}")
+  return jnp.asarray(x, jnp.float32) if is_concrete(x) else x.astype(jnp.float32)
+
+
+def _extra(batch: TrainBatch, key: str, shape: tuple, *, required: bool = True):
+  extras = dict(batch.extras or {})
+  if key not in extras:
+    if required:
+      raise ValueError(f"batch.extras[{key!r}] is required by this term (expected shape {tuple(shape)})")
+    return None
+  return _require(f"batch.extras[{key!r}]", extras[key], shape)
+
+
+def _mask(batch: TrainBatch) -> Array:
+  return jnp.asarray(batch.loss_mask).astype(jnp.float32)
+
+
+def _masked_mean(x: Array, mask: Array) -> Array:
+  """``Σ x m / max(Σ m, 1)`` (0 on an empty mask, never NaN)."""
+  mask = mask.astype(jnp.float32)
+  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def _seq_sum(x: Array, mask: Array) -> Array:
+  return jnp.sum(x * mask.astype(jnp.float32), axis=-1)
+
+
+def _log_ratio(out: PolicyOutputs, batch: TrainBatch, clamp: Optional[float] = 20.0) -> Array:
+  """``log r = log π_θ − log π_proximal`` (``batch.logp_proximal``), clamped to ±clamp (verl: 20)."""
+  shape = tuple(np.shape(out.logp))
+  try:
+    prox = batch.logp_proximal
+  except ValueError as e:
+    raise ValueError("batch.logp_old or batch.logp_behavior is required for a ratio term") from e
+  prox = _require("batch.logp_old/logp_behavior", prox, shape)
+  log_r = out.logp.astype(jnp.float32) - prox
+  if clamp is not None:
+    log_r = jnp.clip(log_r, -clamp, clamp)
+  return log_r
+
+
+def _with_name(fn, name: str):
+  fn.name = name
+  fn.__name__ = name
+  return fn
+
+
+# --------------------------------------------------------------------------------------
+# KL estimators
+# --------------------------------------------------------------------------------------
+
+_BASE = {"k1": "k1", "kl": "k1", "abs": "abs", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3"}
+KL_ESTIMATORS = tuple(sorted(list(_BASE) + [k + "+" for k in _BASE]))
+
+
+def _estimator_value(delta: Array, base: str, clamp: bool) -> Array:
+  if base == "k1":
+    return delta
+  if base == "abs":
+    return jnp.abs(delta)
+  if base == "k2":
+    return 0.5 * jnp.square(delta)
+  neg = -delta  # log π_ref − log π_θ
+  if clamp:
+    neg = jnp.clip(neg, -20.0, 20.0)
+  value = jnp.exp(neg) - neg - 1.0
+  return jnp.clip(value, -10.0, 10.0) if clamp else value
+
+
+def kl_estimate(logp: Array, logp_ref: Array, estimator: str = "k3", *, clamp: bool = True) -> Array:
+  """Per-token sampled KL(π_θ ‖ π_ref) estimate, elementwise.
+
+  With Δ = ``logp − logp_ref`` (samples drawn from π_θ):
+
+      k1 = Δ,  abs = |Δ|,  k2 = ½Δ²,  k3 = e^{−Δ} + Δ − 1,
+      "<name>+" = sg(k_name − ½Δ²) + ½Δ²   (value of k_name, gradient of k2).
+
+  ``clamp=True`` follows verl (k3 only: −Δ clipped to [−20, 20], result to
+  [−10, 10]); other estimators are never clamped (as in verl).
+  Source: Schulman, "Approximating KL divergence" (2020) for k1/k2/k3; verl
+  0.9.1 ``kl_penalty`` for the names and the "+" straight-through variant.
+
+  Args:
+    logp, logp_ref: arrays of equal shape (typically ``[B, T]``).
+    estimator: one of ``KL_ESTIMATORS``.
+    clamp: verl's k3 clamps.
+  """
+  if not isinstance(estimator, str):
+    raise ValueError(f"estimator must be a string, one of {list(KL_ESTIMATORS)}, got {estimator!r}")
+  straight_through = estimator.endswith("+")
+  base = _BASE.get(estimator[:-1] if straight_through else estimator)
+  if base is None:
+    raise ValueError(f"estimator must be one of {list(KL_ESTIMATORS)}, got {estimator!r}")
+  if tuple(np.shape(logp)) != tuple(np.shape(logp_ref)):
+    raise ValueError(f"logp {tuple(np.shape(logp))} and logp_ref {tuple(np.shape(logp_ref))} must have the same shape")
+  delta = logp.astype(jnp.float32) - logp_ref.astype(jnp.float32)
+  value = _estimator_value(delta, base, clamp)
+  if straight_through:
+    k2 = 0.5 * jnp.square(delta)
+    value = k2 + jax.lax.stop_gradient(value - k2)
+  return value
+
+
+def kl_penalty(beta=1e-3, estimator: str = "low_var_kl", *, clamp: bool = True, bias_correction: bool = False):
+  """KL-to-reference loss term (verl ``use_kl_loss``; TRL ``beta``).
+
+      L_t = β · k(log π_θ(y_t) − log π_ref(y_t))     [· sg?(r_t) with bias_correction]
+
+  with ``k`` from ``kl_estimate`` (verl name ``kl_loss_type``, default
+  ``low_var_kl`` = k3; verl's ``kl_loss_coef`` default is 0.001). TRL's
+  ``use_bias_correction_kl`` multiplies the k3 value by the importance ratio
+  r_t = π_θ/π_old (DeepSeek-V3.2); ``bias_correction=True`` does that with
+  r_t = exp(log π_θ − ``batch.logp_proximal``), gradient flowing through r_t
+  (our reading of TRL; unverified whether TRL detaches r).
+
+  Args:
+    beta: coefficient ≥ 0; may be a traced array (e.g. ``adaptive_kl`` state).
+    estimator: one of ``KL_ESTIMATORS``.
+    clamp: verl's k3 clamps (see ``kl_estimate``).
+    bias_correction: TRL's ratio-weighted KL.
+
+  Reads ``out.logp``, ``batch.logp_ref`` ([B, T]). Metrics: ``kl`` (masked
+  token-mean of the estimator value), ``beta``.
+  """
+  _check_value("beta", beta, low=0.0)
+  kl_estimate(jnp.zeros(()), jnp.zeros(()), estimator)  # validates the name now
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    ref = _require("batch.logp_ref", batch.logp_ref, shape)
+    kl = kl_estimate(out.logp, ref, estimator, clamp=clamp)
+    if bias_correction:
+      kl = kl * jnp.exp(_log_ratio(out, batch))
+    mask = _mask(batch)
+    b = jnp.asarray(beta, jnp.float32)
+    metrics = {"kl": _masked_mean(jax.lax.stop_gradient(kl), mask), "beta": b}
+    return b * kl, metrics
+
+  return _with_name(term, "kl_penalty")
+
+
+def kl_in_reward(scores: Array, logp_old: Array, logp_ref: Array, mask: Array, *, beta=1e-3,
+                 estimator: str = "kl", clamp: bool = True):
+  """KL folded into the reward (verl ``algorithm.use_kl_in_reward``; not a loss term).
+
+      r_t = score_t − β · m_t · k(log π_old(y_t) − log π_ref(y_t))
+
+  verl ``compute_rewards(token_level_scores, old_log_prob, ref_log_prob, kl_ratio)``
+  with the estimator ``algorithm.kl_penalty`` (default ``"kl"`` = k1) and β from
+  ``kl_ctrl`` (fixed or ``adaptive_kl``). A sequence score ``[B]`` is first put
+  on the last token of ``mask`` (verl's ``token_level_scores`` convention).
+
+  Args:
+    scores: ``[B, T]`` token-level scores or ``[B]`` sequence scores.
+    logp_old, logp_ref: ``[B, T]`` log-probs of the sampled tokens under the
+      rollout (old) and reference policies.
+    mask: ``[B, T]`` response mask (0/1 or bool).
+    beta: coefficient ≥ 0 (may be traced).
+    estimator: one of ``KL_ESTIMATORS`` (the "+" variants only change gradients,
+      which do not matter for rewards).
+    clamp: verl's k3 clamps.
+
+  Returns:
+    ``(token_rewards [B, T], metrics)`` with ``metrics["kl"]`` = batch mean of the
+    per-sequence masked token-mean KL — verl's ``actor/reward_kl_penalty``, the
+    value to feed ``adaptive_kl.update(kl=...)`` — and ``metrics["beta"]``.
+  """
+  _check_value("beta", beta, low=0.0)
+  shape = tuple(np.shape(logp_old))
+  if len(shape) != 2:
+    raise ValueError(f"logp_old must be [B, T], got {shape}")
+  if tuple(np.shape(logp_ref)) != shape:
+    raise ValueError(f"logp_ref must have shape {shape}, got {tuple(np.shape(logp_ref))}")
+  check_mask("mask", mask, shape)
+  m = jnp.asarray(mask).astype(jnp.float32)
+  scores = jnp.asarray(scores, jnp.float32)
+  if scores.shape == shape[:1]:
+    idx = jnp.arange(shape[1])
+    last = jnp.max(jnp.where(m > 0, idx[None, :], -1), axis=1)
+    scores = jnp.where(idx[None, :] == last[:, None], scores[:, None], 0.0)
+  elif scores.shape != shape:
+    raise ValueError(f"scores must be [B] or [B, T] = {shape}, got {scores.shape}")
+  kl = kl_estimate(jnp.asarray(logp_old), jnp.asarray(logp_ref), estimator, clamp=clamp) * m
+  b = jnp.asarray(beta, jnp.float32)
+  per_seq = jnp.sum(kl, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
+  return scores - b * kl, {"kl": jnp.mean(per_seq), "beta": b}
+
+
+# --------------------------------------------------------------------------------------
+# RPG
+# --------------------------------------------------------------------------------------
+
+_RPG_KL = ("reverse", "forward")
+_RPG_EST = ("surrogate", "reinforce")
+
+
+def rpg(beta=0.1, kl: str = "reverse", *, normalized: bool = True, estimator: str = "surrogate",
+        policy_gradient: bool = True, clamp: float = 20.0):
+  """RPG — regularized policy gradient (Zhang et al., arXiv:2505.17508; seed 000 L113).
+
+  Objective maximised: J(θ) = E_{π_θ}[A] − β·D, with D one of
+
+      reverse KL   KL(π_θ‖π_ref)   = Σ π_θ log(π_θ/π_ref)
+      reverse UKL  UKL(π_θ‖π_ref)  = Σ π_θ log(π_θ/π_ref) − π_θ + π_ref
+      forward KL   KL(π_ref‖π_θ)   = Σ π_ref log(π_ref/π_θ)
+      forward UKL  UKL(π_ref‖π_θ)  = Σ π_ref log(π_ref/π_θ) − π_ref + π_θ
+
+  (UKL = the generalized KL of unnormalized measures, ``normalized=False``),
+  estimated per token from samples of π_old with w = π_θ/π_old and
+  w_ref = π_ref/π_old (log-ratios clamped at ±``clamp``, verl's 20):
+
+  ``estimator="surrogate"`` (fully differentiable, loss value = −J estimate):
+
+      reverse KL   L = −w·A + β·w·(log π_θ − log π_ref)
+      reverse UKL  L = −w·A + β·(w·(log π_θ − log π_ref) − w + w_ref)
+      forward KL   L = −w·A + β·w_ref·(log π_ref − log π_θ)
+      forward UKL  L = −w·A + β·(w_ref·(log π_ref − log π_θ) − w_ref + w)
+
+  ``estimator="reinforce"`` (REINFORCE-style, L = sg(c)·log π_θ):
+
+      reverse (KL and UKL)  c = −w·A + β·w·(log π_θ − log π_ref)
+      forward KL            c = −w·A − β·w_ref
+      forward UKL           c = −w·A + β·(w − w_ref)
+
+  Each REINFORCE coefficient is ∂L_surrogate/∂log π_θ minus terms of zero
+  expectation under π_old (for the normalized reverse KL, the "+β·w" term,
+  since E_old[w ∇log π_θ] = ∇Σπ_θ = 0), so both estimators have the same
+  expected gradient, the exact gradient of −J. The abstract names this family
+  only; the per-token (state-wise KL over the next token) formulation and the
+  forms above are our derivation, not copied from the paper's code (which
+  also adds PPO-style clipping of w; not done here — compose a clipped ratio
+  term instead). ``policy_gradient=False`` drops the −w·A part, leaving only
+  the regulariser.
+
+  Args:
+    beta: KL coefficient ≥ 0 (may be traced).
+    kl: ``"reverse"`` or ``"forward"``.
+    normalized: KL (True) or UKL (False).
+    estimator: ``"surrogate"`` or ``"reinforce"``.
+    policy_gradient: include the importance-weighted −w·A term.
+    clamp: bound on |log w| and |log w_ref|.
+
+  Reads ``out.logp``, ``batch.logp_proximal`` (π_old), ``batch.logp_ref``,
+  ``batch.advantages``. Metrics: ``kl`` (masked mean of the per-token
+  divergence estimate), ``ratio_mean``, ``beta``.
+  """
+  _check_value("beta", beta, low=0.0)
+  _check_choice("kl", kl, _RPG_KL)
+  _check_choice("estimator", estimator, _RPG_EST)
+  if clamp is None or not clamp > 0:
+    raise ValueError(f"clamp must be a positive number, got {clamp!r}")
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    ref = _require("batch.logp_ref", batch.logp_ref, shape)
+    adv = _require("batch.advantages", batch.advantages, shape)
+    logp = out.logp.astype(jnp.float32)
+    log_w = _log_ratio(out, batch, clamp)
+    log_old = logp - log_w
+    log_w_ref = jnp.clip(ref - jax.lax.stop_gradient(log_old), -clamp, clamp)
+    w, w_ref = jnp.exp(log_w), jnp.exp(log_w_ref)
+    b = jnp.asarray(beta, jnp.float32)
+    log_q = logp - ref  # log π_θ − log π_ref
+    if kl == "reverse":
+      div = w * log_q if normalized else w * log_q - w + w_ref
+    else:
+      div = -w_ref * log_q if normalized else -w_ref * log_q - w_ref + w
+    pg = -w * adv if policy_gradient else jnp.zeros_like(w)
+    if estimator == "surrogate":
+      loss = pg + b * div
+    else:
+      if kl == "reverse":
+        coef = w * log_q
+      else:
+        coef = -w_ref if normalized else w - w_ref
+      loss = jax.lax.stop_gradient(pg + b * coef) * logp
+    mask = _mask(batch)
+    metrics = {"kl": _masked_mean(jax.lax.stop_gradient(div), mask),
+               "ratio_mean": _masked_mean(jax.lax.stop_gradient(w), mask), "beta": b}
+    return loss, metrics
+
+  return _with_name(term, "rpg")
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  return (
+      Technique("kl_penalty", "kl", kl_penalty,
+                "β·k(Δ), Δ=logπθ−logπref; k1=Δ, abs=|Δ|, k2=½Δ², k3=e^{−Δ}+Δ−1; '+' = value of k, grad of k2",
+                "verl kl_penalty (kl_loss_type); TRL beta (k3); Schulman 2020"),
+      Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
+                "verl algorithm.use_kl_in_reward / compute_rewards"),
+      Technique("rpg", "kl", rpg,
+                "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
+                "000_3e503271be254a43.txt L113; arXiv:2505.17508"),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -1,0 +1,11 @@
+"""Fused log-prob and entropy of the LM head (``rljax.kernels``).
+
+``logprob_and_entropy(hidden [N, H], weight [H, V], targets [N])`` returns the
+per-token ``log pi(target)`` and policy entropy without materialising the
+``[N, V]`` logits, with a ``jax.custom_vjp`` for gradients w.r.t. ``hidden``
+and ``weight`` from both outputs. See ``docs/kernels.md``.
+"""
+from rljax.kernels._reference import logprob_and_entropy_reference
+from rljax.kernels._api import logprob_and_entropy
+
+__all__ = ["logprob_and_entropy", "logprob_and_entropy_reference"]

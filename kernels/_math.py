@@ -1,0 +1,68 @@
+"""Per-tile math shared by every fused implementation (pure jnp on arrays).
+
+For one tile of tokens x vocab columns, with ``raw = x @ W`` accumulated in f32:
+``z = soft_cap(raw) * inv_temp``. The forward keeps, per token, the running
+max ``m``, ``s = sum_j e^(z_j - m)``, ``w = sum_j e^(z_j - m) z_j`` and the
+target logit ``z_y``; then ``lse = m + log s``, ``logp = z_y - lse`` and
+``H = lse - w / s``. The backward recomputes ``z``, sets ``p = e^(z - lse)`` and
+``dz = g_lp (onehot - p) - g_H p (z - E_p[z])``, then chains through
+``inv_temp`` and the soft-cap derivative ``1 - tanh^2(raw / cap)``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+NEG_INF = float("-inf")
+
+
+def tile_logits(raw, inv_temp, soft_cap: Optional[float]):
+  """``(z, tanh_or_None)`` from the f32 tile ``raw = x @ W``."""
+  if soft_cap is None:
+    return raw * inv_temp, None
+  th = jnp.tanh(raw * (1.0 / soft_cap))
+  return th * (soft_cap * inv_temp), th
+
+
+def online_update(m, s, w, zy, z, col, valid, tgt):
+  """One online-softmax step over a ``[bn, bv]`` tile (stats are ``[bn, 1]``).
+
+  ``col`` holds global column ids, ``valid`` marks real (unpadded) columns and
+  ``tgt`` is ``[bn, 1]`` target ids (ids outside this tile contribute nothing).
+  """
+  zm = jnp.where(valid, z, NEG_INF)
+  m_new = jnp.maximum(m, jnp.max(zm, axis=1, keepdims=True))
+  scale = jnp.exp(m - m_new)
+  e = jnp.exp(zm - m_new)
+  s = s * scale + jnp.sum(e, axis=1, keepdims=True)
+  w = w * scale + jnp.sum(jnp.where(valid, e * z, 0.0), axis=1, keepdims=True)
+  zy = zy + jnp.sum(jnp.where(col == tgt, z, 0.0), axis=1, keepdims=True)
+  return m_new, s, w, zy
+
+
+def tile_draw(z, th, col, valid, tgt, lse, mean_z, g_lp, g_h, inv_temp,
+              soft_cap: Optional[float]):
+  """Cotangent of ``raw`` for one tile (f32). Per-token args are ``[bn, 1]``."""
+  p = jnp.where(valid, jnp.exp(z - lse), 0.0)
+  onehot = (col == tgt).astype(jnp.float32)
+  dz = g_lp * (onehot - p) - g_h * p * (z - mean_z)
+  draw = dz * inv_temp
+  if soft_cap is not None:
+    draw = draw * (1.0 - th * th)
+  return draw
+
+
+def dot_nt(a, b):
+  """``a @ b.T`` with f32 accumulation."""
+  return jax.lax.dot_general(a, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+
+
+def dot_tn(a, b):
+  """``a.T @ b`` with f32 accumulation."""
+  return jax.lax.dot_general(a, b, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+
+
+def dot_nn(a, b):
+  return jax.lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)

@@ -1,0 +1,84 @@
+"""Multi-digit addition with the answer written lowest digit first.
+
+``037+085=`` -> ``221`` (122 reversed). Writing the lowest digit first puts
+each carry next to the digits that cause it, which lets a 2-layer model learn
+the task (see shared/design/demo-task-notes.md). The optional *sloppy teacher*
+drops every carry in a fraction of the demonstrations, so that supervised
+warm-starting leaves a policy that often samples the right answer but prefers
+the wrong one greedily: room for RL to beat its teacher.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from rljax.envs._task import Problem, sample_split
+
+
+@dataclasses.dataclass(frozen=True)
+class ArithmeticTask:
+  """``a+b=`` with ``digits``-digit zero-padded operands.
+
+  Attributes:
+    digits: operand width (1..9).
+    reverse_answer: write the sum lowest digit first (recommended).
+    sloppy_carry_prob: probability that a demonstration ignores every carry.
+    test_fraction: share of the problem space reserved for the test split.
+  """
+  digits: int = 3
+  reverse_answer: bool = True
+  sloppy_carry_prob: float = 0.0
+  test_fraction: float = 0.1
+  name: str = "arithmetic"
+
+  def __post_init__(self):
+    if not 1 <= self.digits <= 9:
+      raise ValueError(f"digits must be in [1, 9], got {self.digits}")
+    if not 0.0 <= self.sloppy_carry_prob <= 1.0:
+      raise ValueError(f"sloppy_carry_prob must be in [0, 1], got {self.sloppy_carry_prob}")
+    if not 0.0 < self.test_fraction < 1.0:
+      raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
+
+  def _format(self, total: int) -> str:
+    s = str(total)
+    return s[::-1] if self.reverse_answer else s
+
+  def _make(self, a: int, b: int) -> Problem:
+    w = self.digits
+    return Problem(prompt=f"{a:0{w}d}+{b:0{w}d}=", answer=self._format(a + b), meta={"a": a, "b": b})
+
+  def problems(self, split: str, num: int, seed: int) -> list[Problem]:
+    """``num`` problems of ``split`` ("train"/"test"), deterministic in ``seed``."""
+    hi = 10 ** self.digits
+
+    def draw(rng):
+      a, b = int(rng.integers(hi)), int(rng.integers(hi))
+      return f"{a}+{b}", self._make(a, b)
+
+    return sample_split(draw, split, num, seed, self.test_fraction)
+
+  def no_carry_answer(self, problem: Problem) -> str:
+    """The answer with every carry dropped: digit-wise ``(a_i + b_i) mod 10``."""
+    a, b = problem.meta["a"], problem.meta["b"]
+    value = sum((((a // 10 ** i) + (b // 10 ** i)) % 10) * 10 ** i for i in range(self.digits))
+    return self._format(value)
+
+  def demonstration(self, problem: Problem, rng: np.random.Generator) -> str:
+    """The teacher's completion: correct, or carry-free with ``sloppy_carry_prob``."""
+    if self.sloppy_carry_prob > 0 and rng.random() < self.sloppy_carry_prob:
+      return self.no_carry_answer(problem)
+    return problem.answer
+
+  def score(self, completions: Sequence[str], problems: Sequence[Problem]) -> np.ndarray:
+    """1.0 where the completion (whitespace-stripped) equals the answer, else 0."""
+    if len(completions) != len(problems):
+      raise ValueError(f"completions ({len(completions)}) and problems ({len(problems)}) differ in length")
+    out = np.zeros(len(problems), np.float32)
+    for i, (c, p) in enumerate(zip(completions, problems)):
+      out[i] = float(isinstance(c, str) and c.strip() == p.answer)
+    return out
+
+  def corpus(self) -> list[str]:
+    return ["0123456789+="]

@@ -1,0 +1,305 @@
+"""Building blocks: projections (with optional LoRA), RMSNorm, RoPE, attention, MLP, MoE.
+
+Every parameter carries a ``logical_axes`` metadata tuple (see
+``rljax.models.logical_axes``) naming its dimensions with the logical names
+``vocab, embed, heads, kv_heads, head_dim, mlp, expert, norm, lora`` so that a
+sharding helper can map them to mesh axes.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rljax.models._config import LoRAConfig, ModelConfig, RopeScaling
+
+_NEG = -0.7 * float(np.finfo(np.float32).max)  # finite "minus infinity": a fully masked row stays finite
+
+
+def dtype_of(name: str):
+  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
+
+
+def param(value, axes: Sequence[Optional[str]], kind=nnx.Param):
+  """An ``nnx.Param`` (or subclass) annotated with logical axis names."""
+  axes = tuple(axes)
+  if len(axes) != np.ndim(value):
+    raise ValueError(f"logical axes {axes} do not match parameter shape {np.shape(value)}")
+  return kind(value, logical_axes=axes)
+
+
+def _normal(rngs: nnx.Rngs, shape, std: float, dtype):
+  return (std * jax.random.normal(rngs.params(), shape, jnp.float32)).astype(dtype)
+
+
+class Linear(nnx.Module):
+  """``y = x . W (+ b)`` contracting the trailing ``len(in_shape)`` axes of ``x``.
+
+  ``kernel``: ``in_shape + out_shape``. With ``lora`` the output gains
+  ``s * ((x_flat @ lora_a) @ lora_b)`` reshaped to ``out_shape``
+  (``lora_a [prod(in), r]``, ``lora_b [r, prod(out)]``, both ``nnx.LoRAParam``).
+  """
+
+  def __init__(self, in_shape, out_shape, in_axes, out_axes, *, cfg: ModelConfig, rngs: nnx.Rngs,
+               bias: bool = False, lora: Optional[LoRAConfig] = None, std: float = 0.02):
+    self.in_shape = tuple(in_shape)
+    self.out_shape = tuple(out_shape)
+    self.compute_dtype = dtype_of(cfg.compute_dtype)
+    pdt = dtype_of(cfg.param_dtype)
+    self.kernel = param(_normal(rngs, self.in_shape + self.out_shape, std, pdt), tuple(in_axes) + tuple(out_axes))
+    self.bias = param(jnp.zeros(self.out_shape, pdt), out_axes) if bias else None
+    self.lora_scale = None
+    self.lora_merged = False
+    if lora is not None:
+      n_in, n_out = int(np.prod(self.in_shape)), int(np.prod(self.out_shape))
+      bound = math.sqrt(6.0 / n_in)  # He-uniform, fan_in = n_in
+      a = jax.random.uniform(rngs.params(), (n_in, lora.rank), jnp.float32, -bound, bound).astype(pdt)
+      self.lora_a = param(a, ("lora_in", "lora"), nnx.LoRAParam)
+      self.lora_b = param(jnp.zeros((lora.rank, n_out), pdt), ("lora", "lora_out"), nnx.LoRAParam)
+      self.lora_scale = float(lora.scale)
+
+  def __call__(self, x):
+    n_in = len(self.in_shape)
+    x = x.astype(self.compute_dtype)
+    y = jnp.tensordot(x, self.kernel[...].astype(self.compute_dtype), axes=n_in)
+    if self.bias is not None:
+      y = y + self.bias[...].astype(self.compute_dtype)
+    if self.lora_scale is not None and not self.lora_merged:
+      lead = x.shape[: x.ndim - n_in]
+      xa = x.reshape(lead + (-1,)) @ self.lora_a[...].astype(self.compute_dtype)
+      delta = (xa @ self.lora_b[...].astype(self.compute_dtype)).reshape(lead + self.out_shape)
+      y = y + (self.lora_scale * delta).astype(y.dtype)
+    return y
+
+  def lora_delta(self):
+    """``s * A @ B`` reshaped like ``kernel`` (float32)."""
+    d = self.lora_scale * (self.lora_a[...].astype(jnp.float32) @ self.lora_b[...].astype(jnp.float32))
+    return d.reshape(self.in_shape + self.out_shape)
+
+
+class RMSNorm(nnx.Module):
+  """``y = x / sqrt(mean(x^2) + eps) * (w + offset)`` computed in float32.
+
+  ``offset`` is 1 for Gemma (weights stored as ``w``, initialised at 0) and 0
+  otherwise (weights initialised at 1).
+  """
+
+  def __init__(self, dim: int, *, cfg: ModelConfig, plus_one: Optional[bool] = None):
+    self.eps = float(cfg.rms_norm_eps)
+    self.offset = 1.0 if (cfg.norm_plus_one if plus_one is None else plus_one) else 0.0
+    self.compute_dtype = dtype_of(cfg.compute_dtype)
+    init = jnp.zeros if self.offset else jnp.ones
+    self.scale = param(init((dim,), dtype_of(cfg.param_dtype)), ("norm",))
+
+  def __call__(self, x):
+    x32 = x.astype(jnp.float32)
+    y = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + self.eps)
+    return (y * (self.scale[...].astype(jnp.float32) + self.offset)).astype(self.compute_dtype)
+
+
+# ----------------------------------------------------------------------- RoPE
+def rope_inv_freq(head_dim: int, theta: float, scaling: Optional[RopeScaling]) -> tuple[np.ndarray, float]:
+  """Inverse frequencies ``[D/2]`` (float64 NumPy) and the cos/sin multiplier.
+
+  Default: ``inv_freq_i = theta^(-2i/D)``. Scaling variants follow the
+  Hugging Face ``rope_type`` definitions (see :class:`RopeScaling`).
+  """
+  d = head_dim
+  inv = 1.0 / (theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+  if scaling is None or scaling.rope_type == "default":
+    return inv, 1.0
+  f = scaling.factor
+  if scaling.rope_type == "linear":
+    return inv / f, 1.0
+  if scaling.rope_type == "llama3":
+    old = scaling.original_max_position_embeddings
+    low_wl, high_wl = old / scaling.low_freq_factor, old / scaling.high_freq_factor
+    wl = 2 * math.pi / inv
+    out = np.where(wl > low_wl, inv / f, inv)
+    smooth = (old / wl - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    smoothed = (1 - smooth) * out / f + smooth * out
+    medium = ~(wl < high_wl) & ~(wl > low_wl)
+    return np.where(medium, smoothed, out), 1.0
+  # yarn
+  attn = scaling.attention_factor
+  if attn is None:
+    attn = 0.1 * math.log(f) + 1.0 if f > 1 else 1.0
+  old = scaling.original_max_position_embeddings
+
+  def corr_dim(rot):
+    return (d * math.log(old / (rot * 2 * math.pi))) / (2 * math.log(theta))
+
+  low, high = corr_dim(scaling.beta_fast), corr_dim(scaling.beta_slow)
+  if scaling.truncate:
+    low, high = math.floor(low), math.ceil(high)
+  low, high = max(low, 0), min(high, d - 1)
+  if low == high:
+    high += 0.001
+  ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+  extra = 1 - ramp
+  pos = theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+  inv = (1.0 / (f * pos)) * (1 - extra) + (1.0 / pos) * extra
+  return inv, float(attn)
+
+
+def rope_cos_sin(positions, cfg: ModelConfig):
+  """``cos, sin [B, T, D]`` float32 for integer ``positions [B, T]`` (halves convention)."""
+  inv, mult = rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
+  inv = jnp.asarray(inv, jnp.float32)
+  ang = positions.astype(jnp.float32)[..., None] * inv  # [B, T, D/2]
+  ang = jnp.concatenate([ang, ang], axis=-1)
+  return jnp.cos(ang) * mult, jnp.sin(ang) * mult
+
+
+def apply_rope(x, cos, sin):
+  """``x [B, T, N, D]``: ``x cos + rotate_half(x) sin`` with ``rotate_half(x) = [-x2, x1]``."""
+  x32 = x.astype(jnp.float32)
+  x1, x2 = jnp.split(x32, 2, axis=-1)
+  rot = jnp.concatenate([-x2, x1], axis=-1)
+  return (x32 * cos[:, :, None] + rot * sin[:, :, None]).astype(x.dtype)
+
+
+# ------------------------------------------------------------------ attention
+def attention(q, k, v, mask, *, scale: float, softcap: Optional[float]):
+  """Grouped-query attention.
+
+  ``q [B, T, N, D]``, ``k, v [B, S, K, D]``, ``mask [B, T, S]`` bool.
+  ``s = scale q.k`` (float32), ``s = cap tanh(s / cap)`` if soft-capped, masked
+  slots get a large finite negative value, ``o = softmax(s) v``.
+  """
+  b, t, n, d = q.shape
+  kh = k.shape[2]
+  qg = q.reshape(b, t, kh, n // kh, d)
+  s = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * scale
+  if softcap is not None:
+    s = softcap * jnp.tanh(s / softcap)
+  s = jnp.where(mask[:, None, None], s, _NEG)
+  p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+  o = jnp.einsum("bkgts,bskd->btkgd", p, v)
+  return o.reshape(b, t, n, d)
+
+
+def _lora_for(cfg: ModelConfig, name: str) -> Optional[LoRAConfig]:
+  return cfg.lora if (cfg.lora is not None and name in cfg.lora.targets) else None
+
+
+class Attention(nnx.Module):
+  """Multi-head GQA with RoPE, optional QKV bias, QK-norm and logit soft-capping."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    h, n, kh, d = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+    kw = dict(cfg=cfg, rngs=rngs, bias=cfg.qkv_bias)
+    self.q = Linear((h,), (n, d), ("embed",), ("heads", "head_dim"), lora=_lora_for(cfg, "q"), **kw)
+    self.k = Linear((h,), (kh, d), ("embed",), ("kv_heads", "head_dim"), lora=_lora_for(cfg, "k"), **kw)
+    self.v = Linear((h,), (kh, d), ("embed",), ("kv_heads", "head_dim"), lora=_lora_for(cfg, "v"), **kw)
+    self.o = Linear((n, d), (h,), ("heads", "head_dim"), ("embed",), cfg=cfg, rngs=rngs,
+                    lora=_lora_for(cfg, "o"))
+    if cfg.qk_norm:
+      self.q_norm = RMSNorm(d, cfg=cfg)
+      self.k_norm = RMSNorm(d, cfg=cfg)
+    else:
+      self.q_norm = self.k_norm = None
+    self.scale = cfg.attn_scale
+    self.softcap = cfg.attn_logit_softcap
+
+  def qkv(self, x, cos, sin):
+    q, k, v = self.q(x), self.k(x), self.v(x)
+    if self.q_norm is not None:
+      q, k = self.q_norm(q), self.k_norm(k)
+    return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+  def out(self, q, k, v, mask):
+    return self.o(attention(q, k, v, mask, scale=self.scale, softcap=self.softcap))
+
+
+def _act(name: str, x):
+  if name == "silu":
+    return jax.nn.silu(x)
+  if name == "gelu_tanh":
+    return jax.nn.gelu(x, approximate=True)
+  return jax.nn.gelu(x, approximate=False)
+
+
+class MLP(nnx.Module):
+  """Gated MLP ``down(act(gate(x)) * up(x))`` (SwiGLU with silu, GeGLU with gelu)."""
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    h, f = cfg.hidden_size, cfg.intermediate_size
+    self.gate = Linear((h,), (f,), ("embed",), ("mlp",), cfg=cfg, rngs=rngs, lora=_lora_for(cfg, "gate"))
+    self.up = Linear((h,), (f,), ("embed",), ("mlp",), cfg=cfg, rngs=rngs, lora=_lora_for(cfg, "up"))
+    self.down = Linear((f,), (h,), ("mlp",), ("embed",), cfg=cfg, rngs=rngs, lora=_lora_for(cfg, "down"))
+    self.activation = cfg.activation
+
+  def __call__(self, x):
+    return self.down(_act(self.activation, self.gate(x)) * self.up(x))
+
+
+class MoE(nnx.Module):
+  """Top-k routed experts (Qwen3-MoE / Mixtral).
+
+  Router: ``p = softmax(x W_r)`` (float32, ``W_r [H, E]``); chosen experts
+  ``ids = top_k(p)`` (or the replayed ``routing`` ids); gates
+  ``g = p[ids]`` renormalised to sum 1 when ``norm_topk_prob``;
+  ``y = sum_j g_j * down_e(act(gate_e(x)) * up_e(x))`` with ``e = ids_j``.
+  Mixtral's ``softmax(top_k(logits))`` equals ``norm_topk_prob=True``.
+  Experts are stacked: ``gate, up [E, H, F]``, ``down [E, F, H]``.
+  """
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    h, f, e = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts
+    pdt = dtype_of(cfg.param_dtype)
+    self.router = param(_normal(rngs, (h, e), 0.02, pdt), ("embed", None))
+    self.gate = param(_normal(rngs, (e, h, f), 0.02, pdt), ("expert", "embed", "mlp"))
+    self.up = param(_normal(rngs, (e, h, f), 0.02, pdt), ("expert", "embed", "mlp"))
+    self.down = param(_normal(rngs, (e, f, h), 0.02, pdt), ("expert", "mlp", "embed"))
+    self.k = cfg.num_experts_per_tok
+    self.num_experts = e
+    self.norm_topk_prob = cfg.norm_topk_prob
+    self.activation = cfg.activation
+    self.impl = cfg.moe_impl
+    self.compute_dtype = dtype_of(cfg.compute_dtype)
+
+  def route(self, x, routing=None):
+    """``(ids [..., k] int32, gates [..., k] f32, probs [..., E] f32)``."""
+    logits = jnp.dot(x.astype(self.compute_dtype), self.router[...].astype(self.compute_dtype),
+                     preferred_element_type=jnp.float32)
+    probs = jax.nn.softmax(logits.astype(jnp.float32), axis=-1)
+    if routing is None:
+      gates, ids = jax.lax.top_k(probs, self.k)
+    else:
+      ids = routing.astype(jnp.int32)
+      gates = jnp.take_along_axis(probs, ids, axis=-1)
+    if self.norm_topk_prob:
+      gates = gates / jnp.sum(gates, axis=-1, keepdims=True)
+    return ids.astype(jnp.int32), gates, probs
+
+  def __call__(self, x, routing=None):
+    """``x [B, T, H]`` -> ``(y [B, T, H], ids [B, T, k], probs [B, T, E])``."""
+    b, t, h = x.shape
+    ids, gates, probs = self.route(x, routing)
+    cd = self.compute_dtype
+    xf = x.reshape(b * t, h).astype(cd)
+    idf = ids.reshape(b * t, self.k)
+    gf = gates.reshape(b * t, self.k).astype(cd)
+    wg, wu, wd = (w[...].astype(cd) for w in (self.gate, self.up, self.down))
+    if self.impl == "dense":
+      hg = jnp.einsum("nh,ehf->enf", xf, wg)
+      hu = jnp.einsum("nh,ehf->enf", xf, wu)
+      ye = jnp.einsum("enf,efh->enh", _act(self.activation, hg) * hu, wd)  # [E, N, H]
+      comb = jnp.sum(jax.nn.one_hot(idf, self.num_experts, dtype=cd) * gf[..., None], axis=1)  # [N, E]
+      y = jnp.einsum("enh,ne->nh", ye, comb)
+    else:
+      flat = idf.reshape(-1)
+      order = jnp.argsort(flat, stable=True)
+      xs = xf[order // self.k]
+      sizes = jnp.bincount(flat, length=self.num_experts).astype(jnp.int32)
+      hg = jax.lax.ragged_dot(xs, wg, sizes)
+      hu = jax.lax.ragged_dot(xs, wu, sizes)
+      ys = jax.lax.ragged_dot(_act(self.activation, hg) * hu, wd, sizes)
+      yk = jnp.zeros_like(ys).at[order].set(ys).reshape(b * t, self.k, h)
+      y = jnp.sum(yk * gf[..., None], axis=1)
+    return y.reshape(b, t, h).astype(cd), ids, probs

@@ -1,0 +1,353 @@
+"""The decoder-only transformer, its KV cache and the policy-outputs call."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from rljax.models._config import ModelConfig
+from rljax.models._layers import MLP, Attention, MoE, RMSNorm, dtype_of, param, rope_cos_sin
+from rljax.types import PolicyOutputs
+
+__all__ = ["Transformer", "KVCache", "ModelOutput", "policy_outputs", "segment_positions"]
+
+Array = jax.Array
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class KVCache:
+  """Key/value cache: ``k, v [L, B, S, K, D]`` (layer, batch, slot, kv head, head dim)."""
+  k: Array
+  v: Array
+
+  @property
+  def max_len(self) -> int:
+    return self.k.shape[2]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class ModelOutput:
+  """Result of :meth:`Transformer.__call__`.
+
+  Attributes:
+    hidden: ``[B, T, H]`` final hidden states after the final norm (compute dtype).
+    logits: ``[B, T, V]`` float32 (soft-capped when ``final_logit_softcap``) or None.
+    cache: the updated :class:`KVCache` or None.
+    routing: ``[B, T, L_moe, k]`` int32 expert ids used by each MoE layer, or None.
+    aux_loss: scalar float32 load-balancing loss (Switch, arXiv 2101.03961, pooled
+      over MoE layers as in Hugging Face): ``E * sum_e f_e P_e`` with ``f_e`` the
+      fraction of (token, layer) top-k assignments to expert ``e`` and ``P_e`` the
+      mean router probability; unweighted (``cfg.router_aux_loss_coef`` is the
+      usual weight); 0 for dense models.
+  """
+  hidden: Array
+  logits: Optional[Array] = None
+  cache: Optional[KVCache] = None
+  routing: Optional[Array] = None
+  aux_loss: Optional[Array] = None
+
+
+def segment_positions(segment_ids):
+  """Position of each token inside its segment: ``t - start(segment containing t)``."""
+  t = segment_ids.shape[-1]
+  idx = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), segment_ids.shape)
+  change = jnp.concatenate([jnp.ones_like(segment_ids[..., :1], bool),
+                            segment_ids[..., 1:] != segment_ids[..., :-1]], axis=-1)
+  start = jax.lax.cummax(jnp.where(change, idx, 0), axis=segment_ids.ndim - 1)
+  return idx - start
+
+
+class Block(nnx.Module):
+  """Pre-norm decoder layer (Gemma-2: sandwich norms around attention and MLP)."""
+
+  def __init__(self, cfg: ModelConfig, layer: int, *, rngs: nnx.Rngs):
+    h = cfg.hidden_size
+    self.attn_norm = RMSNorm(h, cfg=cfg)
+    self.attn = Attention(cfg, rngs=rngs)
+    self.mlp_norm = RMSNorm(h, cfg=cfg)
+    self.is_moe = layer in cfg.moe_layer_indices
+    self.mlp = MoE(cfg, rngs=rngs) if self.is_moe else MLP(cfg, rngs=rngs)
+    if cfg.sandwich_norm:
+      self.attn_post_norm = RMSNorm(h, cfg=cfg)
+      self.mlp_post_norm = RMSNorm(h, cfg=cfg)
+    else:
+      self.attn_post_norm = self.mlp_post_norm = None
+    self.sliding = cfg.is_sliding(layer)
+
+  def _mlp(self, x, routing):
+    y = self.mlp_norm(x)
+    if self.is_moe:
+      y, ids, probs = self.mlp(y, routing)
+    else:
+      y, ids, probs = self.mlp(y), None, None
+    if self.mlp_post_norm is not None:
+      y = self.mlp_post_norm(y)
+    return x + y, ids, probs
+
+  def __call__(self, x, cos, sin, mask, routing=None):
+    """Uncached: ``x [B, T, H]``, ``mask [B, T, T]``."""
+    y = self.attn_norm(x)
+    q, k, v = self.attn.qkv(y, cos, sin)
+    y = self.attn.out(q, k, v, mask)
+    if self.attn_post_norm is not None:
+      y = self.attn_post_norm(y)
+    return self._mlp(x + y, routing)
+
+  def cached(self, x, cos, sin, mask, k_all, v_all, layer, cache_index, routing=None):
+    """Cached: writes this layer's keys/values at ``cache_index`` in ``k_all, v_all [L, B, S, K, D]``."""
+    y = self.attn_norm(x)
+    q, k, v = self.attn.qkv(y, cos, sin)
+    start = (layer, 0, cache_index, 0, 0)
+    k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
+    v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
+    cd = q.dtype
+    y = self.attn.out(q, k_all[layer].astype(cd), v_all[layer].astype(cd), mask)
+    if self.attn_post_norm is not None:
+      y = self.attn_post_norm(y)
+    x, ids, probs = self._mlp(x + y, routing)
+    return x, ids, probs, k_all, v_all
+
+
+_REMAT_POLICIES = {
+    "full": None,
+    "dots": jax.checkpoint_policies.checkpoint_dots,
+    "dots_no_batch": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def _call_block(block, x, cos, sin, mask, routing):
+  return block(x, cos, sin, mask, routing)
+
+
+class Transformer(nnx.Module):
+  """Decoder-only transformer (Llama-3 / Qwen2 / Qwen3 / Qwen3-MoE / Gemma / Gemma-2 family).
+
+  Parameters (logical axes in brackets): ``embed [V, H] (vocab, embed)``;
+  per layer ``attn.q.kernel [H, N, D] (embed, heads, head_dim)``,
+  ``attn.k/v.kernel [H, K, D] (embed, kv_heads, head_dim)``,
+  ``attn.o.kernel [N, D, H] (heads, head_dim, embed)``, dense MLP
+  ``gate/up [H, F] (embed, mlp)``, ``down [F, H] (mlp, embed)``, MoE
+  ``router [H, E] (embed, None)``, ``gate/up [E, H, F] (expert, embed, mlp)``,
+  ``down [E, F, H] (expert, mlp, embed)``, norms ``[H] (norm,)``;
+  ``lm_head [H, V] (embed, vocab)`` when untied.
+  """
+
+  def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
+    if not isinstance(cfg, ModelConfig):
+      raise ValueError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
+    self.cfg = cfg
+    pdt = dtype_of(cfg.param_dtype)
+    self.embed = param((0.02 * jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size))).astype(pdt),
+                       ("vocab", "embed"))
+    self.layers = nnx.List([Block(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+    self.final_norm = RMSNorm(cfg.hidden_size, cfg=cfg)
+    if cfg.tie_embeddings:
+      self.lm_head = None
+    else:
+      self.lm_head = param((0.02 * jax.random.normal(rngs.params(), (cfg.hidden_size, cfg.vocab_size))).astype(pdt),
+                           ("embed", "vocab"))
+
+  # ---------------------------------------------------------------- helpers
+  def lm_head_weight(self) -> Array:
+    """The unembedding ``[H, V]`` (``embed.T`` when tied), in parameter dtype."""
+    return self.embed[...].T if self.lm_head is None else self.lm_head[...]
+
+  def init_cache(self, batch_size: int, max_len: int, dtype=None) -> KVCache:
+    """Zeroed :class:`KVCache` with ``k, v [L, batch_size, max_len, K, D]`` (default compute dtype)."""
+    cfg = self.cfg
+    dtype = dtype_of(cfg.compute_dtype) if dtype is None else dtype
+    shape = (cfg.num_layers, batch_size, max_len, cfg.num_kv_heads, cfg.head_dim)
+    return KVCache(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype))
+
+  def embed_tokens(self, tokens):
+    cd = dtype_of(self.cfg.compute_dtype)
+    x = jnp.take(self.embed[...], tokens, axis=0).astype(cd)
+    if self.cfg.embed_scale:
+      x = x * jnp.asarray(self.cfg.hidden_size ** 0.5, cd)
+    return x
+
+  def logits(self, hidden) -> Array:
+    """``[.., V]`` float32 logits (soft-capped when the config says so)."""
+    w = self.lm_head_weight()
+    cd = dtype_of(self.cfg.compute_dtype)
+    z = jnp.dot(hidden.astype(cd), w.astype(cd), preferred_element_type=jnp.float32)
+    cap = self.cfg.final_logit_softcap
+    if cap is not None:
+      z = cap * jnp.tanh(z / cap)
+    return z
+
+  # ---------------------------------------------------------------- forward
+  def __call__(self, tokens, positions=None, *, segment_ids=None, cache: Optional[KVCache] = None,
+               cache_index=None, kv_mask=None, routing=None, return_logits: bool = False) -> ModelOutput:
+    """Forward pass.
+
+    Args:
+      tokens: ``[B, T]`` int.
+      positions: ``[B, T]`` int RoPE positions (None: ``segment_positions(segment_ids)``
+        or ``arange(T)``; with a cache, ``cache_index + arange(T)``).
+      segment_ids: ``[B, T]`` int (uncached only); 0 = padding; token ``i`` attends
+        ``j <= i`` with ``seg[j] == seg[i] != 0``.
+      cache: :class:`KVCache` ``[L, B, S, K, D]``; the T new keys/values go to slots
+        ``cache_index .. cache_index + T - 1``.
+      cache_index: int32 scalar (required with ``cache``).
+      kv_mask: ``[B, S]`` bool valid cache slots (incl. the ones written now); query
+        ``t`` (slot ``q = cache_index + t``) attends slot ``j`` iff ``j <= q`` and
+        ``kv_mask[b, j]`` (and ``q - j < W`` on sliding-window layers).
+      routing: ``[B, T, L_moe, k]`` int expert ids to replay, or None (router decides).
+      return_logits: also return ``[B, T, V]`` float32 logits.
+    """
+    cfg = self.cfg
+    if tokens.ndim != 2:
+      raise ValueError(f"tokens must be [B, T], got shape {tokens.shape}")
+    b, t = tokens.shape
+    for name, arr in (("positions", positions), ("segment_ids", segment_ids)):
+      if arr is not None and tuple(arr.shape) != (b, t):
+        raise ValueError(f"{name} must have shape {(b, t)}, got {tuple(arr.shape)}")
+    n_moe, k = cfg.num_moe_layers, cfg.num_experts_per_tok
+    if routing is not None:
+      if n_moe == 0:
+        raise ValueError("routing was given but the model has no MoE layers")
+      if tuple(routing.shape) != (b, t, n_moe, k):
+        raise ValueError(f"routing must have shape {(b, t, n_moe, k)} = [B, T, L_moe, k], got {tuple(routing.shape)}")
+    if cache is not None:
+      if segment_ids is not None:
+        raise ValueError("segment_ids cannot be combined with cache; use kv_mask for cached calls")
+      if cache_index is None:
+        raise ValueError("cache_index is required with cache")
+      want = (cfg.num_layers, b, cache.max_len, cfg.num_kv_heads, cfg.head_dim)
+      if tuple(cache.k.shape) != want or tuple(cache.v.shape) != want:
+        raise ValueError(f"cache.k/v must have shape {want} = [L, B, S, K, D], got {tuple(cache.k.shape)}")
+      if kv_mask is not None and tuple(kv_mask.shape) != (b, cache.max_len):
+        raise ValueError(f"kv_mask must have shape {(b, cache.max_len)}, got {tuple(kv_mask.shape)}")
+    elif cache_index is not None or kv_mask is not None:
+      raise ValueError("cache_index / kv_mask need a cache")
+
+    # Positions and masks.
+    if cache is not None:
+      cache_index = jnp.asarray(cache_index, jnp.int32)
+      if positions is None:
+        positions = jnp.broadcast_to(cache_index + jnp.arange(t, dtype=jnp.int32), (b, t))
+      q_idx = cache_index + jnp.arange(t, dtype=jnp.int32)
+      k_idx = jnp.arange(cache.max_len, dtype=jnp.int32)
+      base = jnp.broadcast_to(k_idx[None, None, :] <= q_idx[None, :, None], (b, t, cache.max_len))
+      if kv_mask is not None:
+        base = base & kv_mask[:, None, :].astype(bool)
+    else:
+      if positions is None:
+        positions = (segment_positions(segment_ids) if segment_ids is not None
+                     else jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)))
+      q_idx = k_idx = jnp.arange(t, dtype=jnp.int32)
+      base = jnp.broadcast_to(k_idx[None, None, :] <= q_idx[None, :, None], (b, t, t))
+      if segment_ids is not None:
+        base = base & (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, :, None] != 0)
+    sliding_mask = None
+    if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
+      sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
+    cos, sin = rope_cos_sin(positions, cfg)
+
+    x = self.embed_tokens(tokens)
+    ids_all, probs_all = [], []
+    moe_i = 0
+    k_all = v_all = None
+    if cache is not None:
+      k_all, v_all = cache.k, cache.v
+    for i, block in enumerate(self.layers):
+      mask = sliding_mask if block.sliding else base
+      r = None
+      if routing is not None and block.is_moe:
+        r = routing[:, :, moe_i]
+      if cache is not None:
+        x, ids, probs, k_all, v_all = block.cached(x, cos, sin, mask, k_all, v_all, i, cache_index, r)
+      elif cfg.remat != "none":
+        fn = nnx.remat(_call_block, policy=_REMAT_POLICIES[cfg.remat])
+        x, ids, probs = fn(block, x, cos, sin, mask, r)
+      else:
+        x, ids, probs = block(x, cos, sin, mask, r)
+      if block.is_moe:
+        ids_all.append(ids)
+        probs_all.append(probs)
+        moe_i += 1
+    hidden = self.final_norm(x)
+
+    routing_out, aux = None, jnp.zeros((), jnp.float32)
+    if ids_all:
+      routing_out = jnp.stack(ids_all, axis=2)  # [B, T, L_moe, k]
+      if cache is None:
+        valid = (jnp.ones((b, t), jnp.float32) if segment_ids is None
+                 else (segment_ids != 0).astype(jnp.float32))
+      else:
+        valid = jnp.ones((b, t), jnp.float32)
+      aux = load_balancing_loss(routing_out, jnp.stack(probs_all, axis=2), valid, cfg.num_experts)
+    return ModelOutput(
+        hidden=hidden,
+        logits=self.logits(hidden) if return_logits else None,
+        cache=KVCache(k_all, v_all) if cache is not None else None,
+        routing=routing_out,
+        aux_loss=aux,
+    )
+
+
+def load_balancing_loss(ids, probs, valid, num_experts: int):
+  """Switch load-balancing loss pooled over MoE layers (as Hugging Face).
+
+  ``ids [B, T, L, k]``, ``probs [B, T, L, E]``, ``valid [B, T]``:
+  ``f_e = sum_{b,t,l,j} valid 1[ids = e] / R``, ``P_e = sum valid probs_e / R`` with
+  ``R = L sum valid``; loss ``= E sum_e f_e P_e``.
+  """
+  n_layers = ids.shape[2]
+  w = valid[:, :, None, None]
+  rows = jnp.maximum(jnp.sum(valid) * n_layers, 1.0)
+  counts = jnp.sum(jax.nn.one_hot(ids, num_experts, dtype=jnp.float32) * w[..., None], axis=(0, 1, 2, 3))
+  psum = jnp.sum(probs * w, axis=(0, 1, 2))
+  return num_experts * jnp.sum((counts / rows) * (psum / rows))
+
+
+def _kernel_fn():
+  """``rljax.kernels.logprob_and_entropy``."""
+  from rljax.kernels import logprob_and_entropy  # pylint: disable=import-outside-toplevel
+  return logprob_and_entropy
+
+
+def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=None, temperature=1.0,
+                   routing=None, impl: str = "auto") -> PolicyOutputs:
+  """Per-token log-probs and entropies of ``tokens`` under ``model`` (never full logits).
+
+  ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
+  ``entropy[b, t] = H(softmax(z_{b, t-1} / temperature))`` with
+  ``z = softcap(hidden @ lm_head_weight())``, computed by
+  ``rljax.kernels.logprob_and_entropy`` from the hidden states; column 0 (no
+  context) is 0, and so is every position whose token starts a new segment
+  or is padding (``segment_ids`` 0). ``routing`` (``[B, T, L_moe, k]``) is
+  replayed when given; the routing used is returned. ``aux_loss`` is the load
+  balancing loss weighted by ``cfg.router_aux_loss_coef`` (0 when dense).
+
+  Args:
+    model: a :class:`Transformer`.
+    tokens: ``[B, T]`` int.
+    positions: ``[B, T]`` int or None (see :meth:`Transformer.__call__`).
+    segment_ids: ``[B, T]`` int or None (packing; 0 = padding).
+    temperature: scalar (float or traced array).
+    routing: ``[B, T, L_moe, k]`` int or None.
+    impl: kernel implementation passed to ``logprob_and_entropy``.
+  """
+  out = model(tokens, positions, segment_ids=segment_ids, routing=routing)
+  b, t = tokens.shape
+  h = out.hidden[:, :-1].reshape(b * (t - 1), -1)
+  targets = tokens[:, 1:].reshape(-1)
+  mask = None
+  if segment_ids is not None:
+    mask = ((segment_ids[:, 1:] == segment_ids[:, :-1]) & (segment_ids[:, 1:] != 0)).reshape(-1)
+  logp, ent = _kernel_fn()(h, model.lm_head_weight(), targets, temperature=temperature, mask=mask,
+                           soft_cap=model.cfg.final_logit_softcap, impl=impl)
+  zeros = jnp.zeros((b, 1), jnp.float32)
+  logp = jnp.concatenate([zeros, logp.reshape(b, t - 1).astype(jnp.float32)], axis=1)
+  ent = jnp.concatenate([zeros, ent.reshape(b, t - 1).astype(jnp.float32)], axis=1)
+  aux = None
+  if out.routing is not None:
+    aux = model.cfg.router_aux_loss_coef * out.aux_loss
+  return PolicyOutputs(logp=logp, entropy=ent, routing=out.routing, aux_loss=aux)

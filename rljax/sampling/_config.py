@@ -1,0 +1,84 @@
+"""Static sampler configuration and the finish-reason enum."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Optional
+
+
+class FinishReason(enum.IntEnum):
+  """Why a sequence stopped (``Rollout.finish_reason``)."""
+  LENGTH = 0       # hit max_new_tokens (or was not generating this call)
+  STOP_TOKEN = 1   # sampled one of its stop tokens (the stop token is kept)
+  STOP_STRING = 2  # a stop string appeared (set on the host, see truncate_at_stop_strings)
+
+
+def _err(field: str, value, allowed: str) -> ValueError:
+  return ValueError(f"SamplerConfig.{field}={value!r} is invalid: expected {allowed}")
+
+
+def default_buckets(max_prompt_len: int) -> tuple:
+  """Powers of two from 16 up to the first one ``>= max_prompt_len``."""
+  buckets, b = [], 16
+  while True:
+    buckets.append(b)
+    if b >= max_prompt_len:
+      return tuple(buckets)
+    b *= 2
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplerConfig:
+  """Everything that fixes the compiled sampler's shapes (hashable, static).
+
+  Attributes:
+    max_new_tokens: static upper bound M on generated tokens per call (the
+      per-call ``max_new_tokens`` argument is a traced value ``<= M``).
+    prompt_buckets: sorted prompt-length buckets; a batch of prompts is padded
+      to the smallest bucket that fits its longest prompt, so new lengths
+      inside a bucket reuse the compiled function.
+    cache_size: KV-cache slots S (default ``max(prompt_buckets) +
+      max_new_tokens``). ``generate`` needs ``bucket + M <= S``; each
+      ``resume`` needs ``used_slots + bucket + M <= S``.
+    max_stop_tokens: width W of the per-sequence stop-token table.
+    return_entropy: also compute the untempered per-token entropy.
+    return_routing: record MoE routing ids when the model returns them.
+    pad_id: token written into padding positions.
+    cache_dtype: KV-cache dtype name (``None``: the model's default).
+  """
+  max_new_tokens: int = 128
+  prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)
+  cache_size: Optional[int] = None
+  max_stop_tokens: int = 8
+  return_entropy: bool = True
+  return_routing: bool = True
+  pad_id: int = 0
+  cache_dtype: Optional[str] = None
+
+  def __post_init__(self):
+    if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+      raise _err("max_new_tokens", self.max_new_tokens, "an int >= 1")
+    buckets = tuple(self.prompt_buckets)
+    if (not buckets or any(not isinstance(b, int) or b < 1 for b in buckets)
+        or list(buckets) != sorted(set(buckets))):
+      raise _err("prompt_buckets", self.prompt_buckets, "a non-empty strictly increasing tuple of ints >= 1")
+    object.__setattr__(self, "prompt_buckets", buckets)
+    if self.cache_size is None:
+      object.__setattr__(self, "cache_size", buckets[-1] + self.max_new_tokens)
+    if not isinstance(self.cache_size, int) or self.cache_size < buckets[0] + self.max_new_tokens:
+      raise _err("cache_size", self.cache_size,
+                 f"an int >= smallest bucket + max_new_tokens = {buckets[0] + self.max_new_tokens}")
+    if not isinstance(self.max_stop_tokens, int) or self.max_stop_tokens < 1:
+      raise _err("max_stop_tokens", self.max_stop_tokens, "an int >= 1")
+    if not isinstance(self.pad_id, int) or self.pad_id < 0:
+      raise _err("pad_id", self.pad_id, "an int >= 0")
+    if self.cache_dtype is not None and not isinstance(self.cache_dtype, str):
+      raise _err("cache_dtype", self.cache_dtype, "None or a dtype name such as 'bfloat16'")
+
+  def bucket(self, length: int, argname: str = "prompts") -> int:
+    """Smallest bucket ``>= length`` (``ValueError`` naming ``argname`` if none)."""
+    for b in self.prompt_buckets:
+      if b >= length:
+        return b
+    raise ValueError(f"{argname}: length {length} exceeds the largest prompt bucket "
+                     f"{self.prompt_buckets[-1]} (SamplerConfig.prompt_buckets)")

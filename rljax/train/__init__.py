@@ -1,0 +1,13 @@
+"""Training: the jitted train step, SFT and RL loops, checkpoints, metrics, configs.
+
+Public API::
+
+    from rljax.train import RunConfig, default_config, apply_overrides, train
+    graphdef, state = init_train_state(model, optimizer, hparams)
+    step = make_train_step(graphdef, objective_loss(objective), optimizer, num_microbatches=2)
+    state, metrics = step(state, batch)
+"""
+from rljax.train._config import *  # noqa: F401,F403
+from rljax.train._optim import make_optimizer, make_schedule
+from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,
+                               nll_loss, nll_term, objective_loss, split_microbatches)

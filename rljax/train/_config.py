@@ -1,0 +1,342 @@
+"""Typed, frozen run configs with ``--set key=value`` overrides.
+
+A run is described by one ``RunConfig`` made of small frozen dataclasses
+(task, model, SFT stage, RL stage, evaluation, checkpoints, logging). Each
+validates itself in ``__post_init__`` and raises ``ValueError`` naming the
+field and the allowed values. ``apply_overrides(cfg, ["rl.steps=50"])``
+returns a new, re-validated config; unknown keys and unparsable values are
+errors that name the field.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from typing import Any, Optional, Sequence
+
+__all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
+           "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
+           "tiny_config", "OBJECTIVES", "ADVANTAGES"]
+
+OBJECTIVES = ("grpo", "dapo", "dr_grpo", "gspo", "custom")
+ADVANTAGES = ("grpo", "dr_grpo", "rloo")
+SCHEDULES = ("constant", "cosine", "linear")
+AGGREGATIONS = ("token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean",
+                "seq_mean_token_sum_norm")
+
+
+def _fail(field: str, value, allowed: str):
+  raise ValueError(f"invalid config value {field}={value!r}: must be {allowed}")
+
+
+def _pos_int(obj, *names, allow_zero=False):
+  for n in names:
+    v = getattr(obj, n)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not allow_zero):
+      _fail(f"{type(obj).__name__}.{n}", v, "a non-negative integer" if allow_zero else "a positive integer")
+
+
+def _nonneg(obj, *names):
+  for n in names:
+    v = getattr(obj, n)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+      _fail(f"{type(obj).__name__}.{n}", v, "a non-negative number")
+
+
+def _choice(obj, name, allowed):
+  v = getattr(obj, name)
+  if v not in allowed:
+    _fail(f"{type(obj).__name__}.{name}", v, f"one of {list(allowed)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+  """Which verifiable task to train on (see ``rljax.envs.get_task``).
+
+  ``kwargs`` are passed to the task constructor (for arithmetic: ``digits``,
+  ``sloppy_carry_prob``). ``tfds_dir`` is a local TFDS directory for
+  dataset-backed tasks (GSM8K).
+  """
+  name: str = "arithmetic"
+  digits: int = 3
+  sloppy_carry_prob: float = 0.6
+  num_train: int = 20000
+  num_test: int = 500
+  tfds_dir: Optional[str] = None
+  lenient_rewards: bool = False
+
+  def __post_init__(self):
+    if not isinstance(self.name, str) or not self.name:
+      _fail("TaskConfig.name", self.name, "a task name such as 'arithmetic'")
+    _pos_int(self, "digits", "num_train", "num_test")
+    if not 0.0 <= self.sloppy_carry_prob <= 1.0:
+      _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+  """The policy network: a small decoder (from scratch) or a preset/HF checkpoint."""
+  num_layers: int = 2
+  hidden_size: int = 64
+  num_heads: int = 4
+  num_kv_heads: int = 4
+  intermediate_size: int = 256
+  max_seq_len: int = 64
+  preset: Optional[str] = None
+  hf_checkpoint: Optional[str] = None
+  dtype: str = "float32"
+
+  def __post_init__(self):
+    _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
+             "max_seq_len")
+    if self.hidden_size % self.num_heads:
+      _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
+    if self.num_heads % self.num_kv_heads:
+      _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
+    _choice(self, "dtype", ("float32", "bfloat16"))
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+  """Adam(W) with global-norm clipping and a learning-rate schedule."""
+  learning_rate: float = 3e-4
+  schedule: str = "constant"
+  warmup_steps: int = 0
+  end_factor: float = 0.1
+  b1: float = 0.9
+  b2: float = 0.999
+  eps: float = 1e-8
+  weight_decay: float = 0.0
+  grad_clip: float = 1.0
+
+  def __post_init__(self):
+    if not (isinstance(self.learning_rate, (int, float)) and self.learning_rate > 0):
+      _fail("OptimConfig.learning_rate", self.learning_rate, "a positive number")
+    _choice(self, "schedule", SCHEDULES)
+    _pos_int(self, "warmup_steps", allow_zero=True)
+    _nonneg(self, "end_factor", "weight_decay", "grad_clip", "eps")
+    for n in ("b1", "b2"):
+      if not 0.0 <= getattr(self, n) < 1.0:
+        _fail(f"OptimConfig.{n}", getattr(self, n), "in [0, 1)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+  """Supervised warm-start on task demonstrations (NLL objective, same train step)."""
+  steps: int = 400
+  batch_size: int = 64
+  optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="cosine", warmup_steps=20)
+
+  def __post_init__(self):
+    _pos_int(self, "steps", allow_zero=True)
+    _pos_int(self, "batch_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+  """The RL stage (GRPO family).
+
+  ``objective`` picks a recipe (``grpo``: PPO-clip + optional KL; ``dapo``:
+  clip-higher, token mean, dynamic sampling, overlong shaping; ``dr_grpo``:
+  mean-only advantage + constant normaliser; ``gspo``: sequence-level ratio;
+  ``custom``: the ``objective_fn`` passed to ``train``).
+  """
+  steps: int = 300
+  num_prompts: int = 32
+  group_size: int = 8
+  max_new_tokens: int = 6
+  temperature: float = 1.0
+  top_k: int = 0
+  top_p: float = 1.0
+  objective: str = "grpo"
+  advantage: str = "grpo"
+  adv_eps: float = 1e-4
+  aggregate: str = "token_mean"
+  clip_low: float = 0.2
+  clip_high: float = 0.2
+  kl_beta: float = 0.0
+  kl_estimator: str = "k3"
+  entropy_coef: float = 0.0
+  updates_per_batch: int = 2
+  num_minibatches: int = 1
+  num_microbatches: int = 1
+  dynamic_sampling: bool = False
+  max_refills: int = 3
+  overlong_buffer: int = 0
+  overlong_penalty: float = 1.0
+  target_accuracy: Optional[float] = None
+  optim: OptimConfig = OptimConfig()
+
+  def __post_init__(self):
+    _pos_int(self, "num_prompts", "group_size", "max_new_tokens", "updates_per_batch",
+             "num_minibatches", "num_microbatches")
+    _pos_int(self, "steps", "top_k", "max_refills", "overlong_buffer", allow_zero=True)
+    _nonneg(self, "temperature", "adv_eps", "clip_low", "clip_high", "kl_beta", "entropy_coef",
+            "overlong_penalty")
+    if self.temperature == 0:
+      _fail("RLConfig.temperature", self.temperature, "> 0 for RL sampling")
+    if not 0.0 < self.top_p <= 1.0:
+      _fail("RLConfig.top_p", self.top_p, "in (0, 1]")
+    _choice(self, "objective", OBJECTIVES)
+    _choice(self, "advantage", ADVANTAGES)
+    _choice(self, "aggregate", AGGREGATIONS)
+    _choice(self, "kl_estimator", ("k1", "k2", "k3"))
+    if self.group_size < 2:
+      _fail("RLConfig.group_size", self.group_size, ">= 2 (group-relative advantages need 2 samples)")
+    batch = self.num_prompts * self.group_size
+    if batch % self.num_minibatches:
+      _fail("RLConfig.num_minibatches", self.num_minibatches,
+            f"a divisor of the rollout batch num_prompts*group_size={batch}")
+    if (batch // self.num_minibatches) % self.num_microbatches:
+      _fail("RLConfig.num_microbatches", self.num_microbatches,
+            f"a divisor of the mini-batch size {batch // self.num_minibatches}")
+    if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
+      _fail("RLConfig.target_accuracy", self.target_accuracy, "None or in [0, 1]")
+
+  @property
+  def batch_size(self) -> int:
+    return self.num_prompts * self.group_size
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  """Held-out evaluation: greedy accuracy, and unbiased pass@k from ``num_samples``."""
+  num_problems: int = 500
+  batch_size: int = 250
+  every: int = 50
+  num_samples: int = 8
+  pass_k: tuple = (1, 4, 8)
+  temperature: float = 1.0
+
+  def __post_init__(self):
+    _pos_int(self, "num_problems", "batch_size", "num_samples")
+    _pos_int(self, "every", allow_zero=True)
+    for k in self.pass_k:
+      if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= self.num_samples:
+        _fail("EvalConfig.pass_k", self.pass_k, f"integers in [1, num_samples={self.num_samples}]")
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+  """Orbax checkpoints under ``<out_dir>/checkpoints/{sft,rl}``."""
+  every: int = 50
+  max_to_keep: int = 3
+  enabled: bool = True
+
+  def __post_init__(self):
+    _pos_int(self, "every", "max_to_keep")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+  """A whole run: SFT warm-start then RL, evaluation before/after RL."""
+  seed: int = 0
+  out_dir: str = "runs/default"
+  task: TaskConfig = TaskConfig()
+  model: ModelSpec = ModelSpec()
+  sft: SFTConfig = SFTConfig()
+  rl: RLConfig = RLConfig()
+  eval: EvalConfig = EvalConfig()
+  checkpoint: CheckpointConfig = CheckpointConfig()
+  num_devices: int = 1
+  progress: bool = True
+  tensorboard: bool = True
+  plot: bool = True
+  log_every: int = 1
+
+  def __post_init__(self):
+    _pos_int(self, "seed", "num_devices", allow_zero=True)
+    _pos_int(self, "log_every")
+    if not isinstance(self.out_dir, str) or not self.out_dir:
+      _fail("RunConfig.out_dir", self.out_dir, "a non-empty path")
+
+  def replace(self, **changes) -> "RunConfig":
+    return dataclasses.replace(self, **changes)
+
+
+def default_config() -> RunConfig:
+  """The main job: SFT warm-start, then GRPO on 3-digit addition (CPU, minutes)."""
+  return RunConfig()
+
+
+def tiny_config(out_dir: str = "runs/tiny") -> RunConfig:
+  """A seconds-long config for tests and smoke runs."""
+  return RunConfig(
+      out_dir=out_dir,
+      task=TaskConfig(digits=2, num_train=500, num_test=32),
+      model=ModelSpec(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=2, intermediate_size=64,
+                      max_seq_len=32),
+      sft=SFTConfig(steps=4, batch_size=16),
+      rl=RLConfig(steps=4, num_prompts=4, group_size=4, max_new_tokens=4),
+      eval=EvalConfig(num_problems=32, batch_size=32, every=0, num_samples=2, pass_k=(1, 2)),
+      checkpoint=CheckpointConfig(every=2, max_to_keep=5),
+      progress=False, tensorboard=False, plot=False)
+
+
+# ----------------------------------------------------------------------------- overrides
+
+
+def _parse_value(field_path: str, text: str, annotation):
+  origin = typing.get_origin(annotation)
+  args = typing.get_args(annotation)
+  if origin in (typing.Union, types.UnionType):
+    non_none = [a for a in args if a is not type(None)]
+    if text.lower() in ("none", "null"):
+      return None
+    return _parse_value(field_path, text, non_none[0])
+  try:
+    if annotation is bool:
+      if text.lower() in ("true", "1", "yes", "on"):
+        return True
+      if text.lower() in ("false", "0", "no", "off"):
+        return False
+      raise ValueError
+    if annotation is int:
+      return int(text)
+    if annotation is float:
+      return float(text)
+    if annotation is str:
+      return text
+    if annotation is tuple or origin is tuple:
+      value = json.loads(text if text.startswith("[") else f"[{text}]")
+      return tuple(value)
+  except (ValueError, json.JSONDecodeError):
+    raise ValueError(f"invalid override {field_path}={text!r}: expected {getattr(annotation, '__name__', annotation)}") from None
+  raise ValueError(f"cannot override {field_path} from the command line (type {annotation})")
+
+
+def _set(obj, path: list[str], text: str, full: str):
+  fields = {f.name: f for f in dataclasses.fields(obj)}
+  name = path[0]
+  if name not in fields:
+    raise ValueError(f"unknown config field {full!r}: {type(obj).__name__} has fields {sorted(fields)}")
+  hints = typing.get_type_hints(type(obj))
+  current = getattr(obj, name)
+  if len(path) > 1:
+    if not dataclasses.is_dataclass(current):
+      raise ValueError(f"config field {'.'.join(full.split('.')[:-len(path) + 1])!r} is not a section")
+    return dataclasses.replace(obj, **{name: _set(current, path[1:], text, full)})
+  if dataclasses.is_dataclass(current):
+    raise ValueError(f"config field {full!r} is a section; set one of its fields, e.g. {full}.<field>=...")
+  return dataclasses.replace(obj, **{name: _parse_value(full, text, hints[name])})
+
+
+def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
+  """Applies ``key=value`` overrides (dotted keys, e.g. ``rl.steps=50``).
+
+  Values are parsed by the field's type; the result is re-validated, so an
+  invalid value raises ``ValueError`` naming the field.
+  """
+  for item in overrides:
+    if "=" not in item:
+      raise ValueError(f"override {item!r} must look like key=value (e.g. rl.steps=50)")
+    key, text = item.split("=", 1)
+    key = key.strip()
+    cfg = _set(cfg, key.split("."), text.strip(), key)
+  return cfg
+
+
+def config_to_dict(cfg) -> dict:
+  """A JSON-serialisable dict of a config."""
+  return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))

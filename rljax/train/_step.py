@@ -1,0 +1,266 @@
+"""The jitted train step: ``step(state, batch) -> (state, metrics)``.
+
+Functional core (Flax performance guide): the model is split once with
+``nnx.split`` into a static ``graphdef``, its trainable ``params`` and the rest
+of its state; the step is a plain ``jax.jit`` of a pure function with the
+``TrainState`` donated, explicit in/out shardings (parameters replicated, batch
+sharded over the ``data`` mesh axis).
+
+Inside one step the batch is split into ``num_microbatches`` equal slices whose
+gradients are accumulated with ``lax.scan``. Aggregation is exact: the loss
+function receives the *global* denominator of the whole batch (e.g. its token
+count for ``token_mean``), so the per-micro-batch losses sum to the full-batch
+loss and their gradients sum to the full-batch gradient.
+
+Non-finite guard: when the loss or any gradient is NaN/inf, the update is
+skipped — parameters and optimizer state are kept bit-for-bit — and
+``state.num_skipped`` is incremented (reported as ``train/skipped``).
+
+Hyper-parameters that change during training (KL beta, clip bounds, entropy
+coefficient, ...) live in ``state.hparams`` as float32 scalars and are passed to
+the loss function, so changing them never recompiles.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Optional, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from rljax.types import PolicyOutputs, TrainBatch
+
+__all__ = ["TrainState", "LossFn", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
+           "make_mesh", "merge_model", "split_microbatches"]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+  """Everything the train step updates (a pytree; donated to the step).
+
+  Attributes:
+    params: ``nnx.State`` of the model's ``nnx.Param`` variables.
+    opt_state: the optax state.
+    model_state: the model's non-trainable state (buffers), not differentiated.
+    step: int32 scalar, number of step calls (applied or skipped).
+    num_skipped: int32 scalar, updates skipped by the non-finite guard.
+    hparams: dict of float32 scalars passed to the loss (controller outputs).
+  """
+  params: Any
+  opt_state: Any
+  model_state: Any
+  step: jax.Array
+  num_skipped: jax.Array
+  hparams: Mapping[str, jax.Array]
+
+  def replace(self, **changes) -> "TrainState":
+    return dataclasses.replace(self, **changes)
+
+  def with_hparams(self, **values) -> "TrainState":
+    """New state with some hparams replaced (same dtype/shape, so no recompile)."""
+    hp = dict(self.hparams)
+    for k, v in values.items():
+      if k not in hp:
+        raise ValueError(f"unknown hparam {k!r}; state has {sorted(hp)}")
+      hp[k] = jnp.asarray(v, jnp.float32)
+    return self.replace(hparams=hp)
+
+
+class LossFn(Protocol):
+  """``loss_fn(model, batch, hparams, denominator) -> (loss, metrics)``.
+
+  ``denominator`` is the global aggregation denominator of the whole batch
+  (or ``None``). A loss function may define ``loss_fn.denominator(batch,
+  hparams) -> scalar`` to make micro-batching exact; without it the
+  per-micro-batch losses are averaged (exact only when micro-batches have equal
+  denominators).
+  """
+
+  def __call__(self, model, batch, hparams, denominator): ...
+
+
+def merge_model(graphdef, params, model_state):
+  """Rebuilds the NNX module from its split parts (inside or outside jit)."""
+  return nnx.merge(graphdef, params, model_state)
+
+
+def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
+                     hparams: Optional[Mapping[str, float]] = None):
+  """Splits ``model`` once; returns ``(graphdef, TrainState)``."""
+  graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
+  opt_state = optimizer.init(params)
+  hp = {k: jnp.asarray(v, jnp.float32) for k, v in dict(hparams or {}).items()}
+  state = TrainState(params=params, opt_state=opt_state, model_state=model_state,
+                     step=jnp.zeros((), jnp.int32), num_skipped=jnp.zeros((), jnp.int32), hparams=hp)
+  return graphdef, state
+
+
+def make_mesh(num_devices: int = 1):
+  """A 1-D ``("data",)`` mesh over the first ``num_devices`` devices (0 = all)."""
+  devices = jax.devices()
+  n = len(devices) if num_devices in (0, None) else int(num_devices)
+  if n > len(devices):
+    raise ValueError(f"num_devices={n} but only {len(devices)} devices are available")
+  return jax.sharding.Mesh(np.asarray(devices[:n]), ("data",))
+
+
+def split_microbatches(batch, num: int):
+  """Reshapes every leaf ``[B, ...]`` to ``[num, B // num, ...]`` (raises if B % num)."""
+  leaves = jax.tree_util.tree_leaves(batch)
+  b = leaves[0].shape[0]
+  if b % num:
+    raise ValueError(f"batch size {b} is not divisible by num_microbatches={num}")
+  return jax.tree_util.tree_map(lambda x: x.reshape((num, b // num) + x.shape[1:]), batch)
+
+
+def _all_finite(tree) -> jax.Array:
+  leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+            if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
+def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
+                    num_microbatches: int = 1, mesh=None, schedule: Optional[Callable] = None,
+                    donate: bool = True, jit: bool = True):
+  """Builds ``step(state: TrainState, batch) -> (TrainState, metrics)``.
+
+  Args:
+    graphdef: from ``init_train_state``.
+    loss_fn: see ``LossFn``; ``objective_loss(...)`` adapts an objective.
+    optimizer: an optax transformation (``make_optimizer``).
+    num_microbatches: gradient-accumulation slices per step (B must divide).
+    mesh: a ``("data",)`` mesh (``make_mesh``); ``None`` = one device.
+    schedule: learning-rate schedule, only to report ``train/lr``.
+    donate: donate the state buffers to the step.
+    jit: ``False`` returns the un-jitted function (for tests / debugging).
+
+  Returns the step function. Metrics (float32 scalars): the loss function's
+  metrics (averaged over micro-batches; ``loss`` summed, which is exact with a
+  global denominator), ``train/grad_norm``, ``train/skipped`` (1 if this
+  update was skipped), ``train/num_skipped``, ``train/lr``.
+  """
+  if num_microbatches < 1:
+    raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
+  denominator_fn = getattr(loss_fn, "denominator", None)
+
+  def mb_loss(params, model_state, mb, hparams, denominator):
+    model = nnx.merge(graphdef, params, model_state)
+    loss, metrics = loss_fn(model, mb, hparams, denominator)
+    if denominator is None and num_microbatches > 1:
+      loss = loss / num_microbatches
+    return loss, metrics
+
+  grad_fn = jax.value_and_grad(mb_loss, has_aux=True)
+
+  def step(state: TrainState, batch):
+    denominator = denominator_fn(batch, state.hparams) if denominator_fn is not None else None
+    if num_microbatches == 1:
+      (loss, metrics), grads = grad_fn(state.params, state.model_state, batch, state.hparams, denominator)
+    else:
+      mbs = split_microbatches(batch, num_microbatches)
+      zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
+
+      def body(carry, mb):
+        g_acc, l_acc = carry
+        (l, m), g = grad_fn(state.params, state.model_state, mb, state.hparams, denominator)
+        return (jax.tree_util.tree_map(jnp.add, g_acc, g), l_acc + l), m
+
+      (grads, loss), stacked = jax.lax.scan(body, (zeros, jnp.zeros((), jnp.float32)), mbs)
+      metrics = {}
+      for k, v in stacked.items():
+        metrics[k] = jnp.sum(v, 0) if k in ("loss/numerator", "loss/denominator") else jnp.mean(v, 0)
+    metrics = {k: jnp.asarray(v, jnp.float32) for k, v in dict(metrics).items() if jnp.ndim(v) == 0}
+    metrics["loss"] = loss.astype(jnp.float32)
+    ok = jnp.isfinite(loss) & _all_finite(grads)
+    updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
+    new_params = optax.apply_updates(state.params, updates)
+    keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
+    new_state = state.replace(
+        params=keep(new_params, state.params), opt_state=keep(new_opt, state.opt_state),
+        step=state.step + 1, num_skipped=state.num_skipped + jnp.where(ok, 0, 1).astype(jnp.int32))
+    metrics["train/grad_norm"] = optax.global_norm(grads).astype(jnp.float32)
+    metrics["train/skipped"] = jnp.where(ok, 0.0, 1.0)
+    metrics["train/num_skipped"] = new_state.num_skipped.astype(jnp.float32)
+    if schedule is not None:
+      metrics["train/lr"] = jnp.asarray(schedule(state.step - state.num_skipped), jnp.float32)
+    return new_state, metrics
+
+  if not jit:
+    return step
+  if mesh is None:
+    return jax.jit(step, donate_argnums=(0,) if donate else ())
+  replicated = NamedSharding(mesh, P())
+  data = NamedSharding(mesh, P("data"))
+  return jax.jit(step, in_shardings=(replicated, data), out_shardings=(replicated, replicated),
+                 donate_argnums=(0,) if donate else ())
+
+
+# ----------------------------------------------------------------------------- loss adapters
+
+
+def _policy_outputs(model, batch: TrainBatch, temperature, need_entropy=True):
+  from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
+  return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature)
+
+
+class objective_loss:  # pylint: disable=invalid-name
+  """Adapts an objective to a ``LossFn``: model forward -> ``PolicyOutputs`` -> objective.
+
+      loss = objective(policy_outputs(model, batch.tokens), batch, denominator)
+
+  Args:
+    objective: an ``rljax.objectives.Objective`` (from ``chain``), or a builder
+      ``hparams -> Objective`` called inside the trace so that its
+      hyper-parameters can be traced arrays from ``state.hparams``.
+    temperature: the policy temperature used for log-probs (keep it equal to
+      the sampling temperature's training convention; 1.0 = untempered).
+    forward: optional ``forward(model, batch) -> PolicyOutputs`` replacing the
+      default ``rljax.models.policy_outputs`` call.
+  """
+
+  def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None):
+    self._objective = objective
+    self._temperature = temperature
+    self._forward = forward
+
+  def _build(self, hparams):
+    if hasattr(self._objective, "aggregate"):
+      return self._objective
+    return self._objective(hparams)
+
+  def denominator(self, batch: TrainBatch, hparams):
+    objective = self._build(hparams)
+    mask = batch.loss_mask
+    return objective.aggregate(jnp.zeros(mask.shape, jnp.float32), mask)[1]
+
+  def __call__(self, model, batch: TrainBatch, hparams, denominator):
+    objective = self._build(hparams)
+    if self._forward is not None:
+      out = self._forward(model, batch)
+    else:
+      out = _policy_outputs(model, batch, self._temperature)
+    loss, metrics = objective(out, batch, denominator=denominator)
+    if out.entropy is not None:
+      m = batch.loss_mask.astype(jnp.float32)
+      metrics = dict(metrics)
+      metrics["policy/entropy"] = jnp.sum(out.entropy * m) / jnp.maximum(jnp.sum(m), 1.0)
+    return loss, metrics
+
+
+def nll_term(out: PolicyOutputs, batch: TrainBatch):
+  """Supervised NLL per token: ``l_t = -log pi(y_t | y_<t)`` on ``loss_mask``."""
+  return -out.logp, {}
+
+
+nll_term.name = "nll"
+
+
+def nll_loss(*, forward: Optional[Callable] = None) -> objective_loss:
+  """The SFT loss: token-mean NLL of the masked (completion) tokens."""
+  from rljax.objectives import chain, token_mean  # pylint: disable=import-outside-toplevel
+  return objective_loss(chain(nll_term, aggregate=token_mean), forward=forward)
