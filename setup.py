@@ -20,7 +20,7 @@ _CORE = [
     "tensorboardX>=2.6",
     "importlib_resources",  # tensorflow-datasets needs it to prepare datasets without TF
 ]
-_HF = ["safetensors>=0.4", "tokenizers>=0.20", "torch>=2.4", "transformers>=4.51"]
+_HF = ["safetensors>=0.4", "tokenizers>=0.20", "torch>=2.4,<2.14", "transformers>=4.51"]
 
 setuptools.setup(
     name="rljax",

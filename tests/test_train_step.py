@@ -152,4 +152,4 @@ def test_schedule_and_clipping():
   upd, _ = opt.update(g, opt.init(g), g)
   # clipped to norm 1 then Adam with b1=b2=0 -> sign(g) * lr
   np.testing.assert_allclose(np.asarray(upd["w"]), [-1.0, -1.0], rtol=1e-5)
-  assert float(optax.global_norm(optax.clip_by_global_norm(1.0).update(g, None)[0])) == pytest.approx(1.0)
+  assert float(optax.tree.norm(optax.clip_by_global_norm(1.0).update(g, None)[0])) == pytest.approx(1.0)

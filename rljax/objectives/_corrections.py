@@ -1,3 +1,302 @@
-"""(being written)"""
-__all__ = []
-TECHNIQUES = ()
+"""Train/inference mismatch corrections usable with any ratio term.
+
+A correction is built by a factory and has the signature
+
+    correction(out: PolicyOutputs, batch: TrainBatch) -> (weight [B, T], keep_mask [B, T], metrics)
+
+``weight`` carries no gradient; ratio terms take ``correction=`` (one
+correction or a sequence of them) and multiply their per-token loss by
+``weight * keep_mask``. The aggregation denominator is not changed (AReaL's
+convention: it counts the original ``loss_mask``); to renormalise over the kept
+tokens instead (verl's rejection sampling rewrites ``response_mask``), multiply
+``batch.loss_mask`` by ``keep_mask`` before calling the objective.
+
+All corrections compare the *trainer's* log-prob of the sampled token under
+the parameters that sampled it, ``log pi_train`` (``batch.logp_old``; when it
+is absent -- on-policy, no recompute -- the detached current ``out.logp``),
+with the *sampler's* ``log pi_rollout`` (``batch.logp_behavior``):
+
+    log k_t = clamp(log pi_train(y_t) - log pi_rollout(y_t), -20, 20)
+
+Both sources can be overridden (``train_logp=``, ``rollout_logp=``: a
+``TrainBatch`` field, a key of ``batch.extras``, or a callable). Conventions
+follow verl's ``rollout_corr_helper`` (``compute_rollout_correction_weights``,
+``compute_rollout_rejection_mask``), TRL's ``vllm_importance_sampling_mode``
+and OpenRLHF's ``is_correction_type``; see ``docs/objectives.md``.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import jax
+import jax.numpy as jnp
+
+from rljax.objectives import _ratio_utils as U
+from rljax.objectives._ratio_utils import LOG_RATIO_CLAMP
+
+__all__ = ["tis", "mis", "icepop", "divergence_rejection", "mismatch_log_ratio"]
+
+_LEVELS = ("token", "sequence", "geometric")
+_REJECTION_LEVELS = ("token", "sequence_sum", "sequence_mean", "sequence_max")
+_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3"}
+
+
+def mismatch_log_ratio(out, batch, *, train_logp=None, rollout_logp="logp_behavior", name="correction"):
+  """Per-token ``log pi_train(y_t) - log pi_rollout(y_t)`` (detached, 0 off the mask).
+
+  Returns ``(log_k [B, T], mask [B, T])`` in the computation dtype.
+  """
+  shape = U.check_inputs(out, batch, need_advantages=False)
+  dtype = U.float_dtype(out.logp)
+  if train_logp is None and batch.logp_old is None:
+    train = jax.lax.stop_gradient(out.logp)
+  else:
+    train = U.get_logp(batch, train_logp, shape, name=f"{name} train_logp", default="logp_old")
+  rollout = U.get_logp(batch, rollout_logp, shape, name=f"{name} rollout_logp", default="logp_behavior")
+  mask = batch.loss_mask.astype(dtype)
+  log_k = jnp.where(mask > 0, train.astype(dtype) - rollout.astype(dtype), 0.0)
+  return jax.lax.stop_gradient(log_k), mask
+
+
+def _level_log_ratio(log_k, mask, level):
+  """Token log-ratio, sequence sum (product of ratios) or sequence mean (geometric mean)."""
+  if level == "token":
+    agg = log_k
+  elif level == "sequence":
+    agg = jnp.broadcast_to(U.seq_sum(log_k, mask)[:, None], log_k.shape)
+  else:  # geometric
+    agg = jnp.broadcast_to(U.seq_mean(log_k, mask)[:, None], log_k.shape)
+  return jnp.clip(agg, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+
+
+def _check_sources(train_logp, rollout_logp):
+  U.check_logp_source("train_logp", train_logp)
+  U.check_logp_source("rollout_logp", rollout_logp)
+
+
+def tis(threshold=2.0, *, level: str = "token", lower=None, normalize: bool = False,
+        train_logp=None, rollout_logp="logp_behavior"):
+  """Truncated importance sampling (TIS) weight for the train/inference mismatch.
+
+      token:     w_t = min(k_t, U),                     k_t = pi_train(y_t) / pi_rollout(y_t)
+      sequence:  w_t = min(prod_s k_s, U)               (every token of the sequence)
+      geometric: w_t = min(exp(mean_s log k_s), U)      (length-normalised sequence ratio)
+
+  optionally also ``max(., lower)``; ``w`` is detached; with ``normalize`` it
+  is divided by its masked batch mean (verl ``rollout_is_batch_normalize``;
+  local to the micro-batch). ``keep_mask`` is all ones.
+
+  Source: Yao et al., "Your efficient RL framework secretly brings you
+  off-policy RL training" (TIS, 2025 blog); verl ``rollout_is=token|sequence``
+  with a float ``rollout_is_threshold`` (default U = 2.0); TRL
+  ``vllm_importance_sampling_mode=token_truncate|sequence_truncate``
+  (``clip_max=3.0``); seed 001 L51 ("clipped importance sampling").
+
+  Args:
+    threshold: upper truncation ``U`` (> 0; may be a jax array).
+    level: ``"token"``, ``"sequence"`` or ``"geometric"``.
+    lower: optional lower truncation (``0 <= lower <= U``).
+    normalize: divide by the masked batch mean of ``w``.
+    train_logp, rollout_logp: log-prob sources (see module docstring).
+  """
+  U.check_choice("level", level, _LEVELS)
+  U.check_scalar("threshold", threshold, lo=0.0, lo_open=True)
+  U.check_scalar("lower", lower, lo=0.0, allow_none=True)
+  if lower is not None:
+    U.check_order("lower", lower, "threshold", threshold)
+  _check_sources(train_logp, rollout_logp)
+
+  def correction(out, batch):
+    log_k, mask = mismatch_log_ratio(out, batch, train_logp=train_logp, rollout_logp=rollout_logp, name="tis")
+    raw = jnp.exp(_level_log_ratio(log_k, mask, level))
+    w = jnp.minimum(raw, threshold)
+    if lower is not None:
+      w = jnp.maximum(w, lower)
+    if normalize:
+      w = w / jnp.maximum(U.masked_mean(w, mask), 1e-8)
+    w = jax.lax.stop_gradient(w * mask + (1.0 - mask))
+    metrics = {
+        "weight_mean": U.masked_mean(w, mask),
+        "weight_max": U.masked_max(w, mask),
+        "truncated_frac": U.masked_mean((raw > threshold).astype(mask.dtype), mask),
+        "raw_ratio_mean": U.masked_mean(raw, mask),
+        "mismatch_k1": U.masked_mean(-log_k, mask),
+    }
+    return w, jnp.ones_like(mask), U.stop_metrics(metrics)
+
+  return U.set_name(correction, "tis")
+
+
+def mis(lower=0.5, upper=2.0, *, level: str = "token", reweight: bool = True,
+        train_logp=None, rollout_logp="logp_behavior"):
+  """Masked importance sampling (MIS): drop tokens/sequences whose ratio leaves ``[L, U]``.
+
+      keep_t = 1[L <= k <= U],   w_t = k (``reweight``) or 1
+
+  with ``k = k_t`` (token), ``prod_s k_s`` (sequence) or
+  ``exp(mean_s log k_s)`` (geometric); in the sequence levels the mask is
+  constant within a sequence. ``w`` is detached.
+
+  Source: verl ``rollout_is_threshold="L_U"`` (string form, token/sequence);
+  TRL ``token_mask`` / ``sequence_mask``; OpenRLHF ``seq-mask-tis``.
+
+  Args:
+    lower, upper: the kept band, ``0 <= lower <= upper`` (jax arrays allowed).
+    level: ``"token"``, ``"sequence"`` or ``"geometric"``.
+    reweight: multiply kept tokens by the raw ratio (``True``, as the peers
+      do) or only mask (``False``).
+  """
+  U.check_choice("level", level, _LEVELS)
+  U.check_scalar("lower", lower, lo=0.0)
+  U.check_scalar("upper", upper, lo=0.0, lo_open=True)
+  U.check_order("lower", lower, "upper", upper)
+  _check_sources(train_logp, rollout_logp)
+
+  def correction(out, batch):
+    log_k, mask = mismatch_log_ratio(out, batch, train_logp=train_logp, rollout_logp=rollout_logp, name="mis")
+    k = jnp.exp(_level_log_ratio(log_k, mask, level))
+    keep = ((k >= lower) & (k <= upper)).astype(mask.dtype)
+    w = k if reweight else jnp.ones_like(k)
+    w = jax.lax.stop_gradient(w * mask + (1.0 - mask))
+    keep = keep * mask + (1.0 - mask)
+    metrics = {
+        "masked_frac": U.masked_mean(1.0 - keep, mask),
+        "masked_frac_low": U.masked_mean((k < lower).astype(mask.dtype), mask),
+        "masked_frac_high": U.masked_mean((k > upper).astype(mask.dtype), mask),
+        "weight_mean": U.masked_mean(w * keep, mask),
+        "raw_ratio_mean": U.masked_mean(k, mask),
+        "mismatch_k1": U.masked_mean(-log_k, mask),
+    }
+    return w, keep, U.stop_metrics(metrics)
+
+  return U.set_name(correction, "mis")
+
+
+def icepop(alpha=0.5, beta=5.0, *, reweight: bool = True, train_logp=None, rollout_logp="logp_behavior"):
+  """IcePop (Ring-1T): token-level masking of the train/inference discrepancy.
+
+      M(k_t) = k_t if alpha <= k_t <= beta else 0,   k_t = pi_train(y_t; theta_old) / pi_infer(y_t; theta_old)
+
+  ``M`` (detached) multiplies the ratio term's clipped loss, so tokens with
+  too much mismatch get exactly zero gradient and in-range tokens equal the
+  PPO term times ``k_t``. This is ``mis(alpha, beta, level="token")`` under its
+  own catalog name. ``reweight=False`` keeps only the mask (our option; the
+  Ring-1T form multiplies by ``k``).
+
+  Source: Ring-1T / IcePop (seed 000 L51; mask verified beyond the abstract);
+  OpenRLHF ``is_correction_type=icepop`` (threshold ``[0.5, 5]``); verl
+  ``rollout_is_threshold="L_U"`` in token mode.
+  """
+  U.check_scalar("alpha", alpha, lo=0.0)
+  U.check_scalar("beta", beta, lo=0.0, lo_open=True)
+  U.check_order("alpha", alpha, "beta", beta)
+  inner = mis(alpha, beta, level="token", reweight=reweight, train_logp=train_logp, rollout_logp=rollout_logp)
+
+  def correction(out, batch):
+    return inner(out, batch)
+
+  return U.set_name(correction, "icepop")
+
+
+def _divergence(log_k, estimator):
+  """Per-token divergence of pi_rollout from pi_train, from rollout samples.
+
+  With ``rho = pi_train / pi_rollout`` (``log rho = log_k``): k1 = -log rho,
+  k2 = (log rho)^2 / 2, k3 = rho - 1 - log rho; each estimates
+  KL(pi_rollout || pi_train) from tokens sampled by the rollout engine (k1 and
+  k3 unbiased, k3 >= 0).
+  """
+  if estimator == "k1":
+    return -log_k
+  if estimator == "k2":
+    return 0.5 * jnp.square(log_k)
+  return jnp.exp(log_k) - 1.0 - log_k
+
+
+def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "token",
+                         train_logp=None, rollout_logp="logp_behavior"):
+  """Rejection of tokens or sequences by a k1/k2/k3 train/inference divergence.
+
+      d_t = k_j(log rho_t),  rho_t = pi_train(y_t) / pi_rollout(y_t)
+      k1 = -log rho,  k2 = (log rho)^2 / 2,  k3 = rho - 1 - log rho
+      token:         reject t      if D = d_t             is out of bounds
+      sequence_sum:  reject seq i  if D = sum_t d_t       ...
+      sequence_mean: reject seq i  if D = mean_t d_t
+      sequence_max:  reject seq i  if D = max_t d_t
+
+  "Out of bounds": ``D > threshold`` for a float threshold (for k1, which is
+  signed, ``|D| > threshold``), or ``D`` outside ``[lo, hi]`` for a
+  ``(lo, hi)`` pair. ``weight`` is 1 and ``keep_mask`` the accepted tokens.
+
+  Source: verl ``compute_rollout_rejection_mask`` (``rollout_rs`` in
+  ``token_k{1,2,3}``, ``seq_sum_k*``, ``seq_mean_k*``, ``seq_max_k{2,3}``; k1
+  needs "lower_upper" bounds there); AReaL ``RejectionSamplingConfig``
+  (``metric=kl_k1/2/3``, ``agg=sum/mean/max``). Interpretation (the spec does
+  not give verl's sign convention): the k's estimate KL(pi_rollout ||
+  pi_train) as the ``kl_penalty`` forms do with the sampling policy in
+  ``pi_theta``'s place; documented in ``docs/objectives.md``.
+
+  Args:
+    threshold: float ``tau > 0`` or a pair ``(lo, hi)`` with ``lo <= hi``.
+    estimator: ``"k1"``, ``"k2"``, ``"k3"`` (aliases ``kl``, ``mse``, ``low_var_kl``).
+    level: ``"token"``, ``"sequence_sum"``, ``"sequence_mean"``, ``"sequence_max"``
+      (``sequence_max`` needs a non-negative estimator: k2 or k3).
+  """
+  if estimator not in _ESTIMATORS:
+    raise ValueError(f"estimator must be one of {tuple(_ESTIMATORS)}, got {estimator!r}")
+  U.check_choice("level", level, _REJECTION_LEVELS)
+  est = _ESTIMATORS[estimator]
+  if level == "sequence_max" and est == "k1":
+    raise ValueError("level='sequence_max' needs a non-negative estimator ('k2' or 'k3'), got estimator='k1'")
+  if isinstance(threshold, (tuple, list)):
+    if len(threshold) != 2:
+      raise ValueError(f"threshold must be a number or a (lo, hi) pair, got {threshold!r}")
+    lo, hi = threshold
+    U.check_scalar("threshold[0]", lo)
+    U.check_scalar("threshold[1]", hi)
+    U.check_order("threshold[0]", lo, "threshold[1]", hi)
+  else:
+    U.check_scalar("threshold", threshold, lo=0.0, lo_open=True)
+    lo, hi = None, threshold
+  _check_sources(train_logp, rollout_logp)
+
+  def correction(out, batch):
+    log_k, mask = mismatch_log_ratio(out, batch, train_logp=train_logp, rollout_logp=rollout_logp,
+                                     name="divergence_rejection")
+    d = _divergence(jnp.clip(log_k, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), est) * mask
+    if level == "token":
+      stat = d
+    else:
+      reduce = {"sequence_sum": U.seq_sum, "sequence_mean": U.seq_mean, "sequence_max": U.seq_max}[level]
+      stat = jnp.broadcast_to(reduce(d, mask)[:, None], d.shape)
+    if lo is None:
+      reject = (jnp.abs(stat) > hi) if est == "k1" else (stat > hi)
+    else:
+      reject = (stat < lo) | (stat > hi)
+    keep = 1.0 - reject.astype(mask.dtype) * mask
+    metrics = {
+        "masked_frac": U.masked_mean(1.0 - keep, mask),
+        "divergence_mean": U.masked_mean(d, mask),
+        "divergence_max": U.masked_max(d, mask),
+    }
+    return jnp.ones_like(mask), keep, U.stop_metrics(metrics)
+
+  return U.set_name(correction, "divergence_rejection")
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  return (
+      Technique("tis", "correction", tis, "w = sg(min(pi_train/pi_rollout, U)) per token or sequence",
+                "TIS (Yao et al. 2025 blog); verl rollout_is; TRL *_truncate; seed 001 L51"),
+      Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",
+                "verl rollout_is_threshold 'L_U'; TRL *_mask; OpenRLHF seq-mask-tis"),
+      Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
+                "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop"),
+      Technique("divergence_rejection", "correction", divergence_rejection,
+                "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
+                "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig"),
+  )
+
+
+TECHNIQUES = _technique_rows()

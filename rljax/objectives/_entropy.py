@@ -1,3 +1,383 @@
-"""(being written)"""
-__all__ = []
-TECHNIQUES = ()
+"""Entropy terms: bonus, entropy-ratio clipping, Clip-Cov / KL-Cov, top-entropy mask.
+
+Two kinds of objects live here:
+
+* loss terms (``entropy_bonus``, ``clip_cov``, ``kl_cov``) —
+  ``term(out, batch) -> (per_token_loss [B, T], metrics)``;
+* term *wrappers* (``erc``, ``top_entropy_mask``, ``advantage_sign_weighting``)
+  that take another term and transform its per-token loss, so they compose::
+
+      top_entropy_mask(erc(ppo_clip(...), eps_low=0.05, eps_high=0.05), rho=0.2)
+
+  A wrapper keeps the inner term's metric prefix (``name``) and adds its own
+  metrics under ``"<wrapper>/..."``.
+
+Quantities that select tokens (covariances, entropy quantiles, entropy ratios)
+are computed over the tokens of the batch the term sees (one micro-batch on
+one device); peers compute them over their local batch too (TRL gathers the
+entropies across processes for ``top_entropy_quantile``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _log_ratio, _mask, _masked_mean,
+                                  _require, _with_name)
+from rljax.types import PolicyOutputs, TrainBatch
+
+Array = jax.Array
+
+__all__ = ["entropy_bonus", "erc", "clip_cov", "kl_cov", "top_entropy_mask", "advantage_sign_weighting",
+           "masked_quantile"]
+
+
+def _entropy_metric(out: PolicyOutputs, mask: Array) -> dict:
+  if out.entropy is None:
+    return {}
+  return {"entropy": _masked_mean(jax.lax.stop_gradient(out.entropy.astype(jnp.float32)), mask)}
+
+
+def _term_name(term) -> str:
+  name = getattr(term, "name", None) or getattr(term, "__name__", None) or "term"
+  return "term" if name == "<lambda>" else name
+
+
+def _call_inner(term, out, batch, shape):
+  result = term(out, batch)
+  if not (isinstance(result, tuple) and len(result) == 2):
+    raise ValueError("the wrapped term must return (per_token_loss [B, T], metrics dict)")
+  loss, metrics = result
+  if tuple(loss.shape) != tuple(shape):
+    raise ValueError(f"the wrapped term returned per-token loss of shape {tuple(loss.shape)}, expected {shape}")
+  return loss, dict(metrics)
+
+
+def masked_quantile(x: Array, mask: Array, q) -> Array:
+  """Quantile ``q`` ∈ [0, 1] of ``x`` over the entries where ``mask`` is set.
+
+  Linear interpolation between order statistics (``torch.quantile`` /
+  ``numpy.quantile`` default): with the n selected values sorted s_0 ≤ … ≤ s_{n−1},
+  pos = q·(n−1), result = s_⌊pos⌋ + (pos − ⌊pos⌋)·(s_⌈pos⌉ − s_⌊pos⌋).
+  Returns +inf when nothing is selected. Works under ``jit`` (n is traced).
+  """
+  x = jax.lax.stop_gradient(jnp.ravel(x).astype(jnp.float32))
+  m = jnp.ravel(mask).astype(bool)
+  s = jnp.sort(jnp.where(m, x, jnp.inf))
+  n = jnp.sum(m.astype(jnp.int32))
+  pos = jnp.asarray(q, jnp.float32) * jnp.maximum(n - 1, 0).astype(jnp.float32)
+  lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, s.shape[0] - 1)
+  hi = jnp.clip(jnp.minimum(lo + 1, n - 1), 0, s.shape[0] - 1)
+  s_fin = jnp.where(jnp.isfinite(s), s, 0.0)
+  value = s_fin[lo] + (pos - lo.astype(jnp.float32)) * (s_fin[hi] - s_fin[lo])
+  return jnp.where(n > 0, value, jnp.inf)
+
+
+# --------------------------------------------------------------------------------------
+# entropy bonus
+# --------------------------------------------------------------------------------------
+
+
+def entropy_bonus(coef=1e-3):
+  """Entropy bonus (verl ``entropy_coeff``, default 0; TRL ``entropy_coef``).
+
+      L_t = −c · H_t,   H_t = −Σ_v π_θ(v|s_t) log π_θ(v|s_t)   (``out.entropy``)
+
+  aggregated with the chain's mode, so ``loss −= c·agg(H)`` as in verl
+  (``policy_loss − entropy_coeff · entropy``). ∂L/∂H_t = −c.
+
+  Args:
+    coef: c ≥ 0 (may be traced, e.g. from a controller).
+
+  Reads ``out.entropy`` [B, T]. Metrics: ``entropy`` (masked token-mean), ``coef``.
+  """
+  _check_value("coef", coef, low=0.0)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    ent = _require("out.entropy", out.entropy, shape)
+    c = jnp.asarray(coef, jnp.float32)
+    return -c * ent, {**_entropy_metric(out, _mask(batch)), "coef": c}
+
+  return _with_name(term, "entropy_bonus")
+
+
+# --------------------------------------------------------------------------------------
+# ERC
+# --------------------------------------------------------------------------------------
+
+
+def erc(term, *, eps_low=0.05, eps_high=0.05):
+  """ERC — entropy-ratio clipping (seed 000 L45; released code Kwai-Klear/ERC).
+
+      ρ_t = H(π_θ(·|s_t)) / H(π_old(·|s_t))
+      L_t = l_t                 if 1 − eps_low < ρ_t < 1 + eps_high
+            sg(l_t)             otherwise  (same value, zero gradient)
+
+  where ``l_t`` is the wrapped term's per-token loss (the paper applies it to
+  DAPO's / GPPO's clipped PG loss). The detach rule is from the released code
+  (spec: "verified"); the bound values are *not* given in the spec — the
+  defaults 0.05 are our placeholder, keep them a parameter. ρ_t = 1 where both
+  entropies are 0; ρ_t = inf where only the old one is (so it is detached).
+
+  Args:
+    term: the term to wrap (e.g. ``ppo_clip(...)``).
+    eps_low, eps_high: band half-widths ≥ 0 (concrete or traced).
+
+  Reads ``out.entropy`` and ``batch.entropy_old`` [B, T]. Metrics (added to
+  the inner term's): ``erc/entropy_ratio`` (masked mean over tokens whose old
+  entropy > 0), ``erc/frac_detached``, ``erc/frac_low``, ``erc/frac_high``.
+  """
+  if not callable(term):
+    raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_value("eps_low", eps_low, low=0.0)
+  _check_value("eps_high", eps_high, low=0.0)
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    h = jax.lax.stop_gradient(_require("out.entropy", out.entropy, shape))
+    h_old = _require("batch.entropy_old", batch.entropy_old, shape)
+    loss, metrics = _call_inner(term, out, batch, shape)
+    safe_old = jnp.where(h_old > 0, h_old, 1.0)
+    ratio = jnp.where(h_old > 0, h / safe_old, jnp.where(h > 0, jnp.inf, 1.0))
+    low = ratio <= 1.0 - jnp.asarray(eps_low, jnp.float32)
+    high = ratio >= 1.0 + jnp.asarray(eps_high, jnp.float32)
+    out_of_band = low | high
+    loss = jnp.where(out_of_band, jax.lax.stop_gradient(loss), loss)
+    mask = _mask(batch)
+    finite = (h_old > 0).astype(jnp.float32) * mask
+    metrics.update({
+        "erc/entropy_ratio": _masked_mean(jnp.where(h_old > 0, ratio, 0.0), finite),
+        "erc/frac_detached": _masked_mean(out_of_band.astype(jnp.float32), mask),
+        "erc/frac_low": _masked_mean(low.astype(jnp.float32), mask),
+        "erc/frac_high": _masked_mean(high.astype(jnp.float32), mask),
+    })
+    return loss, metrics
+
+  return _with_name(wrapped, _term_name(term))
+
+
+# --------------------------------------------------------------------------------------
+# Clip-Cov / KL-Cov
+# --------------------------------------------------------------------------------------
+
+
+def _count(n_valid: Array, ratio: float) -> Array:
+  # Python's int(ratio * N) (verl) in float32, with a 1e-6 relative nudge so that e.g. 5000·2e-4 = 1.
+  return jnp.maximum(jnp.floor(n_valid.astype(jnp.float32) * jnp.float32(ratio) * (1.0 + 1e-6)), 1.0)
+
+
+def _select(candidates: Array, priority: Array, count: Array) -> Array:
+  """Marks the ``count`` candidates of highest priority (ties: lower flat index first)."""
+  flat_c = jnp.ravel(candidates)
+  key = jnp.where(flat_c, -jnp.ravel(priority), jnp.inf)
+  order = jnp.argsort(key, stable=True)
+  rank = jnp.zeros_like(order).at[order].set(jnp.arange(order.shape[0], dtype=order.dtype))
+  return (flat_c & (rank.astype(jnp.float32) < count)).reshape(candidates.shape)
+
+
+def _covariance(adv: Array, logp: Array, mask: Array) -> Array:
+  adv = jax.lax.stop_gradient(adv)
+  logp = jax.lax.stop_gradient(logp)
+  return (adv - _masked_mean(adv, mask)) * (logp - _masked_mean(logp, mask))
+
+
+def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_cov_lb: float = 1.0,
+             clip_cov_ub: float = 5.0, key: Optional[Array] = None):
+  """Clip-Cov (Cui et al., "The Entropy Mechanism of RL for Reasoning LMs", arXiv:2505.22617; verl ``clip_cov``).
+
+      r_t = exp(log π_θ − log π_old),  l_t = max(−A_t r_t, −A_t clip(r_t, 1−ε_low, 1+ε_high))
+      cov_t = (A_t − Ā)(log π_θ(y_t) − mean log π_θ)     (means over masked tokens)
+      candidates: masked, unclipped (−A clip(r) ≤ −A r), clip_cov_lb < cov_t < clip_cov_ub
+      k = max(⌊clip_cov_ratio · N⌋, 1),  N = #masked tokens
+      L_t = 0 on the k selected candidates (value *and* gradient, as verl's
+            ``pg_losses * corr``), l_t elsewhere.
+
+  verl draws the k candidates with ``torch.randperm`` (non-deterministic).
+  Here, without ``key`` the k candidates with the *largest* covariance are
+  taken (ties → lower flat index), which is deterministic; with a PRNG ``key``
+  they are drawn uniformly without replacement (verl's behaviour). Build the
+  term inside the step with a fresh key (``jax.random.fold_in(key, step)``) for
+  a new draw each step. No dual clip (as verl). log r is clamped to ±20.
+
+  Args:
+    eps_low, eps_high: PPO clip ranges ≥ 0 (verl ``clip_ratio_low/high`` 0.2).
+    clip_cov_ratio: fraction in (0, 1] of masked tokens to detach (verl 2e-4).
+    clip_cov_lb, clip_cov_ub: covariance window (verl 1.0, 5.0).
+    key: optional PRNG key.
+
+  Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
+  ``clipfrac`` (verl's ``pg_clipfrac``: fraction of tokens selected),
+  ``ppo_clipfrac`` (fraction where the PPO clip is active), ``ppo_kl``
+  (masked mean of −log r), ``entropy`` when ``out.entropy`` is given.
+  """
+  _check_value("eps_low", eps_low, low=0.0)
+  _check_value("eps_high", eps_high, low=0.0)
+  _check_value("clip_cov_ratio", clip_cov_ratio, low=0.0, high=1.0, low_open=True)
+  _check_value("clip_cov_lb", clip_cov_lb)
+  _check_value("clip_cov_ub", clip_cov_ub)
+  if clip_cov_lb is not None and clip_cov_ub is not None and clip_cov_lb >= clip_cov_ub:
+    raise ValueError(f"clip_cov_lb ({clip_cov_lb}) must be < clip_cov_ub ({clip_cov_ub})")
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    adv = _require("batch.advantages", batch.advantages, shape)
+    log_r = _log_ratio(out, batch)
+    ratio = jnp.exp(log_r)
+    mask = _mask(batch)
+    l1 = -adv * ratio
+    l2 = -adv * jnp.clip(ratio, 1.0 - jnp.asarray(eps_low, jnp.float32), 1.0 + jnp.asarray(eps_high, jnp.float32))
+    clipped = (l2 > l1) & (mask > 0)
+    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    cand = (mask > 0) & ~clipped & (cov > clip_cov_lb) & (cov < clip_cov_ub)
+    count = _count(jnp.sum(mask), clip_cov_ratio)
+    priority = cov if key is None else jax.random.uniform(key, shape)
+    selected = _select(cand, priority, count)
+    loss = jnp.where(selected, 0.0, jnp.maximum(l1, l2))
+    metrics = {"clipfrac": _masked_mean(selected.astype(jnp.float32), mask),
+               "ppo_clipfrac": _masked_mean(clipped.astype(jnp.float32), mask),
+               "ppo_kl": _masked_mean(jax.lax.stop_gradient(-log_r), mask),
+               **_entropy_metric(out, mask)}
+    return loss, metrics
+
+  return _with_name(term, "clip_cov")
+
+
+def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
+  """KL-Cov (arXiv:2505.22617; verl ``kl_cov``).
+
+      r_t = exp(log π_θ − log π_old),  cov_t as in ``clip_cov``
+      k = max(⌊kl_cov_ratio · N⌋, 1), S = the k masked tokens of largest cov_t
+      L_t = −A_t r_t + 1[t ∈ S] · ppo_kl_coef · |log r_t|
+
+  Unclipped PG loss plus an |log r| penalty on the top-covariance tokens.
+  verl picks S with ``torch.topk`` (tie order unspecified); here ties go to
+  the lower flat index (deterministic). verl's config default
+  ``ppo_kl_coef`` is 0.1. log r is clamped to ±20.
+
+  Args:
+    kl_cov_ratio: fraction in (0, 1] of masked tokens penalised (verl 2e-4).
+    ppo_kl_coef: penalty coefficient ≥ 0 (may be traced).
+
+  Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
+  ``frac_penalized``, ``ppo_kl_abs`` (masked mean |log r|, verl's ``ppo_kl``),
+  ``entropy`` when available.
+  """
+  _check_value("kl_cov_ratio", kl_cov_ratio, low=0.0, high=1.0, low_open=True)
+  _check_value("ppo_kl_coef", ppo_kl_coef, low=0.0)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    adv = _require("batch.advantages", batch.advantages, shape)
+    log_r = _log_ratio(out, batch)
+    mask = _mask(batch)
+    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    count = _count(jnp.sum(mask), kl_cov_ratio)
+    selected = _select(mask > 0, cov, count)
+    loss = -adv * jnp.exp(log_r) + jnp.where(selected, jnp.asarray(ppo_kl_coef, jnp.float32) * jnp.abs(log_r), 0.0)
+    metrics = {"frac_penalized": _masked_mean(selected.astype(jnp.float32), mask),
+               "ppo_kl_abs": _masked_mean(jax.lax.stop_gradient(jnp.abs(log_r)), mask),
+               **_entropy_metric(out, mask)}
+    return loss, metrics
+
+  return _with_name(term, "kl_cov")
+
+
+# --------------------------------------------------------------------------------------
+# top-entropy mask, sign weighting
+# --------------------------------------------------------------------------------------
+
+_ENTROPY_SOURCES = ("current", "old")
+
+
+def top_entropy_mask(term, rho=0.2, *, source: str = "current"):
+  """Top-entropy token mask ("Beyond the 80/20 rule", Wang et al., arXiv:2506.01939; TRL ``top_entropy_quantile``).
+
+      q = quantile_{1−ρ}({H_t : loss_mask_t}),  keep_t = loss_mask_t · 1[H_t ≥ q]
+      L_t = keep_t · l_t
+
+  ``l_t`` is the wrapped term's per-token loss; ρ is the *kept* fraction
+  (TRL: ``get_high_entropy_mask(entropies, mask, 1 − top_entropy_quantile)``,
+  ``torch.quantile`` linear interpolation over all non-padding tokens).
+  As in TRL the aggregation denominator is unchanged (dropped tokens still
+  count in ``token_mean``'s denominator). ρ = 1 keeps every valid token;
+  ρ = 0 keeps only the maximum-entropy tokens.
+
+  Args:
+    term: the term to wrap.
+    rho: kept fraction ρ ∈ [0, 1] (TRL ``top_entropy_quantile``, paper 0.2;
+      may be traced).
+    source: ``"current"`` (``out.entropy``, TRL) or ``"old"``
+      (``batch.entropy_old``, the rollout policy's entropy).
+
+  Metrics (added to the inner term's): ``top_entropy/frac_kept``,
+  ``top_entropy/threshold``.
+  """
+  if not callable(term):
+    raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_value("rho", rho, low=0.0, high=1.0)
+  _check_choice("source", source, _ENTROPY_SOURCES)
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    ent = (_require("out.entropy", out.entropy, shape) if source == "current"
+           else _require("batch.entropy_old", batch.entropy_old, shape))
+    ent = jax.lax.stop_gradient(ent)
+    loss, metrics = _call_inner(term, out, batch, shape)
+    mask = _mask(batch)
+    threshold = masked_quantile(ent, mask, 1.0 - jnp.asarray(rho, jnp.float32))
+    keep = (ent >= threshold) & (mask > 0)
+    metrics.update({"top_entropy/frac_kept": _masked_mean(keep.astype(jnp.float32), mask),
+                    "top_entropy/threshold": threshold})
+    return jnp.where(keep, loss, 0.0), metrics
+
+  return _with_name(wrapped, _term_name(term))
+
+
+def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):
+  """Scales a term's per-token loss by the sign of the advantage (EntroPIC's loss side).
+
+      L_t = w_t · l_t,  w_t = pos_weight if A_t > 0, neg_weight if A_t < 0, 1 if A_t = 0
+
+  Use with ``rljax.control.entropic``: ``advantage_sign_weighting(ppo_clip(...),
+  state.pos_weight, state.neg_weight)`` inside the jitted step (weights may be
+  traced). Weights must be ≥ 0. Metrics: ``sign_weight/pos``, ``sign_weight/neg``.
+  """
+  if not callable(term):
+    raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_value("pos_weight", pos_weight, low=0.0)
+  _check_value("neg_weight", neg_weight, low=0.0)
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    adv = jax.lax.stop_gradient(_require("batch.advantages", batch.advantages, shape))
+    loss, metrics = _call_inner(term, out, batch, shape)
+    pw, nw = jnp.asarray(pos_weight, jnp.float32), jnp.asarray(neg_weight, jnp.float32)
+    w = jnp.where(adv > 0, pw, jnp.where(adv < 0, nw, 1.0))
+    metrics.update({"sign_weight/pos": pw, "sign_weight/neg": nw})
+    return w * loss, metrics
+
+  return _with_name(wrapped, _term_name(term))
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  return (
+      Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
+                "verl entropy_coeff; TRL entropy_coef"),
+      Technique("erc", "entropy", erc,
+                "ρ_t = H_θ/H_old; l_t detached where ρ_t ∉ (1−ε_low, 1+ε_high)",
+                "000_3e503271be254a43.txt L45; Kwai-Klear/ERC code"),
+      Technique("clip_cov", "entropy", clip_cov,
+                "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
+                "verl clip_cov; arXiv:2505.22617"),
+      Technique("kl_cov", "entropy", kl_cov,
+                "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617"),
+      Technique("top_entropy_mask", "entropy", top_entropy_mask,
+                "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939"),
+  )
+
+
+TECHNIQUES = _technique_rows()

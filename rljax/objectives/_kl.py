@@ -330,8 +330,8 @@ def rpg(beta=0.1, kl: str = "reverse", *, normalized: bool = True, estimator: st
     adv = _require("batch.advantages", batch.advantages, shape)
     logp = out.logp.astype(jnp.float32)
     log_w = _log_ratio(out, batch, clamp)
-    log_old = logp - log_w
-    log_w_ref = jnp.clip(ref - jax.lax.stop_gradient(log_old), -clamp, clamp)
+    old = _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
+    log_w_ref = jnp.clip(ref - old, -clamp, clamp)
     w, w_ref = jnp.exp(log_w), jnp.exp(log_w_ref)
     b = jnp.asarray(beta, jnp.float32)
     log_q = logp - ref  # log π_θ − log π_ref

@@ -191,20 +191,24 @@ def segment_mean(x: Array, mask: Array, segment_ids: Array, num_segments: int) -
 # ----------------------------------------------------------------------------- metrics
 
 
-def ratio_metrics(log_ratio: Array, mask: Array) -> dict:
+def ratio_metrics(log_ratio: Array, mask: Array, token_log_ratio: Optional[Array] = None) -> dict:
   """``ratio_mean``, ``ratio_max``, ``ratio_min`` and ``approx_kl`` (k3, Schulman).
 
-  ``approx_kl = mean_t (r - 1 - log r)`` estimates KL(pi_old || pi_theta)
-  (>= 0); ``approx_kl_k1 = mean_t (-log r)`` is verl's ``ppo_kl``.
+  ``log_ratio`` is the log of the ratio the term uses (token, sequence or
+  segment ratio broadcast to tokens); the KL metrics use the per-token
+  ``token_log_ratio`` (default ``log_ratio``):
+  ``approx_kl = mean_t (r_t - 1 - log r_t)`` estimates KL(pi_old || pi_theta)
+  (>= 0); ``approx_kl_k1 = mean_t (-log r_t)`` is verl's ``ppo_kl``.
   """
   log_ratio = jax.lax.stop_gradient(log_ratio)
+  tlr = log_ratio if token_log_ratio is None else jax.lax.stop_gradient(token_log_ratio)
   ratio = jnp.exp(log_ratio)
   return {
       "ratio_mean": masked_mean(ratio, mask),
       "ratio_max": masked_max(ratio, mask),
       "ratio_min": masked_min(ratio, mask),
-      "approx_kl": masked_mean(ratio - 1.0 - log_ratio, mask),
-      "approx_kl_k1": masked_mean(-log_ratio, mask),
+      "approx_kl": masked_mean(jnp.exp(tlr) - 1.0 - tlr, mask),
+      "approx_kl_k1": masked_mean(-tlr, mask),
   }
 
 
@@ -243,16 +247,17 @@ def check_correction(correction: Any) -> tuple:
 
 
 def apply_corrections(corrections: tuple, out: PolicyOutputs, batch: TrainBatch, shape: tuple, mask: Array):
-  """Runs the corrections; returns ``(factor [B, T], metrics)``.
+  """Runs the corrections; returns ``(weight [B, T], keep [B, T], metrics)``.
 
-  ``factor = prod_c sg(weight_c) * keep_c`` multiplies the per-token loss. The
+  ``weight = prod_c sg(weight_c)`` and ``keep = prod_c keep_c``; ratio terms
+  multiply their per-token loss by ``weight * keep``. The
   aggregation denominator is left unchanged (AReaL convention: it counts the
   original ``loss_mask``). Metrics are prefixed ``"correction/"`` (and the
   correction's name when several are given); ``correction/masked_frac`` is the
   fraction of loss tokens any correction zeroed.
   """
-  factor = jnp.ones(shape, jnp.float32)
-  keep_all = jnp.ones(shape, jnp.float32)
+  weight_all = jnp.ones(shape, mask.dtype)
+  keep_all = jnp.ones(shape, mask.dtype)
   metrics = {}
   for i, c in enumerate(corrections):
     result = c(out, batch)
@@ -262,12 +267,12 @@ def apply_corrections(corrections: tuple, out: PolicyOutputs, batch: TrainBatch,
     for label, arr in (("weight", weight), ("keep_mask", keep)):
       if tuple(np.shape(arr)) != tuple(shape):
         raise ValueError(f"correction {i} returned {label} of shape {np.shape(arr)}, expected {tuple(shape)}")
-    keep = jnp.asarray(keep).astype(jnp.float32)
-    factor = factor * jax.lax.stop_gradient(jnp.asarray(weight)) * keep
+    keep = jnp.asarray(keep).astype(mask.dtype)
+    weight_all = weight_all * jax.lax.stop_gradient(jnp.asarray(weight)).astype(mask.dtype)
     keep_all = keep_all * keep
     prefix = "correction/" if len(corrections) == 1 else f"correction/{getattr(c, 'name', i)}/"
     for k, v in dict(c_metrics).items():
       metrics[prefix + k] = v
   if corrections:
     metrics["correction/masked_frac"] = masked_mean(1.0 - keep_all, mask)
-  return factor, stop_metrics(metrics)
+  return weight_all, keep_all, stop_metrics(metrics)

@@ -183,7 +183,7 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
     new_state = state.replace(
         params=keep(new_params, state.params), opt_state=keep(new_opt, state.opt_state),
         step=state.step + 1, num_skipped=state.num_skipped + jnp.where(ok, 0, 1).astype(jnp.int32))
-    metrics["train/grad_norm"] = optax.global_norm(grads).astype(jnp.float32)
+    metrics["train/grad_norm"] = optax.tree.norm(grads).astype(jnp.float32)
     metrics["train/skipped"] = jnp.where(ok, 0.0, 1.0)
     metrics["train/num_skipped"] = new_state.num_skipped.astype(jnp.float32)
     if schedule is not None:

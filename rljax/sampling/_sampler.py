@@ -1,0 +1,532 @@
+"""Jitted prefill + ``lax.while_loop`` decode over a preallocated KV cache.
+
+Layout (what comes out): every sequence is LEFT-aligned and contiguous,
+``tokens[b] = prompt + completion (+ appended + completion ...) + padding``,
+and the RoPE position of ``tokens[b, t]`` is ``t``. The trainer therefore
+scores a rollout with ``policy_outputs(model, rollout.tokens)`` (positions
+``arange(T)``, the default) and masks with ``completion_mask``.
+
+Cache bookkeeping (how it is produced): the model writes all rows of a call
+at one shared slot (``cache_index`` is a scalar), so cache *slots* and token
+*positions* are decoupled: positions are passed explicitly and ``kv_mask``
+marks which slots hold a real key of that row. A prefill chunk is
+right-aligned in its length bucket (left padding), so for ``generate`` every
+row's prompt ends at slot ``bucket - 1`` and decode token ``s`` of every row
+sits at slot ``bucket + s``: slot distance equals position distance (sliding
+windows see the right keys). Rotary attention depends only on the positions
+given, so the masked slot gaps change nothing numerically except summation
+order. A ``resume`` chunk is right-aligned the same way after the slots
+already used; rows with shorter appended chunks leave masked gaps (exact for
+full attention; with a sliding window those rows see ``pad`` fewer keys).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Optional, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rljax.sampling import _truncation
+from rljax.sampling._config import FinishReason, SamplerConfig
+from rljax.types import Rollout
+
+Array = jax.Array
+
+__all__ = ["SamplerState", "generate", "resume", "sampling_step"]
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class SamplerState:
+  """Everything needed to continue a batch of sequences (pass to ``resume``).
+
+  ``B`` sequences, ``S = config.cache_size`` slots/positions. The last sampled
+  token of each row (``pending``) is not in the cache yet; ``resume`` feeds it
+  together with the appended tokens. Arrays are device arrays; treat the
+  state as consumed once passed to ``resume``.
+
+  Attributes:
+    cache: model ``KVCache`` (``[L, B, S, K, D]`` leaves).
+    kv_mask: ``[B, S]`` bool, slots holding a real key of that row.
+    slot: int32 scalar, first free cache slot (shared by all rows).
+    pending: ``[B]`` int32 last sampled token (position ``length - 1``).
+    length: ``[B]`` int32 tokens in the sequence, including ``pending``.
+    tokens, prompt_mask, completion_mask, logp_behavior, logp_sampling:
+      ``[B, S]`` left-aligned sequence buffers (see ``Rollout``).
+    entropy: ``[B, S]`` float32 or None. routing: ``[B, S, L, k]`` or None.
+    finish_reason: ``[B]`` int32 ``FinishReason`` of the last call.
+    group_id, sample_index: ``[B]`` int32 (prompt id, index within group).
+    policy_version: ``[B]`` int32. stop_tokens: ``[B, W]`` int32 (-1 = none).
+  """
+  cache: Any
+  kv_mask: Array
+  slot: Array
+  pending: Array
+  length: Array
+  tokens: Array
+  prompt_mask: Array
+  completion_mask: Array
+  logp_behavior: Array
+  logp_sampling: Array
+  finish_reason: Array
+  group_id: Array
+  sample_index: Array
+  policy_version: Array
+  stop_tokens: Array
+  entropy: Optional[Array] = None
+  routing: Optional[Array] = None
+
+  def replace(self, **changes) -> "SamplerState":
+    return dataclasses.replace(self, **changes)
+
+  def to_rollout(self, length: Optional[int] = None) -> Rollout:
+    """The sequences as a ``Rollout`` (first ``length`` columns; default all S)."""
+    cut = (lambda x: x) if length is None else (lambda x: x[:, :length])
+    return Rollout(
+        tokens=cut(self.tokens), prompt_mask=cut(self.prompt_mask),
+        completion_mask=cut(self.completion_mask), logp_behavior=cut(self.logp_behavior),
+        group_id=self.group_id, policy_version=self.policy_version,
+        logp_sampling=cut(self.logp_sampling),
+        entropy_behavior=None if self.entropy is None else cut(self.entropy),
+        routing=None if self.routing is None else cut(self.routing),
+        finish_reason=self.finish_reason)
+
+
+# ----------------------------------------------------------------------------
+# Per-step sampling (pure, jittable).
+
+
+def _logits(model, hidden: Array) -> Array:
+  """Untempered float32 logits ``softcap(hidden @ W)`` exactly as the fused
+  log-prob kernel computes them (``[..., H] -> [..., V]``)."""
+  raw = jnp.dot(hidden, model.lm_head_weight(), preferred_element_type=jnp.float32)
+  raw = raw.astype(jnp.float32)
+  cap = getattr(model.cfg if hasattr(model, "cfg") else model.config, "final_logit_softcap", None)
+  if cap is not None:
+    raw = cap * jnp.tanh(raw / cap)
+  return raw
+
+
+def sampling_step(logits: Array, keys: Array, temperature: Array, top_k: Array,
+                  top_p: Array, min_p: Array, *, greedy: bool = False,
+                  return_entropy: bool = True):
+  """Samples one token per row and its log-probs.
+
+  ``x ~ softmax(trunc(z / T))`` by Gumbel-max (``argmax(trunc(z/T) + g)``,
+  ``g ~ Gumbel(0, 1)`` drawn from the row's own key), which is an exact draw
+  from the truncated tempered distribution; ``greedy``: ``x = argmax z``.
+
+  Args:
+    logits: ``[B, V]`` untempered float32 logits z.
+    keys: ``[B]`` PRNG keys (one per row).
+    temperature, top_p, min_p: ``[B]`` float32; top_k: ``[B]`` int32.
+  Returns:
+    ``(token [B] int32, logp_behavior [B] = log softmax(z)[x], logp_sampling
+    [B] = log softmax(trunc(z / T))[x] (0 when greedy), entropy [B] or None)``.
+  """
+  z = logits.astype(jnp.float32)
+  logp_all = jax.nn.log_softmax(z, axis=-1)
+  entropy = None
+  if return_entropy:
+    entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
+  if greedy:
+    tok = jnp.argmax(z, axis=-1).astype(jnp.int32)
+    logp_s = jnp.zeros(z.shape[:1], jnp.float32)
+  else:
+    zt = _truncation.truncate_logits(z, temperature, top_k, top_p, min_p)
+    g = jax.vmap(lambda k: jax.random.gumbel(k, z.shape[-1:], jnp.float32))(keys)
+    tok = jnp.argmax(zt + g, axis=-1).astype(jnp.int32)
+    logp_t = jax.nn.log_softmax(zt, axis=-1)
+    logp_s = jnp.take_along_axis(logp_t, tok[:, None], axis=-1)[:, 0]
+  logp_b = jnp.take_along_axis(logp_all, tok[:, None], axis=-1)[:, 0]
+  return tok, logp_b, logp_s, entropy
+
+
+# ----------------------------------------------------------------------------
+# Jitted core.
+
+
+def _set_rows(buf: Array, pos: Array, values: Array, valid: Array) -> Array:
+  """``buf[b, pos[b, t]] = values[b, t]`` where ``valid[b, t]`` (``pos`` [B, T])."""
+  b_idx = jnp.broadcast_to(jnp.arange(buf.shape[0])[:, None], pos.shape)
+  safe = jnp.where(valid, pos, buf.shape[1])  # out of range -> dropped
+  return buf.at[b_idx, safe].set(values.astype(buf.dtype), mode="drop")
+
+
+def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id):
+  """Feeds each row's left-aligned ``chunk[b, :chunk_len[b]]`` (positions
+  ``base_pos[b] + t``) right-aligned into slots ``[slot, slot + Lb)``.
+
+  Returns ``(last_hidden [B, H], cache, kv_mask, routing_left [B, Lb, ...] or
+  None)`` where ``routing_left[b, t]`` belongs to ``chunk[b, t]``.
+  """
+  lb = chunk.shape[1]
+  t = jnp.arange(lb)
+  shift = lb - chunk_len
+  src = t[None, :] - shift[:, None]  # right-aligned column -> chunk index
+  valid = src >= 0
+  src_c = jnp.clip(src, 0, lb - 1)
+  tok = jnp.where(valid, jnp.take_along_axis(chunk, src_c, axis=1), pad_id)
+  pos = base_pos[:, None] + src_c
+  kv_mask = jax.lax.dynamic_update_slice(kv_mask, valid, (0, slot))
+  out = model(tok.astype(jnp.int32), pos.astype(jnp.int32), cache=cache,
+              cache_index=slot, kv_mask=kv_mask, return_logits=False)
+  routing = out.routing
+  if routing is not None:  # back to the left-aligned chunk order
+    dst = jnp.clip(t[None, :] + shift[:, None], 0, lb - 1)
+    routing = jnp.take_along_axis(routing, dst.reshape(dst.shape + (1,) * (routing.ndim - 2)), axis=1)
+  return out.hidden[:, -1], out.cache, kv_mask, routing
+
+
+def _repeat(tree, n: int):
+  if n == 1:
+    return tree
+  return jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), tree)
+
+
+def _repeat_cache(cache, n: int):
+  if n == 1:
+    return cache
+  return jax.tree.map(lambda x: jnp.repeat(x, n, axis=1) if jnp.ndim(x) >= 2 else x, cache)
+
+
+def _decode(model, st: SamplerState, first_logits, active, sp, max_new, key,
+            greedy: bool, config: SamplerConfig) -> SamplerState:
+  """Samples from ``first_logits`` then loops feed -> sample until every
+  active row has hit a stop token or ``max_new`` tokens."""
+  temperature, top_k, top_p, min_p = sp
+  seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
+      st.group_id, st.sample_index)
+  b = st.pending.shape[0]
+  want_entropy = st.entropy is not None
+
+  def sample_and_record(st, done, n_gen, logits):
+    pos = st.length  # position of the token being sampled
+    keys = jax.vmap(jax.random.fold_in)(seq_keys, pos)
+    tok, lb, ls, ent = sampling_step(logits, keys, temperature, top_k, top_p, min_p,
+                                     greedy=greedy, return_entropy=want_entropy)
+    act = ~done
+    p2, a2 = pos[:, None], act[:, None]
+    upd = dict(
+        tokens=_set_rows(st.tokens, p2, tok[:, None], a2),
+        completion_mask=_set_rows(st.completion_mask, p2, jnp.ones_like(a2), a2),
+        logp_behavior=_set_rows(st.logp_behavior, p2, lb[:, None], a2),
+        logp_sampling=_set_rows(st.logp_sampling, p2, ls[:, None], a2))
+    if want_entropy:
+      upd["entropy"] = _set_rows(st.entropy, p2, ent[:, None], a2)
+    n_gen = n_gen + act.astype(jnp.int32)
+    hit_stop = act & jnp.any(tok[:, None] == st.stop_tokens, axis=-1)
+    hit_len = act & ~hit_stop & (n_gen >= max_new)
+    finish = jnp.where(hit_stop, int(FinishReason.STOP_TOKEN),
+                       jnp.where(hit_len, int(FinishReason.LENGTH), st.finish_reason))
+    st = st.replace(pending=jnp.where(act, tok, st.pending),
+                    length=st.length + act.astype(jnp.int32),
+                    finish_reason=finish.astype(jnp.int32), **upd)
+    return st, done | hit_stop | hit_len, n_gen
+
+  done0 = ~active
+  st, done, n_gen = sample_and_record(st, done0, jnp.zeros((b,), jnp.int32), first_logits)
+
+  def cond(carry):
+    _, done, _ = carry
+    return ~jnp.all(done)
+
+  def body(carry):
+    st, done, n_gen = carry
+    act = ~done
+    kv_mask = jax.lax.dynamic_update_slice(st.kv_mask, act[:, None], (0, st.slot))
+    pos = (st.length - 1)[:, None]
+    out = model(st.pending[:, None], pos, cache=st.cache, cache_index=st.slot,
+                kv_mask=kv_mask, return_logits=False)
+    upd = {}
+    if st.routing is not None and out.routing is not None:
+      upd["routing"] = _set_rows(st.routing, pos, out.routing, act[:, None])
+    st = st.replace(cache=out.cache, kv_mask=kv_mask, slot=st.slot + 1, **upd)
+    return sample_and_record(st, done, n_gen, _logits(model, out.hidden[:, 0]))
+
+  st, _, _ = jax.lax.while_loop(cond, body, (st, done, n_gen))
+  return st
+
+
+def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dtype):
+  f32 = lambda: jnp.zeros((b, s), jnp.float32)
+  return dict(
+      tokens=jnp.zeros((b, s), jnp.int32), prompt_mask=jnp.zeros((b, s), bool),
+      completion_mask=jnp.zeros((b, s), bool), logp_behavior=f32(), logp_sampling=f32(),
+      entropy=f32() if want_entropy else None,
+      routing=None if routing_shape is None else jnp.zeros((b, s) + routing_shape, routing_dtype))
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "config", "n", "greedy"))
+def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, stop,
+                  max_new, policy_version, *, config, n, greedy):
+  model = nnx.merge(graphdef, params)
+  p, lp = prompt.shape
+  s = config.cache_size
+  dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
+  cache = model.init_cache(p, s, dtype=dtype)
+  kv_mask = jnp.zeros((p, s), bool)
+  zero = jnp.zeros((), jnp.int32)
+  h_last, cache, kv_mask, routing = _prefill(
+      model, cache, kv_mask, zero, prompt, prompt_len, jnp.zeros((p,), jnp.int32), config.pad_id)
+  logits = _logits(model, h_last)
+  want_routing = config.return_routing and routing is not None
+  bufs = _empty_buffers(p, s, config.return_entropy,
+                        routing.shape[2:] if want_routing else None,
+                        routing.dtype if want_routing else None)
+  t = jnp.arange(lp)
+  in_prompt = t[None, :] < prompt_len[:, None]
+  bufs["tokens"] = bufs["tokens"].at[:, :lp].set(jnp.where(in_prompt, prompt, config.pad_id))
+  bufs["prompt_mask"] = bufs["prompt_mask"].at[:, :lp].set(in_prompt)
+  if want_routing:
+    bufs["routing"] = bufs["routing"].at[:, :lp].set(
+        jnp.where(in_prompt.reshape(in_prompt.shape + (1,) * (routing.ndim - 2)), routing, 0))
+  # Broadcast the P prefilled prompts to the B = P * n rows of their groups.
+  per_prompt = dict(bufs, kv_mask=kv_mask, length=prompt_len.astype(jnp.int32),
+                    group_id=prompt_ids.astype(jnp.int32), stop=stop,
+                    policy_version=policy_version, logits=logits, sp=sp)
+  rows = _repeat(per_prompt, n)
+  st = SamplerState(
+      cache=_repeat_cache(cache, n), kv_mask=rows["kv_mask"], slot=jnp.asarray(lp, jnp.int32),
+      pending=jnp.zeros((p * n,), jnp.int32), length=rows["length"], tokens=rows["tokens"],
+      prompt_mask=rows["prompt_mask"], completion_mask=rows["completion_mask"],
+      logp_behavior=rows["logp_behavior"], logp_sampling=rows["logp_sampling"],
+      finish_reason=jnp.zeros((p * n,), jnp.int32), group_id=rows["group_id"],
+      sample_index=jnp.tile(jnp.arange(n, dtype=jnp.int32), p),
+      policy_version=rows["policy_version"], stop_tokens=rows["stop"],
+      entropy=rows["entropy"], routing=rows["routing"])
+  active = jnp.ones((p * n,), bool)
+  st = _decode(model, st, rows["logits"], active, rows["sp"], max_new, key, greedy, config)
+  return st, st.to_rollout(lp + config.max_new_tokens)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy"))
+def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, max_new,
+                policy_version, *, config, greedy):
+  model = nnx.merge(graphdef, params)
+  b, la = appended.shape
+  # chunk = [pending] + appended (inactive rows feed nothing).
+  chunk = jnp.concatenate([st.pending[:, None], appended.astype(jnp.int32)], axis=1)
+  chunk_len = jnp.where(active, appended_len + 1, 0).astype(jnp.int32)
+  base_pos = st.length - 1
+  h_last, cache, kv_mask, routing = _prefill(
+      model, st.cache, st.kv_mask, st.slot, chunk, chunk_len, base_pos, config.pad_id)
+  logits = _logits(model, h_last)
+  t = jnp.arange(la)
+  app_valid = (t[None, :] < appended_len[:, None]) & active[:, None]
+  app_pos = st.length[:, None] + t[None, :]
+  upd = dict(tokens=_set_rows(st.tokens, app_pos, appended, app_valid),
+             prompt_mask=_set_rows(st.prompt_mask, app_pos, jnp.ones_like(app_valid), app_valid))
+  if st.routing is not None and routing is not None:
+    chunk_pos = base_pos[:, None] + jnp.arange(la + 1)[None, :]
+    chunk_valid = jnp.arange(la + 1)[None, :] < chunk_len[:, None]
+    upd["routing"] = _set_rows(st.routing, chunk_pos, routing, chunk_valid)
+  st = st.replace(cache=cache, kv_mask=kv_mask, slot=st.slot + la + 1,
+                  length=st.length + jnp.where(active, appended_len, 0).astype(jnp.int32),
+                  policy_version=policy_version, **upd)
+  st = _decode(model, st, logits, active, sp, max_new, key, greedy, config)
+  return st, st.to_rollout()
+
+
+# ----------------------------------------------------------------------------
+# Host-side wrappers: validation, bucketing, padding.
+
+
+def _split(model):
+  if isinstance(model, tuple) and len(model) == 2:
+    return model
+  return nnx.split(model)
+
+
+def _ragged(seqs, argname: str) -> list:
+  if seqs is None:
+    raise ValueError(f"{argname} must be a sequence of token-id sequences, got None")
+  out = []
+  for i, s in enumerate(seqs):
+    a = np.asarray(s)
+    if a.ndim != 1 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+      raise ValueError(f"{argname}[{i}] must be a 1-D sequence of int token ids, got shape {a.shape} dtype {a.dtype}")
+    out.append(a.astype(np.int32))
+  return out
+
+
+def _pad(seqs: list, width: int, pad_id: int) -> tuple:
+  arr = np.full((len(seqs), width), pad_id, np.int32)
+  lens = np.zeros((len(seqs),), np.int32)
+  for i, s in enumerate(seqs):
+    arr[i, :len(s)] = s
+    lens[i] = len(s)
+  return arr, lens
+
+
+def _per_row(value, rows: int, dtype, argname: str) -> np.ndarray:
+  a = np.asarray(value, dtype=dtype)
+  if a.ndim == 0:
+    return np.full((rows,), a, dtype)
+  if a.shape != (rows,):
+    raise ValueError(f"{argname} must be a scalar or have shape ({rows},), got {a.shape}")
+  return a
+
+
+def _sampling_params(rows, temperature, top_k, top_p, min_p, greedy):
+  temp = _per_row(temperature, rows, np.float32, "temperature")
+  tk = _per_row(top_k, rows, np.int32, "top_k")
+  tp = _per_row(top_p, rows, np.float32, "top_p")
+  mp = _per_row(min_p, rows, np.float32, "min_p")
+  if not greedy and not np.all(temp > 0):
+    raise ValueError(f"temperature must be > 0 when sampling (greedy=False), got {temp.min()}")
+  if not np.all(np.isfinite(temp)):
+    raise ValueError("temperature must be finite")
+  if np.any(tk < 0):
+    raise ValueError(f"top_k must be >= 0 (0 = off), got {tk.min()}")
+  if not np.all((tp > 0) & (tp <= 1)):
+    raise ValueError(f"top_p must be in (0, 1], got values such as {tp[~((tp > 0) & (tp <= 1))][:3].tolist()}")
+  if not np.all((mp >= 0) & (mp <= 1)):
+    raise ValueError(f"min_p must be in [0, 1], got values such as {mp[~((mp >= 0) & (mp <= 1))][:3].tolist()}")
+  return temp, tk, tp, mp
+
+
+def _stop_table(stop_tokens, rows: int, width: int) -> np.ndarray:
+  table = np.full((rows, width), -1, np.int32)
+  if stop_tokens is None:
+    return table
+  if np.ndim(stop_tokens) == 0:
+    stop_tokens = [int(stop_tokens)]
+  if len(stop_tokens) and all(np.ndim(x) == 0 for x in stop_tokens):
+    stop_tokens = [stop_tokens] * rows  # one shared set
+  if len(stop_tokens) != rows:
+    raise ValueError(f"stop_tokens must be one set of ids or one set per prompt ({rows}), got {len(stop_tokens)}")
+  for i, ids in enumerate(stop_tokens):
+    ids = np.asarray(ids, np.int32).reshape(-1)
+    if ids.size > width:
+      raise ValueError(f"stop_tokens[{i}] has {ids.size} ids > SamplerConfig.max_stop_tokens={width}")
+    table[i, :ids.size] = ids
+  return table
+
+
+def _max_new(config: SamplerConfig, max_new_tokens) -> np.ndarray:
+  m = config.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+  if not 1 <= m <= config.max_new_tokens:
+    raise ValueError(f"max_new_tokens must be in [1, SamplerConfig.max_new_tokens={config.max_new_tokens}], got {m}")
+  return np.asarray(m, np.int32)
+
+
+def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: int = 1,
+             temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, greedy: bool = False,
+             stop_tokens=None, max_new_tokens: Optional[int] = None, policy_version=0,
+             prompt_ids=None, return_state: bool = False):
+  """Samples ``n`` completions for each of ``P`` prompts in one jitted call.
+
+  The P distinct prompts are prefilled once (left-padded to the smallest
+  ``config.prompt_buckets`` entry that fits), their KV caches are repeated
+  ``n`` times, and a ``lax.while_loop`` decodes until every row has sampled a
+  stop token or ``max_new_tokens`` tokens. Row ``b = p * n + i`` is sample
+  ``i`` of prompt ``p``. Sampling is ``x_t ~ softmax(trunc(z_t / T))``
+  (see ``rljax.sampling._truncation`` for top-k/top-p/min-p); row ``b`` draws
+  with ``fold_in(fold_in(fold_in(key, prompt_ids[p]), i), position)``, so a
+  sample depends only on (key, prompt id, sample index, its own prefix), not
+  on the rest of the batch.
+
+  Compilation: static are ``config``, the model graph, ``n``, ``greedy``,
+  ``P`` and the bucket; temperature / top_k / top_p / min_p / stop tokens /
+  ``max_new_tokens`` / prompt lengths within a bucket are traced values.
+
+  Args:
+    model: a ``rljax.models.Transformer`` (or ``(graphdef, state)`` from
+      ``nnx.split``, which skips the per-call split).
+    prompts: P non-empty 1-D int token sequences (ragged).
+    config: static ``SamplerConfig``.
+    key: PRNG key.
+    n: samples per prompt (group size), ``>= 1``.
+    temperature, top_p, min_p: scalar or ``[P]`` floats; top_k: scalar or
+      ``[P]`` ints (0 = off). ``top_p`` in (0, 1], ``min_p`` in [0, 1],
+      ``temperature > 0`` unless ``greedy``.
+    greedy: ``x_t = argmax z_t`` (``logp_sampling = 0``).
+    stop_tokens: None, one set of ids for all prompts, or one set per prompt
+      (at most ``config.max_stop_tokens`` each); the stop token is kept.
+    max_new_tokens: traced per-call limit ``<= config.max_new_tokens``.
+    policy_version: scalar or ``[P]`` int written to ``Rollout.policy_version``.
+    prompt_ids: ``[P]`` ints, the group ids (default ``arange(P)``).
+    return_state: also return the ``SamplerState`` for ``resume``.
+
+  Returns:
+    ``Rollout`` with ``[B, T]`` arrays, ``B = P n``, ``T = bucket +
+    config.max_new_tokens``, left-aligned (positions ``arange(T)``), and
+    ``finish_reason`` as ``FinishReason`` values; with ``return_state``,
+    ``(rollout, state)``.
+  """
+  if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+    raise ValueError(f"n must be an int >= 1, got {n!r}")
+  seqs = _ragged(prompts, "prompts")
+  p = len(seqs)
+  if p == 0:
+    raise ValueError("prompts must contain at least one prompt")
+  for i, s in enumerate(seqs):
+    if s.size == 0:
+      raise ValueError(f"prompts[{i}] is empty: every prompt needs at least one token")
+  longest = max(s.size for s in seqs)
+  lb = config.bucket(longest, "prompts")
+  if lb + config.max_new_tokens > config.cache_size:
+    raise ValueError(f"prompts: length {longest} (bucket {lb}) + max_new_tokens "
+                     f"{config.max_new_tokens} exceeds the cache size {config.cache_size}")
+  prompt, plen = _pad(seqs, lb, config.pad_id)
+  ids = np.arange(p, dtype=np.int32) if prompt_ids is None else _per_row(prompt_ids, p, np.int32, "prompt_ids")
+  sp = _sampling_params(p, temperature, top_k, top_p, min_p, greedy)
+  stop = _stop_table(stop_tokens, p, config.max_stop_tokens)
+  version = _per_row(policy_version, p, np.int32, "policy_version")
+  graphdef, params = _split(model)
+  st, rollout = _generate_jit(graphdef, params, prompt, plen, ids, key, sp, stop,
+                              _max_new(config, max_new_tokens), version,
+                              config=config, n=int(n), greedy=bool(greedy))
+  return (rollout, st) if return_state else rollout
+
+
+def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, key: Array,
+           active=None, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, greedy: bool = False,
+           max_new_tokens: Optional[int] = None, policy_version=0):
+  """Continues every row of ``state``: appends tokens, then samples again.
+
+  Row ``b`` first feeds its pending last sampled token and ``appended[b]``
+  (e.g. a tool's output, marked in ``prompt_mask`` as context), reusing the
+  cached prefix (nothing before is recomputed), then decodes as in
+  ``generate`` (same per-row key derivation; pass a fresh ``key``).
+
+  Args:
+    model: the model (or ``(graphdef, state)``); may hold new parameters.
+    state: the ``SamplerState`` returned by ``generate``/``resume``.
+    appended: None or B 1-D int sequences (possibly empty).
+    config: the same ``SamplerConfig``.
+    key: PRNG key for this turn.
+    active: ``[B]`` bool, rows that continue (default all); inactive rows keep
+      their tokens and pending token and must have nothing appended.
+    temperature, top_k, top_p, min_p, greedy, max_new_tokens, policy_version:
+      as in ``generate`` (per row: scalar or ``[B]``).
+
+  Returns:
+    ``(rollout, state)``; ``rollout`` covers the whole sequences, ``[B, S]``.
+  """
+  b = state.pending.shape[0]
+  seqs = [np.zeros((0,), np.int32)] * b if appended is None else _ragged(appended, "appended")
+  if len(seqs) != b:
+    raise ValueError(f"appended must have one sequence per row ({b}), got {len(seqs)}")
+  act = np.ones((b,), bool) if active is None else _per_row(active, b, bool, "active")
+  for i, s in enumerate(seqs):
+    if s.size and not act[i]:
+      raise ValueError(f"appended[{i}] is non-empty but active[{i}] is False")
+  la = config.bucket(1 + max(s.size for s in seqs), "appended") - 1
+  used = int(state.slot)
+  if used + la + 1 + config.max_new_tokens > config.cache_size:
+    raise ValueError(f"appended: {used} used cache slots + chunk bucket {la + 1} + max_new_tokens "
+                     f"{config.max_new_tokens} exceed the cache size {config.cache_size}")
+  app, alen = _pad(seqs, la, config.pad_id)
+  sp = _sampling_params(b, temperature, top_k, top_p, min_p, greedy)
+  version = _per_row(policy_version, b, np.int32, "policy_version")
+  graphdef, params = _split(model)
+  st, rollout = _resume_jit(graphdef, params, state, app, alen, act, key, sp,
+                            _max_new(config, max_new_tokens), version,
+                            config=config, greedy=bool(greedy))
+  return rollout, st

@@ -1,0 +1,144 @@
+"""Orbax checkpoints of a whole run state, with fallback past corrupt checkpoints.
+
+A checkpoint holds one pytree (parameters, optimizer state, controller states,
+PRNG key, step, ...) saved leaf by leaf under stable names, plus a JSON
+``meta`` dict (stage, data-iterator state, config). ``restore`` takes a
+*template* pytree of the same structure (e.g. a freshly initialised state) and
+returns the saved values in that structure.
+
+``restore`` tries the latest step first; if it cannot be read (a corrupt or
+half-written directory) it warns and falls back to the previous one. A missing
+directory or one without any readable checkpoint is a clear error.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import Any, Optional
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+__all__ = ["Checkpointer", "CheckpointError"]
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointError(ValueError):
+  """No usable checkpoint (missing directory, none saved, all corrupt, wrong structure)."""
+
+
+def _to_numpy_dict(tree) -> dict:
+  leaves = jax.tree_util.tree_leaves(tree)
+  out = {}
+  for i, x in enumerate(leaves):
+    if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+      x = jax.random.key_data(x)
+    out[f"leaf_{i:05d}"] = np.asarray(x)
+  return out
+
+
+class Checkpointer:
+  """Saves/restores ``(pytree, meta)`` at integer steps with ``orbax.checkpoint``.
+
+  Args:
+    directory: where step folders live (created on first save).
+    max_to_keep: how many recent checkpoints to keep.
+  """
+
+  def __init__(self, directory: str, *, max_to_keep: int = 3):
+    self.directory = os.path.abspath(os.fspath(directory))
+    self._options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                                 enable_async_checkpointing=False)
+    self._manager = None
+
+  @property
+  def manager(self) -> ocp.CheckpointManager:
+    if self._manager is None:
+      self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+    return self._manager
+
+  def exists(self) -> bool:
+    return os.path.isdir(self.directory) and bool(self.all_steps())
+
+  def all_steps(self) -> list[int]:
+    if not os.path.isdir(self.directory):
+      return []
+    return sorted(self.manager.all_steps())
+
+  def latest_step(self) -> Optional[int]:
+    steps = self.all_steps()
+    return steps[-1] if steps else None
+
+  def save(self, step: int, tree: Any, meta: Optional[dict] = None) -> None:
+    """Writes checkpoint ``step`` (synchronously; overwrites nothing)."""
+    if step in self.all_steps():
+      return
+    args = ocp.args.Composite(state=ocp.args.StandardSave(_to_numpy_dict(tree)),
+                              meta=ocp.args.JsonSave(dict(meta or {})))
+    self.manager.save(int(step), args=args, force=True)
+    self.manager.wait_until_finished()
+
+  def _restore_step(self, step: int, template):
+    leaves, treedef = jax.tree_util.tree_flatten(template)
+    target = _to_numpy_dict(template)
+    abstract = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in target.items()}
+    restored = self.manager.restore(step, args=ocp.args.Composite(
+        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+    arrays = restored["state"]
+    if set(arrays) != set(target):
+      raise CheckpointError(f"checkpoint {step} has {len(arrays)} arrays, expected {len(target)}")
+    new_leaves = []
+    for i, old in enumerate(leaves):
+      value = np.asarray(arrays[f"leaf_{i:05d}"])
+      ref = target[f"leaf_{i:05d}"]
+      if value.shape != ref.shape or value.dtype != ref.dtype:
+        raise CheckpointError(f"checkpoint {step} leaf {i} is {value.shape} {value.dtype}, "
+                              f"expected {ref.shape} {ref.dtype}")
+      if isinstance(old, jax.Array) and jax.dtypes.issubdtype(old.dtype, jax.dtypes.prng_key):
+        new_leaves.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(old)))
+      elif isinstance(old, jax.Array):
+        new_leaves.append(jax.device_put(value, old.sharding))
+      else:
+        new_leaves.append(value)
+    return jax.tree_util.tree_unflatten(treedef, new_leaves), dict(restored["meta"] or {})
+
+  def restore(self, template: Any, step: Optional[int] = None):
+    """Returns ``(tree, meta, step)`` from ``step`` or the latest readable checkpoint.
+
+    Raises ``CheckpointError`` when the directory is missing, empty, or every
+    candidate is unreadable. With ``step=None`` a corrupt latest checkpoint
+    triggers a warning and a fall-back to the previous one.
+    """
+    if not os.path.isdir(self.directory):
+      raise CheckpointError(f"checkpoint directory {self.directory!r} does not exist")
+    steps = self.all_steps()
+    if not steps:
+      raise CheckpointError(f"checkpoint directory {self.directory!r} holds no checkpoints")
+    if step is not None:
+      if step not in steps:
+        raise CheckpointError(f"checkpoint step {step} not in {self.directory!r} (have {steps})")
+      candidates = [step]
+    else:
+      candidates = steps[::-1]
+    errors = []
+    for s in candidates:
+      try:
+        tree, meta = self._restore_step(s, template)
+      except Exception as e:  # pylint: disable=broad-except
+        msg = f"checkpoint step {s} in {self.directory!r} is unreadable ({type(e).__name__}: {str(e)[:200]})"
+        errors.append(msg)
+        if step is None and s != candidates[-1]:
+          warnings.warn(msg + "; falling back to the previous checkpoint", RuntimeWarning)
+          log.warning("%s; falling back to the previous checkpoint", msg)
+        continue
+      return tree, meta, s
+    raise CheckpointError("no readable checkpoint: " + "; ".join(errors))
+
+  def close(self):
+    if self._manager is not None:
+      self._manager.wait_until_finished()
+      self._manager.close()
+      self._manager = None

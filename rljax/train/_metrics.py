@@ -1,0 +1,119 @@
+"""Metrics sinks: JSON lines, TensorBoard event files and a PNG plot of the curves."""
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Mapping, Optional
+
+import numpy as np
+
+__all__ = ["MetricsWriter", "read_jsonl", "plot_metrics", "PLOT_PANELS"]
+
+# (title, candidate metric keys, first present wins)
+PLOT_PANELS = (
+    ("reward", ("rollout/reward_mean",)),
+    ("held-out accuracy", ("eval/greedy_accuracy",)),
+    ("entropy", ("policy/entropy", "rollout/entropy")),
+    ("KL(old || new)", ("policy/kl", "kl/kl")),
+    ("clip fraction", ("policy/clip_frac",)),
+    ("loss", ("loss",)),
+)
+
+
+def _scalar(v) -> Optional[float]:
+  try:
+    f = float(np.asarray(v))
+  except (TypeError, ValueError):
+    return None
+  return f
+
+
+class MetricsWriter:
+  """Writes ``{stage, step, **metrics}`` rows to ``metrics.jsonl`` and TensorBoard.
+
+  Args:
+    out_dir: run directory; files: ``metrics.jsonl``, ``tb/`` events,
+      ``metrics.png``.
+    tensorboard: also write TensorBoard events (tensorboardX).
+    append: keep an existing ``metrics.jsonl`` (resumed runs drop rows past
+      the resumed step with ``truncate``).
+  """
+
+  def __init__(self, out_dir: str, *, tensorboard: bool = True, append: bool = True):
+    os.makedirs(out_dir, exist_ok=True)
+    self.out_dir = out_dir
+    self.path = os.path.join(out_dir, "metrics.jsonl")
+    self._file = open(self.path, "a" if append else "w", encoding="utf-8")
+    self._tb = None
+    if tensorboard:
+      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+      self._tb = SummaryWriter(os.path.join(out_dir, "tb"))
+
+  def truncate(self, stage: str, step: int) -> None:
+    """Drops rows of ``stage`` with ``step > step`` (used when resuming)."""
+    self._file.close()
+    rows = [r for r in read_jsonl(self.path) if not (r.get("stage") == stage and r.get("step", 0) > step)]
+    with open(self.path, "w", encoding="utf-8") as f:
+      for r in rows:
+        f.write(json.dumps(r) + "\n")
+    self._file = open(self.path, "a", encoding="utf-8")
+
+  def write(self, stage: str, step: int, metrics: Mapping) -> dict:
+    row = {"stage": stage, "step": int(step)}
+    for k, v in metrics.items():
+      f = _scalar(v)
+      if f is not None:
+        row[k] = f if math.isfinite(f) else str(f)
+    self._file.write(json.dumps(row) + "\n")
+    self._file.flush()
+    if self._tb is not None:
+      for k, v in row.items():
+        if k not in ("stage", "step") and isinstance(v, float):
+          self._tb.add_scalar(f"{stage}/{k}", v, int(step))
+    return row
+
+  def close(self):
+    self._file.close()
+    if self._tb is not None:
+      self._tb.close()
+      self._tb = None
+
+
+def read_jsonl(path: str) -> list[dict]:
+  if not os.path.exists(path):
+    return []
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      if line:
+        rows.append(json.loads(line))
+  return rows
+
+
+def plot_metrics(jsonl_path: str, png_path: str, stage: str = "rl") -> str:
+  """Plots reward, held-out accuracy, entropy, KL, clip fraction and loss per step."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+  rows = [r for r in read_jsonl(jsonl_path) if r.get("stage") == stage]
+  fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+  for ax, (title, keys) in zip(axes.ravel(), PLOT_PANELS):
+    for key in keys:
+      pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
+      if pts:
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, marker="o" if len(pts) < 20 else None, ms=3)
+        ax.set_ylabel(key, fontsize=8)
+        break
+    else:
+      ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title)
+    ax.set_xlabel(f"{stage} step")
+    ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(png_path, dpi=90)
+  plt.close(fig)
+  return png_path
