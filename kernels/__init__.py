@@ -10,5 +10,7 @@ and a vocab-parallel ``jax.shard_map`` version. See ``docs/kernels.md``.
 from rljax.kernels._config import BlockSizes
 from rljax.kernels._reference import logprob_and_entropy_reference
 from rljax.kernels._api import logprob_and_entropy
+from rljax.kernels._sharded import logprob_and_entropy_sharded
 
-__all__ = ["BlockSizes", "logprob_and_entropy", "logprob_and_entropy_reference"]
+__all__ = ["BlockSizes", "logprob_and_entropy", "logprob_and_entropy_reference",
+           "logprob_and_entropy_sharded"]

@@ -94,6 +94,8 @@ def resolve_blocks(blocks: Optional[BlockSizes], impl: str, n: int, v: int, h: i
     blocks = default_block_sizes(impl)
   elif not isinstance(blocks, BlockSizes):
     raise ValueError(f"block_sizes must be a rljax.kernels.BlockSizes or None; got {type(blocks).__name__}")
+  if impl == "pallas_gpu":  # alignment rules apply to the blocks as given
+    blocks.validate_for(impl, h, itemsize)
   bn = min(blocks.block_n, round_up(n, SUBLANE))
   bv = min(blocks.block_v, round_up(v, LANE))
   if impl == "pallas_gpu":  # keep powers of two after clamping

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.types import check_mask, is_concrete
+from rljax.types import check_mask, is_concrete  # noqa: F401 (re-exported)
 
 Array = jax.Array
 

@@ -1,3 +1,643 @@
-"""(being written)"""
-__all__ = []
-TECHNIQUES = ()
+"""Policy-gradient terms built on the importance ratio pi_theta / pi_old.
+
+Every factory closes over its hyper-parameters and returns
+
+    term(out: PolicyOutputs, batch: TrainBatch) -> (per_token_loss [B, T], metrics)
+
+to be composed with ``rljax.objectives.chain``. Conventions shared by all:
+
+* ``log r_t = clamp(out.logp - sg(logp_old), -20, 20)`` (verl's clamp), 0 off
+  ``batch.loss_mask``; ``logp_old`` defaults to ``batch.logp_old`` and falls
+  back to ``batch.logp_behavior``. ``old_logp=`` picks another source: a
+  ``TrainBatch`` field, a key of ``batch.extras`` -- e.g. a behaviour log-prob
+  computed under another prompt (hints, Guide, OC-GRPO) -- or a callable.
+* Advantages ``batch.advantages [B, T]`` are detached.
+* ``correction=`` takes one correction (``tis``, ``mis``, ``icepop``,
+  ``divergence_rejection`` or a user function) or a sequence of them; the
+  per-token loss is multiplied by their detached ``weight * keep_mask``.
+* The per-token loss is 0 off the mask; the aggregation (``chain(...,
+  aggregate=)``) turns it into a scalar. Sequence/segment-level terms repeat
+  the sequence loss on each of its tokens so that ``seq_mean_token_mean``
+  recovers the paper's per-sequence average (each docstring says which
+  aggregation the paper uses).
+* Clip bounds and coefficients may be jax arrays (controllers such as BAPO
+  move them without recompiling); their values are validated only when
+  concrete. Bad static input raises ``ValueError`` naming the argument.
+* Metrics (local to the micro-batch, detached): ``ratio_mean``, ``ratio_max``,
+  ``ratio_min``, ``approx_kl`` (k3 of the token ratios), ``approx_kl_k1``,
+  ``clip_frac_low`` / ``clip_frac_high`` / ``clip_frac`` (share of loss tokens
+  whose gradient the clip removes), ``pg_loss`` (token mean of this term) and
+  ``correction/*`` (incl. ``correction/masked_frac``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax.objectives import _ratio_utils as U
+from rljax.objectives._ratio_utils import LOG_RATIO_CLAMP
+
+__all__ = ["ppo_clip", "reinforce", "gpg", "gspo", "gspo_token", "gmpo", "segment_ratio", "cispo", "sapo",
+           "cpgd", "pspo", "decoupled_ppo", "ppo_clip_loss"]
+
+SEQ_LOG_RATIO_MAX = 10.0
+"""Sequence-level log-ratios are clamped at 10 (verl ``gspo``)."""
+
+sg = jax.lax.stop_gradient
+
+
+# ----------------------------------------------------------------------------- shared pieces
+
+
+def _prepare(out, batch, old_logp, name):
+  """Validated, detached inputs: ``(logp, log_ratio, adv, mask, shape)``."""
+  shape = U.check_inputs(out, batch)
+  dtype = U.float_dtype(out.logp)
+  logp = out.logp.astype(dtype)
+  old = sg(U.get_logp(batch, old_logp, shape, name=f"{name} old_logp").astype(dtype))
+  mask = batch.loss_mask.astype(dtype)
+  adv = sg(batch.advantages.astype(dtype))
+  log_ratio = jnp.where(mask > 0, jnp.clip(logp - old, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0)
+  return logp, log_ratio, adv, mask, shape
+
+
+def _check_eps(eps_low, eps_high, dual_clip=None):
+  U.check_scalar("eps_low", eps_low, lo=0.0, hi=1.0, hi_open=True)
+  U.check_scalar("eps_high", eps_high, lo=0.0, allow_none=True)
+  U.check_scalar("dual_clip", dual_clip, lo=1.0, lo_open=True, allow_none=True)
+
+
+def ppo_clip_loss(ratio, adv, eps_low, eps_high, dual_clip=None):
+  """Per-token PPO clipped surrogate (pure math, no masking).
+
+      L = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high))
+      dual clip (A < 0):  L = min(L, -A c)
+
+  Returns ``(loss, low_active, high_active, dual_active)``: the boolean masks
+  mark where the lower clip (A < 0, r < 1 - eps_low), the upper clip (A > 0,
+  r > 1 + eps_high) or the dual clip (A < 0, r > c) makes the gradient 0.
+  """
+  lo, hi = 1.0 - eps_low, 1.0 + eps_high
+  loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, lo, hi))
+  low_active = (adv < 0) & (ratio < lo)
+  high_active = (adv > 0) & (ratio > hi)
+  if dual_clip is None:
+    dual_active = jnp.zeros_like(low_active)
+  else:
+    loss = jnp.where(adv < 0, jnp.minimum(loss, -adv * dual_clip), loss)
+    dual_active = (adv < 0) & (ratio > dual_clip)
+  return loss, low_active, high_active, dual_active
+
+
+def _finish(loss, mask, corrections, out, batch, shape, metrics):
+  """Applies the corrections and the mask, adds ``pg_loss`` and the correction metrics."""
+  weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask)
+  if corrections:
+    loss = loss * weight * keep
+  loss = loss * mask
+  metrics = dict(metrics)
+  metrics["pg_loss"] = U.masked_mean(loss, mask)
+  metrics.update(c_metrics)
+  return loss, U.stop_metrics(metrics)
+
+
+def _seq_broadcast(x_b, shape):
+  return jnp.broadcast_to(x_b[:, None], shape)
+
+
+# ----------------------------------------------------------------------------- PPO family
+
+
+def ppo_clip(eps_low=0.2, eps_high=None, dual_clip=None, *, correction=None, old_logp=None):
+  """PPO clipped surrogate with decoupled low/high epsilons and optional dual clip.
+
+      r_t = pi_theta(y_t) / pi_old(y_t)
+      L_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high))
+      dual clip, A_t < 0:  L_t = min(L_t, -A_t c)
+
+  Sources: PPO (Schulman et al. 2017, arXiv:1707.06347); decoupled
+  "clip-higher" eps (DAPO, arXiv:2503.14476; StarPO-S, seed 000); dual clip
+  (Ye et al. 2020, arXiv:1912.09729). verl ``vanilla``: dual clip always on
+  with ``clip_ratio_c = 3.0``; TRL ``loss_type`` dapo/bnpo/grpo/dr_grpo: no
+  dual clip. Here the dual clip is off unless ``dual_clip`` is given.
+  Aggregation: DAPO ``token_mean``, GRPO ``seq_mean_token_mean``, Dr.GRPO
+  ``seq_mean_token_sum_norm``.
+
+  Args:
+    eps_low: lower clip, ``0 <= eps_low < 1`` (jax array allowed).
+    eps_high: upper clip ``>= 0``; defaults to ``eps_low``.
+    dual_clip: ``c > 1`` or ``None``.
+    correction: mismatch correction(s), see ``rljax.objectives.tis`` etc.
+    old_logp: source of ``log pi_old`` (default ``logp_old`` then ``logp_behavior``).
+  """
+  eps_high = eps_low if eps_high is None else eps_high
+  _check_eps(eps_low, eps_high, dual_clip)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "ppo_clip")
+    ratio = jnp.exp(log_ratio)
+    loss, low, high, dual = ppo_clip_loss(ratio, adv, eps_low, eps_high, dual_clip)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
+               "dual_clip_frac": U.masked_mean(dual.astype(mask.dtype), mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "ppo_clip")
+
+
+def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=None, cap_mode: str = "mask",
+                  correction=None, proximal_logp="logp_old", behavior_logp="logp_behavior"):
+  """AReaL decoupled PPO: behaviour, proximal and current policy.
+
+      r_t = pi_theta(y_t) / pi_prox(y_t)
+      w_t = sg(pi_prox(y_t) / pi_behav(y_t))
+      L_t = w_t * max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high))   (+ optional dual clip)
+
+  ``pi_prox`` is ``batch.logp_old`` (recomputed proximal policy) and
+  ``pi_behav`` the sampler's ``batch.logp_behavior``; both are required. With
+  ``behavior_cap``, tokens whose ``w_t > cap`` are dropped (``cap_mode="mask"``,
+  AReaL's ``behav_imp_weight_cap``) or ``w_t`` is clamped to ``cap``
+  (``"clamp"``). The denominator is the original mask count (AReaL).
+
+  Source: AReaL (seed 000 L29; arXiv:2505.24298; form from the AReaL docs,
+  ``ppo_actor_loss_fn(use_decoupled_loss=True)``); verl rollout-correction
+  "decoupled" mode. With ``pi_prox = pi_behav`` it equals ``ppo_clip``.
+  """
+  eps_high = eps_low if eps_high is None else eps_high
+  _check_eps(eps_low, eps_high, dual_clip)
+  U.check_scalar("behavior_cap", behavior_cap, lo=0.0, lo_open=True, allow_none=True)
+  U.check_choice("cap_mode", cap_mode, ("mask", "clamp"))
+  U.check_logp_source("proximal_logp", proximal_logp)
+  U.check_logp_source("behavior_logp", behavior_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, proximal_logp, "decoupled_ppo")
+    prox = U.get_logp(batch, proximal_logp, shape, name="decoupled_ppo proximal_logp").astype(mask.dtype)
+    behav = U.get_logp(batch, behavior_logp, shape, name="decoupled_ppo behavior_logp").astype(mask.dtype)
+    log_w = jnp.where(mask > 0, jnp.clip(prox - behav, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0)
+    w = sg(jnp.exp(log_w))
+    keep = jnp.ones_like(w)
+    if behavior_cap is not None:
+      if cap_mode == "mask":
+        keep = (w <= behavior_cap).astype(w.dtype)
+      else:
+        w = jnp.minimum(w, behavior_cap)
+    ratio = jnp.exp(log_ratio)
+    loss, low, high, dual = ppo_clip_loss(ratio, adv, eps_low, eps_high, dual_clip)
+    loss = loss * w * keep
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
+               "dual_clip_frac": U.masked_mean(dual.astype(mask.dtype), mask),
+               "behavior_weight_mean": U.masked_mean(w, mask), "behavior_weight_max": U.masked_max(w, mask),
+               "behavior_masked_frac": U.masked_mean(1.0 - keep, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "decoupled_ppo")
+
+
+# ----------------------------------------------------------------------------- plain policy gradients
+
+
+def reinforce(*, importance_weight: bool = True, max_weight=None, behavior_logp="logp_behavior", correction=None):
+  """Importance-weighted vanilla policy gradient (the on-policy "MiniRL" recipe).
+
+      L_t = -sg(w_t) A_t log pi_theta(y_t),   w_t = pi_theta(y_t) / pi_rollout(y_t)
+
+  ``w_t`` uses the detached *current* log-prob against the sampler's
+  ``batch.logp_behavior``: on-policy, the current parameters are the ones
+  that sampled, so ``w`` is exactly the train/inference IS weight of the
+  paper, and the gradient ``-w A grad log pi`` equals that of the ratio form
+  ``-A pi_theta / pi_rollout``. ``max_weight`` truncates ``w`` (TIS-style; the
+  abstract does not say whether ``w`` is truncated, so it is off by default);
+  ``importance_weight=False`` gives ``w = 1`` (= ``gpg``). A ``correction`` is
+  applied on top (use either it or ``importance_weight``, not both, to avoid
+  weighting twice).
+
+  Source: Qwen, "Stabilizing RL with LLMs: Formulation and Practices"
+  (arXiv:2512.01374; seed 000 L7); verl ``compute_policy_loss_reinforce``
+  (default aggregation ``seq_mean_token_sum``).
+  """
+  U.check_scalar("max_weight", max_weight, lo=0.0, lo_open=True, allow_none=True)
+  U.check_logp_source("behavior_logp", behavior_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    shape = U.check_inputs(out, batch)
+    dtype = U.float_dtype(out.logp)
+    logp = out.logp.astype(dtype)
+    mask = batch.loss_mask.astype(dtype)
+    adv = sg(batch.advantages.astype(dtype))
+    metrics = {}
+    if importance_weight:
+      behav = U.get_logp(batch, behavior_logp, shape, name="reinforce behavior_logp").astype(dtype)
+      log_w = jnp.where(mask > 0, jnp.clip(sg(logp) - behav, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP), 0.0)
+      w = jnp.exp(log_w)
+      if max_weight is not None:
+        metrics["truncated_frac"] = U.masked_mean((w > max_weight).astype(dtype), mask)
+        w = jnp.minimum(w, max_weight)
+      metrics.update(U.ratio_metrics(log_w, mask))
+      metrics["is_weight_mean"] = U.masked_mean(w, mask)
+      metrics["is_weight_max"] = U.masked_max(w, mask)
+    else:
+      w = jnp.ones(shape, dtype)
+    loss = -sg(w) * adv * jnp.where(mask > 0, logp, 0.0)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "reinforce")
+
+
+def gpg(*, correction=None):
+  """GPG: the plain policy-gradient loss, no ratio and no clip.
+
+      L_t = -A_t log pi_theta(y_t)
+
+  Source: GPG ("GPG: A Simple and Strong RL Baseline", arXiv:2504.02546;
+  no abstract in the seeds); verl ``compute_policy_loss_gpg``. GPG's
+  advantage ``alpha (r - mean_g) / f_norm`` (verl's ``gpg`` estimator) belongs
+  to the advantage room. Equals ``reinforce(importance_weight=False)``.
+  """
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    shape = U.check_inputs(out, batch)
+    dtype = U.float_dtype(out.logp)
+    mask = batch.loss_mask.astype(dtype)
+    logp = jnp.where(mask > 0, out.logp.astype(dtype), 0.0)
+    loss = -sg(batch.advantages.astype(dtype)) * logp
+    return _finish(loss, mask, corrections, out, batch, shape, {"logp_mean": U.masked_mean(sg(logp), mask)})
+
+  return U.set_name(term, "gpg")
+
+
+# ----------------------------------------------------------------------------- sequence / segment ratios
+
+
+def _gspo_check(eps_low, eps_high, old_logp, correction):
+  _check_eps(eps_low, eps_high)
+  U.check_logp_source("old_logp", old_logp)
+  return U.check_correction(correction)
+
+
+def gspo(eps_low=3e-4, eps_high=4e-4, *, correction=None, old_logp=None):
+  """GSPO: clipped *sequence-level* ratio (gradient through the mean log-ratio).
+
+      s_i = exp(min(mean_t log r_{i,t}, 10)) = (pi_theta(y_i|x) / pi_old(y_i|x))^(1/|y_i|)
+      L_{i,t} = max(-A_{i,t} s_i, -A_{i,t} clip(s_i, 1 - eps_low, 1 + eps_high))
+
+  The sequence loss is repeated on each token of the sequence, so
+  ``seq_mean_token_mean`` gives the paper's ``mean_i L_i`` (GSPO,
+  arXiv:2507.18071; verl ``gspo`` default aggregation); TRL
+  ``importance_sampling_level="sequence"`` uses its ``loss_type`` aggregation
+  (default token mean). Defaults eps 3e-4 / 4e-4 (paper, verl recipe). The
+  clamp at 10 is verl's. With one-token sequences it equals ``ppo_clip``.
+  """
+  corrections = _gspo_check(eps_low, eps_high, old_logp, correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gspo")
+    log_s = jnp.clip(U.seq_mean(log_ratio, mask), -LOG_RATIO_CLAMP, SEQ_LOG_RATIO_MAX)
+    log_s = _seq_broadcast(log_s, shape)
+    loss, low, high, _ = ppo_clip_loss(jnp.exp(log_s), adv, eps_low, eps_high)
+    metrics = {**U.ratio_metrics(log_s, mask, log_ratio), **U.clip_metrics(low, high, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "gspo")
+
+
+def gspo_token(eps_low=3e-4, eps_high=4e-4, *, correction=None, old_logp=None):
+  """GSPO-token: the sequence ratio's value with a per-token gradient path.
+
+      log s_{i,t} = min(log pi_theta(y_t) - sg(log pi_theta(y_t)) + sg(mean_t log r_{i,t}), 10)
+      L_{i,t} = max(-A_{i,t} s_{i,t}, -A_{i,t} clip(s_{i,t}, 1 - eps_low, 1 + eps_high))
+
+  ``s_{i,t}`` equals ``s_i`` in value at every token; each token's gradient
+  is ``-A_{i,t} s_i grad log pi(y_t)``, so per-token advantages are allowed.
+  With ``A`` constant per sequence and ``seq_mean_token_mean`` its gradient
+  equals ``gspo``'s. No dual clip. Source: GSPO (arXiv:2507.18071);
+  verl ``gspo`` (``compute_policy_loss_gspo``; default ``seq_mean_token_mean``).
+  """
+  corrections = _gspo_check(eps_low, eps_high, old_logp, correction)
+
+  def term(out, batch):
+    logp, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gspo_token")
+    log_s_seq = _seq_broadcast(sg(U.seq_mean(log_ratio, mask)), shape)
+    log_s = jnp.minimum(logp - sg(logp) + log_s_seq, SEQ_LOG_RATIO_MAX)
+    log_s = jnp.where(mask > 0, log_s, 0.0)
+    loss, low, high, _ = ppo_clip_loss(jnp.exp(log_s), adv, eps_low, eps_high)
+    metrics = {**U.ratio_metrics(log_s, mask, log_ratio), **U.clip_metrics(low, high, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "gspo_token")
+
+
+def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
+  """GMPO: geometric mean of token ratios, clipped per token in log space.
+
+      lr_t   = log r_t,   sgn_t = sign(A_t)
+      lr'_t  = sgn_t * min(sgn_t lr_t, sgn_t clip(lr_t, -eps_low, eps_high))
+      rho_i  = exp(mean_t lr'_t),   Abar_i = mean_t A_t
+      L_{i,t} = -Abar_i rho_i        (same value on every token of sequence i)
+
+  With ``seq_mean_token_mean`` this is the paper's ``mean_i(-Abar_i rho_i)``
+  (GMPO, arXiv:2507.20673; the paper's clip range is (e^-0.4, e^0.4), our
+  default). verl ``geo_mean`` computes the same but always takes the plain
+  batch mean (ignoring ``loss_agg_mode``, and counting all-masked rows as 0);
+  verl's eps come from ``clip_ratio_low/high`` (0.2 by default). TRL has it
+  in ``experimental/gmpo``.
+
+  Corrections (as verl does with its IS weights): tokens a correction drops
+  are removed from the sequence (means over the kept tokens), and the
+  sequence is weighted by the geometric mean of the kept tokens' weights.
+  With no token clipped, ``rho_i`` equals GSPO's ``s_i``.
+  """
+  U.check_scalar("eps_low", eps_low, lo=0.0)
+  U.check_scalar("eps_high", eps_high, lo=0.0)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gmpo")
+    weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask)
+    m = mask * keep
+    sgn = jnp.sign(adv)
+    clipped = jnp.clip(log_ratio, -eps_low, eps_high)
+    lr = sgn * jnp.minimum(sgn * log_ratio, sgn * clipped)
+    log_rho = jnp.clip(U.seq_mean(lr, m), -LOG_RATIO_CLAMP, SEQ_LOG_RATIO_MAX)
+    rho = _seq_broadcast(jnp.exp(log_rho), shape)
+    adv_bar = _seq_broadcast(U.seq_mean(adv, m), shape)
+    loss = -adv_bar * rho
+    if corrections:
+      seq_w = jnp.exp(U.seq_mean(jnp.log(jnp.maximum(weight, 1e-30)), m))
+      loss = loss * _seq_broadcast(sg(seq_w), shape)
+    has = (jnp.sum(m, axis=1, keepdims=True) > 0).astype(mask.dtype)
+    loss = loss * mask * has
+    low = (adv < 0) & (log_ratio < -eps_low)
+    high = (adv > 0) & (log_ratio > eps_high)
+    metrics = {**U.ratio_metrics(_seq_broadcast(log_rho, shape), m, log_ratio), **U.clip_metrics(low, high, m),
+               "pg_loss": U.masked_mean(loss, mask), **c_metrics}
+    return loss, U.stop_metrics(metrics)
+
+  return U.set_name(term, "gmpo")
+
+
+def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
+                  correction=None, old_logp=None):
+  """Segment-level geometric-mean ratio (Rank-GRPO; turns, list items).
+
+      rho_seg = exp(min(sum_{t in seg} log r_t / n_seg, 10))
+      L_t = max(-A_t rho_{seg(t)}, -A_t clip(rho_{seg(t)}, 1 - eps_low, 1 + eps_high))
+
+  ``n_seg`` counts the segment's loss tokens; the gradient flows through the
+  segment mean (as in ``gspo``). Segments are the tokens of one row sharing
+  an id in ``[0, max_segments)`` (default ``T``); they need not be
+  contiguous. With one segment per sequence ``rho`` is GSPO's ``s_i`` and the
+  term equals ``gspo(eps_low, eps_high)``.
+
+  Source: ConvRec-R1 / Rank-GRPO (seed 000 L87): the rank-level ratio is the
+  geometric mean of the token ratios within the rank (the abstract's). Our
+  interpretation: GRPO-style clip of ``rho_seg`` with the token's advantage
+  (a rank-level advantage is broadcast to the rank's tokens by the advantage
+  room); the paper's aggregation is not in the abstract -- with per-rank
+  averaging use ``seq_mean_token_mean`` on a batch whose rows are ranks, or
+  ``token_mean``. eps defaults to GRPO's 0.2 (not given in the abstract).
+
+  Args:
+    segment_ids: a ``TrainBatch`` field (``"segment_ids"``, ``"turn_ids"``),
+      a key of ``batch.extras``, or a callable ``batch -> [B, T]`` int array.
+    max_segments: static bound on the ids (``ids < max_segments``).
+  """
+  eps_high = eps_low if eps_high is None else eps_high
+  _check_eps(eps_low, eps_high)
+  if max_segments is not None and (not isinstance(max_segments, (int, np.integer)) or max_segments <= 0):
+    raise ValueError(f"max_segments must be a positive int or None, got {max_segments!r}")
+  if not (isinstance(segment_ids, str) or callable(segment_ids)):
+    raise ValueError(f"segment_ids must be a TrainBatch field / extras key or a callable, got {segment_ids!r}")
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "segment_ratio")
+    ids = _get_ids(batch, segment_ids, shape)
+    n = shape[1] if max_segments is None else int(max_segments)
+    v = U.concrete_value(ids) if U.is_concrete(ids) else None
+    if v is not None and v.size and (v.min() < 0 or v.max() >= n):
+      raise ValueError(f"segment_ids must lie in [0, {n}) (max_segments={max_segments}), "
+                       f"got values in [{int(v.min())}, {int(v.max())}]")
+    log_rho = jnp.clip(U.segment_mean(log_ratio, mask, ids, n), -LOG_RATIO_CLAMP, SEQ_LOG_RATIO_MAX)
+    log_rho = jnp.where(mask > 0, log_rho, 0.0)
+    loss, low, high, _ = ppo_clip_loss(jnp.exp(log_rho), adv, eps_low, eps_high)
+    metrics = {**U.ratio_metrics(log_rho, mask, log_ratio), **U.clip_metrics(low, high, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "segment_ratio")
+
+
+def _get_ids(batch, source, shape):
+  if callable(source):
+    ids, label = source(batch), "segment_ids (callable)"
+  elif source in ("segment_ids", "turn_ids"):
+    ids, label = getattr(batch, source), f"batch.{source}"
+    if ids is None:
+      raise ValueError(f"segment_ratio reads {label}, which is None")
+  else:
+    extras = dict(batch.extras or {})
+    if source not in extras:
+      raise ValueError(f"segment_ids={source!r} is neither 'segment_ids', 'turn_ids' nor a key of batch.extras "
+                       f"{sorted(extras)}")
+    ids, label = extras[source], f"batch.extras[{source!r}]"
+  if tuple(np.shape(ids)) != tuple(shape):
+    raise ValueError(f"{label} must have shape {tuple(shape)}, got {np.shape(ids)}")
+  dtype = jnp.asarray(ids).dtype if U.is_concrete(ids) else ids.dtype
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"{label} must be an integer array, got dtype {dtype}")
+  return jnp.asarray(ids)
+
+
+# ----------------------------------------------------------------------------- other ratio shapes
+
+
+def cispo(eps_low=None, eps_high=4.0, *, correction=None, old_logp=None):
+  """CISPO: clip the detached IS weight, never the gradient.
+
+      L_t = -sg(clip(r_t, 1 - eps_low, 1 + eps_high)) A_t log pi_theta(y_t)
+
+  ``eps_low=None`` leaves the weight unclipped below (the paper tunes only the
+  upper bound; TRL's ``cispo`` is upper-only with ``min(r, epsilon_high)``,
+  ``epsilon_high = 5.0`` recommended). verl ``cispo`` clips both sides with
+  ``clip_ratio_low/high`` (defaults 0.2/0.28); verl (1.0, 4.0) equals TRL
+  (5.0). Our default ``eps_high = 4.0`` is TRL's recommended cap 5.0.
+  ``eps_low`` may be up to 1 (1 = no lower clip). Aggregation: the paper and
+  TRL use a token mean (``token_mean``).
+
+  Source: MiniMax-M1 (arXiv:2506.13585); verl ``cispo``; TRL ``cispo``.
+  ``clip_frac_high`` / ``clip_frac_low`` report where the *weight* saturates
+  (the gradient does not vanish there).
+  """
+  U.check_scalar("eps_low", eps_low, lo=0.0, hi=1.0, allow_none=True)
+  U.check_scalar("eps_high", eps_high, lo=0.0)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    logp, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "cispo")
+    ratio = jnp.exp(log_ratio)
+    hi = 1.0 + eps_high
+    w = jnp.minimum(ratio, hi)
+    low = jnp.zeros_like(ratio, dtype=bool)
+    if eps_low is not None:
+      w = jnp.maximum(w, 1.0 - eps_low)
+      low = ratio < 1.0 - eps_low
+    loss = -sg(w) * adv * jnp.where(mask > 0, logp, 0.0)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, ratio > hi, mask),
+               "weight_mean": U.masked_mean(w, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "cispo")
+
+
+def sapo(tau_pos=1.0, tau_neg=1.05, *, correction=None, old_logp=None):
+  """SAPO: a smooth sigmoid gate instead of the hard clip.
+
+      tau_t = tau_pos if A_t > 0 else tau_neg
+      L_t = -A_t sigma(tau_t (r_t - 1)) 4 / tau_t
+
+  At ``r = 1`` the gradient is ``-A grad log pi`` (``4 sigma'(0) = 1``); it
+  decays smoothly, never to a zero plateau. Aggregation: verl always uses
+  ``seq_mean_token_mean`` (ignores its argument), TRL a sequence mean,
+  AReaL ``sapo_loss_fn`` a token mean -- choose with ``chain(aggregate=)``.
+
+  Source: Qwen SAPO (Soft Adaptive Policy Optimization; arXiv id not
+  verified here); verl ``sapo`` (``tau_pos=1.0``, ``tau_neg=1.05``), TRL
+  ``loss_type="sapo"``, AReaL ``sapo_loss_fn``.
+  """
+  U.check_scalar("tau_pos", tau_pos, lo=0.0, lo_open=True)
+  U.check_scalar("tau_neg", tau_neg, lo=0.0, lo_open=True)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "sapo")
+    ratio = jnp.exp(log_ratio)
+    tau = jnp.where(adv > 0, tau_pos, tau_neg)
+    gate = jax.nn.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau)
+    loss = -adv * gate
+    metrics = {**U.ratio_metrics(log_ratio, mask), "gate_mean": U.masked_mean(gate, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "sapo")
+
+
+_DRIFT = ("k1", "k2", "k3")
+
+
+def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "k3", correction=None,
+         old_logp=None):
+  """CPGD: clipped *log*-ratio policy gradient plus a policy-drift KL.
+
+      lr_t = log r_t
+      L_t = max(-A_t lr_t, -A_t clip(lr_t, log(1 - eps_low), log(1 + eps_high))) + alpha * D_t
+      D_t = r_t - 1 - lr_t  (k3: KL(pi_old || pi_theta) from old-policy samples)
+
+  (``drift_estimator="k1"``: ``D = -lr``; ``"k2"``: ``D = lr^2 / 2``.) At
+  ``pi_theta = pi_old`` the loss is 0, the drift gradient is 0 and the PG
+  gradient is ``-A grad log pi``; tokens past the log-space clip in A's
+  favoured direction get no PG gradient.
+
+  Source: CPGD (seed 000 L43; MM-EUREKA). The abstract names only the
+  log-ratio clip and the KL drift regulariser; the exact form above (and the
+  default ``alpha = 0.1``, the k3 estimator) is *unverified* -- our reading,
+  kept configurable. Paper aggregation not given; use ``token_mean``.
+  """
+  eps_high = eps_low if eps_high is None else eps_high
+  _check_eps(eps_low, eps_high)
+  U.check_scalar("drift_coef", drift_coef, lo=0.0)
+  U.check_choice("drift_estimator", drift_estimator, _DRIFT)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "cpgd")
+    lo, hi = jnp.log1p(-jnp.asarray(eps_low, log_ratio.dtype)), jnp.log1p(jnp.asarray(eps_high, log_ratio.dtype))
+    pg = jnp.maximum(-adv * log_ratio, -adv * jnp.clip(log_ratio, lo, hi))
+    if drift_estimator == "k1":
+      drift = -log_ratio
+    elif drift_estimator == "k2":
+      drift = 0.5 * jnp.square(log_ratio)
+    else:
+      drift = jnp.exp(log_ratio) - 1.0 - log_ratio
+    loss = pg + drift_coef * drift
+    low = (adv < 0) & (log_ratio < lo)
+    high = (adv > 0) & (log_ratio > hi)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
+               "drift": U.masked_mean(drift, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "cpgd")
+
+
+def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
+  """PSPO probability smoothing: the ratio of a policy smoothed toward the old one.
+
+      pi~ = (1 - alpha) pi_theta + alpha pi_old   =>   r~_t = (1 - alpha) r_t + alpha
+      L_t = -A_t r~_t
+
+  used in place of the clipped ratio, so the gradient ``(1 - alpha) grad r``
+  is never cut off; ``r~ >= alpha``. ``clip_eps`` additionally applies a PPO
+  clip to ``r~`` (our option; off in GR-PSPO). Source: PSPO / GR-PSPO
+  (seed 000 L119; arXiv:2509.21282; smoothing form verified beyond the
+  abstract); the paper's alpha is not in the spec -- 0.1 is our default.
+  Aggregation as GRPO: ``seq_mean_token_mean``.
+  """
+  U.check_scalar("alpha", alpha, lo=0.0, hi=1.0)
+  U.check_scalar("clip_eps", clip_eps, lo=0.0, hi=1.0, hi_open=True, allow_none=True)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "pspo")
+    smoothed = (1.0 - alpha) * jnp.exp(log_ratio) + alpha
+    if clip_eps is None:
+      loss = -adv * smoothed
+      low = high = jnp.zeros_like(smoothed, dtype=bool)
+    else:
+      loss, low, high, _ = ppo_clip_loss(smoothed, adv, clip_eps, clip_eps)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
+               "smoothed_ratio_mean": U.masked_mean(smoothed, mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+
+  return U.set_name(term, "pspo")
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  rows = [
+      ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
+       "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla"),
+      ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
+       "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce"),
+      ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg"),
+      ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
+       "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence"),
+      ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
+       "GSPO arXiv:2507.18071; verl gspo"),
+      ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean"),
+      ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
+       "Rank-GRPO / ConvRec-R1, seed 000 L87"),
+      ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
+       "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo"),
+      ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
+       "SAPO (Qwen); verl sapo; TRL sapo"),
+      ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
+       "CPGD, seed 000 L43 (form unverified)"),
+      ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119"),
+      ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
+       "AReaL arXiv:2505.24298, seed 000 L29"),
+  ]
+  return tuple(Technique(name, "policy_loss", fn, formula, src) for name, fn, formula, src in rows)
+
+
+TECHNIQUES = _technique_rows()

@@ -1,3 +1,454 @@
-"""(being written)"""
-__all__ = []
-TECHNIQUES = ()
+"""Supervised and distillation terms used inside RL pipelines.
+
+``sft_nll``, ``gft``, ``opd``, ``dpo``, ``alol``, ``entropy_gated_contrastive``
+and the wrapper ``delta_logp_reweight``. Sequence-level losses are spread over
+the sequence's tokens; each docstring says which aggregation recovers the
+paper's per-sequence / per-pair mean.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
+from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _log_ratio, _mask,
+                                  _masked_mean, _require, _seq_sum, _with_name)
+from rljax.types import PolicyOutputs, TrainBatch, is_concrete
+
+Array = jax.Array
+
+__all__ = ["sft_nll", "gft", "opd", "dpo", "alol", "entropy_gated_contrastive", "delta_logp_reweight"]
+
+_sg = jax.lax.stop_gradient
+
+
+def _nll_metric(logp, mask):
+  return _masked_mean(_sg(-logp), mask)
+
+
+# --------------------------------------------------------------------------------------
+# SFT / GFT
+# --------------------------------------------------------------------------------------
+
+
+def sft_nll(coef=1.0):
+  """Supervised token NLL: ``L_t = −c · log π_θ(y_t | y_<t)``.
+
+  Equals the cross-entropy of the logits against the target tokens; with
+  ``token_mean`` it is the usual SFT loss (TRL ``SFTTrainer``'s default mean
+  over completion tokens). ∂L/∂p_t = −c/p_t (the inverse-probability weight GFT
+  bounds; seed 001 L49).
+
+  Args:
+    coef: c ≥ 0 (may be traced).
+
+  Reads ``out.logp``. Metrics: ``nll`` (masked token-mean of −log p), ``coef``.
+  """
+  _check_value("coef", coef, low=0.0)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    _check_batch(out, batch)
+    logp = out.logp.astype(jnp.float32)
+    c = jnp.asarray(coef, jnp.float32)
+    return -c * logp, {"nll": _nll_metric(logp, _mask(batch)), "coef": c}
+
+  return _with_name(term, "sft_nll")
+
+
+def gft(tau=0.1, *, use_advantages: bool = False):
+  """GFT Dynamic Coefficient Rectification (Group Fine-Tuning; seed 001 L49).
+
+      L_t = −sg(min(1, p_t/τ)) · log p_t            [· A_t if use_advantages]
+
+  so ∂L/∂p_t = −min(1/p_t, 1/τ): the inverse-probability weight 1/p_t of SFT
+  is bounded by 1/τ; tokens with p_t ≥ τ get exactly the SFT gradient.
+  *Interpretation*: the abstract says only that the coefficient rectification
+  "adaptively bounds inverse-probability weights"; the min(1, p/τ) form is the
+  spec's reading. ``use_advantages=True`` multiplies by ``batch.advantages``
+  (Group Advantage Learning: group-normalised contrastive supervision over a
+  response group; its exact form is not in the abstract — compute the group
+  advantages with ``rljax.advantages`` and pass them in the batch).
+
+  Args:
+    tau: τ ∈ (0, 1] (may be traced).
+    use_advantages: weight by the advantages.
+
+  Metrics: ``nll``, ``frac_rectified`` (masked fraction with p_t < τ).
+  """
+  _check_value("tau", tau, low=0.0, high=1.0, low_open=True)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    logp = out.logp.astype(jnp.float32)
+    t = jnp.asarray(tau, jnp.float32)
+    p = jnp.exp(_sg(logp))
+    coef = jnp.minimum(1.0, p / t)
+    loss = -coef * logp
+    if use_advantages:
+      loss = loss * _require("batch.advantages", batch.advantages, shape)
+    mask = _mask(batch)
+    return loss, {"nll": _nll_metric(logp, mask), "frac_rectified": _masked_mean((p < t).astype(jnp.float32), mask)}
+
+  return _with_name(term, "gft")
+
+
+# --------------------------------------------------------------------------------------
+# OPD
+# --------------------------------------------------------------------------------------
+
+
+def opd(coef=1.0, *, teacher_key: str = "logp_teacher", importance_weighting: bool = True):
+  """On-policy distillation: per-token reverse KL to a teacher (seed 001 L153, L73; slime ``--use-opd``).
+
+      KL(π_θ‖π_T)(s_t) = E_{y~π_θ}[log π_θ(y|s_t) − log π_T(y|s_t)]
+      L_t = c · sg(log π_θ(y_t) − log π_T(y_t)) · w_t,   w_t = exp(log π_θ(y_t) − sg(log π_b(y_t)))
+
+  The value of ``sg(log π_θ − log π_T)`` is the sampled (k1) reverse-KL
+  estimate; multiplying by w_t (value 1 on-policy, gradient ∇log π_θ) makes
+  the gradient the REINFORCE estimator E[(log π_θ − log π_T)∇log π_θ], which
+  equals ∇KL(π_θ‖π_T) exactly in expectation (the "+1" term has zero mean).
+  Differentiating the k1 sample directly would give a zero-mean gradient, so
+  that is not offered. π_b is ``batch.logp_proximal`` when the batch has one
+  and ``importance_weighting`` is on (off-policy samples: w_t = π_θ/π_old,
+  log clamped ±20), else the current policy (w_t ≡ 1). *Interpretation*: the
+  abstracts only say "dense token-level supervision"; this is the
+  reverse-KL-as-reward reading (slime/Thinking-Machines style).
+
+  Args:
+    coef: c ≥ 0 (may be traced).
+    teacher_key: ``batch.extras`` key of the teacher log-probs ``[B, T]``.
+    importance_weighting: use ``batch.logp_proximal`` when present.
+
+  Metrics: ``reverse_kl`` (masked mean of log π_θ − log π_T), ``teacher_nll``.
+  """
+  _check_value("coef", coef, low=0.0)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    teacher = _extra(batch, teacher_key, shape)
+    logp = out.logp.astype(jnp.float32)
+    has_prox = batch.logp_old is not None or batch.logp_behavior is not None
+    log_w = _log_ratio(out, batch) if (importance_weighting and has_prox) else logp - _sg(logp)
+    diff = _sg(logp - teacher)
+    c = jnp.asarray(coef, jnp.float32)
+    mask = _mask(batch)
+    metrics = {"reverse_kl": _masked_mean(diff, mask), "teacher_nll": _masked_mean(-teacher, mask)}
+    return c * diff * jnp.exp(log_w), metrics
+
+  return _with_name(term, "opd")
+
+
+# --------------------------------------------------------------------------------------
+# DPO
+# --------------------------------------------------------------------------------------
+
+
+def _check_pairs(pair_id, chosen) -> None:
+  pid = np.asarray(pair_id)
+  ch = np.asarray(chosen).astype(bool)
+  for p in np.unique(pid[pid >= 0]):
+    rows = np.nonzero(pid == p)[0]
+    if len(rows) != 2:
+      raise ValueError(f"batch.extras['dpo_pair_id']: pair {int(p)} has {len(rows)} rows, expected exactly 2")
+    if ch[rows].sum() != 1:
+      raise ValueError(f"pair {int(p)} must have exactly one chosen and one rejected row "
+                       f"(chosen flags / rewards give {ch[rows].tolist()})")
+
+
+def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_key: str = "dpo_chosen"):
+  """DPO — direct preference optimisation (Rafailov et al., arXiv:2305.18290; TRL ``DPOTrainer`` ``sigmoid``).
+
+      h_b = Σ_t m_bt (log π_θ(y_bt) − log π_ref(y_bt))         (sequence log-ratio)
+      margin = h_chosen − h_rejected
+      L_pair = −(1−ε) log σ(β·margin) − ε log σ(−β·margin)     (ε = label smoothing, cDPO)
+
+  Pairs: ``batch.extras[pair_key]`` ``[B]`` int gives each row's pair id (rows
+  with id < 0 are not in a pair and get zero loss); each id ≥ 0 must appear on
+  exactly two rows. The chosen row is flagged by ``batch.extras[chosen_key]``
+  ``[B]`` (bool / 0-1); without it, the row with the larger ``batch.rewards``
+  ``[B]`` is chosen. These are validated when concrete (outside ``jit``).
+  The reference log-probs come from ``batch.logp_ref``; sums run over
+  ``batch.loss_mask`` (the completion tokens).
+
+  Spread: every masked token of both rows carries L_pair, so
+  ``aggregate=seq_mean_token_mean`` gives exactly mean_pairs L_pair (TRL's
+  loss). Other aggregations weight pairs by length.
+
+  Args:
+    beta: β > 0 (TRL default 0.1; may be traced).
+    label_smoothing: ε ∈ [0, 0.5).
+
+  Metrics (TRL names): ``rewards/chosen``, ``rewards/rejected`` (mean β·h),
+  ``rewards/margins`` (mean β·margin), ``rewards/accuracies`` (fraction of
+  pairs with margin > 0), ``loss_pair`` (mean L_pair).
+  """
+  _check_value("beta", beta, low=0.0, low_open=True)
+  _check_value("label_smoothing", label_smoothing, low=0.0, high=0.5, high_open=True)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    b_dim = shape[0]
+    ref = _require("batch.logp_ref", batch.logp_ref, shape)
+    extras = dict(batch.extras or {})
+    if pair_key not in extras:
+      raise ValueError(f"batch.extras[{pair_key!r}] ([B] int pair ids) is required by dpo")
+    pair_id = extras[pair_key]
+    if tuple(np.shape(pair_id)) != (b_dim,):
+      raise ValueError(f"batch.extras[{pair_key!r}] must have shape ({b_dim},), got {tuple(np.shape(pair_id))}")
+    pair_id = jnp.asarray(pair_id).astype(jnp.int32)
+    valid = pair_id >= 0
+    same = (pair_id[:, None] == pair_id[None, :]) & valid[:, None] & valid[None, :]
+    if chosen_key in extras:
+      chosen = extras[chosen_key]
+      if tuple(np.shape(chosen)) != (b_dim,):
+        raise ValueError(f"batch.extras[{chosen_key!r}] must have shape ({b_dim},), got {tuple(np.shape(chosen))}")
+      chosen = jnp.asarray(chosen).astype(bool)
+    else:
+      rewards = batch.rewards
+      if rewards is None or tuple(np.shape(rewards)) != (b_dim,):
+        raise ValueError(f"dpo needs batch.extras[{chosen_key!r}] or batch.rewards of shape ({b_dim},)")
+      rewards = jnp.asarray(rewards, jnp.float32)
+      other = same & ~jnp.eye(b_dim, dtype=bool)
+      partner = jnp.sum(jnp.where(other, rewards[None, :], 0.0), axis=1)
+      chosen = rewards > partner
+    if is_concrete(pair_id) and is_concrete(chosen):
+      _check_pairs(pair_id, chosen)
+    mask = _mask(batch)
+    h = _seq_sum(out.logp.astype(jnp.float32) - ref, mask)
+    sign = jnp.where(chosen, 1.0, -1.0)
+    margin = jnp.sum(jnp.where(same, (sign * h)[None, :], 0.0), axis=1)  # h_chosen − h_rejected, per row
+    bt = jnp.asarray(beta, jnp.float32)
+    eps = jnp.asarray(label_smoothing, jnp.float32)
+    z = bt * margin
+    pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(-z)
+    pair_loss = jnp.where(valid, pair_loss, 0.0)
+    vf = valid.astype(jnp.float32)
+    ch = vf * chosen.astype(jnp.float32)
+    rj = vf * (1.0 - chosen.astype(jnp.float32))
+    n_ch = jnp.maximum(jnp.sum(ch), 1.0)
+    metrics = {
+        "rewards/chosen": jnp.sum(_sg(bt * h) * ch) / jnp.maximum(jnp.sum(ch), 1.0),
+        "rewards/rejected": jnp.sum(_sg(bt * h) * rj) / jnp.maximum(jnp.sum(rj), 1.0),
+        "rewards/margins": jnp.sum(_sg(z) * ch) / n_ch,
+        "rewards/accuracies": jnp.sum((z > 0).astype(jnp.float32) * ch) / n_ch,
+        "loss_pair": jnp.sum(_sg(pair_loss) * ch) / n_ch,
+    }
+    return jnp.broadcast_to(pair_loss[:, None], shape), metrics
+
+  return _with_name(term, "dpo")
+
+
+# --------------------------------------------------------------------------------------
+# A-LoL
+# --------------------------------------------------------------------------------------
+
+_ALOL_RATIOS = ("none", "sequence", "token")
+
+
+def alol(*, ratio: str = "sequence", eps=0.2):
+  """A-LoL — Advantage-Leftover-Lunch offline RL (Baheti et al., arXiv:2305.14718; seed 001 L191).
+
+  The whole output is one action; A_b = R(x, y) − V(x) (the LM's own
+  sequence-level value estimate) is given as ``batch.advantages`` (a per-
+  sequence value broadcast over tokens; the masked mean over the sequence is
+  used). Samples with A_b < 0 are dropped (abstract). Loss:
+
+      L_b = −1[A_b > 0] · A_b · sg(w_b) · log π_θ(y_b | x_b)
+      spread: L_bt = −1[A_b > 0] · A_b · sg(w_bt) · log π_θ(y_bt)
+
+  with w from ``ratio``:
+    * ``"none"`` — w ≡ 1 (A-LoL "ref-free": A-weighted sequence NLL);
+    * ``"sequence"`` — w_b = clip(π_θ(y|x)/π_ref(y|x), 1−ε, 1+ε), the clip done
+      on the log (Σ_t log r_t ∈ [log(1−ε), log(1+ε)], same value, no overflow);
+    * ``"token"`` — w_bt = clip(π_θ(y_t)/π_ref(y_t), 1−ε, 1+ε) per token.
+  *Unverified*: how the clipped ratio enters (here: a detached importance
+  weight, so ∇L = −A·w·∇log π, the A-LoL gradient with π_ref the data's
+  policy), ε, and which of our "sequence"/"token" matches the paper's "A-LoL"
+  and "A-LoL seq" variants. ``aggregate=seq_mean_token_sum`` (or
+  ``token_sum`` / B) gives mean_b L_b.
+
+  Args:
+    ratio: ``"none"``, ``"sequence"`` or ``"token"``.
+    eps: ε ∈ [0, 1) (concrete or traced).
+
+  Reads ``out.logp``, ``batch.advantages``, ``batch.logp_ref`` (π_ref) unless
+  ``ratio="none"``. Metrics: ``frac_dropped`` (sequences with A < 0),
+  ``weight_mean``, ``advantage_mean`` (kept sequences).
+  """
+  _check_choice("ratio", ratio, _ALOL_RATIOS)
+  _check_value("eps", eps, low=0.0, high=1.0, high_open=True)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    adv = _require("batch.advantages", batch.advantages, shape)
+    mask = _mask(batch)
+    logp = out.logp.astype(jnp.float32)
+    n = jnp.sum(mask, axis=1)
+    has = (n > 0).astype(jnp.float32)
+    a_seq = _seq_sum(adv, mask) / jnp.maximum(n, 1.0)
+    keep = (a_seq > 0).astype(jnp.float32) * has
+    e = jnp.asarray(eps, jnp.float32)
+    if ratio == "none":
+      w = jnp.ones(shape, jnp.float32)
+    else:
+      ref = _require("batch.logp_ref", batch.logp_ref, shape)
+      log_r = _sg(logp - ref)
+      if ratio == "sequence":
+        w = jnp.broadcast_to(jnp.exp(jnp.clip(_seq_sum(log_r, mask), jnp.log1p(-e), jnp.log1p(e)))[:, None], shape)
+      else:
+        w = jnp.clip(jnp.exp(jnp.clip(log_r, -20.0, 20.0)), 1.0 - e, 1.0 + e)
+    loss = -(keep * a_seq)[:, None] * w * logp
+    metrics = {"frac_dropped": jnp.sum((a_seq < 0) * has) / jnp.maximum(jnp.sum(has), 1.0),
+               "weight_mean": _masked_mean(w, mask * keep[:, None]),
+               "advantage_mean": jnp.sum(a_seq * keep) / jnp.maximum(jnp.sum(keep), 1.0)}
+    return loss, metrics
+
+  return _with_name(term, "alol")
+
+
+# --------------------------------------------------------------------------------------
+# ReasonMaxxer
+# --------------------------------------------------------------------------------------
+
+_NEGATIVE = ("logp", "unlikelihood")
+
+
+def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy_base", reward_threshold=0.5,
+                              negative: str = "logp"):
+  """ReasonMaxxer entropy-gated contrastive loss (seed 001 L179).
+
+      g_t = 1[H_base(s_t) ≥ τ]       (or H_base ≥ its (1−ρ)-quantile over masked tokens)
+      c_b = +1 if reward_b > reward_threshold (correct rollout) else −1
+      L_t = −g_t · log π_θ(y_t)            if c_b = +1
+      L_t = +g_t · log π_θ(y_t)            if c_b = −1, negative="logp"
+      L_t = −g_t · log(1 − π_θ(y_t))       if c_b = −1, negative="unlikelihood"
+
+  The gate comes from the frozen *base* model's entropy on the offline
+  rollouts (``batch.extras[entropy_key]`` [B, T], falling back to
+  ``batch.entropy_old``), so it does not move during training.
+  *Interpretation*: the abstract gives "contrastive loss only at
+  entropy-gated decision points" (1–3% of positions); the ±log π form, τ / ρ
+  and the unlikelihood option (bounded, since +log π is unbounded below) are
+  ours. Exactly one of ``tau``, ``rho`` must be given.
+
+  Args:
+    tau: absolute entropy threshold (nats) ≥ 0.
+    rho: kept fraction ∈ [0, 1] of masked positions (top-entropy).
+    entropy_key: extras key for the base-model entropy.
+    reward_threshold: correctness threshold on ``batch.rewards`` [B].
+    negative: ``"logp"`` or ``"unlikelihood"``.
+
+  Metrics: ``frac_gated``, ``frac_correct``.
+  """
+  if (tau is None) == (rho is None):
+    raise ValueError(f"exactly one of tau and rho must be given, got tau={tau!r}, rho={rho!r}")
+  _check_value("tau", tau, low=0.0)
+  _check_value("rho", rho, low=0.0, high=1.0)
+  _check_value("reward_threshold", reward_threshold)
+  _check_choice("negative", negative, _NEGATIVE)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    ent = _extra(batch, entropy_key, shape, required=False)
+    if ent is None:
+      if batch.entropy_old is None:
+        raise ValueError(f"entropy_gated_contrastive needs batch.extras[{entropy_key!r}] or batch.entropy_old")
+      ent = _require("batch.entropy_old", batch.entropy_old, shape)
+    ent = _sg(ent)
+    rewards = batch.rewards
+    if rewards is None or tuple(np.shape(rewards)) != (shape[0],):
+      raise ValueError(f"batch.rewards must have shape ({shape[0]},) for entropy_gated_contrastive")
+    mask = _mask(batch)
+    threshold = (jnp.asarray(tau, jnp.float32) if tau is not None
+                 else masked_quantile(ent, mask, 1.0 - jnp.asarray(rho, jnp.float32)))
+    gate = ((ent >= threshold) & (mask > 0)).astype(jnp.float32)
+    correct = jnp.asarray(rewards, jnp.float32) > jnp.asarray(reward_threshold, jnp.float32)
+    logp = out.logp.astype(jnp.float32)
+    if negative == "logp":
+      neg = logp
+    else:
+      neg = -jnp.log1p(-jnp.exp(jnp.minimum(logp, np.log1p(-1e-6))))
+    loss = gate * jnp.where(correct[:, None], -logp, neg)
+    has = (jnp.sum(mask, axis=1) > 0).astype(jnp.float32)
+    metrics = {"frac_gated": _masked_mean(gate, mask),
+               "frac_correct": jnp.sum(correct * has) / jnp.maximum(jnp.sum(has), 1.0)}
+    return loss, metrics
+
+  return _with_name(term, "entropy_gated_contrastive")
+
+
+# --------------------------------------------------------------------------------------
+# Δlog p reweighting
+# --------------------------------------------------------------------------------------
+
+_P_SOURCES = ("current", "old")
+
+
+def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str = "current"):
+  """Low-probability token reweighting (Δlog p paper, seed 001 L239).
+
+      w_t = (1 − p_t)^γ,  p_t = sg(π(y_t|s_t)),   [w_t ← w_t / mean_{masked}(w)  if normalize]
+      L_t = w_t · l_t
+
+  where ``l_t`` is the wrapped term's per-token loss. The paper's abstract:
+  RLVR's reasoning-critical updates have large Δlog p = log p_RLVR − log p_base,
+  which sit on low-probability tokens, and "a training-time reweighting
+  method that focuses learning on low-probability tokens" helps. The weight
+  form is *our design* (not in the abstract): non-increasing in p_t, w = 1
+  for γ = 0 (the unweighted loss), and with ``normalize`` the mean weight over
+  the batch's masked tokens is 1, keeping the loss scale. p_t is the current
+  policy's (``source="current"``) or ``batch.logp_proximal``'s (``"old"``).
+
+  Args:
+    term: the term to wrap.
+    gamma: γ ≥ 0 (may be traced).
+    normalize: divide by the masked mean weight (when it is > 0).
+    source: ``"current"`` or ``"old"``.
+
+  Metrics (added): ``delta_logp/weight_mean`` (before normalisation),
+  ``delta_logp/weight_max`` (after).
+  """
+  if not callable(term):
+    raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_value("gamma", gamma, low=0.0)
+  _check_choice("source", source, _P_SOURCES)
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    logp = out.logp if source == "current" else _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
+    p = jnp.exp(_sg(logp.astype(jnp.float32)))
+    loss, metrics = _call_inner(term, out, batch, shape)
+    mask = _mask(batch)
+    w = jnp.power(jnp.clip(1.0 - p, 0.0, 1.0), jnp.asarray(gamma, jnp.float32))
+    mean_w = _masked_mean(w, mask)
+    if normalize:
+      w = jnp.where(mean_w > 0, w / jnp.where(mean_w > 0, mean_w, 1.0), 1.0)
+    metrics.update({"delta_logp/weight_mean": mean_w,
+                    "delta_logp/weight_max": jnp.max(jnp.where(mask > 0, w, 0.0))})
+    return w * loss, metrics
+
+  return _with_name(wrapped, _term_name(term))
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  return (
+      Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49"),
+      Technique("gft", "supervised", gft, "L_t = −sg(min(1, p_t/τ))·log p_t", "001_5839a3671b0b4d92.txt L49 (GFT)"),
+      Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
+                "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd"),
+      Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
+                "arXiv:2305.18290; TRL DPOTrainer"),
+      Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
+                "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718"),
+      Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
+                "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179"),
+      Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
+                "L_t = (1 − p_t)^γ / mean(w) · l_t", "001_5839a3671b0b4d92.txt L239"),
+  )
+
+
+TECHNIQUES = _technique_rows()

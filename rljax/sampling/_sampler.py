@@ -105,7 +105,7 @@ def _logits(model, hidden: Array) -> Array:
   log-prob kernel computes them (``[..., H] -> [..., V]``)."""
   raw = jnp.dot(hidden, model.lm_head_weight(), preferred_element_type=jnp.float32)
   raw = raw.astype(jnp.float32)
-  cap = getattr(model.cfg if hasattr(model, "cfg") else model.config, "final_logit_softcap", None)
+  cap = model.cfg.final_logit_softcap
   if cap is not None:
     raw = cap * jnp.tanh(raw / cap)
   return raw

@@ -245,10 +245,20 @@ class objective_loss:  # pylint: disable=invalid-name
     else:
       out = _policy_outputs(model, batch, self._temperature)
     loss, metrics = objective(out, batch, denominator=denominator)
+    metrics = dict(metrics)
+    m = batch.loss_mask.astype(jnp.float32)
+    count = jnp.maximum(jnp.sum(m), 1.0)
     if out.entropy is not None:
-      m = batch.loss_mask.astype(jnp.float32)
-      metrics = dict(metrics)
-      metrics["policy/entropy"] = jnp.sum(out.entropy * m) / jnp.maximum(jnp.sum(m), 1.0)
+      metrics["policy/entropy"] = jax.lax.stop_gradient(jnp.sum(out.entropy * m) / count)
+    if batch.logp_old is not None:
+      # diagnostics: k3 estimate of KL(old || new) and the PPO clip fraction
+      log_ratio = jax.lax.stop_gradient(out.logp - batch.logp_old) * m
+      ratio = jnp.exp(log_ratio)
+      metrics["policy/kl"] = jnp.sum(((ratio - 1.0) - log_ratio) * m) / count
+      lo = hparams.get("clip_low", 0.2) if hparams else 0.2
+      hi = hparams.get("clip_high", 0.2) if hparams else 0.2
+      clipped = ((ratio < 1.0 - lo) & (batch.advantages < 0)) | ((ratio > 1.0 + hi) & (batch.advantages > 0))
+      metrics["policy/clip_frac"] = jnp.sum(clipped * m) / count
     return loss, metrics
 
 

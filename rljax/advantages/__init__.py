@@ -1,0 +1,102 @@
+"""Advantage estimators: pure, jit-able functions of rewards, group ids and masks.
+
+Conventions (the same for every estimator; see ``docs/advantages.md``):
+
+* Groups are identified by ``group_id [B]`` (int in ``[0, num_groups)``) and
+  may be ragged; nothing reshapes to ``[prompts, G]``. ``num_groups`` is a
+  *static* int (default ``B``, always enough once ids are re-indexed to
+  ``0..P-1``); statistics use ``jax.ops.segment_sum`` with that many segments.
+* Every function returns ``(advantages, info)``. Outcome-level estimators give
+  ``[B]`` (broadcast with ``to_tokens(adv, mask) -> [B, T]``); token-level
+  ones give ``[B, T]``. ``info`` is a dict: scalar entries are logging
+  metrics, array entries are documented auxiliary outputs (``returns``,
+  ``keep``, ``weights``...). ``scalar_metrics(info)`` keeps the scalars.
+* Stateful estimators (``role_ema_baseline``, ``hadw``) are factories returning
+  ``StatefulEstimator(init, update)``; ``update(state, ...) -> (advantages,
+  info, new_state)`` with NamedTuple array state.
+* ``valid [B]`` (optional) removes rows from every statistic and gives them 0.
+  Non-finite rewards on valid rows raise ``ValueError`` when concrete; under
+  ``jit`` they are treated as invalid (advantage 0; ``info["num_valid"]`` drops).
+  A group with one valid member gets 0 (``singleton="zero"``) or verl's raw
+  reward (``singleton="raw"``). Never NaN.
+"""
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from rljax._technique import Technique
+from rljax.advantages._groups import masked_whiten, to_tokens
+from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
+from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
+                                       outcome_to_token_rewards, passk, qae, rank, reinforce_pp,
+                                       reinforce_pp_baseline, remax, rloo, task_normalized, uniqueness, vote)
+from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline
+from rljax.advantages._token import (implicit_progress_reward, outcome_conditioned_baseline, segment,
+                                     sign_preserving_modulation, step_episode_mix, tempo)
+
+
+def scalar_metrics(info: dict) -> dict:
+  """The scalar (logging) entries of an estimator's ``info`` dict."""
+  return {k: v for k, v in info.items() if jnp.ndim(v) == 0}
+
+
+__all__ = [
+    "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "gae", "qae", "passk", "rank",
+    "vote", "task_normalized", "key_baseline", "role_ema_baseline", "hadw", "difficulty_weight", "gagar",
+    "uniqueness", "canon", "segment", "outcome_conditioned_baseline", "tempo", "step_episode_mix",
+    "sign_preserving_modulation", "implicit_progress_reward", "gdpo", "dara", "sa_mrpo", "gd2po",
+    "per_reward_grpo", "to_tokens", "masked_whiten", "outcome_to_token_rewards", "scalar_metrics",
+    "StatefulEstimator", "RoleEMAState", "HADWState", "TECHNIQUES",
+]
+
+_S0 = "seed 000_3e503271be254a43.txt"
+_S1 = "seed 001_5839a3671b0b4d92.txt"
+
+
+def _t(name, fn, formula, source, kind="advantage"):
+  return Technique(name=name, kind=kind, fn=fn, formula=formula, source=source)
+
+
+TECHNIQUES: tuple[Technique, ...] = (
+    _t("grpo", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none", "arXiv 2402.03300; verl grpo"),
+    _t("dr_grpo", dr_grpo, "A_i = r_i − μ_g", "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False"),
+    _t("rloo", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)", "arXiv 2402.14740; verl rloo"),
+    _t("reinforce_pp", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
+       "arXiv 2501.03262; verl reinforce_plus_plus"),
+    _t("reinforce_pp_baseline", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
+       "arXiv 2501.03262; verl reinforce_plus_plus_baseline"),
+    _t("remax", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)", "arXiv 2310.10505; verl remax"),
+    _t("gae", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
+       "arXiv 1506.02438; verl gae"),
+    _t("qae", qae, "A_i = (r_i − Q_K(g))/(σ_g + ε), inverted-CDF quantile", f"{_S0} L21"),
+    _t("passk", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
+       f"{_S1} L169; arXiv 2508.10751"),
+    _t("rank", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229"),
+    _t("vote", vote, "A_i = (r_i − r_vote(g))/(σ_g + ε), r_vote = reward of the majority answer", f"{_S1} L135"),
+    _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55"),
+    _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33"),
+    _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91"),
+    _t("hadw", hadw, "A' = A·exp(λ(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177"),
+    _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59"),
+    _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65"),
+    _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61"),
+    _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193"),
+    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79"),
+    _t("outcome_conditioned_baseline", outcome_conditioned_baseline, "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
+       f"{_S1} L25"),
+    _t("tempo", tempo, "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
+       f"{_S1} L23"),
+    _t("step_episode_mix", step_episode_mix, "A = w·norm(Σ_k γ^k r_{t+k}) + (1−w)·grpo(R)",
+       f"{_S1} L127; {_S0} L67"),
+    _t("sign_preserving_modulation", sign_preserving_modulation, "A_turn = A·(1 + λ tanh(z_turn)), λ ≤ 1",
+       f"{_S1} L3"),
+    _t("implicit_progress_reward", implicit_progress_reward, "r_t = β(log π − log π_ref), stop-gradient",
+       f"{_S1} L167"),
+    _t("gdpo", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))", f"{_S1} L5, L77, L85; verl gdpo",
+       kind="multi_reward"),
+    _t("dara", dara, "A = Σ_k w_k A_k, w_k ∝ 1/sqrt(ρ_k) (active-group density)", f"{_S1} L77",
+       kind="multi_reward"),
+    _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward"),
+    _t("gd2po", gd2po, "A_i = keep_i·q_g·Σ_k w_k A_{i,k}, keep = no sign conflict", f"{_S1} L5",
+       kind="multi_reward"),
+)

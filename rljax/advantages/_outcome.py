@@ -1,0 +1,626 @@
+"""Outcome-level (sequence) advantage estimators: ``rewards [B] -> advantages [B]``.
+
+Every function returns ``(advantages, info)``: ``info`` is a dict whose scalar
+entries are logging metrics and whose array entries (documented per function,
+e.g. ``"returns"``) are auxiliary outputs. ``rljax.advantages.scalar_metrics``
+keeps only the scalars. Rows with ``valid`` False (and, under ``jit``,
+non-finite rewards) get advantage 0 and are excluded from every statistic;
+concrete non-finite rewards on valid rows raise ``ValueError``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.special import gammaln
+
+from rljax.advantages import _groups as G
+from rljax.types import check_mask, is_concrete
+
+Array = jax.Array
+
+__all__ = [
+    "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "gae", "qae", "passk",
+    "rank", "vote", "task_normalized", "key_baseline", "difficulty_weight", "gagar", "uniqueness", "canon",
+    "outcome_to_token_rewards",
+]
+
+
+def _metrics(adv, r, v, **extra):
+  n = jnp.maximum(jnp.sum(v), 1.0)
+  out = {
+      "adv_mean": jnp.sum(adv * v) / n,
+      "adv_abs_max": jnp.max(jnp.abs(adv * v)) if adv.size else jnp.float32(0.0),
+      "reward_mean": jnp.sum(r * v) / n,
+      "num_valid": jnp.sum(v),
+  }
+  out.update(extra)
+  return out
+
+
+def _grpo_core(r, gid, v, num_groups, *, eps, std_ddof, scale, singleton):
+  """Returns (advantages [B], group stats, per-row denominator)."""
+  st = G.group_stats(r, gid, v, num_groups, ddof=std_ddof, singleton=singleton)
+  if scale == "group":
+    denom = st.std + eps
+  elif scale == "batch":
+    _, bstd = G.batch_mean_std(r, v, ddof=std_ddof)
+    denom = jnp.broadcast_to(bstd + eps, r.shape)
+  else:
+    denom = jnp.ones_like(r)
+  adv = jnp.where(denom > 0, (r - st.mean) / jnp.where(denom > 0, denom, 1.0), 0.0) * v
+  return adv, st, denom
+
+
+def _check_common(eps, std_ddof, scale, singleton):
+  G.check_choice("scale", scale, G.SCALES)
+  G.check_choice("singleton", singleton, G.SINGLETONS)
+  if not isinstance(std_ddof, (int,)) or std_ddof not in (0, 1):
+    raise ValueError(f"std_ddof must be 0 or 1, got {std_ddof!r}")
+  if not eps >= 0:
+    raise ValueError(f"eps must be >= 0, got {eps!r}")
+
+
+def grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
+         eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
+  """GRPO group-normalised outcome advantage.
+
+  ``A_i = (r_i − μ_g(i)) / (σ_g(i) + ε)`` with ``μ_g``, ``σ_g`` the mean and
+  std (``ddof=std_ddof``) of the valid rewards of sample i's group.
+  ``scale="batch"`` divides by the batch std of the rewards instead (group
+  mean, batch std: TRL ``scale_rewards="batch"``, "PPO-Lite");
+  ``scale="none"`` does not divide (Dr.GRPO).
+
+  Source: DeepSeekMath (arXiv 2402.03300); peer conventions verl ``grpo`` /
+  ``grpo_vectorized`` (ε=1e-6, unbiased std), TRL ``scale_rewards``.
+
+  Args:
+    rewards: ``[B]`` float sequence rewards.
+    group_id: ``[B]`` int, ``0 <= id < num_groups``; groups may be ragged.
+    valid: optional ``[B]`` bool; invalid rows get 0 and do not count.
+    num_groups: static number of group segments (default ``B``).
+    eps: added to the std (verl 1e-6, TRL 1e-4).
+    std_ddof: 1 (unbiased, verl/TRL) or 0 (population).
+    scale: ``"group" | "batch" | "none"``.
+    singleton: a group with one valid member gets ``A = 0`` (``"zero"``,
+      default) or verl's mean 0 / std 1, i.e. ``A = r/(1+ε)`` (``"raw"``).
+
+  Returns:
+    ``(advantages [B], info)``; groups whose rewards are all equal get 0.
+  """
+  _check_common(eps, std_ddof, scale, singleton)
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  adv, st, _ = _grpo_core(r, gid, v, ng, eps=eps, std_ddof=std_ddof, scale=scale, singleton=singleton)
+  info = _metrics(adv, r, v,
+                  frac_zero_std=jnp.sum(v * (st.count > 1) * (st.std == 0)) / jnp.maximum(jnp.sum(v), 1.0),
+                  num_singleton=jnp.sum(v * (st.count == 1)))
+  return adv, info
+
+
+def dr_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
+            singleton: str = "zero"):
+  """Dr.GRPO advantage: ``A_i = r_i − μ_g(i)`` (no std division).
+
+  Pair it with the constant-normaliser aggregation
+  (``rljax.objectives.seq_mean_token_sum_norm``). Source: "Understanding R1-Zero-
+  Like Training" (arXiv 2503.20783); verl ``norm_adv_by_std_in_grpo=False``;
+  TRL ``scale_rewards="none"``. Shapes as in ``grpo``.
+  """
+  return grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=0.0, scale="none", singleton=singleton)
+
+
+def rloo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
+         singleton: str = "zero"):
+  """RLOO leave-one-out baseline: ``A_i = r_i − mean_{j≠i, j∈g} r_j = n/(n−1)·(r_i − μ_g)``.
+
+  Source: "Back to Basics: Revisiting REINFORCE..." (arXiv 2402.14740); verl
+  ``rloo``. A singleton group has no other member: ``A = 0`` (``"zero"``) or
+  verl's raw reward ``A = r`` (``"raw"``). Shapes as in ``grpo``.
+  """
+  G.check_choice("singleton", singleton, G.SINGLETONS)
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  st = G.group_stats(r, gid, v, ng, ddof=0, singleton="zero")
+  n = st.count
+  adv = jnp.where(n > 1, n / jnp.maximum(n - 1.0, 1.0) * (r - st.mean), r if singleton == "raw" else 0.0) * v
+  return adv, _metrics(adv, r, v, num_singleton=jnp.sum(v * (n == 1)))
+
+
+def outcome_to_token_rewards(rewards: Array, mask: Array) -> Array:
+  """Places each sequence reward on the last token of ``mask``: ``[B] -> [B, T]``.
+
+  A row with no valid token gets no reward (all zeros).
+  """
+  (b,) = G.check_rank("rewards", rewards, 1)
+  shape = G.check_rank("mask", mask, 2)
+  if shape[0] != b:
+    raise ValueError(f"mask must be [B, T] with B={b}, got {shape}")
+  m = jnp.asarray(mask).astype(bool)
+  t = shape[1]
+  last = t - 1 - jnp.argmax(m[:, ::-1], axis=1)
+  onehot = (jnp.arange(t)[None, :] == last[:, None]) & jnp.any(m, axis=1, keepdims=True)
+  r = jnp.asarray(rewards, G.float_dtype(rewards))
+  return jnp.where(onehot, r[:, None], 0.0)
+
+
+def _token_rewards(rewards, mask):
+  shape = G.check_rank("mask", mask, 2)
+  check_mask("mask", mask)
+  G.check_finite("rewards", rewards)
+  if jnp.ndim(rewards) == 1:
+    return outcome_to_token_rewards(rewards, mask), shape
+  G.check_shape("rewards", rewards, shape)
+  return jnp.asarray(rewards, G.float_dtype(rewards)), shape
+
+
+def _discounted_returns(rewards, mask, gamma):
+  """verl REINFORCE++ return-to-go: mask-0 tokens carry the running return through."""
+  m = mask.astype(rewards.dtype)
+
+  def step(running, xs):
+    r_t, m_t = xs
+    new = r_t + gamma * running
+    return new * m_t + running * (1 - m_t), new * m_t
+
+  _, out = jax.lax.scan(step, jnp.zeros(rewards.shape[0], rewards.dtype), (rewards.T, m.T), reverse=True)
+  return out.T
+
+
+def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps: float = 1e-8):
+  """REINFORCE++: discounted return-to-go, whitened over all valid tokens of the batch.
+
+  ``G_t = r_t + γ·G_{t+1}`` over valid tokens (mask-0 tokens, e.g. tool
+  observations, neither receive a return nor break the recursion: the running
+  return is carried through them), then ``A = (G − mean_m G)·rsqrt(var_m G + 1e-8)``
+  with the unbiased masked variance, times the mask. Source: REINFORCE++
+  (arXiv 2501.03262); identical to verl ``reinforce_plus_plus``.
+
+  Args:
+    rewards: ``[B]`` outcome rewards (placed on the last valid token) or
+      ``[B, T]`` token rewards.
+    mask: ``[B, T]`` bool response mask.
+    gamma: discount.
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["returns"]`` the ``[B, T]`` returns.
+  """
+  tok, _ = _token_rewards(rewards, mask)
+  m = jnp.asarray(mask).astype(tok.dtype)
+  returns = _discounted_returns(tok, m, gamma)
+  adv = G.masked_whiten(returns, m, eps=whiten_eps)
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+
+
+def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Array] = None,
+                          valid: Optional[Array] = None, num_groups: Optional[int] = None,
+                          singleton: str = "zero", whiten_eps: float = 1e-8):
+  """REINFORCE++ with group baseline: ``A = whiten(r_i − μ_g(i))`` over the batch.
+
+  With ``mask [B, T]`` the centred reward is broadcast over tokens and
+  whitened over all valid *tokens* (verl ``reinforce_plus_plus_baseline``:
+  longer responses weigh more in the batch statistics) and ``[B, T]`` is
+  returned; without a mask it is whitened over valid sequences and ``[B]``
+  is returned. Whitening: ``(x − mean)·rsqrt(var_unbiased + 1e-8)``.
+  Source: arXiv 2501.03262; verl/OpenRLHF/slime ``reinforce_plus_plus_baseline``.
+  Singletons: ``"zero"`` (A before whitening 0) or verl ``"raw"`` (mean 0).
+  """
+  G.check_choice("singleton", singleton, G.SINGLETONS)
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  st = G.group_stats(r, gid, v, ng, ddof=0, singleton=singleton)
+  centred = (r - st.mean) * v
+  if mask is None:
+    adv = G.masked_whiten(centred, v, eps=whiten_eps)
+    return adv, _metrics(adv, r, v)
+  b = r.shape[0]
+  shape = G.check_rank("mask", mask, 2)
+  if shape[0] != b:
+    raise ValueError(f"mask must be [B, T] with B={b}, got {shape}")
+  check_mask("mask", mask)
+  m = jnp.asarray(mask).astype(r.dtype) * v[:, None]
+  adv = G.masked_whiten(centred[:, None] * m, m, eps=whiten_eps)
+  return adv, _metrics(jnp.sum(adv, 1) / jnp.maximum(jnp.sum(m, 1), 1.0), r, v)
+
+
+def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = None):
+  """ReMax: greedy-rollout baseline, ``A = r − b`` (b = reward of the greedy decode).
+
+  Outcome form (``rewards [B]``, no mask): ``A_i = r_i − b_i``, ``[B]``.
+  Token form (``rewards [B, T]`` or ``[B]`` with ``mask [B, T]``): verl
+  ``remax``: ``returns_t = Σ_{s≥t} r_s·m_s`` and ``A_t = returns_t − b·m_t``,
+  ``[B, T]`` (note: verl does not zero ``A`` outside the mask when a reward sits
+  there; with outcome rewards on the last valid token both agree).
+  Source: ReMax (arXiv 2310.10505).
+
+  Returns:
+    ``(advantages, info)``; token form adds ``info["returns"]``.
+  """
+  (b,) = G.check_rank("baseline_rewards", baseline_rewards, 1)
+  G.check_finite("baseline_rewards", baseline_rewards)
+  base = jnp.asarray(baseline_rewards, G.float_dtype(baseline_rewards))
+  if mask is None:
+    G.check_shape("rewards", rewards, (b,))
+    G.check_finite("rewards", rewards)
+    r = jnp.asarray(rewards, base.dtype)
+    adv = r - base
+    return adv, _metrics(adv, r, jnp.ones_like(r))
+  tok, shape = _token_rewards(rewards, mask)
+  if shape[0] != b:
+    raise ValueError(f"baseline_rewards must be [B] with B={shape[0]}, got {(b,)}")
+  m = jnp.asarray(mask).astype(tok.dtype)
+  returns = jnp.cumsum((tok * m)[:, ::-1], axis=1)[:, ::-1]
+  adv = returns - base[:, None] * m
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+
+
+def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: float = 1.0,
+        whiten: bool = True, whiten_eps: float = 1e-8):
+  """Generalised Advantage Estimation with returns and batch whitening (critic PPO).
+
+  ``δ_t = r_t + γ·V_{t+1} − V_t``, ``A_t = δ_t + γλ·A_{t+1}``, where ``t+1`` is
+  the next *valid* token (mask-0 observation tokens are skipped: they carry
+  the next value and the running advantage through unchanged);
+  ``returns = A_raw + V``; ``A`` is then whitened over valid tokens with
+  the unbiased variance (``whiten=True``) and multiplied by the mask.
+  Source: Schulman et al. (arXiv 1506.02438); verl ``gae``
+  (``compute_gae_advantage_return``). Difference: verl does not multiply the
+  whitened advantages by the mask (its loss masks them later); we return 0
+  outside the mask.
+
+  Args:
+    rewards: ``[B, T]`` token rewards, or ``[B]`` placed on the last valid token.
+    values: ``[B, T]`` critic values ``V_t``.
+    mask: ``[B, T]`` response mask.
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["returns"] [B, T]``.
+  """
+  tok, shape = _token_rewards(rewards, mask)
+  G.check_shape("values", values, shape)
+  G.check_finite("values", values)
+  val = jnp.asarray(values, tok.dtype)
+  m = jnp.asarray(mask).astype(tok.dtype)
+
+  def step(carry, xs):
+    next_v, last = carry
+    r_t, v_t, m_t = xs
+    delta = r_t + gamma * next_v - v_t
+    new = delta + gamma * lam * last
+    next_v = v_t * m_t + (1 - m_t) * next_v
+    last = new * m_t + (1 - m_t) * last
+    return (next_v, last), last
+
+  zeros = jnp.zeros(shape[0], tok.dtype)
+  _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val.T, m.T), reverse=True)
+  raw = adv_t.T
+  returns = raw + val
+  adv = G.masked_whiten(raw, m, eps=whiten_eps) if whiten else raw * m
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+
+
+def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
+        num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
+  """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
+
+  ``Q_K`` is the inverted-CDF (non-interpolating) quantile of the valid group
+  rewards: the ``ceil(K·n)``-th smallest (at least the 1st). Source: "Quantile
+  Advantage Estimation" (seed 000_3e503271be254a43.txt L21). The abstract only
+  says the quantile replaces the mean; keeping GRPO's std division (``scale``)
+  and the inverted-CDF definition are our reading. With binary rewards and
+  success rate p: if p ≤ 1−K only successes get non-zero advantages, else only
+  failures. ``quantile`` is K in (0, 1].
+  """
+  if not 0.0 < quantile <= 1.0:
+    raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
+  _check_common(eps, std_ddof, scale, "zero")
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  rk = G.group_ranks(r, gid, ng)
+  n = rk.count.astype(r.dtype)
+  j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
+  sorted_r = r[rk.order]
+  q = sorted_r[jnp.clip(rk.start[gid] + j - 1, 0, r.shape[0] - 1)]
+  st = G.group_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
+  if scale == "group":
+    denom = st.std + eps
+  elif scale == "batch":
+    denom = G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps
+  else:
+    denom = 1.0
+  adv = (r - q) / denom * v
+  return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
+
+
+def _log_comb(n, k):
+  ok = (k >= 0) & (k <= n)
+  nn, kk = jnp.maximum(n, 0.0), jnp.clip(k, 0.0, jnp.maximum(n, 0.0))
+  return jnp.where(ok, gammaln(nn + 1) - gammaln(kk + 1) - gammaln(nn - kk + 1), -jnp.inf)
+
+
+def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = None,
+          num_groups: Optional[int] = None, sigma_eps: float = 1e-6):
+  """Analytic Pass@k advantage: ``A_i = (E[max_{S∋i} r] − ρ) / σ`` over k-subsets S of the group.
+
+  ``ρ = E_S[max_{j∈S} r_j]`` and ``σ² = Var_S[max r]`` over uniformly random
+  k-subsets of the group's n valid rewards; ``E[max_{S∋i} r]`` averages over
+  the subsets containing i. For binary rewards with c successes this is the
+  closed form ``ρ = 1 − C(n−c, k)/C(n, k)``, ``σ = sqrt(ρ(1−ρ))``,
+  ``A_correct = (1−ρ)/σ``, ``A_incorrect = (1 − ρ − C(n−c−1, k−1)/C(n−1, k−1))/σ``
+  (Pass@k Training, seed 001_5839a3671b0b4d92.txt L169, arXiv 2508.10751;
+  closed form from the authors' code). For general rewards we use the exact
+  order-statistic expectation (our extension; it equals brute-force
+  enumeration). Not verl's ``grpo_passk``.
+
+  Computed from within-group sorted positions: the max of S is its member with
+  the largest (value, row index); binomials via ``gammaln`` (float32: relative
+  error ~1e-5 for groups of a few hundred).
+
+  Args:
+    rewards: ``[B]``; group_id: ``[B]``; k: static int >= 1.
+    sigma_eps: groups with ``σ <= sigma_eps`` (all rewards equal: c=0 or c=n)
+      get ``A = 0``.
+
+  Raises:
+    ValueError: if ``k`` exceeds a (concrete) group's valid size. Under ``jit``
+      such groups get ``A = 0`` and are counted in ``info["num_groups_lt_k"]``.
+  """
+  if not isinstance(k, int) or k < 1:
+    raise ValueError(f"k must be a positive int, got {k!r}")
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  rk = G.group_ranks(r, gid, ng)
+  n = rk.count.astype(r.dtype)
+  if is_concrete(n) and is_concrete(v):
+    import numpy as np
+    small = np.asarray(v, bool) & (np.asarray(n) < k)
+    if small.any():
+      raise ValueError(f"k={k} exceeds the valid size ({int(np.asarray(n)[small].min())}) of group "
+                       f"{int(np.asarray(group_id)[small][0])}; every group needs at least k samples")
+  kf = jnp.asarray(k, r.dtype)
+  b = r.shape[0]
+  order = rk.order
+  sg = gid[order]
+  sr = r[order]
+  sn = n[order]
+  pos1 = (rk.position[order] + 1).astype(r.dtype)  # 1-based position j in the group's sort
+  # P(max of a random k-subset is the element at position j) = C(j−1, k−1)/C(n, k)
+  big = sn >= kf  # groups smaller than k contribute nothing (their binomials vanish)
+  p_max = jnp.where(big, jnp.exp(_log_comb(pos1 - 1, kf - 1) - jnp.where(big, _log_comb(sn, kf), 0.0)), 0.0)
+  rho = G.seg_sum(sr * p_max, sg, ng)
+  var = G.seg_sum(p_max * (sr - rho[sg]) ** 2, sg, ng)  # centred: no E[x²] − ρ² cancellation
+  sigma = jnp.sqrt(var)
+  # subsets containing i (position p): max is i w.p. C(p−1,k−1)/C(n−1,k−1); is j>p w.p. C(j−2,k−2)/C(n−1,k−1)
+  lc = jnp.where(big, _log_comb(sn - 1, kf - 1), 0.0)
+  w_self = jnp.where(big, jnp.exp(_log_comb(pos1 - 1, kf - 1) - lc), 0.0)
+  w_above = jnp.where(big, jnp.exp(_log_comb(pos1 - 2, kf - 2) - lc), 0.0)
+  cs = jnp.concatenate([jnp.zeros((1,), r.dtype), jnp.cumsum(sr * w_above)])
+  end = (rk.start + jnp.asarray(jax.ops.segment_sum(jnp.ones((b,), jnp.int32), gid, num_segments=ng + 1)))
+  idx = jnp.arange(b)
+  above = cs[end[sg]] - cs[idx + 1]
+  m_sorted = sr * w_self + above
+  inv = jnp.zeros((b,), jnp.int32).at[order].set(idx)
+  m_i = m_sorted[inv]
+  rho_i, sigma_i = rho[gid], sigma[gid]
+  ok = (n >= k) & (sigma_i > sigma_eps) & (v > 0)
+  adv = jnp.where(ok, (m_i - rho_i) / jnp.where(ok, sigma_i, 1.0), 0.0)
+  lt_k = jnp.sum(jnp.where(v > 0, (n < k) / jnp.maximum(n, 1.0), 0.0))
+  return adv, _metrics(adv, r, v, num_groups_lt_k=lt_k, passk_mean=jnp.sum(v * rho_i / jnp.maximum(n, 1.0)) /
+                       jnp.maximum(jnp.sum(v / jnp.maximum(n, 1.0)), 1.0))
+
+
+def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
+         normalize: str = "range"):
+  """RLRR rank-based relative advantage: centred within-group mid-ranks.
+
+  ``ρ_i = #{j∈g: r_j < r_i} + (#{j∈g: r_j = r_i} + 1)/2`` (1-based mid-rank,
+  ties share it); ``A_i = (ρ_i − (n+1)/2) / ((n−1)/2)`` in [−1, 1]
+  (``normalize="range"``), ``/ std(ρ)`` (``"std"``, population) or unscaled
+  (``"none"``). Singletons get 0. Source: Ranking Reward Model / RLRR (seed
+  001_5839a3671b0b4d92.txt L229); the abstract only says advantages come from
+  within-group rankings — centring, mid-rank ties and the scale are ours.
+  Invariant to any strictly increasing transform of the rewards.
+  """
+  G.check_choice("normalize", normalize, ("range", "std", "none"))
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  rk = G.group_ranks(r, gid, ng)
+  n = rk.count.astype(r.dtype)
+  mid = rk.less.astype(r.dtype) + (rk.equal.astype(r.dtype) + 1) / 2
+  centred = mid - (n + 1) / 2
+  if normalize == "range":
+    adv = centred / jnp.maximum((n - 1) / 2, 0.5)
+  elif normalize == "std":
+    st = G.group_stats(mid, gid, v, ng, ddof=0)
+    adv = jnp.where(st.std > 0, centred / jnp.where(st.std > 0, st.std, 1.0), 0.0)
+  else:
+    adv = centred
+  adv = adv * v
+  return adv, _metrics(adv, r, v)
+
+
+def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[Array] = None,
+         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
+  """GLPO vote-anchored advantage: ``A_i = (r_i − r_vote(g)) / (σ_g + ε)``.
+
+  ``r_vote`` is the mean reward of the rollouts whose answer is the group's
+  majority (self-consistency) answer; if several answers tie for the
+  majority, the mean over all their rollouts. Source: GLPO / VAA-CSEC (seed
+  001_5839a3671b0b4d92.txt L135). The abstract says advantages are
+  reallocated by the margin to the vote-aggregated reward; the identity margin
+  map g(x)=x and the std scaling (``scale``) are our reading. A unanimous group
+  gets all-zero advantages.
+
+  Args:
+    answer_id: ``[B]`` int, any values (e.g. a hash of the normalised final
+      answer); equal ids = same answer.
+  """
+  _check_common(eps, std_ddof, scale, "zero")
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  b = r.shape[0]
+  G.check_shape("answer_id", answer_id, (b,))
+  key, _ = G.dense_ids(gid, jnp.asarray(answer_id), valid=v > 0)
+  cnt = jax.ops.segment_sum(v, key, num_segments=b + 1)[key]
+  top = jax.ops.segment_max(jnp.where(v > 0, cnt, -1.0), gid, num_segments=ng + 1)[gid]
+  major = (cnt == top) & (v > 0)
+  r_vote = G.seg_sum(r * major, gid, ng) / jnp.maximum(G.seg_sum(major.astype(r.dtype), gid, ng), 1.0)
+  st = G.group_stats(r, gid, v, ng, ddof=std_ddof)
+  denom = (st.std + eps) if scale == "group" else (
+      G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
+  adv = (r - r_vote[gid]) / denom * v
+  return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
+
+
+def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array] = None,
+                    num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, center: bool = True):
+  """Per-task advantage normalisation: ``A' = (A − mean_task A) / (std_task A + ε)``.
+
+  Statistics are keyed by ``task_id`` over the batch, so one task's reward
+  scale cannot dominate. Source: QwenLong-L1.5 task-specific advantage
+  estimation and AgentRL task advantage normalisation (seed
+  000_3e503271be254a43.txt L5, L55); neither abstract gives the form —
+  this standardisation (``center`` optional) is our reading. A task with a
+  single valid sample gets 0 (``center=True``).
+
+  Args:
+    advantages: ``[B]`` (e.g. from ``grpo``); task_id: ``[B]`` int in ``[0, num_tasks)``.
+  """
+  r, tid, v, nt = G.prepare(advantages, task_id, valid, num_tasks, rewards_name="advantages",
+                            group_name="task_id")
+  st = G.group_stats(r, tid, v, nt, ddof=std_ddof)
+  adv = ((r - st.mean) if center else r) / (st.std + eps) * v
+  return adv, _metrics(adv, r, v)
+
+
+def key_baseline(rewards: Array, key: Array, *, valid: Optional[Array] = None, num_keys: Optional[int] = None):
+  """Shared baseline by an arbitrary key: ``A_i = R_i − mean{R_j : key_j = key_i}``.
+
+  Source: AdvEvo-MARL public baseline (seed 000_3e503271be254a43.txt L33):
+  agents of one functional group share a mean-return baseline. ``key`` is
+  ``[B]`` int in ``[0, num_keys)`` (default ``num_keys = B``); a key with one
+  valid sample gives 0.
+  """
+  r, kid, v, nk = G.prepare(rewards, key, valid, num_keys, group_name="key")
+  adv, _, _ = _grpo_core(r, kid, v, nk, eps=0.0, std_ddof=0, scale="none", singleton="zero")
+  return adv, _metrics(adv, r, v)
+
+
+def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, strength: float = 0.5,
+                      form: str = "linear", valid: Optional[Array] = None, num_groups: Optional[int] = None):
+  """Difficulty-prior reweighting: ``A'_i = A_i · f(1 − acc_g(i))``.
+
+  ``acc_g`` is the group's empirical accuracy (mean of ``correct``), d = 1 −
+  acc the difficulty; ``f(d) = 1 + s·(2d − 1)`` (``form="linear"``, needs
+  0 <= s < 1, weights in [1−s, 1+s]) or ``exp(s·(2d − 1))`` (``"exp"``): >1
+  for groups harder than 50 %, so hard prompts' signal is amplified. Source:
+  online advantage differentiation with a difficulty prior (seed
+  001_5839a3671b0b4d92.txt L59); f is not given in the abstract — both forms
+  are our reading. Weights are constant within a group and positive.
+
+  Returns:
+    ``(advantages [B], info)`` with ``info["weights"] [B]``.
+  """
+  G.check_choice("form", form, ("linear", "exp"))
+  if form == "linear" and not 0.0 <= strength < 1.0:
+    raise ValueError(f"strength must be in [0, 1) for form='linear', got {strength!r}")
+  a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
+  G.check_shape("correct", correct, a.shape)
+  c = jnp.asarray(correct).astype(a.dtype)
+  acc = G.group_stats(c, gid, v, ng, ddof=0).mean
+  d = 2 * (1 - acc) - 1
+  w = 1 + strength * d if form == "linear" else jnp.exp(strength * d)
+  adv = a * w * v
+  return adv, _metrics(adv, a, v, weights=w * v, weight_mean=jnp.sum(w * v) / jnp.maximum(jnp.sum(v), 1.0))
+
+
+def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, power: float = 1.0,
+          valid: Optional[Array] = None, num_groups: Optional[int] = None):
+  """GAGAR: sum-preserving redistribution of advantage among passing rollouts.
+
+  For passing rollouts of group g: ``A'_i = A_i·w_i·S_g / Σ_{j pass} w_j·A_j``
+  with ``S_g = Σ_{j pass} A_j`` (the passing sum is preserved) and
+  ``w_i = (ρ_i / n_pass)^power``, ρ_i the 1-based mid-rank of the grader's
+  ``scores`` among the group's passing rollouts (lower rank, smaller weight);
+  failing rollouts are unchanged. A group where ``Σ w·A`` is 0 is left
+  unchanged. Source: GAGAR (seed 001_5839a3671b0b4d92.txt L65); the
+  rank-to-weight map is not in the abstract — ``power`` (0 = identity) is ours.
+
+  Args:
+    advantages, scores: ``[B]`` float; passed: ``[B]`` bool; group_id: ``[B]``.
+  """
+  a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
+  b = a.shape[0]
+  check_mask("passed", passed, (b,))
+  G.check_shape("scores", scores, (b,))
+  G.check_finite("scores", scores)
+  p = jnp.asarray(passed).astype(bool) & (v > 0)
+  pgid = jnp.where(p, gid, ng)
+  s = jnp.where(p, jnp.asarray(scores, a.dtype), 0.0)
+  rk = G.group_ranks(s, pgid, ng)
+  n = jnp.maximum(rk.count.astype(a.dtype), 1.0)
+  mid = rk.less.astype(a.dtype) + (rk.equal.astype(a.dtype) + 1) / 2
+  w = jnp.where(p, (mid / n) ** power, 1.0)
+  pf = p.astype(a.dtype)
+  total = G.seg_sum(a * pf, pgid, ng)[pgid]
+  wtotal = G.seg_sum(a * w * pf, pgid, ng)[pgid]
+  ok = p & (jnp.abs(wtotal) > 1e-12)
+  adv = jnp.where(ok, a * w * total / jnp.where(ok, wtotal, 1.0), a) * v
+  return adv, _metrics(adv, a, v, weights=w * pf)
+
+
+def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: Array, *,
+               valid: Optional[Array] = None, num_groups: Optional[int] = None):
+  """Uniqueness-aware weights: ``A'_i = A_i · w_i`` for correct rollouts, ``w_i ∝ 1/|C(i)|``.
+
+  ``C(i)`` = the correct rollouts of i's group in i's strategy cluster;
+  weights are renormalised to mean 1 over each group's correct rollouts, so
+  equal-size clusters leave the advantages unchanged; incorrect rollouts are
+  unchanged. Source: uniqueness-aware RL (seed 001_5839a3671b0b4d92.txt L61;
+  clusters come from an LLM judge); the renormalisation is our reading.
+
+  Args:
+    cluster_id: ``[B]`` int, any values; compared only within a group.
+  """
+  a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
+  b = a.shape[0]
+  check_mask("correct", correct, (b,))
+  G.check_shape("cluster_id", cluster_id, (b,))
+  c = jnp.asarray(correct).astype(bool) & (v > 0)
+  key, _ = G.dense_ids(gid, jnp.asarray(cluster_id), valid=c)
+  size = jax.ops.segment_sum(c.astype(a.dtype), key, num_segments=b + 1)[key]
+  raw = jnp.where(c, 1.0 / jnp.maximum(size, 1.0), 0.0)
+  cf = c.astype(a.dtype)
+  mean_w = G.seg_sum(raw, gid, ng)[gid] / jnp.maximum(G.seg_sum(cf, gid, ng)[gid], 1.0)
+  w = jnp.where(c, raw / jnp.where(c, mean_w, 1.0), 1.0)
+  adv = a * w * v
+  return adv, _metrics(adv, a, v, weights=w * v)
+
+
+def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, intra_coef: float,
+          valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
+          std_ddof: int = 1, scale: str = "group"):
+  """CANON conditional advantage: split each group by a metric, mix inter- and intra-subgroup terms.
+
+  Each group is split by the within-group mid-rank of ``metric`` (entropy,
+  length, ...) into a lower half, an upper half, and (odd n) the median
+  stratum. With ``μ_s`` the mean reward of i's stratum and ``μ_g`` the group's:
+  ``A_i = (intra·(r_i − μ_s) + inter·(μ_s − μ_g)) / (σ_g + ε)``. The
+  inter term rewards the stratum whose metric trend helps (no presumed
+  direction); the intra term picks the better response within its stratum.
+  ``inter = intra = 1`` reduces to ``grpo``. Source: CANON (seed
+  001_5839a3671b0b4d92.txt L193); the abstract gives no formula — this
+  decomposition is our reading. Negating ``metric`` leaves A unchanged.
+  """
+  _check_common(eps, std_ddof, scale, "zero")
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  b = r.shape[0]
+  G.check_shape("metric", metric, (b,))
+  G.check_finite("metric", metric)
+  mval = jnp.where(v > 0, jnp.asarray(metric, r.dtype), 0.0)
+  rk = G.group_ranks(mval, gid, ng)
+  n = rk.count.astype(r.dtype)
+  mid = rk.less.astype(r.dtype) + (rk.equal.astype(r.dtype) + 1) / 2
+  stratum = jnp.sign(mid - (n + 1) / 2).astype(jnp.int32) + 1  # 0 low, 1 median, 2 high
+  key, _ = G.dense_ids(gid, stratum, valid=v > 0)
+  cnt = jax.ops.segment_sum(v, key, num_segments=b + 1)
+  mu_s = (jax.ops.segment_sum(r * v, key, num_segments=b + 1) / jnp.maximum(cnt, 1.0))[key]
+  st = G.group_stats(r, gid, v, ng, ddof=std_ddof)
+  denom = (st.std + eps) if scale == "group" else (
+      G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
+  adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean)) / denom * v
+  return adv, _metrics(adv, r, v, stratum=stratum)

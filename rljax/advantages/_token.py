@@ -1,0 +1,334 @@
+"""Token/segment-level advantage estimators: return ``[B, T]`` advantages.
+
+Same convention as the outcome estimators: ``(advantages, info)``; rows with
+``valid`` False and tokens outside ``mask`` get 0.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from rljax.advantages import _groups as G
+from rljax.advantages._outcome import _check_common, _grpo_core, _metrics, grpo
+from rljax.types import check_mask
+
+Array = jax.Array
+
+__all__ = ["segment", "outcome_conditioned_baseline", "tempo", "step_episode_mix", "sign_preserving_modulation",
+           "implicit_progress_reward"]
+
+
+def _token_mask(mask, b, v):
+  shape = G.check_rank("mask", mask, 2)
+  if shape[0] != b:
+    raise ValueError(f"mask must be [B, T] with B={b}, got {shape}")
+  check_mask("mask", mask)
+  return jnp.asarray(mask).astype(bool) & (v[:, None] > 0), shape
+
+
+def _check_ids_2d(name, ids, shape):
+  G.check_shape(name, ids, shape)
+  dtype = ids.dtype
+  if not jnp.issubdtype(dtype, jnp.integer):
+    raise ValueError(f"{name} must be an integer array, got dtype {dtype}")
+
+
+def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Optional[Array] = None,
+            valid: Optional[Array] = None, segment_valid: Optional[Array] = None, num_groups: Optional[int] = None,
+            eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
+  """Segment-routed advantages: ``A_{i,t} = Σ_k 1[seg_{i,t} = k]·A_i^(k)``.
+
+  ``A^(k) = grpo(rewards[:, k], group_id)``: each segment reward has its own
+  group baseline (and, with ``scale="group"``, its own group std), and is
+  routed to the tokens whose ``segment_ids`` equal k (hard masks). Tokens with
+  a segment id outside ``[0, K)`` (e.g. -1 for prompt/observation) or outside
+  ``mask`` get 0. Sources: Blockwise Advantage Estimation, SLCA-GRPO,
+  DSS-GRPO (seed 001_5839a3671b0b4d92.txt L25, L57, L79); per-segment std
+  normalisation is not specified there (``scale`` chooses it).
+
+  Args:
+    rewards: ``[B, K]`` one reward per segment.
+    segment_ids: ``[B, T]`` int, the segment each token belongs to.
+    group_id: ``[B]``; mask: optional ``[B, T]``; segment_valid: optional
+      ``[B, K]`` bool (a rollout without segment k neither gets nor gives a
+      baseline for it).
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["per_segment"] [B, K]``.
+  """
+  _check_common(eps, std_ddof, scale, singleton)
+  shape = G.check_rank("rewards", rewards, 2)
+  b, k = shape
+  seg_shape = G.check_rank("segment_ids", segment_ids, 2)
+  _check_ids_2d("segment_ids", segment_ids, (b, seg_shape[1]))
+  t = seg_shape[1]
+  if segment_valid is not None:
+    check_mask("segment_valid", segment_valid, (b, k))
+  per = []
+  for j in range(k):
+    sv = None if segment_valid is None else jnp.asarray(segment_valid)[:, j].astype(bool)
+    vj = sv if valid is None else (jnp.asarray(valid).astype(bool) if sv is None else sv & jnp.asarray(valid, bool))
+    r, gid, v, ng = G.prepare(rewards[:, j], group_id, vj, num_groups, rewards_name=f"rewards[:, {j}]")
+    per.append(_grpo_core(r, gid, v, ng, eps=eps, std_ddof=std_ddof, scale=scale, singleton=singleton)[0])
+  per = jnp.stack(per, axis=1)  # [B, K]
+  seg = jnp.asarray(segment_ids)
+  inside = (seg >= 0) & (seg < k)
+  if mask is not None:
+    m, _ = _token_mask(mask, b, jnp.ones((b,)))
+    if m.shape != (b, t):
+      raise ValueError(f"mask must have shape {(b, t)}, got {m.shape}")
+    inside = inside & m
+  if valid is not None:
+    inside = inside & jnp.asarray(valid, bool)[:, None]
+  adv = jnp.where(inside, jnp.take_along_axis(per, jnp.clip(seg, 0, k - 1), axis=1), 0.0)
+  return adv, {"per_segment": per, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(inside)}
+
+
+def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array, *,
+                                 valid: Optional[Array] = None, num_groups: Optional[int] = None,
+                                 scale: str = "none", eps: float = 1e-6, std_ddof: int = 1):
+  """Outcome-conditioned baseline: ``A_i = r_i − mean{r_j : j ∈ g(i), o_j = o_i}``.
+
+  Samples of a group are stratified by an intermediate outcome ``o`` (e.g.
+  whether the first block's answer was correct) and each stratum is its own
+  baseline, using within-group statistics only. ``scale="group"`` divides by
+  the stratum's std (+ε). A stratum with one sample gets 0. Source: Blockwise
+  Advantage Estimation (seed 001_5839a3671b0b4d92.txt L25); our reading of
+  the abstract. Returns ``[B]``; route it to a block's tokens with
+  ``segment``/``to_tokens``.
+
+  Args:
+    rewards: ``[B]``; outcome: ``[B]`` int (any values); group_id: ``[B]``.
+  """
+  G.check_choice("scale", scale, ("none", "group"))
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  b = r.shape[0]
+  G.check_shape("outcome", outcome, (b,))
+  key, _ = G.dense_ids(gid, jnp.asarray(outcome), valid=v > 0)
+  st = G.group_stats(r, key, v, b, ddof=std_ddof)
+  denom = st.std + eps if scale == "group" else 1.0
+  adv = (r - st.mean) / denom * v
+  return adv, _metrics(adv, r, v, num_singleton_strata=jnp.sum(v * (st.count == 1)))
+
+
+def _refine(cls, tok):
+  """Dense ids of the pairs (cls, tok): equal pairs share an id in [0, B)."""
+  b = cls.shape[0]
+  order = jnp.lexsort((tok, cls))
+  sc, st = cls[order], tok[order]
+  changed = jnp.concatenate([jnp.ones((1,), bool), (sc[1:] != sc[:-1]) | (st[1:] != st[:-1])])
+  ids = jnp.cumsum(changed.astype(jnp.int32)) - 1
+  return jnp.zeros((b,), jnp.int32).at[order].set(ids)
+
+
+def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid: Optional[Array] = None,
+          num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
+          singleton: str = "zero", td_coef: float = 1.0, root_branch: bool = True):
+  """TEMPO: GRPO plus branch-gated TD corrections from the group's prefix tree (P2T).
+
+  ``A_{i,t} = A_i^GRPO + c·(V(s_{i,t+1}) − V(s_{i,t})) / d_i`` on valid tokens,
+  where ``s_{i,t}`` is the prefix ``tokens[i, :t]`` and ``V(s)`` the mean
+  reward of the group's valid responses that share prefix ``s`` (the
+  descendants of the tree node). At a non-branch token every response sharing
+  ``s_{i,t}`` also emits ``tokens[i, t]``, so the TD term is exactly 0 and
+  TEMPO equals GRPO there. ``d_i`` is GRPO's denominator (σ_g + ε for
+  ``scale="group"``, 1 for ``"none"``) so the TD term is on the advantage's
+  scale; ``c = td_coef``. ``root_branch=False`` drops the TD at each row's
+  first completion token (branching right after the prompt).
+
+  Source: TEMPO / Prefix-to-Tree (seed 001_5839a3671b0b4d92.txt L23). The
+  abstract gives V as "aggregating descendant outcomes" and the branch gating;
+  the TD scale and root handling are our reading (parameters).
+
+  Implementation: prefix classes are refined token by token with one sort per
+  position (``lax.scan`` over T, O(B log B) each); no ``[B, B, T]`` pairwise
+  tensor and no hashing, so it is exact. Tokens outside ``mask`` are compared
+  as a sentinel (-1): responses are assumed aligned (same prompt length per
+  group, completions starting at the same column), as the sampler produces.
+
+  Args:
+    rewards: ``[B]``; tokens: ``[B, T]`` int; mask: ``[B, T]`` completion mask;
+    group_id: ``[B]``.
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["td"] [B, T]`` (scaled TD term)
+    and ``info["num_branch_tokens"]``.
+  """
+  _check_common(eps, std_ddof, scale, singleton)
+  r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
+  b = r.shape[0]
+  m, (_, t) = _token_mask(mask, b, v)
+  _check_ids_2d("tokens", tokens, (b, t))
+  adv_seq, _, denom = _grpo_core(r, gid, v, ng, eps=eps, std_ddof=std_ddof, scale=scale, singleton=singleton)
+  tok = jnp.where(m, jnp.asarray(tokens, jnp.int32), -1)
+  rv = r * v
+
+  def step(cls, tok_t):
+    new = _refine(cls, tok_t)
+    cnt = jax.ops.segment_sum(v, new, num_segments=b)
+    tot = jax.ops.segment_sum(rv, new, num_segments=b)
+    val = tot / jnp.maximum(cnt, 1.0)
+    return new, val[new]
+
+  root = jnp.where(v > 0, gid, ng)
+  cnt0 = jax.ops.segment_sum(v, root, num_segments=ng + 1)
+  v0 = (jax.ops.segment_sum(rv, root, num_segments=ng + 1) / jnp.maximum(cnt0, 1.0))[root]
+  _, v_after = jax.lax.scan(step, root.astype(jnp.int32), tok.T)
+  v_after = v_after.T                                                  # V(s_{t+1})
+  v_before = jnp.concatenate([v0[:, None], v_after[:, :-1]], axis=1)   # V(s_t)
+  gate = m
+  if not root_branch:
+    first = m & ~jnp.concatenate([jnp.zeros((b, 1), bool), m[:, :-1]], axis=1)
+    gate = gate & ~first
+  safe = jnp.where(denom > 0, denom, 1.0)
+  td = jnp.where(gate & (denom[:, None] > 0), (v_after - v_before) / safe[:, None], 0.0)
+  mf = m.astype(r.dtype)
+  adv = adv_seq[:, None] * mf + td_coef * td
+  return adv, {"td": td, "num_branch_tokens": jnp.sum(td != 0), "adv_abs_max": jnp.max(jnp.abs(adv)),
+               "num_tokens": jnp.sum(mf)}
+
+
+def _turn_gather(per_turn, turn_ids, m):
+  """``[B, M]`` per-turn values -> ``[B, T]`` by ``turn_ids`` (0 outside [0, M) or mask)."""
+  nturn = per_turn.shape[1]
+  tid = jnp.asarray(turn_ids)
+  inside = (tid >= 0) & (tid < nturn) & m
+  return jnp.where(inside, jnp.take_along_axis(per_turn, jnp.clip(tid, 0, nturn - 1), axis=1), 0.0), inside
+
+
+def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
+  """Standardise ``x [B, M]`` across the group's rows at the same turn index."""
+  b, nturn = x.shape
+  key = jnp.where(tv, gid[:, None] * nturn + jnp.arange(nturn)[None, :], ng * nturn).reshape(-1)
+  st = G.group_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng * nturn, ddof=ddof)
+  z = (x.reshape(-1) - st.mean) / (st.std + eps)
+  return (z * tv.reshape(-1)).reshape(b, nturn)
+
+
+def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
+                     mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
+                     turn_valid: Optional[Array] = None, valid: Optional[Array] = None,
+                     num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
+  """Mixed step/episode advantages with discounted returns over turns.
+
+  ``G_{i,m} = Σ_{k≥m} γ^{k−m}·r_{i,k}`` over trajectory i's valid turns (never
+  crossing trajectories); ``A^step_{i,m}`` standardises G across the group's
+  trajectories at the same turn index m; ``A^ep_i = grpo(episode_rewards)``;
+  each token of turn m gets ``w·A^step_{i,m} + (1−w)·A^ep_i`` (``w =
+  step_weight``). ``w = 0`` is episode-level GRPO broadcast over tokens.
+  Sources: Semi-online RL / UI-S1 (seed 001_5839a3671b0b4d92.txt L127), OPRL
+  (seed 000_3e503271be254a43.txt L67). The abstracts give the discounted
+  future return and the mix; the per-turn-index normalisation, w and γ are
+  our reading.
+
+  Args:
+    turn_rewards: ``[B, M]`` per-turn rewards; turn_ids: ``[B, T]`` int (turn of
+      each token; -1 = none); episode_rewards: ``[B]``; mask: ``[B, T]``;
+      turn_valid: optional ``[B, M]`` bool (turns that exist).
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["returns"] [B, M]``.
+  """
+  if not 0.0 <= step_weight <= 1.0:
+    raise ValueError(f"step_weight must be in [0, 1], got {step_weight!r}")
+  b, nturn = G.check_rank("turn_rewards", turn_rewards, 2)
+  G.check_finite("turn_rewards", turn_rewards)
+  ep, _ = grpo(
+      episode_rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
+  r, gid, v, ng = G.prepare(episode_rewards, group_id, valid, num_groups, rewards_name="episode_rewards")
+  m, (_, t) = _token_mask(mask, b, v)
+  _check_ids_2d("turn_ids", turn_ids, (b, t))
+  tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
+  if turn_valid is not None:
+    check_mask("turn_valid", turn_valid, (b, nturn))
+  tv = tv & (v[:, None] > 0)
+  tr = jnp.where(tv, jnp.asarray(turn_rewards, r.dtype), 0.0)
+
+  def step(running, x):
+    r_m, tv_m = x
+    new = r_m + gamma * running
+    return jnp.where(tv_m, new, running), new * tv_m
+
+  _, ret = jax.lax.scan(step, jnp.zeros((b,), r.dtype), (tr.T, tv.T), reverse=True)
+  returns = ret.T
+  a_step = _turn_group_normalize(returns, tv, gid, ng, eps=eps, ddof=std_ddof)
+  step_tok, inside = _turn_gather(a_step, turn_ids, m)
+  ep_tok = ep[:, None] * m
+  adv = step_weight * step_tok + (1 - step_weight) * ep_tok
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+
+
+def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array, group_id: Array, *,
+                               mask: Array, lam: float = 0.5, turn_valid: Optional[Array] = None,
+                               valid: Optional[Array] = None, num_groups: Optional[int] = None,
+                               eps: float = 1e-6):
+  """TurnSight sign-preserving modulation: ``A_{i,t} = A_i·(1 + λ·tanh(z_{i,turn(t)}))``.
+
+  ``z`` standardises the auxiliary per-turn signal (e.g. a hindsight score)
+  across the group's trajectories at the same turn index (population std,
+  +ε). Since 0 <= λ <= 1 and |tanh| < 1, the factor is positive, so every
+  token keeps the sign of the trajectory advantage; λ = 0 is the identity.
+  Source: TurnSight (seed 001_5839a3671b0b4d92.txt L3); the tanh form and
+  normalisation are our reading of "modulate while preserving the
+  optimisation direction".
+
+  Args:
+    advantages: ``[B]`` (broadcast over tokens) or ``[B, T]``; signal: ``[B, M]``;
+    turn_ids: ``[B, T]`` int (-1 = no turn: factor 1); mask: ``[B, T]``.
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["factor"] [B, T]``.
+  """
+  if not 0.0 <= lam <= 1.0:
+    raise ValueError(f"lam must be in [0, 1] to preserve signs, got {lam!r}")
+  b, nturn = G.check_rank("signal", signal, 2)
+  G.check_finite("signal", signal)
+  G.check_finite("advantages", advantages)
+  dummy = jnp.zeros((b,), jnp.float32)
+  _, gid, v, ng = G.prepare(dummy, group_id, valid, num_groups)
+  m, (_, t) = _token_mask(mask, b, v)
+  _check_ids_2d("turn_ids", turn_ids, (b, t))
+  a = jnp.asarray(advantages, jnp.float32)
+  if a.ndim == 1:
+    G.check_shape("advantages", a, (b,))
+    a = a[:, None] * m
+  else:
+    G.check_shape("advantages", a, (b, t))
+    a = a * m
+  tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
+  tv = tv & (v[:, None] > 0)
+  z = _turn_group_normalize(jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0), tv, gid, ng, eps=eps, ddof=0)
+  z_tok, inside = _turn_gather(z, turn_ids, m)
+  factor = jnp.where(inside, 1 + lam * jnp.tanh(z_tok), 1.0)
+  adv = a * factor
+  return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
+
+
+def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta: float = 1.0):
+  """Implicit progress reward ``r_t = β·(log π(a_t|s_t) − log π_ref(a_t|s_t))`` as a dense reward.
+
+  The log-probability ratio of the RL policy to the reference recovers the
+  optimal advantage under the KL-regularised objective; it is returned with
+  ``stop_gradient`` (no gradient flows into the policy through it) and 0
+  outside ``mask``. It is additive over a step's tokens (sum over a turn's
+  tokens gives the step reward). Source: seed 001_5839a3671b0b4d92.txt L167
+  (related: OPRL, seed 000_3e503271be254a43.txt L67).
+
+  Args:
+    logp, logp_ref: ``[B, T]``; mask: ``[B, T]``; beta: KL-regularisation scale.
+
+  Returns:
+    ``(rewards [B, T], info)`` with ``info["sequence_sum"] [B]``.
+  """
+  shape = G.check_rank("logp", logp, 2)
+  G.check_shape("logp_ref", logp_ref, shape)
+  G.check_shape("mask", mask, shape)
+  check_mask("mask", mask)
+  G.check_finite("logp", logp)
+  G.check_finite("logp_ref", logp_ref)
+  m = jnp.asarray(mask).astype(G.float_dtype(logp))
+  rew = jax.lax.stop_gradient(beta * (jnp.asarray(logp) - jnp.asarray(logp_ref)) * m)
+  rew = jnp.where(m > 0, rew, 0.0)
+  return rew, {"sequence_sum": jnp.sum(rew, axis=1), "mean": jnp.sum(rew) / jnp.maximum(jnp.sum(m), 1.0)}

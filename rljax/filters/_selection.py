@@ -1,0 +1,212 @@
+"""Host-side selections (NumPy): void turns, Shuffle-R1 pairs, RoRecomp batches.
+
+Their outputs have data-dependent sizes (index lists) or read decoded text, so
+they run on the host between jitted calls. Inputs may be NumPy or JAX arrays;
+outputs are NumPy. Randomness comes from an explicit JAX PRNG key.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional, Sequence
+
+import jax
+import numpy as np
+
+__all__ = ["void_turn", "shuffle_pairs", "rorecomp", "DEFAULT_CODE_PATTERN", "DEFAULT_ANSWER_PATTERN"]
+
+#: a fenced code block (```...```), any language tag
+DEFAULT_CODE_PATTERN = r"```.*?```"
+#: a final answer: \boxed{, <answer>...</answer> or GSM8K's ####
+DEFAULT_ANSWER_PATTERN = r"\\boxed\s*\{|<answer>.*?</answer>|####"
+
+
+def _vec(name: str, x, n: Optional[int] = None, *, integer: bool = False) -> np.ndarray:
+  a = np.asarray(x)
+  if a.ndim != 1 or (n is not None and a.shape[0] != n):
+    want = f"({n},)" if n is not None else "[B]"
+    raise ValueError(f"{name} must have shape {want}, got {a.shape}")
+  if integer and a.dtype.kind not in "iu":
+    raise ValueError(f"{name} must be integers, got dtype {a.dtype}")
+  if not integer and a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+    raise ValueError(f"{name} contains non-finite values (NaN/inf)")
+  return a
+
+
+def void_turn(turns: Sequence[Sequence[str]], *, code_pattern: str = DEFAULT_CODE_PATTERN,
+              answer_pattern: str = DEFAULT_ANSWER_PATTERN, flags: int = re.DOTALL):
+  """SimpleTIR void-turn filter: drop trajectories with a turn that has neither code nor an answer.
+
+  ``keep_i = prod_{turns k of i} 1[code(k) or answer(k)]`` over the *model's*
+  turns of trajectory ``i`` (tool outputs are not turns). A trajectory with
+  no model turn is kept (empty product). A turn that is not text is void
+  (model output never raises). Apply to the loss with
+  ``rljax.filters.apply_keep(loss_mask, keep)``: a dropped trajectory gets a
+  zero loss mask on every token, others are untouched.
+
+  Source: SimpleTIR (000_3e503271be254a43.txt L27): "filter out trajectories
+  containing void turns, i.e. turns that yield neither a code block nor a
+  final answer". The two regexes are our reading (parameters).
+
+  Args:
+    turns: ``B`` trajectories, each a sequence of decoded model turns.
+    code_pattern / answer_pattern: regexes searched in each turn.
+    flags: ``re`` flags.
+
+  Returns:
+    ``(keep [B] bool, {"void_turns" [B] int (per trajectory),
+    "num_void_trajectories", "void_frac"})``.
+  """
+  if isinstance(turns, (str, bytes)):
+    raise ValueError("turns must be a sequence of trajectories (each a sequence of turn strings)")
+  try:
+    code_re, ans_re = re.compile(code_pattern, flags), re.compile(answer_pattern, flags)
+  except re.error as e:
+    raise ValueError(f"code_pattern/answer_pattern is not a valid regex: {e}") from None
+  b = len(turns)
+  void = np.zeros((b,), np.int64)
+  for i, traj in enumerate(turns):
+    if isinstance(traj, (str, bytes)):
+      raise ValueError(f"turns[{i}] must be a sequence of turn strings, got a single string")
+    for turn in traj:
+      if not isinstance(turn, str) or not (code_re.search(turn) or ans_re.search(turn)):
+        void[i] += 1
+  keep = void == 0
+  return keep, {"void_turns": void, "num_void_trajectories": int((~keep).sum()),
+                "void_frac": float((~keep).mean()) if b else 0.0}
+
+
+def shuffle_pairs(advantages, group_id, *, pairs_per_group: int = 1, min_gap: float = 0.0,
+                  key: Optional[jax.Array] = None, num_samples: Optional[int] = None, replace: bool = True,
+                  valid=None):
+  """Shuffle-R1: high-contrast pairs per group, then an |A|-weighted reshuffle.
+
+  Pairwise Trajectory Sampling: within each group sort the valid rows by
+  advantage (descending; ties to the lower row index) and pair the k-th
+  highest with the k-th lowest, ``k < pairs_per_group``, keeping a pair only
+  if its gap ``A_hi - A_lo > min_gap`` (so all-equal groups give no pair).
+  Advantage-based Trajectory Shuffle (when ``key`` is given): draw
+  ``num_samples`` (default: the number of selected rows) rows from the
+  selected ones with probability ``|A_i| / sum |A|`` (with or without
+  replacement), so zero-advantage rows are never drawn; without a key the
+  order is the selected rows, pair by pair.
+
+  Source: Shuffle-R1 (001_5839a3671b0b4d92.txt L43): "selects high-contrast
+  trajectories with large advantages" and "informed batch reshuffling";
+  the max/min pairing and the ``|A|``-proportional draw are our
+  interpretation.
+
+  Args:
+    advantages: ``[B]`` sequence-level advantages.
+    group_id: ``[B]`` ints (any non-negative ids; groups may be ragged).
+    pairs_per_group: pairs kept per group (>= 1).
+    min_gap: minimum advantage gap of a pair (>= 0).
+    key: optional JAX PRNG key for the reshuffle.
+    num_samples: rows drawn by the reshuffle.
+    replace: draw with replacement (without: at most the non-zero-|A| rows).
+    valid: optional ``[B]`` row mask.
+
+  Returns:
+    ``(order [N] int64 row indices, {"pairs" [n, 2] (hi, lo), "keep" [B] bool,
+    "num_pairs", "mean_gap", "zero_adv_frac" (advantage collapsing),
+    "selected_frac"})``.
+  """
+  adv = _vec("advantages", advantages).astype(np.float64)
+  b = adv.shape[0]
+  gid = _vec("group_id", group_id, b, integer=True)
+  if isinstance(pairs_per_group, bool) or not isinstance(pairs_per_group, (int, np.integer)) or pairs_per_group < 1:
+    raise ValueError(f"pairs_per_group must be an int >= 1, got {pairs_per_group!r}")
+  if not (math.isfinite(float(min_gap)) and min_gap >= 0):
+    raise ValueError(f"min_gap must be finite and >= 0, got {min_gap!r}")
+  v = np.ones((b,), bool) if valid is None else _vec("valid", valid, b).astype(bool)
+  pairs = []
+  rows = np.flatnonzero(v)
+  for g in np.unique(gid[rows]):
+    idx = rows[gid[rows] == g]
+    desc = idx[np.lexsort((idx, -adv[idx]))]   # high -> low, ties to the lower index
+    asc = idx[np.lexsort((idx, adv[idx]))]     # low -> high, ties to the lower index
+    used = set()
+    for k in range(min(pairs_per_group, len(idx) // 2)):
+      hi, lo = int(desc[k]), int(asc[k])
+      if hi == lo or hi in used or lo in used or not adv[hi] - adv[lo] > min_gap:
+        break
+      used.update((hi, lo))
+      pairs.append((hi, lo))
+  pairs_arr = np.asarray(pairs, np.int64).reshape(-1, 2)
+  keep = np.zeros((b,), bool)
+  keep[pairs_arr.ravel()] = True
+  selected = pairs_arr.ravel()
+  if key is not None and selected.size:
+    weight = np.abs(adv[selected])
+    n = selected.size if num_samples is None else int(num_samples)
+    if n < 0:
+      raise ValueError(f"num_samples must be >= 0, got {num_samples!r}")
+    if not replace:
+      n = min(n, int((weight > 0).sum()))
+    if weight.sum() > 0 and n > 0:
+      draw = jax.random.choice(key, selected.size, shape=(n,), replace=replace, p=weight / weight.sum())
+      order = selected[np.asarray(draw)]
+    else:
+      order = np.zeros((0,), np.int64)
+  else:
+    order = selected
+  stats = {"pairs": pairs_arr, "keep": keep, "num_pairs": int(pairs_arr.shape[0]),
+           "mean_gap": float(np.mean(adv[pairs_arr[:, 0]] - adv[pairs_arr[:, 1]])) if pairs else 0.0,
+           "zero_adv_frac": float(np.mean(adv[v] == 0)) if v.any() else 0.0,
+           "selected_frac": float(keep.sum() / max(int(v.sum()), 1))}
+  return order, stats
+
+
+def rorecomp(correct, lengths, group_id, *, fraction: float = 0.5, valid=None):
+  """RoRecomp: split an online batch into a priority batch and a compensation buffer.
+
+  Within each group, a correct response is *short* if fewer than
+  ``ceil(fraction * n_correct_g)`` correct responses of its group are strictly
+  shorter; an incorrect one is *long* if fewer than
+  ``ceil(fraction * n_incorrect_g)`` incorrect ones are strictly longer
+  (length ties are all included, so the split is invariant to row order).
+  ``priority = short-correct | long-incorrect`` (a clear brevity signal);
+  every other valid response goes to ``buffer`` (to be replayed in
+  compensation batches by the trainer's replay buffer). Each valid response
+  lands in exactly one of the two.
+
+  Source: RoRecomp (001_5839a3671b0b4d92.txt L163): "priority batches, which
+  combine short-correct and long-incorrect responses selected from online
+  batches ... compensation batches, which utilize remaining responses from a
+  replay buffer". The within-group length rank and ``fraction`` are our
+  interpretation.
+
+  Args:
+    correct: ``[B]`` bool or 0/1; lengths: ``[B]`` token counts.
+    group_id: ``[B]`` ints; fraction: in (0, 1].
+    valid: optional ``[B]`` row mask (invalid rows are in neither batch).
+
+  Returns:
+    ``(priority [B] bool, {"buffer" [B] bool, "num_priority", "num_buffer",
+    "priority_correct", "priority_incorrect"})``.
+  """
+  fraction = float(fraction)
+  if not (0 < fraction <= 1):
+    raise ValueError(f"fraction must be in (0, 1], got {fraction!r}")
+  c = _vec("correct", correct)
+  b = c.shape[0]
+  c = c.astype(np.float64) > 0.5
+  length = _vec("lengths", lengths, b).astype(np.float64)
+  gid = _vec("group_id", group_id, b, integer=True)
+  v = np.ones((b,), bool) if valid is None else _vec("valid", valid, b).astype(bool)
+  priority = np.zeros((b,), bool)
+  for g in np.unique(gid[v]):
+    for is_correct in (True, False):
+      idx = np.flatnonzero(v & (gid == g) & (c == is_correct))
+      if idx.size == 0:
+        continue
+      k = math.ceil(fraction * idx.size - 1e-9)
+      sorted_len = np.sort(length[idx])
+      if is_correct:
+        rank = np.searchsorted(sorted_len, length[idx], side="left")  # strictly shorter
+      else:
+        rank = idx.size - np.searchsorted(sorted_len, length[idx], side="right")  # strictly longer
+      priority[idx] = rank < k
+  buffer = v & ~priority
+  return priority, {"buffer": buffer, "num_priority": int(priority.sum()), "num_buffer": int(buffer.sum()),
+                    "priority_correct": int((priority & c).sum()), "priority_incorrect": int((priority & ~c).sum())}

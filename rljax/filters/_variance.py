@@ -1,0 +1,197 @@
+"""Jit-able keep-masks from group statistics (static ``num_groups``, ragged groups).
+
+Each filter returns ``(keep [B] bool, stats)``: the mask is constant within a
+group (for group filters) and ``stats`` holds the per-group statistics the
+decision was based on (``[num_groups]`` arrays) plus scalar counts for logging.
+Rows with ``valid = False`` (padding) are never kept and never enter a
+statistic. Concrete NaN/inf inputs raise ``ValueError`` naming the argument;
+under ``jit`` a group with a non-finite value is dropped and counted in
+``stats["nonfinite_groups"]``.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from rljax.rewards._groups import (check_finite, check_fraction, check_group_id, check_valid, check_vector,
+                                   group_any, group_stats, top_groups)
+
+Array = jax.Array
+
+__all__ = ["zero_variance", "variance_topp", "vcrl", "negative_advantage_drop", "apply_keep"]
+
+
+def _prep(name, x, group_id, num_groups, valid):
+  x = check_vector(name, x)
+  check_finite(name, x)
+  x = x.astype(jnp.float32)
+  b = x.shape[0]
+  group_id = check_group_id(group_id, num_groups, b)
+  valid = check_valid(valid, b)
+  bad = valid & ~jnp.isfinite(x)
+  bad_g = group_any(bad, group_id, num_groups)
+  valid = valid & ~bad_g[group_id]
+  return x, group_id, valid, bad_g
+
+
+def _summary(group_keep, present, keep, valid_rows):
+  return {"num_groups_present": jnp.sum(present), "num_kept_groups": jnp.sum(group_keep),
+          "num_dropped_groups": jnp.sum(present & ~group_keep),
+          "kept_frac": jnp.sum(keep) / jnp.maximum(jnp.sum(valid_rows), 1)}
+
+
+def zero_variance(metric: Array, group_id: Array, *, num_groups: int, valid: Optional[Array] = None,
+                  keep_singletons: bool = True, atol: float = 0.0):
+  """DAPO dynamic sampling: drop groups whose metric has zero spread.
+
+  ``keep_g = 1[max_g(metric) - min_g(metric) > atol]`` — with ``atol = 0`` this
+  is exactly ``std_g > 0`` (DAPO, arXiv:2503.14476; verl
+  ``algorithm.filter_groups`` with its ``metric``), evaluated with max - min so
+  that identical values are never misjudged by float rounding in a mean.
+  ``keep_singletons=True`` keeps groups with one valid row, as verl does
+  (``std > 0 or len == 1``); ``False`` drops them (their std is 0).
+  verl refills the batch with new generations until it is full; that loop
+  belongs to the trainer — this returns the mask and the statistics.
+
+  Args:
+    metric: ``[B]`` the per-sample metric (e.g. the reward or accuracy).
+    group_id: ``[B]`` int in ``[0, num_groups)``; num_groups: static int.
+    valid: optional ``[B]`` row mask (padding rows are never kept).
+    keep_singletons: verl's treatment of 1-row groups.
+    atol: spread that still counts as "zero" (>= 0).
+
+  Returns:
+    ``(keep [B] bool, stats)`` with ``stats = {"group_keep" [G], "group_std" [G],
+    "group_count" [G], "num_groups_present", "num_kept_groups",
+    "num_dropped_groups", "kept_frac", "nonfinite_groups"}``.
+  """
+  atol = float(atol)
+  if not atol >= 0.0:
+    raise ValueError(f"atol must be >= 0, got {atol!r}")
+  metric, group_id, valid, bad_g = _prep("metric", metric, group_id, num_groups, valid)
+  st = group_stats(metric, group_id, num_groups, valid)
+  present = st.count > 0
+  spread = (st.max - st.min) > atol
+  single = st.count == 1
+  group_keep = present & (spread | (single if keep_singletons else False))
+  keep = valid & group_keep[group_id]
+  stats = {"group_keep": group_keep, "group_std": st.std, "group_count": st.count,
+           "nonfinite_groups": jnp.sum(bad_g), **_summary(group_keep, present, keep, valid)}
+  return keep, stats
+
+
+def variance_topp(rewards: Array, group_id: Array, *, num_groups: int, top_p: float = 0.25,
+                  valid: Optional[Array] = None):
+  """StarPO-S trajectory filtering: keep the top-p fraction of groups by reward std.
+
+  ``keep_g = 1[rank_g(std_g) < ceil(p * #groups)]`` over groups with at least
+  one valid row; ties go to the lower group id (stable sort), so the kept set
+  depends only on the per-group statistics (permuting the batch permutes the
+  mask). Source: RAGEN/StarPO-S (000_3e503271be254a43.txt L13); the abstract
+  says only "trajectory filtering" — ranking groups by reward std and
+  ``p = 0.25`` are unverified (recalled from the paper's code).
+
+  Args:
+    rewards: ``[B]``; group_id: ``[B]``; num_groups: static int.
+    top_p: fraction of groups kept, in (0, 1].
+    valid: optional ``[B]`` row mask.
+
+  Returns:
+    ``(keep [B] bool, stats)`` with ``"group_keep"``, ``"group_std"``, the
+    counts of ``zero_variance`` and ``"kept_std_min"`` (smallest kept std).
+  """
+  top_p = check_fraction("top_p", top_p, allow_zero=False)
+  rewards, group_id, valid, bad_g = _prep("rewards", rewards, group_id, num_groups, valid)
+  st = group_stats(rewards, group_id, num_groups, valid)
+  present = st.count > 0
+  group_keep = top_groups(st.std, present, top_p)
+  keep = valid & group_keep[group_id]
+  stats = {"group_keep": group_keep, "group_std": st.std, "nonfinite_groups": jnp.sum(bad_g),
+           "kept_std_min": jnp.min(jnp.where(group_keep, st.std, jnp.inf)),
+           **_summary(group_keep, present, keep, valid)}
+  return keep, stats
+
+
+def vcrl(rewards: Array, group_id: Array, *, num_groups: int, threshold: float = 0.5,
+         reward_range: tuple[float, float] = (0.0, 1.0), valid: Optional[Array] = None):
+  """VCRL variance-based curriculum: score groups by normalised reward variance.
+
+  ``score_g = var_g / var_max`` with the population variance ``var_g`` and
+  ``var_max = (hi - lo)^2 / 4`` the largest variance possible for rewards in
+  ``reward_range = (lo, hi)``; for binary rewards ``score_g = 4 p_g (1 - p_g)``:
+  0 for all-correct/all-wrong groups, 1 at ``p = 0.5``. ``keep_g = 1[score_g >=
+  threshold]`` (set ``threshold=0`` to only score; use ``stats["group_score"]``
+  to prioritise, e.g. for a replay bank).
+
+  Source: VCRL (001_5839a3671b0b4d92.txt L115): "the variance of the rollout
+  group's reward ... reflects the difficulty"; the normalisation and the
+  threshold rule are our interpretation.
+
+  Args:
+    rewards: ``[B]``; group_id: ``[B]``; num_groups: static int.
+    threshold: keep groups with ``score >= threshold``, in [0, 1].
+    reward_range: ``(lo, hi)`` with ``lo < hi``.
+    valid: optional ``[B]`` row mask.
+
+  Returns:
+    ``(keep [B] bool, stats)`` with ``"group_score" [G]``, ``"group_keep" [G]``,
+    the counts of ``zero_variance`` and ``"score_mean"`` over present groups.
+  """
+  threshold = check_fraction("threshold", threshold)
+  lo, hi = (float(v) for v in reward_range)
+  if not lo < hi:
+    raise ValueError(f"reward_range must be (lo, hi) with lo < hi, got {reward_range!r}")
+  rewards, group_id, valid, bad_g = _prep("rewards", rewards, group_id, num_groups, valid)
+  st = group_stats(rewards, group_id, num_groups, valid)
+  present = st.count > 0
+  score = jnp.where(present, (st.std * st.std) / ((hi - lo) ** 2 / 4.0), 0.0)
+  group_keep = present & (score >= threshold)
+  keep = valid & group_keep[group_id]
+  n_present = jnp.maximum(jnp.sum(present), 1)
+  stats = {"group_score": score, "group_keep": group_keep, "nonfinite_groups": jnp.sum(bad_g),
+           "score_mean": jnp.sum(score) / n_present, **_summary(group_keep, present, keep, valid)}
+  return keep, stats
+
+
+def negative_advantage_drop(advantages: Array, *, valid: Optional[Array] = None, keep_zero: bool = True):
+  """A-LoL: drop samples with negative (sequence-level) advantage.
+
+  ``keep_i = 1[A_i >= 0]`` (``keep_zero=True``) or ``1[A_i > 0]``, with
+  ``A_i = R_i - V(x_i)`` computed by the caller (A-LoL uses the LM's own
+  sequence-level value estimate). Source: A-LoL (001_5839a3671b0b4d92.txt L191);
+  the treatment of ``A = 0`` is not stated there (a parameter here).
+  Broadcast over tokens with ``apply_keep``.
+
+  Args:
+    advantages: ``[B]`` sequence-level advantages.
+    valid: optional ``[B]`` row mask.
+
+  Returns:
+    ``(keep [B] bool, {"kept_frac", "num_dropped", "nonfinite"})``; under jit
+    a non-finite advantage is dropped and counted.
+  """
+  adv = check_vector("advantages", advantages)
+  check_finite("advantages", adv)
+  adv = adv.astype(jnp.float32)
+  b = adv.shape[0]
+  valid = check_valid(valid, b)
+  finite = jnp.isfinite(adv)
+  ok = adv >= 0 if keep_zero else adv > 0
+  keep = valid & finite & ok
+  return keep, {"kept_frac": jnp.sum(keep) / jnp.maximum(jnp.sum(valid), 1),
+                "num_dropped": jnp.sum(valid & ~keep), "nonfinite": jnp.sum(valid & ~finite)}
+
+
+def apply_keep(loss_mask: Array, keep: Array) -> Array:
+  """``loss_mask[b, t] * keep[b]``: a dropped sequence contributes no token.
+
+  Keeps ``loss_mask``'s dtype. Use it to apply any ``[B]`` keep mask to a
+  ``TrainBatch`` (``batch.replace(loss_mask=apply_keep(batch.loss_mask, keep))``).
+  """
+  if jnp.ndim(loss_mask) != 2:
+    raise ValueError(f"loss_mask must be [B, T], got shape {jnp.shape(loss_mask)}")
+  keep = check_vector("keep", keep, jnp.shape(loss_mask)[0])
+  loss_mask = jnp.asarray(loss_mask)
+  return jnp.where(keep.astype(jnp.bool_)[:, None], loss_mask, jnp.zeros_like(loss_mask))

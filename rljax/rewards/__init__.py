@@ -1,0 +1,65 @@
+"""Rewards: host-side verifiers, the trainer's reward guard, and jit-able shaping.
+
+Where things run:
+
+* **host** (plain Python over decoded text, between jitted calls):
+  ``exact_match``, ``math_answer``, ``format_regex`` (verifiers
+  ``(completions, references) -> [B] float32``, never raising on model
+  output), ``safe_reward`` (strict/lenient guard, ``RewardError``) and
+  ``composite`` (weighted sum that logs each component).
+* **jit-able** (pure array functions, ``(values, metrics)``):
+  ``overlong_penalty``, ``length_penalty``, ``grpo_lambda``,
+  ``rubric_dropout``, ``prm_clip``, ``prm_delta``, ``correctness_gated``,
+  ``gaussian_reward``, ``clipped_linear_reward``; lengths are token counts
+  (``token_counts(completion_mask)``), never characters.
+
+See ``docs/filters_and_rewards.md``.
+"""
+from rljax._technique import Technique
+from rljax.rewards._safe import RewardError, composite, safe_reward
+from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
+                                    length_penalty, overlong_penalty, prm_clip, prm_delta, rubric_dropout,
+                                    token_counts)
+from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, exact_match, extract_math_answer, format_regex,
+                                      math_answer, normalize_math_answer, normalize_text)
+
+__all__ = [
+    "RewardError", "safe_reward", "composite", "exact_match", "math_answer", "format_regex",
+    "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN",
+    "token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "rubric_dropout", "prm_clip",
+    "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "TECHNIQUES",
+]
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+TECHNIQUES = (
+    Technique("exact_match", "reward", exact_match,
+              "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours"),
+    Technique("math_answer", "reward", math_answer,
+              "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
+              "task B design (MATH/GSM8K conventions)"),
+    Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
+              f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)"),
+    Technique("grpo_lambda", "shaping", grpo_lambda,
+              "r_i = penalized_i if acc_g >= tau else 1[correct_i]", f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)"),
+    Technique("overlong_penalty", "shaping", overlong_penalty,
+              "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
+              "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer"),
+    Technique("length_penalty", "shaping", length_penalty,
+              "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
+              f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)"),
+    Technique("rubric_dropout", "shaping", rubric_dropout,
+              "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81"),
+    Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)"),
+    Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
+              f"{_S1} L157 (arXiv:2410.15115)"),
+    Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
+              f"{_S1} L219 (SCOPE-RL, interpretation)"),
+    Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
+              f"{_S0} L109 (OmniQuality-R, interpretation)"),
+    Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
+              f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)"),
+    Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
+              f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)"),
+)

@@ -1,0 +1,505 @@
+"""Reward shaping: pure, jit-able array functions over token counts, rewards and groups.
+
+Every function returns ``(values, metrics)`` where ``metrics`` is a dict of
+scalar arrays for logging. Lengths are **token counts** (``token_counts`` of a
+completion mask), never characters. Groups are identified by ``group_id [B]``
+with a static ``num_groups`` and may be ragged; a row mask ``valid [B]``
+excludes padding rows (they get 0 and do not enter any group statistic).
+
+Bad static input (shapes, unknown modes, bad hyper-parameters) raises
+``ValueError`` naming the argument at trace time; NaN/inf inputs raise when the
+arrays are concrete. Under ``jit`` (values unseen) each function documents
+what a non-finite input does; it is always counted in ``metrics["nonfinite"]``
+and never silently turns into a NaN reward.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax.rewards._groups import (check_finite, check_fraction, check_group_id, check_valid, check_vector,
+                                   group_stats, top_groups)
+from rljax.types import check_mask, is_concrete
+
+Array = jax.Array
+
+__all__ = ["token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "correctness_gated",
+           "gaussian_reward", "clipped_linear_reward", "prm_clip", "prm_delta", "rubric_dropout"]
+
+
+def _pos_number(name: str, value, *, allow_zero: bool = False) -> float:
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a number, got {value!r}") from None
+  if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+    raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {value!r}")
+  return v
+
+
+def _finite_number(name: str, value) -> float:
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise ValueError(f"{name} must be a number, got {value!r}") from None
+  if not math.isfinite(v):
+    raise ValueError(f"{name} must be finite, got {value!r}")
+  return v
+
+
+def _float_vec(name: str, x, batch=None) -> Array:
+  x = check_vector(name, x, batch)
+  check_finite(name, x)
+  return x.astype(jnp.float32)
+
+
+def token_counts(completion_mask: Array) -> Array:
+  """``len_b = sum_t completion_mask[b, t]`` as ``[B]`` int32 (token counts for shaping)."""
+  if np.ndim(completion_mask) != 2:
+    raise ValueError(f"completion_mask must be [B, T], got shape {np.shape(completion_mask)}")
+  check_mask("completion_mask", completion_mask)
+  return jnp.sum(jnp.asarray(completion_mask).astype(jnp.int32), axis=1)
+
+
+# ----------------------------------------------------------------------------- length
+
+def overlong_penalty(lengths: Array, *, max_len: int, buffer_len: int, penalty_factor: float = 1.0,
+                     clip: bool = False):
+  """DAPO overlong soft punishment (added to the reward).
+
+  ``p_i = min(-(len_i - (L_max - L_buf)) / L_buf * factor, 0)``: zero up to
+  ``L_max - L_buf`` tokens, then linear, reaching ``-factor`` at ``L_max``.
+  This is verl's ``reward.overlong_buffer.{len, penalty_factor}`` convention
+  (``workers/reward_manager/dapo.py``), which keeps decreasing past ``L_max``;
+  ``clip=True`` gives TRL's ``get_soft_overlong_punishment`` (``-factor`` for
+  every ``len > L_max``). DAPO paper: arXiv:2503.14476.
+
+  Args:
+    lengths: ``[B]`` completion lengths in tokens (``token_counts``).
+    max_len: ``L_max``, the generation budget in tokens.
+    buffer_len: ``L_buf`` in ``(0, L_max]``.
+    penalty_factor: ``factor >= 0``.
+    clip: TRL's clamp at ``-factor`` beyond ``L_max``.
+
+  Returns:
+    ``(penalty [B] float32 <= 0, {"overlong_frac", "penalty_mean"})``.
+    Non-finite lengths (under jit) get penalty 0 and are counted in
+    ``metrics["nonfinite"]``.
+  """
+  lengths = _float_vec("lengths", lengths)
+  if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len <= 0:
+    raise ValueError(f"max_len must be a positive int, got {max_len!r}")
+  if isinstance(buffer_len, bool) or not isinstance(buffer_len, (int, np.integer)) or not 0 < buffer_len <= max_len:
+    raise ValueError(f"buffer_len must be an int in (0, max_len={max_len}], got {buffer_len!r}")
+  factor = _pos_number("penalty_factor", penalty_factor, allow_zero=True)
+  finite = jnp.isfinite(lengths)
+  safe_len = jnp.where(finite, lengths, 0.0)
+  exceed = safe_len - float(max_len - buffer_len)
+  penalty = jnp.minimum(-exceed / float(buffer_len) * factor, 0.0)
+  if clip:
+    penalty = jnp.maximum(penalty, -factor)
+  penalty = jnp.where(finite, penalty, 0.0)
+  metrics = {"overlong_frac": jnp.mean((exceed > 0).astype(jnp.float32)),
+             "penalty_mean": jnp.mean(penalty), "nonfinite": jnp.sum(~finite)}
+  return penalty, metrics
+
+
+_LP_MODES = ("kimi", "correct_only")
+
+
+def length_penalty(lengths: Array, correct: Array, group_id: Array, *, num_groups: int,
+                   valid: Optional[Array] = None, mode: str = "kimi"):
+  """Group-relative length reward (Kimi k1.5 form), to add to the correctness reward.
+
+  ``lambda_i = 0.5 - (len_i - min_g) / (max_g - min_g)`` over the valid rows of
+  ``i``'s group ``g``; ``mode="kimi"``: ``r_i = lambda_i`` if correct else
+  ``min(0, lambda_i)`` (Kimi k1.5, arXiv:2501.12599, section 2.3.3);
+  ``mode="correct_only"``: ``lambda_i`` for correct rows, 0 for the others.
+  A group whose lengths are all equal (including a group of size 1) gets 0.
+
+  Source: the issue's "group-relative length penalty"; no seed abstract defines
+  one (closest: DSS-GRPO's within-group shaping, 001_5839a3671b0b4d92.txt L79).
+  Choosing Kimi's form is our interpretation. It depends only on within-group
+  length differences (adding a constant to all lengths changes nothing) and
+  the shortest correct response gets the largest value, 0.5.
+
+  Args:
+    lengths: ``[B]`` token counts.
+    correct: ``[B]`` bool or 0/1 (a value > 0.5 counts as correct).
+    group_id: ``[B]`` int in ``[0, num_groups)``.
+    num_groups: static number of groups.
+    valid: optional ``[B]`` row mask; invalid rows get 0 and are ignored.
+    mode: ``"kimi"`` | ``"correct_only"``.
+
+  Returns:
+    ``(r [B] float32 in [-0.5, 0.5], {"length_reward_mean", "flat_groups", "nonfinite"})``.
+    Rows with non-finite lengths (under jit) are treated as invalid (0) and counted.
+  """
+  if mode not in _LP_MODES:
+    raise ValueError(f"mode must be one of {_LP_MODES}, got {mode!r}")
+  lengths = _float_vec("lengths", lengths)
+  b = lengths.shape[0]
+  correct = _float_vec("correct", correct, b) > 0.5
+  group_id = check_group_id(group_id, num_groups, b)
+  finite = jnp.isfinite(lengths)
+  valid = check_valid(valid, b) & finite
+  st = group_stats(jnp.where(finite, lengths, 0.0), group_id, num_groups, valid)
+  lo, hi = st.min[group_id], st.max[group_id]
+  span = hi - lo
+  flat = span <= 0
+  lam = jnp.where(flat, 0.0, 0.5 - (lengths - lo) / jnp.where(flat, 1.0, span))
+  if mode == "kimi":
+    r = jnp.where(correct, lam, jnp.minimum(lam, 0.0))
+  else:
+    r = jnp.where(correct, lam, 0.0)
+  r = jnp.where(valid, r, 0.0)
+  n_valid = jnp.maximum(jnp.sum(valid), 1)
+  present = st.count > 0
+  metrics = {"length_reward_mean": jnp.sum(r) / n_valid,
+             "flat_groups": jnp.sum(present & (st.max <= st.min)), "nonfinite": jnp.sum(~finite)}
+  return r, metrics
+
+
+_GL_SELECTIONS = ("threshold", "top_fraction")
+
+
+def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: int,
+                threshold: float = 0.5, selection: str = "threshold", length_weight: float = 1.0,
+                penalized: Optional[Array] = None, valid: Optional[Array] = None):
+  """GRPO-λ: length-penalised reward only in groups with a high correctness ratio.
+
+  ``acc_g = mean_{i in g} correct_i``; ``r_i = penalized_i`` if ``g`` is
+  switched on, else the length-agnostic ``correct_i in {0, 1}``.
+  ``selection="threshold"``: on iff ``acc_g >= threshold``;
+  ``selection="top_fraction"``: on for the ``ceil(threshold * #groups)``
+  groups with the highest ``acc_g`` (ties to the lower group id).
+  Default ``penalized_i = correct_i + length_weight * length_penalty_i``
+  (Kimi-style ``length_penalty``).
+
+  Source: GRPO-λ, 000_3e503271be254a43.txt L9 (arXiv:2505.18086) — the abstract
+  gives the switch on the group correctness ratio; the threshold value, the
+  top-fraction alternative and the penalty form are our interpretation
+  (pass your own ``penalized`` to change the latter).
+
+  Args:
+    correct: ``[B]`` bool or 0/1.
+    lengths: ``[B]`` token counts.
+    group_id: ``[B]`` int; num_groups: static int.
+    threshold: ``tau`` (or the fraction for ``top_fraction``), in [0, 1].
+    selection: ``"threshold"`` | ``"top_fraction"``.
+    length_weight: weight of the default length penalty.
+    penalized: optional ``[B]`` length-penalised reward to use instead.
+    valid: optional ``[B]`` row mask (invalid rows get 0).
+
+  Returns:
+    ``(r [B] float32, {"penalty_on_frac" (fraction of present groups switched on),
+    "group_correct_ratio_mean", "nonfinite"})``.
+  """
+  if selection not in _GL_SELECTIONS:
+    raise ValueError(f"selection must be one of {_GL_SELECTIONS}, got {selection!r}")
+  threshold = check_fraction("threshold", threshold)
+  length_weight = _finite_number("length_weight", length_weight)
+  correct_f = _float_vec("correct", correct)
+  b = correct_f.shape[0]
+  correct01 = (correct_f > 0.5).astype(jnp.float32)
+  lengths = _float_vec("lengths", lengths, b)
+  group_id = check_group_id(group_id, num_groups, b)
+  valid = check_valid(valid, b)
+  if penalized is None:
+    lp, lp_metrics = length_penalty(lengths, correct01, group_id, num_groups=num_groups, valid=valid)
+    penalized = correct01 + length_weight * lp
+    nonfinite = lp_metrics["nonfinite"]
+  else:
+    penalized = _float_vec("penalized", penalized, b)
+    finite = jnp.isfinite(penalized)
+    nonfinite = jnp.sum(~finite)
+    valid = valid & finite
+  st = group_stats(correct01, group_id, num_groups, valid)
+  present = st.count > 0
+  if selection == "threshold":
+    on = present & (st.mean >= threshold)
+  else:
+    on = top_groups(st.mean, present, threshold)
+  r = jnp.where(on[group_id], penalized, correct01)
+  r = jnp.where(valid, r, 0.0)
+  n_present = jnp.maximum(jnp.sum(present), 1)
+  metrics = {"penalty_on_frac": jnp.sum(on) / n_present,
+             "group_correct_ratio_mean": jnp.sum(jnp.where(present, st.mean, 0.0)) / n_present,
+             "nonfinite": nonfinite}
+  return r, metrics
+
+
+# ----------------------------------------------------------------------------- outcome/process
+
+def correctness_gated(outcome: Array, process: Array, correct: Array, *, weight: float = 1.0):
+  """SCOPE-RL correctness-gated process reward: ``r_i = o_i + w * 1[correct_i] * p_i``.
+
+  Source: SCOPE-RL "Quality-Aware Process RL applies correctness-gated
+  process-shape rewards to refine correct trajectories" (001_5839a3671b0b4d92.txt
+  L219). The additive form and ``w`` are our interpretation; the process
+  terms themselves (useful-step density, error localisation, token efficiency)
+  are the caller's ``process`` score.
+
+  Args:
+    outcome: ``[B]`` outcome reward. process: ``[B]`` process score.
+    correct: ``[B]`` bool or 0/1. weight: ``w``.
+
+  Returns:
+    ``(r [B] float32, {"gated_frac", "nonfinite"})``. Incorrect rows get exactly
+    ``o_i`` whatever their process score (even NaN); a non-finite process
+    score on a correct row (under jit) contributes 0 and is counted.
+  """
+  weight = _finite_number("weight", weight)
+  outcome = _float_vec("outcome", outcome)
+  b = outcome.shape[0]
+  process = check_vector("process", process, b).astype(jnp.float32)
+  gate = check_vector("correct", correct, b).astype(jnp.float32) > 0.5
+  if is_concrete(process) and is_concrete(gate):
+    p, g = np.asarray(process), np.asarray(gate)
+    if not np.all(np.isfinite(p[g])):
+      raise ValueError("process contains non-finite values on correct rows")
+  finite = jnp.isfinite(process)
+  r = outcome + jnp.where(gate & finite, weight * jnp.where(finite, process, 0.0), 0.0)
+  return r, {"gated_frac": jnp.mean(gate.astype(jnp.float32)), "nonfinite": jnp.sum(gate & ~finite)}
+
+
+def gaussian_reward(pred: Array, target: Array, *, sigma: float = 1.0, invalid_value: float = 0.0):
+  """Gaussian reward for continuous targets: ``r_i = exp(-(s_hat_i - s_i)^2 / (2 sigma^2))``.
+
+  Source: OmniQuality-R "Gaussian-based reward to support continuous score
+  prediction" (000_3e503271be254a43.txt L109); the exact kernel and ``sigma``
+  are our interpretation. ``r = 1`` at ``s_hat = s``, symmetric, strictly
+  decreasing in ``|s_hat - s|``, in ``(0, 1]``.
+
+  Args:
+    pred: ``[B]`` predicted scores; NaN marks an unparseable prediction and
+      scores ``invalid_value`` (this is model output, so it does not raise).
+    target: ``[B]`` targets (must be finite: raises when concrete).
+    sigma: ``> 0``.
+
+  Returns:
+    ``(r [B] float32, {"invalid_frac", "abs_error_mean"})``.
+  """
+  sigma = _pos_number("sigma", sigma)
+  invalid_value = _finite_number("invalid_value", invalid_value)
+  pred = check_vector("pred", pred).astype(jnp.float32)
+  target = _float_vec("target", target, pred.shape[0])
+  ok = jnp.isfinite(pred) & jnp.isfinite(target)
+  err = jnp.where(ok, pred - target, 0.0)
+  r = jnp.where(ok, jnp.exp(-(err * err) / (2.0 * sigma * sigma)), invalid_value)
+  n_ok = jnp.maximum(jnp.sum(ok), 1)
+  return r, {"invalid_frac": jnp.mean((~ok).astype(jnp.float32)), "abs_error_mean": jnp.sum(jnp.abs(err)) / n_ok}
+
+
+def clipped_linear_reward(d: Array, *, scale: float = 1.0, offset: float = 0.0, low: float = 0.0,
+                          high: float = 1.0):
+  """IRRL clipped linear reward: ``r_i = clip(scale * d_i + offset, low, high)``.
+
+  ``d`` is the discriminator's output (e.g. the probability it assigns to the
+  true label), replacing a log-likelihood reward ``log d`` whose noise is
+  unbounded. Source: IRRL, 000_3e503271be254a43.txt L39 (arXiv:2302.00270); the
+  abstract only names a "clipped linear reward function", so the affine form
+  and its defaults are our interpretation. Monotone non-decreasing in ``d``
+  (for ``scale >= 0``) and bounded by ``[low, high]``.
+
+  Returns:
+    ``(r [B] float32, {"clipped_frac", "nonfinite"})``; a non-finite ``d``
+    (under jit) scores ``low`` and is counted.
+  """
+  scale = _pos_number("scale", scale, allow_zero=True)
+  offset, low, high = (_finite_number(n, v) for n, v in (("offset", offset), ("low", low), ("high", high)))
+  if low > high:
+    raise ValueError(f"low must be <= high, got low={low}, high={high}")
+  d = _float_vec("d", d)
+  finite = jnp.isfinite(d)
+  lin = scale * jnp.where(finite, d, 0.0) + offset
+  r = jnp.where(finite, jnp.clip(lin, low, high), low)
+  clipped = finite & ((lin < low) | (lin > high))
+  return r, {"clipped_frac": jnp.mean(clipped.astype(jnp.float32)), "nonfinite": jnp.sum(~finite)}
+
+
+# ----------------------------------------------------------------------------- PRM refinements
+
+def _check_steps(step_rewards, step_mask):
+  if np.ndim(step_rewards) != 2:
+    raise ValueError(f"step_rewards must be [B, S], got shape {np.shape(step_rewards)}")
+  step_rewards = jnp.asarray(step_rewards, jnp.float32)
+  if step_mask is None:
+    step_mask = jnp.ones(step_rewards.shape, jnp.bool_)
+  check_mask("step_mask", step_mask, step_rewards.shape)
+  step_mask = jnp.asarray(step_mask).astype(jnp.bool_)
+  if is_concrete(step_rewards) and is_concrete(step_mask):
+    r, m = np.asarray(step_rewards), np.asarray(step_mask)
+    if not np.all(np.isfinite(r[m])):
+      raise ValueError("step_rewards contains non-finite values on valid steps")
+  return step_rewards, step_mask
+
+
+def prm_clip(step_rewards: Array, step_mask: Optional[Array] = None, *, eta: float = 0.5):
+  """PRM Clip refinement: ``r'_t = min(r_t - eta, 0)`` on valid steps (0 elsewhere).
+
+  Every step reward is ``<= 0``, so a trajectory's return is bounded above by 0
+  and repeating steps can never raise it. Source: Gao et al., "On Designing
+  Effective RL Reward at Training Time for LLM Reasoning"
+  (001_5839a3671b0b4d92.txt L157, arXiv:2410.15115); the abstract names
+  "Clipping" and the upper bound; the form and ``eta`` default are
+  unverified (recalled from the paper).
+
+  Args:
+    step_rewards: ``[B, S]`` PRM scores per reasoning step.
+    step_mask: ``[B, S]`` valid steps (default all).
+    eta: the clip threshold.
+
+  Returns:
+    ``(r' [B, S] float32, {"clipped_frac", "nonfinite"})``; non-finite valid
+    steps (under jit) become 0 and are counted.
+  """
+  eta = _finite_number("eta", eta)
+  r, m = _check_steps(step_rewards, step_mask)
+  finite = jnp.isfinite(r)
+  out = jnp.where(m & finite, jnp.minimum(r - eta, 0.0), 0.0)
+  n = jnp.maximum(jnp.sum(m), 1)
+  return out, {"clipped_frac": jnp.sum(m & finite & (r - eta < 0)) / n, "nonfinite": jnp.sum(m & ~finite)}
+
+
+def prm_delta(step_rewards: Array, step_mask: Optional[Array] = None):
+  """PRM Delta refinement: ``r'_t = r_t - r_{next(t)}``, the last valid step keeps ``r_T``.
+
+  ``next(t)`` is the next valid step of the same row, so the return from any
+  step telescopes: ``sum_{k >= t} r'_k = r_t`` — bounded however many steps
+  follow. Source: Gao et al. (001_5839a3671b0b4d92.txt L157,
+  arXiv:2410.15115); form unverified (recalled from the paper).
+
+  Args:
+    step_rewards: ``[B, S]``; step_mask: ``[B, S]`` valid steps (default all;
+      holes are allowed).
+
+  Returns:
+    ``(r' [B, S] float32 (0 on invalid steps), {"nonfinite"})``; non-finite
+    valid steps (under jit) are treated as 0 and counted.
+  """
+  r, m = _check_steps(step_rewards, step_mask)
+  finite = jnp.isfinite(r)
+  r0 = jnp.where(m & finite, r, 0.0)
+  s = r.shape[1]
+  idx = jnp.arange(s, dtype=jnp.int32)
+  cand = jnp.where(m, idx[None, :], s)
+  # first valid index >= t, then shift by one to get the first valid index > t
+  nxt_ge = jax.lax.cummin(cand, axis=1, reverse=True)
+  nxt = jnp.concatenate([nxt_ge[:, 1:], jnp.full((r.shape[0], 1), s, jnp.int32)], axis=1)
+  padded = jnp.concatenate([r0, jnp.zeros((r.shape[0], 1), jnp.float32)], axis=1)
+  nxt_val = jnp.take_along_axis(padded, nxt, axis=1)
+  out = jnp.where(m, r0 - nxt_val, 0.0)
+  return out, {"nonfinite": jnp.sum(m & ~finite)}
+
+
+# ----------------------------------------------------------------------------- rubric dropout
+
+_RD_MODES = ("bernoulli", "exact")
+_RD_AGG = ("mean", "sum")
+
+
+def rubric_dropout(key: Array, scores: Array, group_id: Array, *, drop_prob: float,
+                   criterion_mask: Optional[Array] = None, weights: Optional[Array] = None,
+                   mode: str = "bernoulli", aggregate: str = "mean"):
+  """Rubric Dropout: score each rollout on a random subset of criteria shared by its group.
+
+  For group ``g`` a keep mask ``k_g in {0,1}^C`` is drawn from
+  ``fold_in(key, g)`` (so it depends only on ``key`` and the group id: every
+  member of a group sees the same mask, different groups draw independently,
+  and a group's result does not depend on the rest of the batch):
+  ``mode="bernoulli"``: ``k_gc ~ Bernoulli(1 - p)``; ``mode="exact"``: exactly
+  ``round(p * C)`` criteria dropped, uniformly. Then, with applicability
+  ``a_ic`` (``criterion_mask``) and weights ``w_c``,
+  ``"mean"``: ``r_i = sum_c w_c k_gc a_ic s_ic / sum_c w_c k_gc a_ic``;
+  ``"sum"``: ``r_i = sum_c w_c k_gc a_ic s_ic``.
+  If every applicable criterion of a row was dropped, the row is scored on
+  the full rubric (counted in ``metrics["fallback_rows"]``); a row with no
+  applicable criterion scores 0. ``drop_prob = 0`` is the full-rubric score
+  (use that at evaluation).
+
+  Source: Rubric Dropout (001_5839a3671b0b4d92.txt L81): "randomly drop a
+  subset of the rubric's criteria before computing the reward ... the dropped
+  subset is shared across each rollout group"; 30-50% works best. How the
+  kept criteria are aggregated is not given (our choice: ``aggregate``).
+
+  Args:
+    key: PRNG key (a fresh one each step).
+    scores: ``[B, C]`` per-criterion scores.
+    group_id: ``[B]`` int >= 0 (no ``num_groups`` needed).
+    drop_prob: ``p`` in [0, 1).
+    criterion_mask: optional ``[B, C]`` applicable criteria (default all).
+    weights: optional ``[C]`` non-negative criterion weights.
+    mode: ``"bernoulli"`` | ``"exact"``. aggregate: ``"mean"`` | ``"sum"``.
+
+  Returns:
+    ``(r [B] float32, keep [B, C] bool (the group mask per row), metrics)``
+    with ``metrics = {"kept_frac", "fallback_rows", "nonfinite"}``; a
+    non-finite score on an applicable criterion (under jit) is treated as
+    not applicable and counted.
+  """
+  if mode not in _RD_MODES:
+    raise ValueError(f"mode must be one of {_RD_MODES}, got {mode!r}")
+  if aggregate not in _RD_AGG:
+    raise ValueError(f"aggregate must be one of {_RD_AGG}, got {aggregate!r}")
+  p = check_fraction("drop_prob", drop_prob)
+  if p >= 1.0:
+    raise ValueError(f"drop_prob must be < 1, got {drop_prob!r}")
+  if np.ndim(scores) != 2:
+    raise ValueError(f"scores must be [B, C], got shape {np.shape(scores)}")
+  b, c = np.shape(scores)
+  scores = jnp.asarray(scores, jnp.float32)
+  group_id = check_vector("group_id", group_id, b)
+  if not jnp.issubdtype(group_id.dtype, jnp.integer):
+    raise ValueError(f"group_id must be an integer array, got dtype {group_id.dtype}")
+  if is_concrete(group_id) and group_id.size and int(jnp.min(group_id)) < 0:
+    raise ValueError("group_id must be >= 0")
+  if criterion_mask is None:
+    applicable = jnp.ones((b, c), jnp.bool_)
+  else:
+    check_mask("criterion_mask", criterion_mask, (b, c))
+    applicable = jnp.asarray(criterion_mask).astype(jnp.bool_)
+  if weights is None:
+    w = jnp.ones((c,), jnp.float32)
+  else:
+    if tuple(np.shape(weights)) != (c,):
+      raise ValueError(f"weights must have shape ({c},) = number of criteria K in scores, got {np.shape(weights)}")
+    w = jnp.asarray(weights, jnp.float32)
+    if is_concrete(w) and (not np.all(np.isfinite(np.asarray(w))) or np.any(np.asarray(w) < 0)):
+      raise ValueError("weights must be finite and >= 0")
+  if is_concrete(scores) and is_concrete(applicable):
+    s_np, a_np = np.asarray(scores), np.asarray(applicable)
+    if not np.all(np.isfinite(s_np[a_np])):
+      raise ValueError("scores contains non-finite values on applicable criteria")
+  finite = jnp.isfinite(scores)
+  applicable_f = applicable & finite
+  s0 = jnp.where(applicable_f, scores, 0.0)
+
+  def group_mask(gid):
+    k = jax.random.fold_in(key, gid)
+    if mode == "bernoulli":
+      return jax.random.bernoulli(k, 1.0 - p, (c,))
+    n_drop = int(round(p * c))
+    u = jax.random.uniform(k, (c,))
+    rank = jnp.argsort(jnp.argsort(u))
+    return rank >= n_drop
+
+  keep = jax.vmap(group_mask)(group_id.astype(jnp.uint32))  # [B, C], equal rows within a group
+  kept_w = w[None, :] * (keep & applicable_f)
+  full_w = w[None, :] * applicable_f
+  fallback = jnp.sum(kept_w, axis=1) <= 0
+  use_w = jnp.where(fallback[:, None], full_w, kept_w)
+  num = jnp.sum(use_w * s0, axis=1)
+  if aggregate == "mean":
+    den = jnp.sum(use_w, axis=1)
+    r = jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
+  else:
+    r = num
+  metrics = {"kept_frac": jnp.mean(keep.astype(jnp.float32)),
+             "fallback_rows": jnp.sum(fallback & (jnp.sum(full_w, axis=1) > 0)),
+             "nonfinite": jnp.sum(applicable & ~finite)}
+  return r, keep, metrics

@@ -1,0 +1,448 @@
+"""Host-side verifiers over decoded text (batched, never raise on model output).
+
+A verifier is a plain Python callable
+
+    verifier(completions: Sequence[str], references: Sequence[Any]) -> np.ndarray [B] float32
+
+run on the host between jitted calls (ARCHITECTURE.md, "one RL step"). Model
+output is untrusted: anything that is not a string, text with no extractable
+answer, unbalanced braces, absurdly long text... scores 0 and never raises.
+With ``return_info=True`` a verifier returns ``(rewards, info)`` where
+``info["parse_failures"]`` counts completions with no extractable answer (or
+that were not text) — ``rljax.rewards.safe_reward`` merges it into its log.
+
+Programmer errors (``len(references) != len(completions)``, an unknown
+option) do raise ``ValueError`` naming the argument: they are not model output.
+
+Options are keyword-only; configure a verifier with ``functools.partial``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from fractions import Fraction
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+
+__all__ = ["exact_match", "math_answer", "format_regex", "normalize_text", "normalize_math_answer",
+           "extract_math_answer", "R1_FORMAT_PATTERN"]
+
+_TEXT_MODES = ("none", "strip", "basic", "squad")
+_EXTRACTORS = ("answer_tag", "last_line")
+_MATH_SOURCES = ("boxed", "hash", "answer_is", "last_number")
+
+
+def _check_lengths(completions, references) -> int:
+  if isinstance(completions, (str, bytes)):
+    raise ValueError("completions must be a sequence of strings, got a single string")
+  b = len(completions)
+  if references is not None and len(references) != b:
+    raise ValueError(f"references must have one entry per completion: got {len(references)} references "
+                     f"for {b} completions")
+  return b
+
+
+def _as_text(x) -> Optional[str]:
+  if isinstance(x, str):
+    return x
+  if isinstance(x, bytes):
+    return x.decode("utf-8", errors="replace")
+  return None
+
+
+def _as_reference_list(ref) -> list[str]:
+  """A reference is a string, a number, or a sequence of acceptable answers."""
+  if ref is None:
+    return []
+  if isinstance(ref, (str, bytes, int, float, Fraction)) or isinstance(ref, np.generic):
+    refs = [ref]
+  else:
+    try:
+      refs = list(ref)
+    except TypeError:
+      refs = [ref]
+  out = []
+  for r in refs:
+    if isinstance(r, bytes):
+      r = r.decode("utf-8", errors="replace")
+    out.append(r if isinstance(r, str) else str(r))
+  return out
+
+
+# ----------------------------------------------------------------------------- text
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT_TABLE = {ord(c): " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"}
+
+
+def normalize_text(s: str, mode: str = "basic") -> str:
+  """Text normaliser used by ``exact_match``.
+
+  * ``"none"``: unchanged.  * ``"strip"``: surrounding whitespace removed.
+  * ``"basic"`` (default): Unicode NFKC, casefold, whitespace runs collapsed to
+    one space, surrounding whitespace, quotes and trailing ``. , ; : ! ?``
+    removed.
+  * ``"squad"``: SQuAD's ``normalize_answer`` (lower case, punctuation and the
+    articles a/an/the removed, whitespace collapsed).
+  """
+  if mode == "none":
+    return s
+  if mode == "strip":
+    return s.strip()
+  if mode == "basic":
+    s = unicodedata.normalize("NFKC", s).casefold()
+    s = " ".join(s.split())
+    s = s.strip().strip("\"'`").rstrip(".,;:!?").strip()
+    return s
+  if mode == "squad":
+    s = s.lower().translate(_PUNCT_TABLE)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+  raise ValueError(f"normalize must be one of {_TEXT_MODES}, got {mode!r}")
+
+
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def _extract_text(s: str, extract) -> Optional[str]:
+  if extract is None:
+    return s
+  if extract == "answer_tag":
+    found = _ANSWER_TAG.findall(s)
+    return found[-1] if found else None
+  if extract == "last_line":
+    lines = [ln for ln in s.splitlines() if ln.strip()]
+    return lines[-1] if lines else None
+  return extract(s)
+
+
+def exact_match(completions: Sequence[str], references: Sequence[Any], *, normalize: str = "basic",
+                extract: Union[None, str, Callable[[str], Optional[str]]] = None,
+                return_info: bool = False):
+  """Exact-match verifier: ``r_i = 1[norm(extract(y_i)) in {norm(a) : a in refs_i}]``.
+
+  Source: binary correctness reward (001_5839a3671b0b4d92.txt L225); the
+  normaliser is ours (the sources do not specify one, see ``normalize_text``).
+
+  Args:
+    completions: ``B`` decoded completions.
+    references: ``B`` references; each a string, a number, or a sequence of
+      acceptable answers (any match scores 1).
+    normalize: ``"basic"`` | ``"squad"`` | ``"strip"`` | ``"none"``.
+    extract: what part of the completion is compared: ``None`` (all of it),
+      ``"answer_tag"`` (the last ``<answer>...</answer>``), ``"last_line"``, or a
+      callable ``str -> str | None`` (``None`` or an exception scores 0).
+    return_info: also return ``{"parse_failures": int}``.
+
+  Returns:
+    ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
+  """
+  b = _check_lengths(completions, references)
+  if normalize not in _TEXT_MODES:
+    raise ValueError(f"normalize must be one of {_TEXT_MODES}, got {normalize!r}")
+  if extract is not None and not callable(extract) and extract not in _EXTRACTORS:
+    raise ValueError(f"extract must be None, a callable or one of {_EXTRACTORS}, got {extract!r}")
+  out = np.zeros((b,), np.float32)
+  failures = 0
+  for i in range(b):
+    try:
+      text = _as_text(completions[i])
+      answer = None if text is None else _extract_text(text, extract)
+      if not isinstance(answer, str):
+        failures += 1
+        continue
+      answer = normalize_text(answer, normalize)
+      refs = {normalize_text(r, normalize) for r in _as_reference_list(references[i])}
+      out[i] = float(answer in refs)
+    except Exception:  # never crash the run on model output
+      failures += 1
+  return (out, {"parse_failures": failures}) if return_info else out
+
+
+# ----------------------------------------------------------------------------- math
+
+def _match_brace(s: str, start: int) -> Optional[int]:
+  """Index of the ``}`` closing the ``{`` at ``start`` (escaped braces skipped)."""
+  depth = 0
+  i = start
+  n = len(s)
+  while i < n:
+    c = s[i]
+    if c == "\\":
+      i += 2
+      continue
+    if c == "{":
+      depth += 1
+    elif c == "}":
+      depth -= 1
+      if depth == 0:
+        return i
+    i += 1
+  return None
+
+
+def _last_boxed(s: str) -> Optional[str]:
+  idx = max(s.rfind("\\boxed"), s.rfind("\\fbox"))
+  if idx < 0:
+    return None
+  j = idx + (6 if s.startswith("\\boxed", idx) else 5)
+  while j < len(s) and s[j] == " ":
+    j += 1
+  if j < len(s) and s[j] == "{":
+    end = _match_brace(s, j)
+    return None if end is None else s[j + 1:end]
+  m = re.match(r"\s*([^\s$]+)", s[j:])  # "\boxed 5"
+  return m.group(1) if m else None
+
+
+_HASH = re.compile(r"####\s*([^\n]*)")
+_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?\s*([^\n]*)", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:/\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+
+
+def _last_number(s: str) -> Optional[str]:
+  found = [m.group(0) for m in _NUMBER.finditer(s) if any(ch.isdigit() for ch in m.group(0))]
+  return found[-1] if found else None
+
+
+def extract_math_answer(text: str, sources: Sequence[str] = _MATH_SOURCES) -> Optional[str]:
+  """The final answer of a solution: the first of ``sources`` that finds one.
+
+  * ``"boxed"``: contents of the last ``\\boxed{...}`` / ``\\fbox{...}``
+    (nested braces matched; ``\\boxed 5`` also accepted);
+  * ``"hash"``: the text after the last ``####`` on its line (GSM8K);
+  * ``"answer_is"``: the rest of the line after the last "final answer is" /
+    "the answer is" / "answer:";
+  * ``"last_number"``: the last number (``-1,234.5``, ``3/4``, ``1e-3``).
+
+  Returns ``None`` when nothing is found, and also when the text has a
+  ``\\boxed`` that cannot be parsed (unbalanced braces): a malformed final
+  answer scores 0 rather than falling back to a guess.
+  """
+  for src in sources:
+    if src == "boxed":
+      ans = _last_boxed(text)
+      if ans is None and ("\\boxed" in text or "\\fbox" in text):
+        return None  # a malformed final \boxed is a failure, not a cue to guess
+    elif src == "hash":
+      found = _HASH.findall(text)
+      ans = found[-1] if found else None
+    elif src == "answer_is":
+      found = _ANSWER_IS.findall(text)
+      ans = found[-1].strip().rstrip(".") if found else None
+      if ans is not None:
+        inner = _last_boxed(ans)
+        ans = inner if inner is not None else ans
+    elif src == "last_number":
+      ans = _last_number(text)
+    else:
+      raise ValueError(f"sources entries must be among {_MATH_SOURCES}, got {src!r}")
+    if ans is not None and ans.strip():
+      return ans.strip()
+  return None
+
+
+_UNIT_WRAP = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|operatorname)\s*\{([^{}]*)\}")
+_FRAC_SHORT = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_FRAC_HALF = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
+_ASSIGN = re.compile(r"^[a-zA-Z]\s*=\s*(?!=)")
+_THOUSANDS = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d*)?$")
+_NUM_TAIL_UNITS = re.compile(r"^([-+]?[\d.,/]+)\s*\\(?:text|mbox|mathrm)\s*\{\s*[a-zA-Z ]+\s*\}$")
+
+
+def normalize_math_answer(s: str) -> str:
+  """Canonical string of a math answer (before the numeric comparison).
+
+  Removes ``$``, ``\\(``/``\\)``/``\\[``/``\\]``, ``\\left``/``\\right``, LaTeX
+  spacing (``\\! \\, \\; \\:``), degree signs, percent signs, a trailing ``.``,
+  a leading ``x =``, text units after a number (``5 \\text{ cm}``), unwraps
+  ``\\text{..}``/``\\mathrm{..}``, maps ``\\dfrac``/``\\tfrac`` to ``\\frac``,
+  ``\\frac12`` to ``\\frac{1}{2}``, the Unicode minus to ``-``, and drops all
+  whitespace.
+  """
+  s = unicodedata.normalize("NFKC", s).replace("−", "-").strip()
+  s = _NUM_TAIL_UNITS.sub(r"\1", s)
+  for a, b in (("\\left", ""), ("\\right", ""), ("\\!", ""), ("\\,", ""), ("\\;", ""), ("\\:", ""),
+               ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("\\(", ""), ("\\)", ""), ("\\[", ""),
+               ("\\]", ""), ("$", ""), ("^\\circ", ""), ("^{\\circ}", ""), ("°", ""), ("\\%", ""),
+               ("%", ""), ("\\displaystyle", "")):
+    s = s.replace(a, b)
+  for _ in range(3):  # nested wrappers
+    s = _UNIT_WRAP.sub(r"\1", s)
+  s = _FRAC_SHORT.sub(r"\\frac{\1}{\2}", s)
+  s = _FRAC_HALF.sub(r"\\frac{\1}{\2}", s)
+  s = s.strip().rstrip(".").strip()
+  s = _ASSIGN.sub("", s)
+  s = "".join(s.split())
+  return s
+
+
+_FRAC_FULL = re.compile(r"^([-+]?)\\frac\{([^{}]+)\}\{([^{}]+)\}$")
+
+
+def _to_number(s: str) -> Optional[Fraction]:
+  """Exact value of a canonical answer, or ``None`` if it is not a number."""
+  if _THOUSANDS.match(s):
+    s = s.replace(",", "")
+  m = _FRAC_FULL.match(s)
+  if m:
+    num, den = _to_number(m.group(2)), _to_number(m.group(3))
+    if num is None or den is None or den == 0:
+      return None
+    val = num / den
+    return -val if m.group(1) == "-" else val
+  if s.count("/") == 1:
+    a, b = s.split("/")
+    num, den = _to_number(a), _to_number(b)
+    if num is None or den is None or den == 0:
+      return None
+    return num / den
+  if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s):
+    return None
+  try:
+    return Fraction(s)
+  except (ValueError, ZeroDivisionError):
+    return None
+
+
+def _math_equal(pred: str, ref: str, rel_tol: float, abs_tol: float) -> bool:
+  a, b = normalize_math_answer(pred), normalize_math_answer(ref)
+  if a == b and a:
+    return True
+  x, y = _to_number(a), _to_number(b)
+  if x is not None and y is not None:
+    if x == y:
+      return True
+    return math.isclose(float(x), float(y), rel_tol=rel_tol, abs_tol=abs_tol)
+  if x is None and y is None and "\\" not in a + b:
+    return bool(a) and a.casefold() == b.casefold()
+  return False
+
+
+def math_answer(completions: Sequence[str], references: Sequence[Any], *,
+                sources: Sequence[str] = _MATH_SOURCES, extract_reference: bool = True,
+                rel_tol: float = 1e-6, abs_tol: float = 1e-9, max_chars: Optional[int] = 100_000,
+                return_info: bool = False):
+  """Final-answer verifier for math: ``r_i = 1[equiv(extract(y_i), ref_i)]``.
+
+  Extraction (``extract_math_answer``): the first of ``sources`` (default:
+  last ``\\boxed{}``, then ``####``, then "the answer is", then the last
+  number) that finds an answer. Equivalence: the two answers are normalised
+  (``normalize_math_answer``); equal strings match; otherwise both are parsed
+  as exact numbers (integers, decimals, ``1,234``, ``a/b``, ``\\frac{a}{b}``,
+  ``1e-3``) and compared exactly, then with ``math.isclose(rel_tol, abs_tol)``;
+  non-numeric answers without LaTeX commands compare case-insensitively.
+  So ``\\boxed{0.5}``, ``#### 1/2``, ``\\boxed{\\frac12}`` and a trailing
+  ``0.5`` all match the reference ``"0.5"``.
+
+  Source: no paper defines it (task B's design; extraction order and
+  normalisation are ours, following the usual MATH/GSM8K conventions).
+
+  Args:
+    completions: ``B`` decoded completions (non-strings score 0).
+    references: ``B`` reference answers (string, number, or a sequence of
+      acceptable answers). With ``extract_reference`` a reference that
+      contains ``####`` or ``\\boxed`` (a full GSM8K/MATH solution) is reduced
+      to its final answer first.
+    sources: extraction order, any of ``("boxed", "hash", "answer_is", "last_number")``.
+    max_chars: only the last ``max_chars`` characters of a completion are
+      searched (bounds the run time on runaway outputs; ``None``: all).
+    return_info: also return ``{"parse_failures": int}`` (no answer found).
+
+  Returns:
+    ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
+  """
+  b = _check_lengths(completions, references)
+  sources = tuple(sources)
+  if not sources or any(s not in _MATH_SOURCES for s in sources):
+    raise ValueError(f"sources must be a non-empty sequence of {_MATH_SOURCES}, got {sources!r}")
+  if max_chars is not None and (not isinstance(max_chars, int) or max_chars <= 0):
+    raise ValueError(f"max_chars must be a positive int or None, got {max_chars!r}")
+  out = np.zeros((b,), np.float32)
+  failures = 0
+  for i in range(b):
+    try:
+      text = _as_text(completions[i])
+      if text is None:
+        failures += 1
+        continue
+      if max_chars is not None and len(text) > max_chars:
+        text = text[-max_chars:]
+      pred = extract_math_answer(text, sources)
+      if pred is None:
+        failures += 1
+        continue
+      for ref in _as_reference_list(references[i]):
+        if extract_reference and ("####" in ref or "\\boxed" in ref or "\\fbox" in ref):
+          ref = extract_math_answer(ref, ("boxed", "hash")) or ref
+        if _math_equal(pred, ref, rel_tol, abs_tol):
+          out[i] = 1.0
+          break
+    except Exception:  # never crash the run on model output
+      failures += 1
+  return (out, {"parse_failures": failures}) if return_info else out
+
+
+# ----------------------------------------------------------------------------- format
+
+#: DeepSeek-R1-style format: exactly one ``<think>`` block then one ``<answer>``
+#: block, nothing else (tempered tokens keep matching linear-time).
+R1_FORMAT_PATTERN = (r"\s*<think>(?:(?!</?think>).)*</think>\s*"
+                     r"<answer>(?:(?!</?answer>).)*</answer>\s*")
+
+_REGEX_MODES = ("fullmatch", "match", "search")
+
+
+@functools.lru_cache(maxsize=64)
+def _compile(pattern: str, flags: int) -> re.Pattern:
+  return re.compile(pattern, flags)
+
+
+def format_regex(completions: Sequence[str], references: Optional[Sequence[Any]] = None, *,
+                 pattern: Union[str, re.Pattern] = R1_FORMAT_PATTERN, mode: str = "fullmatch",
+                 flags: int = re.DOTALL, max_chars: Optional[int] = None, return_info: bool = False):
+  """Format reward: ``r_i = 1[pattern matches y_i]`` (``references`` ignored).
+
+  Source: format rewards (Search-R1 study, 001_5839a3671b0b4d92.txt L161;
+  Gazal-R1's format component, 000_3e503271be254a43.txt L15). The default
+  pattern (``R1_FORMAT_PATTERN``) and the match mode are ours.
+
+  Args:
+    completions: ``B`` decoded completions (non-strings score 0).
+    references: ignored (present so every verifier has one signature).
+    pattern: a regex string or compiled pattern.
+    mode: ``"fullmatch"`` | ``"match"`` (anchored at the start) | ``"search"``.
+    flags: ``re`` flags for a string pattern (default ``re.DOTALL``).
+    max_chars: completions longer than this score 0 without running the
+      regex (bounds run time for user patterns that backtrack; the default
+      pattern is linear-time, so ``None`` is safe with it).
+    return_info: also return ``{"parse_failures": int}`` (non-strings, too long).
+
+  Returns:
+    ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
+  """
+  b = _check_lengths(completions, references)
+  if mode not in _REGEX_MODES:
+    raise ValueError(f"mode must be one of {_REGEX_MODES}, got {mode!r}")
+  if max_chars is not None and (not isinstance(max_chars, int) or max_chars <= 0):
+    raise ValueError(f"max_chars must be a positive int or None, got {max_chars!r}")
+  try:
+    compiled = pattern if isinstance(pattern, re.Pattern) else _compile(pattern, flags)
+  except (re.error, TypeError) as e:
+    raise ValueError(f"pattern is not a valid regular expression: {e}") from None
+  matcher = getattr(compiled, mode)
+  out = np.zeros((b,), np.float32)
+  failures = 0
+  for i in range(b):
+    text = _as_text(completions[i])
+    if text is None or (max_chars is not None and len(text) > max_chars):
+      failures += 1
+      continue
+    try:
+      out[i] = float(matcher(text) is not None)
+    except Exception:  # never crash the run on model output
+      failures += 1
+  return (out, {"parse_failures": failures}) if return_info else out

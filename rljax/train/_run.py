@@ -1,0 +1,463 @@
+"""The main job: SFT warm-start, then RL (GRPO family), with evaluation, checkpoints and metrics.
+
+``train(cfg)`` runs a whole experiment described by a ``RunConfig``:
+
+1. task, tokenizer (SentencePiece, char level for the built-in tasks), model;
+2. SFT on task demonstrations with the NLL objective (same jitted train step);
+3. held-out evaluation of the SFT checkpoint (greedy accuracy, temperature-1
+   success rate, pass@k);
+4. RL: prompts from a grain loader -> jitted sampler -> rewards on the host
+   (``rljax.rewards.safe_reward``) -> optional overlong shaping and DAPO
+   dynamic sampling (bounded refills) -> group advantages -> proximal (and
+   reference) log-probs recomputed -> ``updates_per_batch`` epochs of
+   ``num_minibatches`` jitted updates;
+5. evaluation after RL; ``metrics.jsonl``, TensorBoard events, ``metrics.png``,
+   ``summary.json`` and orbax checkpoints under ``out_dir``.
+
+Resume (``resume=True``) restores the latest readable checkpoint of the
+latest stage (parameters, optimizer state, hparams/controller state, data
+iterator state, step); PRNG keys are ``fold_in(seed_key, step)``, so a resumed
+run reproduces an uninterrupted one bit for bit. SIGTERM saves a checkpoint
+after the current step and raises ``Preempted``.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import time
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rljax.train._checkpoint import Checkpointer, CheckpointError
+from rljax.train._codec import Codec, sft_batch
+from rljax.train._config import RunConfig, config_to_dict
+from rljax.train._eval import evaluate
+from rljax.train._metrics import MetricsWriter, plot_metrics
+from rljax.train._optim import make_optimizer
+from rljax.train._recipes import build_objective, initial_hparams
+from rljax.train._step import init_train_state, make_mesh, make_train_step, nll_loss, objective_loss
+from rljax.types import TrainBatch
+
+__all__ = ["train", "Preempted", "Experiment", "build_experiment"]
+
+
+class Preempted(RuntimeError):
+  """Raised after SIGTERM once a checkpoint has been saved."""
+
+
+def _log(cfg, *msg):
+  if cfg.progress is not None:
+    print(*msg, flush=True)
+
+
+# ----------------------------------------------------------------------------- building blocks
+
+
+@dataclasses.dataclass
+class Experiment:
+  """Everything ``train`` builds from a config (also used by ``rljax eval/sample``)."""
+  cfg: RunConfig
+  task: object
+  tokenizer: object
+  codec: Codec
+  model: nnx.Module
+  sampler_config: object
+  train_problems: list
+  test_problems: list
+  seq_len: int
+
+  def sample_fn(self, graphdef=None, params=None, model_state=None):
+    """``fn(prompt_ids, *, n, greedy, temperature, key) -> Rollout`` for given parameters."""
+    from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
+    model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
+    eos = self.codec.eos_id
+    cfg = self.sampler_config
+
+    def fn(prompts, *, n, greedy, temperature, key):
+      return generate(model, prompts, config=cfg, key=key, n=n, greedy=greedy,
+                      temperature=1.0 if greedy else temperature, stop_tokens=[eos])
+    return fn
+
+
+def build_task(cfg: RunConfig):
+  from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
+  t = cfg.task
+  if t.name == "arithmetic":
+    return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob)
+  kwargs = {}
+  if t.tfds_dir is not None:
+    kwargs["data_dir"] = t.tfds_dir
+  return get_task(t.name, **kwargs)
+
+
+def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
+  """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
+  from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
+  from rljax.models import ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
+  from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
+
+  task = build_task(cfg)
+  if cfg.model.hf_checkpoint:
+    tokenizer = load_tokenizer(cfg.model.hf_checkpoint)
+  else:
+    tokenizer = train_sentencepiece(task.corpus(), os.path.join(cfg.out_dir, "tokenizer"), model_type="char")
+  codec = Codec(tokenizer)
+  train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
+  test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
+  m = cfg.model
+  if m.hf_checkpoint:
+    from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
+    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype)
+  else:
+    mcfg = ModelConfig(vocab_size=int(tokenizer.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
+                       num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
+                       intermediate_size=m.intermediate_size, max_position_embeddings=m.max_seq_len,
+                       param_dtype=m.dtype, compute_dtype=m.dtype, bos_token_id=codec.bos_id,
+                       eos_token_id=codec.eos_id, pad_token_id=codec.pad_id)
+    model = Transformer(mcfg, rngs=nnx.Rngs(cfg.seed if model_seed is None else model_seed))
+  longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
+  bucket = int(-(-longest // 4) * 4)
+  sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
+                                 pad_id=codec.pad_id, return_entropy=True, return_routing=False)
+  return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
+                    sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
+                    seq_len=bucket + cfg.rl.max_new_tokens)
+
+
+@contextlib.contextmanager
+def _sigterm_flag():
+  flag = {"set": False}
+  previous = None
+
+  def handler(signum, frame):  # pylint: disable=unused-argument
+    flag["set"] = True
+
+  try:
+    previous = signal.signal(signal.SIGTERM, handler)
+  except ValueError:  # not in the main thread
+    previous = None
+  try:
+    yield flag
+  finally:
+    if previous is not None:
+      signal.signal(signal.SIGTERM, previous)
+
+
+def _scalars(metrics) -> dict:
+  return {k: float(v) for k, v in jax.device_get(metrics).items()}
+
+
+# ----------------------------------------------------------------------------- rewards / advantages
+
+
+def _rewards(exp: Experiment, reward_fn, completions, problems, lenient):
+  from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
+  fn = reward_fn if reward_fn is not None else exp.task.score
+  name = getattr(fn, "__name__", None) or (f"{type(exp.task).__name__}.score" if reward_fn is None else repr(fn))
+  wrapped = safe_reward(fn, lenient=lenient, name=name)
+  rewards, info = wrapped(completions, problems)
+  return np.asarray(rewards, np.float32), int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
+
+
+def _advantages(rl, rewards, group_id):
+  from rljax import advantages as adv  # pylint: disable=import-outside-toplevel
+  rewards = jnp.asarray(rewards)
+  gid = jnp.asarray(group_id)
+  if rl.advantage == "grpo":
+    return np.asarray(adv.grpo(rewards, gid, eps=rl.adv_eps))
+  if rl.advantage == "dr_grpo":
+    return np.asarray(adv.dr_grpo(rewards, gid))
+  if rl.advantage == "rloo":
+    return np.asarray(adv.rloo(rewards, gid))
+  raise ValueError(f"unknown advantage {rl.advantage!r}")
+
+
+# ----------------------------------------------------------------------------- stages
+
+
+def _run_sft(exp: Experiment, cfg: RunConfig, writer, resume: bool, flag, mesh):
+  opt, sched = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
+  graphdef, state = init_train_state(exp.model, opt)
+  ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "sft"), max_to_keep=cfg.checkpoint.max_to_keep)
+  start, meta = 0, {}
+  if resume and ckpt.exists():
+    tree, meta, start = ckpt.restore({"state": state})
+    state = tree["state"]
+    writer.truncate("sft", start)
+    _log(cfg, f"[rljax] resumed SFT from step {start}")
+  if start >= cfg.sft.steps and meta.get("done"):
+    ckpt.close()
+    return graphdef, state, meta
+  step_fn = make_train_step(graphdef, nll_loss(), opt, schedule=sched, mesh=mesh)
+  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+  bar = tqdm(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress, leave=True)
+  for s in range(start, cfg.sft.steps):
+    batch = sft_batch(exp.task, exp.codec, exp.train_problems, step=s, seed=cfg.seed,
+                      batch_size=cfg.sft.batch_size, seq_len=exp.seq_len)
+    state, metrics = step_fn(state, jax.tree_util.tree_map(jnp.asarray, batch))
+    if (s + 1) % cfg.log_every == 0 or s + 1 == cfg.sft.steps:
+      row = writer.write("sft", s + 1, _scalars(metrics))
+      bar.set_postfix(loss=f"{row['loss']:.3f}")
+    bar.update(1)
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"]) and s + 1 < cfg.sft.steps:
+      ckpt.save(s + 1, {"state": state}, {"stage": "sft", "step": s + 1})
+    if flag["set"]:
+      bar.close()
+      ckpt.close()
+      raise Preempted(f"SIGTERM: saved SFT checkpoint at step {s + 1}")
+  bar.close()
+  meta = {"stage": "sft", "step": cfg.sft.steps, "done": True}
+  if cfg.checkpoint.enabled:
+    ckpt.save(cfg.sft.steps, {"state": state}, meta)
+  ckpt.close()
+  return graphdef, state, meta
+
+
+def _evaluate(exp, cfg, graphdef, state, key, *, full=True):
+  fn = exp.sample_fn(graphdef, state.params, state.model_state)
+  e = cfg.eval
+  return evaluate(fn, exp.task, exp.codec, exp.test_problems[:e.num_problems], batch_size=e.batch_size, key=key,
+                  num_samples=e.num_samples if full else 0, pass_k=e.pass_k if full else (),
+                  temperature=e.temperature)
+
+
+def _proximal_fn(graphdef, temperature=1.0):
+  from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
+
+  @jax.jit
+  def fn(params, model_state, tokens):
+    model = nnx.merge(graphdef, params, model_state)
+    out = policy_outputs(model, tokens, temperature=temperature)
+    return out.logp, out.entropy
+
+  return fn
+
+
+def _collect(exp, cfg, sample, loader, key, step, reward_fn):
+  """Samples one RL batch (with DAPO dynamic-sampling refills); returns host arrays + stats."""
+  rl = cfg.rl
+  g = rl.group_size
+  kept, dropped = [], []
+  stats = {"refills": 0, "reward_errors": 0, "zero_var_groups": 0, "sampled_groups": 0}
+  all_rewards, all_correct = [], []
+  for attempt in range(rl.max_refills + 1 if rl.dynamic_sampling else 1):
+    problems = next(loader)
+    if attempt:
+      stats["refills"] += 1
+    rollout = sample([exp.codec.prompt_ids(p) for p in problems], n=g, greedy=False, temperature=rl.temperature,
+                     key=jax.random.fold_in(key, attempt))
+    r = jax.device_get(rollout)
+    completions = exp.codec.decode_completions(r.tokens, r.completion_mask)
+    expanded = [p for p in problems for _ in range(g)]
+    rewards, errors = _rewards(exp, reward_fn, completions, expanded, cfg.task.lenient_rewards)
+    stats["reward_errors"] += errors
+    all_correct.append(np.asarray(exp.task.score(completions, expanded), np.float32) if reward_fn else rewards)
+    lengths = np.asarray(r.completion_mask).sum(1)
+    if rl.overlong_buffer > 0:
+      from rljax.rewards import overlong_penalty  # pylint: disable=import-outside-toplevel
+      rewards = rewards + np.asarray(overlong_penalty(jnp.asarray(lengths), max_len=rl.max_new_tokens,
+                                                      buffer=rl.overlong_buffer, penalty=rl.overlong_penalty))
+    all_rewards.append(rewards)
+    for p in range(len(problems)):
+      rows = slice(p * g, (p + 1) * g)
+      grp = (r, rows, rewards[rows])
+      stats["sampled_groups"] += 1
+      if np.std(rewards[rows]) > 0 or not rl.dynamic_sampling:
+        kept.append(grp)
+      else:
+        stats["zero_var_groups"] += 1
+        dropped.append(grp)
+    if len(kept) >= rl.num_prompts:
+      break
+  if not rl.dynamic_sampling:
+    stats["zero_var_groups"] = sum(np.std(k[2]) == 0 for k in kept)
+  groups = kept[:rl.num_prompts]
+  num_real = len(groups)
+  groups = groups + dropped[:rl.num_prompts - num_real]  # pad to a fixed shape; masked out below
+  fields = ("tokens", "completion_mask", "logp_behavior")
+  out = {f: np.concatenate([np.asarray(getattr(r, f))[rows] for r, rows, _ in groups], 0) for f in fields}
+  ent = [np.asarray(r.entropy_behavior)[rows] for r, rows, _ in groups if r.entropy_behavior is not None]
+  out["rewards"] = np.concatenate([rw for _, _, rw in groups], 0).astype(np.float32)
+  out["group_id"] = np.repeat(np.arange(rl.num_prompts, dtype=np.int32), g)
+  out["valid"] = np.repeat(np.arange(rl.num_prompts) < num_real, g)
+  cm = out["completion_mask"].astype(bool)
+  rewards_seen = np.concatenate(all_rewards)
+  stats.update({
+      "reward_mean": float(rewards_seen.mean()),
+      "accuracy": float(np.concatenate(all_correct).mean()),
+      "completion_len": float(cm.sum(1).mean()),
+      "kept_groups": float(num_real),
+  })
+  if ent:
+    e = np.concatenate(ent, 0)
+    stats["entropy"] = float((e * cm).sum() / max(cm.sum(), 1))
+  return out, stats
+
+
+def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume, flag, mesh, objective_fn,
+            reward_fn, evals):
+  rl = cfg.rl
+  total_updates = max(rl.steps * rl.updates_per_batch * rl.num_minibatches, 1)
+  opt, sched = make_optimizer(rl.optim, total_updates)
+  model = nnx.merge(graphdef, sft_state.params, sft_state.model_state)
+  graphdef, state = init_train_state(model, opt, initial_hparams(rl))
+  need_ref = rl.kl_beta > 0
+  ref_params = jax.tree_util.tree_map(jnp.copy, state.params) if need_ref else {}
+  from rljax.data import prompt_loader  # pylint: disable=import-outside-toplevel
+  records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta)} for p in exp.train_problems]
+  loader = prompt_loader(records, batch_size=rl.num_prompts, seed=cfg.seed)
+  ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl"), max_to_keep=cfg.checkpoint.max_to_keep)
+  start = 0
+  if resume and ckpt.exists():
+    tree, meta, start = ckpt.restore({"state": state, "ref": ref_params})
+    state, ref_params = tree["state"], tree["ref"]
+    loader.set_state(meta["data"])
+    evals[:] = meta.get("evals", evals)
+    writer.truncate("rl", start)
+    _log(cfg, f"[rljax] resumed RL from step {start}")
+  builder = objective_fn if objective_fn is not None else build_objective(rl)
+  loss = objective_loss(builder, temperature=1.0)
+  step_fn = make_train_step(graphdef, loss, opt, num_microbatches=rl.num_microbatches, schedule=sched, mesh=mesh)
+  prox = _proximal_fn(graphdef)
+  base_key = jax.random.PRNGKey(cfg.seed)
+  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+  bar = tqdm(total=rl.steps, initial=start, desc="RL", disable=not cfg.progress, leave=True)
+  mb = rl.batch_size // rl.num_minibatches
+  last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
+  s = start
+  for s in range(start, rl.steps):
+    t0 = time.perf_counter()
+    key = jax.random.fold_in(base_key, s)
+    sample = exp.sample_fn(graphdef, state.params, state.model_state)
+    data, stats = _collect(exp, cfg, sample, loader, key, s, reward_fn)
+    t1 = time.perf_counter()
+    adv = _advantages(rl, data["rewards"], data["group_id"]) * data["valid"]
+    loss_mask = data["completion_mask"].astype(bool) & data["valid"][:, None]
+    tokens = jnp.asarray(data["tokens"])
+    logp_old, _ = prox(state.params, state.model_state, tokens)
+    logp_ref = prox(ref_params, state.model_state, tokens)[0] if need_ref else None
+    t_shape = data["tokens"].shape
+    batch = TrainBatch(tokens=tokens, loss_mask=jnp.asarray(loss_mask),
+                       advantages=jnp.asarray(np.broadcast_to(adv[:, None], t_shape) * loss_mask, jnp.float32),
+                       group_id=jnp.asarray(data["group_id"]), rewards=jnp.asarray(data["rewards"]),
+                       logp_behavior=jnp.asarray(data["logp_behavior"]), logp_old=logp_old, logp_ref=logp_ref)
+    update_metrics = []
+    perm_rng = np.random.default_rng([cfg.seed, 11, s])
+    for _ in range(rl.updates_per_batch):
+      order = perm_rng.permutation(rl.batch_size) if rl.num_minibatches > 1 else None
+      for j in range(rl.num_minibatches):
+        if order is None:
+          mbatch = batch
+        else:
+          idx = jnp.asarray(order[j * mb:(j + 1) * mb])
+          mbatch = jax.tree_util.tree_map(lambda x: x[idx], batch)
+        state, m = step_fn(state, mbatch)
+        update_metrics.append(m)
+    t2 = time.perf_counter()
+    um = _scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *update_metrics))
+    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()},
+           "time/sample_s": t1 - t0, "time/update_s": t2 - t1}
+    row["rollout/reward_mean"] = stats["reward_mean"]
+    done = s + 1 == rl.steps
+    if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
+      ev = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(10_000 + s), full=False)
+      last_eval = ev["greedy_accuracy"]
+      evals.append({"step": s + 1, **ev})
+      row["eval/greedy_accuracy"] = last_eval
+    if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
+      writer.write("rl", s + 1, row)
+    bar.set_postfix(reward=f"{stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
+    bar.update(1)
+    stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"] or done or stop_early):
+      ckpt.save(s + 1, {"state": state, "ref": ref_params},
+                {"stage": "rl", "step": s + 1, "data": loader.get_state(), "evals": evals, "done": done or stop_early})
+    if flag["set"]:
+      bar.close()
+      ckpt.close()
+      raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
+    if stop_early:
+      _log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
+      break
+  bar.close()
+  ckpt.close()
+  return graphdef, state
+
+
+def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callable] = None,
+          reward_fn: Optional[Callable] = None) -> dict:
+  """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``).
+
+  Args:
+    cfg: the run config.
+    resume: continue from the latest checkpoints in ``cfg.out_dir``.
+    objective_fn: ``hparams -> rljax.objectives.Objective`` (``rl.objective="custom"``
+      or to override the recipe).
+    reward_fn: ``fn(completions, problems) -> [B]`` rewards (default: the
+      task's verifier ``task.score``).
+  """
+  if cfg.rl.objective == "custom" and objective_fn is None:
+    raise ValueError("RLConfig.objective='custom' needs objective_fn=...")
+  t_start = time.perf_counter()
+  os.makedirs(cfg.out_dir, exist_ok=True)
+  if resume and not os.path.isdir(os.path.join(cfg.out_dir, "checkpoints")):
+    raise CheckpointError(f"--resume: no checkpoint directory under {cfg.out_dir!r}")
+  with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:
+    json.dump(config_to_dict(cfg), f, indent=2)
+  exp = build_experiment(cfg)
+  writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume)
+  mesh = make_mesh(cfg.num_devices) if cfg.num_devices != 1 else None
+  summary = {"out_dir": cfg.out_dir, "seed": cfg.seed}
+  n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.Param)))
+  _log(cfg, f"[rljax] task={cfg.task.name} train={len(exp.train_problems)} test={len(exp.test_problems)} "
+            f"vocab={exp.tokenizer.vocab_size} params={n_params:,} out_dir={cfg.out_dir}")
+  evals: list = []
+  try:
+    with _sigterm_flag() as flag:
+      graphdef, state, sft_meta = _run_sft(exp, cfg, writer, resume, flag, mesh)
+      eval_path = os.path.join(cfg.out_dir, "sft_eval.json")
+      if resume and os.path.exists(eval_path):
+        with open(eval_path, encoding="utf-8") as f:
+          sft_eval = json.load(f)
+      else:
+        sft_eval = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(999))
+        with open(eval_path, "w", encoding="utf-8") as f:
+          json.dump(sft_eval, f)
+        writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
+        writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
+      summary["sft"] = sft_eval
+      _log(cfg, "[rljax] after SFT: held-out greedy accuracy {:.1%}, temperature-{:g} success {:.1%}{}".format(
+          sft_eval["greedy_accuracy"], cfg.eval.temperature, sft_eval.get("sample_accuracy", float("nan")),
+          "".join(f", {k} {v:.1%}" for k, v in sft_eval.items() if k.startswith("pass@"))))
+      evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
+      if cfg.rl.steps > 0:
+        graphdef, state = _run_rl(exp, cfg, state, graphdef, writer, resume, flag, mesh, objective_fn,
+                                  reward_fn, evals)
+      rl_eval = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(999))
+  finally:
+    writer.close()
+  summary["rl"] = rl_eval
+  summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
+  summary["evals"] = evals
+  summary["wall_s"] = time.perf_counter() - t_start
+  _log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over SFT), temperature-{:g} "
+            "success {:.1%}{}".format(rl_eval["greedy_accuracy"], summary["gain_points"], cfg.eval.temperature,
+                                      rl_eval.get("sample_accuracy", float("nan")),
+                                      "".join(f", {k} {v:.1%}" for k, v in rl_eval.items() if k.startswith("pass@"))))
+  if cfg.plot:
+    summary["plot"] = plot_metrics(os.path.join(cfg.out_dir, "metrics.jsonl"), os.path.join(cfg.out_dir, "metrics.png"))
+  with open(os.path.join(cfg.out_dir, "summary.json"), "w", encoding="utf-8") as f:
+    json.dump(summary, f, indent=2)
+  _log(cfg, f"[rljax] done in {summary['wall_s']:.0f} s; metrics: {cfg.out_dir}/metrics.jsonl"
+            f"{', plot: ' + summary['plot'] if cfg.plot else ''}")
+  summary["params"] = state.params
+  summary["graphdef"] = graphdef
+  summary["model_state"] = state.model_state
+  return summary

@@ -1,0 +1,313 @@
+"""Tests for rljax.sampling (issue #5): greedy vs uncached argmax, log-probs vs
+the training forward, chi-square of the sampled distribution, no recompiles,
+bad input, reproducibility, stop tokens/strings, continuation, MoE routing."""
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from scipy import stats
+
+from rljax.models import ModelConfig, Transformer, policy_outputs
+from rljax.sampling import (FinishReason, SamplerConfig, generate, resume, top_k_mask, top_p_mask,
+                            truncate_at_stop_strings, truncation_mask)
+
+PROMPTS = [[1, 2, 3], [4, 5, 6, 7, 8], [9]]
+M = 6
+CFG = SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40)
+
+
+@pytest.fixture(scope="module")
+def model():
+  return Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(0))
+
+
+def _uncached_logits_fn(model):
+  graphdef, state = nnx.split(model)
+
+  @jax.jit
+  def f(tokens):  # [B, T] left-aligned, positions arange(T)
+    return nnx.merge(graphdef, state)(tokens, return_logits=True).logits
+
+  return f
+
+
+# ---------------------------------------------------------------- references
+
+
+def _ref_probs(z, temperature, k, p, min_p):
+  """float64 sort-based reference of softmax(trunc(z / T)) for one row."""
+  zt = np.asarray(z, np.float64) / temperature
+  keep = np.ones(zt.shape, bool)
+  if k > 0:
+    keep &= zt >= np.sort(zt)[::-1][k - 1]
+  q = np.exp(zt - zt.max())
+  if p < 1:
+    qk = np.where(keep, q, 0.0)
+    probs = qk / qk.sum()
+    order = np.argsort(-probs, kind="stable")
+    before = np.cumsum(probs[order]) - probs[order]
+    keep_p = np.zeros_like(keep)
+    keep_p[order] = before < p
+    keep &= keep_p
+  keep &= q >= min_p * q.max()
+  out = np.where(keep, q, 0.0)
+  return out / out.sum()
+
+
+# ---------------------------------------------------------------- truncation
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_truncation_mask_matches_sort_reference(jit):
+  rng = np.random.default_rng(0)
+  z = rng.normal(size=(6, 50)).astype(np.float32) * 3
+  k = np.array([0, 1, 5, 0, 50, 7], np.int32)
+  p = np.array([1.0, 0.5, 0.9, 0.3, 0.999, 1.0], np.float32)
+  mp = np.array([0.0, 0.0, 0.01, 0.0, 0.2, 0.05], np.float32)
+  t = np.array([1.0, 0.7, 1.3, 2.0, 0.5, 1.0], np.float32)
+  fn = jax.jit(truncation_mask) if jit else truncation_mask
+  got = np.asarray(fn(jnp.asarray(z / t[:, None]), k, p, mp))
+  for b in range(z.shape[0]):
+    want = _ref_probs(z[b], t[b], k[b], p[b], mp[b]) > 0
+    np.testing.assert_array_equal(got[b], want, err_msg=f"row {b}")
+
+
+def test_top_k_keeps_ties_and_handles_inf():
+  z = jnp.array([[3.0, 1.0, 3.0, -jnp.inf, 2.0, -5.0]])
+  np.testing.assert_array_equal(top_k_mask(z, jnp.array([1])), [[1, 0, 1, 0, 0, 0]])
+  np.testing.assert_array_equal(top_k_mask(z, jnp.array([3])), [[1, 0, 1, 0, 1, 0]])
+  np.testing.assert_array_equal(top_k_mask(z, jnp.array([6])), [[1, 1, 1, 1, 1, 1]])
+  np.testing.assert_array_equal(top_k_mask(z, jnp.array([0])), [[1, 1, 1, 1, 1, 1]])
+
+
+def test_top_p_hand_example():
+  q = jnp.array([[0.5, 0.3, 0.15, 0.05]])  # mass before each: 0, .5, .8, .95
+  for p, want in [(0.5, [1, 0, 0, 0]), (0.51, [1, 1, 0, 0]), (0.8, [1, 1, 0, 0]),
+                  (0.81, [1, 1, 1, 0]), (1.0, [1, 1, 1, 1])]:
+    np.testing.assert_array_equal(top_p_mask(q, jnp.array([p], jnp.float32)), [want], err_msg=str(p))
+
+
+# ---------------------------------------------------------------- model level
+
+
+def test_greedy_equals_uncached_argmax(model):
+  r = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), greedy=True)
+  f = _uncached_logits_fn(model)
+  for i, p in enumerate(PROMPTS):
+    seq = list(p)
+    for _ in range(M):
+      buf = np.zeros((1, 16), np.int32)
+      buf[0, :len(seq)] = seq
+      seq.append(int(np.argmax(np.asarray(f(buf))[0, len(seq) - 1])))
+    np.testing.assert_array_equal(np.asarray(r.tokens[i, :len(seq)]), seq)
+    np.testing.assert_array_equal(np.asarray(r.prompt_mask[i]), np.arange(8 + M) < len(p))
+    np.testing.assert_array_equal(np.asarray(r.completion_mask[i]),
+                                  (np.arange(8 + M) >= len(p)) & (np.arange(8 + M) < len(seq)))
+  assert np.all(np.asarray(r.finish_reason) == FinishReason.LENGTH)
+  assert r.tokens.shape == (3, 8 + M)
+
+
+def test_logprobs_equal_training_forward_and_reference(model):
+  n = 2
+  kw = dict(temperature=np.array([0.7, 1.0, 1.5], np.float32), top_k=np.array([0, 10, 20]),
+            top_p=np.array([0.9, 1.0, 0.8], np.float32), min_p=np.array([0.0, 0.05, 0.0], np.float32))
+  r = generate(model, PROMPTS, config=CFG, key=jax.random.key(1), n=n, **kw)
+  assert r.tokens.shape == (3 * n, 8 + M)
+  np.testing.assert_array_equal(r.group_id, np.repeat(np.arange(3), n))
+  po = policy_outputs(model, r.tokens)
+  cm = np.asarray(r.completion_mask)
+  assert cm.sum() == 3 * n * M
+  diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r.logp_behavior), 0)).max()
+  assert diff <= 1e-5, diff
+  ent = np.abs(np.where(cm, np.asarray(po.entropy) - np.asarray(r.entropy_behavior), 0)).max()
+  assert ent <= 1e-5, ent
+  assert np.all(np.asarray(r.logp_behavior)[~cm] == 0)
+  # logp_sampling against a float64 sort-based truncation of the uncached logits.
+  logits = np.asarray(_uncached_logits_fn(model)(np.asarray(r.tokens)))
+  for b in range(r.tokens.shape[0]):
+    g = b // n
+    for t in np.flatnonzero(cm[b]):
+      probs = _ref_probs(logits[b, t - 1], kw["temperature"][g], kw["top_k"][g], kw["top_p"][g], kw["min_p"][g])
+      tok = int(r.tokens[b, t])
+      assert probs[tok] > 0, (b, t)
+      np.testing.assert_allclose(float(r.logp_sampling[b, t]), np.log(probs[tok]), atol=2e-5)
+
+
+def test_chi_square_sampled_distribution():
+  model = Transformer(ModelConfig.tiny(vocab_size=16), rngs=nnx.Rngs(3))
+  cfg = SamplerConfig(max_new_tokens=1, prompt_buckets=(4,))
+  prompt = [3, 1, 4]
+  n = 4000
+  logits = np.asarray(_uncached_logits_fn(model)(np.array([prompt], np.int32)))[0, -1]
+  for case, (t, k, p) in enumerate([(0.8, 8, 0.9), (1.5, 0, 0.7)]):
+    r = generate(model, [prompt], config=cfg, key=jax.random.key(10 + case), n=n,
+                 temperature=t, top_k=k, top_p=p)
+    first = np.asarray(r.tokens[:, 3])
+    probs = _ref_probs(logits, t, k, p, 0.0)
+    kept = probs > 0
+    assert 2 <= kept.sum() < 16, kept.sum()  # the truncation is non-trivial
+    counts = np.bincount(first, minlength=16)
+    assert counts[~kept].sum() == 0  # never samples a truncated token
+    _, pval = stats.chisquare(counts[kept], n * probs[kept])
+    assert pval > 1e-3, (case, pval, counts, n * probs)
+
+
+def test_no_recompile_for_new_length_in_bucket_and_new_temperature(model):
+  compiles = []
+  listener = lambda name, secs, **kw: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None
+  key = jax.random.key(2)
+  r = generate(model, [[1, 2], [3]], config=CFG, key=key, n=2, temperature=0.5, top_p=0.9)
+  r.tokens.block_until_ready()
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    r = generate(model, [[5, 6, 7, 8, 9, 10, 11], [1, 2, 3]], config=CFG, key=jax.random.key(3), n=2,
+                 temperature=[1.3, 0.2], top_k=5, top_p=0.7, min_p=0.1, max_new_tokens=3,
+                 stop_tokens=[[1, 2], [7]], policy_version=4)
+    r.tokens.block_until_ready()
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+  assert compiles == [], compiles
+  assert np.asarray(r.completion_mask).sum(axis=1).max() <= 3
+  np.testing.assert_array_equal(r.policy_version, [4, 4, 4, 4])
+
+
+def test_listener_sees_compiles(model):
+  """The compile counter used above does fire on a real compilation."""
+  compiles = []
+  listener = lambda name, secs, **kw: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  try:
+    jax.jit(lambda x: x * 3 + 1)(jnp.arange(7.0)).block_until_ready()
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listener)
+  assert compiles
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(prompts=[[1, 2], []]), "prompts"),
+    (dict(prompts=[]), "prompts"),
+    (dict(prompts=[list(range(17))]), "prompts"),
+    (dict(n=0), "n"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(top_p=1.5), "top_p"),
+    (dict(temperature=0.0), "temperature"),
+    (dict(temperature=-1.0), "temperature"),
+    (dict(min_p=2.0), "min_p"),
+    (dict(top_k=-1), "top_k"),
+    (dict(max_new_tokens=M + 1), "max_new_tokens"),
+    (dict(stop_tokens=[list(range(9))]), "stop_tokens"),
+])
+def test_bad_input_raises_naming_argument(model, kwargs, name):
+  args = dict(prompts=[[1, 2]], n=1)
+  args.update(kwargs)
+  prompts = args.pop("prompts")
+  with pytest.raises(ValueError, match=name):
+    generate(model, prompts, config=CFG, key=jax.random.key(0), **args)
+
+
+def test_greedy_allows_zero_temperature(model):
+  r = generate(model, [[1, 2]], config=CFG, key=jax.random.key(0), temperature=0.0, greedy=True)
+  assert np.all(np.asarray(r.logp_sampling) == 0)
+
+
+def test_sampler_config_validation():
+  with pytest.raises(ValueError, match="max_new_tokens"):
+    SamplerConfig(max_new_tokens=0)
+  with pytest.raises(ValueError, match="prompt_buckets"):
+    SamplerConfig(prompt_buckets=(32, 16))
+  with pytest.raises(ValueError, match="cache_size"):
+    SamplerConfig(max_new_tokens=8, prompt_buckets=(8,), cache_size=10)
+  assert SamplerConfig(max_new_tokens=8, prompt_buckets=(8, 16)).cache_size == 24
+  assert hash(CFG) == hash(SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40))
+
+
+def test_reproducible_and_independent_of_batch_composition(model):
+  kw = dict(config=CFG, n=2, temperature=1.0, top_p=0.95)
+  a = generate(model, PROMPTS, key=jax.random.key(5), **kw)
+  b = generate(model, PROMPTS, key=jax.random.key(5), **kw)
+  np.testing.assert_array_equal(a.tokens, b.tokens)
+  # Reordered batch, same prompt ids: each (prompt, sample) gets the same tokens.
+  order = [2, 0, 1]
+  c = generate(model, [PROMPTS[i] for i in order], key=jax.random.key(5), prompt_ids=order, **kw)
+  for j, i in enumerate(order):
+    np.testing.assert_array_equal(c.tokens[2 * j:2 * j + 2], a.tokens[2 * i:2 * i + 2])
+  np.testing.assert_array_equal(c.group_id, np.repeat(order, 2))
+  # Samples of one group differ (independent keys), a new key changes them.
+  assert not np.array_equal(a.tokens[0], a.tokens[1])
+  d = generate(model, PROMPTS, key=jax.random.key(6), **kw)
+  assert not np.array_equal(a.tokens, d.tokens)
+
+
+def test_per_sequence_stop_tokens(model):
+  g = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), greedy=True)
+  # Stop row 0 at its 3rd greedy token and row 2 at its 1st; row 1 has no stop hit.
+  stop0 = int(g.tokens[0, len(PROMPTS[0]) + 2])
+  stop2 = int(g.tokens[2, len(PROMPTS[2])])
+  first0 = list(np.asarray(g.tokens[0, 3:3 + M])).index(stop0)
+  r = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), greedy=True,
+               stop_tokens=[[stop0], [], [stop2]])
+  lens = np.asarray(r.completion_mask).sum(axis=1)
+  np.testing.assert_array_equal(lens, [first0 + 1, M, 1])
+  np.testing.assert_array_equal(r.finish_reason, [FinishReason.STOP_TOKEN, FinishReason.LENGTH, FinishReason.STOP_TOKEN])
+  assert int(r.tokens[0, 3 + first0]) == stop0 and int(r.tokens[0, 4 + first0]) == CFG.pad_id
+
+
+def test_stop_strings_on_host(model):
+  r = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), greedy=True)
+  detok = lambda ids: "".join(chr(97 + t % 26) for t in ids)
+  comp = [np.asarray(r.tokens[b])[np.asarray(r.completion_mask[b])].tolist() for b in range(3)]
+  stop = detok(comp[1][2:4])  # a 2-token stop string inside row 1's completion
+  out = truncate_at_stop_strings(r, [stop], detok)
+  text = detok(comp[1])
+  j = next(j for j in range(1, M + 1) if stop in detok(comp[1][:j]))
+  assert stop in text
+  assert int(np.asarray(out.completion_mask[1]).sum()) == j
+  assert int(out.finish_reason[1]) == FinishReason.STOP_STRING
+  for b in (0, 2):
+    if stop not in detok(comp[b]):
+      np.testing.assert_array_equal(out.tokens[b], r.tokens[b])
+  cut = np.asarray(out.completion_mask[1])
+  np.testing.assert_array_equal(np.asarray(out.logp_behavior[1])[~cut], 0)
+
+
+def test_resume_reuses_prefix_and_matches_forward(model):
+  cfg = SamplerConfig(max_new_tokens=4, prompt_buckets=(4, 8, 16), cache_size=40)
+  prompts = [[1, 2, 3], [7]]
+  r1, st = generate(model, prompts, config=cfg, key=jax.random.key(0), greedy=True, return_state=True)
+  appended = [[11, 12], [13]]
+  r2, st = resume(model, st, appended, config=cfg, key=jax.random.key(1), greedy=True)
+  # Greedy resume == greedy generation from the concatenated prompt.
+  for b in range(2):
+    full = list(prompts[b]) + np.asarray(r1.tokens[b])[np.asarray(r1.completion_mask[b])].tolist() + appended[b]
+    ref = generate(model, [full], config=cfg, key=jax.random.key(0), greedy=True)
+    np.testing.assert_array_equal(r2.tokens[b, :len(full) + 4], ref.tokens[0, :len(full) + 4])
+    pm = np.asarray(r2.prompt_mask[b])
+    assert pm[:len(prompts[b])].all() and pm[len(full) - len(appended[b]):len(full)].all()
+    assert pm.sum() == len(prompts[b]) + len(appended[b])
+  # A sampled third turn; every sampled token's log-prob equals the training forward.
+  r3, st = resume(model, st, [[5], []], config=cfg, key=jax.random.key(2), temperature=1.2, top_k=30)
+  cm = np.asarray(r3.completion_mask)
+  assert cm.sum() == 2 * 12
+  po = policy_outputs(model, r3.tokens)
+  diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r3.logp_behavior), 0)).max()
+  assert diff <= 1e-5, diff
+  with pytest.raises(ValueError, match="appended"):
+    resume(model, st, [list(range(30)), []], config=cfg, key=jax.random.key(3))
+
+
+def test_moe_routing_matches_training_forward():
+  model = Transformer(ModelConfig.tiny_moe(), rngs=nnx.Rngs(1))
+  cfg = SamplerConfig(max_new_tokens=4, prompt_buckets=(8,))
+  r = generate(model, [[1, 2, 3], [4, 5, 6, 7, 8, 9]], config=cfg, key=jax.random.key(0), n=2)
+  po = policy_outputs(model, r.tokens)
+  assert r.routing is not None and r.routing.shape == po.routing.shape
+  fed = np.asarray(r.prompt_mask | r.completion_mask)
+  last = fed.sum(axis=1) - 1  # the last sampled token is never fed forward
+  fed[np.arange(fed.shape[0]), last] = False
+  np.testing.assert_array_equal(np.asarray(r.routing)[fed], np.asarray(po.routing)[fed])
+  cm = np.asarray(r.completion_mask)
+  diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r.logp_behavior), 0)).max()
+  assert diff <= 1e-5, diff
