@@ -155,14 +155,15 @@ def test_clip_cov_random_selection_with_key():
   cand = m & ~(l2 > l1) & (cov > 1.0) & (cov < 5.0)
   k = max(int(0.2 * m.sum()), 1)
   picks = []
-  for seed in range(4):
+  for seed in range(3):
     term = O.clip_cov(clip_cov_ratio=0.2, key=jax.random.PRNGKey(seed))
-    loss = np.asarray(term(out, batch)[0])
+    loss = np.asarray(jax.jit(term)(out, batch)[0])
     sel = (loss == 0) & (ppo != 0)
     assert sel.sum() == min(k, cand.sum())
     assert np.all(cand[sel])
     np.testing.assert_allclose(loss[~sel], ppo[~sel], rtol=1e-5, atol=1e-6)  # others equal the PPO clip
-    np.testing.assert_array_equal(np.asarray(jax.jit(term)(out, batch)[0]), loss)  # deterministic given the key
+    if seed == 0:  # un-jitted equals jitted; deterministic given the key
+      np.testing.assert_array_equal(np.asarray(term(out, batch)[0]), loss)
     picks.append(tuple(np.flatnonzero(sel)))
   assert len(set(picks)) > 1  # different keys draw different subsets
   # Few candidates: the count is capped by the candidate count.

@@ -272,7 +272,7 @@ def test_value_matches_float64_reference(name, const_adv):
   expected = ref(d["logp"], d["logp"], d)
   with jax.enable_x64(True):
     out, batch = to_jax(d, jnp.float64)
-    got, _ = make()(out, batch)
+    got, _ = jax.jit(make())(out, batch)
     assert got.dtype == jnp.float64
     np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
   out, batch = to_jax(d, jnp.float32)
@@ -295,7 +295,7 @@ def test_gradient_matches_finite_differences(name):
   with jax.enable_x64(True):
     _, batch = to_jax(d, jnp.float64)
     term = make()
-    grad = jax.grad(lambda lp: jnp.sum(coef * term(_po(lp), batch)[0]))(jnp.asarray(base))
+    grad = jax.jit(jax.grad(lambda lp: jnp.sum(coef * term(_po(lp), batch)[0])))(jnp.asarray(base))
   np.testing.assert_allclose(np.asarray(grad), fd, rtol=1e-6, atol=1e-8)
   assert np.all(np.asarray(grad)[d["mask"] == 0] == 0)
   assert np.abs(fd).max() > 0  # the case exercises a non-trivial gradient
@@ -384,7 +384,15 @@ def test_cispo_and_pspo_hand_values():
 
 def _grad(term, out, batch, agg="token_sum"):
   objective = O.chain(term, aggregate=agg)
-  return np.asarray(jax.grad(lambda lp: objective(_po(lp), batch)[0])(out.logp))
+  return np.asarray(jax.jit(jax.grad(lambda lp: objective(_po(lp), batch)[0]))(out.logp))
+
+
+def _loss(term, out, batch, agg):
+  return jax.jit(O.chain(term, aggregate=agg))(out, batch)[0]
+
+
+def _jterm(term, out, batch):
+  return jax.jit(term)(out, batch)
 
 
 def test_ppo_clip_at_ratio_one_has_reinforce_and_gpg_gradient():
@@ -401,7 +409,7 @@ def test_ppo_clip_at_ratio_one_has_reinforce_and_gpg_gradient():
   expected = -d["adv"] * d["mask"]
   for g in (g_ppo, g_rf, g_gpg, g_sapo, g_cpgd, g_cispo):
     np.testing.assert_allclose(g, expected, rtol=1e-6, atol=1e-7)
-  loss, m = O.cpgd()(out, batch)
+  loss, m = _jterm(O.cpgd(), out, batch)
   np.testing.assert_allclose(loss, 0.0, atol=1e-7)
   np.testing.assert_allclose(m["drift"], 0.0, atol=1e-7)
 
@@ -412,8 +420,8 @@ def test_gspo_with_one_token_sequences_equals_ppo_clip():
   out, batch = to_jax(d)
   for eps in ((0.2, 0.28), (0.01, 0.02)):
     for agg in ("token_mean", "seq_mean_token_mean"):
-      a = O.chain(O.gspo(*eps), aggregate=agg)(out, batch)[0]
-      b = O.chain(O.ppo_clip(*eps), aggregate=agg)(out, batch)[0]
+      a = _loss(O.gspo(*eps), out, batch, agg)
+      b = _loss(O.ppo_clip(*eps), out, batch, agg)
       np.testing.assert_allclose(a, b, rtol=1e-6)
       np.testing.assert_allclose(_grad(O.gspo(*eps), out, batch, agg), _grad(O.ppo_clip(*eps), out, batch, agg),
                                  rtol=1e-6, atol=1e-7)
@@ -424,8 +432,8 @@ def test_segment_ratio_with_one_segment_equals_gspo():
   d["seg"][:] = 2
   out, batch = to_jax(d)
   for eps in ((0.2, 0.28), (0.02, 0.03)):
-    a, _ = O.segment_ratio(*eps)(out, batch)
-    b, _ = O.gspo(*eps)(out, batch)
+    a, _ = _jterm(O.segment_ratio(*eps), out, batch)
+    b, _ = _jterm(O.gspo(*eps), out, batch)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(_grad(O.segment_ratio(*eps), out, batch), _grad(O.gspo(*eps), out, batch),
                                rtol=1e-5, atol=1e-7)
@@ -434,14 +442,19 @@ def test_segment_ratio_with_one_segment_equals_gspo():
 def test_segment_ratio_is_constant_within_segments_and_reads_other_ids():
   d = make_data(seed=8)
   out, batch = to_jax(d)
-  _, m = O.segment_ratio(10.0 * 0 + 0.5)(out, batch)
   # same result through turn_ids, an extras key and a callable
   ids = batch.segment_ids
-  ref, _ = O.segment_ratio(0.05)(out, batch)
+  ref, _ = _jterm(O.segment_ratio(0.05), out, batch)
+  rho = ref_segment_ratio(d["logp"], None, d, 0.99, 1e6) / -d["adv"]  # unclipped: L = -A rho
+  for i in range(d["mask"].shape[0]):
+    for sid in np.unique(d["seg"][i]):
+      sel = (d["seg"][i] == sid) & (d["mask"][i] > 0)
+      if sel.any():
+        assert np.ptp(rho[i][sel]) < 1e-12
   for kw, b2 in ((dict(segment_ids="turn_ids"), batch.replace(turn_ids=ids, segment_ids=None)),
                  (dict(segment_ids="items"), batch.replace(extras={"items": ids}, segment_ids=None)),
                  (dict(segment_ids=lambda bb: ids, max_segments=4), batch)):
-    got, _ = O.segment_ratio(0.05, **kw)(out, b2)
+    got, _ = _jterm(O.segment_ratio(0.05, **kw), out, b2)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
 
 
@@ -449,8 +462,8 @@ def test_gmpo_without_clipping_equals_gspo_sequence_ratio():
   d = make_data(seed=9)
   out, batch = to_jax(d)
   agg = "seq_mean_token_mean"
-  a = O.chain(O.gmpo(0.9, 10.0), aggregate=agg)(out, batch)[0]
-  b = O.chain(O.gspo(0.9, 1e6), aggregate=agg)(out, batch)[0]
+  a = _loss(O.gmpo(0.9, 10.0), out, batch, agg)
+  b = _loss(O.gspo(0.9, 1e6), out, batch, agg)
   np.testing.assert_allclose(a, b, rtol=1e-6)
   np.testing.assert_allclose(_grad(O.gmpo(0.9, 10.0), out, batch, agg), _grad(O.gspo(0.9, 1e6), out, batch, agg),
                              rtol=1e-5, atol=1e-7)
@@ -465,8 +478,8 @@ def test_gspo_token_matches_gspo_value_and_gradient():
   out, batch = to_jax(d)
   agg = "seq_mean_token_mean"
   for eps in ((3e-4, 4e-4), (0.05, 0.06), (0.5, 0.5)):
-    a = O.chain(O.gspo_token(*eps), aggregate=agg)(out, batch)[0]
-    b = O.chain(O.gspo(*eps), aggregate=agg)(out, batch)[0]
+    a = _loss(O.gspo_token(*eps), out, batch, agg)
+    b = _loss(O.gspo(*eps), out, batch, agg)
     np.testing.assert_allclose(a, b, rtol=1e-6)
     np.testing.assert_allclose(_grad(O.gspo_token(*eps), out, batch, agg), _grad(O.gspo(*eps), out, batch, agg),
                                rtol=1e-5, atol=1e-7)

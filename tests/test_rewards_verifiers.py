@@ -96,7 +96,7 @@ def test_math_answer_malformed_and_info():
 
 
 def test_math_answer_sources_order_is_a_parameter():
-  text = r"#### 4 and \boxed{5}"
+  text = "#### 4\n" + r"and \boxed{5}"
   assert R.math_answer([text], ["5"])[0] == 1
   assert R.math_answer([text], ["4"], sources=("hash", "boxed"))[0] == 1
   assert R.math_answer(["just 9"], ["9"], sources=("boxed",))[0] == 0

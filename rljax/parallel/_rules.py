@@ -42,6 +42,7 @@ DEFAULT_RULES: Rules = (
     ("head_dim", None),
     ("layers", None),
     ("cache_seq", None),
+    ("norm", None),
 )
 
 __all__ = ["DEFAULT_RULES", "logical_to_spec", "logical_sharding"]
