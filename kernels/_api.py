@@ -142,10 +142,10 @@ def validate_inputs(hidden, weight, targets, temperature, mask, soft_cap, impl):
       raise ValueError(f"temperature must be positive and finite; got {tv}")
   if _is_concrete(targets) and n:
     tv = np.asarray(targets)
-    live = np.ones(n, bool) if mask is None or not _is_concrete(mask) else np.asarray(mask).astype(bool)
-    bad = live & ((tv < 0) | (tv >= v))
-    if mask is not None and not _is_concrete(mask):
-      bad = (tv >= v)  # negative ids may be padding under a traced mask
+    # Under a traced mask the live rows are unknown, so nothing can be checked.
+    live = None if mask is not None and not _is_concrete(mask) else (
+        np.ones(n, bool) if mask is None else np.asarray(mask).astype(bool))
+    bad = np.zeros(n, bool) if live is None else live & ((tv < 0) | (tv >= v))
     if np.any(bad):
       i = int(np.argmax(bad))
       raise ValueError(f"targets must lie in [0, V={v}) where unmasked; targets[{i}] = {int(tv[i])}")

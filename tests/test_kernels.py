@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rljax.kernels import BlockSizes, logprob_and_entropy, logprob_and_entropy_reference
-from _kernels_ref import make_inputs, reference, rel_err
+from test_kernels_reference import make_inputs, reference, rel_err
 
 
 def _loss_fn(impl, t, mask, a, b, **kw):
@@ -16,26 +16,6 @@ def _loss_fn(impl, t, mask, a, b, **kw):
     lp, ent = logprob_and_entropy(x, w, t, mask=mask, impl=impl, **kw)
     return jnp.sum(lp * a) + jnp.sum(ent * b), (lp, ent)
   return jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
-
-
-def test_numpy_reference_gradient_matches_finite_differences():
-  # Validates the hand-derived f64 gradients the other tests rely on.
-  x, w, t, mask, a, b = make_inputs(0, 5, 4, 7)
-  kw = dict(temperature=0.7, soft_cap=2.5, mask=mask)
-  f = lambda x, w: float(np.sum(a * reference(x, w, t, **kw)[0]) + np.sum(b * reference(x, w, t, **kw)[1]))
-  _, _, gx, gw = reference(x, w, t, a=a, b=b, **kw)
-  x64, w64, eps = x.astype(np.float64), w.astype(np.float64), 1e-6
-  for arr, g in ((x64, gx), (w64, gw)):
-    num = np.zeros_like(arr)
-    for idx in np.ndindex(arr.shape):
-      old = arr[idx]
-      arr[idx] = old + eps
-      up = f(x64, w64)
-      arr[idx] = old - eps
-      dn = f(x64, w64)
-      arr[idx] = old
-      num[idx] = (up - dn) / (2 * eps)
-    np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("impl,soft_cap,temperature,jit", [

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rljax.kernels import BlockSizes, logprob_and_entropy
-from _kernels_ref import make_inputs, reference, rel_err
+from test_kernels_reference import make_inputs, reference, rel_err
 
 _BLOCKS = {"pallas_tpu": BlockSizes(8, 128), "pallas_gpu": BlockSizes(16, 128, 16)}
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rljax.kernels import BlockSizes, logprob_and_entropy, logprob_and_entropy_sharded
-from _kernels_ref import make_inputs
+from test_kernels_reference import make_inputs
 
 pytestmark = pytest.mark.skipif(len(jax.devices()) < 8, reason="needs 8 (fake) devices")
 

@@ -142,7 +142,7 @@ def test_clip_cov_matches_numpy_reference_deterministic():
   for fn in (term, jax.jit(term)):
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(metrics["clipfrac"], sel.sum() / m.sum(), rtol=1e-6)
+    np.testing.assert_allclose(metrics["cov_clip_frac"], sel.sum() / m.sum(), rtol=1e-6)
   g = np.asarray(_grad_wrt_logp(term, out, batch))
   assert np.all(g[sel] == 0)
 
@@ -168,7 +168,7 @@ def test_clip_cov_random_selection_with_key():
   assert len(set(picks)) > 1  # different keys draw different subsets
   # Few candidates: the count is capped by the candidate count.
   term = O.clip_cov(clip_cov_ratio=1.0, clip_cov_lb=1.0, clip_cov_ub=5.0)
-  sel = np.asarray(term(out, batch)[1]["clipfrac"]) * m.sum()
+  sel = np.asarray(term(out, batch)[1]["cov_clip_frac"]) * m.sum()
   np.testing.assert_allclose(sel, cand.sum(), rtol=1e-6)
 
 

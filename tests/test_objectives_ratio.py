@@ -264,41 +264,42 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("const_adv", [True, False])
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_value_matches_float64_reference(name, const_adv):
-  make, ref = CASES[name]
-  d = make_data(seed=1, const_adv=const_adv)
-  expected = ref(d["logp"], d["logp"], d)
-  with jax.enable_x64(True):
-    out, batch = to_jax(d, jnp.float64)
-    got, _ = jax.jit(make())(out, batch)
-    assert got.dtype == jnp.float64
-    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-10, atol=1e-12)
-  out, batch = to_jax(d, jnp.float32)
-  got32, _ = make()(out, batch)
-  np.testing.assert_allclose(np.asarray(got32), expected, rtol=2e-5, atol=2e-6)
-
-
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_gradient_matches_finite_differences(name):
-  make, ref = CASES[name]
-  d = make_data(seed=2, const_adv=(name != "gspo_token_wide"))
-  coef = np.random.default_rng(3).uniform(0.5, 1.5, d["mask"].shape)
+def _fd_grad(ref, d, coef, h=1e-6):
   base = d["logp"]
-  h = 1e-6
   fd = np.zeros_like(base)
   for idx in np.ndindex(base.shape):
     e = np.zeros_like(base)
     e[idx] = h
     fd[idx] = (np.sum(coef * ref(base + e, base, d)) - np.sum(coef * ref(base - e, base, d))) / (2 * h)
+  return fd
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_value_and_gradient_match_float64_reference(name):
+  """Per-token values against the NumPy reference; jax.grad against its central differences (float64)."""
+  make, ref = CASES[name]
+  term = make()
+  coef = np.random.default_rng(3).uniform(0.5, 1.5, (5, 7))
   with jax.enable_x64(True):
-    _, batch = to_jax(d, jnp.float64)
-    term = make()
-    grad = jax.jit(jax.grad(lambda lp: jnp.sum(coef * term(_po(lp), batch)[0])))(jnp.asarray(base))
-  np.testing.assert_allclose(np.asarray(grad), fd, rtol=1e-6, atol=1e-8)
-  assert np.all(np.asarray(grad)[d["mask"] == 0] == 0)
-  assert np.abs(fd).max() > 0  # the case exercises a non-trivial gradient
+
+    @jax.jit
+    def value_and_grad(lp, batch):
+      per_token = term(_po(lp), batch)[0]
+      grad = jax.grad(lambda x: jnp.sum(coef * term(_po(x), batch)[0]))(lp)
+      return per_token, grad
+
+    fd_max = 0.0
+    for seed, const_adv in ((1, True), (2, False)):
+      d = make_data(seed=seed, const_adv=const_adv)
+      out, batch = to_jax(d, jnp.float64)
+      got, grad = value_and_grad(out.logp, batch)
+      assert got.dtype == jnp.float64
+      np.testing.assert_allclose(np.asarray(got), ref(d["logp"], d["logp"], d), rtol=1e-10, atol=1e-12)
+      fd = _fd_grad(ref, d, coef)
+      np.testing.assert_allclose(np.asarray(grad), fd, rtol=1e-6, atol=1e-8)
+      assert np.all(np.asarray(grad)[d["mask"] == 0] == 0)
+      fd_max = max(fd_max, np.abs(fd).max())
+    assert fd_max > 0  # the case exercises a non-trivial gradient
 
 
 def _po(lp):
@@ -306,11 +307,14 @@ def _po(lp):
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_jit_equals_eager(name):
-  make, _ = CASES[name]
+def test_jit_equals_eager_float32(name):
+  make, ref = CASES[name]
   d = make_data(seed=4)
   out, batch = to_jax(d)
-  objective = O.chain(make(), aggregate="seq_mean_token_mean")
+  term = make()
+  per_token, _ = term(out, batch)  # eager, float32, against the float64 reference
+  np.testing.assert_allclose(np.asarray(per_token), ref(d["logp"], d["logp"], d), rtol=2e-5, atol=2e-6)
+  objective = O.chain(term, aggregate="seq_mean_token_mean")
 
   def loss_fn(lp):
     return objective(_po(lp), batch)
@@ -387,6 +391,20 @@ def _grad(term, out, batch, agg="token_sum"):
   return np.asarray(jax.jit(jax.grad(lambda lp: objective(_po(lp), batch)[0]))(out.logp))
 
 
+def _pair(factory_a, factory_b, batch, agg):
+  """Jitted ``eps -> ((loss_a, grad_a), (loss_b, grad_b))``; eps is traced so one compile serves all."""
+
+  @jax.jit
+  def f(eps, lp):
+    res = []
+    for factory in (factory_a, factory_b):
+      objective = O.chain(factory(eps[0], eps[1]), aggregate=agg)
+      res.append(jax.value_and_grad(lambda x: objective(_po(x), batch)[0])(lp))
+    return res
+
+  return f
+
+
 def _loss(term, out, batch, agg):
   return jax.jit(O.chain(term, aggregate=agg))(out, batch)[0]
 
@@ -418,25 +436,23 @@ def test_gspo_with_one_token_sequences_equals_ppo_clip():
   d = make_data(seed=6, b=9, t=1, empty_row=False)
   d["mask"][:] = 1
   out, batch = to_jax(d)
-  for eps in ((0.2, 0.28), (0.01, 0.02)):
-    for agg in ("token_mean", "seq_mean_token_mean"):
-      a = _loss(O.gspo(*eps), out, batch, agg)
-      b = _loss(O.ppo_clip(*eps), out, batch, agg)
+  for agg in ("token_mean", "seq_mean_token_mean"):
+    f = _pair(O.gspo, O.ppo_clip, batch, agg)
+    for eps in ((0.2, 0.28), (0.01, 0.02)):
+      (a, ga), (b, gb) = f(jnp.asarray(eps), out.logp)
       np.testing.assert_allclose(a, b, rtol=1e-6)
-      np.testing.assert_allclose(_grad(O.gspo(*eps), out, batch, agg), _grad(O.ppo_clip(*eps), out, batch, agg),
-                                 rtol=1e-6, atol=1e-7)
+      np.testing.assert_allclose(ga, gb, rtol=1e-6, atol=1e-7)
 
 
 def test_segment_ratio_with_one_segment_equals_gspo():
   d = make_data(seed=7)
   d["seg"][:] = 2
   out, batch = to_jax(d)
+  f = _pair(O.segment_ratio, O.gspo, batch, "token_sum")
   for eps in ((0.2, 0.28), (0.02, 0.03)):
-    a, _ = _jterm(O.segment_ratio(*eps), out, batch)
-    b, _ = _jterm(O.gspo(*eps), out, batch)
+    (a, ga), (b, gb) = f(jnp.asarray(eps), out.logp)
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(_grad(O.segment_ratio(*eps), out, batch), _grad(O.gspo(*eps), out, batch),
-                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ga, gb, rtol=1e-5, atol=1e-7)
 
 
 def test_segment_ratio_is_constant_within_segments_and_reads_other_ids():
@@ -476,13 +492,11 @@ def test_gmpo_without_clipping_equals_gspo_sequence_ratio():
 def test_gspo_token_matches_gspo_value_and_gradient():
   d = make_data(seed=10)
   out, batch = to_jax(d)
-  agg = "seq_mean_token_mean"
+  f = _pair(O.gspo_token, O.gspo, batch, "seq_mean_token_mean")
   for eps in ((3e-4, 4e-4), (0.05, 0.06), (0.5, 0.5)):
-    a = _loss(O.gspo_token(*eps), out, batch, agg)
-    b = _loss(O.gspo(*eps), out, batch, agg)
+    (a, ga), (b, gb) = f(jnp.asarray(eps), out.logp)
     np.testing.assert_allclose(a, b, rtol=1e-6)
-    np.testing.assert_allclose(_grad(O.gspo_token(*eps), out, batch, agg), _grad(O.gspo(*eps), out, batch, agg),
-                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ga, gb, rtol=1e-5, atol=1e-7)
 
 
 def test_decoupled_ppo_with_equal_proximal_and_behaviour_is_ppo_clip():

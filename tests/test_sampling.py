@@ -24,6 +24,12 @@ def model():
   return Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(0))
 
 
+def _policy_outputs(model, tokens):
+  """``policy_outputs`` under jit (eager dispatch is slow on a busy CPU)."""
+  graphdef, state = nnx.split(model)
+  return jax.jit(lambda s, t: policy_outputs(nnx.merge(graphdef, s), t))(state, tokens)
+
+
 def _uncached_logits_fn(model):
   graphdef, state = nnx.split(model)
 
@@ -117,7 +123,7 @@ def test_logprobs_equal_training_forward_and_reference(model):
   r = generate(model, PROMPTS, config=CFG, key=jax.random.key(1), n=n, **kw)
   assert r.tokens.shape == (3 * n, 8 + M)
   np.testing.assert_array_equal(r.group_id, np.repeat(np.arange(3), n))
-  po = policy_outputs(model, r.tokens)
+  po = _policy_outputs(model, r.tokens)
   cm = np.asarray(r.completion_mask)
   assert cm.sum() == 3 * n * M
   diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r.logp_behavior), 0)).max()
@@ -291,7 +297,7 @@ def test_resume_reuses_prefix_and_matches_forward(model):
   r3, st = resume(model, st, [[5], []], config=cfg, key=jax.random.key(2), temperature=1.2, top_k=30)
   cm = np.asarray(r3.completion_mask)
   assert cm.sum() == 2 * 12
-  po = policy_outputs(model, r3.tokens)
+  po = _policy_outputs(model, r3.tokens)
   diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r3.logp_behavior), 0)).max()
   assert diff <= 1e-5, diff
   with pytest.raises(ValueError, match="appended"):
@@ -302,7 +308,7 @@ def test_moe_routing_matches_training_forward():
   model = Transformer(ModelConfig.tiny_moe(), rngs=nnx.Rngs(1))
   cfg = SamplerConfig(max_new_tokens=4, prompt_buckets=(8,))
   r = generate(model, [[1, 2, 3], [4, 5, 6, 7, 8, 9]], config=cfg, key=jax.random.key(0), n=2)
-  po = policy_outputs(model, r.tokens)
+  po = _policy_outputs(model, r.tokens)
   assert r.routing is not None and r.routing.shape == po.routing.shape
   fed = np.asarray(r.prompt_mask | r.completion_mask)
   last = fed.sum(axis=1) - 1  # the last sampled token is never fed forward

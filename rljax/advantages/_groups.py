@@ -225,3 +225,17 @@ def group_ranks(values, gid, num_groups) -> Ranks:
   less = (first[vid] - start[sg])[inv]
   equal = run[vid][inv]
   return Ranks(count[gid], less, equal, pos_sorted[inv], order, start)
+
+
+def segmented_suffix_sum(x, seg):
+  """Inclusive suffix sums of ``x`` restarting at every change of the (sorted) ``seg``: ``[B]``."""
+  last = jnp.concatenate([seg[1:] != seg[:-1], jnp.ones((1,), bool)])  # last element of each run
+
+  def combine(a, b):
+    av, af = a
+    bv, bf = b
+    return jnp.where(bf, bv, av + bv), af | bf
+
+  # scan over the reversed array: a run's last element starts a new segment
+  vals, _ = jax.lax.associative_scan(combine, (x[::-1], last[::-1]))
+  return vals[::-1]

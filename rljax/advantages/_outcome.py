@@ -13,7 +13,6 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln
 
 from rljax.advantages import _groups as G
 from rljax.types import check_mask, is_concrete
@@ -329,12 +328,6 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
 
 
-def _log_comb(n, k):
-  ok = (k >= 0) & (k <= n)
-  nn, kk = jnp.maximum(n, 0.0), jnp.clip(k, 0.0, jnp.maximum(n, 0.0))
-  return jnp.where(ok, gammaln(nn + 1) - gammaln(kk + 1) - gammaln(nn - kk + 1), -jnp.inf)
-
-
 def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, sigma_eps: float = 1e-6):
   """Analytic Pass@k advantage: ``A_i = (E[max_{S∋i} r] − ρ) / σ`` over k-subsets S of the group.
@@ -350,8 +343,9 @@ def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = N
   enumeration). Not verl's ``grpo_passk``.
 
   Computed from within-group sorted positions: the max of S is its member with
-  the largest (value, row index); binomials via ``gammaln`` (float32: relative
-  error ~1e-5 for groups of a few hundred).
+  the largest (value, row index); binomial ratios are products of k−1
+  factors, and differences are taken on shortfalls ``max_g − r`` so that
+  ``1 − ρ`` does not cancel in float32.
 
   Args:
     rewards: ``[B]``; group_id: ``[B]``; k: static int >= 1.
@@ -373,33 +367,39 @@ def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = N
     if small.any():
       raise ValueError(f"k={k} exceeds the valid size ({int(np.asarray(n)[small].min())}) of group "
                        f"{int(np.asarray(group_id)[small][0])}; every group needs at least k samples")
-  kf = jnp.asarray(k, r.dtype)
   b = r.shape[0]
   order = rk.order
   sg = gid[order]
-  sr = r[order]
   sn = n[order]
-  pos1 = (rk.position[order] + 1).astype(r.dtype)  # 1-based position j in the group's sort
-  # P(max of a random k-subset is the element at position j) = C(j−1, k−1)/C(n, k)
-  big = sn >= kf  # groups smaller than k contribute nothing (their binomials vanish)
-  p_max = jnp.where(big, jnp.exp(_log_comb(pos1 - 1, kf - 1) - jnp.where(big, _log_comb(sn, kf), 0.0)), 0.0)
-  rho = G.seg_sum(sr * p_max, sg, ng)
-  var = G.seg_sum(p_max * (sr - rho[sg]) ** 2, sg, ng)  # centred: no E[x²] − ρ² cancellation
+  big = sn >= k  # groups smaller than k contribute nothing
+  j1 = (rk.position[order] + 1).astype(r.dtype)  # 1-based position in the group's (value, index) sort
+  nn = jnp.where(big, sn, float(k))
+  # exact-ish binomial ratios as products of k−1 factors (no gammaln cancellation):
+  # w_self_j = C(j−1,k−1)/C(n−1,k−1) = Π_{m=1}^{k−1} (j−m)/(n−m);  P(max = j) = (k/n)·w_self_j
+  # w_above_j = C(j−2,k−2)/C(n−1,k−1) = (k−1)/(n−1)·Π_{m=2}^{k−1} (j−m)/(n−m)
+  tail = jnp.ones_like(j1)
+  for m_ in range(2, k):
+    tail = tail * (j1 - m_) / (nn - m_)
+  w_self = jnp.where(big, tail * (j1 - 1) / (nn - 1), 0.0) if k >= 2 else jnp.where(big, 1.0, 0.0)
+  w_above = jnp.where(big, tail * (k - 1) / jnp.maximum(nn - 1, 1.0), 0.0) if k >= 2 else jnp.zeros_like(j1)
+  p_max = w_self * k / nn
+  # work with shortfalls s = max_g − r >= 0 so that 1 − ρ-type differences never cancel
+  top = jax.ops.segment_max(r, gid, num_segments=ng + 1)
+  ss = jnp.where(big, top[sg] - r[order], 0.0)
+  short = G.seg_sum(p_max * ss, sg, ng)                    # r_max − ρ
+  var = G.seg_sum(p_max * (ss - short[sg]) ** 2, sg, ng)   # Var of the subset max
   sigma = jnp.sqrt(var)
-  # subsets containing i (position p): max is i w.p. C(p−1,k−1)/C(n−1,k−1); is j>p w.p. C(j−2,k−2)/C(n−1,k−1)
-  lc = jnp.where(big, _log_comb(sn - 1, kf - 1), 0.0)
-  w_self = jnp.where(big, jnp.exp(_log_comb(pos1 - 1, kf - 1) - lc), 0.0)
-  w_above = jnp.where(big, jnp.exp(_log_comb(pos1 - 2, kf - 2) - lc), 0.0)
-  cs = jnp.concatenate([jnp.zeros((1,), r.dtype), jnp.cumsum(sr * w_above)])
-  end = (rk.start + jnp.asarray(jax.ops.segment_sum(jnp.ones((b,), jnp.int32), gid, num_segments=ng + 1)))
+  # Σ_{j above i in i's group} s_j·w_above_j: segmented suffix sum (no global prefix-sum differences)
+  incl = G.segmented_suffix_sum(ss * w_above, sg)
+  same_next = jnp.concatenate([sg[1:] == sg[:-1], jnp.zeros((1,), bool)])
+  above = jnp.where(same_next, jnp.concatenate([incl[1:], jnp.zeros((1,), r.dtype)]), 0.0)
   idx = jnp.arange(b)
-  above = cs[end[sg]] - cs[idx + 1]
-  m_sorted = sr * w_self + above
+  m_sorted = short[sg] - (ss * w_self + above)              # E[max_{S∋i}] − ρ
   inv = jnp.zeros((b,), jnp.int32).at[order].set(idx)
   m_i = m_sorted[inv]
-  rho_i, sigma_i = rho[gid], sigma[gid]
+  rho_i, sigma_i = top[gid] - short[gid], sigma[gid]
   ok = (n >= k) & (sigma_i > sigma_eps) & (v > 0)
-  adv = jnp.where(ok, (m_i - rho_i) / jnp.where(ok, sigma_i, 1.0), 0.0)
+  adv = jnp.where(ok, m_i / jnp.where(ok, sigma_i, 1.0), 0.0)
   lt_k = jnp.sum(jnp.where(v > 0, (n < k) / jnp.maximum(n, 1.0), 0.0))
   return adv, _metrics(adv, r, v, num_groups_lt_k=lt_k, passk_mean=jnp.sum(v * rho_i / jnp.maximum(n, 1.0)) /
                        jnp.maximum(jnp.sum(v / jnp.maximum(n, 1.0)), 1.0))

@@ -10,6 +10,7 @@ under ``jit`` a group with a non-finite value is dropped and counted in
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import jax
@@ -23,13 +24,15 @@ Array = jax.Array
 __all__ = ["zero_variance", "variance_topp", "vcrl", "negative_advantage_drop", "apply_keep"]
 
 
-def _prep(name, x, group_id, num_groups, valid):
+def _check(name, x, group_id, num_groups, valid):
   x = check_vector(name, x)
   check_finite(name, x)
   x = x.astype(jnp.float32)
   b = x.shape[0]
-  group_id = check_group_id(group_id, num_groups, b)
-  valid = check_valid(valid, b)
+  return x, check_group_id(group_id, num_groups, b), check_valid(valid, b)
+
+
+def _prep(x, group_id, num_groups, valid):
   bad = valid & ~jnp.isfinite(x)
   bad_g = group_any(bad, group_id, num_groups)
   valid = valid & ~bad_g[group_id]
@@ -70,7 +73,14 @@ def zero_variance(metric: Array, group_id: Array, *, num_groups: int, valid: Opt
   atol = float(atol)
   if not atol >= 0.0:
     raise ValueError(f"atol must be >= 0, got {atol!r}")
-  metric, group_id, valid, bad_g = _prep("metric", metric, group_id, num_groups, valid)
+  metric, group_id, valid = _check("metric", metric, group_id, num_groups, valid)
+  return _zero_variance_core(metric, group_id, valid, num_groups=num_groups, keep_singletons=bool(keep_singletons),
+                             atol=atol)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "keep_singletons", "atol"))
+def _zero_variance_core(metric, group_id, valid, *, num_groups, keep_singletons, atol):
+  metric, group_id, valid, bad_g = _prep(metric, group_id, num_groups, valid)
   st = group_stats(metric, group_id, num_groups, valid)
   present = st.count > 0
   spread = (st.max - st.min) > atol
@@ -103,7 +113,13 @@ def variance_topp(rewards: Array, group_id: Array, *, num_groups: int, top_p: fl
     counts of ``zero_variance`` and ``"kept_std_min"`` (smallest kept std).
   """
   top_p = check_fraction("top_p", top_p, allow_zero=False)
-  rewards, group_id, valid, bad_g = _prep("rewards", rewards, group_id, num_groups, valid)
+  rewards, group_id, valid = _check("rewards", rewards, group_id, num_groups, valid)
+  return _variance_topp_core(rewards, group_id, valid, num_groups=num_groups, top_p=top_p)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "top_p"))
+def _variance_topp_core(rewards, group_id, valid, *, num_groups, top_p):
+  rewards, group_id, valid, bad_g = _prep(rewards, group_id, num_groups, valid)
   st = group_stats(rewards, group_id, num_groups, valid)
   present = st.count > 0
   group_keep = top_groups(st.std, present, top_p)
@@ -143,7 +159,13 @@ def vcrl(rewards: Array, group_id: Array, *, num_groups: int, threshold: float =
   lo, hi = (float(v) for v in reward_range)
   if not lo < hi:
     raise ValueError(f"reward_range must be (lo, hi) with lo < hi, got {reward_range!r}")
-  rewards, group_id, valid, bad_g = _prep("rewards", rewards, group_id, num_groups, valid)
+  rewards, group_id, valid = _check("rewards", rewards, group_id, num_groups, valid)
+  return _vcrl_core(rewards, group_id, valid, num_groups=num_groups, threshold=threshold, lo=lo, hi=hi)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "threshold", "lo", "hi"))
+def _vcrl_core(rewards, group_id, valid, *, num_groups, threshold, lo, hi):
+  rewards, group_id, valid, bad_g = _prep(rewards, group_id, num_groups, valid)
   st = group_stats(rewards, group_id, num_groups, valid)
   present = st.count > 0
   score = jnp.where(present, (st.std * st.std) / ((hi - lo) ** 2 / 4.0), 0.0)

@@ -165,7 +165,10 @@ def config_to_hf(cfg: ModelConfig) -> dict:
   if fam == "qwen2":
     hf.pop("attention_bias")
   if fam == "gemma2":
-    hf.update(hidden_activation=_ACTS_BACK[cfg.activation], query_pre_attn_scalar=cfg.query_pre_attn_scalar,
+    qpas = cfg.query_pre_attn_scalar
+    if qpas is not None and float(qpas).is_integer():
+      qpas = int(qpas)
+    hf.update(hidden_activation=_ACTS_BACK[cfg.activation], query_pre_attn_scalar=qpas,
               attn_logit_softcapping=cfg.attn_logit_softcap, final_logit_softcapping=cfg.final_logit_softcap,
               sliding_window=cfg.sliding_window, layer_types=list(cfg.layer_types) if cfg.layer_types else None)
   elif cfg.sliding_window is not None:
@@ -287,7 +290,8 @@ class _Reader:
 def _cast(name: str, arr: np.ndarray, dtype) -> np.ndarray:
   """Casts to ``dtype``, raising on non-finite results from finite inputs (overflow)."""
   target = np.dtype(dtype)
-  out = arr.astype(target)
+  with np.errstate(over="ignore", invalid="ignore"):
+    out = arr.astype(target)
   if np.issubdtype(arr.dtype, np.floating) or arr.dtype.name == "bfloat16":
     src_finite = np.isfinite(arr.astype(np.float32))
     if not np.all(np.isfinite(out.astype(np.float32)) | ~src_finite):

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _log_ratio, _mask, _masked_mean,
                                   _require, _with_name)
-from rljax.types import PolicyOutputs, TrainBatch
+from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
 Array = jax.Array
 
@@ -209,16 +209,17 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
     key: optional PRNG key.
 
   Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
-  ``clipfrac`` (verl's ``pg_clipfrac``: fraction of tokens selected),
-  ``ppo_clipfrac`` (fraction where the PPO clip is active), ``ppo_kl``
-  (masked mean of −log r), ``entropy`` when ``out.entropy`` is given.
+  ``cov_clip_frac`` (verl's ``pg_clipfrac``: fraction of tokens selected),
+  ``clip_frac`` (fraction where the PPO clip is active), ``approx_kl_k1``
+  (masked mean of −log r, verl's ``ppo_kl``), ``entropy`` when ``out.entropy``
+  is given.
   """
   _check_value("eps_low", eps_low, low=0.0)
   _check_value("eps_high", eps_high, low=0.0)
   _check_value("clip_cov_ratio", clip_cov_ratio, low=0.0, high=1.0, low_open=True)
   _check_value("clip_cov_lb", clip_cov_lb)
   _check_value("clip_cov_ub", clip_cov_ub)
-  if clip_cov_lb is not None and clip_cov_ub is not None and clip_cov_lb >= clip_cov_ub:
+  if is_concrete(clip_cov_lb) and is_concrete(clip_cov_ub) and float(clip_cov_lb) >= float(clip_cov_ub):
     raise ValueError(f"clip_cov_lb ({clip_cov_lb}) must be < clip_cov_ub ({clip_cov_ub})")
 
   def term(out: PolicyOutputs, batch: TrainBatch):
@@ -236,9 +237,9 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
     priority = cov if key is None else jax.random.uniform(key, shape)
     selected = _select(cand, priority, count)
     loss = jnp.where(selected, 0.0, jnp.maximum(l1, l2))
-    metrics = {"clipfrac": _masked_mean(selected.astype(jnp.float32), mask),
-               "ppo_clipfrac": _masked_mean(clipped.astype(jnp.float32), mask),
-               "ppo_kl": _masked_mean(jax.lax.stop_gradient(-log_r), mask),
+    metrics = {"cov_clip_frac": _masked_mean(selected.astype(jnp.float32), mask),
+               "clip_frac": _masked_mean(clipped.astype(jnp.float32), mask),
+               "approx_kl_k1": _masked_mean(jax.lax.stop_gradient(-log_r), mask),
                **_entropy_metric(out, mask)}
     return loss, metrics
 

@@ -222,7 +222,8 @@ def kl_in_reward(scores: Array, logp_old: Array, logp_ref: Array, mask: Array, *
   verl ``compute_rewards(token_level_scores, old_log_prob, ref_log_prob, kl_ratio)``
   with the estimator ``algorithm.kl_penalty`` (default ``"kl"`` = k1) and β from
   ``kl_ctrl`` (fixed or ``adaptive_kl``). A sequence score ``[B]`` is first put
-  on the last token of ``mask`` (verl's ``token_level_scores`` convention).
+  on the last token of ``mask`` (verl's ``token_level_scores`` convention; a
+  row with an empty mask then carries no score).
 
   Args:
     scores: ``[B, T]`` token-level scores or ``[B]`` sequence scores.

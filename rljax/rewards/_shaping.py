@@ -14,6 +14,7 @@ and never silently turns into a NaN reward.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Optional
 
@@ -145,8 +146,13 @@ def length_penalty(lengths: Array, correct: Array, group_id: Array, *, num_group
   b = lengths.shape[0]
   correct = _float_vec("correct", correct, b) > 0.5
   group_id = check_group_id(group_id, num_groups, b)
+  return _length_penalty_core(lengths, correct, group_id, check_valid(valid, b), num_groups=num_groups, mode=mode)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "mode"))
+def _length_penalty_core(lengths, correct, group_id, valid, *, num_groups, mode):
   finite = jnp.isfinite(lengths)
-  valid = check_valid(valid, b) & finite
+  valid = valid & finite
   st = group_stats(jnp.where(finite, lengths, 0.0), group_id, num_groups, valid)
   lo, hi = st.min[group_id], st.max[group_id]
   span = hi - lo
@@ -209,12 +215,21 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
   lengths = _float_vec("lengths", lengths, b)
   group_id = check_group_id(group_id, num_groups, b)
   valid = check_valid(valid, b)
+  if penalized is not None:
+    penalized = _float_vec("penalized", penalized, b)
+  return _grpo_lambda_core(correct01, lengths, group_id, valid, penalized, num_groups=num_groups,
+                           threshold=threshold, selection=selection, length_weight=length_weight)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "threshold", "selection", "length_weight"))
+def _grpo_lambda_core(correct01, lengths, group_id, valid, penalized, *, num_groups, threshold, selection,
+                      length_weight):
   if penalized is None:
-    lp, lp_metrics = length_penalty(lengths, correct01, group_id, num_groups=num_groups, valid=valid)
+    lp, lp_metrics = _length_penalty_core(lengths, correct01 > 0.5, group_id, valid, num_groups=num_groups,
+                                          mode="kimi")
     penalized = correct01 + length_weight * lp
     nonfinite = lp_metrics["nonfinite"]
   else:
-    penalized = _float_vec("penalized", penalized, b)
     finite = jnp.isfinite(penalized)
     nonfinite = jnp.sum(~finite)
     valid = valid & finite
@@ -475,6 +490,12 @@ def rubric_dropout(key: Array, scores: Array, group_id: Array, *, drop_prob: flo
     s_np, a_np = np.asarray(scores), np.asarray(applicable)
     if not np.all(np.isfinite(s_np[a_np])):
       raise ValueError("scores contains non-finite values on applicable criteria")
+  return _rubric_dropout_core(key, scores, group_id, applicable, w, p=p, mode=mode, aggregate=aggregate)
+
+
+@functools.partial(jax.jit, static_argnames=("p", "mode", "aggregate"))
+def _rubric_dropout_core(key, scores, group_id, applicable, w, *, p, mode, aggregate):
+  c = scores.shape[1]
   finite = jnp.isfinite(scores)
   applicable_f = applicable & finite
   s0 = jnp.where(applicable_f, scores, 0.0)

@@ -394,10 +394,12 @@ def _stop_table(stop_tokens, rows: int, width: int) -> np.ndarray:
   table = np.full((rows, width), -1, np.int32)
   if stop_tokens is None:
     return table
-  if np.ndim(stop_tokens) == 0:
+  scalar = lambda x: isinstance(x, (int, np.integer)) or (hasattr(x, "ndim") and x.ndim == 0)
+  if scalar(stop_tokens):
     stop_tokens = [int(stop_tokens)]
-  if len(stop_tokens) and all(np.ndim(x) == 0 for x in stop_tokens):
-    stop_tokens = [stop_tokens] * rows  # one shared set
+  stop_tokens = list(stop_tokens)
+  if all(scalar(x) for x in stop_tokens):
+    stop_tokens = [stop_tokens] * rows  # one shared set (possibly empty)
   if len(stop_tokens) != rows:
     raise ValueError(f"stop_tokens must be one set of ids or one set per prompt ({rows}), got {len(stop_tokens)}")
   for i, ids in enumerate(stop_tokens):

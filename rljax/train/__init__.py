@@ -9,5 +9,16 @@ Public API::
 """
 from rljax.train._config import *  # noqa: F401,F403
 from rljax.train._optim import make_optimizer, make_schedule
+from rljax.train._checkpoint import Checkpointer, CheckpointError
+from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
+from rljax.train._eval import evaluate, pass_at_k
 from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,
                                nll_loss, nll_term, objective_loss, split_microbatches)
+
+
+def __getattr__(name):
+  # the run orchestration imports models/sampling/envs/data lazily
+  if name in ("train", "Preempted", "Experiment", "build_experiment", "load_run"):
+    from rljax.train import _run  # pylint: disable=import-outside-toplevel
+    return getattr(_run, name)
+  raise AttributeError(f"module 'rljax.train' has no attribute {name!r}")

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
-           "tiny_config", "OBJECTIVES", "ADVANTAGES"]
+           "tiny_config", "config_from_dict", "OBJECTIVES", "ADVANTAGES"]
 
 OBJECTIVES = ("grpo", "dapo", "dr_grpo", "gspo", "custom")
 ADVANTAGES = ("grpo", "dr_grpo", "rloo")
@@ -340,3 +340,22 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
 def config_to_dict(cfg) -> dict:
   """A JSON-serialisable dict of a config."""
   return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
+
+
+def config_from_dict(d: dict, cls=None):
+  """Inverse of ``config_to_dict`` (unknown keys are errors naming the field)."""
+  cls = cls or RunConfig
+  hints = typing.get_type_hints(cls)
+  names = {f.name for f in dataclasses.fields(cls)}
+  kwargs = {}
+  for k, v in d.items():
+    if k not in names:
+      raise ValueError(f"unknown config field {cls.__name__}.{k}")
+    t = hints[k]
+    if dataclasses.is_dataclass(t) and isinstance(v, dict):
+      kwargs[k] = config_from_dict(v, t)
+    elif (t is tuple or typing.get_origin(t) is tuple) and isinstance(v, list):
+      kwargs[k] = tuple(v)
+    else:
+      kwargs[k] = v
+  return cls(**kwargs)

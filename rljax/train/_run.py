@@ -45,7 +45,7 @@ from rljax.train._recipes import build_objective, initial_hparams
 from rljax.train._step import init_train_state, make_mesh, make_train_step, nll_loss, objective_loss
 from rljax.types import TrainBatch
 
-__all__ = ["train", "Preempted", "Experiment", "build_experiment"]
+__all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run"]
 
 
 class Preempted(RuntimeError):
@@ -171,12 +171,14 @@ def _advantages(rl, rewards, group_id):
   rewards = jnp.asarray(rewards)
   gid = jnp.asarray(group_id)
   if rl.advantage == "grpo":
-    return np.asarray(adv.grpo(rewards, gid, eps=rl.adv_eps))
-  if rl.advantage == "dr_grpo":
-    return np.asarray(adv.dr_grpo(rewards, gid))
-  if rl.advantage == "rloo":
-    return np.asarray(adv.rloo(rewards, gid))
-  raise ValueError(f"unknown advantage {rl.advantage!r}")
+    a, _ = adv.grpo(rewards, gid, eps=rl.adv_eps)
+  elif rl.advantage == "dr_grpo":
+    a, _ = adv.dr_grpo(rewards, gid)
+  elif rl.advantage == "rloo":
+    a, _ = adv.rloo(rewards, gid)
+  else:
+    raise ValueError(f"unknown advantage {rl.advantage!r}")
+  return np.asarray(a, np.float32)
 
 
 # ----------------------------------------------------------------------------- stages
@@ -262,8 +264,9 @@ def _collect(exp, cfg, sample, loader, key, step, reward_fn):
     lengths = np.asarray(r.completion_mask).sum(1)
     if rl.overlong_buffer > 0:
       from rljax.rewards import overlong_penalty  # pylint: disable=import-outside-toplevel
-      rewards = rewards + np.asarray(overlong_penalty(jnp.asarray(lengths), max_len=rl.max_new_tokens,
-                                                      buffer=rl.overlong_buffer, penalty=rl.overlong_penalty))
+      pen, _ = overlong_penalty(jnp.asarray(lengths), max_len=rl.max_new_tokens, buffer_len=rl.overlong_buffer,
+                                penalty_factor=rl.overlong_penalty)
+      rewards = rewards + np.asarray(pen, np.float32)
     all_rewards.append(rewards)
     for p in range(len(problems)):
       rows = slice(p * g, (p + 1) * g)
@@ -461,3 +464,48 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
   summary["graphdef"] = graphdef
   summary["model_state"] = state.model_state
   return summary
+
+
+def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None):
+  """Rebuilds a finished/interrupted run from ``run_dir`` and restores a checkpoint.
+
+  Args:
+    run_dir: a directory written by ``train`` (has ``config.json``, ``checkpoints/``).
+    stage: ``"rl"`` or ``"sft"``; default: RL if it has a checkpoint, else SFT.
+    step: a specific step (default: latest readable).
+
+  Returns ``(experiment, graphdef, state, info)``; raises ``CheckpointError``
+  (a ``ValueError``) with a clear message when the directory or checkpoint is
+  missing or unreadable.
+  """
+  from rljax.train._config import config_from_dict  # pylint: disable=import-outside-toplevel
+  cfg_path = os.path.join(run_dir, "config.json")
+  if not os.path.isdir(run_dir):
+    raise CheckpointError(f"run directory {run_dir!r} does not exist")
+  if not os.path.exists(cfg_path):
+    raise CheckpointError(f"{run_dir!r} is not an rljax run directory (no config.json)")
+  with open(cfg_path, encoding="utf-8") as f:
+    cfg = config_from_dict(json.load(f))
+  cfg = cfg.replace(out_dir=run_dir)
+  stages = ("rl", "sft") if stage is None else (stage,)
+  for st in stages:
+    if st not in ("rl", "sft"):
+      raise ValueError(f"stage must be 'rl' or 'sft', got {st!r}")
+    ckpt = Checkpointer(os.path.join(run_dir, "checkpoints", st))
+    if ckpt.exists() or stage is not None:
+      break
+  else:
+    raise CheckpointError(f"no checkpoints under {os.path.join(run_dir, 'checkpoints')!r}")
+  exp = build_experiment(cfg)
+  if st == "rl":
+    opt, _ = make_optimizer(cfg.rl.optim, max(cfg.rl.steps * cfg.rl.updates_per_batch * cfg.rl.num_minibatches, 1))
+    graphdef, state = init_train_state(exp.model, opt, initial_hparams(cfg.rl))
+    ref = jax.tree_util.tree_map(jnp.copy, state.params) if cfg.rl.kl_beta > 0 else {}
+    template = {"state": state, "ref": ref}
+  else:
+    opt, _ = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
+    graphdef, state = init_train_state(exp.model, opt)
+    template = {"state": state}
+  tree, meta, got = ckpt.restore(template, step=step)
+  ckpt.close()
+  return exp, graphdef, tree["state"], {"stage": st, "step": got, "meta": meta}

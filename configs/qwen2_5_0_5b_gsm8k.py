@@ -1,0 +1,30 @@
+"""Qwen2.5-0.5B-Instruct on GSM8K: a real-model GRPO config (accelerator; local files only).
+
+Needs a local Hugging Face checkpoint directory and a local TFDS directory
+holding GSM8K; point to them with overrides, e.g.
+
+    rljax train --config qwen2_5_0_5b_gsm8k \
+        --set model.hf_checkpoint=/data/Qwen2.5-0.5B-Instruct --set task.tfds_dir=/data/tfds
+"""
+import dataclasses
+
+from rljax.train import (CheckpointConfig, EvalConfig, ModelSpec, OptimConfig, RLConfig, RunConfig, SFTConfig,
+                         TaskConfig)
+
+
+def get_config():
+  return RunConfig(
+      seed=0,
+      out_dir="runs/qwen2_5_0_5b_gsm8k",
+      task=TaskConfig(name="gsm8k", num_train=7473, num_test=1319, tfds_dir="~/tensorflow_datasets"),
+      model=ModelSpec(num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2, intermediate_size=4864,
+                      max_seq_len=1024, hf_checkpoint="Qwen/Qwen2.5-0.5B-Instruct", dtype="bfloat16"),
+      sft=SFTConfig(steps=0),
+      rl=RLConfig(steps=500, num_prompts=16, group_size=8, max_new_tokens=512, temperature=1.0,
+                  objective="grpo", advantage="grpo", aggregate="token_mean", clip_low=0.2, clip_high=0.28,
+                  kl_beta=0.0, updates_per_batch=1, num_minibatches=4, num_microbatches=4,
+                  optim=OptimConfig(learning_rate=1e-6, schedule="constant", warmup_steps=10, grad_clip=1.0,
+                                    weight_decay=0.01)),
+      eval=EvalConfig(num_problems=1319, batch_size=64, every=50, num_samples=4, pass_k=(1, 4)),
+      checkpoint=CheckpointConfig(every=25, max_to_keep=3),
+      num_devices=0)
