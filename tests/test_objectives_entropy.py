@@ -96,7 +96,7 @@ def test_erc_detaches_out_of_band_tokens_only():
   out = out.replace(entropy=jnp.asarray(h))
   batch = batch.replace(entropy_old=jnp.asarray(h_old))
   inner = O.sft_nll()
-  term = O.erc(inner, eps_low=0.05, eps_high=0.05)
+  term = O.erc(inner, low=0.95, high=1.05)
   loss, metrics = term(out, batch)
   np.testing.assert_allclose(loss, inner(out, batch)[0], rtol=0)  # value unchanged
   in_band = np.abs(ratios - 1) < 0.05
@@ -109,8 +109,15 @@ def test_erc_detaches_out_of_band_tokens_only():
   np.testing.assert_allclose(jax.jit(term)(out, batch)[0], loss, rtol=0)
   same = batch.replace(entropy_old=out.entropy)
   np.testing.assert_allclose(_grad_wrt_logp(term, out, same), _grad_wrt_logp(inner, out, same), rtol=0)
-  with pytest.raises(ValueError, match="eps_low"):
-    O.erc(inner, eps_low=-0.1)
+  # Zero entropies: both 0 -> ratio 1 (kept); only the old one 0 -> detached.
+  h0 = np.zeros((B, T), np.float32)
+  h0[:, 1] = 0.3
+  g = np.asarray(_grad_wrt_logp(term, out.replace(entropy=jnp.asarray(h0)), batch.replace(entropy_old=jnp.zeros((B, T)))))
+  np.testing.assert_allclose(g, np.where((h0 == 0) & mask, -1.0 / mask.sum(), 0.0), rtol=1e-6, atol=0)
+  with pytest.raises(ValueError, match="low"):
+    O.erc(inner, low=-0.1)
+  with pytest.raises(ValueError, match="high"):
+    O.erc(inner, high=0.9)
   with pytest.raises(ValueError, match="entropy_old"):
     term(out, batch.replace(entropy_old=None))
 
@@ -240,7 +247,7 @@ def test_top_entropy_mask_keeps_top_rho_of_valid_tokens(rho):
 
 def test_wrappers_compose_in_chain():
   out, batch = _data(seed=4)
-  term = O.top_entropy_mask(O.erc(O.kl_cov(kl_cov_ratio=0.1), eps_low=0.1, eps_high=0.1), rho=0.5, source="old")
+  term = O.top_entropy_mask(O.erc(O.kl_cov(kl_cov_ratio=0.1), low=0.9, high=1.1), rho=0.5, source="old")
   obj = O.chain(term, O.entropy_bonus(1e-3))
   loss, metrics = obj(out, batch)
   assert {"kl_cov/frac_penalized", "kl_cov/erc/frac_detached", "kl_cov/top_entropy/frac_kept",

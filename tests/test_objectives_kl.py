@@ -7,7 +7,6 @@ import pytest
 import rljax.objectives as O
 from rljax.types import PolicyOutputs, TrainBatch
 
-jax.config.update("jax_enable_x64", False)
 
 B, T = 3, 5
 
@@ -223,6 +222,38 @@ def test_rpg_expected_gradient_matches_analytic_kl_gradient(kl, normalized, esti
     np.testing.assert_allclose(expected_loss(jnp.asarray(theta, jnp.float32)), pg + beta * d, rtol=2e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kl,normalized", [("reverse", True), ("reverse", False), ("forward", True),
+                                           ("forward", False)])
+def test_rpg_reinforce_matches_released_code_formulas_with_ref_equal_old(kl, normalized):
+  out, batch = _batch(seed=4)
+  batch = batch.replace(logp_ref=batch.logp_old)
+  beta, lo, hi = 0.3, 0.2, 0.28
+  lp, old, a = (np.asarray(x, np.float64) for x in (out.logp, batch.logp_old, batch.advantages))
+  w = np.exp(lp - old)
+  wc = np.clip(w, 1 - lo, 1 + hi)
+  # compute_policy_loss_reinforce (complex-reasoning/RPG): loss = −sg(A·w̃ + kl_term)·logp, with
+  # kl_term = −β w̃(log w + 1) | −β w̃ log w | β | β(1 − w̃)  for rkl | urkl | fkl | ufkl  (π_ref = π_old).
+  if kl == "reverse":
+    kl_term = -beta * wc * (np.log(w) + (1.0 if normalized else 0.0))
+  else:
+    kl_term = beta * np.ones_like(w) if normalized else beta * (1 - wc)
+  want_coef = -(a * wc + kl_term)
+  term = O.rpg(beta, kl=kl, normalized=normalized, estimator="reinforce", clip=(lo, hi))
+  obj = O.chain(term, aggregate=O.token_sum)
+  for fn in (term, jax.jit(term)):
+    loss, metrics = fn(out, batch)
+    np.testing.assert_allclose(loss, want_coef * lp, rtol=2e-5, atol=1e-6)
+  g = jax.grad(lambda x: obj(out.replace(logp=x), batch)[0])(out.logp)
+  np.testing.assert_allclose(g, want_coef * np.asarray(batch.loss_mask), rtol=2e-5, atol=1e-6)
+  # Without clip, REINFORCE and surrogate gradients are identical sample by sample.
+  sur = O.chain(O.rpg(beta, kl=kl, normalized=normalized), aggregate=O.token_sum)
+  rf = O.chain(O.rpg(beta, kl=kl, normalized=normalized, estimator="reinforce"), aggregate=O.token_sum)
+  _, b2 = _batch(seed=5)
+  g1 = jax.grad(lambda x: sur(out.replace(logp=x), b2)[0])(out.logp)
+  g2 = jax.grad(lambda x: rf(out.replace(logp=x), b2)[0])(out.logp)
+  np.testing.assert_allclose(g1, g2, rtol=2e-5, atol=1e-6)
+
+
 def test_rpg_regulariser_only_and_bad_args():
   out, batch = _batch()
   loss, metrics = O.rpg(beta=1.0, policy_gradient=False)(out, batch)
@@ -231,7 +262,9 @@ def test_rpg_regulariser_only_and_bad_args():
   assert set(metrics) >= {"kl", "ratio_mean", "beta"}
   np.testing.assert_allclose(jax.jit(O.rpg(beta=1.0, policy_gradient=False))(out, batch)[0], loss, rtol=1e-6)
   for kwargs, name in ((dict(kl="sideways"), "kl"), (dict(estimator="pathwise"), "estimator"),
-                       (dict(beta=-1.0), "beta")):
+                       (dict(beta=-1.0), "beta"), (dict(clip=(0.2, 0.2)), "clip"),
+                       (dict(estimator="reinforce", clip=(1.5, 0.2)), "eps_low"),
+                       (dict(estimator="reinforce", clip=0.2), "clip")):
     with pytest.raises(ValueError, match=name):
       O.rpg(**kwargs)
   with pytest.raises(ValueError, match="logp_ref"):

@@ -99,15 +99,21 @@ def test_top_p_hand_example():
 # ---------------------------------------------------------------- model level
 
 
+def _greedy_reference(model, prompt, steps):
+  """Step-by-step argmax of the uncached forward (full recompute every step)."""
+  f = _uncached_logits_fn(model)
+  seq = list(prompt)
+  for _ in range(steps):
+    buf = np.zeros((1, 32), np.int32)
+    buf[0, :len(seq)] = seq
+    seq.append(int(np.argmax(np.asarray(f(buf))[0, len(seq) - 1])))
+  return seq
+
+
 def test_greedy_equals_uncached_argmax(model):
   r = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), greedy=True)
-  f = _uncached_logits_fn(model)
   for i, p in enumerate(PROMPTS):
-    seq = list(p)
-    for _ in range(M):
-      buf = np.zeros((1, 16), np.int32)
-      buf[0, :len(seq)] = seq
-      seq.append(int(np.argmax(np.asarray(f(buf))[0, len(seq) - 1])))
+    seq = _greedy_reference(model, p, M)
     np.testing.assert_array_equal(np.asarray(r.tokens[i, :len(seq)]), seq)
     np.testing.assert_array_equal(np.asarray(r.prompt_mask[i]), np.arange(8 + M) < len(p))
     np.testing.assert_array_equal(np.asarray(r.completion_mask[i]),
@@ -165,19 +171,19 @@ def test_no_recompile_for_new_length_in_bucket_and_new_temperature(model):
   compiles = []
   listener = lambda name, secs, **kw: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None
   key = jax.random.key(2)
-  r = generate(model, [[1, 2], [3]], config=CFG, key=key, n=2, temperature=0.5, top_p=0.9)
+  r = generate(model, PROMPTS, config=CFG, key=key, n=2, temperature=0.5, top_p=0.9)
   r.tokens.block_until_ready()
   jax.monitoring.register_event_duration_secs_listener(listener)
   try:
-    r = generate(model, [[5, 6, 7, 8, 9, 10, 11], [1, 2, 3]], config=CFG, key=jax.random.key(3), n=2,
-                 temperature=[1.3, 0.2], top_k=5, top_p=0.7, min_p=0.1, max_new_tokens=3,
-                 stop_tokens=[[1, 2], [7]], policy_version=4)
+    r = generate(model, [[5, 6, 7, 8, 9, 10, 11], [1, 2, 3, 4], [5, 6]], config=CFG, key=jax.random.key(3),
+                 n=2, temperature=[1.3, 0.2, 0.9], top_k=5, top_p=0.7, min_p=0.1, max_new_tokens=3,
+                 stop_tokens=[[1, 2], [7], []], policy_version=4)
     r.tokens.block_until_ready()
   finally:
     jax.monitoring.unregister_event_duration_listener(listener)
   assert compiles == [], compiles
   assert np.asarray(r.completion_mask).sum(axis=1).max() <= 3
-  np.testing.assert_array_equal(r.policy_version, [4, 4, 4, 4])
+  np.testing.assert_array_equal(r.policy_version, [4] * 6)
 
 
 def test_listener_sees_compiles(model):
@@ -215,7 +221,7 @@ def test_bad_input_raises_naming_argument(model, kwargs, name):
 
 
 def test_greedy_allows_zero_temperature(model):
-  r = generate(model, [[1, 2]], config=CFG, key=jax.random.key(0), temperature=0.0, greedy=True)
+  r = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), temperature=0.0, greedy=True)
   assert np.all(np.asarray(r.logp_sampling) == 0)
 
 
@@ -280,37 +286,46 @@ def test_stop_strings_on_host(model):
 
 
 def test_resume_reuses_prefix_and_matches_forward(model):
-  cfg = SamplerConfig(max_new_tokens=4, prompt_buckets=(4, 8, 16), cache_size=40)
-  prompts = [[1, 2, 3], [7]]
-  r1, st = generate(model, prompts, config=cfg, key=jax.random.key(0), greedy=True, return_state=True)
-  appended = [[11, 12], [13]]
-  r2, st = resume(model, st, appended, config=cfg, key=jax.random.key(1), greedy=True)
-  # Greedy resume == greedy generation from the concatenated prompt.
-  for b in range(2):
-    full = list(prompts[b]) + np.asarray(r1.tokens[b])[np.asarray(r1.completion_mask[b])].tolist() + appended[b]
-    ref = generate(model, [full], config=cfg, key=jax.random.key(0), greedy=True)
-    np.testing.assert_array_equal(r2.tokens[b, :len(full) + 4], ref.tokens[0, :len(full) + 4])
+  n = 2
+  # top_k=1 is greedy through the sampling path (shares the compiled sampler).
+  r1, st = generate(model, PROMPTS, config=CFG, key=jax.random.key(0), n=n, top_k=1, return_state=True)
+  appended = [[11, 12], [13], [14, 15, 16], [], [17], [18, 19]]
+  r2, st = resume(model, st, appended, config=CFG, key=jax.random.key(1), top_k=1)
+  assert r2.tokens.shape == (6, CFG.cache_size)
+  # Greedy resume == greedy decoding of the concatenated sequence from scratch.
+  for b in range(6):
+    prompt = PROMPTS[b // n]
+    turn1 = np.asarray(r1.tokens[b])[np.asarray(r1.completion_mask[b])].tolist()
+    full = list(prompt) + turn1 + appended[b]
+    ref = _greedy_reference(model, list(prompt), M)
+    assert ref == list(prompt) + turn1
+    ref = _greedy_reference(model, full, M)
+    np.testing.assert_array_equal(np.asarray(r2.tokens[b, :len(ref)]), ref)
     pm = np.asarray(r2.prompt_mask[b])
-    assert pm[:len(prompts[b])].all() and pm[len(full) - len(appended[b]):len(full)].all()
-    assert pm.sum() == len(prompts[b]) + len(appended[b])
+    assert pm[:len(prompt)].all() and pm[len(full) - len(appended[b]):len(full)].all()
+    assert pm.sum() == len(prompt) + len(appended[b])
+    assert np.asarray(r2.completion_mask[b]).sum() == 2 * M
   # A sampled third turn; every sampled token's log-prob equals the training forward.
-  r3, st = resume(model, st, [[5], []], config=cfg, key=jax.random.key(2), temperature=1.2, top_k=30)
+  r3, st = resume(model, st, [[5], [], [], [6, 7], [], []], config=CFG, key=jax.random.key(2),
+                  temperature=1.2, top_k=30, top_p=0.95)
   cm = np.asarray(r3.completion_mask)
-  assert cm.sum() == 2 * 12
+  assert cm.sum() == 6 * 3 * M
   po = _policy_outputs(model, r3.tokens)
   diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r3.logp_behavior), 0)).max()
   assert diff <= 1e-5, diff
   with pytest.raises(ValueError, match="appended"):
-    resume(model, st, [list(range(30)), []], config=cfg, key=jax.random.key(3))
+    resume(model, st, [list(range(30))] + [[]] * 5, config=CFG, key=jax.random.key(3))
+  with pytest.raises(ValueError, match="appended"):
+    resume(model, st, [[1]] * 6, config=CFG, key=jax.random.key(3), active=[False] + [True] * 5)
 
 
 def test_moe_routing_matches_training_forward():
   model = Transformer(ModelConfig.tiny_moe(), rngs=nnx.Rngs(1))
-  cfg = SamplerConfig(max_new_tokens=4, prompt_buckets=(8,))
+  cfg = SamplerConfig(max_new_tokens=3, prompt_buckets=(8,))
   r = generate(model, [[1, 2, 3], [4, 5, 6, 7, 8, 9]], config=cfg, key=jax.random.key(0), n=2)
   po = _policy_outputs(model, r.tokens)
   assert r.routing is not None and r.routing.shape == po.routing.shape
-  fed = np.asarray(r.prompt_mask | r.completion_mask)
+  fed = np.array(r.prompt_mask | r.completion_mask)
   last = fed.sum(axis=1) - 1  # the last sampled token is never fed forward
   fed[np.arange(fed.shape[0]), last] = False
   np.testing.assert_array_equal(np.asarray(r.routing)[fed], np.asarray(po.routing)[fed])

@@ -60,6 +60,7 @@ def per_reward_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] =
   return jnp.stack(cols, axis=1), v, gid, ng
 
 
+@G.fast_path
 def gdpo(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] = None,
          valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
          std_ddof: int = 1, whiten: bool = True, whiten_eps: float = 1e-8):
@@ -86,6 +87,7 @@ def gdpo(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] 
   return adv, _metrics(adv, total, v, per_reward=per)
 
 
+@G.fast_path
 def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          eps: float = 1e-6, std_ddof: int = 0, active_tol: float = 1e-6):
   """DARA density-aware aggregation: ``A = Σ_k w_k·A_k``, ``w_k ∝ 1/sqrt(ρ_k)``.
@@ -117,6 +119,7 @@ def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, _metrics(adv, adv, v, weights=w, density=rho, energy=jnp.sum(per * per * v[:, None], axis=0))
 
 
+@G.fast_path
 def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, valid: Optional[Array] = None,
             num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
   """SA-MRPO saturation-aware weighting: ``A = Σ_k (1 − sat_k)·Â_k``.
@@ -138,7 +141,7 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   hi = jnp.broadcast_to(jnp.asarray(reward_max, jnp.float32), (k,))
   if np.shape(reward_min) not in ((), (k,)) or np.shape(reward_max) not in ((), (k,)):
     raise ValueError(f"reward_min/reward_max must be scalars or shape ({k},)")
-  if np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
+  if G.is_concrete(reward_max) and G.is_concrete(reward_min) and np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
     raise ValueError("reward_max must exceed reward_min for every reward")
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, jnp.float32), lo) - lo) / (hi - lo), 0.0, 1.0)
@@ -148,6 +151,7 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   return adv, _metrics(adv, adv, v, weights=w, saturation=sat, per_reward=per)
 
 
+@G.fast_path
 def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] = None,
           valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
           std_ddof: int = 1, conflict_tol: float = 1e-6, query_weight: bool = True):

@@ -61,6 +61,7 @@ def _check_common(eps, std_ddof, scale, singleton):
     raise ValueError(f"eps must be >= 0, got {eps!r}")
 
 
+@G.fast_path
 def grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
   """GRPO group-normalised outcome advantage.
@@ -97,6 +98,7 @@ def grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, info
 
 
+@G.fast_path
 def dr_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
             singleton: str = "zero"):
   """Dr.GRPO advantage: ``A_i = r_i − μ_g(i)`` (no std division).
@@ -109,6 +111,7 @@ def dr_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, n
   return grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=0.0, scale="none", singleton=singleton)
 
 
+@G.fast_path
 def rloo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          singleton: str = "zero"):
   """RLOO leave-one-out baseline: ``A_i = r_i − mean_{j≠i, j∈g} r_j = n/(n−1)·(r_i − μ_g)``.
@@ -165,6 +168,7 @@ def _discounted_returns(rewards, mask, gamma):
   return out.T
 
 
+@G.fast_path
 def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps: float = 1e-8):
   """REINFORCE++: discounted return-to-go, whitened over all valid tokens of the batch.
 
@@ -190,6 +194,7 @@ def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps:
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
+@G.fast_path
 def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Array] = None,
                           valid: Optional[Array] = None, num_groups: Optional[int] = None,
                           singleton: str = "zero", whiten_eps: float = 1e-8):
@@ -220,6 +225,7 @@ def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Arr
   return adv, _metrics(jnp.sum(adv, 1) / jnp.maximum(jnp.sum(m, 1), 1.0), r, v)
 
 
+@G.fast_path
 def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = None):
   """ReMax: greedy-rollout baseline, ``A = r − b`` (b = reward of the greedy decode).
 
@@ -251,6 +257,7 @@ def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = No
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
+@G.fast_path
 def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: float = 1.0,
         whiten: bool = True, whiten_eps: float = 1e-8):
   """Generalised Advantage Estimation with returns and batch whitening (critic PPO).
@@ -296,6 +303,7 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
+@G.fast_path
 def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
   """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
@@ -328,6 +336,7 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
 
 
+@G.fast_path
 def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, sigma_eps: float = 1e-6):
   """Analytic Pass@k advantage: ``A_i = (E[max_{S∋i} r] − ρ) / σ`` over k-subsets S of the group.
@@ -405,6 +414,7 @@ def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = N
                        jnp.maximum(jnp.sum(v / jnp.maximum(n, 1.0)), 1.0))
 
 
+@G.fast_path
 def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          normalize: str = "range"):
   """RLRR rank-based relative advantage: centred within-group mid-ranks.
@@ -434,6 +444,7 @@ def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, _metrics(adv, r, v)
 
 
+@G.fast_path
 def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[Array] = None,
          num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
   """GLPO vote-anchored advantage: ``A_i = (r_i − r_vote(g)) / (σ_g + ε)``.
@@ -466,6 +477,7 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
   return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
+@G.fast_path
 def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array] = None,
                     num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, center: bool = True):
   """Per-task advantage normalisation: ``A' = (A − mean_task A) / (std_task A + ε)``.
@@ -487,6 +499,7 @@ def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array]
   return adv, _metrics(adv, r, v)
 
 
+@G.fast_path
 def key_baseline(rewards: Array, key: Array, *, valid: Optional[Array] = None, num_keys: Optional[int] = None):
   """Shared baseline by an arbitrary key: ``A_i = R_i − mean{R_j : key_j = key_i}``.
 
@@ -500,6 +513,7 @@ def key_baseline(rewards: Array, key: Array, *, valid: Optional[Array] = None, n
   return adv, _metrics(adv, r, v)
 
 
+@G.fast_path
 def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, strength: float = 0.5,
                       form: str = "linear", valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """Difficulty-prior reweighting: ``A'_i = A_i · f(1 − acc_g(i))``.
@@ -528,6 +542,7 @@ def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, str
   return adv, _metrics(adv, a, v, weights=w * v, weight_mean=jnp.sum(w * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
+@G.fast_path
 def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, power: float = 1.0,
           valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """GAGAR: sum-preserving redistribution of advantage among passing rollouts.
@@ -563,6 +578,7 @@ def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, p
   return adv, _metrics(adv, a, v, weights=w * pf)
 
 
+@G.fast_path
 def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: Array, *,
                valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """Uniqueness-aware weights: ``A'_i = A_i · w_i`` for correct rollouts, ``w_i ∝ 1/|C(i)|``.
@@ -591,6 +607,7 @@ def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: A
   return adv, _metrics(adv, a, v, weights=w * v)
 
 
+@G.fast_path
 def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, intra_coef: float,
           valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
           std_ddof: int = 1, scale: str = "group"):

@@ -35,6 +35,7 @@ def _check_ids_2d(name, ids, shape):
     raise ValueError(f"{name} must be an integer array, got dtype {dtype}")
 
 
+@G.fast_path
 def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Optional[Array] = None,
             valid: Optional[Array] = None, segment_valid: Optional[Array] = None, num_groups: Optional[int] = None,
             eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
@@ -86,6 +87,7 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   return adv, {"per_segment": per, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(inside)}
 
 
+@G.fast_path
 def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array, *,
                                  valid: Optional[Array] = None, num_groups: Optional[int] = None,
                                  scale: str = "none", eps: float = 1e-6, std_ddof: int = 1):
@@ -123,6 +125,7 @@ def _refine(cls, tok):
   return jnp.zeros((b,), jnp.int32).at[order].set(ids)
 
 
+@G.fast_path
 def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
           singleton: str = "zero", td_coef: float = 1.0, root_branch: bool = True):
@@ -207,6 +210,7 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
+@G.fast_path
 def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
                      mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
                      turn_valid: Optional[Array] = None, valid: Optional[Array] = None,
@@ -260,6 +264,7 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
+@G.fast_path
 def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array, group_id: Array, *,
                                mask: Array, lam: float = 0.5, turn_valid: Optional[Array] = None,
                                valid: Optional[Array] = None, num_groups: Optional[int] = None,
@@ -306,6 +311,7 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
   return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
 
 
+@G.fast_path
 def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta: float = 1.0):
   """Implicit progress reward ``r_t = β·(log π(a_t|s_t) − log π_ref(a_t|s_t))`` as a dense reward.
 

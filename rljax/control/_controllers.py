@@ -93,9 +93,11 @@ class AdaptiveKL:
     _nonneg("clip", self.clip)
 
   def init(self) -> AdaptiveKLState:
+    """β = ``init_beta``."""
     return AdaptiveKLState(beta=_f32(self.init_beta))
 
   def update(self, state: AdaptiveKLState, *, kl, n_steps=1) -> AdaptiveKLState:
+    """One verl update with the observed mean KL and the number of samples it covers."""
     _check_obs("kl", kl)
     _check_obs("n_steps", n_steps)
     err = jnp.clip(_f32(kl) / self.target - 1.0, -self.clip, self.clip)
@@ -104,7 +106,13 @@ class AdaptiveKL:
 
 def adaptive_kl(init_beta: float = 1e-3, target: float = 6.0, horizon: float = 10000.0, *,
                 clip: float = 0.2) -> AdaptiveKL:
-  """Builds an ``AdaptiveKL`` controller (see its docstring); ``state.beta`` is β."""
+  """Adaptive KL controller: β ← β·(1 + clip(KL/target − 1, ±clip)·n_steps/horizon).
+
+  verl ``AdaptiveKLController`` / Ziegler et al. arXiv:1909.08593. Returns an
+  ``AdaptiveKL`` (``init() -> AdaptiveKLState``, ``update(state, kl=, n_steps=)``);
+  ``state.beta`` [] float32 is β, to pass as ``kl_penalty(beta=state.beta)`` or
+  ``kl_in_reward(..., beta=state.beta)``.
+  """
   return AdaptiveKL(init_beta=init_beta, target=target, horizon=horizon, clip=clip)
 
 
@@ -162,10 +170,12 @@ class EntroPIC:
       raise ValueError(f"mode must be one of {list(_ENTROPIC_MODES)}, got {self.mode!r}")
 
   def init(self) -> EntroPICState:
+    """Zero integral, unit weights."""
     z, one = _f32(0.0), _f32(1.0)
     return EntroPICState(integral=z, error=z, control=z, pos_weight=one, neg_weight=one)
 
   def update(self, state: EntroPICState, *, entropy) -> EntroPICState:
+    """One PI step from the observed (masked mean) policy entropy."""
     _check_obs("entropy", entropy)
     err = self.target_entropy - _f32(entropy)
     integral = jnp.clip(state.integral + err, -self.integral_limit, self.integral_limit)
@@ -181,7 +191,12 @@ class EntroPIC:
 
 def entropic(target_entropy: float, *, kp: float = 1.0, ki: float = 0.01, w_min: float = 0.0, w_max: float = 2.0,
              integral_limit: float = 1e6, mode: str = "symmetric") -> EntroPIC:
-  """Builds an ``EntroPIC`` controller (see its docstring)."""
+  """EntroPIC PI controller (seed 000 L107): e = H* − H, u = K_p·e + K_i·Σe, w± = clip(1 ∓ u).
+
+  Returns an ``EntroPIC`` (``update(state, entropy=)``); ``state.pos_weight`` and
+  ``state.neg_weight`` [] float32 feed ``advantage_sign_weighting``. The u → w
+  mapping is our interpretation (see ``EntroPIC``).
+  """
   return EntroPIC(target_entropy=target_entropy, kp=kp, ki=ki, w_min=w_min, w_max=w_max,
                   integral_limit=integral_limit, mode=mode)
 
@@ -263,6 +278,7 @@ class BAPO:
     return jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
 
   def init(self) -> BAPOState:
+    """The minimum bounds (``low_min``, ``high_min``)."""
     return BAPOState(clip_low=_f32(self.low_min), clip_high=_f32(self.high_min), positive_share=_f32(0.0))
 
   def update(self, state: BAPOState, *, advantages, logp, logp_old, mask) -> BAPOState:
@@ -285,7 +301,15 @@ class BAPO:
 
 def bapo(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_step: float = 0.02,
          high_step: float = 0.05) -> BAPO:
-  """Builds a ``BAPO`` controller (see its docstring)."""
+  """BAPO adaptive clip bounds (seed 000 L53; BAPO README).
+
+  Chooses the least-relaxed (c_low, c_high) on the grid
+  ``low_range`` × ``high_range`` (stepped together by ``low_step`` /
+  ``high_step``) whose positive-advantage share of the active PPO-clip loss
+  mass (``bapo_positive_share``) is ≥ ρ₀. Returns a ``BAPO``
+  (``update(state, advantages=, logp=, logp_old=, mask=)``); ``state.clip_low``,
+  ``state.clip_high`` [] float32.
+  """
   return BAPO(rho0=rho0, low_min=low_range[0], low_max=low_range[1], high_min=high_range[0],
               high_max=high_range[1], low_step=low_step, high_step=high_step)
 
@@ -326,9 +350,11 @@ class TemperatureControl:
                        f"{self.t_max}")
 
   def init(self) -> TemperatureState:
+    """T = ``init_temperature``."""
     return TemperatureState(temperature=_f32(self.init_temperature))
 
   def update(self, state: TemperatureState, *, entropy) -> TemperatureState:
+    """One multiplicative step from the observed policy entropy."""
     _check_obs("entropy", entropy)
     t = state.temperature * jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))
     return TemperatureState(temperature=jnp.clip(t, self.t_min, self.t_max))
@@ -336,7 +362,11 @@ class TemperatureControl:
 
 def temperature_control(target_entropy: float, *, init_temperature: float = 1.0, kappa: float = 0.1,
                         t_min: float = 0.1, t_max: float = 2.0) -> TemperatureControl:
-  """Builds a ``TemperatureControl`` controller (see its docstring)."""
+  """E3 entropy-targeting temperature (seed 001 L203): T ← clip(T·exp(κ(H* − H)), T_min, T_max).
+
+  Returns a ``TemperatureControl`` (``update(state, entropy=)``);
+  ``state.temperature`` [] float32 goes to the sampler as a traced array.
+  """
   return TemperatureControl(target_entropy=target_entropy, init_temperature=init_temperature, kappa=kappa,
                             t_min=t_min, t_max=t_max)
 

@@ -118,6 +118,10 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
 
   def select(state: GresoState, key: Array, prompt_ids: Array):
     ids = _check_prompt_ids(prompt_ids, state.zero_streak.shape[0])
+    return _select(state, key, ids)
+
+  @jax.jit
+  def _select(state, key, ids):
     z = state.zero_streak[ids]
     base = jnp.where(state.kind[ids] == EASY, state.p_easy, state.p_hard)
     q = jnp.where(z == 0, 1.0, base ** z.astype(jnp.float32))
@@ -135,7 +139,12 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
     rewards = rewards.astype(jnp.float32)
     b = rewards.shape[0]
     group_id = check_group_id(group_id, p, b)
-    valid = check_valid(valid, b) & jnp.isfinite(rewards)
+    return _update(state, ids, rewards, group_id, check_valid(valid, b))
+
+  @jax.jit
+  def _update(state, ids, rewards, group_id, valid):
+    p = ids.shape[0]
+    valid = valid & jnp.isfinite(rewards)
     st = group_stats(rewards, group_id, p, valid)
     observed = st.count >= 2
     zero_var = observed & (st.max <= st.min)

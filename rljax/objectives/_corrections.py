@@ -231,10 +231,13 @@ def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "toke
   Source: verl ``compute_rollout_rejection_mask`` (``rollout_rs`` in
   ``token_k{1,2,3}``, ``seq_sum_k*``, ``seq_mean_k*``, ``seq_max_k{2,3}``; k1
   needs "lower_upper" bounds there); AReaL ``RejectionSamplingConfig``
-  (``metric=kl_k1/2/3``, ``agg=sum/mean/max``). Interpretation (the spec does
-  not give verl's sign convention): the k's estimate KL(pi_rollout ||
-  pi_train) as the ``kl_penalty`` forms do with the sampling policy in
-  ``pi_theta``'s place; documented in ``docs/objectives.md``.
+  (``metric=kl_k1/2/3``, ``agg=sum/mean/max``). The sign convention is
+  verl 0.9.1's (checked in ``rollout_corr_helper.py``: ``log_ratio = old -
+  rollout``, ``token_k1 = -log_ratio``, ``token_k3 = exp(log_ratio) - 1 -
+  log_ratio``): the k's estimate KL(pi_rollout || pi_train) from the
+  sampler's tokens. verl's k1 bounds are *ratio* bounds ``"L_U"``, i.e.
+  ``threshold=(log L, log U)`` here; a single verl k1 value ``x`` is
+  ``threshold=log x``.
 
   Args:
     threshold: float ``tau > 0`` or a pair ``(lo, hi)`` with ``lo <= hi``.

@@ -7,7 +7,7 @@ Two kinds of objects live here:
 * term *wrappers* (``erc``, ``top_entropy_mask``, ``advantage_sign_weighting``)
   that take another term and transform its per-token loss, so they compose::
 
-      top_entropy_mask(erc(ppo_clip(...), eps_low=0.05, eps_high=0.05), rho=0.2)
+      top_entropy_mask(erc(ppo_clip(...), low=0.95, high=1.05), rho=0.2)
 
   A wrapper keeps the inner term's metric prefix (``name``) and adds its own
   metrics under ``"<wrapper>/..."``.
@@ -109,50 +109,57 @@ def entropy_bonus(coef=1e-3):
 # --------------------------------------------------------------------------------------
 
 
-def erc(term, *, eps_low=0.05, eps_high=0.05):
-  """ERC — entropy-ratio clipping (seed 000 L45; released code Kwai-Klear/ERC).
+def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
+  """ERC — entropy-ratio clipping (Su et al., arXiv:2512.05591; seed 000 L45; code Kwai-Klear/ERC).
 
-      ρ_t = H(π_θ(·|s_t)) / H(π_old(·|s_t))
-      L_t = l_t                 if 1 − eps_low < ρ_t < 1 + eps_high
+      ρ_t = (H(π_θ(·|s_t)) + δ) / (H(π_old(·|s_t)) + δ)
+      L_t = l_t                 if low < ρ_t < high
             sg(l_t)             otherwise  (same value, zero gradient)
 
   where ``l_t`` is the wrapped term's per-token loss (the paper applies it to
-  DAPO's / GPPO's clipped PG loss). The detach rule is from the released code
-  (spec: "verified"); the bound values are *not* given in the spec — the
-  defaults 0.05 are our placeholder, keep them a parameter. ρ_t = 1 where both
-  entropies are 0; ρ_t = inf where only the old one is (so it is detached).
+  DAPO's / GPPO's clipped PG loss). The detach rule, the strict inequalities
+  and δ = 1e-8 follow the released loss (``compute_policy_loss_grpo_erc``,
+  whose bounds are ``config.entropy_mask_low`` / ``entropy_mask_high``). The
+  bound *values* are not in the spec; 0.95 / 1.05 is our default (the
+  released script name suggests 1.05 as the upper bound) — keep them
+  parameters. ρ_t = 1 when both entropies are 0.
 
   Args:
     term: the term to wrap (e.g. ``ppo_clip(...)``).
-    eps_low, eps_high: band half-widths ≥ 0 (concrete or traced).
+    low, high: band 0 ≤ low ≤ 1 ≤ high (concrete or traced).
+    eps: δ ≥ 0.
 
   Reads ``out.entropy`` and ``batch.entropy_old`` [B, T]. Metrics (added to
-  the inner term's): ``erc/entropy_ratio`` (masked mean over tokens whose old
-  entropy > 0), ``erc/frac_detached``, ``erc/frac_low``, ``erc/frac_high``.
+  the inner term's): ``erc/entropy_ratio`` (masked mean ρ),
+  ``erc/frac_detached``, ``erc/frac_low``, ``erc/frac_high`` (the released
+  code's ``entropy_frac`` is 1 − ``frac_detached``).
   """
   if not callable(term):
     raise ValueError(f"term must be a callable objective term, got {term!r}")
-  _check_value("eps_low", eps_low, low=0.0)
-  _check_value("eps_high", eps_high, low=0.0)
+  _check_value("low", low, low=0.0, high=1.0)
+  _check_value("high", high, low=1.0)
+  _check_value("eps", eps, low=0.0)
 
   def wrapped(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     h = jax.lax.stop_gradient(_require("out.entropy", out.entropy, shape))
     h_old = _require("batch.entropy_old", batch.entropy_old, shape)
     loss, metrics = _call_inner(term, out, batch, shape)
-    safe_old = jnp.where(h_old > 0, h_old, 1.0)
-    ratio = jnp.where(h_old > 0, h / safe_old, jnp.where(h > 0, jnp.inf, 1.0))
-    low = ratio <= 1.0 - jnp.asarray(eps_low, jnp.float32)
-    high = ratio >= 1.0 + jnp.asarray(eps_high, jnp.float32)
-    out_of_band = low | high
+    d = jnp.float32(eps)
+    num, den = h + d, h_old + d
+    safe_den = jnp.where(den > 0, den, 1.0)
+    ratio = jnp.where(den > 0, num / safe_den, jnp.where(num > 0, jnp.inf, 1.0))
+    below = ratio <= jnp.asarray(low, jnp.float32)
+    above = ratio >= jnp.asarray(high, jnp.float32)
+    out_of_band = below | above
     loss = jnp.where(out_of_band, jax.lax.stop_gradient(loss), loss)
     mask = _mask(batch)
-    finite = (h_old > 0).astype(jnp.float32) * mask
+    finite = jnp.isfinite(ratio).astype(jnp.float32) * mask
     metrics.update({
-        "erc/entropy_ratio": _masked_mean(jnp.where(h_old > 0, ratio, 0.0), finite),
+        "erc/entropy_ratio": _masked_mean(jnp.where(jnp.isfinite(ratio), ratio, 0.0), finite),
         "erc/frac_detached": _masked_mean(out_of_band.astype(jnp.float32), mask),
-        "erc/frac_low": _masked_mean(low.astype(jnp.float32), mask),
-        "erc/frac_high": _masked_mean(high.astype(jnp.float32), mask),
+        "erc/frac_low": _masked_mean(below.astype(jnp.float32), mask),
+        "erc/frac_high": _masked_mean(above.astype(jnp.float32), mask),
     })
     return loss, metrics
 
@@ -369,8 +376,8 @@ def _technique_rows():
       Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
                 "verl entropy_coeff; TRL entropy_coef"),
       Technique("erc", "entropy", erc,
-                "ρ_t = H_θ/H_old; l_t detached where ρ_t ∉ (1−ε_low, 1+ε_high)",
-                "000_3e503271be254a43.txt L45; Kwai-Klear/ERC code"),
+                "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
+                "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code"),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617"),

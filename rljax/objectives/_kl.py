@@ -184,8 +184,9 @@ def kl_penalty(beta=1e-3, estimator: str = "low_var_kl", *, clamp: bool = True, 
   ``low_var_kl`` = k3; verl's ``kl_loss_coef`` default is 0.001). TRL's
   ``use_bias_correction_kl`` multiplies the k3 value by the importance ratio
   r_t = π_θ/π_old (DeepSeek-V3.2); ``bias_correction=True`` does that with
-  r_t = exp(log π_θ − ``batch.logp_proximal``), gradient flowing through r_t
-  (our reading of TRL; unverified whether TRL detaches r).
+  the token ratio r_t = exp(log π_θ − ``batch.logp_proximal``), gradient
+  flowing through r_t (TRL multiplies by its non-detached ``coef_1``, which
+  is the sequence ratio under ``importance_sampling_level="sequence"``).
 
   Args:
     beta: coefficient ≥ 0; may be a traced array (e.g. ``adaptive_kl`` state).
@@ -269,9 +270,9 @@ _RPG_KL = ("reverse", "forward")
 _RPG_EST = ("surrogate", "reinforce")
 
 
-def rpg(beta=0.1, kl: str = "reverse", *, normalized: bool = True, estimator: str = "surrogate",
-        policy_gradient: bool = True, clamp: float = 20.0):
-  """RPG — regularized policy gradient (Zhang et al., arXiv:2505.17508; seed 000 L113).
+def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: str = "surrogate",
+        policy_gradient: bool = True, clip=None, clamp: float = 20.0):
+  """RPG — regularized policy gradient (Zhang et al., arXiv:2505.17508; seed 000 L113; code complex-reasoning/RPG).
 
   Objective maximised: J(θ) = E_{π_θ}[A] − β·D, with D one of
 
@@ -293,37 +294,52 @@ def rpg(beta=0.1, kl: str = "reverse", *, normalized: bool = True, estimator: st
 
   ``estimator="reinforce"`` (REINFORCE-style, L = sg(c)·log π_θ):
 
-      reverse (KL and UKL)  c = −w·A + β·w·(log π_θ − log π_ref)
-      forward KL            c = −w·A − β·w_ref
-      forward UKL           c = −w·A + β·(w − w_ref)
+      reverse KL    c = −w̃·A + β·w̃·(log π_θ − log π_ref + 1)
+      reverse UKL   c = −w̃·A + β·w̃·(log π_θ − log π_ref)
+      forward KL    c = −w̃·A − β·w_ref
+      forward UKL   c = −w̃·A + β·(w̃ − w_ref)
 
-  Each REINFORCE coefficient is ∂L_surrogate/∂log π_θ minus terms of zero
-  expectation under π_old (for the normalized reverse KL, the "+β·w" term,
-  since E_old[w ∇log π_θ] = ∇Σπ_θ = 0), so both estimators have the same
-  expected gradient, the exact gradient of −J. The abstract names this family
-  only; the per-token (state-wise KL over the next token) formulation and the
-  forms above are our derivation, not copied from the paper's code (which
-  also adds PPO-style clipping of w; not done here — compose a clipped ratio
-  term instead). ``policy_gradient=False`` drops the −w·A part, leaving only
-  the regulariser.
+  with w̃ = clip(w, 1 − ε_low, 1 + ε_high) when ``clip=(ε_low, ε_high)`` is
+  given, else w. Each unclipped coefficient is exactly ∂L_surrogate/∂log π_θ,
+  so the two estimators have the same gradient, whose expectation under π_old
+  is the exact gradient of −J. The β terms of the REINFORCE forms are the
+  released code's ``compute_policy_loss_reinforce`` kl_terms (``rpg_rf_rkl``:
+  w(log w + 1), ``rpg_rf_urkl``: w log w, ``rpg_rf_fkl``: 1, ``rpg_rf_ufkl``:
+  1 − w), where π_ref = π_old (w_ref = 1) — pass ``batch.logp_ref =
+  batch.logp_old`` to reproduce that setting; our generalisation to a
+  separate π_ref and the surrogate forms are our own derivation. Differences
+  from the released code: with ``clip`` the log-ratio term uses the unclipped
+  log π_θ/π_ref (the code takes log of the clipped w); its ±10 clamps of the
+  kl terms and its "clip_ppo" variants are not reproduced. The released
+  scripts use β = 1e-4 and clip (0.2, 0.28) or (0.1, 0.1).
+  ``policy_gradient=False`` drops the A part, leaving only the regulariser.
 
   Args:
     beta: KL coefficient ≥ 0 (may be traced).
     kl: ``"reverse"`` or ``"forward"``.
     normalized: KL (True) or UKL (False).
     estimator: ``"surrogate"`` or ``"reinforce"``.
-    policy_gradient: include the importance-weighted −w·A term.
+    policy_gradient: include the importance-weighted A term.
+    clip: ``None`` or ``(eps_low, eps_high)`` ≥ 0, REINFORCE only.
     clamp: bound on |log w| and |log w_ref|.
 
   Reads ``out.logp``, ``batch.logp_proximal`` (π_old), ``batch.logp_ref``,
   ``batch.advantages``. Metrics: ``kl`` (masked mean of the per-token
-  divergence estimate), ``ratio_mean``, ``beta``.
+  divergence estimate, the surrogate's β-term / β), ``ratio_mean``,
+  ``clip_frac`` (with ``clip``), ``beta``.
   """
   _check_value("beta", beta, low=0.0)
   _check_choice("kl", kl, _RPG_KL)
   _check_choice("estimator", estimator, _RPG_EST)
   if clamp is None or not clamp > 0:
     raise ValueError(f"clamp must be a positive number, got {clamp!r}")
+  if clip is not None:
+    if estimator != "reinforce":
+      raise ValueError("clip is only used by estimator='reinforce'")
+    if not (isinstance(clip, (tuple, list)) and len(clip) == 2):
+      raise ValueError(f"clip must be None or a pair (eps_low, eps_high), got {clip!r}")
+    _check_value("clip[0] (eps_low)", clip[0], low=0.0, high=1.0)
+    _check_value("clip[1] (eps_high)", clip[1], low=0.0)
 
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
@@ -340,19 +356,24 @@ def rpg(beta=0.1, kl: str = "reverse", *, normalized: bool = True, estimator: st
       div = w * log_q if normalized else w * log_q - w + w_ref
     else:
       div = -w_ref * log_q if normalized else -w_ref * log_q - w_ref + w
-    pg = -w * adv if policy_gradient else jnp.zeros_like(w)
-    if estimator == "surrogate":
-      loss = pg + b * div
-    else:
-      if kl == "reverse":
-        coef = w * log_q
-      else:
-        coef = -w_ref if normalized else w - w_ref
-      loss = jax.lax.stop_gradient(pg + b * coef) * logp
     mask = _mask(batch)
     metrics = {"kl": _masked_mean(jax.lax.stop_gradient(div), mask),
                "ratio_mean": _masked_mean(jax.lax.stop_gradient(w), mask), "beta": b}
-    return loss, metrics
+    if estimator == "surrogate":
+      pg = -w * adv if policy_gradient else jnp.zeros_like(w)
+      return pg + b * div, metrics
+    wt = w
+    if clip is not None:
+      lo = 1.0 - jnp.asarray(clip[0], jnp.float32)
+      hi = 1.0 + jnp.asarray(clip[1], jnp.float32)
+      wt = jnp.clip(w, lo, hi)
+      metrics["clip_frac"] = _masked_mean(((w < lo) | (w > hi)).astype(jnp.float32), mask)
+    if kl == "reverse":
+      coef = wt * (log_q + 1.0) if normalized else wt * log_q
+    else:
+      coef = -w_ref if normalized else wt - w_ref
+    pg = -wt * adv if policy_gradient else jnp.zeros_like(w)
+    return jax.lax.stop_gradient(pg + b * coef) * logp, metrics
 
   return _with_name(term, "rpg")
 
@@ -367,7 +388,7 @@ def _technique_rows():
                 "verl algorithm.use_kl_in_reward / compute_rewards"),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
-                "000_3e503271be254a43.txt L113; arXiv:2505.17508"),
+                "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code"),
   )
 
 

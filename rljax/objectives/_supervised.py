@@ -7,7 +7,6 @@ paper's per-sequence / per-pair mean.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 import jax
 import jax.numpy as jnp

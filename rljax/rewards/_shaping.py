@@ -490,11 +490,11 @@ def rubric_dropout(key: Array, scores: Array, group_id: Array, *, drop_prob: flo
     s_np, a_np = np.asarray(scores), np.asarray(applicable)
     if not np.all(np.isfinite(s_np[a_np])):
       raise ValueError("scores contains non-finite values on applicable criteria")
-  return _rubric_dropout_core(key, scores, group_id, applicable, w, p=p, mode=mode, aggregate=aggregate)
+  return _rubric_dropout_core(key, scores, group_id, applicable, w, jnp.float32(p), mode=mode, aggregate=aggregate)
 
 
-@functools.partial(jax.jit, static_argnames=("p", "mode", "aggregate"))
-def _rubric_dropout_core(key, scores, group_id, applicable, w, *, p, mode, aggregate):
+@functools.partial(jax.jit, static_argnames=("mode", "aggregate"))
+def _rubric_dropout_core(key, scores, group_id, applicable, w, p, *, mode, aggregate):
   c = scores.shape[1]
   finite = jnp.isfinite(scores)
   applicable_f = applicable & finite
@@ -504,7 +504,7 @@ def _rubric_dropout_core(key, scores, group_id, applicable, w, *, p, mode, aggre
     k = jax.random.fold_in(key, gid)
     if mode == "bernoulli":
       return jax.random.bernoulli(k, 1.0 - p, (c,))
-    n_drop = int(round(p * c))
+    n_drop = jnp.round(p * c)  # round half to even, as Python's round
     u = jax.random.uniform(k, (c,))
     rank = jnp.argsort(jnp.argsort(u))
     return rank >= n_drop

@@ -161,10 +161,14 @@ def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id):
   """Feeds each row's left-aligned ``chunk[b, :chunk_len[b]]`` (positions
   ``base_pos[b] + t``) right-aligned into slots ``[slot, slot + Lb)``.
 
-  Returns ``(last_hidden [B, H], cache, kv_mask, routing_left [B, Lb, ...] or
-  None)`` where ``routing_left[b, t]`` belongs to ``chunk[b, t]``.
+  Returns ``(cache, kv_mask, routing_left [B, Lb, ...] or None)`` where
+  ``routing_left[b, t]`` belongs to ``chunk[b, t]``. The hidden states are not
+  used: the last token of every sequence is fed by the decode loop, whose
+  logits are the ones sampled from.
   """
   lb = chunk.shape[1]
+  if lb == 0:  # nothing to prefill (bucket of 1)
+    return cache, kv_mask, None
   t = jnp.arange(lb)
   shift = lb - chunk_len
   src = t[None, :] - shift[:, None]  # right-aligned column -> chunk index
@@ -179,7 +183,7 @@ def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id):
   if routing is not None:  # back to the left-aligned chunk order
     dst = jnp.clip(t[None, :] + shift[:, None], 0, lb - 1)
     routing = jnp.take_along_axis(routing, dst.reshape(dst.shape + (1,) * (routing.ndim - 2)), axis=1)
-  return out.hidden[:, -1], out.cache, kv_mask, routing
+  return out.cache, kv_mask, routing
 
 
 def _repeat(tree, n: int):
@@ -194,24 +198,42 @@ def _repeat_cache(cache, n: int):
   return jax.tree.map(lambda x: jnp.repeat(x, n, axis=1) if jnp.ndim(x) >= 2 else x, cache)
 
 
-def _decode(model, st: SamplerState, first_logits, active, sp, max_new, key,
-            greedy: bool, config: SamplerConfig) -> SamplerState:
-  """Samples from ``first_logits`` then loops feed -> sample until every
-  active row has hit a stop token or ``max_new`` tokens."""
+def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
+            config: SamplerConfig) -> SamplerState:
+  """Loops ``feed pending token -> logits -> sample`` until every active row
+  has sampled a stop token or ``max_new`` tokens (the last sampled token of a
+  row stays pending: it is never fed, so no forward pass is wasted)."""
+  del config
   temperature, top_k, top_p, min_p = sp
   seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
       st.group_id, st.sample_index)
   b = st.pending.shape[0]
   want_entropy = st.entropy is not None
 
-  def sample_and_record(st, done, n_gen, logits):
-    pos = st.length  # position of the token being sampled
+  def cond(carry):
+    _, done, _ = carry
+    return ~jnp.all(done)
+
+  def body(carry):
+    st, done, n_gen = carry
+    act = ~done
+    a2 = act[:, None]
+    # Feed each active row's pending token (position length - 1) at the shared slot.
+    kv_mask = jax.lax.dynamic_update_slice(st.kv_mask, a2, (0, st.slot))
+    fed_pos = (st.length - 1)[:, None]
+    out = model(st.pending[:, None], fed_pos, cache=st.cache, cache_index=st.slot,
+                kv_mask=kv_mask, return_logits=False)
+    upd = {}
+    if st.routing is not None and out.routing is not None:
+      upd["routing"] = _set_rows(st.routing, fed_pos, out.routing, a2)
+    logits = _logits(model, out.hidden[:, 0])
+    # Sample the token at position ``length``.
+    pos = st.length
     keys = jax.vmap(jax.random.fold_in)(seq_keys, pos)
     tok, lb, ls, ent = sampling_step(logits, keys, temperature, top_k, top_p, min_p,
                                      greedy=greedy, return_entropy=want_entropy)
-    act = ~done
-    p2, a2 = pos[:, None], act[:, None]
-    upd = dict(
+    p2 = pos[:, None]
+    upd.update(
         tokens=_set_rows(st.tokens, p2, tok[:, None], a2),
         completion_mask=_set_rows(st.completion_mask, p2, jnp.ones_like(a2), a2),
         logp_behavior=_set_rows(st.logp_behavior, p2, lb[:, None], a2),
@@ -223,32 +245,13 @@ def _decode(model, st: SamplerState, first_logits, active, sp, max_new, key,
     hit_len = act & ~hit_stop & (n_gen >= max_new)
     finish = jnp.where(hit_stop, int(FinishReason.STOP_TOKEN),
                        jnp.where(hit_len, int(FinishReason.LENGTH), st.finish_reason))
-    st = st.replace(pending=jnp.where(act, tok, st.pending),
+    st = st.replace(cache=out.cache, kv_mask=kv_mask, slot=st.slot + 1,
+                    pending=jnp.where(act, tok, st.pending),
                     length=st.length + act.astype(jnp.int32),
                     finish_reason=finish.astype(jnp.int32), **upd)
     return st, done | hit_stop | hit_len, n_gen
 
-  done0 = ~active
-  st, done, n_gen = sample_and_record(st, done0, jnp.zeros((b,), jnp.int32), first_logits)
-
-  def cond(carry):
-    _, done, _ = carry
-    return ~jnp.all(done)
-
-  def body(carry):
-    st, done, n_gen = carry
-    act = ~done
-    kv_mask = jax.lax.dynamic_update_slice(st.kv_mask, act[:, None], (0, st.slot))
-    pos = (st.length - 1)[:, None]
-    out = model(st.pending[:, None], pos, cache=st.cache, cache_index=st.slot,
-                kv_mask=kv_mask, return_logits=False)
-    upd = {}
-    if st.routing is not None and out.routing is not None:
-      upd["routing"] = _set_rows(st.routing, pos, out.routing, act[:, None])
-    st = st.replace(cache=out.cache, kv_mask=kv_mask, slot=st.slot + 1, **upd)
-    return sample_and_record(st, done, n_gen, _logits(model, out.hidden[:, 0]))
-
-  st, _, _ = jax.lax.while_loop(cond, body, (st, done, n_gen))
+  st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
   return st
 
 
@@ -265,34 +268,37 @@ def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dt
 def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, stop,
                   max_new, policy_version, *, config, n, greedy):
   model = nnx.merge(graphdef, params)
-  p, lp = prompt.shape
+  p, w = prompt.shape  # w = bucket; the prefill chunk is prompt[:, :len - 1]
+  lp = w - 1
   s = config.cache_size
   dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
   cache = model.init_cache(p, s, dtype=dtype)
   kv_mask = jnp.zeros((p, s), bool)
   zero = jnp.zeros((), jnp.int32)
-  h_last, cache, kv_mask, routing = _prefill(
-      model, cache, kv_mask, zero, prompt, prompt_len, jnp.zeros((p,), jnp.int32), config.pad_id)
-  logits = _logits(model, h_last)
+  cache, kv_mask, routing = _prefill(
+      model, cache, kv_mask, zero, prompt[:, :lp], prompt_len - 1, jnp.zeros((p,), jnp.int32),
+      config.pad_id)
+  pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
   bufs = _empty_buffers(p, s, config.return_entropy,
                         routing.shape[2:] if want_routing else None,
                         routing.dtype if want_routing else None)
-  t = jnp.arange(lp)
+  t = jnp.arange(w)
   in_prompt = t[None, :] < prompt_len[:, None]
-  bufs["tokens"] = bufs["tokens"].at[:, :lp].set(jnp.where(in_prompt, prompt, config.pad_id))
-  bufs["prompt_mask"] = bufs["prompt_mask"].at[:, :lp].set(in_prompt)
+  bufs["tokens"] = bufs["tokens"].at[:, :w].set(jnp.where(in_prompt, prompt, config.pad_id))
+  bufs["prompt_mask"] = bufs["prompt_mask"].at[:, :w].set(in_prompt)
   if want_routing:
+    in_chunk = (t[None, :lp] < (prompt_len - 1)[:, None])
     bufs["routing"] = bufs["routing"].at[:, :lp].set(
-        jnp.where(in_prompt.reshape(in_prompt.shape + (1,) * (routing.ndim - 2)), routing, 0))
+        jnp.where(in_chunk.reshape(in_chunk.shape + (1,) * (routing.ndim - 2)), routing, 0))
   # Broadcast the P prefilled prompts to the B = P * n rows of their groups.
   per_prompt = dict(bufs, kv_mask=kv_mask, length=prompt_len.astype(jnp.int32),
                     group_id=prompt_ids.astype(jnp.int32), stop=stop,
-                    policy_version=policy_version, logits=logits, sp=sp)
+                    policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
   st = SamplerState(
       cache=_repeat_cache(cache, n), kv_mask=rows["kv_mask"], slot=jnp.asarray(lp, jnp.int32),
-      pending=jnp.zeros((p * n,), jnp.int32), length=rows["length"], tokens=rows["tokens"],
+      pending=rows["pending"], length=rows["length"], tokens=rows["tokens"],
       prompt_mask=rows["prompt_mask"], completion_mask=rows["completion_mask"],
       logp_behavior=rows["logp_behavior"], logp_sampling=rows["logp_sampling"],
       finish_reason=jnp.zeros((p * n,), jnp.int32), group_id=rows["group_id"],
@@ -300,35 +306,32 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       policy_version=rows["policy_version"], stop_tokens=rows["stop"],
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
-  st = _decode(model, st, rows["logits"], active, rows["sp"], max_new, key, greedy, config)
-  return st, st.to_rollout(lp + config.max_new_tokens)
+  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config)
+  return st, st.to_rollout(w + config.max_new_tokens)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy"))
 def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, max_new,
                 policy_version, *, config, greedy):
   model = nnx.merge(graphdef, params)
-  b, la = appended.shape
-  # chunk = [pending] + appended (inactive rows feed nothing).
-  chunk = jnp.concatenate([st.pending[:, None], appended.astype(jnp.int32)], axis=1)
-  chunk_len = jnp.where(active, appended_len + 1, 0).astype(jnp.int32)
-  base_pos = st.length - 1
-  h_last, cache, kv_mask, routing = _prefill(
-      model, st.cache, st.kv_mask, st.slot, chunk, chunk_len, base_pos, config.pad_id)
-  logits = _logits(model, h_last)
+  b, la = appended.shape  # la = bucket - 1 of [pending] + appended
+  alen = jnp.where(active, appended_len, 0).astype(jnp.int32)
+  # Feed [pending] + appended[:-1] now; appended[-1] becomes the new pending token.
+  full = jnp.concatenate([st.pending[:, None], appended.astype(jnp.int32)], axis=1)
+  base_pos = st.length - 1  # position of the old pending token
+  cache, kv_mask, routing = _prefill(
+      model, st.cache, st.kv_mask, st.slot, full[:, :la], alen, base_pos, config.pad_id)
+  pending = jnp.take_along_axis(full, alen[:, None], axis=1)[:, 0]
   t = jnp.arange(la)
-  app_valid = (t[None, :] < appended_len[:, None]) & active[:, None]
+  app_valid = t[None, :] < alen[:, None]
   app_pos = st.length[:, None] + t[None, :]
   upd = dict(tokens=_set_rows(st.tokens, app_pos, appended, app_valid),
              prompt_mask=_set_rows(st.prompt_mask, app_pos, jnp.ones_like(app_valid), app_valid))
   if st.routing is not None and routing is not None:
-    chunk_pos = base_pos[:, None] + jnp.arange(la + 1)[None, :]
-    chunk_valid = jnp.arange(la + 1)[None, :] < chunk_len[:, None]
-    upd["routing"] = _set_rows(st.routing, chunk_pos, routing, chunk_valid)
-  st = st.replace(cache=cache, kv_mask=kv_mask, slot=st.slot + la + 1,
-                  length=st.length + jnp.where(active, appended_len, 0).astype(jnp.int32),
-                  policy_version=policy_version, **upd)
-  st = _decode(model, st, logits, active, sp, max_new, key, greedy, config)
+    upd["routing"] = _set_rows(st.routing, base_pos[:, None] + t[None, :], routing, app_valid)
+  st = st.replace(cache=cache, kv_mask=kv_mask, slot=st.slot + la, pending=pending,
+                  length=st.length + alen, policy_version=policy_version, **upd)
+  st = _decode(model, st, active, sp, max_new, key, greedy, config)
   return st, st.to_rollout()
 
 
@@ -519,10 +522,11 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   for i, s in enumerate(seqs):
     if s.size and not act[i]:
       raise ValueError(f"appended[{i}] is non-empty but active[{i}] is False")
-  la = config.bucket(1 + max(s.size for s in seqs), "appended") - 1
+  lc = config.bucket(1 + max(s.size for s in seqs), "appended")  # [pending] + appended
+  la = lc - 1
   used = int(state.slot)
-  if used + la + 1 + config.max_new_tokens > config.cache_size:
-    raise ValueError(f"appended: {used} used cache slots + chunk bucket {la + 1} + max_new_tokens "
+  if used + lc + config.max_new_tokens > config.cache_size:
+    raise ValueError(f"appended: {used} used cache slots + chunk bucket {lc} + max_new_tokens "
                      f"{config.max_new_tokens} exceed the cache size {config.cache_size}")
   app, alen = _pad(seqs, la, config.pad_id)
   sp = _sampling_params(b, temperature, top_k, top_p, min_p, greedy)

@@ -1,0 +1,230 @@
+"""chain / aggregation: exactness under micro-batching and data parallelism,
+user-written terms, metric prefixes, jit, and the recipes in configs/recipes.py."""
+import importlib.util
+import inspect
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import rljax.objectives as O
+from rljax.types import PolicyOutputs
+from test_objectives_ratio import make_data, ref_cispo, ref_gspo, ref_ppo_clip, to_jax
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+MODES = {
+    "token_mean": O.token_mean,
+    "token_sum": O.token_sum,
+    "seq_mean_token_sum": O.seq_mean_token_sum,
+    "seq_mean_token_mean": O.seq_mean_token_mean,
+    "seq_mean_token_sum_norm": O.seq_mean_token_sum_norm,
+    "seq_mean_token_sum_norm_16": O.seq_mean_token_sum_norm(max_len=16),
+}
+
+
+def _po(lp):
+  return PolicyOutputs(logp=lp)
+
+
+def ref_aggregate(loss, mask, mode):
+  """float64 NumPy aggregation, written from the verl agg_loss table."""
+  lm = loss * mask
+  rows = mask.sum(1) > 0
+  if mode == "token_mean":
+    return lm.sum() / mask.sum()
+  if mode == "token_sum":
+    return lm.sum()
+  if mode == "seq_mean_token_sum":
+    return lm.sum(1)[rows].mean()
+  if mode == "seq_mean_token_mean":
+    return (lm.sum(1)[rows] / mask.sum(1)[rows]).mean()
+  if mode == "seq_mean_token_sum_norm":
+    return lm.sum() / (mask.shape[0] * mask.shape[1])
+  if mode == "seq_mean_token_sum_norm_16":
+    return lm.sum() / (mask.shape[0] * 16)
+  raise AssertionError(mode)
+
+
+def my_ppo_clip(out, batch):
+  """A user-written PPO clip (eps 0.2 / 0.28), same signature as a built-in term."""
+  ratio = jnp.exp(out.logp - batch.logp_old)
+  adv = batch.advantages
+  loss = jnp.maximum(-adv * ratio, -adv * jnp.clip(ratio, 0.8, 1.28))
+  return loss * batch.loss_mask, {"ratio_mean": jnp.mean(ratio)}
+
+
+def kl_k3(out, batch):
+  """A user-written k3 penalty to the reference policy (beta = 0.05)."""
+  delta = batch.logp_ref - out.logp
+  return 0.05 * (jnp.exp(delta) - delta - 1.0), {}
+
+
+def _objective(mode):
+  return O.chain(O.ppo_clip(0.2, 0.28, correction=O.icepop(0.5, 2.0)), O.gspo(0.05), my_ppo_clip, kl_k3,
+                 aggregate=MODES[mode])
+
+
+def _data8():
+  return make_data(seed=21, b=8, t=6, const_adv=False)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_aggregation_matches_numpy(mode):
+  d = _data8()
+  rng = np.random.default_rng(0)
+  loss = rng.normal(size=d["mask"].shape)
+  num, den = MODES[mode](jnp.asarray(loss, jnp.float32), jnp.asarray(d["mask"], jnp.float32))
+  np.testing.assert_allclose(float(num) / float(den), ref_aggregate(loss, d["mask"], mode), rtol=1e-5)
+
+
+def _all_modes(lp, b, dens):
+  """Loss and gradient of the composite objective under every mode, in one jitted call."""
+  res = {}
+  for mode in sorted(MODES):
+    objective = _objective(mode)
+    den = None if dens is None else dens[mode]
+    res[mode] = jax.value_and_grad(lambda x: objective(_po(x), b, denominator=den)[0])(lp)
+  return res
+
+
+_all_modes_jit = jax.jit(_all_modes)
+
+
+def test_micro_batches_with_global_denominator_equal_full_batch():
+  """Every mode: summing micro-batch losses taken over the global denominator is the full-batch loss."""
+  d = _data8()
+  out, batch = to_jax(d)
+  full = _all_modes_jit(out.logp, batch, None)
+  # the global denominator: the aggregation's denominator over the whole batch (what a DP all-reduce gives)
+  dens = {mode: MODES[mode](jnp.zeros_like(batch.loss_mask), batch.loss_mask)[1] for mode in MODES}
+  for split in ([3, 5], [2, 2, 2, 2]):
+    parts, start = [], 0
+    for size in split:
+      sl = slice(start, start + size)
+      mb = jax.tree_util.tree_map(lambda x: x[sl], batch)
+      parts.append(_all_modes_jit(out.logp[sl], mb, dens))
+      start += size
+    for mode in MODES:
+      total = sum(float(p[mode][0]) for p in parts)
+      np.testing.assert_allclose(total, float(full[mode][0]), rtol=2e-6, atol=1e-7, err_msg=mode)
+      grads = np.concatenate([np.asarray(p[mode][1]) for p in parts])
+      np.testing.assert_allclose(grads, full[mode][1], rtol=2e-5, atol=1e-8, err_msg=mode)
+  # and the un-micro-batched loss is the NumPy aggregation of the per-token losses
+  per_token = sum(np.asarray(t(out, batch)[0], np.float64) for t in _objective("token_mean").terms)
+  for mode in MODES:
+    np.testing.assert_allclose(full[mode][0], ref_aggregate(per_token, d["mask"], mode), rtol=1e-5, err_msg=mode)
+
+
+def test_data_parallel_psum_equals_full_batch():
+  if len(jax.devices()) < 8:
+    pytest.skip("needs 8 (fake) devices")
+  d = _data8()
+  out, batch = to_jax(d)
+  mesh = jax.make_mesh((8,), ("data",))
+  modes = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+  dens = {m: MODES[m](jnp.zeros_like(batch.loss_mask), batch.loss_mask)[1] for m in modes}
+
+  def local(lp, b):
+    return [jax.lax.psum(_objective(m)(_po(lp), b, denominator=dens[m])[0], "data") for m in modes]
+
+  sharded = jax.shard_map(local, mesh=mesh, in_specs=(P("data"), P("data")), out_specs=P())
+  shard = jax.sharding.NamedSharding(mesh, P("data"))
+  lp_s, batch_s = jax.device_put(out.logp, shard), jax.device_put(batch, shard)
+  full = _all_modes_jit(out.logp, batch, None)
+  for i, mode in enumerate(modes):
+    dp_loss, dp_grad = jax.jit(jax.value_and_grad(lambda lp, b: sharded(lp, b)[i]))(lp_s, batch_s)
+    np.testing.assert_allclose(dp_loss, full[mode][0], rtol=2e-6, err_msg=mode)
+    np.testing.assert_allclose(dp_grad, full[mode][1], rtol=2e-5, atol=1e-8, err_msg=mode)
+
+
+def test_user_function_composes_exactly_like_builtin():
+  d = make_data(seed=22)
+  out, batch = to_jax(d)
+  for mode in ("token_mean", "seq_mean_token_mean"):
+    mine = O.chain(my_ppo_clip, aggregate=mode)
+    builtin = O.chain(O.ppo_clip(0.2, 0.28), aggregate=mode)
+    (l0, m0), g0 = jax.value_and_grad(lambda lp: mine(_po(lp), batch), has_aux=True)(out.logp)
+    (l1, m1), g1 = jax.value_and_grad(lambda lp: builtin(_po(lp), batch), has_aux=True)(out.logp)
+    np.testing.assert_allclose(l0, l1, rtol=1e-6)
+    np.testing.assert_allclose(g0, g1, rtol=1e-6, atol=1e-8)
+    expected = ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.28), d["mask"], mode)
+    np.testing.assert_allclose(l0, expected, rtol=1e-5)
+    assert "my_ppo_clip/ratio_mean" in m0 and "ppo_clip/ratio_mean" in m1
+  # a chain of several terms is the sum of the single-term chains (one aggregation, linear)
+  both = O.chain(O.ppo_clip(0.2, 0.28), kl_k3, my_ppo_clip)(out, batch)[0]
+  parts = sum(O.chain(t)(out, batch)[0] for t in (O.ppo_clip(0.2, 0.28), kl_k3, my_ppo_clip))
+  np.testing.assert_allclose(both, parts, rtol=1e-6)
+
+
+def test_metric_prefixes():
+  d = make_data(seed=23)
+  out, batch = to_jax(d)
+  objective = O.chain(O.ppo_clip(0.2, correction=O.tis(2.0)), O.ppo_clip(0.1), my_ppo_clip,
+                      lambda o, b: (jnp.zeros_like(b.loss_mask), {"z": 0.0}), O.named("kl", kl_k3))
+  _, m = objective(out, batch)
+  assert {"ppo_clip/clip_frac_low", "ppo_clip/clip_frac_high", "ppo_clip/ratio_mean", "ppo_clip/ratio_max",
+          "ppo_clip/approx_kl", "ppo_clip/correction/weight_mean", "ppo_clip/correction/masked_frac",
+          "ppo_clip_1/ratio_mean", "my_ppo_clip/ratio_mean", "term3/z", "loss", "loss/numerator",
+          "loss/denominator"} <= set(m)
+  assert not any(k.startswith("kl/") for k in m)  # kl_k3 reports no metrics, but composes
+  assert objective.names == ("ppo_clip", "ppo_clip_1", "my_ppo_clip", "term3", "kl")
+
+
+def test_chain_jit_equals_eager_and_grad():
+  d = make_data(seed=24)
+  out, batch = to_jax(d)
+  objective = _objective("seq_mean_token_mean")
+  f = lambda lp: objective(_po(lp), batch)  # noqa: E731
+  (l0, m0), g0 = jax.value_and_grad(f, has_aux=True)(out.logp)
+  (l1, m1), g1 = jax.jit(jax.value_and_grad(f, has_aux=True))(out.logp)
+  np.testing.assert_allclose(l0, l1, rtol=1e-6)
+  np.testing.assert_allclose(g0, g1, rtol=1e-5, atol=1e-8)
+  assert set(m0) == set(m1)
+
+
+def test_chain_rejects_bad_terms():
+  d = make_data(seed=25)
+  out, batch = to_jax(d)
+  with pytest.raises(ValueError):
+    O.chain()
+  with pytest.raises(ValueError):
+    O.chain(O.ppo_clip(), aggregate="mean")
+  with pytest.raises(ValueError, match="per-token"):
+    O.chain(lambda o, b: (jnp.zeros((2,)), {}))(out, batch)
+
+
+# ----------------------------------------------------------------------------- recipes
+
+
+def _recipes():
+  spec = importlib.util.spec_from_file_location("rljax_recipes", ROOT / "configs" / "recipes.py")
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_recipes_are_short_chains_with_the_papers_values():
+  recipes = _recipes()
+  d = make_data(seed=26)
+  out, batch = to_jax(d)
+  mask = d["mask"]
+  expected = {
+      "dapo": ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.28), mask, "token_mean"),
+      "dr_grpo": ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.2), mask, "seq_mean_token_sum_norm"),
+      "gspo": ref_aggregate(ref_gspo(d["logp"], None, d, 3e-4, 4e-4), mask, "seq_mean_token_mean"),
+      "cispo": ref_aggregate(ref_cispo(d["logp"], d["logp"], d, None, 4.0), mask, "token_mean"),
+  }
+  assert set(recipes.RECIPES) == set(expected)
+  for name, fn in recipes.RECIPES.items():
+    assert len(inspect.getsource(fn).strip().splitlines()) <= 10, name
+    objective = fn()
+    assert isinstance(objective, O.Objective)
+    loss, _ = jax.jit(objective)(out, batch)
+    np.testing.assert_allclose(loss, expected[name], rtol=1e-5, err_msg=name)
+  loss, _ = recipes.dr_grpo(max_len=16)(out, batch)
+  np.testing.assert_allclose(loss, ref_aggregate(ref_ppo_clip(d["logp"], None, d), mask, "seq_mean_token_sum_norm_16"),
+                             rtol=1e-5)
