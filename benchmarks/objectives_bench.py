@@ -27,7 +27,8 @@ Rounds alternate rljax / verl (A/B/A/B, ``--rounds``); each round times
 ``compute_rollout_correction_weights`` also computes many metrics (ESS,
 .item() syncs); a second ratio times verl with the weights precomputed
 outside the loop (a lower bound for verl; rljax still computes IcePop inside). Both sides use the
-same thread count (``--threads``, default all cores; XLA CPU uses all cores).
+same thread count (``--threads``, default 1: XLA's Eigen threading off and
+``torch.set_num_threads(1)``; with more threads XLA uses its own pool).
 
     python benchmarks/objectives_bench.py --verl-python /tmp/verl-venv/bin/python
 """
@@ -141,10 +142,15 @@ def main(argv=None):
   parser.add_argument("--seq", type=int, default=1024)
   parser.add_argument("--rounds", type=int, default=7)
   parser.add_argument("--iters", type=int, default=5)
-  parser.add_argument("--threads", type=int, default=os.cpu_count())
+  parser.add_argument("--threads", type=int, default=1,
+                      help="threads on both sides (1 = XLA without Eigen threading, torch.set_num_threads(1); "
+                           "on a loaded machine OpenMP oversubscription slows torch 10x)")
   parser.add_argument("--verl-python", default="/tmp/verl-venv/bin/python",
                       help="python of a throwaway venv with verl + torch (never an rljax dependency)")
   args = parser.parse_args(argv)
+  if args.threads == 1 and "jax" not in sys.modules:
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                               " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
 
   inputs = make_inputs(args.batch, args.seq)
   run_jax, loss_j, grad_j = rljax_step(inputs)

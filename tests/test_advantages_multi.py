@@ -18,7 +18,8 @@ def np_grpo(x, gid, ddof=1, eps=1e-6):
   for g in np.unique(gid):
     idx = gid == g
     v = x[idx].astype(np.float64)
-    out[idx] = 0.0 if v.size <= ddof else (v - v.mean()) / (v.std(ddof=ddof) + eps)
+    sd = v.std(ddof=ddof) if v.size > ddof else 0.0
+    out[idx] = 0.0 if sd + eps == 0 else (v - v.mean()) / (sd + eps)
   return out
 
 

@@ -80,7 +80,7 @@ def _np_share(a, r, m, lo, hi):
   return p / (p + n) if p + n > 0 else 0.0
 
 
-def _np_bapo(a, r, m, rho0=0.5, lo=0.6, lo_max=0.9, hi=1.2, hi_max=3.0, dl=0.02, dh=0.05):
+def _np_bapo(a, r, m, rho0=0.5, lo=0.6, lo_max=0.9, hi=1.2, hi_max=3.0, dl=0.05, dh=0.05):
   """The README's loop: relax both bounds until the positive share reaches rho0."""
   share = _np_share(a, r, m, lo, hi)
   while share < rho0 and (lo < lo_max - 1e-9 or hi < hi_max - 1e-9):
@@ -104,14 +104,45 @@ def test_bapo_bounds_match_loop_reference(seed, shift):
             jnp.asarray(logp_old, jnp.float32), jnp.asarray(m))
   lo, hi, share = _np_bapo(a, np.exp(logp - logp_old), m)
   np.testing.assert_allclose([state.clip_low, state.clip_high], [lo, hi], rtol=1e-5)
-  np.testing.assert_allclose(state.positive_share, share, rtol=1e-4)
+  np.testing.assert_allclose(state.balance, share, rtol=1e-4)
   assert 0.6 - 1e-6 <= float(state.clip_low) <= 0.9 + 1e-6 and 1.2 - 1e-6 <= float(state.clip_high) <= 3.0 + 1e-6
   full = _np_share(a, np.exp(logp - logp_old), m, 0.9, 3.0)
   if full >= 0.5:  # rho0 reachable: the chosen bounds reach it
-    assert float(state.positive_share) >= 0.5
+    assert float(state.balance) >= 0.5
   # Un-jitted equals jitted.
   s2 = ctl.update(ctl.init(), advantages=a, logp=logp, logp_old=logp_old, mask=m)
   np.testing.assert_allclose([s2.clip_low, s2.clip_high], [state.clip_low, state.clip_high], rtol=0)
+
+
+def _np_bapo_code(a, r, m, target, lo=0.6, lo_max=0.9, hi=1.2, hi_max=3.0, dl=0.05, dh=0.05, eps=1e-8):
+  """The released recipe's loops (c_low first, then c_high) on its pos/neg contribution ratio."""
+  def pn(lo, hi):
+    eff = np.where(a >= 0, np.minimum(r, hi), np.maximum(r, lo)) * a * m
+    p, n = np.maximum(eff, 0).sum(), np.maximum(-eff, 0).sum()
+    return np.inf if n <= 0 else p / (n + eps)
+  v = pn(lo, hi)
+  while v < target and lo < lo_max - 1e-9:
+    lo = min(lo + dl, lo_max)
+    v = pn(lo, hi)
+  while v < target and hi < hi_max - 1e-9:
+    hi = min(hi + dh, hi_max)
+    v = pn(lo, hi)
+  return lo, hi, v
+
+
+@pytest.mark.parametrize("seed,shift,target", [(0, -0.3, 0.7), (1, -0.6, 0.5), (3, 1.0, 0.5)])
+def test_bapo_code_mode_matches_released_loop(seed, shift, target):
+  rng = np.random.default_rng(seed)
+  b, t = 6, 8
+  a = rng.normal(size=(b, t)) + shift
+  logp_old = -rng.uniform(0.1, 2, (b, t))
+  logp = logp_old + rng.normal(scale=0.6, size=(b, t))
+  m = rng.uniform(size=(b, t)) < 0.8
+  ctl = C.bapo(target, mode="code")
+  state = jax.jit(lambda s: ctl.update(s, advantages=a, logp=logp, logp_old=logp_old, mask=m))(ctl.init())
+  lo, hi, v = _np_bapo_code(a, np.exp(logp - logp_old), m, target)
+  np.testing.assert_allclose([state.clip_low, state.clip_high], [lo, hi], rtol=1e-5)
+  np.testing.assert_allclose(state.balance, v, rtol=1e-4)
 
 
 def test_bapo_errors():
@@ -119,6 +150,8 @@ def test_bapo_errors():
     C.bapo(rho0=1.5)
   with pytest.raises(ValueError, match="low_min"):
     C.bapo(low_range=(0.9, 0.6))
+  with pytest.raises(ValueError, match="mode"):
+    C.bapo(mode="paper")
   ctl = C.bapo()
   with pytest.raises(ValueError, match="logp_old"):
     ctl.update(ctl.init(), advantages=np.zeros((2, 3)), logp=np.zeros((2, 3)), logp_old=np.zeros((2, 4)),

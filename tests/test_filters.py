@@ -1,5 +1,4 @@
 """Filters and rollout allocation (rljax.filters), against NumPy references and invariants."""
-import re
 
 import jax
 import jax.numpy as jnp

@@ -218,3 +218,40 @@ def test_bad_inputs_raise():
   with pytest.raises(ValueError, match="cache.k"):
     m(jnp.zeros((1, 3), jnp.int32), cache=KVCache(jnp.zeros((1, 1, 4, 2, 16)), jnp.zeros((1, 1, 4, 2, 16))),
       cache_index=0)
+
+
+def test_presets_match_published_parameter_counts():
+  from rljax.models import presets
+  # Published totals (model cards / safetensors metadata).
+  known = {"qwen2.5-0.5b": 494_032_768, "llama-3.2-1b": 1_235_814_400, "llama-3.1-8b": 8_030_261_248,
+           "qwen2.5-7b": 7_615_616_512, "gemma-2-2b": 2_614_341_888}
+  for name, n in known.items():
+    assert presets.num_params(presets.get(name)) == n, name
+  assert presets.get("qwen3-30b-a3b").num_moe_layers == 48
+  with pytest.raises(ValueError, match="unknown preset"):
+    presets.get("gpt-5")
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(tie_embeddings=True, qkv_bias=True),
+                                dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=8, qk_norm=True,
+                                     moe_layers=(1,), sandwich_norm=True)])
+def test_closed_form_param_count_matches_arrays(kw):
+  from rljax.models import param_count, presets
+  cfg = ModelConfig.tiny(**kw)
+  abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+  assert param_count(abstract) == presets.num_params(cfg)
+
+
+def test_shard_state_places_params_by_logical_axes():
+  from rljax.models import shard_state
+  if len(jax.devices()) < 4:
+    pytest.skip("needs >= 4 (fake) devices")
+  mesh = jax.make_mesh((2, 2), ("fsdp", "tensor"))
+  m = Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(0))
+  tok = _tokens(2, 5)
+  ref = m(tok, return_logits=True).logits
+  shard_state(m, mesh)
+  spec = m.layers[0].attn.q.kernel[...].sharding.spec
+  assert tuple(spec) == ("fsdp", "tensor", None)
+  assert tuple(m.embed[...].sharding.spec) == ("tensor", "fsdp")
+  np.testing.assert_allclose(m(tok, return_logits=True).logits, ref, rtol=1e-5, atol=1e-5)

@@ -155,3 +155,13 @@ def test_bf16_load(checkpoints):
     for p in rounded.parameters():
       p.copy_(p.bfloat16().float())
   np.testing.assert_allclose(np.asarray(out.logits), _hf_logits(rounded), rtol=0, atol=1e-4)
+
+
+def test_info_cli_prints_config_and_count(checkpoints, capsys):
+  from rljax.models import info  # pylint: disable=import-outside-toplevel
+  path, hf = checkpoints["qwen3"]
+  assert info.main([path]) == 0
+  text = capsys.readouterr().out
+  assert "Qwen3ForCausalLM" in text and "qk_norm = True" in text
+  assert f"parameters: {sum(p.numel() for p in hf.parameters()):,}" in text
+  assert info.main([path + "_missing"]) == 1

@@ -1,5 +1,4 @@
 """Jit-able reward shaping (rljax.rewards), against float64 NumPy references."""
-import functools
 
 import jax
 import jax.numpy as jnp

@@ -248,3 +248,15 @@ def test_catalog_lists_rewards_and_filters():
     assert n in names
   for t in R.TECHNIQUES:
     assert t.fn.__doc__ and t.source
+
+
+def test_verifiers_that_need_references_refuse_none():
+  with pytest.raises(ValueError, match="references"):
+    R.math_answer(["1"], None)
+  with pytest.raises(ValueError, match="references"):
+    R.exact_match(["1"], None)
+  assert R.format_regex(["x"], None, pattern="x")[0] == 1
+  assert R.math_answer(["Answer: 12 apples"], ["12"])[0] == 1
+  assert R.math_answer(["The final answer is $-3.5$ meters."], ["-7/2"])[0] == 1
+  assert R.math_answer(["#### 1,200 dollars"], ["1200"])[0] == 1
+  assert R.math_answer(["The answer is x + 1."], ["x+1"])[0] == 1

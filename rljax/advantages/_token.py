@@ -115,14 +115,30 @@ def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array
   return adv, _metrics(adv, r, v, num_singleton_strata=jnp.sum(v * (st.count == 1)))
 
 
-def _refine(cls, tok):
-  """Dense ids of the pairs (cls, tok): equal pairs share an id in [0, B)."""
-  b = cls.shape[0]
-  order = jnp.lexsort((tok, cls))
-  sc, st = cls[order], tok[order]
-  changed = jnp.concatenate([jnp.ones((1,), bool), (sc[1:] != sc[:-1]) | (st[1:] != st[:-1])])
-  ids = jnp.cumsum(changed.astype(jnp.int32)) - 1
-  return jnp.zeros((b,), jnp.int32).at[order].set(ids)
+def _prefix_values(rv, v, root, tok):
+  """``V[i, t]`` = mean reward of the valid rows sharing ``root`` and ``tok[:, :t+1]`` with row i.
+
+  One lexicographic sort of the rows by (root, tok_0, ..., tok_{T-1}) makes
+  every prefix class a contiguous block of the sorted order at every t; block
+  boundaries at t are "root differs or some token <= t differs from the
+  previous row", block sums are one ``segment_sum`` over ``[T, B]`` ids.
+  """
+  b, t = tok.shape
+  ops = (root,) + tuple(tok[:, s] for s in range(t)) + (jnp.arange(b, dtype=jnp.int32),)
+  perm = jax.lax.sort(ops, num_keys=t + 1, is_stable=True)[-1]
+  stok, sroot = tok[perm], root[perm]
+  first_row = jnp.zeros((1, t), bool).at[0].set(True)
+  tok_diff = jnp.concatenate([first_row, stok[1:] != stok[:-1]], axis=0)
+  root_diff = jnp.concatenate([jnp.ones((1,), bool), sroot[1:] != sroot[:-1]])
+  new_block = (jnp.cumsum(tok_diff.astype(jnp.int32), axis=1) > 0) | root_diff[:, None]   # [B, T]
+  block = jnp.cumsum(new_block.astype(jnp.int32), axis=0) - 1                             # [B, T] in [0, B)
+  seg = (block.T + (jnp.arange(t, dtype=jnp.int32) * b)[:, None]).reshape(-1)              # sorted ids
+  rv_s = jnp.broadcast_to(rv[perm][None, :], (t, b)).reshape(-1)
+  v_s = jnp.broadcast_to(v[perm][None, :], (t, b)).reshape(-1)
+  tot = jax.ops.segment_sum(rv_s, seg, num_segments=b * t, indices_are_sorted=True)
+  cnt = jax.ops.segment_sum(v_s, seg, num_segments=b * t, indices_are_sorted=True)
+  val = (tot / jnp.maximum(cnt, 1.0))[seg].reshape(t, b).T                                 # sorted rows
+  return jnp.zeros_like(val).at[perm].set(val)
 
 
 @G.fast_path
@@ -145,9 +161,10 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   abstract gives V as "aggregating descendant outcomes" and the branch gating;
   the TD scale and root handling are our reading (parameters).
 
-  Implementation: prefix classes are refined token by token with one sort per
-  position (``lax.scan`` over T, O(B log B) each); no ``[B, B, T]`` pairwise
-  tensor and no hashing, so it is exact. Tokens outside ``mask`` are compared
+  Implementation: one lexicographic sort of the rows by (group, tokens) makes
+  every prefix class contiguous at every position; block sums are one
+  ``segment_sum`` over ``[T, B]`` ids. No ``[B, B, T]`` pairwise tensor and no
+  hashing, so it is exact; memory O(B·T). Tokens outside ``mask`` are compared
   as a sentinel (-1): responses are assumed aligned (same prompt length per
   group, completions starting at the same column), as the sampler produces.
 
@@ -167,19 +184,10 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   adv_seq, _, denom = _grpo_core(r, gid, v, ng, eps=eps, std_ddof=std_ddof, scale=scale, singleton=singleton)
   tok = jnp.where(m, jnp.asarray(tokens, jnp.int32), -1)
   rv = r * v
-
-  def step(cls, tok_t):
-    new = _refine(cls, tok_t)
-    cnt = jax.ops.segment_sum(v, new, num_segments=b)
-    tot = jax.ops.segment_sum(rv, new, num_segments=b)
-    val = tot / jnp.maximum(cnt, 1.0)
-    return new, val[new]
-
   root = jnp.where(v > 0, gid, ng)
   cnt0 = jax.ops.segment_sum(v, root, num_segments=ng + 1)
   v0 = (jax.ops.segment_sum(rv, root, num_segments=ng + 1) / jnp.maximum(cnt0, 1.0))[root]
-  _, v_after = jax.lax.scan(step, root.astype(jnp.int32), tok.T)
-  v_after = v_after.T                                                  # V(s_{t+1})
+  v_after = _prefix_values(rv, v, root, tok)                           # V(s_{t+1})
   v_before = jnp.concatenate([v0[:, None], v_after[:, :-1]], axis=1)   # V(s_t)
   gate = m
   if not root_branch:

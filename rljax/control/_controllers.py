@@ -26,7 +26,7 @@ from rljax.types import check_mask, is_concrete
 Array = jax.Array
 
 __all__ = ["adaptive_kl", "AdaptiveKL", "AdaptiveKLState", "entropic", "EntroPIC", "EntroPICState", "bapo", "BAPO",
-           "BAPOState", "bapo_positive_share", "temperature_control", "TemperatureControl", "TemperatureState"]
+           "BAPOState", "bapo_positive_share", "bapo_pos_neg_ratio", "temperature_control", "TemperatureControl", "TemperatureState"]
 
 
 def _f32(x) -> Array:
@@ -134,7 +134,7 @@ _ENTROPIC_MODES = ("symmetric", "positive", "negative")
 
 @dataclasses.dataclass(frozen=True)
 class EntroPIC:
-  """EntroPIC — PI control of the positive / negative sample loss weights (seed 000 L107).
+  """EntroPIC — PI control of the positive / negative sample loss weights (arXiv:2511.15248; seed 000 L107).
 
       e_t = H_target − H_t,   I_t = clip(I_{t−1} + e_t, ±integral_limit)
       u_t = K_p · e_t + K_i · I_t
@@ -207,13 +207,13 @@ def entropic(target_entropy: float, *, kp: float = 1.0, ki: float = 0.01, w_min:
 
 
 class BAPOState(NamedTuple):
-  clip_low: Array         # c_low: lower bound on the ratio r (PPO: 1 − ε_low)
-  clip_high: Array        # c_high: upper bound on r (PPO: 1 + ε_high)
-  positive_share: Array   # share reached with the chosen bounds
+  clip_low: Array   # c_low: lower bound on the ratio r (PPO: 1 − ε_low)
+  clip_high: Array  # c_high: upper bound on r (PPO: 1 + ε_high)
+  balance: Array    # the criterion at the chosen bounds (positive share, or pos/neg in mode "code")
 
 
 def bapo_positive_share(advantages, ratio, mask, clip_low, clip_high) -> Array:
-  """Share of the PPO-clip loss magnitude carried by positive-advantage tokens.
+  """Share of the PPO-clip loss magnitude carried by positive-advantage tokens (mode ``"share"``).
 
       active_t = (A_t > 0 ∧ r_t ≤ c_high) ∨ (A_t < 0 ∧ r_t ≥ c_low)   (tokens with gradient)
       share = Σ_{A>0, active} |A_t| r_t / Σ_{active} |A_t| r_t        (0 when nothing is active)
@@ -231,35 +231,67 @@ def bapo_positive_share(advantages, ratio, mask, clip_low, clip_high) -> Array:
   return jnp.where(p + n > 0, p / jnp.where(p + n > 0, p + n, 1.0), 0.0)
 
 
+def bapo_pos_neg_ratio(advantages, ratio, mask, clip_low, clip_high, eps: float = 1e-8) -> Array:
+  """Positive / negative contribution ratio of the released BAPO recipe (mode ``"code"``).
+
+      r̃_t = min(r_t, c_high) if A_t ≥ 0 else max(r_t, c_low)
+      pos = Σ_t max(r̃_t A_t m_t, 0),  neg = Σ_t max(−r̃_t A_t m_t, 0)
+      ratio = pos / (neg + eps)   (+inf when neg = 0)
+
+  (``WooooDyy/BAPO`` ``recipe/bapo/policy_loss.py::_compute_effective_advantage``.)
+  Bounds may carry leading grid dimensions.
+  """
+  a, r, m = _f32(advantages), _f32(ratio), _f32(mask)
+  lo, hi = _f32(clip_low)[..., None, None], _f32(clip_high)[..., None, None]
+  eff = jnp.where(a >= 0, jnp.minimum(r, hi), jnp.maximum(r, lo)) * a * m
+  p = jnp.sum(jnp.maximum(eff, 0.0), axis=(-2, -1))
+  n = jnp.sum(jnp.maximum(-eff, 0.0), axis=(-2, -1))
+  return jnp.where(n > 0, p / (n + eps), jnp.inf)
+
+
+_BAPO_MODES = ("share", "code")
+
+
 @dataclasses.dataclass(frozen=True)
 class BAPO:
-  """BAPO adaptive clip bounds (seed 000 L53; rule per the BAPO README, spec "verified").
+  """BAPO adaptive clip bounds (seed 000 L53; README and verl recipe of ``WooooDyy/BAPO``).
 
-  Each step, starting from (c_low, c_high) = (low_min, high_min), both bounds
-  are relaxed in lock-step — candidate k is
-  (min(low_min + k·low_step, low_max), min(high_min + k·high_step, high_max)),
-  k = 0 … K−1 with K the steps needed for both to reach their maxima — and
-  the first candidate whose positive share (``bapo_positive_share``) is
-  ≥ ρ₀ is kept; if none reaches ρ₀, the last (most relaxed) one. Raising
-  c_high admits more positive-advantage tokens; raising c_low clips more
-  negative-advantage ones; both raise the share. Evaluated for the whole grid
-  at once (jit-friendly, no data-dependent loop). Ranges [0.6, 0.9] and
-  [1.2, 3.0] and ρ₀ = 0.5 are from the README (spec); the step sizes and the
-  exact "share" definition are *not* given there — ours are parameters.
-  Use the bounds as ``ppo_clip(eps_low=1 − state.clip_low, eps_high=state.clip_high − 1)``.
+  Each step, the bounds are relaxed from (low_min, high_min) over a fixed
+  grid of candidates, and the first candidate meeting the criterion is kept
+  (else the last, most relaxed one). The whole grid is evaluated at once (no
+  data-dependent loop, jit-friendly). Two readings (``mode``):
+
+  * ``"share"`` (default; README/paper: "target contribution ρ₀ of positive
+    signals to the policy gradient loss"): criterion
+    ``bapo_positive_share ≥ rho0`` over tokens whose gradient is not clipped;
+    both bounds move together — candidate k is
+    (min(low_min + k·low_step, low_max), min(high_min + k·high_step, high_max)).
+    The share definition and the lock-step order are our reading.
+  * ``"code"`` (the released verl recipe, ``compute_policy_loss_bapo``):
+    criterion ``bapo_pos_neg_ratio ≥ rho0`` (a pos/neg *ratio*, contributions
+    weighted by the clipped ratio, clipped tokens included); c_low is raised
+    first, step by step to low_max, then c_high.
+
+  Ranges [0.6, 0.9] / [1.2, 3.0] and ρ₀ = 0.5 are the README's (spec);
+  steps 0.05 are the recipe yaml's. Use the bounds as
+  ``ppo_clip(eps_low=1 − state.clip_low, eps_high=state.clip_high − 1)``.
   """
   rho0: float = 0.5
   low_min: float = 0.6
   low_max: float = 0.9
   high_min: float = 1.2
   high_max: float = 3.0
-  low_step: float = 0.02
+  low_step: float = 0.05
   high_step: float = 0.05
+  mode: str = "share"
+  eps: float = 1e-8
 
   def __post_init__(self):
     r = _finite("rho0", self.rho0)
-    if not 0.0 <= r <= 1.0:
-      raise ValueError(f"rho0 must be in [0, 1], got {self.rho0}")
+    if self.mode not in _BAPO_MODES:
+      raise ValueError(f"mode must be one of {list(_BAPO_MODES)}, got {self.mode!r}")
+    if r < 0 or (self.mode == "share" and r > 1.0):
+      raise ValueError(f"rho0 must be in [0, 1] (mode 'share') or >= 0 (mode 'code'), got {self.rho0}")
     _positive("low_min", self.low_min)
     if not self.low_min <= _finite("low_max", self.low_max) <= 1.0:
       raise ValueError(f"need 0 < low_min <= low_max <= 1, got {self.low_min}, {self.low_max}")
@@ -267,23 +299,30 @@ class BAPO:
       raise ValueError(f"need 1 <= high_min <= high_max, got {self.high_min}, {self.high_max}")
     _positive("low_step", self.low_step)
     _positive("high_step", self.high_step)
+    _nonneg("eps", self.eps)
 
   def grid(self) -> tuple:
-    """The candidate (c_low [K], c_high [K]) arrays."""
-    k = int(max(np.ceil((self.low_max - self.low_min) / self.low_step - 1e-9),
-                np.ceil((self.high_max - self.high_min) / self.high_step - 1e-9))) + 1
-    steps = np.arange(k, dtype=np.float64)
-    low = np.minimum(self.low_min + steps * self.low_step, self.low_max)
-    high = np.minimum(self.high_min + steps * self.high_step, self.high_max)
+    """The candidate (c_low [K], c_high [K]) arrays, in search order."""
+    n_low = int(np.ceil((self.low_max - self.low_min) / self.low_step - 1e-9))
+    n_high = int(np.ceil((self.high_max - self.high_min) / self.high_step - 1e-9))
+    if self.mode == "share":
+      steps = np.arange(max(n_low, n_high) + 1, dtype=np.float64)
+      low = np.minimum(self.low_min + steps * self.low_step, self.low_max)
+      high = np.minimum(self.high_min + steps * self.high_step, self.high_max)
+    else:
+      low_seq = np.minimum(self.low_min + np.arange(n_low + 1) * self.low_step, self.low_max)
+      high_seq = np.minimum(self.high_min + np.arange(1, n_high + 1) * self.high_step, self.high_max)
+      low = np.concatenate([low_seq, np.full(n_high, self.low_max)])
+      high = np.concatenate([np.full(n_low + 1, self.high_min), high_seq])
     return jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
 
   def init(self) -> BAPOState:
-    """The minimum bounds (``low_min``, ``high_min``)."""
-    return BAPOState(clip_low=_f32(self.low_min), clip_high=_f32(self.high_min), positive_share=_f32(0.0))
+    """The starting bounds (``low_min``, ``high_min``)."""
+    return BAPOState(clip_low=_f32(self.low_min), clip_high=_f32(self.high_min), balance=_f32(0.0))
 
   def update(self, state: BAPOState, *, advantages, logp, logp_old, mask) -> BAPOState:
     """Chooses this step's bounds from the batch (``[B, T]`` arrays; ratio = exp(logp − logp_old), log clamped ±20)."""
-    del state  # BAPO re-searches from the minimum bounds every step.
+    del state  # BAPO re-searches from the starting bounds every step.
     shape = tuple(np.shape(advantages))
     if len(shape) != 2:
       raise ValueError(f"advantages must be [B, T], got {shape}")
@@ -293,25 +332,29 @@ class BAPO:
     check_mask("mask", mask, shape)
     ratio = jnp.exp(jnp.clip(_f32(logp) - _f32(logp_old), -20.0, 20.0))
     low, high = self.grid()
-    shares = bapo_positive_share(advantages, ratio, mask, low, high)
-    ok = shares >= self.rho0
+    if self.mode == "share":
+      values = bapo_positive_share(advantages, ratio, mask, low, high)
+    else:
+      values = bapo_pos_neg_ratio(advantages, ratio, mask, low, high, self.eps)
+    ok = values >= self.rho0
     idx = jnp.where(jnp.any(ok), jnp.argmax(ok), low.shape[0] - 1)
-    return BAPOState(clip_low=low[idx], clip_high=high[idx], positive_share=shares[idx])
+    return BAPOState(clip_low=low[idx], clip_high=high[idx], balance=values[idx])
 
 
-def bapo(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_step: float = 0.02,
-         high_step: float = 0.05) -> BAPO:
-  """BAPO adaptive clip bounds (seed 000 L53; BAPO README).
+def bapo(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_step: float = 0.05,
+         high_step: float = 0.05, mode: str = "share", eps: float = 1e-8) -> BAPO:
+  """BAPO adaptive clip bounds (seed 000 L53; README and verl recipe of WooooDyy/BAPO).
 
-  Chooses the least-relaxed (c_low, c_high) on the grid
-  ``low_range`` × ``high_range`` (stepped together by ``low_step`` /
-  ``high_step``) whose positive-advantage share of the active PPO-clip loss
-  mass (``bapo_positive_share``) is ≥ ρ₀. Returns a ``BAPO``
-  (``update(state, advantages=, logp=, logp_old=, mask=)``); ``state.clip_low``,
-  ``state.clip_high`` [] float32.
+  Relaxes (c_low, c_high) from (low_range[0], high_range[0]) over a grid
+  until the criterion reaches ``rho0``: the positive share of the active
+  PPO-clip loss mass (``mode="share"``, README reading, bounds move together)
+  or the released recipe's pos/neg contribution ratio (``mode="code"``, c_low
+  first, then c_high). Returns a ``BAPO`` (``update(state, advantages=,
+  logp=, logp_old=, mask=)``); ``state.clip_low``, ``state.clip_high`` []
+  float32.
   """
   return BAPO(rho0=rho0, low_min=low_range[0], low_max=low_range[1], high_min=high_range[0],
-              high_max=high_range[1], low_step=low_step, high_step=high_step)
+              high_max=high_range[1], low_step=low_step, high_step=high_step, mode=mode, eps=eps)
 
 
 # --------------------------------------------------------------------------------------
@@ -379,7 +422,7 @@ def _technique_rows():
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
                 "000_3e503271be254a43.txt L107"),
       Technique("bapo", "controller", bapo, "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
-                "000_3e503271be254a43.txt L53; BAPO README"),
+                "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe"),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
                 "001_5839a3671b0b4d92.txt L203"),
   )

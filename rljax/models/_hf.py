@@ -337,11 +337,13 @@ def shard_state(model: Transformer, mesh, rules=_DEFAULT_RULES) -> None:
   Default: vocab/heads/kv_heads/mlp -> ``tensor``, embed -> ``fsdp``,
   expert -> ``expert``.
   """
-  for _, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
-    axes = var.get_metadata("logical_axes", None) if hasattr(var, "get_metadata") else None
+  flat = []
+  for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+    axes = var.get_metadata("logical_axes", None)
     value = var[...]
     sh = jax.sharding.NamedSharding(mesh, _spec(value.shape, axes, mesh, rules))
-    var.set_value(jax.device_put(value, sh))
+    flat.append((path, var.replace(jax.device_put(value, sh))))
+  nnx.update(model, nnx.from_flat_state(flat))
 
 
 def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optional[str] = None, mesh=None,

@@ -26,7 +26,8 @@ to be composed with ``rljax.objectives.chain``. Conventions shared by all:
 * Metrics (local to the micro-batch, detached): ``ratio_mean``, ``ratio_max``,
   ``ratio_min``, ``approx_kl`` (k3 of the token ratios), ``approx_kl_k1``,
   ``clip_frac_low`` / ``clip_frac_high`` / ``clip_frac`` (share of loss tokens
-  whose gradient the clip removes), ``pg_loss`` (token mean of this term) and
+  whose gradient the clip removes), ``pg_loss`` (token mean of this term),
+  ``entropy`` (token mean of ``out.entropy`` when present) and
   ``correction/*`` (incl. ``correction/masked_frac``).
 """
 from __future__ import annotations
@@ -100,8 +101,18 @@ def _finish(loss, mask, corrections, out, batch, shape, metrics):
   loss = loss * mask
   metrics = dict(metrics)
   metrics["pg_loss"] = U.masked_mean(loss, mask)
+  metrics.update(_entropy_metric(out, mask, shape))
   metrics.update(c_metrics)
   return loss, U.stop_metrics(metrics)
+
+
+def _entropy_metric(out, mask, shape):
+  """``entropy``: token mean of ``out.entropy`` when the model provides it."""
+  if out.entropy is None:
+    return {}
+  if tuple(np.shape(out.entropy)) != tuple(shape):
+    raise ValueError(f"out.entropy must have shape {tuple(shape)} (like out.logp), got {np.shape(out.entropy)}")
+  return {"entropy": U.masked_mean(out.entropy.astype(mask.dtype), mask)}
 
 
 def _seq_broadcast(x_b, shape):
@@ -378,7 +389,7 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
     low = (adv < 0) & (log_ratio < -eps_low)
     high = (adv > 0) & (log_ratio > eps_high)
     metrics = {**U.ratio_metrics(_seq_broadcast(log_rho, shape), m, log_ratio), **U.clip_metrics(low, high, m),
-               "pg_loss": U.masked_mean(loss, mask), **c_metrics}
+               "pg_loss": U.masked_mean(loss, mask), **_entropy_metric(out, mask, shape), **c_metrics}
     return loss, U.stop_metrics(metrics)
 
   return U.set_name(term, "gmpo")

@@ -35,7 +35,9 @@ _EXTRACTORS = ("answer_tag", "last_line")
 _MATH_SOURCES = ("boxed", "hash", "answer_is", "last_number")
 
 
-def _check_lengths(completions, references) -> int:
+def _check_lengths(completions, references, required: bool = False) -> int:
+  if required and references is None:
+    raise ValueError("references are required by this verifier (one per completion), got None")
   if isinstance(completions, (str, bytes)):
     raise ValueError("completions must be a sequence of strings, got a single string")
   b = len(completions)
@@ -140,7 +142,7 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
   Returns:
     ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
   """
-  b = _check_lengths(completions, references)
+  b = _check_lengths(completions, references, required=True)
   if normalize not in _TEXT_MODES:
     raise ValueError(f"normalize must be one of {_TEXT_MODES}, got {normalize!r}")
   if extract is not None and not callable(extract) and extract not in _EXTRACTORS:
@@ -199,7 +201,7 @@ def _last_boxed(s: str) -> Optional[str]:
 
 
 _HASH = re.compile(r"####\s*([^\n]*)")
-_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)\s*:?\s*([^\n]*)", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"\banswer\s*(?:is|:|=)\s*:?\s*([^\n]*)", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.])[-−+]?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:/\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 
 
@@ -208,14 +210,25 @@ def _last_number(s: str) -> Optional[str]:
   return found[-1] if found else None
 
 
+_LEADING_NUMBER = re.compile(r"^\$?\s*([-−+]?(?:\d[\d,]*)?\.?\d+(?:/\d+)?)\s*\$?(?:\s+[A-Za-z][A-Za-z ]*)?\.?$")
+
+
+def _trim_words(ans: str) -> str:
+  """``"12 apples."`` -> ``"12"``: a number followed only by plain words (units)."""
+  m = _LEADING_NUMBER.match(ans.strip())
+  return m.group(1) if m else ans
+
+
 def extract_math_answer(text: str, sources: Sequence[str] = _MATH_SOURCES) -> Optional[str]:
   """The final answer of a solution: the first of ``sources`` that finds one.
 
   * ``"boxed"``: contents of the last ``\\boxed{...}`` / ``\\fbox{...}``
     (nested braces matched; ``\\boxed 5`` also accepted);
   * ``"hash"``: the text after the last ``####`` on its line (GSM8K);
-  * ``"answer_is"``: the rest of the line after the last "final answer is" /
-    "the answer is" / "answer:";
+    for this and ``"answer_is"``, a number followed only by plain words
+    ("12 apples.") is reduced to the number;
+  * ``"answer_is"``: the rest of the line after the last "answer is" /
+    "answer:" / "answer =" (so also "The final answer is ...");
   * ``"last_number"``: the last number (``-1,234.5``, ``3/4``, ``1e-3``).
 
   Returns ``None`` when nothing is found, and also when the text has a
@@ -229,13 +242,13 @@ def extract_math_answer(text: str, sources: Sequence[str] = _MATH_SOURCES) -> Op
         return None  # a malformed final \boxed is a failure, not a cue to guess
     elif src == "hash":
       found = _HASH.findall(text)
-      ans = found[-1] if found else None
+      ans = _trim_words(found[-1]) if found else None
     elif src == "answer_is":
       found = _ANSWER_IS.findall(text)
       ans = found[-1].strip().rstrip(".") if found else None
       if ans is not None:
         inner = _last_boxed(ans)
-        ans = inner if inner is not None else ans
+        ans = inner if inner is not None else _trim_words(ans)
     elif src == "last_number":
       ans = _last_number(text)
     else:
@@ -355,7 +368,7 @@ def math_answer(completions: Sequence[str], references: Sequence[Any], *,
   Returns:
     ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
   """
-  b = _check_lengths(completions, references)
+  b = _check_lengths(completions, references, required=True)
   sources = tuple(sources)
   if not sources or any(s not in _MATH_SOURCES for s in sources):
     raise ValueError(f"sources must be a non-empty sequence of {_MATH_SOURCES}, got {sources!r}")

@@ -45,7 +45,7 @@ from rljax.train._recipes import build_objective, initial_hparams
 from rljax.train._step import init_train_state, make_mesh, make_train_step, nll_loss, objective_loss
 from rljax.types import TrainBatch
 
-__all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run"]
+__all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run", "check_group_batch"]
 
 
 class Preempted(RuntimeError):
@@ -166,6 +166,12 @@ def _rewards(exp: Experiment, reward_fn, completions, problems, lenient):
   return np.asarray(rewards, np.float32), int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
 
 
+def check_group_batch(batch_size: int, group_size: int) -> None:
+  """Raises ``ValueError`` unless a rollout batch splits into whole groups."""
+  if group_size < 1 or batch_size % group_size:
+    raise ValueError(f"rollout batch of {batch_size} sequences is not divisible by group_size={group_size}")
+
+
 def _advantages(rl, rewards, group_id):
   from rljax import advantages as adv  # pylint: disable=import-outside-toplevel
   rewards = jnp.asarray(rewards)
@@ -256,6 +262,7 @@ def _collect(exp, cfg, sample, loader, key, step, reward_fn):
     rollout = sample([exp.codec.prompt_ids(p) for p in problems], n=g, greedy=False, temperature=rl.temperature,
                      key=jax.random.fold_in(key, attempt))
     r = jax.device_get(rollout)
+    check_group_batch(r.tokens.shape[0], g)
     completions = exp.codec.decode_completions(r.tokens, r.completion_mask)
     expanded = [p for p in problems for _ in range(g)]
     rewards, errors = _rewards(exp, reward_fn, completions, expanded, cfg.task.lenient_rewards)

@@ -1,0 +1,73 @@
+"""CLI and config parsing (no training): overrides, validation errors naming fields, config files."""
+import json
+import os
+
+import pytest
+
+from rljax import cli
+from rljax.train import RunConfig, apply_overrides, config_from_dict, config_to_dict, default_config
+
+
+def test_overrides_parse_types():
+  cfg = apply_overrides(default_config(), ["rl.steps=7", "rl.optim.learning_rate=1e-3", "seed=3",
+                                           "rl.dynamic_sampling=true", "rl.target_accuracy=none",
+                                           "eval.pass_k=1,2", "out_dir=/tmp/x"])
+  assert (cfg.rl.steps, cfg.rl.optim.learning_rate, cfg.seed, cfg.rl.dynamic_sampling) == (7, 1e-3, 3, True)
+  assert cfg.rl.target_accuracy is None and cfg.eval.pass_k == (1, 2) and cfg.out_dir == "/tmp/x"
+
+
+@pytest.mark.parametrize("override, match", [
+    ("rl.stepz=3", "unknown config field 'rl.stepz'"),
+    ("rl.steps=abc", "rl.steps"),
+    ("rl.steps=-1", "RLConfig.steps"),
+    ("rl.group_size=1", "RLConfig.group_size"),
+    ("rl.num_minibatches=7", "RLConfig.num_minibatches"),
+    ("rl.objective=ppo2", "RLConfig.objective"),
+    ("rl.optim.schedule=step", "OptimConfig.schedule"),
+    ("rl.temperature=0", "RLConfig.temperature"),
+    ("model.hidden_size=65", "ModelSpec.hidden_size"),
+    ("eval.pass_k=1,99", "EvalConfig.pass_k"),
+    ("rl=3", "is a section"),
+    ("nokey", "key=value"),
+])
+def test_invalid_overrides_name_the_field(override, match):
+  with pytest.raises(ValueError, match=match):
+    apply_overrides(default_config(), [override])
+
+
+def test_config_dict_roundtrip():
+  cfg = apply_overrides(default_config(), ["rl.kl_beta=0.1", "eval.pass_k=1,4"])
+  again = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
+  assert again == cfg
+  with pytest.raises(ValueError, match="unknown config field RunConfig.bogus"):
+    config_from_dict({"bogus": 1})
+
+
+@pytest.mark.parametrize("name", ["default", "tiny", "grpo", "dapo", "dr_grpo", "gspo", "qwen2_5_0_5b_gsm8k"])
+def test_config_files_load(name):
+  cfg = cli.load_config(name)
+  assert isinstance(cfg, RunConfig)
+
+
+def test_variants_differ_as_documented():
+  assert cli.load_config("dapo").rl.dynamic_sampling and cli.load_config("dapo").rl.clip_high == 0.28
+  assert cli.load_config("dr_grpo").rl.aggregate == "seq_mean_token_sum_norm"
+  assert cli.load_config("gspo").rl.objective == "gspo"
+  assert cli.load_config("grpo").rl.kl_beta > 0
+
+
+def test_cli_print_config_and_errors(capsys):
+  assert cli.main(["train", "--set", "rl.steps=5", "--print-config"]) == 0
+  assert json.loads(capsys.readouterr().out)["rl"]["steps"] == 5
+  assert cli.main(["train", "--set", "rl.steps=-5"]) == 2
+  assert "RLConfig.steps" in capsys.readouterr().err
+  assert cli.main(["train", "--config", "nope"]) == 2
+  assert "no such config" in capsys.readouterr().err
+  assert cli.main([]) == 2
+
+
+def test_batch_must_be_divisible_by_group_size():
+  from rljax.train._run import check_group_batch
+  check_group_batch(16, 4)
+  with pytest.raises(ValueError, match="not divisible by group_size"):
+    check_group_batch(18, 4)
