@@ -246,7 +246,7 @@ def test_shard_state_places_params_by_logical_axes():
   from rljax.models import shard_state
   if len(jax.devices()) < 4:
     pytest.skip("needs >= 4 (fake) devices")
-  mesh = jax.make_mesh((2, 2), ("fsdp", "tensor"))
+  mesh = jax.make_mesh((2, 2), ("fsdp", "tensor"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
   m = Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(0))
   tok = _tokens(2, 5)
   ref = m(tok, return_logits=True).logits
