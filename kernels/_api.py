@@ -157,9 +157,14 @@ def resolve_impl(impl: str) -> str:
   The Pallas GPU kernel is opt-in (``impl="pallas_gpu"``) until
   ``benchmarks/gpu_kernels_check.py`` has validated it on hardware.
   """
-  if impl != "auto":
-    return impl
-  return "pallas_tpu" if jax.default_backend() == "tpu" else "xla"
+  backend = jax.default_backend()
+  if impl == "auto":
+    return "pallas_tpu" if backend == "tpu" else "xla"
+  needs = {"pallas_tpu": "tpu", "pallas_gpu": "gpu"}.get(impl)
+  if needs is not None and backend not in (needs, "cpu"):
+    raise ValueError(f"impl={impl!r} runs on {needs} (or interpreted on cpu); the default "
+                     f"backend is {backend!r}")
+  return impl
 
 
 def _fit(units: int, max_units: int) -> int:

@@ -191,3 +191,13 @@ def test_implicit_progress_reward():
   bad[0, 0] = np.nan
   with pytest.raises(ValueError, match="logp"):
     A.implicit_progress_reward(bad, ref, mask)
+
+
+def test_tempo_paths_agree():
+  r, tokens, mask, gid = tree_group([5, 3, 6, 1], seed=9)
+  fn = jax.jit(A.tempo, static_argnames=("max_group_size",))
+  sort_path = np.asarray(fn(r, tokens, mask, gid, max_group_size=None)[0])
+  near = np.asarray(fn(r, tokens, mask, gid, max_group_size=6)[0])
+  fallback = np.asarray(fn(r, tokens, mask, gid, max_group_size=4)[0])  # a group of 6 > 4: sort path at run time
+  np.testing.assert_allclose(near, sort_path, rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(fallback, sort_path, rtol=1e-6, atol=1e-6)

@@ -165,3 +165,15 @@ def test_info_cli_prints_config_and_count(checkpoints, capsys):
   assert "Qwen3ForCausalLM" in text and "qk_norm = True" in text
   assert f"parameters: {sum(p.numel() for p in hf.parameters()):,}" in text
   assert info.main([path + "_missing"]) == 1
+
+
+def test_from_pretrained_with_mesh(checkpoints):
+  import jax  # pylint: disable=import-outside-toplevel
+  if len(jax.devices()) < 4:
+    pytest.skip("needs >= 4 (fake) devices")
+  path, hf = checkpoints["qwen3"]
+  mesh = jax.make_mesh((2, 2), ("fsdp", "tensor"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+  model = from_pretrained(path, mesh=mesh)
+  assert tuple(model.layers[0].mlp.gate.kernel[...].sharding.spec) == ("fsdp", "tensor")
+  out = model(jnp.asarray(_TOKENS, jnp.int32), jnp.asarray(_POSITIONS, jnp.int32), return_logits=True)
+  np.testing.assert_allclose(np.asarray(out.logits), _hf_logits(hf), rtol=0, atol=1e-4)

@@ -153,3 +153,23 @@ def test_schedule_and_clipping():
   # clipped to norm 1 then Adam with b1=b2=0 -> sign(g) * lr
   np.testing.assert_allclose(np.asarray(upd["w"]), [-1.0, -1.0], rtol=1e-5)
   assert float(optax.tree.norm(optax.clip_by_global_norm(1.0).update(g, None)[0])) == pytest.approx(1.0)
+
+
+def test_sharded_step_matches_single_device():
+  from rljax.train import make_mesh
+  if len(jax.devices()) < 2:
+    pytest.skip("needs several (fake) devices")
+  n = 8 if len(jax.devices()) >= 8 else 2
+  batch = make_batch(b=8, seed=5)
+  s1, step1 = setup(1)
+  n1, m1 = step1(s1, batch)
+  model = TinyLM(rngs=nnx.Rngs(0))
+  opt, sched = make_optimizer(OptimConfig(learning_rate=1e-2), 10)
+  graphdef, state = init_train_state(model, opt, {"beta": 0.5})
+  step = make_train_step(graphdef, objective_loss(chain(pg_term), forward=forward), opt, mesh=make_mesh(n),
+                         schedule=sched)
+  n2, m2 = step(state, batch)
+  np.testing.assert_allclose(float(m1["loss"]), float(m2["loss"]), rtol=1e-6)
+  for a, b in zip(leaves(n1.params), leaves(n2.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  assert len(jax.tree_util.tree_leaves(n2.params)[0].sharding.device_set) == n

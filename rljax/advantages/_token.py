@@ -115,6 +115,12 @@ def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array
   return adv, _metrics(adv, r, v, num_singleton_strata=jnp.sum(v * (st.count == 1)))
 
 
+def _first_mismatch(a, b):
+  """Index of the first position where rows of ``a`` and ``b`` differ (``T`` if none): ``[N]``."""
+  t = a.shape[1]
+  return jnp.min(jnp.where(a != b, jnp.arange(t, dtype=jnp.int32)[None, :], t), axis=1)
+
+
 def _prefix_values(rv, v, root, tok):
   """``V[i, t]`` = mean reward of the valid rows sharing ``root`` and ``tok[:, :t+1]`` with row i.
 
@@ -127,10 +133,9 @@ def _prefix_values(rv, v, root, tok):
   ops = (root,) + tuple(tok[:, s] for s in range(t)) + (jnp.arange(b, dtype=jnp.int32),)
   perm = jax.lax.sort(ops, num_keys=t + 1, is_stable=True)[-1]
   stok, sroot = tok[perm], root[perm]
-  first_row = jnp.zeros((1, t), bool).at[0].set(True)
-  tok_diff = jnp.concatenate([first_row, stok[1:] != stok[:-1]], axis=0)
+  first = jnp.concatenate([jnp.zeros((1,), jnp.int32), _first_mismatch(stok[1:], stok[:-1])])
   root_diff = jnp.concatenate([jnp.ones((1,), bool), sroot[1:] != sroot[:-1]])
-  new_block = (jnp.cumsum(tok_diff.astype(jnp.int32), axis=1) > 0) | root_diff[:, None]   # [B, T]
+  new_block = (jnp.arange(t)[None, :] >= first[:, None]) | root_diff[:, None]             # [B, T]
   block = jnp.cumsum(new_block.astype(jnp.int32), axis=0) - 1                             # [B, T] in [0, B)
   seg = (block.T + (jnp.arange(t, dtype=jnp.int32) * b)[:, None]).reshape(-1)              # sorted ids
   rv_s = jnp.broadcast_to(rv[perm][None, :], (t, b)).reshape(-1)
@@ -141,10 +146,46 @@ def _prefix_values(rv, v, root, tok):
   return jnp.zeros_like(val).at[perm].set(val)
 
 
+def _prefix_values_near(rv, v, root, tok, max_group_size):
+  """Same as ``_prefix_values`` for groups of at most ``max_group_size`` valid rows.
+
+  Rows are stably sorted by group, so each group is a contiguous run. For every
+  pair of rows at most ``max_group_size − 1`` apart in that order we only need
+  their first mismatching position F (0 across groups); then
+  ``Σ_q [t < F_pq]·r_q = Σ_q r_q − Σ_{q: F_pq <= t} r_q`` is one scatter-add
+  into ``[B, T+1]`` and one cumulative sum: O(B·T + B·max_group_size·T)
+  comparisons, no multi-key sort.
+  """
+  b, t = tok.shape
+  order = jnp.argsort(root, stable=True)
+  sroot, stok, srv, sv = root[order], tok[order], rv[order], v[order]
+  rows, firsts, rvals, vvals = [], [], [], []
+  for d in range(1, min(max_group_size, b)):
+    f = jnp.where(sroot[d:] == sroot[:-d], _first_mismatch(stok[d:], stok[:-d]), 0)  # pair (p, p+d)
+    rows += [jnp.arange(b - d), jnp.arange(d, b)]
+    firsts += [f, f]
+    rvals += [srv[d:], srv[:-d]]
+    vvals += [sv[d:], sv[:-d]]
+  if rows:
+    rows, firsts = jnp.concatenate(rows), jnp.concatenate(firsts)
+    rvals, vvals = jnp.concatenate(rvals), jnp.concatenate(vvals)
+    inc = jnp.zeros((b, t + 1), rv.dtype).at[rows, firsts].add(rvals)
+    inc_v = jnp.zeros((b, t + 1), rv.dtype).at[rows, firsts].add(vvals)
+    tot_r = srv + jax.ops.segment_sum(rvals, rows, num_segments=b)
+    tot_v = sv + jax.ops.segment_sum(vvals, rows, num_segments=b)
+    num = tot_r[:, None] - jnp.cumsum(inc, axis=1)[:, :t]
+    den = tot_v[:, None] - jnp.cumsum(inc_v, axis=1)[:, :t]
+  else:
+    num, den = jnp.broadcast_to(srv[:, None], (b, t)), jnp.broadcast_to(sv[:, None], (b, t))
+  val = num / jnp.maximum(den, 1.0)
+  return jnp.zeros_like(val).at[order].set(val)
+
+
 @G.fast_path
 def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
-          singleton: str = "zero", td_coef: float = 1.0, root_branch: bool = True):
+          singleton: str = "zero", td_coef: float = 1.0, root_branch: bool = True,
+          max_group_size: Optional[int] = 16):
   """TEMPO: GRPO plus branch-gated TD corrections from the group's prefix tree (P2T).
 
   ``A_{i,t} = A_i^GRPO + c·(V(s_{i,t+1}) − V(s_{i,t})) / d_i`` on valid tokens,
@@ -164,13 +205,17 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   Implementation: one lexicographic sort of the rows by (group, tokens) makes
   every prefix class contiguous at every position; block sums are one
   ``segment_sum`` over ``[T, B]`` ids. No ``[B, B, T]`` pairwise tensor and no
-  hashing, so it is exact; memory O(B·T). Tokens outside ``mask`` are compared
+  hashing, so it is exact; memory O(B·T). When every group has at most
+  ``max_group_size`` valid rows (checked at run time with ``lax.cond``), a
+  faster exact path compares each row with its group's other rows after one
+  sort by group (O(B·T·max_group_size)); ``max_group_size=None`` always
+  uses the sort path. The result does not depend on this setting. Tokens outside ``mask`` are compared
   as a sentinel (-1): responses are assumed aligned (same prompt length per
   group, completions starting at the same column), as the sampler produces.
 
   Args:
     rewards: ``[B]``; tokens: ``[B, T]`` int; mask: ``[B, T]`` completion mask;
-    group_id: ``[B]``.
+    group_id: ``[B]``; max_group_size: static int or None (speed only).
 
   Returns:
     ``(advantages [B, T], info)`` with ``info["td"] [B, T]`` (scaled TD term)
@@ -187,7 +232,13 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   root = jnp.where(v > 0, gid, ng)
   cnt0 = jax.ops.segment_sum(v, root, num_segments=ng + 1)
   v0 = (jax.ops.segment_sum(rv, root, num_segments=ng + 1) / jnp.maximum(cnt0, 1.0))[root]
-  v_after = _prefix_values(rv, v, root, tok)                           # V(s_{t+1})
+  if max_group_size is None:
+    v_after = _prefix_values(rv, v, root, tok)                                             # V(s_{t+1})
+  else:
+    largest = jnp.max(jax.ops.segment_sum(v, root, num_segments=ng + 1)[:ng]) if ng else 0.0
+    v_after = jax.lax.cond(largest <= max_group_size,
+                           lambda: _prefix_values_near(rv, v, root, tok, max_group_size),
+                           lambda: _prefix_values(rv, v, root, tok))
   v_before = jnp.concatenate([v0[:, None], v_after[:, :-1]], axis=1)   # V(s_t)
   gate = m
   if not root_branch:

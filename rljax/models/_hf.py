@@ -393,7 +393,11 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
       v = values[path_key]
       if tuple(v.shape) != tuple(var.shape):
         raise ValueError(f"parameter {'.'.join(map(str, path_key))} expected shape {tuple(var.shape)}, got {v.shape}")
-      var.set_value(jnp.asarray(v))
+      if mesh is None:
+        var.set_value(jnp.asarray(v))
+      else:  # straight into sharded arrays: each device reads only its slice of the host array
+        sh = jax.sharding.NamedSharding(mesh, _spec(v.shape, var.get_metadata("logical_axes", None), mesh, rules))
+        var.set_value(jax.make_array_from_callback(v.shape, sh, lambda idx, v=v: v[idx]))
     elif isinstance(var, nnx.LoRAParam) or (hasattr(var, "type") and var.type is nnx.LoRAParam):
       pass  # filled below
     else:
@@ -403,8 +407,8 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
     for path_key, val in fresh.items():
       flat[path_key].set_value(val[...])
   model = nnx.merge(graphdef, nnx.from_flat_state(list(flat.items())))
-  if mesh is not None:
-    shard_state(model, mesh, rules)
+  if mesh is not None and cfg.lora is not None:
+    shard_state(model, mesh, rules)  # places the fresh adapters too
   return model
 
 

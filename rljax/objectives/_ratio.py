@@ -521,8 +521,8 @@ def sapo(tau_pos=1.0, tau_neg=1.05, *, correction=None, old_logp=None):
   ``seq_mean_token_mean`` (ignores its argument), TRL a sequence mean,
   AReaL ``sapo_loss_fn`` a token mean -- choose with ``chain(aggregate=)``.
 
-  Source: Qwen SAPO (Soft Adaptive Policy Optimization; arXiv id not
-  verified here); verl ``sapo`` (``tau_pos=1.0``, ``tau_neg=1.05``), TRL
+  Source: Qwen, "Soft Adaptive Policy Optimization" (arXiv:2511.20347);
+  verl ``sapo`` (``tau_pos=1.0``, ``tau_neg=1.05``), TRL
   ``loss_type="sapo"``, AReaL ``sapo_loss_fn``.
   """
   U.check_scalar("tau_pos", tau_pos, lo=0.0, lo_open=True)
@@ -558,7 +558,7 @@ def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "
   gradient is ``-A grad log pi``; tokens past the log-space clip in A's
   favoured direction get no PG gradient.
 
-  Source: CPGD (seed 000 L43; MM-EUREKA). The abstract names only the
+  Source: CPGD (arXiv:2505.12504; seed 000 L43; MM-EUREKA). The abstract names only the
   log-ratio clip and the KL drift regulariser; the exact form above (and the
   default ``alpha = 0.1``, the k3 estimator) is *unverified* -- our reading,
   kept configurable. Paper aggregation not given; use ``token_mean``.
@@ -641,9 +641,9 @@ def _technique_rows():
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo"),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
-       "SAPO (Qwen); verl sapo; TRL sapo"),
+       "SAPO arXiv:2511.20347; verl sapo; TRL sapo"),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
-       "CPGD, seed 000 L43 (form unverified)"),
+       "CPGD arXiv:2505.12504, seed 000 L43 (form unverified)"),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119"),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29"),

@@ -14,6 +14,7 @@ heads/kv_heads tensor                Megatron attention split
 mlp            tensor                Megatron MLP split
 vocab          tensor                vocab-parallel embedding / head
 expert         expert                experts split
+lora*          replicated            adapters are small
 others         replicated
 =============  ====================  =========================================
 
@@ -43,6 +44,9 @@ DEFAULT_RULES: Rules = (
     ("layers", None),
     ("cache_seq", None),
     ("norm", None),
+    ("lora", None),
+    ("lora_in", None),
+    ("lora_out", None),
 )
 
 __all__ = ["DEFAULT_RULES", "logical_to_spec", "logical_sharding"]

@@ -1,21 +1,33 @@
 """rljax.sampling: one jitted rollout sampler (prefill + ``lax.while_loop`` decode).
 
-Public API::
+Signatures (the cross-room contract)::
 
-  from rljax.sampling import SamplerConfig, generate, resume, FinishReason
-  config = SamplerConfig(max_new_tokens=128, prompt_buckets=(16, 32, 64))   # static, hashable
-  rollout = generate(model, prompts, config=config, key=key, n=8,
-                     temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,     # traced: no recompiles
-                     stop_tokens=[eos_id], policy_version=step)
-  # rollout: rljax.types.Rollout, B = P * n rows (row p * n + i = sample i of prompt p),
-  # T = bucket + max_new_tokens columns, LEFT-aligned: tokens[b] = prompt + completion + pad,
-  # positions = arange(T) -> the trainer calls policy_outputs(model, rollout.tokens).
-  rollout, state = generate(..., return_state=True)
-  rollout, state = resume(model, state, appended=tool_outputs, config=config, key=key2)  # multi-turn
+  SamplerConfig(max_new_tokens=128, prompt_buckets=(16, 32, 64, 128, 256, 512), cache_size=None,
+                max_stop_tokens=8, return_entropy=True, return_routing=True, pad_id=0,
+                cache_dtype=None)                       # frozen, hashable, static
 
-Also ``truncate_at_stop_strings`` (host-side stop strings), ``sampling_step``
-(one step's sampling math) and the exact sort-free ``truncation_mask``.
-See ``docs/sampling.md``.
+  generate(model, prompts, *, config, key, n=1, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+           greedy=False, stop_tokens=None, max_new_tokens=None, policy_version=0,
+           prompt_ids=None, return_state=False) -> Rollout | (Rollout, SamplerState)
+    model: Transformer or (graphdef, state) = nnx.split(model)   (the latter skips a per-call split)
+    prompts: P non-empty int sequences (ragged); temperature/top_k/top_p/min_p/policy_version:
+    scalar or [P] (traced: changing them never recompiles); stop_tokens: [ids] or [[ids] per prompt].
+    -> B = P * n rows, row p * n + i = sample i of prompt p, group_id = prompt_ids[p] (default p);
+       T = bucket + config.max_new_tokens columns, LEFT-aligned: tokens[b] = prompt + completion +
+       pad, positions = arange(T), so the trainer calls policy_outputs(model, rollout.tokens).
+
+  resume(model, state, appended=None, *, config, key, active=None, temperature=1.0, top_k=0,
+         top_p=1.0, min_p=0.0, greedy=False, max_new_tokens=None, policy_version=0)
+         -> (Rollout [B, cache_size], SamplerState)     # multi-turn: reuses the cached prefix
+
+  truncate_at_stop_strings(rollout, stop_strings, detokenize, pad_id=0) -> Rollout   # host side
+  FinishReason: LENGTH = 0, STOP_TOKEN = 1, STOP_STRING = 2
+
+Rollout fields: tokens, prompt_mask, completion_mask, logp_behavior (untempered policy),
+logp_sampling (truncated/tempered distribution actually sampled), entropy_behavior (if
+config.return_entropy), routing (MoE), finish_reason, group_id, policy_version.
+Also exported: ``sampling_step`` (one step's sampling math) and the exact sort-free
+``truncation_mask`` / ``top_k_mask`` / ``top_p_mask``. See ``docs/sampling.md``.
 """
 from rljax.sampling._config import FinishReason, SamplerConfig, default_buckets
 from rljax.sampling._sampler import SamplerState, generate, resume, sampling_step

@@ -214,15 +214,16 @@ def _run_sft(exp: Experiment, cfg: RunConfig, writer, resume: bool, flag, mesh):
       row = writer.write("sft", s + 1, _scalars(metrics))
       bar.set_postfix(loss=f"{row['loss']:.3f}")
     bar.update(1)
-    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"]) and s + 1 < cfg.sft.steps:
-      ckpt.save(s + 1, {"state": state}, {"stage": "sft", "step": s + 1})
+    last = s + 1 == cfg.sft.steps
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"] or last):
+      ckpt.save(s + 1, {"state": state}, {"stage": "sft", "step": s + 1, "done": last})
     if flag["set"]:
       bar.close()
       ckpt.close()
       raise Preempted(f"SIGTERM: saved SFT checkpoint at step {s + 1}")
   bar.close()
   meta = {"stage": "sft", "step": cfg.sft.steps, "done": True}
-  if cfg.checkpoint.enabled:
+  if cfg.checkpoint.enabled and cfg.sft.steps > 0:
     ckpt.save(cfg.sft.steps, {"state": state}, meta)
   ckpt.close()
   return graphdef, state, meta

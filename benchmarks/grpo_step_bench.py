@@ -1,0 +1,177 @@
+"""Median wall time of one GRPO step (rollout + update): rljax vs Tunix's GRPOLearner, CPU.
+
+Same Llama-style model shape (random weights, float32) on both sides: vocab
+512, hidden 256, 4 layers, 4 heads of 64 (MHA), MLP 1024; batch 16 prompts x 4
+samples, 16 prompt tokens + 48 new tokens (no early stop), one policy update
+per step (mu = 1), no KL / reference model, Adam 3e-4, PPO clip 0.2.
+
+A step is: sample 64 completions, score them on the host (random reward),
+group advantages, recompute proximal log-probs, one jitted update. rljax
+times it directly; Tunix's is measured between consecutive calls of its
+reward function (one call per step), which brackets exactly one full step.
+Both report the median over ``--steps`` steps after ``--warmup`` (compile).
+
+Tunix runs in its own venv (it pins its own jax) as a subprocess::
+
+  python3 -m venv /tmp/tunix-venv && /tmp/tunix-venv/bin/pip install google-tunix
+  /work/venv/bin/python benchmarks/grpo_step_bench.py --tunix-python /tmp/tunix-venv/bin/python
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
+P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
+
+
+def bench_rljax(steps: int, warmup: int) -> dict:
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+  from flax import nnx
+
+  from rljax import advantages as adv_lib
+  from rljax import objectives as obj
+  from rljax.models import ModelConfig, Transformer, policy_outputs
+  from rljax.sampling import SamplerConfig, generate
+  from rljax.train import OptimConfig, init_train_state, make_optimizer, make_train_step, objective_loss
+  from rljax.types import TrainBatch
+
+  cfg = ModelConfig(vocab_size=V, hidden_size=H, num_layers=L, num_heads=NH, num_kv_heads=NH, head_dim=D,
+                    intermediate_size=F)
+  model = Transformer(cfg, rngs=nnx.Rngs(0))
+  opt, _ = make_optimizer(OptimConfig(learning_rate=3e-4, grad_clip=1.0), 1000)
+  graphdef, state = init_train_state(model, opt, {"clip_low": 0.2, "clip_high": 0.2})
+  loss = objective_loss(lambda hp: obj.chain(obj.ppo_clip(hp["clip_low"], hp["clip_high"]),
+                                             aggregate=obj.token_mean))
+  step = make_train_step(graphdef, loss, opt)
+  scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,), return_entropy=False,
+                       return_routing=False)
+
+  @jax.jit
+  def proximal(params, rest, tokens):
+    return policy_outputs(nnx.merge(graphdef, params, rest), tokens).logp
+
+  rng = np.random.default_rng(0)
+  prompts = [list(map(int, r)) for r in rng.integers(1, V, size=(P, PROMPT_LEN))]
+  times = []
+  for i in range(warmup + steps):
+    t0 = time.perf_counter()
+    m = nnx.merge(graphdef, state.params, state.model_state)
+    ro = generate(m, prompts, config=scfg, key=jax.random.PRNGKey(i), n=G, temperature=1.0)
+    rewards = jnp.asarray(rng.random(P * G), jnp.float32)  # host reward
+    a, _ = adv_lib.grpo(rewards, ro.group_id)
+    mask = ro.completion_mask
+    batch = TrainBatch(tokens=ro.tokens, loss_mask=mask, advantages=a[:, None] * mask, group_id=ro.group_id,
+                       logp_behavior=ro.logp_behavior,
+                       logp_old=proximal(state.params, state.model_state, ro.tokens))
+    state, metrics = step(state, batch)
+    jax.block_until_ready(metrics["loss"])
+    times.append(time.perf_counter() - t0)
+  return {"median_step_s": statistics.median(times[warmup:]), "first_step_s": times[0],
+          "times": times[warmup:], "jax": jax.__version__}
+
+
+_TUNIX_SCRIPT = textwrap.dedent('''
+    import json, statistics, sys, time
+    import jax, jax.numpy as jnp, numpy as np, optax
+    from flax import nnx
+    from tunix.models.llama3 import model as llama
+    from tunix.rl import rl_cluster as rl_cluster_lib
+    from tunix.rl.grpo import grpo_learner
+    from tunix.rl.rollout import base_rollout
+    V, H, L, NH, D, F, P, G, PL, NEW, steps, warmup = [int(x) for x in sys.argv[1:13]]
+
+    class Tok:  # ids as space-separated ints; EOS never produced
+      def encode(self, s, **kw): return [int(x) for x in s.split()]
+      def decode(self, ids, **kw): return " ".join(str(i) for i in ids)
+      def bos_id(self): return 0
+      def eos_id(self): return V + 7
+      def pad_id(self): return 0
+
+    cfg = llama.ModelConfig(num_layers=L, vocab_size=V, embed_dim=H, hidden_dim=F, num_heads=NH,
+                            head_dim=D, num_kv_heads=NH, rope_theta=10000, norm_eps=1e-6)
+    actor = llama.Llama3(cfg, rngs=nnx.Rngs(0))
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"))
+    total = steps + warmup
+    train_cfg = rl_cluster_lib.RLTrainingConfig(
+        actor_optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adam(3e-4)),
+        eval_every_n_steps=10**9, max_steps=total)
+    rollout_cfg = base_rollout.RolloutConfig(max_tokens_to_generate=NEW, max_prompt_length=PL,
+                                             kv_cache_size=PL + NEW + 8, temperature=1.0, top_p=1.0,
+                                             eos_tokens=[V + 7])
+    cluster_cfg = rl_cluster_lib.ClusterConfig(
+        role_to_mesh={rl_cluster_lib.Role.ACTOR: mesh, rl_cluster_lib.Role.REFERENCE: mesh,
+                      rl_cluster_lib.Role.ROLLOUT: mesh},
+        rollout_engine="vanilla", offload_to_cpu=False, training_config=train_cfg, rollout_config=rollout_cfg)
+    cluster = rl_cluster_lib.RLCluster(actor=actor, reference=actor, tokenizer=Tok(), cluster_config=cluster_cfg)
+    stamps = []
+    rng = np.random.default_rng(0)
+
+    def reward(prompts, completions, **kw):
+      stamps.append(time.perf_counter())
+      return list(rng.random(len(completions)))
+
+    algo = grpo_learner.GRPOConfig(num_generations=G, num_iterations=1, beta=0.0, epsilon=0.2)
+    learner = grpo_learner.GRPOLearner(rl_cluster=cluster, algo_config=algo, reward_fns=[reward])
+    prompts = [" ".join(str(int(x)) for x in row) for row in rng.integers(1, V, size=(P, PL))]
+    ds = [{"prompts": prompts} for _ in range(total + 2)]
+    t0 = time.perf_counter()
+    learner.train(ds)
+    wall = time.perf_counter() - t0
+    diffs = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
+    print("RESULT " + json.dumps({"median_step_s": statistics.median(diffs[warmup:]) if len(diffs) > warmup else None,
+                                  "reward_calls": len(stamps), "times": diffs[warmup:], "wall_s": wall,
+                                  "jax": jax.__version__}))
+''')
+
+
+def bench_tunix(python: str, steps: int, warmup: int) -> dict:
+  with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+    f.write(_TUNIX_SCRIPT)
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env.pop("PYTHONPATH", None)
+  env.pop("XLA_FLAGS", None)
+  args = [python, f.name] + [str(x) for x in (V, H, L, NH, D, F, P, G, PROMPT_LEN, NEW, steps, warmup)]
+  proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
+  os.unlink(f.name)
+  for line in proc.stdout.splitlines():
+    if line.startswith("RESULT "):
+      return json.loads(line[7:])
+  return {"error": (proc.stderr or proc.stdout)[-3000:]}
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  ap.add_argument("--steps", type=int, default=5)
+  ap.add_argument("--warmup", type=int, default=2)
+  ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
+  ap.add_argument("--skip-tunix", action="store_true")
+  args = ap.parse_args(argv)
+  print(f"model V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {G} samples, "
+        f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
+  res = {"rljax": bench_rljax(args.steps, args.warmup)}
+  print("rljax:", json.dumps({k: v for k, v in res["rljax"].items() if k != "times"}), flush=True)
+  if not args.skip_tunix:
+    if os.path.exists(args.tunix_python):
+      res["tunix"] = bench_tunix(args.tunix_python, args.steps, args.warmup)
+    else:
+      res["tunix"] = {"error": f"{args.tunix_python} not found"}
+    print("tunix:", json.dumps({k: v for k, v in res["tunix"].items() if k != "times"}), flush=True)
+    t = res["tunix"].get("median_step_s")
+    if t:
+      print(f"| GRPO step (rollout + update), CPU | rljax {res['rljax']['median_step_s']:.3f} s | "
+            f"Tunix {t:.3f} s | speed-up {t / res['rljax']['median_step_s']:.2f}x |")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,240 @@
+"""Sharding the whole train state and the train step over a mesh.
+
+``train_state_shardings(state, mesh)`` returns a tree of ``NamedSharding``
+shaped like (a prefix of) a ``rljax.train.TrainState``:
+
+* ``params``: from each parameter's ``logical_axes`` metadata and the rule
+  table (``state_shardings``);
+* ``opt_state``: every sub-tree whose structure mirrors the parameters
+  (optax Adam's ``mu``/``nu``, momentum traces, ...) gets the parameters'
+  shardings, leaf for leaf; any other ``nnx.Variable`` with ``logical_axes``
+  gets its own; everything else (counts, scalars, schedule state) is
+  replicated;
+* ``model_state``: from its variables' metadata (else replicated);
+* ``step``, ``num_skipped``, ``hparams``: replicated.
+
+``shard_train_step(step, shardings, mesh)`` jits an un-jitted train step
+(``rljax.train.make_train_step(..., jit=False)``) with those in/out
+shardings, the batch split over ``('data', 'fsdp')`` and the state donated.
+Within the step, XLA's SPMD partitioner inserts the collectives: with the
+parameters sharded over ``fsdp`` each layer's weights are all-gathered over
+``fsdp`` just in time and their gradients reduce-scattered (ZeRO-3); over
+``data`` the gradients are all-reduced. Reductions written against the global
+batch (token counts, group statistics) are computed over the global batch, so
+they stay exact whichever devices hold which rows.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import jax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rljax.parallel._rules import DEFAULT_RULES, Rules, logical_to_spec
+from rljax.parallel._shard import _axes_of, _value_shape, state_shardings
+
+__all__ = ["train_state_shardings", "shard_train_step", "batch_shardings", "with_logical_constraint",
+           "abstract_with_shardings", "fsdp_loss_fn", "compute_spec"]
+
+
+def _is_variable(x) -> bool:
+  return isinstance(x, nnx.Variable)
+
+
+def _replicated(mesh: Mesh) -> NamedSharding:
+  return NamedSharding(mesh, PartitionSpec())
+
+
+def _mirror_shardings(tree, params, param_shardings, mesh: Mesh, rules: Rules):
+  """Shardings for ``tree`` (an optimizer state): sub-trees shaped like ``params`` mirror them."""
+  pdef = jax.tree.structure(params)
+  p_leaves = jax.tree.leaves(params)
+  p_shapes = [tuple(getattr(x, "shape", ())) for x in p_leaves]
+  s_leaves = jax.tree.leaves(param_shardings, is_leaf=lambda x: isinstance(x, NamedSharding))
+  # param_shardings may be a prefix (one sharding per Variable, each Variable one leaf)
+  if len(s_leaves) != len(p_leaves):
+    raise ValueError(f"parameter shardings ({len(s_leaves)}) do not match parameters ({len(p_leaves)})")
+
+  def mirrors(x) -> bool:
+    if _is_variable(x):
+      return False
+    try:
+      if jax.tree.structure(x) != pdef:
+        return False
+    except Exception:  # pylint: disable=broad-except
+      return False
+    return [tuple(getattr(l, "shape", ())) for l in jax.tree.leaves(x)] == p_shapes
+
+  def one(x):
+    if mirrors(x):
+      return jax.tree.unflatten(pdef, s_leaves)
+    if _is_variable(x):
+      axes = _axes_of(x)
+      if axes is not None:
+        return NamedSharding(mesh, logical_to_spec(axes, mesh, _value_shape(x), rules))
+      return _replicated(mesh)
+    return _replicated(mesh)
+
+  return jax.tree.map(one, tree, is_leaf=lambda x: _is_variable(x) or mirrors(x))
+
+
+def train_state_shardings(state, mesh: Mesh, rules: Rules = DEFAULT_RULES):
+  """A ``NamedSharding`` tree for a whole ``rljax.train.TrainState`` (concrete or abstract).
+
+  Args:
+    state: a ``TrainState`` (arrays or ``jax.ShapeDtypeStruct`` leaves, e.g.
+      from ``jax.eval_shape``); its ``params`` carry ``logical_axes`` metadata.
+    mesh: the device mesh (``make_mesh``).
+    rules: the logical-axis rule table.
+
+  Returns:
+    ``state.replace(params=..., opt_state=..., ...)`` with ``NamedSharding``
+    leaves (one per ``nnx.Variable`` / array), usable as ``jax.jit``
+    in/out shardings and with ``jax.device_put``.
+  """
+  for field in ("params", "opt_state", "model_state", "step", "num_skipped", "hparams"):
+    if not hasattr(state, field):
+      raise ValueError(f"state must be a rljax.train.TrainState, it has no field {field!r}")
+  params = state_shardings(state.params, mesh, rules)
+  rep = _replicated(mesh)
+  return state.replace(
+      params=params,
+      opt_state=_mirror_shardings(state.opt_state, state.params, params, mesh, rules),
+      model_state=state_shardings(state.model_state, mesh, rules),
+      step=rep, num_skipped=rep,
+      hparams={k: rep for k in state.hparams})
+
+
+def batch_shardings(batch, mesh: Mesh, rules: Rules = DEFAULT_RULES):
+  """Per-leaf shardings for a batch pytree: leading dimension over ``('data', 'fsdp')``.
+
+  Scalars are replicated; a batch dimension not divisible by the batch mesh
+  axes falls back to the longest dividing prefix of them (see ``logical_to_spec``).
+  """
+  def one(x):
+    shape = tuple(getattr(x, "shape", ()))
+    if not shape:
+      return _replicated(mesh)
+    spec = logical_to_spec(("batch",) + (None,) * (len(shape) - 1), mesh, shape, rules)
+    return NamedSharding(mesh, spec)
+  return jax.tree.map(one, batch)
+
+
+def shard_train_step(step_fn: Callable, state_shardings, mesh: Mesh, *, donate: bool = True,
+                     batch_sharding: Optional[Any] = None, rules: Rules = DEFAULT_RULES):
+  """``jax.jit`` of an un-jitted ``step(state, batch) -> (state, metrics)`` over ``mesh``.
+
+  Args:
+    step_fn: from ``rljax.train.make_train_step(..., jit=False)``.
+    state_shardings: from ``train_state_shardings``.
+    mesh: the device mesh.
+    donate: donate the state buffers (the returned state reuses them).
+    batch_sharding: sharding (or prefix tree) of the batch; default: the
+      leading dimension of every leaf over ``('data', 'fsdp')``
+      (``P(('data', 'fsdp'))``; the global batch size must be divisible by
+      ``data * fsdp``).
+    rules: the rule table (only for the default batch sharding).
+
+  Returns the jitted step; its metrics are replicated scalars. Call
+  ``.lower(abstract_state, abstract_batch).compile()`` for ahead-of-time
+  compilation (see ``benchmarks/aot_memory.py``).
+  """
+  if batch_sharding is None:
+    batch_sharding = NamedSharding(mesh, logical_to_spec(("batch",), mesh, None, rules))
+  rep = _replicated(mesh)
+
+  def step(state, batch):
+    batch = jax.lax.with_sharding_constraint(batch, batch_sharding)
+    new_state, metrics = step_fn(state, batch)
+    new_state = jax.lax.with_sharding_constraint(new_state, state_shardings)
+    return new_state, metrics
+
+  return jax.jit(step, in_shardings=(state_shardings, batch_sharding), out_shardings=(state_shardings, rep),
+                 donate_argnums=(0,) if donate else ())
+
+
+def with_logical_constraint(x, logical_axes, mesh: Optional[Mesh] = None, rules: Rules = DEFAULT_RULES):
+  """``with_sharding_constraint`` of ``x`` from logical axis names (no-op without a mesh).
+
+  ``mesh`` defaults to the ambient mesh set with ``jax.set_mesh``; with none
+  (or a single-device mesh) ``x`` is returned unchanged, so model code may call
+  this unconditionally. E.g. a KV cache ``[L, B, S, K, D]`` takes
+  ``('layers', 'batch', 'cache_seq', 'kv_heads', 'head_dim')``.
+  """
+  if mesh is None:
+    abstract = jax.sharding.get_abstract_mesh()
+    if abstract is None or abstract.empty or abstract.size <= 1:
+      return x
+    spec = logical_to_spec(logical_axes, abstract, x.shape, rules)
+    return jax.lax.with_sharding_constraint(x, spec)
+  if mesh.size <= 1:
+    return x
+  return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, logical_to_spec(logical_axes, mesh, x.shape, rules)))
+
+
+def abstract_with_shardings(tree, shardings):
+  """``jax.ShapeDtypeStruct`` leaves carrying ``shardings`` (for AOT ``.lower``; nothing allocated).
+
+  ``shardings`` may be a prefix of ``tree`` (e.g. one sharding per ``nnx.Variable``).
+  """
+  def attach(sh, sub):
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh), sub)
+  return jax.tree.map(attach, shardings, tree, is_leaf=lambda x: isinstance(x, NamedSharding))
+
+
+def compute_spec(spec: PartitionSpec, gather_axes=("fsdp",)) -> PartitionSpec:
+  """``spec`` with the mesh axes ``gather_axes`` removed (the layout a weight is used in)."""
+  out = []
+  for entry in spec:
+    axes = tuple(a for a in ((entry,) if isinstance(entry, str) else (entry or ())) if a not in gather_axes)
+    out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+  return PartitionSpec(*out)
+
+
+class fsdp_loss_fn:  # pylint: disable=invalid-name
+  """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
+
+  Stored parameters are sharded over ``fsdp`` (and ``tensor``); inside the
+  loss each weight is constrained to its *compute* layout, the stored spec
+  without ``fsdp`` (``compute_spec``), so XLA all-gathers it over ``fsdp``
+  where it is used, and, by the transpose of the constraint, reduce-scatters
+  its gradient back over ``fsdp``. The batch is constrained to
+  ``('data', 'fsdp')`` so activations stay batch-sharded. Without this
+  wrapper XLA's sharding propagation may instead keep the weights
+  embed-sharded and replicate the batch over ``fsdp`` (2-D tensor
+  parallelism: correct, but every activation all-reduced and no batch split).
+
+  ``denominator`` (exact micro-batching) is forwarded unchanged. On a mesh
+  whose ``fsdp`` axis has size 1 the parameters are left alone.
+
+  Args:
+    loss_fn: ``loss_fn(model, batch, hparams, denominator) -> (loss, metrics)``.
+    mesh: the device mesh.
+    rules: the logical-axis rule table the state was sharded with.
+    gather_axes: the mesh axes gathered for compute (default ``('fsdp',)``).
+  """
+
+  def __init__(self, loss_fn, mesh: Mesh, rules: Rules = DEFAULT_RULES, gather_axes=("fsdp",)):
+    self.loss_fn, self.mesh, self.rules, self.gather_axes = loss_fn, mesh, rules, tuple(gather_axes)
+    if hasattr(loss_fn, "denominator"):
+      self.denominator = loss_fn.denominator
+
+  def _constrain_params(self, model):
+    mesh = self.mesh
+
+    def one(v):
+      axes = _axes_of(v)
+      if axes is None:
+        return v
+      spec = compute_spec(logical_to_spec(axes, mesh, _value_shape(v), self.rules), self.gather_axes)
+      return v.replace(jax.lax.with_sharding_constraint(v[...], NamedSharding(mesh, spec)))
+
+    params = nnx.state(model, nnx.Param)
+    nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
+
+  def __call__(self, model, batch, hparams, denominator):
+    if any(self.mesh.shape.get(a, 1) > 1 for a in self.gather_axes):
+      self._constrain_params(model)
+    batch = jax.lax.with_sharding_constraint(batch, batch_shardings(batch, self.mesh, self.rules))
+    return self.loss_fn(model, batch, hparams, denominator)
