@@ -199,7 +199,8 @@ def main(argv=None):
         f"(min {core.min():.2f}, max {core.max():.2f})")
   print(f"loss: rljax {float(loss_j):.8f}  verl {float(ref['loss']):.8f}  "
         f"max|diff| {abs(float(loss_j) - float(ref['loss'])):.3e}")
-  print(f"grad wrt logp: max|diff| {np.abs(grad_j - ref['grad']).max():.3e}  (max|grad| {np.abs(ref['grad']).max():.3e})")
+  print(f"grad wrt logp: max|diff| {np.abs(grad_j - ref['grad']).max():.3e}  "
+        f"(max|grad| {np.abs(ref['grad']).max():.3e})")
 
 
 if __name__ == "__main__":

@@ -228,3 +228,25 @@ def test_recipes_are_short_chains_with_the_papers_values():
   loss, _ = recipes.dr_grpo(max_len=16)(out, batch)
   np.testing.assert_allclose(loss, ref_aggregate(ref_ppo_clip(d["logp"], None, d), mask, "seq_mean_token_sum_norm_16"),
                              rtol=1e-5)
+
+
+def test_chain_aux_loss_coef_and_denominator():
+  import jax.numpy as jnp
+  from rljax import objectives as O
+  from rljax.types import PolicyOutputs, TrainBatch
+  mask = jnp.array([[1, 1, 0], [1, 0, 0]], jnp.float32)
+  batch = TrainBatch(tokens=jnp.zeros((2, 3), jnp.int32), loss_mask=mask, advantages=jnp.ones((2, 3)),
+                     group_id=jnp.zeros(2, jnp.int32))
+  out = PolicyOutputs(logp=jnp.full((2, 3), -1.0), aux_loss=jnp.asarray(2.0))
+  term = lambda o, b: (-o.logp, {})
+  plain = O.chain(term)
+  weighted = O.chain(term, aux_loss_coef=0.5)
+  loss_plain, m = plain(out, batch)
+  loss_weighted, _ = weighted(out, batch)
+  assert float(loss_plain) == 1.0 and float(m["aux_loss"]) == 2.0
+  assert float(loss_weighted) == 1.0 + 0.5 * 2.0
+  assert float(plain.denominator(batch)) == 3.0
+  assert float(O.chain(term, aggregate="seq_mean_token_mean").denominator(batch)) == 2.0
+  import pytest
+  with pytest.raises(ValueError, match="aux_loss_coef"):
+    O.chain(term, aux_loss_coef=-1.0)

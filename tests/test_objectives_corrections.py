@@ -63,7 +63,8 @@ def test_weights_are_one_when_trainer_and_sampler_agree_and_carry_no_gradient():
   d["behav"] = d["logp"].copy()
   out, batch = to_jax(d)
   on_policy = batch.replace(logp_old=None)  # train log-prob falls back to sg(out.logp)
-  for corr in (O.tis(2.0), O.tis(2.0, level="sequence"), O.mis(0.5, 2.0), O.icepop(), O.mis(0.9, 1.1, level="sequence")):
+  for corr in (O.tis(2.0), O.tis(2.0, level="sequence"), O.mis(0.5, 2.0), O.icepop(),
+               O.mis(0.9, 1.1, level="sequence")):
     w, keep, _ = corr(out, on_policy)
     np.testing.assert_allclose(w, 1.0, rtol=1e-6)
     np.testing.assert_allclose(keep, 1.0)

@@ -88,11 +88,16 @@ def test_sharded_train_step_matches_single_device(mesh_cfg):
   assert mu.keys() == ref_mu.keys() and len(mu) > 10
   for k in ref_mu:
     np.testing.assert_allclose(mu[k], ref_mu[k], rtol=1e-5, atol=1e-8, err_msg=k)
-  # params after Adam: the first update is lr * g / (|g| + eps) ~ lr * sign(g); float32 noise in g
-  # moves it by at most lr * eps * |dg| / |g|^2, i.e. << 1e-6 unless |g| ~ eps (1e-8).
-  p, ref_p = _flat(new_state.params), _flat(ref_state.params)
+  # params after Adam: the first update is lr * g / (|g| + eps), eps = 1e-8. Where |g| > 1e-5 its
+  # sensitivity to float32 reduction-order noise in g is <= lr * eps / |g| * |dg / g| (<< 1e-6): tight.
+  # Where |g| is tiny (a sum that nearly cancels), g's *relative* noise is large and the update can move
+  # by up to its bound lr; there we check only that bound (g itself was checked tightly through mu).
+  p, ref_p, old_p = _flat(new_state.params), _flat(ref_state.params), _flat(_problem()[2].params)
   for k in ref_p:
-    np.testing.assert_allclose(p[k], ref_p[k], rtol=1e-5, atol=1e-6, err_msg=k)
+    conditioned = np.abs(ref_mu[k] / 0.1) > 1e-5
+    assert conditioned.mean() > 0.3, k  # most entries are checked tightly (embed: ~half the rows are used)
+    np.testing.assert_allclose(p[k][conditioned], ref_p[k][conditioned], rtol=1e-5, atol=1e-6, err_msg=k)
+    assert np.all(np.abs(p[k] - old_p[k]) <= LR * (1 + 1e-5) + 1e-6 * np.abs(old_p[k])), k  # + f32 rounding of p
   assert int(new_state.step) == 1 and int(new_state.num_skipped) == 0
 
 

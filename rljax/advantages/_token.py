@@ -153,8 +153,8 @@ def _prefix_values_near(rv, v, root, tok, max_group_size):
   pair of rows at most ``max_group_size − 1`` apart in that order we only need
   their first mismatching position F (0 across groups); then
   ``Σ_q [t < F_pq]·r_q = Σ_q r_q − Σ_{q: F_pq <= t} r_q`` is one scatter-add
-  into ``[B, T+1]`` and one cumulative sum: O(B·T + B·max_group_size·T)
-  comparisons, no multi-key sort.
+  into ``[B, 2, T+1]`` and one prefix sum (a matmul with a triangular
+  matrix): O(B·T·max_group_size) comparisons, no multi-key sort.
   """
   b, t = tok.shape
   order = jnp.argsort(root, stable=True)
@@ -169,12 +169,12 @@ def _prefix_values_near(rv, v, root, tok, max_group_size):
   if rows:
     rows, firsts = jnp.concatenate(rows), jnp.concatenate(firsts)
     rvals, vvals = jnp.concatenate(rvals), jnp.concatenate(vvals)
-    inc = jnp.zeros((b, t + 1), rv.dtype).at[rows, firsts].add(rvals)
-    inc_v = jnp.zeros((b, t + 1), rv.dtype).at[rows, firsts].add(vvals)
-    tot_r = srv + jax.ops.segment_sum(rvals, rows, num_segments=b)
-    tot_v = sv + jax.ops.segment_sum(vvals, rows, num_segments=b)
-    num = tot_r[:, None] - jnp.cumsum(inc, axis=1)[:, :t]
-    den = tot_v[:, None] - jnp.cumsum(inc_v, axis=1)[:, :t]
+    inc = jnp.zeros((b, 2, t + 1), rv.dtype).at[rows, :, firsts].add(jnp.stack([rvals, vvals], axis=1))
+    # Σ_{s <= t} inc[:, :, s] as a matmul with a triangular 0/1 matrix (exact sums, fast on every backend)
+    tri = (jnp.arange(t + 1)[:, None] <= jnp.arange(t)[None, :]).astype(rv.dtype)           # [T+1, T]
+    below = jnp.einsum("bks,st->bkt", inc, tri, precision=jax.lax.Precision.HIGHEST)
+    num = jnp.sum(inc[:, 0], axis=1, keepdims=True) + srv[:, None] - below[:, 0]
+    den = jnp.sum(inc[:, 1], axis=1, keepdims=True) + sv[:, None] - below[:, 1]
   else:
     num, den = jnp.broadcast_to(srv[:, None], (b, t)), jnp.broadcast_to(sv[:, None], (b, t))
   val = num / jnp.maximum(den, 1.0)

@@ -55,6 +55,11 @@ class Objective:
   terms: tuple
   names: tuple
   aggregate: Callable
+  aux_loss_coef: float = 0.0
+
+  def denominator(self, batch: TrainBatch):
+    """The aggregation denominator of ``batch`` (sum it over micro-batches/devices for a global one)."""
+    return self.aggregate(jnp.zeros(batch.loss_mask.shape, jnp.float32), batch.loss_mask)[1]
 
   def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None):
     if out.logp.shape != batch.loss_mask.shape:
@@ -77,22 +82,29 @@ class Objective:
     loss = numerator / jnp.maximum(denom, 1e-8)
     if out.aux_loss is not None:
       metrics["aux_loss"] = out.aux_loss
+      if self.aux_loss_coef:
+        loss = loss + self.aux_loss_coef * out.aux_loss
     metrics["loss/numerator"] = numerator
     metrics["loss/denominator"] = local_denominator
     metrics["loss"] = loss
     return loss, metrics
 
 
-def chain(*terms: Term, aggregate=token_mean) -> Objective:
+def chain(*terms: Term, aggregate=token_mean, aux_loss_coef: float = 0.0) -> Objective:
   """Composes objective terms into one loss.
 
       loss = aggregate(sum_i term_i(out, batch).per_token_loss, batch.loss_mask)
+             + aux_loss_coef * out.aux_loss          (MoE load balancing, when present)
+
+  Per-token losses are summed in float32 whatever the terms' dtype.
 
   Args:
     *terms: term callables (built-in factories' results or user functions with
       the same signature).
     aggregate: an aggregation (``token_mean``, ``seq_mean_token_mean``, ...) or
       its name; see ``rljax.objectives._aggregation``.
+    aux_loss_coef: weight of the model's auxiliary loss (``out.aux_loss``, e.g.
+      MoE load balancing; Qwen3-MoE uses 1e-3); it is always reported as a metric.
 
   Returns:
     An ``Objective``; ``objective(out, batch)`` returns ``(loss, metrics)`` with
@@ -108,4 +120,7 @@ def chain(*terms: Term, aggregate=token_mean) -> Objective:
     base = _term_name(t, i)
     seen[base] = seen.get(base, 0) + 1
     names.append(base if seen[base] == 1 else f"{base}_{seen[base] - 1}")
-  return Objective(terms=tuple(terms), names=tuple(names), aggregate=get_aggregation(aggregate))
+  if aux_loss_coef < 0:
+    raise ValueError(f"aux_loss_coef must be >= 0, got {aux_loss_coef}")
+  return Objective(terms=tuple(terms), names=tuple(names), aggregate=get_aggregation(aggregate),
+                   aux_loss_coef=aux_loss_coef)

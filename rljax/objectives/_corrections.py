@@ -26,8 +26,6 @@ and OpenRLHF's ``is_correction_type``; see ``docs/objectives.md``.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
-
 import jax
 import jax.numpy as jnp
 
