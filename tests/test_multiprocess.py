@@ -20,7 +20,7 @@ import pytest
 
 STEPS = 2
 B, T = 8, 12
-TIMEOUT_S = 240
+TIMEOUT_S = 600  # generous: ~30 s unloaded, but compiles take minutes on a loaded 2-core machine
 
 
 def _problem():
@@ -56,7 +56,10 @@ def _worker(process_id: int, port: int, out: str) -> None:
   from rljax.train import make_train_step, nll_loss  # pylint: disable=import-outside-toplevel
   from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
 
+  say = lambda msg: print(f"process {process_id} [{time.time() - t0:.0f} s]: {msg}", flush=True)
+  t0 = time.time()
   assert maybe_initialize_distributed(f"localhost:{port}", 2, process_id, env={})
+  say("jax.distributed initialized")
   assert jax.process_count() == 2 and len(jax.devices()) == 2 and len(jax.local_devices()) == 1
   graphdef, state, batches, opt = _problem()
   mesh = make_mesh(MeshConfig(data=1, fsdp=2))
@@ -78,9 +81,10 @@ def _worker(process_id: int, port: int, out: str) -> None:
       lo, hi = min(r.start or 0 for r in rows), max(x.shape[0] if r.stop is None else r.stop for r in rows)
       fields[name] = jax.make_array_from_process_local_data(batch_sh, x[lo:hi], x.shape)
     state, metrics = step(state, TrainBatch(**fields))
+    say(f"step done, loss {float(np.asarray(metrics['loss'].addressable_data(0))):.6f}")
   params = multihost_utils.process_allgather(state.params, tiled=True)
-  np.savez(out, loss=np.asarray(multihost_utils.process_allgather(metrics["loss"])), **_flat(params))
-  print(f"process {process_id}: done, loss {float(np.asarray(metrics['loss']).ravel()[0]):.6f}", flush=True)
+  np.savez(out, loss=np.asarray(metrics["loss"].addressable_data(0)), **_flat(params))  # loss: replicated
+  say("parameters written")
 
 
 def _free_port() -> int:

@@ -141,28 +141,32 @@ def test_compiled_step_all_gathers_follow_the_fsdp_pattern(mesh_cfg):
   hlo = compiled.as_text()
   ops = collectives(hlo)
   assert any(c.op in ("all-reduce", "reduce-scatter") for c in ops), "no gradient reduction found"
-  compute, full_tensor_split = [], set()
+  nf = mesh.shape["fsdp"]
+  blocks = []  # (stored shard, compute shard) of every parameter
   for var in jax.tree.leaves(placed.params, is_leaf=lambda x: isinstance(x, nnx.Variable)):
     x = var[...]
-    spec = compute_spec(x.sharding.spec)
-    compute.append(NamedSharding(mesh, spec).shard_shape(x.shape))
-    if any(s is not None for s in spec):
-      full_tensor_split.add(x.shape)
+    blocks.append((x.sharding.shard_shape(x.shape), NamedSharding(mesh, compute_spec(x.sharding.spec)).shard_shape(x.shape)))
 
-  def is_weight_block(shape, dims):
-    # a block of a parameter's compute shard, complete along the gathered dimension(s)
-    # (XLA may gather a weight in slices, e.g. one KV head at a time)
-    return any(len(c) == len(shape) and all(c[i] % shape[i] == 0 for i in range(len(c)))
-               and all(shape[d] == c[d] for d in dims) for c in compute)
+  def divides(part, whole, dims):
+    return len(part) == len(whole) and all(w % p == 0 for p, w in zip(part, whole)) and all(
+        part[d] == whole[d] for d in dims)
+
+  def is_weight_gather(result, dims):
+    # operand = result with the gathered dimension(s) split nf ways; it must be (a block of) a parameter's
+    # stored shard, complete along the gathered dimension, and the result (a block of) the same
+    # parameter's compute shard (XLA may gather a weight in slices, e.g. one KV head at a time)
+    if not dims or any(result[d] % nf for d in dims):
+      return False
+    operand = tuple(n // nf if i in dims else n for i, n in enumerate(result))
+    return any(divides(operand, s, dims) and divides(result, c, dims) for s, c in blocks)
 
   gathers = [c for c in ops if c.op == "all-gather"]
-  if mesh.shape["fsdp"] == 1:
+  if nf == 1:
     assert not gathers, [c.line[:200] for c in gathers]
   for c in gathers:
     assert mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"}), c.line[:300]
     for shape in c.shapes:
-      assert is_weight_block(shape, c.dimensions), f"all-gather of {shape} is not a weight's fsdp gather: {c.line[:300]}"
-      assert shape not in full_tensor_split, f"full tensor-split parameter gathered: {c.line[:300]}"
+      assert is_weight_gather(shape, c.dimensions), f"all-gather of {shape} is not a weight's fsdp gather: {c.line[:300]}"
   if mesh.shape["fsdp"] > 1:
     assert gathers, "FSDP mesh but no weight all-gather: the weights were not used in the gathered layout"
 

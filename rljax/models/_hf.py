@@ -9,7 +9,6 @@ random-initialised layer).
 from __future__ import annotations
 
 import json
-import math
 import os
 from typing import Any, Callable, Optional
 

@@ -144,7 +144,7 @@ class Transformer(nnx.Module):
     pdt = dtype_of(cfg.param_dtype)
     self.embed = param((0.02 * jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size))).astype(pdt),
                        ("vocab", "embed"))
-    self.layers = nnx.List([Block(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+    self.layers = getattr(nnx, "List", list)([Block(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
     self.final_norm = RMSNorm(cfg.hidden_size, cfg=cfg)
     if cfg.tie_embeddings:
       self.lm_head = None
