@@ -91,7 +91,7 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     V, H, L, NH, D, F, P, G, PL, NEW, steps, warmup = [int(x) for x in sys.argv[1:13]]
 
     class Tok:  # ids as space-separated ints; EOS never produced
-      def encode(self, s, **kw): return [int(x) for x in s.split()]
+      def encode(self, s, **kw): return [int(x) for x in str(s).split()]
       def decode(self, ids, **kw): return " ".join(str(i) for i in ids)
       def bos_id(self): return 0
       def eos_id(self): return V + 7

@@ -71,3 +71,10 @@ def test_batch_must_be_divisible_by_group_size():
   check_group_batch(16, 4)
   with pytest.raises(ValueError, match="not divisible by group_size"):
     check_group_batch(18, 4)
+
+
+def test_overrides_that_depend_on_each_other_apply_in_any_order():
+  cfg = apply_overrides(default_config(), ["eval.num_samples=2", "eval.pass_k=1,2"])
+  assert cfg.eval.num_samples == 2 and cfg.eval.pass_k == (1, 2)
+  with pytest.raises(ValueError, match="EvalConfig.pass_k"):
+    apply_overrides(default_config(), ["eval.num_samples=2"])

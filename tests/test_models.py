@@ -258,3 +258,34 @@ def test_shard_state_places_params_by_logical_axes():
   assert tuple(spec) == ("fsdp", "tensor", None)
   assert tuple(m.embed[...].sharding.spec) == ("tensor", "fsdp")
   np.testing.assert_allclose(m(tok, return_logits=True).logits, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_decode_inside_fori_loop_matches_teacher_forced_argmax(tiny):
+  # Greedy decode in a jitted fori_loop (how a sampler uses the cache) equals the argmax of an
+  # uncached forward over the generated sequence (teacher forcing).
+  graphdef, state = nnx.split(tiny)
+  prompt = _tokens(2, 3, seed=12)
+  n_new, s = 4, 8
+
+  @jax.jit
+  def generate(state, prompt):
+    m = nnx.merge(graphdef, state)
+    kv = jnp.zeros((2, s), bool).at[:, :3].set(True)
+    out = m(prompt, cache=m.init_cache(2, s), cache_index=jnp.int32(0), kv_mask=kv, return_logits=True)
+    seq = jnp.zeros((2, s), jnp.int32).at[:, :3].set(prompt)
+    first = jnp.argmax(out.logits[:, -1], -1).astype(jnp.int32)
+
+    def body(i, carry):
+      cache, seq, kv, nxt = carry
+      pos = 3 + i
+      seq = jax.lax.dynamic_update_slice(seq, nxt[:, None], (0, pos))
+      kv = jax.lax.dynamic_update_slice(kv, jnp.ones((2, 1), bool), (0, pos))
+      o = m(nxt[:, None], cache=cache, cache_index=pos, kv_mask=kv, return_logits=True)
+      return o.cache, seq, kv, jnp.argmax(o.logits[:, -1], -1).astype(jnp.int32)
+
+    _, seq, _, _ = jax.lax.fori_loop(0, n_new, body, (out.cache, seq, kv, first))
+    return seq
+
+  seq = generate(state, prompt)[:, :3 + n_new]
+  ref = jnp.argmax(tiny(seq, return_logits=True).logits, -1)
+  np.testing.assert_array_equal(seq[:, 3:], ref[:, 2:-1])

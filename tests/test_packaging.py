@@ -25,3 +25,10 @@ def test_installed_package_imports_kernels_as_subpackage():
   import rljax.kernels
   assert os.path.basename(os.path.dirname(rljax.kernels.__file__)) == "kernels"
   assert hasattr(rljax.kernels, "logprob_and_entropy")
+
+
+def test_no_top_level_kernels_package_on_the_path():
+  # transformers probes for Hugging Face's `kernels` package; ours must not shadow it.
+  import importlib.util
+  spec = importlib.util.find_spec("kernels")
+  assert spec is None or os.path.dirname(spec.origin) != os.path.join(ROOT, "kernels")

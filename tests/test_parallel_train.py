@@ -266,3 +266,19 @@ def test_train_state_shardings_validation():
   mesh = make_mesh(D8)
   with pytest.raises(ValueError, match="TrainState"):
     train_state_shardings({"params": 1}, mesh)
+
+
+def test_with_logical_constraint_and_batch_shardings():
+  from rljax.parallel import with_logical_constraint  # pylint: disable=import-outside-toplevel
+  mesh = make_mesh(D2F2T2)
+  x = jnp.arange(4 * 6 * 2 * 8, dtype=jnp.float32).reshape(4, 6, 2, 8)  # a [B, S, K, D] cache slice
+  axes = ("batch", "cache_seq", "kv_heads", "head_dim")
+  assert with_logical_constraint(x, axes) is x  # no ambient mesh: unchanged
+  y = jax.jit(lambda a: with_logical_constraint(a * 2, axes, mesh))(x)
+  assert y.sharding.is_equivalent_to(NamedSharding(mesh, P(("data", "fsdp"), None, "tensor", None)), 4)
+  np.testing.assert_array_equal(y, 2 * x)
+  with jax.set_mesh(mesh):
+    z = jax.jit(lambda a: with_logical_constraint(a + 1, axes))(x)
+  assert z.sharding.is_equivalent_to(NamedSharding(mesh, P(("data", "fsdp"), None, "tensor", None)), 4)
+  sh = batch_shardings({"tokens": jnp.zeros((8, 3)), "n": jnp.zeros(()), "odd": jnp.zeros((2, 3))}, mesh)
+  assert sh["tokens"].spec == P(("data", "fsdp"), None) and sh["n"].spec == P() and sh["odd"].spec == P("data", None)

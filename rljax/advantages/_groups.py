@@ -315,7 +315,7 @@ def fast_path(fn):
         statics[name] = value
       else:
         arrays[name] = value
-    if any(isinstance(x, jax.core.Tracer) for x in jax.tree_util.tree_leaves(arrays)):
+    if not all(is_concrete(x) for x in jax.tree_util.tree_leaves(arrays)):
       return fn(**arguments)
     _value_checks(fn.__name__, arguments)
     key = tuple(sorted(statics.items()))

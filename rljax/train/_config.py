@@ -124,7 +124,7 @@ class OptimConfig:
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
   """Supervised warm-start on task demonstrations (NLL objective, same train step)."""
-  steps: int = 400
+  steps: int = 2000
   batch_size: int = 64
   optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="cosine", warmup_steps=20)
 
@@ -328,12 +328,25 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
   Values are parsed by the field's type; the result is re-validated, so an
   invalid value raises ``ValueError`` naming the field.
   """
+  pending = []
   for item in overrides:
     if "=" not in item:
       raise ValueError(f"override {item!r} must look like key=value (e.g. rl.steps=50)")
     key, text = item.split("=", 1)
-    key = key.strip()
-    cfg = _set(cfg, key.split("."), text.strip(), key)
+    pending.append((key.strip(), text.strip()))
+  # Each override is validated as it is applied; one that is only valid together with a
+  # later one (e.g. eval.num_samples=2 before eval.pass_k=1,2) is retried after the others.
+  while pending:
+    failed, first_error = [], None
+    for key, text in pending:
+      try:
+        cfg = _set(cfg, key.split("."), text, key)
+      except ValueError as e:
+        failed.append((key, text))
+        first_error = first_error or e
+    if len(failed) == len(pending):
+      raise first_error
+    pending = failed
   return cfg
 
 
