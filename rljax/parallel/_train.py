@@ -16,10 +16,10 @@ shaped like (a prefix of) a ``rljax.train.TrainState``:
 ``shard_train_step(step, shardings, mesh)`` jits an un-jitted train step
 (``rljax.train.make_train_step(..., jit=False)``) with those in/out
 shardings, the batch split over ``('data', 'fsdp')`` and the state donated.
-Within the step, XLA's SPMD partitioner inserts the collectives: with the
-parameters sharded over ``fsdp`` each layer's weights are all-gathered over
-``fsdp`` just in time and their gradients reduce-scattered (ZeRO-3); over
-``data`` the gradients are all-reduced. Reductions written against the global
+Within the step, XLA's SPMD partitioner inserts the collectives; wrap the
+loss with ``fsdp_loss_fn`` so that each weight is all-gathered over ``fsdp``
+where it is used and its gradient reduce-scattered (ZeRO-3) rather than left
+to propagation; over ``data`` the gradients are all-reduced. Reductions written against the global
 batch (token counts, group statistics) are computed over the global batch, so
 they stay exact whichever devices hold which rows.
 """
