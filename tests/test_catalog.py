@@ -1,0 +1,45 @@
+"""rljax.catalog(): complete, unique, snake_case, and the generated docs are current."""
+import os
+import re
+import subprocess
+import sys
+
+import rljax
+from rljax.catalog import as_table
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Every bracketed name of the objective-library and advantages/filters/rewards issues.
+REQUIRED = """
+ppo_clip reinforce gpg gspo gspo_token gmpo segment_ratio cispo sapo cpgd pspo decoupled_ppo tis mis icepop
+divergence_rejection entropy_bonus erc clip_cov kl_cov top_entropy_mask kl_penalty kl_in_reward rpg sft_nll gft opd
+dpo alol entropy_gated_contrastive delta_logp_reweight token_mean token_sum seq_mean_token_sum seq_mean_token_mean
+seq_mean_token_sum_norm adaptive_kl entropic bapo temperature_control
+grpo dr_grpo rloo reinforce_pp reinforce_pp_baseline remax gae qae passk rank vote task_normalized key_baseline
+role_ema_baseline hadw difficulty_weight gagar uniqueness canon segment outcome_conditioned_baseline tempo
+step_episode_mix sign_preserving_modulation implicit_progress_reward gdpo dara sa_mrpo gd2po
+zero_variance variance_topp void_turn greso pilot_commit difficulty_budget shuffle_pairs rorecomp
+negative_advantage_drop vcrl exact_match math_answer format_regex grpo_lambda overlong_penalty length_penalty
+rubric_dropout prm_clip prm_delta correctness_gated gaussian_reward clipped_linear_reward composite
+""".split()
+
+
+def test_catalog_has_every_required_technique_once():
+  rows = rljax.catalog()
+  names = [r.name for r in rows]
+  assert len(names) == len(set(names))
+  missing = sorted(set(REQUIRED) - set(names))
+  assert not missing, f"not in the catalog: {missing}"
+  for r in rows:
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", r.name)
+    assert r.formula and r.source and callable(r.fn)
+    assert r.fn.__doc__, f"{r.name}: callable has no docstring"
+
+
+def test_cli_table_and_generated_docs_are_current():
+  out = subprocess.run([sys.executable, "-m", "rljax.catalog"], capture_output=True, text=True, check=True,
+                       cwd="/")
+  assert "ppo_clip" in out.stdout and "grpo" in out.stdout
+  with open(os.path.join(ROOT, "docs", "catalog.md")) as f:
+    docs = f.read()
+  assert as_table(markdown=True) in docs, "docs/catalog.md is stale: python -m rljax.catalog --markdown"
