@@ -133,10 +133,11 @@ def test_parameter_and_optimizer_shardings_as_declared(mesh_cfg):
 
 @pytest.mark.parametrize("mesh_cfg", MESHES, ids=mesh_id)
 def test_compiled_step_all_gathers_follow_the_fsdp_pattern(mesh_cfg):
-  """Every all-gather in the compiled step (1) runs over exactly the ``fsdp`` mesh axis and (2) produces
-  the *compute* layout of a parameter (its stored shard gathered over ``fsdp``, still split over
-  ``tensor``): never a full unsharded parameter of a tensor-split weight, never an activation, nothing
-  at all on a mesh without ``fsdp``. Gradients come back by reduce-scatter / all-reduce."""
+  """Every all-gather in the compiled step either (1) runs over exactly the ``fsdp`` mesh axis and
+  produces the *compute* layout of a parameter (its stored shard gathered over ``fsdp``, still split
+  over ``tensor``; checked on both operand and result shapes), or (2) reshards an activation inside a
+  tensor group (not parameter-shaped). On a mesh without ``fsdp`` or ``tensor`` there is no all-gather
+  at all. Gradients come back by reduce-scatter / all-reduce."""
   mesh, shardings, compiled, placed, placed_batch = _compiled(mesh_cfg)
   hlo = compiled.as_text()
   ops = collectives(hlo)
@@ -161,12 +162,28 @@ def test_compiled_step_all_gathers_follow_the_fsdp_pattern(mesh_cfg):
     return any(divides(operand, s, dims) and divides(result, c, dims) for s, c in blocks)
 
   gathers = [c for c in ops if c.op == "all-gather"]
-  if nf == 1:
+  if nf == 1 and mesh.shape["tensor"] == 1:
     assert not gathers, [c.line[:200] for c in gathers]
+  pos = {int(i): idx for idx, i in np.ndenumerate(np.arange(mesh.size).reshape(mesh.devices.shape))}
+  t_axis = mesh.axis_names.index("tensor")
+
+  def within_tensor(groups):  # every group differs only in its tensor coordinate (the axis or a sub-axis)
+    return groups is not None and all(
+        len({tuple(c for k, c in enumerate(pos[d]) if k != t_axis) for d in g}) == 1 for g in groups)
+
+  param_shapes = {shape for pair in blocks for shape in pair} | {
+      var[...].shape for var in jax.tree.leaves(placed.params, is_leaf=lambda x: isinstance(x, nnx.Variable))}
   for c in gathers:
-    assert mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"}), c.line[:300]
-    for shape in c.shapes:
-      assert is_weight_gather(shape, c.dimensions), f"all-gather of {shape} is not a weight's fsdp gather: {c.line[:300]}"
+    if mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"}):
+      for shape in c.shapes:
+        assert is_weight_gather(shape, c.dimensions), f"all-gather of {shape} is not a weight's fsdp gather: {c.line[:300]}"
+    else:
+      # the only other gathers allowed: activation reshards inside a tensor group (e.g. 2 KV heads on
+      # tensor=4 are split 2 ways, so K/V activations are gathered over half the tensor ring) —
+      # never a parameter-shaped array
+      assert within_tensor(c.groups), f"all-gather outside the fsdp / tensor groups: {c.line[:300]}"
+      for shape in c.shapes:
+        assert shape not in param_shapes and len(shape) != 2, f"parameter-like all-gather: {c.line[:300]}"
   if mesh.shape["fsdp"] > 1:
     assert gathers, "FSDP mesh but no weight all-gather: the weights were not used in the gathered layout"
 
