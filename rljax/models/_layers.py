@@ -183,6 +183,27 @@ def attention(q, k, v, mask, *, scale: float, softcap: Optional[float]):
   return o.reshape(b, t, n, d)
 
 
+def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):
+  """:func:`attention` for one query per row (``q [B, 1, N, D]``) over a cache.
+
+  Same math as :func:`attention`, written as broadcast-multiply + reduce in
+  the cache's own ``[B, S, K, D]`` layout: a batched ``dot_general`` would
+  make XLA transpose the whole cache to ``[B, K, S, D]`` (a full copy of the
+  layer's cache per decode step); the reduce reads it once, in place.
+  Float32 accumulation as in :func:`attention` (summation order may differ).
+  """
+  b, t, n, d = q.shape
+  kh = k.shape[2]
+  qg = q.reshape(b, kh, n // kh, d).astype(jnp.float32)  # t == 1
+  s = jnp.sum(qg[:, None] * k[:, :, :, None, :].astype(jnp.float32), axis=-1) * scale  # [B, S, K, G]
+  if softcap is not None:
+    s = softcap * jnp.tanh(s / softcap)
+  s = jnp.where(mask[:, 0, :, None, None], s, _NEG)
+  p = jax.nn.softmax(s, axis=1).astype(v.dtype)
+  o = jnp.sum(p[..., None].astype(jnp.float32) * v[:, :, :, None, :].astype(jnp.float32), axis=1)  # [B, K, G, D]
+  return o.astype(v.dtype).reshape(b, t, n, d)
+
+
 def _lora_for(cfg: ModelConfig, name: str) -> Optional[LoRAConfig]:
   return cfg.lora if (cfg.lora is not None and name in cfg.lora.targets) else None
 
@@ -214,6 +235,10 @@ class Attention(nnx.Module):
 
   def out(self, q, k, v, mask):
     return self.o(attention(q, k, v, mask, scale=self.scale, softcap=self.softcap))
+
+  def out_decode(self, q, k, v, mask):
+    """:meth:`out` for a single query token per row over a KV cache."""
+    return self.o(attention_decode(q, k, v, mask, scale=self.scale, softcap=self.softcap))
 
 
 def _act(name: str, x):

@@ -106,7 +106,10 @@ class Block(nnx.Module):
     k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
     v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
     cd = q.dtype
-    y = self.attn.out(q, k_all[layer].astype(cd), v_all[layer].astype(cd), mask)
+    if x.shape[1] == 1:  # decode: attend in the cache layout (no per-step cache transpose)
+      y = self.attn.out_decode(q, k_all[layer], v_all[layer], mask)
+    else:
+      y = self.attn.out(q, k_all[layer].astype(cd), v_all[layer].astype(cd), mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
     x, ids, probs = self._mlp(x + y, routing)
