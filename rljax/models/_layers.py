@@ -184,24 +184,35 @@ def attention(q, k, v, mask, *, scale: float, softcap: Optional[float]):
 
 
 def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):
-  """:func:`attention` for one query per row (``q [B, 1, N, D]``) over a cache.
+  """:func:`attention` for one query per row over a flattened cache.
 
-  Same math as :func:`attention`, written as broadcast-multiply + reduce in
-  the cache's own ``[B, S, K, D]`` layout: a batched ``dot_general`` would
-  make XLA transpose the whole cache to ``[B, K, S, D]`` (a full copy of the
-  layer's cache per decode step); the reduce reads it once, in place.
-  Float32 accumulation as in :func:`attention` (summation order may differ).
+  ``q [B, 1, N, D]``, ``k, v [B, S K, D]`` (slot ``s``, kv head ``h`` at row
+  ``s K + h``; a free reshape of ``[B, S, K, D]``), ``mask [B, 1, S]``.
+  Same math as :func:`attention` (float32 scores and softmax), arranged so
+  that both matmuls read the cache in its own layout: a ``dot_general`` with
+  batch dims ``(B, K)`` makes XLA transpose the whole layer cache to
+  ``[B, K, S, D]`` every decode step. Every query head is scored against
+  every kv head (``K`` times the score flops, small next to the projections
+  at decode) and the matching ``(h, h)`` diagonal is kept; ``p @ v``
+  contracts ``(S, K)`` jointly with the probabilities placed on that
+  diagonal.
   """
   b, t, n, d = q.shape
-  kh = k.shape[2]
-  qg = q.reshape(b, kh, n // kh, d).astype(jnp.float32)  # t == 1
-  s = jnp.sum(qg[:, None] * k[:, :, :, None, :].astype(jnp.float32), axis=-1) * scale  # [B, S, K, G]
+  s_len = mask.shape[-1]
+  kh = k.shape[1] // s_len
+  g = n // kh
+  qf = q.reshape(b, n, d)  # t == 1
+  s_all = jnp.einsum("bjd,bnd->bjn", k, qf.astype(k.dtype), preferred_element_type=jnp.float32)
+  eye = jnp.eye(kh, dtype=bool)
+  s_all = s_all.reshape(b, s_len, kh, kh, g)  # [B, S, K (key head), K (query group), G]
+  s = jnp.sum(jnp.where(eye[None, None, :, :, None], s_all, 0.0), axis=2) * scale  # [B, S, K, G]
   if softcap is not None:
     s = softcap * jnp.tanh(s / softcap)
   s = jnp.where(mask[:, 0, :, None, None], s, _NEG)
-  p = jax.nn.softmax(s, axis=1).astype(v.dtype)
-  o = jnp.sum(p[..., None].astype(jnp.float32) * v[:, :, :, None, :].astype(jnp.float32), axis=1)  # [B, K, G, D]
-  return o.astype(v.dtype).reshape(b, t, n, d)
+  p = jax.nn.softmax(s, axis=1)  # over S
+  p_all = jnp.where(eye[None, None, :, :, None], p[:, :, None], 0.0)  # [B, S, K, K, G]
+  o = jnp.einsum("bjn,bjd->bnd", p_all.reshape(b, s_len * kh, n).astype(v.dtype), v)
+  return o.reshape(b, t, n, d)
 
 
 def _lora_for(cfg: ModelConfig, name: str) -> Optional[LoRAConfig]:

@@ -116,6 +116,28 @@ class Block(nnx.Module):
     return x, ids, probs, k_all, v_all
 
 
+  def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None):
+    """One decode token per row over this layer's own cache ``k_l, v_l [B, S K, D]``.
+
+    Same math as :meth:`cached` with ``T = 1``. The per-layer cache is kept
+    with slots and kv heads flattened (slot ``s``, head ``h`` at row
+    ``s K + h``): the attention reads it in place, with no reshape between
+    the in-place update and the matmuls (on CPU a slice of the stacked
+    ``[L, ...]`` cache, or a reshape fused with the update, is a full copy).
+    """
+    y = self.attn_norm(x)
+    q, k, v = self.attn.qkv(y, cos, sin)
+    b, _, kh, d = k.shape
+    start = (0, cache_index * kh, 0)
+    k_l = jax.lax.dynamic_update_slice(k_l, k.reshape(b, kh, d).astype(k_l.dtype), start)
+    v_l = jax.lax.dynamic_update_slice(v_l, v.reshape(b, kh, d).astype(v_l.dtype), start)
+    y = self.attn.out_decode(q, k_l, v_l, mask)
+    if self.attn_post_norm is not None:
+      y = self.attn_post_norm(y)
+    x, ids, probs = self._mlp(x + y, routing)
+    return x, ids, probs, k_l, v_l
+
+
 _REMAT_POLICIES = {
     "full": None,
     "dots": jax.checkpoint_policies.checkpoint_dots,
@@ -185,6 +207,46 @@ class Transformer(nnx.Module):
     return z
 
   # ---------------------------------------------------------------- forward
+  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask):
+    """One token per row with a per-layer KV cache (the sampler's decode loop).
+
+    Equals ``self(tokens, positions, cache=KVCache(stack(k_layers),
+    stack(v_layers)), cache_index=cache_index, kv_mask=kv_mask)`` for
+    ``T = 1`` (same math, summation order may differ), but keeps one
+    ``[B, S K, D]`` array per layer so that no step copies a layer's cache.
+
+    Args:
+      tokens, positions: ``[B, 1]`` int.
+      k_layers, v_layers: tuples of ``L`` arrays ``[B, S K, D]`` (``KVCache.k[l]``
+        reshaped: slot ``s``, kv head ``h`` at row ``s K + h``).
+      cache_index: int32 scalar slot written by this token.
+      kv_mask: ``[B, S]`` bool valid slots (including ``cache_index``).
+    Returns:
+      ``(hidden [B, 1, H] after the final norm, k_layers, v_layers, routing [B, 1, L_moe, k] or None)``.
+    """
+    cfg = self.cfg
+    b, t = tokens.shape
+    if t != 1:
+      raise ValueError(f"tokens must be [B, 1] for decode_step, got shape {tokens.shape}")
+    s_len = k_layers[0].shape[1] // cfg.num_kv_heads
+    cache_index = jnp.asarray(cache_index, jnp.int32)
+    k_idx = jnp.arange(s_len, dtype=jnp.int32)
+    base = ((k_idx <= cache_index)[None, None, :] & kv_mask[:, None, :].astype(bool))  # [B, 1, S]
+    sliding_mask = None
+    if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
+      sliding_mask = base & ((cache_index - k_idx) < cfg.sliding_window)[None, None, :]
+    cos, sin = rope_cos_sin(positions, cfg)
+    x = self.embed_tokens(tokens)
+    ids_all = []
+    ks, vs = list(k_layers), list(v_layers)
+    for i, block in enumerate(self.layers):
+      mask = sliding_mask if block.sliding else base
+      x, ids, _, ks[i], vs[i] = block.decode(x, cos, sin, mask, ks[i], vs[i], cache_index)
+      if block.is_moe:
+        ids_all.append(ids)
+    routing_out = jnp.stack(ids_all, axis=2) if ids_all else None
+    return self.final_norm(x), tuple(ks), tuple(vs), routing_out
+
   def __call__(self, tokens, positions=None, *, segment_ids=None, cache: Optional[KVCache] = None,
                cache_index=None, kv_mask=None, routing=None, return_logits: bool = False) -> ModelOutput:
     """Forward pass.

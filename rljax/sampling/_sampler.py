@@ -221,12 +221,12 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
     # Feed each active row's pending token (position length - 1) at the shared slot.
     kv_mask = jax.lax.dynamic_update_slice(st.kv_mask, a2, (0, st.slot))
     fed_pos = (st.length - 1)[:, None]
-    out = model(st.pending[:, None], fed_pos, cache=st.cache, cache_index=st.slot,
-                kv_mask=kv_mask, return_logits=False)
+    ks, vs = st.cache
+    hidden, ks, vs, routing = model.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask)
     upd = {}
-    if st.routing is not None and out.routing is not None:
-      upd["routing"] = _set_rows(st.routing, fed_pos, out.routing, a2)
-    logits = _logits(model, out.hidden[:, 0])
+    if st.routing is not None and routing is not None:
+      upd["routing"] = _set_rows(st.routing, fed_pos, routing, a2)
+    logits = _logits(model, hidden[:, 0])
     # Sample the token at position ``length``.
     pos = st.length
     keys = jax.vmap(jax.random.fold_in)(seq_keys, pos)
@@ -245,14 +245,22 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
     hit_len = act & ~hit_stop & (n_gen >= max_new)
     finish = jnp.where(hit_stop, int(FinishReason.STOP_TOKEN),
                        jnp.where(hit_len, int(FinishReason.LENGTH), st.finish_reason))
-    st = st.replace(cache=out.cache, kv_mask=kv_mask, slot=st.slot + 1,
+    st = st.replace(cache=(ks, vs), kv_mask=kv_mask, slot=st.slot + 1,
                     pending=jnp.where(act, tok, st.pending),
                     length=st.length + act.astype(jnp.int32),
                     finish_reason=finish.astype(jnp.int32), **upd)
     return st, done | hit_stop | hit_len, n_gen
 
+  # The loop carries one cache array per layer (``Transformer.decode_step``):
+  # slicing a layer out of the stacked [L, ...] cache would copy it every step.
+  cache = st.cache
+  n_layers = cache.k.shape[0]
+  shape = cache.k.shape  # [L, B, S, K, D] -> L x [B, S K, D]
+  flat = lambda x: tuple(x[i].reshape(shape[1], shape[2] * shape[3], shape[4]) for i in range(n_layers))
+  st = st.replace(cache=(flat(cache.k), flat(cache.v)))
   st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
-  return st
+  ks, vs = st.cache
+  return st.replace(cache=type(cache)(jnp.stack(ks).reshape(shape), jnp.stack(vs).reshape(shape)))
 
 
 def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dtype):

@@ -124,9 +124,9 @@ class OptimConfig:
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
   """Supervised warm-start on task demonstrations (NLL objective, same train step)."""
-  steps: int = 2000
+  steps: int = 4000
   batch_size: int = 64
-  optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="cosine", warmup_steps=20)
+  optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="constant", warmup_steps=20)
 
   def __post_init__(self):
     _pos_int(self, "steps", allow_zero=True)
@@ -142,7 +142,7 @@ class RLConfig:
   mean-only advantage + constant normaliser; ``gspo``: sequence-level ratio;
   ``custom``: the ``objective_fn`` passed to ``train``).
   """
-  steps: int = 300
+  steps: int = 100
   num_prompts: int = 32
   group_size: int = 8
   max_new_tokens: int = 6
