@@ -94,6 +94,10 @@ def _cmd_train(args) -> int:
   if args.print_config:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
+  from rljax.parallel import maybe_initialize_distributed  # pylint: disable=import-outside-toplevel
+  # Multi-host (TPU pod slice, SLURM, or RLJAX_COORDINATOR/NUM_PROCESSES/PROCESS_ID): join the
+  # distributed runtime before any device is used; a no-op for one process.
+  maybe_initialize_distributed()
   try:
     train(cfg, resume=args.resume)
   except Preempted as e:

@@ -340,3 +340,37 @@ def test_moe_routing_matches_training_forward():
   cm = np.asarray(r.completion_mask)
   diff = np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(r.logp_behavior), 0)).max()
   assert diff <= 1e-5, diff
+
+
+def test_decode_step_equals_cached_call():
+  """``Transformer.decode_step`` (per-layer head-major cache, used by the decode
+  loop) == the stacked-cache ``__call__`` with T = 1, on a Gemma-2-like model
+  (GQA, sliding window, attention/final soft-caps, sandwich norms) with masked
+  slot gaps."""
+  from rljax.models import KVCache
+  cfg = ModelConfig.tiny(layer_types=("sliding_attention", "full_attention"), sliding_window=3,
+                         attn_logit_softcap=5.0, final_logit_softcap=30.0, sandwich_norm=True)
+  model = Transformer(cfg, rngs=nnx.Rngs(4))
+  graphdef, state = nnx.split(model)
+  b, s = 2, 12
+  rng = np.random.default_rng(0)
+  tok = jnp.asarray(rng.integers(0, 128, (b, 6)), jnp.int32)
+  kv_mask = jnp.asarray(np.arange(s)[None] < np.array([[6], [4]]))  # row 1: slots 4, 5 masked
+  kv_mask = kv_mask.at[:, 6].set(True)
+
+  @jax.jit
+  def f(state):
+    m = nnx.merge(graphdef, state)
+    out = m(tok, jnp.broadcast_to(jnp.arange(6), (b, 6)), cache=m.init_cache(b, s), cache_index=0,
+            kv_mask=kv_mask)
+    new, pos = tok[:, :1] + 1, jnp.array([[6], [4]], jnp.int32)
+    ref = m(new, pos, cache=out.cache, cache_index=6, kv_mask=kv_mask)
+    split = lambda x: tuple(x[i].transpose(0, 2, 1, 3) for i in range(cfg.num_layers))  # [B, K, S, D]
+    hid, ks, vs, _ = m.decode_step(new, pos, split(out.cache.k), split(out.cache.v), 6, kv_mask)
+    got = KVCache(jnp.stack(ks).transpose(0, 1, 3, 2, 4), jnp.stack(vs).transpose(0, 1, 3, 2, 4))
+    return ref.hidden, hid, ref.cache, got
+
+  ref_h, got_h, ref_c, got_c = f(state)
+  np.testing.assert_allclose(np.asarray(got_h), np.asarray(ref_h), atol=1e-5, rtol=0)
+  np.testing.assert_allclose(np.asarray(got_c.k), np.asarray(ref_c.k), atol=1e-6, rtol=0)
+  np.testing.assert_allclose(np.asarray(got_c.v), np.asarray(ref_c.v), atol=1e-6, rtol=0)

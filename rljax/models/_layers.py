@@ -184,34 +184,23 @@ def attention(q, k, v, mask, *, scale: float, softcap: Optional[float]):
 
 
 def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):
-  """:func:`attention` for one query per row over a flattened cache.
+  """:func:`attention` for one query per row over a head-major cache.
 
-  ``q [B, 1, N, D]``, ``k, v [B, S K, D]`` (slot ``s``, kv head ``h`` at row
-  ``s K + h``; a free reshape of ``[B, S, K, D]``), ``mask [B, 1, S]``.
-  Same math as :func:`attention` (float32 scores and softmax), arranged so
-  that both matmuls read the cache in its own layout: a ``dot_general`` with
-  batch dims ``(B, K)`` makes XLA transpose the whole layer cache to
-  ``[B, K, S, D]`` every decode step. Every query head is scored against
-  every kv head (``K`` times the score flops, small next to the projections
-  at decode) and the matching ``(h, h)`` diagonal is kept; ``p @ v``
-  contracts ``(S, K)`` jointly with the probabilities placed on that
-  diagonal.
+  ``q [B, 1, N, D]``, ``k, v [B, K, S, D]`` (kv head before slot: the
+  decode loop's layout), ``mask [B, 1, S]``. Same math as :func:`attention`
+  (float32 scores and softmax). In this layout both matmuls have their batch
+  dims ``(B, K)`` leading, so XLA reads the cache in place; with the
+  ``[B, S, K, D]`` layout it transposes the whole layer cache every step.
   """
   b, t, n, d = q.shape
-  s_len = mask.shape[-1]
-  kh = k.shape[1] // s_len
-  g = n // kh
-  qf = q.reshape(b, n, d)  # t == 1
-  s_all = jnp.einsum("bjd,bnd->bjn", k, qf.astype(k.dtype), preferred_element_type=jnp.float32)
-  eye = jnp.eye(kh, dtype=bool)
-  s_all = s_all.reshape(b, s_len, kh, kh, g)  # [B, S, K (key head), K (query group), G]
-  s = jnp.sum(jnp.where(eye[None, None, :, :, None], s_all, 0.0), axis=2) * scale  # [B, S, K, G]
+  kh = k.shape[1]
+  qg = q.reshape(b, kh, n // kh, d)  # t == 1
+  s = jnp.einsum("bkgd,bksd->bkgs", qg, k, preferred_element_type=jnp.float32) * scale
   if softcap is not None:
     s = softcap * jnp.tanh(s / softcap)
-  s = jnp.where(mask[:, 0, :, None, None], s, _NEG)
-  p = jax.nn.softmax(s, axis=1)  # over S
-  p_all = jnp.where(eye[None, None, :, :, None], p[:, :, None], 0.0)  # [B, S, K, K, G]
-  o = jnp.einsum("bjn,bjd->bnd", p_all.reshape(b, s_len * kh, n).astype(v.dtype), v)
+  s = jnp.where(mask[:, :, None], s, _NEG)  # mask [B, 1, S] -> [B, 1, 1, S]
+  p = jax.nn.softmax(s, axis=-1).astype(v.dtype)
+  o = jnp.einsum("bkgs,bksd->bkgd", p, v)
   return o.reshape(b, t, n, d)
 
 

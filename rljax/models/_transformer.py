@@ -106,10 +106,7 @@ class Block(nnx.Module):
     k_all = jax.lax.dynamic_update_slice(k_all, k[None].astype(k_all.dtype), start)
     v_all = jax.lax.dynamic_update_slice(v_all, v[None].astype(v_all.dtype), start)
     cd = q.dtype
-    if x.shape[1] == 1:  # decode: attend in the cache layout (no per-step cache transpose)
-      y = self.attn.out_decode(q, k_all[layer], v_all[layer], mask)
-    else:
-      y = self.attn.out(q, k_all[layer].astype(cd), v_all[layer].astype(cd), mask)
+    y = self.attn.out(q, k_all[layer].astype(cd), v_all[layer].astype(cd), mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
     x, ids, probs = self._mlp(x + y, routing)
@@ -117,20 +114,18 @@ class Block(nnx.Module):
 
 
   def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None):
-    """One decode token per row over this layer's own cache ``k_l, v_l [B, S K, D]``.
+    """One decode token per row over this layer's own cache ``k_l, v_l [B, K, S, D]``.
 
-    Same math as :meth:`cached` with ``T = 1``. The per-layer cache is kept
-    with slots and kv heads flattened (slot ``s``, head ``h`` at row
-    ``s K + h``): the attention reads it in place, with no reshape between
-    the in-place update and the matmuls (on CPU a slice of the stacked
-    ``[L, ...]`` cache, or a reshape fused with the update, is a full copy).
+    Same math as :meth:`cached` with ``T = 1``. The per-layer, head-major
+    cache lets the attention read it in place (on CPU a slice of the stacked
+    ``[L, ...]`` cache, or a ``[B, S, K, D]`` cache under a ``(B, K)``-batched
+    matmul, is a full copy every step).
     """
     y = self.attn_norm(x)
     q, k, v = self.attn.qkv(y, cos, sin)
-    b, _, kh, d = k.shape
-    start = (0, cache_index * kh, 0)
-    k_l = jax.lax.dynamic_update_slice(k_l, k.reshape(b, kh, d).astype(k_l.dtype), start)
-    v_l = jax.lax.dynamic_update_slice(v_l, v.reshape(b, kh, d).astype(v_l.dtype), start)
+    start = (0, 0, cache_index, 0)
+    k_l = jax.lax.dynamic_update_slice(k_l, k.transpose(0, 2, 1, 3).astype(k_l.dtype), start)
+    v_l = jax.lax.dynamic_update_slice(v_l, v.transpose(0, 2, 1, 3).astype(v_l.dtype), start)
     y = self.attn.out_decode(q, k_l, v_l, mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
@@ -213,12 +208,12 @@ class Transformer(nnx.Module):
     Equals ``self(tokens, positions, cache=KVCache(stack(k_layers),
     stack(v_layers)), cache_index=cache_index, kv_mask=kv_mask)`` for
     ``T = 1`` (same math, summation order may differ), but keeps one
-    ``[B, S K, D]`` array per layer so that no step copies a layer's cache.
+    head-major ``[B, K, S, D]`` array per layer so that no step copies a layer's cache.
 
     Args:
       tokens, positions: ``[B, 1]`` int.
-      k_layers, v_layers: tuples of ``L`` arrays ``[B, S K, D]`` (``KVCache.k[l]``
-        reshaped: slot ``s``, kv head ``h`` at row ``s K + h``).
+      k_layers, v_layers: tuples of ``L`` head-major arrays ``[B, K, S, D]``
+        (``KVCache.k[l].transpose(0, 2, 1, 3)``).
       cache_index: int32 scalar slot written by this token.
       kv_mask: ``[B, S]`` bool valid slots (including ``cache_index``).
     Returns:
@@ -228,7 +223,7 @@ class Transformer(nnx.Module):
     b, t = tokens.shape
     if t != 1:
       raise ValueError(f"tokens must be [B, 1] for decode_step, got shape {tokens.shape}")
-    s_len = k_layers[0].shape[1] // cfg.num_kv_heads
+    s_len = k_layers[0].shape[2]
     cache_index = jnp.asarray(cache_index, jnp.int32)
     k_idx = jnp.arange(s_len, dtype=jnp.int32)
     base = ((k_idx <= cache_index)[None, None, :] & kv_mask[:, None, :].astype(bool))  # [B, 1, S]

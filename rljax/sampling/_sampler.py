@@ -255,12 +255,13 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
   # slicing a layer out of the stacked [L, ...] cache would copy it every step.
   cache = st.cache
   n_layers = cache.k.shape[0]
-  shape = cache.k.shape  # [L, B, S, K, D] -> L x [B, S K, D]
-  flat = lambda x: tuple(x[i].reshape(shape[1], shape[2] * shape[3], shape[4]) for i in range(n_layers))
-  st = st.replace(cache=(flat(cache.k), flat(cache.v)))
+  # [L, B, S, K, D] -> L x [B, K, S, D] (head-major: no per-step transpose) and back.
+  split = lambda x: tuple(x[i].transpose(0, 2, 1, 3) for i in range(n_layers))
+  st = st.replace(cache=(split(cache.k), split(cache.v)))
   st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
   ks, vs = st.cache
-  return st.replace(cache=type(cache)(jnp.stack(ks).reshape(shape), jnp.stack(vs).reshape(shape)))
+  return st.replace(cache=type(cache)(jnp.stack(ks).transpose(0, 1, 3, 2, 4),
+                                      jnp.stack(vs).transpose(0, 1, 3, 2, 4)))
 
 
 def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dtype):

@@ -86,6 +86,7 @@ class ModelSpec:
   preset: Optional[str] = None
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
+  init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2))
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
@@ -95,6 +96,7 @@ class ModelSpec:
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
+    _choice(self, "init", ("fan_in", "normal"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -100,7 +100,7 @@ def build_task(cfg: RunConfig):
 def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
   """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
   from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
-  from rljax.models import ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
+  from rljax.models import fan_in_init, ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
 
   task = build_task(cfg)
@@ -122,6 +122,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
                        param_dtype=m.dtype, compute_dtype=m.dtype, bos_token_id=codec.bos_id,
                        eos_token_id=codec.eos_id, pad_token_id=codec.pad_id)
     model = Transformer(mcfg, rngs=nnx.Rngs(cfg.seed if model_seed is None else model_seed))
+    if m.init == "fan_in":
+      fan_in_init(model)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
