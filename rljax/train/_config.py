@@ -86,7 +86,7 @@ class ModelSpec:
   preset: Optional[str] = None
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
-  init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2))
+  init: str = "normal"  # from-scratch init: "normal" (N(0, 0.02^2), as measured for the demo) or "fan_in" (1/sqrt(fan_in), embedding std 1)
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
