@@ -4,7 +4,7 @@
     rljax train --config dapo --set rl.steps=100 --set seed=1
     rljax train --resume --out-dir runs/default   # continue from the latest checkpoint
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
-    rljax sample --run-dir runs/default "037+085=" "512+499=" --n 4 --temperature 1.0
+    rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
 
 ``--config`` takes a name from the repository's ``configs/`` folder
 (``default``, ``grpo``, ``dapo``, ``dr_grpo``, ``gspo``, ``tiny``,
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
   e.add_argument("--temperature", type=float, default=1.0)
   e.add_argument("--seed", type=int, default=0)
   s = sub.add_parser("sample", help="generate completions from a checkpoint")
-  s.add_argument("prompts", nargs="+", help="prompt texts, e.g. '037+085='")
+  s.add_argument("prompts", nargs="+", help="prompt texts, e.g. '730+580='")
   s.add_argument("--run-dir", default="runs/default")
   s.add_argument("--stage", choices=("rl", "sft"), default=None)
   s.add_argument("--n", type=int, default=1)

@@ -15,8 +15,12 @@ def test_arithmetic_problems_are_deterministic_and_correct():
   assert a != task.problems("train", 50, seed=8)
   for p in a:
     x, y = p.meta["a"], p.meta["b"]
-    assert p.prompt == f"{x:03d}+{y:03d}="
+    assert p.prompt == f"{x:03d}"[::-1] + "+" + f"{y:03d}"[::-1] + "="
     assert p.answer == str(x + y)[::-1]
+  big_endian = ArithmeticTask(digits=3, reverse_operands=False, reverse_answer=False)
+  p = big_endian._make(37, 85)
+  assert (p.prompt, p.answer) == ("037+085=", "122")
+  assert ArithmeticTask(digits=3)._make(37, 85).prompt == "730+580="
 
 
 def test_arithmetic_splits_are_disjoint():
@@ -28,7 +32,7 @@ def test_arithmetic_splits_are_disjoint():
 
 def test_no_carry_answer_by_hand():
   task = ArithmeticTask(digits=3)
-  p = task._make(37, 85)  # 037+085: digit sums 12, 11, 0 -> no-carry 2,1,0 -> value 012 -> "21" reversed
+  p = task._make(37, 85)  # 37+85 (prompt 730+580=): digit sums 12, 11, 0 -> no-carry 2,1,0 -> value 012 -> "21" reversed
   assert p.answer == "221"
   assert task.no_carry_answer(p) == "21"
   q = task._make(123, 456)  # no carries at all

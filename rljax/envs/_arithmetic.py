@@ -1,8 +1,13 @@
-"""Multi-digit addition with the answer written lowest digit first.
+"""Multi-digit addition with every number written lowest digit first.
 
-``037+085=`` -> ``221`` (122 reversed). Writing the lowest digit first puts
-each carry next to the digits that cause it, which lets a 2-layer model learn
-the task (see shared/design/demo-task-notes.md). The optional *sloppy teacher*
+37 + 85 = 122 is posed as ``730+580=`` with answer ``221``. Writing the answer
+lowest digit first puts each carry next to the digits that cause it (see
+shared/design/demo-task-notes.md); writing the operands lowest digit first too
+puts the i-th answer digit at a *constant* distance from the i-th digit of each
+operand, which a rotary-position model picks up within a few hundred steps
+(measured on the demo: with big-endian operands the 2-layer model sat on its
+loss plateau for 1000-4000 steps, seed-dependent; little-endian operands
+left it by step ~500 on seeds 0, 1 and 2). The optional *sloppy teacher*
 drops every carry in a fraction of the demonstrations, so that supervised
 warm-starting leaves a policy that often samples the right answer but prefers
 the wrong one greedily: room for RL to beat its teacher.
@@ -24,11 +29,13 @@ class ArithmeticTask:
   Attributes:
     digits: operand width (1..9).
     reverse_answer: write the sum lowest digit first (recommended).
+    reverse_operands: write the operands lowest digit first (recommended).
     sloppy_carry_prob: probability that a demonstration ignores every carry.
     test_fraction: share of the problem space reserved for the test split.
   """
   digits: int = 3
   reverse_answer: bool = True
+  reverse_operands: bool = True
   sloppy_carry_prob: float = 0.0
   test_fraction: float = 0.1
   name: str = "arithmetic"
@@ -47,7 +54,10 @@ class ArithmeticTask:
 
   def _make(self, a: int, b: int) -> Problem:
     w = self.digits
-    return Problem(prompt=f"{a:0{w}d}+{b:0{w}d}=", answer=self._format(a + b), meta={"a": a, "b": b})
+    x, y = f"{a:0{w}d}", f"{b:0{w}d}"
+    if self.reverse_operands:
+      x, y = x[::-1], y[::-1]
+    return Problem(prompt=f"{x}+{y}=", answer=self._format(a + b), meta={"a": a, "b": b})
 
   def problems(self, split: str, num: int, seed: int) -> list[Problem]:
     """``num`` problems of ``split`` ("train"/"test"), deterministic in ``seed``."""

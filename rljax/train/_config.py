@@ -54,13 +54,14 @@ def _choice(obj, name, allowed):
 class TaskConfig:
   """Which verifiable task to train on (see ``rljax.envs.get_task``).
 
-  ``kwargs`` are passed to the task constructor (for arithmetic: ``digits``,
-  ``sloppy_carry_prob``). ``tfds_dir`` is a local TFDS directory for
+  For arithmetic, ``digits``, ``sloppy_carry_prob`` and ``reverse_operands``
+  (operands written lowest digit first, as the answer is) go to the task. ``tfds_dir`` is a local TFDS directory for
   dataset-backed tasks (GSM8K).
   """
   name: str = "arithmetic"
   digits: int = 3
   sloppy_carry_prob: float = 0.6
+  reverse_operands: bool = True
   num_train: int = 20000
   num_test: int = 500
   tfds_dir: Optional[str] = None
@@ -86,7 +87,7 @@ class ModelSpec:
   preset: Optional[str] = None
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
-  init: str = "normal"  # from-scratch init: "normal" (N(0, 0.02^2), as measured for the demo) or "fan_in" (1/sqrt(fan_in), embedding std 1)
+  init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
@@ -126,7 +127,7 @@ class OptimConfig:
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
   """Supervised warm-start on task demonstrations (NLL objective, same train step)."""
-  steps: int = 4000
+  steps: int = 1200
   batch_size: int = 64
   optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="constant", warmup_steps=20)
 

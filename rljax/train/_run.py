@@ -90,7 +90,8 @@ def build_task(cfg: RunConfig):
   from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
   t = cfg.task
   if t.name == "arithmetic":
-    return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob)
+    return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
+                    reverse_operands=t.reverse_operands)
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
