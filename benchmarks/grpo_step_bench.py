@@ -6,7 +6,11 @@ samples, 16 prompt tokens + 48 new tokens (no early stop), one policy update
 per step (mu = 1), no KL / reference model, Adam 3e-4, PPO clip 0.2.
 
 A step is: sample 64 completions, score them on the host (random reward),
-group advantages, recompute proximal log-probs, one jitted update. rljax
+group advantages, one jitted update. With mu = 1 Tunix takes pi_old from the
+current policy (no extra forward); rljax does the same work by using the
+sampler's own log-probs as pi_old (on-policy, so the ratio is 1 up to
+sampler/trainer numerics). ``--recompute-proximal`` adds rljax's extra
+proximal forward (what its RL loop does for mu > 1) to the timed step. rljax
 times it directly; Tunix's is measured between consecutive calls of its
 reward function (one call per step), which brackets exactly one full step.
 Both report the median over ``--steps`` steps after ``--warmup`` (compile).
@@ -32,7 +36,7 @@ V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
 
 
-def bench_rljax(steps: int, warmup: int) -> dict:
+def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False) -> dict:
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -72,7 +76,7 @@ def bench_rljax(steps: int, warmup: int) -> dict:
     mask = ro.completion_mask
     batch = TrainBatch(tokens=ro.tokens, loss_mask=mask, advantages=a[:, None] * mask, group_id=ro.group_id,
                        logp_behavior=ro.logp_behavior,
-                       logp_old=proximal(state.params, state.model_state, ro.tokens))
+                       logp_old=proximal(state.params, state.model_state, ro.tokens) if recompute_proximal else None)
     state, metrics = step(state, batch)
     jax.block_until_ready(metrics["loss"])
     times.append(time.perf_counter() - t0)
@@ -100,7 +104,7 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     cfg = llama.ModelConfig(num_layers=L, vocab_size=V, embed_dim=H, hidden_dim=F, num_heads=NH,
                             head_dim=D, num_kv_heads=NH, rope_theta=10000, norm_eps=1e-6)
     actor = llama.Llama3(cfg, rngs=nnx.Rngs(0))
-    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"))
+    mesh = jax.make_mesh((1, 1), ("fsdp", "tp"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
     total = steps + warmup
     train_cfg = rl_cluster_lib.RLTrainingConfig(
         actor_optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adam(3e-4)),
@@ -123,7 +127,8 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     algo = grpo_learner.GRPOConfig(num_generations=G, num_iterations=1, beta=0.0, epsilon=0.2)
     learner = grpo_learner.GRPOLearner(rl_cluster=cluster, algo_config=algo, reward_fns=[reward])
     prompts = [" ".join(str(int(x)) for x in row) for row in rng.integers(1, V, size=(P, PL))]
-    ds = [{"prompts": prompts} for _ in range(total + 2)]
+    # an array, not a list: Tunix maps np.repeat over the example pytree (a list's strings would be leaves)
+    ds = [{"prompts": np.asarray(prompts)} for _ in range(total + 2)]
     t0 = time.perf_counter()
     learner.train(ds)
     wall = time.perf_counter() - t0
@@ -155,10 +160,12 @@ def main(argv=None) -> int:
   ap.add_argument("--warmup", type=int, default=2)
   ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
   ap.add_argument("--skip-tunix", action="store_true")
+  ap.add_argument("--recompute-proximal", action="store_true",
+                  help="rljax also recomputes proximal log-probs (an extra forward) each step")
   args = ap.parse_args(argv)
   print(f"model V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {G} samples, "
         f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
-  res = {"rljax": bench_rljax(args.steps, args.warmup)}
+  res = {"rljax": bench_rljax(args.steps, args.warmup, args.recompute_proximal)}
   print("rljax:", json.dumps({k: v for k, v in res["rljax"].items() if k != "times"}), flush=True)
   if not args.skip_tunix:
     if os.path.exists(args.tunix_python):

@@ -1,13 +1,23 @@
-"""Qwen2.5-0.5B-Instruct on GSM8K: a real-model GRPO config (accelerator; local files only).
+"""Qwen2.5-0.5B-Instruct on GSM8K: a real-model GRPO config (accelerator; local files only, nothing downloaded).
 
-Needs a local Hugging Face checkpoint directory and a local TFDS directory
-holding GSM8K; point to them with overrides, e.g.
+Needs on disk (see docs/training.md, "A real model"):
+
+* a Hugging Face checkpoint directory of Qwen2.5-0.5B-Instruct (``config.json``,
+  ``model.safetensors``, ``tokenizer.json``, ``tokenizer_config.json``), default
+  ``~/models/Qwen2.5-0.5B-Instruct``;
+* a TFDS data directory with ``gsm8k`` prepared as array_record (``tfds build gsm8k
+  --file_format=array_record`` on a machine with internet), default ``~/tensorflow_datasets``.
 
     rljax train --config qwen2_5_0_5b_gsm8k \
         --set model.hf_checkpoint=/data/Qwen2.5-0.5B-Instruct --set task.tfds_dir=/data/tfds
-"""
-import dataclasses
 
+Prompts: the question + verl's "Let's think step by step and output the final answer after
+\"####\"." in Qwen's chat template; reward 1 when the last number of the completion equals
+the reference answer (``rljax.envs.GSM8KTask``, ``method="flexible"``).
+"""
+import os
+
+from rljax.parallel import MeshConfig
 from rljax.train import (CheckpointConfig, EvalConfig, ModelSpec, OptimConfig, RLConfig, RunConfig, SFTConfig,
                          TaskConfig)
 
@@ -16,9 +26,11 @@ def get_config():
   return RunConfig(
       seed=0,
       out_dir="runs/qwen2_5_0_5b_gsm8k",
-      task=TaskConfig(name="gsm8k", num_train=7473, num_test=1319, tfds_dir="~/tensorflow_datasets"),
+      task=TaskConfig(name="gsm8k", num_train=7473, num_test=1319, tfds_dir="~/tensorflow_datasets",
+                      chat_template="qwen"),
       model=ModelSpec(num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2, intermediate_size=4864,
-                      max_seq_len=1024, hf_checkpoint="Qwen/Qwen2.5-0.5B-Instruct", dtype="bfloat16"),
+                      max_seq_len=1024, dtype="bfloat16",
+                      hf_checkpoint=os.path.expanduser("~/models/Qwen2.5-0.5B-Instruct")),
       sft=SFTConfig(steps=0),
       rl=RLConfig(steps=500, num_prompts=16, group_size=8, max_new_tokens=512, temperature=1.0,
                   objective="grpo", advantage="grpo", aggregate="token_mean", clip_low=0.2, clip_high=0.28,
@@ -27,4 +39,4 @@ def get_config():
                                     weight_decay=0.01)),
       eval=EvalConfig(num_problems=1319, batch_size=64, every=50, num_samples=4, pass_k=(1, 4)),
       checkpoint=CheckpointConfig(every=25, max_to_keep=3),
-      num_devices=0)
+      mesh=MeshConfig(data=1, fsdp=-1, tensor=1, expert=1))  # FSDP over every device of every host

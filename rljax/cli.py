@@ -3,6 +3,7 @@
     rljax train                                   # the default demo (SFT + GRPO on 3-digit addition, CPU)
     rljax train --config dapo --set rl.steps=100 --set seed=1
     rljax train --resume --out-dir runs/default   # continue from the latest checkpoint
+    rljax train --set mesh.fsdp=-1                # shard over every device (of every host; docs/scaling.md)
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
 

@@ -87,3 +87,22 @@ def test_chat_templates():
     apply_chat_template("gpt", msgs)
   with pytest.raises(ValueError, match="role"):
     apply_chat_template("qwen", [{"role": "tool", "content": "x"}])
+
+
+def test_codec_adds_bos_only_when_the_tokenizer_has_one(tmp_path):
+  """Qwen-style tokenizer.json with ``bos_token: null``: prompts start with the text, not an end token."""
+  import json
+  from tokenizers import Tokenizer, models, pre_tokenizers
+  from rljax.train._codec import Codec
+  vocab = {"<|endoftext|>": 0, "<|im_end|>": 1, "<s>": 2, "a": 3, "b": 4}
+  tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
+  tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+  for name, bos in (("qwen", None), ("llama", "<s>")):
+    d = tmp_path / name
+    d.mkdir()
+    tok.save(str(d / "tokenizer.json"))
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "<|im_end|>",
+                                                         "pad_token": "<|endoftext|>"}))
+  qwen, llama = Codec(load_tokenizer(str(tmp_path / "qwen"))), Codec(load_tokenizer(str(tmp_path / "llama")))
+  assert qwen.prompt_ids("ab") == [3, 4] and qwen.completion_ids("b") == [4, 1]
+  assert llama.prompt_ids("ab") == [2, 3, 4]

@@ -8,6 +8,12 @@ are split between them, each process feeds only its own half of the global
 batch (``jax.make_array_from_process_local_data``). Each worker gathers the
 parameters (``process_allgather``) and writes them to ``.npz``; the test checks
 both files are identical and equal to the single-process run.
+
+``test_two_process_run_matches_one_process`` (slow) runs the whole ``train()``
+the way ``rljax train`` does on each host (``maybe_initialize_distributed``
+from ``RLJAX_*`` variables): 2 processes x 2 CPU devices, mesh ``fsdp 2 x
+tensor 2``, 2 SFT + 2 RL steps with evaluation and checkpoints, then
+``load_run`` on both processes and on one.
 """
 import os
 import socket
@@ -148,6 +154,125 @@ def test_two_processes_match_single_process(tmp_path):
     assert diff.max() <= 2 * 1e-3 * (1 + 1e-5), (k, diff.max())
 
 
+# ----------------------------------------------------------------------------- the whole run (train / load_run)
+
+RUN_OVERRIDES = ["sft.steps=2", "rl.steps=2", "eval.num_problems=4", "eval.batch_size=4", "eval.num_samples=1",
+                 "eval.pass_k=1", "checkpoint.every=2"]
+MESH = ["mesh.fsdp=2", "mesh.tensor=2"]  # 2 processes x 2 CPU devices: fsdp across processes, tensor within
+
+
+def _dense_reward(completions, problems):
+  """Within-group reward variance from the first steps (fraction of completion characters found in the
+  answer), so that the RL updates are not zero."""
+  return [sum(ch in p.answer for ch in c) / max(len(c), 1) for c, p in zip(completions, problems)]
+
+
+def _run_config(out_dir, extra=()):
+  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
+  return apply_overrides(tiny_config(out_dir), RUN_OVERRIDES + list(extra))
+
+
+def _train_worker(process_id: int, port: int, out_dir: str, npz: str) -> None:
+  """What ``rljax train`` does on each host: join ``jax.distributed`` from RLJAX_* variables, then ``train``."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+  from rljax.parallel import maybe_initialize_distributed  # pylint: disable=import-outside-toplevel
+  from rljax.train import load_run, train  # pylint: disable=import-outside-toplevel
+
+  t0 = time.time()
+  say = lambda msg: print(f"process {process_id} [{time.time() - t0:.0f} s]: {msg}", flush=True)
+  env = {"RLJAX_COORDINATOR": f"localhost:{port}", "RLJAX_NUM_PROCESSES": "2", "RLJAX_PROCESS_ID": str(process_id)}
+  assert maybe_initialize_distributed(env=env)
+  assert jax.process_count() == 2 and len(jax.devices()) == 4 and len(jax.local_devices()) == 2
+  summary = train(_run_config(out_dir, MESH), reward_fn=_dense_reward)
+  say("trained")
+  params = multihost_utils.process_allgather(summary["params"], tiled=True)
+  _, _, restored, info = load_run(out_dir)  # every process restores (its shards) from the shared directory
+  assert info["stage"] == "rl" and info["step"] == 2, info
+  back = multihost_utils.process_allgather(restored.params, tiled=True)
+  for (k, a), b in zip(_flat(params).items(), _flat(back).values()):
+    np.testing.assert_array_equal(a, b, err_msg=f"restored {k}")
+  np.savez(npz, **_flat(params))
+  say("parameters written")
+
+
+def _launch(worker_args, tmp_path, devices_per_process):
+  port = _free_port()
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
+             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
+  return [subprocess.Popen([sys.executable, os.path.abspath(__file__), *worker_args(i, port)], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
+
+
+def _wait(procs, deadline):
+  logs = [""] * len(procs)
+  try:
+    for i, p in enumerate(procs):
+      try:
+        logs[i], _ = p.communicate(timeout=max(1.0, deadline - time.time()))
+      except subprocess.TimeoutExpired:
+        for q in procs:
+          q.kill()
+        logs = [q.communicate()[0] or "" for q in procs]
+        pytest.fail("workers did not finish in time\n" +
+                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
+  finally:
+    for q in procs:
+      if q.poll() is None:
+        q.kill()
+  codes = [p.returncode for p in procs]
+  assert codes == [0] * len(procs), f"worker exit codes {codes}\n" + "\n".join(
+      f"--- process {j} ---\n{log[-4000:]}" for j, log in enumerate(logs))
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow  # ~5 min on the loaded 2-core machine (3 runs of train, compiles dominate)
+def test_two_process_run_matches_one_process(tmp_path):
+  """``train`` on 2 processes x 2 devices (mesh fsdp 2 x tensor 2 over both): each process feeds its own
+  rows, both end with the parameters of the 1-device run; metrics are written once (process 0); the
+  checkpoints are written once and restore, on 2 processes and on 1."""
+  from rljax.train import load_run, read_jsonl, train  # pylint: disable=import-outside-toplevel
+  out_dir = str(tmp_path / "run2")
+  npz = [str(tmp_path / f"params_{i}.npz") for i in range(2)]
+  procs = _launch(lambda i, port: ["--train-worker", str(i), str(port), out_dir, npz[i]], tmp_path, 2)
+  deadline = time.time() + TIMEOUT_S
+  # meanwhile, the single-process reference on one device (the default mesh)
+  ref_summary = train(_run_config(str(tmp_path / "run1")), reward_fn=_dense_reward)
+  ref = {k: np.asarray(v) for k, v in _flat(ref_summary["params"]).items()}
+  _wait(procs, deadline)
+
+  got = [dict(np.load(f)) for f in npz]
+  assert got[0].keys() == got[1].keys() == ref.keys()
+  for k in ref:
+    np.testing.assert_array_equal(got[0][k], got[1][k], err_msg=k)  # both processes: the same parameters
+    np.testing.assert_allclose(got[0][k], ref[k], rtol=1e-5, atol=1e-6, err_msg=k)  # = the 1-process run
+
+  # host-side files once: every metrics row exactly once, as in the 1-process run
+  rows = read_jsonl(os.path.join(out_dir, "metrics.jsonl"))
+  ref_rows = read_jsonl(os.path.join(str(tmp_path / "run1"), "metrics.jsonl"))
+  assert [(r["stage"], r["step"]) for r in rows] == [(r["stage"], r["step"]) for r in ref_rows]
+  rl = [r for r in rows if r["stage"] == "rl" and "loss" in r]
+  ref_rl = [r for r in ref_rows if r["stage"] == "rl" and "loss" in r]
+  # global values (summed over the processes' rows: float64 sums in another order)
+  assert [r["rollout/reward_mean"] for r in rl] == pytest.approx([r["rollout/reward_mean"] for r in ref_rl], rel=1e-6)
+  assert all(r["train/grad_norm"] > 0 for r in ref_rl)
+  # checkpoints: one step directory per save, no leftover temporaries, meta written once
+  for stage in ("sft", "rl"):
+    d = os.path.join(out_dir, "checkpoints", stage)
+    assert sorted(os.listdir(d)) == ["2"], (stage, os.listdir(d))
+    assert sorted(os.listdir(os.path.join(d, "2"))) == sorted(os.listdir(os.path.join(tmp_path, "run1", "checkpoints",
+                                                                                      stage, "2")))
+  # the 2-process checkpoint restores in one process (onto 4 of its 8 devices: the run's mesh)
+  _, _, state, info = load_run(out_dir)
+  assert info["meta"]["stage"] == "rl" and info["meta"]["done"]
+  for k, v in _flat(state.params).items():
+    np.testing.assert_array_equal(np.asarray(v), got[0][k], err_msg=k)
+
+
 if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   _worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+
+if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--train-worker":
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  _train_worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])

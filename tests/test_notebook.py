@@ -18,3 +18,43 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
   outputs = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
   assert "RL  greedy accuracy:" in outputs
   assert os.path.exists(tmp_path / "runs" / "quickstart" / "metrics.jsonl")
+
+
+def _install_cell():
+  nb = nbformat.read(NB, as_version=4)
+  cells = [c for c in nb.cells if c.cell_type == "code" and "RLJAX_SOURCE" in c.source]
+  assert len(cells) == 1
+  return cells[0].source
+
+
+def test_install_cell_without_a_url(tmp_path, monkeypatch):
+  """The install cell invents no URL: checkout -> pip install <checkout>; else RLJAX_SOURCE or a clear error."""
+  import importlib.util
+  import subprocess
+  src = _install_cell()
+  assert "github.com" not in src and 'RLJAX_SOURCE = ""' in src
+  calls = []
+  real_find_spec = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, "find_spec",
+                      lambda name, *a: None if name == "rljax" else real_find_spec(name, *a))
+  monkeypatch.setattr(subprocess, "check_call", lambda cmd, *a, **k: calls.append(cmd))
+  # 1. not a checkout, no source: error naming the variable to set, nothing installed
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(RuntimeError, match="set RLJAX_SOURCE"):
+    exec(compile(src, "install_cell", "exec"), {})
+  assert calls == []
+  # 2. inside a checkout (<repo>/notebooks): installs the checkout (then asks for a restart: still not importable here)
+  repo = tmp_path / "repo"
+  (repo / "rljax").mkdir(parents=True)
+  (repo / "rljax" / "__init__.py").write_text("")
+  (repo / "setup.py").write_text("")
+  (repo / "notebooks").mkdir()
+  monkeypatch.chdir(repo / "notebooks")
+  with pytest.raises(RuntimeError, match="restart"):
+    exec(compile(src, "install_cell", "exec"), {})
+  assert calls[-1][-4:] == ["pip", "install", "-q", str(repo)]
+  # 3. the user's source wins
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(RuntimeError, match="restart"):
+    exec(compile(src.replace('RLJAX_SOURCE = ""', 'RLJAX_SOURCE = "/wheels/rljax.whl"'), "install_cell", "exec"), {})
+  assert calls[-1][-1] == "/wheels/rljax.whl"

@@ -228,6 +228,26 @@ def test_sampler_with_sharded_params_gives_the_same_samples():
   np.testing.assert_allclose(out.logp_behavior, ref.logp_behavior, rtol=1e-5, atol=1e-5)
 
 
+def test_sampler_constrains_the_kv_cache_to_the_logical_layout():
+  """Rows of the KV cache over (data, fsdp) and KV heads over tensor (without the constraint XLA's
+  propagation leaves the rows replicated)."""
+  from rljax.parallel import shard_state  # pylint: disable=import-outside-toplevel
+  from rljax.sampling import SamplerConfig, generate  # pylint: disable=import-outside-toplevel
+  from rljax.sampling._sampler import CACHE_AXES  # pylint: disable=import-outside-toplevel
+  cfg = ModelConfig.tiny()
+  graphdef, state = nnx.split(Transformer(cfg, rngs=nnx.Rngs(0)))
+  mesh = make_mesh(D2F2T2)
+  config = SamplerConfig(max_new_tokens=4, prompt_buckets=(8,))
+  prompts = [[3, 4, 5], [7, 8], [9, 10, 11, 12], [5, 6]]
+  # (the samples equal the 1-device ones: test_sampler_with_sharded_params_gives_the_same_samples)
+  _, st = generate((graphdef, shard_state(state, mesh)), prompts, return_state=True, config=config,
+                   key=jax.random.key(3), n=2, temperature=1.0)
+  want = NamedSharding(mesh, logical_to_spec(CACHE_AXES, mesh, st.cache.k.shape))
+  assert want.spec[1] == ("data", "fsdp") and want.spec[3] == "tensor"
+  for x in (st.cache.k, st.cache.v):
+    assert x.sharding.is_equivalent_to(want, x.ndim), x.sharding
+
+
 def _grpo_reference(r, gid, eps=1e-6):
   r = np.asarray(r, np.float64)
   out = np.zeros_like(r)

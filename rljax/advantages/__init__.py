@@ -25,7 +25,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from rljax._technique import Technique
-from rljax.advantages._groups import masked_whiten, to_tokens
+from rljax.advantages._common import masked_whiten, to_tokens
 from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
 from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
                                        outcome_to_token_rewards, passk, qae, rank, reinforce_pp,

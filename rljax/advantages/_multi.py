@@ -12,8 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.advantages import _groups as G
+from rljax import _groups as G
+from rljax.advantages import _common as C
 from rljax.advantages._outcome import _check_common, _grpo_core, _metrics
+from rljax.types import is_concrete
 
 Array = jax.Array
 
@@ -44,7 +46,7 @@ def per_reward_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] =
   _check_common(eps, std_ddof, scale, singleton)
   b, k = G.check_rank("rewards", rewards, 2)
   rw = jnp.asarray(rewards)
-  if G.is_concrete(rewards) and (valid is None or G.is_concrete(valid)):
+  if is_concrete(rewards) and (valid is None or is_concrete(valid)):
     vals = np.asarray(rewards)
     rows = np.ones((b,), bool) if valid is None else np.asarray(valid).astype(bool)
     if not np.all(np.isfinite(vals[rows])):
@@ -60,7 +62,7 @@ def per_reward_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] =
   return jnp.stack(cols, axis=1), v, gid, ng
 
 
-@G.fast_path
+@C.fast_path
 def gdpo(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] = None,
          valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
          std_ddof: int = 1, whiten: bool = True, whiten_eps: float = 1e-8):
@@ -83,11 +85,11 @@ def gdpo(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] 
   b, k, w = _check_multi(rewards, weights)
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   total = per @ w
-  adv = G.masked_whiten(total, v, eps=whiten_eps) if whiten else total * v
+  adv = C.masked_whiten(total, v, eps=whiten_eps) if whiten else total * v
   return adv, _metrics(adv, total, v, per_reward=per)
 
 
-@G.fast_path
+@C.fast_path
 def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          eps: float = 1e-6, std_ddof: int = 0, active_tol: float = 1e-6):
   """DARA density-aware aggregation: ``A = Σ_k w_k·A_k``, ``w_k ∝ 1/sqrt(ρ_k)``.
@@ -119,7 +121,7 @@ def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, _metrics(adv, adv, v, weights=w, density=rho, energy=jnp.sum(per * per * v[:, None], axis=0))
 
 
-@G.fast_path
+@C.fast_path
 def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, valid: Optional[Array] = None,
             num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
   """SA-MRPO saturation-aware weighting: ``A = Σ_k (1 − sat_k)·Â_k``.
@@ -141,7 +143,7 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   hi = jnp.broadcast_to(jnp.asarray(reward_max, jnp.float32), (k,))
   if np.shape(reward_min) not in ((), (k,)) or np.shape(reward_max) not in ((), (k,)):
     raise ValueError(f"reward_min/reward_max must be scalars or shape ({k},)")
-  if G.is_concrete(reward_max) and G.is_concrete(reward_min) and np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
+  if is_concrete(reward_max) and is_concrete(reward_min) and np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
     raise ValueError("reward_max must exceed reward_min for every reward")
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, jnp.float32), lo) - lo) / (hi - lo), 0.0, 1.0)
@@ -151,7 +153,7 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   return adv, _metrics(adv, adv, v, weights=w, saturation=sat, per_reward=per)
 
 
-@G.fast_path
+@C.fast_path
 def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] = None,
           valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
           std_ddof: int = 1, conflict_tol: float = 1e-6, query_weight: bool = True):

@@ -14,7 +14,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from rljax.advantages import _groups as G
+from rljax import _groups as G
+from rljax.advantages import _common as C
 from rljax.types import check_mask, is_concrete
 
 Array = jax.Array
@@ -40,7 +41,7 @@ def _metrics(adv, r, v, **extra):
 
 def _grpo_core(r, gid, v, num_groups, *, eps, std_ddof, scale, singleton):
   """Returns (advantages [B], group stats, per-row denominator)."""
-  st = G.group_stats(r, gid, v, num_groups, ddof=std_ddof, singleton=singleton)
+  st = G.row_stats(r, gid, v, num_groups, ddof=std_ddof, singleton=singleton)
   if scale == "group":
     denom = st.std + eps
   elif scale == "batch":
@@ -53,15 +54,15 @@ def _grpo_core(r, gid, v, num_groups, *, eps, std_ddof, scale, singleton):
 
 
 def _check_common(eps, std_ddof, scale, singleton):
-  G.check_choice("scale", scale, G.SCALES)
-  G.check_choice("singleton", singleton, G.SINGLETONS)
+  G.check_choice("scale", scale, C.SCALES)
+  G.check_choice("singleton", singleton, C.SINGLETONS)
   if not isinstance(std_ddof, (int,)) or std_ddof not in (0, 1):
     raise ValueError(f"std_ddof must be 0 or 1, got {std_ddof!r}")
   if not eps >= 0:
     raise ValueError(f"eps must be >= 0, got {eps!r}")
 
 
-@G.fast_path
+@C.fast_path
 def grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
   """GRPO group-normalised outcome advantage.
@@ -98,7 +99,7 @@ def grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, info
 
 
-@G.fast_path
+@C.fast_path
 def dr_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
             singleton: str = "zero"):
   """Dr.GRPO advantage: ``A_i = r_i − μ_g(i)`` (no std division).
@@ -111,7 +112,7 @@ def dr_grpo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, n
   return grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=0.0, scale="none", singleton=singleton)
 
 
-@G.fast_path
+@C.fast_path
 def rloo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          singleton: str = "zero"):
   """RLOO leave-one-out baseline: ``A_i = r_i − mean_{j≠i, j∈g} r_j = n/(n−1)·(r_i − μ_g)``.
@@ -120,9 +121,9 @@ def rloo(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   ``rloo``. A singleton group has no other member: ``A = 0`` (``"zero"``) or
   verl's raw reward ``A = r`` (``"raw"``). Shapes as in ``grpo``.
   """
-  G.check_choice("singleton", singleton, G.SINGLETONS)
+  G.check_choice("singleton", singleton, C.SINGLETONS)
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
-  st = G.group_stats(r, gid, v, ng, ddof=0, singleton="zero")
+  st = G.row_stats(r, gid, v, ng, ddof=0, singleton="zero")
   n = st.count
   adv = jnp.where(n > 1, n / jnp.maximum(n - 1.0, 1.0) * (r - st.mean), r if singleton == "raw" else 0.0) * v
   return adv, _metrics(adv, r, v, num_singleton=jnp.sum(v * (n == 1)))
@@ -168,7 +169,7 @@ def _discounted_returns(rewards, mask, gamma):
   return out.T
 
 
-@G.fast_path
+@C.fast_path
 def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps: float = 1e-8):
   """REINFORCE++: discounted return-to-go, whitened over all valid tokens of the batch.
 
@@ -190,11 +191,11 @@ def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps:
   tok, _ = _token_rewards(rewards, mask)
   m = jnp.asarray(mask).astype(tok.dtype)
   returns = _discounted_returns(tok, m, gamma)
-  adv = G.masked_whiten(returns, m, eps=whiten_eps)
+  adv = C.masked_whiten(returns, m, eps=whiten_eps)
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
-@G.fast_path
+@C.fast_path
 def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Array] = None,
                           valid: Optional[Array] = None, num_groups: Optional[int] = None,
                           singleton: str = "zero", whiten_eps: float = 1e-8):
@@ -208,12 +209,12 @@ def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Arr
   Source: arXiv 2501.03262; verl/OpenRLHF/slime ``reinforce_plus_plus_baseline``.
   Singletons: ``"zero"`` (A before whitening 0) or verl ``"raw"`` (mean 0).
   """
-  G.check_choice("singleton", singleton, G.SINGLETONS)
+  G.check_choice("singleton", singleton, C.SINGLETONS)
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
-  st = G.group_stats(r, gid, v, ng, ddof=0, singleton=singleton)
+  st = G.row_stats(r, gid, v, ng, ddof=0, singleton=singleton)
   centred = (r - st.mean) * v
   if mask is None:
-    adv = G.masked_whiten(centred, v, eps=whiten_eps)
+    adv = C.masked_whiten(centred, v, eps=whiten_eps)
     return adv, _metrics(adv, r, v)
   b = r.shape[0]
   shape = G.check_rank("mask", mask, 2)
@@ -221,11 +222,11 @@ def reinforce_pp_baseline(rewards: Array, group_id: Array, *, mask: Optional[Arr
     raise ValueError(f"mask must be [B, T] with B={b}, got {shape}")
   check_mask("mask", mask)
   m = jnp.asarray(mask).astype(r.dtype) * v[:, None]
-  adv = G.masked_whiten(centred[:, None] * m, m, eps=whiten_eps)
+  adv = C.masked_whiten(centred[:, None] * m, m, eps=whiten_eps)
   return adv, _metrics(jnp.sum(adv, 1) / jnp.maximum(jnp.sum(m, 1), 1.0), r, v)
 
 
-@G.fast_path
+@C.fast_path
 def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = None):
   """ReMax: greedy-rollout baseline, ``A = r − b`` (b = reward of the greedy decode).
 
@@ -257,7 +258,7 @@ def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = No
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
-@G.fast_path
+@C.fast_path
 def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: float = 1.0,
         whiten: bool = True, whiten_eps: float = 1e-8):
   """Generalised Advantage Estimation with returns and batch whitening (critic PPO).
@@ -299,11 +300,11 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
   _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val.T, m.T), reverse=True)
   raw = adv_t.T
   returns = raw + val
-  adv = G.masked_whiten(raw, m, eps=whiten_eps) if whiten else raw * m
+  adv = C.masked_whiten(raw, m, eps=whiten_eps) if whiten else raw * m
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
-@G.fast_path
+@C.fast_path
 def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
   """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
@@ -325,7 +326,7 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
   sorted_r = r[rk.order]
   q = sorted_r[jnp.clip(rk.start[gid] + j - 1, 0, r.shape[0] - 1)]
-  st = G.group_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
+  st = G.row_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
   if scale == "group":
     denom = st.std + eps
   elif scale == "batch":
@@ -336,7 +337,7 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
 
 
-@G.fast_path
+@C.fast_path
 def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, sigma_eps: float = 1e-6):
   """Analytic Pass@k advantage: ``A_i = (E[max_{S∋i} r] − ρ) / σ`` over k-subsets S of the group.
@@ -414,7 +415,7 @@ def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = N
                        jnp.maximum(jnp.sum(v / jnp.maximum(n, 1.0)), 1.0))
 
 
-@G.fast_path
+@C.fast_path
 def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
          normalize: str = "range"):
   """RLRR rank-based relative advantage: centred within-group mid-ranks.
@@ -436,7 +437,7 @@ def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   if normalize == "range":
     adv = centred / jnp.maximum((n - 1) / 2, 0.5)
   elif normalize == "std":
-    st = G.group_stats(mid, gid, v, ng, ddof=0)
+    st = G.row_stats(mid, gid, v, ng, ddof=0)
     adv = jnp.where(st.std > 0, centred / jnp.where(st.std > 0, st.std, 1.0), 0.0)
   else:
     adv = centred
@@ -444,7 +445,7 @@ def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
   return adv, _metrics(adv, r, v)
 
 
-@G.fast_path
+@C.fast_path
 def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[Array] = None,
          num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
   """GLPO vote-anchored advantage: ``A_i = (r_i − r_vote(g)) / (σ_g + ε)``.
@@ -470,14 +471,14 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
   top = jax.ops.segment_max(jnp.where(v > 0, cnt, -1.0), gid, num_segments=ng + 1)[gid]
   major = (cnt == top) & (v > 0)
   r_vote = G.seg_sum(r * major, gid, ng) / jnp.maximum(G.seg_sum(major.astype(r.dtype), gid, ng), 1.0)
-  st = G.group_stats(r, gid, v, ng, ddof=std_ddof)
+  st = G.row_stats(r, gid, v, ng, ddof=std_ddof)
   denom = (st.std + eps) if scale == "group" else (
       G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
   adv = (r - r_vote[gid]) / denom * v
   return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
-@G.fast_path
+@C.fast_path
 def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array] = None,
                     num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, center: bool = True):
   """Per-task advantage normalisation: ``A' = (A − mean_task A) / (std_task A + ε)``.
@@ -494,12 +495,12 @@ def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array]
   """
   r, tid, v, nt = G.prepare(advantages, task_id, valid, num_tasks, rewards_name="advantages",
                             group_name="task_id")
-  st = G.group_stats(r, tid, v, nt, ddof=std_ddof)
+  st = G.row_stats(r, tid, v, nt, ddof=std_ddof)
   adv = ((r - st.mean) if center else r) / (st.std + eps) * v
   return adv, _metrics(adv, r, v)
 
 
-@G.fast_path
+@C.fast_path
 def key_baseline(rewards: Array, key: Array, *, valid: Optional[Array] = None, num_keys: Optional[int] = None):
   """Shared baseline by an arbitrary key: ``A_i = R_i − mean{R_j : key_j = key_i}``.
 
@@ -513,7 +514,7 @@ def key_baseline(rewards: Array, key: Array, *, valid: Optional[Array] = None, n
   return adv, _metrics(adv, r, v)
 
 
-@G.fast_path
+@C.fast_path
 def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, strength: float = 0.5,
                       form: str = "linear", valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """Difficulty-prior reweighting: ``A'_i = A_i · f(1 − acc_g(i))``.
@@ -535,14 +536,14 @@ def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, str
   a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
   G.check_shape("correct", correct, a.shape)
   c = jnp.asarray(correct).astype(a.dtype)
-  acc = G.group_stats(c, gid, v, ng, ddof=0).mean
+  acc = G.row_stats(c, gid, v, ng, ddof=0).mean
   d = 2 * (1 - acc) - 1
   w = 1 + strength * d if form == "linear" else jnp.exp(strength * d)
   adv = a * w * v
   return adv, _metrics(adv, a, v, weights=w * v, weight_mean=jnp.sum(w * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
-@G.fast_path
+@C.fast_path
 def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, power: float = 1.0,
           valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """GAGAR: sum-preserving redistribution of advantage among passing rollouts.
@@ -578,7 +579,7 @@ def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, p
   return adv, _metrics(adv, a, v, weights=w * pf)
 
 
-@G.fast_path
+@C.fast_path
 def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: Array, *,
                valid: Optional[Array] = None, num_groups: Optional[int] = None):
   """Uniqueness-aware weights: ``A'_i = A_i · w_i`` for correct rollouts, ``w_i ∝ 1/|C(i)|``.
@@ -607,7 +608,7 @@ def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: A
   return adv, _metrics(adv, a, v, weights=w * v)
 
 
-@G.fast_path
+@C.fast_path
 def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, intra_coef: float,
           valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
           std_ddof: int = 1, scale: str = "group"):
@@ -636,7 +637,7 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
   key, _ = G.dense_ids(gid, stratum, valid=v > 0)
   cnt = jax.ops.segment_sum(v, key, num_segments=b + 1)
   mu_s = (jax.ops.segment_sum(r * v, key, num_segments=b + 1) / jnp.maximum(cnt, 1.0))[key]
-  st = G.group_stats(r, gid, v, ng, ddof=std_ddof)
+  st = G.row_stats(r, gid, v, ng, ddof=std_ddof)
   denom = (st.std + eps) if scale == "group" else (
       G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
   adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean)) / denom * v

@@ -11,7 +11,7 @@ from typing import Callable, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 
-from rljax.advantages import _groups as G
+from rljax import _groups as G
 from rljax.advantages._outcome import _metrics
 
 Array = jax.Array
@@ -104,7 +104,7 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0) -> StatefulEstimator:
     a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
     G.check_shape("correct", correct, a.shape)
     c = jnp.asarray(correct).astype(a.dtype)
-    acc_g = G.group_stats(c, gid, v, ng, ddof=0).mean
+    acc_g = G.row_stats(c, gid, v, ng, ddof=0).mean
     acc_b = jnp.sum(c * v) / jnp.maximum(jnp.sum(v), 1.0)
     anchor = jnp.where(state.seen, state.anchor.astype(a.dtype), acc_b)
     w = jnp.exp(strength * (anchor - acc_g))

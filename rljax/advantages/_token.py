@@ -10,7 +10,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from rljax.advantages import _groups as G
+from rljax import _groups as G
+from rljax.advantages import _common as C
 from rljax.advantages._outcome import _check_common, _grpo_core, _metrics, grpo
 from rljax.types import check_mask
 
@@ -35,7 +36,7 @@ def _check_ids_2d(name, ids, shape):
     raise ValueError(f"{name} must be an integer array, got dtype {dtype}")
 
 
-@G.fast_path
+@C.fast_path
 def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Optional[Array] = None,
             valid: Optional[Array] = None, segment_valid: Optional[Array] = None, num_groups: Optional[int] = None,
             eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):
@@ -87,7 +88,7 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   return adv, {"per_segment": per, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(inside)}
 
 
-@G.fast_path
+@C.fast_path
 def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array, *,
                                  valid: Optional[Array] = None, num_groups: Optional[int] = None,
                                  scale: str = "none", eps: float = 1e-6, std_ddof: int = 1):
@@ -109,7 +110,7 @@ def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array
   b = r.shape[0]
   G.check_shape("outcome", outcome, (b,))
   key, _ = G.dense_ids(gid, jnp.asarray(outcome), valid=v > 0)
-  st = G.group_stats(r, key, v, b, ddof=std_ddof)
+  st = G.row_stats(r, key, v, b, ddof=std_ddof)
   denom = st.std + eps if scale == "group" else 1.0
   adv = (r - st.mean) / denom * v
   return adv, _metrics(adv, r, v, num_singleton_strata=jnp.sum(v * (st.count == 1)))
@@ -181,7 +182,7 @@ def _prefix_values_near(rv, v, root, tok, max_group_size):
   return jnp.zeros_like(val).at[order].set(val)
 
 
-@G.fast_path
+@C.fast_path
 def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid: Optional[Array] = None,
           num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
           singleton: str = "zero", td_coef: float = 1.0, root_branch: bool = True,
@@ -264,12 +265,12 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   """Standardise ``x [B, M]`` across the group's rows at the same turn index."""
   b, nturn = x.shape
   key = jnp.where(tv, gid[:, None] * nturn + jnp.arange(nturn)[None, :], ng * nturn).reshape(-1)
-  st = G.group_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng * nturn, ddof=ddof)
+  st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng * nturn, ddof=ddof)
   z = (x.reshape(-1) - st.mean) / (st.std + eps)
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
-@G.fast_path
+@C.fast_path
 def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
                      mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
                      turn_valid: Optional[Array] = None, valid: Optional[Array] = None,
@@ -323,7 +324,7 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
-@G.fast_path
+@C.fast_path
 def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array, group_id: Array, *,
                                mask: Array, lam: float = 0.5, turn_valid: Optional[Array] = None,
                                valid: Optional[Array] = None, num_groups: Optional[int] = None,
@@ -370,7 +371,7 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
   return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
 
 
-@G.fast_path
+@C.fast_path
 def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta: float = 1.0):
   """Implicit progress reward ``r_t = β·(log π(a_t|s_t) − log π_ref(a_t|s_t))`` as a dense reward.
 

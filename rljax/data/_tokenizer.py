@@ -140,6 +140,7 @@ class HFTokenizer:
       return default if idx is None else int(idx)
 
     self.eos_id = tid("eos_token", -1)
+    self.has_bos = tid("bos_token") is not None  # Qwen has none: prompts then start without one
     self.bos_id = tid("bos_token", self.eos_id)
     self.pad_id = tid("pad_token", self.eos_id)
 

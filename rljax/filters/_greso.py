@@ -29,7 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.rewards._groups import check_finite, check_fraction, check_group_id, check_valid, check_vector, group_stats
+from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_ids, check_num_groups, check_valid,
+                          group_stats)
 from rljax.types import is_concrete
 
 Array = jax.Array
@@ -53,16 +54,12 @@ class Greso(NamedTuple):
 
 
 def _check_prompt_ids(prompt_ids, n: int) -> Array:
-  prompt_ids = check_vector("prompt_ids", prompt_ids)
-  if not jnp.issubdtype(prompt_ids.dtype, jnp.integer):
-    raise ValueError(f"prompt_ids must be integers, got dtype {prompt_ids.dtype}")
-  if is_concrete(prompt_ids) and prompt_ids.size:
+  check_ids("prompt_ids", prompt_ids, None, n, "num_prompts")
+  if is_concrete(prompt_ids) and np.size(prompt_ids):
     ids = np.asarray(prompt_ids)
-    if ids.min() < 0 or ids.max() >= n:
-      raise ValueError(f"prompt_ids must lie in [0, num_prompts={n}), got range [{ids.min()}, {ids.max()}]")
     if len(np.unique(ids)) != len(ids):
       raise ValueError("prompt_ids must be unique within one call")
-  return prompt_ids.astype(jnp.int32)
+  return jnp.asarray(prompt_ids).astype(jnp.int32)
 
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
@@ -111,8 +108,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
     raise ValueError(f"adapt_step must be >= 0, got {adapt_step!r}")
 
   def init(num_prompts: int) -> GresoState:
-    if isinstance(num_prompts, bool) or not isinstance(num_prompts, (int, np.integer)) or num_prompts <= 0:
-      raise ValueError(f"num_prompts must be a positive int, got {num_prompts!r}")
+    num_prompts = check_num_groups(num_prompts, "num_prompts")
     return GresoState(jnp.zeros((num_prompts,), jnp.int32), jnp.zeros((num_prompts,), jnp.int32),
                       jnp.asarray(p_easy, jnp.float32), jnp.asarray(p_hard, jnp.float32))
 
@@ -134,9 +130,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
              valid: Optional[Array] = None):
     ids = _check_prompt_ids(prompt_ids, state.zero_streak.shape[0])
     p = ids.shape[0]
-    rewards = check_vector("rewards", rewards)
-    check_finite("rewards", rewards)
-    rewards = rewards.astype(jnp.float32)
+    rewards = check_float_vector("rewards", rewards)
     b = rewards.shape[0]
     group_id = check_group_id(group_id, p, b)
     return _update(state, ids, rewards, group_id, check_valid(valid, b))

@@ -16,8 +16,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from rljax.rewards._groups import (check_finite, check_fraction, check_group_id, check_valid, check_vector,
-                                   group_any, group_stats, top_groups)
+from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_valid, check_vector,
+                          group_any, group_stats, top_groups)
 
 Array = jax.Array
 
@@ -25,9 +25,7 @@ __all__ = ["zero_variance", "variance_topp", "vcrl", "negative_advantage_drop", 
 
 
 def _check(name, x, group_id, num_groups, valid):
-  x = check_vector(name, x)
-  check_finite(name, x)
-  x = x.astype(jnp.float32)
+  x = check_float_vector(name, x)
   b = x.shape[0]
   return x, check_group_id(group_id, num_groups, b), check_valid(valid, b)
 
@@ -194,9 +192,7 @@ def negative_advantage_drop(advantages: Array, *, valid: Optional[Array] = None,
     ``(keep [B] bool, {"kept_frac", "num_dropped", "nonfinite"})``; under jit
     a non-finite advantage is dropped and counted.
   """
-  adv = check_vector("advantages", advantages)
-  check_finite("advantages", adv)
-  adv = adv.astype(jnp.float32)
+  adv = check_float_vector("advantages", advantages)
   b = adv.shape[0]
   valid = check_valid(valid, b)
   finite = jnp.isfinite(adv)

@@ -8,6 +8,11 @@ Public API::
     state = jax.device_put(state, shardings)
     step = shard_train_step(make_train_step(graphdef, loss_fn, opt, jit=False), shardings, mesh)
 
+Multi-host data (``_data``): ``process_rows`` (the rows of a global batch this
+process feeds), ``process_batches`` (a grain loader of only those rows),
+``global_batch`` (``jax.make_array_from_process_local_data``), ``to_host`` /
+``host_rows`` (NumPy copies of global arrays).
+
 See ``docs/scaling.md``.
 """
 from rljax.parallel._distributed import DistributedConfig, maybe_initialize_distributed
@@ -17,8 +22,12 @@ from rljax.parallel._shard import batch_sharding, replicated, shard_state, state
 from rljax.parallel._train import (abstract_with_shardings, batch_shardings, compute_spec, fsdp_loss_fn,
                                    shard_train_step, train_state_shardings, with_logical_constraint)
 from rljax.parallel._hlo import collectives  # noqa: E402
+from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch, host_rows, place_global,
+                                  process_any, process_batches, process_rows, process_sum, row_sharding, to_host)
 
 __all__ = ["AXES", "MeshConfig", "make_mesh", "DEFAULT_RULES", "logical_sharding", "logical_to_spec",
            "DistributedConfig", "maybe_initialize_distributed", "state_shardings", "shard_state",
            "batch_sharding", "replicated", "train_state_shardings", "shard_train_step", "batch_shardings",
-           "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec"]
+           "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
+           "row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host", "host_rows",
+           "allgather_rows", "process_sum", "process_any", "process_batches"]

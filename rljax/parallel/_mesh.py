@@ -45,6 +45,8 @@ class MeshConfig:
     if sum(s == -1 for s in sizes) > 1:
       raise ValueError(f"at most one mesh axis may be -1, got {dict(zip(AXES, sizes))}")
     for name, s in zip(AXES, sizes):
+      if isinstance(s, bool) or not isinstance(s, int):
+        raise ValueError(f"mesh axis {name!r} must be an integer (>= 1, or -1 for all remaining devices), got {s!r}")
       if s != -1 and s < 1:
         raise ValueError(f"mesh axis {name!r} must be >= 1 or -1, got {s}")
 

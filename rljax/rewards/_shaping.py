@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.rewards._groups import (check_finite, check_fraction, check_group_id, check_valid, check_vector,
-                                   group_stats, top_groups)
+from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_ids, check_valid,
+                          check_vector, group_stats, top_groups)
 from rljax.types import check_mask, is_concrete
 
 Array = jax.Array
@@ -50,12 +50,6 @@ def _finite_number(name: str, value) -> float:
   if not math.isfinite(v):
     raise ValueError(f"{name} must be finite, got {value!r}")
   return v
-
-
-def _float_vec(name: str, x, batch=None) -> Array:
-  x = check_vector(name, x, batch)
-  check_finite(name, x)
-  return x.astype(jnp.float32)
 
 
 def token_counts(completion_mask: Array) -> Array:
@@ -91,7 +85,7 @@ def overlong_penalty(lengths: Array, *, max_len: int, buffer_len: int, penalty_f
     Non-finite lengths (under jit) get penalty 0 and are counted in
     ``metrics["nonfinite"]``.
   """
-  lengths = _float_vec("lengths", lengths)
+  lengths = check_float_vector("lengths", lengths)
   if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len <= 0:
     raise ValueError(f"max_len must be a positive int, got {max_len!r}")
   if isinstance(buffer_len, bool) or not isinstance(buffer_len, (int, np.integer)) or not 0 < buffer_len <= max_len:
@@ -142,9 +136,9 @@ def length_penalty(lengths: Array, correct: Array, group_id: Array, *, num_group
   """
   if mode not in _LP_MODES:
     raise ValueError(f"mode must be one of {_LP_MODES}, got {mode!r}")
-  lengths = _float_vec("lengths", lengths)
+  lengths = check_float_vector("lengths", lengths)
   b = lengths.shape[0]
-  correct = _float_vec("correct", correct, b) > 0.5
+  correct = check_float_vector("correct", correct, b) > 0.5
   group_id = check_group_id(group_id, num_groups, b)
   return _length_penalty_core(lengths, correct, group_id, check_valid(valid, b), num_groups=num_groups, mode=mode)
 
@@ -209,14 +203,14 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
     raise ValueError(f"selection must be one of {_GL_SELECTIONS}, got {selection!r}")
   threshold = check_fraction("threshold", threshold)
   length_weight = _finite_number("length_weight", length_weight)
-  correct_f = _float_vec("correct", correct)
+  correct_f = check_float_vector("correct", correct)
   b = correct_f.shape[0]
   correct01 = (correct_f > 0.5).astype(jnp.float32)
-  lengths = _float_vec("lengths", lengths, b)
+  lengths = check_float_vector("lengths", lengths, b)
   group_id = check_group_id(group_id, num_groups, b)
   valid = check_valid(valid, b)
   if penalized is not None:
-    penalized = _float_vec("penalized", penalized, b)
+    penalized = check_float_vector("penalized", penalized, b)
   return _grpo_lambda_core(correct01, lengths, group_id, valid, penalized, num_groups=num_groups,
                            threshold=threshold, selection=selection, length_weight=length_weight)
 
@@ -269,7 +263,7 @@ def correctness_gated(outcome: Array, process: Array, correct: Array, *, weight:
     score on a correct row (under jit) contributes 0 and is counted.
   """
   weight = _finite_number("weight", weight)
-  outcome = _float_vec("outcome", outcome)
+  outcome = check_float_vector("outcome", outcome)
   b = outcome.shape[0]
   process = check_vector("process", process, b).astype(jnp.float32)
   gate = check_vector("correct", correct, b).astype(jnp.float32) > 0.5
@@ -302,7 +296,7 @@ def gaussian_reward(pred: Array, target: Array, *, sigma: float = 1.0, invalid_v
   sigma = _pos_number("sigma", sigma)
   invalid_value = _finite_number("invalid_value", invalid_value)
   pred = check_vector("pred", pred).astype(jnp.float32)
-  target = _float_vec("target", target, pred.shape[0])
+  target = check_float_vector("target", target, pred.shape[0])
   ok = jnp.isfinite(pred) & jnp.isfinite(target)
   err = jnp.where(ok, pred - target, 0.0)
   r = jnp.where(ok, jnp.exp(-(err * err) / (2.0 * sigma * sigma)), invalid_value)
@@ -329,7 +323,7 @@ def clipped_linear_reward(d: Array, *, scale: float = 1.0, offset: float = 0.0, 
   offset, low, high = (_finite_number(n, v) for n, v in (("offset", offset), ("low", low), ("high", high)))
   if low > high:
     raise ValueError(f"low must be <= high, got low={low}, high={high}")
-  d = _float_vec("d", d)
+  d = check_float_vector("d", d)
   finite = jnp.isfinite(d)
   lin = scale * jnp.where(finite, d, 0.0) + offset
   r = jnp.where(finite, jnp.clip(lin, low, high), low)
@@ -468,11 +462,8 @@ def rubric_dropout(key: Array, scores: Array, group_id: Array, *, drop_prob: flo
     raise ValueError(f"scores must be [B, C], got shape {np.shape(scores)}")
   b, c = np.shape(scores)
   scores = jnp.asarray(scores, jnp.float32)
-  group_id = check_vector("group_id", group_id, b)
-  if not jnp.issubdtype(group_id.dtype, jnp.integer):
-    raise ValueError(f"group_id must be an integer array, got dtype {group_id.dtype}")
-  if is_concrete(group_id) and group_id.size and int(jnp.min(group_id)) < 0:
-    raise ValueError("group_id must be >= 0")
+  check_ids("group_id", group_id, b, None)
+  group_id = jnp.asarray(group_id)
   if criterion_mask is None:
     applicable = jnp.ones((b, c), jnp.bool_)
   else:

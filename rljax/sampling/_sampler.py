@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rljax.parallel._train import with_logical_constraint
 from rljax.sampling import _truncation
 from rljax.sampling._config import FinishReason, SamplerConfig
 from rljax.types import Rollout
@@ -37,6 +38,34 @@ from rljax.types import Rollout
 Array = jax.Array
 
 __all__ = ["SamplerState", "generate", "resume", "sampling_step"]
+
+# Logical axes of the KV cache (``rljax.parallel.DEFAULT_RULES``): rows over the batch mesh axes,
+# KV heads over ``tensor``; the stacked ``[L, B, S, K, D]`` cache and the decode loop's per-layer
+# head-major ``[B, K, S, D]`` arrays.
+CACHE_AXES = ("layers", "batch", "cache_seq", "kv_heads", "head_dim")
+LAYER_CACHE_AXES = ("batch", "kv_heads", "cache_seq", "head_dim")
+
+
+def _params_mesh(params):
+  """The mesh the parameters are sharded over (None: one device / unsharded)."""
+  for x in jax.tree.leaves(params):
+    sh = getattr(x, "sharding", None)
+    if isinstance(sh, jax.sharding.NamedSharding) and sh.mesh.size > 1:
+      return sh.mesh
+  return None
+
+
+def _constrain_cache(cache, mesh):
+  if mesh is None:
+    return cache
+  return type(cache)(with_logical_constraint(cache.k, CACHE_AXES, mesh),
+                     with_logical_constraint(cache.v, CACHE_AXES, mesh))
+
+
+def _constrain_layers(layers, mesh):
+  if mesh is None:
+    return layers
+  return tuple(with_logical_constraint(x, LAYER_CACHE_AXES, mesh) for x in layers)
 
 
 @jax.tree_util.register_dataclass
@@ -199,7 +228,7 @@ def _repeat_cache(cache, n: int):
 
 
 def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
-            config: SamplerConfig) -> SamplerState:
+            config: SamplerConfig, mesh=None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
   row stays pending: it is never fed, so no forward pass is wasted)."""
@@ -223,6 +252,7 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
     fed_pos = (st.length - 1)[:, None]
     ks, vs = st.cache
     hidden, ks, vs, routing = model.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask)
+    ks, vs = _constrain_layers(ks, mesh), _constrain_layers(vs, mesh)
     upd = {}
     if st.routing is not None and routing is not None:
       upd["routing"] = _set_rows(st.routing, fed_pos, routing, a2)
@@ -257,7 +287,7 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
   n_layers = cache.k.shape[0]
   # [L, B, S, K, D] -> L x [B, K, S, D] (head-major: no per-step transpose) and back.
   split = lambda x: tuple(x[i].transpose(0, 2, 1, 3) for i in range(n_layers))
-  st = st.replace(cache=(split(cache.k), split(cache.v)))
+  st = st.replace(cache=(_constrain_layers(split(cache.k), mesh), _constrain_layers(split(cache.v), mesh)))
   st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
   ks, vs = st.cache
   return st.replace(cache=type(cache)(jnp.stack(ks).transpose(0, 1, 3, 2, 4),
@@ -273,15 +303,15 @@ def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dt
       routing=None if routing_shape is None else jnp.zeros((b, s) + routing_shape, routing_dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "config", "n", "greedy"))
+@functools.partial(jax.jit, static_argnames=("graphdef", "config", "n", "greedy", "mesh"))
 def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, stop,
-                  max_new, policy_version, *, config, n, greedy):
+                  max_new, policy_version, *, config, n, greedy, mesh=None):
   model = nnx.merge(graphdef, params)
   p, w = prompt.shape  # w = bucket; the prefill chunk is prompt[:, :len - 1]
   lp = w - 1
   s = config.cache_size
   dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
-  cache = model.init_cache(p, s, dtype=dtype)
+  cache = _constrain_cache(model.init_cache(p, s, dtype=dtype), mesh)
   kv_mask = jnp.zeros((p, s), bool)
   zero = jnp.zeros((), jnp.int32)
   cache, kv_mask, routing = _prefill(
@@ -306,7 +336,8 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
   st = SamplerState(
-      cache=_repeat_cache(cache, n), kv_mask=rows["kv_mask"], slot=jnp.asarray(lp, jnp.int32),
+      cache=_constrain_cache(_repeat_cache(cache, n), mesh), kv_mask=rows["kv_mask"],
+      slot=jnp.asarray(lp, jnp.int32),
       pending=rows["pending"], length=rows["length"], tokens=rows["tokens"],
       prompt_mask=rows["prompt_mask"], completion_mask=rows["completion_mask"],
       logp_behavior=rows["logp_behavior"], logp_sampling=rows["logp_sampling"],
@@ -315,13 +346,13 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       policy_version=rows["policy_version"], stop_tokens=rows["stop"],
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
-  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config)
+  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh)
   return st, st.to_rollout(w + config.max_new_tokens)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy"))
+@functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy", "mesh"))
 def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, max_new,
-                policy_version, *, config, greedy):
+                policy_version, *, config, greedy, mesh=None):
   model = nnx.merge(graphdef, params)
   b, la = appended.shape  # la = bucket - 1 of [pending] + appended
   alen = jnp.where(active, appended_len, 0).astype(jnp.int32)
@@ -329,7 +360,7 @@ def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, m
   full = jnp.concatenate([st.pending[:, None], appended.astype(jnp.int32)], axis=1)
   base_pos = st.length - 1  # position of the old pending token
   cache, kv_mask, routing = _prefill(
-      model, st.cache, st.kv_mask, st.slot, full[:, :la], alen, base_pos, config.pad_id)
+      model, _constrain_cache(st.cache, mesh), st.kv_mask, st.slot, full[:, :la], alen, base_pos, config.pad_id)
   pending = jnp.take_along_axis(full, alen[:, None], axis=1)[:, 0]
   t = jnp.arange(la)
   app_valid = t[None, :] < alen[:, None]
@@ -340,7 +371,7 @@ def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, m
     upd["routing"] = _set_rows(st.routing, base_pos[:, None] + t[None, :], routing, app_valid)
   st = st.replace(cache=cache, kv_mask=kv_mask, slot=st.slot + la, pending=pending,
                   length=st.length + alen, policy_version=policy_version, **upd)
-  st = _decode(model, st, active, sp, max_new, key, greedy, config)
+  st = _decode(model, st, active, sp, max_new, key, greedy, config, mesh)
   return st, st.to_rollout()
 
 
@@ -451,7 +482,10 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
 
   Args:
     model: a ``rljax.models.Transformer`` (or ``(graphdef, state)`` from
-      ``nnx.split``, which skips the per-call split).
+      ``nnx.split``, which skips the per-call split). With parameters
+      sharded over a mesh (``rljax.parallel.shard_state``) the KV cache is
+      constrained to ``CACHE_AXES`` (rows over ``data x fsdp``, KV heads over
+      ``tensor``) through the rule table.
     prompts: P non-empty 1-D int token sequences (ragged).
     config: static ``SamplerConfig``.
     key: PRNG key.
@@ -495,7 +529,7 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   graphdef, params = _split(model)
   st, rollout = _generate_jit(graphdef, params, prompt, plen, ids, key, sp, stop,
                               _max_new(config, max_new_tokens), version,
-                              config=config, n=int(n), greedy=bool(greedy))
+                              config=config, n=int(n), greedy=bool(greedy), mesh=_params_mesh(params))
   return (rollout, st) if return_state else rollout
 
 
@@ -543,5 +577,5 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   graphdef, params = _split(model)
   st, rollout = _resume_jit(graphdef, params, state, app, alen, act, key, sp,
                             _max_new(config, max_new_tokens), version,
-                            config=config, greedy=bool(greedy))
+                            config=config, greedy=bool(greedy), mesh=_params_mesh(params))
   return rollout, st

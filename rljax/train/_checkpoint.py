@@ -1,5 +1,9 @@
 """Orbax checkpoints of a whole run state, with fallback past corrupt checkpoints.
 
+Multi-host: every process calls ``save`` / ``restore`` with the same global
+(sharded) arrays; orbax writes each shard once, from the process that holds
+it, and the JSON ``meta`` from the primary process only.
+
 A checkpoint holds one pytree (parameters, optimizer state, controller states,
 PRNG key, step, ...) saved leaf by leaf under stable names, plus a JSON
 ``meta`` dict (stage, data-iterator state, config). ``restore`` takes a
@@ -31,13 +35,20 @@ class CheckpointError(ValueError):
 
 
 def _to_numpy_dict(tree) -> dict:
+  """``{leaf_00000: array}``; ``jax.Array`` leaves stay (possibly sharded over several hosts) jax arrays."""
   leaves = jax.tree_util.tree_leaves(tree)
   out = {}
   for i, x in enumerate(leaves):
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
       x = jax.random.key_data(x)
-    out[f"leaf_{i:05d}"] = np.asarray(x)
+    out[f"leaf_{i:05d}"] = x if isinstance(x, jax.Array) else np.asarray(x)
   return out
+
+
+def _abstract(x):
+  if isinstance(x, jax.Array):
+    return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+  return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
 class Checkpointer:
@@ -84,7 +95,7 @@ class Checkpointer:
   def _restore_step(self, step: int, template):
     leaves, treedef = jax.tree_util.tree_flatten(template)
     target = _to_numpy_dict(template)
-    abstract = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in target.items()}
+    abstract = {k: _abstract(v) for k, v in target.items()}
     restored = self.manager.restore(step, args=ocp.args.Composite(
         state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
     arrays = restored["state"]
@@ -92,7 +103,9 @@ class Checkpointer:
       raise CheckpointError(f"checkpoint {step} has {len(arrays)} arrays, expected {len(target)}")
     new_leaves = []
     for i, old in enumerate(leaves):
-      value = np.asarray(arrays[f"leaf_{i:05d}"])
+      value = arrays[f"leaf_{i:05d}"]
+      if not isinstance(value, jax.Array):
+        value = np.asarray(value)
       ref = target[f"leaf_{i:05d}"]
       if value.shape != ref.shape or value.dtype != ref.dtype:
         raise CheckpointError(f"checkpoint {step} leaf {i} is {value.shape} {value.dtype}, "
@@ -100,9 +113,11 @@ class Checkpointer:
       if isinstance(old, jax.Array) and jax.dtypes.issubdtype(old.dtype, jax.dtypes.prng_key):
         new_leaves.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(old)))
       elif isinstance(old, jax.Array):
-        new_leaves.append(jax.device_put(value, old.sharding))
+        # restored onto the template's sharding (every process reads its own shards)
+        new_leaves.append(value if isinstance(value, jax.Array) and value.sharding == old.sharding
+                          else jax.device_put(value, old.sharding))
       else:
-        new_leaves.append(value)
+        new_leaves.append(np.asarray(value))
     return jax.tree_util.tree_unflatten(treedef, new_leaves), dict(restored["meta"] or {})
 
   def restore(self, template: Any, step: Optional[int] = None):

@@ -11,11 +11,16 @@ __all__ = ["Codec", "sft_batch"]
 
 
 class Codec:
-  """Encodes prompts as ``[bos] + tokens(prompt)`` and completions as ``tokens(text) + [eos]``."""
+  """Encodes prompts as ``[bos] + tokens(prompt)`` and completions as ``tokens(text) + [eos]``.
+
+  A tokenizer without a start token (``has_bos = False``, e.g. Qwen's) gets
+  prompts without one, as its model was trained.
+  """
 
   def __init__(self, tokenizer):
     self.tok = tokenizer
     self.bos_id = int(tokenizer.bos_id)
+    self.use_bos = bool(getattr(tokenizer, "has_bos", True))
     self.eos_id = int(tokenizer.eos_id)
     self.pad_id = int(getattr(tokenizer, "pad_id", 0))
     if self.pad_id < 0:
@@ -23,7 +28,7 @@ class Codec:
 
   def prompt_ids(self, problem) -> list[int]:
     text = problem.prompt if hasattr(problem, "prompt") else str(problem)
-    return [self.bos_id] + list(self.tok.encode(text))
+    return ([self.bos_id] if self.use_bos else []) + list(self.tok.encode(text))
 
   def completion_ids(self, text: str) -> list[int]:
     return list(self.tok.encode(text)) + [self.eos_id]

@@ -15,15 +15,18 @@ import types
 import typing
 from typing import Any, Optional, Sequence
 
+from rljax.parallel._mesh import MeshConfig
+
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
-           "tiny_config", "config_from_dict", "OBJECTIVES", "ADVANTAGES"]
+           "tiny_config", "config_from_dict", "OBJECTIVES", "ADVANTAGES", "CONTROLLERS"]
 
 OBJECTIVES = ("grpo", "dapo", "dr_grpo", "gspo", "custom")
 ADVANTAGES = ("grpo", "dr_grpo", "rloo")
 SCHEDULES = ("constant", "cosine", "linear")
 AGGREGATIONS = ("token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean",
                 "seq_mean_token_sum_norm")
+CONTROLLERS = ("none", "adaptive_kl", "entropic", "bapo", "temperature_control")  # rljax/train/_controllers.py
 
 
 def _fail(field: str, value, allowed: str):
@@ -66,6 +69,7 @@ class TaskConfig:
   num_test: int = 500
   tfds_dir: Optional[str] = None
   lenient_rewards: bool = False
+  chat_template: Optional[str] = None  # gsm8k: wrap prompts in a chat template ("qwen", "llama3", "gemma")
 
   def __post_init__(self):
     if not isinstance(self.name, str) or not self.name:
@@ -73,6 +77,8 @@ class TaskConfig:
     _pos_int(self, "digits", "num_train", "num_test")
     if not 0.0 <= self.sloppy_carry_prob <= 1.0:
       _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")
+    if self.chat_template is not None:
+      _choice(self, "chat_template", ("llama3", "qwen", "gemma"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +175,15 @@ class RLConfig:
   overlong_buffer: int = 0
   overlong_penalty: float = 1.0
   target_accuracy: Optional[float] = None
+  # controller (rljax/train/_controllers.py): moves state.hparams / the sampling temperature after each step
+  controller: str = "none"
+  kl_target: float = 0.1          # adaptive_kl: target KL(old || ref) (verl target_kl); kl_beta = initial beta
+  kl_horizon: float = 10000.0     # adaptive_kl: verl horizon
+  target_entropy: Optional[float] = None  # entropic, temperature_control: target mean token entropy (nats)
+  entropic_kp: float = 1.0
+  entropic_ki: float = 0.01
+  bapo_rho0: float = 0.5          # bapo: target positive share of the clipped loss
+  temperature_kappa: float = 0.1  # temperature_control: T <- T * exp(kappa * (H* - H))
   optim: OptimConfig = OptimConfig()
 
   def __post_init__(self):
@@ -196,6 +211,27 @@ class RLConfig:
             f"a divisor of the mini-batch size {batch // self.num_minibatches}")
     if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
       _fail("RLConfig.target_accuracy", self.target_accuracy, "None or in [0, 1]")
+    self._check_controller()
+
+  def _check_controller(self):
+    _choice(self, "controller", CONTROLLERS)
+    _nonneg(self, "entropic_kp", "entropic_ki", "temperature_kappa")
+    for n in ("kl_target", "kl_horizon"):
+      v = getattr(self, n)
+      if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        _fail(f"RLConfig.{n}", v, "a positive number")
+    if not isinstance(self.bapo_rho0, (int, float)) or not 0.0 <= self.bapo_rho0 <= 1.0:
+      _fail("RLConfig.bapo_rho0", self.bapo_rho0, "in [0, 1]")
+    h = self.target_entropy
+    if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
+      _fail("RLConfig.target_entropy", self.target_entropy, "None or a non-negative number")
+    if self.controller == "adaptive_kl" and self.kl_beta <= 0:
+      _fail("RLConfig.kl_beta", self.kl_beta, "> 0 with controller='adaptive_kl' (the initial beta of the KL term)")
+    if self.controller in ("entropic", "temperature_control") and self.target_entropy is None:
+      _fail("RLConfig.target_entropy", None, f"a non-negative number with controller={self.controller!r}")
+    if self.controller == "temperature_control" and not 0.1 <= self.temperature <= 2.0:
+      _fail("RLConfig.temperature", self.temperature,
+            "in [0.1, 2.0] with controller='temperature_control' (its bounds)")
 
   @property
   def batch_size(self) -> int:
@@ -233,7 +269,13 @@ class CheckpointConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
-  """A whole run: SFT warm-start then RL, evaluation before/after RL."""
+  """A whole run: SFT warm-start then RL, evaluation before/after RL.
+
+  ``mesh`` lays the run out over devices (``rljax.parallel.MeshConfig``: ``data``,
+  ``fsdp``, ``tensor``, ``expert``; ``--set mesh.fsdp=-1`` = FSDP over every
+  device of every process); the default is one device. ``num_devices`` is a
+  deprecated alias for ``mesh.data`` (0 = all devices).
+  """
   seed: int = 0
   out_dir: str = "runs/default"
   task: TaskConfig = TaskConfig()
@@ -242,15 +284,25 @@ class RunConfig:
   rl: RLConfig = RLConfig()
   eval: EvalConfig = EvalConfig()
   checkpoint: CheckpointConfig = CheckpointConfig()
-  num_devices: int = 1
+  mesh: MeshConfig = MeshConfig(data=1, fsdp=1, tensor=1, expert=1)
+  num_devices: Optional[int] = None
   progress: bool = True
   tensorboard: bool = True
   plot: bool = True
   log_every: int = 1
 
   def __post_init__(self):
-    _pos_int(self, "seed", "num_devices", allow_zero=True)
+    _pos_int(self, "seed", allow_zero=True)
     _pos_int(self, "log_every")
+    if not isinstance(self.mesh, MeshConfig):
+      _fail("RunConfig.mesh", self.mesh, "a rljax.parallel.MeshConfig")
+    if self.num_devices is not None:  # deprecated alias: a 1-D data-parallel mesh (0 = all devices)
+      _pos_int(self, "num_devices", allow_zero=True)
+      if self.mesh != MeshConfig(data=1, fsdp=1, tensor=1, expert=1):
+        _fail("RunConfig.num_devices", self.num_devices, "None when mesh is set (num_devices is deprecated: "
+              "use mesh.data)")
+      object.__setattr__(self, "mesh", MeshConfig(data=self.num_devices or -1, fsdp=1, tensor=1, expert=1))
+      object.__setattr__(self, "num_devices", None)
     if not isinstance(self.out_dir, str) or not self.out_dir:
       _fail("RunConfig.out_dir", self.out_dir, "a non-empty path")
 

@@ -10,6 +10,10 @@ controller may change without recompiling.
 * ``dr_grpo``: PPO-clip with the constant normaliser ``seq_mean_token_sum_norm``
                (max_len = ``max_new_tokens``) and mean-only advantages
 * ``gspo``:    sequence-level (geometric-mean) ratio clipping
+
+With ``controller="entropic"`` the policy term is wrapped in
+``advantage_sign_weighting(term, hp["pos_weight"], hp["neg_weight"])``; a
+custom ``objective_fn`` receives the same hparams and applies them itself.
 """
 from __future__ import annotations
 
@@ -21,9 +25,19 @@ __all__ = ["build_objective", "initial_hparams"]
 
 
 def initial_hparams(rl: RLConfig) -> dict:
-  """The controller-owned scalars the RL step reads from ``state.hparams``."""
-  return {"clip_low": rl.clip_low, "clip_high": rl.clip_high, "kl_beta": rl.kl_beta,
-          "entropy_coef": rl.entropy_coef}
+  """The controller-owned scalars the RL step reads from ``state.hparams``.
+
+  Always ``clip_low``, ``clip_high``, ``kl_beta``, ``entropy_coef`` (from the
+  config); with ``controller="entropic"`` also ``pos_weight``/``neg_weight``.
+  The chosen controller's initial values replace the config's (e.g. BAPO
+  starts from its lowest bounds).
+  """
+  from rljax.train._controllers import make_controller  # pylint: disable=import-outside-toplevel
+  hp = {"clip_low": rl.clip_low, "clip_high": rl.clip_high, "kl_beta": rl.kl_beta,
+        "entropy_coef": rl.entropy_coef}
+  ctl = make_controller(rl)
+  hp.update({k: float(v) for k, v in ctl.hparams(ctl.init()).items()})
+  return hp
 
 
 def _aggregate(rl: RLConfig):
@@ -45,6 +59,8 @@ def build_objective(rl: RLConfig) -> Callable:
       policy = obj.gspo(eps_low=hp["clip_low"], eps_high=hp["clip_high"])
     else:
       policy = obj.ppo_clip(eps_low=hp["clip_low"], eps_high=hp["clip_high"])
+    if rl.controller == "entropic":  # EntroPIC: loss weights of positive / negative advantage samples
+      policy = obj.advantage_sign_weighting(policy, hp["pos_weight"], hp["neg_weight"])
     terms = [policy]
     if rl.kl_beta > 0:
       terms.append(obj.kl_penalty(beta=hp["kl_beta"], estimator=rl.kl_estimator))

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import signal
 import time
+import warnings
 from typing import Callable, Optional
 
 import jax
@@ -41,9 +43,11 @@ from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._eval import evaluate
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._optim import make_optimizer
+from rljax.train._controllers import make_controller
 from rljax.train._recipes import build_objective, initial_hparams
-from rljax.train._step import init_train_state, make_mesh, make_train_step, nll_loss, objective_loss
+from rljax.train._step import init_train_state, make_train_step, nll_loss, objective_loss
 from rljax.types import TrainBatch
+from rljax import parallel as par
 
 __all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run", "check_group_batch"]
 
@@ -53,8 +57,54 @@ class Preempted(RuntimeError):
 
 
 def _log(cfg, *msg):
-  if cfg.progress is not None:
+  if cfg.progress is not None and jax.process_index() == 0:
     print(*msg, flush=True)
+
+
+# ----------------------------------------------------------------------------- mesh / multi-host
+
+
+def run_mesh(cfg: RunConfig):
+  """The run's device mesh from ``cfg.mesh`` (``rljax.parallel.make_mesh``).
+
+  A mesh with fixed axis sizes whose product is smaller than the number of
+  devices uses the first devices (one process only: a multi-process mesh
+  must cover every device). The default ``MeshConfig(1, 1, 1, 1)`` is one device.
+  """
+  devices = jax.devices()
+  sizes = cfg.mesh.sizes
+  n = int(np.prod(sizes))
+  if -1 not in sizes and n < len(devices):
+    if jax.process_count() > 1:
+      raise ValueError(f"mesh {cfg.mesh} uses {n} of the {len(devices)} devices of {jax.process_count()} "
+                       "processes; a multi-process mesh must cover every device (set one mesh axis to -1)")
+    devices = devices[:n]
+  return par.make_mesh(cfg.mesh, devices)
+
+
+class _Sharded:
+  """A train state placed on the mesh and its sharded, jitted step (``rljax.parallel``)."""
+
+  def __init__(self, graphdef, state, loss, opt, mesh, **step_kwargs):
+    self.mesh = mesh
+    self.shardings = par.train_state_shardings(state, mesh)
+    self.state = par.place_global(state, self.shardings)
+    self.step = par.shard_train_step(
+        make_train_step(graphdef, par.fsdp_loss_fn(loss, mesh), opt, jit=False, **step_kwargs),
+        self.shardings, mesh)
+
+
+class _NoWriter:
+  """Stands in for ``MetricsWriter`` on processes other than 0 (rows computed, nothing written)."""
+
+  def truncate(self, stage, step):
+    pass
+
+  def write(self, stage, step, metrics):
+    return {"stage": stage, "step": int(step), **metrics}
+
+  def close(self):
+    pass
 
 
 # ----------------------------------------------------------------------------- building blocks
@@ -74,15 +124,20 @@ class Experiment:
   seq_len: int
 
   def sample_fn(self, graphdef=None, params=None, model_state=None):
-    """``fn(prompt_ids, *, n, greedy, temperature, key) -> Rollout`` for given parameters."""
+    """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
+
+    The rollout comes back as NumPy arrays: all rows (gathered from every
+    process in a multi-host run), or only rows ``rows = (lo, hi)``.
+    """
     from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
     model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
     eos = self.codec.eos_id
     cfg = self.sampler_config
 
-    def fn(prompts, *, n, greedy, temperature, key):
-      return generate(model, prompts, config=cfg, key=key, n=n, greedy=greedy,
-                      temperature=1.0 if greedy else temperature, stop_tokens=[eos])
+    def fn(prompts, *, n, greedy, temperature, key, rows=None):
+      rollout = generate(model, prompts, config=cfg, key=key, n=n, greedy=greedy,
+                         temperature=1.0 if greedy else temperature, stop_tokens=[eos])
+      return par.to_host(rollout) if rows is None else par.host_rows(rollout, *rows)
     return fn
 
 
@@ -95,6 +150,8 @@ def build_task(cfg: RunConfig):
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
+  if t.chat_template is not None:
+    kwargs["chat_template"] = t.chat_template
   return get_task(t.name, **kwargs)
 
 
@@ -108,7 +165,9 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   if cfg.model.hf_checkpoint:
     tokenizer = load_tokenizer(cfg.model.hf_checkpoint)
   else:
-    tokenizer = train_sentencepiece(task.corpus(), os.path.join(cfg.out_dir, "tokenizer"), model_type="char")
+    # deterministic: every process trains the same tokenizer; process 0 writes it
+    tokenizer = train_sentencepiece(task.corpus(), os.path.join(cfg.out_dir, "tokenizer")
+                                    if jax.process_index() == 0 else None, model_type="char")
   codec = Codec(tokenizer)
   train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
@@ -154,7 +213,7 @@ def _sigterm_flag():
 
 
 def _scalars(metrics) -> dict:
-  return {k: float(v) for k, v in jax.device_get(metrics).items()}
+  return {k: float(v) for k, v in par.to_host(metrics).items()}
 
 
 # ----------------------------------------------------------------------------- rewards / advantages
@@ -196,6 +255,11 @@ def _advantages(rl, rewards, group_id):
 def _run_sft(exp: Experiment, cfg: RunConfig, writer, resume: bool, flag, mesh):
   opt, sched = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
   graphdef, state = init_train_state(exp.model, opt)
+  sharded = _Sharded(graphdef, state, nll_loss(), opt, mesh, schedule=sched)
+  state, step_fn = sharded.state, sharded.step
+  b = cfg.sft.batch_size
+  rows_sh = par.row_sharding(mesh, b)
+  lo, hi = par.process_rows(rows_sh, b)
   ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "sft"), max_to_keep=cfg.checkpoint.max_to_keep)
   start, meta = 0, {}
   if resume and ckpt.exists():
@@ -206,21 +270,24 @@ def _run_sft(exp: Experiment, cfg: RunConfig, writer, resume: bool, flag, mesh):
   if start >= cfg.sft.steps and meta.get("done"):
     ckpt.close()
     return graphdef, state, meta
-  step_fn = make_train_step(graphdef, nll_loss(), opt, schedule=sched, mesh=mesh)
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
-  bar = tqdm(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress, leave=True)
+  bar = tqdm(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress or jax.process_index() != 0,
+             leave=True)
   for s in range(start, cfg.sft.steps):
+    # the (cheap, deterministic) host batch; this process places only its rows [lo, hi)
     batch = sft_batch(exp.task, exp.codec, exp.train_problems, step=s, seed=cfg.seed,
-                      batch_size=cfg.sft.batch_size, seq_len=exp.seq_len)
-    state, metrics = step_fn(state, jax.tree_util.tree_map(jnp.asarray, batch))
+                      batch_size=b, seq_len=exp.seq_len)
+    batch = par.global_batch(jax.tree_util.tree_map(lambda x: x[lo:hi], batch), rows_sh, b)
+    state, metrics = step_fn(state, batch)
     if (s + 1) % cfg.log_every == 0 or s + 1 == cfg.sft.steps:
       row = writer.write("sft", s + 1, _scalars(metrics))
       bar.set_postfix(loss=f"{row['loss']:.3f}")
     bar.update(1)
     last = s + 1 == cfg.sft.steps
-    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"] or last):
+    preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or last):
       ckpt.save(s + 1, {"state": state}, {"stage": "sft", "step": s + 1, "done": last})
-    if flag["set"]:
+    if preempt:
       bar.close()
       ckpt.close()
       raise Preempted(f"SIGTERM: saved SFT checkpoint at step {s + 1}")
@@ -240,10 +307,10 @@ def _evaluate(exp, cfg, graphdef, state, key, *, full=True):
                   temperature=e.temperature)
 
 
-def _proximal_fn(graphdef, temperature=1.0):
+def _proximal_fn(graphdef, temperature=1.0, out_shardings=None):
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
-  @jax.jit
+  @functools.partial(jax.jit, out_shardings=out_shardings)
   def fn(params, model_state, tokens):
     model = nnx.merge(graphdef, params, model_state)
     out = policy_outputs(model, tokens, temperature=temperature)
@@ -252,10 +319,23 @@ def _proximal_fn(graphdef, temperature=1.0):
   return fn
 
 
-def _collect(exp, cfg, sample, loader, key, step, reward_fn):
-  """Samples one RL batch (with DAPO dynamic-sampling refills); returns host arrays + stats."""
+def _collect(exp, cfg, sample, loader, key, step, reward_fn, temperature=None, prompt_rows=None):
+  """Samples one RL batch (with DAPO dynamic-sampling refills); returns host arrays + stats.
+
+  Multi-host: ``loader`` yields this process's prompts ``[lo, hi)`` of each
+  global batch (``prompt_rows = {process: (lo, hi)}``); the sampler runs on
+  the global prompt batch (prompt ids gathered from every process) and this
+  process keeps, scores and returns its own rows. Statistics are global.
+  With dynamic sampling each process refills until it holds its share of
+  groups with non-zero reward variance (all processes sample the same number
+  of times).
+  """
   rl = cfg.rl
   g = rl.group_size
+  if prompt_rows is None:
+    prompt_rows = {jax.process_index(): (0, rl.num_prompts)}
+  lo, hi = prompt_rows[jax.process_index()]
+  local_prompts = hi - lo
   kept, dropped = [], []
   stats = {"refills": 0, "reward_errors": 0, "zero_var_groups": 0, "sampled_groups": 0}
   all_rewards, all_correct = [], []
@@ -263,9 +343,9 @@ def _collect(exp, cfg, sample, loader, key, step, reward_fn):
     problems = next(loader)
     if attempt:
       stats["refills"] += 1
-    rollout = sample([exp.codec.prompt_ids(p) for p in problems], n=g, greedy=False, temperature=rl.temperature,
-                     key=jax.random.fold_in(key, attempt))
-    r = jax.device_get(rollout)
+    prompts = par.allgather_rows([exp.codec.prompt_ids(p) for p in problems], prompt_rows, rl.num_prompts)
+    r = sample(prompts, n=g, greedy=False, temperature=rl.temperature if temperature is None else temperature,
+               key=jax.random.fold_in(key, attempt), rows=(lo * g, hi * g))
     check_group_batch(r.tokens.shape[0], g)
     completions = exp.codec.decode_completions(r.tokens, r.completion_mask)
     expanded = [p for p in problems for _ in range(g)]
@@ -288,30 +368,39 @@ def _collect(exp, cfg, sample, loader, key, step, reward_fn):
       else:
         stats["zero_var_groups"] += 1
         dropped.append(grp)
-    if len(kept) >= rl.num_prompts:
+    if not par.process_any(len(kept) < local_prompts):
       break
   if not rl.dynamic_sampling:
     stats["zero_var_groups"] = sum(np.std(k[2]) == 0 for k in kept)
-  groups = kept[:rl.num_prompts]
+  groups = kept[:local_prompts]
   num_real = len(groups)
-  groups = groups + dropped[:rl.num_prompts - num_real]  # pad to a fixed shape; masked out below
+  groups = groups + dropped[:local_prompts - num_real]  # pad to a fixed shape; masked out below
   fields = ("tokens", "completion_mask", "logp_behavior")
   out = {f: np.concatenate([np.asarray(getattr(r, f))[rows] for r, rows, _ in groups], 0) for f in fields}
   ent = [np.asarray(r.entropy_behavior)[rows] for r, rows, _ in groups if r.entropy_behavior is not None]
   out["rewards"] = np.concatenate([rw for _, _, rw in groups], 0).astype(np.float32)
-  out["group_id"] = np.repeat(np.arange(rl.num_prompts, dtype=np.int32), g)
-  out["valid"] = np.repeat(np.arange(rl.num_prompts) < num_real, g)
+  out["group_id"] = np.repeat(np.arange(lo, hi, dtype=np.int32), g)
+  out["valid"] = np.repeat(np.arange(local_prompts) < num_real, g)
   cm = out["completion_mask"].astype(bool)
   rewards_seen = np.concatenate(all_rewards)
+  correct = np.concatenate(all_correct)
+  e = np.concatenate(ent, 0) if ent else np.zeros(cm.shape, np.float32)
+  # global statistics: sums over every process's rows (no collective with one process)
+  sums = par.process_sum({
+      "reward": float(rewards_seen.astype(np.float64).sum()), "n_reward": rewards_seen.size,
+      "correct": float(correct.astype(np.float64).sum()), "n_correct": correct.size,
+      "tokens": float(cm.sum()), "rows": cm.shape[0], "kept_groups": num_real,
+      "entropy": float((e * cm).sum()), "reward_errors": stats["reward_errors"],
+      "zero_var_groups": stats["zero_var_groups"], "sampled_groups": stats["sampled_groups"]})
+  stats.update({k: int(sums[k]) for k in ("reward_errors", "zero_var_groups", "sampled_groups")})
   stats.update({
-      "reward_mean": float(rewards_seen.mean()),
-      "accuracy": float(np.concatenate(all_correct).mean()),
-      "completion_len": float(cm.sum(1).mean()),
-      "kept_groups": float(num_real),
+      "reward_mean": sums["reward"] / sums["n_reward"],
+      "accuracy": sums["correct"] / sums["n_correct"],
+      "completion_len": sums["tokens"] / sums["rows"],
+      "kept_groups": float(sums["kept_groups"]),
   })
   if ent:
-    e = np.concatenate(ent, 0)
-    stats["entropy"] = float((e * cm).sum() / max(cm.sum(), 1))
+    stats["entropy"] = sums["entropy"] / max(sums["tokens"], 1)
   return out, stats
 
 
@@ -322,46 +411,63 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
   opt, sched = make_optimizer(rl.optim, total_updates)
   model = nnx.merge(graphdef, sft_state.params, sft_state.model_state)
   graphdef, state = init_train_state(model, opt, initial_hparams(rl))
+  builder = objective_fn if objective_fn is not None else build_objective(rl)
+  sharded = _Sharded(graphdef, state, objective_loss(builder, temperature=1.0), opt, mesh,
+                     num_microbatches=rl.num_microbatches, schedule=sched)
+  state, step_fn = sharded.state, sharded.step
+  controller = make_controller(rl)
+  ctl_state = controller.init()
   need_ref = rl.kl_beta > 0
   ref_params = jax.tree_util.tree_map(jnp.copy, state.params) if need_ref else {}
-  from rljax.data import prompt_loader  # pylint: disable=import-outside-toplevel
+  # rows of the global rollout batch this process samples, scores and feeds (whole groups)
+  rows_sh = par.row_sharding(mesh, rl.batch_size)
+  row_ranges = par.all_process_rows(rows_sh, rl.batch_size)
+  for p, (a, b) in row_ranges.items():
+    if a % rl.group_size or b % rl.group_size:
+      raise ValueError(f"process {p} holds rollout rows [{a}, {b}), which split groups of "
+                       f"rl.group_size={rl.group_size}; change mesh or rl.num_prompts")
+  prompt_rows = {p: (a // rl.group_size, b // rl.group_size) for p, (a, b) in row_ranges.items()}
   records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta)} for p in exp.train_problems]
-  loader = prompt_loader(records, batch_size=rl.num_prompts, seed=cfg.seed)
+  loader = par.process_batches(records, global_batch_size=rl.num_prompts, rows=prompt_rows[jax.process_index()],
+                               seed=cfg.seed)
   ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl"), max_to_keep=cfg.checkpoint.max_to_keep)
   start = 0
   if resume and ckpt.exists():
-    tree, meta, start = ckpt.restore({"state": state, "ref": ref_params})
-    state, ref_params = tree["state"], tree["ref"]
+    tree, meta, start = ckpt.restore({"state": state, "ref": ref_params, "controller": ctl_state})
+    state, ref_params, ctl_state = tree["state"], tree["ref"], tree["controller"]
     loader.set_state(meta["data"])
     evals[:] = meta.get("evals", evals)
     writer.truncate("rl", start)
     _log(cfg, f"[rljax] resumed RL from step {start}")
-  builder = objective_fn if objective_fn is not None else build_objective(rl)
-  loss = objective_loss(builder, temperature=1.0)
-  step_fn = make_train_step(graphdef, loss, opt, num_microbatches=rl.num_microbatches, schedule=sched, mesh=mesh)
-  prox = _proximal_fn(graphdef)
+  prox = _proximal_fn(graphdef, out_shardings=rows_sh)
   base_key = jax.random.PRNGKey(cfg.seed)
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
-  bar = tqdm(total=rl.steps, initial=start, desc="RL", disable=not cfg.progress, leave=True)
+  bar = tqdm(total=rl.steps, initial=start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
+             leave=True)
   mb = rl.batch_size // rl.num_minibatches
+  take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
+                      out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   s = start
   for s in range(start, rl.steps):
     t0 = time.perf_counter()
     key = jax.random.fold_in(base_key, s)
     sample = exp.sample_fn(graphdef, state.params, state.model_state)
-    data, stats = _collect(exp, cfg, sample, loader, key, s, reward_fn)
+    data, stats = _collect(exp, cfg, sample, loader, key, s, reward_fn, controller.temperature(ctl_state),
+                           prompt_rows)
     t1 = time.perf_counter()
     adv = _advantages(rl, data["rewards"], data["group_id"]) * data["valid"]
     loss_mask = data["completion_mask"].astype(bool) & data["valid"][:, None]
-    tokens = jnp.asarray(data["tokens"])
+    t_shape = data["tokens"].shape
+    # this process's rows -> global arrays sharded over the batch mesh axes
+    host = dict(tokens=data["tokens"], loss_mask=loss_mask,
+                advantages=(np.broadcast_to(adv[:, None], t_shape) * loss_mask).astype(np.float32),
+                group_id=data["group_id"], rewards=data["rewards"], logp_behavior=data["logp_behavior"])
+    g_batch = par.global_batch(host, rows_sh, rl.batch_size)
+    tokens = g_batch["tokens"]
     logp_old, _ = prox(state.params, state.model_state, tokens)
     logp_ref = prox(ref_params, state.model_state, tokens)[0] if need_ref else None
-    t_shape = data["tokens"].shape
-    batch = TrainBatch(tokens=tokens, loss_mask=jnp.asarray(loss_mask),
-                       advantages=jnp.asarray(np.broadcast_to(adv[:, None], t_shape) * loss_mask, jnp.float32),
-                       group_id=jnp.asarray(data["group_id"]), rewards=jnp.asarray(data["rewards"]),
-                       logp_behavior=jnp.asarray(data["logp_behavior"]), logp_old=logp_old, logp_ref=logp_ref)
+    batch = TrainBatch(**g_batch, logp_old=logp_old, logp_ref=logp_ref)
     update_metrics = []
     perm_rng = np.random.default_rng([cfg.seed, 11, s])
     for _ in range(rl.updates_per_batch):
@@ -370,8 +476,7 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
         if order is None:
           mbatch = batch
         else:
-          idx = jnp.asarray(order[j * mb:(j + 1) * mb])
-          mbatch = jax.tree_util.tree_map(lambda x: x[idx], batch)
+          mbatch = take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
         state, m = step_fn(state, mbatch)
         update_metrics.append(m)
     t2 = time.perf_counter()
@@ -379,6 +484,10 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
     row = {**um, **{f"rollout/{k}": v for k, v in stats.items()},
            "time/sample_s": t1 - t0, "time/update_s": t2 - t1}
     row["rollout/reward_mean"] = stats["reward_mean"]
+    state, ctl_state, ctl_metrics = controller.step(state, ctl_state, batch=batch, rollout_stats=stats,
+                                                    update_metrics=um,
+                                                    policy_logp=lambda st: prox(st.params, st.model_state, tokens)[0])
+    row.update(ctl_metrics)
     done = s + 1 == rl.steps
     if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
       ev = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(10_000 + s), full=False)
@@ -390,10 +499,11 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
     bar.set_postfix(reward=f"{stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
     bar.update(1)
     stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
-    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or flag["set"] or done or stop_early):
-      ckpt.save(s + 1, {"state": state, "ref": ref_params},
+    preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
+      ckpt.save(s + 1, {"state": state, "ref": ref_params, "controller": ctl_state},
                 {"stage": "rl", "step": s + 1, "data": loader.get_state(), "evals": evals, "done": done or stop_early})
-    if flag["set"]:
+    if preempt:
       bar.close()
       ckpt.close()
       raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
@@ -423,11 +533,13 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
   os.makedirs(cfg.out_dir, exist_ok=True)
   if resume and not os.path.isdir(os.path.join(cfg.out_dir, "checkpoints")):
     raise CheckpointError(f"--resume: no checkpoint directory under {cfg.out_dir!r}")
-  with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:
-    json.dump(config_to_dict(cfg), f, indent=2)
+  main = jax.process_index() == 0  # host-side files and console output: process 0 only
+  if main:
+    with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:
+      json.dump(config_to_dict(cfg), f, indent=2)
+  mesh = run_mesh(cfg)
   exp = build_experiment(cfg)
-  writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume)
-  mesh = make_mesh(cfg.num_devices) if cfg.num_devices != 1 else None
+  writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else _NoWriter()
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed}
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.Param)))
   _log(cfg, f"[rljax] task={cfg.task.name} train={len(exp.train_problems)} test={len(exp.test_problems)} "
@@ -442,8 +554,9 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
           sft_eval = json.load(f)
       else:
         sft_eval = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(999))
-        with open(eval_path, "w", encoding="utf-8") as f:
-          json.dump(sft_eval, f)
+        if main:
+          with open(eval_path, "w", encoding="utf-8") as f:
+            json.dump(sft_eval, f)
         writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
         writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
       summary["sft"] = sft_eval
@@ -466,9 +579,12 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
                                       rl_eval.get("sample_accuracy", float("nan")),
                                       "".join(f", {k} {v:.1%}" for k, v in rl_eval.items() if k.startswith("pass@"))))
   if cfg.plot:
-    summary["plot"] = plot_metrics(os.path.join(cfg.out_dir, "metrics.jsonl"), os.path.join(cfg.out_dir, "metrics.png"))
-  with open(os.path.join(cfg.out_dir, "summary.json"), "w", encoding="utf-8") as f:
-    json.dump(summary, f, indent=2)
+    summary["plot"] = os.path.join(cfg.out_dir, "metrics.png")
+    if main:
+      plot_metrics(os.path.join(cfg.out_dir, "metrics.jsonl"), summary["plot"])
+  if main:
+    with open(os.path.join(cfg.out_dir, "summary.json"), "w", encoding="utf-8") as f:
+      json.dump(summary, f, indent=2)
   _log(cfg, f"[rljax] done in {summary['wall_s']:.0f} s; metrics: {cfg.out_dir}/metrics.jsonl"
             f"{', plot: ' + summary['plot'] if cfg.plot else ''}")
   summary["params"] = state.params
@@ -477,13 +593,16 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
   return summary
 
 
-def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None):
+def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None, mesh=None):
   """Rebuilds a finished/interrupted run from ``run_dir`` and restores a checkpoint.
 
   Args:
     run_dir: a directory written by ``train`` (has ``config.json``, ``checkpoints/``).
     stage: ``"rl"`` or ``"sft"``; default: RL if it has a checkpoint, else SFT.
     step: a specific step (default: latest readable).
+    mesh: a ``rljax.parallel.MeshConfig`` to restore onto (default: the run's
+      ``cfg.mesh``; if that does not fit the devices here, one device, with a
+      warning). The state comes back sharded over it.
 
   Returns ``(experiment, graphdef, state, info)``; raises ``CheckpointError``
   (a ``ValueError``) with a clear message when the directory or checkpoint is
@@ -512,11 +631,23 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     opt, _ = make_optimizer(cfg.rl.optim, max(cfg.rl.steps * cfg.rl.updates_per_batch * cfg.rl.num_minibatches, 1))
     graphdef, state = init_train_state(exp.model, opt, initial_hparams(cfg.rl))
     ref = jax.tree_util.tree_map(jnp.copy, state.params) if cfg.rl.kl_beta > 0 else {}
-    template = {"state": state, "ref": ref}
+    template = {"state": state, "ref": ref, "controller": make_controller(cfg.rl).init()}
   else:
     opt, _ = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
     graphdef, state = init_train_state(exp.model, opt)
     template = {"state": state}
+  if mesh is None:
+    try:
+      device_mesh = run_mesh(cfg)
+    except ValueError as e:
+      warnings.warn(f"load_run: the run's mesh does not fit here ({e}); restoring onto one device", RuntimeWarning)
+      device_mesh = run_mesh(cfg.replace(mesh=type(cfg.mesh)(1, 1, 1, 1)))
+  else:
+    device_mesh = run_mesh(cfg.replace(mesh=mesh))
+  shardings = par.train_state_shardings(template["state"], device_mesh)
+  template["state"] = par.place_global(template["state"], shardings)
+  if template.get("ref"):
+    template["ref"] = par.place_global(template["ref"], shardings.params)
   tree, meta, got = ckpt.restore(template, step=step)
   ckpt.close()
   return exp, graphdef, tree["state"], {"stage": st, "step": got, "meta": meta}
