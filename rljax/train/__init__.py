@@ -12,6 +12,7 @@ from rljax.train._optim import make_optimizer, make_schedule
 from rljax.train._checkpoint import Checkpointer, CheckpointError
 from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
+from rljax.train._controllers import LoopController, make_controller
 from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,
                                nll_loss, nll_term, objective_loss, split_microbatches)
 
