@@ -105,34 +105,9 @@ def test_two_processes_match_single_process(tmp_path):
   from rljax.train import make_train_step, nll_loss  # pylint: disable=import-outside-toplevel
   from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
 
-  port = _free_port()
-  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=1",
-             PYTHONUNBUFFERED="1")
-  procs, outs = [], []
-  for i in range(2):
-    out = tmp_path / f"params_{i}.npz"
-    outs.append(out)
-    procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), str(out)],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  deadline = time.time() + TIMEOUT_S
-  logs = [""] * 2
-  try:
-    for i, p in enumerate(procs):
-      try:
-        logs[i], _ = p.communicate(timeout=max(1.0, deadline - time.time()))
-      except subprocess.TimeoutExpired:
-        for q in procs:
-          q.kill()
-        logs = [q.communicate()[0] or "" for q in procs]
-        pytest.fail(f"workers did not finish within {TIMEOUT_S} s\n" +
-                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
-  finally:
-    for q in procs:
-      if q.poll() is None:
-        q.kill()
-  codes = [p.returncode for p in procs]
-  assert codes == [0, 0], f"worker exit codes {codes}\n" + "\n".join(
-      f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs))
+  outs = [tmp_path / f"params_{i}.npz" for i in range(2)]
+  procs = _launch(lambda i, port: ["--worker", str(i), str(port), str(outs[i])], tmp_path, devices_per_process=1)
+  _wait(procs, time.time() + TIMEOUT_S)
 
   got = [dict(np.load(o)) for o in outs]
   assert got[0].keys() == got[1].keys()
