@@ -9,7 +9,12 @@ A step is: sample 64 completions, score them on the host (random reward),
 group advantages, one jitted update. With mu = 1 Tunix takes pi_old from the
 current policy (no extra forward); rljax does the same work by using the
 sampler's own log-probs as pi_old (on-policy, so the ratio is 1 up to
-sampler/trainer numerics). ``--recompute-proximal`` adds rljax's extra
+sampler/trainer numerics). rljax's update runs each group's prompt once
+(``policy_outputs(shared_prefix_len=16, group_size=4)``, what ``rljax train``
+does by default: ``rl.share_prompt_forward``); the same step with the prompt
+repeated in every row is timed as well (``rljax, prompt per row``), so both
+the like-for-like and the product numbers come from the same run.
+``--recompute-proximal`` adds rljax's extra
 proximal forward (what its RL loop does for mu > 1) to the timed step. rljax
 times it directly; Tunix's is measured between consecutive calls of its
 reward function (one call per step), which brackets exactly one full step.
@@ -36,7 +41,7 @@ V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
 
 
-def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False) -> dict:
+def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share_prompt: bool = True) -> dict:
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -54,15 +59,16 @@ def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False) -> di
   model = Transformer(cfg, rngs=nnx.Rngs(0))
   opt, _ = make_optimizer(OptimConfig(learning_rate=3e-4, grad_clip=1.0), 1000)
   graphdef, state = init_train_state(model, opt, {"clip_low": 0.2, "clip_high": 0.2})
+  shared = dict(shared_prefix_len=PROMPT_LEN if share_prompt else 0, group_size=G)
   loss = objective_loss(lambda hp: obj.chain(obj.ppo_clip(hp["clip_low"], hp["clip_high"]),
-                                             aggregate=obj.token_mean))
+                                             aggregate=obj.token_mean), **shared)
   step = make_train_step(graphdef, loss, opt)
   scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,), return_entropy=False,
                        return_routing=False)
 
   @jax.jit
   def proximal(params, rest, tokens):
-    return policy_outputs(nnx.merge(graphdef, params, rest), tokens).logp
+    return policy_outputs(nnx.merge(graphdef, params, rest), tokens, **shared).logp
 
   rng = np.random.default_rng(0)
   prompts = [list(map(int, r)) for r in rng.integers(1, V, size=(P, PROMPT_LEN))]
@@ -167,6 +173,9 @@ def main(argv=None) -> int:
         f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
   res = {"rljax": bench_rljax(args.steps, args.warmup, args.recompute_proximal)}
   print("rljax:", json.dumps({k: v for k, v in res["rljax"].items() if k != "times"}), flush=True)
+  res["rljax_unshared"] = bench_rljax(args.steps, args.warmup, args.recompute_proximal, share_prompt=False)
+  print("rljax, prompt per row:", json.dumps({k: v for k, v in res["rljax_unshared"].items() if k != "times"}),
+        flush=True)
   if not args.skip_tunix:
     if os.path.exists(args.tunix_python):
       res["tunix"] = bench_tunix(args.tunix_python, args.steps, args.warmup)
@@ -175,8 +184,9 @@ def main(argv=None) -> int:
     print("tunix:", json.dumps({k: v for k, v in res["tunix"].items() if k != "times"}), flush=True)
     t = res["tunix"].get("median_step_s")
     if t:
-      print(f"| GRPO step (rollout + update), CPU | rljax {res['rljax']['median_step_s']:.3f} s | "
-            f"Tunix {t:.3f} s | speed-up {t / res['rljax']['median_step_s']:.2f}x |")
+      for name, key in (("rljax", "rljax"), ("rljax, prompt per row", "rljax_unshared")):
+        r = res[key]["median_step_s"]
+        print(f"| GRPO step (rollout + update), CPU | {name} {r:.3f} s | Tunix {t:.3f} s | speed-up {t / r:.2f}x |")
   return 0
 
 

@@ -14,7 +14,7 @@ from rljax.models._config import LoRAConfig, ModelConfig, RopeScaling
 from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to_hf, from_pretrained,
                               load_hf_config, param_count, save_pretrained, shard_state)
 from rljax.models._init import fan_in_init
-from rljax.models._layers import rope_inv_freq
+from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
 from rljax.models._transformer import (KVCache, ModelOutput, Transformer, load_balancing_loss, policy_outputs,
@@ -30,7 +30,7 @@ def logical_axes(model):
 
 __all__ = ["fan_in_init", 
     "ModelConfig", "RopeScaling", "LoRAConfig", "Transformer", "KVCache", "ModelOutput",
-    "policy_outputs", "segment_positions", "load_balancing_loss", "rope_inv_freq",
+    "policy_outputs", "segment_positions", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rljax.models._config import ModelConfig
-from rljax.models._layers import MLP, Attention, MoE, RMSNorm, dtype_of, param, rope_cos_sin
+from rljax.models._layers import MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, param, rope_cos_sin
 from rljax.types import PolicyOutputs
 
 __all__ = ["Transformer", "KVCache", "ModelOutput", "policy_outputs", "segment_positions"]
@@ -144,6 +144,12 @@ def _call_block(block, x, cos, sin, mask, routing):
   return block(x, cos, sin, mask, routing)
 
 
+def _block_with_static_mask(mask):
+  def call(block, x, cos, sin, routing):
+    return block(x, cos, sin, mask, routing)
+  return call
+
+
 class Transformer(nnx.Module):
   """Decoder-only transformer (Llama-3 / Qwen2 / Qwen3 / Qwen3-MoE / Gemma / Gemma-2 family).
 
@@ -243,7 +249,8 @@ class Transformer(nnx.Module):
     return self.final_norm(x), tuple(ks), tuple(vs), routing_out
 
   def __call__(self, tokens, positions=None, *, segment_ids=None, cache: Optional[KVCache] = None,
-               cache_index=None, kv_mask=None, routing=None, return_logits: bool = False) -> ModelOutput:
+               cache_index=None, kv_mask=None, routing=None, return_logits: bool = False,
+               prefix_groups: Optional[PrefixGroups] = None) -> ModelOutput:
     """Forward pass.
 
     Args:
@@ -260,6 +267,11 @@ class Transformer(nnx.Module):
         ``kv_mask[b, j]`` (and ``q - j < W`` on sliding-window layers).
       routing: ``[B, T, L_moe, k]`` int expert ids to replay, or None (router decides).
       return_logits: also return ``[B, T, V]`` float32 logits.
+      prefix_groups: a :class:`PrefixGroups`: ``tokens``/``positions`` are in the
+        grouped shared-prefix layout ``[P, Tp + G * Tc]`` (one prompt, then its
+        G continuations; ``positions`` required) and attention follows that
+        pattern instead of the causal mask (dense models, uncached, no
+        segment_ids). :func:`policy_outputs` builds this layout.
     """
     cfg = self.cfg
     if tokens.ndim != 2:
@@ -286,6 +298,12 @@ class Transformer(nnx.Module):
         raise ValueError(f"kv_mask must have shape {(b, cache.max_len)}, got {tuple(kv_mask.shape)}")
     elif cache_index is not None or kv_mask is not None:
       raise ValueError("cache_index / kv_mask need a cache")
+    if prefix_groups is not None:
+      if cache is not None or segment_ids is not None or positions is None:
+        raise ValueError("prefix_groups needs explicit positions and no cache / segment_ids")
+      if n_moe:
+        raise ValueError("prefix_groups is not supported for MoE models (routing is per sequence)")
+      prefix_groups.split(t)  # validates the row width
 
     # Positions and masks.
     if cache is not None:
@@ -308,6 +326,9 @@ class Transformer(nnx.Module):
     sliding_mask = None
     if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
       sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
+    if prefix_groups is not None:  # a static attention pattern replaces the [B, T, T] masks
+      base = dataclasses.replace(prefix_groups, window=None)
+      sliding_mask = dataclasses.replace(prefix_groups, window=cfg.sliding_window)
     cos, sin = rope_cos_sin(positions, cfg)
 
     x = self.embed_tokens(tokens)
@@ -324,8 +345,12 @@ class Transformer(nnx.Module):
       if cache is not None:
         x, ids, probs, k_all, v_all = block.cached(x, cos, sin, mask, k_all, v_all, i, cache_index, r)
       elif cfg.remat != "none":
-        fn = nnx.remat(_call_block, policy=_REMAT_POLICIES[cfg.remat])
-        x, ids, probs = fn(block, x, cos, sin, mask, r)
+        if isinstance(mask, PrefixGroups):  # static: closed over, not a remat argument
+          fn = nnx.remat(_block_with_static_mask(mask), policy=_REMAT_POLICIES[cfg.remat])
+          x, ids, probs = fn(block, x, cos, sin, r)
+        else:
+          fn = nnx.remat(_call_block, policy=_REMAT_POLICIES[cfg.remat])
+          x, ids, probs = fn(block, x, cos, sin, mask, r)
       else:
         x, ids, probs = block(x, cos, sin, mask, r)
       if block.is_moe:
@@ -374,7 +399,8 @@ def _kernel_fn():
 
 
 def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=None, temperature=1.0,
-                   routing=None, impl: str = "auto") -> PolicyOutputs:
+                   routing=None, impl: str = "auto", shared_prefix_len: int = 0,
+                   group_size: int = 1) -> PolicyOutputs:
   """Per-token log-probs and entropies of ``tokens`` under ``model`` (never full logits).
 
   ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
@@ -386,6 +412,17 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   replayed when given; the routing used is returned. ``aux_loss`` is the load
   balancing loss weighted by ``cfg.router_aux_loss_coef`` (0 when dense).
 
+  Shared prompts (GRPO-style groups): with ``shared_prefix_len = Tp > 0`` the
+  caller promises that every ``group_size`` consecutive rows hold the same
+  first ``Tp`` tokens (and positions). The prompt is then run once per group
+  (the grouped layout of :class:`rljax.models.PrefixGroups`) and its
+  continuations attend to its keys/values, so the prompt's forward and
+  backward cost is paid once instead of ``group_size`` times. The result
+  equals the ungrouped call up to float summation order (tested); prompt
+  positions' outputs are computed once and repeated over the group. Dense
+  models, no ``segment_ids``/``routing``; a violated promise is not detected
+  under ``jit`` (each group's first row's prompt is used for the whole group).
+
   Args:
     model: a :class:`Transformer`.
     tokens: ``[B, T]`` int.
@@ -394,7 +431,12 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
     temperature: scalar (float or traced array).
     routing: ``[B, T, L_moe, k]`` int or None.
     impl: kernel implementation passed to ``logprob_and_entropy``.
+    shared_prefix_len: ``Tp``, 0 (off) or ``1 <= Tp < T``.
+    group_size: ``G``, rows per group sharing the prefix (``B % G == 0``).
   """
+  if shared_prefix_len:
+    return _grouped_policy_outputs(model, tokens, positions, temperature, impl, shared_prefix_len, group_size,
+                                   segment_ids, routing)
   out = model(tokens, positions, segment_ids=segment_ids, routing=routing)
   b, t = tokens.shape
   h = out.hidden[:, :-1].reshape(b * (t - 1), -1)
@@ -411,3 +453,41 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   if out.routing is not None:
     aux = model.cfg.router_aux_loss_coef * out.aux_loss
   return PolicyOutputs(logp=logp, entropy=ent, routing=out.routing, aux_loss=aux)
+
+
+def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing):
+  """:func:`policy_outputs` over the grouped shared-prefix layout ``[P, Tp + G * Tc]``."""
+  b, t = tokens.shape
+  if not (isinstance(tp, int) and 1 <= tp < t):
+    raise ValueError(f"shared_prefix_len must be an int in [1, T) = [1, {t}), got {tp!r}")
+  if not (isinstance(g, int) and g >= 1 and b % g == 0):
+    raise ValueError(f"group_size must be a positive int dividing the batch B={b}, got {g!r}")
+  if segment_ids is not None or routing is not None:
+    raise ValueError("shared_prefix_len cannot be combined with segment_ids or routing")
+  p, tc = b // g, t - tp
+  if positions is None:
+    positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
+
+  def grouped(x):  # [B, T] -> [P, Tp + G * Tc]: group's prompt once, then its G continuations
+    return jnp.concatenate([x[::g, :tp], x[:, tp:].reshape(p, g * tc)], axis=1)
+
+  out = model(grouped(tokens), grouped(positions), prefix_groups=PrefixGroups(tp, g))
+  hid = out.hidden
+  h_dim = hid.shape[-1]
+  h_pre = hid[:, :tp]  # [P, Tp, H]
+  h_cont = hid[:, tp:].reshape(p, g, tc, h_dim)
+  # scores of continuation column t come from the hidden state before it: the prompt's last
+  # column for t = 0, the continuation's own column t - 1 after that
+  h_cont = jnp.concatenate([jnp.broadcast_to(h_pre[:, None, -1:], (p, g, 1, h_dim)), h_cont[:, :, :-1]], axis=2)
+  rows_pre = p * (tp - 1)
+  h = jnp.concatenate([h_pre[:, :-1].reshape(rows_pre, h_dim), h_cont.reshape(b * tc, h_dim)], axis=0)
+  targets = jnp.concatenate([tokens[::g, 1:tp].reshape(-1), tokens[:, tp:].reshape(-1)])
+  logp, ent = _kernel_fn()(h, model.lm_head_weight(), targets, temperature=temperature,
+                           soft_cap=model.cfg.final_logit_softcap, impl=impl)
+
+  def ungroup(x):  # kernel rows -> [B, T] (prompt columns repeated over the group)
+    x = x.astype(jnp.float32)
+    pre = jnp.repeat(x[:rows_pre].reshape(p, tp - 1), g, axis=0)
+    return jnp.concatenate([jnp.zeros((b, 1), jnp.float32), pre, x[rows_pre:].reshape(b, tc)], axis=1)
+
+  return PolicyOutputs(logp=ungroup(logp), entropy=ungroup(ent))

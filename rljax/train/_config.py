@@ -170,6 +170,9 @@ class RLConfig:
   updates_per_batch: int = 2
   num_minibatches: int = 1
   num_microbatches: int = 1
+  # run each group's prompt once in the update / proximal / reference forwards (same result up to float
+  # summation order; used when num_minibatches == 1 and each micro-batch holds whole groups)
+  share_prompt_forward: bool = True
   dynamic_sampling: bool = False
   max_refills: int = 3
   overlong_buffer: int = 0

@@ -122,6 +122,7 @@ class Experiment:
   train_problems: list
   test_problems: list
   seq_len: int
+  min_prompt_len: int = 0  # shortest tokenized training prompt (tokens every group's rows share)
 
   def sample_fn(self, graphdef=None, params=None, model_state=None):
     """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
@@ -186,11 +187,12 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
       fan_in_init(model)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
+  shortest = min(len(codec.prompt_ids(p)) for p in train_problems) if cfg.rl.share_prompt_forward else 0
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
                                  pad_id=codec.pad_id, return_entropy=True, return_routing=False)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=bucket + cfg.rl.max_new_tokens)
+                    seq_len=bucket + cfg.rl.max_new_tokens, min_prompt_len=shortest)
 
 
 @contextlib.contextmanager
@@ -307,16 +309,44 @@ def _evaluate(exp, cfg, graphdef, state, key, *, full=True):
                   temperature=e.temperature)
 
 
-def _proximal_fn(graphdef, temperature=1.0, out_shardings=None):
+def _proximal_fn(graphdef, temperature=1.0, out_shardings=None, shared_prefix_len=0, group_size=1):
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
   @functools.partial(jax.jit, out_shardings=out_shardings)
   def fn(params, model_state, tokens):
     model = nnx.merge(graphdef, params, model_state)
-    out = policy_outputs(model, tokens, temperature=temperature)
+    out = policy_outputs(model, tokens, temperature=temperature, shared_prefix_len=shared_prefix_len,
+                         group_size=group_size)
     return out.logp, out.entropy
 
   return fn
+
+
+def _shared_prompt_len(exp, rl) -> int:
+  """Prompt columns shared by each group's rows (``rl.share_prompt_forward``), or 0.
+
+  Rollout rows are ``prompt | completion | padding`` (left-aligned), a group's
+  ``G`` rows consecutive: every group's rows agree on (at least) their first
+  ``exp.min_prompt_len`` tokens, the shortest training prompt, which is the
+  static shared length (checked on every batch by :func:`_check_shared_prefix`).
+  Row shuffling into mini-batches would split groups, so sharing needs
+  ``num_minibatches == 1`` and micro-batches of whole groups.
+  """
+  if not rl.share_prompt_forward or exp.min_prompt_len < 1:
+    return 0
+  if rl.num_minibatches != 1 or (rl.batch_size // rl.num_microbatches) % rl.group_size:
+    _log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")
+    return 0
+  return min(exp.min_prompt_len, exp.seq_len - 1)
+
+
+def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -> None:
+  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens."""
+  if prefix_len:
+    head = tokens[:, :prefix_len].reshape(-1, group_size, prefix_len)
+    if not np.all(head == head[:, :1]):
+      raise ValueError(f"rollout rows of a group differ in their first {prefix_len} tokens; "
+                       "set rl.share_prompt_forward=false")
 
 
 def _collect(exp, cfg, sample, loader, key, step, reward_fn, temperature=None, prompt_rows=None):
@@ -412,7 +442,9 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
   model = nnx.merge(graphdef, sft_state.params, sft_state.model_state)
   graphdef, state = init_train_state(model, opt, initial_hparams(rl))
   builder = objective_fn if objective_fn is not None else build_objective(rl)
-  sharded = _Sharded(graphdef, state, objective_loss(builder, temperature=1.0), opt, mesh,
+  prefix = _shared_prompt_len(exp, rl)
+  sharded = _Sharded(graphdef, state, objective_loss(builder, temperature=1.0, shared_prefix_len=prefix,
+                                                     group_size=rl.group_size), opt, mesh,
                      num_microbatches=rl.num_microbatches, schedule=sched)
   state, step_fn = sharded.state, sharded.step
   controller = make_controller(rl)
@@ -439,7 +471,7 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
     evals[:] = meta.get("evals", evals)
     writer.truncate("rl", start)
     _log(cfg, f"[rljax] resumed RL from step {start}")
-  prox = _proximal_fn(graphdef, out_shardings=rows_sh)
+  prox = _proximal_fn(graphdef, out_shardings=rows_sh, shared_prefix_len=prefix, group_size=rl.group_size)
   base_key = jax.random.PRNGKey(cfg.seed)
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
   bar = tqdm(total=rl.steps, initial=start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
@@ -456,6 +488,7 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
     data, stats = _collect(exp, cfg, sample, loader, key, s, reward_fn, controller.temperature(ctl_state),
                            prompt_rows)
     t1 = time.perf_counter()
+    _check_shared_prefix(data["tokens"], prefix, rl.group_size)
     adv = _advantages(rl, data["rewards"], data["group_id"]) * data["valid"]
     loss_mask = data["completion_mask"].astype(bool) & data["valid"][:, None]
     t_shape = data["tokens"].shape

@@ -203,9 +203,10 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
 # ----------------------------------------------------------------------------- loss adapters
 
 
-def _policy_outputs(model, batch: TrainBatch, temperature, need_entropy=True):
+def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: int = 0, group_size: int = 1):
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
-  return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature)
+  return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature,
+                        shared_prefix_len=shared_prefix_len, group_size=group_size)
 
 
 class objective_loss:  # pylint: disable=invalid-name
@@ -221,12 +222,18 @@ class objective_loss:  # pylint: disable=invalid-name
       the sampling temperature's training convention; 1.0 = untempered).
     forward: optional ``forward(model, batch) -> PolicyOutputs`` replacing the
       default ``rljax.models.policy_outputs`` call.
+    shared_prefix_len, group_size: passed to ``policy_outputs``: every
+      ``group_size`` consecutive rows of each (micro-)batch share their first
+      ``shared_prefix_len`` tokens (a GRPO group's prompt), which are then run
+      once per group. 0 = off.
   """
 
-  def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None):
+  def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
+               shared_prefix_len: int = 0, group_size: int = 1):
     self._objective = objective
     self._temperature = temperature
     self._forward = forward
+    self._shared = (shared_prefix_len, group_size)
 
   def _build(self, hparams):
     if hasattr(self._objective, "aggregate"):
@@ -243,7 +250,7 @@ class objective_loss:  # pylint: disable=invalid-name
     if self._forward is not None:
       out = self._forward(model, batch)
     else:
-      out = _policy_outputs(model, batch, self._temperature)
+      out = _policy_outputs(model, batch, self._temperature, *self._shared)
     loss, metrics = objective(out, batch, denominator=denominator)
     metrics = dict(metrics)
     m = batch.loss_mask.astype(jnp.float32)
