@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Optional
 
 import jax
@@ -458,10 +459,11 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
 def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing):
   """:func:`policy_outputs` over the grouped shared-prefix layout ``[P, Tp + G * Tc]``."""
   b, t = tokens.shape
-  if not (isinstance(tp, int) and 1 <= tp < t):
+  if not (isinstance(tp, numbers.Integral) and 1 <= tp < t):
     raise ValueError(f"shared_prefix_len must be an int in [1, T) = [1, {t}), got {tp!r}")
-  if not (isinstance(g, int) and g >= 1 and b % g == 0):
+  if not (isinstance(g, numbers.Integral) and g >= 1 and b % g == 0):
     raise ValueError(f"group_size must be a positive int dividing the batch B={b}, got {g!r}")
+  tp, g = int(tp), int(g)
   if segment_ids is not None or routing is not None:
     raise ValueError("shared_prefix_len cannot be combined with segment_ids or routing")
   p, tc = b // g, t - tp
