@@ -13,7 +13,11 @@ sampler/trainer numerics). rljax's update runs each group's prompt once
 (``policy_outputs(shared_prefix_len=16, group_size=4)``, what ``rljax train``
 does by default: ``rl.share_prompt_forward``); the same step with the prompt
 repeated in every row is timed as well (``rljax, prompt per row``), so both
-the like-for-like and the product numbers come from the same run.
+the like-for-like and the product numbers come from the same run. A third
+rljax row runs ``rl.rollout_ahead``'s schedule (``rljax.train.RolloutAhead``):
+step i+1's rollout is sampled on a background thread, from the parameters
+before update i, while update i runs — one-step off-policy, so it is not the
+same algorithm as Tunix's synchronous step and is reported separately.
 ``--recompute-proximal`` adds rljax's extra
 proximal forward (what its RL loop does for mu > 1) to the timed step. rljax
 times it directly; Tunix's is measured between consecutive calls of its
@@ -41,7 +45,8 @@ V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
 
 
-def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share_prompt: bool = True) -> dict:
+def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share_prompt: bool = True,
+                rollout_ahead: bool = False) -> dict:
   import jax
   import jax.numpy as jnp
   import numpy as np
@@ -51,7 +56,7 @@ def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share
   from rljax import objectives as obj
   from rljax.models import ModelConfig, Transformer, policy_outputs
   from rljax.sampling import SamplerConfig, generate
-  from rljax.train import OptimConfig, init_train_state, make_optimizer, make_train_step, objective_loss
+  from rljax.train import OptimConfig, RolloutAhead, init_train_state, make_optimizer, make_train_step, objective_loss
   from rljax.types import TrainBatch
 
   cfg = ModelConfig(vocab_size=V, hidden_size=H, num_layers=L, num_heads=NH, num_kv_heads=NH, head_dim=D,
@@ -72,12 +77,21 @@ def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share
 
   rng = np.random.default_rng(0)
   prompts = [list(map(int, r)) for r in rng.integers(1, V, size=(P, PROMPT_LEN))]
+  def rollout(params, rest, i):
+    ro = generate(nnx.merge(graphdef, params, rest), prompts, config=scfg, key=jax.random.PRNGKey(i), n=G,
+                  temperature=1.0)
+    return ro, jnp.asarray(rng.random(P * G), jnp.float32)  # host reward
+
+  ahead = RolloutAhead() if rollout_ahead else None
   times = []
   for i in range(warmup + steps):
     t0 = time.perf_counter()
-    m = nnx.merge(graphdef, state.params, state.model_state)
-    ro = generate(m, prompts, config=scfg, key=jax.random.PRNGKey(i), n=G, temperature=1.0)
-    rewards = jnp.asarray(rng.random(P * G), jnp.float32)  # host reward
+    if ahead is not None and ahead.pending:  # sampled during the previous update (rl.rollout_ahead)
+      ro, rewards = ahead.result()
+    else:
+      ro, rewards = rollout(state.params, state.model_state, i)
+    if ahead is not None and i + 1 < warmup + steps:
+      ahead.submit(rollout, *RolloutAhead.snapshot((state.params, state.model_state)), i + 1)
     a, _ = adv_lib.grpo(rewards, ro.group_id)
     mask = ro.completion_mask
     batch = TrainBatch(tokens=ro.tokens, loss_mask=mask, advantages=a[:, None] * mask, group_id=ro.group_id,
@@ -86,6 +100,8 @@ def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share
     state, metrics = step(state, batch)
     jax.block_until_ready(metrics["loss"])
     times.append(time.perf_counter() - t0)
+  if ahead is not None:
+    ahead.close()
   return {"median_step_s": statistics.median(times[warmup:]), "first_step_s": times[0],
           "times": times[warmup:], "jax": jax.__version__}
 
@@ -176,6 +192,9 @@ def main(argv=None) -> int:
   res["rljax_unshared"] = bench_rljax(args.steps, args.warmup, args.recompute_proximal, share_prompt=False)
   print("rljax, prompt per row:", json.dumps({k: v for k, v in res["rljax_unshared"].items() if k != "times"}),
         flush=True)
+  res["rljax_ahead"] = bench_rljax(args.steps, args.warmup, args.recompute_proximal, rollout_ahead=True)
+  print("rljax, rollout ahead:", json.dumps({k: v for k, v in res["rljax_ahead"].items() if k != "times"}),
+        flush=True)
   if not args.skip_tunix:
     if os.path.exists(args.tunix_python):
       res["tunix"] = bench_tunix(args.tunix_python, args.steps, args.warmup)
@@ -184,7 +203,8 @@ def main(argv=None) -> int:
     print("tunix:", json.dumps({k: v for k, v in res["tunix"].items() if k != "times"}), flush=True)
     t = res["tunix"].get("median_step_s")
     if t:
-      for name, key in (("rljax", "rljax"), ("rljax, prompt per row", "rljax_unshared")):
+      for name, key in (("rljax", "rljax"), ("rljax, prompt per row", "rljax_unshared"),
+                        ("rljax, rollout ahead (one-step off-policy)", "rljax_ahead")):
         r = res[key]["median_step_s"]
         print(f"| GRPO step (rollout + update), CPU | {name} {r:.3f} s | Tunix {t:.3f} s | speed-up {t / r:.2f}x |")
   return 0

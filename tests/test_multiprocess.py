@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import pytest
+from _rewards import dense_reward
 
 STEPS = 2
 B, T = 8, 12
@@ -136,12 +137,6 @@ RUN_OVERRIDES = ["sft.steps=2", "rl.steps=2", "eval.num_problems=4", "eval.batch
 MESH = ["mesh.fsdp=2", "mesh.tensor=2"]  # 2 processes x 2 CPU devices: fsdp across processes, tensor within
 
 
-def _dense_reward(completions, problems):
-  """Within-group reward variance from the first steps (fraction of completion characters found in the
-  answer), so that the RL updates are not zero."""
-  return [sum(ch in p.answer for ch in c) / max(len(c), 1) for c, p in zip(completions, problems)]
-
-
 def _run_config(out_dir, extra=()):
   from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
   return apply_overrides(tiny_config(out_dir), RUN_OVERRIDES + list(extra))
@@ -159,7 +154,7 @@ def _train_worker(process_id: int, port: int, out_dir: str, npz: str) -> None:
   env = {"RLJAX_COORDINATOR": f"localhost:{port}", "RLJAX_NUM_PROCESSES": "2", "RLJAX_PROCESS_ID": str(process_id)}
   assert maybe_initialize_distributed(env=env)
   assert jax.process_count() == 2 and len(jax.devices()) == 4 and len(jax.local_devices()) == 2
-  summary = train(_run_config(out_dir, MESH), reward_fn=_dense_reward)
+  summary = train(_run_config(out_dir, MESH), reward_fn=dense_reward)
   say("trained")
   params = multihost_utils.process_allgather(summary["params"], tiled=True)
   _, _, restored, info = load_run(out_dir)  # every process restores (its shards) from the shared directory
@@ -212,7 +207,7 @@ def test_two_process_run_matches_one_process(tmp_path):
   procs = _launch(lambda i, port: ["--train-worker", str(i), str(port), out_dir, npz[i]], tmp_path, 2)
   deadline = time.time() + TIMEOUT_S
   # meanwhile, the single-process reference on one device (the default mesh)
-  ref_summary = train(_run_config(str(tmp_path / "run1")), reward_fn=_dense_reward)
+  ref_summary = train(_run_config(str(tmp_path / "run1")), reward_fn=dense_reward)
   ref = {k: np.asarray(v) for k, v in _flat(ref_summary["params"]).items()}
   _wait(procs, deadline)
 

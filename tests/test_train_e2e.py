@@ -5,6 +5,7 @@ import os
 import numpy as np
 import pytest
 
+from _rewards import dense_reward
 from rljax import cli
 from rljax.train import apply_overrides, read_jsonl, tiny_config
 
@@ -68,12 +69,6 @@ _MESH_OVERRIDES = ["sft.steps=2", "rl.steps=2", "eval.num_problems=4", "eval.bat
                    "eval.pass_k=1", "checkpoint.enabled=false"]
 
 
-def _dense_reward(completions, problems):
-  """A reward with within-group variance from the first steps (fraction of completion characters that occur
-  in the answer), so that the RL updates are not zero."""
-  return [sum(ch in p.answer for ch in c) / max(len(c), 1) for c, p in zip(completions, problems)]
-
-
 def _flat_params(params):
   import jax  # pylint: disable=import-outside-toplevel
   return {jax.tree_util.keystr(k): v for k, v in jax.tree_util.tree_leaves_with_path(params)}
@@ -84,7 +79,7 @@ def one_device_run(tmp_path_factory):
   from rljax.train import train
   cfg = apply_overrides(tiny_config(str(tmp_path_factory.mktemp("mesh1"))), _MESH_OVERRIDES)
   assert cfg.mesh.sizes == (1, 1, 1, 1)
-  summary = train(cfg, reward_fn=_dense_reward)
+  summary = train(cfg, reward_fn=dense_reward)
   params = _flat_params(summary["params"])
   assert all(len(v.sharding.device_set) == 1 for v in params.values())
   return {k: np.asarray(v) for k, v in params.items()}, summary
@@ -101,7 +96,7 @@ def test_train_on_a_mesh_matches_one_device(one_device_run, mesh, tmp_path):
   from rljax.train import train
   ref, ref_summary = one_device_run
   cfg = apply_overrides(tiny_config(str(tmp_path)), _MESH_OVERRIDES + mesh)
-  summary = train(cfg, reward_fn=_dense_reward)
+  summary = train(cfg, reward_fn=dense_reward)
   got = _flat_params(summary["params"])
   mesh_obj = next(iter(got.values())).sharding.mesh
   assert mesh_obj.devices.size == 8 and dict(mesh_obj.shape) == {

@@ -173,6 +173,9 @@ class RLConfig:
   # run each group's prompt once in the update / proximal / reference forwards (same result up to float
   # summation order; used when num_minibatches == 1 and each micro-batch holds whole groups)
   share_prompt_forward: bool = True
+  # sample step s+1's batch on a background thread (from the parameters before step s's updates) while step s
+  # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
+  rollout_ahead: bool = False
   dynamic_sampling: bool = False
   max_refills: int = 3
   overlong_buffer: int = 0

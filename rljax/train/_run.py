@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer, CheckpointError
 from rljax.train._codec import Codec, sft_batch
 from rljax.train._config import RunConfig, config_to_dict
@@ -481,68 +482,90 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
                       out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   s = start
-  for s in range(start, rl.steps):
-    t0 = time.perf_counter()
-    key = jax.random.fold_in(base_key, s)
-    sample = exp.sample_fn(graphdef, state.params, state.model_state)
-    data, stats = _collect(exp, cfg, sample, loader, key, s, reward_fn, controller.temperature(ctl_state),
-                           prompt_rows)
-    t1 = time.perf_counter()
-    _check_shared_prefix(data["tokens"], prefix, rl.group_size)
-    adv = _advantages(rl, data["rewards"], data["group_id"]) * data["valid"]
-    loss_mask = data["completion_mask"].astype(bool) & data["valid"][:, None]
-    t_shape = data["tokens"].shape
-    # this process's rows -> global arrays sharded over the batch mesh axes
-    host = dict(tokens=data["tokens"], loss_mask=loss_mask,
-                advantages=(np.broadcast_to(adv[:, None], t_shape) * loss_mask).astype(np.float32),
-                group_id=data["group_id"], rewards=data["rewards"], logp_behavior=data["logp_behavior"])
-    g_batch = par.global_batch(host, rows_sh, rl.batch_size)
-    tokens = g_batch["tokens"]
-    logp_old, _ = prox(state.params, state.model_state, tokens)
-    logp_ref = prox(ref_params, state.model_state, tokens)[0] if need_ref else None
-    batch = TrainBatch(**g_batch, logp_old=logp_old, logp_ref=logp_ref)
-    update_metrics = []
-    perm_rng = np.random.default_rng([cfg.seed, 11, s])
-    for _ in range(rl.updates_per_batch):
-      order = perm_rng.permutation(rl.batch_size) if rl.num_minibatches > 1 else None
-      for j in range(rl.num_minibatches):
-        if order is None:
-          mbatch = batch
-        else:
-          mbatch = take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
-        state, m = step_fn(state, mbatch)
-        update_metrics.append(m)
-    t2 = time.perf_counter()
-    um = _scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *update_metrics))
-    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()},
-           "time/sample_s": t1 - t0, "time/update_s": t2 - t1}
-    row["rollout/reward_mean"] = stats["reward_mean"]
-    state, ctl_state, ctl_metrics = controller.step(state, ctl_state, batch=batch, rollout_stats=stats,
-                                                    update_metrics=um,
-                                                    policy_logp=lambda st: prox(st.params, st.model_state, tokens)[0])
-    row.update(ctl_metrics)
-    done = s + 1 == rl.steps
-    if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
-      ev = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(10_000 + s), full=False)
-      last_eval = ev["greedy_accuracy"]
-      evals.append({"step": s + 1, **ev})
-      row["eval/greedy_accuracy"] = last_eval
-    if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
-      writer.write("rl", s + 1, row)
-    bar.set_postfix(reward=f"{stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
-    bar.update(1)
-    stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
-    preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
-    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
-      ckpt.save(s + 1, {"state": state, "ref": ref_params, "controller": ctl_state},
-                {"stage": "rl", "step": s + 1, "data": loader.get_state(), "evals": evals, "done": done or stop_early})
-    if preempt:
-      bar.close()
-      ckpt.close()
-      raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
-    if stop_early:
-      _log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
-      break
+  if rl.rollout_ahead and jax.process_count() > 1:
+    raise ValueError("rl.rollout_ahead=true runs on one process only (its background sampling would "
+                     f"interleave collectives with the update's); this run has {jax.process_count()}")
+
+  def collect(params, model_state, step, temperature):
+    sample = exp.sample_fn(graphdef, params, model_state)
+    return _collect(exp, cfg, sample, loader, jax.random.fold_in(base_key, step), step, reward_fn, temperature,
+                    prompt_rows)
+
+  ahead = RolloutAhead() if rl.rollout_ahead else None
+  try:
+    for s in range(start, rl.steps):
+      t0 = time.perf_counter()
+      lag = 0
+      if ahead is not None and ahead.pending:
+        data, stats = ahead.result()  # sampled from the parameters before step s - 1's updates
+        lag = 1
+      else:
+        data, stats = collect(state.params, state.model_state, s, controller.temperature(ctl_state))
+      data_state = loader.get_state()  # batches consumed through step s (before any look-ahead)
+      if ahead is not None and s + 1 < rl.steps:
+        ahead.submit(collect, *RolloutAhead.snapshot((state.params, state.model_state)), s + 1,
+                     controller.temperature(ctl_state))
+      t1 = time.perf_counter()
+      _check_shared_prefix(data["tokens"], prefix, rl.group_size)
+      adv = _advantages(rl, data["rewards"], data["group_id"]) * data["valid"]
+      loss_mask = data["completion_mask"].astype(bool) & data["valid"][:, None]
+      t_shape = data["tokens"].shape
+      # this process's rows -> global arrays sharded over the batch mesh axes
+      host = dict(tokens=data["tokens"], loss_mask=loss_mask,
+                  advantages=(np.broadcast_to(adv[:, None], t_shape) * loss_mask).astype(np.float32),
+                  group_id=data["group_id"], rewards=data["rewards"], logp_behavior=data["logp_behavior"])
+      g_batch = par.global_batch(host, rows_sh, rl.batch_size)
+      tokens = g_batch["tokens"]
+      logp_old, _ = prox(state.params, state.model_state, tokens)
+      logp_ref = prox(ref_params, state.model_state, tokens)[0] if need_ref else None
+      batch = TrainBatch(**g_batch, logp_old=logp_old, logp_ref=logp_ref)
+      update_metrics = []
+      perm_rng = np.random.default_rng([cfg.seed, 11, s])
+      for _ in range(rl.updates_per_batch):
+        order = perm_rng.permutation(rl.batch_size) if rl.num_minibatches > 1 else None
+        for j in range(rl.num_minibatches):
+          if order is None:
+            mbatch = batch
+          else:
+            mbatch = take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
+          state, m = step_fn(state, mbatch)
+          update_metrics.append(m)
+      t2 = time.perf_counter()
+      um = _scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *update_metrics))
+      row = {**um, **{f"rollout/{k}": v for k, v in stats.items()},
+             "time/sample_s": t1 - t0, "time/update_s": t2 - t1}
+      if ahead is not None:
+        row["rollout/lag"] = float(lag)
+      row["rollout/reward_mean"] = stats["reward_mean"]
+      state, ctl_state, ctl_metrics = controller.step(state, ctl_state, batch=batch, rollout_stats=stats,
+                                                      update_metrics=um,
+                                                      policy_logp=lambda st: prox(st.params, st.model_state, tokens)[0])
+      row.update(ctl_metrics)
+      done = s + 1 == rl.steps
+      if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
+        ev = _evaluate(exp, cfg, graphdef, state, jax.random.PRNGKey(10_000 + s), full=False)
+        last_eval = ev["greedy_accuracy"]
+        evals.append({"step": s + 1, **ev})
+        row["eval/greedy_accuracy"] = last_eval
+      if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
+        writer.write("rl", s + 1, row)
+      bar.set_postfix(reward=f"{stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
+      bar.update(1)
+      stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
+      preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
+      if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
+        ckpt.save(s + 1, {"state": state, "ref": ref_params, "controller": ctl_state},
+                  {"stage": "rl", "step": s + 1, "data": data_state, "evals": evals, "done": done or stop_early})
+      if preempt:
+        bar.close()
+        ckpt.close()
+        raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
+      if stop_early:
+        _log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
+        break
+  finally:
+    if ahead is not None:
+      ahead.close()
   bar.close()
   ckpt.close()
   return graphdef, state
