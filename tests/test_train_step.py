@@ -156,7 +156,7 @@ def test_schedule_and_clipping():
 
 
 def test_sharded_step_matches_single_device():
-  from rljax.train import make_mesh
+  from rljax.parallel import MeshConfig, make_mesh  # pylint: disable=import-outside-toplevel
   if len(jax.devices()) < 2:
     pytest.skip("needs several (fake) devices")
   n = 8 if len(jax.devices()) >= 8 else 2
@@ -166,10 +166,19 @@ def test_sharded_step_matches_single_device():
   model = TinyLM(rngs=nnx.Rngs(0))
   opt, sched = make_optimizer(OptimConfig(learning_rate=1e-2), 10)
   graphdef, state = init_train_state(model, opt, {"beta": 0.5})
-  step = make_train_step(graphdef, objective_loss(chain(pg_term), forward=forward), opt, mesh=make_mesh(n),
-                         schedule=sched)
+  mesh = make_mesh(MeshConfig(data=n, fsdp=1), jax.devices()[:n])
+  step = make_train_step(graphdef, objective_loss(chain(pg_term), forward=forward), opt, mesh=mesh, schedule=sched)
   n2, m2 = step(state, batch)
   np.testing.assert_allclose(float(m1["loss"]), float(m2["loss"]), rtol=1e-6)
   for a, b in zip(leaves(n1.params), leaves(n2.params)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
   assert len(jax.tree_util.tree_leaves(n2.params)[0].sharding.device_set) == n
+
+
+def test_legacy_make_mesh_is_a_deprecated_data_mesh():
+  from rljax.train import make_mesh  # pylint: disable=import-outside-toplevel
+  with pytest.warns(DeprecationWarning, match="rljax.parallel.make_mesh"):
+    mesh = make_mesh(2)
+  assert dict(mesh.shape) == {"data": 2, "fsdp": 1, "tensor": 1, "expert": 1}
+  with pytest.raises(ValueError, match="only"):
+    make_mesh(len(jax.devices()) + 1)

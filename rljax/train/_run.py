@@ -482,9 +482,6 @@ def _run_rl(exp: Experiment, cfg: RunConfig, sft_state, graphdef, writer, resume
                       out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   s = start
-  if rl.rollout_ahead and jax.process_count() > 1:
-    raise ValueError("rl.rollout_ahead=true runs on one process only (its background sampling would "
-                     f"interleave collectives with the update's); this run has {jax.process_count()}")
 
   def collect(params, model_state, step, temperature):
     sample = exp.sample_fn(graphdef, params, model_state)
@@ -589,6 +586,9 @@ def train(cfg: RunConfig, *, resume: bool = False, objective_fn: Optional[Callab
   os.makedirs(cfg.out_dir, exist_ok=True)
   if resume and not os.path.isdir(os.path.join(cfg.out_dir, "checkpoints")):
     raise CheckpointError(f"--resume: no checkpoint directory under {cfg.out_dir!r}")
+  if cfg.rl.rollout_ahead and jax.process_count() > 1:
+    raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
+                     f"interleave collectives with the update's); this run has {jax.process_count()} processes")
   main = jax.process_index() == 0  # host-side files and console output: process 0 only
   if main:
     with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:

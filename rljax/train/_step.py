@@ -101,12 +101,22 @@ def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
 
 
 def make_mesh(num_devices: int = 1):
-  """A 1-D ``("data",)`` mesh over the first ``num_devices`` devices (0 = all)."""
+  """Deprecated: ``rljax.parallel.make_mesh(MeshConfig(data=n, fsdp=1), jax.devices()[:n])``.
+
+  A data-parallel mesh over the first ``num_devices`` devices (0 = all); its
+  ``fsdp``/``tensor``/``expert`` axes have size 1, so ``make_train_step(mesh=...)``
+  replicates parameters and splits the batch over ``data`` as before.
+  """
+  import warnings  # pylint: disable=import-outside-toplevel
+
+  from rljax.parallel import MeshConfig, make_mesh as parallel_make_mesh  # pylint: disable=import-outside-toplevel
+  warnings.warn("rljax.train.make_mesh is deprecated; use rljax.parallel.make_mesh(MeshConfig(data=n, fsdp=1))",
+                DeprecationWarning, stacklevel=2)
   devices = jax.devices()
   n = len(devices) if num_devices in (0, None) else int(num_devices)
   if n > len(devices):
     raise ValueError(f"num_devices={n} but only {len(devices)} devices are available")
-  return jax.sharding.Mesh(np.asarray(devices[:n]), ("data",))
+  return parallel_make_mesh(MeshConfig(data=n, fsdp=1), devices[:n])
 
 
 def split_microbatches(batch, num: int):
@@ -134,7 +144,9 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
     loss_fn: see ``LossFn``; ``objective_loss(...)`` adapts an objective.
     optimizer: an optax transformation (``make_optimizer``).
     num_microbatches: gradient-accumulation slices per step (B must divide).
-    mesh: a ``("data",)`` mesh (``make_mesh``); ``None`` = one device.
+    mesh: a mesh with a ``data`` axis (``rljax.parallel.make_mesh``); parameters are
+      replicated and the batch split over ``data``; ``None`` = one device. For FSDP /
+      tensor parallelism use ``rljax.parallel.shard_train_step`` instead.
     schedule: learning-rate schedule, only to report ``train/lr``.
     donate: donate the state buffers to the step.
     jit: ``False`` returns the un-jitted function (for tests / debugging).
