@@ -22,7 +22,12 @@ same algorithm as Tunix's synchronous step and is reported separately.
 proximal forward (what its RL loop does for mu > 1) to the timed step. rljax
 times it directly; Tunix's is measured between consecutive calls of its
 reward function (one call per step), which brackets exactly one full step.
-Both report the median over ``--steps`` steps after ``--warmup`` (compile).
+
+The machine is noisy and drifts, so the configurations are interleaved:
+each of ``--rounds`` rounds times ``--steps`` steps of every rljax variant and
+then a fresh Tunix run (``--steps`` after ``--warmup``); the reported figure
+is the median over all rounds' steps (every variant is compiled and warmed up
+before the first round).
 
 Tunix runs in its own venv (it pins its own jax) as a subprocess::
 
@@ -45,65 +50,81 @@ V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
 
 
-def bench_rljax(steps: int, warmup: int, recompute_proximal: bool = False, share_prompt: bool = True,
-                rollout_ahead: bool = False) -> dict:
-  import jax
-  import jax.numpy as jnp
-  import numpy as np
-  from flax import nnx
+class RljaxVariant:
+  """One rljax configuration of the GRPO step, built and compiled once, timed in blocks of steps."""
 
-  from rljax import advantages as adv_lib
-  from rljax import objectives as obj
-  from rljax.models import ModelConfig, Transformer, policy_outputs
-  from rljax.sampling import SamplerConfig, generate
-  from rljax.train import OptimConfig, RolloutAhead, init_train_state, make_optimizer, make_train_step, objective_loss
-  from rljax.types import TrainBatch
+  def __init__(self, share_prompt: bool = True, rollout_ahead: bool = False, recompute_proximal: bool = False):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from flax import nnx
 
-  cfg = ModelConfig(vocab_size=V, hidden_size=H, num_layers=L, num_heads=NH, num_kv_heads=NH, head_dim=D,
-                    intermediate_size=F)
-  model = Transformer(cfg, rngs=nnx.Rngs(0))
-  opt, _ = make_optimizer(OptimConfig(learning_rate=3e-4, grad_clip=1.0), 1000)
-  graphdef, state = init_train_state(model, opt, {"clip_low": 0.2, "clip_high": 0.2})
-  shared = dict(shared_prefix_len=PROMPT_LEN if share_prompt else 0, group_size=G)
-  loss = objective_loss(lambda hp: obj.chain(obj.ppo_clip(hp["clip_low"], hp["clip_high"]),
-                                             aggregate=obj.token_mean), **shared)
-  step = make_train_step(graphdef, loss, opt)
-  scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,), return_entropy=False,
-                       return_routing=False)
+    from rljax import advantages as adv_lib
+    from rljax import objectives as obj
+    from rljax.models import ModelConfig, Transformer, policy_outputs
+    from rljax.sampling import SamplerConfig, generate
+    from rljax.train import (OptimConfig, RolloutAhead, init_train_state, make_optimizer, make_train_step,
+                             objective_loss)
+    from rljax.types import TrainBatch
 
-  @jax.jit
-  def proximal(params, rest, tokens):
-    return policy_outputs(nnx.merge(graphdef, params, rest), tokens, **shared).logp
+    cfg = ModelConfig(vocab_size=V, hidden_size=H, num_layers=L, num_heads=NH, num_kv_heads=NH, head_dim=D,
+                      intermediate_size=F)
+    opt, _ = make_optimizer(OptimConfig(learning_rate=3e-4, grad_clip=1.0), 1000)
+    graphdef, self.state = init_train_state(Transformer(cfg, rngs=nnx.Rngs(0)), opt,
+                                            {"clip_low": 0.2, "clip_high": 0.2})
+    shared = dict(shared_prefix_len=PROMPT_LEN if share_prompt else 0, group_size=G)
+    loss = objective_loss(lambda hp: obj.chain(obj.ppo_clip(hp["clip_low"], hp["clip_high"]),
+                                               aggregate=obj.token_mean), **shared)
+    step = make_train_step(graphdef, loss, opt)
+    scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,), return_entropy=False,
+                         return_routing=False)
+    proximal = jax.jit(lambda params, rest, tokens: policy_outputs(nnx.merge(graphdef, params, rest), tokens,
+                                                                   **shared).logp)
+    rng = np.random.default_rng(0)
+    prompts = [list(map(int, r)) for r in rng.integers(1, V, size=(P, PROMPT_LEN))]
 
-  rng = np.random.default_rng(0)
-  prompts = [list(map(int, r)) for r in rng.integers(1, V, size=(P, PROMPT_LEN))]
-  def rollout(params, rest, i):
-    ro = generate(nnx.merge(graphdef, params, rest), prompts, config=scfg, key=jax.random.PRNGKey(i), n=G,
-                  temperature=1.0)
-    return ro, jnp.asarray(rng.random(P * G), jnp.float32)  # host reward
+    def rollout(params, rest, i):
+      ro = generate(nnx.merge(graphdef, params, rest), prompts, config=scfg, key=jax.random.PRNGKey(i), n=G,
+                    temperature=1.0)
+      return ro, jnp.asarray(rng.random(P * G), jnp.float32)  # host reward
 
-  ahead = RolloutAhead() if rollout_ahead else None
-  times = []
-  for i in range(warmup + steps):
-    t0 = time.perf_counter()
-    if ahead is not None and ahead.pending:  # sampled during the previous update (rl.rollout_ahead)
-      ro, rewards = ahead.result()
-    else:
-      ro, rewards = rollout(state.params, state.model_state, i)
-    if ahead is not None and i + 1 < warmup + steps:
-      ahead.submit(rollout, *RolloutAhead.snapshot((state.params, state.model_state)), i + 1)
-    a, _ = adv_lib.grpo(rewards, ro.group_id)
-    mask = ro.completion_mask
-    batch = TrainBatch(tokens=ro.tokens, loss_mask=mask, advantages=a[:, None] * mask, group_id=ro.group_id,
-                       logp_behavior=ro.logp_behavior,
-                       logp_old=proximal(state.params, state.model_state, ro.tokens) if recompute_proximal else None)
-    state, metrics = step(state, batch)
-    jax.block_until_ready(metrics["loss"])
-    times.append(time.perf_counter() - t0)
-  if ahead is not None:
-    ahead.close()
-  return {"median_step_s": statistics.median(times[warmup:]), "first_step_s": times[0],
-          "times": times[warmup:], "jax": jax.__version__}
+    def update(state, ro, rewards):
+      a, _ = adv_lib.grpo(rewards, ro.group_id)
+      mask = ro.completion_mask
+      batch = TrainBatch(tokens=ro.tokens, loss_mask=mask, advantages=a[:, None] * mask, group_id=ro.group_id,
+                         logp_behavior=ro.logp_behavior,
+                         logp_old=(proximal(state.params, state.model_state, ro.tokens) if recompute_proximal
+                                   else None))
+      state, metrics = step(state, batch)
+      jax.block_until_ready(metrics["loss"])
+      return state
+
+    self._rollout, self._update, self._ahead_cls = rollout, update, RolloutAhead
+    self.rollout_ahead = rollout_ahead
+    self.jax_version = jax.__version__
+    self._i = 0
+
+  def run(self, n: int) -> list:
+    """Times ``n`` consecutive steps. With ``rollout_ahead`` the block's first step has nothing sampled
+    ahead (it is synchronous), so only the ``n - 1`` pipelined steps' times are returned."""
+    times = []
+    ahead = self._ahead_cls() if self.rollout_ahead else None
+    for j in range(n):
+      t0 = time.perf_counter()
+      st = self.state
+      if ahead is not None and ahead.pending:  # sampled during the previous update (rl.rollout_ahead)
+        ro, rewards = ahead.result()
+      else:
+        ro, rewards = self._rollout(st.params, st.model_state, self._i)
+      if ahead is not None and j + 1 < n:
+        ahead.submit(self._rollout, *self._ahead_cls.snapshot((st.params, st.model_state)), self._i + 1)
+      self.state = self._update(st, ro, rewards)
+      self._i += 1
+      if ahead is None or j > 0:
+        times.append(time.perf_counter() - t0)
+    if ahead is not None:
+      ahead.close()
+    return times
 
 
 _TUNIX_SCRIPT = textwrap.dedent('''
@@ -180,6 +201,7 @@ def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--steps", type=int, default=5)
   ap.add_argument("--warmup", type=int, default=2)
+  ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (rljax variants, then Tunix)")
   ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
   ap.add_argument("--skip-tunix", action="store_true")
   ap.add_argument("--recompute-proximal", action="store_true",
@@ -187,26 +209,34 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
   print(f"model V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {G} samples, "
         f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
-  res = {"rljax": bench_rljax(args.steps, args.warmup, args.recompute_proximal)}
-  print("rljax:", json.dumps({k: v for k, v in res["rljax"].items() if k != "times"}), flush=True)
-  res["rljax_unshared"] = bench_rljax(args.steps, args.warmup, args.recompute_proximal, share_prompt=False)
-  print("rljax, prompt per row:", json.dumps({k: v for k, v in res["rljax_unshared"].items() if k != "times"}),
-        flush=True)
-  res["rljax_ahead"] = bench_rljax(args.steps, args.warmup, args.recompute_proximal, rollout_ahead=True)
-  print("rljax, rollout ahead:", json.dumps({k: v for k, v in res["rljax_ahead"].items() if k != "times"}),
-        flush=True)
-  if not args.skip_tunix:
-    if os.path.exists(args.tunix_python):
-      res["tunix"] = bench_tunix(args.tunix_python, args.steps, args.warmup)
-    else:
-      res["tunix"] = {"error": f"{args.tunix_python} not found"}
-    print("tunix:", json.dumps({k: v for k, v in res["tunix"].items() if k != "times"}), flush=True)
-    t = res["tunix"].get("median_step_s")
-    if t:
-      for name, key in (("rljax", "rljax"), ("rljax, prompt per row", "rljax_unshared"),
-                        ("rljax, rollout ahead (one-step off-policy)", "rljax_ahead")):
-        r = res[key]["median_step_s"]
-        print(f"| GRPO step (rollout + update), CPU | {name} {r:.3f} s | Tunix {t:.3f} s | speed-up {t / r:.2f}x |")
+  variants = {"rljax": dict(), "rljax, prompt per row": dict(share_prompt=False),
+              "rljax, rollout ahead (one-step off-policy)": dict(rollout_ahead=True)}
+  built = {}
+  for name, kw in variants.items():
+    built[name] = RljaxVariant(recompute_proximal=args.recompute_proximal, **kw)
+    built[name].run(args.warmup + 1)  # compile + warm up
+  times = {name: [] for name in list(variants) + ["tunix"]}
+  have_tunix = not args.skip_tunix and os.path.exists(args.tunix_python)
+  for r in range(args.rounds):  # interleaved, so that machine drift hits every configuration alike
+    for name, v in built.items():
+      times[name] += v.run(args.steps)
+    if have_tunix:
+      t = bench_tunix(args.tunix_python, args.steps, args.warmup)
+      if "error" in t:
+        print("tunix error:", t["error"], flush=True)
+        have_tunix = False
+      else:
+        times["tunix"] += t["times"]
+    print(f"round {r + 1}: " + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in times.items() if v),
+          flush=True)
+  med = {k: statistics.median(v) for k, v in times.items() if v}
+  print(json.dumps({"median_step_s": med, "steps_timed": {k: len(v) for k, v in times.items()},
+                    "jax": built["rljax"].jax_version}), flush=True)
+  tunix = med.get("tunix")
+  for name in variants:
+    ratio = f"speed-up {tunix / med[name]:.2f}x" if tunix else "no Tunix"
+    print(f"| GRPO step (rollout + update), CPU | {name} {med[name]:.3f} s | "
+          f"Tunix {tunix if tunix is None else round(tunix, 3)} s | {ratio} |")
   return 0
 
 

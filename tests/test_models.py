@@ -289,3 +289,21 @@ def test_decode_inside_fori_loop_matches_teacher_forced_argmax(tiny):
   seq = generate(state, prompt)[:, :3 + n_new]
   ref = jnp.argmax(tiny(seq, return_logits=True).logits, -1)
   np.testing.assert_array_equal(seq[:, 3:], ref[:, 2:-1])
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_decode_projections_equal_separate(bias):
+  """The decode path's one-matmul q/k/v (per kv head: its query heads, k, v) and gate/up projections give
+  the separate projections' values (GQA 4 query heads over 2 kv heads; with and without QKV bias)."""
+  from rljax.models._layers import rope_cos_sin  # pylint: disable=import-outside-toplevel
+  cfg = ModelConfig(vocab_size=32, hidden_size=16, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8,
+                    intermediate_size=24, qkv_bias=bias)
+  blk = Transformer(cfg, rngs=nnx.Rngs(3)).layers[0]
+  if bias:  # zero-initialised biases would not test their placement
+    for lin in (blk.attn.q, blk.attn.k, blk.attn.v):
+      lin.bias[...] = jax.random.normal(jax.random.PRNGKey(7), lin.bias.shape)
+  x = jax.random.normal(jax.random.PRNGKey(0), (3, 1, 16))
+  cos, sin = rope_cos_sin(jnp.full((3, 1), 5), cfg)
+  for a, b in zip(blk.attn.qkv(x, cos, sin, fused=True), blk.attn.qkv(x, cos, sin)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(blk.mlp(x, fused=True), blk.mlp(x), rtol=1e-5, atol=1e-6)

@@ -303,11 +303,33 @@ class Attention(nnx.Module):
     self.scale = cfg.attn_scale
     self.softcap = cfg.attn_logit_softcap
 
-  def qkv(self, x, cos, sin):
-    q, k, v = self.q(x), self.k(x), self.v(x)
+  def qkv(self, x, cos, sin, fused: bool = False):
+    """RoPE'd ``q [.., N, D]``, ``k, v [.., K, D]``. ``fused``: one matmul against the kernels
+    concatenated per kv head (``[H, K, G + 2, D]``: a K-sharded layout stays K-sharded), used by
+    the decode loop where three small matmuls cost more than one; same values."""
+    if fused and _plain(self.q, self.k, self.v):
+      q, k, v = self._qkv_fused(x)
+    else:
+      q, k, v = self.q(x), self.k(x), self.v(x)
     if self.q_norm is not None:
       q, k = self.q_norm(q), self.k_norm(k)
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+  def _qkv_fused(self, x):
+    """q, k, v from one matmul against ``[H, K, G + 2, D]`` (per kv head: its G query heads, k, v)."""
+    cd = self.q.compute_dtype
+    h, n, d = self.q.kernel.shape
+    kh = self.k.kernel.shape[1]
+    g = n // kh
+    w = jnp.concatenate([self.q.kernel[...].reshape(h, kh, g, d), self.k.kernel[...][:, :, None],
+                         self.v.kernel[...][:, :, None]], axis=2).astype(cd)
+    lead = x.shape[:-1]
+    y = (x.astype(cd).reshape(-1, h) @ w.reshape(h, -1)).reshape(lead + (kh, g + 2, d))
+    if self.q.bias is not None:
+      bias = jnp.concatenate([self.q.bias[...].reshape(kh, g, d), self.k.bias[...][:, None],
+                              self.v.bias[...][:, None]], axis=1).astype(cd)
+      y = y + bias
+    return y[..., :g, :].reshape(lead + (n, d)), y[..., g, :], y[..., g + 1, :]
 
   def out(self, q, k, v, mask):
     """``mask``: ``[B, T, S]`` bool, or a :class:`PrefixGroups` for the grouped shared-prefix layout."""
@@ -338,8 +360,22 @@ class MLP(nnx.Module):
     self.down = Linear((f,), (h,), ("mlp",), ("embed",), cfg=cfg, rngs=rngs, lora=_lora_for(cfg, "down"))
     self.activation = cfg.activation
 
-  def __call__(self, x):
+  def __call__(self, x, fused: bool = False):
+    """``fused``: gate and up from one matmul against ``stack([gate, up], -1)`` (``[H, F, 2]``, an
+    F-sharded layout stays F-sharded); same values."""
+    if fused and _plain(self.gate, self.up):
+      cd = self.gate.compute_dtype
+      h, f = self.gate.kernel.shape
+      w = jnp.stack([self.gate.kernel[...], self.up.kernel[...]], axis=-1).astype(cd)  # [H, F, 2]
+      gu = (x.astype(cd).reshape(-1, h) @ w.reshape(h, 2 * f)).reshape(x.shape[:-1] + (f, 2))
+      return self.down(_act(self.activation, gu[..., 0]) * gu[..., 1])
     return self.down(_act(self.activation, self.gate(x)) * self.up(x))
+
+
+def _plain(*layers) -> bool:
+  """Layers whose outputs are just ``x @ kernel (+ bias)`` (no unmerged LoRA), all with or all without bias."""
+  return (all(l.lora_scale is None or l.lora_merged for l in layers)
+          and len({l.bias is None for l in layers}) == 1)
 
 
 class MoE(nnx.Module):

@@ -80,12 +80,12 @@ class Block(nnx.Module):
       self.attn_post_norm = self.mlp_post_norm = None
     self.sliding = cfg.is_sliding(layer)
 
-  def _mlp(self, x, routing):
+  def _mlp(self, x, routing, fused: bool = False):
     y = self.mlp_norm(x)
     if self.is_moe:
       y, ids, probs = self.mlp(y, routing)
     else:
-      y, ids, probs = self.mlp(y), None, None
+      y, ids, probs = self.mlp(y, fused=fused), None, None
     if self.mlp_post_norm is not None:
       y = self.mlp_post_norm(y)
     return x + y, ids, probs
@@ -123,14 +123,14 @@ class Block(nnx.Module):
     matmul, is a full copy every step).
     """
     y = self.attn_norm(x)
-    q, k, v = self.attn.qkv(y, cos, sin)
+    q, k, v = self.attn.qkv(y, cos, sin, fused=True)  # one matmul (decode: 64-row operands)
     start = (0, 0, cache_index, 0)
     k_l = jax.lax.dynamic_update_slice(k_l, k.transpose(0, 2, 1, 3).astype(k_l.dtype), start)
     v_l = jax.lax.dynamic_update_slice(v_l, v.transpose(0, 2, 1, 3).astype(v_l.dtype), start)
     y = self.attn.out_decode(q, k_l, v_l, mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
-    x, ids, probs = self._mlp(x + y, routing)
+    x, ids, probs = self._mlp(x + y, routing, fused=True)
     return x, ids, probs, k_l, v_l
 
 
