@@ -180,5 +180,5 @@ def test_legacy_make_mesh_is_a_deprecated_data_mesh():
   with pytest.warns(DeprecationWarning, match="rljax.parallel.make_mesh"):
     mesh = make_mesh(2)
   assert dict(mesh.shape) == {"data": 2, "fsdp": 1, "tensor": 1, "expert": 1}
-  with pytest.raises(ValueError, match="only"):
+  with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="only"):
     make_mesh(len(jax.devices()) + 1)

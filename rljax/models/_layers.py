@@ -363,7 +363,7 @@ class MLP(nnx.Module):
   def __call__(self, x, fused: bool = False):
     """``fused``: gate and up from one matmul against ``stack([gate, up], -1)`` (``[H, F, 2]``, an
     F-sharded layout stays F-sharded); same values."""
-    if fused and _plain(self.gate, self.up):
+    if fused and _plain(self.gate, self.up) and self.gate.bias is None:  # (the MLP's projections have no bias)
       cd = self.gate.compute_dtype
       h, f = self.gate.kernel.shape
       w = jnp.stack([self.gate.kernel[...], self.up.kernel[...]], axis=-1).astype(cd)  # [H, F, 2]
