@@ -169,7 +169,8 @@ def _train_worker(process_id: int, port: int, out_dir: str, npz: str) -> None:
 def _launch(worker_args, tmp_path, devices_per_process):
   port = _free_port()
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices_per_process}")
+             XLA_FLAGS=" ".join([f"--xla_force_host_platform_device_count={devices_per_process}"]
+                                + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
   return [subprocess.Popen([sys.executable, os.path.abspath(__file__), *worker_args(i, port)], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
 
