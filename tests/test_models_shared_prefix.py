@@ -137,7 +137,9 @@ def test_rl_loop_shares_prompt_only_when_groups_stay_whole():
 
   from rljax.train import RLConfig  # pylint: disable=import-outside-toplevel
   from rljax.train._run import _check_shared_prefix, _shared_prompt_len  # pylint: disable=import-outside-toplevel
-  exp = SimpleNamespace(cfg=SimpleNamespace(progress=None), seq_len=20, min_prompt_len=14)
+  prompts = [[1] * 16, [2] * 14, [3] * 15]  # the shortest training prompt (14 tokens) is what groups share
+  exp = SimpleNamespace(cfg=SimpleNamespace(progress=None), seq_len=20, train_problems=prompts,
+                        codec=SimpleNamespace(prompt_ids=list))
   base = dict(num_prompts=4, group_size=4, max_new_tokens=6)  # rollout batch 16 rows
   assert _shared_prompt_len(exp, RLConfig(**base)) == 14
   assert _shared_prompt_len(exp, RLConfig(**base, share_prompt_forward=False)) == 0

@@ -316,7 +316,7 @@ class Transformer(nnx.Module):
       base = jnp.broadcast_to(k_idx[None, None, :] <= q_idx[None, :, None], (b, t, cache.max_len))
       if kv_mask is not None:
         base = base & kv_mask[:, None, :].astype(bool)
-    else:
+    elif prefix_groups is None:
       if positions is None:
         positions = (segment_positions(segment_ids) if segment_ids is not None
                      else jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)))
@@ -325,11 +325,11 @@ class Transformer(nnx.Module):
       if segment_ids is not None:
         base = base & (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, :, None] != 0)
     sliding_mask = None
-    if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
-    if prefix_groups is not None:  # a static attention pattern replaces the [B, T, T] masks
+    if prefix_groups is not None:  # a static attention pattern instead of [B, T, T] masks
       base = dataclasses.replace(prefix_groups, window=None)
       sliding_mask = dataclasses.replace(prefix_groups, window=cfg.sliding_window)
+    elif cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
+      sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
     cos, sin = rope_cos_sin(positions, cfg)
 
     x = self.embed_tokens(tokens)

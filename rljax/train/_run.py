@@ -123,7 +123,6 @@ class Experiment:
   train_problems: list
   test_problems: list
   seq_len: int
-  min_prompt_len: int = 0  # shortest tokenized training prompt (tokens every group's rows share)
 
   def sample_fn(self, graphdef=None, params=None, model_state=None):
     """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
@@ -188,12 +187,11 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
       fan_in_init(model)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
-  shortest = min(len(codec.prompt_ids(p)) for p in train_problems) if cfg.rl.share_prompt_forward else 0
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
                                  pad_id=codec.pad_id, return_entropy=True, return_routing=False)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=bucket + cfg.rl.max_new_tokens, min_prompt_len=shortest)
+                    seq_len=bucket + cfg.rl.max_new_tokens)
 
 
 @contextlib.contextmanager
@@ -328,17 +326,18 @@ def _shared_prompt_len(exp, rl) -> int:
 
   Rollout rows are ``prompt | completion | padding`` (left-aligned), a group's
   ``G`` rows consecutive: every group's rows agree on (at least) their first
-  ``exp.min_prompt_len`` tokens, the shortest training prompt, which is the
-  static shared length (checked on every batch by :func:`_check_shared_prefix`).
+  ``min(len(prompt))`` tokens over the training prompts, the static shared
+  length (checked on every batch by :func:`_check_shared_prefix`).
   Row shuffling into mini-batches would split groups, so sharing needs
   ``num_minibatches == 1`` and micro-batches of whole groups.
   """
-  if not rl.share_prompt_forward or exp.min_prompt_len < 1:
+  if not rl.share_prompt_forward:
     return 0
   if rl.num_minibatches != 1 or (rl.batch_size // rl.num_microbatches) % rl.group_size:
     _log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")
     return 0
-  return min(exp.min_prompt_len, exp.seq_len - 1)
+  shortest = min(len(exp.codec.prompt_ids(p)) for p in exp.train_problems)
+  return max(0, min(shortest, exp.seq_len - 1))
 
 
 def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -> None:
