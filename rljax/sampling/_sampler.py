@@ -221,17 +221,28 @@ def _repeat(tree, n: int):
   return jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), tree)
 
 
-def _repeat_cache(cache, n: int):
-  if n == 1:
-    return cache
-  return jax.tree.map(lambda x: jnp.repeat(x, n, axis=1) if jnp.ndim(x) >= 2 else x, cache)
+def _to_layers(cache, mesh):
+  """``KVCache`` ``[L, B, S, K, D]`` -> ``(ks, vs)``: ``L``-tuples of head-major ``[B, K, S, D]``
+  arrays, the decode loop's layout (one array per layer: slicing a layer out of the stacked cache
+  would copy it every step; kv head before slot: no per-step transpose)."""
+  split = lambda x: _constrain_layers(tuple(x[i].transpose(0, 2, 1, 3) for i in range(x.shape[0])), mesh)
+  return split(cache.k), split(cache.v)
+
+
+def _from_layers(layers, cache_type):
+  """Inverse of :func:`_to_layers`."""
+  ks, vs = layers
+  return cache_type(jnp.stack(ks).transpose(0, 1, 3, 2, 4), jnp.stack(vs).transpose(0, 1, 3, 2, 4))
 
 
 def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
             config: SamplerConfig, mesh=None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
-  row stays pending: it is never fed, so no forward pass is wasted)."""
+  row stays pending: it is never fed, so no forward pass is wasted).
+
+  ``st.cache`` is in the per-layer layout of :func:`_to_layers` (in and out).
+  """
   del config
   temperature, top_k, top_p, min_p = sp
   seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
@@ -281,17 +292,8 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
                     finish_reason=finish.astype(jnp.int32), **upd)
     return st, done | hit_stop | hit_len, n_gen
 
-  # The loop carries one cache array per layer (``Transformer.decode_step``):
-  # slicing a layer out of the stacked [L, ...] cache would copy it every step.
-  cache = st.cache
-  n_layers = cache.k.shape[0]
-  # [L, B, S, K, D] -> L x [B, K, S, D] (head-major: no per-step transpose) and back.
-  split = lambda x: tuple(x[i].transpose(0, 2, 1, 3) for i in range(n_layers))
-  st = st.replace(cache=(_constrain_layers(split(cache.k), mesh), _constrain_layers(split(cache.v), mesh)))
   st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
-  ks, vs = st.cache
-  return st.replace(cache=type(cache)(jnp.stack(ks).transpose(0, 1, 3, 2, 4),
-                                      jnp.stack(vs).transpose(0, 1, 3, 2, 4)))
+  return st
 
 
 def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dtype):
@@ -303,9 +305,10 @@ def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dt
       routing=None if routing_shape is None else jnp.zeros((b, s) + routing_shape, routing_dtype))
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "config", "n", "greedy", "mesh"))
+@functools.partial(jax.jit, static_argnames=("graphdef", "config", "n", "greedy", "mesh", "want_state"))
 def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, stop,
-                  max_new, policy_version, *, config, n, greedy, mesh=None):
+                  max_new, policy_version, *, config, n, greedy, mesh=None, want_state=True):
+  """``(state or None, rollout)``; without ``want_state`` the KV cache is never restacked."""
   model = nnx.merge(graphdef, params)
   p, w = prompt.shape  # w = bucket; the prefill chunk is prompt[:, :len - 1]
   lp = w - 1
@@ -335,8 +338,10 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                     group_id=prompt_ids.astype(jnp.int32), stop=stop,
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
+  # per-layer head-major layout made on the P prompts, then repeated to the B rows
+  ks, vs = (_constrain_layers(tuple(_repeat(x, n) for x in layers), mesh) for layers in _to_layers(cache, mesh))
   st = SamplerState(
-      cache=_constrain_cache(_repeat_cache(cache, n), mesh), kv_mask=rows["kv_mask"],
+      cache=(ks, vs), kv_mask=rows["kv_mask"],
       slot=jnp.asarray(lp, jnp.int32),
       pending=rows["pending"], length=rows["length"], tokens=rows["tokens"],
       prompt_mask=rows["prompt_mask"], completion_mask=rows["completion_mask"],
@@ -347,7 +352,8 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
   st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh)
-  return st, st.to_rollout(w + config.max_new_tokens)
+  rollout = st.to_rollout(w + config.max_new_tokens)
+  return (st.replace(cache=_from_layers(st.cache, type(cache))) if want_state else None), rollout
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy", "mesh"))
@@ -369,10 +375,10 @@ def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, m
              prompt_mask=_set_rows(st.prompt_mask, app_pos, jnp.ones_like(app_valid), app_valid))
   if st.routing is not None and routing is not None:
     upd["routing"] = _set_rows(st.routing, base_pos[:, None] + t[None, :], routing, app_valid)
-  st = st.replace(cache=cache, kv_mask=kv_mask, slot=st.slot + la, pending=pending,
+  st = st.replace(cache=_to_layers(cache, mesh), kv_mask=kv_mask, slot=st.slot + la, pending=pending,
                   length=st.length + alen, policy_version=policy_version, **upd)
   st = _decode(model, st, active, sp, max_new, key, greedy, config, mesh)
-  return st, st.to_rollout()
+  return st.replace(cache=_from_layers(st.cache, type(cache))), st.to_rollout()
 
 
 # ----------------------------------------------------------------------------
@@ -529,7 +535,8 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   graphdef, params = _split(model)
   st, rollout = _generate_jit(graphdef, params, prompt, plen, ids, key, sp, stop,
                               _max_new(config, max_new_tokens), version,
-                              config=config, n=int(n), greedy=bool(greedy), mesh=_params_mesh(params))
+                              config=config, n=int(n), greedy=bool(greedy), mesh=_params_mesh(params),
+                              want_state=bool(return_state))
   return (rollout, st) if return_state else rollout
 
 
