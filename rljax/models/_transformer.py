@@ -134,6 +134,17 @@ class Block(nnx.Module):
     return x, ids, probs, k_l, v_l
 
 
+def _window(kv_mask, q_idx, window: int, s_len: int):
+  """``[B, T, S]`` (``[1, T, S]`` without ``kv_mask``): slot ``j`` is within the sliding window of
+  the query in slot ``q_idx[t]`` iff fewer than ``window`` valid slots lie in ``(j, q]`` — the
+  position distance when a row's tokens fill its valid slots in order (masked slots are gaps).
+  Without ``kv_mask`` every slot is valid: ``q - j < window``."""
+  if kv_mask is None:
+    return ((q_idx[:, None] - jnp.arange(s_len, dtype=jnp.int32)[None, :]) < window)[None]
+  cum = jnp.cumsum(kv_mask.astype(jnp.int32), axis=1)  # [B, S]
+  return (jnp.take(cum, q_idx, axis=1)[:, :, None] - cum[:, None, :]) < window
+
+
 _REMAT_POLICIES = {
     "full": None,
     "dots": jax.checkpoint_policies.checkpoint_dots,
@@ -236,7 +247,7 @@ class Transformer(nnx.Module):
     base = ((k_idx <= cache_index)[None, None, :] & kv_mask[:, None, :].astype(bool))  # [B, 1, S]
     sliding_mask = None
     if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      sliding_mask = base & ((cache_index - k_idx) < cfg.sliding_window)[None, None, :]
+      sliding_mask = base & _window(kv_mask, cache_index[None], cfg.sliding_window, s_len)
     cos, sin = rope_cos_sin(positions, cfg)
     x = self.embed_tokens(tokens)
     ids_all = []
@@ -265,7 +276,9 @@ class Transformer(nnx.Module):
       cache_index: int32 scalar (required with ``cache``).
       kv_mask: ``[B, S]`` bool valid cache slots (incl. the ones written now); query
         ``t`` (slot ``q = cache_index + t``) attends slot ``j`` iff ``j <= q`` and
-        ``kv_mask[b, j]`` (and ``q - j < W`` on sliding-window layers).
+        ``kv_mask[b, j]`` (and, on sliding-window layers, fewer than ``W`` valid slots
+        in ``(j, q]``: masked slots are not tokens, so a padding gap inside a row does
+        not shrink the window; without ``kv_mask``, ``q - j < W``).
       routing: ``[B, T, L_moe, k]`` int expert ids to replay, or None (router decides).
       return_logits: also return ``[B, T, V]`` float32 logits.
       prefix_groups: a :class:`PrefixGroups`: ``tokens``/``positions`` are in the
@@ -329,7 +342,10 @@ class Transformer(nnx.Module):
       base = dataclasses.replace(prefix_groups, window=None)
       sliding_mask = dataclasses.replace(prefix_groups, window=cfg.sliding_window)
     elif cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
+      if cache is not None:
+        sliding_mask = base & _window(kv_mask, q_idx, cfg.sliding_window, cache.max_len)
+      else:
+        sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
     cos, sin = rope_cos_sin(positions, cfg)
 
     x = self.embed_tokens(tokens)

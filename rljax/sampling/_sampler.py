@@ -314,12 +314,15 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
   lp = w - 1
   s = config.cache_size
   dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
-  cache = _constrain_cache(model.init_cache(p, s, dtype=dtype), mesh)
-  kv_mask = jnp.zeros((p, s), bool)
+  # The prefill fills a cache of only the chunk's slots; it is laid out for decoding (and padded
+  # to ``s`` slots) below, so the empty slots are never transposed or copied.
+  s_pre = max(lp, 1)
+  cache = _constrain_cache(model.init_cache(p, s_pre, dtype=dtype), mesh)
   zero = jnp.zeros((), jnp.int32)
   cache, kv_mask, routing = _prefill(
-      model, cache, kv_mask, zero, prompt[:, :lp], prompt_len - 1, jnp.zeros((p,), jnp.int32),
-      config.pad_id)
+      model, cache, jnp.zeros((p, s_pre), bool), zero, prompt[:, :lp], prompt_len - 1,
+      jnp.zeros((p,), jnp.int32), config.pad_id)
+  kv_mask = jnp.pad(kv_mask, ((0, 0), (0, s - s_pre)))
   pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
   bufs = _empty_buffers(p, s, config.return_entropy,
@@ -338,8 +341,10 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                     group_id=prompt_ids.astype(jnp.int32), stop=stop,
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
-  # per-layer head-major layout made on the P prompts, then repeated to the B rows
-  ks, vs = (_constrain_layers(tuple(_repeat(x, n) for x in layers), mesh) for layers in _to_layers(cache, mesh))
+  # per-layer head-major layout made on the P prompts' s_pre slots, then repeated to the B rows and
+  # padded to the s slots
+  pad = lambda x: jnp.pad(_repeat(x, n), ((0, 0), (0, 0), (0, s - s_pre), (0, 0)))
+  ks, vs = (_constrain_layers(tuple(pad(x) for x in layers), mesh) for layers in _to_layers(cache, mesh))
   st = SamplerState(
       cache=(ks, vs), kv_mask=rows["kv_mask"],
       slot=jnp.asarray(lp, jnp.int32),
