@@ -396,3 +396,17 @@ def test_generate_logprobs_equal_forward_on_gemma_like_model():
   po2 = _policy_outputs(model, r2.tokens)
   diff2 = np.abs(np.where(cm2, np.asarray(po2.logp) - np.asarray(r2.logp_behavior), 0)).max()
   assert diff2 <= 1e-5, diff2
+
+
+def test_argmax_last_equals_argmax_with_ties_and_inf():
+  from rljax.sampling._sampler import _argmax_last
+  rng = np.random.default_rng(0)
+  x = rng.integers(-3, 3, size=(200, 37)).astype(np.float32)  # many ties
+  x[5] = -np.inf
+  x[5, 7] = 0.0
+  x[6, :] = -np.inf
+  x[6, 30] = np.inf
+  x[6, 31] = np.inf
+  got = np.asarray(jax.jit(_argmax_last)(jnp.asarray(x)))
+  np.testing.assert_array_equal(got, np.argmax(x, axis=-1))
+  assert got.dtype == np.int32

@@ -165,6 +165,8 @@ def rope_cos_sin(positions, cfg: ModelConfig):
   ang = positions.astype(jnp.float32)[..., None] * inv  # [B, T, D/2]
   ang = jnp.concatenate([ang, ang], axis=-1)
   tables = lambda a: (jnp.cos(a) * mult, jnp.sin(a) * mult)
+  if positions.shape[-1] == 1:  # one position per row (decoding): tables as small as their use
+    return tables(ang)
   return jax.lax.platform_dependent(ang, cpu=_materialized(tables), default=tables)
 
 

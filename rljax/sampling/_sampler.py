@@ -163,16 +163,27 @@ def sampling_step(logits: Array, keys: Array, temperature: Array, top_k: Array,
   if return_entropy:
     entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
   if greedy:
-    tok = jnp.argmax(z, axis=-1).astype(jnp.int32)
+    tok = _argmax_last(z)
     logp_s = jnp.zeros(z.shape[:1], jnp.float32)
   else:
     zt = _truncation.truncate_logits(z, temperature, top_k, top_p, min_p)
     g = jax.vmap(lambda k: jax.random.gumbel(k, z.shape[-1:], jnp.float32))(keys)
-    tok = jnp.argmax(zt + g, axis=-1).astype(jnp.int32)
+    tok = _argmax_last(zt + g)
     logp_t = jax.nn.log_softmax(zt, axis=-1)
     logp_s = jnp.take_along_axis(logp_t, tok[:, None], axis=-1)[:, 0]
   logp_b = jnp.take_along_axis(logp_all, tok[:, None], axis=-1)[:, 0]
   return tok, logp_b, logp_s, entropy
+
+
+def _argmax_last(x: Array) -> Array:
+  """``argmax(x, -1)`` as int32 (first index among ties) from two plain reductions (max, then
+  the smallest index attaining it): XLA:CPU runs the (value, index) reduce of ``jnp.argmax``
+  unvectorised, ~2x slower per decode step on ``[64, 512]``. A row containing NaN (never the
+  case for finite logits) gives the last index instead of the first NaN's."""
+  v = x.shape[-1]
+  m = jnp.max(x, axis=-1, keepdims=True)
+  idx = jnp.min(jnp.where(x == m, jnp.arange(v, dtype=jnp.int32), v), axis=-1)
+  return jnp.minimum(idx, v - 1)
 
 
 # ----------------------------------------------------------------------------
