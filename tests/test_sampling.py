@@ -1,6 +1,7 @@
 """Tests for rljax.sampling (issue #5): greedy vs uncached argmax, log-probs vs
 the training forward, chi-square of the sampled distribution, no recompiles,
 bad input, reproducibility, stop tokens/strings, continuation, MoE routing."""
+import dataclasses
 import logging
 
 import jax
@@ -239,6 +240,8 @@ def test_sampler_config_validation():
     SamplerConfig(prompt_buckets=(32, 16))
   with pytest.raises(ValueError, match="cache_size"):
     SamplerConfig(max_new_tokens=8, prompt_buckets=(8,), cache_size=10)
+  with pytest.raises(ValueError, match="decode_phases"):
+    SamplerConfig(decode_phases=0)
   assert SamplerConfig(max_new_tokens=8, prompt_buckets=(8, 16)).cache_size == 24
   assert hash(CFG) == hash(SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40))
 
@@ -410,3 +413,40 @@ def test_argmax_last_equals_argmax_with_ties_and_inf():
   got = np.asarray(jax.jit(_argmax_last)(jnp.asarray(x)))
   np.testing.assert_array_equal(got, np.argmax(x, axis=-1))
   assert got.dtype == np.int32
+
+
+def test_decode_phases_equal_one_loop():
+  """The phased decode loop (each phase attends a cache prefix just long enough for its steps)
+  gives the same tokens, log-probs, entropies and state as one loop over the whole cache: prompts
+  of different lengths, a sliding-window layer, rows stopping in the first phase, then resume."""
+  from rljax.sampling._sampler import decode_phase_ends
+  assert decode_phase_ends(15, 48, 4) == (31, 47, 63)  # at most one phase per 16 new tokens
+  assert decode_phase_ends(7, 32, 4) == (23, 39)
+  assert decode_phase_ends(3, 8, 4) == (11,)
+  assert decode_phase_ends(0, 50, 3) == (17, 34, 50)
+  cfg = ModelConfig.tiny(layer_types=("sliding_attention", "full_attention"), sliding_window=5)
+  model = Transformer(cfg, rngs=nnx.Rngs(7))
+  base = SamplerConfig(max_new_tokens=32, prompt_buckets=(8,), cache_size=80)
+  kw = dict(key=jax.random.key(4), n=2, temperature=1.0)
+  g = generate(model, PROMPTS, config=base, **kw)
+  stop = [[int(g.tokens[0, len(PROMPTS[0]) + 4])], [], []]  # row 0 stops in the first phase
+  out = {}
+  for phases in (1, 2):
+    c = dataclasses.replace(base, decode_phases=phases)
+    r, st = generate(model, PROMPTS, config=c, stop_tokens=stop, return_state=True, **kw)
+    assert st.cache.k.shape[2] == base.cache_size and st.kv_mask.shape[1] == base.cache_size
+    r2, _ = resume(model, st, [[3]] * 6, config=c, key=jax.random.key(5), max_new_tokens=4)
+    out[phases] = (r, st, r2)
+  (a, sa, a2), (b, sb, b2) = out[1], out[2]
+  assert int(np.asarray(a.completion_mask[0]).sum()) == 5  # the stop fired during phase one
+  np.testing.assert_array_equal(a.tokens, b.tokens)
+  np.testing.assert_array_equal(a.completion_mask, b.completion_mask)
+  np.testing.assert_array_equal(a.finish_reason, b.finish_reason)
+  for name in ("logp_behavior", "logp_sampling", "entropy_behavior"):  # equal up to float32 summation order
+    np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=2e-6, atol=1e-6)
+  np.testing.assert_array_equal(sa.kv_mask, sb.kv_mask)
+  np.testing.assert_allclose(sa.cache.k, sb.cache.k, rtol=0, atol=1e-6)
+  np.testing.assert_array_equal(a2.tokens, b2.tokens)
+  cm = np.asarray(b.completion_mask)
+  po = _policy_outputs(model, b.tokens)
+  assert np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(b.logp_behavior), 0)).max() <= 1e-5

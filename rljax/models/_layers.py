@@ -158,15 +158,14 @@ def rope_cos_sin(positions, cfg: ModelConfig):
   On CPU the tables are materialised once (:func:`_materialized`): otherwise
   XLA fuses ``cos``/``sin`` into every consumer — q and k of every layer,
   forward and backward — and evaluates them again for every head (on a 2-core
-  CPU ~15% of a GRPO train step went to those transcendentals).
+  CPU ~15% of a GRPO train step went to those transcendentals; in the decode
+  loop, one position per row, materialising made a 48-token rollout ~9% faster).
   """
   inv, mult = rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
   inv = jnp.asarray(inv, jnp.float32)
   ang = positions.astype(jnp.float32)[..., None] * inv  # [B, T, D/2]
   ang = jnp.concatenate([ang, ang], axis=-1)
   tables = lambda a: (jnp.cos(a) * mult, jnp.sin(a) * mult)
-  if positions.shape[-1] == 1:  # one position per row (decoding): tables as small as their use
-    return tables(ang)
   return jax.lax.platform_dependent(ang, cpu=_materialized(tables), default=tables)
 
 

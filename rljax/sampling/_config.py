@@ -45,6 +45,11 @@ class SamplerConfig:
     return_routing: record MoE routing ids when the model returns them.
     pad_id: token written into padding positions.
     cache_dtype: KV-cache dtype name (``None``: the model's default).
+    decode_phases: ``generate``'s decode loop runs as up to this many loops
+      (at most one per 16 new tokens), each over a cache prefix just long
+      enough for its steps, so attention does not read the cache's empty
+      tail; each phase is one more compiled loop body. 1: one loop over the
+      whole cache. Same tokens and log-probs either way.
   """
   max_new_tokens: int = 128
   prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)
@@ -54,6 +59,7 @@ class SamplerConfig:
   return_routing: bool = True
   pad_id: int = 0
   cache_dtype: Optional[str] = None
+  decode_phases: int = 4
 
   def __post_init__(self):
     if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -72,6 +78,8 @@ class SamplerConfig:
       raise _err("max_stop_tokens", self.max_stop_tokens, "an int >= 1")
     if not isinstance(self.pad_id, int) or self.pad_id < 0:
       raise _err("pad_id", self.pad_id, "an int >= 0")
+    if not isinstance(self.decode_phases, int) or self.decode_phases < 1:
+      raise _err("decode_phases", self.decode_phases, "an int >= 1")
     if self.cache_dtype is not None and not isinstance(self.cache_dtype, str):
       raise _err("cache_dtype", self.cache_dtype, "None or a dtype name such as 'bfloat16'")
 

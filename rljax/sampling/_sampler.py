@@ -246,13 +246,38 @@ def _from_layers(layers, cache_type):
   return cache_type(jnp.stack(ks).transpose(0, 1, 3, 2, 4), jnp.stack(vs).transpose(0, 1, 3, 2, 4))
 
 
+def _fit_slots(st: SamplerState, size: int, mesh) -> SamplerState:
+  """``st`` with its per-layer cache and ``kv_mask`` zero-padded to ``size`` slots (never shrunk)."""
+  ks, vs = st.cache
+  extra = size - ks[0].shape[2]
+  if extra <= 0:
+    return st
+  pad = lambda x: jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0)))
+  return st.replace(cache=(_constrain_layers(tuple(map(pad, ks)), mesh), _constrain_layers(tuple(map(pad, vs)), mesh)),
+                    kv_mask=jnp.pad(st.kv_mask, ((0, 0), (0, extra))))
+
+
+def decode_phase_ends(first_slot: int, max_new: int, phases: int) -> tuple:
+  """Cache sizes of the decode loop's phases: phase ``i`` of ``k`` runs while the slot it writes is
+  below ``first_slot + ceil(i * max_new / k)``, attending only that many slots (``k`` =
+  ``min(phases, max_new // 16)``, at least 1: a phase is one more compiled loop body)."""
+  k = max(1, min(phases, max_new // 16))
+  return tuple(sorted({first_slot + -(-i * max_new // k) for i in range(1, k + 1)}))
+
+
 def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
-            config: SamplerConfig, mesh=None) -> SamplerState:
+            config: SamplerConfig, mesh=None, phase_ends: Optional[tuple] = None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
   row stays pending: it is never fed, so no forward pass is wasted).
 
   ``st.cache`` is in the per-layer layout of :func:`_to_layers` (in and out).
+  ``phase_ends`` (static, increasing; see :func:`decode_phase_ends`): the loop
+  is split into one loop per entry ``e``, which runs while the slot written is
+  below ``e`` over a cache padded to ``e`` slots, so early steps do not read
+  the empty tail of the cache (same values: masked slots get zero weight).
+  The cache comes out with ``phase_ends[-1]`` slots (at least its input size).
+  ``None``: one loop over the cache as given.
   """
   del config
   temperature, top_k, top_p, min_p = sp
@@ -303,8 +328,13 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
                     finish_reason=finish.astype(jnp.int32), **upd)
     return st, done | hit_stop | hit_len, n_gen
 
-  st, _, _ = jax.lax.while_loop(cond, body, (st, ~active, jnp.zeros((b,), jnp.int32)))
-  return st
+  carry = (st, ~active, jnp.zeros((b,), jnp.int32))
+  if phase_ends is None:
+    return jax.lax.while_loop(cond, body, carry)[0]
+  for end in phase_ends:
+    carry = (_fit_slots(carry[0], end, mesh),) + carry[1:]
+    carry = jax.lax.while_loop(lambda c, end=end: cond(c) & (c[0].slot < end), body, carry)
+  return carry[0]
 
 
 def _empty_buffers(b: int, s: int, want_entropy: bool, routing_shape, routing_dtype):
@@ -333,7 +363,10 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
   cache, kv_mask, routing = _prefill(
       model, cache, jnp.zeros((p, s_pre), bool), zero, prompt[:, :lp], prompt_len - 1,
       jnp.zeros((p,), jnp.int32), config.pad_id)
-  kv_mask = jnp.pad(kv_mask, ((0, 0), (0, s - s_pre)))
+  # The decode phases attend growing prefixes of the cache; it is padded to ``s`` slots only at the end.
+  ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
+  s0 = max(ends[0], s_pre)
+  kv_mask = jnp.pad(kv_mask, ((0, 0), (0, s0 - s_pre)))
   pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
   bufs = _empty_buffers(p, s, config.return_entropy,
@@ -353,8 +386,8 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
   # per-layer head-major layout made on the P prompts' s_pre slots, then repeated to the B rows and
-  # padded to the s slots
-  pad = lambda x: jnp.pad(_repeat(x, n), ((0, 0), (0, 0), (0, s - s_pre), (0, 0)))
+  # padded to the first phase's slots
+  pad = lambda x: jnp.pad(_repeat(x, n), ((0, 0), (0, 0), (0, s0 - s_pre), (0, 0)))
   ks, vs = (_constrain_layers(tuple(pad(x) for x in layers), mesh) for layers in _to_layers(cache, mesh))
   st = SamplerState(
       cache=(ks, vs), kv_mask=rows["kv_mask"],
@@ -367,9 +400,12 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       policy_version=rows["policy_version"], stop_tokens=rows["stop"],
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
-  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh)
+  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh, phase_ends=ends)
   rollout = st.to_rollout(w + config.max_new_tokens)
-  return (st.replace(cache=_from_layers(st.cache, type(cache))) if want_state else None), rollout
+  if not want_state:
+    return None, rollout
+  st = _fit_slots(st, s, mesh)
+  return st.replace(cache=_from_layers(st.cache, type(cache))), rollout
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "config", "greedy", "mesh"))
