@@ -49,7 +49,8 @@ class SamplerConfig:
       (at most one per 16 new tokens), each over a cache prefix just long
       enough for its steps, so attention does not read the cache's empty
       tail; each phase is one more compiled loop body. 1: one loop over the
-      whole cache. Same tokens and log-probs either way.
+      ``bucket - 1 + max_new_tokens`` slots a call can fill. Same tokens and
+      log-probs (up to float32 summation order) either way.
   """
   max_new_tokens: int = 128
   prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)
