@@ -342,10 +342,8 @@ class Transformer(nnx.Module):
       base = dataclasses.replace(prefix_groups, window=None)
       sliding_mask = dataclasses.replace(prefix_groups, window=cfg.sliding_window)
     elif cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      if cache is not None:
-        sliding_mask = base & _window(kv_mask, q_idx, cfg.sliding_window, cache.max_len)
-      else:
-        sliding_mask = base & ((q_idx[:, None] - k_idx[None, :]) < cfg.sliding_window)[None]
+      valid = kv_mask if cache is not None else None  # uncached: every slot is a token
+      sliding_mask = base & _window(valid, q_idx, cfg.sliding_window, k_idx.shape[0])
     cos, sin = rope_cos_sin(positions, cfg)
 
     x = self.embed_tokens(tokens)

@@ -252,9 +252,9 @@ def _fit_slots(st: SamplerState, size: int, mesh) -> SamplerState:
   extra = size - ks[0].shape[2]
   if extra <= 0:
     return st
-  pad = lambda x: jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0)))
-  return st.replace(cache=(_constrain_layers(tuple(map(pad, ks)), mesh), _constrain_layers(tuple(map(pad, vs)), mesh)),
-                    kv_mask=jnp.pad(st.kv_mask, ((0, 0), (0, extra))))
+  pad = lambda layers: _constrain_layers(tuple(jnp.pad(x, ((0, 0), (0, 0), (0, extra), (0, 0))) for x in layers),
+                                         mesh)
+  return st.replace(cache=(pad(ks), pad(vs)), kv_mask=jnp.pad(st.kv_mask, ((0, 0), (0, extra))))
 
 
 def decode_phase_ends(first_slot: int, max_new: int, phases: int) -> tuple:
@@ -355,18 +355,14 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
   lp = w - 1
   s = config.cache_size
   dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
-  # The prefill fills a cache of only the chunk's slots; it is laid out for decoding (and padded
-  # to ``s`` slots) below, so the empty slots are never transposed or copied.
+  # The prefill fills a cache of only the chunk's slots; it is laid out for decoding below and padded
+  # by the decode phases, so the empty slots are never transposed or copied.
   s_pre = max(lp, 1)
   cache = _constrain_cache(model.init_cache(p, s_pre, dtype=dtype), mesh)
   zero = jnp.zeros((), jnp.int32)
   cache, kv_mask, routing = _prefill(
       model, cache, jnp.zeros((p, s_pre), bool), zero, prompt[:, :lp], prompt_len - 1,
       jnp.zeros((p,), jnp.int32), config.pad_id)
-  # The decode phases attend growing prefixes of the cache; it is padded to ``s`` slots only at the end.
-  ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
-  s0 = max(ends[0], s_pre)
-  kv_mask = jnp.pad(kv_mask, ((0, 0), (0, s0 - s_pre)))
   pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
   bufs = _empty_buffers(p, s, config.return_entropy,
@@ -385,10 +381,9 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                     group_id=prompt_ids.astype(jnp.int32), stop=stop,
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
-  # per-layer head-major layout made on the P prompts' s_pre slots, then repeated to the B rows and
-  # padded to the first phase's slots
-  pad = lambda x: jnp.pad(_repeat(x, n), ((0, 0), (0, 0), (0, s0 - s_pre), (0, 0)))
-  ks, vs = (_constrain_layers(tuple(pad(x) for x in layers), mesh) for layers in _to_layers(cache, mesh))
+  # per-layer head-major layout made on the P prompts' s_pre slots, then repeated to the B rows; the
+  # decode phases pad it to growing prefixes of the cache (``s`` slots only if the state is returned)
+  ks, vs = (_constrain_layers(tuple(_repeat(x, n) for x in layers), mesh) for layers in _to_layers(cache, mesh))
   st = SamplerState(
       cache=(ks, vs), kv_mask=rows["kv_mask"],
       slot=jnp.asarray(lp, jnp.int32),
@@ -400,6 +395,7 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       policy_version=rows["policy_version"], stop_tokens=rows["stop"],
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
+  ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
   st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh, phase_ends=ends)
   rollout = st.to_rollout(w + config.max_new_tokens)
   if not want_state:
