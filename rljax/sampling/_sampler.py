@@ -265,8 +265,8 @@ def decode_phase_ends(first_slot: int, max_new: int, phases: int) -> tuple:
   return tuple(sorted({first_slot + -(-i * max_new // k) for i in range(1, k + 1)}))
 
 
-def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
-            config: SamplerConfig, mesh=None, phase_ends: Optional[tuple] = None) -> SamplerState:
+def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
+            phase_ends: Optional[tuple] = None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
   row stays pending: it is never fed, so no forward pass is wasted).
@@ -279,7 +279,6 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool,
   The cache comes out with ``phase_ends[-1]`` slots (at least its input size).
   ``None``: one loop over the cache as given.
   """
-  del config
   temperature, top_k, top_p, min_p = sp
   seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
       st.group_id, st.sample_index)
@@ -396,7 +395,7 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
   ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
-  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, config, mesh, phase_ends=ends)
+  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends)
   rollout = st.to_rollout(w + config.max_new_tokens)
   if not want_state:
     return None, rollout
@@ -425,7 +424,7 @@ def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, m
     upd["routing"] = _set_rows(st.routing, base_pos[:, None] + t[None, :], routing, app_valid)
   st = st.replace(cache=_to_layers(cache, mesh), kv_mask=kv_mask, slot=st.slot + la, pending=pending,
                   length=st.length + alen, policy_version=policy_version, **upd)
-  st = _decode(model, st, active, sp, max_new, key, greedy, config, mesh)
+  st = _decode(model, st, active, sp, max_new, key, greedy, mesh)
   return st.replace(cache=_from_layers(st.cache, type(cache))), st.to_rollout()
 
 
