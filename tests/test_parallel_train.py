@@ -319,3 +319,15 @@ def test_with_logical_constraint_and_batch_shardings():
   assert z.sharding.is_equivalent_to(NamedSharding(mesh, P(("data", "fsdp"), None, "tensor", None)), 4)
   sh = batch_shardings({"tokens": jnp.zeros((8, 3)), "n": jnp.zeros(()), "odd": jnp.zeros((2, 3))}, mesh)
   assert sh["tokens"].spec == P(("data", "fsdp"), None) and sh["n"].spec == P() and sh["odd"].spec == P("data", None)
+
+
+def test_fsdp_loss_fn_forwards_the_micro_batch_hooks():
+  """``make_train_step`` finds ``denominator`` and ``with_aux_weight`` on the FSDP wrapper too, so a sharded
+  micro-batched step also uses the global denominator and averages the auxiliary loss."""
+  mesh = make_mesh(MESHES[0])
+  loss = nll_loss()
+  wrapped = fsdp_loss_fn(loss, mesh)
+  assert wrapped.denominator == loss.denominator
+  half = wrapped.with_aux_weight(0.5)
+  assert isinstance(half, fsdp_loss_fn) and half.mesh is mesh and half.loss_fn._aux_weight == 0.5
+  assert not hasattr(fsdp_loss_fn(lambda model, batch, hparams, denominator: None, mesh), "with_aux_weight")

@@ -74,6 +74,40 @@ def test_microbatching_is_exact(aggregate):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+def forward_with_aux(model, batch):
+  # a batch-level auxiliary loss (as an MoE load-balancing loss): a mean over the rows, so the mean of equal
+  # slices' values equals the full batch's
+  out = forward(model, batch)
+  aux = jnp.mean(jnp.square(model.emb(batch.tokens)))
+  return PolicyOutputs(logp=out.logp, entropy=out.entropy, aux_loss=aux)
+
+
+@pytest.mark.parametrize("aggregate", [token_mean, seq_mean_token_mean])
+def test_microbatching_averages_the_auxiliary_loss(aggregate):
+  """Micro-batches sum their losses, so the auxiliary term must enter each with weight 1/k: the step equals
+  the full-batch step (it used to count the auxiliary loss k times)."""
+  batch = make_batch(seed=4)
+  results = {}
+  for k in (1, 4):
+    model = TinyLM(rngs=nnx.Rngs(0))
+    opt, _ = make_optimizer(OptimConfig(learning_rate=1e-2), 10)
+    graphdef, state = init_train_state(model, opt, {"beta": 0.5})
+    loss = objective_loss(chain(pg_term, aggregate=aggregate, aux_loss_coef=0.7), forward=forward_with_aux)
+    results[k] = make_train_step(graphdef, loss, opt, num_microbatches=k, donate=False)(state, batch)
+  (n1, m1), (n4, m4) = results[1], results[4]
+  np.testing.assert_allclose(float(m4["loss"]), float(m1["loss"]), rtol=1e-6)
+  np.testing.assert_allclose(float(m4["train/grad_norm"]), float(m1["train/grad_norm"]), rtol=1e-5)
+  for a, b in zip(leaves(n1.params), leaves(n4.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  # the auxiliary term is really in the loss (coefficient 0.7), so the check above can fail
+  no_aux = objective_loss(chain(pg_term, aggregate=aggregate), forward=forward_with_aux)
+  model = TinyLM(rngs=nnx.Rngs(0))
+  ref, _ = no_aux(model, batch, {"beta": 0.5}, None)
+  aux = float(forward_with_aux(model, batch).aux_loss)
+  np.testing.assert_allclose(float(m1["loss"]), float(ref) + 0.7 * aux, rtol=1e-6)
+  assert 0.7 * aux > 1e-2
+
+
 def test_loss_matches_numpy_reference_and_jit():
   batch = make_batch(seed=3)
   state, step = setup(jit=False)

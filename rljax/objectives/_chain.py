@@ -49,8 +49,11 @@ class Objective:
 
   ``denominator`` lets micro-batched / data-parallel callers pass the *global*
   aggregation denominator (e.g. the global token count for ``token_mean``) so
-  that summing the per-micro-batch losses is exact. Metrics always include
-  ``loss/numerator`` and ``loss/denominator`` (the local ones).
+  that summing the per-micro-batch losses is exact. ``aux_weight`` scales the
+  auxiliary-loss term (``aux_loss_coef * out.aux_loss``): a caller that sums
+  the losses of ``k`` equal slices of one batch passes ``1 / k``, so that the
+  slices' auxiliary losses are averaged rather than summed. Metrics always
+  include ``loss/numerator`` and ``loss/denominator`` (the local ones).
   """
   terms: tuple
   names: tuple
@@ -61,7 +64,8 @@ class Objective:
     """The aggregation denominator of ``batch`` (sum it over micro-batches/devices for a global one)."""
     return self.aggregate(jnp.zeros(batch.loss_mask.shape, jnp.float32), batch.loss_mask)[1]
 
-  def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None):
+  def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None,
+               aux_weight: float = 1.0):
     if out.logp.shape != batch.loss_mask.shape:
       raise ValueError(f"out.logp {out.logp.shape} and batch.loss_mask {batch.loss_mask.shape} must match")
     total = jnp.zeros(batch.loss_mask.shape, jnp.float32)
@@ -83,7 +87,7 @@ class Objective:
     if out.aux_loss is not None:
       metrics["aux_loss"] = out.aux_loss
       if self.aux_loss_coef:
-        loss = loss + self.aux_loss_coef * out.aux_loss
+        loss = loss + (self.aux_loss_coef * aux_weight) * out.aux_loss
     metrics["loss/numerator"] = numerator
     metrics["loss/denominator"] = local_denominator
     metrics["loss"] = loss

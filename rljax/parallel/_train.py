@@ -205,7 +205,7 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
   embed-sharded and replicate the batch over ``fsdp`` (2-D tensor
   parallelism: correct, but every activation all-reduced and no batch split).
 
-  ``denominator`` (exact micro-batching) is forwarded unchanged. On a mesh
+  ``denominator`` and ``with_aux_weight`` (exact micro-batching) are forwarded. On a mesh
   whose ``fsdp`` axis has size 1 the parameters are left alone.
 
   Args:
@@ -219,6 +219,8 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     self.loss_fn, self.mesh, self.rules, self.gather_axes = loss_fn, mesh, rules, tuple(gather_axes)
     if hasattr(loss_fn, "denominator"):
       self.denominator = loss_fn.denominator
+    if hasattr(loss_fn, "with_aux_weight"):
+      self.with_aux_weight = lambda w: fsdp_loss_fn(loss_fn.with_aux_weight(w), mesh, rules, gather_axes)
 
   def _constrain_params(self, model):
     mesh = self.mesh

@@ -78,7 +78,11 @@ class LossFn(Protocol):
   (or ``None``). A loss function may define ``loss_fn.denominator(batch,
   hparams) -> scalar`` to make micro-batching exact; without it the
   per-micro-batch losses are averaged (exact only when micro-batches have equal
-  denominators).
+  denominators). It may also define ``loss_fn.with_aux_weight(w) -> LossFn``,
+  the same loss with its batch-level auxiliary term (an MoE load-balancing
+  loss) scaled by ``w``: micro-batching uses ``w = 1 / num_microbatches`` so
+  that term is averaged over the micro-batches instead of counted once per
+  micro-batch.
   """
 
   def __call__(self, model, batch, hparams, denominator): ...
@@ -159,6 +163,8 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
   denominator_fn = getattr(loss_fn, "denominator", None)
+  if num_microbatches > 1 and hasattr(loss_fn, "with_aux_weight"):
+    loss_fn = loss_fn.with_aux_weight(1.0 / num_microbatches)
 
   def mb_loss(params, model_state, mb, hparams, denominator):
     model = nnx.merge(graphdef, params, model_state)
@@ -238,14 +244,24 @@ class objective_loss:  # pylint: disable=invalid-name
       ``group_size`` consecutive rows of each (micro-)batch share their first
       ``shared_prefix_len`` tokens (a GRPO group's prompt), which are then run
       once per group. 0 = off.
+    aux_weight: scale of the objective's auxiliary-loss term (see
+      ``with_aux_weight``; ``make_train_step`` sets it for micro-batches).
   """
 
   def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
-               shared_prefix_len: int = 0, group_size: int = 1):
+               shared_prefix_len: int = 0, group_size: int = 1, aux_weight: float = 1.0):
     self._objective = objective
     self._temperature = temperature
     self._forward = forward
     self._shared = (shared_prefix_len, group_size)
+    self._aux_weight = float(aux_weight)
+
+  def with_aux_weight(self, weight: float) -> "objective_loss":
+    """The same loss with the auxiliary term (``aux_loss_coef * out.aux_loss``) scaled by ``weight``
+    (on top of this loss's own ``aux_weight``)."""
+    return objective_loss(self._objective, temperature=self._temperature, forward=self._forward,
+                          shared_prefix_len=self._shared[0], group_size=self._shared[1],
+                          aux_weight=self._aux_weight * weight)
 
   def _build(self, hparams):
     if hasattr(self._objective, "aggregate"):
@@ -263,7 +279,8 @@ class objective_loss:  # pylint: disable=invalid-name
       out = self._forward(model, batch)
     else:
       out = _policy_outputs(model, batch, self._temperature, *self._shared)
-    loss, metrics = objective(out, batch, denominator=denominator)
+    extra = {} if self._aux_weight == 1.0 else {"aux_weight": self._aux_weight}
+    loss, metrics = objective(out, batch, denominator=denominator, **extra)
     metrics = dict(metrics)
     m = batch.loss_mask.astype(jnp.float32)
     count = jnp.maximum(jnp.sum(m), 1.0)
