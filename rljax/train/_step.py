@@ -163,7 +163,8 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
   denominator_fn = getattr(loss_fn, "denominator", None)
-  if num_microbatches > 1 and hasattr(loss_fn, "with_aux_weight"):
+  if num_microbatches > 1 and denominator_fn is not None and hasattr(loss_fn, "with_aux_weight"):
+    # (without a global denominator mb_loss below already divides the whole loss by num_microbatches)
     loss_fn = loss_fn.with_aux_weight(1.0 / num_microbatches)
 
   def mb_loss(params, model_state, mb, hparams, denominator):
