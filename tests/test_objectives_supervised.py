@@ -207,6 +207,24 @@ def test_dpo_at_reference_is_log2_and_errors():
     O.dpo(label_smoothing=0.7)
 
 
+def test_dpo_under_jit_poisons_incomplete_pairs():
+  """The eager checks cannot run under jit (e.g. inside a micro-batched train step, where a split pair
+  would otherwise train on half pairs): broken pairs give a NaN loss, so the step's guard skips it."""
+  out, batch = _data(seed=6)
+  dpo = jax.jit(O.dpo())
+  one_row = batch.replace(extras={"dpo_pair_id": jnp.asarray([0, 0, 1, -1]), "dpo_chosen": jnp.asarray([1, 0, 1, 0])})
+  loss = np.asarray(dpo(out, one_row)[0])
+  assert np.all(np.isnan(loss[2])) and np.all(np.isfinite(loss[[0, 1, 3]]))
+  two_chosen = batch.replace(extras={"dpo_pair_id": jnp.asarray([0, 0, 1, 1]),
+                                     "dpo_chosen": jnp.asarray([1, 1, 0, 1])})
+  loss = np.asarray(dpo(out, two_chosen)[0])
+  assert np.all(np.isnan(loss[:2])) and np.all(np.isfinite(loss[2:]))
+  total, _ = jax.jit(O.chain(O.dpo()))(out, one_row)
+  assert np.isnan(float(total))
+  good = batch.replace(extras={"dpo_pair_id": jnp.asarray([0, 0, 1, 1]), "dpo_chosen": jnp.asarray([1, 0, 0, 1])})
+  assert np.all(np.isfinite(np.asarray(dpo(out, good)[0])))
+
+
 # ---------------------------------------------------------------- A-LoL
 
 

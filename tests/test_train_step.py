@@ -74,6 +74,40 @@ def test_microbatching_is_exact(aggregate):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("aggregate", [token_mean, "token_sum"])
+def test_microbatched_metrics_equal_the_full_batch_ones(aggregate):
+  """Micro-batches with very unequal token counts: per-token metrics are token-weighted, *_max/*_min are
+  max/min, and loss/denominator is the global denominator (token_sum's is 1, not k) -- each checked against
+  the full-batch step and, for entropy and the ratio max, against float64 NumPy."""
+  from rljax.objectives import kl_penalty, ppo_clip  # pylint: disable=import-outside-toplevel
+  b0 = make_batch(b=8, t=6, seed=1)
+  rng = np.random.default_rng(0)
+  mask = np.zeros((8, 6), bool)
+  mask[:4, 1:] = True  # micro-batch 0 of 2: 20 tokens; micro-batch 1: 4 tokens
+  mask[4:, -1] = True
+  batch = TrainBatch.create(tokens=b0.tokens, loss_mask=jnp.asarray(mask), advantages=b0.advantages,
+                            logp_old=jnp.asarray(rng.normal(-2, 0.5, (8, 6)).astype(np.float32)),
+                            logp_ref=jnp.asarray(rng.normal(-2, 0.5, (8, 6)).astype(np.float32)),
+                            group_id=b0.group_id, extras=b0.extras)
+  res = {}
+  for k in (1, 2):
+    opt, _ = make_optimizer(OptimConfig(learning_rate=1e-2), 10)
+    graphdef, state = init_train_state(TinyLM(rngs=nnx.Rngs(0)), opt, {"clip_low": 0.2, "clip_high": 0.2})
+    loss = objective_loss(chain(ppo_clip(0.2), kl_penalty(0.1, "k3"), aggregate=aggregate), forward=forward)
+    res[k] = {n: float(v) for n, v in make_train_step(graphdef, loss, opt, num_microbatches=k,
+                                                      donate=False)(state, batch)[1].items()}
+  for n in ("loss", "policy/entropy", "policy/kl", "policy/clip_frac", "ppo_clip/clip_frac", "ppo_clip/ratio_max",
+            "ppo_clip/ratio_min", "kl_penalty/kl", "loss/denominator", "loss/numerator"):
+    np.testing.assert_allclose(res[2][n], res[1][n], rtol=1e-5, atol=1e-7, err_msg=n)
+  out = forward(TinyLM(rngs=nnx.Rngs(0)), batch)
+  m = mask.astype(np.float64)
+  np.testing.assert_allclose(res[2]["policy/entropy"], (np.asarray(out.entropy, np.float64) * m).sum() / m.sum(),
+                             rtol=1e-5)
+  ratio = np.exp(np.asarray(out.logp, np.float64) - np.asarray(batch.logp_old, np.float64))
+  np.testing.assert_allclose(res[2]["ppo_clip/ratio_max"], ratio[mask].max(), rtol=1e-5)
+  assert res[2]["loss/denominator"] == (1.0 if aggregate == "token_sum" else 24.0)
+
+
 def forward_with_aux(model, batch):
   # a batch-level auxiliary loss (as an MoE load-balancing loss): a mean over the rows, so the mean of equal
   # slices' values equals the full batch's

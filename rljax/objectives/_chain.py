@@ -61,7 +61,8 @@ class Objective:
   aux_loss_coef: float = 0.0
 
   def denominator(self, batch: TrainBatch):
-    """The aggregation denominator of ``batch`` (sum it over micro-batches/devices for a global one)."""
+    """The aggregation denominator of ``batch``. For a global one compute it on the whole batch: it is
+    the sum of the slices' denominators for every aggregation except ``token_sum`` (always 1)."""
     return self.aggregate(jnp.zeros(batch.loss_mask.shape, jnp.float32), batch.loss_mask)[1]
 
   def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None,
@@ -108,7 +109,10 @@ def chain(*terms: Term, aggregate=token_mean, aux_loss_coef: float = 0.0) -> Obj
     aggregate: an aggregation (``token_mean``, ``seq_mean_token_mean``, ...) or
       its name; see ``rljax.objectives._aggregation``.
     aux_loss_coef: weight of the model's auxiliary loss (``out.aux_loss``, e.g.
-      MoE load balancing; Qwen3-MoE uses 1e-3); it is always reported as a metric.
+      MoE load balancing); it is always reported as a metric. rljax models'
+      ``policy_outputs`` already multiply ``aux_loss`` by
+      ``cfg.router_aux_loss_coef`` (Qwen3-MoE: 1e-3), so use ``1.0`` to add it
+      as configured, not the router coefficient a second time.
 
   Returns:
     An ``Objective``; ``objective(out, batch)`` returns ``(loss, metrics)`` with

@@ -168,7 +168,12 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
   with id < 0 are not in a pair and get zero loss); each id ≥ 0 must appear on
   exactly two rows. The chosen row is flagged by ``batch.extras[chosen_key]``
   ``[B]`` (bool / 0-1); without it, the row with the larger ``batch.rewards``
-  ``[B]`` is chosen. These are validated when concrete (outside ``jit``).
+  ``[B]`` is chosen. These are validated when concrete (outside ``jit``);
+  under ``jit`` a valid row whose pair does not have exactly two rows with
+  one chosen in the batch the term sees — e.g. a pair split across
+  micro-batches — gets a NaN loss, so the train step's non-finite guard skips
+  the update (``train/skipped``) instead of training on half pairs. Keep both
+  rows of a pair in one micro-batch.
   The reference log-probs come from ``batch.logp_ref``; sums run over
   ``batch.loss_mask`` (the completion tokens).
 
@@ -224,6 +229,11 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
     z = bt * margin
     pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(-z)
     pair_loss = jnp.where(valid, pair_loss, 0.0)
+    # traced counterpart of _check_pairs: an incomplete pair poisons the loss instead of passing silently
+    n_rows = jnp.sum(same, axis=1)
+    n_chosen = jnp.sum(same & chosen[None, :], axis=1)
+    broken = valid & ((n_rows != 2) | (n_chosen != 1))
+    pair_loss = jnp.where(broken, jnp.nan, pair_loss)
     vf = valid.astype(jnp.float32)
     ch = vf * chosen.astype(jnp.float32)
     rj = vf * (1.0 - chosen.astype(jnp.float32))

@@ -7,10 +7,13 @@ of its state; the step is a plain ``jax.jit`` of a pure function with the
 sharded over the ``data`` mesh axis).
 
 Inside one step the batch is split into ``num_microbatches`` equal slices whose
-gradients are accumulated with ``lax.scan``. Aggregation is exact: the loss
-function receives the *global* denominator of the whole batch (e.g. its token
+gradients are accumulated (in float32) with ``lax.scan``. Aggregation is exact: the
+loss function receives the *global* denominator of the whole batch (e.g. its token
 count for ``token_mean``), so the per-micro-batch losses sum to the full-batch
-loss and their gradients sum to the full-batch gradient.
+loss and their gradients sum to the full-batch gradient — for terms whose
+per-token loss depends only on its own row; terms normalised by a statistic of
+the rows they see (``tis(normalize=True)``, ``clip_cov``, entropy quantiles, ...)
+use the micro-batch's (docs/training.md lists them).
 
 Non-finite guard: when the loss or any gradient is NaN/inf, the update is
 skipped — parameters and optimizer state are kept bit-for-bit — and
@@ -35,7 +38,8 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from rljax.types import PolicyOutputs, TrainBatch
 
 __all__ = ["TrainState", "LossFn", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
-           "make_mesh", "merge_model", "split_microbatches"]
+           "make_mesh", "merge_model", "split_microbatches",
+           "combine_microbatch_metrics"]
 
 
 @jax.tree_util.register_dataclass
@@ -138,6 +142,32 @@ def _all_finite(tree) -> jax.Array:
   return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
 
 
+def _token_count(batch) -> jax.Array:
+  mask = getattr(batch, "loss_mask", None)
+  return jnp.asarray(1.0 if mask is None else jnp.sum(mask.astype(jnp.float32)), jnp.float32)
+
+
+def combine_microbatch_metrics(stacked: Mapping[str, jax.Array], tokens: jax.Array) -> dict:
+  """Per-micro-batch metrics (stacked on axis 0) -> the batch's: ``loss/numerator`` and
+  ``loss/denominator`` summed, keys ending in ``_max`` / ``_min`` reduced by max / min, every other
+  metric averaged with each micro-batch weighted by its loss-token count ``tokens [k]`` (exact for
+  the per-token means the objectives report: entropy, KL, clip fraction, ...)."""
+  w = tokens / jnp.maximum(jnp.sum(tokens), 1e-8)
+  out = {}
+  for k, v in stacked.items():
+    if k in ("loss/numerator", "loss/denominator"):
+      out[k] = jnp.sum(v, 0)
+    elif k.endswith("_max"):
+      out[k] = jnp.max(v, 0)
+    elif k.endswith("_min"):
+      out[k] = jnp.min(v, 0)
+    elif jnp.ndim(v) == 1:
+      out[k] = jnp.sum(w * v.astype(jnp.float32))
+    else:
+      out[k] = jnp.mean(v, 0)
+  return out
+
+
 def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransformation, *,
                     num_microbatches: int = 1, mesh=None, schedule: Optional[Callable] = None,
                     donate: bool = True, jit: bool = True):
@@ -156,9 +186,12 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
     jit: ``False`` returns the un-jitted function (for tests / debugging).
 
   Returns the step function. Metrics (float32 scalars): the loss function's
-  metrics (averaged over micro-batches; ``loss`` summed, which is exact with a
-  global denominator), ``train/grad_norm``, ``train/skipped`` (1 if this
-  update was skipped), ``train/num_skipped``, ``train/lr``.
+  metrics (over micro-batches: token-weighted means, ``*_max``/``*_min`` by
+  max/min, see ``combine_microbatch_metrics``; ``loss`` summed, which is exact
+  with a global denominator, and ``loss/denominator`` the global one),
+  ``train/grad_norm``, ``train/skipped`` (1 if this update was skipped),
+  ``train/num_skipped``, ``train/lr``. Gradients are accumulated over
+  micro-batches in float32.
   """
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
@@ -182,17 +215,20 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
       (loss, metrics), grads = grad_fn(state.params, state.model_state, batch, state.hparams, denominator)
     else:
       mbs = split_microbatches(batch, num_microbatches)
-      zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
+      # accumulate in float32 whatever the parameters' dtype (bf16 sums lose precision with k)
+      zeros = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
 
       def body(carry, mb):
         g_acc, l_acc = carry
         (l, m), g = grad_fn(state.params, state.model_state, mb, state.hparams, denominator)
-        return (jax.tree_util.tree_map(jnp.add, g_acc, g), l_acc + l), m
+        g_acc = jax.tree_util.tree_map(lambda a, x: a + x.astype(jnp.float32), g_acc, g)
+        return (g_acc, l_acc + l), (m, _token_count(mb))
 
-      (grads, loss), stacked = jax.lax.scan(body, (zeros, jnp.zeros((), jnp.float32)), mbs)
-      metrics = {}
-      for k, v in stacked.items():
-        metrics[k] = jnp.sum(v, 0) if k in ("loss/numerator", "loss/denominator") else jnp.mean(v, 0)
+      (grads, loss), (stacked, tokens) = jax.lax.scan(body, (zeros, jnp.zeros((), jnp.float32)), mbs)
+      grads = jax.tree_util.tree_map(lambda g, p: g.astype(p.dtype), grads, state.params)
+      metrics = combine_microbatch_metrics(stacked, tokens)
+      if denominator is not None:  # the global one (a sum of local denominators is not it for token_sum)
+        metrics["loss/denominator"] = jnp.asarray(denominator, jnp.float32)
     metrics = {k: jnp.asarray(v, jnp.float32) for k, v in dict(metrics).items() if jnp.ndim(v) == 0}
     metrics["loss"] = loss.astype(jnp.float32)
     ok = jnp.isfinite(loss) & _all_finite(grads)
