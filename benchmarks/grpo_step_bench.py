@@ -11,23 +11,42 @@ current policy (no extra forward); rljax does the same work by using the
 sampler's own log-probs as pi_old (on-policy, so the ratio is 1 up to
 sampler/trainer numerics). rljax's update runs each group's prompt once
 (``policy_outputs(shared_prefix_len=16, group_size=4)``, what ``rljax train``
-does by default: ``rl.share_prompt_forward``); the same step with the prompt
-repeated in every row is timed as well (``rljax, prompt per row``), so both
-the like-for-like and the product numbers come from the same run. A third
-rljax row runs ``rl.rollout_ahead``'s schedule (``rljax.train.RolloutAhead``):
-step i+1's rollout is sampled on a background thread, from the parameters
-before update i, while update i runs — one-step off-policy, so it is not the
-same algorithm as Tunix's synchronous step and is reported separately.
-``--recompute-proximal`` adds rljax's extra
-proximal forward (what its RL loop does for mu > 1) to the timed step. rljax
-times it directly; Tunix's is measured between consecutive calls of its
-reward function (one call per step), which brackets exactly one full step.
+does by default: ``rl.share_prompt_forward``).
 
-The machine is noisy and drifts, so the configurations are interleaved:
-each of ``--rounds`` rounds times ``--steps`` steps of every rljax variant and
-then a fresh Tunix run (``--steps`` after ``--warmup``); the reported figure
-is the median over all rounds' steps (every variant is compiled and warmed up
-before the first round).
+rljax rows:
+  * ``rljax, defaults``: one sampler call, the update on the whole batch.
+  * ``rljax, 2 concurrent rollout chunks, 4 update micro-batches``: the same
+    algorithm with two CPU settings (``rl.concurrent_rollouts=2``,
+    ``rl.num_microbatches=4``). The 16 prompts are sampled as two calls of 8
+    on two host threads at once (``SamplerConfig.concurrent_chunks``: same
+    tokens; one decode loop leaves a core idle), and the gradient is
+    accumulated over 4 micro-batches of 16 rows with the global token count,
+    so it is the full-batch gradient and one Adam step (smaller activations
+    stay in cache).
+  * ``..., prompt per row``: the prompt repeated in every row of the update,
+    as Tunix does.
+  * ``..., rollout ahead``: ``rl.rollout_ahead``'s schedule
+    (``rljax.train.RolloutAhead``): step i+1's rollout is sampled on a
+    background thread, from the parameters before update i, while update i
+    runs — one-step off-policy, so not the same algorithm as Tunix's
+    synchronous step; reported separately.
+``--recompute-proximal`` adds rljax's extra proximal forward (what its RL
+loop does for mu > 1) to the timed step.
+
+Tunix rows: its defaults, and its ``train_micro_batch_size`` = 16 / 4 prompts
+(``mini_batch_size`` 16, so still one optimizer step per batch). Tunix rolls
+out and scores each micro-batch in turn, so that setting splits its rollout
+too and is slower; the ratios are taken against Tunix's faster row. rljax
+times its step directly; Tunix's is measured between consecutive calls of its
+reward function for the first micro-batch of each step, which brackets
+exactly one full step.
+
+The machine is noisy and drifts, so the configurations are interleaved: in
+each of ``--rounds`` rounds the synchronous rljax variants take turns step by
+step for ``--steps`` steps, then the rollout-ahead variant runs a block, then
+each Tunix setting runs in a fresh process (``--steps`` after ``--warmup``);
+the reported figure is the median over all rounds' steps (every variant is
+compiled and warmed up before the first round).
 
 Tunix runs in its own venv (it pins its own jax) as a subprocess::
 
@@ -53,7 +72,8 @@ P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
 class RljaxVariant:
   """One rljax configuration of the GRPO step, built and compiled once, timed in blocks of steps."""
 
-  def __init__(self, share_prompt: bool = True, rollout_ahead: bool = False, recompute_proximal: bool = False):
+  def __init__(self, share_prompt: bool = True, rollout_ahead: bool = False, recompute_proximal: bool = False,
+               num_microbatches: int = 1, rollout_chunks: int = 1):
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -75,9 +95,9 @@ class RljaxVariant:
     shared = dict(shared_prefix_len=PROMPT_LEN if share_prompt else 0, group_size=G)
     loss = objective_loss(lambda hp: obj.chain(obj.ppo_clip(hp["clip_low"], hp["clip_high"]),
                                                aggregate=obj.token_mean), **shared)
-    step = make_train_step(graphdef, loss, opt)
+    step = make_train_step(graphdef, loss, opt, num_microbatches=num_microbatches)
     scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,), return_entropy=False,
-                         return_routing=False)
+                         return_routing=False, concurrent_chunks=rollout_chunks)
     proximal = jax.jit(lambda params, rest, tokens: policy_outputs(nnx.merge(graphdef, params, rest), tokens,
                                                                    **shared).logp)
     rng = np.random.default_rng(0)
@@ -135,7 +155,7 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     from tunix.rl import rl_cluster as rl_cluster_lib
     from tunix.rl.grpo import grpo_learner
     from tunix.rl.rollout import base_rollout
-    V, H, L, NH, D, F, P, G, PL, NEW, steps, warmup = [int(x) for x in sys.argv[1:13]]
+    V, H, L, NH, D, F, P, G, PL, NEW, steps, warmup, micro = [int(x) for x in sys.argv[1:14]]
 
     class Tok:  # ids as space-separated ints; EOS never produced
       def encode(self, s, **kw): return [int(x) for x in str(s).split()]
@@ -151,7 +171,8 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     total = steps + warmup
     train_cfg = rl_cluster_lib.RLTrainingConfig(
         actor_optimizer=optax.chain(optax.clip_by_global_norm(1.0), optax.adam(3e-4)),
-        eval_every_n_steps=10**9, max_steps=total)
+        eval_every_n_steps=10**9, max_steps=total,
+        **(dict(mini_batch_size=P, train_micro_batch_size=P // micro) if micro > 1 else {}))
     rollout_cfg = base_rollout.RolloutConfig(max_tokens_to_generate=NEW, max_prompt_length=PL,
                                              kv_cache_size=PL + NEW + 8, temperature=1.0, top_p=1.0,
                                              eos_tokens=[V + 7])
@@ -175,6 +196,8 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     t0 = time.perf_counter()
     learner.train(ds)
     wall = time.perf_counter() - t0
+    # with micro-batches Tunix rolls out and scores each micro-batch in turn: one step = `micro` reward calls
+    stamps = stamps[::micro]
     diffs = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
     print("RESULT " + json.dumps({"median_step_s": statistics.median(diffs[warmup:]) if len(diffs) > warmup else None,
                                   "reward_calls": len(stamps), "times": diffs[warmup:], "wall_s": wall,
@@ -182,13 +205,14 @@ _TUNIX_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def bench_tunix(python: str, steps: int, warmup: int) -> dict:
+def bench_tunix(python: str, steps: int, warmup: int, microbatches: int = 1) -> dict:
   with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
     f.write(_TUNIX_SCRIPT)
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env.pop("PYTHONPATH", None)
   env.pop("XLA_FLAGS", None)
-  args = [python, f.name] + [str(x) for x in (V, H, L, NH, D, F, P, G, PROMPT_LEN, NEW, steps, warmup)]
+  args = [python, f.name] + [str(x) for x in (V, H, L, NH, D, F, P, G, PROMPT_LEN, NEW, steps, warmup,
+                                            microbatches)]
   proc = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
   os.unlink(f.name)
   for line in proc.stdout.splitlines():
@@ -199,46 +223,66 @@ def bench_tunix(python: str, steps: int, warmup: int) -> dict:
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--steps", type=int, default=5)
+  ap.add_argument("--steps", type=int, default=5, help="timed steps per configuration and round")
   ap.add_argument("--warmup", type=int, default=2)
-  ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds (rljax variants, then Tunix)")
+  ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds (rljax variants, then Tunix)")
   ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
   ap.add_argument("--skip-tunix", action="store_true")
   ap.add_argument("--recompute-proximal", action="store_true",
                   help="rljax also recomputes proximal log-probs (an extra forward) each step")
+  ap.add_argument("--rollout-chunks", type=int, default=2,
+                  help="SamplerConfig.concurrent_chunks of rljax's CPU-settings rows")
+  ap.add_argument("--microbatches", type=int, default=4,
+                  help="update micro-batches of rljax's CPU-settings rows, and of Tunix's micro-batched row "
+                       "(its train_micro_batch_size = prompts / this; 1 = no such Tunix row)")
   args = ap.parse_args(argv)
+  c, k = args.rollout_chunks, args.microbatches
   print(f"model V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {G} samples, "
         f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
-  variants = {"rljax": dict(), "rljax, prompt per row": dict(share_prompt=False),
-              "rljax, rollout ahead (one-step off-policy)": dict(rollout_ahead=True)}
+  cpu = dict(rollout_chunks=c, num_microbatches=k)
+  tag = f"{c} concurrent rollout chunks, {k} update micro-batches"
+  variants = {"rljax, defaults": dict(), f"rljax, {tag}": cpu,
+              f"rljax, {tag}, prompt per row": dict(cpu, share_prompt=False),
+              f"rljax, {tag}, rollout ahead (one-step off-policy)": dict(cpu, rollout_ahead=True)}
   built = {}
   for name, kw in variants.items():
     built[name] = RljaxVariant(recompute_proximal=args.recompute_proximal, **kw)
     built[name].run(args.warmup + 1)  # compile + warm up
-  times = {name: [] for name in list(variants) + ["tunix"]}
+  tunix_runs = {"tunix": 1}
+  if k > 1:
+    tunix_runs[f"tunix, {k} micro-batches"] = k
+  times = {name: [] for name in list(variants) + list(tunix_runs)}
   have_tunix = not args.skip_tunix and os.path.exists(args.tunix_python)
   for r in range(args.rounds):  # interleaved, so that machine drift hits every configuration alike
+    synchronous = [name for name, v in built.items() if not v.rollout_ahead]
+    for _ in range(args.steps):  # the synchronous variants take turns step by step
+      for name in synchronous:
+        times[name] += built[name].run(1)
     for name, v in built.items():
-      times[name] += v.run(args.steps)
-    if have_tunix:
-      t = bench_tunix(args.tunix_python, args.steps, args.warmup)
+      if v.rollout_ahead:  # a block: its first step has nothing sampled ahead and is not timed
+        times[name] += v.run(args.steps + 1)
+    for name, micro in tunix_runs.items():
+      if not have_tunix:
+        break
+      t = bench_tunix(args.tunix_python, args.steps, args.warmup, micro)
       if "error" in t:
-        print("tunix error:", t["error"], flush=True)
+        print(f"{name} error:", t["error"], flush=True)
         have_tunix = False
       else:
-        times["tunix"] += t["times"]
-    print(f"round {r + 1}: " + ", ".join(f"{k} {statistics.median(v):.3f} s" for k, v in times.items() if v),
+        times[name] += t["times"]
+    print(f"round {r + 1}: " + ", ".join(f"{n} {statistics.median(v):.3f} s" for n, v in times.items() if v),
           flush=True)
-  med = {k: statistics.median(v) for k, v in times.items() if v}
-  print(json.dumps({"median_step_s": med, "steps_timed": {k: len(v) for k, v in times.items()},
-                    "jax": built["rljax"].jax_version}), flush=True)
-  tunix = med.get("tunix")
+  med = {n: statistics.median(v) for n, v in times.items() if v}
+  print(json.dumps({"median_step_s": med, "steps_timed": {n: len(v) for n, v in times.items()},
+                    "jax": built["rljax, defaults"].jax_version}), flush=True)
+  # against Tunix's faster setting (its micro-batches split its rollout as well)
+  tunix_name = min((n for n in tunix_runs if n in med), key=med.get, default=None)
+  tunix = med.get(tunix_name)
   for name in variants:
     ratio = f"speed-up {tunix / med[name]:.2f}x" if tunix else "no Tunix"
     print(f"| GRPO step (rollout + update), CPU | {name} {med[name]:.3f} s | "
-          f"Tunix {tunix if tunix is None else round(tunix, 3)} s | {ratio} |")
+          f"{tunix_name} {tunix if tunix is None else round(tunix, 3)} s | {ratio} |")
   return 0
-
 
 if __name__ == "__main__":
   sys.exit(main())

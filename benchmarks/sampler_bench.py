@@ -10,6 +10,9 @@ Tunix runs in its own virtualenv (it may pin another jax) as a subprocess::
   python3 -m venv /tmp/tunix-venv && /tmp/tunix-venv/bin/pip install google-tunix
   /work/venv/bin/python benchmarks/sampler_bench.py --tunix-python /tmp/tunix-venv/bin/python
 
+rljax is also timed with ``SamplerConfig.concurrent_chunks=2`` (``--chunks``):
+the 64 prompts as two calls of 32 on two host threads at once.
+
 Each backend: one warm-up call (compile, reported separately), then
 ``--rounds`` timed calls (``block_until_ready``); the median is reported.
 Also times the trainer's small case (2 layers, d=64, 256 sequences of 5 new
@@ -18,6 +21,7 @@ tokens) to show the per-call overhead of the rljax sampler.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -38,7 +42,7 @@ def _prompts(seed=0):
   return rng.integers(1, V, size=(P, PROMPT_LEN)).astype("int32")
 
 
-def bench_rljax(rounds: int) -> dict:
+def bench_rljax(rounds: int, chunks: int = 2) -> dict:
   import jax  # pylint: disable=import-outside-toplevel
   from flax import nnx  # pylint: disable=import-outside-toplevel
   from rljax.models import ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
@@ -47,10 +51,17 @@ def bench_rljax(rounds: int) -> dict:
                     head_dim=D, intermediate_size=F)
   model = Transformer(cfg, rngs=nnx.Rngs(0))
   split = nnx.split(model)
-  scfg = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,))
+  base = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,))
   prompts = list(_prompts())
   out = {}
-  for mode, kw in MODES.items():
+  runs = [(mode, kw, 1) for mode, kw in MODES.items()]
+  if chunks > 1:  # SamplerConfig.concurrent_chunks: the prompts as `chunks` calls on host threads at once
+    runs += [(mode, kw, chunks) for mode, kw in MODES.items()]
+  for mode, kw, c in runs:
+    scfg = dataclasses.replace(base, concurrent_chunks=c)
+    if c > 1:
+      mode = f"{mode}, {c} concurrent chunks"
+
     def call(i):
       r = generate(split, prompts, config=scfg, key=jax.random.key(i), **kw)
       r.tokens.block_until_ready()
@@ -170,10 +181,11 @@ def main(argv=None) -> int:
   ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--skip-hf", action="store_true")
+  ap.add_argument("--chunks", type=int, default=2, help="also time rljax with SamplerConfig.concurrent_chunks=N")
   args = ap.parse_args(argv)
   print(f"shape: V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {PROMPT_LEN} tokens, "
         f"{NEW} new tokens; nproc={os.cpu_count()}", flush=True)
-  res = {"rljax": bench_rljax(args.rounds)}
+  res = {"rljax": bench_rljax(args.rounds, args.chunks)}
   print("rljax:", json.dumps(res["rljax"]), flush=True)
   if os.path.exists(args.tunix_python):
     res["tunix"] = bench_tunix(args.tunix_python, args.rounds)
@@ -190,6 +202,11 @@ def main(argv=None) -> int:
     t = res["tunix"].get(mode, {}).get("tok_s", float("nan"))
     h = res.get("hf", {}).get(mode, {}).get("tok_s", float("nan"))
     print(f"| {mode} | {r:,.0f} | {t:,.0f} | {h:,.0f} | {r / t:.2f}x | {r / h:.2f}x |")
+    chunked = res["rljax"].get(f"{mode}, {args.chunks} concurrent chunks")
+    if chunked:
+      r = chunked["tok_s"]
+      print(f"| {mode}, rljax in {args.chunks} concurrent chunks | {r:,.0f} | {t:,.0f} | {h:,.0f} | "
+            f"{r / t:.2f}x | {r / h:.2f}x |")
   print(f"\nrljax small case (2 layers, d=64, 32 prompts x 8 samples, 5 new tokens): "
         f"{res['rljax']['small_case_ms_per_call']:.1f} ms per call")
   return 0

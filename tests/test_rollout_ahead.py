@@ -1,4 +1,5 @@
-"""``rl.rollout_ahead``: step s+1's batch is sampled from the parameters before step s's updates."""
+"""Rollout scheduling in the RL loop: ``rl.rollout_ahead`` (step s+1's batch is sampled from the parameters
+before step s's updates) and ``rl.concurrent_rollouts`` (the batch sampled as concurrent chunks)."""
 import os
 
 import jax
@@ -54,3 +55,21 @@ def test_rollout_ahead_is_one_step_behind(tmp_path):
   ahead = _rl_rows(tmp_path / "ahead_lr", ["rl.optim.learning_rate=0.05", "rl.rollout_ahead=true"])
   np.testing.assert_allclose(ahead[0]["rollout/entropy"], sync[0]["rollout/entropy"], rtol=1e-6)  # same θ_0
   assert abs(ahead[1]["rollout/entropy"] - sync[1]["rollout/entropy"]) > 1e-4  # θ_0 vs θ_1
+
+
+def test_concurrent_rollouts_train_like_one_call(tmp_path):
+  """``rl.concurrent_rollouts=2`` reaches the sampler (and its evaluations) and samples the same batches:
+  the same rewards and completion lengths, losses equal up to float32 summation order."""
+  from rljax.train import build_experiment  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_config(str(tmp_path / "x")), ["rl.concurrent_rollouts=2"])
+  assert build_experiment(cfg).sampler_config.concurrent_chunks == 2
+  with pytest.raises(ValueError, match="RLConfig.concurrent_rollouts"):
+    apply_overrides(tiny_config(str(tmp_path / "y")), ["rl.concurrent_rollouts=0"])
+  one = _rl_rows(tmp_path / "one", [])
+  two = _rl_rows(tmp_path / "two", ["rl.concurrent_rollouts=2"])
+  assert len(one) == len(two) == 3
+  for a, b in zip(one, two):
+    for key in ("rollout/reward_mean", "rollout/completion_len"):
+      assert b[key] == a[key], key
+    for key in ("rollout/entropy", "loss"):
+      np.testing.assert_allclose(b[key], a[key], rtol=1e-5, atol=1e-6, err_msg=key)

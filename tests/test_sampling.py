@@ -242,6 +242,8 @@ def test_sampler_config_validation():
     SamplerConfig(max_new_tokens=8, prompt_buckets=(8,), cache_size=10)
   with pytest.raises(ValueError, match="decode_phases"):
     SamplerConfig(decode_phases=0)
+  with pytest.raises(ValueError, match="concurrent_chunks"):
+    SamplerConfig(concurrent_chunks=0)
   assert SamplerConfig(max_new_tokens=8, prompt_buckets=(8, 16)).cache_size == 24
   assert hash(CFG) == hash(SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40))
 
@@ -450,3 +452,40 @@ def test_decode_phases_equal_one_loop():
   cm = np.asarray(b.completion_mask)
   po = _policy_outputs(model, b.tokens)
   assert np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(b.logp_behavior), 0)).max() <= 1e-5
+
+
+def test_concurrent_chunks_equal_one_call(model, monkeypatch):
+  """``concurrent_chunks``: the prompts are decoded as separate calls on host threads, and the
+  concatenated rollout equals one call's (tokens, masks, ids exactly; log-probs up to float32
+  summation order) with per-prompt sampling parameters, stop tokens, prompt ids and versions."""
+  import threading
+  from rljax.sampling import _sampler
+  prompts = PROMPTS + [[10, 11], [12, 13, 14, 15]]
+  kw = dict(key=jax.random.key(9), n=2, temperature=[1.0, 0.7, 1.3, 1.0, 0.9], top_k=[0, 5, 0, 3, 0],
+            prompt_ids=[40, 41, 42, 43, 44], policy_version=[1, 2, 3, 4, 5])
+  free = generate(model, prompts, config=CFG, **kw)
+  third = lambda row: int(free.tokens[row, len(prompts[row // 2]) + 2])  # a token each row samples
+  kw["stop_tokens"] = [[third(0)], [], [third(4), 0], [], [third(8)]]
+  one = generate(model, prompts, config=CFG, **kw)
+  calls = []
+  real = _sampler._generate_jit
+
+  def spy(graphdef, params, prompt, *args, **kwargs):
+    calls.append((prompt.shape[0], threading.get_ident()))
+    return real(graphdef, params, prompt, *args, **kwargs)
+
+  monkeypatch.setattr(_sampler, "_generate_jit", spy)
+  for chunks, sizes in ((2, [2, 3]), (3, [2, 1, 2]), (9, [1] * 5)):
+    calls.clear()
+    got = generate(model, prompts, config=dataclasses.replace(CFG, concurrent_chunks=chunks), **kw)
+    assert sorted(c[0] for c in calls) == sorted(sizes)  # one call per chunk of whole prompts
+    assert len({c[1] for c in calls}) == len(sizes)  # each on its own thread
+    for name in ("tokens", "prompt_mask", "completion_mask", "group_id", "policy_version", "finish_reason"):
+      np.testing.assert_array_equal(getattr(got, name), getattr(one, name), err_msg=name)
+    for name in ("logp_behavior", "logp_sampling", "entropy_behavior"):
+      np.testing.assert_allclose(getattr(got, name), getattr(one, name), rtol=2e-6, atol=2e-6, err_msg=name)
+  assert set(np.asarray(one.finish_reason).tolist()) == {0, 1}  # some rows stopped, some ran to the limit
+  calls.clear()  # a state for resume cannot be split: one call
+  r, st = generate(model, prompts, config=dataclasses.replace(CFG, concurrent_chunks=2), return_state=True, **kw)
+  assert [c[0] for c in calls] == [5] and st.pending.shape == (10,)
+  np.testing.assert_array_equal(r.tokens, one.tokens)

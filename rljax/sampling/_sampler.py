@@ -21,6 +21,7 @@ full attention; with a sliding window those rows see ``pad`` fewer keys).
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 from typing import Any, Optional, Sequence
@@ -529,8 +530,12 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   sample depends only on (key, prompt id, sample index, its own prefix), not
   on the rest of the batch.
 
+  With ``config.concurrent_chunks = c > 1`` the prompts are decoded as ``c``
+  concurrent calls on host threads and the rollouts concatenated (same
+  tokens; see ``SamplerConfig``).
+
   Compilation: static are ``config``, the model graph, ``n``, ``greedy``,
-  ``P`` and the bucket; temperature / top_k / top_p / min_p / stop tokens /
+  ``P`` (per chunk) and the bucket; temperature / top_k / top_p / min_p / stop tokens /
   ``max_new_tokens`` / prompt lengths within a bucket are traced values.
 
   Args:
@@ -580,11 +585,31 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   stop = _stop_table(stop_tokens, p, config.max_stop_tokens)
   version = _per_row(policy_version, p, np.int32, "policy_version")
   graphdef, params = _split(model)
-  st, rollout = _generate_jit(graphdef, params, prompt, plen, ids, key, sp, stop,
-                              _max_new(config, max_new_tokens), version,
-                              config=config, n=int(n), greedy=bool(greedy), mesh=_params_mesh(params),
-                              want_state=bool(return_state))
-  return (rollout, st) if return_state else rollout
+  mesh = _params_mesh(params)
+  max_new = _max_new(config, max_new_tokens)
+  call = functools.partial(_generate_jit, graphdef, params, config=config, n=int(n), greedy=bool(greedy),
+                           mesh=mesh, want_state=bool(return_state))
+  chunks = 1 if return_state or mesh is not None else min(config.concurrent_chunks, p)
+  if chunks == 1:
+    st, rollout = call(prompt, plen, ids, key, sp, stop, max_new, version)
+    return (rollout, st) if return_state else rollout
+  return _generate_concurrently(call, chunks, (prompt, plen, ids, *sp, stop, version), key, max_new)
+
+
+def _generate_concurrently(call, chunks: int, per_prompt: tuple, key, max_new) -> Rollout:
+  """``call`` on ``chunks`` contiguous slices of the per-prompt arrays at once (one host thread each, the
+  first on the calling thread); the rollouts are concatenated in prompt order (row ``p * n + i``)."""
+  bounds = np.linspace(0, per_prompt[0].shape[0], chunks + 1).round().astype(int)
+
+  def run(j):
+    lo, hi = bounds[j], bounds[j + 1]
+    prompt, plen, ids, temp, tk, tp, mp, stop, version = (a[lo:hi] for a in per_prompt)
+    return call(prompt, plen, ids, key, (temp, tk, tp, mp), stop, max_new, version)[1]
+
+  with concurrent.futures.ThreadPoolExecutor(chunks - 1) as pool:
+    rest = [pool.submit(run, j) for j in range(1, chunks)]
+    parts = [run(0)] + [f.result() for f in rest]
+  return jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=0), *parts)
 
 
 def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, key: Array,

@@ -176,6 +176,9 @@ class RLConfig:
   # sample step s+1's batch on a background thread (from the parameters before step s's updates) while step s
   # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
   rollout_ahead: bool = False
+  # sample (and evaluate) the prompts as this many concurrent chunks on host threads (SamplerConfig.concurrent_chunks):
+  # fills the CPU cores one decode loop leaves idle; same tokens; 1 on accelerators
+  concurrent_rollouts: int = 1
   dynamic_sampling: bool = False
   max_refills: int = 3
   overlong_buffer: int = 0
@@ -194,7 +197,7 @@ class RLConfig:
 
   def __post_init__(self):
     _pos_int(self, "num_prompts", "group_size", "max_new_tokens", "updates_per_batch",
-             "num_minibatches", "num_microbatches")
+             "num_minibatches", "num_microbatches", "concurrent_rollouts")
     _pos_int(self, "steps", "top_k", "max_refills", "overlong_buffer", allow_zero=True)
     _nonneg(self, "temperature", "adv_eps", "clip_low", "clip_high", "kl_beta", "entropy_coef",
             "overlong_penalty")

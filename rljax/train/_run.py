@@ -188,7 +188,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
-                                 pad_id=codec.pad_id, return_entropy=True, return_routing=False)
+                                 pad_id=codec.pad_id, return_entropy=True, return_routing=False,
+                                 concurrent_chunks=cfg.rl.concurrent_rollouts)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
                     seq_len=bucket + cfg.rl.max_new_tokens)
