@@ -34,9 +34,10 @@ rljax rows:
 loop does for mu > 1) to the timed step.
 
 Tunix rows: its defaults, and its ``train_micro_batch_size`` = 16 / 4 prompts
-(``mini_batch_size`` 16, so still one optimizer step per batch). Tunix rolls
-out and scores each micro-batch in turn, so that setting splits its rollout
-too and is slower; the ratios are taken against Tunix's faster row. rljax
+(``mini_batch_size`` 16, so still one optimizer step per batch). Its
+``rollout_micro_batch_size`` defaults to the train micro-batch size, so that
+setting rolls out and scores each micro-batch in turn and is slower; the
+ratios are taken against Tunix's faster row. rljax
 times its step directly; Tunix's is measured between consecutive calls of its
 reward function for the first micro-batch of each step, which brackets
 exactly one full step.
@@ -46,7 +47,9 @@ each of ``--rounds`` rounds the synchronous rljax variants take turns step by
 step for ``--steps`` steps, then the rollout-ahead variant runs a block, then
 each Tunix setting runs in a fresh process (``--steps`` after ``--warmup``);
 the reported figure is the median over all rounds' steps (every variant is
-compiled and warmed up before the first round).
+compiled and warmed up before the first round). Taking turns step by step
+means each rljax step starts with caches warmed by another variant, while
+Tunix runs its steps in one block: if anything, this favours Tunix.
 
 Tunix runs in its own venv (it pins its own jax) as a subprocess::
 
@@ -196,7 +199,11 @@ _TUNIX_SCRIPT = textwrap.dedent('''
     t0 = time.perf_counter()
     learner.train(ds)
     wall = time.perf_counter() - t0
-    # with micro-batches Tunix rolls out and scores each micro-batch in turn: one step = `micro` reward calls
+    # with train micro-batches Tunix's rollout_micro_batch_size defaults to the same size, so it rolls out and
+    # scores each micro-batch in turn: one step = `micro` reward calls (checked)
+    if len(stamps) != total * micro:
+      print("RESULT " + json.dumps({"error": f"{len(stamps)} reward calls, expected {total} steps x {micro}"}))
+      sys.exit(0)
     stamps = stamps[::micro]
     diffs = [b - a for a, b in zip(stamps[:-1], stamps[1:])]
     print("RESULT " + json.dumps({"median_step_s": statistics.median(diffs[warmup:]) if len(diffs) > warmup else None,

@@ -11,7 +11,8 @@ Tunix runs in its own virtualenv (it may pin another jax) as a subprocess::
   /work/venv/bin/python benchmarks/sampler_bench.py --tunix-python /tmp/tunix-venv/bin/python
 
 rljax is also timed with ``SamplerConfig.concurrent_chunks=2`` (``--chunks``):
-the 64 prompts as two calls of 32 on two host threads at once.
+the 64 prompts as two calls of 32 on two host threads at once, alternating
+call by call with the one-call variant (and checked to give the same tokens).
 
 Each backend: one warm-up call (compile, reported separately), then
 ``--rounds`` timed calls (``block_until_ready``); the median is reported.
@@ -54,28 +55,28 @@ def bench_rljax(rounds: int, chunks: int = 2) -> dict:
   base = SamplerConfig(max_new_tokens=NEW, prompt_buckets=(PROMPT_LEN,))
   prompts = list(_prompts())
   out = {}
-  runs = [(mode, kw, 1) for mode, kw in MODES.items()]
-  if chunks > 1:  # SamplerConfig.concurrent_chunks: the prompts as `chunks` calls on host threads at once
-    runs += [(mode, kw, chunks) for mode, kw in MODES.items()]
-  for mode, kw, c in runs:
-    scfg = dataclasses.replace(base, concurrent_chunks=c)
-    if c > 1:
-      mode = f"{mode}, {c} concurrent chunks"
-
-    def call(i):
-      r = generate(split, prompts, config=scfg, key=jax.random.key(i), **kw)
-      r.tokens.block_until_ready()
-      return r
-    t0 = time.perf_counter()
-    r = call(0)
-    compile_s = time.perf_counter() - t0
-    assert int(r.completion_mask.sum()) == P * NEW
-    times = []
-    for i in range(rounds):
+  for mode, kw in MODES.items():
+    # one call, and (SamplerConfig.concurrent_chunks) the prompts as `chunks` calls on host threads at once;
+    # the two alternate call by call, so that machine drift hits both alike
+    variants = {mode: base}
+    if chunks > 1:
+      variants[f"{mode}, {chunks} concurrent chunks"] = dataclasses.replace(base, concurrent_chunks=chunks)
+    tokens, times = {}, {name: [] for name in variants}
+    for name, scfg in variants.items():
       t0 = time.perf_counter()
-      call(i + 1)
-      times.append(time.perf_counter() - t0)
-    out[mode] = dict(tok_s=P * NEW / statistics.median(times), first_call_s=compile_s, times=times)
+      r = generate(split, prompts, config=scfg, key=jax.random.key(0), **kw)
+      r.tokens.block_until_ready()
+      out[name] = dict(first_call_s=time.perf_counter() - t0)
+      assert int(r.completion_mask.sum()) == P * NEW
+      tokens[name] = r.tokens
+    for i in range(rounds):
+      for name, scfg in (list(variants.items())[::1 if i % 2 == 0 else -1]):
+        t0 = time.perf_counter()
+        generate(split, prompts, config=scfg, key=jax.random.key(i + 1), **kw).tokens.block_until_ready()
+        times[name].append(time.perf_counter() - t0)
+    for name in variants:
+      out[name].update(tok_s=P * NEW / statistics.median(times[name]), times=times[name],
+                       same_tokens_as_one_call=bool((tokens[name] == tokens[mode]).all()))
   # The trainer's small case: per-call wall time (Python overhead + device).
   small = ModelConfig(vocab_size=V, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=4,
                       head_dim=16, intermediate_size=256)
@@ -205,7 +206,8 @@ def main(argv=None) -> int:
     chunked = res["rljax"].get(f"{mode}, {args.chunks} concurrent chunks")
     if chunked:
       r = chunked["tok_s"]
-      print(f"| {mode}, rljax in {args.chunks} concurrent chunks | {r:,.0f} | {t:,.0f} | {h:,.0f} | "
+      same = "same tokens" if chunked["same_tokens_as_one_call"] else "TOKENS DIFFER from one call"
+      print(f"| {mode}, rljax in {args.chunks} concurrent chunks ({same}) | {r:,.0f} | {t:,.0f} | {h:,.0f} | "
             f"{r / t:.2f}x | {r / h:.2f}x |")
   print(f"\nrljax small case (2 layers, d=64, 32 prompts x 8 samples, 5 new tokens): "
         f"{res['rljax']['small_case_ms_per_call']:.1f} ms per call")

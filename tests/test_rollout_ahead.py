@@ -1,5 +1,6 @@
 """Rollout scheduling in the RL loop: ``rl.rollout_ahead`` (step s+1's batch is sampled from the parameters
 before step s's updates) and ``rl.concurrent_rollouts`` (the batch sampled as concurrent chunks)."""
+import json
 import os
 
 import jax
@@ -68,6 +69,10 @@ def test_concurrent_rollouts_train_like_one_call(tmp_path):
   one = _rl_rows(tmp_path / "one", [])
   two = _rl_rows(tmp_path / "two", ["rl.concurrent_rollouts=2"])
   assert len(one) == len(two) == 3
+  for name in ("sft_eval.json", "summary.json"):  # the evaluations run chunked too (the tiny model scores ~0)
+    with open(tmp_path / "one" / name) as f1, open(tmp_path / "two" / name) as f2:
+      a, b = ({k: v for k, v in json.load(f).items() if k not in ("out_dir", "wall_s")} for f in (f1, f2))
+    assert a == b and len(a) >= 3, (name, a, b)
   for a, b in zip(one, two):
     for key in ("rollout/reward_mean", "rollout/completion_len"):
       assert b[key] == a[key], key

@@ -52,19 +52,21 @@ class SamplerConfig:
       ``bucket - 1 + max_new_tokens`` slots a call can fill. Same tokens and
       log-probs (up to float32 summation order) either way.
     concurrent_chunks: ``generate`` splits its P prompts into this many
-      chunks of whole prompts and decodes them as separate jitted calls on
-      host threads at the same time. On CPU one decode loop leaves cores idle
-      (XLA:CPU runs its chain of small per-token ops one after another), and
-      two concurrent loops fill them: on 2 cores, 64 rows sampled as 2 x 32
-      took 0.25 s against 0.39 s as one call (docs/sampling.md).
-      The tokens are the same as with one chunk, because a row's random
-      stream depends only on (key, prompt id, sample index, position); its
-      log-probs can differ in the last float32 bits, since a matmul's
-      summation order may depend on its row count. Each distinct chunk size
-      is one more compiled call. Calls with ``return_state`` (whose shared
-      slot counter cannot be split) and calls with mesh-sharded parameters
-      (whose executions would contend for the same devices) run as one chunk.
-      1 (default): one call; on accelerators leave it at 1.
+      chunks of whole prompts and decodes them as separate jitted calls, one
+      host thread each, at the same time. On CPU one decode loop leaves cores
+      idle (a step is a chain of small ops), and concurrent calls fill them:
+      on 2 cores the GRPO benchmark's 64-row rollout took 0.25 s as 2 x 32
+      against 0.39 s as one call (docs/sampling.md). Rows keep their random
+      streams, which depend only on (key, prompt id, sample index, position),
+      so the tokens are the same as one call's unless a float32 rounding
+      difference (a matmul's summation order may depend on its row count)
+      flips a near-tie between two tokens; log-probs agree to rounding. Used
+      only on CPU; calls with ``return_state`` (whose shared slot counter
+      cannot be split) and calls with mesh-sharded parameters run as one
+      call. The worker threads do not inherit thread-local JAX context
+      managers (``jax.default_device``, ``jax.default_matmul_precision``, ...)
+      entered by the caller: set such options with ``jax.config.update``.
+      1 (default): one call.
   """
   max_new_tokens: int = 128
   prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)

@@ -587,24 +587,45 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   graphdef, params = _split(model)
   mesh = _params_mesh(params)
   max_new = _max_new(config, max_new_tokens)
-  call = functools.partial(_generate_jit, graphdef, params, config=config, n=int(n), greedy=bool(greedy),
-                           mesh=mesh, want_state=bool(return_state))
-  chunks = 1 if return_state or mesh is not None else min(config.concurrent_chunks, p)
+  call = functools.partial(_generate_jit, graphdef, params, config=_compiled_config(config), n=int(n),
+                           greedy=bool(greedy), mesh=mesh, want_state=bool(return_state))
+  chunks = min(config.concurrent_chunks, p)
+  if return_state or mesh is not None or not _on_cpu(params):
+    chunks = 1
   if chunks == 1:
     st, rollout = call(prompt, plen, ids, key, sp, stop, max_new, version)
     return (rollout, st) if return_state else rollout
   return _generate_concurrently(call, chunks, (prompt, plen, ids, *sp, stop, version), key, max_new)
 
 
+def _compiled_config(config: SamplerConfig) -> SamplerConfig:
+  """``config`` as a static jit argument: ``concurrent_chunks`` only matters on the host, so it is reset
+  to 1 and does not compile a duplicate of the same program."""
+  return config if config.concurrent_chunks == 1 else dataclasses.replace(config, concurrent_chunks=1)
+
+
+def _on_cpu(params) -> bool:
+  """Whether the parameters live on CPU devices (concurrent chunks are a CPU setting)."""
+  for x in jax.tree.leaves(params):
+    devices = getattr(x, "devices", None)
+    if devices is not None:
+      return all(d.platform == "cpu" for d in devices())
+  return jax.default_backend() == "cpu"
+
+
 def _generate_concurrently(call, chunks: int, per_prompt: tuple, key, max_new) -> Rollout:
-  """``call`` on ``chunks`` contiguous slices of the per-prompt arrays at once (one host thread each, the
-  first on the calling thread); the rollouts are concatenated in prompt order (row ``p * n + i``)."""
+  """``call`` on ``chunks`` contiguous slices of the per-prompt arrays at once, one host thread each (the
+  first on the calling thread); the rollouts are concatenated in prompt order (row ``p * n + i``).
+
+  Each thread waits for its chunk to finish: two programs dispatched from one thread ran one after the
+  other on XLA:CPU (0.49 s against 0.31 s from two threads, 0.44 s as one call), so a thread must not
+  take a second chunk while its first is running."""
   bounds = np.linspace(0, per_prompt[0].shape[0], chunks + 1).round().astype(int)
 
   def run(j):
     lo, hi = bounds[j], bounds[j + 1]
     prompt, plen, ids, temp, tk, tp, mp, stop, version = (a[lo:hi] for a in per_prompt)
-    return call(prompt, plen, ids, key, (temp, tk, tp, mp), stop, max_new, version)[1]
+    return jax.block_until_ready(call(prompt, plen, ids, key, (temp, tk, tp, mp), stop, max_new, version)[1])
 
   with concurrent.futures.ThreadPoolExecutor(chunks - 1) as pool:
     rest = [pool.submit(run, j) for j in range(1, chunks)]
@@ -656,5 +677,5 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   graphdef, params = _split(model)
   st, rollout = _resume_jit(graphdef, params, state, app, alen, act, key, sp,
                             _max_new(config, max_new_tokens), version,
-                            config=config, greedy=bool(greedy), mesh=_params_mesh(params))
+                            config=_compiled_config(config), greedy=bool(greedy), mesh=_params_mesh(params))
   return rollout, st

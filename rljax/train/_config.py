@@ -176,8 +176,8 @@ class RLConfig:
   # sample step s+1's batch on a background thread (from the parameters before step s's updates) while step s
   # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
   rollout_ahead: bool = False
-  # sample (and evaluate) the prompts as this many concurrent chunks on host threads (SamplerConfig.concurrent_chunks):
-  # fills the CPU cores one decode loop leaves idle; same tokens; 1 on accelerators
+  # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
+  # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call)
   concurrent_rollouts: int = 1
   dynamic_sampling: bool = False
   max_refills: int = 3
