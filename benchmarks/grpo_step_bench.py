@@ -18,8 +18,8 @@ rljax rows:
   * ``rljax, 2 concurrent rollout chunks, 4 update micro-batches``: the same
     algorithm with two CPU settings (``rl.concurrent_rollouts=2``,
     ``rl.num_microbatches=4``). The 16 prompts are sampled as two calls of 8
-    on two host threads at once (``SamplerConfig.concurrent_chunks``: same
-    tokens; one decode loop leaves a core idle), and the gradient is
+    on two host threads at once (``SamplerConfig.concurrent_chunks``: rows
+    keep their random streams; one decode loop leaves a core idle), and the gradient is
     accumulated over 4 micro-batches of 16 rows with the global token count,
     so it is the full-batch gradient and one Adam step (smaller activations
     stay in cache).
@@ -37,8 +37,8 @@ Tunix rows: its defaults, and its ``train_micro_batch_size`` = 16 / 4 prompts
 (``mini_batch_size`` 16, so still one optimizer step per batch). Its
 ``rollout_micro_batch_size`` defaults to the train micro-batch size, so that
 setting rolls out and scores each micro-batch in turn and is slower; the
-ratios are taken against Tunix's faster row. rljax
-times its step directly; Tunix's is measured between consecutive calls of its
+ratios are taken against Tunix's faster row. rljax times its step directly;
+Tunix's is measured between consecutive calls of its
 reward function for the first micro-batch of each step, which brackets
 exactly one full step.
 
@@ -290,6 +290,7 @@ def main(argv=None) -> int:
     print(f"| GRPO step (rollout + update), CPU | {name} {med[name]:.3f} s | "
           f"{tunix_name} {tunix if tunix is None else round(tunix, 3)} s | {ratio} |")
   return 0
+
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -531,8 +531,8 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   on the rest of the batch.
 
   With ``config.concurrent_chunks = c > 1`` the prompts are decoded as ``c``
-  concurrent calls on host threads and the rollouts concatenated (same
-  tokens; see ``SamplerConfig``).
+  concurrent calls on host threads (CPU only) and the rollouts concatenated
+  (rows keep their random streams; see ``SamplerConfig``).
 
   Compilation: static are ``config``, the model graph, ``n``, ``greedy``,
   ``P`` (per chunk) and the bucket; temperature / top_k / top_p / min_p / stop tokens /
