@@ -1,12 +1,12 @@
-"""DAPO (arXiv:2503.14476): clip-higher, token-level mean, dynamic sampling, overlong shaping, no KL."""
-import dataclasses
+"""DAPO (arXiv:2503.14476): clip-higher, token mean, dynamic sampling, overlong shaping, no KL (recipes.dapo)."""
+import os
+import sys
 
-from rljax.train import default_config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recipes  # noqa: E402  (configs/recipes.py)
+from rljax.train import default_config  # noqa: E402
 
 
 def get_config():
   cfg = default_config()
-  rl = dataclasses.replace(cfg.rl, objective="dapo", advantage="grpo", aggregate="token_mean", clip_low=0.2,
-                           clip_high=0.28, kl_beta=0.0, dynamic_sampling=True, max_refills=3,
-                           overlong_buffer=2, overlong_penalty=1.0)
-  return cfg.replace(rl=rl, out_dir="runs/dapo")
+  return cfg.replace(rl=cfg.rl.with_recipe(recipes.dapo()), out_dir="runs/dapo")

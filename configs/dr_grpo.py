@@ -1,11 +1,12 @@
-"""Dr.GRPO (arXiv:2503.20783): mean-only group advantage, constant normaliser (no length/std bias)."""
-import dataclasses
+"""Dr.GRPO (arXiv:2503.20783): mean-only group advantage, constant normaliser (recipes.dr_grpo)."""
+import os
+import sys
 
-from rljax.train import default_config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recipes  # noqa: E402  (configs/recipes.py)
+from rljax.train import default_config  # noqa: E402
 
 
 def get_config():
   cfg = default_config()
-  rl = dataclasses.replace(cfg.rl, objective="dr_grpo", advantage="dr_grpo", aggregate="seq_mean_token_sum_norm",
-                           kl_beta=0.0)
-  return cfg.replace(rl=rl, out_dir="runs/dr_grpo")
+  return cfg.replace(rl=cfg.rl.with_recipe(recipes.dr_grpo()), out_dir="runs/dr_grpo")

@@ -1,16 +1,12 @@
-"""GRPO (DeepSeekMath, arXiv:2402.03300) on the demo task, with the paper's KL penalty.
+"""GRPO (DeepSeekMath, arXiv:2402.03300) on the demo task, with the paper's KL penalty (recipes.grpo)."""
+import os
+import sys
 
-Group-normalised advantage ``(r - mean) / (std + eps)``, PPO-clip 0.2,
-per-sequence token mean (``seq_mean_token_mean``), KL to the SFT reference
-with the k3 estimator.
-"""
-import dataclasses
-
-from rljax.train import default_config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recipes  # noqa: E402  (configs/recipes.py)
+from rljax.train import default_config  # noqa: E402
 
 
 def get_config():
   cfg = default_config()
-  rl = dataclasses.replace(cfg.rl, objective="grpo", advantage="grpo", aggregate="seq_mean_token_mean",
-                           kl_beta=0.04, kl_estimator="k3")
-  return cfg.replace(rl=rl, out_dir="runs/grpo")
+  return cfg.replace(rl=cfg.rl.with_recipe(recipes.grpo()), out_dir="runs/grpo")

@@ -1,11 +1,12 @@
-"""GSPO (arXiv:2507.18071): sequence-level importance ratio (geometric mean), sequence clipping."""
-import dataclasses
+"""GSPO (arXiv:2507.18071): sequence-level importance ratio (geometric mean), sequence clipping (recipes.gspo)."""
+import os
+import sys
 
-from rljax.train import default_config
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import recipes  # noqa: E402  (configs/recipes.py)
+from rljax.train import default_config  # noqa: E402
 
 
 def get_config():
   cfg = default_config()
-  rl = dataclasses.replace(cfg.rl, objective="gspo", advantage="grpo", aggregate="seq_mean_token_mean",
-                           clip_low=3e-4, clip_high=4e-4, kl_beta=0.0)
-  return cfg.replace(rl=rl, out_dir="runs/gspo")
+  return cfg.replace(rl=cfg.rl.with_recipe(recipes.gspo()), out_dir="runs/gspo")

@@ -1,31 +1,42 @@
-"""Published RL recipes as compositions of rljax objective terms.
+"""Published RL recipes as compositions of catalog techniques (``rljax.recipes.Recipe``).
 
-Each function returns an ``rljax.objectives.Objective`` (a ``chain(...)``).
-Only the *loss* side lives here: DAPO's dynamic sampling and overlong reward
-shaping, and Dr.GRPO's / GRPO's advantage estimators, are filters, rewards and
-advantages (other rooms) applied before the loss.
+Each function returns a ``Recipe``; the config files ``grpo.py``, ``dapo.py``, ``dr_grpo.py``, ``gspo.py``
+write one into the run config (``cfg.rl.with_recipe(...)``), so ``config.json`` holds it and ``--resume`` and
+``--set rl.<field>=...`` work on it. ``python -m rljax.catalog`` lists every technique.
 """
-from rljax import objectives as O
+from rljax.recipes import Recipe, stage
 
 
-def dapo(eps_low=0.2, eps_high=0.28):
-  """DAPO (arXiv:2503.14476): clip-higher, token-level mean, no KL, no entropy bonus."""
-  return O.chain(O.ppo_clip(eps_low, eps_high), aggregate=O.token_mean)
+def grpo(kl_beta=0.04):
+  """GRPO (DeepSeekMath, arXiv:2402.03300): group-normalised advantage, PPO clip, per-sequence mean, KL (k3)."""
+  return Recipe(name="grpo", advantage=stage("grpo", eps=1e-4), aggregation="seq_mean_token_mean",
+                loss=(stage("ppo_clip", eps_low=0.2, eps_high=0.2),
+                      stage("kl_penalty", beta=kl_beta, estimator="k3")))
 
 
-def dr_grpo(eps=0.2, max_len=None):
-  """Dr.GRPO (arXiv:2503.20783): PPO clip, constant normaliser B * L_max (advantages without std)."""
-  return O.chain(O.ppo_clip(eps, eps), aggregate=O.seq_mean_token_sum_norm(max_len=max_len))
+def dapo(eps_low=0.2, eps_high=0.28, overlong_buffer=2):
+  """DAPO (arXiv:2503.14476): clip-higher, token mean, dynamic sampling with refills, overlong shaping, no KL."""
+  return Recipe(name="dapo", shaping=stage("overlong_penalty", buffer_len=overlong_buffer),
+                filters=stage("zero_variance", refill=True), advantage=stage("grpo", eps=1e-4),
+                loss=stage("ppo_clip", eps_low=eps_low, eps_high=eps_high), aggregation="token_mean")
+
+
+def dr_grpo(eps=0.2):
+  """Dr.GRPO (arXiv:2503.20783): mean-only advantage, constant normaliser B * L_max (L_max = max_new_tokens)."""
+  return Recipe(name="dr_grpo", advantage="dr_grpo", loss=stage("ppo_clip", eps_low=eps, eps_high=eps),
+                aggregation="seq_mean_token_sum_norm")
 
 
 def gspo(eps_low=3e-4, eps_high=4e-4):
-  """GSPO (arXiv:2507.18071): clipped sequence-level ratio, averaged per sequence."""
-  return O.chain(O.gspo(eps_low, eps_high), aggregate=O.seq_mean_token_mean)
+  """GSPO (arXiv:2507.18071): clipped sequence-level (geometric-mean) ratio, averaged per sequence."""
+  return Recipe(name="gspo", advantage=stage("grpo", eps=1e-4), loss=stage("gspo", eps_low=eps_low, eps_high=eps_high),
+                aggregation="seq_mean_token_mean")
 
 
 def cispo(eps_high=4.0):
   """CISPO (MiniMax-M1, arXiv:2506.13585): clipped detached IS weight (cap 1 + eps_high = 5), token mean."""
-  return O.chain(O.cispo(eps_high=eps_high), aggregate=O.token_mean)
+  return Recipe(name="cispo", advantage=stage("grpo", eps=1e-4), loss=stage("cispo", eps_high=eps_high),
+                aggregation="token_mean")
 
 
-RECIPES = {"dapo": dapo, "dr_grpo": dr_grpo, "gspo": gspo, "cispo": cispo}
+RECIPES = {"grpo": grpo, "dapo": dapo, "dr_grpo": dr_grpo, "gspo": gspo, "cispo": cispo}

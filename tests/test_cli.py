@@ -10,9 +10,11 @@ from rljax.train import RunConfig, apply_overrides, config_from_dict, config_to_
 
 def test_overrides_parse_types():
   cfg = apply_overrides(default_config(), ["rl.steps=7", "rl.optim.learning_rate=1e-3", "seed=3",
-                                           "rl.dynamic_sampling=true", "rl.target_accuracy=none",
-                                           "eval.pass_k=1,2", "out_dir=/tmp/x"])
-  assert (cfg.rl.steps, cfg.rl.optim.learning_rate, cfg.seed, cfg.rl.dynamic_sampling) == (7, 1e-3, 3, True)
+                                           "rl.filters=zero_variance(refill=True)", "rl.target_accuracy=none",
+                                           "rl.critic_shared=true", "eval.pass_k=1,2", "out_dir=/tmp/x"])
+  assert (cfg.rl.steps, cfg.rl.optim.learning_rate, cfg.seed) == (7, 1e-3, 3)
+  assert cfg.rl.filters == "zero_variance(refill=True)" and cfg.rl.critic_shared is True
+  assert [f.refill for f in cfg.rl.recipe().filters] == [True]
   assert cfg.rl.target_accuracy is None and cfg.eval.pass_k == (1, 2) and cfg.out_dir == "/tmp/x"
 
 
@@ -22,7 +24,8 @@ def test_overrides_parse_types():
     ("rl.steps=-1", "RLConfig.steps"),
     ("rl.group_size=1", "RLConfig.group_size"),
     ("rl.num_minibatches=7", "RLConfig.num_minibatches"),
-    ("rl.objective=ppo2", "RLConfig.objective"),
+    ("rl.loss=ppo2", "RLConfig.loss"),
+    ("rl.objective=gspo", "was replaced by the recipe fields"),
     ("rl.optim.schedule=step", "OptimConfig.schedule"),
     ("rl.temperature=0", "RLConfig.temperature"),
     ("model.hidden_size=65", "ModelSpec.hidden_size"),
@@ -36,7 +39,7 @@ def test_invalid_overrides_name_the_field(override, match):
 
 
 def test_config_dict_roundtrip():
-  cfg = apply_overrides(default_config(), ["rl.kl_beta=0.1", "eval.pass_k=1,4"])
+  cfg = apply_overrides(default_config(), ["rl.loss=ppo_clip, kl_penalty(beta=0.1)", "eval.pass_k=1,4"])
   again = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
   assert again == cfg
   with pytest.raises(ValueError, match="unknown config field RunConfig.bogus"):
@@ -50,10 +53,14 @@ def test_config_files_load(name):
 
 
 def test_variants_differ_as_documented():
-  assert cli.load_config("dapo").rl.dynamic_sampling and cli.load_config("dapo").rl.clip_high == 0.28
-  assert cli.load_config("dr_grpo").rl.aggregate == "seq_mean_token_sum_norm"
-  assert cli.load_config("gspo").rl.objective == "gspo"
-  assert cli.load_config("grpo").rl.kl_beta > 0
+  dapo = cli.load_config("dapo").rl.recipe()
+  assert [f.name for f in dapo.filters] == ["zero_variance"] and dapo.filters[0].refill
+  assert [s.name for s in dapo.shaping] == ["overlong_penalty"]
+  assert dapo.loss_hparams() == {"clip_low": 0.2, "clip_high": 0.28}
+  assert cli.load_config("dr_grpo").rl.recipe().aggregation.name == "seq_mean_token_sum_norm"
+  assert [a.name for a in cli.load_config("dr_grpo").rl.recipe().advantage] == ["dr_grpo"]
+  assert [t.name for t in cli.load_config("gspo").rl.recipe().loss] == ["gspo"]
+  assert cli.load_config("grpo").rl.recipe().loss_hparams()["kl_beta"] == 0.04
 
 
 def test_cli_print_config_and_errors(capsys):

@@ -136,7 +136,7 @@ def test_rl_loop_shares_prompt_only_when_groups_stay_whole():
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
 
   from rljax.train import RLConfig  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import _check_shared_prefix, _shared_prompt_len  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import _check_shared_prefix, _shared_prompt_len  # pylint: disable=import-outside-toplevel
   prompts = [[1] * 16, [2] * 14, [3] * 15]  # the shortest training prompt (14 tokens) is what groups share
   exp = SimpleNamespace(cfg=SimpleNamespace(progress=None), seq_len=20, train_problems=prompts,
                         codec=SimpleNamespace(prompt_ids=list))
@@ -159,7 +159,8 @@ def test_rl_loop_rollouts_share_their_prompt_prefix():
   bucket), the loop's shared length is the prompt, not the bucket, and the grouped forward equals the
   per-row one (with the bucket width, 12 here, it does not: the third column block differs)."""
   from rljax.train import RunConfig, tiny_config  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import _check_shared_prefix, _shared_prompt_len, build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import _check_shared_prefix, _shared_prompt_len  # pylint: disable=import-outside-toplevel
   cfg = tiny_config()
   cfg = cfg.replace(task=dataclasses.replace(cfg.task, digits=RunConfig().task.digits))  # the demo's prompts
   exp = build_experiment(cfg)

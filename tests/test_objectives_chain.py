@@ -207,27 +207,34 @@ def _recipes():
   return module
 
 
-def test_recipes_are_short_chains_with_the_papers_values():
+def test_recipes_are_short_compositions_with_the_papers_values():
+  """configs/recipes.py: each published recipe is a few lines of catalog techniques, and its loss (built from
+  the recipe's initial hparams, as the jitted step does) equals the float64 reference."""
+  from rljax.stages import RunFacts  # pylint: disable=import-outside-toplevel
   recipes = _recipes()
   d = make_data(seed=26)
   out, batch = to_jax(d)
   mask = d["mask"]
+  k3 = lambda: np.exp(d["ref"] - d["logp"]) - (d["ref"] - d["logp"]) - 1.0
+  t = mask.shape[1]
   expected = {
+      "grpo": ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.2) + 0.04 * k3(), mask, "seq_mean_token_mean"),
       "dapo": ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.28), mask, "token_mean"),
       "dr_grpo": ref_aggregate(ref_ppo_clip(d["logp"], None, d, 0.2, 0.2), mask, "seq_mean_token_sum_norm"),
       "gspo": ref_aggregate(ref_gspo(d["logp"], None, d, 3e-4, 4e-4), mask, "seq_mean_token_mean"),
       "cispo": ref_aggregate(ref_cispo(d["logp"], d["logp"], d, None, 4.0), mask, "token_mean"),
   }
   assert set(recipes.RECIPES) == set(expected)
+  facts = RunFacts(num_prompts=5, group_size=1, max_new_tokens=t)
   for name, fn in recipes.RECIPES.items():
-    assert len(inspect.getsource(fn).strip().splitlines()) <= 10, name
-    objective = fn()
-    assert isinstance(objective, O.Objective)
-    loss, _ = jax.jit(objective)(out, batch)
+    assert len(inspect.getsource(fn).strip().splitlines()) <= 6, name
+    recipe = fn().bind(facts)
+    hp = {k: jnp.asarray(v, jnp.float32) for k, v in recipe.initial_hparams().items()}
+    loss, _ = jax.jit(lambda h: recipe.objective_builder()(h)(out, batch))(hp)
     np.testing.assert_allclose(loss, expected[name], rtol=1e-5, err_msg=name)
-  loss, _ = recipes.dr_grpo(max_len=16)(out, batch)
-  np.testing.assert_allclose(loss, ref_aggregate(ref_ppo_clip(d["logp"], None, d), mask, "seq_mean_token_sum_norm_16"),
-                             rtol=1e-5)
+  dapo = recipes.dapo()
+  assert [s.name for s in dapo.filters] == ["zero_variance"] and dapo.filters[0].refill
+  assert [s.name for s in dapo.shaping] == ["overlong_penalty"]
 
 
 def test_chain_aux_loss_coef_and_denominator():

@@ -85,7 +85,7 @@ def test_run_config_mesh_overrides():
 
 def test_run_mesh_uses_the_first_devices():
   from rljax.train import tiny_config  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import run_mesh  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import run_mesh  # pylint: disable=import-outside-toplevel
   one = run_mesh(tiny_config())
   assert one.devices.size == 1 and one.devices.flat[0] == jax.devices()[0]
   four = run_mesh(tiny_config().replace(mesh=MeshConfig(data=1, fsdp=2, tensor=2)))

@@ -30,6 +30,7 @@ from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
 from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
                                        outcome_to_token_rewards, passk, qae, rank, reinforce_pp,
                                        reinforce_pp_baseline, remax, rloo, task_normalized, uniqueness, vote)
+from rljax.advantages._stages import with_stages as _with_stages
 from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline
 from rljax.advantages._token import (implicit_progress_reward, outcome_conditioned_baseline, segment,
                                      sign_preserving_modulation, step_episode_mix, tempo)
@@ -57,7 +58,7 @@ def _t(name, fn, formula, source, kind="advantage"):
   return Technique(name=name, kind=kind, fn=fn, formula=formula, source=source)
 
 
-TECHNIQUES: tuple[Technique, ...] = (
+TECHNIQUES: tuple[Technique, ...] = _with_stages((
     _t("grpo", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none", "arXiv 2402.03300; verl grpo"),
     _t("dr_grpo", dr_grpo, "A_i = r_i − μ_g", "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False"),
     _t("rloo", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)", "arXiv 2402.14740; verl rloo"),
@@ -99,4 +100,4 @@ TECHNIQUES: tuple[Technique, ...] = (
     _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward"),
     _t("gd2po", gd2po, "A_i = keep_i·q_g·Σ_k w_k A_{i,k}, keep = no sign conflict", f"{_S1} L5",
        kind="multi_reward"),
-)
+))

@@ -15,7 +15,7 @@ the wrong one greedily: room for RL to beat its teacher.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -90,5 +90,46 @@ class ArithmeticTask:
       out[i] = float(isinstance(c, str) and c.strip() == p.answer)
     return out
 
+  def answer_value(self, text) -> Optional[float]:
+    """The number an answer written as this task writes it stands for (``"221"`` -> 122 when
+    ``reverse_answer``), or None when ``text`` (whitespace-stripped) is not a string of digits."""
+    s = text.strip() if isinstance(text, str) else ""
+    if not (s.isascii() and s.isdigit()):
+      return None
+    return float(int(s[::-1] if self.reverse_answer else s))
+
+  def step_rewards(self, completions: Sequence[str], problems: Sequence[Problem]):
+    """Process rewards: one step per answer digit, as written (lowest digit first when ``reverse_answer``).
+
+    Returns ``(rewards [B, S] float32, mask [B, S] bool)`` with ``S = digits + 1`` (the longest sum):
+    ``rewards[i, k] = 1`` where the k-th character of the stripped completion is the reference's k-th digit,
+    else 0 (missing or wrong); ``mask[i, k]`` marks the positions the reference has. Digits the completion
+    writes beyond the reference are not steps (the outcome reward, ``score``, rejects them).
+    """
+    if len(completions) != len(problems):
+      raise ValueError(f"completions ({len(completions)}) and problems ({len(problems)}) differ in length")
+    s = self.digits + 1
+    rewards, mask = np.zeros((len(problems), s), np.float32), np.zeros((len(problems), s), bool)
+    for i, (c, p) in enumerate(zip(completions, problems)):
+      ref = p.answer[:s]
+      mask[i, :len(ref)] = True
+      c = c.strip() if isinstance(c, str) else ""
+      rewards[i, :len(ref)] = [float(k < len(c) and c[k] == d) for k, d in enumerate(ref)]
+    return rewards, mask
+
   def corpus(self) -> list[str]:
     return ["0123456789+="]
+
+  @property
+  def num_tasks(self) -> int:
+    """Task ids are carry counts: ``0 .. digits``."""
+    return self.digits + 1
+
+  def task_id(self, problem: Problem) -> int:
+    """The number of carries in ``a + b`` (a difficulty class: the sloppy teacher gets 0-carry sums right)."""
+    a, b = problem.meta["a"], problem.meta["b"]
+    carries, carry = 0, 0
+    for i in range(self.digits):
+      carry = int((a // 10 ** i) % 10 + (b // 10 ** i) % 10 + carry >= 10)
+      carries += carry
+    return carries

@@ -30,7 +30,12 @@ class Problem:
 
 
 class Task(Protocol):
-  """What every built-in task provides (see ``ArithmeticTask``)."""
+  """What every built-in task provides (see ``ArithmeticTask``).
+
+  Optional, read by the RL loop when a recipe stage needs them (``rljax.stages.NEEDS``):
+  ``answer_key(completion) -> str`` (the extracted, normalised answer: equal keys = same answer; default the
+  stripped completion), ``num_tasks`` and ``task_id(problem) -> int`` in ``[0, num_tasks)``.
+  """
   name: str
 
   def problems(self, split: str, num: int, seed: int) -> list[Problem]: ...

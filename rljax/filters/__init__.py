@@ -13,6 +13,7 @@ Every filter returns ``(keep_or_selection, stats)`` where ``stats`` holds the
 statistics the decision was based on. See ``docs/filters_and_rewards.md``.
 """
 from rljax._technique import Technique
+from rljax.filters._stages import with_stages as _with_stages
 from rljax.filters._allocation import difficulty_budget, pilot_commit
 from rljax.filters._greso import Greso, GresoState, greso
 from rljax.filters._selection import DEFAULT_ANSWER_PATTERN, DEFAULT_CODE_PATTERN, rorecomp, shuffle_pairs, void_turn
@@ -27,7 +28,7 @@ __all__ = [
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
 
-TECHNIQUES = (
+TECHNIQUES = _with_stages((
     Technique("zero_variance", "filter", zero_variance, "keep_g = 1[std_g(metric) > 0]",
               "DAPO arXiv:2503.14476; verl algorithm.filter_groups"),
     Technique("variance_topp", "filter", variance_topp, "keep the ceil(p * #groups) groups with the largest reward std",
@@ -49,4 +50,4 @@ TECHNIQUES = (
               f"{_S1} L191 (A-LoL)"),
     Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
               f"{_S1} L115 (VCRL, interpretation)"),
-)
+))

@@ -7,6 +7,8 @@ Public calls::
   out = model(tokens, positions, return_logits=True)                    # out.logits [B, T, V]
   hidden = model(tokens, positions).hidden                              # [B, T, H] after final norm
   po = policy_outputs(model, tokens)                                    # fused per-token logp / entropy
+  critic = with_value_head(model)                                       # trunk copied + zero value head
+  values = policy_outputs(critic, tokens).values                        # [B, T] V(state before token t)
 
 See ``docs/models.md``.
 """
@@ -17,8 +19,8 @@ from rljax.models._init import fan_in_init
 from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
-from rljax.models._transformer import (KVCache, ModelOutput, Transformer, load_balancing_loss, policy_outputs,
-                                       segment_positions)
+from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, load_balancing_loss,
+                                       policy_outputs, segment_positions, with_value_head)
 
 
 def logical_axes(model):
@@ -30,7 +32,7 @@ def logical_axes(model):
 
 __all__ = ["fan_in_init", 
     "ModelConfig", "RopeScaling", "LoRAConfig", "Transformer", "KVCache", "ModelOutput",
-    "policy_outputs", "segment_positions", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
+    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",

@@ -123,6 +123,7 @@ class ModelConfig:
   compute_dtype: str = "float32"  # activation / matmul dtype (norms, softmax, logits in f32)
   remat: str = "none"  # per-layer rematerialisation: none / full / dots / dots_no_batch
   lora: Optional[LoRAConfig] = None  # adapters (None: no adapters)
+  value_head: bool = False  # critic: a zero-initialised linear head hidden -> 1 (see Transformer.value)
   # Bookkeeping for export.
   architecture: str = "Qwen2ForCausalLM"  # Hugging Face class written by save_pretrained
   bos_token_id: Optional[int] = None
@@ -181,6 +182,8 @@ class ModelConfig:
       raise _err("remat", self.remat, f"one of {_REMAT}")
     if self.lora is not None and not isinstance(self.lora, LoRAConfig):
       raise _err("lora", self.lora, "a LoRAConfig or None")
+    if not isinstance(self.value_head, bool):
+      raise _err("value_head", self.value_head, "a bool")
     if isinstance(self.eos_token_id, list):
       object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))
 

@@ -357,7 +357,9 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
     mesh: optional ``jax.sharding.Mesh``; parameters are placed with
       ``NamedSharding`` from their logical axes and ``rules`` (see :func:`shard_state`).
     config_overrides: extra :class:`ModelConfig` fields (e.g. ``remat="full"``, ``lora=...``).
-      LoRA adapters (if requested) start fresh (``B = 0``).
+      LoRA adapters (if requested) start fresh (``B = 0``); so does a value head
+      (``value_head=True``: zero, see :class:`rljax.models.ValueHead`), which a
+      causal-LM checkpoint does not hold.
   """
   if isinstance(dtype, str) is False:
     dtype = jnp.dtype(dtype).name
@@ -399,6 +401,8 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
         var.set_value(jax.make_array_from_callback(v.shape, sh, lambda idx, v=v: v[idx]))
     elif isinstance(var, nnx.LoRAParam) or (hasattr(var, "type") and var.type is nnx.LoRAParam):
       pass  # filled below
+    elif path_key[0] == "value_head":
+      var.set_value(jnp.zeros(var.shape, var.dtype))  # a fresh zero head (placed below with a mesh)
     else:
       raise ValueError(f"parameter {'.'.join(map(str, path_key))} (shape {tuple(var.shape)}) has no checkpoint tensor")
   if cfg.lora is not None:
@@ -406,8 +410,8 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
     for path_key, val in fresh.items():
       flat[path_key].set_value(val[...])
   model = nnx.merge(graphdef, nnx.from_flat_state(list(flat.items())))
-  if mesh is not None and cfg.lora is not None:
-    shard_state(model, mesh, rules)  # places the fresh adapters too
+  if mesh is not None and (cfg.lora is not None or cfg.value_head):
+    shard_state(model, mesh, rules)  # places the fresh adapters / value head too
   return model
 
 
@@ -443,7 +447,12 @@ def save_pretrained(model: Transformer, path: str, *, dtype: Optional[str] = Non
                     max_shard_bytes: int = 5 * 2 ** 30, merge_lora: bool = True) -> None:
   """Writes ``model`` as a Hugging Face checkpoint (``config.json`` + safetensors, sharded above
   ``max_shard_bytes``). LoRA adapters are merged into the written weights (``merge_lora``)
-  unless already merged; use ``rljax.models.save_lora_adapter`` to export the adapter alone."""
+  unless already merged; use ``rljax.models.save_lora_adapter`` to export the adapter alone.
+
+  A value head (``cfg.value_head``) is not part of a Hugging Face causal LM and
+  is not written: the checkpoint holds the trunk and LM head (the actor of a
+  shared-trunk actor-critic), and its ``config.json`` has no value head. Save a
+  critic's head with the orbax checkpoints of ``rljax.train``."""
   cfg = model.cfg
   os.makedirs(path, exist_ok=True)
   flat = _flat(nnx.state(model, nnx.Param))

@@ -13,7 +13,8 @@ from rljax.models._config import ModelConfig
 from rljax.models._layers import MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, param, rope_cos_sin
 from rljax.types import PolicyOutputs
 
-__all__ = ["Transformer", "KVCache", "ModelOutput", "policy_outputs", "segment_positions"]
+__all__ = ["Transformer", "KVCache", "ModelOutput", "ValueHead", "policy_outputs", "segment_positions",
+           "with_value_head"]
 
 Array = jax.Array
 
@@ -162,6 +163,31 @@ def _block_with_static_mask(mask):
   return call
 
 
+class ValueHead(nnx.Module):
+  """Scalar state-value head of a critic: ``V(h) = h . w + b`` (float32).
+
+  ``kernel [H, 1] (embed, None)``, ``bias [1] (None,)``. Both start at zero, so
+  a fresh head predicts ``V = 0`` for every state: the scale of the returns is
+  unknown when the head is created (a random head would add noise of arbitrary
+  sign to the first advantages), and a zero head is where verl / OpenRLHF
+  critics effectively start after a fresh score head on a pre-trained trunk.
+  Its gradient w.r.t. ``w`` is ``h`` (non-zero), so it learns from the first
+  step; the trunk receives gradient from the second step on.
+  """
+
+  def __init__(self, cfg: ModelConfig):
+    pdt = dtype_of(cfg.param_dtype)
+    self.compute_dtype = dtype_of(cfg.compute_dtype)
+    self.kernel = param(jnp.zeros((cfg.hidden_size, 1), pdt), ("embed", None))
+    self.bias = param(jnp.zeros((1,), pdt), (None,))
+
+  def __call__(self, hidden) -> Array:
+    """``hidden [..., H]`` -> ``[...]`` float32 values."""
+    cd = self.compute_dtype
+    v = jnp.dot(hidden.astype(cd), self.kernel[...].astype(cd), preferred_element_type=jnp.float32)
+    return v[..., 0] + self.bias[...].astype(jnp.float32)[0]
+
+
 class Transformer(nnx.Module):
   """Decoder-only transformer (Llama-3 / Qwen2 / Qwen3 / Qwen3-MoE / Gemma / Gemma-2 family).
 
@@ -172,7 +198,10 @@ class Transformer(nnx.Module):
   ``gate/up [H, F] (embed, mlp)``, ``down [F, H] (mlp, embed)``, MoE
   ``router [H, E] (embed, None)``, ``gate/up [E, H, F] (expert, embed, mlp)``,
   ``down [E, F, H] (expert, mlp, embed)``, norms ``[H] (norm,)``;
-  ``lm_head [H, V] (embed, vocab)`` when untied.
+  ``lm_head [H, V] (embed, vocab)`` when untied; ``value_head.kernel [H, 1]
+  (embed, None)`` and ``value_head.bias [1]`` when ``cfg.value_head`` (a
+  :class:`ValueHead`, built after every trunk parameter so that the trunk's
+  initial weights do not depend on it).
   """
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
@@ -189,11 +218,18 @@ class Transformer(nnx.Module):
     else:
       self.lm_head = param((0.02 * jax.random.normal(rngs.params(), (cfg.hidden_size, cfg.vocab_size))).astype(pdt),
                            ("embed", "vocab"))
+    self.value_head = ValueHead(cfg) if cfg.value_head else None
 
   # ---------------------------------------------------------------- helpers
   def lm_head_weight(self) -> Array:
     """The unembedding ``[H, V]`` (``embed.T`` when tied), in parameter dtype."""
     return self.embed[...].T if self.lm_head is None else self.lm_head[...]
+
+  def value(self, hidden) -> Array:
+    """``[...]`` float32 values ``V(hidden)`` of the value head (``hidden [..., H]``)."""
+    if self.value_head is None:
+      raise ValueError("the model has no value head (ModelConfig.value_head=False); see rljax.models.with_value_head")
+    return self.value_head(hidden)
 
   def init_cache(self, batch_size: int, max_len: int, dtype=None) -> KVCache:
     """Zeroed :class:`KVCache` with ``k, v [L, batch_size, max_len, K, D]`` (default compute dtype)."""
@@ -262,7 +298,7 @@ class Transformer(nnx.Module):
 
   def __call__(self, tokens, positions=None, *, segment_ids=None, cache: Optional[KVCache] = None,
                cache_index=None, kv_mask=None, routing=None, return_logits: bool = False,
-               prefix_groups: Optional[PrefixGroups] = None) -> ModelOutput:
+               prefix_groups: Optional[PrefixGroups] = None, batch_load=None) -> ModelOutput:
     """Forward pass.
 
     Args:
@@ -286,6 +322,9 @@ class Transformer(nnx.Module):
         G continuations; ``positions`` required) and attention follows that
         pattern instead of the causal mask (dense models, uncached, no
         segment_ids). :func:`policy_outputs` builds this layout.
+      batch_load: ``(f [E], R)`` = :func:`expert_load` of a batch these rows are a
+        slice of (a micro-batch): ``aux_loss`` is then the slice's share of that
+        batch's load-balancing loss (see :func:`load_balancing_loss`).
     """
     cfg = self.cfg
     if tokens.ndim != 2:
@@ -382,7 +421,7 @@ class Transformer(nnx.Module):
                  else (segment_ids != 0).astype(jnp.float32))
       else:
         valid = jnp.ones((b, t), jnp.float32)
-      aux = load_balancing_loss(routing_out, jnp.stack(probs_all, axis=2), valid, cfg.num_experts)
+      aux = load_balancing_loss(routing_out, jnp.stack(probs_all, axis=2), valid, cfg.num_experts, batch_load)
     return ModelOutput(
         hidden=hidden,
         logits=self.logits(hidden) if return_logits else None,
@@ -392,19 +431,32 @@ class Transformer(nnx.Module):
     )
 
 
-def load_balancing_loss(ids, probs, valid, num_experts: int):
+def expert_load(ids, valid, num_experts: int):
+  """``(f [E], R)``: the share of (token, layer) top-k assignments routed to each expert,
+  ``f_e = sum_{b,t,l,j} valid 1[ids = e] / R``, and ``R = L sum valid`` (``ids [B, T, L, k]``,
+  ``valid [B, T]``). No gradient flows through ``f`` (it counts ids)."""
+  rows = jnp.maximum(jnp.sum(valid) * ids.shape[2], 1.0)
+  w = valid[:, :, None, None, None]
+  counts = jnp.sum(jax.nn.one_hot(ids, num_experts, dtype=jnp.float32) * w, axis=(0, 1, 2, 3))
+  return counts / rows, rows
+
+
+def load_balancing_loss(ids, probs, valid, num_experts: int, batch_load=None):
   """Switch load-balancing loss pooled over MoE layers (as Hugging Face).
 
   ``ids [B, T, L, k]``, ``probs [B, T, L, E]``, ``valid [B, T]``:
   ``f_e = sum_{b,t,l,j} valid 1[ids = e] / R``, ``P_e = sum valid probs_e / R`` with
   ``R = L sum valid``; loss ``= E sum_e f_e P_e``.
+
+  Micro-batching: with ``batch_load = (f, R)`` = :func:`expert_load` of a batch
+  whose slice these rows are, the result is the slice's share of that batch's loss,
+  ``E sum_e f_e (sum_slice valid probs_e) / R``. ``f`` is a constant and the batch's
+  ``P_e`` is the sum of its slices' ``(sum_slice valid probs_e) / R``, so the shares
+  of the slices sum to the batch's loss, and their gradients to its gradient.
   """
-  n_layers = ids.shape[2]
-  w = valid[:, :, None, None]
-  rows = jnp.maximum(jnp.sum(valid) * n_layers, 1.0)
-  counts = jnp.sum(jax.nn.one_hot(ids, num_experts, dtype=jnp.float32) * w[..., None], axis=(0, 1, 2, 3))
-  psum = jnp.sum(probs * w, axis=(0, 1, 2))
-  return num_experts * jnp.sum((counts / rows) * (psum / rows))
+  f, rows = expert_load(ids, valid, num_experts) if batch_load is None else batch_load
+  psum = jnp.sum(probs * valid[:, :, None, None], axis=(0, 1, 2))
+  return num_experts * jnp.sum(f * (psum / rows))
 
 
 def _kernel_fn():
@@ -415,7 +467,7 @@ def _kernel_fn():
 
 def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=None, temperature=1.0,
                    routing=None, impl: str = "auto", shared_prefix_len: int = 0,
-                   group_size: int = 1) -> PolicyOutputs:
+                   group_size: int = 1, batch_load=None) -> PolicyOutputs:
   """Per-token log-probs and entropies of ``tokens`` under ``model`` (never full logits).
 
   ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
@@ -426,6 +478,13 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   or is padding (``segment_ids`` 0). ``routing`` (``[B, T, L_moe, k]``) is
   replayed when given; the routing used is returned. ``aux_loss`` is the load
   balancing loss weighted by ``cfg.router_aux_loss_coef`` (0 when dense).
+
+  Critic values (models with ``cfg.value_head``, else ``values = None``) are
+  aligned like ``logp``: ``values[b, t] = V(hidden[b, t-1])`` is the value of
+  the state *before* token ``t`` (the state in which ``tokens[b, t]`` was
+  chosen), so ``values`` lines up with the ``loss_mask`` of completion tokens;
+  column 0 and segment starts / padding are 0 as for ``logp``. ``temperature``
+  does not affect them.
 
   Shared prompts (GRPO-style groups): with ``shared_prefix_len = Tp > 0`` the
   caller promises that every ``group_size`` consecutive rows hold the same
@@ -448,11 +507,13 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
     impl: kernel implementation passed to ``logprob_and_entropy``.
     shared_prefix_len: ``Tp``, 0 (off) or ``1 <= Tp < T``.
     group_size: ``G``, rows per group sharing the prefix (``B % G == 0``).
+    batch_load: MoE: the expert load of the batch these rows are a micro-batch of
+      (see :meth:`Transformer.__call__`); ``aux_loss`` is then this slice's share.
   """
   if shared_prefix_len:
     return _grouped_policy_outputs(model, tokens, positions, temperature, impl, shared_prefix_len, group_size,
                                    segment_ids, routing)
-  out = model(tokens, positions, segment_ids=segment_ids, routing=routing)
+  out = model(tokens, positions, segment_ids=segment_ids, routing=routing, batch_load=batch_load)
   b, t = tokens.shape
   h = out.hidden[:, :-1].reshape(b * (t - 1), -1)
   targets = tokens[:, 1:].reshape(-1)
@@ -464,10 +525,16 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   zeros = jnp.zeros((b, 1), jnp.float32)
   logp = jnp.concatenate([zeros, logp.reshape(b, t - 1).astype(jnp.float32)], axis=1)
   ent = jnp.concatenate([zeros, ent.reshape(b, t - 1).astype(jnp.float32)], axis=1)
+  values = None
+  if model.value_head is not None:
+    v = model.value(out.hidden[:, :-1])  # [B, T-1]: V of the state before tokens[:, 1:]
+    if mask is not None:
+      v = jnp.where(mask.reshape(b, t - 1), v, 0.0)
+    values = jnp.concatenate([zeros, v], axis=1)
   aux = None
   if out.routing is not None:
     aux = model.cfg.router_aux_loss_coef * out.aux_loss
-  return PolicyOutputs(logp=logp, entropy=ent, routing=out.routing, aux_loss=aux)
+  return PolicyOutputs(logp=logp, entropy=ent, routing=out.routing, values=values, aux_loss=aux)
 
 
 def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing):
@@ -506,4 +573,41 @@ def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int
     pre = jnp.repeat(x[:rows_pre].reshape(p, tp - 1), g, axis=0)
     return jnp.concatenate([jnp.zeros((b, 1), jnp.float32), pre, x[rows_pre:].reshape(b, tc)], axis=1)
 
-  return PolicyOutputs(logp=ungroup(logp), entropy=ungroup(ent))
+  values = ungroup(model.value(h)) if model.value_head is not None else None
+  return PolicyOutputs(logp=ungroup(logp), entropy=ungroup(ent), values=values)
+
+
+def with_value_head(model: Transformer) -> Transformer:
+  """A critic built from ``model``: its trunk weights copied and a fresh zero :class:`ValueHead`.
+
+  Returns a new :class:`Transformer` with ``cfg.replace(value_head=True)``
+  whose every trunk parameter (embedding, layers, final norm, LM head, LoRA
+  adapters and their merged state) is a copy of ``model``'s (new buffers: the
+  two models can be updated, donated and checkpointed independently) and whose
+  value head is zero, so ``V = 0`` everywhere at the start. Used for a separate
+  critic initialised from the SFT policy (PPO with a learned critic,
+  arXiv:1707.06347; verl / OpenRLHF initialise the critic from the actor's
+  checkpoint) and for a shared-trunk actor-critic. A value head already on
+  ``model`` is not copied (the new one is fresh). Copied arrays keep their
+  placement; the new head is on the default device (``shard_state`` places it).
+  """
+  from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
+  if not isinstance(model, Transformer):
+    raise ValueError(f"model must be a Transformer, got {type(model).__name__}")
+  cfg = model.cfg.replace(value_head=True)
+  graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+  source = {tuple(k): v for k, v in nnx.to_flat_state(nnx.state(model))}
+  flat = []
+  for path, var in nnx.to_flat_state(abstract):
+    path = tuple(path)
+    if path[0] == "value_head":
+      var.set_value(jnp.zeros(var.shape, var.dtype))
+    elif path in source:
+      var.set_value(jnp.array(source[path][...], copy=True))
+    else:
+      raise ValueError(f"internal: {'.'.join(map(str, path))} has no counterpart in the source model")
+    flat.append((path, var))
+  critic = nnx.merge(graphdef, nnx.from_flat_state(flat))
+  for (_, src), (_, dst) in zip(lora_modules(model), lora_modules(critic)):
+    dst.lora_merged = src.lora_merged
+  return critic

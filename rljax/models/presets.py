@@ -128,4 +128,4 @@ def num_params(cfg: ModelConfig) -> int:
     mlp = (cfg.num_experts * 3 * h * cfg.moe_intermediate_size + h * cfg.num_experts) if i in moe else \
         3 * h * cfg.intermediate_size
     total += attn + norms + mlp
-  return total
+  return total + (h + 1 if cfg.value_head else 0)

@@ -4,7 +4,7 @@ Every term is built by a factory that closes over its hyper-parameters and
 returns ``term(out: PolicyOutputs, batch: TrainBatch) -> (per_token_loss [B, T],
 metrics)``; ``chain(*terms, aggregate=...)`` sums and aggregates them.
 """
-from rljax.objectives import _corrections, _entropy, _kl, _ratio, _supervised
+from rljax.objectives import _corrections, _entropy, _kl, _ratio, _supervised, _value
 from rljax.objectives._aggregation import (TECHNIQUES as _AGG_TECHNIQUES, get_aggregation, seq_mean_token_mean,
                                            seq_mean_token_sum, seq_mean_token_sum_norm, token_mean, token_sum)
 from rljax.objectives._chain import Objective, chain, named
@@ -13,6 +13,9 @@ from rljax.objectives._entropy import *  # noqa: F401,F403
 from rljax.objectives._kl import *  # noqa: F401,F403
 from rljax.objectives._ratio import *  # noqa: F401,F403
 from rljax.objectives._supervised import *  # noqa: F401,F403
+from rljax.objectives._value import *  # noqa: F401,F403
 
-TECHNIQUES = (_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
-              + _supervised.TECHNIQUES + _AGG_TECHNIQUES)
+from rljax.objectives._stages import with_stages as _with_stages
+
+TECHNIQUES = _with_stages(_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
+                          + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES)

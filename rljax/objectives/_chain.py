@@ -9,6 +9,10 @@ per-token losses of its terms, aggregates them once over ``batch.loss_mask`` and
 returns ``(loss, metrics)`` with each term's metrics prefixed by its name.
 A sequence-level loss (DPO, GSPO, ...) is spread over the sequence's tokens by
 its term so that the chosen aggregation recovers it (documented per term).
+A term normalised by a statistic of the batch (a quantile, a top-k selection,
+a mean weight) also has ``term.batch_statistics(out, batch)`` and takes
+``term(out, batch, statistics=...)``, so that micro-batches can use the whole
+batch's (``rljax.objectives._statistics``).
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax.objectives._aggregation import get_aggregation, token_mean
+from rljax.objectives._statistics import call_with_statistics, forward_statistics, has_statistics
 from rljax.types import PolicyOutputs, TrainBatch
 
 Term = Callable[[PolicyOutputs, TrainBatch], tuple]
@@ -36,11 +41,11 @@ def _term_name(term, index: int) -> str:
 def named(name: str, term: Term) -> Term:
   """Gives ``term`` the metric prefix ``name`` inside ``chain``."""
 
-  def wrapped(out, batch):
-    return term(out, batch)
+  def wrapped(out, batch, statistics=None):
+    return call_with_statistics(term, out, batch, statistics)
 
   wrapped.name = name
-  return wrapped
+  return forward_statistics(wrapped, term)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +54,11 @@ class Objective:
 
   ``denominator`` lets micro-batched / data-parallel callers pass the *global*
   aggregation denominator (e.g. the global token count for ``token_mean``) so
-  that summing the per-micro-batch losses is exact. ``aux_weight`` scales the
+  that summing the per-micro-batch losses is exact. ``statistics`` does the
+  same for terms normalised by a statistic of the batch (``clip_cov``,
+  ``top_entropy_mask``, ``tis(normalize=True)``, ...): pass
+  ``objective.statistics(out_full, batch_full)`` of the whole batch, sliced
+  like the batch (``rljax.objectives._statistics``). ``aux_weight`` scales the
   auxiliary-loss term (``aux_loss_coef * out.aux_loss``): a caller that sums
   the losses of ``k`` equal slices of one batch passes ``1 / k``, so that the
   slices' auxiliary losses are averaged rather than summed. Metrics always
@@ -65,14 +74,23 @@ class Objective:
     the sum of the slices' denominators for every aggregation except ``token_sum`` (always 1)."""
     return self.aggregate(jnp.zeros(batch.loss_mask.shape, jnp.float32), batch.loss_mask)[1]
 
+  @property
+  def needs_statistics(self) -> bool:
+    """Whether some term reads a statistic of the whole batch (then micro-batching needs ``statistics``)."""
+    return any(has_statistics(t) for t in self.terms)
+
+  def statistics(self, out: PolicyOutputs, batch: TrainBatch) -> dict:
+    """The batch statistics of the terms that read one (``term.batch_statistics``), by term name."""
+    return {name: t.batch_statistics(out, batch) for name, t in zip(self.names, self.terms) if has_statistics(t)}
+
   def __call__(self, out: PolicyOutputs, batch: TrainBatch, denominator: Optional[Any] = None,
-               aux_weight: float = 1.0):
+               aux_weight: float = 1.0, statistics: Optional[dict] = None):
     if out.logp.shape != batch.loss_mask.shape:
       raise ValueError(f"out.logp {out.logp.shape} and batch.loss_mask {batch.loss_mask.shape} must match")
     total = jnp.zeros(batch.loss_mask.shape, jnp.float32)
     metrics = {}
     for name, term in zip(self.names, self.terms):
-      result = term(out, batch)
+      result = call_with_statistics(term, out, batch, (statistics or {}).get(name))
       if not (isinstance(result, tuple) and len(result) == 2):
         raise ValueError(f"objective term {name!r} must return (per_token_loss [B, T], metrics dict)")
       per_token, term_metrics = result

@@ -82,7 +82,9 @@ def tis(threshold=2.0, *, level: str = "token", lower=None, normalize: bool = Fa
 
   optionally also ``max(., lower)``; ``w`` is detached; with ``normalize`` it
   is divided by its masked batch mean (verl ``rollout_is_batch_normalize``;
-  local to the micro-batch). ``keep_mask`` is all ones.
+  the whole batch's under micro-batching: batch statistics
+  ``{"weight_mean": mean}``, see ``rljax.objectives._statistics``).
+  ``keep_mask`` is all ones.
 
   Source: Yao et al., "Your efficient RL framework secretly brings you
   off-policy RL training" (TIS, 2025 blog); verl ``rollout_is=token|sequence``
@@ -104,14 +106,23 @@ def tis(threshold=2.0, *, level: str = "token", lower=None, normalize: bool = Fa
     U.check_order("lower", lower, "threshold", threshold)
   _check_sources(train_logp, rollout_logp)
 
-  def correction(out, batch):
+  def truncated(out, batch):
     log_k, mask = mismatch_log_ratio(out, batch, train_logp=train_logp, rollout_logp=rollout_logp, name="tis")
     raw = jnp.exp(_level_log_ratio(log_k, mask, level))
     w = jnp.minimum(raw, threshold)
     if lower is not None:
       w = jnp.maximum(w, lower)
+    return log_k, mask, raw, w
+
+  def weight_mean(out, batch):
+    _, mask, _, w = truncated(out, batch)
+    return {"weight_mean": U.masked_mean(w, mask)}
+
+  def correction(out, batch, statistics=None):
+    log_k, mask, raw, w = truncated(out, batch)
     if normalize:
-      w = w / jnp.maximum(U.masked_mean(w, mask), 1e-8)
+      mean = U.masked_mean(w, mask) if statistics is None else statistics["weight_mean"]
+      w = w / jnp.maximum(mean, 1e-8)
     w = jax.lax.stop_gradient(w * mask + (1.0 - mask))
     metrics = {
         "weight_mean": U.masked_mean(w, mask),
@@ -122,6 +133,8 @@ def tis(threshold=2.0, *, level: str = "token", lower=None, normalize: bool = Fa
     }
     return w, jnp.ones_like(mask), U.stop_metrics(metrics)
 
+  if normalize:
+    correction.batch_statistics = weight_mean
   return U.set_name(correction, "tis")
 
 

@@ -13,8 +13,11 @@ Two kinds of objects live here:
   metrics under ``"<wrapper>/..."``.
 
 Quantities that select tokens (covariances, entropy quantiles, entropy ratios)
-are computed over the tokens of the batch the term sees (one micro-batch on
-one device); peers compute them over their local batch too (TRL gathers the
+are computed over the tokens of the batch the term sees. ``clip_cov``,
+``kl_cov`` and ``top_entropy_mask`` also expose ``batch_statistics`` (the
+selection made on the whole batch, see ``rljax.objectives._statistics``), so
+that ``rljax.train.make_train_step`` gives every micro-batch the full batch's
+selection; peers compute them over their local batch (TRL gathers the
 entropies across processes for ``top_entropy_quantile``).
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _log_ratio, _mask, _masked_mean,
                                   _require, _with_name)
+from rljax.objectives._statistics import batch_statistics, call_with_statistics, forward_statistics
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
 Array = jax.Array
@@ -45,8 +49,8 @@ def _term_name(term) -> str:
   return "term" if name == "<lambda>" else name
 
 
-def _call_inner(term, out, batch, shape):
-  result = term(out, batch)
+def _call_inner(term, out, batch, shape, statistics=None):
+  result = call_with_statistics(term, out, batch, statistics)
   if not (isinstance(result, tuple) and len(result) == 2):
     raise ValueError("the wrapped term must return (per_token_loss [B, T], metrics dict)")
   loss, metrics = result
@@ -140,11 +144,11 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
   _check_value("high", high, low=1.0)
   _check_value("eps", eps, low=0.0)
 
-  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+  def wrapped(out: PolicyOutputs, batch: TrainBatch, statistics=None):
     shape = _check_batch(out, batch)
     h = jax.lax.stop_gradient(_require("out.entropy", out.entropy, shape))
     h_old = _require("batch.entropy_old", batch.entropy_old, shape)
-    loss, metrics = _call_inner(term, out, batch, shape)
+    loss, metrics = _call_inner(term, out, batch, shape, statistics)
     d = jnp.float32(eps)
     num, den = h + d, h_old + d
     safe_den = jnp.where(den > 0, den, 1.0)
@@ -163,7 +167,7 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
     })
     return loss, metrics
 
-  return _with_name(wrapped, _term_name(term))
+  return forward_statistics(_with_name(wrapped, _term_name(term)), term)
 
 
 # --------------------------------------------------------------------------------------
@@ -220,6 +224,10 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
   ``clip_frac`` (fraction where the PPO clip is active), ``approx_kl_k1``
   (masked mean of −log r, verl's ``ppo_kl``), ``entropy`` when ``out.entropy``
   is given.
+
+  Batch statistics: ``{"selected": [B, T] bool}``, the tokens selected on the
+  whole batch (N, the means in cov_t and the random draw are the whole
+  batch's), so micro-batches detach exactly the full batch's tokens.
   """
   _check_value("eps_low", eps_low, low=0.0)
   _check_value("eps_high", eps_high, low=0.0)
@@ -229,7 +237,7 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
   if is_concrete(clip_cov_lb) and is_concrete(clip_cov_ub) and float(clip_cov_lb) >= float(clip_cov_ub):
     raise ValueError(f"clip_cov_lb ({clip_cov_lb}) must be < clip_cov_ub ({clip_cov_ub})")
 
-  def term(out: PolicyOutputs, batch: TrainBatch):
+  def pieces(out, batch):
     shape = _check_batch(out, batch)
     adv = _require("batch.advantages", batch.advantages, shape)
     log_r = _log_ratio(out, batch)
@@ -238,18 +246,30 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
     l1 = -adv * ratio
     l2 = -adv * jnp.clip(ratio, 1.0 - jnp.asarray(eps_low, jnp.float32), 1.0 + jnp.asarray(eps_high, jnp.float32))
     clipped = (l2 > l1) & (mask > 0)
+    return adv, log_r, mask, jnp.maximum(l1, l2), clipped
+
+  def select(out, adv, mask, clipped):
     cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
     cand = (mask > 0) & ~clipped & (cov > clip_cov_lb) & (cov < clip_cov_ub)
     count = _count(jnp.sum(mask), clip_cov_ratio)
-    priority = cov if key is None else jax.random.uniform(key, shape)
-    selected = _select(cand, priority, count)
-    loss = jnp.where(selected, 0.0, jnp.maximum(l1, l2))
+    priority = cov if key is None else jax.random.uniform(key, mask.shape)
+    return _select(cand, priority, count)
+
+  def statistics_fn(out, batch):
+    adv, _, mask, _, clipped = pieces(out, batch)
+    return {"selected": select(out, adv, mask, clipped)}
+
+  def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
+    adv, log_r, mask, pg_loss, clipped = pieces(out, batch)
+    selected = select(out, adv, mask, clipped) if statistics is None else statistics["selected"]
+    loss = jnp.where(selected, 0.0, pg_loss)
     metrics = {"cov_clip_frac": _masked_mean(selected.astype(jnp.float32), mask),
                "clip_frac": _masked_mean(clipped.astype(jnp.float32), mask),
                "approx_kl_k1": _masked_mean(jax.lax.stop_gradient(-log_r), mask),
                **_entropy_metric(out, mask)}
     return loss, metrics
 
+  term.batch_statistics = statistics_fn
   return _with_name(term, "clip_cov")
 
 
@@ -272,24 +292,31 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
   Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
   ``frac_penalized``, ``ppo_kl_abs`` (masked mean |log r|, verl's ``ppo_kl``),
   ``entropy`` when available.
+
+  Batch statistics: ``{"selected": [B, T] bool}``, S chosen on the whole batch.
   """
   _check_value("kl_cov_ratio", kl_cov_ratio, low=0.0, high=1.0, low_open=True)
   _check_value("ppo_kl_coef", ppo_kl_coef, low=0.0)
 
-  def term(out: PolicyOutputs, batch: TrainBatch):
+  def select(out, batch):
+    adv = _require("batch.advantages", batch.advantages, _check_batch(out, batch))
+    mask = _mask(batch)
+    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    return _select(mask > 0, cov, _count(jnp.sum(mask), kl_cov_ratio))
+
+  def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
     shape = _check_batch(out, batch)
     adv = _require("batch.advantages", batch.advantages, shape)
     log_r = _log_ratio(out, batch)
     mask = _mask(batch)
-    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
-    count = _count(jnp.sum(mask), kl_cov_ratio)
-    selected = _select(mask > 0, cov, count)
+    selected = select(out, batch) if statistics is None else statistics["selected"]
     loss = -adv * jnp.exp(log_r) + jnp.where(selected, jnp.asarray(ppo_kl_coef, jnp.float32) * jnp.abs(log_r), 0.0)
     metrics = {"frac_penalized": _masked_mean(selected.astype(jnp.float32), mask),
                "ppo_kl_abs": _masked_mean(jax.lax.stop_gradient(jnp.abs(log_r)), mask),
                **_entropy_metric(out, mask)}
     return loss, metrics
 
+  term.batch_statistics = lambda out, batch: {"selected": select(out, batch)}
   return _with_name(term, "kl_cov")
 
 
@@ -322,25 +349,42 @@ def top_entropy_mask(term, rho=0.2, *, source: str = "current"):
 
   Metrics (added to the inner term's): ``top_entropy/frac_kept``,
   ``top_entropy/threshold``.
+
+  Batch statistics: ``{"keep": [B, T] bool, "threshold": q, "inner": ...}``,
+  the tokens kept on the whole batch (a per-token mask rather than q alone, so
+  that a token whose entropy equals q is kept or dropped as in the whole-batch
+  forward whatever the micro-batch's float rounding), and the wrapped term's.
   """
   if not callable(term):
     raise ValueError(f"term must be a callable objective term, got {term!r}")
   _check_value("rho", rho, low=0.0, high=1.0)
   _check_choice("source", source, _ENTROPY_SOURCES)
 
-  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+  def select(out, batch):
     shape = _check_batch(out, batch)
     ent = (_require("out.entropy", out.entropy, shape) if source == "current"
            else _require("batch.entropy_old", batch.entropy_old, shape))
     ent = jax.lax.stop_gradient(ent)
-    loss, metrics = _call_inner(term, out, batch, shape)
     mask = _mask(batch)
     threshold = masked_quantile(ent, mask, 1.0 - jnp.asarray(rho, jnp.float32))
-    keep = (ent >= threshold) & (mask > 0)
-    metrics.update({"top_entropy/frac_kept": _masked_mean(keep.astype(jnp.float32), mask),
+    return (ent >= threshold) & (mask > 0), threshold
+
+  def statistics_fn(out, batch):
+    keep, threshold = select(out, batch)
+    return {"keep": keep, "threshold": threshold, "inner": batch_statistics(term, out, batch)}
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch, statistics=None):
+    shape = _check_batch(out, batch)
+    if statistics is None:
+      (keep, threshold), inner = select(out, batch), None
+    else:
+      keep, threshold, inner = statistics["keep"], statistics["threshold"], statistics["inner"]
+    loss, metrics = _call_inner(term, out, batch, shape, inner)
+    metrics.update({"top_entropy/frac_kept": _masked_mean(keep.astype(jnp.float32), _mask(batch)),
                     "top_entropy/threshold": threshold})
     return jnp.where(keep, loss, 0.0), metrics
 
+  wrapped.batch_statistics = statistics_fn
   return _with_name(wrapped, _term_name(term))
 
 
@@ -358,16 +402,16 @@ def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):
   _check_value("pos_weight", pos_weight, low=0.0)
   _check_value("neg_weight", neg_weight, low=0.0)
 
-  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+  def wrapped(out: PolicyOutputs, batch: TrainBatch, statistics=None):
     shape = _check_batch(out, batch)
     adv = jax.lax.stop_gradient(_require("batch.advantages", batch.advantages, shape))
-    loss, metrics = _call_inner(term, out, batch, shape)
+    loss, metrics = _call_inner(term, out, batch, shape, statistics)
     pw, nw = jnp.asarray(pos_weight, jnp.float32), jnp.asarray(neg_weight, jnp.float32)
     w = jnp.where(adv > 0, pw, jnp.where(adv < 0, nw, 1.0))
     metrics.update({"sign_weight/pos": pw, "sign_weight/neg": nw})
     return w * loss, metrics
 
-  return _with_name(wrapped, _term_name(term))
+  return forward_statistics(_with_name(wrapped, _term_name(term)), term)
 
 
 def _technique_rows():

@@ -14,7 +14,9 @@ to be composed with ``rljax.objectives.chain``. Conventions shared by all:
 * Advantages ``batch.advantages [B, T]`` are detached.
 * ``correction=`` takes one correction (``tis``, ``mis``, ``icepop``,
   ``divergence_rejection`` or a user function) or a sequence of them; the
-  per-token loss is multiplied by their detached ``weight * keep_mask``.
+  per-token loss is multiplied by their detached ``weight * keep_mask``. When a
+  correction reads a batch statistic (``tis(normalize=True)``) the term has
+  ``batch_statistics`` and takes ``statistics=`` (``rljax.objectives._statistics``).
 * The per-token loss is 0 off the mask; the aggregation (``chain(...,
   aggregate=)``) turns it into a scalar. Sequence/segment-level terms repeat
   the sequence loss on each of its tokens so that ``seq_mean_token_mean``
@@ -93,9 +95,9 @@ def ppo_clip_loss(ratio, adv, eps_low, eps_high, dual_clip=None):
   return loss, low_active, high_active, dual_active
 
 
-def _finish(loss, mask, corrections, out, batch, shape, metrics):
+def _finish(loss, mask, corrections, out, batch, shape, metrics, statistics=None):
   """Applies the corrections and the mask, adds ``pg_loss`` and the correction metrics."""
-  weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask)
+  weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask, statistics)
   if corrections:
     loss = loss * weight * keep
   loss = loss * mask
@@ -104,6 +106,15 @@ def _finish(loss, mask, corrections, out, batch, shape, metrics):
   metrics.update(_entropy_metric(out, mask, shape))
   metrics.update(c_metrics)
   return loss, U.stop_metrics(metrics)
+
+
+def _named(term, name, corrections):
+  """``U.set_name``; a term whose corrections read a batch statistic (``tis(normalize=True)``) gets
+  their ``batch_statistics`` (``term(out, batch, statistics=...)`` passes them on)."""
+  statistics_fn = U.corrections_statistics(corrections)
+  if statistics_fn is not None:
+    term.batch_statistics = statistics_fn
+  return U.set_name(term, name)
 
 
 def _entropy_metric(out, mask, shape):
@@ -149,15 +160,15 @@ def ppo_clip(eps_low=0.2, eps_high=None, dual_clip=None, *, correction=None, old
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "ppo_clip")
     ratio = jnp.exp(log_ratio)
     loss, low, high, dual = ppo_clip_loss(ratio, adv, eps_low, eps_high, dual_clip)
     metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
                "dual_clip_frac": U.masked_mean(dual.astype(mask.dtype), mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "ppo_clip")
+  return _named(term, "ppo_clip", corrections)
 
 
 def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=None, cap_mode: str = "mask",
@@ -186,7 +197,7 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
   U.check_logp_source("behavior_logp", behavior_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, proximal_logp, "decoupled_ppo")
     prox = U.get_logp(batch, proximal_logp, shape, name="decoupled_ppo proximal_logp").astype(mask.dtype)
     behav = U.get_logp(batch, behavior_logp, shape, name="decoupled_ppo behavior_logp").astype(mask.dtype)
@@ -205,9 +216,9 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
                "dual_clip_frac": U.masked_mean(dual.astype(mask.dtype), mask),
                "behavior_weight_mean": U.masked_mean(w, mask), "behavior_weight_max": U.masked_max(w, mask),
                "behavior_masked_frac": U.masked_mean(1.0 - keep, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "decoupled_ppo")
+  return _named(term, "decoupled_ppo", corrections)
 
 
 # ----------------------------------------------------------------------------- plain policy gradients
@@ -236,7 +247,7 @@ def reinforce(*, importance_weight: bool = True, max_weight=None, behavior_logp=
   U.check_logp_source("behavior_logp", behavior_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     shape = U.check_inputs(out, batch)
     dtype = U.float_dtype(out.logp)
     logp = out.logp.astype(dtype)
@@ -256,9 +267,9 @@ def reinforce(*, importance_weight: bool = True, max_weight=None, behavior_logp=
     else:
       w = jnp.ones(shape, dtype)
     loss = -sg(w) * adv * jnp.where(mask > 0, logp, 0.0)
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "reinforce")
+  return _named(term, "reinforce", corrections)
 
 
 def gpg(*, correction=None):
@@ -273,15 +284,16 @@ def gpg(*, correction=None):
   """
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     shape = U.check_inputs(out, batch)
     dtype = U.float_dtype(out.logp)
     mask = batch.loss_mask.astype(dtype)
     logp = jnp.where(mask > 0, out.logp.astype(dtype), 0.0)
     loss = -sg(batch.advantages.astype(dtype)) * logp
-    return _finish(loss, mask, corrections, out, batch, shape, {"logp_mean": U.masked_mean(sg(logp), mask)})
+    metrics = {"logp_mean": U.masked_mean(sg(logp), mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "gpg")
+  return _named(term, "gpg", corrections)
 
 
 # ----------------------------------------------------------------------------- sequence / segment ratios
@@ -308,15 +320,15 @@ def gspo(eps_low=3e-4, eps_high=4e-4, *, correction=None, old_logp=None):
   """
   corrections = _gspo_check(eps_low, eps_high, old_logp, correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gspo")
     log_s = jnp.clip(U.seq_mean(log_ratio, mask), -LOG_RATIO_CLAMP, SEQ_LOG_RATIO_MAX)
     log_s = _seq_broadcast(log_s, shape)
     loss, low, high, _ = ppo_clip_loss(jnp.exp(log_s), adv, eps_low, eps_high)
     metrics = {**U.ratio_metrics(log_s, mask, log_ratio), **U.clip_metrics(low, high, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "gspo")
+  return _named(term, "gspo", corrections)
 
 
 def gspo_token(eps_low=3e-4, eps_high=4e-4, *, correction=None, old_logp=None):
@@ -333,16 +345,16 @@ def gspo_token(eps_low=3e-4, eps_high=4e-4, *, correction=None, old_logp=None):
   """
   corrections = _gspo_check(eps_low, eps_high, old_logp, correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     logp, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gspo_token")
     log_s_seq = _seq_broadcast(sg(U.seq_mean(log_ratio, mask)), shape)
     log_s = jnp.minimum(logp - sg(logp) + log_s_seq, SEQ_LOG_RATIO_MAX)
     log_s = jnp.where(mask > 0, log_s, 0.0)
     loss, low, high, _ = ppo_clip_loss(jnp.exp(log_s), adv, eps_low, eps_high)
     metrics = {**U.ratio_metrics(log_s, mask, log_ratio), **U.clip_metrics(low, high, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "gspo_token")
+  return _named(term, "gspo_token", corrections)
 
 
 def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
@@ -370,9 +382,9 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "gmpo")
-    weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask)
+    weight, keep, c_metrics = U.apply_corrections(corrections, out, batch, shape, mask, statistics)
     m = mask * keep
     sgn = jnp.sign(adv)
     clipped = jnp.clip(log_ratio, -eps_low, eps_high)
@@ -392,7 +404,7 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
                "pg_loss": U.masked_mean(loss, mask), **_entropy_metric(out, mask, shape), **c_metrics}
     return loss, U.stop_metrics(metrics)
 
-  return U.set_name(term, "gmpo")
+  return _named(term, "gmpo", corrections)
 
 
 def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
@@ -430,7 +442,7 @@ def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "segment_ratio")
     ids = _get_ids(batch, segment_ids, shape)
     n = shape[1] if max_segments is None else int(max_segments)
@@ -442,9 +454,9 @@ def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_
     log_rho = jnp.where(mask > 0, log_rho, 0.0)
     loss, low, high, _ = ppo_clip_loss(jnp.exp(log_rho), adv, eps_low, eps_high)
     metrics = {**U.ratio_metrics(log_rho, mask, log_ratio), **U.clip_metrics(low, high, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "segment_ratio")
+  return _named(term, "segment_ratio", corrections)
 
 
 def _get_ids(batch, source, shape):
@@ -493,7 +505,7 @@ def cispo(eps_low=None, eps_high=4.0, *, correction=None, old_logp=None):
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     logp, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "cispo")
     ratio = jnp.exp(log_ratio)
     hi = 1.0 + eps_high
@@ -505,9 +517,9 @@ def cispo(eps_low=None, eps_high=4.0, *, correction=None, old_logp=None):
     loss = -sg(w) * adv * jnp.where(mask > 0, logp, 0.0)
     metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, ratio > hi, mask),
                "weight_mean": U.masked_mean(w, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "cispo")
+  return _named(term, "cispo", corrections)
 
 
 def sapo(tau_pos=1.0, tau_neg=1.05, *, correction=None, old_logp=None):
@@ -530,16 +542,16 @@ def sapo(tau_pos=1.0, tau_neg=1.05, *, correction=None, old_logp=None):
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "sapo")
     ratio = jnp.exp(log_ratio)
     tau = jnp.where(adv > 0, tau_pos, tau_neg)
     gate = jax.nn.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau)
     loss = -adv * gate
     metrics = {**U.ratio_metrics(log_ratio, mask), "gate_mean": U.masked_mean(gate, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "sapo")
+  return _named(term, "sapo", corrections)
 
 
 _DRIFT = ("k1", "k2", "k3")
@@ -570,7 +582,7 @@ def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "cpgd")
     lo, hi = jnp.log1p(-jnp.asarray(eps_low, log_ratio.dtype)), jnp.log1p(jnp.asarray(eps_high, log_ratio.dtype))
     pg = jnp.maximum(-adv * log_ratio, -adv * jnp.clip(log_ratio, lo, hi))
@@ -585,9 +597,9 @@ def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "
     high = (adv > 0) & (log_ratio > hi)
     metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
                "drift": U.masked_mean(drift, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "cpgd")
+  return _named(term, "cpgd", corrections)
 
 
 def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
@@ -608,7 +620,7 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
-  def term(out, batch):
+  def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "pspo")
     smoothed = (1.0 - alpha) * jnp.exp(log_ratio) + alpha
     if clip_eps is None:
@@ -618,9 +630,9 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
       loss, low, high, _ = ppo_clip_loss(smoothed, adv, clip_eps, clip_eps)
     metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low, high, mask),
                "smoothed_ratio_mean": U.masked_mean(smoothed, mask)}
-    return _finish(loss, mask, corrections, out, batch, shape, metrics)
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return U.set_name(term, "pspo")
+  return _named(term, "pspo", corrections)
 
 
 def _technique_rows():

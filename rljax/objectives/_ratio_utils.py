@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.objectives._statistics import batch_statistics, call_with_statistics, has_statistics
 from rljax.types import PolicyOutputs, TrainBatch, check_mask, is_concrete
 
 Array = jax.Array
@@ -246,7 +247,17 @@ def check_correction(correction: Any) -> tuple:
   return items
 
 
-def apply_corrections(corrections: tuple, out: PolicyOutputs, batch: TrainBatch, shape: tuple, mask: Array):
+def corrections_statistics(corrections: tuple):
+  """``batch_statistics(out, batch)`` of a ratio term whose corrections read a batch statistic
+  (``tis(normalize=True)``): the tuple of the corrections' statistics (``None`` for the others);
+  ``None`` when no correction reads one."""
+  if not any(has_statistics(c) for c in corrections):
+    return None
+  return lambda out, batch: tuple(batch_statistics(c, out, batch) for c in corrections)
+
+
+def apply_corrections(corrections: tuple, out: PolicyOutputs, batch: TrainBatch, shape: tuple, mask: Array,
+                      statistics: Optional[tuple] = None):
   """Runs the corrections; returns ``(weight [B, T], keep [B, T], metrics)``.
 
   ``weight = prod_c sg(weight_c)`` and ``keep = prod_c keep_c``; ratio terms
@@ -254,13 +265,14 @@ def apply_corrections(corrections: tuple, out: PolicyOutputs, batch: TrainBatch,
   aggregation denominator is left unchanged (AReaL convention: it counts the
   original ``loss_mask``). Metrics are prefixed ``"correction/"`` (and the
   correction's name when several are given); ``correction/masked_frac`` is the
-  fraction of loss tokens any correction zeroed.
+  fraction of loss tokens any correction zeroed. ``statistics``: the whole
+  batch's (``corrections_statistics``), one entry per correction.
   """
   weight_all = jnp.ones(shape, mask.dtype)
   keep_all = jnp.ones(shape, mask.dtype)
   metrics = {}
   for i, c in enumerate(corrections):
-    result = c(out, batch)
+    result = call_with_statistics(c, out, batch, None if statistics is None else statistics[i])
     if not (isinstance(result, tuple) and len(result) == 3):
       raise ValueError(f"correction {i} must return (weight [B, T], keep_mask [B, T], metrics dict)")
     weight, keep, c_metrics = result

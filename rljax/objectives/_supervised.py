@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
+from rljax.objectives._statistics import batch_statistics, has_statistics
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _log_ratio, _mask,
                                   _masked_mean, _require, _seq_sum, _with_name)
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
@@ -351,6 +352,10 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
     negative: ``"logp"`` or ``"unlikelihood"``.
 
   Metrics: ``frac_gated``, ``frac_correct``.
+
+  Batch statistics (with ``rho``): ``{"threshold": q}``, the quantile of the
+  whole batch's masked base entropies (batch data, so the micro-batches'
+  comparisons with q are exactly the whole batch's).
   """
   if (tau is None) == (rho is None):
     raise ValueError(f"exactly one of tau and rho must be given, got tau={tau!r}, rho={rho!r}")
@@ -359,20 +364,29 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
   _check_value("reward_threshold", reward_threshold)
   _check_choice("negative", negative, _NEGATIVE)
 
-  def term(out: PolicyOutputs, batch: TrainBatch):
-    shape = _check_batch(out, batch)
+  def base_entropy(batch, shape):
     ent = _extra(batch, entropy_key, shape, required=False)
     if ent is None:
       if batch.entropy_old is None:
         raise ValueError(f"entropy_gated_contrastive needs batch.extras[{entropy_key!r}] or batch.entropy_old")
       ent = _require("batch.entropy_old", batch.entropy_old, shape)
-    ent = _sg(ent)
+    return _sg(ent)
+
+  def quantile(out, batch):
+    return masked_quantile(base_entropy(batch, _check_batch(out, batch)), _mask(batch),
+                           1.0 - jnp.asarray(rho, jnp.float32))
+
+  def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
+    shape = _check_batch(out, batch)
+    ent = base_entropy(batch, shape)
     rewards = batch.rewards
     if rewards is None or tuple(np.shape(rewards)) != (shape[0],):
       raise ValueError(f"batch.rewards must have shape ({shape[0]},) for entropy_gated_contrastive")
     mask = _mask(batch)
-    threshold = (jnp.asarray(tau, jnp.float32) if tau is not None
-                 else masked_quantile(ent, mask, 1.0 - jnp.asarray(rho, jnp.float32)))
+    if tau is not None:
+      threshold = jnp.asarray(tau, jnp.float32)
+    else:
+      threshold = quantile(out, batch) if statistics is None else statistics["threshold"]
     gate = ((ent >= threshold) & (mask > 0)).astype(jnp.float32)
     correct = jnp.asarray(rewards, jnp.float32) > jnp.asarray(reward_threshold, jnp.float32)
     logp = out.logp.astype(jnp.float32)
@@ -386,6 +400,8 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
                "frac_correct": jnp.sum(correct * has) / jnp.maximum(jnp.sum(has), 1.0)}
     return loss, metrics
 
+  if rho is not None:
+    term.batch_statistics = lambda out, batch: {"threshold": quantile(out, batch)}
   return _with_name(term, "entropy_gated_contrastive")
 
 
@@ -419,26 +435,41 @@ def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str 
 
   Metrics (added): ``delta_logp/weight_mean`` (before normalisation),
   ``delta_logp/weight_max`` (after).
+
+  Batch statistics: ``{"weight_mean": mean_{masked}(w) of the whole batch,
+  "inner": ...}`` (the wrapped term's), so micro-batches normalise by the
+  whole batch's mean weight.
   """
   if not callable(term):
     raise ValueError(f"term must be a callable objective term, got {term!r}")
   _check_value("gamma", gamma, low=0.0)
   _check_choice("source", source, _P_SOURCES)
 
-  def wrapped(out: PolicyOutputs, batch: TrainBatch):
+  def weight(out, batch):
     shape = _check_batch(out, batch)
     logp = out.logp if source == "current" else _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
     p = jnp.exp(_sg(logp.astype(jnp.float32)))
-    loss, metrics = _call_inner(term, out, batch, shape)
+    return jnp.power(jnp.clip(1.0 - p, 0.0, 1.0), jnp.asarray(gamma, jnp.float32))
+
+  def statistics_fn(out, batch):
+    return {"weight_mean": _masked_mean(weight(out, batch), _mask(batch)), "inner": batch_statistics(term, out, batch)}
+
+  def wrapped(out: PolicyOutputs, batch: TrainBatch, statistics=None):
+    shape = _check_batch(out, batch)
+    statistics = statistics or {}
+    loss, metrics = _call_inner(term, out, batch, shape, statistics.get("inner"))
     mask = _mask(batch)
-    w = jnp.power(jnp.clip(1.0 - p, 0.0, 1.0), jnp.asarray(gamma, jnp.float32))
+    w = weight(out, batch)
     mean_w = _masked_mean(w, mask)
     if normalize:
-      w = jnp.where(mean_w > 0, w / jnp.where(mean_w > 0, mean_w, 1.0), 1.0)
+      norm = statistics.get("weight_mean", mean_w)
+      w = jnp.where(norm > 0, w / jnp.where(norm > 0, norm, 1.0), 1.0)
     metrics.update({"delta_logp/weight_mean": mean_w,
                     "delta_logp/weight_max": jnp.max(jnp.where(mask > 0, w, 0.0))})
     return w * loss, metrics
 
+  if normalize or has_statistics(term):
+    wrapped.batch_statistics = statistics_fn
   return _with_name(wrapped, _term_name(term))
 
 

@@ -205,7 +205,8 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
   embed-sharded and replicate the batch over ``fsdp`` (2-D tensor
   parallelism: correct, but every activation all-reduced and no batch split).
 
-  ``denominator`` and ``with_aux_weight`` (exact micro-batching) are forwarded. On a mesh
+  ``denominator``, ``statistics`` and ``with_aux_weight`` (exact micro-batching) are forwarded
+  (the statistics pre-pass runs through the wrapper, with the same constraints). On a mesh
   whose ``fsdp`` axis has size 1 the parameters are left alone.
 
   Args:
@@ -219,6 +220,8 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     self.loss_fn, self.mesh, self.rules, self.gather_axes = loss_fn, mesh, rules, tuple(gather_axes)
     if hasattr(loss_fn, "denominator"):
       self.denominator = loss_fn.denominator
+    if hasattr(loss_fn, "statistics"):
+      self.statistics = self._statistics
     if hasattr(loss_fn, "with_aux_weight"):
       self.with_aux_weight = lambda w: fsdp_loss_fn(loss_fn.with_aux_weight(w), mesh, rules, gather_axes)
 
@@ -235,8 +238,16 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     params = nnx.state(model, nnx.Param)
     nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
 
-  def __call__(self, model, batch, hparams, denominator):
+  def _constrain(self, model, batch):
     if any(self.mesh.shape.get(a, 1) > 1 for a in self.gather_axes):
       self._constrain_params(model)
-    batch = jax.lax.with_sharding_constraint(batch, batch_shardings(batch, self.mesh, self.rules))
-    return self.loss_fn(model, batch, hparams, denominator)
+    return jax.lax.with_sharding_constraint(batch, batch_shardings(batch, self.mesh, self.rules))
+
+  def _statistics(self, model, batch, hparams):
+    return self.loss_fn.statistics(model, self._constrain(model, batch), hparams)
+
+  def __call__(self, model, batch, hparams, denominator, statistics=None):
+    batch = self._constrain(model, batch)
+    if statistics is None:
+      return self.loss_fn(model, batch, hparams, denominator)
+    return self.loss_fn(model, batch, hparams, denominator, statistics=statistics)

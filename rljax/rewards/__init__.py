@@ -17,6 +17,7 @@ See ``docs/filters_and_rewards.md``.
 """
 from rljax._technique import Technique
 from rljax.rewards._safe import RewardError, composite, safe_reward
+from rljax.rewards._stages import with_stages as _with_stages
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
                                     length_penalty, overlong_penalty, prm_clip, prm_delta, rubric_dropout,
                                     token_counts)
@@ -33,7 +34,7 @@ __all__ = [
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
 
-TECHNIQUES = (
+TECHNIQUES = _with_stages((
     Technique("exact_match", "reward", exact_match,
               "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours"),
     Technique("math_answer", "reward", math_answer,
@@ -62,4 +63,4 @@ TECHNIQUES = (
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)"),
     Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
               f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)"),
-)
+))

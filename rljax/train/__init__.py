@@ -13,14 +13,14 @@ from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer, CheckpointError
 from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
-from rljax.train._controllers import LoopController, make_controller
+from rljax.train._controllers import LoopControllers
 from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,
-                               nll_loss, nll_term, objective_loss, split_microbatches)
+                               nll_loss, nll_term, objective_loss, split_microbatches, split_statistics)
 
 
 def __getattr__(name):
   # the run orchestration imports models/sampling/envs/data lazily
-  if name in ("train", "Preempted", "Experiment", "build_experiment", "load_run"):
+  if name in ("train", "Preempted", "Experiment", "build_experiment", "load_run", "run_recipe"):
     from rljax.train import _run  # pylint: disable=import-outside-toplevel
     return getattr(_run, name)
   raise AttributeError(f"module 'rljax.train' has no attribute {name!r}")

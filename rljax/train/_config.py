@@ -19,14 +19,9 @@ from rljax.parallel._mesh import MeshConfig
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
-           "tiny_config", "config_from_dict", "OBJECTIVES", "ADVANTAGES", "CONTROLLERS"]
+           "tiny_config", "config_from_dict", "RECIPE_FIELDS"]
 
-OBJECTIVES = ("grpo", "dapo", "dr_grpo", "gspo", "custom")
-ADVANTAGES = ("grpo", "dr_grpo", "rloo")
 SCHEDULES = ("constant", "cosine", "linear")
-AGGREGATIONS = ("token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean",
-                "seq_mean_token_sum_norm")
-CONTROLLERS = ("none", "adaptive_kl", "entropic", "bapo", "temperature_control")  # rljax/train/_controllers.py
 
 
 def _fail(field: str, value, allowed: str):
@@ -142,14 +137,25 @@ class SFTConfig:
     _pos_int(self, "batch_size")
 
 
+# RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes)
+RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage", "loss",
+                 "aggregation", "controllers", "critic")
+
+
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
-  """The RL stage (GRPO family).
+  """The RL stage: the recipe (which techniques, by catalog name) and the rollout/update schedule.
 
-  ``objective`` picks a recipe (``grpo``: PPO-clip + optional KL; ``dapo``:
-  clip-higher, token mean, dynamic sampling, overlong shaping; ``dr_grpo``:
-  mean-only advantage + constant normaliser; ``gspo``: sequence-level ratio;
-  ``custom``: the ``objective_fn`` passed to ``train``).
+  The recipe fields hold technique specs: catalog names with keyword arguments, several comma-separated
+  (``python -m rljax.catalog`` lists the names; ``rljax.recipes`` resolves them; ``docs/recipes.md``)::
+
+      --set rl.advantage='qae(quantile=0.7)'
+      --set rl.loss='ppo_clip(eps_high=0.28), kl_penalty(beta=0.001)'
+      --set rl.filters='zero_variance(refill=True)' --set rl.shaping='overlong_penalty(buffer_len=2)'
+
+  ``rewards`` empty = the task's verifier; ``critic`` empty = no critic (``value_loss(clip_eps=0.2)`` trains
+  one: ``critic_shared`` puts a value head on the policy trunk, else a separate critic model with learning
+  rate ``critic_lr``). ``max_refills`` bounds the extra sampling rounds of a ``refill=True`` filter.
   """
   steps: int = 100
   num_prompts: int = 32
@@ -158,15 +164,20 @@ class RLConfig:
   temperature: float = 1.0
   top_k: int = 0
   top_p: float = 1.0
-  objective: str = "grpo"
-  advantage: str = "grpo"
-  adv_eps: float = 1e-4
-  aggregate: str = "token_mean"
-  clip_low: float = 0.2
-  clip_high: float = 0.2
-  kl_beta: float = 0.0
-  kl_estimator: str = "k3"
-  entropy_coef: float = 0.0
+  rewards: str = ""
+  multi_reward: str = ""
+  shaping: str = ""
+  prompt_filters: str = ""
+  filters: str = ""
+  advantage: str = "grpo(eps=1e-4)"
+  loss: str = "ppo_clip(eps_low=0.2, eps_high=0.2)"
+  aggregation: str = "token_mean"
+  controllers: str = ""
+  critic: str = ""
+  critic_shared: bool = False
+  critic_coef: float = 0.5
+  critic_lr: float = 1e-3
+  max_refills: int = 3
   updates_per_batch: int = 2
   num_minibatches: int = 1
   num_microbatches: int = 1
@@ -179,36 +190,18 @@ class RLConfig:
   # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
   # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call)
   concurrent_rollouts: int = 1
-  dynamic_sampling: bool = False
-  max_refills: int = 3
-  overlong_buffer: int = 0
-  overlong_penalty: float = 1.0
   target_accuracy: Optional[float] = None
-  # controller (rljax/train/_controllers.py): moves state.hparams / the sampling temperature after each step
-  controller: str = "none"
-  kl_target: float = 0.1          # adaptive_kl: target KL(old || ref) (verl target_kl); kl_beta = initial beta
-  kl_horizon: float = 10000.0     # adaptive_kl: verl horizon
-  target_entropy: Optional[float] = None  # entropic, temperature_control: target mean token entropy (nats)
-  entropic_kp: float = 1.0
-  entropic_ki: float = 0.01
-  bapo_rho0: float = 0.5          # bapo: target positive share of the clipped loss
-  temperature_kappa: float = 0.1  # temperature_control: T <- T * exp(kappa * (H* - H))
   optim: OptimConfig = OptimConfig()
 
   def __post_init__(self):
     _pos_int(self, "num_prompts", "group_size", "max_new_tokens", "updates_per_batch",
              "num_minibatches", "num_microbatches", "concurrent_rollouts")
-    _pos_int(self, "steps", "top_k", "max_refills", "overlong_buffer", allow_zero=True)
-    _nonneg(self, "temperature", "adv_eps", "clip_low", "clip_high", "kl_beta", "entropy_coef",
-            "overlong_penalty")
+    _pos_int(self, "steps", "top_k", "max_refills", allow_zero=True)
+    _nonneg(self, "temperature")
     if self.temperature == 0:
       _fail("RLConfig.temperature", self.temperature, "> 0 for RL sampling")
     if not 0.0 < self.top_p <= 1.0:
       _fail("RLConfig.top_p", self.top_p, "in (0, 1]")
-    _choice(self, "objective", OBJECTIVES)
-    _choice(self, "advantage", ADVANTAGES)
-    _choice(self, "aggregate", AGGREGATIONS)
-    _choice(self, "kl_estimator", ("k1", "k2", "k3"))
     if self.group_size < 2:
       _fail("RLConfig.group_size", self.group_size, ">= 2 (group-relative advantages need 2 samples)")
     batch = self.num_prompts * self.group_size
@@ -220,27 +213,25 @@ class RLConfig:
             f"a divisor of the mini-batch size {batch // self.num_minibatches}")
     if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
       _fail("RLConfig.target_accuracy", self.target_accuracy, "None or in [0, 1]")
-    self._check_controller()
-
-  def _check_controller(self):
-    _choice(self, "controller", CONTROLLERS)
-    _nonneg(self, "entropic_kp", "entropic_ki", "temperature_kappa")
-    for n in ("kl_target", "kl_horizon"):
-      v = getattr(self, n)
+    if not isinstance(self.critic_shared, bool):
+      _fail("RLConfig.critic_shared", self.critic_shared, "true or false")
+    for name in ("critic_coef", "critic_lr"):
+      v = getattr(self, name)
       if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-        _fail(f"RLConfig.{n}", v, "a positive number")
-    if not isinstance(self.bapo_rho0, (int, float)) or not 0.0 <= self.bapo_rho0 <= 1.0:
-      _fail("RLConfig.bapo_rho0", self.bapo_rho0, "in [0, 1]")
-    h = self.target_entropy
-    if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or h < 0):
-      _fail("RLConfig.target_entropy", self.target_entropy, "None or a non-negative number")
-    if self.controller == "adaptive_kl" and self.kl_beta <= 0:
-      _fail("RLConfig.kl_beta", self.kl_beta, "> 0 with controller='adaptive_kl' (the initial beta of the KL term)")
-    if self.controller in ("entropic", "temperature_control") and self.target_entropy is None:
-      _fail("RLConfig.target_entropy", None, f"a non-negative number with controller={self.controller!r}")
-    if self.controller == "temperature_control" and not 0.1 <= self.temperature <= 2.0:
-      _fail("RLConfig.temperature", self.temperature,
-            "in [0.1, 2.0] with controller='temperature_control' (its bounds)")
+        _fail(f"RLConfig.{name}", v, "a positive number")
+    for name in RECIPE_FIELDS:
+      if not isinstance(getattr(self, name), str):
+        _fail(f"RLConfig.{name}", getattr(self, name), "a technique spec string such as 'qae(quantile=0.7)'")
+    self.recipe()  # resolves every spec now: a bad name or argument is an error naming its field
+
+  def recipe(self):
+    """The ``rljax.recipes.Recipe`` these fields describe (raises ``ValueError`` naming a bad field)."""
+    from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+    return recipe_from_config(self)
+
+  def with_recipe(self, recipe) -> "RLConfig":
+    """This config with its recipe fields written from ``recipe`` (catalog stages only; ``Recipe.specs``)."""
+    return dataclasses.replace(self, **recipe.specs())
 
   @property
   def batch_size(self) -> int:
@@ -374,6 +365,10 @@ def _set(obj, path: list[str], text: str, full: str):
   fields = {f.name: f for f in dataclasses.fields(obj)}
   name = path[0]
   if name not in fields:
+    if isinstance(obj, RLConfig):
+      from rljax.train._recipes import MOVED  # pylint: disable=import-outside-toplevel
+      if name in MOVED:
+        raise ValueError(f"config field {full!r} was replaced by the recipe fields: use {MOVED[name]}")
     raise ValueError(f"unknown config field {full!r}: {type(obj).__name__} has fields {sorted(fields)}")
   hints = typing.get_type_hints(type(obj))
   current = getattr(obj, name)
@@ -422,6 +417,9 @@ def config_to_dict(cfg) -> dict:
 def config_from_dict(d: dict, cls=None):
   """Inverse of ``config_to_dict`` (unknown keys are errors naming the field)."""
   cls = cls or RunConfig
+  if cls is RLConfig:
+    from rljax.train._recipes import legacy_rl_fields  # pylint: disable=import-outside-toplevel
+    d = legacy_rl_fields(d)  # a run written before the recipe fields
   hints = typing.get_type_hints(cls)
   names = {f.name for f in dataclasses.fields(cls)}
   kwargs = {}

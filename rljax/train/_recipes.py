@@ -1,71 +1,108 @@
-"""Objective recipes selected by ``RLConfig.objective`` (hyper-parameters traced from ``state.hparams``).
+"""``RLConfig`` recipe fields -> a ``rljax.recipes.Recipe`` (names resolved through ``rljax.catalog()``).
 
-Each builder maps ``hparams -> Objective`` and is called inside the jitted
-step, so clip bounds, KL beta and entropy coefficient are arrays that a
-controller may change without recompiling.
-
-* ``grpo``:    PPO-clip(eps_low, eps_high) [+ KL penalty] [+ entropy bonus]
-* ``dapo``:    the same terms with clip-higher (set ``clip_high=0.28``), token mean,
-               plus dynamic sampling / overlong shaping in the loop (config flags)
-* ``dr_grpo``: PPO-clip with the constant normaliser ``seq_mean_token_sum_norm``
-               (max_len = ``max_new_tokens``) and mean-only advantages
-* ``gspo``:    sequence-level (geometric-mean) ratio clipping
-
-With ``controller="entropic"`` the policy term is wrapped in
-``advantage_sign_weighting(term, hp["pos_weight"], hp["neg_weight"])``; a
-custom ``objective_fn`` receives the same hparams and applies them itself.
+Also reads configs written before the recipe fields existed (``objective``, ``kl_beta``, ``controller``,
+... in an old run's ``config.json``): ``legacy_rl_fields`` rewrites them as specs, so old run directories
+stay loadable, and ``MOVED`` tells a user who sets an old field what replaced it.
 """
 from __future__ import annotations
 
-from typing import Callable
+from rljax.recipes import Critic, Recipe
+from rljax.recipes._recipe import _normalize
 
-from rljax.train._config import RLConfig
+__all__ = ["recipe_from_config", "legacy_rl_fields", "MOVED"]
 
-__all__ = ["build_objective", "initial_hparams"]
+_SPEC_SLOTS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage", "loss",
+               "aggregation", "controllers")
+
+# old RLConfig field -> what replaced it
+MOVED = {
+    "objective": "rl.loss (e.g. rl.loss='gspo(eps_low=3e-4, eps_high=4e-4)') and rl.aggregation",
+    "aggregate": "rl.aggregation",
+    "adv_eps": "rl.advantage='grpo(eps=...)'",
+    "clip_low": "rl.loss='ppo_clip(eps_low=..., eps_high=...)'",
+    "clip_high": "rl.loss='ppo_clip(eps_low=..., eps_high=...)'",
+    "kl_beta": "a KL term in rl.loss, e.g. rl.loss='ppo_clip, kl_penalty(beta=0.04, estimator=\"k3\")'",
+    "kl_estimator": "kl_penalty(estimator=...) in rl.loss",
+    "entropy_coef": "rl.loss='ppo_clip, entropy_bonus(coef=...)'",
+    "dynamic_sampling": "rl.filters='zero_variance(refill=True)'",
+    "overlong_buffer": "rl.shaping='overlong_penalty(buffer_len=..., penalty_factor=...)'",
+    "overlong_penalty": "rl.shaping='overlong_penalty(buffer_len=..., penalty_factor=...)'",
+    "controller": "rl.controllers, e.g. rl.controllers='adaptive_kl(target=0.1)'",
+    "kl_target": "adaptive_kl(target=...) in rl.controllers",
+    "kl_horizon": "adaptive_kl(horizon=...) in rl.controllers",
+    "target_entropy": "entropic(target_entropy=...) or temperature_control(target_entropy=...) in rl.controllers",
+    "entropic_kp": "entropic(kp=...) in rl.controllers",
+    "entropic_ki": "entropic(ki=...) in rl.controllers",
+    "bapo_rho0": "bapo(rho0=...) in rl.controllers",
+    "temperature_kappa": "temperature_control(kappa=...) in rl.controllers",
+}
 
 
-def initial_hparams(rl: RLConfig) -> dict:
-  """The controller-owned scalars the RL step reads from ``state.hparams``.
+def recipe_from_config(rl) -> Recipe:
+  """The recipe of an ``RLConfig``; a bad spec raises ``ValueError`` naming its ``RLConfig`` field."""
+  fields = {}
+  for slot in _SPEC_SLOTS:
+    text = getattr(rl, slot)
+    try:
+      fields[slot] = _normalize(text, slot)
+    except ValueError as e:
+      raise ValueError(f"invalid config value RLConfig.{slot}={text!r}: {e}") from None
+  critic = None
+  if rl.critic:
+    try:
+      critic = Critic(loss=rl.critic, shared=rl.critic_shared, coef=rl.critic_coef, learning_rate=rl.critic_lr)
+    except ValueError as e:
+      raise ValueError(f"invalid config value RLConfig.critic={rl.critic!r}: {e}") from None
+  try:
+    return Recipe(rewards=fields["rewards"], multi_reward=fields["multi_reward"] or None,
+                  shaping=fields["shaping"], prompt_filters=fields["prompt_filters"], filters=fields["filters"],
+                  advantage=fields["advantage"], loss=fields["loss"], aggregation=fields["aggregation"] or None,
+                  controllers=fields["controllers"], critic=critic, name="config")
+  except ValueError as e:
+    raise ValueError(f"invalid recipe in RLConfig: {e}") from None
 
-  Always ``clip_low``, ``clip_high``, ``kl_beta``, ``entropy_coef`` (from the
-  config); with ``controller="entropic"`` also ``pos_weight``/``neg_weight``.
-  The chosen controller's initial values replace the config's (e.g. BAPO
-  starts from its lowest bounds).
+
+def _call(name: str, **kwargs) -> str:
+  args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+  return f"{name}({args})" if args else name
+
+
+def legacy_rl_fields(d: dict) -> dict:
+  """An old ``RLConfig`` dict (with ``objective``/``kl_beta``/``controller``/...) rewritten with recipe specs.
+
+  A dict without old fields is returned unchanged. The translation reproduces what the old trainer ran.
   """
-  from rljax.train._controllers import make_controller  # pylint: disable=import-outside-toplevel
-  hp = {"clip_low": rl.clip_low, "clip_high": rl.clip_high, "kl_beta": rl.kl_beta,
-        "entropy_coef": rl.entropy_coef}
-  ctl = make_controller(rl)
-  hp.update({k: float(v) for k, v in ctl.hparams(ctl.init()).items()})
-  return hp
-
-
-def _aggregate(rl: RLConfig):
-  from rljax import objectives as obj  # pylint: disable=import-outside-toplevel
-  if rl.objective == "dr_grpo" or rl.aggregate == "seq_mean_token_sum_norm":
-    return obj.seq_mean_token_sum_norm(max_len=rl.max_new_tokens)
-  return obj.get_aggregation(rl.aggregate)
-
-
-def build_objective(rl: RLConfig) -> Callable:
-  """Returns ``builder(hparams) -> rljax.objectives.Objective`` for ``rl.objective``."""
-  from rljax import objectives as obj  # pylint: disable=import-outside-toplevel
-  if rl.objective == "custom":
-    raise ValueError("RLConfig.objective='custom' needs an objective_fn passed to rljax.train.train")
-  aggregate = _aggregate(rl)
-
-  def builder(hp):
-    if rl.objective == "gspo":
-      policy = obj.gspo(eps_low=hp["clip_low"], eps_high=hp["clip_high"])
-    else:
-      policy = obj.ppo_clip(eps_low=hp["clip_low"], eps_high=hp["clip_high"])
-    if rl.controller == "entropic":  # EntroPIC: loss weights of positive / negative advantage samples
-      policy = obj.advantage_sign_weighting(policy, hp["pos_weight"], hp["neg_weight"])
-    terms = [policy]
-    if rl.kl_beta > 0:
-      terms.append(obj.kl_penalty(beta=hp["kl_beta"], estimator=rl.kl_estimator))
-    if rl.entropy_coef > 0:
-      terms.append(obj.entropy_bonus(coef=hp["entropy_coef"]))
-    return obj.chain(*terms, aggregate=aggregate)
-
-  return builder
+  if not set(d) & set(MOVED):
+    return d
+  d = dict(d)
+  old = {k: d.pop(k) for k in list(d) if k in MOVED}
+  objective = old.get("objective", "grpo")
+  lo, hi = old.get("clip_low", 0.2), old.get("clip_high", 0.2)
+  terms = [_call("gspo" if objective == "gspo" else "ppo_clip", eps_low=lo, eps_high=hi)]
+  beta = old.get("kl_beta", 0.0)
+  if beta:
+    terms.append(_call("kl_penalty", beta=beta, estimator=old.get("kl_estimator", "k3")))
+  if old.get("entropy_coef", 0.0):
+    terms.append(_call("entropy_bonus", coef=old["entropy_coef"]))
+  d["loss"] = ", ".join(terms)
+  agg = old.get("aggregate", "token_mean")
+  d["aggregation"] = "seq_mean_token_sum_norm" if objective == "dr_grpo" else agg
+  adv = d.get("advantage", "grpo")
+  d["advantage"] = _call("grpo", eps=old.get("adv_eps", 1e-4)) if adv == "grpo" else adv
+  if old.get("dynamic_sampling"):
+    d["filters"] = _call("zero_variance", refill=True)
+  if old.get("overlong_buffer", 0):
+    d["shaping"] = _call("overlong_penalty", buffer_len=old["overlong_buffer"],
+                         penalty_factor=old.get("overlong_penalty", 1.0))
+  ctl = old.get("controller", "none")
+  if ctl == "adaptive_kl":
+    d["controllers"] = _call("adaptive_kl", target=old.get("kl_target", 0.1), horizon=old.get("kl_horizon", 1e4))
+  elif ctl == "entropic":
+    d["controllers"] = _call("entropic", target_entropy=old.get("target_entropy"), kp=old.get("entropic_kp", 1.0),
+                             ki=old.get("entropic_ki", 0.01))
+  elif ctl == "bapo":
+    d["controllers"] = _call("bapo", rho0=old.get("bapo_rho0", 0.5))
+  elif ctl == "temperature_control":
+    d["controllers"] = _call("temperature_control", target_entropy=old.get("target_entropy"),
+                             kappa=old.get("temperature_kappa", 0.1))
+  return d

@@ -9,11 +9,17 @@ sharded over the ``data`` mesh axis).
 Inside one step the batch is split into ``num_microbatches`` equal slices whose
 gradients are accumulated (in float32) with ``lax.scan``. Aggregation is exact: the
 loss function receives the *global* denominator of the whole batch (e.g. its token
-count for ``token_mean``), so the per-micro-batch losses sum to the full-batch
-loss and their gradients sum to the full-batch gradient — for terms whose
-per-token loss depends only on its own row; terms normalised by a statistic of
-the rows they see (``tis(normalize=True)``, ``clip_cov``, entropy quantiles, ...)
-use the micro-batch's (docs/training.md lists them).
+count for ``token_mean``) and the whole batch's *statistics*, so the per-micro-batch
+losses sum to the full-batch loss and their gradients sum to the full-batch gradient.
+Statistics serve the terms normalised by a statistic of the rows they see
+(``clip_cov`` / ``kl_cov`` top-k selections, ``top_entropy_mask`` and
+``entropy_gated_contrastive(rho=)`` quantiles, ``tis`` / ``delta_logp_reweight``
+mean-1 normalisation) and the MoE load-balancing loss ``E sum_e f_e P_e``: a
+*pre-pass* — one forward of the current parameters over the whole batch, without
+gradient — computes them before the micro-batches (parameters do not change within
+a step, so they are what the full-batch step sees), and each micro-batch receives
+its slice of them (``split_statistics``). The pre-pass runs only with
+``num_microbatches > 1`` and only when a term or the MoE auxiliary loss needs it.
 
 Non-finite guard: when the loss or any gradient is NaN/inf, the update is
 skipped — parameters and optimizer state are kept bit-for-bit — and
@@ -38,7 +44,7 @@ from jax.sharding import NamedSharding, PartitionSpec as P
 from rljax.types import PolicyOutputs, TrainBatch
 
 __all__ = ["TrainState", "LossFn", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
-           "make_mesh", "merge_model", "split_microbatches",
+           "make_mesh", "merge_model", "split_microbatches", "split_statistics",
            "combine_microbatch_metrics"]
 
 
@@ -82,11 +88,19 @@ class LossFn(Protocol):
   (or ``None``). A loss function may define ``loss_fn.denominator(batch,
   hparams) -> scalar`` to make micro-batching exact; without it the
   per-micro-batch losses are averaged (exact only when micro-batches have equal
-  denominators). It may also define ``loss_fn.with_aux_weight(w) -> LossFn``,
-  the same loss with its batch-level auxiliary term (an MoE load-balancing
-  loss) scaled by ``w``: micro-batching uses ``w = 1 / num_microbatches`` so
-  that term is averaged over the micro-batches instead of counted once per
-  micro-batch.
+  denominators).
+
+  It may define ``loss_fn.statistics(model, batch, hparams) -> pytree``: with
+  ``num_microbatches > 1`` the step calls it once on the whole batch (the
+  pre-pass, no gradient) and calls ``loss_fn(model, mb, hparams, denominator,
+  statistics=s)`` with each micro-batch's slice ``s`` (``split_statistics``);
+  the loss must then be the micro-batch's exact share of the whole batch's
+  loss, batch-level auxiliary terms included. Without it, a loss may define
+  ``loss_fn.with_aux_weight(w) -> LossFn``, the same loss with its batch-level
+  auxiliary term (an MoE load-balancing loss) scaled by ``w``: micro-batching
+  uses ``w = 1 / num_microbatches`` so that term is averaged over the
+  micro-batches instead of counted once per micro-batch (exact for a mean over
+  rows, not for ``E sum_e f_e P_e``).
   """
 
   def __call__(self, model, batch, hparams, denominator): ...
@@ -134,6 +148,25 @@ def split_microbatches(batch, num: int):
   if b % num:
     raise ValueError(f"batch size {b} is not divisible by num_microbatches={num}")
   return jax.tree_util.tree_map(lambda x: x.reshape((num, b // num) + x.shape[1:]), batch)
+
+
+def split_statistics(statistics, token_shape, num: int):
+  """Slices whole-batch statistics for ``num`` micro-batches: every leaf gets a leading ``[num]`` axis.
+
+  Leaves whose shape starts with the batch's token shape ``[B, T]`` (per-token
+  selections) are reshaped to ``[num, B // num, T, ...]`` like the batch
+  (``split_microbatches``); every other leaf (a mean, a threshold, an expert
+  load) is shared: repeated ``num`` times.
+  """
+  b, t = token_shape
+
+  def one(x):
+    x = jnp.asarray(x)
+    if x.shape[:2] == (b, t):
+      return x.reshape((num, b // num) + x.shape[1:])
+    return jnp.broadcast_to(x, (num,) + x.shape)
+
+  return jax.tree_util.tree_map(one, statistics)
 
 
 def _all_finite(tree) -> jax.Array:
@@ -185,6 +218,12 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
     donate: donate the state buffers to the step.
     jit: ``False`` returns the un-jitted function (for tests / debugging).
 
+  With ``num_microbatches > 1`` and a loss function with a ``statistics`` hook
+  (``objective_loss`` has one), the step first computes the whole batch's
+  statistics (see ``LossFn``; for ``objective_loss`` a forward without gradient
+  when a term or the MoE auxiliary loss needs them) and gives each micro-batch
+  its slice, so batch-normalised terms and the MoE load-balancing loss are exact.
+
   Returns the step function. Metrics (float32 scalars): the loss function's
   metrics (over micro-batches: token-weighted means, ``*_max``/``*_min`` by
   max/min, see ``combine_microbatch_metrics``; ``loss`` summed, which is exact
@@ -196,13 +235,18 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
   denominator_fn = getattr(loss_fn, "denominator", None)
-  if num_microbatches > 1 and denominator_fn is not None and hasattr(loss_fn, "with_aux_weight"):
+  statistics_fn = getattr(loss_fn, "statistics", None) if num_microbatches > 1 else None
+  if (num_microbatches > 1 and statistics_fn is None and denominator_fn is not None
+      and hasattr(loss_fn, "with_aux_weight")):
     # (without a global denominator mb_loss below already divides the whole loss by num_microbatches)
     loss_fn = loss_fn.with_aux_weight(1.0 / num_microbatches)
 
-  def mb_loss(params, model_state, mb, hparams, denominator):
+  def mb_loss(params, model_state, mb, hparams, denominator, statistics=None):
     model = nnx.merge(graphdef, params, model_state)
-    loss, metrics = loss_fn(model, mb, hparams, denominator)
+    if statistics is None:
+      loss, metrics = loss_fn(model, mb, hparams, denominator)
+    else:
+      loss, metrics = loss_fn(model, mb, hparams, denominator, statistics=statistics)
     if denominator is None and num_microbatches > 1:
       loss = loss / num_microbatches
     return loss, metrics
@@ -215,16 +259,22 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
       (loss, metrics), grads = grad_fn(state.params, state.model_state, batch, state.hparams, denominator)
     else:
       mbs = split_microbatches(batch, num_microbatches)
+      mb_statistics = None
+      if statistics_fn is not None:
+        # the pre-pass: the whole batch's statistics under the current parameters (outside grad_fn: no gradient)
+        statistics = statistics_fn(nnx.merge(graphdef, state.params, state.model_state), batch, state.hparams)
+        mb_statistics = split_statistics(statistics, batch.loss_mask.shape, num_microbatches)
       # accumulate in float32 whatever the parameters' dtype (bf16 sums lose precision with k)
       zeros = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params)
 
-      def body(carry, mb):
-        g_acc, l_acc = carry
-        (l, m), g = grad_fn(state.params, state.model_state, mb, state.hparams, denominator)
+      def body(carry, xs):
+        (g_acc, l_acc), (mb, s) = carry, xs
+        (l, m), g = grad_fn(state.params, state.model_state, mb, state.hparams, denominator, s)
         g_acc = jax.tree_util.tree_map(lambda a, x: a + x.astype(jnp.float32), g_acc, g)
         return (g_acc, l_acc + l), (m, _token_count(mb))
 
-      (grads, loss), (stacked, tokens) = jax.lax.scan(body, (zeros, jnp.zeros((), jnp.float32)), mbs)
+      (grads, loss), (stacked, tokens) = jax.lax.scan(body, (zeros, jnp.zeros((), jnp.float32)),
+                                                      (mbs, mb_statistics))
       grads = jax.tree_util.tree_map(lambda g, p: g.astype(p.dtype), grads, state.params)
       metrics = combine_microbatch_metrics(stacked, tokens)
       if denominator is not None:  # the global one (a sum of local denominators is not it for token_sum)
@@ -258,10 +308,15 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
 # ----------------------------------------------------------------------------- loss adapters
 
 
-def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: int = 0, group_size: int = 1):
+def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: int = 0, group_size: int = 1,
+                    batch_load=None):
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature,
-                        shared_prefix_len=shared_prefix_len, group_size=group_size)
+                        shared_prefix_len=shared_prefix_len, group_size=group_size, batch_load=batch_load)
+
+
+def _num_moe_layers(model) -> int:
+  return int(getattr(getattr(model, "cfg", None), "num_moe_layers", 0) or 0)
 
 
 class objective_loss:  # pylint: disable=invalid-name
@@ -282,7 +337,11 @@ class objective_loss:  # pylint: disable=invalid-name
       ``shared_prefix_len`` tokens (a GRPO group's prompt), which are then run
       once per group. 0 = off.
     aux_weight: scale of the objective's auxiliary-loss term (see
-      ``with_aux_weight``; ``make_train_step`` sets it for micro-batches).
+      ``with_aux_weight``).
+
+  Micro-batching (``make_train_step(num_microbatches=k > 1)``) calls
+  ``statistics`` on the whole batch and each micro-batch with its slice; see
+  ``statistics`` for what makes each term exact.
   """
 
   def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
@@ -310,15 +369,64 @@ class objective_loss:  # pylint: disable=invalid-name
     mask = batch.loss_mask
     return objective.aggregate(jnp.zeros(mask.shape, jnp.float32), mask)[1]
 
-  def __call__(self, model, batch: TrainBatch, hparams, denominator):
-    objective = self._build(hparams)
+  def _outputs(self, model, batch: TrainBatch, batch_load=None) -> PolicyOutputs:
     if self._forward is not None:
-      out = self._forward(model, batch)
-    else:
-      out = _policy_outputs(model, batch, self._temperature, *self._shared)
+      return self._forward(model, batch)
+    return _policy_outputs(model, batch, self._temperature, *self._shared, batch_load=batch_load)
+
+  def statistics(self, model, batch: TrainBatch, hparams) -> dict:
+    """The whole batch's statistics, for exact micro-batching (the pre-pass of ``make_train_step``).
+
+    * ``rows``: B. Without ``batch_load`` an auxiliary loss is taken as a mean
+      over rows and enters a micro-batch of ``b`` rows with weight ``b / B``.
+    * ``terms``: ``objective.statistics(out, batch)`` — the top-k selections of
+      ``clip_cov`` / ``kl_cov``, the entropy quantiles of ``top_entropy_mask`` /
+      ``entropy_gated_contrastive(rho=)``, the mean weights of
+      ``tis(normalize=True)`` / ``delta_logp_reweight(normalize=True)`` — when a
+      term reads one.
+    * ``batch_load``, ``aux_loss``: MoE models with ``aux_loss_coef > 0`` (default
+      forward): ``(f [E], R) = expert_load`` of the whole batch and its auxiliary
+      loss. With f the whole batch's, a micro-batch's load-balancing loss is its
+      share ``E sum_e f_e (sum_mb valid p_e) / R`` of the whole batch's
+      ``E sum_e f_e P_e``: f carries no gradient and P_e is a token sum over the
+      micro-batches, so the shares' values and gradients sum to the whole
+      batch's (``rljax.models.load_balancing_loss``). The ``aux_loss`` metric is
+      the whole batch's.
+
+    ``terms`` and ``batch_load`` need one forward of the whole batch (no
+    gradient, parameters of the step); it runs only when one of them is needed.
+    A custom ``forward`` cannot take ``batch_load``: its auxiliary loss is
+    weighted by rows.
+    """
+    objective = self._build(hparams)
+    stats = {"rows": jnp.asarray(batch.loss_mask.shape[0], jnp.float32)}
+    moe = bool(objective.aux_loss_coef) and self._forward is None and _num_moe_layers(model) > 0
+    if objective.needs_statistics or moe:
+      out = jax.lax.stop_gradient(self._outputs(model, batch))
+      if objective.needs_statistics:
+        stats["terms"] = objective.statistics(out, batch)
+      if moe:
+        from rljax.models._transformer import expert_load  # pylint: disable=import-outside-toplevel
+        valid = (jnp.ones(batch.tokens.shape, jnp.float32) if batch.segment_ids is None
+                 else (batch.segment_ids != 0).astype(jnp.float32))
+        stats["batch_load"] = expert_load(out.routing, valid, model.cfg.num_experts)
+        stats["aux_loss"] = out.aux_loss
+    return stats
+
+  def __call__(self, model, batch: TrainBatch, hparams, denominator, statistics: Optional[dict] = None):
+    objective = self._build(hparams)
+    statistics = statistics or {}
+    batch_load = statistics.get("batch_load")
+    out = self._outputs(model, batch, batch_load)
     extra = {} if self._aux_weight == 1.0 else {"aux_weight": self._aux_weight}
+    if "rows" in statistics and batch_load is None:  # an auxiliary loss averaged over rows: this slice's share
+      extra["aux_weight"] = self._aux_weight * batch.loss_mask.shape[0] / statistics["rows"]
+    if "terms" in statistics:
+      extra["statistics"] = statistics["terms"]
     loss, metrics = objective(out, batch, denominator=denominator, **extra)
     metrics = dict(metrics)
+    if "aux_loss" in statistics:
+      metrics["aux_loss"] = statistics["aux_loss"]
     m = batch.loss_mask.astype(jnp.float32)
     count = jnp.maximum(jnp.sum(m), 1.0)
     if out.entropy is not None:

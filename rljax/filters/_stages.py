@@ -1,0 +1,255 @@
+"""How the RL loop runs each filter: an ``rljax.stages.Filter`` / ``PromptFilter`` stage factory per catalog name.
+
+Row filters return ``keep [B]`` (dropped rows leave the batch: no loss, no statistics); padding and
+filtered-out rows (``valid`` False) never enter a statistic and are never kept. The group filters
+(``zero_variance``, ``variance_topp``, ``vcrl``) take ``refill=True``: the loop then replaces dropped groups
+with newly sampled ones (DAPO dynamic sampling, up to ``rl.max_refills`` extra sampling rounds; verl
+``max_num_gen_batches``). ``void_turn`` reads ``data.turns`` (single-turn tasks: one turn, the completion);
+``rorecomp`` keeps its priority rows (short-correct | long-incorrect).
+
+Advantage-phase filters (``negative_advantage_drop``, ``shuffle_pairs``) read ``data.advantages``. A row's
+advantage, when the estimator wrote token-level ``[B, T]`` ones, is the one on its first completion token
+(``R - V(prompt)`` for GAE with ``gamma = lambda = 1``, A-LoL's sequence-level advantage; the value itself for
+estimators that broadcast one advantage over the row); a row with no completion token reads 0.
+``shuffle_pairs`` returns row indices (a resampling of the batch) drawn with ``data.key``.
+
+Prompt filters (``PromptFilter``, recipe slot ``prompt_filters``): ``greso``, ``pilot_commit``,
+``difficulty_budget``. The loop keeps a static layout: every group has ``group_size`` rows and the rows beyond
+a prompt's count are sampled but masked out; a budget re-allocates the valid rows within that layout (it does
+not save sampling compute). Their ``observe`` reads every row of the step's batch, masked or not (each is a
+rollout of the prompt at ``data.prompt_index``), so a group dropped by a row filter still counts.
+
+Every factory runs its stage once on a tiny step (``probe_step``) when it is built: bad hyper-parameters fail
+at start-up, not mid-run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import numpy as np
+
+from rljax.filters import _allocation, _greso, _selection, _variance
+from rljax.stages import Filter, PromptFilter, StepData, data_stage_factory, keyword
+
+_GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
+_REFILL = (keyword("refill", False),)
+
+
+def probe_step(*, components: int = 2, steps: int = 3) -> StepData:
+  """A tiny step (2 groups x 2 rows, every input filled) that stage factories run their stage on once."""
+  b, t = 4, 3
+  cm = np.array([[0, 1, 1], [0, 1, 0], [0, 1, 1], [0, 1, 1]], bool)
+  r = np.array([1.0, 0.0, 1.0, 1.0], np.float32)
+  return StepData(
+      tokens=np.ones((b, t), np.int32), prompt_mask=~cm, completion_mask=cm,
+      group_id=np.array([0, 0, 1, 1], np.int32), num_groups=2, valid=np.ones(b, bool),
+      lengths=cm.sum(1).astype(np.int32), completions=("1",) * b, problems=(None,) * b,
+      prompt_index=np.array([0, 0, 1, 1], np.int64), rewards=r, correct=r.copy(),
+      logp_behavior=np.zeros((b, t), np.float32), max_new_tokens=2, key=jax.random.PRNGKey(0),
+      reward_components=np.tile(r[:, None], (1, components)), turns=(("1",),) * b,
+      step_rewards=np.tile(r[:, None], (1, steps)), step_mask=np.ones((b, steps), bool),
+      advantages=np.array([0.5, -0.5, 0.0, 0.0], np.float32))
+
+
+def checked(factory, probe=lambda kwargs: probe_step()):
+  """``factory`` whose stage's ``fn`` runs once on ``probe(kwargs)`` (a tiny step) when built: bad
+  hyper-parameters raise then."""
+  @functools.wraps(factory)
+  def build(**kwargs):
+    stage = factory(**kwargs)
+    stage.fn(probe(kwargs))
+    return stage
+  return build
+
+
+def row_advantages(data: StepData) -> np.ndarray:
+  """``[B]`` advantages: ``data.advantages``, or its value on each row's first completion token if ``[B, T]``."""
+  adv = np.asarray(data.require("advantages", "an advantage-phase filter"), np.float32)
+  if adv.ndim == 1:
+    return adv
+  cm = np.asarray(data.completion_mask, bool)
+  first = adv[np.arange(adv.shape[0]), np.argmax(cm, axis=1)]
+  return np.where(cm.any(1), first, 0.0).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- prompt filters
+
+
+def _per_prompt(data: StepData):
+  """``(prompt ids [P'] unique dataset indices, row -> position in ids [B])`` over every row of the batch."""
+  return np.unique(np.asarray(data.prompt_index, np.int64), return_inverse=True)
+
+
+def _layout(group_size: Optional[int], name: str) -> int:
+  """The run's ``group_size`` (bound from ``RunFacts``), or an error naming the unbound prompt filter."""
+  if group_size is None:
+    raise ValueError(f"prompt filter {name!r} is not bound to the run (stage.bind(RunFacts)): its group_size "
+                     "is unknown")
+  return int(group_size)
+
+
+def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
+          target_easy: Optional[float] = None, target_hard: Optional[float] = None, adapt_step: float = 0.0,
+          p_min: float = 0.01, p_max: float = 1.0):
+  """GRESO as a prompt filter: admitted prompts get ``group_size`` rollouts, skipped ones 0.
+
+  State: the ``GresoState`` over the dataset prompts (``init(num_dataset_prompts)``). ``select`` draws the
+  admissions of the candidates' dataset indices with the loop's key; ``observe`` records each prompt's
+  zero-variance streak from ``data.rewards`` of its rows (grouped by ``data.prompt_index``).
+  ``group_size`` comes from the run (``bind``).
+  """
+  g = _greso.greso(p_easy=p_easy, p_hard=p_hard, easy_threshold=easy_threshold, target_easy=target_easy,
+                   target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max)  # validates
+
+  def build(group_size):
+    def select(state, prompts, key):
+      n = _layout(group_size, "greso")
+      ids, inv = np.unique(np.asarray(prompts.index, np.int64), return_inverse=True)
+      admit, stats = g.select(state, key, ids)
+      return np.where(np.asarray(admit)[inv], n, 0).astype(np.int64), state, stats
+
+    def observe(state, data):
+      ids, rows = _per_prompt(data)
+      return g.update(state, ids, data.rewards, rows.astype(np.int32))
+
+    return PromptFilter(g.init, select, observe, name="greso", max_per_prompt=group_size,
+                        bind_fn=lambda stage, facts: build(facts.group_size))
+
+  return build(None)
+
+
+def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "std", rule: str = "proportional",
+                 min_score: float = 0.0, max_per_prompt: Optional[int] = None):
+  """Pilot-Commit as a prompt filter: ``pilot`` rollouts per prompt first, then the commit rollouts.
+
+  ``select`` allocates ``rljax.filters.pilot_commit`` counts from the pilot rewards (``prompts.pilot``,
+  ``pilot`` consecutive rows per candidate; their rows join the group): per prompt at most ``group_size -
+  pilot`` (and ``max_per_prompt``), in total at most ``budget`` commit rollouts per step. ``budget=None``:
+  half the layout's commit rows, ``P * (group_size - pilot) // 2``. The layout is static (see the module
+  docstring): the budget re-allocates the valid rows; a prompt committed 0 keeps its pilot rows.
+  """
+  _allocation._int("pilot", pilot, minimum=2)  # a spread needs two pilot rollouts
+  if budget is not None:
+    _allocation._int("budget", budget)
+  kw = dict(score=score, rule=rule, min_score=min_score)
+  _allocation.pilot_commit(np.zeros(2), np.zeros(2, np.int32), num_groups=1, budget=budget or 0,
+                           max_per_prompt=max_per_prompt, **kw)  # validates
+
+  def build(group_size):
+    if group_size is not None and pilot >= group_size:
+      raise ValueError(f"pilot_commit: pilot={pilot} must be < group_size={group_size} (rollouts per prompt)")
+
+    def select(state, prompts, key):  # pylint: disable=unused-argument
+      n = _layout(group_size, "pilot_commit") - pilot
+      data = prompts.pilot
+      if data is None:
+        raise ValueError("pilot_commit: select needs the pilot rollout (prompts.pilot)")
+      p = len(prompts.problems)
+      cap = n if max_per_prompt is None else min(int(max_per_prompt), n)
+      counts, stats = _allocation.pilot_commit(
+          data.rewards, (np.arange(data.batch_size) // (data.batch_size // p)).astype(np.int32), num_groups=p,
+          budget=p * n // 2 if budget is None else budget, max_per_prompt=cap, valid=data.valid, **kw)
+      return counts, state, stats
+
+    return PromptFilter(lambda num_dataset_prompts: (), select, name="pilot_commit", pilot=pilot,
+                        max_per_prompt=None if group_size is None else group_size - pilot,
+                        bind_fn=lambda stage, facts: build(facts.group_size))
+
+  return build(None)
+
+
+class DifficultyState(NamedTuple):
+  accuracy: np.ndarray  # [N] float32: running accuracy estimate per dataset prompt
+  seen: np.ndarray      # [N] int32: steps in which the prompt was observed
+
+
+def difficulty_budget(*, budget: Optional[int] = None, min_per_prompt: int = 0,
+                      max_per_prompt: Optional[int] = None, power: float = 1.0, smoothing: float = 0.0,
+                      decay: float = 0.5, prior: float = 0.5):
+  """E3 difficulty budgets as a prompt filter, with a per-prompt accuracy estimate as its state.
+
+  State: ``DifficultyState`` over the dataset prompts, ``accuracy = prior`` at first. ``select`` allocates
+  ``rljax.filters.difficulty_budget`` counts (at most ``group_size`` and ``max_per_prompt``, summing to
+  ``budget``) from the candidates' estimates; ``budget=None``: half the layout, ``P * group_size // 2``
+  (at least ``P * min_per_prompt``). ``observe``: ``acc_j <- decay * acc_j + (1 - decay) * mean(correct)``
+  over prompt ``j``'s rows of the step (``data.correct``, the task's verifier). The layout is static (see
+  the module docstring): the budget re-allocates the valid rows.
+  """
+  if not 0.0 <= float(decay) < 1.0:
+    raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  if not 0.0 <= float(prior) <= 1.0:
+    raise ValueError(f"prior must be in [0, 1], got {prior!r}")
+  lo = _allocation._int("min_per_prompt", min_per_prompt)
+  if budget is not None:
+    _allocation._int("budget", budget)
+  kw = dict(min_per_prompt=lo, power=power, smoothing=smoothing)
+  _allocation.difficulty_budget(np.array([prior]), budget=lo, max_per_prompt=max_per_prompt, **kw)  # validates
+
+  def allocate(accuracy, group_size):
+    p = accuracy.shape[0]
+    cap = group_size if max_per_prompt is None else min(int(max_per_prompt), group_size)
+    total = max(p * group_size // 2, p * lo) if budget is None else budget
+    return _allocation.difficulty_budget(accuracy, budget=total, max_per_prompt=cap, **kw)
+
+  def build(facts):
+    if facts is not None:  # the run's layout must admit the budget: fail at start-up
+      allocate(np.full(facts.num_prompts, prior), facts.group_size)
+
+    def init(num_dataset_prompts):
+      return DifficultyState(np.full(num_dataset_prompts, prior, np.float32), np.zeros(num_dataset_prompts, np.int32))
+
+    def select(state, prompts, key):  # pylint: disable=unused-argument
+      n = _layout(None if facts is None else facts.group_size, "difficulty_budget")
+      acc = np.asarray(state.accuracy, np.float64)[np.asarray(prompts.index, np.int64)]
+      counts, stats = allocate(acc, n)
+      return counts, state, {**stats, "accuracy_mean": float(acc.mean())}
+
+    def observe(state, data):
+      ids, rows = _per_prompt(data)
+      mean = np.bincount(rows, np.clip(np.asarray(data.correct, np.float64), 0, 1), len(ids)) / np.bincount(rows)
+      acc, seen = np.array(state.accuracy, np.float32), np.array(state.seen, np.int32)
+      acc[ids] = decay * acc[ids] + (1.0 - decay) * mean
+      seen[ids] += 1
+      return DifficultyState(acc, seen), {"observed_prompts": len(ids), "step_accuracy": float(mean.mean())}
+
+    return PromptFilter(init, select, observe, name="difficulty_budget",
+                        max_per_prompt=None if facts is None else facts.group_size,
+                        bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+for _f in (greso, pilot_commit, difficulty_budget):
+  _f.slot = "prompt_filters"
+
+
+def _row_filter(fn, inputs, **kw):
+  return checked(data_stage_factory(fn, Filter, inputs=inputs, **kw))
+
+
+STAGES = {
+    "zero_variance": _row_filter(_variance.zero_variance, {"metric": "rewards", **_GROUP}, loop_args=_REFILL),
+    "variance_topp": _row_filter(_variance.variance_topp, {"rewards": "rewards", **_GROUP}, loop_args=_REFILL),
+    "vcrl": _row_filter(_variance.vcrl, {"rewards": "rewards", **_GROUP}, loop_args=_REFILL),
+    "void_turn": _row_filter(_selection.void_turn, {"turns": "turns"}),
+    "rorecomp": _row_filter(_selection.rorecomp, {"correct": "correct", "lengths": "lengths",
+                                                  "group_id": "group_id", "valid": "valid"}),
+    "negative_advantage_drop": _row_filter(_variance.negative_advantage_drop,
+                                           {"advantages": row_advantages, "valid": "valid"},
+                                           needs=("advantages",), phase="advantages"),
+    "shuffle_pairs": _row_filter(_selection.shuffle_pairs, {"advantages": row_advantages, "group_id": "group_id",
+                                                            "valid": "valid", "key": "key"},
+                                 needs=("advantages",), phase="advantages"),
+    "greso": greso,
+    "pilot_commit": pilot_commit,
+    "difficulty_budget": difficulty_budget,
+}
+
+
+def with_stages(rows: tuple) -> tuple:
+  """``rows`` with their ``stage`` factories attached (rows without one are unchanged)."""
+  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES and r.stage is None else r
+               for r in rows)

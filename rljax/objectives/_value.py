@@ -1,0 +1,99 @@
+"""Critic term: the (clipped) value loss of PPO with a learned value function.
+
+The critic's values ``out.values`` come from a model with a value head
+(``rljax.models.with_value_head`` / ``ModelConfig.value_head``) through
+``rljax.models.policy_outputs``: ``values[b, t]`` is the value of the state
+before token ``t``, aligned with ``batch.loss_mask`` like ``logp``. The targets
+``batch.returns`` and the rollout-time values ``batch.values_old`` are data
+(e.g. ``returns = advantages_raw + values_old`` from GAE).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from rljax.objectives._kl import _check_batch, _check_value, _mask, _masked_mean, _require, _with_name
+from rljax.types import PolicyOutputs, TrainBatch
+
+__all__ = ["value_loss"]
+
+
+def value_loss(clip_eps: Optional[float] = 0.2, coef=1.0):
+  """PPO clipped value loss (verl ``compute_value_loss``; OpenRLHF ``ValueLoss``).
+
+      v_clip = clip(v, v_old − ε, v_old + ε)
+      L_t    = coef · ½ · max((v − R)², (v_clip − R)²)
+
+  with ``v = out.values``, ``R = batch.returns``, ``v_old = batch.values_old``
+  (all ``[B, T]``); ``clip_eps=None`` gives the unclipped ``coef · ½ (v − R)²``.
+  The clip keeps the critic's update close to the rollout-time values (PPO,
+  Schulman et al., arXiv:1707.06347, as in the OpenAI baselines PPO2 code):
+  where the clipped branch is the larger one and the clip binds, the token's
+  gradient w.r.t. ``v`` is 0. ``R`` and ``v_old`` are treated as constants.
+
+  Convention: identical to verl's ``compute_value_loss`` (per-token
+  ``max`` of the two squared errors, ½ outside, aggregated over the response
+  mask by ``chain``'s ``aggregate``; verl's default ``loss_agg_mode`` is
+  token-mean = ``token_mean`` here). Default ``clip_eps=0.2`` is OpenRLHF's
+  ``--value_clip``, TRL's ``cliprange_value`` and PPO2's shared ``cliprange``;
+  verl's ``critic.cliprange_value`` defaults to 0.5 (pass ``clip_eps=0.5`` to
+  reproduce it). The ε is absolute (in units of the returns), so it should
+  follow the scale of the rewards.
+
+  Args:
+    clip_eps: ε ≥ 0 or None (no clipping); may be a traced array.
+    coef: weight ≥ 0 of the term (verl's critic loss has none; TRL's ``vf_coef``
+      / a shared actor-critic's value coefficient); may be a traced array.
+
+  Reads ``out.values``, ``batch.returns`` and, with clipping,
+  ``batch.values_old`` ([B, T]). Metrics (masked means over
+  ``batch.loss_mask``, no gradient): ``clip_frac`` (fraction of tokens where
+  the clipped branch is strictly larger, verl's ``vf_clipfrac``; 0 without
+  clipping), ``value_mean``, ``return_mean``, ``explained_variance``
+  ``1 − Var(R − v) / Var(R)`` (masked population variances; the denominator
+  is floored at 1e-8).
+  """
+  if clip_eps is not None:
+    _check_value("clip_eps", clip_eps, low=0.0)
+  _check_value("coef", coef, low=0.0)
+
+  def term(out: PolicyOutputs, batch: TrainBatch):
+    shape = _check_batch(out, batch)
+    if out.values is None:
+      raise ValueError("out.values is required by value_loss but is None: the model needs a value head "
+                       "(rljax.models.with_value_head or ModelConfig(value_head=True))")
+    v = _require("out.values", out.values, shape)
+    ret = jax.lax.stop_gradient(_require("batch.returns", batch.returns, shape))
+    err = jnp.square(v - ret)
+    if clip_eps is None:
+      per_token, clipped = err, jnp.zeros(shape, bool)
+    else:
+      old = jax.lax.stop_gradient(_require("batch.values_old", batch.values_old, shape))
+      eps = jnp.asarray(clip_eps, jnp.float32)
+      err_clip = jnp.square(jnp.clip(v, old - eps, old + eps) - ret)
+      per_token, clipped = jnp.maximum(err, err_clip), err_clip > err
+    mask = _mask(batch)
+    vs = jax.lax.stop_gradient(v)
+    resid = ret - vs
+    var_resid = _masked_mean(jnp.square(resid - _masked_mean(resid, mask)), mask)
+    var_ret = _masked_mean(jnp.square(ret - _masked_mean(ret, mask)), mask)
+    metrics = {"clip_frac": _masked_mean(clipped.astype(jnp.float32), mask),
+               "value_mean": _masked_mean(vs, mask), "return_mean": _masked_mean(ret, mask),
+               "explained_variance": 1.0 - var_resid / jnp.maximum(var_ret, 1e-8)}
+    return jnp.asarray(coef, jnp.float32) * 0.5 * per_token, metrics
+
+  return _with_name(term, "value_loss")
+
+
+def _technique_rows():
+  from rljax._technique import Technique
+  return (
+      Technique("value_loss", "value", value_loss,
+                "½·coef·max((v−R)², (clip(v, v_old−ε, v_old+ε)−R)²); ε=None: ½·coef·(v−R)²",
+                "PPO arXiv:1707.06347; verl compute_value_loss (cliprange_value); OpenRLHF ValueLoss"),
+  )
+
+
+TECHNIQUES = _technique_rows()

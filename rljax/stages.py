@@ -1,0 +1,660 @@
+"""The stages of one RL step and their calling conventions: what a recipe composes.
+
+One RL step, as data flows (``rljax.train`` runs it; ``rljax.recipes.Recipe`` says which stages)::
+
+    prompts --PromptFilter (GRESO, Pilot-Commit, budgets)--> sampler --> Reward(s) (host)
+      --> MultiReward (several rewards -> one reward, or straight to advantages)
+      --> Shaping (phase "rollout": lengths, correctness)  --> Filter (phase "rewards"; may refill)
+      --> policy forwards the recipe needs (proximal / reference log-probs, critic values, ...)
+      --> Shaping (phase "forward": KL in the reward) --> Advantage (estimator, then transforms)
+      --> Filter (phase "advantages") --> objective(hparams) --> update --> Controller(s)
+
+Every stage reads a :class:`StepData` (host NumPy arrays of the step's rollouts and everything computed from
+them so far) and returns what its kind returns (below). A stage declares the inputs it ``needs`` from the
+vocabulary :data:`NEEDS`; the loop computes exactly those (no reference forward when nothing reads
+``logp_ref``) and refuses, at start-up and before any compile, a recipe whose needs the run cannot meet,
+naming the stage and the input.
+
+Calling conventions (``data`` is a :class:`StepData`; ``metrics`` a dict whose scalar entries are logged as
+``<stage name>/<key>``; arrays in it are ignored):
+
+==============  =====================================================================================
+kind            call
+==============  =====================================================================================
+Reward          ``fn(completions: list[str], problems: list[Problem]) -> [B]`` (host; wrapped in
+                ``rljax.rewards.safe_reward``: a raise or NaN fails loudly, or scores 0 with
+                ``task.lenient_rewards``)
+MultiReward     ``fn(data) -> (values, metrics)`` reading ``data.reward_components [B, K]`` (several rewards
+                without one: ``data.rewards`` is their sum);
+                ``produces="rewards"``: ``values [B]`` is the reward; ``"advantages"``: the advantages
+Shaping         ``fn(data) -> (rewards, metrics)``: new rewards ``[B]``, or token rewards ``[B, T]``
+                (``data.rewards`` becomes their sum over tokens, as verl scores token rewards)
+Filter          ``fn(data) -> (keep, metrics)``: ``keep [B]`` bool (dropped rows leave the batch: their
+                loss mask is cleared and statistics skip them), or, in phase ``"advantages"``, ``[N]`` int
+                row indices (a resampling of the batch, N <= B). ``refill=True``: dropped *groups* are
+                replaced by newly sampled ones (DAPO dynamic sampling), up to ``rl.max_refills`` times
+PromptFilter    ``init(num_dataset_prompts) -> state``; ``select(state, prompts: PromptData, key) ->
+                (counts [P] int, state, metrics)``: rollouts per prompt, at most ``group_size`` (0 = skip:
+                another candidate is drawn, up to ``rl.max_refills`` times); ``observe(state, data) ->
+                (state, metrics)`` after the advantages. ``pilot > 0``: ``select`` sees a scored pilot
+                rollout of ``pilot`` samples per prompt (``prompts.pilot``) and returns the *commit* counts,
+                at most ``group_size - pilot``; the pilot rows join their group (a commit of 0 keeps them)
+Advantage       ``fn(data) -> (advantages [B] or [B, T], info)``; with ``init``: ``fn(data, state) ->
+                (advantages, info, state)`` and the state is checkpointed. ``transform=True``: reads
+                ``data.advantages`` (must follow an estimator). ``info["returns"]`` = critic targets
+LossTerm        ``build(hparams) -> term`` with ``term(out, batch) -> (per_token_loss [B, T], metrics)``
+                (``rljax.objectives.chain``); ``hparams`` maps its controller-movable arguments to
+                hparam names (``eps_low -> clip_low``), so a controller changes them without recompiling
+Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
+                ``update(state, inputs: ControlInputs) -> (state, metrics)`` after each step; optional
+                ``temperature(state)`` (sampling temperature) and ``wrap_policy(term, hparams)``
+==============  =====================================================================================
+
+A plain Python function in a recipe is the ``fn`` of a stage of the slot it is put in (a reward function
+in ``rewards``, an advantage estimator in ``advantage``, ...), with no needs; wrap it in the class to
+declare needs, a phase or state: ``Advantage(my_fn, needs=("answer_ids",))``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+__all__ = [
+    "NEEDS", "BATCH_NEEDS", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage", "Reward", "MultiReward",
+    "Shaping", "Filter", "PromptFilter", "Advantage", "LossTerm", "Aggregation", "Controller", "NeedError",
+    "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
+]
+
+# The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
+# recipe declares it; an entry the run cannot provide is refused at start-up (``check_needs``).
+NEEDS: Mapping[str, str] = {
+    "logp_old": "proximal log-probs: the policy before this step's updates, recomputed on the rollout tokens",
+    "entropy_old": "token entropies of the proximal policy (the same forward as logp_old)",
+    "logp_behavior": "the sampler's log-probs of the sampled tokens (every rollout has them)",
+    "entropy_behavior": "the sampler's token entropies (every rollout has them)",
+    "logp_ref": "reference-policy log-probs (a forward of the frozen reference: the policy at the start of RL)",
+    "entropy_ref": "token entropies of the reference (base) policy (the same forward as logp_ref)",
+    "logp_teacher": "teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
+    "values": "critic values V_t at sampling time (needs a critic in the recipe)",
+    "greedy_rewards": "reward of a greedy rollout of each sample's prompt (ReMax's baseline)",
+    "answer_ids": "per-sample answer keys: equal ids for equal extracted answers (task.answer_key)",
+    "task_id": "per-sample task ids in [0, num_tasks) (task.task_id / task.num_tasks)",
+    "reward_components": "[B, K] one column per reward function (a recipe with several rewards)",
+    "token_rewards": "[B, T] token-level rewards (written by a token-level shaping stage)",
+    "step_rewards": "[B, S] process (step) rewards with step_mask [B, S] (task.step_rewards(completions, problems))",
+    "segment_ids": "[B, T] segment ids of the completion (multi-turn or segmented tasks)",
+    "turn_ids": "[B, T] turn ids (multi-turn episodes)",
+    "turns": "per-sample list of the model's turns as text (multi-turn episodes; one turn when single-turn)",
+    "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
+    "advantages": "advantages written by an earlier estimator (advantage transforms)",
+}
+
+# Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
+BATCH_NEEDS = ("logp_old", "entropy_old", "logp_ref", "logp_behavior", "entropy_ref", "logp_teacher", "values",
+               "segment_ids", "turn_ids", "task_id", "preference_pairs")
+
+
+class NeedError(ValueError):
+  """A stage needs an input the run cannot provide (raised at start-up, naming the stage and the input)."""
+
+
+def _array_rows(x) -> Optional[int]:
+  return None if x is None or np.ndim(x) == 0 else int(np.shape(x)[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class StepData:
+  """Everything one RL step knows about its rollouts (host arrays, B rows = groups of samples).
+
+  Always present: ``tokens [B, T]``, ``prompt_mask``/``completion_mask [B, T]`` bool, ``group_id [B]`` int
+  in ``[0, num_groups)`` (rows of a group are consecutive), ``num_groups`` (static), ``valid [B]`` bool
+  (False: padding or filtered out), ``lengths [B]`` completion token counts, ``completions`` and
+  ``problems`` (one per row), ``prompt_index [B]`` (each row's prompt's index in the training set: stable
+  across steps, for per-prompt state), ``rewards [B]`` float32, ``correct [B]`` float32 (the task's verifier,
+  whatever the reward), ``logp_behavior``/``entropy_behavior [B, T]`` (the sampler's), ``max_new_tokens``,
+  ``step`` and ``key`` (a PRNG key for this stage call; stages never share one).
+
+  Present when a stage needs them (see :data:`NEEDS`): ``logp_old``, ``entropy_old``, ``logp_ref``,
+  ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
+  ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
+  ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``segment_ids``/``turn_ids [B, T]``;
+  ``turns``. Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]`` (critic targets).
+  ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
+  """
+  tokens: np.ndarray
+  prompt_mask: np.ndarray
+  completion_mask: np.ndarray
+  group_id: np.ndarray
+  num_groups: int
+  valid: np.ndarray
+  lengths: np.ndarray
+  completions: tuple
+  problems: tuple
+  prompt_index: np.ndarray
+  rewards: np.ndarray
+  correct: np.ndarray
+  logp_behavior: np.ndarray
+  entropy_behavior: Optional[np.ndarray] = None
+  max_new_tokens: int = 0
+  step: int = 0
+  key: Any = None
+  logp_old: Optional[np.ndarray] = None
+  entropy_old: Optional[np.ndarray] = None
+  logp_ref: Optional[np.ndarray] = None
+  entropy_ref: Optional[np.ndarray] = None
+  logp_teacher: Optional[np.ndarray] = None
+  values: Optional[np.ndarray] = None
+  greedy_rewards: Optional[np.ndarray] = None
+  answer_ids: Optional[np.ndarray] = None
+  task_id: Optional[np.ndarray] = None
+  num_tasks: Optional[int] = None
+  reward_components: Optional[np.ndarray] = None
+  reward_names: tuple = ()
+  token_rewards: Optional[np.ndarray] = None
+  step_rewards: Optional[np.ndarray] = None
+  step_mask: Optional[np.ndarray] = None
+  segment_ids: Optional[np.ndarray] = None
+  turn_ids: Optional[np.ndarray] = None
+  turns: Optional[tuple] = None
+  advantages: Optional[np.ndarray] = None
+  returns: Optional[np.ndarray] = None
+  extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+  @property
+  def batch_size(self) -> int:
+    return int(self.tokens.shape[0])
+
+  def replace(self, **changes) -> "StepData":
+    return dataclasses.replace(self, **changes)
+
+  def require(self, name: str, by: str = "a stage"):
+    """``getattr(self, name)``, or a ``NeedError`` naming the need and the stage that asked for it."""
+    value = getattr(self, name, None)
+    if value is None:
+      raise NeedError(f"{by} needs {name!r} ({NEEDS.get(name, 'an input')}), which this step does not have; "
+                      f"declare it in the stage's needs")
+    return value
+
+  def take(self, rows) -> "StepData":
+    """The same step restricted to (or resampled as) ``rows`` ``[N]`` int: every per-row field indexed."""
+    rows = np.asarray(rows, np.int64)
+    b = self.batch_size
+    changes = {}
+    for f in dataclasses.fields(self):
+      v = getattr(self, f.name)
+      if f.name in ("completions", "problems", "turns") and v is not None:
+        changes[f.name] = tuple(v[int(i)] for i in rows)
+      elif f.name == "extras":
+        changes[f.name] = {k: (np.asarray(x)[rows] if _array_rows(x) == b else x) for k, x in v.items()}
+      elif isinstance(v, np.ndarray) and _array_rows(v) == b:
+        changes[f.name] = v[rows]
+    return self.replace(**changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptData:
+  """What a ``PromptFilter`` sees before the rollout.
+
+  Attributes:
+    problems: the ``P`` candidate problems (``rljax.envs.Problem``).
+    index: ``[P]`` int, each problem's index in the training set (stable across steps: per-prompt state).
+    num_dataset_prompts: size of the training set.
+    step: the RL step.
+    pilot: a :class:`StepData` of the pilot rollout (``PromptFilter.pilot`` samples per prompt), or None.
+  """
+  problems: tuple
+  index: np.ndarray
+  num_dataset_prompts: int
+  step: int = 0
+  pilot: Optional[StepData] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFacts:
+  """Static facts of a run that stages may bind to at start-up (``Stage.bind``).
+
+  Attributes:
+    num_prompts: prompts (groups) per step; group_size: samples per prompt (the default rollout count).
+    max_new_tokens: the completion budget (overlong shaping, Dr.GRPO's normaliser).
+    temperature: the configured sampling temperature.
+    num_dataset_prompts: size of the training set; num_tasks: task ids (None when the task has none).
+    hparams: the objective's initial hparams (controllers start from the loss's values).
+  """
+  num_prompts: int
+  group_size: int
+  max_new_tokens: int
+  temperature: float = 1.0
+  num_dataset_prompts: int = 0
+  num_tasks: Optional[int] = None
+  hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class ControlInputs:
+  """What a controller observes after a step.
+
+  Attributes:
+    batch: the step's ``TrainBatch`` (``logp_old``, ``logp_ref``, ``advantages``, ``loss_mask``; arrays may be
+      sharded over the mesh).
+    data: the step's :class:`StepData`.
+    rollout_stats: rollout statistics (``entropy``: masked mean sampler entropy, ``reward_mean``, ...).
+    update_metrics: the step's averaged update metrics.
+    policy_logp: ``fn() -> logp [B, T]`` of the *updated* policy on ``batch.tokens`` (computed on demand).
+  """
+  batch: Any
+  data: StepData
+  rollout_stats: Mapping[str, float]
+  update_metrics: Mapping[str, float]
+  policy_logp: Callable[[], Any]
+
+
+def scalar_metrics(metrics: Optional[Mapping], prefix: str = "") -> dict:
+  """The finite-or-not scalar entries of ``metrics`` as floats, keys prefixed ``prefix/``."""
+  out = {}
+  for k, v in dict(metrics or {}).items():
+    if isinstance(v, (bool, int, float, np.number)) or (hasattr(v, "shape") and np.ndim(v) == 0):
+      try:
+        out[f"{prefix}/{k}" if prefix else k] = float(np.asarray(v))
+      except (TypeError, ValueError):
+        continue
+  return out
+
+
+class Stage:
+  """Base of every stage: a ``name`` (metric prefix), the ``needs`` it declares, ``bind`` for run facts."""
+  name: str
+  needs: frozenset
+
+  def bind(self, facts: RunFacts) -> "Stage":  # pylint: disable=unused-argument
+    """The stage configured for a run's static facts (default: unchanged)."""
+    return self
+
+
+def _needs(needs) -> frozenset:
+  needs = frozenset(needs or ())
+  unknown = sorted(needs - set(NEEDS))
+  if unknown:
+    raise ValueError(f"unknown need(s) {unknown}; a stage may need: {sorted(NEEDS)}")
+  return needs
+
+
+def _name(name, fn, default: str) -> str:
+  if name:
+    return str(name)
+  n = getattr(fn, "name", None) or getattr(fn, "__name__", None)
+  return n if isinstance(n, str) and n and n != "<lambda>" else default
+
+
+def _frozen_stage(cls):
+  """A frozen dataclass stage whose ``needs`` are validated and ``name`` defaulted from ``fn``."""
+  post = getattr(cls, "_check", None)
+
+  def __post_init__(self):  # noqa: N807
+    object.__setattr__(self, "needs", _needs(self.needs))
+    object.__setattr__(self, "name", _name(self.name, getattr(self, "fn", None), type(self).__name__.lower()))
+    if post is not None:
+      post(self)
+
+  cls.__post_init__ = __post_init__
+  return dataclasses.dataclass(frozen=True)(cls)
+
+
+def _one_of(stage, field: str, allowed: Sequence[str]) -> None:
+  v = getattr(stage, field)
+  if v not in allowed:
+    raise ValueError(f"{type(stage).__name__} {stage.name!r}: {field} must be one of {list(allowed)}, got {v!r}")
+
+
+def _callable(stage, field: str = "fn") -> None:
+  if not callable(getattr(stage, field)):
+    raise ValueError(f"{type(stage).__name__} {stage.name!r}: {field} must be callable, got {getattr(stage, field)!r}")
+
+
+@_frozen_stage
+class Reward(Stage):
+  """A host reward function ``fn(completions, problems) -> [B]`` (see the module table)."""
+  fn: Callable
+  name: str = ""
+  needs: frozenset = frozenset()
+
+  def _check(self):
+    _callable(self)
+
+
+@_frozen_stage
+class MultiReward(Stage):
+  """Several rewards -> one reward (``produces="rewards"``) or -> advantages (``"advantages"``)."""
+  fn: Callable
+  name: str = ""
+  produces: str = "rewards"
+  needs: frozenset = frozenset()
+
+  def _check(self):
+    _callable(self)
+    _one_of(self, "produces", ("rewards", "advantages"))
+
+
+@_frozen_stage
+class Shaping(Stage):
+  """``fn(data) -> (rewards [B] or token rewards [B, T], metrics)``; ``phase`` ``"rollout"`` or ``"forward"``.
+
+  ``"rollout"`` stages run on every sampled batch before the filters (they see lengths, correctness, text);
+  ``"forward"`` stages run after the policy forwards, right before the advantage (e.g. KL in the reward,
+  which reads ``logp_old`` and ``logp_ref``), as verl applies its KL penalty after the reference forward.
+  """
+  fn: Callable
+  name: str = ""
+  phase: str = "rollout"
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self)
+    _one_of(self, "phase", ("rollout", "forward"))
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+@_frozen_stage
+class Filter(Stage):
+  """``fn(data) -> (keep [B] bool | rows [N] int, metrics)``; ``phase`` ``"rewards"`` or ``"advantages"``."""
+  fn: Callable
+  name: str = ""
+  phase: str = "rewards"
+  refill: bool = False
+  needs: frozenset = frozenset()
+
+  def _check(self):
+    _callable(self)
+    _one_of(self, "phase", ("rewards", "advantages"))
+    if self.refill and self.phase != "rewards":
+      raise ValueError(f"Filter {self.name!r}: refill=True needs phase='rewards' (refills happen while sampling)")
+
+
+@_frozen_stage
+class PromptFilter(Stage):
+  """Pre-rollout selection: ``init``/``select``/``observe`` (see the module table)."""
+  init: Callable
+  select: Callable
+  observe: Optional[Callable] = None
+  name: str = ""
+  pilot: int = 0
+  max_per_prompt: Optional[int] = None
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self, "init")
+    _callable(self, "select")
+    if isinstance(self.pilot, bool) or not isinstance(self.pilot, int) or self.pilot < 0:
+      raise ValueError(f"PromptFilter {self.name!r}: pilot must be an int >= 0, got {self.pilot!r}")
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+@_frozen_stage
+class Advantage(Stage):
+  """``fn(data) -> (advantages, info)``, or stateful ``fn(data, state) -> (advantages, info, state)``."""
+  fn: Callable
+  name: str = ""
+  init: Optional[Callable] = None
+  transform: bool = False
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self)
+    if self.transform:
+      object.__setattr__(self, "needs", self.needs | {"advantages"})
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+@_frozen_stage
+class LossTerm(Stage):
+  """An objective term built inside the jitted step from ``state.hparams``.
+
+  ``build(hparams) -> term`` calls ``factory(*args, **kwargs)`` after replacing every argument that is itself a
+  ``LossTerm`` by its built value (a correction passed as ``correction=``, the policy term an ``erc`` or
+  ``top_entropy_mask`` wraps) and every argument named in ``hparams`` by ``hparams[role]`` (a traced float32
+  scalar from ``state.hparams``: a controller moves it without recompiling).
+
+  Attributes:
+    factory: the catalog factory (``rljax.objectives.ppo_clip``, ...).
+    args, kwargs: its arguments.
+    hparams: ``{argument: hparam name}`` of its controller-movable arguments (``{"eps_low": "clip_low"}``).
+    role: ``"policy"`` (a policy loss, or a term wrapping one: a controller's ``wrap_policy`` applies to
+      it), ``"term"`` (added to the loss), ``"correction"`` (passed to a policy loss as ``correction=``).
+  """
+  factory: Callable
+  args: tuple = ()
+  kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  hparams: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  role: str = "term"
+  name: str = ""
+  needs: frozenset = frozenset()
+
+  def _check(self):
+    _callable(self, "factory")
+    _one_of(self, "role", ("policy", "term", "correction"))
+    if self.name == "lossterm":  # no fn: name it after the factory
+      object.__setattr__(self, "name", _name("", self.factory, "term"))
+    missing = sorted(set(self.hparams) - set(self.kwargs))
+    if missing:
+      raise ValueError(f"LossTerm {self.name!r}: hparams {missing} must be given a value in kwargs")
+    nested = [a for a in (*self.args, *self.kwargs.values()) if isinstance(a, LossTerm)]
+    object.__setattr__(self, "needs", self.needs.union(*(a.needs for a in nested)))
+
+  def children(self) -> list:
+    return [a for a in (*self.args, *self.kwargs.values()) if isinstance(a, LossTerm)]
+
+  def initial_hparams(self) -> dict:
+    """``{hparam name: initial value}`` of this term and the terms inside it."""
+    out = {}
+    for child in self.children():
+      _merge_hparams(out, child.initial_hparams(), self.name)
+    _merge_hparams(out, {role: float(self.kwargs[arg]) for arg, role in self.hparams.items()}, self.name)
+    return out
+
+  def build(self, hparams: Mapping[str, Any]):
+    """The term (or correction) with its movable arguments read from ``hparams``."""
+    def value(v):
+      return v.build(hparams) if isinstance(v, LossTerm) else v
+    kwargs = {k: value(v) for k, v in self.kwargs.items()}
+    for arg, role in self.hparams.items():
+      kwargs[arg] = hparams[role]
+    built = self.factory(*(value(a) for a in self.args), **kwargs)
+    if self.role != "correction" and callable(built) and not getattr(built, "name", None):
+      try:
+        built.name = self.name
+      except AttributeError:
+        pass
+    return built
+
+
+def _merge_hparams(out: dict, new: Mapping[str, float], owner: str) -> None:
+  for k, v in new.items():
+    if k in out and out[k] != v:
+      raise ValueError(f"hparam {k!r} is set twice ({out[k]} and {v}) in {owner!r}; "
+                       "two terms cannot share a controller-movable hyper-parameter")
+    out[k] = v
+
+
+@_frozen_stage
+class Aggregation(Stage):
+  """The loss aggregation (``rljax.objectives.token_mean``, ...); ``bind`` may fill ``max_len``."""
+  fn: Callable
+  name: str = ""
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self)
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+@_frozen_stage
+class Controller(Stage):
+  """A loop controller (see the module table). ``writes``: the hparam names it owns (``"temperature"``
+  for the sampling temperature); every hparam it writes must be read by a loss term, else the recipe is
+  refused at start-up."""
+  init: Callable
+  update: Callable
+  hparams: Callable = dataclasses.field(default=lambda state: {})
+  writes: tuple = ()
+  temperature: Optional[Callable] = None
+  wrap_policy: Optional[Callable] = None
+  name: str = ""
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self, "init")
+    _callable(self, "update")
+    object.__setattr__(self, "writes", tuple(self.writes))
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+def check_needs(stages: Sequence[Stage], available: Mapping[str, str]) -> None:
+  """Raises ``NeedError`` naming the first stage whose need is not in ``available``.
+
+  Args:
+    stages: the recipe's stages.
+    available: ``{need: ""}`` for every need the run can provide, or ``{need: reason}`` with a non-empty
+      reason for a need it cannot (e.g. ``{"turn_ids": "the task is single-turn"}``).
+  """
+  for stage in stages:
+    for need in sorted(stage.needs):
+      reason = available.get(need, "nothing in this run provides it")
+      if reason:
+        raise NeedError(f"{type(stage).__name__} {stage.name!r} needs {need!r} ({NEEDS[need]}), "
+                        f"which this run cannot provide: {reason}")
+
+
+# ----------------------------------------------------------------------------- stage factories for catalog rows
+
+
+def _signature(fn, drop: Sequence[str] = (), add: Sequence[inspect.Parameter] = ()) -> inspect.Signature:
+  """``fn``'s signature without the loop-supplied parameters ``drop``, plus ``add`` (keyword-only)."""
+  params = [p for p in inspect.signature(fn).parameters.values() if p.name not in drop]
+  params += list(add)
+  order = {inspect.Parameter.POSITIONAL_ONLY: 0, inspect.Parameter.POSITIONAL_OR_KEYWORD: 1,
+           inspect.Parameter.VAR_POSITIONAL: 2, inspect.Parameter.KEYWORD_ONLY: 3, inspect.Parameter.VAR_KEYWORD: 4}
+  return inspect.Signature(sorted(params, key=lambda p: order[p.kind]))
+
+
+def keyword(name: str, default) -> inspect.Parameter:
+  """A keyword-only parameter a stage factory adds to its technique's own (e.g. a filter's ``refill``)."""
+  return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+
+
+def loss_term_factory(fn: Callable, *, hparams: Mapping[str, str] = None, needs=(), role: str = "term",
+                      fill: Mapping[str, str] = None, slot: Optional[str] = None) -> Callable:
+  """The ``Technique.stage`` of an objective row: ``factory(*args, **kwargs) -> LossTerm``.
+
+  Args:
+    fn: the term factory (``rljax.objectives.ppo_clip``, ...); the stage factory has its signature.
+    hparams: ``{argument: hparam name}`` of the controller-movable arguments; an argument left at
+      ``None`` is not movable.
+    needs: the term's needs, or ``needs(arguments: dict) -> iterable`` when they depend on the arguments
+      (e.g. ``top_entropy_mask(source="old")`` needs ``entropy_old``).
+    role: ``"policy"``, ``"term"`` or ``"correction"`` (see :class:`LossTerm`); a wrapper of a policy term
+      (``erc``, ``top_entropy_mask``) is ``"policy"``.
+    fill: ``{argument: other argument}``: a ``None`` argument takes the other's value (``ppo_clip``'s
+      ``eps_high`` defaults to ``eps_low``), so that both are movable.
+    slot: the recipe slot when it is not the kind's (``kl_in_reward`` is a shaping stage).
+  """
+  sig = inspect.signature(fn)
+  hparams = dict(hparams or {})
+
+  def factory(*args, **kwargs):
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    for arg, other in (fill or {}).items():
+      if arguments.get(arg) is None:
+        arguments[arg] = arguments[other]
+    positional = [p.name for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    call_args = tuple(arguments.pop(n) for n in positional)
+    movable = {a: r for a, r in hparams.items()
+               if arguments.get(a) is not None and not isinstance(arguments.get(a), LossTerm)}
+    for a in movable:
+      arguments[a] = float(arguments[a])
+    declared = needs(dict(bound.arguments)) if callable(needs) else needs
+    return LossTerm(fn, args=call_args, kwargs=arguments, hparams=movable, role=role, name=fn.__name__,
+                    needs=frozenset(declared))
+
+  factory.__signature__ = sig
+  factory.__name__ = fn.__name__
+  factory.__doc__ = f"Stage factory of ``{fn.__name__}``: the same arguments, returns a ``LossTerm``."
+  if slot:
+    factory.slot = slot
+  return factory
+
+
+def _input(data: StepData, source, by: str):
+  if callable(source):
+    return source(data)
+  if source in NEEDS:
+    return data.require(source, by)
+  return getattr(data, source)
+
+
+def data_stage_factory(fn: Callable, cls: type, *, inputs: Mapping[str, Any], needs=(), loop_args=(),
+                       result: Optional[Callable] = None, slot: Optional[str] = None, **fixed) -> Callable:
+  """The ``Technique.stage`` of a row whose function takes the step's data as arguments.
+
+  ``factory(**hyper_parameters) -> cls(call, ...)`` where ``call(data)`` is
+  ``fn(**{arg: data.<field>}, **hyper_parameters)``.
+
+  Args:
+    fn: the technique's function (``rljax.advantages.qae``, ``rljax.filters.vcrl``, ...).
+    cls: the stage class (``Advantage``, ``Filter``, ``Shaping``, ``MultiReward``).
+    inputs: ``{argument of fn: StepData field name, or fn(data) -> value}``; these arguments are supplied by
+      the loop and are not hyper-parameters. A field named in ``NEEDS`` (``answer_ids``, ``logp_ref``, ...)
+      becomes a need of the stage.
+    needs: further needs, or ``needs(hyper_parameters) -> iterable``.
+    loop_args: extra keyword parameters (``keyword(name, default)``) passed to ``cls`` instead of ``fn``
+      (a filter's ``refill``).
+    result: ``result(output, data) -> output`` post-processing ``fn``'s return value into the stage's
+      convention (default: unchanged, e.g. ``(advantages, info)``).
+    slot: the recipe slot when it is not the kind's.
+    **fixed: further ``cls`` fields (``phase="advantages"``, ``transform=True``, ...).
+  """
+  loop_args = tuple(loop_args)
+  sig = _signature(fn, drop=tuple(inputs), add=loop_args)
+  loop_names = {p.name for p in loop_args}
+
+  def factory(*args, **kwargs):
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    hyper = dict(bound.arguments)
+    loop = {n: hyper.pop(n) for n in loop_names}
+    declared = set(needs(hyper) if callable(needs) else needs)
+    declared |= {src for src in inputs.values() if isinstance(src, str) and src in NEEDS}
+    name = fn.__name__
+
+    def call(data):
+      out = fn(**{arg: _input(data, src, name) for arg, src in inputs.items()}, **hyper)
+      return out if result is None else result(out, data)
+
+    call.__name__ = name
+    return cls(call, name=name, needs=frozenset(declared), **fixed, **loop)
+
+  factory.__signature__ = sig
+  factory.__name__ = fn.__name__
+  factory.__doc__ = f"Stage factory of ``{fn.__name__}`` ({cls.__name__}); its hyper-parameters as arguments."
+  if slot:
+    factory.slot = slot
+  return factory

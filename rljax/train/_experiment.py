@@ -1,0 +1,187 @@
+"""What a run is built from: the task, tokenizer, model, sampler config and device mesh (``build_experiment``).
+
+Also the small pieces every stage of a run shares: the sharded train step (``ShardedStep``), console logging
+on process 0, the metrics writer stand-in on other processes, and the SIGTERM flag.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+from typing import Optional
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rljax import parallel as par
+from rljax.train._codec import Codec
+from rljax.train._config import RunConfig
+from rljax.train._step import make_train_step
+
+__all__ = ["Experiment", "build_task", "build_experiment", "run_mesh", "ShardedStep", "NoWriter", "log",
+           "host_scalars", "sigterm_flag", "Preempted"]
+
+
+class Preempted(RuntimeError):
+  """Raised after SIGTERM once a checkpoint has been saved."""
+
+
+def log(cfg: RunConfig, *msg) -> None:
+  """Prints on process 0 when the run shows progress."""
+  if cfg.progress is not None and jax.process_index() == 0:
+    print(*msg, flush=True)
+
+
+def host_scalars(metrics) -> dict:
+  """A dict of (possibly sharded) scalar arrays -> floats on every process."""
+  return {k: float(v) for k, v in par.to_host(metrics).items()}
+
+
+def run_mesh(cfg: RunConfig):
+  """The run's device mesh from ``cfg.mesh`` (``rljax.parallel.make_mesh``).
+
+  A mesh with fixed axis sizes whose product is smaller than the number of
+  devices uses the first devices (one process only: a multi-process mesh
+  must cover every device). The default ``MeshConfig(1, 1, 1, 1)`` is one device.
+  """
+  devices = jax.devices()
+  sizes = cfg.mesh.sizes
+  n = int(np.prod(sizes))
+  if -1 not in sizes and n < len(devices):
+    if jax.process_count() > 1:
+      raise ValueError(f"mesh {cfg.mesh} uses {n} of the {len(devices)} devices of {jax.process_count()} "
+                       "processes; a multi-process mesh must cover every device (set one mesh axis to -1)")
+    devices = devices[:n]
+  return par.make_mesh(cfg.mesh, devices)
+
+
+class ShardedStep:
+  """A train state placed on the mesh and its sharded, jitted step (``rljax.parallel``)."""
+
+  def __init__(self, graphdef, state, loss, opt, mesh, **step_kwargs):
+    self.mesh = mesh
+    self.shardings = par.train_state_shardings(state, mesh)
+    self.state = par.place_global(state, self.shardings)
+    self.step = par.shard_train_step(
+        make_train_step(graphdef, par.fsdp_loss_fn(loss, mesh), opt, jit=False, **step_kwargs),
+        self.shardings, mesh)
+
+
+class NoWriter:
+  """Stands in for ``MetricsWriter`` on processes other than 0 (rows computed, nothing written)."""
+
+  def truncate(self, stage, step):
+    pass
+
+  def write(self, stage, step, metrics):
+    return {"stage": stage, "step": int(step), **metrics}
+
+  def close(self):
+    pass
+
+
+@contextlib.contextmanager
+def sigterm_flag():
+  """``flag["set"]`` becomes True on SIGTERM (the loops save a checkpoint and raise ``Preempted``)."""
+  flag = {"set": False}
+  previous = None
+
+  def handler(signum, frame):  # pylint: disable=unused-argument
+    flag["set"] = True
+
+  try:
+    previous = signal.signal(signal.SIGTERM, handler)
+  except ValueError:  # not in the main thread
+    previous = None
+  try:
+    yield flag
+  finally:
+    if previous is not None:
+      signal.signal(signal.SIGTERM, previous)
+
+
+@dataclasses.dataclass
+class Experiment:
+  """Everything ``train`` builds from a config (also used by ``rljax eval/sample``)."""
+  cfg: RunConfig
+  task: object
+  tokenizer: object
+  codec: Codec
+  model: nnx.Module
+  sampler_config: object
+  train_problems: list
+  test_problems: list
+  seq_len: int
+
+  def sample_fn(self, graphdef=None, params=None, model_state=None):
+    """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
+
+    The rollout comes back as NumPy arrays: all rows (gathered from every
+    process in a multi-host run), or only rows ``rows = (lo, hi)``.
+    """
+    from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
+    model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
+    eos = self.codec.eos_id
+    cfg = self.sampler_config
+
+    def fn(prompts, *, n, greedy, temperature, key, rows=None):
+      rollout = generate(model, prompts, config=cfg, key=key, n=n, greedy=greedy,
+                         temperature=1.0 if greedy else temperature, stop_tokens=[eos])
+      return par.to_host(rollout) if rows is None else par.host_rows(rollout, *rows)
+    return fn
+
+
+def build_task(cfg: RunConfig):
+  """The task of ``cfg.task`` (``rljax.envs.get_task``)."""
+  from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
+  t = cfg.task
+  if t.name == "arithmetic":
+    return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
+                    reverse_operands=t.reverse_operands)
+  kwargs = {}
+  if t.tfds_dir is not None:
+    kwargs["data_dir"] = t.tfds_dir
+  if t.chat_template is not None:
+    kwargs["chat_template"] = t.chat_template
+  return get_task(t.name, **kwargs)
+
+
+def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
+  """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
+  from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
+  from rljax.models import fan_in_init, ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
+  from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
+
+  task = build_task(cfg)
+  if cfg.model.hf_checkpoint:
+    tokenizer = load_tokenizer(cfg.model.hf_checkpoint)
+  else:
+    # deterministic: every process trains the same tokenizer; process 0 writes it
+    tokenizer = train_sentencepiece(task.corpus(), os.path.join(cfg.out_dir, "tokenizer")
+                                    if jax.process_index() == 0 else None, model_type="char")
+  codec = Codec(tokenizer)
+  train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
+  test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
+  m = cfg.model
+  if m.hf_checkpoint:
+    from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
+    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype)
+  else:
+    mcfg = ModelConfig(vocab_size=int(tokenizer.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
+                       num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
+                       intermediate_size=m.intermediate_size, max_position_embeddings=m.max_seq_len,
+                       param_dtype=m.dtype, compute_dtype=m.dtype, bos_token_id=codec.bos_id,
+                       eos_token_id=codec.eos_id, pad_token_id=codec.pad_id)
+    model = Transformer(mcfg, rngs=nnx.Rngs(cfg.seed if model_seed is None else model_seed))
+    if m.init == "fan_in":
+      fan_in_init(model)
+  longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
+  bucket = int(-(-longest // 4) * 4)
+  sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
+                                 pad_id=codec.pad_id, return_entropy=True, return_routing=False,
+                                 concurrent_chunks=cfg.rl.concurrent_rollouts)
+  return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
+                    sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
+                    seq_len=bucket + cfg.rl.max_new_tokens)

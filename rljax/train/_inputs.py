@@ -1,0 +1,136 @@
+"""The policy-side inputs a recipe needs, computed once per step and only when some stage declares them.
+
+* ``logp_old`` / ``entropy_old``: a forward of the current parameters (the proximal policy, before this
+  step's updates) on the rollout tokens — and, with a shared critic, its value head's ``values``;
+* ``logp_ref`` / ``entropy_ref`` / ``logp_teacher``: a forward of the frozen reference (the policy at the
+  start of RL; it is also the teacher of ``opd``);
+* ``values``: the separate critic's forward;
+* ``preference_pairs``: each group's best and worst valid sample as a DPO pair.
+
+Nothing here runs when nothing needs it (no reference forward without a KL term, ...). Results are host arrays
+of this process's rows, put into the step's ``StepData``; ``train_batch`` turns the ``StepData`` into the
+global ``TrainBatch`` of the update.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+from flax import nnx
+
+from rljax import parallel as par
+from rljax.stages import StepData
+from rljax.types import TrainBatch
+
+__all__ = ["StepInputs", "forward_fn", "preference_pairs", "train_batch", "REFERENCE_NEEDS", "PROXIMAL_NEEDS"]
+
+PROXIMAL_NEEDS = frozenset({"logp_old", "entropy_old"})
+REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
+
+
+def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1):
+  """``fn(params, model_state, tokens) -> (logp, entropy, values or None)`` jitted (``policy_outputs``)."""
+  from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
+
+  @functools.partial(jax.jit, out_shardings=out_shardings)
+  def fn(params, model_state, tokens):
+    model = nnx.merge(graphdef, params, model_state)
+    out = policy_outputs(model, tokens, shared_prefix_len=shared_prefix_len, group_size=group_size)
+    return out.logp, out.entropy, out.values
+
+  return fn
+
+
+def preference_pairs(data: StepData) -> dict:
+  """DPO pairs from groups: each group's highest- and lowest-reward valid samples (when they differ).
+
+  Returns extras ``{"dpo_pair_id": [B] int32 (the group id, -1 outside a pair), "dpo_chosen": [B] bool}``
+  (the keys ``rljax.objectives.dpo`` reads). Ties go to the first row. Our reading of on-policy DPO over
+  GRPO groups: a group whose rewards are all equal gives no pair.
+  """
+  b = data.batch_size
+  pair = np.full(b, -1, np.int32)
+  chosen = np.zeros(b, bool)
+  for gid in np.unique(data.group_id):
+    rows = np.flatnonzero((data.group_id == gid) & data.valid)
+    if rows.size < 2:
+      continue
+    r = data.rewards[rows]
+    hi, lo = rows[int(np.argmax(r))], rows[int(np.argmin(r))]
+    if r.max() > r.min():
+      pair[[hi, lo]] = gid
+      chosen[hi] = True
+  return {"dpo_pair_id": pair, "dpo_chosen": chosen}
+
+
+class StepInputs:
+  """Computes a step's needs (see the module docstring) into its ``StepData``."""
+
+  def __init__(self, graphdef, needs, *, rows_sharding, batch_size: int, shared_prefix_len: int, group_size: int,
+               ref_params=None, critic=None):
+    self.needs = frozenset(needs)
+    self.rows_sh, self.batch_size = rows_sharding, batch_size
+    self.lo, self.hi = par.process_rows(rows_sharding, batch_size)
+    kw = dict(out_shardings=rows_sharding, shared_prefix_len=shared_prefix_len, group_size=group_size)
+    self.forward = forward_fn(graphdef, **kw)
+    self.ref_params = ref_params
+    self.critic = critic  # a CriticTrainer (separate critic) or None
+    self.shared_values = critic is not None and critic.shared
+    self.critic_forward = forward_fn(critic.graphdef, **kw) if critic is not None and not critic.shared else None
+
+  def _host(self, x):
+    return None if x is None else np.asarray(par.host_rows(x, self.lo, self.hi), np.float32)
+
+  def policy_logp(self, state, tokens):
+    """``logp [B, T]`` (global array) of ``state``'s policy on ``tokens``."""
+    return self.forward(state.params, state.model_state, tokens)[0]
+
+  def __call__(self, data: StepData, state, critic_state=None) -> StepData:
+    needs = self.needs
+    tokens = par.global_batch({"tokens": data.tokens}, self.rows_sh, self.batch_size)["tokens"]
+    changes = {}
+    if needs & PROXIMAL_NEEDS or (self.shared_values and "values" in needs):
+      logp, ent, values = self.forward(state.params, state.model_state, tokens)
+      changes.update(logp_old=self._host(logp), entropy_old=self._host(ent))
+      if self.shared_values:
+        changes["values"] = self._host(values)
+    if needs & REFERENCE_NEEDS:
+      logp, ent, _ = self.forward(self.ref_params, state.model_state, tokens)
+      changes.update(logp_ref=self._host(logp), entropy_ref=self._host(ent))
+      if "logp_teacher" in needs:
+        changes["logp_teacher"] = changes["logp_ref"]
+    if self.critic_forward is not None and "values" in needs:
+      changes["values"] = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens)[2])
+    data = data.replace(**changes)
+    extras = dict(data.extras)
+    if "preference_pairs" in needs:
+      extras.update(preference_pairs(data))
+    if data.entropy_ref is not None:
+      extras["entropy_base"] = data.entropy_ref  # rljax.objectives.entropy_gated_contrastive's default key
+    if data.logp_teacher is not None:
+      extras["logp_teacher"] = data.logp_teacher  # rljax.objectives.opd's default key
+    return data.replace(extras=extras)
+
+
+def train_batch(data: StepData, rows_sharding, batch_size: int) -> TrainBatch:
+  """The update's global ``TrainBatch`` from this process's ``StepData`` rows.
+
+  ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
+  ones are masked by it); optional fields are filled from the step's needs (``logp_old``, ``logp_ref``,
+  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``task_id``, ...).
+  """
+  loss_mask = data.completion_mask & data.valid[:, None]
+  adv = np.asarray(data.advantages, np.float32)
+  adv = (adv[:, None] if adv.ndim == 1 else adv) * loss_mask
+  host = {"tokens": data.tokens, "loss_mask": loss_mask, "advantages": adv.astype(np.float32),
+          "group_id": data.group_id, "rewards": np.asarray(data.rewards, np.float32),
+          "logp_behavior": data.logp_behavior}
+  optional = {"logp_old": data.logp_old, "logp_ref": data.logp_ref, "entropy_old": data.entropy_old,
+              "values_old": data.values, "returns": data.returns, "segment_ids": data.segment_ids,
+              "turn_ids": data.turn_ids, "task_id": data.task_id}
+  host.update({k: v for k, v in optional.items() if v is not None})
+  extras = {k: np.asarray(v) for k, v in data.extras.items()
+            if np.ndim(v) >= 1 and np.shape(v)[0] == data.batch_size}
+  placed = par.global_batch({**host, "extras": extras}, rows_sharding, batch_size)
+  return TrainBatch(**placed)

@@ -1,0 +1,406 @@
+"""The RL stage: a recipe's stages run step after step (``RLLoop``), with checkpoints, metrics and evaluation.
+
+One step (``RLLoop.step``), in the order of the data flow::
+
+    data  = collect(...)              # prompts -> prompt filters -> sampler -> rewards -> shaping -> filters
+    data  = inputs(data, state)       # the forwards the recipe needs (proximal, reference, critic)
+    data  = compute_advantages(...)   # forward-phase shaping -> advantage (+ transforms) -> advantage filters
+    batch = train_batch(data)         # the global TrainBatch
+    state = update(state, batch)      # updates_per_batch epochs x num_minibatches jitted steps (+ critic)
+    state = controllers.step(...)     # hparams / temperature of the next step
+
+Start-up (``RLLoop.__init__``) binds the recipe to the run's facts, refuses a recipe whose needs the run
+cannot meet (naming the stage and the input) and dry-runs every host stage on a synthetic batch, all before
+any compile. A step whose batch has no valid row (a filter emptied it) is not trained on: it is counted
+(``train/empty_steps``) and logged.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from rljax import parallel as par
+from rljax.stages import NEEDS, ControlInputs, RunFacts, StepData, check_needs
+from rljax.train._advantage import compute_advantages, initial_stage_states
+from rljax.train._ahead import RolloutAhead
+from rljax.train._checkpoint import Checkpointer
+from rljax.train._controllers import LoopControllers
+from rljax.train._critic import CriticTrainer, SharedCritic
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
+from rljax.train._optim import make_optimizer
+from rljax.train._rollout import Collector
+from rljax.train._sft import evaluate_state
+from rljax.train._step import init_train_state, objective_loss
+
+__all__ = ["RLLoop", "run_rl", "available_needs", "check_group_batch", "rl_templates", "bound_recipe",
+           "check_recipe"]
+
+_SINGLE_TURN = "the task is single-turn (multi-turn environments and their turn/segment ids come with issue #20)"
+
+
+def check_group_batch(batch_size: int, group_size: int) -> None:
+  """Raises ``ValueError`` unless a rollout batch splits into whole groups."""
+  if group_size < 1 or batch_size % group_size:
+    raise ValueError(f"rollout batch of {batch_size} sequences is not divisible by group_size={group_size}")
+
+
+def available_needs(exp: Experiment, recipe) -> dict:
+  """``{need: ""}`` for what this run can provide, ``{need: reason}`` for what it cannot."""
+  task = exp.task
+  out = {n: "" for n in NEEDS}
+  out.update(segment_ids=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
+  if recipe.critic is None:
+    out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
+  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
+    out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
+  if len(recipe.rewards) < 2:
+    out["reward_components"] = "the recipe has one reward; give several in rl.rewards"
+  if not hasattr(task, "step_rewards"):
+    out["step_rewards"] = f"the {type(task).__name__} task gives no process (step) rewards"
+  return out
+
+
+def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
+  """A small fake batch with every need filled, to dry-run host stages at start-up (bad hyper-parameters
+  fail here, before any compile, not mid-run)."""
+  rng = np.random.default_rng(0)
+  g, p = facts.group_size, facts.num_prompts
+  b, t = p * g, 4 + facts.max_new_tokens
+  cm = np.zeros((b, t), bool)
+  cm[:, 4:] = True
+  f = lambda *shape: rng.normal(size=shape).astype(np.float32)
+  problems = tuple(exp.train_problems[i % len(exp.train_problems)] for i in range(p) for _ in range(g))
+  rewards = rng.integers(0, 2, b).astype(np.float32)
+  data = StepData(tokens=rng.integers(1, 8, (b, t)).astype(np.int32), prompt_mask=~cm, completion_mask=cm,
+                  group_id=np.repeat(np.arange(p, dtype=np.int32), g), num_groups=p, valid=np.ones(b, bool),
+                  lengths=cm.sum(1).astype(np.int32), completions=tuple(str(i % 3) for i in range(b)),
+                  problems=problems, prompt_index=np.repeat(np.arange(p), g), rewards=rewards, correct=rewards.copy(), logp_behavior=-np.abs(f(b, t)) * cm,
+                  entropy_behavior=np.abs(f(b, t)) * cm, max_new_tokens=facts.max_new_tokens,
+                  key=jax.random.PRNGKey(0), logp_old=-np.abs(f(b, t)) * cm, entropy_old=np.abs(f(b, t)) * cm,
+                  logp_ref=-np.abs(f(b, t)) * cm, entropy_ref=np.abs(f(b, t)) * cm, logp_teacher=-np.abs(f(b, t)) * cm,
+                  values=f(b, t) * cm, greedy_rewards=rng.integers(0, 2, b).astype(np.float32),
+                  answer_ids=rng.integers(0, 3, b).astype(np.int32), turns=tuple((str(i),) for i in range(b)))
+  if facts.num_tasks:
+    data = data.replace(task_id=rng.integers(0, facts.num_tasks, b).astype(np.int32), num_tasks=facts.num_tasks)
+  if hasattr(exp.task, "step_rewards"):
+    step_rewards, step_mask = exp.task.step_rewards(data.completions, data.problems)
+    data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
+  k = max(len(recipe.rewards), 1)
+  if k > 1:
+    data = data.replace(reward_components=rng.integers(0, 2, (b, k)).astype(np.float32),
+                        reward_names=tuple(r.name for r in recipe.rewards))
+  return data
+
+
+def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
+  """Runs every host stage once on a synthetic batch (see ``_synthetic``); errors name the stage."""
+  from rljax.train._rollout import run_filters, set_rewards  # pylint: disable=import-outside-toplevel
+  data = _synthetic(exp, recipe, facts)
+
+  def guard(stage, fn):
+    try:
+      return fn()
+    except Exception as e:  # noqa: BLE001 - re-raised with the stage named
+      raise ValueError(f"recipe stage {stage.name!r} fails on a synthetic batch at start-up: "
+                       f"{type(e).__name__}: {e}") from e
+
+  multi = recipe.multi_reward
+  if multi is not None and multi.produces == "rewards":
+    data = guard(multi, lambda: set_rewards(data, multi.fn(data)[0], multi.name))
+  for s in recipe.shaping:
+    data = guard(s, lambda s=s: set_rewards(data, s.fn(data)[0], s.name))
+  for f in recipe.filters:
+    if f.phase == "rewards":
+      guard(f, lambda f=f: run_filters((f,), data, {}))
+  states = initial_stage_states(recipe, max(facts.num_dataset_prompts, 1))
+  guard_all = lambda: compute_advantages(recipe.replace(shaping=(), filters=tuple(
+      f for f in recipe.filters if f.phase == "advantages")), data, states["advantage"])
+  try:
+    guard_all()
+  except ValueError as e:
+    raise ValueError(f"recipe advantage stages fail on a synthetic batch at start-up: {e}") from e
+
+
+def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None, model=None):
+  """The RL stage's initial pieces: ``(graphdef, state, opt, sched, ref_params, critic)``.
+
+  Used by the run (from the SFT state) and by ``load_run`` (as the restore template).
+  """
+  rl = cfg.rl
+  total_updates = max(rl.steps * rl.updates_per_batch * rl.num_minibatches, 1)
+  opt, sched = make_optimizer(rl.optim, total_updates)
+  if model is None:
+    model = nnx.merge(graphdef_sft, sft_state.params, sft_state.model_state)
+  critic = None
+  if recipe.critic is not None and recipe.critic.shared:
+    from rljax.models import with_value_head  # pylint: disable=import-outside-toplevel
+    model = with_value_head(model)
+    critic = SharedCritic()
+  graphdef, state = init_train_state(model, opt, recipe.initial_hparams())
+  ref = jax.tree_util.tree_map(jnp.copy, state.params) if recipe.needs & REFERENCE_NEEDS else {}
+  return graphdef, state, opt, sched, ref, critic, model, total_updates
+
+
+def bound_recipe(exp: Experiment, recipe):
+  """``recipe`` bound to the run's static facts (``rljax.stages.RunFacts``)."""
+  rl = exp.cfg.rl
+  facts = RunFacts(num_prompts=rl.num_prompts, group_size=rl.group_size, max_new_tokens=rl.max_new_tokens,
+                   temperature=rl.temperature, num_dataset_prompts=len(exp.train_problems),
+                   num_tasks=getattr(exp.task, "num_tasks", None))
+  return recipe.bind(facts), facts
+
+
+def check_recipe(exp: Experiment, recipe):
+  """Start-up checks of a recipe for this run, before anything is compiled or trained: binds it to the run's
+  facts, refuses needs the run cannot meet (naming the stage and the input) and combinations the loop does
+  not support, and dry-runs every host stage on a synthetic batch. Returns the bound recipe."""
+  rl = exp.cfg.rl
+  recipe, facts = bound_recipe(exp, recipe)
+  check_needs(recipe.stages(), available_needs(exp, recipe))
+  if recipe.prompt_filters and jax.process_count() > 1:
+    raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "
+                     f"{jax.process_count()}")
+  if recipe.prompt_filters and rl.rollout_ahead:
+    raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
+                     "selection; rl.rollout_ahead samples the next step before that: use one or the other")
+  if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
+    raise ValueError("at most one prompt filter may take a pilot rollout")
+  if any(pf.pilot >= rl.group_size for pf in recipe.prompt_filters):
+    raise ValueError(f"a prompt filter's pilot must be smaller than rl.group_size={rl.group_size}")
+  dry_run(exp, recipe, facts)
+  return recipe
+
+
+class RLLoop:
+  """Everything the RL stage runs: built once (start-up checks included), then ``step(s)`` per step."""
+
+  def __init__(self, exp: Experiment, sft_graphdef, sft_state, recipe, mesh, *, resume: bool, evals: list, writer):
+    cfg, rl = exp.cfg, exp.cfg.rl
+    self.exp, self.cfg, self.rl, self.mesh, self.writer, self.evals = exp, cfg, rl, mesh, writer, evals
+    recipe = check_recipe(exp, recipe)
+    self.recipe, self.needs = recipe, recipe.needs
+    log(cfg, f"[rljax] recipe: {recipe.describe()}")
+
+    graphdef, state, opt, sched, ref, critic, model, total = rl_templates(exp, cfg, recipe, sft_graphdef, sft_state)
+    self.graphdef = graphdef
+    self.prefix = _shared_prompt_len(exp, rl)
+    loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
+                          group_size=rl.group_size)
+    sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
+    self.state, self.update_step = sharded.state, sharded.step
+    if recipe.critic is not None and not recipe.critic.shared:
+      critic = CriticTrainer(recipe.critic, model, mesh, total_updates=total, num_microbatches=rl.num_microbatches,
+                             shared_prefix_len=self.prefix, group_size=rl.group_size)
+    self.critic = critic
+    self.ref = ref
+    self.controllers = LoopControllers(recipe.controllers, rl.temperature)
+    self.ctl_state = self.controllers.init()
+    self.stage_states = initial_stage_states(recipe, len(exp.train_problems))
+
+    self.rows_sh = par.row_sharding(mesh, rl.batch_size)
+    row_ranges = par.all_process_rows(self.rows_sh, rl.batch_size)
+    for p, (a, b) in row_ranges.items():
+      if a % rl.group_size or b % rl.group_size:
+        raise ValueError(f"process {p} holds rollout rows [{a}, {b}), which split groups of "
+                         f"rl.group_size={rl.group_size}; change mesh or rl.num_prompts")
+    prompt_rows = {p: (a // rl.group_size, b // rl.group_size) for p, (a, b) in row_ranges.items()}
+    records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
+               for i, p in enumerate(exp.train_problems)]
+    from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
+    self.loader = par.process_batches(records, global_batch_size=rl.num_prompts,
+                                      rows=prompt_rows[jax.process_index()], seed=cfg.seed,
+                                      transform=lambda rec: (to_problem({k: v for k, v in rec.items()
+                                                                         if k != "index"}), rec["index"]))
+    self.collect = Collector(exp, recipe, self.loader, graphdef, prompt_rows=prompt_rows,
+                             base_key=jax.random.PRNGKey(cfg.seed), num_dataset_prompts=len(exp.train_problems),
+                             needs=self.needs)
+    self.inputs = StepInputs(graphdef, self.needs, rows_sharding=self.rows_sh, batch_size=rl.batch_size,
+                             shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
+                             critic=critic)
+    mb = rl.batch_size // rl.num_minibatches
+    self.take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
+                             out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
+    self.ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl"), max_to_keep=cfg.checkpoint.max_to_keep)
+    self.start = 0
+    self.empty_steps = 0
+    if resume and self.ckpt.exists():
+      tree, meta, self.start = self.ckpt.restore(self._tree())
+      self._load(tree)
+      self.loader.set_state(meta["data"])
+      evals[:] = meta.get("evals", evals)
+      self.empty_steps = int(meta.get("empty_steps", 0))
+      writer.truncate("rl", self.start)
+      log(cfg, f"[rljax] resumed RL from step {self.start}")
+
+  # ------------------------------------------------------------------------- checkpoint tree
+
+  def _tree(self) -> dict:
+    tree = {"state": self.state, "ref": self.ref, "controller": self.ctl_state, "stages": self.stage_states}
+    if isinstance(self.critic, CriticTrainer):
+      tree["critic"] = self.critic.state
+    return tree
+
+  def _load(self, tree: dict) -> None:
+    self.state, self.ref, self.ctl_state = tree["state"], tree["ref"], tree["controller"]
+    self.stage_states = tree["stages"]
+    self.inputs.ref_params = self.ref
+    if "critic" in tree:
+      self.critic.state = tree["critic"]
+
+  def save(self, s: int, data_state, done: bool) -> None:
+    self.ckpt.save(s, self._tree(), {"stage": "rl", "step": s, "data": data_state, "evals": self.evals,
+                                     "done": done, "empty_steps": self.empty_steps})
+
+  # ------------------------------------------------------------------------- one step
+
+  def sample(self, s: int, params, model_state, temperature, prompt_states):
+    """The step's collected batch (``Collector``)."""
+    return self.collect(params, model_state, s, temperature, prompt_states)
+
+  def step(self, s: int, collected) -> dict:
+    """One RL step on a collected batch; returns its metrics row."""
+    data, stats, prompt_states = collected
+    t0 = time.perf_counter()
+    self.stage_states = {**self.stage_states, "prompt_filters": prompt_states}
+    _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
+    data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+    data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
+        self.recipe, data, self.stage_states["advantage"])
+    for pf in self.recipe.prompt_filters:
+      if pf.observe is not None:
+        self.stage_states["prompt_filters"][pf.name], m = pf.observe(self.stage_states["prompt_filters"][pf.name],
+                                                                     data)
+        adv_metrics.update({f"{pf.name}/{k}": v for k, v in _scalars(m).items()})
+    batch = train_batch(data, self.rows_sh, self.rl.batch_size)
+    if not par.process_any(data.valid.any()):
+      self.empty_steps += 1
+      log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the update is skipped")
+      um = {}
+    else:
+      um = self.update(batch, s)
+    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()}, **adv_metrics,
+           "time/update_s": time.perf_counter() - t0, "train/empty_steps": float(self.empty_steps)}
+    self.state, self.ctl_state, ctl_metrics = self.controllers.step(
+        self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
+                                                  policy_logp=lambda: self.inputs.policy_logp(self.state,
+                                                                                              batch.tokens)))
+    row.update(ctl_metrics)
+    return row
+
+  def update(self, batch, s: int) -> dict:
+    """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (policy, then the separate critic)."""
+    rl = self.rl
+    mb = rl.batch_size // rl.num_minibatches
+    metrics, critic_metrics = [], []
+    perm_rng = np.random.default_rng([self.cfg.seed, 11, s])
+    critic = self.critic if isinstance(self.critic, CriticTrainer) else None
+    for _ in range(rl.updates_per_batch):
+      order = perm_rng.permutation(rl.batch_size) if rl.num_minibatches > 1 else None
+      for j in range(rl.num_minibatches):
+        mbatch = batch if order is None else self.take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
+        self.state, m = self.update_step(self.state, mbatch)
+        metrics.append(m)
+        if critic is not None:
+          critic.state, cm = critic.step(critic.state, mbatch)
+          critic_metrics.append(cm)
+    out = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics))
+    if critic_metrics:
+      cm = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *critic_metrics))
+      out.update({f"critic/{k}": v for k, v in cm.items()})
+    return out
+
+
+def _scalars(m) -> dict:
+  from rljax.stages import scalar_metrics  # pylint: disable=import-outside-toplevel
+  return scalar_metrics(m)
+
+
+def _shared_prompt_len(exp: Experiment, rl) -> int:
+  """Prompt columns shared by each group's rows (``rl.share_prompt_forward``), or 0.
+
+  Rollout rows are ``prompt | completion | padding`` (left-aligned), a group's ``G`` rows consecutive: every
+  group's rows agree on (at least) their first ``min(len(prompt))`` tokens over the training prompts, the
+  static shared length (checked on every batch by :func:`_check_shared_prefix`). Row shuffling into
+  mini-batches would split groups, so sharing needs ``num_minibatches == 1`` and micro-batches of whole groups.
+  """
+  if not rl.share_prompt_forward:
+    return 0
+  if rl.num_minibatches != 1 or (rl.batch_size // rl.num_microbatches) % rl.group_size:
+    log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")
+    return 0
+  shortest = min(len(exp.codec.prompt_ids(p)) for p in exp.train_problems)
+  return max(0, min(shortest, exp.seq_len - 1))
+
+
+def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -> None:
+  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens."""
+  if prefix_len:
+    head = tokens[:, :prefix_len].reshape(-1, group_size, prefix_len)
+    if not np.all(head == head[:, :1]):
+      raise ValueError(f"rollout rows of a group differ in their first {prefix_len} tokens; "
+                       "set rl.share_prompt_forward=false")
+
+
+def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list):
+  """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``."""
+  cfg, rl = exp.cfg, exp.cfg.rl
+  loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer)
+  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+  bar = tqdm(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
+             leave=True)
+  last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
+  ahead = RolloutAhead() if rl.rollout_ahead else None
+  try:
+    for s in range(loop.start, rl.steps):
+      t0 = time.perf_counter()
+      lag = 0
+      temperature = loop.controllers.temperature(loop.ctl_state)
+      prompt_states = loop.stage_states["prompt_filters"]
+      if ahead is not None and ahead.pending:
+        collected = ahead.result()  # sampled from the parameters before step s - 1's updates
+        lag = 1
+      else:
+        collected = loop.sample(s, loop.state.params, loop.state.model_state, temperature, prompt_states)
+      data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
+      if ahead is not None and s + 1 < rl.steps:
+        ahead.submit(loop.sample, s + 1, *RolloutAhead.snapshot((loop.state.params, loop.state.model_state)),
+                     temperature, collected[2])
+      t1 = time.perf_counter()
+      row = loop.step(s, collected)
+      row["time/sample_s"] = t1 - t0
+      row["rollout/reward_mean"] = collected[1]["reward_mean"]
+      if ahead is not None:
+        row["rollout/lag"] = float(lag)
+      done = s + 1 == rl.steps
+      if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
+        ev = evaluate_state(exp, loop.graphdef, loop.state, jax.random.PRNGKey(10_000 + s), full=False)
+        last_eval = ev["greedy_accuracy"]
+        evals.append({"step": s + 1, **ev})
+        row["eval/greedy_accuracy"] = last_eval
+      if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
+        loop.writer.write("rl", s + 1, row)
+      bar.set_postfix(reward=f"{collected[1]['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
+      bar.update(1)
+      stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
+      preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
+      if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
+        loop.save(s + 1, data_state, done or stop_early)
+      if preempt:
+        bar.close()
+        loop.ckpt.close()
+        raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
+      if stop_early:
+        log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
+        break
+  finally:
+    if ahead is not None:
+      ahead.close()
+  bar.close()
+  loop.ckpt.close()
+  return loop.graphdef, loop.state

@@ -1,0 +1,308 @@
+"""Collecting one RL batch: prompts -> prompt filters -> sampler -> rewards -> shaping -> filters (with refills).
+
+``Collector(...)(params, model_state, step, temperature, prompt_states)`` returns the step's
+:class:`rljax.stages.StepData` (host arrays of this process's rows: whole groups), rollout statistics and the
+new prompt-filter states. Everything here runs on the host between jitted calls, except the sampler.
+
+Multi-host: the loader yields this process's prompts ``[lo, hi)`` of each global batch; the sampler runs on
+the global prompt batch (prompt ids gathered from every process) and this process keeps, scores and returns
+its own rows; statistics are summed over processes. Refills run the same number of sampling rounds on every
+process. Host stages see this process's rows (whole groups): a stage's batch-level statistic (a whitening,
+a ranking of groups) is then per process.
+"""
+from __future__ import annotations
+
+import dataclasses
+import jax
+import numpy as np
+
+from rljax import parallel as par
+from rljax.stages import PromptData, StepData, scalar_metrics
+
+__all__ = ["Collector", "concat_steps", "run_filters"]
+
+
+def concat_steps(parts) -> StepData:
+  """Row-wise concatenation of ``StepData`` of the same step (every per-row field)."""
+  first = parts[0]
+  if len(parts) == 1:
+    return first
+  b = [p.batch_size for p in parts]
+  changes = {}
+  for f in dataclasses.fields(first):
+    vals = [getattr(p, f.name) for p in parts]
+    if f.name in ("completions", "problems", "turns"):
+      changes[f.name] = None if vals[0] is None else tuple(x for v in vals for x in v)
+    elif f.name == "extras":
+      changes[f.name] = {k: np.concatenate([np.asarray(v[k]) for v in vals]) for k in vals[0]}
+    elif isinstance(vals[0], np.ndarray) and vals[0].ndim >= 1 and vals[0].shape[0] == b[0]:
+      changes[f.name] = np.concatenate(vals, 0)
+  return first.replace(**changes)
+
+
+def run_filters(filters, data: StepData, metrics: dict) -> StepData:
+  """Applies row filters in order: a bool ``keep [B]`` gives ``valid &= keep``; an integer ``[N]`` result is a
+  row selection (a resampling of the batch, padded with masked rows to ``B``)."""
+  for f in filters:
+    keep, m = f.fn(data)
+    metrics.update(scalar_metrics(m, f.name))
+    keep = np.asarray(keep)
+    if keep.dtype == bool:
+      if keep.shape != (data.batch_size,):
+        raise ValueError(f"filter {f.name!r} returned keep of shape {keep.shape}, expected ({data.batch_size},)")
+      data = data.replace(valid=data.valid & keep.astype(bool))
+    else:
+      rows = keep.astype(np.int64).reshape(-1)
+      if rows.size > data.batch_size or (rows.size and (rows.min() < 0 or rows.max() >= data.batch_size)):
+        raise ValueError(f"filter {f.name!r} returned {rows.size} row indices; expected at most "
+                         f"{data.batch_size} indices in [0, {data.batch_size})")
+      pad = np.arange(data.batch_size - rows.size) % data.batch_size  # filler rows, masked out below
+      new_valid = np.concatenate([data.valid[rows], np.zeros(pad.size, bool)])
+      data = data.take(np.concatenate([rows, pad])).replace(valid=new_valid)
+    metrics[f"{f.name}/kept_rows"] = float(data.valid.sum())
+  return data
+
+
+class _Call:
+  """Per-call context of a ``Collector`` call (the sampler of these parameters, the temperature, metrics)."""
+
+  def __init__(self, sample, temperature: float):
+    self.sample, self.temperature = sample, temperature
+    self.metrics: dict = {}
+    self.reward_errors = 0
+
+
+class Collector:
+  """Samples, scores, shapes and filters one RL batch (see the module docstring)."""
+
+  def __init__(self, exp, recipe, loader, graphdef, *, prompt_rows, base_key, num_dataset_prompts: int, needs):
+    rl = exp.cfg.rl
+    self.exp, self.recipe, self.loader, self.rl, self.graphdef = exp, recipe, loader, rl, graphdef
+    self.prompt_rows = prompt_rows
+    self.lo, self.hi = prompt_rows[jax.process_index()]
+    self.base_key = base_key
+    self.num_dataset_prompts = num_dataset_prompts
+    self.needs = needs
+    self.refill_filters = tuple(f for f in recipe.filters if f.refill)
+    self.batch_filters = tuple(f for f in recipe.filters if f.phase == "rewards" and not f.refill)
+    self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
+    self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
+    from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
+    task = exp.task
+    fns = [(r.name, r.fn) for r in recipe.rewards] or [(f"{type(task).__name__}.score", task.score)]
+    self.reward_fns = [(name, safe_reward(fn, lenient=exp.cfg.task.lenient_rewards, name=name)) for name, fn in fns]
+
+  # ------------------------------------------------------------------------- sampling and scoring
+
+  def _sample(self, call: _Call, problems, n: int, key, *, greedy: bool = False):
+    """This process's rows of ``n`` samples of each of ``problems`` (the prompts of every process sampled)."""
+    prompts = par.allgather_rows([self.exp.codec.prompt_ids(p) for p in problems], self.prompt_rows,
+                                 self.rl.num_prompts)
+    return call.sample(prompts, n=n, greedy=greedy, temperature=1.0 if greedy else call.temperature, key=key,
+                       rows=(self.lo * n, self.hi * n))
+
+  def _answer_ids(self, completions) -> np.ndarray:
+    key_fn = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
+    index: dict = {}
+    return np.asarray([index.setdefault(key_fn(c), len(index)) for c in completions], np.int32)
+
+  def score(self, call: _Call, r, problems, index, *, step: int, key, greedy_rewards=None) -> StepData:
+    """A sampled batch (``r``: this process's rows; ``problems``: one per group) as ``StepData``: rewards (and
+    their components), correctness, the multi-reward aggregation and the cheap host needs (answer ids, task
+    ids, one turn per sample)."""
+    g = r.tokens.shape[0] // len(problems)
+    exp = self.exp
+    completions = exp.codec.decode_completions(r.tokens, r.completion_mask)
+    expanded = tuple(p for p in problems for _ in range(g))
+    components = []
+    for _, fn in self.reward_fns:
+      values, info = fn(completions, list(expanded))
+      call.reward_errors += int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
+      components.append(np.asarray(values, np.float32))
+    components = np.stack(components, 1)
+    cm = np.asarray(r.completion_mask).astype(bool)
+    data = StepData(
+        tokens=np.asarray(r.tokens), prompt_mask=np.asarray(r.prompt_mask).astype(bool), completion_mask=cm,
+        group_id=np.repeat(np.arange(self.lo, self.lo + len(problems), dtype=np.int32), g),
+        num_groups=self.rl.num_prompts, valid=np.ones(cm.shape[0], bool), lengths=cm.sum(1).astype(np.int32),
+        completions=tuple(completions), problems=expanded, prompt_index=np.repeat(np.asarray(index, np.int64), g),
+        rewards=components.sum(1) if components.shape[1] > 1 else components[:, 0],
+        correct=np.asarray(exp.task.score(completions, list(expanded)), np.float32),
+        logp_behavior=np.asarray(r.logp_behavior, np.float32),
+        entropy_behavior=None if r.entropy_behavior is None else np.asarray(r.entropy_behavior, np.float32),
+        max_new_tokens=self.rl.max_new_tokens, step=step, key=key, greedy_rewards=greedy_rewards,
+        reward_components=components if components.shape[1] > 1 else None,
+        reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
+    if "answer_ids" in self.needs:
+      data = data.replace(answer_ids=self._answer_ids(completions))
+    if "step_rewards" in self.needs:
+      step_rewards, step_mask = exp.task.step_rewards(completions, list(expanded))
+      data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
+    if "task_id" in self.needs:
+      data = data.replace(task_id=np.asarray([exp.task.task_id(p) for p in expanded], np.int32),
+                          num_tasks=int(exp.task.num_tasks))
+    multi = self.recipe.multi_reward
+    if multi is not None and multi.produces == "rewards":
+      value, m = multi.fn(data.replace(key=jax.random.fold_in(key, 1)))
+      data = set_rewards(data, value, multi.name)
+      call.metrics.update(scalar_metrics(m, multi.name))
+    for i, s in enumerate(self.rollout_shaping):
+      rewards, m = s.fn(data.replace(key=jax.random.fold_in(key, 100 + i)))
+      data = set_rewards(data, rewards, s.name)
+      call.metrics.update(scalar_metrics(m, s.name))
+    return data.replace(key=key)
+
+  # ------------------------------------------------------------------------- prompts
+
+  def _next_prompts(self):
+    batch = next(self.loader)
+    return [p for p, _ in batch], np.asarray([i for _, i in batch], np.int64)
+
+  def _select_prompts(self, call: _Call, step: int, key, prompt_states: dict):
+    """Pre-rollout selection (single process): draws candidates until every group has an admitted prompt.
+
+    Returns ``(problems, dataset indices, counts [P] valid rows per group, pilot blocks)``; a group left without an
+    admitted prompt after ``rl.max_refills`` extra draws is padding (count 0), reported as
+    ``prompt_filters/unfilled_groups``.
+    """
+    g, local = self.rl.group_size, self.hi - self.lo
+    chosen, draws = [], 0
+    while len(chosen) < local and draws <= self.rl.max_refills:
+      problems, index = self._next_prompts()
+      k = jax.random.fold_in(key, draws)
+      pilot = None
+      if self.pilot:
+        pilot = self.score(call, self._sample(call, problems, self.pilot, jax.random.fold_in(k, 1)), problems, index,
+                           step=step, key=jax.random.fold_in(k, 2))
+      counts = np.full(len(problems), g, np.int64)
+      for j, pf in enumerate(self.recipe.prompt_filters):
+        c, prompt_states[pf.name], m = pf.select(
+            prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step, pilot),
+            jax.random.fold_in(k, 10 + j))
+        c = np.asarray(c, np.int64).reshape(-1)
+        limit = g - self.pilot
+        if c.shape != (len(problems),) or c.min(initial=0) < 0 or c.max(initial=0) > limit:
+          raise ValueError(f"prompt filter {pf.name!r} returned counts {c.tolist()}; expected {len(problems)} "
+                           f"ints in [0, {limit}] (rollouts per prompt{' after the pilot' if self.pilot else ''})")
+        counts = np.minimum(counts, c + self.pilot)
+        call.metrics.update(scalar_metrics(m, pf.name))
+      chosen += [(problems[p], int(index[p]), int(counts[p]), (pilot, p)) for p in range(len(problems))
+                 if counts[p] > 0]
+      draws += 1
+    unfilled = max(0, local - len(chosen))
+    filler = chosen[0][:2] if chosen else (problems[0], int(index[0]))
+    chosen = chosen[:local] + [(*filler, 0, None)] * unfilled  # padding groups: count 0, masked out
+    call.metrics["prompt_filters/draws"] = float(draws)
+    call.metrics["prompt_filters/unfilled_groups"] = float(unfilled)
+    return ([c[0] for c in chosen], np.asarray([c[1] for c in chosen], np.int64),
+            np.asarray([c[2] for c in chosen], np.int64), [c[3] for c in chosen])
+
+  # ------------------------------------------------------------------------- one round
+
+  def _round(self, call: _Call, step: int, key, prompt_states: dict) -> StepData:
+    """One sampling round: prompts -> sampler -> scored ``StepData`` (whole groups of ``group_size`` rows)."""
+    g = self.rl.group_size
+    counts, blocks = None, None
+    if self.recipe.prompt_filters:
+      problems, index, counts, blocks = self._select_prompts(call, step, key, prompt_states)
+    else:
+      problems, index = self._next_prompts()
+    greedy = None
+    if "greedy_rewards" in self.needs:
+      gr = self._sample(call, problems, 1, jax.random.fold_in(key, 7), greedy=True)
+      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=key).rewards, g)
+    n = g - self.pilot
+    data = self.score(call, self._sample(call, problems, n, key), problems, index, step=step,
+                      key=key, greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
+    if self.pilot:  # each group: its prompt's pilot rows, then the committed rows
+      parts, rows, offsets = [data], [], {}
+      for p, block in enumerate(blocks):
+        pilot_data, q = block if block and block[0] is not None else (None, None)
+        if pilot_data is None:  # an unfilled group: any rows, masked out by its count 0
+          rows.append(np.concatenate([np.full(self.pilot, p * n), np.arange(p * n, (p + 1) * n)]))
+          continue
+        if id(pilot_data) not in offsets:  # one pilot rollout per draw of candidates
+          offsets[id(pilot_data)] = sum(d.batch_size for d in parts)
+          parts.append(pilot_data)
+        start = offsets[id(pilot_data)] + q * self.pilot
+        rows.append(np.concatenate([np.arange(start, start + self.pilot), np.arange(p * n, (p + 1) * n)]))
+      data = concat_steps(parts).take(np.concatenate(rows))
+      data = data.replace(group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g),
+                          greedy_rewards=greedy)
+    if counts is not None:
+      data = data.replace(valid=(np.arange(g)[None, :] < counts[:, None]).reshape(-1))
+    return data
+
+  # ------------------------------------------------------------------------- one step
+
+  def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict):
+    """Samples the step's batch; returns ``(StepData, stats, prompt_states)``."""
+    call = _Call(self.exp.sample_fn(self.graphdef, params, model_state), temperature)
+    g, local = self.rl.group_size, self.hi - self.lo
+    key = jax.random.fold_in(self.base_key, step)
+    prompt_states = dict(prompt_states)
+    kept, dropped, seen = [], [], []
+    refills = zero_var = sampled = 0
+    rounds = self.rl.max_refills + 1 if self.refill_filters else 1
+    for attempt in range(rounds):
+      k = jax.random.fold_in(key, attempt)
+      data = self._round(call, step, k, prompt_states)
+      refills += int(attempt > 0)
+      seen.append(data)
+      keep = data.valid.copy()
+      for f in self.refill_filters:
+        kf, m = f.fn(data.replace(key=jax.random.fold_in(k, 200)))
+        call.metrics.update(scalar_metrics(m, f.name))
+        keep &= np.asarray(kf, bool)
+      for p in range(local):
+        rows = np.arange(p * g, (p + 1) * g)
+        r = data.rewards[rows][data.valid[rows]]
+        sampled += 1
+        zero_var += int(r.size > 0 and np.all(r == r[0]))
+        (kept if keep[rows].any() else dropped).append((len(seen) - 1, rows, keep[rows]))
+      if not par.process_any(len(kept) < local):
+        break
+    groups = kept[:local]
+    num_real = len(groups)
+    groups += [(s, rows, np.zeros(g, bool)) for s, rows, _ in dropped[:local - num_real]]  # padding, masked out
+    offsets = np.cumsum([0] + [d.batch_size for d in seen])
+    everything = concat_steps(seen)
+    data = everything.take(np.concatenate([offsets[s] + r for s, r, _ in groups]))
+    data = data.replace(valid=np.concatenate([k for _, _, k in groups]),
+                        group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g))
+    data = run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(key, 300)), call.metrics)
+    data = data.replace(key=key)
+    counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
+              "reward_errors": call.reward_errors}
+    return data, self._stats(data, everything, counts, call.metrics), prompt_states
+
+  def _stats(self, data: StepData, everything: StepData, counts: dict, metrics: dict) -> dict:
+    """Global rollout statistics: rewards and accuracy over every sampled row, lengths and entropy over the
+    batch's valid rows."""
+    cm = data.completion_mask & data.valid[:, None]
+    ent = data.entropy_behavior
+    seen = everything.valid
+    sums = par.process_sum({
+        "reward": float(everything.rewards.astype(np.float64)[seen].sum()), "n": int(seen.sum()),
+        "correct": float(everything.correct.astype(np.float64)[seen].sum()),
+        "tokens": float(cm.sum()), "rows": int(data.valid.sum()),
+        "entropy": 0.0 if ent is None else float((ent * cm).sum()), **counts})
+    out = {k: (int(sums[k]) if k != "kept_groups" else float(sums[k])) for k in counts}
+    out["refills"] = counts["refills"]
+    out.update({"reward_mean": sums["reward"] / max(sums["n"], 1), "accuracy": sums["correct"] / max(sums["n"], 1),
+                "completion_len": sums["tokens"] / max(sums["rows"], 1), "valid_rows": float(sums["rows"])})
+    if ent is not None:
+      out["entropy"] = sums["entropy"] / max(sums["tokens"], 1)
+    out.update(metrics)
+    return out
+
+
+def set_rewards(data: StepData, rewards, name: str) -> StepData:
+  """``data`` with a stage's new rewards: ``[B]`` sequence rewards, or ``[B, T]`` token rewards (summed)."""
+  rewards = np.asarray(rewards, np.float32)
+  if rewards.shape == (data.batch_size,):
+    return data.replace(rewards=rewards)
+  if rewards.shape == data.tokens.shape:
+    return data.replace(token_rewards=rewards, rewards=rewards.sum(1))
+  raise ValueError(f"stage {name!r} returned rewards of shape {rewards.shape}; expected ({data.batch_size},) or "
+                   f"{data.tokens.shape}")

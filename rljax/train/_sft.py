@@ -1,0 +1,74 @@
+"""The SFT warm-start stage and held-out evaluation of a train state."""
+from __future__ import annotations
+
+import os
+
+import jax
+
+from rljax import parallel as par
+from rljax.train._checkpoint import Checkpointer
+from rljax.train._codec import sft_batch
+from rljax.train._eval import evaluate
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._optim import make_optimizer
+from rljax.train._step import init_train_state, nll_loss
+
+__all__ = ["run_sft", "evaluate_state"]
+
+
+def evaluate_state(exp: Experiment, graphdef, state, key, *, full: bool = True) -> dict:
+  """Held-out greedy accuracy of ``state`` (``full``: also the sampled success rate and pass@k)."""
+  fn = exp.sample_fn(graphdef, state.params, state.model_state)
+  e = exp.cfg.eval
+  return evaluate(fn, exp.task, exp.codec, exp.test_problems[:e.num_problems], batch_size=e.batch_size, key=key,
+                  num_samples=e.num_samples if full else 0, pass_k=e.pass_k if full else (),
+                  temperature=e.temperature)
+
+
+def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
+  """SFT on task demonstrations (NLL); returns ``(graphdef, state, meta)``. Checkpoints under ``checkpoints/sft``."""
+  cfg = exp.cfg
+  opt, sched = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
+  graphdef, state = init_train_state(exp.model, opt)
+  sharded = ShardedStep(graphdef, state, nll_loss(), opt, mesh, schedule=sched)
+  state, step_fn = sharded.state, sharded.step
+  b = cfg.sft.batch_size
+  rows_sh = par.row_sharding(mesh, b)
+  lo, hi = par.process_rows(rows_sh, b)
+  ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "sft"), max_to_keep=cfg.checkpoint.max_to_keep)
+  start, meta = 0, {}
+  if resume and ckpt.exists():
+    tree, meta, start = ckpt.restore({"state": state})
+    state = tree["state"]
+    writer.truncate("sft", start)
+    log(cfg, f"[rljax] resumed SFT from step {start}")
+  if start >= cfg.sft.steps and meta.get("done"):
+    ckpt.close()
+    return graphdef, state, meta
+  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
+  bar = tqdm(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress or jax.process_index() != 0,
+             leave=True)
+  for s in range(start, cfg.sft.steps):
+    # the (cheap, deterministic) host batch; this process places only its rows [lo, hi)
+    batch = sft_batch(exp.task, exp.codec, exp.train_problems, step=s, seed=cfg.seed,
+                      batch_size=b, seq_len=exp.seq_len)
+    batch = par.global_batch(jax.tree_util.tree_map(lambda x: x[lo:hi], batch), rows_sh, b)
+    state, metrics = step_fn(state, batch)
+    if (s + 1) % cfg.log_every == 0 or s + 1 == cfg.sft.steps:
+      row = writer.write("sft", s + 1, host_scalars(metrics))
+      bar.set_postfix(loss=f"{row['loss']:.3f}")
+    bar.update(1)
+    last = s + 1 == cfg.sft.steps
+    preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or last):
+      ckpt.save(s + 1, {"state": state}, {"stage": "sft", "step": s + 1, "done": last})
+    if preempt:
+      bar.close()
+      ckpt.close()
+      raise Preempted(f"SIGTERM: saved SFT checkpoint at step {s + 1}")
+  bar.close()
+  meta = {"stage": "sft", "step": cfg.sft.steps, "done": True}
+  if cfg.checkpoint.enabled and cfg.sft.steps > 0:
+    ckpt.save(cfg.sft.steps, {"state": state}, meta)
+  ckpt.close()
+  return graphdef, state, meta
