@@ -534,11 +534,11 @@ def check_needs(stages: Sequence[Stage], available: Mapping[str, str]) -> None:
       reason for a need it cannot (e.g. ``{"turn_ids": "the task is single-turn"}``).
   """
   for stage in stages:
-    for need in sorted(stage.needs):
-      reason = available.get(need, "nothing in this run provides it")
-      if reason:
-        raise NeedError(f"{type(stage).__name__} {stage.name!r} needs {need!r} ({NEEDS[need]}), "
-                        f"which this run cannot provide: {reason}")
+    unmet = [(n, available.get(n, "nothing in this run provides it")) for n in sorted(stage.needs)]
+    unmet = [(n, reason) for n, reason in unmet if reason]
+    if unmet:
+      raise NeedError(f"{type(stage).__name__} {stage.name!r} needs " + "; and ".join(
+          f"{n!r} ({NEEDS[n]}), which this run cannot provide: {reason}" for n, reason in unmet))
 
 
 # ----------------------------------------------------------------------------- stage factories for catalog rows

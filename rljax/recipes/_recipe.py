@@ -309,15 +309,19 @@ class Recipe:
 
   def describe(self) -> dict:
     """The stage names per slot (for logs, ``summary.json`` and the arena)."""
-    names = lambda items: [s.name for s in items]
+    show = lambda s: getattr(s, "spec", None) or s.name  # the spec (with arguments) of a catalog stage
+    names = lambda items: [show(s) for s in items]
+    critic = None
+    if self.critic is not None:
+      critic = {"loss": show(self.critic.loss), "shared": self.critic.shared, "coef": self.critic.coef,
+                "learning_rate": self.critic.learning_rate}
     return {"name": self.name, "rewards": names(self.rewards) or ["task"],
-            "multi_reward": self.multi_reward.name if self.multi_reward else None,
+            "multi_reward": show(self.multi_reward) if self.multi_reward else None,
             "shaping": names(self.shaping), "prompt_filters": names(self.prompt_filters),
             "filters": names(self.filters), "advantage": names(self.advantage),
             "loss": names(self.loss) if self.objective is None else ["custom objective"],
-            "aggregation": self.aggregation.name if self.aggregation else None,
-            "controllers": names(self.controllers),
-            "critic": None if self.critic is None else ("shared" if self.critic.shared else "separate")}
+            "aggregation": show(self.aggregation) if self.aggregation else None,
+            "controllers": names(self.controllers), "critic": critic}
 
 
 def _scaled(term, coef: float):

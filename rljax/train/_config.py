@@ -404,9 +404,27 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
         failed.append((key, text))
         first_error = first_error or e
     if len(failed) == len(pending):
-      raise first_error
+      try:  # overrides valid only all together (rl.multi_reward=gdpo with rl.advantage=''): one replace each
+        return _set_together(cfg, [(k.split("."), t, k) for k, t in failed])
+      except (ValueError, KeyError, TypeError):
+        raise first_error from None
     pending = failed
   return cfg
+
+
+def _set_together(obj, items):
+  """Applies ``(path, text, full)`` overrides with one ``dataclasses.replace`` per section (validated once)."""
+  leaves, sections = {}, {}
+  for path, text, full in items:
+    if len(path) == 1:
+      leaves[path[0]] = (text, full)
+    else:
+      sections.setdefault(path[0], []).append((path[1:], text, full))
+  hints = typing.get_type_hints(type(obj))
+  changes = {name: _parse_value(full, text, hints[name]) for name, (text, full) in leaves.items()}
+  for name, sub in sections.items():
+    changes[name] = _set_together(getattr(obj, name), sub)
+  return dataclasses.replace(obj, **changes)
 
 
 def config_to_dict(cfg) -> dict:

@@ -120,6 +120,8 @@ class Collector:
       call.reward_errors += int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
       components.append(np.asarray(values, np.float32))
     components = np.stack(components, 1)
+    for (name, _), col in zip(self.reward_fns, components.T):
+      call.metrics[f"{name}/mean"] = float(col.mean())
     cm = np.asarray(r.completion_mask).astype(bool)
     data = StepData(
         tokens=np.asarray(r.tokens), prompt_mask=np.asarray(r.prompt_mask).astype(bool), completion_mask=cm,
