@@ -23,4 +23,7 @@ def __getattr__(name):
   if name in ("train", "Preempted", "Experiment", "build_experiment", "load_run", "run_recipe"):
     from rljax.train import _run  # pylint: disable=import-outside-toplevel
     return getattr(_run, name)
+  if name == "preview_step":
+    from rljax.train._preview import preview_step  # pylint: disable=import-outside-toplevel
+    return preview_step
   raise AttributeError(f"module 'rljax.train' has no attribute {name!r}")

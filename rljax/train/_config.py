@@ -180,7 +180,9 @@ class RLConfig:
   max_refills: int = 3
   updates_per_batch: int = 2
   num_minibatches: int = 1
-  num_microbatches: int = 1
+  # gradient-accumulation slices of each update (exact: the same gradient as one slice); 0 = auto: 4 on a CPU
+  # backend when each slice holds whole groups (measured faster there, docs/training.md), else 1
+  num_microbatches: int = 0
   # run each group's prompt once in the update / proximal / reference forwards (same result up to float
   # summation order; used when num_minibatches == 1 and each micro-batch holds whole groups)
   share_prompt_forward: bool = True
@@ -188,15 +190,15 @@ class RLConfig:
   # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
   rollout_ahead: bool = False
   # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
-  # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call)
-  concurrent_rollouts: int = 1
+  # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call);
+  # 0 = auto: 2 on a CPU backend with >= 2 cores and a model of >= 1M parameters, else 1 (docs/training.md)
+  concurrent_rollouts: int = 0
   target_accuracy: Optional[float] = None
   optim: OptimConfig = OptimConfig()
 
   def __post_init__(self):
-    _pos_int(self, "num_prompts", "group_size", "max_new_tokens", "updates_per_batch",
-             "num_minibatches", "num_microbatches", "concurrent_rollouts")
-    _pos_int(self, "steps", "top_k", "max_refills", allow_zero=True)
+    _pos_int(self, "num_prompts", "group_size", "max_new_tokens", "updates_per_batch", "num_minibatches")
+    _pos_int(self, "steps", "top_k", "max_refills", "num_microbatches", "concurrent_rollouts", allow_zero=True)
     _nonneg(self, "temperature")
     if self.temperature == 0:
       _fail("RLConfig.temperature", self.temperature, "> 0 for RL sampling")
@@ -208,7 +210,7 @@ class RLConfig:
     if batch % self.num_minibatches:
       _fail("RLConfig.num_minibatches", self.num_minibatches,
             f"a divisor of the rollout batch num_prompts*group_size={batch}")
-    if (batch // self.num_minibatches) % self.num_microbatches:
+    if self.num_microbatches and (batch // self.num_minibatches) % self.num_microbatches:
       _fail("RLConfig.num_microbatches", self.num_microbatches,
             f"a divisor of the mini-batch size {batch // self.num_minibatches}")
     if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:

@@ -331,7 +331,7 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
   """
   if not rl.share_prompt_forward:
     return 0
-  if rl.num_minibatches != 1 or (rl.batch_size // rl.num_microbatches) % rl.group_size:
+  if rl.num_minibatches != 1 or (rl.batch_size // max(rl.num_microbatches, 1)) % rl.group_size:
     log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")
     return 0
   shortest = min(len(exp.codec.prompt_ids(p)) for p in exp.train_problems)

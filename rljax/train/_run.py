@@ -88,7 +88,8 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
     with open(os.path.join(cfg.out_dir, "recipe.json"), "w", encoding="utf-8") as f:
       json.dump(recipe.describe(), f, indent=2)
   writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else NoWriter()
-  summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe()}
+  summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
+             "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.Param)))
   log(cfg, f"[rljax] task={cfg.task.name} train={len(exp.train_problems)} test={len(exp.test_problems)} "
             f"vocab={exp.tokenizer.vocab_size} params={n_params:,} out_dir={cfg.out_dir}")
