@@ -51,9 +51,9 @@ def _normalize(value, slot: str, *, many: bool = True) -> tuple:
       out.append(item)
     elif isinstance(item, S.Stage):
       raise ValueError(f"Recipe.{slot} takes {cls.__name__} stages, got a {type(item).__name__} ({item.name!r})")
-    elif callable(item) and cls is S.LossTerm:
+    elif callable(item) and cls is S.LossTerm:  # a plain term: it may read the proximal log-probs
       out.append(S.LossTerm(_constant_term(item), name=_constant_term(item).__name__,
-                            role="policy" if not out else "term"))
+                            role="policy" if not out else "term", needs={"logp_old"}))
     elif callable(item) and cls is S.PromptFilter:
       raise ValueError("Recipe.prompt_filters takes rljax.stages.PromptFilter stages (init/select/observe)")
     elif callable(item) and cls is S.Controller:
@@ -118,7 +118,10 @@ class Recipe:
       ``ppo_clip(correction=icepop())``). Built from ``state.hparams`` inside the jitted step.
     aggregation: the loss aggregation (``token_mean``, ``seq_mean_token_mean``, ...).
     objective: instead of ``loss``/``aggregation``, a builder ``hparams -> rljax.objectives.Objective``;
-      ``hparams`` gives the initial values of the hparams it reads.
+      ``hparams`` gives the initial values of the hparams it reads, ``objective_needs`` the batch inputs it
+      reads (default ``("logp_old",)``: the proximal log-probs; add ``"logp_ref"`` for a KL term, ...). A plain
+      term function in ``loss`` is assumed to read ``logp_old`` too; wrap it in ``rljax.stages.LossTerm`` to
+      say otherwise.
     hparams: initial ``state.hparams`` (with ``objective``; for ``loss`` they come from the terms' arguments).
     controllers: controllers run after each step (they move hparams or the sampling temperature).
     critic: a :class:`Critic` (needed by ``gae``).
@@ -133,6 +136,7 @@ class Recipe:
   loss: Any = "ppo_clip"
   aggregation: Any = "token_mean"
   objective: Optional[Callable] = None
+  objective_needs: tuple = ("logp_old",)
   hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
   controllers: Any = ()
   critic: Optional[Critic] = None
@@ -216,6 +220,8 @@ class Recipe:
 
     for term in self.loss:
       walk(term)
+    if self.objective is not None:
+      out.append(S.LossTerm(_constant_term(self.objective), name="objective", needs=self.objective_needs))
     if self.aggregation is not None:
       out.append(self.aggregation)
     if self.critic is not None:

@@ -37,10 +37,12 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
     exp.model = nnx.merge(graphdef, params, rest if model_state is None else model_state)
   graphdef, state = init_train_state(exp.model, make_optimizer(cfg.sft.optim, 1)[0])
   loop = RLLoop(exp, graphdef, state, recipe, run_mesh(cfg), resume=False, evals=[], writer=NoWriter())
-  data, stats, _ = loop.sample(step, loop.state.params, loop.state.model_state,
-                               loop.controllers.temperature(loop.ctl_state), loop.stage_states["prompt_filters"])
-  data = loop.inputs(data, loop.state, getattr(loop.critic, "state", None))
+  collected = loop.sample(step, loop.state.params, loop.state.model_state,
+                          loop.controllers.temperature(loop.ctl_state), loop.stage_states["prompt_filters"])
+  data = loop.inputs(collected.data, loop.state, getattr(loop.critic, "state", None))
   data, stage_metrics, _ = compute_advantages(loop.recipe, data, loop.stage_states["advantage"])
+  stage_metrics = {**collected.stage_metrics, **stage_metrics}
+  stats = collected.stats
   batch = train_batch(data, loop.rows_sh, cfg.rl.batch_size)
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   objective = loop.recipe.objective_builder()(loop.state.hparams)

@@ -265,7 +265,7 @@ class RLLoop:
 
   def step(self, s: int, collected) -> dict:
     """One RL step on a collected batch; returns its metrics row."""
-    data, stats, prompt_states = collected
+    data, stats, stage_metrics, prompt_states = collected
     t0 = time.perf_counter()
     self.stage_states = {**self.stage_states, "prompt_filters": prompt_states}
     _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
@@ -284,7 +284,7 @@ class RLLoop:
       um = {}
     else:
       um = self.update(batch, s)
-    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()}, **adv_metrics,
+    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()}, **stage_metrics, **adv_metrics,
            "time/update_s": time.perf_counter() - t0, "train/empty_steps": float(self.empty_steps)}
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
@@ -370,11 +370,11 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
       data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
       if ahead is not None and s + 1 < rl.steps:
         ahead.submit(loop.sample, s + 1, *RolloutAhead.snapshot((loop.state.params, loop.state.model_state)),
-                     temperature, collected[2])
+                     temperature, collected.prompt_states)
       t1 = time.perf_counter()
       row = loop.step(s, collected)
       row["time/sample_s"] = t1 - t0
-      row["rollout/reward_mean"] = collected[1]["reward_mean"]
+      row["rollout/reward_mean"] = collected.stats["reward_mean"]
       if ahead is not None:
         row["rollout/lag"] = float(lag)
       done = s + 1 == rl.steps
@@ -385,7 +385,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
         row["eval/greedy_accuracy"] = last_eval
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)
-      bar.set_postfix(reward=f"{collected[1]['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
+      bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
       bar.update(1)
       stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
       preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step

@@ -1,8 +1,8 @@
 """Collecting one RL batch: prompts -> prompt filters -> sampler -> rewards -> shaping -> filters (with refills).
 
-``Collector(...)(params, model_state, step, temperature, prompt_states)`` returns the step's
-:class:`rljax.stages.StepData` (host arrays of this process's rows: whole groups), rollout statistics and the
-new prompt-filter states. Everything here runs on the host between jitted calls, except the sampler.
+``Collector(...)(params, model_state, step, temperature, prompt_states)`` returns a :class:`Collected`: the
+step's :class:`rljax.stages.StepData` (host arrays of this process's rows: whole groups), rollout statistics,
+the stages' metrics and the new prompt-filter states. Everything here runs on the host between jitted calls, except the sampler.
 
 Multi-host: the loader yields this process's prompts ``[lo, hi)`` of each global batch; the sampler runs on
 the global prompt batch (prompt ids gathered from every process) and this process keeps, scores and returns
@@ -13,13 +13,14 @@ a ranking of groups) is then per process.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 import jax
 import numpy as np
 
 from rljax import parallel as par
 from rljax.stages import PromptData, StepData, scalar_metrics
 
-__all__ = ["Collector", "concat_steps", "run_filters"]
+__all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards"]
 
 
 def concat_steps(parts) -> StepData:
@@ -61,6 +62,15 @@ def run_filters(filters, data: StepData, metrics: dict) -> StepData:
       data = data.take(np.concatenate([rows, pad])).replace(valid=new_valid)
     metrics[f"{f.name}/kept_rows"] = float(data.valid.sum())
   return data
+
+
+class Collected(NamedTuple):
+  """What ``Collector`` returns: the step's data, rollout statistics (logged as ``rollout/...``), the stages'
+  metrics (``<stage>/<key>``) and the prompt filters' new states."""
+  data: StepData
+  stats: dict
+  stage_metrics: dict
+  prompt_states: dict
 
 
 class _Call:
@@ -238,7 +248,7 @@ class Collector:
   # ------------------------------------------------------------------------- one step
 
   def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict):
-    """Samples the step's batch; returns ``(StepData, stats, prompt_states)``."""
+    """Samples the step's batch (a :class:`Collected`)."""
     call = _Call(self.exp.sample_fn(self.graphdef, params, model_state), temperature)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
@@ -276,9 +286,9 @@ class Collector:
     data = data.replace(key=key)
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
-    return data, self._stats(data, everything, counts, call.metrics), prompt_states
+    return Collected(data, self._stats(data, everything, counts), call.metrics, prompt_states)
 
-  def _stats(self, data: StepData, everything: StepData, counts: dict, metrics: dict) -> dict:
+  def _stats(self, data: StepData, everything: StepData, counts: dict) -> dict:
     """Global rollout statistics: rewards and accuracy over every sampled row, lengths and entropy over the
     batch's valid rows."""
     cm = data.completion_mask & data.valid[:, None]
@@ -295,7 +305,6 @@ class Collector:
                 "completion_len": sums["tokens"] / max(sums["rows"], 1), "valid_rows": float(sums["rows"])})
     if ent is not None:
       out["entropy"] = sums["entropy"] / max(sums["tokens"], 1)
-    out.update(metrics)
     return out
 
 
