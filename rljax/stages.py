@@ -65,7 +65,7 @@ import numpy as np
 __all__ = [
     "NEEDS", "BATCH_NEEDS", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage", "Reward", "MultiReward",
     "Shaping", "Filter", "PromptFilter", "Advantage", "LossTerm", "Aggregation", "Controller", "NeedError",
-    "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
+    "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword", "probe_step", "checked",
 ]
 
 # The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
@@ -383,7 +383,6 @@ class PromptFilter(Stage):
   observe: Optional[Callable] = None
   name: str = ""
   pilot: int = 0
-  max_per_prompt: Optional[int] = None
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
 
@@ -658,3 +657,44 @@ def data_stage_factory(fn: Callable, cls: type, *, inputs: Mapping[str, Any], ne
   if slot:
     factory.slot = slot
   return factory
+
+
+def probe_step(*, components: int = 2, steps: int = 3) -> StepData:
+  """A tiny step (2 groups x 2 rows, 3 completion tokens, one row shorter) with every input filled.
+
+  Stage factories run their stage once on it when they are built (``checked``), so a bad hyper-parameter fails
+  when the recipe is built, not mid-run. ``components``: reward columns (and segment ids); ``steps``: process
+  (step) reward columns (and turn ids).
+  """
+  b, t = 4, 4
+  cm = np.array([[0, 1, 1, 1], [0, 1, 1, 0], [0, 1, 1, 1], [0, 1, 1, 1]], bool)  # token 0 is the prompt
+  r = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
+  zeros = np.zeros((b, t), np.float32)
+  ids = lambda k: np.where(cm, np.minimum(np.arange(t) - 1, k - 1), -1).astype(np.int32)
+  import jax  # pylint: disable=import-outside-toplevel
+  return StepData(
+      tokens=np.ones((b, t), np.int32), prompt_mask=~cm, completion_mask=cm,
+      group_id=np.array([0, 0, 1, 1], np.int32), num_groups=2, valid=np.ones(b, bool),
+      lengths=cm.sum(1).astype(np.int32), completions=("1",) * b, problems=(None,) * b,
+      prompt_index=np.array([0, 0, 1, 1], np.int64), rewards=r, correct=r.copy(), logp_behavior=zeros,
+      entropy_behavior=zeros + 0.5, max_new_tokens=3, key=jax.random.PRNGKey(0), logp_old=zeros, entropy_old=zeros,
+      logp_ref=zeros, entropy_ref=zeros, logp_teacher=zeros, values=zeros, greedy_rewards=r[::-1].copy(),
+      answer_ids=np.array([0, 1, 0, 0], np.int32), task_id=np.array([0, 0, 1, 1], np.int32), num_tasks=2,
+      reward_components=np.repeat(r[:, None], components, 1), reward_names=tuple(f"r{j}" for j in range(components)),
+      step_rewards=np.repeat(r[:, None], steps, 1), step_mask=np.ones((b, steps), bool),
+      segment_ids=ids(components), turn_ids=ids(steps), turns=(("1",),) * b,
+      advantages=np.array([0.5, -0.5, 0.5, -0.5], np.float32))
+
+
+def checked(factory: Callable, probe: Callable = lambda kwargs: probe_step()) -> Callable:
+  """``factory`` whose stage runs once on ``probe(kwargs)`` (a tiny step) when built: bad hyper-parameters raise
+  then, not mid-run."""
+  import functools  # pylint: disable=import-outside-toplevel
+
+  @functools.wraps(factory)
+  def build(*args, **kwargs):
+    stage = factory(*args, **kwargs)
+    stage.fn(probe(kwargs))
+    return stage
+
+  return build

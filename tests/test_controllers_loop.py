@@ -22,7 +22,7 @@ CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "configs")
 
 
 @pytest.mark.parametrize("override, match", [
-    ("rl.controllers=pid", r"RLConfig\.controllers.*unknown controllers 'pid'"),
+    ("rl.controllers=pid", r"RLConfig\.controllers.*unknown controller 'pid'"),
     ("rl.controllers=adaptive_kl", "moves \\['kl_beta'\\], which no loss term reads"),   # no KL term in the loss
     ("rl.controllers=entropic", "missing required argument 'target_entropy'"),
     ("rl.controllers=temperature_control", "missing required argument 'target_entropy'"),

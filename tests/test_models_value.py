@@ -13,17 +13,7 @@ from rljax.models import (LoRAConfig, ModelConfig, Transformer, fan_in_init, fro
                           merge_lora, policy_outputs, save_pretrained, with_value_head)
 
 
-def _tokens(b, t, v=128, seed=0):
-  return jnp.asarray(np.random.RandomState(seed).randint(0, v, (b, t)), jnp.int32)
-
-
-def _bump(model, std=0.3, seed=1):
-  """Random, non-trivial weights (the value head included) so that tests can fail."""
-  rng = np.random.RandomState(seed)
-  for _, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
-    v = np.asarray(var[...], np.float32)
-    var.set_value(jnp.asarray(v + std * rng.standard_normal(v.shape).astype(np.float32), var[...].dtype))
-  return model
+from test_models import _bump, _tokens  # noqa: E402  (random non-trivial weights, the value head included)
 
 
 def _critic(cfg=None, seed=1):

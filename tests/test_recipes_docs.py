@@ -1,4 +1,4 @@
-"""docs/recipes.md: every Python block runs, and the generated table of needs is current."""
+"""docs/recipes.md and the README's recipe section: every Python block runs; the table of needs is current."""
 import os
 import re
 
@@ -22,3 +22,14 @@ def test_needs_table_is_current():
   from rljax.recipes.__main__ import table  # pylint: disable=import-outside-toplevel
   with open(DOC, encoding="utf-8") as f:
     assert table(markdown=True) in f.read(), "docs/recipes.md is stale: python -m rljax.recipes --markdown"
+
+
+def test_readme_recipe_block_runs(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  section = text[text.index("## Compose the whole RL step"):text.index("## The main job")]
+  blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+  assert len(blocks) == 1
+  exec(compile(blocks[0], "README recipe block", "exec"), {"__name__": "readme_block"})
+  assert os.path.exists(tmp_path / "runs" / "readme" / "summary.json")

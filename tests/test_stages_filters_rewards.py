@@ -225,7 +225,6 @@ def test_pilot_commit_allocates_from_the_pilot():
   stage = recipes.stage("pilot_commit", pilot=2)
   assert stage.pilot == 2
   bound = stage.bind(FACTS)
-  assert bound.max_per_prompt == N - 2
   pilot = _step(rewards=[1, 1, 1, 0, 0, 1], group_size=2)
   state = bound.init(10)
   counts, state, _ = bound.select(state, _prompts(pilot=pilot), jax.random.PRNGKey(0))

@@ -22,8 +22,8 @@ import jax
 import numpy as np
 
 from rljax.advantages import _multi, _outcome, _stateful, _token
-from rljax.stages import (Advantage, MultiReward, StepData, _input, _signature, data_stage_factory,
-                          keyword)
+from rljax.stages import (Advantage, MultiReward, _input, _signature, data_stage_factory, keyword,
+                          probe_step)
 
 _GROUP = {"rewards": "rewards", "group_id": "group_id", "valid": "valid", "num_groups": "num_groups"}
 _ROWS = {"group_id": "group_id", "valid": "valid", "num_groups": "num_groups"}
@@ -80,23 +80,6 @@ def _sequence_advantages(by: str):
   return source
 
 
-def _tiny(k: int) -> StepData:
-  """A 2-group x 2-row step (3 completion tokens) with every input filled; ``k`` reward columns, segments, turns."""
-  b, t = 4, 4
-  cm = np.broadcast_to(np.arange(t) > 0, (b, t))  # token 0 is the prompt
-  zeros = np.zeros((b, t), np.float32)
-  ids = np.where(cm, np.minimum(np.arange(t) - 1, k - 1), -1).astype(np.int32)
-  r = np.array([0.0, 1.0, 1.0, 0.0], np.float32)
-  cols = np.repeat(r[:, None], k, 1)
-  return StepData(
-      tokens=np.ones((b, t), np.int32), prompt_mask=~cm, completion_mask=cm, group_id=np.array([0, 0, 1, 1], np.int32),
-      num_groups=2, valid=np.ones(b, bool), lengths=cm.sum(1), completions=("",) * b, problems=(None,) * b,
-      prompt_index=np.arange(b), rewards=r, correct=r, logp_behavior=zeros, entropy_behavior=zeros, logp_old=zeros,
-      logp_ref=zeros, values=zeros, greedy_rewards=r, answer_ids=np.zeros(b, np.int32),
-      task_id=np.zeros(b, np.int32), num_tasks=1, reward_components=cols, reward_names=tuple(f"r{j}" for j in range(k)),
-      step_rewards=cols, step_mask=np.ones((b, k), bool), segment_ids=ids, turn_ids=ids, advantages=r - 0.5)
-
-
 def _checked(fn, cls=Advantage, *, inputs, doc: str = "", **kw):
   """``data_stage_factory(fn, cls, inputs=inputs, **kw)`` whose stages are traced once when built.
 
@@ -112,7 +95,8 @@ def _checked(fn, cls=Advantage, *, inputs, doc: str = "", **kw):
     bound = sig.bind(*args, **kwargs)
     bound.apply_defaults()
     hyper = dict(bound.arguments)
-    tiny = _tiny(next((len(v) for v in hyper.values() if isinstance(v, (list, tuple))), 2))
+    k = next((len(v) for v in hyper.values() if isinstance(v, (list, tuple))), 2)
+    tiny = probe_step(components=k, steps=k)
     values = {a: _input(tiny, s, fn.__name__) for a, s in inputs.items()}
     arrays = {a: v for a, v in values.items() if isinstance(v, np.ndarray)}
     static = {a: v for a, v in values.items() if a not in arrays}

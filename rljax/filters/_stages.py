@@ -25,44 +25,16 @@ at start-up, not mid-run.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
 
 from rljax.filters import _allocation, _greso, _selection, _variance
-from rljax.stages import Filter, PromptFilter, StepData, data_stage_factory, keyword
+from rljax.stages import Filter, PromptFilter, StepData, checked, data_stage_factory, keyword, probe_step
 
 _GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
 _REFILL = (keyword("refill", False),)
-
-
-def probe_step(*, components: int = 2, steps: int = 3) -> StepData:
-  """A tiny step (2 groups x 2 rows, every input filled) that stage factories run their stage on once."""
-  b, t = 4, 3
-  cm = np.array([[0, 1, 1], [0, 1, 0], [0, 1, 1], [0, 1, 1]], bool)
-  r = np.array([1.0, 0.0, 1.0, 1.0], np.float32)
-  return StepData(
-      tokens=np.ones((b, t), np.int32), prompt_mask=~cm, completion_mask=cm,
-      group_id=np.array([0, 0, 1, 1], np.int32), num_groups=2, valid=np.ones(b, bool),
-      lengths=cm.sum(1).astype(np.int32), completions=("1",) * b, problems=(None,) * b,
-      prompt_index=np.array([0, 0, 1, 1], np.int64), rewards=r, correct=r.copy(),
-      logp_behavior=np.zeros((b, t), np.float32), max_new_tokens=2, key=jax.random.PRNGKey(0),
-      reward_components=np.tile(r[:, None], (1, components)), turns=(("1",),) * b,
-      step_rewards=np.tile(r[:, None], (1, steps)), step_mask=np.ones((b, steps), bool),
-      advantages=np.array([0.5, -0.5, 0.0, 0.0], np.float32))
-
-
-def checked(factory, probe=lambda kwargs: probe_step()):
-  """``factory`` whose stage's ``fn`` runs once on ``probe(kwargs)`` (a tiny step) when built: bad
-  hyper-parameters raise then."""
-  @functools.wraps(factory)
-  def build(**kwargs):
-    stage = factory(**kwargs)
-    stage.fn(probe(kwargs))
-    return stage
-  return build
 
 
 def row_advantages(data: StepData) -> np.ndarray:
@@ -115,8 +87,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
       ids, rows = _per_prompt(data)
       return g.update(state, ids, data.rewards, rows.astype(np.int32))
 
-    return PromptFilter(g.init, select, observe, name="greso", max_per_prompt=group_size,
-                        bind_fn=lambda stage, facts: build(facts.group_size))
+    return PromptFilter(g.init, select, observe, name="greso", bind_fn=lambda stage, facts: build(facts.group_size))
 
   return build(None)
 
@@ -155,7 +126,6 @@ def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "
       return counts, state, stats
 
     return PromptFilter(lambda num_dataset_prompts: (), select, name="pilot_commit", pilot=pilot,
-                        max_per_prompt=None if group_size is None else group_size - pilot,
                         bind_fn=lambda stage, facts: build(facts.group_size))
 
   return build(None)
@@ -215,9 +185,7 @@ def difficulty_budget(*, budget: Optional[int] = None, min_per_prompt: int = 0,
       seen[ids] += 1
       return DifficultyState(acc, seen), {"observed_prompts": len(ids), "step_accuracy": float(mean.mean())}
 
-    return PromptFilter(init, select, observe, name="difficulty_budget",
-                        max_per_prompt=None if facts is None else facts.group_size,
-                        bind_fn=lambda stage, f: build(f))
+    return PromptFilter(init, select, observe, name="difficulty_budget", bind_fn=lambda stage, f: build(f))
 
   return build(None)
 

@@ -38,6 +38,11 @@ SLOTS = {
     "critic": "value loss of the critic",
 }
 
+# what one stage of each slot is called in messages
+_NOUN = {"rewards": "reward", "multi_reward": "multi-reward aggregation", "shaping": "shaping stage",
+         "prompt_filters": "prompt filter", "filters": "filter", "advantage": "advantage estimator or transform",
+         "loss": "loss term", "aggregation": "aggregation", "controllers": "controller", "critic": "value loss"}
+
 # a row's slot when its stage factory does not say otherwise (``factory.slot``)
 _KIND_SLOT = {
     "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters",
@@ -144,15 +149,16 @@ def resolve_call(call: Call, slot: str, rows: Optional[dict] = None) -> Any:
   """Builds the stage of ``call`` for ``slot`` (nested calls are resolved for the ``loss`` slot)."""
   rows = _catalog() if rows is None else rows
   row = rows.get(call.name)
-  what = SLOTS.get(slot, slot)
+  what = _NOUN.get(slot, slot)
   if row is None or slot_of(row) != slot:
     valid = [n for n, r in rows.items() if slot_of(r) == slot]
     if row is not None and slot_of(row) is not None:
-      raise ValueError(f"{call.name!r} is a {row.kind} technique for rl.{slot_of(row)}, not for rl.{slot} "
-                       f"({what}); valid names here: {', '.join(valid)}")
+      an = lambda noun: ("an " if noun[0] in "aeiou" else "a ") + noun
+      raise ValueError(f"{call.name!r} is {an(_NOUN[slot_of(row)])} (rl.{slot_of(row)}), not {an(what)} "
+                       f"(rl.{slot}); valid names for rl.{slot}: {', '.join(valid)}")
     if row is not None:
       raise ValueError(f"{call.name!r} ({row.kind}) is not a stage of the RL step; valid names for "
-                       f"rl.{slot} ({what}): {', '.join(valid)}")
+                       f"rl.{slot}: {', '.join(valid)}")
     raise ValueError(f"unknown {what} {call.name!r}; valid names for rl.{slot}: {', '.join(valid)}")
   inner = "loss" if slot in ("loss", "critic") else slot
 

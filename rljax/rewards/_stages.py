@@ -24,9 +24,8 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rljax.envs._arithmetic import ArithmeticTask
-from rljax.filters._stages import checked, probe_step
 from rljax.rewards import _safe, _shaping, _verifiers
-from rljax.stages import MultiReward, Reward, Shaping, _signature, data_stage_factory
+from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 
 
 def _verifier(fn):

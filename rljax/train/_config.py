@@ -368,7 +368,7 @@ def _set(obj, path: list[str], text: str, full: str):
   name = path[0]
   if name not in fields:
     if isinstance(obj, RLConfig):
-      from rljax.train._recipes import MOVED  # pylint: disable=import-outside-toplevel
+      from rljax.recipes._legacy import MOVED  # pylint: disable=import-outside-toplevel
       if name in MOVED:
         raise ValueError(f"config field {full!r} was replaced by the recipe fields: use {MOVED[name]}")
     raise ValueError(f"unknown config field {full!r}: {type(obj).__name__} has fields {sorted(fields)}")
@@ -438,7 +438,7 @@ def config_from_dict(d: dict, cls=None):
   """Inverse of ``config_to_dict`` (unknown keys are errors naming the field)."""
   cls = cls or RunConfig
   if cls is RLConfig:
-    from rljax.train._recipes import legacy_rl_fields  # pylint: disable=import-outside-toplevel
+    from rljax.recipes._legacy import legacy_rl_fields  # pylint: disable=import-outside-toplevel
     d = legacy_rl_fields(d)  # a run written before the recipe fields
   hints = typing.get_type_hints(cls)
   names = {f.name for f in dataclasses.fields(cls)}

@@ -80,6 +80,8 @@ class _Call:
     self.sample, self.temperature = sample, temperature
     self.metrics: dict = {}
     self.reward_errors = 0
+    self.reward_sums: dict = {}  # per reward function: (sum, count) over the step's sampled rows
+    self.answer_index: dict = {}  # answer key -> id, shared by the step's sampling rounds
 
 
 class Collector:
@@ -111,27 +113,32 @@ class Collector:
     return call.sample(prompts, n=n, greedy=greedy, temperature=1.0 if greedy else call.temperature, key=key,
                        rows=(self.lo * n, self.hi * n))
 
-  def _answer_ids(self, completions) -> np.ndarray:
+  def _answer_ids(self, call: _Call, completions) -> np.ndarray:
+    """Equal ids for equal answer keys (``task.answer_key``, default the stripped completion) within a step."""
     key_fn = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
-    index: dict = {}
+    index = call.answer_index
     return np.asarray([index.setdefault(key_fn(c), len(index)) for c in completions], np.int32)
 
-  def score(self, call: _Call, r, problems, index, *, step: int, key, greedy_rewards=None) -> StepData:
+  def score(self, call: _Call, r, problems, index, *, step: int, key, greedy_rewards=None,
+            record: bool = True) -> StepData:
     """A sampled batch (``r``: this process's rows; ``problems``: one per group) as ``StepData``: rewards (and
     their components), correctness, the multi-reward aggregation and the cheap host needs (answer ids, task
-    ids, one turn per sample)."""
+    ids, one turn per sample). ``record=False``: not counted in the step's reward statistics (the greedy
+    baseline rollout)."""
     g = r.tokens.shape[0] // len(problems)
     exp = self.exp
     completions = exp.codec.decode_completions(r.tokens, r.completion_mask)
     expanded = tuple(p for p in problems for _ in range(g))
     components = []
-    for _, fn in self.reward_fns:
+    for name, fn in self.reward_fns:
       values, info = fn(completions, list(expanded))
-      call.reward_errors += int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
-      components.append(np.asarray(values, np.float32))
+      values = np.asarray(values, np.float32)
+      if record:
+        call.reward_errors += int(np.sum(info.get("errors", 0))) if isinstance(info, dict) else 0
+        total, count = call.reward_sums.get(name, (0.0, 0))
+        call.reward_sums[name] = (total + float(values.sum()), count + values.size)
+      components.append(values)
     components = np.stack(components, 1)
-    for (name, _), col in zip(self.reward_fns, components.T):
-      call.metrics[f"{name}/mean"] = float(col.mean())
     cm = np.asarray(r.completion_mask).astype(bool)
     data = StepData(
         tokens=np.asarray(r.tokens), prompt_mask=np.asarray(r.prompt_mask).astype(bool), completion_mask=cm,
@@ -146,7 +153,7 @@ class Collector:
         reward_components=components if components.shape[1] > 1 else None,
         reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
     if "answer_ids" in self.needs:
-      data = data.replace(answer_ids=self._answer_ids(completions))
+      data = data.replace(answer_ids=self._answer_ids(call, completions))
     if "step_rewards" in self.needs:
       step_rewards, step_mask = exp.task.step_rewards(completions, list(expanded))
       data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
@@ -222,7 +229,7 @@ class Collector:
     greedy = None
     if "greedy_rewards" in self.needs:
       gr = self._sample(call, problems, 1, jax.random.fold_in(key, 7), greedy=True)
-      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=key).rewards, g)
+      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=key, record=False).rewards, g)
     n = g - self.pilot
     data = self.score(call, self._sample(call, problems, n, key), problems, index, step=step,
                       key=key, greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
@@ -286,6 +293,10 @@ class Collector:
     data = data.replace(key=key)
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
+    sums = par.process_sum({f"{k}{name}": v for name, (t, c) in call.reward_sums.items()
+                            for k, v in (("sum:", t), ("count:", c))})
+    for name in call.reward_sums:  # each reward function's mean over the step's sampled rows (every process)
+      call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
     return Collected(data, self._stats(data, everything, counts), call.metrics, prompt_states)
 
   def _stats(self, data: StepData, everything: StepData, counts: dict) -> dict:
