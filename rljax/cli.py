@@ -10,7 +10,9 @@
 ``--config`` takes a name from the repository's ``configs/`` folder
 (``default``, ``grpo``, ``dapo``, ``dr_grpo``, ``gspo``, ``tiny``,
 ``qwen2_5_0_5b_gsm8k``) or a path to a Python file defining
-``get_config() -> rljax.train.RunConfig``. ``--set key=value`` overrides any
+``get_config() -> rljax.train.RunConfig`` and, optionally, ``get_recipe() ->
+rljax.recipes.Recipe`` (a recipe with your own Python stages; ``--resume`` needs
+the same file). ``--set key=value`` overrides any
 field (dotted path); invalid values are errors naming the field.
 """
 from __future__ import annotations
@@ -22,9 +24,12 @@ import os
 import sys
 from typing import Optional, Sequence
 
-__all__ = ["main", "load_config"]
+__all__ = ["main", "load_config", "load_config_and_recipe"]
 
 _BUILTIN = ("default", "tiny")
+_RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage",
+                                    "loss", "aggregation", "controllers", "critic", "critic_shared", "critic_coef",
+                                    "critic_lr")}
 
 
 def _configs_dir() -> str:
@@ -34,11 +39,17 @@ def _configs_dir() -> str:
 
 def load_config(name_or_path: Optional[str]):
   """A ``RunConfig`` from a config name (``configs/<name>.py``) or a ``.py`` path."""
+  return load_config_and_recipe(name_or_path)[0]
+
+
+def load_config_and_recipe(name_or_path: Optional[str]):
+  """``(RunConfig, Recipe or None)`` from a config file: its ``get_config()``, and its optional
+  ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold)."""
   from rljax import train as tr  # pylint: disable=import-outside-toplevel
   if name_or_path in (None, "default") and not os.path.exists(os.path.join(_configs_dir(), "default.py")):
-    return tr.default_config()
+    return tr.default_config(), None
   if name_or_path == "tiny" and not os.path.exists(os.path.join(_configs_dir(), "tiny.py")):
-    return tr.tiny_config()
+    return tr.tiny_config(), None
   name_or_path = name_or_path or "default"
   path = name_or_path if name_or_path.endswith(".py") else os.path.join(_configs_dir(), f"{name_or_path}.py")
   if not os.path.exists(path):
@@ -53,7 +64,11 @@ def load_config(name_or_path: Optional[str]):
   cfg = module.get_config()
   if not isinstance(cfg, tr.RunConfig):
     raise ValueError(f"{path}: get_config() must return a RunConfig, got {type(cfg).__name__}")
-  return cfg
+  recipe = module.get_recipe() if hasattr(module, "get_recipe") else None
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  if recipe is not None and not isinstance(recipe, Recipe):
+    raise ValueError(f"{path}: get_recipe() must return a rljax.recipes.Recipe, got {type(recipe).__name__}")
+  return cfg, recipe
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,9 +104,12 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_train(args) -> int:
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
   from rljax.train._run import Preempted, train  # pylint: disable=import-outside-toplevel
-  cfg = load_config(args.config)
+  cfg, recipe = load_config_and_recipe(args.config)
   overrides = list(args.overrides) + ([f"out_dir={args.out_dir}"] if args.out_dir else [])
   cfg = apply_overrides(cfg, overrides)
+  if recipe is not None and any(o.split("=", 1)[0].strip() in _RECIPE_KEYS for o in overrides):
+    raise ValueError(f"--config {args.config}: its get_recipe() gives the recipe, so --set of a recipe field "
+                     "(rl.advantage, rl.loss, ...) would be ignored; change the recipe in the file")
   if args.print_config:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
@@ -100,7 +118,7 @@ def _cmd_train(args) -> int:
   # distributed runtime before any device is used; a no-op for one process.
   maybe_initialize_distributed()
   try:
-    train(cfg, resume=args.resume)
+    train(cfg, resume=args.resume, recipe=recipe)
   except Preempted as e:
     print(f"[rljax] {e}", file=sys.stderr)
     return 143

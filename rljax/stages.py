@@ -51,8 +51,9 @@ Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written 
 ==============  =====================================================================================
 
 A plain Python function in a recipe is the ``fn`` of a stage of the slot it is put in (a reward function
-in ``rewards``, an advantage estimator in ``advantage``, ...), with no needs; wrap it in the class to
-declare needs, a phase or state: ``Advantage(my_fn, needs=("answer_ids",))``.
+in ``rewards``, an advantage estimator in ``advantage``, ...), with no needs (a plain loss term is assumed to
+read ``logp_old``); wrap it in the class to declare needs, a phase or state:
+``Advantage(my_fn, needs=("answer_ids",))``.
 """
 from __future__ import annotations
 
@@ -90,6 +91,7 @@ NEEDS: Mapping[str, str] = {
     "turns": "per-sample list of the model's turns as text (multi-turn episodes; one turn when single-turn)",
     "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
     "advantages": "advantages written by an earlier estimator (advantage transforms)",
+    "returns": "critic targets [B, T] written by the advantage estimator (gae)",
 }
 
 # Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
@@ -361,11 +363,15 @@ class Shaping(Stage):
 
 @_frozen_stage
 class Filter(Stage):
-  """``fn(data) -> (keep [B] bool | rows [N] int, metrics)``; ``phase`` ``"rewards"`` or ``"advantages"``."""
+  """``fn(data) -> (keep [B] bool | rows [N] int, metrics)``; ``phase`` ``"rewards"`` or ``"advantages"``.
+
+  ``resamples=True``: the filter returns row indices (a resampling across groups), so the rows of a group are
+  no longer consecutive: the loop then runs every row's prompt in the update (no shared-prompt forward)."""
   fn: Callable
   name: str = ""
   phase: str = "rewards"
   refill: bool = False
+  resamples: bool = False
   needs: frozenset = frozenset()
 
   def _check(self):
@@ -398,11 +404,15 @@ class PromptFilter(Stage):
 
 @_frozen_stage
 class Advantage(Stage):
-  """``fn(data) -> (advantages, info)``, or stateful ``fn(data, state) -> (advantages, info, state)``."""
+  """``fn(data) -> (advantages, info)``, or stateful ``fn(data, state) -> (advantages, info, state)``.
+
+  ``returns=True``: the estimator writes the critic's targets (``info["returns"] [B, T]``, GAE), which a
+  recipe's value loss needs."""
   fn: Callable
   name: str = ""
   init: Optional[Callable] = None
   transform: bool = False
+  returns: bool = False
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
 

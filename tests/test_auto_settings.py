@@ -11,8 +11,9 @@ from rljax.train._experiment import resolve_auto_settings
 def _resolve(cfg, n_params, *, backend="cpu", cores=2, monkeypatch):
   monkeypatch.setattr(jax, "default_backend", lambda: backend)
   monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
-  rl = resolve_auto_settings(cfg, n_params).rl
-  return rl.num_microbatches, rl.concurrent_rollouts
+  resolved, why = resolve_auto_settings(cfg, n_params)
+  print(why)
+  return resolved.rl.num_microbatches, resolved.rl.concurrent_rollouts
 
 
 def test_defaults_are_auto_and_resolve_by_backend_cores_and_model_size(monkeypatch, capsys):

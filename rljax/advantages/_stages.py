@@ -209,7 +209,8 @@ STAGES = {
     "reinforce_pp_baseline": group_estimator(_outcome.reinforce_pp_baseline, mask=_completion),
     "reinforce_pp": _checked(_outcome.reinforce_pp, inputs={"rewards": _token_rewards, "mask": _completion}),
     # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
-    "gae": _checked(_outcome.gae, inputs={"rewards": _token_rewards, "values": "values", "mask": _completion}),
+    "gae": _checked(_outcome.gae, inputs={"rewards": _token_rewards, "values": "values", "mask": _completion},
+                    returns=True),
     # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome reward)
     "remax": _checked(_outcome.remax, inputs={"rewards": _token_rewards, "baseline_rewards": "greedy_rewards",
                                               "mask": _completion}),

@@ -210,7 +210,7 @@ STAGES = {
                                            needs=("advantages",), phase="advantages"),
     "shuffle_pairs": _row_filter(_selection.shuffle_pairs, {"advantages": row_advantages, "group_id": "group_id",
                                                             "valid": "valid", "key": "key"},
-                                 needs=("advantages",), phase="advantages"),
+                                 needs=("advantages",), phase="advantages", resamples=True),
     "greso": greso,
     "pilot_commit": pilot_commit,
     "difficulty_budget": difficulty_budget,

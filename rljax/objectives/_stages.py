@@ -90,7 +90,7 @@ STAGES = {
                                              needs=_source_needs()),
     # the critic's loss (Recipe.critic): reads out.values, batch.values_old (the critic at sampling time) and
     # batch.returns (the advantage estimator's targets, e.g. gae)
-    "value_loss": loss_term_factory(_value.value_loss, needs={"values"}),
+    "value_loss": loss_term_factory(_value.value_loss, needs={"values", "returns"}),
 }
 
 

@@ -51,6 +51,8 @@ def _normalize(value, slot: str, *, many: bool = True) -> tuple:
       out.append(item)
     elif isinstance(item, S.Stage):
       raise ValueError(f"Recipe.{slot} takes {cls.__name__} stages, got a {type(item).__name__} ({item.name!r})")
+    elif callable(item) and cls is S.LossTerm and slot == "critic":  # a plain value loss: reads the values
+      out.append(S.LossTerm(_constant_term(item), name=_constant_term(item).__name__, needs={"values", "returns"}))
     elif callable(item) and cls is S.LossTerm:  # a plain term: it may read the proximal log-probs
       out.append(S.LossTerm(_constant_term(item), name=_constant_term(item).__name__,
                             role="policy" if not out else "term", needs={"logp_old"}))
@@ -85,7 +87,10 @@ class Critic:
   learning_rate: float = 1e-3
 
   def __post_init__(self):
-    object.__setattr__(self, "loss", _normalize(self.loss, "critic", many=False)[0])
+    loss = _normalize(self.loss, "critic", many=False)
+    if not loss:
+      raise ValueError("Critic.loss is empty: give a value loss (e.g. 'value_loss(clip_eps=0.2)')")
+    object.__setattr__(self, "loss", loss[0])
     if not isinstance(self.shared, bool):
       raise ValueError(f"Critic.shared must be True or False, got {self.shared!r}")
     for name in ("coef", "learning_rate"):
@@ -236,11 +241,12 @@ class Recipe:
 
   def bind(self, facts: S.RunFacts) -> "Recipe":
     """The recipe with every stage bound to the run's static facts (and controllers to the loss's hparams)."""
-    b = lambda items: tuple(s.bind(facts) for s in items)
+    one = lambda s: _with_spec(s.bind(facts), s)
+    b = lambda items: tuple(one(s) for s in items)
     bound = dataclasses.replace(
-        self, rewards=b(self.rewards), multi_reward=self.multi_reward.bind(facts) if self.multi_reward else None,
+        self, rewards=b(self.rewards), multi_reward=one(self.multi_reward) if self.multi_reward else None,
         shaping=b(self.shaping), prompt_filters=b(self.prompt_filters), filters=b(self.filters),
-        advantage=b(self.advantage), aggregation=self.aggregation.bind(facts) if self.aggregation else None)
+        advantage=b(self.advantage), aggregation=one(self.aggregation) if self.aggregation else None)
     facts = dataclasses.replace(facts, hparams=bound.loss_hparams())
     return dataclasses.replace(bound, controllers=b(self.controllers))
 
@@ -292,6 +298,9 @@ class Recipe:
     """
     if self.objective is not None:
       raise ValueError(f"recipe {self.name!r} has a custom objective builder, which no config field can hold")
+    if self.hparams:
+      raise ValueError(f"recipe {self.name!r} sets hparams {sorted(self.hparams)} directly, which no config field "
+                       "holds; give them as the loss terms' arguments")
 
     def spec(items, slot):
       out = []
@@ -328,6 +337,13 @@ class Recipe:
             "loss": names(self.loss) if self.objective is None else ["custom objective"],
             "aggregation": show(self.aggregation) if self.aggregation else None,
             "controllers": names(self.controllers), "critic": critic}
+
+
+def _with_spec(new, old):
+  """``new`` (a bound copy of stage ``old``) keeping ``old``'s catalog spec."""
+  if getattr(old, "spec", None) is not None and getattr(new, "spec", None) is None:
+    object.__setattr__(new, "spec", old.spec)
+  return new
 
 
 def _scaled(term, coef: float):

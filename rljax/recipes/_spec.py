@@ -64,7 +64,11 @@ class Call:
 
 
 def _show(v) -> str:
-  return str(v) if isinstance(v, Call) else repr(v)
+  """An argument as spec text; a technique inside another is always a call (``icepop()``, not ``icepop``)."""
+  if isinstance(v, Call) or hasattr(v, "needs") and hasattr(v, "name"):  # a Call, or a stage from stage(...)
+    text = str(v) if isinstance(v, Call) else (getattr(v, "spec", None) or f"<{v.name}>")
+    return text if text.endswith(")") or text.startswith("<") else text + "()"
+  return repr(v)
 
 
 def _value(node: ast.AST, text: str):

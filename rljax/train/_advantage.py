@@ -7,7 +7,7 @@ import numpy as np
 from rljax.stages import StepData, scalar_metrics
 from rljax.train._rollout import run_filters, set_rewards
 
-__all__ = ["compute_advantages", "initial_stage_states"]
+__all__ = ["compute_advantages", "filter_advantages", "initial_stage_states"]
 
 
 def initial_stage_states(recipe, num_dataset_prompts: int) -> dict:
@@ -28,7 +28,7 @@ def _as_advantages(adv, data: StepData, name: str) -> np.ndarray:
 
 
 def compute_advantages(recipe, data: StepData, states: dict):
-  """Forward-phase shaping -> advantage estimator and transforms -> advantage-phase filters.
+  """Forward-phase shaping -> advantage estimator and transforms.
 
   Returns ``(data with advantages [and returns], metrics, new advantage states)``. Each stage gets its own
   PRNG key folded from the step's.
@@ -55,6 +55,10 @@ def compute_advantages(recipe, data: StepData, states: dict):
     data = data.replace(advantages=_as_advantages(adv, data, a.name),
                         returns=data.returns if returns is None else np.asarray(returns, np.float32))
     metrics.update(scalar_metrics(info, a.name))
-  filters = [f for f in recipe.filters if f.phase == "advantages"]
-  data = run_filters(filters, data.replace(key=jax.random.fold_in(key, 700)), metrics).replace(key=key)
   return data, metrics, states
+
+
+def filter_advantages(recipe, data: StepData, metrics: dict) -> StepData:
+  """The recipe's advantage-phase filters (``rljax.train._rollout.run_filters``), with their own key."""
+  filters = [f for f in recipe.filters if f.phase == "advantages"]
+  return run_filters(filters, data.replace(key=jax.random.fold_in(data.key, 700)), metrics).replace(key=data.key)

@@ -51,6 +51,31 @@ def _abstract(x):
   return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
+def _fill(step: int, name: str, template, target: dict, arrays: dict):
+  """The restored ``arrays`` (``{leaf_i: array}``) put back into ``template``'s structure, dtypes and shardings."""
+  leaves, treedef = jax.tree_util.tree_flatten(template)
+  if set(arrays) != set(target):
+    raise CheckpointError(f"checkpoint {step} part {name!r} has {len(arrays)} arrays, expected {len(target)}")
+  new_leaves = []
+  for i, old in enumerate(leaves):
+    value = arrays[f"leaf_{i:05d}"]
+    if not isinstance(value, jax.Array):
+      value = np.asarray(value)
+    ref = target[f"leaf_{i:05d}"]
+    if value.shape != ref.shape or value.dtype != ref.dtype:
+      raise CheckpointError(f"checkpoint {step} part {name!r} leaf {i} is {value.shape} {value.dtype}, "
+                            f"expected {ref.shape} {ref.dtype}")
+    if isinstance(old, jax.Array) and jax.dtypes.issubdtype(old.dtype, jax.dtypes.prng_key):
+      new_leaves.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(old)))
+    elif isinstance(old, jax.Array):
+      # restored onto the template's sharding (every process reads its own shards)
+      new_leaves.append(value if isinstance(value, jax.Array) and value.sharding == old.sharding
+                        else jax.device_put(value, old.sharding))
+    else:
+      new_leaves.append(np.asarray(value))
+  return jax.tree_util.tree_unflatten(treedef, new_leaves)
+
+
 class Checkpointer:
   """Saves/restores ``(pytree, meta)`` at integer steps with ``orbax.checkpoint``.
 
@@ -83,45 +108,37 @@ class Checkpointer:
     steps = self.all_steps()
     return steps[-1] if steps else None
 
-  def save(self, step: int, tree: Any, meta: Optional[dict] = None) -> None:
-    """Writes checkpoint ``step`` (synchronously; overwrites nothing)."""
+  def save(self, step: int, tree: Any, meta: Optional[dict] = None, *, parts: bool = False) -> None:
+    """Writes checkpoint ``step`` (synchronously; overwrites nothing).
+
+    ``parts=True`` (``tree`` a dict): each top-level entry is its own orbax item, so a reader can restore
+    some entries without the others' structure (``load_run`` restores a run's ``"state"`` alone).
+    """
     if step in self.all_steps():
       return
-    args = ocp.args.Composite(state=ocp.args.StandardSave(_to_numpy_dict(tree)),
+    if parts and "meta" in tree:
+      raise ValueError("a checkpoint part cannot be named 'meta'")
+    items = tree if parts else {"state": tree}
+    items = {k: v for k, v in items.items() if jax.tree_util.tree_leaves(v) or not parts}  # no empty parts
+    args = ocp.args.Composite(**{k: ocp.args.StandardSave(_to_numpy_dict(v)) for k, v in items.items()},
                               meta=ocp.args.JsonSave(dict(meta or {})))
     self.manager.save(int(step), args=args, force=True)
     self.manager.wait_until_finished()
 
-  def _restore_step(self, step: int, template):
-    leaves, treedef = jax.tree_util.tree_flatten(template)
-    target = _to_numpy_dict(template)
-    abstract = {k: _abstract(v) for k, v in target.items()}
+  def _restore_step(self, step: int, template, parts: bool = False):
+    items = template if parts else {"state": template}
+    targets = {k: _to_numpy_dict(v) for k, v in items.items()}
+    stored = {k: t for k, t in targets.items() if t or not parts}  # empty parts are not stored
     restored = self.manager.restore(step, args=ocp.args.Composite(
-        state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
-    arrays = restored["state"]
-    if set(arrays) != set(target):
-      raise CheckpointError(f"checkpoint {step} has {len(arrays)} arrays, expected {len(target)}")
-    new_leaves = []
-    for i, old in enumerate(leaves):
-      value = arrays[f"leaf_{i:05d}"]
-      if not isinstance(value, jax.Array):
-        value = np.asarray(value)
-      ref = target[f"leaf_{i:05d}"]
-      if value.shape != ref.shape or value.dtype != ref.dtype:
-        raise CheckpointError(f"checkpoint {step} leaf {i} is {value.shape} {value.dtype}, "
-                              f"expected {ref.shape} {ref.dtype}")
-      if isinstance(old, jax.Array) and jax.dtypes.issubdtype(old.dtype, jax.dtypes.prng_key):
-        new_leaves.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(old)))
-      elif isinstance(old, jax.Array):
-        # restored onto the template's sharding (every process reads its own shards)
-        new_leaves.append(value if isinstance(value, jax.Array) and value.sharding == old.sharding
-                          else jax.device_put(value, old.sharding))
-      else:
-        new_leaves.append(np.asarray(value))
-    return jax.tree_util.tree_unflatten(treedef, new_leaves), dict(restored["meta"] or {})
+        **{k: ocp.args.StandardRestore({n: _abstract(x) for n, x in t.items()}) for k, t in stored.items()},
+        meta=ocp.args.JsonRestore()))
+    out = {k: _fill(step, k, items[k], targets[k], restored[k]) if k in stored else items[k] for k in items}
+    return (out if parts else out["state"]), dict(restored["meta"] or {})
 
-  def restore(self, template: Any, step: Optional[int] = None):
+  def restore(self, template: Any, step: Optional[int] = None, *, parts: bool = False):
     """Returns ``(tree, meta, step)`` from ``step`` or the latest readable checkpoint.
+
+    ``parts=True``: ``template`` is a dict of parts saved with ``parts=True``; only those parts are read.
 
     Raises ``CheckpointError`` when the directory is missing, empty, or every
     candidate is unreadable. With ``step=None`` a corrupt latest checkpoint
@@ -141,7 +158,7 @@ class Checkpointer:
     errors = []
     for s in candidates:
       try:
-        tree, meta = self._restore_step(s, template)
+        tree, meta = self._restore_step(s, template, parts)
       except Exception as e:  # pylint: disable=broad-except
         msg = f"checkpoint step {s} in {self.directory!r} is unreadable ({type(e).__name__}: {str(e)[:200]})"
         errors.append(msg)
@@ -151,6 +168,14 @@ class Checkpointer:
         continue
       return tree, meta, s
     raise CheckpointError("no readable checkpoint: " + "; ".join(errors))
+
+  def read_meta(self, step: Optional[int] = None) -> dict:
+    """The JSON meta of checkpoint ``step`` (default: the latest), without reading any array."""
+    step = self.latest_step() if step is None else step
+    if step is None:
+      raise CheckpointError(f"checkpoint directory {self.directory!r} holds no checkpoints")
+    restored = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    return dict(restored["meta"] or {})
 
   def close(self):
     if self._manager is not None:

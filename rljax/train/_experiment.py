@@ -102,7 +102,7 @@ def sigterm_flag():
       signal.signal(signal.SIGTERM, previous)
 
 
-def resolve_auto_settings(cfg: RunConfig, n_params: int) -> RunConfig:
+def resolve_auto_settings(cfg: RunConfig, n_params: int):
   """``cfg`` with ``rl.num_microbatches`` / ``rl.concurrent_rollouts`` = 0 (auto) chosen for this machine.
 
   Measured on a 2-core CPU (``benchmarks/cpu_settings_bench.py``, docs/training.md): 4 update micro-batches made
@@ -111,8 +111,9 @@ def resolve_auto_settings(cfg: RunConfig, n_params: int) -> RunConfig:
   cores (with micro-batches: 0.85-0.89x the default step) and were slower on 1 core (1.04x) and neutral to
   slower on the 133K demo model. Hence, on a CPU backend: ``num_microbatches = 4`` when each micro-batch
   holds whole groups (else 1), ``concurrent_rollouts = 2`` with at least 2 usable cores, one process and a
-  model of at least 1M parameters (else 1). Accelerators: 1 and 1. Explicit values are kept; the choice is
-  logged.
+  model of at least 1M parameters (else 1). Accelerators: 1 and 1. Explicit values are kept.
+
+  Returns ``(cfg, what was chosen and why)`` (``Experiment.auto_settings``; ``train`` logs it).
   """
   rl = cfg.rl
   cpu = jax.default_backend() == "cpu"
@@ -129,9 +130,7 @@ def resolve_auto_settings(cfg: RunConfig, n_params: int) -> RunConfig:
     changes["concurrent_rollouts"] = 2 if cpu and cores >= 2 and big and jax.process_count() == 1 else 1
     why.append(f"rl.concurrent_rollouts=auto -> {changes['concurrent_rollouts']} "
                f"({'CPU' if cpu else jax.default_backend()}, {cores} cores, {n_params:,} parameters)")
-  if why:
-    log(cfg, "[rljax] " + "; ".join(why))
-  return cfg.replace(rl=dataclasses.replace(rl, **changes)) if changes else cfg
+  return (cfg.replace(rl=dataclasses.replace(rl, **changes)) if changes else cfg), "; ".join(why)
 
 
 @dataclasses.dataclass
@@ -146,6 +145,7 @@ class Experiment:
   train_problems: list
   test_problems: list
   seq_len: int
+  auto_settings: str = ""  # what rl.num_microbatches / rl.concurrent_rollouts = 0 (auto) resolved to, and why
 
   def sample_fn(self, graphdef=None, params=None, model_state=None):
     """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
@@ -210,7 +210,7 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
     if m.init == "fan_in":
       fan_in_init(model)
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)))
-  cfg = resolve_auto_settings(cfg, n_params)
+  cfg, auto_settings = resolve_auto_settings(cfg, n_params)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
@@ -218,4 +218,4 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
                                  concurrent_chunks=cfg.rl.concurrent_rollouts)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=bucket + cfg.rl.max_new_tokens)
+                    seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings)

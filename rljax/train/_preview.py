@@ -2,8 +2,8 @@
 
 For looking at what a recipe does before running it (``notebooks/03_your_own_recipe.ipynb``): it samples one
 batch with the given parameters, scores, shapes, filters it, computes the advantages and evaluates the loss
-terms on it, exactly as the RL loop's first step would, and returns all of it. Nothing is written and no
-parameter changes.
+terms on it, exactly as the RL loop's first step would, and returns all of it. No parameter changes and
+nothing is written but the tokenizer files every run writes under ``cfg.out_dir``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   Returns ``{"data": StepData (after the advantages), "batch": TrainBatch, "rollout": rollout statistics,
   "stages": the stages' metrics, "loss": float, "metrics": the loss terms' metrics}`` (host values).
   """
-  from rljax.train._advantage import compute_advantages  # pylint: disable=import-outside-toplevel
+  from rljax.train._advantage import compute_advantages, filter_advantages  # pylint: disable=import-outside-toplevel
   from rljax.train._experiment import NoWriter, build_experiment, run_mesh  # pylint: disable=import-outside-toplevel
   from rljax.train._inputs import train_batch  # pylint: disable=import-outside-toplevel
   from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
@@ -42,6 +42,7 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   data = loop.inputs(collected.data, loop.state, getattr(loop.critic, "state", None))
   data, stage_metrics, _ = compute_advantages(loop.recipe, data, loop.stage_states["advantage"])
   stage_metrics = {**collected.stage_metrics, **stage_metrics}
+  data = filter_advantages(loop.recipe, data, stage_metrics)
   stats = collected.stats
   batch = train_batch(data, loop.rows_sh, cfg.rl.batch_size)
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel

@@ -25,8 +25,8 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import NEEDS, ControlInputs, RunFacts, StepData, check_needs
-from rljax.train._advantage import compute_advantages, initial_stage_states
+from rljax.stages import NEEDS, ControlInputs, RunFacts, StepData, check_needs, scalar_metrics
+from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer
 from rljax.train._controllers import LoopControllers
@@ -59,6 +59,8 @@ def available_needs(exp: Experiment, recipe) -> dict:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
   if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
     out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
+  if not any(a.returns for a in recipe.advantage):
+    out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
   if len(recipe.rewards) < 2:
     out["reward_components"] = "the recipe has one reward; give several in rl.rewards"
   if not hasattr(task, "step_rewards"):
@@ -93,14 +95,21 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
     data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
   k = max(len(recipe.rewards), 1)
   if k > 1:
+    from rljax.train._rollout import reward_names  # pylint: disable=import-outside-toplevel
     data = data.replace(reward_components=rng.integers(0, 2, (b, k)).astype(np.float32),
-                        reward_names=tuple(r.name for r in recipe.rewards))
+                        reward_names=reward_names(recipe))
   return data
 
 
 def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
-  """Runs every host stage once on a synthetic batch (see ``_synthetic``); errors name the stage."""
+  """Runs every stage of ``recipe`` once on a synthetic batch (``_synthetic``), in data-flow order: rewards (on
+  reference answers), multi-reward, shaping, filters, prompt filters, the advantage, the loss terms (evaluated
+  eagerly on synthetic policy outputs) and the controllers. Errors name the stage."""
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
+  from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
   from rljax.train._rollout import run_filters, set_rewards  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
   data = _synthetic(exp, recipe, facts)
 
   def guard(stage, fn):
@@ -110,6 +119,9 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
       raise ValueError(f"recipe stage {stage.name!r} fails on a synthetic batch at start-up: "
                        f"{type(e).__name__}: {e}") from e
 
+  answers = [p.answer for p in data.problems]
+  for r in recipe.rewards:  # strict: a reward that raises on the reference answers is broken
+    guard(r, lambda r=r: safe_reward(r.fn, name=r.name)(answers, list(data.problems)))
   multi = recipe.multi_reward
   if multi is not None and multi.produces == "rewards":
     data = guard(multi, lambda: set_rewards(data, multi.fn(data)[0], multi.name))
@@ -119,12 +131,56 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
     if f.phase == "rewards":
       guard(f, lambda f=f: run_filters((f,), data, {}))
   states = initial_stage_states(recipe, max(facts.num_dataset_prompts, 1))
-  guard_all = lambda: compute_advantages(recipe.replace(shaping=(), filters=tuple(
-      f for f in recipe.filters if f.phase == "advantages")), data, states["advantage"])
-  try:
-    guard_all()
-  except ValueError as e:
-    raise ValueError(f"recipe advantage stages fail on a synthetic batch at start-up: {e}") from e
+  index = np.arange(facts.num_prompts) % max(facts.num_dataset_prompts, 1)
+  prompts = PromptData(tuple(data.problems[::facts.group_size]), index, max(facts.num_dataset_prompts, 1),
+                       pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
+  for pf in recipe.prompt_filters:
+    state = states["prompt_filters"][pf.name]
+    state = guard(pf, lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0))[1])
+    if pf.observe is not None:
+      guard(pf, lambda pf=pf, st=state: pf.observe(st, data))
+  if multi is not None and multi.produces == "advantages":
+    data = guard(multi, lambda: data.replace(advantages=np.asarray(multi.fn(data)[0], np.float32)))
+  for a in recipe.advantage:
+    if a.init is not None:
+      out = guard(a, lambda a=a: a.fn(data, states["advantage"][a.name]))
+    else:
+      out = guard(a, lambda a=a: a.fn(data))
+    data = data.replace(advantages=np.asarray(out[0], np.float32),
+                        returns=out[1].get("returns", data.returns) if isinstance(out[1], dict) else data.returns)
+  for f in recipe.filters:
+    if f.phase == "advantages":
+      guard(f, lambda f=f: run_filters((f,), data, {}))
+  adv = np.asarray(data.advantages, np.float32)
+  mask = data.completion_mask
+  batch = TrainBatch(
+      tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
+      advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
+      rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
+      logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref), entropy_old=jnp.asarray(data.entropy_old),
+      values_old=jnp.asarray(data.values),
+      returns=jnp.asarray(data.returns if data.returns is not None else data.values),
+      task_id=None if data.task_id is None else jnp.asarray(data.task_id),
+      extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
+              **{k: jnp.asarray(v) for k, v in _pairs(data).items()}})
+  out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
+  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in recipe.initial_hparams().items()}
+  loss_stage = recipe.loss[0] if recipe.loss else recipe.stages()[-1]
+  guard(loss_stage, lambda: recipe.objective_builder()(hparams)(out, batch))
+  if recipe.critic is not None:
+    guard(recipe.critic.loss, lambda: recipe.critic.loss.build(hparams)(out, batch))
+  from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
+  controllers = LoopControllers(recipe.controllers, facts.temperature)
+  inputs = ControlInputs(batch=batch, data=data, rollout_stats={"entropy": 0.5}, update_metrics={},
+                         policy_logp=lambda: out.logp)
+  states = controllers.init()
+  for c in recipe.controllers:
+    guard(c, lambda c=c: c.update(states[c.name], inputs))
+
+
+def _pairs(data: StepData) -> dict:
+  from rljax.train._inputs import preference_pairs  # pylint: disable=import-outside-toplevel
+  return preference_pairs(data)
 
 
 def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None, model=None):
@@ -166,6 +222,10 @@ def check_recipe(exp: Experiment, recipe):
   if recipe.prompt_filters and jax.process_count() > 1:
     raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "
                      f"{jax.process_count()}")
+  stateful = [a.name for a in recipe.advantage if a.init is not None]
+  if stateful and jax.process_count() > 1:
+    raise ValueError(f"stateful advantage stages {stateful} keep their state from each process's rows; they run "
+                     f"on one process only, and this run has {jax.process_count()}")
   if recipe.prompt_filters and rl.rollout_ahead:
     raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
                      "selection; rl.rollout_ahead samples the next step before that: use one or the other")
@@ -180,16 +240,21 @@ def check_recipe(exp: Experiment, recipe):
 class RLLoop:
   """Everything the RL stage runs: built once (start-up checks included), then ``step(s)`` per step."""
 
-  def __init__(self, exp: Experiment, sft_graphdef, sft_state, recipe, mesh, *, resume: bool, evals: list, writer):
+  def __init__(self, exp: Experiment, sft_graphdef, sft_state, recipe, mesh, *, resume: bool, evals: list, writer,
+               checked: bool = False):
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.mesh, self.writer, self.evals = exp, cfg, rl, mesh, writer, evals
-    recipe = check_recipe(exp, recipe)
+    recipe = bound_recipe(exp, recipe)[0] if checked else check_recipe(exp, recipe)
     self.recipe, self.needs = recipe, recipe.needs
     log(cfg, f"[rljax] recipe: {recipe.describe()}")
 
     graphdef, state, opt, sched, ref, critic, model, total = rl_templates(exp, cfg, recipe, sft_graphdef, sft_state)
     self.graphdef = graphdef
     self.prefix = _shared_prompt_len(exp, rl)
+    resampling = [f.name for f in recipe.filters if f.resamples]
+    if self.prefix and resampling:
+      log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
+      self.prefix = 0
     loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
                           group_size=rl.group_size)
     sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
@@ -230,7 +295,7 @@ class RLLoop:
     self.start = 0
     self.empty_steps = 0
     if resume and self.ckpt.exists():
-      tree, meta, self.start = self.ckpt.restore(self._tree())
+      tree, meta, self.start = self.ckpt.restore(self._tree(), parts=True)
       self._load(tree)
       self.loader.set_state(meta["data"])
       evals[:] = meta.get("evals", evals)
@@ -254,8 +319,12 @@ class RLLoop:
       self.critic.state = tree["critic"]
 
   def save(self, s: int, data_state, done: bool) -> None:
-    self.ckpt.save(s, self._tree(), {"stage": "rl", "step": s, "data": data_state, "evals": self.evals,
-                                     "done": done, "empty_steps": self.empty_steps})
+    """Checkpoint ``s``: the train state, reference, controller, stage and critic states as separate parts
+    (``load_run`` reads the state alone: the hparam names and the value head are in the meta)."""
+    meta = {"stage": "rl", "step": s, "data": data_state, "evals": self.evals, "done": done,
+            "empty_steps": self.empty_steps, "hparams": sorted(self.state.hparams),
+            "value_head": bool(self.recipe.critic is not None and self.recipe.critic.shared)}
+    self.ckpt.save(s, self._tree(), meta, parts=True)
 
   # ------------------------------------------------------------------------- one step
 
@@ -264,34 +333,39 @@ class RLLoop:
     return self.collect(params, model_state, s, temperature, prompt_states)
 
   def step(self, s: int, collected) -> dict:
-    """One RL step on a collected batch; returns its metrics row."""
-    data, stats, stage_metrics, prompt_states = collected
+    """One RL step on a collected batch, in the order of the data flow; returns its metrics row."""
+    data, stats, metrics, prompt_states = collected
     t0 = time.perf_counter()
-    self.stage_states = {**self.stage_states, "prompt_filters": prompt_states}
-    _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
-    data = self.inputs(data, self.state, getattr(self.critic, "state", None))
-    data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
-        self.recipe, data, self.stage_states["advantage"])
-    for pf in self.recipe.prompt_filters:
-      if pf.observe is not None:
-        self.stage_states["prompt_filters"][pf.name], m = pf.observe(self.stage_states["prompt_filters"][pf.name],
-                                                                     data)
-        adv_metrics.update({f"{pf.name}/{k}": v for k, v in _scalars(m).items()})
-    batch = train_batch(data, self.rows_sh, self.rl.batch_size)
-    if not par.process_any(data.valid.any()):
+    metrics = dict(metrics)
+    self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
+    self._observe_prompts(data, metrics)  # every sampled row counts, even in groups a filter dropped
+    if par.process_any(data.valid.any()):
+      data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+      data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
+          self.recipe, data, self.stage_states["advantage"])
+      data = filter_advantages(self.recipe, data, metrics)
+      metrics.update(adv_metrics)
+    row = {f"rollout/{k}": v for k, v in stats.items()}
+    if not par.process_any(data.valid.any()):  # nothing left to train on: no update, no controller step
       self.empty_steps += 1
-      log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the update is skipped")
-      um = {}
-    else:
-      um = self.update(batch, s)
-    row = {**um, **{f"rollout/{k}": v for k, v in stats.items()}, **stage_metrics, **adv_metrics,
-           "time/update_s": time.perf_counter() - t0, "train/empty_steps": float(self.empty_steps)}
+      log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
+      return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
+    _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
+    batch = train_batch(data, self.rows_sh, self.rl.batch_size)
+    um = self.update(batch, s)
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
                                                   policy_logp=lambda: self.inputs.policy_logp(self.state,
                                                                                               batch.tokens)))
-    row.update(ctl_metrics)
-    return row
+    return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
+            "train/empty_steps": float(self.empty_steps)}
+
+  def _observe_prompts(self, data, metrics: dict) -> None:
+    states = self.stage_states["prompt_filters"]
+    for pf in self.recipe.prompt_filters:
+      if pf.observe is not None:
+        states[pf.name], m = pf.observe(states[pf.name], data)
+        metrics.update(scalar_metrics(m, pf.name))
 
   def update(self, batch, s: int) -> dict:
     """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (policy, then the separate critic)."""
@@ -316,11 +390,6 @@ class RLLoop:
     return out
 
 
-def _scalars(m) -> dict:
-  from rljax.stages import scalar_metrics  # pylint: disable=import-outside-toplevel
-  return scalar_metrics(m)
-
-
 def _shared_prompt_len(exp: Experiment, rl) -> int:
   """Prompt columns shared by each group's rows (``rl.share_prompt_forward``), or 0.
 
@@ -339,18 +408,24 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
 
 
 def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -> None:
-  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens."""
+  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens (checked on the
+  batch the update gets: a filter that resamples rows without saying so (``Filter(resamples=True)``) fails here
+  rather than training rows under another row's prompt)."""
   if prefix_len:
     head = tokens[:, :prefix_len].reshape(-1, group_size, prefix_len)
     if not np.all(head == head[:, :1]):
-      raise ValueError(f"rollout rows of a group differ in their first {prefix_len} tokens; "
-                       "set rl.share_prompt_forward=false")
+      raise ValueError(f"rows {group_size} by {group_size} of the update's batch differ in their first {prefix_len} "
+                       "tokens (a filter reordered rows: declare it Filter(resamples=True)); or set "
+                       "rl.share_prompt_forward=false")
 
 
-def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list):
-  """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``."""
+def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list, *,
+           checked: bool = False):
+  """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``. ``checked``: the recipe
+  passed ``check_recipe`` already (``train`` checks it before SFT)."""
   cfg, rl = exp.cfg, exp.cfg.rl
-  loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer)
+  loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
+                checked=checked)
   from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
   bar = tqdm(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
              leave=True)

@@ -20,7 +20,7 @@ import numpy as np
 from rljax import parallel as par
 from rljax.stages import PromptData, StepData, scalar_metrics
 
-__all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards"]
+__all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards", "reward_names"]
 
 
 def concat_steps(parts) -> StepData:
@@ -32,7 +32,9 @@ def concat_steps(parts) -> StepData:
   changes = {}
   for f in dataclasses.fields(first):
     vals = [getattr(p, f.name) for p in parts]
-    if f.name in ("completions", "problems", "turns"):
+    if any(v is None for v in vals) and not all(v is None for v in vals):
+      changes[f.name] = None  # an input some part lacks (e.g. the greedy baseline of a pilot rollout)
+    elif f.name in ("completions", "problems", "turns"):
       changes[f.name] = None if vals[0] is None else tuple(x for v in vals for x in v)
     elif f.name == "extras":
       changes[f.name] = {k: np.concatenate([np.asarray(v[k]) for v in vals]) for k in vals[0]}
@@ -92,7 +94,8 @@ class Collector:
     self.exp, self.recipe, self.loader, self.rl, self.graphdef = exp, recipe, loader, rl, graphdef
     self.prompt_rows = prompt_rows
     self.lo, self.hi = prompt_rows[jax.process_index()]
-    self.base_key = base_key
+    self.base_key = base_key  # the sampler's keys: fold_in(fold_in(base_key, step), round), as ever
+    self.side_key = jax.random.split(base_key)[1]  # every other random draw (stages, pilots), never the sampler's
     self.num_dataset_prompts = num_dataset_prompts
     self.needs = needs
     self.refill_filters = tuple(f for f in recipe.filters if f.refill)
@@ -101,8 +104,13 @@ class Collector:
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
-    fns = [(r.name, r.fn) for r in recipe.rewards] or [(f"{type(task).__name__}.score", task.score)]
-    self.reward_fns = [(name, safe_reward(fn, lenient=exp.cfg.task.lenient_rewards, name=name)) for name, fn in fns]
+    lenient = exp.cfg.task.lenient_rewards
+    verifier = f"{type(task).__name__}.score"
+    self.reward_fns = [(name, safe_reward(fn, lenient=lenient, name=name))
+                       for name, fn in zip(reward_names(recipe, verifier),
+                                           [r.fn for r in recipe.rewards] or [task.score])]
+    # the task's verdict (``data.correct``), guarded like a reward; the reward itself when it is the verifier
+    self.verdict = None if not recipe.rewards else safe_reward(task.score, lenient=lenient, name=verifier)
 
   # ------------------------------------------------------------------------- sampling and scoring
 
@@ -146,7 +154,8 @@ class Collector:
         num_groups=self.rl.num_prompts, valid=np.ones(cm.shape[0], bool), lengths=cm.sum(1).astype(np.int32),
         completions=tuple(completions), problems=expanded, prompt_index=np.repeat(np.asarray(index, np.int64), g),
         rewards=components.sum(1) if components.shape[1] > 1 else components[:, 0],
-        correct=np.asarray(exp.task.score(completions, list(expanded)), np.float32),
+        correct=components[:, 0].copy() if self.verdict is None else
+        np.asarray(self.verdict(completions, list(expanded))[0], np.float32),
         logp_behavior=np.asarray(r.logp_behavior, np.float32),
         entropy_behavior=None if r.entropy_behavior is None else np.asarray(r.entropy_behavior, np.float32),
         max_new_tokens=self.rl.max_new_tokens, step=step, key=key, greedy_rewards=greedy_rewards,
@@ -218,21 +227,24 @@ class Collector:
 
   # ------------------------------------------------------------------------- one round
 
-  def _round(self, call: _Call, step: int, key, prompt_states: dict) -> StepData:
-    """One sampling round: prompts -> sampler -> scored ``StepData`` (whole groups of ``group_size`` rows)."""
+  def _round(self, call: _Call, step: int, key, side, prompt_states: dict) -> StepData:
+    """One sampling round: prompts -> sampler -> scored ``StepData`` (whole groups of ``group_size`` rows).
+
+    ``key`` is the sampler's key of the round; ``side`` the root of every other random draw of the round."""
     g = self.rl.group_size
     counts, blocks = None, None
     if self.recipe.prompt_filters:
-      problems, index, counts, blocks = self._select_prompts(call, step, key, prompt_states)
+      problems, index, counts, blocks = self._select_prompts(call, step, jax.random.fold_in(side, 1), prompt_states)
     else:
       problems, index = self._next_prompts()
     greedy = None
     if "greedy_rewards" in self.needs:
-      gr = self._sample(call, problems, 1, jax.random.fold_in(key, 7), greedy=True)
-      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=key, record=False).rewards, g)
+      gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
+      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=jax.random.fold_in(side, 3),
+                                    record=False).rewards, g)
     n = g - self.pilot
     data = self.score(call, self._sample(call, problems, n, key), problems, index, step=step,
-                      key=key, greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
+                      key=jax.random.fold_in(side, 4), greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
     if self.pilot:  # each group: its prompt's pilot rows, then the committed rows
       parts, rows, offsets = [data], [], {}
       for p, block in enumerate(blocks):
@@ -259,18 +271,19 @@ class Collector:
     call = _Call(self.exp.sample_fn(self.graphdef, params, model_state), temperature)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
+    side = jax.random.fold_in(self.side_key, step)
     prompt_states = dict(prompt_states)
     kept, dropped, seen = [], [], []
     refills = zero_var = sampled = 0
     rounds = self.rl.max_refills + 1 if self.refill_filters else 1
     for attempt in range(rounds):
-      k = jax.random.fold_in(key, attempt)
-      data = self._round(call, step, k, prompt_states)
+      k, side_k = jax.random.fold_in(key, attempt), jax.random.fold_in(side, attempt)
+      data = self._round(call, step, k, side_k, prompt_states)
       refills += int(attempt > 0)
       seen.append(data)
       keep = data.valid.copy()
       for f in self.refill_filters:
-        kf, m = f.fn(data.replace(key=jax.random.fold_in(k, 200)))
+        kf, m = f.fn(data.replace(key=jax.random.fold_in(side_k, 200)))
         call.metrics.update(scalar_metrics(m, f.name))
         keep &= np.asarray(kf, bool)
       for p in range(local):
@@ -289,8 +302,10 @@ class Collector:
     data = everything.take(np.concatenate([offsets[s] + r for s, r, _ in groups]))
     data = data.replace(valid=np.concatenate([k for _, _, k in groups]),
                         group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g))
-    data = run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(key, 300)), call.metrics)
-    data = data.replace(key=key)
+    if data.answer_ids is not None:  # dense ids over this batch (the step's rounds numbered them together)
+      data = data.replace(answer_ids=np.unique(data.answer_ids, return_inverse=True)[1].astype(np.int32))
+    data = run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(side, 300)), call.metrics)
+    data = data.replace(key=jax.random.fold_in(side, 1 << 20))  # the root of the advantage phase's keys
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
     sums = par.process_sum({f"{k}{name}": v for name, (t, c) in call.reward_sums.items()
@@ -317,6 +332,17 @@ class Collector:
     if ent is not None:
       out["entropy"] = sums["entropy"] / max(sums["tokens"], 1)
     return out
+
+
+def reward_names(recipe, verifier: str = "task") -> tuple:
+  """The recipe's reward names, made unique (``name``, ``name_1``, ...): metrics and ``data.reward_names``."""
+  names = [r.name for r in recipe.rewards] or [verifier]
+  seen: dict = {}
+  out = []
+  for n in names:
+    seen[n] = seen.get(n, 0) + 1
+    out.append(n if seen[n] == 1 else f"{n}_{seen[n] - 1}")
+  return tuple(out)
 
 
 def set_rewards(data: StepData, rewards, name: str) -> StepData:

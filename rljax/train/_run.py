@@ -31,7 +31,7 @@ from rljax.train._experiment import (Experiment, NoWriter, Preempted, build_expe
                                      sigterm_flag)
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._optim import make_optimizer
-from rljax.train._rl import bound_recipe, check_group_batch, check_recipe, rl_templates, run_rl
+from rljax.train._rl import check_group_batch, check_recipe, run_rl
 from rljax.train._sft import evaluate_state, run_sft
 from rljax.train._step import init_train_state
 from rljax import parallel as par
@@ -40,25 +40,31 @@ __all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run", "
 
 
 def run_recipe(cfg: RunConfig, recipe=None, *, objective_fn: Optional[Callable] = None,
-               reward_fn: Optional[Callable] = None):
-  """The recipe a run trains with: ``recipe``, else the config's, with the legacy overrides applied.
+               reward_fn: Optional[Callable] = None, objective_needs=None):
+  """The recipe a run trains with: ``recipe``, else the config's, with the ``train`` overrides applied.
 
-  ``objective_fn`` (``hparams -> Objective``) replaces the loss (its hparams start at the loss's values);
-  ``reward_fn`` (``(completions, problems) -> [B]``) replaces the rewards.
+  ``objective_fn`` (``hparams -> Objective``) replaces the loss: its hparams start at the loss's values, and
+  the inputs it reads are ``objective_needs`` (default: the replaced loss's needs and ``logp_old``, so that a
+  KL term in the replaced loss keeps its reference log-probs); ``reward_fn`` (``(completions, problems) -> [B]``)
+  replaces the rewards.
   """
   from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
   recipe = cfg.rl.recipe() if recipe is None else recipe
   if not isinstance(recipe, Recipe):
     raise ValueError(f"recipe must be a rljax.recipes.Recipe, got {type(recipe).__name__}")
   if objective_fn is not None:
-    recipe = recipe.replace(objective=objective_fn, hparams={**recipe.loss_hparams(), **recipe.hparams})
+    if objective_needs is None:
+      loss_needs = frozenset().union(*(s.needs for s in recipe.stages() if s in recipe.loss or s.name == "objective"))
+      objective_needs = tuple(sorted(loss_needs | {"logp_old"}))
+    recipe = recipe.replace(objective=objective_fn, hparams={**recipe.loss_hparams(), **recipe.hparams},
+                            objective_needs=tuple(objective_needs))
   if reward_fn is not None:
     recipe = recipe.replace(rewards=(reward_fn,), multi_reward=None)
   return recipe
 
 
 def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Optional[Callable] = None,
-          reward_fn: Optional[Callable] = None) -> dict:
+          reward_fn: Optional[Callable] = None, objective_needs=None) -> dict:
   """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``).
 
   Args:
@@ -66,10 +72,12 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
     resume: continue from the latest checkpoints in ``cfg.out_dir``.
     recipe: a ``rljax.recipes.Recipe`` (default: the one ``cfg.rl``'s recipe fields describe).
     objective_fn: ``hparams -> rljax.objectives.Objective`` replacing the recipe's loss.
+    objective_needs: the batch inputs ``objective_fn`` reads (``rljax.stages.NEEDS``; default: the replaced
+      loss's and ``logp_old``).
     reward_fn: ``fn(completions, problems) -> [B]`` replacing the recipe's rewards (default: the task's
       verifier ``task.score``).
   """
-  recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn)
+  recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn, objective_needs=objective_needs)
   t_start = time.perf_counter()
   os.makedirs(cfg.out_dir, exist_ok=True)
   if resume and not os.path.isdir(os.path.join(cfg.out_dir, "checkpoints")):
@@ -78,15 +86,31 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
                      f"interleave collectives with the update's); this run has {jax.process_count()} processes")
   main = jax.process_index() == 0  # host-side files and console output: process 0 only
+  try:  # a recipe of catalog stages goes into the config fields, so config.json holds the run's recipe
+    cfg = cfg.replace(rl=cfg.rl.with_recipe(recipe))
+    python_recipe = False
+  except ValueError:  # user functions: config.json keeps the config's fields, recipe.json says so
+    python_recipe = True
+  described = {**recipe.describe(), "python": python_recipe}
+  recipe_path = os.path.join(cfg.out_dir, "recipe.json")
+  if resume and os.path.exists(recipe_path):
+    with open(recipe_path, encoding="utf-8") as f:
+      before = json.load(f)
+    same = lambda d: {k: v for k, v in d.items() if k != "name"}
+    if same(before) != same(described):
+      raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
+                       "resume with the same recipe (or train into a new --out-dir)")
   mesh = run_mesh(cfg)
   exp = build_experiment(cfg)
+  if exp.auto_settings:
+    log(cfg, f"[rljax] {exp.auto_settings}")
   if cfg.rl.steps > 0:
     check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
   if main:
     with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config_to_dict(cfg), f, indent=2)
-    with open(os.path.join(cfg.out_dir, "recipe.json"), "w", encoding="utf-8") as f:
-      json.dump(recipe.describe(), f, indent=2)
+    with open(recipe_path, "w", encoding="utf-8") as f:
+      json.dump(described, f, indent=2)
   writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else NoWriter()
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
              "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}
@@ -114,7 +138,7 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
           "".join(f", {k} {v:.1%}" for k, v in sft_eval.items() if k.startswith("pass@"))))
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
-        graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals)
+        graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
       rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999))
   finally:
     writer.close()
@@ -176,17 +200,18 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     raise CheckpointError(f"no checkpoints under {os.path.join(run_dir, 'checkpoints')!r}")
   exp = build_experiment(cfg)
   if st == "rl":
-    from rljax.train._advantage import initial_stage_states  # pylint: disable=import-outside-toplevel
-    from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
-    from rljax.train._critic import init_critic_state  # pylint: disable=import-outside-toplevel
-    recipe, _ = bound_recipe(exp, cfg.rl.recipe())
-    opt, _ = make_optimizer(cfg.sft.optim, 1)
-    sft_graphdef, sft_state = init_train_state(exp.model, opt)
-    graphdef, state, _, _, ref, _, model, total = rl_templates(exp, cfg, recipe, sft_graphdef, sft_state)
-    template = {"state": state, "ref": ref, "controller": LoopControllers(recipe.controllers, 1.0).init(),
-                "stages": initial_stage_states(recipe, len(exp.train_problems))}
-    if recipe.critic is not None and not recipe.critic.shared:
-      template["critic"] = init_critic_state(recipe.critic, model, total)[1]
+    # the train state alone (its parts are separate): hparam names and the value head come from the meta
+    meta = ckpt.read_meta(step)
+    opt, _ = make_optimizer(cfg.rl.optim, 1)
+    model = exp.model
+    if meta.get("value_head"):
+      from rljax.models import with_value_head  # pylint: disable=import-outside-toplevel
+      model = with_value_head(model)
+    if "hparams" not in meta:
+      raise CheckpointError(f"{ckpt.directory!r} was written by an older rljax (no recipe metadata); "
+                            "evaluate its SFT checkpoint with --stage sft")
+    graphdef, state = init_train_state(model, opt, {k: 0.0 for k in meta["hparams"]})
+    template = {"state": state}
   else:
     opt, _ = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
     graphdef, state = init_train_state(exp.model, opt)
@@ -201,11 +226,6 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     device_mesh = run_mesh(cfg.replace(mesh=mesh))
   shardings = par.train_state_shardings(template["state"], device_mesh)
   template["state"] = par.place_global(template["state"], shardings)
-  if template.get("ref"):
-    template["ref"] = par.place_global(template["ref"], shardings.params)
-  if "critic" in template:
-    template["critic"] = par.place_global(template["critic"],
-                                          par.train_state_shardings(template["critic"], device_mesh))
-  tree, meta, got = ckpt.restore(template, step=step)
+  tree, meta, got = ckpt.restore(template, step=step, parts=st == "rl")
   ckpt.close()
   return exp, graphdef, tree["state"], {"stage": st, "step": got, "meta": meta}
