@@ -75,6 +75,6 @@ def trains(name: str, warm_start, out_dir: str) -> None:
   if slot_of(_catalog()[name]) == "aggregation":  # an aggregation has no metrics of its own: its denominator
     assert all(r["loss/denominator"] > 0 for r in rows)
     return
-  prefix = METRIC_PREFIX.get(name, name)
+  prefix = METRIC_PREFIX.get(name, f"{name}/")  # its own metrics: "<name>/..." (or "<policy>/<name>/...")
   keys = sorted({k for r in rows for k in r})
-  assert any(prefix in k for k in keys), f"{name}: no metric with {prefix!r} in {keys}"
+  assert any(k.startswith(prefix) or f"/{prefix}" in k for k in keys), f"{name}: no {prefix!r} metric in {keys}"

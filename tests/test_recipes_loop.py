@@ -134,3 +134,22 @@ def test_objective_fn_keeps_the_replaced_losss_needs(tmp_path):
   train(_cfg(tmp_path, "rl.steps=1", "checkpoint.enabled=false", "rl.loss=ppo_clip, kl_penalty(beta=0.05)"),
         objective_fn=objective)
   assert np.isfinite(_rows(tmp_path)[0]["kl_penalty/kl"]) and {"clip_low", "kl_beta"} <= set(seen)
+
+
+def test_the_loop_computes_only_what_the_recipe_needs(tmp_path):
+  """No reference copy or forward without a stage reading logp_ref/entropy_ref/logp_teacher; no proximal forward
+  for a loss that reads no ratio (gpg)."""
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import bound_recipe, rl_templates  # pylint: disable=import-outside-toplevel
+  from rljax.train._inputs import REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
+  from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
+  from rljax.train._step import init_train_state  # pylint: disable=import-outside-toplevel
+  cfg = _cfg(tmp_path)
+  exp = build_experiment(cfg)
+  graphdef, state = init_train_state(exp.model, make_optimizer(cfg.sft.optim, 1)[0])
+  for loss, with_ref in (("ppo_clip", False), ("ppo_clip, kl_penalty(beta=0.01)", True),
+                         ("ppo_clip, entropy_gated_contrastive(rho=0.5)", True), ("gpg", False)):
+    recipe = bound_recipe(exp, Recipe(rewards=DENSE, loss=loss))[0]
+    ref = rl_templates(exp, cfg, recipe, graphdef, state)[4]
+    assert bool(ref) == with_ref == bool(recipe.needs & REFERENCE_NEEDS), loss
+  assert "logp_old" not in Recipe(loss="gpg").needs and "logp_old" in Recipe(loss="ppo_clip").needs
