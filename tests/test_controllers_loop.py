@@ -44,7 +44,7 @@ def test_invalid_controller_settings_are_named(override, match):
 
 def test_temperature_controller_needs_temperature_within_its_bounds():
   from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
-  from rljax.train._rl import bound_recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import bound_recipe  # pylint: disable=import-outside-toplevel
   cfg = apply_overrides(tiny_config(), ["rl.temperature=3.0", "rl.controllers=temperature_control(target_entropy=0.5)"])
   with pytest.raises(ValueError, match=r"rl\.temperature=3\.0 is outside its bounds"):
     bound_recipe(build_experiment(cfg), cfg.rl.recipe())

@@ -140,7 +140,8 @@ def test_the_loop_computes_only_what_the_recipe_needs(tmp_path):
   """No reference copy or forward without a stage reading logp_ref/entropy_ref/logp_teacher; no proximal forward
   for a loss that reads no ratio (gpg)."""
   from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
-  from rljax.train._rl import bound_recipe, rl_templates  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import rl_templates  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import bound_recipe  # pylint: disable=import-outside-toplevel
   from rljax.train._inputs import REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
   from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
   from rljax.train._step import init_train_state  # pylint: disable=import-outside-toplevel

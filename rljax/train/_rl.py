@@ -4,15 +4,14 @@ One step (``RLLoop.step``), in the order of the data flow::
 
     data  = collect(...)              # prompts -> prompt filters -> sampler -> rewards -> shaping -> filters
     data  = inputs(data, state)       # the forwards the recipe needs (proximal, reference, critic)
-    data  = compute_advantages(...)   # forward-phase shaping -> advantage (+ transforms) -> advantage filters
+    data  = compute_advantages(...)   # forward-phase shaping -> advantage (estimator + transforms)
+    data  = filter_advantages(...)    # advantage-phase filters
     batch = train_batch(data)         # the global TrainBatch
     state = update(state, batch)      # updates_per_batch epochs x num_minibatches jitted steps (+ critic)
     state = controllers.step(...)     # hparams / temperature of the next step
 
-Start-up (``RLLoop.__init__``) binds the recipe to the run's facts, refuses a recipe whose needs the run
-cannot meet (naming the stage and the input) and dry-runs every host stage on a synthetic batch, all before
-any compile. A step whose batch has no valid row (a filter emptied it) is not trained on: it is counted
-(``train/empty_steps``) and logged.
+The recipe is checked at start-up (``_startup.check_recipe``). A step whose batch has no valid row (a filter
+emptied it) is not trained on: it is counted (``train/empty_steps``) and logged.
 """
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import NEEDS, ControlInputs, RunFacts, StepData, check_needs, scalar_metrics
+from rljax.stages import ControlInputs, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer
@@ -36,151 +35,16 @@ from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
 from rljax.train._optim import make_optimizer
 from rljax.train._rollout import Collector
 from rljax.train._sft import evaluate_state
+from rljax.train._startup import bound_recipe, check_recipe
 from rljax.train._step import init_train_state, objective_loss
 
-__all__ = ["RLLoop", "run_rl", "available_needs", "check_group_batch", "rl_templates", "bound_recipe",
-           "check_recipe"]
-
-_SINGLE_TURN = "the task is single-turn (multi-turn environments and their turn/segment ids come with issue #20)"
+__all__ = ["RLLoop", "run_rl", "check_group_batch", "rl_templates"]
 
 
 def check_group_batch(batch_size: int, group_size: int) -> None:
   """Raises ``ValueError`` unless a rollout batch splits into whole groups."""
   if group_size < 1 or batch_size % group_size:
     raise ValueError(f"rollout batch of {batch_size} sequences is not divisible by group_size={group_size}")
-
-
-def available_needs(exp: Experiment, recipe) -> dict:
-  """``{need: ""}`` for what this run can provide, ``{need: reason}`` for what it cannot."""
-  task = exp.task
-  out = {n: "" for n in NEEDS}
-  out.update(segment_ids=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
-  if recipe.critic is None:
-    out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
-  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
-    out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
-  if not any(a.returns for a in recipe.advantage):
-    out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
-  if len(recipe.rewards) < 2:
-    out["reward_components"] = "the recipe has one reward; give several in rl.rewards"
-  if not hasattr(task, "step_rewards"):
-    out["step_rewards"] = f"the {type(task).__name__} task gives no process (step) rewards"
-  return out
-
-
-def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
-  """A small fake batch with every need filled, to dry-run host stages at start-up (bad hyper-parameters
-  fail here, before any compile, not mid-run)."""
-  rng = np.random.default_rng(0)
-  g, p = facts.group_size, facts.num_prompts
-  b, t = p * g, 4 + facts.max_new_tokens
-  cm = np.zeros((b, t), bool)
-  cm[:, 4:] = True
-  f = lambda *shape: rng.normal(size=shape).astype(np.float32)
-  problems = tuple(exp.train_problems[i % len(exp.train_problems)] for i in range(p) for _ in range(g))
-  rewards = rng.integers(0, 2, b).astype(np.float32)
-  data = StepData(tokens=rng.integers(1, 8, (b, t)).astype(np.int32), prompt_mask=~cm, completion_mask=cm,
-                  group_id=np.repeat(np.arange(p, dtype=np.int32), g), num_groups=p, valid=np.ones(b, bool),
-                  lengths=cm.sum(1).astype(np.int32), completions=tuple(str(i % 3) for i in range(b)),
-                  problems=problems, prompt_index=np.repeat(np.arange(p), g), rewards=rewards, correct=rewards.copy(), logp_behavior=-np.abs(f(b, t)) * cm,
-                  entropy_behavior=np.abs(f(b, t)) * cm, max_new_tokens=facts.max_new_tokens,
-                  key=jax.random.PRNGKey(0), logp_old=-np.abs(f(b, t)) * cm, entropy_old=np.abs(f(b, t)) * cm,
-                  logp_ref=-np.abs(f(b, t)) * cm, entropy_ref=np.abs(f(b, t)) * cm, logp_teacher=-np.abs(f(b, t)) * cm,
-                  values=f(b, t) * cm, greedy_rewards=rng.integers(0, 2, b).astype(np.float32),
-                  answer_ids=rng.integers(0, 3, b).astype(np.int32), turns=tuple((str(i),) for i in range(b)))
-  if facts.num_tasks:
-    data = data.replace(task_id=rng.integers(0, facts.num_tasks, b).astype(np.int32), num_tasks=facts.num_tasks)
-  if hasattr(exp.task, "step_rewards"):
-    step_rewards, step_mask = exp.task.step_rewards(data.completions, data.problems)
-    data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
-  k = max(len(recipe.rewards), 1)
-  if k > 1:
-    from rljax.train._rollout import reward_names  # pylint: disable=import-outside-toplevel
-    data = data.replace(reward_components=rng.integers(0, 2, (b, k)).astype(np.float32),
-                        reward_names=reward_names(recipe))
-  return data
-
-
-def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
-  """Runs every stage of ``recipe`` once on a synthetic batch (``_synthetic``), in data-flow order: rewards (on
-  reference answers), multi-reward, shaping, filters, prompt filters, the advantage, the loss terms (evaluated
-  eagerly on synthetic policy outputs) and the controllers. Errors name the stage."""
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
-  from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
-  from rljax.train._rollout import run_filters, set_rewards  # pylint: disable=import-outside-toplevel
-  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
-  data = _synthetic(exp, recipe, facts)
-
-  def guard(stage, fn):
-    try:
-      return fn()
-    except Exception as e:  # noqa: BLE001 - re-raised with the stage named
-      raise ValueError(f"recipe stage {stage.name!r} fails on a synthetic batch at start-up: "
-                       f"{type(e).__name__}: {e}") from e
-
-  answers = [p.answer for p in data.problems]
-  for r in recipe.rewards:  # strict: a reward that raises on the reference answers is broken
-    guard(r, lambda r=r: safe_reward(r.fn, name=r.name)(answers, list(data.problems)))
-  multi = recipe.multi_reward
-  if multi is not None and multi.produces == "rewards":
-    data = guard(multi, lambda: set_rewards(data, multi.fn(data)[0], multi.name))
-  for s in recipe.shaping:
-    data = guard(s, lambda s=s: set_rewards(data, s.fn(data)[0], s.name))
-  for f in recipe.filters:
-    if f.phase == "rewards":
-      guard(f, lambda f=f: run_filters((f,), data, {}))
-  states = initial_stage_states(recipe, max(facts.num_dataset_prompts, 1))
-  index = np.arange(facts.num_prompts) % max(facts.num_dataset_prompts, 1)
-  prompts = PromptData(tuple(data.problems[::facts.group_size]), index, max(facts.num_dataset_prompts, 1),
-                       pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
-  for pf in recipe.prompt_filters:
-    state = states["prompt_filters"][pf.name]
-    state = guard(pf, lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0))[1])
-    if pf.observe is not None:
-      guard(pf, lambda pf=pf, st=state: pf.observe(st, data))
-  if multi is not None and multi.produces == "advantages":
-    data = guard(multi, lambda: data.replace(advantages=np.asarray(multi.fn(data)[0], np.float32)))
-  for a in recipe.advantage:
-    if a.init is not None:
-      out = guard(a, lambda a=a: a.fn(data, states["advantage"][a.name]))
-    else:
-      out = guard(a, lambda a=a: a.fn(data))
-    data = data.replace(advantages=np.asarray(out[0], np.float32),
-                        returns=out[1].get("returns", data.returns) if isinstance(out[1], dict) else data.returns)
-  for f in recipe.filters:
-    if f.phase == "advantages":
-      guard(f, lambda f=f: run_filters((f,), data, {}))
-  adv = np.asarray(data.advantages, np.float32)
-  mask = data.completion_mask
-  batch = TrainBatch(
-      tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
-      advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
-      rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
-      logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref), entropy_old=jnp.asarray(data.entropy_old),
-      values_old=jnp.asarray(data.values),
-      returns=jnp.asarray(data.returns if data.returns is not None else data.values),
-      task_id=None if data.task_id is None else jnp.asarray(data.task_id),
-      extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
-              **{k: jnp.asarray(v) for k, v in _pairs(data).items()}})
-  out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
-  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in recipe.initial_hparams().items()}
-  loss_stage = recipe.loss[0] if recipe.loss else recipe.stages()[-1]
-  guard(loss_stage, lambda: recipe.objective_builder()(hparams)(out, batch))
-  if recipe.critic is not None:
-    guard(recipe.critic.loss, lambda: recipe.critic.loss.build(hparams)(out, batch))
-  from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
-  controllers = LoopControllers(recipe.controllers, facts.temperature)
-  inputs = ControlInputs(batch=batch, data=data, rollout_stats={"entropy": 0.5}, update_metrics={},
-                         policy_logp=lambda: out.logp)
-  states = controllers.init()
-  for c in recipe.controllers:
-    guard(c, lambda c=c: c.update(states[c.name], inputs))
-
-
-def _pairs(data: StepData) -> dict:
-  from rljax.train._inputs import preference_pairs  # pylint: disable=import-outside-toplevel
-  return preference_pairs(data)
 
 
 def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None, model=None):
@@ -201,40 +65,6 @@ def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None
   graphdef, state = init_train_state(model, opt, recipe.initial_hparams())
   ref = jax.tree_util.tree_map(jnp.copy, state.params) if recipe.needs & REFERENCE_NEEDS else {}
   return graphdef, state, opt, sched, ref, critic, model, total_updates
-
-
-def bound_recipe(exp: Experiment, recipe):
-  """``recipe`` bound to the run's static facts (``rljax.stages.RunFacts``)."""
-  rl = exp.cfg.rl
-  facts = RunFacts(num_prompts=rl.num_prompts, group_size=rl.group_size, max_new_tokens=rl.max_new_tokens,
-                   temperature=rl.temperature, num_dataset_prompts=len(exp.train_problems),
-                   num_tasks=getattr(exp.task, "num_tasks", None))
-  return recipe.bind(facts), facts
-
-
-def check_recipe(exp: Experiment, recipe):
-  """Start-up checks of a recipe for this run, before anything is compiled or trained: binds it to the run's
-  facts, refuses needs the run cannot meet (naming the stage and the input) and combinations the loop does
-  not support, and dry-runs every host stage on a synthetic batch. Returns the bound recipe."""
-  rl = exp.cfg.rl
-  recipe, facts = bound_recipe(exp, recipe)
-  check_needs(recipe.stages(), available_needs(exp, recipe))
-  if recipe.prompt_filters and jax.process_count() > 1:
-    raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "
-                     f"{jax.process_count()}")
-  stateful = [a.name for a in recipe.advantage if a.init is not None]
-  if stateful and jax.process_count() > 1:
-    raise ValueError(f"stateful advantage stages {stateful} keep their state from each process's rows; they run "
-                     f"on one process only, and this run has {jax.process_count()}")
-  if recipe.prompt_filters and rl.rollout_ahead:
-    raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
-                     "selection; rl.rollout_ahead samples the next step before that: use one or the other")
-  if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
-    raise ValueError("at most one prompt filter may take a pilot rollout")
-  if any(pf.pilot >= rl.group_size for pf in recipe.prompt_filters):
-    raise ValueError(f"a prompt filter's pilot must be smaller than rl.group_size={rl.group_size}")
-  dry_run(exp, recipe, facts)
-  return recipe
 
 
 class RLLoop:

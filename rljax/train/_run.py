@@ -31,7 +31,8 @@ from rljax.train._experiment import (Experiment, NoWriter, Preempted, build_expe
                                      sigterm_flag)
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._optim import make_optimizer
-from rljax.train._rl import check_group_batch, check_recipe, run_rl
+from rljax.train._rl import check_group_batch, run_rl
+from rljax.train._startup import check_recipe
 from rljax.train._sft import evaluate_state, run_sft
 from rljax.train._step import init_train_state
 from rljax import parallel as par
