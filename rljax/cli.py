@@ -102,6 +102,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_train(args) -> int:
+  if not args.print_config:
+    from rljax.parallel import maybe_initialize_distributed  # pylint: disable=import-outside-toplevel
+    # Multi-host (TPU pod slice, SLURM, or RLJAX_COORDINATOR/NUM_PROCESSES/PROCESS_ID): join the distributed
+    # runtime before any device is used (building a recipe may already run JAX); a no-op for one process.
+    maybe_initialize_distributed()
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
   from rljax.train._run import Preempted, train  # pylint: disable=import-outside-toplevel
   cfg, recipe = load_config_and_recipe(args.config)
@@ -113,10 +118,6 @@ def _cmd_train(args) -> int:
   if args.print_config:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
-  from rljax.parallel import maybe_initialize_distributed  # pylint: disable=import-outside-toplevel
-  # Multi-host (TPU pod slice, SLURM, or RLJAX_COORDINATOR/NUM_PROCESSES/PROCESS_ID): join the
-  # distributed runtime before any device is used; a no-op for one process.
-  maybe_initialize_distributed()
   try:
     train(cfg, resume=args.resume, recipe=recipe)
   except Preempted as e:

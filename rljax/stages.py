@@ -681,13 +681,13 @@ def probe_step(*, components: int = 2, steps: int = 3) -> StepData:
   r = np.array([1.0, 0.0, 1.0, 0.0], np.float32)
   zeros = np.zeros((b, t), np.float32)
   ids = lambda k: np.where(cm, np.minimum(np.arange(t) - 1, k - 1), -1).astype(np.int32)
-  import jax  # pylint: disable=import-outside-toplevel
+  # a raw uint32[2] PRNG key: building the probe (at import, for the default config) must not start a backend
   return StepData(
       tokens=np.ones((b, t), np.int32), prompt_mask=~cm, completion_mask=cm,
       group_id=np.array([0, 0, 1, 1], np.int32), num_groups=2, valid=np.ones(b, bool),
       lengths=cm.sum(1).astype(np.int32), completions=("1",) * b, problems=(None,) * b,
       prompt_index=np.array([0, 0, 1, 1], np.int64), rewards=r, correct=r.copy(), logp_behavior=zeros,
-      entropy_behavior=zeros + 0.5, max_new_tokens=3, key=jax.random.PRNGKey(0), logp_old=zeros, entropy_old=zeros,
+      entropy_behavior=zeros + 0.5, max_new_tokens=3, key=np.zeros(2, np.uint32), logp_old=zeros, entropy_old=zeros,
       logp_ref=zeros, entropy_ref=zeros, logp_teacher=zeros, values=zeros, greedy_rewards=r[::-1].copy(),
       answer_ids=np.array([0, 1, 0, 0], np.int32), task_id=np.array([0, 0, 1, 1], np.int32), num_tasks=2,
       reward_components=np.repeat(r[:, None], components, 1), reward_names=tuple(f"r{j}" for j in range(components)),

@@ -5,8 +5,8 @@ does its job: a transform after an estimator, a correction inside a policy loss,
 critic loss with GAE, a multi-reward stage over two rewards, ``adaptive_kl`` with a KL term to move. Every
 other field keeps the config's default (GRPO, PPO clip, token mean). ``SKIP`` lists the rows that the
 single-turn built-in tasks cannot train, with the reason. The parametrized test
-``tests/test_recipes_every_technique.py`` trains each example for two steps; ``docs/recipes.md`` tabulates their
-needs; the arena reuses them.
+``tests/test_recipes_every_technique_*.py`` trains each example for two steps; ``docs/recipes.md`` tabulates their
+needs; the arena (issue #18) can reuse them.
 """
 from __future__ import annotations
 

@@ -94,7 +94,8 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
     python_recipe = True
   described = {**recipe.describe(), "python": python_recipe}
   recipe_path = os.path.join(cfg.out_dir, "recipe.json")
-  if resume and os.path.exists(recipe_path):
+  rl_trained = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl")).exists()
+  if resume and rl_trained and os.path.exists(recipe_path):  # the RL stage of this run has begun
     with open(recipe_path, encoding="utf-8") as f:
       before = json.load(f)
     same = lambda d: {k: v for k, v in d.items() if k != "name"}
