@@ -11,6 +11,7 @@ are only added where known).
 """
 import importlib.metadata
 import os
+import tempfile
 
 _COLLECTIVE_PATIENCE = ("--xla_cpu_collective_call_warn_stuck_timeout_seconds=300 "
                         "--xla_cpu_collective_call_terminate_timeout_seconds=1200")
@@ -27,3 +28,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 if _jaxlib_minor() == (0, 10) and "collective_call_terminate" not in os.environ["XLA_FLAGS"]:
   os.environ["XLA_FLAGS"] += " " + _COLLECTIVE_PATIENCE
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+# A persistent compilation cache per test process: the many tiny runs (every catalog technique, the loop tests)
+# compile the same sampler, forwards and update steps again and again; a program that took >= 0.3 s to compile
+# is loaded instead (the cache key covers the program, the compile options and the XLA flags).
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="rljax-test-jax-cache-"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
