@@ -7,7 +7,7 @@ Subpackages are imported lazily so that ``import rljax`` stays cheap.
 import importlib
 
 from rljax import types
-from rljax._technique import Technique
+from rljax._technique import Fidelity, Technique
 from rljax.catalog import catalog
 
 __version__ = "0.1.0"
@@ -22,4 +22,4 @@ def __getattr__(name):
   raise AttributeError(f"module 'rljax' has no attribute {name!r}")
 
 
-__all__ = ["Technique", "catalog", "types", *_LAZY]
+__all__ = ["Fidelity", "Technique", "catalog", "types", *_LAZY]

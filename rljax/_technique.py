@@ -11,6 +11,38 @@ KINDS = (
 )
 
 
+FIDELITY_BASES = ("authors_code", "peer", "paper_formula", "abstract")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fidelity:
+  """What a technique's implementation and tests were checked against.
+
+  Attributes:
+    basis: one of ``FIDELITY_BASES``, strongest first:
+      ``"authors_code"``: the paper authors' released code (``reference`` names repository and file);
+      ``"peer"``: a peer implementation (verl, TRL, AReaL, OpenRLHF; ``reference`` names it);
+      ``"paper_formula"``: an equation in the paper's body (``reference`` gives the equation number);
+      ``"abstract"``: only the abstract is available, so the formula is our interpretation
+      (``differences`` says what was interpreted).
+    reference: where the checked-against form lives, e.g. ``"github.com/owner/repo: path/file.py"``,
+      ``"verl core_algos.compute_grpo_outcome_advantage"`` or ``"arXiv 2503.14476 Eq. 8"``.
+    differences: how rljax's default departs from that reference and why, and which parameter
+      selects the reference's form; ``""`` when the default matches it.
+  """
+  basis: str
+  reference: str
+  differences: str = ""
+
+  def __post_init__(self):
+    if self.basis not in FIDELITY_BASES:
+      raise ValueError(f"Fidelity.basis must be one of {FIDELITY_BASES}, got {self.basis!r}")
+    if not self.reference.strip():
+      raise ValueError("Fidelity.reference must name the code, peer or equation checked against")
+    if self.basis == "abstract" and not self.differences.strip():
+      raise ValueError("Fidelity.differences must say what was interpreted when basis='abstract'")
+
+
 @dataclasses.dataclass(frozen=True)
 class Technique:
   """One row of ``rljax.catalog()``.
@@ -28,6 +60,7 @@ class Technique:
       (``rljax.recipes.stage("qae", quantile=0.7)`` or ``--set rl.advantage='qae(quantile=0.7)'``)
       and this factory builds the stage: adding a row with a ``stage`` makes the technique
       usable from Python and the command line with no change to the trainer.
+    fidelity: what the implementation was checked against (``Fidelity``).
   """
   name: str
   kind: str
@@ -35,6 +68,7 @@ class Technique:
   formula: str
   source: str
   stage: Optional[Callable] = None
+  fidelity: Optional[Fidelity] = None
 
   def __post_init__(self):
     if not self.name or not self.name.replace("_", "a").isalnum() or self.name.lower() != self.name:
@@ -45,3 +79,5 @@ class Technique:
       raise ValueError(f"Technique.fn of {self.name!r} must be callable")
     if self.stage is not None and not callable(self.stage):
       raise ValueError(f"Technique.stage of {self.name!r} must be callable or None")
+    if self.fidelity is not None and not isinstance(self.fidelity, Fidelity):
+      raise ValueError(f"Technique.fidelity of {self.name!r} must be a Fidelity or None")
