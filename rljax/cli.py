@@ -2,7 +2,8 @@
 
     rljax train                                   # the default demo (SFT + GRPO on 3-digit addition, CPU)
     rljax train --config dapo --set rl.steps=100 --set seed=1
-    rljax train --resume --out-dir runs/default   # continue from the latest checkpoint
+    rljax train --resume --out-dir runs/default   # continue the run (its own config.json) from its latest checkpoint
+    rljax train --overwrite                       # replace the run in runs/default (its run files only)
     rljax train --set mesh.fsdp=-1                # shard over every device (of every host; docs/scaling.md)
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
@@ -12,19 +13,26 @@
 ``qwen2_5_0_5b_gsm8k``) or a path to a Python file defining
 ``get_config() -> rljax.train.RunConfig`` and, optionally, ``get_recipe() ->
 rljax.recipes.Recipe`` (a recipe with your own Python stages; ``--resume`` needs
-the same file). ``--set key=value`` overrides any
-field (dotted path); invalid values are errors naming the field.
+the same file for it). ``--set key=value`` overrides any field (dotted path);
+invalid values are errors naming the field.
+
+A run directory holds one run: ``train`` into a directory that holds one is
+refused unless ``--resume`` (continue it: its ``config.json`` with your
+``--set`` changes, printed as a diff) or ``--overwrite`` (replace it). Every
+check runs before anything is written.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import sys
+import warnings
 from typing import Optional, Sequence
 
-__all__ = ["main", "load_config", "load_config_and_recipe"]
+__all__ = ["main", "load_config", "load_config_and_recipe", "available_configs"]
 
 _BUILTIN = ("default", "tiny")
 _RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage",
@@ -35,6 +43,14 @@ _RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "promp
 def _configs_dir() -> str:
   here = os.path.dirname(os.path.abspath(__file__))
   return os.path.join(os.path.dirname(here), "configs")
+
+
+def available_configs() -> list[str]:
+  """The names ``--config`` accepts (the ``configs/`` folder's config files)."""
+  d = _configs_dir()
+  if not os.path.isdir(d):
+    return list(_BUILTIN)
+  return sorted(f[:-3] for f in os.listdir(d) if f.endswith(".py") and not f.startswith("_") and f != "recipes.py")
 
 
 def load_config(name_or_path: Optional[str]):
@@ -53,9 +69,7 @@ def load_config_and_recipe(name_or_path: Optional[str]):
   name_or_path = name_or_path or "default"
   path = name_or_path if name_or_path.endswith(".py") else os.path.join(_configs_dir(), f"{name_or_path}.py")
   if not os.path.exists(path):
-    avail = sorted(f[:-3] for f in os.listdir(_configs_dir()) if f.endswith(".py") and not f.startswith("_")
-                   and f != "recipes.py") if os.path.isdir(_configs_dir()) else list(_BUILTIN)
-    raise ValueError(f"--config {name_or_path!r}: no such config file ({path}); available: {avail}")
+    raise ValueError(f"--config {name_or_path!r}: no such config file ({path}); available: {available_configs()}")
   spec = importlib.util.spec_from_file_location(f"rljax_config_{os.path.basename(path)[:-3]}", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
@@ -74,31 +88,75 @@ def load_config_and_recipe(name_or_path: Optional[str]):
 def _parser() -> argparse.ArgumentParser:
   p = argparse.ArgumentParser(prog="rljax", description="JAX-native RL post-training for language models.")
   sub = p.add_subparsers(dest="command")
-  t = sub.add_parser("train", help="SFT warm-start then RL (default: the CPU demo)")
-  t.add_argument("--config", default=None, help="config name in configs/ or a .py path (default: default)")
+  t = sub.add_parser("train", help="SFT warm-start then RL (default: the CPU demo)",
+                     description="SFT warm-start, then RL with a recipe; writes metrics, a plot and checkpoints "
+                                 "into the run directory.",
+                     epilog=f"configs: {', '.join(available_configs())} (or a path to a .py file defining "
+                            "get_config())")
+  t.add_argument("--config", default=None,
+                 help="config name in configs/ (listed below) or a .py path; default: default")
   t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                  help="override a config field, e.g. --set rl.steps=100 (repeatable)")
-  t.add_argument("--out-dir", default=None, help="run directory (same as --set out_dir=...)")
-  t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in the run directory")
+  t.add_argument("--out-dir", default=None, help="run directory (same as --set out_dir=...); default: the "
+                                                 "config's out_dir, runs/default")
+  mode = t.add_mutually_exclusive_group()
+  mode.add_argument("--resume", action="store_true",
+                    help="continue the run in the run directory from its latest checkpoint, with its own "
+                         "config.json (--set changes it; the model, task and seed stay)")
+  mode.add_argument("--overwrite", action="store_true",
+                    help="replace the run already in the run directory (removes its run files only)")
   t.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
-  e = sub.add_parser("eval", help="held-out accuracy and unbiased pass@k from a checkpoint")
-  e.add_argument("--run-dir", default="runs/default")
-  e.add_argument("--stage", choices=("rl", "sft"), default=None)
-  e.add_argument("--step", type=int, default=None)
-  e.add_argument("--num-problems", type=int, default=None)
-  e.add_argument("--num-samples", type=int, default=8)
-  e.add_argument("--k", type=int, nargs="+", default=[1, 4, 8])
-  e.add_argument("--temperature", type=float, default=1.0)
-  e.add_argument("--seed", type=int, default=0)
-  s = sub.add_parser("sample", help="generate completions from a checkpoint")
+  e = sub.add_parser("eval", help="held-out accuracy and unbiased pass@k from a checkpoint",
+                     description="Evaluates a run's checkpoint on the task's held-out problems: greedy accuracy, "
+                                 "sampled success rate and unbiased pass@k; prints JSON.")
+  e.add_argument("--run-dir", default="runs/default", help="the run directory written by rljax train (default: %(default)s)")
+  e.add_argument("--stage", choices=("rl", "sft"), default=None,
+                 help="which checkpoints to read (default: RL if the run has any, else SFT)")
+  e.add_argument("--step", type=int, default=None, help="checkpoint step (default: the latest readable)")
+  e.add_argument("--num-problems", type=int, default=None,
+                 help="held-out problems to evaluate (default: the run's eval.num_problems)")
+  e.add_argument("--num-samples", type=int, default=8, help="samples per problem for pass@k (default: %(default)s)")
+  e.add_argument("--k", type=int, nargs="+", default=[1, 4, 8], help="the k of pass@k, each <= --num-samples (default: 1 4 8)")
+  e.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the pass@k samples (default: %(default)s)")
+  e.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
+  s = sub.add_parser("sample", help="generate completions from a checkpoint",
+                     description="Generates completions for prompts from a run's checkpoint; prints "
+                                 "'prompt<TAB>completion' lines.")
   s.add_argument("prompts", nargs="+", help="prompt texts, e.g. '730+580='")
-  s.add_argument("--run-dir", default="runs/default")
-  s.add_argument("--stage", choices=("rl", "sft"), default=None)
-  s.add_argument("--n", type=int, default=1)
-  s.add_argument("--temperature", type=float, default=1.0)
-  s.add_argument("--greedy", action="store_true")
-  s.add_argument("--seed", type=int, default=0)
+  s.add_argument("--run-dir", default="runs/default", help="the run directory written by rljax train (default: %(default)s)")
+  s.add_argument("--stage", choices=("rl", "sft"), default=None,
+                 help="which checkpoints to read (default: RL if the run has any, else SFT)")
+  s.add_argument("--n", type=int, default=1, help="completions per prompt (default: %(default)s)")
+  s.add_argument("--temperature", type=float, default=1.0, help="sampling temperature, > 0 (default: "
+                                                                "%(default)s; for greedy decoding use --greedy)")
+  s.add_argument("--greedy", action="store_true", help="greedy decoding (argmax) instead of sampling")
+  s.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
   return p
+
+
+def _out_dir_of(args) -> Optional[str]:
+  """The run directory the command line names (``--out-dir``, else the last ``--set out_dir=``)."""
+  if args.out_dir:
+    return args.out_dir
+  named = [o.split("=", 1)[1].strip() for o in args.overrides if o.split("=", 1)[0].strip() == "out_dir"]
+  return named[-1] if named else None
+
+
+def _resume_config(args):
+  """``(cfg, recipe)`` of ``--resume``: the run's own ``config.json`` with the ``--set`` changes; ``--config``
+  gives only its ``get_recipe()`` (a recipe with Python stages)."""
+  from rljax.train import apply_overrides, default_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import saved_config  # pylint: disable=import-outside-toplevel
+  out_dir = _out_dir_of(args) or default_config().out_dir
+  cfg = saved_config(out_dir)
+  recipe = None
+  if args.config is not None:
+    _, recipe = load_config_and_recipe(args.config)
+    if recipe is None:
+      print(f"[rljax] --resume continues {out_dir} with its own config.json; --config {args.config} is not "
+            "used (change fields with --set)", file=sys.stderr)
+  cfg = apply_overrides(cfg, [o for o in args.overrides if o.split("=", 1)[0].strip() != "out_dir"])
+  return cfg, recipe
 
 
 def _cmd_train(args) -> int:
@@ -109,17 +167,19 @@ def _cmd_train(args) -> int:
     maybe_initialize_distributed()
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
   from rljax.train._run import Preempted, train  # pylint: disable=import-outside-toplevel
-  cfg, recipe = load_config_and_recipe(args.config)
-  overrides = list(args.overrides) + ([f"out_dir={args.out_dir}"] if args.out_dir else [])
-  cfg = apply_overrides(cfg, overrides)
-  if recipe is not None and any(o.split("=", 1)[0].strip() in _RECIPE_KEYS for o in overrides):
+  if args.resume:
+    cfg, recipe = _resume_config(args)
+  else:
+    cfg, recipe = load_config_and_recipe(args.config)
+    cfg = apply_overrides(cfg, list(args.overrides) + ([f"out_dir={args.out_dir}"] if args.out_dir else []))
+  if recipe is not None and any(o.split("=", 1)[0].strip() in _RECIPE_KEYS for o in args.overrides):
     raise ValueError(f"--config {args.config}: its get_recipe() gives the recipe, so --set of a recipe field "
                      "(rl.advantage, rl.loss, ...) would be ignored; change the recipe in the file")
   if args.print_config:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
   try:
-    train(cfg, resume=args.resume, recipe=recipe)
+    train(cfg, resume=args.resume, overwrite=args.overwrite, recipe=recipe)
   except Preempted as e:
     print(f"[rljax] {e}", file=sys.stderr)
     return 143
@@ -147,9 +207,17 @@ def _cmd_sample(args) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.envs import Problem  # pylint: disable=import-outside-toplevel
   from rljax.train._run import load_run  # pylint: disable=import-outside-toplevel
-  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage)
   if args.n < 1:
     raise ValueError(f"--n must be >= 1, got {args.n}")
+  if not args.greedy and args.temperature <= 0:
+    raise ValueError(f"--temperature must be > 0, got {args.temperature:g}; for greedy decoding use --greedy")
+  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage)
+  unknown = getattr(exp.tokenizer, "unknown_characters", None)
+  for p in args.prompts if unknown else ():
+    missing = unknown(p)
+    if missing:
+      print(f"[rljax] warning: prompt {p!r} has characters outside the model's vocabulary "
+            f"({', '.join(map(repr, missing))}); they become <unk>", file=sys.stderr)
   fn = exp.sample_fn(graphdef, state.params, state.model_state)
   problems = [Problem(prompt=p, answer="", meta={}) for p in args.prompts]
   rollout = fn([exp.codec.prompt_ids(p) for p in problems], n=args.n, greedy=args.greedy,
@@ -169,10 +237,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _parser().print_help()
     return 2
   try:
-    return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample}[args.command](args)
+    with _one_line_warnings():
+      return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample}[args.command](args)
   except ValueError as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)
     return 2
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+  """rljax's own warnings (unreadable checkpoints, ...) print as one ``[rljax] warning:`` line each."""
+  from rljax.train._checkpoint import CheckpointWarning  # pylint: disable=import-outside-toplevel
+  with warnings.catch_warnings():
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+      if issubclass(category, CheckpointWarning):
+        print(f"[rljax] warning: {message}", file=sys.stderr)
+      else:
+        shown(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    yield
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Orbax checkpointer: round trip, corrupt-latest fallback, clear errors."""
 import glob
 import os
+import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -8,6 +10,7 @@ import numpy as np
 import pytest
 
 from rljax.train import Checkpointer, CheckpointError
+from rljax.train._checkpoint import CheckpointMismatch, CheckpointWarning
 
 
 def _tree(scale=1.0):
@@ -50,12 +53,28 @@ def test_corrupt_latest_falls_back_with_warning(tmp_path):
       with open(f, "wb") as fh:
         fh.write(b"garbage")
   ck = Checkpointer(d)
-  with pytest.warns(RuntimeWarning, match="falling back"):
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
     tree, meta, step = ck.restore(_tree(0.0))
   assert step == 1 and meta == {"s": 1}
   _assert_equal(tree, _tree(1.0))
+  # one warning, naming the step and the file that does not parse
+  assert [w.category for w in caught] == [CheckpointWarning], [str(w.message) for w in caught]
+  assert re.match(r"checkpoint step 2 is unreadable: .*/ck/2/state/_METADATA \(JSONDecodeError", str(caught[0].message))
+  assert "restored step 1 instead" in str(caught[0].message)
   with pytest.raises(CheckpointError, match="unreadable"):
     ck.restore(_tree(0.0), step=2)
+  # saving step 2 again replaces the unreadable checkpoint (a readable step is never overwritten)
+  ck.save(2, _tree(5.0), {"s": 5})
+  ck.save(1, _tree(9.0), {"s": 9})
+  ck.close()
+  ck = Checkpointer(d)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    tree, meta, step = ck.restore(_tree(0.0))
+  assert step == 2 and meta == {"s": 5}
+  _assert_equal(tree, _tree(5.0))
+  _assert_equal(ck.restore(_tree(0.0), step=1)[0], _tree(1.0))
 
 
 def test_missing_and_empty_directory_errors(tmp_path):
@@ -67,7 +86,14 @@ def test_missing_and_empty_directory_errors(tmp_path):
 
 
 def test_structure_mismatch_is_an_error(tmp_path):
+  """Another model's checkpoint: one line from the stored metadata, no fallback, no array read."""
   ck = Checkpointer(str(tmp_path / "ck"))
   ck.save(1, {"w": jnp.zeros((2,))})
-  with pytest.raises(CheckpointError, match="no readable checkpoint"):
-    ck.restore({"w": jnp.zeros((3,))})
+  ck.save(2, {"w": jnp.zeros((2,))})
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    with pytest.raises(CheckpointMismatch, match=r"checkpoint step 2 .* array 0 is \(2,\) float32, this run's is "
+                                                 r"\(3,\) float32"):
+      ck.restore({"w": jnp.zeros((3,))})
+    with pytest.raises(CheckpointMismatch, match="has 1 arrays, this run's state has 2"):
+      ck.restore({"w": jnp.zeros((2,)), "v": jnp.zeros((2,))})

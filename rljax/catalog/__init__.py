@@ -54,7 +54,15 @@ def as_table(rows=None, markdown: bool = False) -> str:
 
 
 def main(argv=None) -> int:
-  argv = sys.argv[1:] if argv is None else argv
-  print(as_table(markdown="--markdown" in argv))
+  """``python -m rljax.catalog [--kind KIND] [--markdown]``."""
+  import argparse  # pylint: disable=import-outside-toplevel
+  from rljax._technique import KINDS  # pylint: disable=import-outside-toplevel
+  parser = argparse.ArgumentParser(prog="python -m rljax.catalog",
+                                   description="Every technique rljax implements: name, kind, formula, source.")
+  parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
+                      help=f"only rows of this kind (repeatable); one of: {', '.join(KINDS)}")
+  parser.add_argument("--markdown", action="store_true", help="a Markdown table (the one in docs/catalog.md)")
+  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  rows = [r for r in catalog() if not args.kind or r.kind in args.kind]
+  print(as_table(rows, markdown=args.markdown))
   return 0
-

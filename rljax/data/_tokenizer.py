@@ -71,6 +71,11 @@ class SentencePieceTokenizer:
   def id_to_piece(self, i: int) -> str:
     return self._sp.id_to_piece(int(i))
 
+  def unknown_characters(self, text: str) -> list[str]:
+    """The distinct characters of ``text`` this vocabulary has no piece for (they encode as ``<unk>``)."""
+    unk = self._sp.unk_id()
+    return [c for c in dict.fromkeys(text) if unk in self._sp.encode(c)]
+
   def save(self, path: str) -> None:
     with open(path, "wb") as f:
       f.write(self.model_proto)

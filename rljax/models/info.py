@@ -5,6 +5,14 @@ import dataclasses
 import sys
 
 
+def readable_count(n: int) -> str:
+  """``107,072 (0.11 M)``, ``7,615,616,512 (7.62 B)``: the exact count and a rounded one in K, M or B."""
+  for unit, scale, start in (("B", 1e9, 1e9), ("M", 1e6, 1e5), ("K", 1e3, 1e3)):
+    if n >= start:
+      return f"{n:,} ({n / scale:.2f} {unit})"
+  return f"{n:,}"
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(prog="python -m rljax.models.info", description=__doc__)
   parser.add_argument("path", help="local Hugging Face checkpoint directory (config.json + safetensors)")
@@ -22,7 +30,7 @@ def main(argv=None) -> int:
   for f in dataclasses.fields(cfg):
     print(f"  {f.name} = {getattr(cfg, f.name)!r}")
   n = param_count(model)
-  print(f"parameters: {n:,} ({n / 1e9:.3f} B)")
+  print(f"parameters: {readable_count(n)}")
   return 0
 
 

@@ -11,12 +11,16 @@ PRNG key, step, ...) saved leaf by leaf under stable names, plus a JSON
 returns the saved values in that structure.
 
 ``restore`` tries the latest step first; if it cannot be read (a corrupt or
-half-written directory) it warns and falls back to the previous one. A missing
-directory or one without any readable checkpoint is a clear error.
+half-written directory) it falls back to the previous one and warns once
+(``CheckpointWarning``), naming the unreadable steps and files. Saving such a
+step again replaces it. A checkpoint whose arrays do not match the template's
+shapes (another model) is a ``CheckpointMismatch`` at once, found from the
+stored metadata before any array is read. A missing directory or one without
+any readable checkpoint is a clear error.
 """
 from __future__ import annotations
 
-import logging
+import json
 import os
 import warnings
 from typing import Any, Optional
@@ -24,14 +28,45 @@ from typing import Any, Optional
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from etils import epath
 
-__all__ = ["Checkpointer", "CheckpointError"]
-
-log = logging.getLogger(__name__)
-
+__all__ = ["Checkpointer", "CheckpointError", "CheckpointMismatch", "CheckpointWarning"]
 
 class CheckpointError(ValueError):
   """No usable checkpoint (missing directory, none saved, all corrupt, wrong structure)."""
+
+
+class CheckpointMismatch(CheckpointError):
+  """A readable checkpoint whose arrays do not fit the template (another model or state layout)."""
+
+
+class CheckpointWarning(RuntimeWarning):
+  """Some checkpoints were unreadable and an earlier one was restored."""
+
+
+class _Unreadable(Exception):
+  """A checkpoint item that cannot be read; the message names the file (when a JSON file is the culprit) or the
+  item's directory."""
+
+  def __init__(self, path: str, error: Exception):
+    path = (_bad_json_file(path) or path) if isinstance(error, ValueError) else path
+    super().__init__(f"{path} ({type(error).__name__}: {str(error)[:200]})")
+
+
+def _bad_json_file(directory: str) -> Optional[str]:
+  """The first of orbax's JSON files (``_METADATA``, ``_CHECKPOINT_METADATA``, ...) under ``directory`` that does
+  not parse, if any."""
+  for root, _, files in sorted(os.walk(directory)):
+    for name in sorted(files):
+      if not name.startswith("_") or name.endswith(".txt"):
+        continue
+      path = os.path.join(root, name)
+      try:
+        with open(path, encoding="utf-8") as f:
+          json.load(f)
+      except (ValueError, UnicodeDecodeError):
+        return path
+  return None
 
 
 def _to_numpy_dict(tree) -> dict:
@@ -89,6 +124,7 @@ class Checkpointer:
     self._options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
                                                  enable_async_checkpointing=False)
     self._manager = None
+    self.unreadable: set[int] = set()  # steps ``restore`` could not read (``save`` replaces them)
 
   @property
   def manager(self) -> ocp.CheckpointManager:
@@ -115,7 +151,10 @@ class Checkpointer:
     some entries without the others' structure (``load_run`` restores a run's ``"state"`` alone).
     """
     if step in self.all_steps():
-      return
+      if step not in self.unreadable:
+        return  # this step's state is already saved
+      self.manager.delete(int(step))  # a corrupt checkpoint is replaced by the re-trained one
+      self.unreadable.discard(step)
     if parts and "meta" in tree:
       raise ValueError("a checkpoint part cannot be named 'meta'")
     items = tree if parts else {"state": tree}
@@ -125,13 +164,35 @@ class Checkpointer:
     self.manager.save(int(step), args=args, force=True)
     self.manager.wait_until_finished()
 
+  def _check_stored(self, step: int, name: str, target: dict) -> None:
+    """Compares the stored arrays' shapes and dtypes (metadata only) with ``target``'s."""
+    path = os.path.join(self.directory, str(step), name)
+    try:
+      stored = dict(ocp.StandardCheckpointHandler().metadata(epath.Path(path)).items())
+    except Exception as e:  # pylint: disable=broad-except
+      raise _Unreadable(path, e) from e
+    if set(stored) != set(target):
+      raise CheckpointMismatch(f"checkpoint step {step} in {self.directory!r}: part {name!r} has {len(stored)} "
+                               f"arrays, this run's state has {len(target)}")
+    for key in sorted(target):
+      have, want = stored[key], target[key]
+      if tuple(have.shape) != tuple(want.shape) or np.dtype(have.dtype) != np.dtype(want.dtype):
+        raise CheckpointMismatch(f"checkpoint step {step} in {self.directory!r}: part {name!r} array "
+                                 f"{int(key[5:])} is {tuple(have.shape)} {np.dtype(have.dtype)}, this run's is "
+                                 f"{tuple(want.shape)} {np.dtype(want.dtype)}")
+
   def _restore_step(self, step: int, template, parts: bool = False):
     items = template if parts else {"state": template}
     targets = {k: _to_numpy_dict(v) for k, v in items.items()}
     stored = {k: t for k, t in targets.items() if t or not parts}  # empty parts are not stored
-    restored = self.manager.restore(step, args=ocp.args.Composite(
-        **{k: ocp.args.StandardRestore({n: _abstract(x) for n, x in t.items()}) for k, t in stored.items()},
-        meta=ocp.args.JsonRestore()))
+    for k, t in stored.items():
+      self._check_stored(step, k, t)
+    try:
+      restored = self.manager.restore(step, args=ocp.args.Composite(
+          **{k: ocp.args.StandardRestore({n: _abstract(x) for n, x in t.items()}) for k, t in stored.items()},
+          meta=ocp.args.JsonRestore()))
+    except Exception as e:  # pylint: disable=broad-except
+      raise _Unreadable(os.path.join(self.directory, str(step)), e) from e
     out = {k: _fill(step, k, items[k], targets[k], restored[k]) if k in stored else items[k] for k in items}
     return (out if parts else out["state"]), dict(restored["meta"] or {})
 
@@ -141,8 +202,9 @@ class Checkpointer:
     ``parts=True``: ``template`` is a dict of parts saved with ``parts=True``; only those parts are read.
 
     Raises ``CheckpointError`` when the directory is missing, empty, or every
-    candidate is unreadable. With ``step=None`` a corrupt latest checkpoint
-    triggers a warning and a fall-back to the previous one.
+    candidate is unreadable, and ``CheckpointMismatch`` when a checkpoint's arrays
+    do not fit ``template``. With ``step=None`` unreadable latest checkpoints are
+    skipped for the newest readable one, with one ``CheckpointWarning``.
     """
     if not os.path.isdir(self.directory):
       raise CheckpointError(f"checkpoint directory {self.directory!r} does not exist")
@@ -159,15 +221,15 @@ class Checkpointer:
     for s in candidates:
       try:
         tree, meta = self._restore_step(s, template, parts)
-      except Exception as e:  # pylint: disable=broad-except
-        msg = f"checkpoint step {s} in {self.directory!r} is unreadable ({type(e).__name__}: {str(e)[:200]})"
-        errors.append(msg)
-        if step is None and s != candidates[-1]:
-          warnings.warn(msg + "; falling back to the previous checkpoint", RuntimeWarning)
-          log.warning("%s; falling back to the previous checkpoint", msg)
+      except _Unreadable as e:
+        self.unreadable.add(s)
+        errors.append(f"step {s} is unreadable: {e}")
         continue
+      if errors:
+        warnings.warn(f"checkpoint {'; '.join(errors)}; restored step {s} instead (a step saved again replaces "
+                      "its unreadable checkpoint)", CheckpointWarning, stacklevel=2)
       return tree, meta, s
-    raise CheckpointError("no readable checkpoint: " + "; ".join(errors))
+    raise CheckpointError(f"no readable checkpoint in {self.directory!r}: " + "; ".join(errors))
 
   def read_meta(self, step: Optional[int] = None) -> dict:
     """The JSON meta of checkpoint ``step`` (default: the latest), without reading any array."""

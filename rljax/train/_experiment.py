@@ -34,6 +34,21 @@ def log(cfg: RunConfig, *msg) -> None:
     print(*msg, flush=True)
 
 
+def progress_bar(cfg: RunConfig, *, total: int, initial: int, desc: str):
+  """A tqdm bar on process 0 when ``cfg.progress`` is on and someone watches: a terminal, or a notebook (its
+  widget bar when ``ipywidgets`` is installed, else text). Off when the output goes to a file or a pipe, so logs
+  get no carriage-return updates."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+  notebook = "ipykernel" in sys.modules
+  if notebook and importlib.util.find_spec("ipywidgets") is not None:
+    from tqdm.notebook import tqdm  # pylint: disable=import-outside-toplevel,reimported
+  watched = notebook or (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+  return tqdm(total=total, initial=initial, desc=desc, leave=True,
+              disable=not (cfg.progress and watched and jax.process_index() == 0))
+
+
 def host_scalars(metrics) -> dict:
   """A dict of (possibly sharded) scalar arrays -> floats on every process."""
   return {k: float(v) for k, v in par.to_host(metrics).items()}
@@ -190,9 +205,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   if cfg.model.hf_checkpoint:
     tokenizer = load_tokenizer(cfg.model.hf_checkpoint)
   else:
-    # deterministic: every process trains the same tokenizer; process 0 writes it
-    tokenizer = train_sentencepiece(task.corpus(), os.path.join(cfg.out_dir, "tokenizer")
-                                    if jax.process_index() == 0 else None, model_type="char")
+    # deterministic: every process trains the same tokenizer (``train`` writes it into the run directory)
+    tokenizer = train_sentencepiece(task.corpus(), None, model_type="char")
   codec = Codec(tokenizer)
   train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds

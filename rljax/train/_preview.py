@@ -3,7 +3,7 @@
 For looking at what a recipe does before running it (``notebooks/03_your_own_recipe.ipynb``): it samples one
 batch with the given parameters, scores, shapes, filters it, computes the advantages and evaluates the loss
 terms on it, exactly as the RL loop's first step would, and returns all of it. No parameter changes and
-nothing is written but the tokenizer files every run writes under ``cfg.out_dir``.
+nothing is written.
 """
 from __future__ import annotations
 

@@ -27,10 +27,10 @@ from rljax import parallel as par
 from rljax.stages import ControlInputs, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._ahead import RolloutAhead
-from rljax.train._checkpoint import Checkpointer
+from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log, progress_bar
 from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
 from rljax.train._optim import make_optimizer
 from rljax.train._rollout import Collector
@@ -125,13 +125,22 @@ class RLLoop:
     self.start = 0
     self.empty_steps = 0
     if resume and self.ckpt.exists():
-      tree, meta, self.start = self.ckpt.restore(self._tree(), parts=True)
+      try:
+        tree, meta, self.start = self.ckpt.restore(self._tree(), parts=True)
+      except CheckpointMismatch:
+        raise
+      except CheckpointError as e:
+        d = self.ckpt.directory
+        raise CheckpointError(f"{e}. To restart RL from the SFT checkpoint, move the RL checkpoints aside "
+                              f"(mv {d} {d}.unreadable) and --resume again") from None
       self._load(tree)
       self.loader.set_state(meta["data"])
       evals[:] = meta.get("evals", evals)
       self.empty_steps = int(meta.get("empty_steps", 0))
       writer.truncate("rl", self.start)
       log(cfg, f"[rljax] resumed RL from step {self.start}")
+    elif resume:
+      writer.truncate("rl", 0)  # rows of an RL stage that saved no checkpoint are written again
 
   # ------------------------------------------------------------------------- checkpoint tree
 
@@ -256,9 +265,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   cfg, rl = exp.cfg, exp.cfg.rl
   loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
                 checked=checked)
-  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
-  bar = tqdm(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
-             leave=True)
+  bar = progress_bar(cfg, total=rl.steps, initial=loop.start, desc="RL")
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   ahead = RolloutAhead() if rl.rollout_ahead else None
   try:

@@ -32,6 +32,7 @@ from rljax.train._experiment import (Experiment, NoWriter, Preempted, build_expe
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch, run_rl
+from rljax.train._rundir import check_run_dir, clear_run, describe_changes
 from rljax.train._startup import check_recipe
 from rljax.train._sft import evaluate_state, run_sft
 from rljax.train._step import init_train_state
@@ -64,13 +65,21 @@ def run_recipe(cfg: RunConfig, recipe=None, *, objective_fn: Optional[Callable] 
   return recipe
 
 
-def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Optional[Callable] = None,
-          reward_fn: Optional[Callable] = None, objective_needs=None) -> dict:
+def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, recipe=None,
+          objective_fn: Optional[Callable] = None, reward_fn: Optional[Callable] = None,
+          objective_needs=None) -> dict:
   """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``).
+
+  A run directory holds one run. Everything (the config, the recipe, the task, the run directory, the resume
+  compatibility) is checked before anything is written, so a start that fails leaves the directory as it was.
 
   Args:
     cfg: the run config.
-    resume: continue from the latest checkpoints in ``cfg.out_dir``.
+    resume: continue the run in ``cfg.out_dir`` from its latest readable checkpoints. ``cfg`` must keep the
+      run's model, task and seed (``rljax.train._rundir.FIXED_SECTIONS``); the fields it changes are printed.
+      ``rljax train --resume`` starts from the run's own ``config.json``.
+    overwrite: replace the run already in ``cfg.out_dir`` (its run files only; other files stay). Without it a
+      fresh start into a directory that holds a run is refused.
     recipe: a ``rljax.recipes.Recipe`` (default: the one ``cfg.rl``'s recipe fields describe).
     objective_fn: ``hparams -> rljax.objectives.Objective`` replacing the recipe's loss.
     objective_needs: the batch inputs ``objective_fn`` reads (``rljax.stages.NEEDS``; default: the replaced
@@ -80,9 +89,6 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
   """
   recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn, objective_needs=objective_needs)
   t_start = time.perf_counter()
-  os.makedirs(cfg.out_dir, exist_ok=True)
-  if resume and not os.path.isdir(os.path.join(cfg.out_dir, "checkpoints")):
-    raise CheckpointError(f"--resume: no checkpoint directory under {cfg.out_dir!r}")
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
                      f"interleave collectives with the update's); this run has {jax.process_count()} processes")
@@ -93,6 +99,8 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
   except ValueError:  # user functions: config.json keeps the config's fields, recipe.json says so
     python_recipe = True
   described = {**recipe.describe(), "python": python_recipe}
+  # ---- checks: nothing is written until all of them pass
+  changes = check_run_dir(cfg, resume=resume, overwrite=overwrite)
   recipe_path = os.path.join(cfg.out_dir, "recipe.json")
   rl_trained = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl")).exists()
   if resume and rl_trained and os.path.exists(recipe_path):  # the RL stage of this run has begun
@@ -100,19 +108,32 @@ def train(cfg: RunConfig, *, resume: bool = False, recipe=None, objective_fn: Op
       before = json.load(f)
     same = lambda d: {k: v for k, v in d.items() if k != "name"}
     if same(before) != same(described):
+      hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
+              if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
       raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
-                       "resume with the same recipe (or train into a new --out-dir)")
+                       + hint)
   mesh = run_mesh(cfg)
   exp = build_experiment(cfg)
-  if exp.auto_settings:
-    log(cfg, f"[rljax] {exp.auto_settings}")
   if cfg.rl.steps > 0:
     check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
+  # ---- the start is valid: write
   if main:
+    if overwrite:
+      removed = clear_run(cfg.out_dir)
+      if removed:
+        log(cfg, f"[rljax] --overwrite: removed the previous run's {', '.join(removed)} from {cfg.out_dir}")
+    if changes:
+      log(cfg, f"[rljax] resuming {cfg.out_dir} with changes to its config: {describe_changes(changes)}")
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    if hasattr(exp.tokenizer, "save") and not cfg.model.hf_checkpoint:
+      os.makedirs(os.path.join(cfg.out_dir, "tokenizer"), exist_ok=True)
+      exp.tokenizer.save(os.path.join(cfg.out_dir, "tokenizer", "tokenizer.model"))
     with open(os.path.join(cfg.out_dir, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config_to_dict(cfg), f, indent=2)
     with open(recipe_path, "w", encoding="utf-8") as f:
       json.dump(described, f, indent=2)
+  if exp.auto_settings:
+    log(cfg, f"[rljax] {exp.auto_settings}")
   writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else NoWriter()
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
              "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}

@@ -9,7 +9,7 @@ from rljax import parallel as par
 from rljax.train._checkpoint import Checkpointer
 from rljax.train._codec import sft_batch
 from rljax.train._eval import evaluate
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log, progress_bar
 from rljax.train._optim import make_optimizer
 from rljax.train._step import init_train_state, nll_loss
 
@@ -42,12 +42,12 @@ def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
     state = tree["state"]
     writer.truncate("sft", start)
     log(cfg, f"[rljax] resumed SFT from step {start}")
+  elif resume:
+    writer.truncate("sft", 0)  # rows of an SFT that saved no checkpoint are written again
   if start >= cfg.sft.steps and meta.get("done"):
     ckpt.close()
     return graphdef, state, meta
-  from tqdm.auto import tqdm  # pylint: disable=import-outside-toplevel
-  bar = tqdm(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress or jax.process_index() != 0,
-             leave=True)
+  bar = progress_bar(cfg, total=cfg.sft.steps, initial=start, desc="SFT")
   for s in range(start, cfg.sft.steps):
     # the (cheap, deterministic) host batch; this process places only its rows [lo, hi)
     batch = sft_batch(exp.task, exp.codec, exp.train_problems, step=s, seed=cfg.seed,
