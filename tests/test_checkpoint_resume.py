@@ -77,4 +77,5 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
 
 def test_resume_without_checkpoints_is_a_clear_error(tmp_path):
   res = subprocess.run(_cmd(str(tmp_path / "none"), "--resume"), env=_env(), capture_output=True, text=True)
-  assert res.returncode == 2 and "no checkpoint directory" in res.stderr
+  assert res.returncode == 2 and "does not exist" in res.stderr, res.stderr
+  assert not os.path.exists(tmp_path / "none")  # and it is not created
