@@ -40,7 +40,8 @@ def test_read_jsonl_fields_meta_numbers_and_blank_lines(tmp_path):
     ([{"prompt": "a", "answer": "b"}, {"prompt": "c", "answer": "d"}, '{"prompt": "e", "answer": \n'],
      r"d\.jsonl:3: not valid JSON"),
     ([{"prompt": "a", "answer": "b"}, "[1, 2]\n"], r"d\.jsonl:2: each line must be a JSON object, got list"),
-    ([{"prompt": "a", "answer": "b"}, "\n", {"prompt": "c"}], r"d\.jsonl:3: no field 'answer' \(fields: \['prompt'\]\)"),
+    ([{"prompt": "a", "answer": "b"}, "\n", {"prompt": "c"}],
+     r"d\.jsonl:3: no field 'answer' \(fields: \['prompt'\]\)"),
     ([{"answer": "b"}], r"d\.jsonl:1: no field 'prompt'"),
     ([{"prompt": 3, "answer": "b"}], r"d\.jsonl:1: field 'prompt' must be a string, got int"),
     ([{"prompt": "a", "answer": True}], r"d\.jsonl:1: field 'answer' must be a string or a number, got bool"),
@@ -95,7 +96,8 @@ def test_problems_are_a_seeded_subset_of_train_and_the_first_of_test(tmp_path):
   a, b, c = (task.problems("train", 20, s) for s in (0, 0, 1))
   assert a == b and a != c and len({p.prompt for p in a}) == 20
   assert {p.meta["index"] for p in a} <= {p.meta["index"] for p in task.train}
-  assert sorted(p.meta["index"] for p in task.problems("train", 10**6, 0)) == sorted(p.meta["index"] for p in task.train)
+  everything = task.problems("train", 10**6, 0)
+  assert sorted(p.meta["index"] for p in everything) == sorted(p.meta["index"] for p in task.train)
   assert len(task.problems("train", 10**6, 0)) == n  # at most num: all of them
   assert task.problems("test", 3, 5) == list(task.test[:3])
   assert task.demonstration(task.train[0], np.random.default_rng(0)) == task.train[0].answer
@@ -104,7 +106,8 @@ def test_problems_are_a_seeded_subset_of_train_and_the_first_of_test(tmp_path):
 
 
 def test_catalog_verifiers_and_user_functions_score(tmp_path):
-  path = _write(tmp_path / "d.jsonl", [{"prompt": f"p{i}", "answer": a} for i, a in enumerate(["12", "0.5", "Paris"] * 20)])
+  path = _write(tmp_path / "d.jsonl", [{"prompt": f"p{i}", "answer": a}
+                                       for i, a in enumerate(["12", "0.5", "Paris"] * 20)])
   problems = [Problem("p", "12"), Problem("p", "0.5"), Problem("p", "Paris")]
   math = jsonl_task(path, verifier="math_answer")
   np.testing.assert_array_equal(math.score(["so 12", "\\boxed{1/2}", "the answer is paris"], problems), [1, 1, 1])
@@ -118,7 +121,8 @@ def test_catalog_verifiers_and_user_functions_score(tmp_path):
 
 def test_chat_template_wraps_prompts(tmp_path):
   task = jsonl_task(_additions(tmp_path / "d.jsonl", 4), verifier="exact_match", chat_template="qwen")
-  assert task.train[0].prompt.startswith("<|im_start|>system") and task.train[0].prompt.endswith("<|im_start|>assistant\n")
+  prompt = task.train[0].prompt
+  assert prompt.startswith("<|im_start|>system") and prompt.endswith("<|im_start|>assistant\n")
 
 
 # ----------------------------------------------------------------------------- TFDS
@@ -163,21 +167,27 @@ def test_config_builds_the_task_in_any_override_order(tmp_path):
 
 
 @pytest.mark.parametrize("sets, match", [
-    (["task.name=jsonl"], r"TaskConfig.verifier='': must be a reward spec for the jsonl task, one of \['exact_match', "
-                          r"'math_answer'"),
+    (["task.name=jsonl"],
+     r"TaskConfig.verifier='': must be a reward spec for the jsonl task, one of \['exact_match', 'math_answer'"),
     (["task.name=jsonl", "task.verifier=math_answer"], r"TaskConfig.path=None: must be the JSONL file"),
-    (["task.name=jsonl", "task.path={bad}", "task.verifier=math_answer"], r"invalid jsonl task: .*bad.jsonl:2: not valid JSON"),
-    (["task.name=jsonl", "task.path={missing}", "task.verifier=math_answer"], r"invalid jsonl task: JSONL file .* does not exist"),
+    (["task.name=jsonl", "task.path={bad}", "task.verifier=math_answer"],
+     r"invalid jsonl task: .*bad.jsonl:2: not valid JSON"),
+    (["task.name=jsonl", "task.path={missing}", "task.verifier=math_answer"],
+     r"invalid jsonl task: JSONL file .* does not exist"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=math_verify"],
-     r"TaskConfig.verifier='math_verify': unknown reward 'math_verify'; valid names for rl.rewards: exact_match, math_answer"),
+     r"TaskConfig.verifier='math_verify': unknown reward 'math_verify'; valid names for rl.rewards: exact_match, "
+     r"math_answer"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=zero_variance"], r"'zero_variance' is a filter"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=exact_match, math_answer"], "the verifier is one reward"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=exact_match(normalize='x')"], "normalize must be one of"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=exact_match", "task.answer_field=solution"],
      r"d.jsonl:1: no field 'solution'"),
-    (["task.path={good}"], r"TaskConfig.path=.*must be left unset: it is read by the task jsonl, and this task is 'arithmetic'"),
-    (["task.verifier=exact_match"], r"TaskConfig.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
-    (["task.name=csv"], r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'gsm8k', 'jsonl', 'tfds'\]"),
+    (["task.path={good}"],
+     r"TaskConfig.path=.*must be left unset: it is read by the task jsonl, and this task is 'arithmetic'"),
+    (["task.verifier=exact_match"],
+     r"TaskConfig.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
+    (["task.name=csv"],
+     r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'gsm8k', 'jsonl', 'tfds'\]"),
 ])
 def test_invalid_tasks_are_refused_naming_the_problem(tmp_path, sets, match):
   paths = {"good": _additions(tmp_path / "d.jsonl"), "missing": str(tmp_path / "missing.jsonl"),
