@@ -143,6 +143,9 @@ def test_tfds_task_reads_a_local_array_record_dataset(tmp_path):
                                            f"task.dataset={dataset}", "task.verifier=exact_match"])
   from rljax.train._experiment import build_task  # pylint: disable=import-outside-toplevel
   assert build_task(cfg).test == task.test
+  with pytest.raises(ValueError, match=r"cannot read TFDS .* split 'validation'") as err:
+    tfds_task(str(tmp_path / "tfds"), dataset, verifier="exact_match", eval_split="validation")
+  assert "\n" not in str(err.value)  # one line
   with pytest.raises(ValueError, match="no feature 'question'"):
     tfds_task(str(tmp_path / "tfds"), dataset, verifier="exact_match", prompt_field="question")
   with pytest.raises(ValueError, match=r"TaskConfig.dataset='nope'.*a dataset prepared under"):
@@ -194,6 +197,29 @@ def test_invalid_tasks_are_refused_naming_the_problem(tmp_path, sets, match):
            "bad": _write(tmp_path / "bad.jsonl", [{"prompt": "a", "answer": "b"}, "{oops\n"])}
   with pytest.raises(ValueError, match=match):
     apply_overrides(default_config(), [s.format(**paths) for s in sets])
+
+
+def test_config_file_with_a_jsonl_task_and_a_user_reward(tmp_path):
+  """A config file: the jsonl task in get_config(), the user's reward function in get_recipe()."""
+  data = _additions(tmp_path / "d.jsonl")
+  path = tmp_path / "mine.py"
+  path.write_text(f"""
+from rljax.recipes import Recipe
+from rljax.train import TaskConfig, tiny_config
+
+def get_config():
+  return tiny_config().replace(task=TaskConfig(name="jsonl", path={data!r}, verifier="exact_match"))
+
+def my_reward(completions, problems):
+  return [float(c == p.answer) for c, p in zip(completions, problems)]
+
+def get_recipe():
+  return Recipe(rewards=(my_reward,), advantage="grpo")
+""", encoding="utf-8")
+  cfg, recipe = cli.load_config_and_recipe(str(path))
+  assert (cfg.task.name, cfg.task.verifier) == ("jsonl", "exact_match")
+  assert [r.name for r in recipe.rewards] == ["my_reward"]
+  assert recipe.rewards[0].fn(["3", "4"], [Problem("1+2=", "3"), Problem("1+2=", "3")]) == [1.0, 0.0]
 
 
 def test_cli_refuses_an_invalid_task_before_writing_anything(tmp_path, capsys):

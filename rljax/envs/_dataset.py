@@ -100,7 +100,7 @@ def read_tfds(data_dir: str, dataset: str, split: str, *, prompt_field: str = "p
     source = tfds.data_source(dataset, split=split, data_dir=data_dir, download=False)
   except Exception as e:  # pylint: disable=broad-except
     raise ValueError(f"cannot read TFDS {dataset!r} split {split!r} from {data_dir!r} ({type(e).__name__}: "
-                     f"{str(e)[:300]}); it must be prepared there as array_record") from e
+                     f"{' '.join(str(e).split())[:300]}); it must be prepared there as array_record") from e
   records = []
   for i in range(len(source)):
     rec = source[i]
