@@ -1,7 +1,9 @@
 """Install rljax: `pip install -e ".[dev]"` (extras: gpu, tpu, hf).
 
 The top-level folder `kernels/` is installed as the subpackage `rljax.kernels`
-(a top-level `kernels` package name is taken on PyPI).
+(a top-level `kernels` package name is taken on PyPI), and `configs/` as `rljax.configs`
+(a top-level `configs` package would collide with a user's own `configs/` folder), so that
+`rljax train --config dapo` and `from rljax.configs.recipes import dapo` work from a wheel.
 """
 import setuptools
 
@@ -31,8 +33,9 @@ setuptools.setup(
         setuptools.find_packages(include=["rljax", "rljax.*"])
         + ["rljax.kernels"]
         + ["rljax.kernels." + p for p in setuptools.find_packages("kernels")]
+        + ["rljax.configs"]
     ),
-    package_dir={"rljax.kernels": "kernels"},
+    package_dir={"rljax.kernels": "kernels", "rljax.configs": "configs"},
     include_package_data=True,
     install_requires=_CORE,
     extras_require={

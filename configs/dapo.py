@@ -1,10 +1,6 @@
 """DAPO (arXiv:2503.14476): clip-higher, token mean, dynamic sampling, overlong shaping, no KL (recipes.dapo)."""
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import recipes  # noqa: E402  (configs/recipes.py)
-from rljax.train import default_config  # noqa: E402
+from rljax.configs import recipes
+from rljax.train import default_config
 
 
 def get_config():

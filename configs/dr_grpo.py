@@ -1,10 +1,6 @@
 """Dr.GRPO (arXiv:2503.20783): mean-only group advantage, constant normaliser (recipes.dr_grpo)."""
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import recipes  # noqa: E402  (configs/recipes.py)
-from rljax.train import default_config  # noqa: E402
+from rljax.configs import recipes
+from rljax.train import default_config
 
 
 def get_config():

@@ -8,9 +8,9 @@
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
 
-``--config`` takes a name from the repository's ``configs/`` folder
+``--config`` takes a name from the ``configs/`` folder, installed as ``rljax.configs``
 (``default``, ``grpo``, ``dapo``, ``dr_grpo``, ``gspo``, ``tiny``,
-``qwen2_5_0_5b_gsm8k``) or a path to a Python file defining
+``qwen2_5_0_5b_gsm8k``; ``available_configs()`` lists them) or a path to a Python file defining
 ``get_config() -> rljax.train.RunConfig`` and, optionally, ``get_recipe() ->
 rljax.recipes.Recipe`` (a recipe with your own Python stages; ``--resume`` needs
 the same file for it). ``--set key=value`` overrides any field (dotted path);
@@ -32,6 +32,8 @@ import sys
 import warnings
 from typing import Optional, Sequence
 
+from rljax._config_files import available_configs, configs_package, import_config
+
 __all__ = ["main", "load_config", "load_config_and_recipe", "available_configs"]
 
 _BUILTIN = ("default", "tiny")
@@ -40,21 +42,8 @@ _RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "promp
                                     "critic_lr")}
 
 
-def _configs_dir() -> str:
-  here = os.path.dirname(os.path.abspath(__file__))
-  return os.path.join(os.path.dirname(here), "configs")
-
-
-def available_configs() -> list[str]:
-  """The names ``--config`` accepts (the ``configs/`` folder's config files)."""
-  d = _configs_dir()
-  if not os.path.isdir(d):
-    return list(_BUILTIN)
-  return sorted(f[:-3] for f in os.listdir(d) if f.endswith(".py") and not f.startswith("_") and f != "recipes.py")
-
-
 def load_config(name_or_path: Optional[str]):
-  """A ``RunConfig`` from a config name (``configs/<name>.py``) or a ``.py`` path."""
+  """A ``RunConfig`` from a config name (``rljax.configs.<name>``, the ``configs/`` folder) or a ``.py`` path."""
   return load_config_and_recipe(name_or_path)[0]
 
 
@@ -62,17 +51,20 @@ def load_config_and_recipe(name_or_path: Optional[str]):
   """``(RunConfig, Recipe or None)`` from a config file: its ``get_config()``, and its optional
   ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold)."""
   from rljax import train as tr  # pylint: disable=import-outside-toplevel
-  if name_or_path in (None, "default") and not os.path.exists(os.path.join(_configs_dir(), "default.py")):
-    return tr.default_config(), None
-  if name_or_path == "tiny" and not os.path.exists(os.path.join(_configs_dir(), "tiny.py")):
-    return tr.tiny_config(), None
   name_or_path = name_or_path or "default"
-  path = name_or_path if name_or_path.endswith(".py") else os.path.join(_configs_dir(), f"{name_or_path}.py")
-  if not os.path.exists(path):
-    raise ValueError(f"--config {name_or_path!r}: no such config file ({path}); available: {available_configs()}")
-  spec = importlib.util.spec_from_file_location(f"rljax_config_{os.path.basename(path)[:-3]}", path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  if name_or_path in _BUILTIN and configs_package() is None:
+    return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
+  if not name_or_path.endswith(".py"):
+    module = import_config(name_or_path)
+    path = module.__file__
+  else:
+    path = name_or_path
+    if not os.path.exists(path):
+      raise ValueError(f"--config {name_or_path!r}: no such config file; available names: {available_configs()}")
+    configs_package()  # config files may import rljax.configs (e.g. its recipes)
+    spec = importlib.util.spec_from_file_location(f"rljax_config_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
   if not hasattr(module, "get_config"):
     raise ValueError(f"config file {path} must define get_config() -> rljax.train.RunConfig")
   cfg = module.get_config()

@@ -52,6 +52,26 @@ def test_config_files_load(name):
   assert isinstance(cfg, RunConfig)
 
 
+def test_available_configs_are_the_config_files():
+  names = cli.available_configs()
+  assert names == ["dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "tiny"]
+  assert "recipes" not in names  # a library of recipes, not a config
+  for name in names:
+    assert isinstance(cli.load_config(name), RunConfig)
+
+
+def test_user_config_file_builds_on_the_bundled_recipes(tmp_path):
+  # docs/training.md: a config file of one's own importing rljax.configs.recipes
+  path = tmp_path / "my_dapo.py"
+  path.write_text("from rljax.configs.recipes import dapo\nfrom rljax.train import default_config\n\n"
+                  "def get_config():\n  cfg = default_config()\n"
+                  "  return cfg.replace(rl=cfg.rl.with_recipe(dapo(eps_high=0.3)), out_dir='runs/my_dapo')\n")
+  cfg = cli.load_config(str(path))
+  assert cfg.out_dir == "runs/my_dapo" and cfg.rl.loss == "ppo_clip(eps_low=0.2, eps_high=0.3)"
+  import rljax.configs  # pylint: disable=import-outside-toplevel
+  assert os.path.basename(os.path.dirname(rljax.configs.__file__)) == "configs"  # the folder, as rljax.configs
+
+
 def test_variants_differ_as_documented():
   dapo = cli.load_config("dapo").rl.recipe()
   assert [f.name for f in dapo.filters] == ["zero_variance"] and dapo.filters[0].refill

@@ -1,6 +1,5 @@
 """Controllers in the RL loop (rljax/control/_stages.py, rljax/train/_controllers.py): config, update rules,
 runs, resume."""
-import importlib.util
 import os
 import shutil
 
@@ -14,8 +13,6 @@ from rljax.stages import ControlInputs, RunFacts
 from rljax.train import TrainState, apply_overrides, read_jsonl, tiny_config
 from rljax.train._controllers import LoopControllers
 from rljax.types import TrainBatch
-
-CONFIGS = os.path.join(os.path.dirname(__file__), os.pardir, "configs")
 
 
 # ----------------------------------------------------------------------------- config
@@ -52,10 +49,8 @@ def test_temperature_controller_needs_temperature_within_its_bounds():
 
 @pytest.mark.parametrize("name", ["default", "tiny", "grpo", "dapo", "dr_grpo", "gspo", "qwen2_5_0_5b_gsm8k"])
 def test_shipped_configs_stay_valid(name):
-  spec = importlib.util.spec_from_file_location(f"cfg_{name}", os.path.join(CONFIGS, f"{name}.py"))
-  mod = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(mod)
-  cfg = mod.get_config()
+  from rljax.cli import load_config  # pylint: disable=import-outside-toplevel
+  cfg = load_config(name)  # rljax.configs.<name> (the configs/ folder)
   assert cfg.rl.controllers == ""
   assert {"clip_low", "clip_high"} <= set(cfg.rl.recipe().initial_hparams())
   # every controller is accepted on top of each shipped config (adaptive KL with a KL term in the loss)

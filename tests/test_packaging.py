@@ -1,24 +1,109 @@
-"""`kernels/` ships as `rljax.kernels`, never as a top-level `kernels` package."""
+"""`kernels/` ships as `rljax.kernels` and `configs/` as `rljax.configs`, never as top-level packages; a wheel
+and an editable install both run `rljax train --config dapo` and import `rljax.configs.recipes`."""
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = ("__init__", "dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "recipes", "tiny")
 
 
-def test_wheel_maps_kernels_into_rljax(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+  out = tmp_path_factory.mktemp("wheel")
+  # built from a clean copy: setuptools reuses a checkout's build/ folder, whose stale files would hide a
+  # package missing from setup.py
+  src = out / "src"
+  shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "runs",
+                                                            "__pycache__", ".venv*"))
   proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                         "-w", str(tmp_path), ROOT], capture_output=True, text=True, timeout=300)
+                         "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
   if proc.returncode != 0:
     pytest.fail(proc.stderr[-2000:])
-  (wheel,) = [f for f in os.listdir(tmp_path) if f.endswith(".whl")]
-  names = zipfile.ZipFile(tmp_path / wheel).namelist()
+  (name,) = [f for f in os.listdir(out) if f.endswith(".whl")]
+  return out / name
+
+
+def test_wheel_maps_kernels_into_rljax(wheel):
+  names = zipfile.ZipFile(wheel).namelist()
   assert "rljax/kernels/__init__.py" in names
   assert not any(n.startswith("kernels/") for n in names)
   assert "rljax/types.py" in names
+
+
+def test_wheel_maps_configs_into_rljax(wheel):
+  names = zipfile.ZipFile(wheel).namelist()
+  for c in CONFIGS:
+    assert f"rljax/configs/{c}.py" in names
+  assert not any(n.startswith("configs/") for n in names)
+
+
+def _env():
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["JAX_PLATFORMS"] = "cpu"
+  return env
+
+
+def _venv(tmp_path, install_args):
+  """A venv under tmp_path with ``install_args`` installed (no deps: they come from this interpreter's
+  site-packages through a .pth file, so nothing is downloaded; its editable rljax finder is not loaded)."""
+  venv = tmp_path / "venv"
+  subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+  python = venv / "bin" / "python"
+  purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+  with open(os.path.join(purelib, "deps.pth"), "w", encoding="utf-8") as f:
+    f.write(sysconfig.get_paths()["purelib"] + "\n")
+  # --ignore-installed: install into the venv whatever rljax the shared site-packages holds (and never touch it)
+  proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+                         "--no-index", "--no-build-isolation", "--ignore-installed", *install_args],
+                        capture_output=True, text=True, timeout=300, env=_env())
+  if proc.returncode != 0:
+    pytest.fail(proc.stderr[-2000:])
+  return venv
+
+
+def _check_installed(venv, tmp_path):
+  # run from a folder with the user's own `configs/` package, which must not shadow (nor be shadowed by) ours
+  cwd = tmp_path / "project"
+  (cwd / "configs").mkdir(parents=True)
+  (cwd / "configs" / "__init__.py").write_text("")
+  (cwd / "configs" / "dapo.py").write_text("raise RuntimeError('the user configs/ folder was imported')\n")
+  env = _env()
+  proc = subprocess.run([str(venv / "bin" / "rljax"), "train", "--config", "dapo", "--print-config"], cwd=cwd,
+                        env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert '"out_dir": "runs/dapo"' in proc.stdout
+  assert '"loss": "ppo_clip(eps_low=0.2, eps_high=0.28)"' in proc.stdout
+  code = ("import rljax, rljax.configs, configs\n"
+          "from rljax.configs.recipes import dapo, RECIPES\n"
+          "from rljax.cli import available_configs\n"
+          "assert dapo().name == 'dapo' and 'cispo' in RECIPES\n"
+          "assert os.path.dirname(configs.__file__) == os.path.join(os.getcwd(), 'configs')\n"
+          "print(rljax.configs.__file__)\n"
+          "print(available_configs())\n")
+  proc = subprocess.run([str(venv / "bin" / "python"), "-c", "import os\n" + code], cwd=cwd, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  where, names = proc.stdout.strip().splitlines()
+  assert names == "['dapo', 'default', 'dr_grpo', 'grpo', 'gspo', 'qwen2_5_0_5b_gsm8k', 'tiny']"
+  return where
+
+
+def test_wheel_install_runs_bundled_configs(wheel, tmp_path):
+  venv = _venv(tmp_path, [str(wheel)])
+  where = _check_installed(venv, tmp_path)
+  assert where.startswith(str(venv)) and where.endswith(os.path.join("rljax", "configs", "__init__.py"))
+
+
+def test_editable_install_runs_bundled_configs(tmp_path):
+  venv = _venv(tmp_path, ["-e", ROOT])
+  assert _check_installed(venv, tmp_path) == os.path.join(ROOT, "configs", "__init__.py")
 
 
 def test_installed_package_imports_kernels_as_subpackage():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import types
 import typing
 from typing import Any, Optional, Sequence
@@ -54,7 +55,15 @@ class TaskConfig:
 
   For arithmetic, ``digits``, ``sloppy_carry_prob`` and ``reverse_operands``
   (operands written lowest digit first, as the answer is) go to the task. ``tfds_dir`` is a local TFDS directory for
-  dataset-backed tasks (GSM8K).
+  dataset-backed tasks (GSM8K, ``tfds``).
+
+  A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
+  per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
+  of the prompts; ``name="tfds"`` reads the dataset ``dataset`` under ``tfds_dir``, splits ``train_split`` /
+  ``eval_split``. Both are scored by ``verifier``, a catalog reward spec (``"math_answer"``,
+  ``"exact_match(normalize='squad')"``, ...); ``num_train`` / ``num_test`` cap the problems used. These fields
+  are refused on the other tasks. The data is read and checked here, when the config is made: a bad task
+  fails before a run writes anything.
   """
   name: str = "arithmetic"
   digits: int = 3
@@ -64,16 +73,70 @@ class TaskConfig:
   num_test: int = 500
   tfds_dir: Optional[str] = None
   lenient_rewards: bool = False
-  chat_template: Optional[str] = None  # gsm8k: wrap prompts in a chat template ("qwen", "llama3", "gemma")
+  chat_template: Optional[str] = None  # gsm8k, jsonl, tfds: wrap prompts in a chat template ("qwen", "llama3", "gemma")
+  path: Optional[str] = None  # jsonl: the JSONL file
+  eval_path: Optional[str] = None  # jsonl: a JSONL file of held-out problems (default: eval_fraction of path)
+  eval_fraction: float = 0.1  # jsonl without eval_path: held-out share of the prompts (by prompt hash)
+  dataset: Optional[str] = None  # tfds: the dataset name, optionally with a version ("my_data:1.0.0")
+  train_split: str = "train"  # tfds
+  eval_split: str = "test"  # tfds
+  prompt_field: str = "prompt"  # jsonl, tfds: the record's prompt field
+  answer_field: str = "answer"  # jsonl, tfds: the record's reference-answer field
+  verifier: str = ""  # jsonl, tfds: the catalog reward spec that scores a completion against the answer
 
   def __post_init__(self):
-    if not isinstance(self.name, str) or not self.name:
-      _fail("TaskConfig.name", self.name, "a task name such as 'arithmetic'")
+    from rljax.envs import DATASET_TASKS, TASK_NAMES  # pylint: disable=import-outside-toplevel
+    if self.name not in TASK_NAMES:
+      _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES)}")
     _pos_int(self, "digits", "num_train", "num_test")
     if not 0.0 <= self.sloppy_carry_prob <= 1.0:
       _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")
     if self.chat_template is not None:
       _choice(self, "chat_template", ("llama3", "qwen", "gemma"))
+    data_fields = {"jsonl": ("path", "eval_path", "eval_fraction"), "tfds": ("dataset", "train_split", "eval_split")}
+    shared = ("prompt_field", "answer_field", "verifier")
+    defaults = {f.name: f.default for f in dataclasses.fields(self)}
+    for task, own in data_fields.items():
+      for name in own + (shared if self.name not in DATASET_TASKS else ()):
+        if self.name != task and getattr(self, name) != defaults[name]:
+          _fail(f"TaskConfig.{name}", getattr(self, name), f"left unset: it is read by the task "
+                f"{'jsonl or tfds' if name in shared else task}, and this task is {self.name!r}")
+    if self.name in DATASET_TASKS:
+      self._check_dataset()
+
+  def _check_dataset(self):
+    """Reads and checks the data of a ``jsonl`` / ``tfds`` task (errors name the field, file and line)."""
+    for name in ("prompt_field", "answer_field"):
+      if not isinstance(getattr(self, name), str) or not getattr(self, name):
+        _fail(f"TaskConfig.{name}", getattr(self, name), "a non-empty field name")
+    from rljax.envs import jsonl_task, resolve_verifier  # pylint: disable=import-outside-toplevel
+    from rljax.recipes._spec import names_for  # pylint: disable=import-outside-toplevel
+    if not isinstance(self.verifier, str) or not self.verifier.strip():
+      _fail("TaskConfig.verifier", self.verifier, f"a reward spec for the {self.name} task, one of "
+            f"{names_for('rewards')} (e.g. task.verifier=math_answer)")
+    try:
+      resolve_verifier(self.verifier)
+    except ValueError as e:
+      raise ValueError(f"invalid config value TaskConfig.verifier={self.verifier!r}: {e}") from None
+    if self.name == "tfds":
+      for name in ("tfds_dir", "dataset"):
+        if not isinstance(getattr(self, name), str) or not getattr(self, name):
+          _fail(f"TaskConfig.{name}", getattr(self, name), "set for the tfds task (a local TFDS directory and "
+                "the name of a dataset prepared there as array_record)")
+      folder = os.path.expanduser(self.tfds_dir)
+      if not os.path.isdir(os.path.join(folder, self.dataset.split(":")[0].split("/")[0])):
+        _fail("TaskConfig.dataset", self.dataset, f"a dataset prepared under tfds_dir={self.tfds_dir!r} "
+              f"(no folder {os.path.join(folder, self.dataset.split(':')[0].split('/')[0])!r})")
+      return  # the records are read when the task is built (opening TFDS is slow)
+    if self.path is None:
+      _fail("TaskConfig.path", self.path, "the JSONL file of the jsonl task")
+    if self.eval_path is None and not 0.0 < self.eval_fraction < 1.0:
+      _fail("TaskConfig.eval_fraction", self.eval_fraction, "in (0, 1) (or set eval_path)")
+    try:
+      jsonl_task(self.path, verifier=self.verifier, eval_path=self.eval_path, eval_fraction=self.eval_fraction,
+                 prompt_field=self.prompt_field, answer_field=self.answer_field)
+    except ValueError as e:
+      raise ValueError(f"invalid jsonl task: {e}") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -408,7 +471,9 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
     if len(failed) == len(pending):
       try:  # overrides valid only all together (rl.multi_reward=gdpo with rl.advantage=''): one replace each
         return _set_together(cfg, [(k.split("."), t, k) for k, t in failed])
-      except (ValueError, KeyError, TypeError):
+      except ValueError as e:  # several: what is wrong with them together (task.name=jsonl task.verifier=?)
+        raise (e if len(failed) > 1 else first_error) from None
+      except (KeyError, TypeError):
         raise first_error from None
     pending = failed
   return cfg

@@ -187,6 +187,13 @@ def build_task(cfg: RunConfig):
   if t.name == "arithmetic":
     return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
                     reverse_operands=t.reverse_operands)
+  if t.name == "jsonl":
+    return get_task("jsonl", path=t.path, verifier=t.verifier, eval_path=t.eval_path, eval_fraction=t.eval_fraction,
+                    prompt_field=t.prompt_field, answer_field=t.answer_field, chat_template=t.chat_template)
+  if t.name == "tfds":
+    return get_task("tfds", data_dir=t.tfds_dir, dataset=t.dataset, verifier=t.verifier, train_split=t.train_split,
+                    eval_split=t.eval_split, prompt_field=t.prompt_field, answer_field=t.answer_field,
+                    chat_template=t.chat_template)
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
