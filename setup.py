@@ -28,7 +28,7 @@ setuptools.setup(
     name="rljax",
     version="0.1.0",
     description="JAX-native functional RL post-training for language models.",
-    python_requires=">=3.10",
+    python_requires=">=3.11",  # the README says 3.11+; CI and the GPU machine run 3.11 and 3.12
     packages=(
         setuptools.find_packages(include=["rljax", "rljax.*"])
         + ["rljax.kernels"]
