@@ -276,14 +276,14 @@ def test_passk_bad_k():
 
 
 # --------------------------------------------------------------------- other baselines
-QAE = jax.jit(A.qae, static_argnames=("quantile",))
+QAE = jax.jit(A.qae, static_argnames=("quantile", "interpolation"))
 
 
 def test_qae_two_regimes_and_inverted_cdf():
   for seed in range(6):
     r, g = ragged([8, 10, 5], seed=seed, binary=True)
     for K in (0.2, 0.5, 0.8):
-      adv = np.asarray(QAE(r, g, quantile=K)[0])
+      adv = np.asarray(QAE(r, g, quantile=K, interpolation="inverted_cdf")[0])
       for x in np.unique(g):
         rg, ag = r[g == x], adv[g == x]
         q = np.quantile(rg, K, method="inverted_cdf")
@@ -294,6 +294,27 @@ def test_qae_two_regimes_and_inverted_cdf():
           assert np.all(ag[rg == 0] == 0)
         else:
           assert np.all(ag[rg == 1] == 0)
+
+
+def test_qae_default_is_the_authors_linear_quantile():
+  """Default = github.com/junkangwu/QAE: torch.quantile(scores, K) (linear) in verl GRPO, (r − q)/(std + 1e-6)."""
+  for seed in range(4):
+    for binary in (True, False):
+      r, g = ragged([8, 10, 5, 1], seed=40 + seed, binary=binary)
+      for K in (0.2, 0.4, 0.5, 0.75, 1.0):
+        adv = np.asarray(QAE(r, g, quantile=K)[0])
+        for x in np.unique(g):
+          rg = r[g == x].astype(np.float64)
+          if rg.size == 1:
+            continue
+          q = np.quantile(rg, K)  # numpy's default method is torch.quantile's "linear"
+          np.testing.assert_allclose(adv[g == x], (rg - q) / (rg.std(ddof=1) + 1e-6), rtol=1e-5, atol=1e-5)
+  # K·(n−1) between a failure and a success: both signs (the inverted-CDF gate would zero one side)
+  r = np.array([0, 0, 0, 1, 1, 1, 1, 1], np.float32)
+  adv = np.asarray(A.qae(r, np.zeros(8, np.int32), quantile=0.4)[0])  # h = 2.8: q = 0.8
+  assert np.all(adv[r == 0] < 0) and np.all(adv[r == 1] > 0)
+  with pytest.raises(ValueError, match="interpolation"):
+    A.qae(r, np.zeros(8, np.int32), interpolation="nearest")
 
 
 def test_rank_invariance_and_ties():
