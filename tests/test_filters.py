@@ -217,6 +217,28 @@ def test_greso_jit_adaptation_and_bad_input():
     gr.init(0)
 
 
+def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
+  """github.com/Infini-AI-Lab/GRESO presampling_selector.py: skip = 1 − max(p ** count, 0.01); adapt: >= target."""
+  gr = F.greso(p_easy=0.5, p_hard=0.25)
+  state = gr.init(3)
+  ids = jnp.array([0, 1, 2])
+  rewards, group = jnp.array([1.0, 1.0, 0.0, 0.0, 1.0, 0.0]), jnp.array([0, 0, 1, 1, 2, 2])
+  for count in range(1, 9):
+    state, _ = gr.update(state, ids, rewards, group)
+    _, st = gr.select(state, jax.random.key(count), ids)
+    authors_keep = [max(0.5 ** count, 0.01), max(0.25 ** count, 0.01), 1.0]  # 1 − authors' skip probability
+    np.testing.assert_allclose(st["admit_prob"], authors_keep, rtol=1e-6)
+  bare = F.greso(p_easy=0.5, p_hard=0.25, admit_floor=0.0)
+  np.testing.assert_allclose(bare.select(state, jax.random.key(0), ids)[1]["admit_prob"], [0.5 ** 8, 0.25 ** 8, 1],
+                             rtol=1e-6)
+  with pytest.raises(ValueError, match="admit_floor"):
+    F.greso(admit_floor=1.5)
+  # an observed fraction equal to its target counts as reached (authors: ratio >= target -> p -= step)
+  ad = F.greso(p_easy=0.5, p_hard=0.5, target_easy=0.5, target_hard=0.6, adapt_step=0.1)
+  s2, _ = ad.update(ad.init(2), jnp.array([0, 1]), jnp.array([1.0, 1.0, 0.0, 0.0]), jnp.array([0, 0, 1, 1]))
+  assert float(s2.p_easy) == pytest.approx(0.4) and float(s2.p_hard) == pytest.approx(0.6)
+
+
 # ----------------------------------------------------------------------------- pilot_commit / difficulty_budget
 
 def test_pilot_commit_invariants():

@@ -65,7 +65,7 @@ def _layout(group_size: Optional[int], name: str) -> int:
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
           target_easy: Optional[float] = None, target_hard: Optional[float] = None, adapt_step: float = 0.0,
-          p_min: float = 0.01, p_max: float = 1.0):
+          p_min: float = 0.01, p_max: float = 1.0, admit_floor: float = 0.01):
   """GRESO as a prompt filter: admitted prompts get ``group_size`` rollouts, skipped ones 0.
 
   State: the ``GresoState`` over the dataset prompts (``init(num_dataset_prompts)``). ``select`` draws the
@@ -74,7 +74,8 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   ``group_size`` comes from the run (``bind``).
   """
   g = _greso.greso(p_easy=p_easy, p_hard=p_hard, easy_threshold=easy_threshold, target_easy=target_easy,
-                   target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max)  # validates
+                   target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max,
+                   admit_floor=admit_floor)  # validates
 
   def build(group_size):
     def select(state, prompts, key):
