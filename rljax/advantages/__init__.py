@@ -89,8 +89,8 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "equal on masked tokens")),
     _t("qae", qae, "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
        f"{_S0} L21; arXiv 2509.22611",
-       fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README quoting verl/trainer/ppo/core_algos.py "
-                         "L315-319",
+       fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
+                         "core_algos.py L315-319)",
                          "default = authors' torch.quantile (linear interpolation) in verl grpo (σ+1e-6); "
                          "interpolation='inverted_cdf' gives the abstract's exact two-regime gate")),
     _t("passk", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
