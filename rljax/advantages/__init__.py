@@ -171,9 +171,10 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
     _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward",
        fidelity=Fidelity("abstract", f"{_S1} L85 (SA-MRPO abstract)",
                          "weight w_k = 1 − saturation_k (batch mean of the [0,1]-normalised reward) is ours")),
-    _t("gd2po", gd2po, "A_i = keep_i·q_g·Σ_k w_k A_{i,k}, keep = no sign conflict", f"{_S1} L5",
+    _t("gd2po", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict", f"{_S1} L5",
        kind="multi_reward",
-       fidelity=Fidelity("abstract", f"{_S1} L5 (GD²PO abstract)",
-                         "conflict = opposite signs above conflict_tol; query weight = the group's "
-                         "conflict-free fraction: ours")),
+       fidelity=Fidelity("authors_code", "github.com/Qwen-Applications/GD2PO: tool-calling/verl/trainer/ppo/"
+                         "ray_trainer.py",
+                         "authors whiten over kept tokens, ours over kept rows; sign tolerance conflict_tol=1e-6 "
+                         "(authors 1e-8 on token sums); ratio_threshold selects their soft rule")),
 ))
