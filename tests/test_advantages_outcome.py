@@ -364,7 +364,7 @@ def test_key_baseline():
 
 
 def test_role_ema_baseline():
-  est = A.role_ema_baseline(num_keys=3, decay=0.5)
+  est = A.role_ema_baseline(num_keys=3, decay=0.5, init="batch_mean")
   s = est.init()
   r1, k1 = np.array([1., 3., 10.], np.float32), np.array([0, 0, 1], np.int32)
   adv, _, s = est.update(s, r1, k1)  # un-jitted
@@ -380,6 +380,23 @@ def test_role_ema_baseline():
   upd = jax.jit(est0.update)
   _, _, st = upd(est0.init(), r * 0 + 5, kk)
   np.testing.assert_allclose(upd(st, r, kk)[0], A.key_baseline(r, kk, num_keys=4)[0], atol=1e-6)
+
+
+def test_role_ema_baseline_default_matches_the_authors_per_game_ema():
+  """github.com/spiral-rl/spiral: per role, baseline = EMA(0.95) starting at 0.0, read before its update."""
+  rng = np.random.RandomState(7)
+  est = A.role_ema_baseline(num_keys=2)
+  state, b = est.init(), [0.0, 0.0]
+  upd = jax.jit(est.update)
+  for _ in range(6):  # one game per step: one return per role
+    r = rng.choice([-1.0, 0.0, 1.0], 2).astype(np.float32)
+    adv, _, state = upd(state, r, np.array([0, 1], np.int32))
+    ref = [r[p] - b[p] for p in (0, 1)]
+    b = [0.95 * b[p] + 0.05 * r[p] for p in (0, 1)]
+    np.testing.assert_allclose(adv, ref, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(state.baseline, b, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="init"):
+    A.role_ema_baseline(num_keys=2, init="mean")
 
 
 def test_hadw():

@@ -115,8 +115,8 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
     _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91",
        fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
                          "spiral/utils.py (EMA)",
-                         "authors update once per game with b_0 = 0 and α = 0.95; ours once per batch with the "
-                         "key's batch mean, first seen batch mean as b_0, α = decay (default 0.9)")),
+                         "authors update once per game, ours once per batch with the key's mean return (equal "
+                         "with one game per batch); init='batch_mean' starts at the first batch mean")),
     _t("hadw", hadw, "A' = A·exp(λ(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
        fidelity=Fidelity("abstract", f"{_S1} L177 (HA-DW abstract, arXiv 2601.08521)",
                          "exponential weight exp(λ(anchor − acc_g)), EMA anchor of batch accuracy and its "

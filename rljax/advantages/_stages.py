@@ -147,14 +147,14 @@ def _transform(fn, **inputs):
                       f"(``[B]``, or ``[B, T]`` constant within each row), its hyper-parameters as arguments.")
 
 
-def role_ema_baseline(*, decay: float = 0.9, update_first: bool = False):
+def role_ema_baseline(*, decay: float = 0.95, update_first: bool = False, init: str = "zero"):
   """SPIRAL role-conditioned EMA baseline, one baseline per task id: ``A_i = R_i − b_(task_i)``.
 
   The key is ``data.task_id`` (the paper's key is a (game, role) pair; task ids are our stand-in), so
   ``num_keys`` is the run's ``num_tasks``, bound at start-up (a task without task ids is refused then). The
   state (``RoleEMAState``: per-task EMA baselines) is checkpointed.
   """
-  _stateful.role_ema_baseline(num_keys=1, decay=decay, update_first=update_first)  # validates now
+  _stateful.role_ema_baseline(num_keys=1, decay=decay, update_first=update_first, init=init)  # validates now
 
   def unbound(*_):
     raise ValueError("role_ema_baseline keeps one baseline per task id: bind it to the run's facts first "
@@ -164,7 +164,8 @@ def role_ema_baseline(*, decay: float = 0.9, update_first: bool = False):
     if not facts.num_tasks:
       raise ValueError("role_ema_baseline keeps one baseline per task id, but this run's task defines none "
                        "(task.task_id / task.num_tasks); use key_baseline(key='group_id') or a multi-task task")
-    est = _stateful.role_ema_baseline(num_keys=int(facts.num_tasks), decay=decay, update_first=update_first)
+    est = _stateful.role_ema_baseline(num_keys=int(facts.num_tasks), decay=decay, update_first=update_first,
+                                      init=init)
 
     def fn(data, state):
       return est.update(state, data.rewards, data.require("task_id", "role_ema_baseline"), valid=data.valid)

@@ -30,17 +30,23 @@ class RoleEMAState(NamedTuple):
   seen: Array      # [num_keys] bool, key has been updated at least once
 
 
-def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool = False) -> StatefulEstimator:
+def role_ema_baseline(*, num_keys: int, decay: float = 0.95, update_first: bool = False,
+                      init: str = "zero") -> StatefulEstimator:
   """Role-conditioned EMA baseline (SPIRAL RAE): ``A_i = R_i − b_(key_i)``.
 
   Per key k (e.g. a dense id of (game, role)):
   ``b_k ← α·b_k + (1−α)·mean{R_i : key_i = k}`` for keys present in the batch
   (others unchanged). ``update_first=False`` (default) uses the baseline from
-  before this batch; ``True`` updates first. A key never seen before uses
-  the batch mean of its returns (then its EMA starts there). With α = 0 and
-  ``update_first=True`` this equals ``key_baseline``. Source: SPIRAL
-  role-conditioned advantage estimation (seed 000_3e503271be254a43.txt L91);
-  the decay and update order are not in the abstract (parameters here).
+  before this batch; ``True`` updates first. ``init="zero"`` (default): every
+  baseline starts at 0, as in the authors' code; ``"batch_mean"``: a key never
+  seen before uses the batch mean of its returns (then its EMA starts there).
+  With α = 0 and ``update_first=True`` this equals ``key_baseline``. Source:
+  SPIRAL role-conditioned advantage estimation (seed 000_3e503271be254a43.txt
+  L91); authors' code github.com/spiral-rl/spiral (train_spiral.py,
+  ``role_baseline_ema_gamma = 0.95``, read before update; spiral/utils.py ``EMA``
+  starting at 0.0). Difference: the authors update once per game (one return
+  per role), we once per batch with the key's mean return; with one game per
+  batch the two agree.
 
   ``update(state, rewards [B], key [B] int in [0, num_keys), valid=None)``
   returns ``(advantages [B], info, new_state)``.
@@ -48,9 +54,11 @@ def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool =
   num_keys = G.resolve_num(num_keys, 1, "num_keys")
   if not 0.0 <= decay < 1.0:
     raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  G.check_choice("init", init, ("zero", "batch_mean"))
 
-  def init() -> RoleEMAState:
-    return RoleEMAState(jnp.zeros((num_keys,), jnp.float32), jnp.zeros((num_keys,), bool))
+  def init_state() -> RoleEMAState:
+    # "zero": every baseline counts as seen at b = 0 (the authors' EMA(0.0))
+    return RoleEMAState(jnp.zeros((num_keys,), jnp.float32), jnp.full((num_keys,), init == "zero", bool))
 
   def update(state: RoleEMAState, rewards: Array, key: Array, valid: Optional[Array] = None):
     r, kid, v, nk = G.prepare(rewards, key, valid, num_keys, group_name="key")
@@ -65,7 +73,7 @@ def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool =
     new_state = RoleEMAState(b_new.astype(state.baseline.dtype), state.seen | present)
     return adv, _metrics(adv, r, v), new_state
 
-  return StatefulEstimator(init, update)
+  return StatefulEstimator(init_state, update)
 
 
 class HADWState(NamedTuple):
