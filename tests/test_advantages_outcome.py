@@ -400,17 +400,26 @@ def test_role_ema_baseline_default_matches_the_authors_per_game_ema():
 
 
 def test_hadw():
-  est = A.hadw(decay=0.5, strength=2.0)
-  s = est.init()
   adv = np.array([1., -1., 1., -1., 1., 1.], np.float32)
   corr = np.array([1, 0, 1, 1, 1, 0], np.float32)
   g = np.array([0, 0, 1, 1, 2, 2], np.int32)
-  out, info, s1 = est.update(s, adv, corr, g)
   acc_b = corr.mean()
   acc_g = np.array([.5, .5, 1., 1., .5, .5])
-  w = np.exp(2.0 * (acc_b - acc_g))
+  # signed=False: every row of a harder-than-anchor group is amplified
+  out0 = A.hadw(decay=0.5, strength=2.0, signed=False).update(A.hadw().init(), adv, corr, g)[0]
+  w0 = np.exp(2.0 * (acc_b - acc_g))
+  np.testing.assert_allclose(out0, adv * w0, rtol=1e-6)
+  assert np.all(w0[acc_g < acc_b] > 1) and np.all(w0[acc_g > acc_b] < 1)
+  # default (signed): hard groups (acc < anchor) raise positive and shrink negative advantages; easy groups the reverse
+  est = A.hadw(decay=0.5, strength=2.0)
+  s = est.init()
+  out, info, s1 = est.update(s, adv, corr, g)
+  w = np.exp(2.0 * np.sign(adv) * (acc_b - acc_g))
   np.testing.assert_allclose(out, adv * w, rtol=1e-6)
-  assert np.all(np.sign(out) == np.sign(adv)) and np.all(w[acc_g < acc_b] > 1) and np.all(w[acc_g > acc_b] < 1)
+  assert np.all(np.sign(out) == np.sign(adv))
+  hard, easy = acc_g < acc_b, acc_g > acc_b
+  assert np.all(out[hard & (adv > 0)] > adv[hard & (adv > 0)]) and np.all(out[hard & (adv < 0)] > adv[hard & (adv < 0)])
+  assert np.all(out[easy & (adv > 0)] < adv[easy & (adv > 0)]) and np.all(out[easy & (adv < 0)] < adv[easy & (adv < 0)])
   np.testing.assert_allclose(s1.anchor, acc_b, rtol=1e-6)
   _, _, s2 = jax.jit(est.update)(s1, adv, np.zeros(6, np.float32), g)
   np.testing.assert_allclose(s2.anchor, 0.5 * acc_b, rtol=1e-6)

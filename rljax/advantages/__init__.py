@@ -117,10 +117,10 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "spiral/utils.py (EMA)",
                          "authors update once per game, ours once per batch with the key's mean return (equal "
                          "with one game per batch); init='batch_mean' starts at the first batch mean")),
-    _t("hadw", hadw, "A' = A·exp(λ(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
+    _t("hadw", hadw, "A' = A·exp(λ·sgn(A)·(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
        fidelity=Fidelity("abstract", f"{_S1} L177 (HA-DW abstract, arXiv 2601.08521)",
-                         "exponential weight exp(λ(anchor − acc_g)), EMA anchor of batch accuracy and its "
-                         "initialisation are ours")),
+                         "signed weight read from the abstract's signed bias (agrees with TRL PR #4872's summary "
+                         "of the paper); exp form, λ, plain EMA anchor ours; signed=False: unsigned")),
     _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
        fidelity=Fidelity("abstract", f"{_S1} L59",
                          "the weight f(difficulty) (linear 1 + s(2d − 1) or exp) is ours")),

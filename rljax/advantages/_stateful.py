@@ -81,19 +81,24 @@ class HADWState(NamedTuple):
   seen: Array    # [] bool
 
 
-def hadw(*, decay: float = 0.9, strength: float = 1.0) -> StatefulEstimator:
+def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True) -> StatefulEstimator:
   """HA-DW: history-anchored difficulty weighting of group-relative advantages.
 
   With ``acc_g`` the group's accuracy and ``a`` the anchor (an EMA of past
-  batch accuracies): ``A'_i = A_i · exp(λ·(a − acc_g(i)))`` — groups harder
-  than the anchor (acc < a) are up-weighted (w > 1), easier ones down-weighted;
-  weights are positive, so signs never flip. After weighting,
+  batch accuracies): ``A'_i = A_i · exp(λ·sgn(A_i)·(a − acc_g(i)))``
+  (``signed=True``, default): on prompts harder than the anchor (acc < a)
+  positive advantages are up-weighted and negative ones down-weighted, the
+  reverse on easier prompts — the abstract's "underestimates advantages for
+  hard prompts, overestimates them for easy ones" read as a signed bias, and
+  the form Φ = exp(D·M), D = −sgn(Â)·sgn(p̂ − C), M = |p̂ − C| described in
+  TRL PR #4872 (closed) from the paper. ``signed=False``: ``exp(λ·(a − acc_g))``
+  for every row (hard prompts amplified in both directions). Weights are
+  positive, so signs never flip. After weighting,
   ``a ← α·a + (1−α)·acc_batch`` (``acc_batch`` = mean of ``correct`` over
   valid rows; the first call initialises ``a = acc_batch``, weighting with it).
-  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177): the abstract says
-  group-relative advantages underestimate hard and overestimate easy prompts
-  and reweights them with an evolving difficulty anchor; the exponential form,
-  λ and α are our reading.
+  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177, arXiv 2601.08521); the
+  exponential form, λ, the plain EMA anchor (the PR describes a Kalman-style
+  step η·σ_t) and α are our reading.
 
   ``update(state, advantages [B], correct [B], group_id [B], valid=None,
   num_groups=None)`` returns ``(advantages [B], info, new_state)``;
@@ -115,7 +120,8 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0) -> StatefulEstimator:
     acc_g = G.row_stats(c, gid, v, ng, ddof=0).mean
     acc_b = jnp.sum(c * v) / jnp.maximum(jnp.sum(v), 1.0)
     anchor = jnp.where(state.seen, state.anchor.astype(a.dtype), acc_b)
-    w = jnp.exp(strength * (anchor - acc_g))
+    direction = jnp.sign(a) if signed else 1.0
+    w = jnp.exp(strength * direction * (anchor - acc_g))
     adv = a * w * v
     new_anchor = jnp.where(state.seen, decay * anchor + (1 - decay) * acc_b, acc_b)
     any_valid = jnp.sum(v) > 0
