@@ -241,6 +241,23 @@ def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
 
 # ----------------------------------------------------------------------------- pilot_commit / difficulty_budget
 
+def test_pilot_commit_window_is_the_authors_rule():
+  """github.com/databricks/pilot-commit filter_batch: pass iff p_lower <= mean <= 1 − p_upper (0.125, 0.25);
+  every passing prompt gets the same n commit rollouts."""
+  rng = np.random.RandomState(2)
+  P, n_pilot, n = 12, 8, 8
+  pilot = (rng.rand(P, n_pilot) < rng.rand(P, 1)).astype(np.float32)
+  gid = np.repeat(np.arange(P), n_pilot).astype(np.int32)
+  means = pilot.mean(1)
+  passing = (means >= 0.125) & (means <= 1 - 0.25)
+  assert passing.any() and (~passing & (pilot.std(1) > 0)).any()  # a spread prompt outside the window
+  counts, stats = F.pilot_commit(pilot.ravel(), gid, num_groups=P, budget=P * n, rule="uniform", max_per_prompt=n,
+                                 window=(0.125, 0.75))
+  np.testing.assert_array_equal(counts, np.where(passing, n, 0))
+  with pytest.raises(ValueError, match="window"):
+    F.pilot_commit(pilot.ravel(), gid, num_groups=P, budget=8, window=(0.9, 0.1))
+
+
 def test_pilot_commit_invariants():
   rng = np.random.default_rng(3)
   for trial in range(20):

@@ -58,8 +58,8 @@ TECHNIQUES = _with_stages((
               f"{_S1} L37 (Pilot-Commit, arXiv 2605.26606)",
               fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "
                                 "(filter_batch)",
-                                "authors: fixed n commit rollouts to prompts with pilot success rate in [0.125, "
-                                "0.75] via a replay buffer; ours n ∝ pilot std (rule='uniform': equal n), no buffer")),
+                                "default n ∝ pilot std; window=(0.125, 0.75), rule='uniform', max_per_prompt=n is "
+                                "the authors' rule, except their overflow waits in a replay buffer")),
     Technique("difficulty_budget", "filter", difficulty_budget,
               "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
               f"{_S1} L203 (E3, interpretation)",

@@ -94,7 +94,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
 
 
 def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "std", rule: str = "proportional",
-                 min_score: float = 0.0, max_per_prompt: Optional[int] = None):
+                 min_score: float = 0.0, max_per_prompt: Optional[int] = None, window: Optional[tuple] = None):
   """Pilot-Commit as a prompt filter: ``pilot`` rollouts per prompt first, then the commit rollouts.
 
   ``select`` allocates ``rljax.filters.pilot_commit`` counts from the pilot rewards (``prompts.pilot``,
@@ -106,7 +106,7 @@ def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "
   _allocation._int("pilot", pilot, minimum=2)  # a spread needs two pilot rollouts
   if budget is not None:
     _allocation._int("budget", budget)
-  kw = dict(score=score, rule=rule, min_score=min_score)
+  kw = dict(score=score, rule=rule, min_score=min_score, window=None if window is None else tuple(window))
   _allocation.pilot_commit(np.zeros(2), np.zeros(2, np.int32), num_groups=1, budget=budget or 0,
                            max_per_prompt=max_per_prompt, **kw)  # validates
 
