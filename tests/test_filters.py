@@ -127,11 +127,11 @@ def test_vcrl_scores_and_selection():
 
 def test_negative_advantage_drop_and_apply_keep():
   adv = np.array([0.5, -0.1, 0.0, -2.0, 3.0], np.float32)
-  keep, m = both(F.negative_advantage_drop, adv)
+  keep, m = both(F.negative_advantage_drop, adv, keep_zero=True)
   np.testing.assert_array_equal(keep, adv >= 0)
-  keep0, _ = F.negative_advantage_drop(adv, keep_zero=False)
+  keep0, m0 = F.negative_advantage_drop(adv)  # default: A = 0 dropped too, as the authors' zero sampling weight
   np.testing.assert_array_equal(keep0, adv > 0)
-  assert int(m["num_dropped"]) == 2
+  assert int(m["num_dropped"]) == 2 and int(m0["num_dropped"]) == 3
   mask = np.ones((5, 3), np.float32)
   out = F.apply_keep(mask, keep)
   np.testing.assert_array_equal(out, mask * (adv >= 0)[:, None])   # constant over a sequence's tokens

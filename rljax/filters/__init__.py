@@ -67,19 +67,21 @@ TECHNIQUES = _with_stages((
                                 "weights (1 − acc)^power + smoothing, minimum per prompt and largest-remainder "
                                 "rounding are ours")),
     Technique("shuffle_pairs", "filter", shuffle_pairs, "pair k-th max/min advantage per group; draw rows with p ~ |A|",
-              f"{_S1} L43 (Shuffle-R1, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S1} L43 (Shuffle-R1 abstract)",
-                                "pairing the k-th largest with the k-th smallest advantage and |A|-proportional "
-                                "redraws are ours")),
+              f"{_S1} L43 (Shuffle-R1)",
+              fidelity=Fidelity("authors_code", "github.com/xiaomi-research/shuffle-r1: shuffle_r1/custom_algos.py "
+                                "(compute_pairwise_purning_grpo_advantage)",
+                                "same k-th max/min pairing; ours keeps pairs_per_group pairs (authors int(n/2·(1−0.5))) "
+                                "and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)")),
     Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
               f"{_S1} L163 (RoRecomp, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract)",
                                 "short/long = within-group length rank among correct (incorrect) responses at "
                                 "`fraction`; the split threshold is ours")),
-    Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i >= 0]",
+    Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
               f"{_S1} L191 (A-LoL)",
-              fidelity=Fidelity("abstract", f"{_S1} L191 (A-LoL abstract: drop A < 0)",
-                                "A = 0 is kept by default (keep_zero); A = R − V(x) is computed by the caller")),
+              fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (sample_weights)",
+                                "authors clip A < 0 to 0 and sample rows ∝ A (or uniformly over A > 0); ours is the "
+                                "keep mask only; keep_zero=True also keeps A = 0")),
     Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
               f"{_S1} L115 (VCRL, arXiv 2509.19803)",
               fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
