@@ -62,10 +62,11 @@ TECHNIQUES = _with_stages((
                                 "the authors' rule, except their overflow waits in a replay buffer")),
     Technique("difficulty_budget", "filter", difficulty_budget,
               "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
-              f"{_S1} L203 (E3, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S1} L203 (E3 abstract)",
-                                "weights (1 − acc)^power + smoothing, minimum per prompt and largest-remainder "
-                                "rounding are ours")),
+              f"{_S1} L203 (E3, arXiv 2505.18573)",
+              fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/trainer/ray_trainer.py "
+                                "(get_rollout_n_per_prompt)",
+                                "same min + proportional split; authors weight by the dataset-wide difficulty rank "
+                                "(sorted mean reward), leftover to the hardest; ours (1 − acc)^power, largest remainder")),
     Technique("shuffle_pairs", "filter", shuffle_pairs, "pair k-th max/min advantage per group; draw rows with p ~ |A|",
               f"{_S1} L43 (Shuffle-R1)",
               fidelity=Fidelity("authors_code", "github.com/xiaomi-research/shuffle-r1: shuffle_r1/custom_algos.py "
