@@ -173,8 +173,13 @@ def difficulty_budget(accuracy, *, budget: int, min_per_prompt: int = 0, max_per
   weight is 0 (all solved, ``smoothing = 0``) the rest is spread uniformly.
 
   Source: E3 (001_5839a3671b0b4d92.txt L203): "dynamically allocating rollout
-  budgets based on the difficulty of the problems"; the weight form, the
-  floor and the rounding are our interpretation.
+  budgets based on the difficulty of the problems". The authors' code
+  (github.com/LiaoMengqi/E3-RL4LLMs, e3/trainer/ray_trainer.py
+  ``get_rollout_n_per_prompt``) also gives every prompt a floor and splits the
+  rest proportionally, but weights by the prompt's difficulty rank among all
+  dataset prompts (sorted by mean past reward; unseen prompts weight 0) and
+  hands the rounding leftover to the hardest prompts first; the ``(1 − acc)``
+  weight and the largest-remainder rounding are ours.
 
   Args:
     accuracy: ``[P]`` estimated per-prompt accuracy in [0, 1] (e.g. a running
