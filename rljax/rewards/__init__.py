@@ -38,8 +38,8 @@ TECHNIQUES = _with_stages((
     Technique("exact_match", "reward", exact_match,
               "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours",
               fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
-                                "verl = normalize='squad', extract='answer_tag' (less its /4 for > 10 tags); our "
-                                "default 'basic' normaliser on the whole completion")),
+                                "≈ normalize='squad', extract='answer_tag', but our 'squad' maps punctuation to a "
+                                "space (verl deletes it: 'New-York' = 'newyork'); no /4 for > 10 tags")),
     Technique("math_answer", "reward", math_answer,
               "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
               "task B design (MATH/GSM8K conventions)",
