@@ -167,7 +167,7 @@ def test_void_turn():
 # ----------------------------------------------------------------------------- greso
 
 def test_greso_history_skip_and_readmission():
-  gr = F.greso(p_easy=0.5, p_hard=0.25)
+  gr = F.greso(p_easy=0.5, p_hard=0.25, adapt_step=0.0)  # fixed probabilities
   state = gr.init(6)
   ids = jnp.array([0, 1, 2, 3])
   admit, st = gr.select(state, jax.random.key(0), ids)
@@ -219,7 +219,7 @@ def test_greso_jit_adaptation_and_bad_input():
 
 def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
   """github.com/Infini-AI-Lab/GRESO presampling_selector.py: skip = 1 − max(p ** count, 0.01); adapt: >= target."""
-  gr = F.greso(p_easy=0.5, p_hard=0.25)
+  gr = F.greso(p_easy=0.5, p_hard=0.25, adapt_step=0.0)
   state = gr.init(3)
   ids = jnp.array([0, 1, 2])
   rewards, group = jnp.array([1.0, 1.0, 0.0, 0.0, 1.0, 0.0]), jnp.array([0, 0, 1, 1, 2, 2])
@@ -228,7 +228,7 @@ def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
     _, st = gr.select(state, jax.random.key(count), ids)
     authors_keep = [max(0.5 ** count, 0.01), max(0.25 ** count, 0.01), 1.0]  # 1 − authors' skip probability
     np.testing.assert_allclose(st["admit_prob"], authors_keep, rtol=1e-6)
-  bare = F.greso(p_easy=0.5, p_hard=0.25, admit_floor=0.0)
+  bare = F.greso(p_easy=0.5, p_hard=0.25, admit_floor=0.0, adapt_step=0.0)
   np.testing.assert_allclose(bare.select(state, jax.random.key(0), ids)[1]["admit_prob"], [0.5 ** 8, 0.25 ** 8, 1],
                              rtol=1e-6)
   with pytest.raises(ValueError, match="admit_floor"):
@@ -237,6 +237,14 @@ def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
   ad = F.greso(p_easy=0.5, p_hard=0.5, target_easy=0.5, target_hard=0.6, adapt_step=0.1)
   s2, _ = ad.update(ad.init(2), jnp.array([0, 1]), jnp.array([1.0, 1.0, 0.0, 0.0]), jnp.array([0, 0, 1, 1]))
   assert float(s2.p_easy) == pytest.approx(0.4) and float(s2.p_hard) == pytest.approx(0.6)
+  # defaults = the authors' run: step 0.01 towards 1/12 (easy) and 1/6 (hard) zero-variance fractions, p in [0.05, 0.95]
+  d = F.greso()
+  s3, m = d.update(d.init(12), jnp.arange(12), jnp.array([1.0, 1.0] + [0.0, 1.0] * 11), jnp.repeat(jnp.arange(12), 2))
+  assert float(m["zero_var_easy_frac"]) == pytest.approx(1 / 12) and float(m["zero_var_hard_frac"]) == 0.0
+  assert float(s3.p_easy) == pytest.approx(0.49) and float(s3.p_hard) == pytest.approx(0.51)  # 1/12 >= 1/12: skip more
+  lo = F.greso(p_easy=0.05, p_hard=0.95)
+  s4, _ = lo.update(lo.init(2), jnp.array([0, 1]), jnp.array([1.0, 1.0, 0.0, 0.0]), jnp.array([0, 0, 1, 1]))
+  assert float(s4.p_easy) == pytest.approx(0.05) and float(s4.p_hard) == pytest.approx(0.94)  # clipped at 0.05
 
 
 # ----------------------------------------------------------------------------- pilot_commit / difficulty_budget

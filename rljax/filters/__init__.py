@@ -52,8 +52,8 @@ TECHNIQUES = _with_stages((
               f"{_S0} L71 (GRESO, arXiv:2506.02177)",
               fidelity=Fidelity("authors_code", "github.com/Infini-AI-Lab/GRESO: verl/trainer/ttis/"
                                 "presampling_selector.py (*_probabilistic_skip)",
-                                "p adaptation off by default (authors: step 0.01, targets 1/12 and 1/6, p in "
-                                "[0.05, 0.95]: adapt_step/target_*/p_min/p_max); easy/hard by all-equal rewards")),
+                                "authors' defaults (floor 0.01; p adapts ±0.01 to 1/12, 1/6, in [0.05, 0.95]); we "
+                                "adapt from the first step (authors: epoch 2); easy/hard = all-equal rewards")),
     Technique("pilot_commit", "filter", pilot_commit, "n_g proportional to pilot std_g, 0 if std_g = 0, sum <= budget",
               f"{_S1} L37 (Pilot-Commit, arXiv 2605.26606)",
               fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "

@@ -23,9 +23,10 @@ zero-variance observations is admitted with probability
 admitted), so skipped prompts keep a chance of re-admission; optionally
 ``p_easy``/``p_hard`` adapt by ``adapt_step`` towards target zero-variance
 fractions (``p -= step`` when the observed fraction is >= the target, else
-``+=``). The authors' run: ``p_easy = p_hard = 0.5``, ``adapt_step = 0.01``,
-``target_easy = 0.25/3``, ``target_hard = 0.25·2/3``, ``p_min = 0.05``,
-``p_max = 0.95`` (our defaults keep the probabilities fixed). They classify a
+``+=``). Defaults = the authors' run: ``p_easy = p_hard = 0.5``,
+``adapt_step = 0.01``, ``target_easy = 0.25/3``, ``target_hard = 0.25·2/3``,
+``p_min = 0.05``, ``p_max = 0.95`` (``adapt_step = 0`` keeps the probabilities
+fixed); they adapt from the second epoch on, we from the first update. They classify a
 prompt as easy/hard by its group mean (>= 0.98 / <= 0.11), which for binary
 rewards and groups of fewer than 10 is our all-equal test.
 """
@@ -71,8 +72,8 @@ def _check_prompt_ids(prompt_ids, n: int) -> Array:
 
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
-          target_easy: Optional[float] = None, target_hard: Optional[float] = None,
-          adapt_step: float = 0.0, p_min: float = 0.01, p_max: float = 1.0, admit_floor: float = 0.01) -> Greso:
+          target_easy: Optional[float] = 0.25 / 3, target_hard: Optional[float] = 0.25 * 2 / 3,
+          adapt_step: float = 0.01, p_min: float = 0.05, p_max: float = 0.95, admit_floor: float = 0.01) -> Greso:
   """GRESO pre-rollout filter (see the module docstring for the reading).
 
   Admission probability of prompt ``j``: ``q_j = 1`` if ``z_j = 0`` else
@@ -89,8 +90,9 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   Args:
     p_easy, p_hard: base admission probabilities in (0, 1].
     easy_threshold: group mean separating "easy" from "hard".
-    target_easy, target_hard: optional target zero-variance fractions in [0, 1].
-    adapt_step: step of the adaptation (0: fixed probabilities).
+    target_easy, target_hard: target zero-variance fractions in [0, 1] (None: that
+      probability stays fixed); defaults the authors' 1/12 and 1/6.
+    adapt_step: step of the adaptation (0: fixed probabilities; authors 0.01).
     p_min, p_max: bounds of the adapted probabilities, 0 < p_min <= p_max <= 1.
     admit_floor: smallest admission probability of a prompt with a streak, in
       [0, 1] (the authors' 0.01; 0 gives the bare ``p ** z``).

@@ -64,8 +64,8 @@ def _layout(group_size: Optional[int], name: str) -> int:
 
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
-          target_easy: Optional[float] = None, target_hard: Optional[float] = None, adapt_step: float = 0.0,
-          p_min: float = 0.01, p_max: float = 1.0, admit_floor: float = 0.01):
+          target_easy: Optional[float] = 0.25 / 3, target_hard: Optional[float] = 0.25 * 2 / 3,
+          adapt_step: float = 0.01, p_min: float = 0.05, p_max: float = 0.95, admit_floor: float = 0.01):
   """GRESO as a prompt filter: admitted prompts get ``group_size`` rollouts, skipped ones 0.
 
   State: the ``GresoState`` over the dataset prompts (``init(num_dataset_prompts)``). ``select`` draws the
