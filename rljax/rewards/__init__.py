@@ -75,7 +75,8 @@ TECHNIQUES = _with_stages((
                                 "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours")),
     Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "min(r − η, 0) is recalled from the paper (its Clip figure agrees); η default ours")),
+                                "min(r − η, 0) is recalled from the paper (a description of its Clip figure agrees); η "
+                                "default ours")),
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
               f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
