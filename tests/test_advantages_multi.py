@@ -1,4 +1,6 @@
 """Multi-reward advantage estimators (rewards [B, K])."""
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -78,7 +80,7 @@ def test_sa_mrpo():
 
 def test_gd2po_drops_exactly_conflicts():
   r, g = grouped([5, 6, 4], 3, seed=3, binary=True)
-  adv, info = jax.jit(A.gd2po)(r, g)
+  adv, info = jax.jit(functools.partial(A.gd2po, whiten=False))(r, g)
   per = np.stack([np_grpo(r[:, k], g) for k in range(3)], 1)
   conflict = np.any(per > 1e-6, 1) & np.any(per < -1e-6, 1)
   np.testing.assert_array_equal(np.asarray(info["keep"]), ~conflict)
@@ -88,6 +90,38 @@ def test_gd2po_drops_exactly_conflicts():
   assert np.all(adv[conflict] == 0)
   q = np.array([(~conflict[g == x]).mean() for x in g])
   np.testing.assert_allclose(adv[~conflict], (q * per.sum(1))[~conflict], rtol=1e-5, atol=1e-6)
+
+
+def ref_gd2po_authors(r, g, ratio_threshold=None):
+  """github.com/Qwen-Applications/GD2PO ray_trainer.py (gdpo_filter_group_ratio / _ratio_conflict_group_ratio),
+  float64, at sequence level (one token per response): verl GRPO per reward, mixed-sign conflict mask
+  (optionally |ΣA|/(Σ|A| + 1e-8) < τ), sum × kept fraction of the group, masked whiten over kept rows."""
+  per = np.stack([np_grpo(r[:, k], g) for k in range(r.shape[1])], 0)  # [K, B]
+  conflict = (per > 1e-8).any(0) & (per < -1e-8).any(0)
+  if ratio_threshold is not None:
+    conflict &= np.abs(per.sum(0) / (np.abs(per).sum(0) + 1e-8)) < ratio_threshold
+  keep = ~conflict
+  ratio = np.array([keep[g == x].mean() for x in g])
+  x = per.sum(0) * ratio * keep
+  m = keep.astype(np.float64)
+  mean = (x * m).sum() / m.sum()
+  var = (((x - mean) * m) ** 2).sum() / (m.sum() - 1)
+  return (x - mean) / np.sqrt(var + 1e-8) * m, keep
+
+
+def test_gd2po_default_matches_the_authors_code():
+  soft_differs = False
+  for seed in range(3):
+    r, g = grouped([5, 6, 4, 8], 3, seed=20 + seed, binary=True)
+    for tau in (None, 0.237, 0.613):  # off the rational ratios binary rewards produce (0.2 is one: a tie)
+      adv, info = A.gd2po(r, g, ratio_threshold=tau)
+      ref, keep = ref_gd2po_authors(r.astype(np.float64), g, tau)
+      np.testing.assert_array_equal(np.asarray(info["keep"]), keep)
+      np.testing.assert_allclose(np.asarray(adv), ref, rtol=1e-4, atol=1e-5)
+      soft_differs |= tau is not None and not np.array_equal(keep, ref_gd2po_authors(r, g)[1])
+  assert soft_differs  # the ratio rule keeps some mixed-sign rollouts
+  with pytest.raises(ValueError, match="ratio_threshold"):
+    A.gd2po(r, g, ratio_threshold=1.5)
 
 
 def test_multi_bad_inputs():

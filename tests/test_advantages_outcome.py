@@ -276,14 +276,14 @@ def test_passk_bad_k():
 
 
 # --------------------------------------------------------------------- other baselines
-QAE = jax.jit(A.qae, static_argnames=("quantile",))
+QAE = jax.jit(A.qae, static_argnames=("quantile", "interpolation"))
 
 
 def test_qae_two_regimes_and_inverted_cdf():
   for seed in range(6):
     r, g = ragged([8, 10, 5], seed=seed, binary=True)
     for K in (0.2, 0.5, 0.8):
-      adv = np.asarray(QAE(r, g, quantile=K)[0])
+      adv = np.asarray(QAE(r, g, quantile=K, interpolation="inverted_cdf")[0])
       for x in np.unique(g):
         rg, ag = r[g == x], adv[g == x]
         q = np.quantile(rg, K, method="inverted_cdf")
@@ -294,6 +294,27 @@ def test_qae_two_regimes_and_inverted_cdf():
           assert np.all(ag[rg == 0] == 0)
         else:
           assert np.all(ag[rg == 1] == 0)
+
+
+def test_qae_default_is_the_authors_linear_quantile():
+  """Default = github.com/junkangwu/QAE: torch.quantile(scores, K) (linear) in verl GRPO, (r − q)/(std + 1e-6)."""
+  for seed in range(4):
+    for binary in (True, False):
+      r, g = ragged([8, 10, 5, 1], seed=40 + seed, binary=binary)
+      for K in (0.2, 0.4, 0.5, 0.75, 1.0):
+        adv = np.asarray(QAE(r, g, quantile=K)[0])
+        for x in np.unique(g):
+          rg = r[g == x].astype(np.float64)
+          if rg.size == 1:
+            continue
+          q = np.quantile(rg, K)  # numpy's default method is torch.quantile's "linear"
+          np.testing.assert_allclose(adv[g == x], (rg - q) / (rg.std(ddof=1) + 1e-6), rtol=1e-5, atol=1e-5)
+  # K·(n−1) between a failure and a success: both signs (the inverted-CDF gate would zero one side)
+  r = np.array([0, 0, 0, 1, 1, 1, 1, 1], np.float32)
+  adv = np.asarray(A.qae(r, np.zeros(8, np.int32), quantile=0.4)[0])  # h = 2.8: q = 0.8
+  assert np.all(adv[r == 0] < 0) and np.all(adv[r == 1] > 0)
+  with pytest.raises(ValueError, match="interpolation"):
+    A.qae(r, np.zeros(8, np.int32), interpolation="nearest")
 
 
 def test_rank_invariance_and_ties():
@@ -343,7 +364,7 @@ def test_key_baseline():
 
 
 def test_role_ema_baseline():
-  est = A.role_ema_baseline(num_keys=3, decay=0.5)
+  est = A.role_ema_baseline(num_keys=3, decay=0.5, init="batch_mean")
   s = est.init()
   r1, k1 = np.array([1., 3., 10.], np.float32), np.array([0, 0, 1], np.int32)
   adv, _, s = est.update(s, r1, k1)  # un-jitted
@@ -361,18 +382,44 @@ def test_role_ema_baseline():
   np.testing.assert_allclose(upd(st, r, kk)[0], A.key_baseline(r, kk, num_keys=4)[0], atol=1e-6)
 
 
+def test_role_ema_baseline_default_matches_the_authors_per_game_ema():
+  """github.com/spiral-rl/spiral: per role, baseline = EMA(0.95) starting at 0.0, read before its update."""
+  rng = np.random.RandomState(7)
+  est = A.role_ema_baseline(num_keys=2)
+  state, b = est.init(), [0.0, 0.0]
+  upd = jax.jit(est.update)
+  for _ in range(6):  # one game per step: one return per role
+    r = rng.choice([-1.0, 0.0, 1.0], 2).astype(np.float32)
+    adv, _, state = upd(state, r, np.array([0, 1], np.int32))
+    ref = [r[p] - b[p] for p in (0, 1)]
+    b = [0.95 * b[p] + 0.05 * r[p] for p in (0, 1)]
+    np.testing.assert_allclose(adv, ref, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(state.baseline, b, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match="init"):
+    A.role_ema_baseline(num_keys=2, init="mean")
+
+
 def test_hadw():
-  est = A.hadw(decay=0.5, strength=2.0)
-  s = est.init()
   adv = np.array([1., -1., 1., -1., 1., 1.], np.float32)
   corr = np.array([1, 0, 1, 1, 1, 0], np.float32)
   g = np.array([0, 0, 1, 1, 2, 2], np.int32)
-  out, info, s1 = est.update(s, adv, corr, g)
   acc_b = corr.mean()
   acc_g = np.array([.5, .5, 1., 1., .5, .5])
-  w = np.exp(2.0 * (acc_b - acc_g))
+  # signed=False: every row of a harder-than-anchor group is amplified
+  out0 = A.hadw(decay=0.5, strength=2.0, signed=False).update(A.hadw().init(), adv, corr, g)[0]
+  w0 = np.exp(2.0 * (acc_b - acc_g))
+  np.testing.assert_allclose(out0, adv * w0, rtol=1e-6)
+  assert np.all(w0[acc_g < acc_b] > 1) and np.all(w0[acc_g > acc_b] < 1)
+  # default (signed): hard groups (acc < anchor) raise positive and shrink negative advantages; easy groups the reverse
+  est = A.hadw(decay=0.5, strength=2.0)
+  s = est.init()
+  out, info, s1 = est.update(s, adv, corr, g)
+  w = np.exp(2.0 * np.sign(adv) * (acc_b - acc_g))
   np.testing.assert_allclose(out, adv * w, rtol=1e-6)
-  assert np.all(np.sign(out) == np.sign(adv)) and np.all(w[acc_g < acc_b] > 1) and np.all(w[acc_g > acc_b] < 1)
+  assert np.all(np.sign(out) == np.sign(adv))
+  hard, easy = acc_g < acc_b, acc_g > acc_b
+  assert np.all(out[hard & (adv > 0)] > adv[hard & (adv > 0)]) and np.all(out[hard & (adv < 0)] > adv[hard & (adv < 0)])
+  assert np.all(out[easy & (adv > 0)] < adv[easy & (adv > 0)]) and np.all(out[easy & (adv < 0)] < adv[easy & (adv < 0)])
   np.testing.assert_allclose(s1.anchor, acc_b, rtol=1e-6)
   _, _, s2 = jax.jit(est.update)(s1, adv, np.zeros(6, np.float32), g)
   np.testing.assert_allclose(s2.anchor, 0.5 * acc_b, rtol=1e-6)
@@ -421,6 +468,29 @@ def test_uniqueness():
   w = w / w.mean()
   np.testing.assert_allclose(out[5:], 2 * w, rtol=1e-6)
   assert out[7] == out[5:].max()
+
+
+def ref_canon_authors(r, metric, gid, lam, max_length=1.0):
+  """github.com/biuboomc/CANON core_algos.compute_dr_entropy_per_token_group_outcome_advantage, float64:
+  sort each group by the metric, low half = first n//2; A = r − λ·μ_other − (1−λ)·μ_own, / max_length."""
+  out = np.zeros(r.shape, np.float64)
+  for x in np.unique(gid):
+    idx = np.where(gid == x)[0]
+    order = idx[np.argsort(metric[idx], kind="stable")]
+    low, high = order[: len(order) // 2], order[len(order) // 2:]
+    mu_low, mu_high = r[low].mean(), r[high].mean()
+    out[high] = (lam * (r[high] - mu_low) + (1 - lam) * (r[high] - mu_high)) / max_length
+    out[low] = (lam * (r[low] - mu_high) + (1 - lam) * (r[low] - mu_low)) / max_length
+  return out
+
+
+def test_canon_equals_the_authors_form_on_even_groups():
+  """Even groups, untied metric: authors' λ form = ours with intra=1, inter=2λ, scale='none'."""
+  r, g = ragged([6, 8, 4], seed=37, binary=True)
+  met = np.random.RandomState(38).randn(r.size)
+  for lam in (0.0, 0.3, 0.5, 1.0):
+    ours = A.canon(r, met.astype(np.float32), g, inter_coef=2 * lam, intra_coef=1.0, scale="none")[0]
+    np.testing.assert_allclose(ours, ref_canon_authors(r.astype(np.float64), met, g, lam), atol=1e-6)
 
 
 def test_canon():

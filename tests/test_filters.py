@@ -127,11 +127,11 @@ def test_vcrl_scores_and_selection():
 
 def test_negative_advantage_drop_and_apply_keep():
   adv = np.array([0.5, -0.1, 0.0, -2.0, 3.0], np.float32)
-  keep, m = both(F.negative_advantage_drop, adv)
+  keep, m = both(F.negative_advantage_drop, adv, keep_zero=True)
   np.testing.assert_array_equal(keep, adv >= 0)
-  keep0, _ = F.negative_advantage_drop(adv, keep_zero=False)
+  keep0, m0 = F.negative_advantage_drop(adv)  # default: A = 0 dropped too, as the authors' zero sampling weight
   np.testing.assert_array_equal(keep0, adv > 0)
-  assert int(m["num_dropped"]) == 2
+  assert int(m["num_dropped"]) == 2 and int(m0["num_dropped"]) == 3
   mask = np.ones((5, 3), np.float32)
   out = F.apply_keep(mask, keep)
   np.testing.assert_array_equal(out, mask * (adv >= 0)[:, None])   # constant over a sequence's tokens
@@ -167,7 +167,7 @@ def test_void_turn():
 # ----------------------------------------------------------------------------- greso
 
 def test_greso_history_skip_and_readmission():
-  gr = F.greso(p_easy=0.5, p_hard=0.25)
+  gr = F.greso(p_easy=0.5, p_hard=0.25, adapt_step=0.0)  # fixed probabilities
   state = gr.init(6)
   ids = jnp.array([0, 1, 2, 3])
   admit, st = gr.select(state, jax.random.key(0), ids)
@@ -217,7 +217,54 @@ def test_greso_jit_adaptation_and_bad_input():
     gr.init(0)
 
 
+def test_greso_matches_the_authors_skip_probability_and_adaptation_rule():
+  """github.com/Infini-AI-Lab/GRESO presampling_selector.py: skip = 1 − max(p ** count, 0.01); adapt: >= target."""
+  gr = F.greso(p_easy=0.5, p_hard=0.25, adapt_step=0.0)
+  state = gr.init(3)
+  ids = jnp.array([0, 1, 2])
+  rewards, group = jnp.array([1.0, 1.0, 0.0, 0.0, 1.0, 0.0]), jnp.array([0, 0, 1, 1, 2, 2])
+  for count in range(1, 9):
+    state, _ = gr.update(state, ids, rewards, group)
+    _, st = gr.select(state, jax.random.key(count), ids)
+    authors_keep = [max(0.5 ** count, 0.01), max(0.25 ** count, 0.01), 1.0]  # 1 − authors' skip probability
+    np.testing.assert_allclose(st["admit_prob"], authors_keep, rtol=1e-6)
+  bare = F.greso(p_easy=0.5, p_hard=0.25, admit_floor=0.0, adapt_step=0.0)
+  np.testing.assert_allclose(bare.select(state, jax.random.key(0), ids)[1]["admit_prob"], [0.5 ** 8, 0.25 ** 8, 1],
+                             rtol=1e-6)
+  with pytest.raises(ValueError, match="admit_floor"):
+    F.greso(admit_floor=1.5)
+  # an observed fraction equal to its target counts as reached (authors: ratio >= target -> p -= step)
+  ad = F.greso(p_easy=0.5, p_hard=0.5, target_easy=0.5, target_hard=0.6, adapt_step=0.1)
+  s2, _ = ad.update(ad.init(2), jnp.array([0, 1]), jnp.array([1.0, 1.0, 0.0, 0.0]), jnp.array([0, 0, 1, 1]))
+  assert float(s2.p_easy) == pytest.approx(0.4) and float(s2.p_hard) == pytest.approx(0.6)
+  # defaults = the authors' run: step 0.01 towards 1/12 (easy) and 1/6 (hard) zero-variance fractions, p in [0.05, 0.95]
+  d = F.greso()
+  s3, m = d.update(d.init(12), jnp.arange(12), jnp.array([1.0, 1.0] + [0.0, 1.0] * 11), jnp.repeat(jnp.arange(12), 2))
+  assert float(m["zero_var_easy_frac"]) == pytest.approx(1 / 12) and float(m["zero_var_hard_frac"]) == 0.0
+  assert float(s3.p_easy) == pytest.approx(0.49) and float(s3.p_hard) == pytest.approx(0.51)  # 1/12 >= 1/12: skip more
+  lo = F.greso(p_easy=0.05, p_hard=0.95)
+  s4, _ = lo.update(lo.init(2), jnp.array([0, 1]), jnp.array([1.0, 1.0, 0.0, 0.0]), jnp.array([0, 0, 1, 1]))
+  assert float(s4.p_easy) == pytest.approx(0.05) and float(s4.p_hard) == pytest.approx(0.94)  # clipped at 0.05
+
+
 # ----------------------------------------------------------------------------- pilot_commit / difficulty_budget
+
+def test_pilot_commit_window_is_the_authors_rule():
+  """github.com/databricks/pilot-commit filter_batch: pass iff p_lower <= mean <= 1 − p_upper (0.125, 0.25);
+  every passing prompt gets the same n commit rollouts."""
+  rng = np.random.RandomState(2)
+  P, n_pilot, n = 12, 8, 8
+  pilot = (rng.rand(P, n_pilot) < rng.rand(P, 1)).astype(np.float32)
+  gid = np.repeat(np.arange(P), n_pilot).astype(np.int32)
+  means = pilot.mean(1)
+  passing = (means >= 0.125) & (means <= 1 - 0.25)
+  assert passing.any() and (~passing & (pilot.std(1) > 0)).any()  # a spread prompt outside the window
+  counts, stats = F.pilot_commit(pilot.ravel(), gid, num_groups=P, budget=P * n, rule="uniform", max_per_prompt=n,
+                                 window=(0.125, 0.75))
+  np.testing.assert_array_equal(counts, np.where(passing, n, 0))
+  with pytest.raises(ValueError, match="window"):
+    F.pilot_commit(pilot.ravel(), gid, num_groups=P, budget=8, window=(0.9, 0.1))
+
 
 def test_pilot_commit_invariants():
   rng = np.random.default_rng(3)

@@ -120,6 +120,26 @@ def test_length_penalty_invariants():
   assert r_v[3] == 0
 
 
+def test_length_penalty_is_the_kimi_form_of_open_r1_per_group():
+  """huggingface/open-r1 rewards.py len_reward (Kimi k1.5): lam = 0.5 − (len − min)/(max − min); correct: lam,
+  wrong: min(0, lam); all lengths equal: 0. open-r1 takes min/max over its call's batch; ours over each group."""
+  def open_r1(lengths, correct):
+    lo, hi = min(lengths), max(lengths)
+    if hi == lo:
+      return [0.0] * len(lengths)
+    lam = [0.5 - (x - lo) / (hi - lo) for x in lengths]
+    return [l if c else min(0.0, l) for l, c in zip(lam, correct)]
+
+  rng = np.random.default_rng(5)
+  lengths = rng.integers(5, 60, 14).astype(np.float32)
+  lengths[10:] = 7.0  # a flat group
+  correct = rng.random(14) < 0.5
+  gid = np.array([0] * 6 + [1] * 4 + [2] * 4, np.int32)
+  got, _ = R.length_penalty(lengths, correct, gid, num_groups=3)
+  ref = np.concatenate([open_r1(list(lengths[gid == g]), list(correct[gid == g])) for g in range(3)])
+  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
 def test_length_penalty_bad_input():
   with pytest.raises(ValueError, match="mode"):
     R.length_penalty(np.ones(2), np.ones(2), np.zeros(2, np.int32), num_groups=1, mode="linear")
@@ -314,3 +334,4 @@ def test_rubric_dropout_bad_input():
     R.rubric_dropout(k, s, gid, drop_prob=0.3, criterion_mask=np.ones((2, 4), bool))
   with pytest.raises(ValueError, match="group_id"):
     R.rubric_dropout(k, s, np.array([0, -1]), drop_prob=0.3)
+

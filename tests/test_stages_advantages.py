@@ -273,7 +273,7 @@ def test_bad_hyper_parameters_raise_when_built(name, kwargs, match):
 
 @pytest.mark.parametrize("name, listed", [
     ("vote", "'eps', 'std_ddof', 'scale'"), ("canon", "'scale', 'metric'"), ("key_baseline", "['key']"),
-    ("role_ema_baseline", "['decay', 'update_first']"), ("composite", "['weights']"), ("gdpo", "'weights'")])
+    ("role_ema_baseline", "['decay', 'update_first', 'init']"), ("composite", "['weights']"), ("gdpo", "'weights'")])
 def test_unknown_argument_lists_the_valid_ones(name, listed):
   required = {"inter_coef": 1.0, "intra_coef": 1.0} if name == "canon" else {}
   with pytest.raises(ValueError, match="unknown argument 'valid'") as e:

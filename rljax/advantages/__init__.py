@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from rljax._technique import Technique
+from rljax._technique import Fidelity, Technique
 from rljax.advantages._common import masked_whiten, to_tokens
 from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
 from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
@@ -54,50 +54,127 @@ _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 
 
-def _t(name, fn, formula, source, kind="advantage"):
-  return Technique(name=name, kind=kind, fn=fn, formula=formula, source=source)
+def _t(name, fn, formula, source, kind="advantage", fidelity=None):
+  return Technique(name=name, kind=kind, fn=fn, formula=formula, source=source, fidelity=fidelity)
+
+
+_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 
 
 TECHNIQUES: tuple[Technique, ...] = _with_stages((
-    _t("grpo", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none", "arXiv 2402.03300; verl grpo"),
-    _t("dr_grpo", dr_grpo, "A_i = r_i − μ_g", "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False"),
-    _t("rloo", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)", "arXiv 2402.14740; verl rloo"),
+    _t("grpo", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none", "arXiv 2402.03300; verl grpo",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
+                         "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) (singleton='raw')")),
+    _t("dr_grpo", dr_grpo, "A_i = r_i − μ_g", "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
+                         "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+    _t("rloo", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)", "arXiv 2402.14740; verl rloo",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
+                         "singleton group: ours A = 0; verl A = r (singleton='raw')")),
     _t("reinforce_pp", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
-       "arXiv 2501.03262; verl reinforce_plus_plus"),
+       "arXiv 2501.03262; verl reinforce_plus_plus",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage")),
     _t("reinforce_pp_baseline", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
-       "arXiv 2501.03262; verl reinforce_plus_plus_baseline"),
-    _t("remax", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)", "arXiv 2310.10505; verl remax"),
+       "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
+                         "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default singleton "
+                         "'zero'; without a mask ours whitens over sequences, not tokens")),
+    _t("remax", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)", "arXiv 2310.10505; verl remax",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_remax_outcome_advantage",
+                         "token form identical; the [B] form (no mask) is r − b per sequence")),
     _t("gae", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
-       "arXiv 1506.02438; verl gae"),
-    _t("qae", qae, "A_i = (r_i − Q_K(g))/(σ_g + ε), inverted-CDF quantile", f"{_S0} L21"),
+       "arXiv 1506.02438; verl gae",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_gae_advantage_return",
+                         "ours multiplies the whitened A by the mask (verl leaves values outside it); "
+                         "equal on masked tokens")),
+    _t("qae", qae, "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
+       f"{_S0} L21; arXiv 2509.22611",
+       fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
+                         "core_algos.py L315-319)",
+                         "default = authors' torch.quantile (linear interpolation) in verl grpo (σ+1e-6); "
+                         "interpolation='inverted_cdf' gives the abstract's exact two-regime gate")),
     _t("passk", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
-       f"{_S1} L169; arXiv 2508.10751"),
-    _t("rank", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229"),
-    _t("vote", vote, "A_i = (r_i − r_vote(g))/(σ_g + ε), r_vote = reward of the majority answer", f"{_S1} L135"),
-    _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55"),
-    _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33"),
-    _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91"),
-    _t("hadw", hadw, "A' = A·exp(λ(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177"),
-    _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59"),
-    _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65"),
-    _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61"),
-    _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193"),
-    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79"),
+       f"{_S1} L169; arXiv 2508.10751",
+       fidelity=Fidelity("authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
+                         "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
+                         "expectation, authors leave them unchanged")),
+    _t("rank", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
+       fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract)",
+                         "centred within-group mid-ranks, tie sharing and the [−1, 1] scale are ours "
+                         "(normalize='std'|'none' alternatives)")),
+    _t("vote", vote, "A_i = (r_i − r_vote(g))/(σ_g + ε), r_vote = reward of the majority answer", f"{_S1} L135",
+       fidelity=Fidelity("abstract", f"{_S1} L135 (GLPO abstract)",
+                         "identity margin map g(x) = x, GRPO std scaling and the tie rule (mean over tied "
+                         "majority answers) are ours")),
+    _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55",
+       fidelity=Fidelity("abstract", f"{_S0} L5, L55 (QwenLong-L1.5, AgentRL abstracts)",
+                         "standardisation per task id over the batch (ε, ddof, optional centring) is ours")),
+    _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
+       fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline)",
+                         "mean over the batch rows with the same key, no std division, singleton 0: ours")),
+    _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91",
+       fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
+                         "spiral/utils.py (EMA)",
+                         "authors update once per game, ours once per batch with the key's mean return (equal "
+                         "with one game per batch); init='batch_mean' starts at the first batch mean")),
+    _t("hadw", hadw, "A' = A·exp(λ·sgn(A)·(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
+       fidelity=Fidelity("abstract", f"{_S1} L177 (HA-DW abstract, arXiv 2601.08521)",
+                         "signed weight read from the abstract's signed bias (agrees with TRL PR #4872's summary "
+                         "of the paper); exp form, λ, plain EMA anchor ours; signed=False: unsigned")),
+    _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
+       fidelity=Fidelity("abstract", f"{_S1} L59",
+                         "the weight f(difficulty) (linear 1 + s(2d − 1) or exp) is ours")),
+    _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65",
+       fidelity=Fidelity("abstract", f"{_S1} L65 (GAGAR abstract)",
+                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours")),
+    _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61",
+       fidelity=Fidelity("abstract", f"{_S1} L61",
+                         "renormalising the 1/|cluster| weights to mean 1 over a group's correct rollouts is ours")),
+    _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193",
+       fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
+                         "(compute_dr_entropy_per_token_group_outcome_advantage)",
+                         "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
+                         "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
+    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79",
+       fidelity=Fidelity("abstract", f"{_S1} L25, L57, L79",
+                         "GRPO normalisation per segment reward (own group baseline and std) is ours")),
     _t("outcome_conditioned_baseline", outcome_conditioned_baseline, "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
-       f"{_S1} L25"),
+       f"{_S1} L25",
+       fidelity=Fidelity("abstract", f"{_S1} L25 (Blockwise AE abstract)",
+                         "stratum = (group, outcome), optional stratum-std division, singleton stratum 0: ours")),
     _t("tempo", tempo, "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
-       f"{_S1} L23"),
+       f"{_S1} L23",
+       fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
+                         "V(s) = mean reward of the group's rollouts sharing the prefix is the abstract's; the "
+                         "TD scale (÷σ_g) and root handling are ours (parameters)")),
     _t("step_episode_mix", step_episode_mix, "A = w·norm(Σ_k γ^k r_{t+k}) + (1−w)·grpo(R)",
-       f"{_S1} L127; {_S0} L67"),
+       f"{_S1} L127; {_S0} L67",
+       fidelity=Fidelity("abstract", f"{_S1} L127; {_S0} L67",
+                         "the mixing weight w, γ and per-turn group normalisation are ours")),
     _t("sign_preserving_modulation", sign_preserving_modulation, "A_turn = A·(1 + λ tanh(z_turn)), λ ≤ 1",
-       f"{_S1} L3"),
+       f"{_S1} L3",
+       fidelity=Fidelity("abstract", f"{_S1} L3 (TurnSight abstract)",
+                         "the tanh modulation, λ ≤ 1 and the sibling normalisation of the signal are ours")),
     _t("implicit_progress_reward", implicit_progress_reward, "r_t = β(log π − log π_ref), stop-gradient",
-       f"{_S1} L167"),
+       f"{_S1} L167",
+       fidelity=Fidelity("abstract", f"{_S1} L167",
+                         "the abstract states the ratio β·log(π/π_ref); stop-gradient and per-token placement "
+                         "are ours")),
     _t("gdpo", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))", f"{_S1} L5, L77, L85; verl gdpo",
-       kind="multi_reward"),
+       kind="multi_reward",
+       fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",
+                         "verl whitens over response tokens (token-weighted), ours over valid sequences; "
+                         "singleton group: ours 0, verl r/(1+ε)")),
     _t("dara", dara, "A = Σ_k w_k A_k, w_k ∝ 1/sqrt(ρ_k) (active-group density)", f"{_S1} L77",
-       kind="multi_reward"),
-    _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward"),
-    _t("gd2po", gd2po, "A_i = keep_i·q_g·Σ_k w_k A_{i,k}, keep = no sign conflict", f"{_S1} L5",
-       kind="multi_reward"),
+       kind="multi_reward",
+       fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py")),
+    _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward",
+       fidelity=Fidelity("abstract", f"{_S1} L85 (SA-MRPO abstract)",
+                         "weight w_k = 1 − saturation_k (batch mean of the [0,1]-normalised reward) is ours")),
+    _t("gd2po", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict", f"{_S1} L5",
+       kind="multi_reward",
+       fidelity=Fidelity("authors_code", "github.com/Qwen-Applications/GD2PO: tool-calling/verl/trainer/ppo/"
+                         "ray_trainer.py",
+                         "authors whiten over kept tokens, ours over kept rows; sign tolerance conflict_tol=1e-6 "
+                         "(authors 1e-8 on token sums); ratio_threshold selects their soft rule")),
 ))

@@ -156,29 +156,45 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
 @C.fast_path
 def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] = None,
           valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6,
-          std_ddof: int = 1, conflict_tol: float = 1e-6, query_weight: bool = True):
-  """GD²PO: drop sign-conflicting rollouts, reweight queries by consensus.
+          std_ddof: int = 1, conflict_tol: float = 1e-6, query_weight: bool = True,
+          ratio_threshold: Optional[float] = None, whiten: bool = True, whiten_eps: float = 1e-8):
+  """GD²PO: drop sign-conflicting rollouts, reweight queries by consensus, whiten the kept rows.
 
   With per-dimension GRPO advantages ``A_{i,k}``, rollout i is in conflict if
-  two dimensions with ``|A| > conflict_tol`` have opposite signs; conflicting
-  rollouts get 0 (``info["keep"]``). The query weight ``q_g`` is the fraction
-  of the group's valid rollouts without conflict (its reward consensus), so
-  ``A_i = keep_i · q_g(i) · Σ_k w_k·A_{i,k}`` (``query_weight=False``: q = 1).
+  two dimensions with ``|A| > conflict_tol`` have opposite signs; with
+  ``ratio_threshold = τ`` (the authors' soft "ratio conflict" variant, τ = 0.2
+  in their config) only if also ``|Σ_k A_{i,k}| / (Σ_k |A_{i,k}| + 1e-8) < τ``.
+  Conflicting rollouts get 0 (``info["keep"]``). The query weight ``q_g`` is the
+  fraction of the group's valid rollouts kept (its reward consensus), and
+  ``A_i = keep_i · q_g(i) · Σ_k w_k·A_{i,k}``, then (``whiten=True``) whitened
+  over the kept rows, ``(x − mean)·rsqrt(var_unbiased + 1e-8)``, as the
+  authors' ``use_masked_whiten_in_gdpo`` does (``query_weight=False``: q = 1).
   Kept rollouts' per-dimension advantages (``info["per_reward"]``) are those
   of plain per-dimension GRPO. Source: GD²PO (seed 001_5839a3671b0b4d92.txt
-  L5); the tolerance rule and the consensus weight are our reading.
+  L5); authors' code github.com/Qwen-Applications/GD2PO,
+  tool-calling/verl/trainer/ppo/ray_trainer.py (``gdpo_filter_group_ratio``,
+  ``gdpo_filter_ratio_conflict_group_ratio``). Differences: the authors whiten
+  over response tokens (token-weighted), we over kept sequences; their sign
+  test uses 1e-8 on token-summed advantages, ours ``conflict_tol`` on ``A``.
 
   Returns:
     ``(advantages [B], info)``: ``keep [B]`` bool, ``query_weight [B]``, ``per_reward [B, K]``.
   """
+  if ratio_threshold is not None and not 0.0 <= ratio_threshold <= 1.0:
+    raise ValueError(f"ratio_threshold must be None or in [0, 1], got {ratio_threshold!r}")
   b, k, w = _check_multi(rewards, weights)
   per, v, gid, ng = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps,
                                     std_ddof=std_ddof)
   pos = jnp.any(per > conflict_tol, axis=1)
   neg = jnp.any(per < -conflict_tol, axis=1)
-  keep = ~(pos & neg) & (v > 0)
+  conflict = pos & neg
+  if ratio_threshold is not None:
+    ratio = jnp.sum(per, axis=1) / (jnp.sum(jnp.abs(per), axis=1) + 1e-8)
+    conflict = conflict & (jnp.abs(ratio) < ratio_threshold)
+  keep = ~conflict & (v > 0)
   kf = keep.astype(jnp.float32)
   q = G.seg_sum(kf, gid, ng)[gid] / jnp.maximum(G.seg_sum(v, gid, ng)[gid], 1.0) if query_weight else jnp.ones((b,))
-  adv = kf * q * (per @ w)
+  total = kf * q * (per @ w)
+  adv = C.masked_whiten(total, kf, eps=whiten_eps) if whiten else total
   return adv, _metrics(adv, adv, v, keep=keep, query_weight=q * v, per_reward=per,
                        frac_conflict=jnp.sum(v * (1 - kf)) / jnp.maximum(jnp.sum(v), 1.0))

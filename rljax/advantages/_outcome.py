@@ -306,26 +306,46 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
 
 @C.fast_path
 def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
-        num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
+        num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
+        interpolation: str = "linear"):
   """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
 
-  ``Q_K`` is the inverted-CDF (non-interpolating) quantile of the valid group
-  rewards: the ``ceil(K·n)``-th smallest (at least the 1st). Source: "Quantile
-  Advantage Estimation" (seed 000_3e503271be254a43.txt L21). The abstract only
-  says the quantile replaces the mean; keeping GRPO's std division (``scale``)
-  and the inverted-CDF definition are our reading. With binary rewards and
-  success rate p: if p ≤ 1−K only successes get non-zero advantages, else only
-  failures. ``quantile`` is K in (0, 1].
+  ``Q_K`` is the K-quantile of the valid group rewards. ``interpolation="linear"``
+  (default, the authors' code: ``torch.quantile``, numpy's default): with the
+  sorted rewards ``s_0 ≤ … ≤ s_{n−1}`` and ``h = K·(n−1)``,
+  ``Q = s_⌊h⌋ + (h − ⌊h⌋)·(s_⌈h⌉ − s_⌊h⌋)``. ``"inverted_cdf"``: the
+  ``ceil(K·n)``-th smallest (at least the 1st), which makes the abstract's
+  two-regime gate exact for binary rewards with success rate p: if p ≤ 1−K
+  only successes get non-zero advantages, else only failures (the linear form
+  gives both signs when K·(n−1) falls between a failure and a success).
+  Source: "Quantile Advantage Estimation" (seed 000_3e503271be254a43.txt L21,
+  arXiv 2509.22611); the authors' code (github.com/junkangwu/QAE) swaps
+  ``torch.quantile(scores, K)`` for the mean inside verl's GRPO advantage, so
+  GRPO's std division (``scale="group"``, unbiased std, ε = 1e-6) is kept.
+  ``quantile`` is K in (0, 1].
   """
   if not 0.0 < quantile <= 1.0:
     raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
+  G.check_choice("interpolation", interpolation, ("linear", "inverted_cdf"))
   _check_common(eps, std_ddof, scale, "zero")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   rk = G.group_ranks(r, gid, ng)
   n = rk.count.astype(r.dtype)
-  j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
   sorted_r = r[rk.order]
-  q = sorted_r[jnp.clip(rk.start[gid] + j - 1, 0, r.shape[0] - 1)]
+
+  def nth(j):  # the j-th smallest (0-based) valid reward of each row's group
+    return sorted_r[jnp.clip(rk.start[gid] + j, 0, r.shape[0] - 1)]
+
+  if interpolation == "linear":
+    h = quantile * jnp.maximum(n - 1, 0.0)
+    lo = jnp.floor(h + 1e-6 * n)  # absorb float error of K·(n−1) at integers
+    frac = jnp.clip(h - lo, 0.0, 1.0)
+    hi = jnp.minimum(lo + 1, jnp.maximum(n - 1, 0.0))
+    s_lo, s_hi = nth(lo.astype(jnp.int32)), nth(hi.astype(jnp.int32))
+    q = s_lo + frac * (s_hi - s_lo)
+  else:
+    j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
+    q = nth(j - 1)
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
   if scale == "group":
     denom = st.std + eps

@@ -147,14 +147,14 @@ def _transform(fn, **inputs):
                       f"(``[B]``, or ``[B, T]`` constant within each row), its hyper-parameters as arguments.")
 
 
-def role_ema_baseline(*, decay: float = 0.9, update_first: bool = False):
+def role_ema_baseline(*, decay: float = 0.95, update_first: bool = False, init: str = "zero"):
   """SPIRAL role-conditioned EMA baseline, one baseline per task id: ``A_i = R_i − b_(task_i)``.
 
   The key is ``data.task_id`` (the paper's key is a (game, role) pair; task ids are our stand-in), so
   ``num_keys`` is the run's ``num_tasks``, bound at start-up (a task without task ids is refused then). The
   state (``RoleEMAState``: per-task EMA baselines) is checkpointed.
   """
-  _stateful.role_ema_baseline(num_keys=1, decay=decay, update_first=update_first)  # validates now
+  _stateful.role_ema_baseline(num_keys=1, decay=decay, update_first=update_first, init=init)  # validates now
 
   def unbound(*_):
     raise ValueError("role_ema_baseline keeps one baseline per task id: bind it to the run's facts first "
@@ -164,7 +164,8 @@ def role_ema_baseline(*, decay: float = 0.9, update_first: bool = False):
     if not facts.num_tasks:
       raise ValueError("role_ema_baseline keeps one baseline per task id, but this run's task defines none "
                        "(task.task_id / task.num_tasks); use key_baseline(key='group_id') or a multi-task task")
-    est = _stateful.role_ema_baseline(num_keys=int(facts.num_tasks), decay=decay, update_first=update_first)
+    est = _stateful.role_ema_baseline(num_keys=int(facts.num_tasks), decay=decay, update_first=update_first,
+                                      init=init)
 
     def fn(data, state):
       return est.update(state, data.rewards, data.require("task_id", "role_ema_baseline"), valid=data.valid)
@@ -174,12 +175,13 @@ def role_ema_baseline(*, decay: float = 0.9, update_first: bool = False):
   return Advantage(unbound, name="role_ema_baseline", init=unbound, needs={"task_id"}, bind_fn=bind)
 
 
-def hadw(*, decay: float = 0.9, strength: float = 1.0):
-  """HA-DW transform: ``A' = A·exp(λ(anchor − acc_g))``, ``acc_g`` the group's mean of ``data.correct``.
+def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True):
+  """HA-DW transform: ``A' = A·exp(λ·sgn(A)·(anchor − acc_g))`` (``signed=False``: no ``sgn(A)``), ``acc_g`` the
+  group's mean of ``data.correct``.
 
   The anchor (``HADWState``, an EMA of the batch accuracy) is checkpointed. Advantages as in ``_sequence_advantages``.
   """
-  est = _stateful.hadw(decay=decay, strength=strength)  # validates now
+  est = _stateful.hadw(decay=decay, strength=strength, signed=signed)  # validates now
   advantages = _sequence_advantages("hadw")
 
   def fn(data, state):

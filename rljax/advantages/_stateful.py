@@ -30,17 +30,23 @@ class RoleEMAState(NamedTuple):
   seen: Array      # [num_keys] bool, key has been updated at least once
 
 
-def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool = False) -> StatefulEstimator:
+def role_ema_baseline(*, num_keys: int, decay: float = 0.95, update_first: bool = False,
+                      init: str = "zero") -> StatefulEstimator:
   """Role-conditioned EMA baseline (SPIRAL RAE): ``A_i = R_i − b_(key_i)``.
 
   Per key k (e.g. a dense id of (game, role)):
   ``b_k ← α·b_k + (1−α)·mean{R_i : key_i = k}`` for keys present in the batch
   (others unchanged). ``update_first=False`` (default) uses the baseline from
-  before this batch; ``True`` updates first. A key never seen before uses
-  the batch mean of its returns (then its EMA starts there). With α = 0 and
-  ``update_first=True`` this equals ``key_baseline``. Source: SPIRAL
-  role-conditioned advantage estimation (seed 000_3e503271be254a43.txt L91);
-  the decay and update order are not in the abstract (parameters here).
+  before this batch; ``True`` updates first. ``init="zero"`` (default): every
+  baseline starts at 0, as in the authors' code; ``"batch_mean"``: a key never
+  seen before uses the batch mean of its returns (then its EMA starts there).
+  With α = 0 and ``update_first=True`` this equals ``key_baseline``. Source:
+  SPIRAL role-conditioned advantage estimation (seed 000_3e503271be254a43.txt
+  L91); authors' code github.com/spiral-rl/spiral (train_spiral.py,
+  ``role_baseline_ema_gamma = 0.95``, read before update; spiral/utils.py ``EMA``
+  starting at 0.0). Difference: the authors update once per game (one return
+  per role), we once per batch with the key's mean return; with one game per
+  batch the two agree.
 
   ``update(state, rewards [B], key [B] int in [0, num_keys), valid=None)``
   returns ``(advantages [B], info, new_state)``.
@@ -48,9 +54,11 @@ def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool =
   num_keys = G.resolve_num(num_keys, 1, "num_keys")
   if not 0.0 <= decay < 1.0:
     raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  G.check_choice("init", init, ("zero", "batch_mean"))
 
-  def init() -> RoleEMAState:
-    return RoleEMAState(jnp.zeros((num_keys,), jnp.float32), jnp.zeros((num_keys,), bool))
+  def init_state() -> RoleEMAState:
+    # "zero": every baseline counts as seen at b = 0 (the authors' EMA(0.0))
+    return RoleEMAState(jnp.zeros((num_keys,), jnp.float32), jnp.full((num_keys,), init == "zero", bool))
 
   def update(state: RoleEMAState, rewards: Array, key: Array, valid: Optional[Array] = None):
     r, kid, v, nk = G.prepare(rewards, key, valid, num_keys, group_name="key")
@@ -65,7 +73,7 @@ def role_ema_baseline(*, num_keys: int, decay: float = 0.9, update_first: bool =
     new_state = RoleEMAState(b_new.astype(state.baseline.dtype), state.seen | present)
     return adv, _metrics(adv, r, v), new_state
 
-  return StatefulEstimator(init, update)
+  return StatefulEstimator(init_state, update)
 
 
 class HADWState(NamedTuple):
@@ -73,19 +81,24 @@ class HADWState(NamedTuple):
   seen: Array    # [] bool
 
 
-def hadw(*, decay: float = 0.9, strength: float = 1.0) -> StatefulEstimator:
+def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True) -> StatefulEstimator:
   """HA-DW: history-anchored difficulty weighting of group-relative advantages.
 
   With ``acc_g`` the group's accuracy and ``a`` the anchor (an EMA of past
-  batch accuracies): ``A'_i = A_i · exp(λ·(a − acc_g(i)))`` — groups harder
-  than the anchor (acc < a) are up-weighted (w > 1), easier ones down-weighted;
-  weights are positive, so signs never flip. After weighting,
+  batch accuracies): ``A'_i = A_i · exp(λ·sgn(A_i)·(a − acc_g(i)))``
+  (``signed=True``, default): on prompts harder than the anchor (acc < a)
+  positive advantages are up-weighted and negative ones down-weighted, the
+  reverse on easier prompts — the abstract's "underestimates advantages for
+  hard prompts, overestimates them for easy ones" read as a signed bias, and
+  the form Φ = exp(D·M), D = −sgn(Â)·sgn(p̂ − C), M = |p̂ − C| described in
+  TRL PR #4872 (closed) from the paper. ``signed=False``: ``exp(λ·(a − acc_g))``
+  for every row (hard prompts amplified in both directions). Weights are
+  positive, so signs never flip. After weighting,
   ``a ← α·a + (1−α)·acc_batch`` (``acc_batch`` = mean of ``correct`` over
   valid rows; the first call initialises ``a = acc_batch``, weighting with it).
-  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177): the abstract says
-  group-relative advantages underestimate hard and overestimate easy prompts
-  and reweights them with an evolving difficulty anchor; the exponential form,
-  λ and α are our reading.
+  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177, arXiv 2601.08521); the
+  exponential form, λ, the plain EMA anchor (the PR describes a Kalman-style
+  step η·σ_t) and α are our reading.
 
   ``update(state, advantages [B], correct [B], group_id [B], valid=None,
   num_groups=None)`` returns ``(advantages [B], info, new_state)``;
@@ -107,7 +120,8 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0) -> StatefulEstimator:
     acc_g = G.row_stats(c, gid, v, ng, ddof=0).mean
     acc_b = jnp.sum(c * v) / jnp.maximum(jnp.sum(v), 1.0)
     anchor = jnp.where(state.seen, state.anchor.astype(a.dtype), acc_b)
-    w = jnp.exp(strength * (anchor - acc_g))
+    direction = jnp.sign(a) if signed else 1.0
+    w = jnp.exp(strength * direction * (anchor - acc_g))
     adv = a * w * v
     new_anchor = jnp.where(state.seen, decay * anchor + (1 - decay) * acc_b, acc_b)
     any_valid = jnp.sum(v) > 0

@@ -78,7 +78,7 @@ def _round(q: np.ndarray, total: int, cap: np.ndarray, weights: np.ndarray, ties
 
 def pilot_commit(pilot_rewards, group_id, *, num_groups: int, budget: int, score: str = "std",
                  rule: str = "proportional", min_score: float = 0.0, max_per_prompt: Optional[int] = None,
-                 valid=None):
+                 window: Optional[tuple] = None, valid=None):
   """Pilot-Commit: allocate the commit budget from the pilot rollouts' reward spread.
 
   Pilot stage (done by the caller): a few rollouts per prompt. Here, per
@@ -91,9 +91,18 @@ def pilot_commit(pilot_rewards, group_id, *, num_groups: int, budget: int, score
   largest remainder to whole ties only, so ``sum n_g <= budget`` and ``n_g``
   is non-decreasing in ``s_g`` (equal scores get equal counts).
 
-  Source: Pilot-Commit (001_5839a3671b0b4d92.txt L37); the abstract gives the
-  two stages; the score, the proportional rule and reusing the pilot
-  rollouts inside the group (the caller's choice) are our interpretation.
+  ``window=(lo, hi)`` also skips prompts whose pilot mean reward lies outside
+  ``[lo, hi]``: the authors' rule (github.com/databricks/pilot-commit,
+  recipe/pc/pc_ray_trainer.py ``filter_batch``: success rate in
+  ``[p_lower, 1 − p_upper] = [0.125, 0.75]``), which with ``rule="uniform"``
+  and ``max_per_prompt = n`` gives every passing prompt the same n commit
+  rollouts while the budget lasts (the authors keep the overflow in a replay
+  buffer for later steps; we share the budget equally instead).
+
+  Source: Pilot-Commit (001_5839a3671b0b4d92.txt L37, arXiv 2605.26606); the
+  spread score and the proportional rule (default) are our reading of "allocate
+  the rest to high-variance prompts"; reusing the pilot rollouts inside the
+  group is the caller's choice.
 
   Args:
     pilot_rewards: ``[B]`` rewards of the pilot rollouts.
@@ -101,6 +110,7 @@ def pilot_commit(pilot_rewards, group_id, *, num_groups: int, budget: int, score
     num_groups: number of prompts; budget: commit rollouts to spread (int >= 0).
     score: ``"std"`` | ``"var"``; rule: ``"proportional"`` | ``"uniform"``.
     min_score: threshold at or below which a prompt is skipped.
+    window: optional ``(lo, hi)``, ``lo <= hi``: keep only prompts with pilot mean in ``[lo, hi]``.
     max_per_prompt: optional cap on commit rollouts per prompt.
     valid: optional ``[B]`` row mask.
 
@@ -138,6 +148,11 @@ def pilot_commit(pilot_rewards, group_id, *, num_groups: int, budget: int, score
   s = np.sqrt(var) if score == "std" else var
   s = np.where(cnt >= 2, s, 0.0)
   kept = s > min_score
+  if window is not None:
+    lo, hi = (float(x) for x in window)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+      raise ValueError(f"window must be (lo, hi) with finite lo <= hi, got {window!r}")
+    kept &= (mean >= lo) & (mean <= hi)
   w = np.where(kept, s if rule == "proportional" else 1.0, 0.0)
   q = _water_fill(w, budget, cap.astype(np.float64))
   n = _round(q, budget, cap, w, ties="equal") if w.sum() > 0 else np.zeros((num_groups,), np.int64)
@@ -158,8 +173,13 @@ def difficulty_budget(accuracy, *, budget: int, min_per_prompt: int = 0, max_per
   weight is 0 (all solved, ``smoothing = 0``) the rest is spread uniformly.
 
   Source: E3 (001_5839a3671b0b4d92.txt L203): "dynamically allocating rollout
-  budgets based on the difficulty of the problems"; the weight form, the
-  floor and the rounding are our interpretation.
+  budgets based on the difficulty of the problems". The authors' code
+  (github.com/LiaoMengqi/E3-RL4LLMs, e3/trainer/ray_trainer.py
+  ``get_rollout_n_per_prompt``) also gives every prompt a floor and splits the
+  rest proportionally, but weights by the prompt's difficulty rank among all
+  dataset prompts (sorted by mean past reward; unseen prompts weight 0) and
+  hands the rounding leftover to the hardest prompts first; the ``(1 − acc)``
+  weight and the largest-remainder rounding are ours.
 
   Args:
     accuracy: ``[P]`` estimated per-prompt accuracy in [0, 1] (e.g. a running

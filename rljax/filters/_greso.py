@@ -14,12 +14,21 @@ the host with tiny cost); the state changes only through ``update``.
 
 Reading (GRESO, 000_3e503271be254a43.txt L71, arXiv:2506.02177): prompts that
 were uninformative (zero-variance group: all correct = "easy", all wrong =
-"hard") tend to stay so. Ours, following the paper's description
-(probabilistic skip with re-admission, unverified details): a prompt with
-``z`` consecutive most recent zero-variance observations is admitted with
-probability ``p_kind ** z`` (``z = 0``: always admitted), so skipped prompts
-keep a non-zero chance of re-admission; optionally ``p_easy``/``p_hard``
-adapt by ``adapt_step`` towards target zero-variance fractions.
+"hard") tend to stay so. Checked against the authors' code
+(github.com/Infini-AI-Lab/GRESO: verl/trainer/ttis/presampling_selector.py,
+``easy_probabilistic_skip``/``hard_probabilistic_skip``; adaptation in
+verl/trainer/ppo/ray_trainer.py): a prompt with ``z`` consecutive most recent
+zero-variance observations is admitted with probability
+``max(p_kind ** z, admit_floor)`` (authors: floor 0.01; ``z = 0``: always
+admitted), so skipped prompts keep a chance of re-admission; optionally
+``p_easy``/``p_hard`` adapt by ``adapt_step`` towards target zero-variance
+fractions (``p -= step`` when the observed fraction is >= the target, else
+``+=``). Defaults = the authors' run: ``p_easy = p_hard = 0.5``,
+``adapt_step = 0.01``, ``target_easy = 0.25/3``, ``target_hard = 0.25·2/3``,
+``p_min = 0.05``, ``p_max = 0.95`` (``adapt_step = 0`` keeps the probabilities
+fixed); they adapt from the second epoch on, we from the first update. They classify a
+prompt as easy/hard by its group mean (>= 0.98 / <= 0.11), which for binary
+rewards and groups of fewer than 10 is our all-equal test.
 """
 from __future__ import annotations
 
@@ -63,26 +72,30 @@ def _check_prompt_ids(prompt_ids, n: int) -> Array:
 
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
-          target_easy: Optional[float] = None, target_hard: Optional[float] = None,
-          adapt_step: float = 0.0, p_min: float = 0.01, p_max: float = 1.0) -> Greso:
+          target_easy: Optional[float] = 0.25 / 3, target_hard: Optional[float] = 0.25 * 2 / 3,
+          adapt_step: float = 0.01, p_min: float = 0.05, p_max: float = 0.95, admit_floor: float = 0.01) -> Greso:
   """GRESO pre-rollout filter (see the module docstring for the reading).
 
   Admission probability of prompt ``j``: ``q_j = 1`` if ``z_j = 0`` else
-  ``p_{kind_j} ** z_j``; ``admit_j ~ Bernoulli(q_j)`` from an explicit key.
+  ``max(p_{kind_j} ** z_j, admit_floor)``; ``admit_j ~ Bernoulli(q_j)`` from an
+  explicit key.
   ``update``: for every group with >= 2 valid rollouts, ``z_j <- z_j + 1`` and
   ``kind_j <- easy if mean >= easy_threshold else hard`` when the rewards
   are all equal, else ``z_j <- 0``; prompts not rolled out (or with one
   rollout) are untouched. With ``adapt_step > 0`` and a target, after each
   update ``p_easy -= adapt_step`` if the observed easy zero-variance fraction
-  exceeds ``target_easy`` (skip more), else ``+= adapt_step``; same for hard;
+  is >= ``target_easy`` (skip more), else ``+= adapt_step``; same for hard;
   both clipped to ``[p_min, p_max]``.
 
   Args:
     p_easy, p_hard: base admission probabilities in (0, 1].
     easy_threshold: group mean separating "easy" from "hard".
-    target_easy, target_hard: optional target zero-variance fractions in [0, 1].
-    adapt_step: step of the adaptation (0: fixed probabilities).
+    target_easy, target_hard: target zero-variance fractions in [0, 1] (None: that
+      probability stays fixed); defaults the authors' 1/12 and 1/6.
+    adapt_step: step of the adaptation (0: fixed probabilities; authors 0.01).
     p_min, p_max: bounds of the adapted probabilities, 0 < p_min <= p_max <= 1.
+    admit_floor: smallest admission probability of a prompt with a streak, in
+      [0, 1] (the authors' 0.01; 0 gives the bare ``p ** z``).
 
   Returns:
     ``Greso(init, select, update)``:
@@ -103,6 +116,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   targets = {}
   for name, t in (("target_easy", target_easy), ("target_hard", target_hard)):
     targets[name] = None if t is None else check_fraction(name, t)
+  admit_floor = check_fraction("admit_floor", admit_floor)
   adapt_step = float(adapt_step)
   if not adapt_step >= 0.0:
     raise ValueError(f"adapt_step must be >= 0, got {adapt_step!r}")
@@ -120,7 +134,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   def _select(state, key, ids):
     z = state.zero_streak[ids]
     base = jnp.where(state.kind[ids] == EASY, state.p_easy, state.p_hard)
-    q = jnp.where(z == 0, 1.0, base ** z.astype(jnp.float32))
+    q = jnp.where(z == 0, 1.0, jnp.maximum(base ** z.astype(jnp.float32), admit_floor))
     u = jax.random.uniform(key, ids.shape)
     admit = u < q
     n = jnp.maximum(ids.shape[0], 1)
@@ -151,9 +165,9 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
     hard_frac = jnp.sum(zero_var & ~easy) / n_obs
     pe, ph = state.p_easy, state.p_hard
     if adapt_step > 0.0 and targets["target_easy"] is not None:
-      pe = jnp.clip(jnp.where(easy_frac > targets["target_easy"], pe - adapt_step, pe + adapt_step), p_min, p_max)
+      pe = jnp.clip(jnp.where(easy_frac >= targets["target_easy"], pe - adapt_step, pe + adapt_step), p_min, p_max)
     if adapt_step > 0.0 and targets["target_hard"] is not None:
-      ph = jnp.clip(jnp.where(hard_frac > targets["target_hard"], ph - adapt_step, ph + adapt_step), p_min, p_max)
+      ph = jnp.clip(jnp.where(hard_frac >= targets["target_hard"], ph - adapt_step, ph + adapt_step), p_min, p_max)
     new_state = GresoState(state.zero_streak.at[ids].set(new_z), state.kind.at[ids].set(new_kind), pe, ph)
     return new_state, {"zero_var_easy_frac": easy_frac, "zero_var_hard_frac": hard_frac,
                        "p_easy": pe, "p_hard": ph}

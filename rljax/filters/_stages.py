@@ -64,8 +64,8 @@ def _layout(group_size: Optional[int], name: str) -> int:
 
 
 def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
-          target_easy: Optional[float] = None, target_hard: Optional[float] = None, adapt_step: float = 0.0,
-          p_min: float = 0.01, p_max: float = 1.0):
+          target_easy: Optional[float] = 0.25 / 3, target_hard: Optional[float] = 0.25 * 2 / 3,
+          adapt_step: float = 0.01, p_min: float = 0.05, p_max: float = 0.95, admit_floor: float = 0.01):
   """GRESO as a prompt filter: admitted prompts get ``group_size`` rollouts, skipped ones 0.
 
   State: the ``GresoState`` over the dataset prompts (``init(num_dataset_prompts)``). ``select`` draws the
@@ -74,7 +74,8 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   ``group_size`` comes from the run (``bind``).
   """
   g = _greso.greso(p_easy=p_easy, p_hard=p_hard, easy_threshold=easy_threshold, target_easy=target_easy,
-                   target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max)  # validates
+                   target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max,
+                   admit_floor=admit_floor)  # validates
 
   def build(group_size):
     def select(state, prompts, key):
@@ -93,7 +94,7 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
 
 
 def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "std", rule: str = "proportional",
-                 min_score: float = 0.0, max_per_prompt: Optional[int] = None):
+                 min_score: float = 0.0, max_per_prompt: Optional[int] = None, window: Optional[tuple] = None):
   """Pilot-Commit as a prompt filter: ``pilot`` rollouts per prompt first, then the commit rollouts.
 
   ``select`` allocates ``rljax.filters.pilot_commit`` counts from the pilot rewards (``prompts.pilot``,
@@ -105,7 +106,7 @@ def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "
   _allocation._int("pilot", pilot, minimum=2)  # a spread needs two pilot rollouts
   if budget is not None:
     _allocation._int("budget", budget)
-  kw = dict(score=score, rule=rule, min_score=min_score)
+  kw = dict(score=score, rule=rule, min_score=min_score, window=None if window is None else tuple(window))
   _allocation.pilot_commit(np.zeros(2), np.zeros(2, np.int32), num_groups=1, budget=budget or 0,
                            max_per_prompt=max_per_prompt, **kw)  # validates
 

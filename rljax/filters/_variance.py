@@ -175,13 +175,16 @@ def _vcrl_core(rewards, group_id, valid, *, num_groups, threshold, lo, hi):
   return keep, stats
 
 
-def negative_advantage_drop(advantages: Array, *, valid: Optional[Array] = None, keep_zero: bool = True):
-  """A-LoL: drop samples with negative (sequence-level) advantage.
+def negative_advantage_drop(advantages: Array, *, valid: Optional[Array] = None, keep_zero: bool = False):
+  """A-LoL: drop samples with non-positive (sequence-level) advantage.
 
-  ``keep_i = 1[A_i >= 0]`` (``keep_zero=True``) or ``1[A_i > 0]``, with
-  ``A_i = R_i - V(x_i)`` computed by the caller (A-LoL uses the LM's own
+  ``keep_i = 1[A_i > 0]`` (default) or ``1[A_i >= 0]`` (``keep_zero=True``),
+  with ``A_i = R_i - V(x_i)`` computed by the caller (A-LoL uses the LM's own
   sequence-level value estimate). Source: A-LoL (001_5839a3671b0b4d92.txt L191);
-  the treatment of ``A = 0`` is not stated there (a parameter here).
+  the authors' code (github.com/abaheti95/LoL-RL, lolrl_qlora_llama_hh.py) clips
+  negative advantages to 0 and samples in proportion to them, so ``A = 0`` rows
+  are never drawn either (the default here); their priority sampling ∝ A is
+  not part of this mask.
   Broadcast over tokens with ``apply_keep``.
 
   Args:

@@ -15,7 +15,7 @@ Where things run:
 
 See ``docs/filters_and_rewards.md``.
 """
-from rljax._technique import Technique
+from rljax._technique import Fidelity, Technique
 from rljax.rewards._safe import RewardError, composite, safe_reward
 from rljax.rewards._stages import with_stages as _with_stages
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
@@ -36,31 +36,68 @@ _S1 = "001_5839a3671b0b4d92.txt"
 
 TECHNIQUES = _with_stages((
     Technique("exact_match", "reward", exact_match,
-              "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours"),
+              "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours",
+              fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
+                                "≈ normalize='squad', extract='answer_tag', but our 'squad' maps punctuation to a "
+                                "space (verl deletes it: 'New-York' = 'newyork'); no /4 for > 10 tags")),
     Technique("math_answer", "reward", math_answer,
               "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
-              "task B design (MATH/GSM8K conventions)"),
+              "task B design (MATH/GSM8K conventions)",
+              fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/math_reward.py (compute_score, "
+                                "is_equiv)",
+                                "verl: last \\boxed only, strip_string equality; ours also ####, 'answer is', last "
+                                "number (sources=('boxed',) for verl's), exact/tolerant numeric equality")),
     Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
-              f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)"),
+              f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
+              fidelity=Fidelity("abstract", f"{_S1} L161; {_S0} L15",
+                                "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
+                                "and full-match are ours")),
     Technique("grpo_lambda", "shaping", grpo_lambda,
-              "r_i = penalized_i if acc_g >= tau else 1[correct_i]", f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)"),
+              "r_i = penalized_i if acc_g >= tau else 1[correct_i]", f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",
+              fidelity=Fidelity("paper_formula", "arXiv 2505.18086 GRPO-λ method (top-λ fraction of groups by "
+                                "correctness ratio), as read by the issue #23 audit fix",
+                                "the length-penalty form inside the selected groups is ours (length_weight)")),
     Technique("overlong_penalty", "shaping", overlong_penalty,
               "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
-              "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer"),
+              "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
+              fidelity=Fidelity("peer", "verl 0.9.1 verl/workers/reward_manager/dapo.py (overlong_buffer)",
+                                "clip=True gives TRL's clamp at −factor beyond L_max")),
     Technique("length_penalty", "shaping", length_penalty,
               "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
-              f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)"),
+              f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
+              fidelity=Fidelity("peer", "github.com/huggingface/open-r1: src/open_r1/rewards.py (len_reward, "
+                                "Kimi k1.5 form)",
+                                "ours: token lengths, min/max per prompt group (Kimi); open-r1: character lengths "
+                                "over the whole call's batch")),
     Technique("rubric_dropout", "shaping", rubric_dropout,
-              "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81"),
-    Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)"),
+              "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
+              fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
+                                "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours")),
+    Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
+              fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
+                                "min(r − η, 0) is recalled from the paper (a description of its Clip figure agrees); η "
+                                "default ours")),
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
-              f"{_S1} L157 (arXiv:2410.15115)"),
+              f"{_S1} L157 (arXiv:2410.15115)",
+              fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
+                                "r_t − r_{t+1} is recalled from the paper; keeping r_T on the last step is "
+                                "unverified")),
     Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
-              f"{_S1} L219 (SCOPE-RL, interpretation)"),
+              f"{_S1} L219 (SCOPE-RL, interpretation)",
+              fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
+                                "additive gate r_outcome + w·1[correct]·r_process is ours; process terms are the "
+                                "caller's")),
     Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
-              f"{_S0} L109 (OmniQuality-R, interpretation)"),
+              f"{_S0} L109 (OmniQuality-R, interpretation)",
+              fidelity=Fidelity("abstract", f"{_S0} L109 (OmniQuality-R abstract)",
+                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours")),
     Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
-              f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)"),
+              f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
+              fidelity=Fidelity("abstract", f"{_S0} L39 (IRRL abstract)",
+                                "scale, offset and clip range [0, 1] defaults are ours")),
     Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
-              f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)"),
+              f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)",
+              fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",
+                                "a failing component raises (strict) or scores 0 (lenient) instead of TRL's "
+                                "NaN-skip")),
 ))
