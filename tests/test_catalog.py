@@ -43,3 +43,22 @@ def test_cli_table_and_generated_docs_are_current():
   with open(os.path.join(ROOT, "docs", "catalog.md")) as f:
     docs = f.read()
   assert as_table(markdown=True) in docs, "docs/catalog.md is stale: python -m rljax.catalog --markdown"
+
+
+def test_every_row_says_what_it_was_checked_against():
+  """The fidelity column (issue #23): a ``Fidelity`` on every row; authors' code names a repository and a file."""
+  from rljax._technique import Fidelity  # pylint: disable=import-outside-toplevel
+  missing = [r.name for r in rljax.catalog() if not isinstance(r.fidelity, Fidelity)]
+  assert not missing, f"rows without a fidelity: {missing}"
+  for r in rljax.catalog():
+    f = r.fidelity
+    if f.basis == "authors_code":
+      assert re.search(r"[\w.-]+/[\w.-]+", f.reference) and re.search(r"\.\w+\b|/", f.reference), (r.name, f)
+    if f.basis == "abstract":
+      assert f.differences, f"{r.name}: an abstract-only row must say what was interpreted"
+  counts = {b: sum(r.fidelity.basis == b for r in rljax.catalog()) for b in ("authors_code", "peer",
+                                                                              "paper_formula", "abstract")}
+  with open(os.path.join(ROOT, "docs", "catalog.md")) as f:
+    docs = f.read()
+  assert "checked against" in docs
+  assert sum(counts.values()) == len(rljax.catalog())

@@ -38,10 +38,32 @@ def catalog() -> tuple[Technique, ...]:
   return tuple(rows)
 
 
+FIDELITY_LABELS = {"authors_code": "authors' code", "peer": "peer implementation",
+                   "paper_formula": "paper formula", "abstract": "abstract only (interpretation)"}
+
+
+def fidelity_text(row: Technique, with_differences: bool = True) -> str:
+  """``"authors' code: owner/repo: path; differs: ..."``: what ``row`` was checked against (``"unchecked"``)."""
+  f = row.fidelity
+  if f is None:
+    return "unchecked"
+  text = f"{FIDELITY_LABELS[f.basis]}: {f.reference}"
+  if with_differences and f.differences:
+    text += f"; {'interpreted' if f.basis == 'abstract' else 'differs'}: {f.differences}"
+  return text
+
+
 def as_table(rows=None, markdown: bool = False) -> str:
+  """The catalog as a console table, or (``markdown``) the table of ``docs/catalog.md`` with the fidelity column
+  (what each technique was checked against, and how rljax's default differs)."""
   rows = catalog() if rows is None else rows
-  header = ("name", "kind", "formula", "source")
-  body = [(r.name, r.kind, r.formula, r.source) for r in rows]
+  if markdown:
+    header = ("name", "kind", "formula", "source", "checked against")
+    body = [(r.name, r.kind, r.formula, r.source, fidelity_text(r)) for r in rows]
+  else:
+    header = ("name", "kind", "formula", "checked against")
+    body = [(r.name, r.kind, r.formula, FIDELITY_LABELS.get(getattr(r.fidelity, "basis", None), "unchecked"))
+            for r in rows]
   if markdown:
     esc = lambda s: s.replace("|", "\\|")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -58,7 +80,8 @@ def main(argv=None) -> int:
   import argparse  # pylint: disable=import-outside-toplevel
   from rljax._technique import KINDS  # pylint: disable=import-outside-toplevel
   parser = argparse.ArgumentParser(prog="python -m rljax.catalog",
-                                   description="Every technique rljax implements: name, kind, formula, source.")
+                                   description="Every technique rljax implements: name, kind, formula and what it "
+                                               "was checked against (--markdown adds sources and differences).")
   parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
                       help=f"only rows of this kind (repeatable); one of: {', '.join(KINDS)}")
   parser.add_argument("--markdown", action="store_true", help="a Markdown table (the one in docs/catalog.md)")
