@@ -8,7 +8,8 @@ The convention for placeholders (the reader never fills one in):
 * A string literal in ``PATHS`` (a checkpoint or data directory such as ``"/path/to/Qwen2.5-0.5B"``) is
   replaced by a tiny fixture directory the test writes; any other ``"/path/to/..."`` literal fails.
 * Each block runs in a fresh namespace, in its own temporary working directory (``runs/...`` land there).
-  Blocks that train use ``tiny_config`` and a few steps themselves, so the whole file runs in about a minute.
+  Blocks that train use ``tiny_config`` and a few steps themselves; most of the file's time is compiling
+  (the first tiny training run, the sampler, the sharded step).
 * ``CHECKS`` holds extra assertions for some blocks, keyed by ``file:index`` and pinned to a snippet of the
   block (a moved block fails loudly instead of checking the wrong one).
 
@@ -185,9 +186,12 @@ class Fixtures:
                              group_id=self.get("group_id"), rewards=self.get("rewards"),
                              logp_behavior=logp, logp_old=logp, logp_ref=logp - 0.01 * mask)
 
-  def _out(self):
-    from rljax.models import policy_outputs
-    return policy_outputs(self.get("model"), self.get("tokens"))
+  def _out(self):  # the current policy: the batch's old log-probs moved a little (no model needed)
+    import jax.numpy as jnp
+    from rljax.types import PolicyOutputs
+    batch = self.get("batch")
+    noise = jnp.asarray(np.random.default_rng(5).normal(scale=0.1, size=(B, T)), jnp.float32)
+    return PolicyOutputs.create(logp=batch.logp_old + noise * batch.loss_mask, entropy=jnp.full((B, T), 1.5) * batch.loss_mask)
 
   def _global_den(self):
     return self.get("batch").loss_mask.sum()
