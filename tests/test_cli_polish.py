@@ -77,9 +77,7 @@ def test_unknown_characters_of_a_char_tokenizer():
 
 
 def test_progress_bars_only_for_a_terminal(monkeypatch):
-  from rljax.train import tiny_config
-  from rljax.train._experiment import progress_bar
-  cfg = tiny_config().replace(progress=True)
+  from rljax.train._progress import progress_bar
 
   class Tty(io.StringIO):
     def isatty(self):
@@ -87,10 +85,10 @@ def test_progress_bars_only_for_a_terminal(monkeypatch):
 
   monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
   monkeypatch.setattr(sys, "stderr", io.StringIO())
-  assert progress_bar(cfg, total=3, initial=0, desc="x").disable  # a log file or pipe: no bar
+  assert progress_bar(total=3, disable=False).disable  # a log file or pipe: no bar
   monkeypatch.setattr(sys, "stderr", Tty())
-  assert not progress_bar(cfg, total=3, initial=0, desc="x").disable
-  assert progress_bar(cfg.replace(progress=False), total=3, initial=0, desc="x").disable
+  assert not progress_bar(total=3, disable=False).disable
+  assert progress_bar(total=3, disable=True).disable
 
 
 def test_python_version_of_setup_and_readme_agree():

@@ -307,3 +307,19 @@ def test_fused_decode_projections_equal_separate(bias):
   for a, b in zip(blk.attn.qkv(x, cos, sin, fused=True), blk.attn.qkv(x, cos, sin)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(blk.mlp(x, fused=True), blk.mlp(x), rtol=1e-5, atol=1e-6)
+
+
+def test_qwen2_without_qkv_bias_saves_zero_biases_and_loads_back(tmp_path):
+  """HF Qwen2 always has q/k/v biases: a bias-free Qwen2-architecture model is written with zero biases
+  (the same function), so ``from_pretrained`` reads it back and gives the same log-probs."""
+  from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+  from rljax.models import from_pretrained, save_pretrained  # pylint: disable=import-outside-toplevel
+  model = Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(3))
+  assert model.cfg.architecture == "Qwen2ForCausalLM" and not model.cfg.qkv_bias
+  save_pretrained(model, str(tmp_path))
+  tensors = load_file(str(tmp_path / "model.safetensors"))
+  for proj, size in (("q", 4 * 16), ("k", 2 * 16), ("v", 2 * 16)):
+    np.testing.assert_array_equal(tensors[f"model.layers.1.self_attn.{proj}_proj.bias"], np.zeros(size))
+  loaded = from_pretrained(str(tmp_path))
+  tok = jnp.asarray(np.random.default_rng(0).integers(0, 128, (2, 9)), jnp.int32)
+  np.testing.assert_allclose(policy_outputs(loaded, tok).logp, policy_outputs(model, tok).logp, rtol=1e-6, atol=1e-6)

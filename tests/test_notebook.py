@@ -1,4 +1,7 @@
-"""Executes the notebooks on CPU at a tiny size (RLJAX_NOTEBOOK_QUICK=1)."""
+"""Executes the notebooks on CPU at a tiny size (RLJAX_NOTEBOOK_QUICK=1).
+
+Beyond running: the plots show inline (a PNG output: the trainer must not switch matplotlib's backend), and
+the progress bars print no "IProgress not found" warning (this kernel has no ipywidgets)."""
 import os
 
 import pytest
@@ -16,8 +19,11 @@ def _execute(path, tmp_path, monkeypatch):
   nb = nbformat.read(path, as_version=4)
   client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
   client.execute()
-  return "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+  outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+  text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+  assert "IProgress" not in text and "TqdmWarning" not in text, "a progress bar warned about ipywidgets"
+  assert any("image/png" in o.get("data", {}) for o in outputs), "no inline plot: was the backend switched to Agg?"
+  return text
 
 
 def test_quickstart_notebook_runs(tmp_path, monkeypatch):

@@ -331,6 +331,26 @@ def test_resume_reuses_prefix_and_matches_forward(model):
     resume(model, st, [[1]] * 6, config=CFG, key=jax.random.key(3), active=[False] + [True] * 5)
 
 
+def test_cache_overflow_error_names_the_cache_size_that_fits(model):
+  """The default cache fits one turn; the resume error names SamplerConfig(cache_size=N), and N fits."""
+  import re  # pylint: disable=import-outside-toplevel
+  small = SamplerConfig(max_new_tokens=M, prompt_buckets=(8,))
+  assert small.cache_size == 8 + M
+  _, st = generate(model, PROMPTS, config=small, key=jax.random.key(0), return_state=True)
+  with pytest.raises(ValueError, match=r"SamplerConfig\(cache_size=\d+\)") as err:
+    resume(model, st, [[11]] * 3, config=small, key=jax.random.key(1))
+  need = int(re.search(r"cache_size=(\d+)", str(err.value)).group(1))
+  assert need == int(st.slot) + 8 + M  # used slots + the appended chunk's bucket + max_new_tokens
+  fits = SamplerConfig(max_new_tokens=M, prompt_buckets=(8,), cache_size=need)
+  _, st = generate(model, PROMPTS, config=fits, key=jax.random.key(0), return_state=True)
+  r2, _ = resume(model, st, [[11]] * 3, config=fits, key=jax.random.key(1))
+  assert r2.tokens.shape == (3, need)
+  # a prompt whose bucket does not fit an explicitly small cache: 16 + M slots needed
+  tight = SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=8 + M)
+  with pytest.raises(ValueError, match=rf"SamplerConfig\(cache_size={16 + M}\) or larger"):
+    generate(model, [[1] * 9], config=tight, key=jax.random.key(0))
+
+
 @pytest.mark.slow  # compiles a MoE model (about a minute on a busy 2-core CPU)
 def test_moe_routing_matches_training_forward():
   model = Transformer(ModelConfig.tiny_moe(), rngs=nnx.Rngs(1))

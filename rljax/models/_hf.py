@@ -470,6 +470,13 @@ def save_pretrained(model: Transformer, path: str, *, dtype: Optional[str] = Non
       w = (w.astype(np.float32) + deltas[entry.path]).astype(w.dtype)
     for name, arr in zip(entry.hf_names, entry.save(w)):
       tensors[name] = np.ascontiguousarray(_cast(name, np.asarray(arr), out_dtype))
+  if _MODEL_TYPES[cfg.architecture] == "qwen2" and not cfg.qkv_bias:
+    # a Hugging Face Qwen2 layer always has q/k/v biases: zero biases compute the same function, and the
+    # checkpoint then loads back (here and in transformers) without missing tensors
+    n_q, n_kv = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
+    for i in range(cfg.num_layers):
+      for proj, size in (("q", n_q), ("k", n_kv), ("v", n_kv)):
+        tensors[f"model.layers.{i}.self_attn.{proj}_proj.bias"] = np.zeros((size,), out_dtype)
   _save_tensors(tensors, path, max_shard_bytes)
   hf = config_to_hf(cfg.replace(param_dtype=out_dtype.name if out_dtype.name in ("float32", "bfloat16", "float16")
                                 else cfg.param_dtype))

@@ -578,7 +578,8 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   lb = config.bucket(longest, "prompts")
   if lb + config.max_new_tokens > config.cache_size:
     raise ValueError(f"prompts: length {longest} (bucket {lb}) + max_new_tokens "
-                     f"{config.max_new_tokens} exceeds the cache size {config.cache_size}")
+                     f"{config.max_new_tokens} exceeds the cache size {config.cache_size}: use "
+                     f"SamplerConfig(cache_size={lb + config.max_new_tokens}) or larger")
   prompt, plen = _pad(seqs, lb, config.pad_id)
   ids = np.arange(p, dtype=np.int32) if prompt_ids is None else _per_row(prompt_ids, p, np.int32, "prompt_ids")
   sp = _sampling_params(p, temperature, top_k, top_p, min_p, greedy)
@@ -672,7 +673,9 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   used = int(state.slot)
   if used + lc + config.max_new_tokens > config.cache_size:
     raise ValueError(f"appended: {used} used cache slots + chunk bucket {lc} + max_new_tokens "
-                     f"{config.max_new_tokens} exceed the cache size {config.cache_size}")
+                     f"{config.max_new_tokens} exceed the cache size {config.cache_size} (the default "
+                     f"fits one turn): give generate and resume "
+                     f"SamplerConfig(cache_size={used + lc + config.max_new_tokens}) or larger")
   app, alen = _pad(seqs, la, config.pad_id)
   sp = _sampling_params(b, temperature, top_k, top_p, min_p, greedy)
   version = _per_row(policy_version, b, np.int32, "policy_version")

@@ -34,21 +34,6 @@ def log(cfg: RunConfig, *msg) -> None:
     print(*msg, flush=True)
 
 
-def progress_bar(cfg: RunConfig, *, total: int, initial: int, desc: str):
-  """A tqdm bar on process 0 when ``cfg.progress`` is on and someone watches: a terminal, or a notebook (its
-  widget bar when ``ipywidgets`` is installed, else text). Off when the output goes to a file or a pipe, so logs
-  get no carriage-return updates."""
-  import importlib.util  # pylint: disable=import-outside-toplevel
-  import sys  # pylint: disable=import-outside-toplevel
-  from tqdm import tqdm  # pylint: disable=import-outside-toplevel
-  notebook = "ipykernel" in sys.modules
-  if notebook and importlib.util.find_spec("ipywidgets") is not None:
-    from tqdm.notebook import tqdm  # pylint: disable=import-outside-toplevel,reimported
-  watched = notebook or (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
-  return tqdm(total=total, initial=initial, desc=desc, leave=True,
-              disable=not (cfg.progress and watched and jax.process_index() == 0))
-
-
 def host_scalars(metrics) -> dict:
   """A dict of (possibly sharded) scalar arrays -> floats on every process."""
   return {k: float(v) for k, v in par.to_host(metrics).items()}

@@ -93,13 +93,17 @@ def read_jsonl(path: str) -> list[dict]:
 
 
 def plot_metrics(jsonl_path: str, png_path: str, stage: str = "rl") -> str:
-  """Plots reward, held-out accuracy, entropy, KL, clip fraction and loss per step."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  """Plots reward, held-out accuracy, entropy, KL, clip fraction and loss per step.
+
+  Draws on a ``matplotlib.figure.Figure`` with its own Agg canvas: no pyplot, and the global matplotlib
+  backend is left alone (a notebook keeps showing its plots inline)."""
+  from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
 
   rows = [r for r in read_jsonl(jsonl_path) if r.get("stage") == stage]
-  fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+  fig = Figure(figsize=(13, 6.5))
+  FigureCanvasAgg(fig)
+  axes = fig.subplots(2, 3)
   for ax, (title, keys) in zip(axes.ravel(), PLOT_PANELS):
     for key in keys:
       pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
@@ -115,5 +119,4 @@ def plot_metrics(jsonl_path: str, png_path: str, stage: str = "rl") -> str:
     ax.grid(alpha=0.3)
   fig.tight_layout()
   fig.savefig(png_path, dpi=90)
-  plt.close(fig)
   return png_path

@@ -30,9 +30,10 @@ from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log, progress_bar
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
 from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
 from rljax.train._optim import make_optimizer
+from rljax.train._progress import progress_bar
 from rljax.train._rollout import Collector
 from rljax.train._sft import evaluate_state
 from rljax.train._startup import bound_recipe, check_recipe
@@ -265,7 +266,8 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   cfg, rl = exp.cfg, exp.cfg.rl
   loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
                 checked=checked)
-  bar = progress_bar(cfg, total=rl.steps, initial=loop.start, desc="RL")
+  bar = progress_bar(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
+                     leave=True)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   ahead = RolloutAhead() if rl.rollout_ahead else None
   try:

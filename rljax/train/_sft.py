@@ -9,8 +9,9 @@ from rljax import parallel as par
 from rljax.train._checkpoint import Checkpointer
 from rljax.train._codec import sft_batch
 from rljax.train._eval import evaluate
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log, progress_bar
+from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
 from rljax.train._optim import make_optimizer
+from rljax.train._progress import progress_bar
 from rljax.train._step import init_train_state, nll_loss
 
 __all__ = ["run_sft", "evaluate_state"]
@@ -47,7 +48,8 @@ def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
   if start >= cfg.sft.steps and meta.get("done"):
     ckpt.close()
     return graphdef, state, meta
-  bar = progress_bar(cfg, total=cfg.sft.steps, initial=start, desc="SFT")
+  bar = progress_bar(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress or jax.process_index() != 0,
+                     leave=True)
   for s in range(start, cfg.sft.steps):
     # the (cheap, deterministic) host batch; this process places only its rows [lo, hi)
     batch = sft_batch(exp.task, exp.codec, exp.train_problems, step=s, seed=cfg.seed,
