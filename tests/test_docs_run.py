@@ -76,7 +76,12 @@ def _read_before_bound(src: str) -> set:
         for d in stmt.args.defaults + [d for d in stmt.args.kw_defaults if d is not None]:
           early |= set(loads(d)) - bound
     else:
-      early |= set(loads(stmt)) - bound
+      # names a loop, a ``with ... as`` or a walrus binds before the statement's body reads them
+      binders = [n.target for n in ast.walk(stmt) if isinstance(n, (ast.For, ast.AsyncFor, ast.NamedExpr))]
+      binders += [i.optional_vars for n in ast.walk(stmt) if isinstance(n, (ast.With, ast.AsyncWith))
+                  for i in n.items if i.optional_vars is not None]
+      inner = {n.id for b in binders for n in ast.walk(b) if isinstance(n, ast.Name)}
+      early |= set(loads(stmt)) - bound - inner
     for node in ast.walk(stmt):
       if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         bound.add(node.id)
@@ -338,6 +343,7 @@ def test_every_check_is_on_its_block():
 def test_free_names():
   assert free_names("import x\ny = x + z\ndef f(a=d):\n  return a + w + y\n[q for q in v]") == {"z", "w", "v", "d"}
   assert free_names("b = b.replace(1)\nc = 1\nc = c + 1") == {"b"}
+  assert free_names("with open('x') as f:\n  for a in range(2):\n    f.write(a + z)") == {"z"}
 
 
 @pytest.mark.parametrize("bid,src", BLOCKS, ids=[b for b, _ in BLOCKS])
