@@ -95,7 +95,8 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        f"{_S1} L167"),
     _t("gdpo", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))", f"{_S1} L5, L77, L85; verl gdpo",
        kind="multi_reward"),
-    _t("dara", dara, "A = Σ_k w_k A_k, w_k ∝ 1/sqrt(ρ_k) (active-group density)", f"{_S1} L77",
+    _t("dara", dara, "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
+       "(ρ = active-group density)", f"{_S1} L77; authors' code github.com/zhaihaotian/DARA math/rdgdpo/advantages.py",
        kind="multi_reward"),
     _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward"),
     _t("gd2po", gd2po, "A_i = keep_i·q_g·Σ_k w_k A_{i,k}, keep = no sign conflict", f"{_S1} L5",
