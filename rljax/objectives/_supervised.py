@@ -14,7 +14,7 @@ import numpy as np
 
 from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
 from rljax.objectives._statistics import batch_statistics, has_statistics
-from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _log_ratio, _mask,
+from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _float, _log_ratio, _mask,
                                   _masked_mean, _require, _seq_sum, _with_name)
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
@@ -240,11 +240,11 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
     if is_concrete(pair_id) and is_concrete(chosen):
       _check_pairs(pair_id, chosen)
     mask = _mask(batch)
-    h = _seq_sum(out.logp.astype(jnp.float32) - ref, mask)
+    h = _seq_sum(out.logp.astype(_float(out.logp)) - ref, mask)
     sign = jnp.where(chosen, 1.0, -1.0)
     margin = jnp.sum(jnp.where(same, (sign * h)[None, :], 0.0), axis=1)  # h_chosen − h_rejected, per row
-    bt = jnp.asarray(beta, jnp.float32)
-    eps = jnp.asarray(label_smoothing, jnp.float32)
+    bt = jnp.asarray(beta).astype(margin.dtype)
+    eps = jnp.asarray(label_smoothing).astype(margin.dtype)
     z = bt * margin
     pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(-z)
     pair_loss = jnp.where(valid, pair_loss, 0.0)
