@@ -135,7 +135,8 @@ def test_dara_abstract_form_equalises_weighted_energy():
 def test_dara_bad_arguments():
   r, g = dara_batch()
   for kw, match in (({"scale": "sum"}, "scale"), ({"calibration": "negative"}, "calibration"),
-                    ({"w_max": 0.5}, "w_max"), ({"w_max": float("nan")}, "w_max"), ({"active_tol": -1.0}, "active_tol")):
+                    ({"w_max": 0.5}, "w_max"), ({"w_max": float("nan")}, "w_max"),
+                    ({"active_tol": -1.0}, "active_tol")):
     with pytest.raises(ValueError, match=match):
       A.dara(r, g, **kw)
 

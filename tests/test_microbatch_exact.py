@@ -92,8 +92,9 @@ def max_rel(a, b):
 
 
 # per-row (not per-token) means: combined over micro-batches by token weights, so not exact by design
-NOT_PER_TOKEN = ("entropy_gated_contrastive/frac_correct", "dpo/loss_pair", "dpo/rewards/chosen", "dpo/rewards/rejected",
-                 "dpo/rewards/margins", "dpo/rewards/accuracies")  # dpo's: per-pair means
+NOT_PER_TOKEN = ("entropy_gated_contrastive/frac_correct",  # dpo's below: per-pair means
+                 "dpo/loss_pair", "dpo/rewards/chosen", "dpo/rewards/rejected", "dpo/rewards/margins",
+                 "dpo/rewards/accuracies")
 
 
 def check_exact(make_model, loss, batch):
@@ -225,7 +226,8 @@ def test_dpo_pair_scale_is_exact_with_unpaired_rows():
   batch = make_batch(seed=4)
   pairs = np.array([0, 0, -1, -1, 1, 1, -1, -1], np.int32)
   chosen = np.array([1, 0, 0, 0, 0, 1, 0, 0], bool)
-  batch = batch.replace(logp_ref=batch.logp_old + jnp.asarray(rng.normal(0.0, 0.3, batch.logp_old.shape), jnp.float32),
+  noise = jnp.asarray(rng.normal(0.0, 0.3, batch.logp_old.shape), jnp.float32)
+  batch = batch.replace(logp_ref=batch.logp_old + noise,
                         extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
   loss = objective_loss(chain(dpo(0.5), aggregate="seq_mean_token_mean"), forward=forward)
   check_exact(lambda: TinyLM(rngs=nnx.Rngs(0)), loss, batch)

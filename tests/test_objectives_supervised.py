@@ -224,7 +224,8 @@ def test_dpo_with_unpaired_rows_is_the_mean_over_pairs():
   losses, _, _ = _np_dpo(lp, ref, mask, pairs, chosen, 0.3, 0.0)
   out = PolicyOutputs.create(logp=jnp.asarray(lp, jnp.float32))
   batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask),
-                            advantages=jnp.zeros((b, t)), group_id=jnp.arange(b), logp_ref=jnp.asarray(ref, jnp.float32),
+                            advantages=jnp.zeros((b, t)), group_id=jnp.arange(b),
+                            logp_ref=jnp.asarray(ref, jnp.float32),
                             extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
   obj = O.chain(O.dpo(0.3), aggregate=O.seq_mean_token_mean)
   for fn in (obj, jax.jit(obj)):
