@@ -186,10 +186,36 @@ def test_implicit_progress_reward():
   np.testing.assert_allclose(info["sequence_sum"], (0.5 * (logp - ref) * mask).sum(1), rtol=1e-5)
   g = jax.grad(lambda lp: A.implicit_progress_reward(lp, ref, mask)[0].sum())(logp)
   np.testing.assert_array_equal(g, 0.0)
+  mask[0, 0], mask[1, 2] = True, False
   bad = logp.copy()
   bad[0, 0] = np.nan
-  with pytest.raises(ValueError, match="logp"):
+  with pytest.raises(ValueError, match="logp.*inside `mask`") as err:
     A.implicit_progress_reward(bad, ref, mask)
+  assert "valid" not in str(err.value)  # the function has no `valid` argument to suggest
+  with pytest.raises(ValueError, match="logp_ref"):
+    A.implicit_progress_reward(logp, np.where(mask, np.inf, ref), mask)
+
+
+def test_implicit_progress_reward_padding_and_beta():
+  """Padding may hold NaN / −inf (a forward's log-probs outside the completion): eager and jit both give 0 there."""
+  rng = np.random.RandomState(9)
+  logp = -rng.rand(3, 6).astype(np.float32)
+  ref = -rng.rand(3, 6).astype(np.float32)
+  mask = np.ones((3, 6), bool)
+  mask[0, 4:] = False
+  mask[2] = False  # an all-padding row
+  pad_logp = np.where(mask, logp, np.nan).astype(np.float32)
+  pad_ref = np.where(mask, ref, -np.inf).astype(np.float32)
+  want = np.where(mask, 0.5 * (logp.astype(np.float64) - ref), 0.0)
+  eager, info = A.implicit_progress_reward(pad_logp, pad_ref, mask, beta=0.5)
+  jitted, info_j = jax.jit(lambda a, b, m: A.implicit_progress_reward(a, b, m, beta=0.5))(pad_logp, pad_ref, mask)
+  for r, i in ((eager, info), (jitted, info_j)):
+    np.testing.assert_allclose(r, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(i["sequence_sum"], want.sum(1), rtol=1e-5, atol=1e-7)
+    assert np.all(np.isfinite(np.asarray(i["mean"])))
+  for beta in (0.0, -1.0, float("nan"), float("inf")):
+    with pytest.raises(ValueError, match="beta"):
+      A.implicit_progress_reward(logp, ref, mask, beta=beta)
 
 
 def test_tempo_paths_agree():

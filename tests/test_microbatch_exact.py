@@ -15,7 +15,7 @@ import pytest
 from flax import nnx
 
 from rljax.models import ModelConfig, Transformer
-from rljax.objectives import (advantage_sign_weighting, chain, clip_cov, delta_logp_reweight,
+from rljax.objectives import (advantage_sign_weighting, chain, clip_cov, delta_logp_reweight, dpo,
                               entropy_gated_contrastive, kl_cov, ppo_clip, tis, top_entropy_mask)
 from rljax.train import init_train_state, make_train_step, objective_loss, split_statistics
 from rljax.types import PolicyOutputs, TrainBatch
@@ -92,7 +92,9 @@ def max_rel(a, b):
 
 
 # per-row (not per-token) means: combined over micro-batches by token weights, so not exact by design
-NOT_PER_TOKEN = ("entropy_gated_contrastive/frac_correct",)
+NOT_PER_TOKEN = ("entropy_gated_contrastive/frac_correct",  # dpo's below: per-pair means
+                 "dpo/loss_pair", "dpo/rewards/chosen", "dpo/rewards/rejected", "dpo/rewards/margins",
+                 "dpo/rewards/accuracies")
 
 
 def check_exact(make_model, loss, batch):
@@ -215,3 +217,17 @@ def test_data_parallel_fsdp_wrapper_forwards_the_statistics():
   np.testing.assert_allclose(float(m4["loss"]), m1["loss"], rtol=RTOL)
   for a, b in zip(jax.tree_util.tree_leaves(new.opt_state), g1):
     np.testing.assert_allclose(np.asarray(a), b, rtol=RTOL, atol=1e-7)
+
+
+def test_dpo_pair_scale_is_exact_with_unpaired_rows():
+  """dpo's pair_scale (rows / paired rows) is a whole-batch statistic: micro-batches of 2 rows, some holding only
+  unpaired rows, give the full batch's mean over pairs under seq_mean_token_mean."""
+  rng = np.random.default_rng(5)
+  batch = make_batch(seed=4)
+  pairs = np.array([0, 0, -1, -1, 1, 1, -1, -1], np.int32)
+  chosen = np.array([1, 0, 0, 0, 0, 1, 0, 0], bool)
+  noise = jnp.asarray(rng.normal(0.0, 0.3, batch.logp_old.shape), jnp.float32)
+  batch = batch.replace(logp_ref=batch.logp_old + noise,
+                        extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
+  loss = objective_loss(chain(dpo(0.5), aggregate="seq_mean_token_mean"), forward=forward)
+  check_exact(lambda: TinyLM(rngs=nnx.Rngs(0)), loss, batch)

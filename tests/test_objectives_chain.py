@@ -257,3 +257,64 @@ def test_chain_aux_loss_coef_and_denominator():
   import pytest
   with pytest.raises(ValueError, match="aux_loss_coef"):
     O.chain(term, aux_loss_coef=-1.0)
+
+
+# ----------------------------------------------------------------------------- float64 in, float64 out
+
+
+def test_float64_inputs_give_float64_losses_under_x64():
+  """Under jax_enable_x64 the KL estimates, chain, every aggregation, clip_cov and dpo keep float64 inputs in
+  float64 (checked against float64 NumPy at a precision float32 cannot reach)."""
+  d = make_data(seed=4)
+  with jax.enable_x64(True):
+    out, batch = to_jax(d, jnp.float64)
+    lp, ref, m = d["logp"], d["ref"], d["mask"]
+    # kl_estimate: a difference of 1e-9 between log-probs near −1 vanishes in float32
+    a = jnp.asarray([-1.0, -0.5], jnp.float64)
+    b = a - 1e-9
+    k1 = O.kl_estimate(a, b, "k1")
+    assert k1.dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(k1), 1e-9, rtol=1e-6)
+    assert float(O.kl_estimate(a.astype(jnp.float32), b.astype(jnp.float32), "k1")[0]) == 0.0
+    for est, fn in (("k2", lambda x: 0.5 * x * x), ("k3", lambda x: np.exp(-x) + x - 1), ("abs", np.abs)):
+      got = O.kl_estimate(jnp.asarray(lp), jnp.asarray(ref), est)
+      assert got.dtype == jnp.float64
+      np.testing.assert_allclose(np.asarray(got), fn(lp - ref), rtol=1e-12, atol=1e-15)
+    # chain + every aggregation: a float64 kl_penalty loss
+    per_tok = 0.1 * (np.exp(-(lp - ref)) + (lp - ref) - 1)
+    for name, agg in MODES.items():
+      loss, metrics = O.chain(O.kl_penalty(0.1, "k3"), aggregate=agg)(out, batch)
+      assert loss.dtype == jnp.float64, name
+      num, den = agg(jnp.asarray(per_tok), jnp.asarray(m))
+      assert num.dtype == jnp.float64, name
+      np.testing.assert_allclose(np.asarray(metrics["loss/numerator"]), np.asarray(num), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(O.chain(O.kl_penalty(0.1, "k3"))(out, batch)[0]),
+                               (per_tok * m).sum() / m.sum(), rtol=1e-12)
+    # clip_cov: float64 per-token losses (0 on padding)
+    cc, _ = O.clip_cov(clip_cov_ratio=0.2)(out, batch)
+    assert cc.dtype == jnp.float64 and np.all(np.asarray(cc)[m == 0] == 0)
+    assert O.chain(O.clip_cov())(out, batch)[0].dtype == jnp.float64
+    # dpo: two pairs, the last row unpaired
+    pairs, chosen = np.array([0, 0, 1, 1, -1]), np.array([True, False, False, True, False])
+    dpo_batch = batch.replace(extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
+    loss, _ = O.chain(O.dpo(0.5), aggregate=O.seq_mean_token_mean)(out, dpo_batch)
+    assert loss.dtype == jnp.float64
+    h = ((lp - ref) * m).sum(1)
+    margins = 0.5 * np.array([h[0] - h[1], h[3] - h[2]])
+    np.testing.assert_allclose(float(loss), np.mean(np.log1p(np.exp(-margins))), rtol=1e-12)
+  # without x64, float32 as before
+  out32, batch32 = to_jax(d, jnp.float32)
+  assert O.chain(O.kl_penalty(0.1))(out32, batch32)[0].dtype == jnp.float32
+
+
+def test_seq_mean_token_sum_norm_counts_all_padding_rows():
+  """Dr.GRPO / TRL: the denominator is B·L whatever the rows hold; verl's (non-empty rows)·T differs by (B−E)/B."""
+  loss = jnp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+  mask = jnp.asarray([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], bool)  # row 1: all padding
+  num, den = O.seq_mean_token_sum_norm(loss, mask)
+  assert float(num) == 0 + 1 + 8 + 9 + 10 + 11 and float(den) == 3 * 4
+  num16, den16 = O.seq_mean_token_sum_norm(max_len=16)(loss, mask)
+  assert float(num16) == float(num) and float(den16) == 3 * 16
+  verl = float(num) / 2 / 4  # seq-mean-token-sum over the 2 non-empty rows, / loss_scale_factor T
+  np.testing.assert_allclose(float(num) / float(den), verl * 2 / 3, rtol=1e-7)
+  assert float(O.seq_mean_token_sum(loss, mask)[1]) == 2 and float(O.seq_mean_token_mean(loss, mask)[1]) == 2

@@ -145,7 +145,8 @@ def test_clip_cov_matches_numpy_reference_deterministic():
   sel[order[:k]] = True
   sel = sel.reshape(B, T)
   assert cand.sum() > k > 1, "test data should have more candidates than the budget"
-  want = np.where(sel, 0.0, ppo)
+  want = np.where(sel | ~m, 0.0, ppo)  # 0 on padding too
+  assert np.all(ppo[~m] != 0)  # the padding positions would carry a loss without the mask
   for fn in (term, jax.jit(term)):
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
@@ -165,10 +166,12 @@ def test_clip_cov_random_selection_with_key():
   for seed in range(3):
     term = O.clip_cov(clip_cov_ratio=0.2, key=jax.random.PRNGKey(seed))
     loss = np.asarray(jax.jit(term)(out, batch)[0])
-    sel = (loss == 0) & (ppo != 0)
+    assert np.all(loss[~m] == 0)  # padding carries no loss
+    sel = (loss == 0) & (ppo != 0) & m
     assert sel.sum() == min(k, cand.sum())
     assert np.all(cand[sel])
-    np.testing.assert_allclose(loss[~sel], ppo[~sel], rtol=1e-5, atol=1e-6)  # others equal the PPO clip
+    rest = ~sel & m
+    np.testing.assert_allclose(loss[rest], ppo[rest], rtol=1e-5, atol=1e-6)  # others equal the PPO clip
     if seed == 0:  # un-jitted equals jitted; deterministic given the key
       np.testing.assert_array_equal(np.asarray(term(out, batch)[0]), loss)
     picks.append(tuple(np.flatnonzero(sel)))
@@ -192,14 +195,14 @@ def test_kl_cov_matches_numpy_reference():
   sel = np.zeros(B * T, bool)
   sel[top] = True
   sel = sel.reshape(B, T)
-  want = -a * np.exp(lp - old) + sel * coef * np.abs(lp - old)
+  want = (-a * np.exp(lp - old) + sel * coef * np.abs(lp - old)) * m  # 0 on padding
   for fn in (term, jax.jit(term)):
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics["frac_penalized"], k / m.sum(), rtol=1e-6)
   # At r = 1 the penalty is 0 and L = −A.
   at_one = batch.replace(logp_old=out.logp)
-  np.testing.assert_allclose(term(out, at_one)[0], -a, rtol=1e-6)
+  np.testing.assert_allclose(term(out, at_one)[0], -a * m, rtol=1e-6)
   for kwargs, name in ((dict(kl_cov_ratio=0.0), "kl_cov_ratio"), (dict(ppo_kl_coef=-1.0), "ppo_kl_coef")):
     with pytest.raises(ValueError, match=name):
       O.kl_cov(**kwargs)

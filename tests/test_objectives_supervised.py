@@ -194,7 +194,8 @@ def test_dpo_at_reference_is_log2_and_errors():
   at_ref = at_ref.replace(extras={"dpo_pair_id": jnp.asarray([0, 0, -1, -1]), "dpo_chosen": chosen})
   loss, _ = O.dpo()(out, at_ref)
   mask = np.asarray(batch.loss_mask)
-  np.testing.assert_allclose(np.asarray(loss)[:2][mask[:2]], np.log(2), rtol=1e-6)
+  # pair_scale s = 4 rows / 2 paired rows = 2 (rows 2, 3 are unpaired and carry no loss)
+  np.testing.assert_allclose(np.asarray(loss)[:2][mask[:2]], 2 * np.log(2), rtol=1e-6)
   assert np.all(np.asarray(loss)[2:] == 0)  # unpaired rows carry no loss
   bad = at_ref.replace(extras={"dpo_pair_id": pairs, "dpo_chosen": jnp.asarray([1, 1, 0, 1])})
   with pytest.raises(ValueError, match="exactly one chosen"):
@@ -205,6 +206,43 @@ def test_dpo_at_reference_is_log2_and_errors():
     O.dpo(beta=0.0)
   with pytest.raises(ValueError, match="label_smoothing"):
     O.dpo(label_smoothing=0.7)
+
+
+def test_dpo_with_unpaired_rows_is_the_mean_over_pairs():
+  """Unpaired rows (id −1: the middle samples of ``preference_pairs``' groups) count as sequences under
+  seq_mean_token_mean; the term's pair_scale undoes that, also when the batch is cut into micro-batches."""
+  b, t = 8, 5
+  rng = np.random.default_rng(11)
+  lp = -rng.uniform(0.01, 3.0, (b, t))
+  ref = lp + 0.3 * rng.normal(size=(b, t))
+  mask = np.ones((b, t), bool)
+  mask[1, 3:] = False
+  mask[6, 2:] = False
+  mask[7] = False  # an all-padding unpaired row: not a sequence for seq_mean_token_mean either
+  pairs = np.array([0, 0, -1, -1, 1, -1, 1, -1])
+  chosen = np.array([True, False, False, False, False, False, True, False])
+  losses, _, _ = _np_dpo(lp, ref, mask, pairs, chosen, 0.3, 0.0)
+  out = PolicyOutputs.create(logp=jnp.asarray(lp, jnp.float32))
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask),
+                            advantages=jnp.zeros((b, t)), group_id=jnp.arange(b),
+                            logp_ref=jnp.asarray(ref, jnp.float32),
+                            extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
+  obj = O.chain(O.dpo(0.3), aggregate=O.seq_mean_token_mean)
+  for fn in (obj, jax.jit(obj)):
+    loss, metrics = fn(out, batch)
+    np.testing.assert_allclose(loss, losses.mean(), rtol=1e-5)  # not 4/7 of it (2P / (2P + U))
+    np.testing.assert_allclose(metrics["dpo/pair_scale"], 7 / 4, rtol=1e-6)
+  # micro-batches of 4 rows with the whole batch's statistics and denominator sum to the same loss
+  stats, denom = obj.statistics(out, batch), obj.denominator(batch)
+  halves = [jax.tree_util.tree_map(lambda x, s=s: x[s] if np.ndim(x) and np.shape(x)[0] == b else x, batch)
+            for s in (slice(0, 4), slice(4, 8))]
+  outs = [out.replace(logp=out.logp[s]) for s in (slice(0, 4), slice(4, 8))]
+  total = sum(obj(o, h, denominator=denom, statistics=stats)[0] for o, h in zip(outs, halves))
+  np.testing.assert_allclose(total, losses.mean(), rtol=1e-5)
+  # without any unpaired row the scale is 1 (the loss is unchanged)
+  full = batch.replace(extras={"dpo_pair_id": jnp.asarray([0, 0, 2, 1, 2, 1, 3, 3]),
+                               "dpo_chosen": jnp.asarray([1, 0, 1, 0, 0, 1, 1, 0])}, loss_mask=jnp.ones((b, t), bool))
+  np.testing.assert_allclose(obj(out, full)[1]["dpo/pair_scale"], 1.0)
 
 
 def test_dpo_under_jit_poisons_incomplete_pairs():

@@ -162,7 +162,8 @@ def test_grpo_lambda_threshold_switch():
   b = len(gid)
   correct = RNG.random(b) < 0.6
   lengths = RNG.integers(5, 50, size=b)
-  r, m = both(R.grpo_lambda, correct, lengths, gid, num_groups=4, threshold=0.5, length_weight=0.3)
+  r, m = both(R.grpo_lambda, correct, lengths, gid, num_groups=4, threshold=0.5, selection="threshold",
+              length_weight=0.3)
   lp = _length_ref(lengths.astype(float), correct, gid)
   expected = np.zeros(b)
   for g in range(4):
@@ -174,6 +175,43 @@ def test_grpo_lambda_threshold_switch():
     idx = gid == g
     if correct[idx].mean() < 0.5:
       np.testing.assert_array_equal(np.asarray(r)[idx], correct[idx].astype(np.float32))
+
+
+def test_grpo_lambda_threshold_boundary_is_inclusive():
+  """``acc ≥ τ`` switches on exactly at τ: groups at acc = τ are penalised, one correct answer fewer is not."""
+  gid = np.repeat(np.arange(5), 4).astype(np.int32)
+  correct = np.array([1, 1, 1, 0,  1, 1, 0, 0,  1, 1, 1, 1,  1, 0, 0, 0,  0, 0, 0, 0])  # 3/4, 2/4, 1, 1/4, 0
+  pen = np.full(20, 9.0)
+  for tau, on in ((0.75, [1, 0, 1, 0, 0]), (0.5, [1, 1, 1, 0, 0]), (0.25, [1, 1, 1, 1, 0]), (0.0, [1] * 5),
+                  (1.0, [0, 0, 1, 0, 0])):
+    r, m = both(R.grpo_lambda, correct, np.ones(20), gid, num_groups=5, threshold=tau, selection="threshold",
+                penalized=pen)
+    want = np.where(np.repeat(on, 4).astype(bool), 9.0, correct)
+    np.testing.assert_array_equal(np.asarray(r), want)
+    np.testing.assert_allclose(float(m["penalty_on_frac"]), np.mean(on))
+  # a threshold just above a group's ratio leaves it off
+  r, _ = R.grpo_lambda(correct, np.ones(20), gid, num_groups=5, threshold=0.75 + 1e-6, selection="threshold",
+                       penalized=pen)
+  np.testing.assert_array_equal(np.asarray(r)[:4], correct[:4])
+
+
+def test_grpo_lambda_default_is_the_papers_top_fraction():
+  """The paper ranks the batch's groups by correctness ratio and penalises the top λ fraction (default λ = 0.5)."""
+  gid = np.repeat(np.arange(6), 2).astype(np.int32)
+  correct = np.array([0, 0,  1, 0,  1, 1,  0, 0,  1, 1,  1, 0])  # ratios 0, .5, 1, 0, 1, .5
+  pen = np.arange(12, dtype=np.float64) + 10
+  r, m = both(R.grpo_lambda, correct, np.ones(12), gid, num_groups=6, penalized=pen)
+  # ceil(0.5 · 6) = 3 groups: the two at ratio 1 (groups 2, 4) and, of the tied 0.5 groups, the lower id (1)
+  on = np.repeat([0, 1, 1, 0, 1, 0], 2).astype(bool)
+  np.testing.assert_array_equal(np.asarray(r), np.where(on, pen, correct))
+  assert float(m["penalty_on_frac"]) == 0.5
+  # relative, not absolute: the same rule on a batch where every group is weak still penalises the top half
+  weak = np.array([0, 0,  1, 0,  0, 0,  0, 0,  1, 0,  0, 0])  # ratios 0, .5, 0, 0, .5, 0
+  r, _ = R.grpo_lambda(weak, np.ones(12), gid, num_groups=6, penalized=pen)
+  on = np.repeat([0, 1, 0, 0, 1, 0], 2).astype(bool) | (np.repeat(np.arange(6), 2) == 0)  # 3rd: tie at 0 -> id 0
+  np.testing.assert_array_equal(np.asarray(r), np.where(on, pen, weak))
+  r_abs, _ = R.grpo_lambda(weak, np.ones(12), gid, num_groups=6, penalized=pen, selection="threshold")
+  np.testing.assert_array_equal(np.asarray(r_abs), np.where(np.repeat([0, 1, 0, 0, 1, 0], 2).astype(bool), pen, weak))
 
 
 def test_grpo_lambda_top_fraction_and_custom_penalized():

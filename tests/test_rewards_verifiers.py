@@ -42,6 +42,21 @@ def test_exact_match_malformed_output_scores_zero():
   assert out[0] == 0 and info["parse_failures"] == 1
 
 
+def test_exact_match_empty_output_and_none_references():
+  # an empty completion (or one that normalises to "") scores 0, even against a reference that normalises to ""
+  out, info = R.exact_match(["", "?", "  ", "", "<answer> </answer>"], ["?", "?", "", "", "x"], extract=None,
+                            return_info=True)
+  np.testing.assert_array_equal(out, [0, 0, 0, 0, 0])
+  assert R.exact_match(["<answer>?</answer>"], [["?", "a"]], extract="answer_tag")[0] == 0
+  assert R.exact_match(["a"], [["?", "a"]])[0] == 1  # the other references still count
+  # None: a missing reference scores 0; None inside a list is an error, never the text "None"
+  assert R.exact_match(["None"], [None])[0] == 0
+  with pytest.raises(ValueError, match=r"references\[1\].*None"):
+    R.exact_match(["a", "None"], ["a", ["b", None]])
+  with pytest.raises(ValueError, match=r"references\[0\].*None"):
+    R.math_answer(["None"], [[None]])
+
+
 def test_exact_match_bad_arguments_raise():
   with pytest.raises(ValueError, match="references"):
     R.exact_match(["a", "b"], ["a"])
@@ -113,7 +128,9 @@ def test_math_answer_fuzz_never_raises():
   out = R.math_answer(comps, ["1"] * len(comps))
   assert out.shape == (300,) and set(np.unique(out)) <= {0.0, 1.0}
   out = R.exact_match(comps, comps)
-  assert np.all(out == 1)
+  nonempty = np.array([R.normalize_text(c, "basic") != "" for c in comps])
+  assert (~nonempty).any() and nonempty.any()
+  np.testing.assert_array_equal(out, nonempty.astype(np.float32))  # an empty answer never scores 1
 
 
 def test_math_answer_long_output_is_bounded():

@@ -165,9 +165,11 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",
                          "verl whitens over response tokens (token-weighted), ours over valid sequences; "
                          "singleton group: ours 0, verl r/(1+ε)")),
-    _t("dara", dara, "A = Σ_k w_k A_k, w_k ∝ 1/sqrt(ρ_k) (active-group density)", f"{_S1} L77",
+    _t("dara", dara, "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
+       "(ρ = active-group density)", f"{_S1} L77; authors' code github.com/zhaihaotian/DARA math/rdgdpo/advantages.py",
        kind="multi_reward",
-       fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py")),
+       fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
+                         "dara_asym)")),
     _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward",
        fidelity=Fidelity("abstract", f"{_S1} L85 (SA-MRPO abstract)",
                          "weight w_k = 1 − saturation_k (batch mean of the [0,1]-normalised reward) is ours")),

@@ -62,6 +62,8 @@ _FINITE_NAMES = ("rewards", "advantages", "episode_rewards", "scores", "metric",
                  "turn_rewards", "signal", "logp", "logp_ref")
 _ID_NAMES = (("group_id", "num_groups"), ("key", "num_keys"), ("task_id", "num_tasks"))
 _MASK_NAMES = ("valid", "mask", "passed", "correct", "segment_valid", "turn_valid")
+# estimators that read their [B, T] inputs only inside `mask` (padding may hold anything, e.g. NaN log-probs)
+_READ_INSIDE_MASK = ("implicit_progress_reward",)
 
 
 def _value_checks(fn_name: str, args: dict) -> None:
@@ -71,16 +73,26 @@ def _value_checks(fn_name: str, args: dict) -> None:
     if args.get(name) is not None:
       check_mask(name, args[name])
   rows = None if valid is None else np.asarray(valid).astype(bool)
+  inside = None
+  if fn_name in _READ_INSIDE_MASK and args.get("mask") is not None:
+    inside = np.asarray(args["mask"]).astype(bool)
   for name in _FINITE_NAMES:
     x = args.get(name)
     if x is None:
       continue
     vals = np.asarray(x)
+    if inside is not None and vals.shape == inside.shape:
+      if vals.size and np.issubdtype(vals.dtype, np.number) and not np.all(np.isfinite(vals[inside])):
+        raise ValueError(f"{name} contains non-finite values (NaN or inf) inside `mask`; leave those positions "
+                         f"out of `mask` or fix the function that produced them")
+      continue
     if rows is not None and vals.ndim >= 1 and vals.shape[0] == rows.shape[0]:
       vals = vals[rows]
     if vals.size and np.issubdtype(vals.dtype, np.number) and not np.all(np.isfinite(vals)):
-      raise ValueError(f"{name} contains non-finite values (NaN or inf) on valid rows; mask them with `valid` "
-                       f"or fix the reward function")
+      if "valid" in args:
+        raise ValueError(f"{name} contains non-finite values (NaN or inf) on valid rows; mask them with `valid` "
+                         f"or fix the reward function")
+      raise ValueError(f"{name} contains non-finite values (NaN or inf); fix the function that produced them")
   for name, num_name in _ID_NAMES:
     ids = args.get(name)
     if ids is None or np.ndim(ids) != 1:

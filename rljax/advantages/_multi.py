@@ -89,36 +89,92 @@ def gdpo(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]] 
   return adv, _metrics(adv, total, v, per_reward=per)
 
 
+_DARA_SCALES = ("max_ratio", "mean_one")
+_DARA_CALIBRATIONS = ("positive", "symmetric")
+
+
 @C.fast_path
 def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_groups: Optional[int] = None,
-         eps: float = 1e-6, std_ddof: int = 0, active_tol: float = 1e-6):
-  """DARA density-aware aggregation: ``A = Σ_k w_k·A_k``, ``w_k ∝ 1/sqrt(ρ_k)``.
+         eps: float = 1e-6, std_ddof: int = 1, scale: str = "max_ratio", w_max: Optional[float] = 5.0,
+         calibration: str = "positive", whiten: bool = True, active_tol: float = 1e-8):
+  """DARA density-aware aggregation: ``A = whiten_batch(Σ_k w_k·A_k)``, ``w_k ∝ 1/sqrt(ρ_k)``.
 
-  ``A_k`` is the GRPO advantage of reward k (population std by default);
-  ``ρ_k`` = fraction of the batch's groups in which reward k is active
-  (some ``|A_k| > active_tol``). A sparse reward, active in few groups, has
-  little advantage energy ``E_k = Σ_i A_{i,k}²``; ``w_k = c/sqrt(ρ_k)``
-  equalises the weighted energy ``w_k²·E_k`` (exactly, for population std,
-  ε = 0 and equal group sizes, since each active group contributes n to E_k).
-  ``c`` makes the weights of active rewards average 1; a never-active reward
-  gets ``w_k = 0`` (its A_k is 0 anyway). Weights are recomputed every batch.
-  Source: DARA (seed 001_5839a3671b0b4d92.txt L77); the scale c is ours.
+  ``A_k`` is the GRPO advantage of reward k (``std_ddof``, ``eps``); ``ρ_k``
+  = fraction of the batch's groups in which reward k is active (the group's
+  ``Σ_i |A_{i,k}| > active_tol``). A sparse reward, active in few groups, has
+  little advantage energy ``E_k = Σ_i A_{i,k}²``; weighting it by ``1/sqrt(ρ_k)``
+  restores it. Weights are recomputed every batch.
+
+  Default (the authors' released code, github.com/zhaihaotian/DARA
+  ``math/rdgdpo/advantages.py``, method ``rdgdpo``; their main method
+  ``dara_asym``):
+
+      w_k = min(w_max, sqrt(max_j ρ_j / ρ_k))     (w_max = 5; w_k = 1 if ρ_k = 0)
+      C_{i,k} = w_k·max(A_{i,k}, 0) + min(A_{i,k}, 0)      (calibration="positive")
+      A_i = (S_i − mean S) / (std_{ddof=1} S + ε),  S_i = Σ_k C_{i,k}   (over the batch's valid rows)
+
+  with sample-std group normalisation (``std_ddof=1``) and ``active_tol`` 1e-8
+  as there. ``calibration="symmetric"`` (their ``dara_sym``) scales both signs:
+  ``C = w·A``. The final whitening fixes the advantages' scale from batch to
+  batch (without it the scale drifts with the densities).
+
+  The abstract's form (seed 001_5839a3671b0b4d92.txt L77 gives ``w_k ∝
+  1/sqrt(ρ_k)`` and no scale) is ``scale="mean_one", w_max=None,
+  calibration="symmetric", whiten=False, std_ddof=0``: ``w_k = c/sqrt(ρ_k)``
+  with ``c`` (ours) making the active rewards' weights average 1, a
+  never-active reward's weight 0, ``A = Σ_k w_k·A_k``. It equalises the
+  weighted energy ``w_k²·E_k`` exactly for population std, ε = 0 and equal
+  group sizes (each active group contributes n to E_k).
+
+  Args:
+    rewards: ``[B, K]``; group_id: ``[B]``; valid: optional ``[B]``.
+    scale: ``"max_ratio"`` (authors) | ``"mean_one"`` (ours, for the abstract's form).
+    w_max: cap on the weights, ≥ 1, or ``None`` for no cap.
+    calibration: ``"positive"`` | ``"symmetric"``.
+    whiten: batch whitening of the combined advantage (ε = ``eps``, sample std).
 
   Returns:
-    ``(advantages [B], info)`` with ``info["weights"] [K]``, ``info["density"] [K]``.
+    ``(advantages [B], info)`` with ``info["weights"] [K]``, ``info["density"] [K]``,
+    ``info["energy"] [K]`` (of the unweighted ``A_k``), ``info["per_reward"] [B, K]``.
   """
-  b, k, _ = _check_multi(rewards, None)
+  if scale not in _DARA_SCALES:
+    raise ValueError(f"scale must be one of {_DARA_SCALES}, got {scale!r}")
+  if calibration not in _DARA_CALIBRATIONS:
+    raise ValueError(f"calibration must be one of {_DARA_CALIBRATIONS}, got {calibration!r}")
+  if w_max is not None and not (np.isfinite(w_max) and w_max >= 1.0):
+    raise ValueError(f"w_max must be None or a finite number >= 1, got {w_max!r}")
+  if not (np.isfinite(active_tol) and active_tol >= 0.0):
+    raise ValueError(f"active_tol must be a finite number >= 0, got {active_tol!r}")
+  _check_multi(rewards, None)
   per, v, gid, ng = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps,
                                     std_ddof=std_ddof)
   present = G.seg_sum(v, gid, ng)[:ng] > 0
   n_groups = jnp.maximum(jnp.sum(present), 1)
-  act = jax.ops.segment_max(jnp.abs(per) * v[:, None], gid, num_segments=ng + 1)[:ng] > active_tol  # [ng, K]
+  act = G.seg_sum(jnp.abs(per) * v[:, None], gid, ng)[:ng] > active_tol  # [ng, K]
   rho = jnp.sum(act & present[:, None], axis=0) / n_groups
-  raw = jnp.where(rho > 0, 1.0 / jnp.sqrt(jnp.where(rho > 0, rho, 1.0)), 0.0)
-  n_active = jnp.maximum(jnp.sum(rho > 0), 1)
-  w = raw * n_active / jnp.maximum(jnp.sum(raw), 1e-12)
-  adv = (per @ w) * v
-  return adv, _metrics(adv, adv, v, weights=w, density=rho, energy=jnp.sum(per * per * v[:, None], axis=0))
+  live = rho > 0
+  safe = jnp.where(live, rho, 1.0)
+  if scale == "max_ratio":
+    w = jnp.where(live, jnp.sqrt(jnp.max(rho) / safe), 1.0)
+  else:
+    raw = jnp.where(live, 1.0 / jnp.sqrt(safe), 0.0)
+    w = raw * jnp.maximum(jnp.sum(live), 1) / jnp.maximum(jnp.sum(raw), 1e-12)
+  if w_max is not None:
+    w = jnp.minimum(w, w_max)
+  if calibration == "positive":
+    combined = jnp.maximum(per, 0.0) @ w + jnp.sum(jnp.minimum(per, 0.0), axis=1)
+  else:
+    combined = per @ w
+  combined = combined * v
+  if whiten:
+    n = jnp.sum(v)
+    mean = jnp.sum(combined * v) / jnp.maximum(n, 1.0)
+    std = jnp.sqrt(jnp.sum(((combined - mean) * v) ** 2) / jnp.maximum(n - 1.0, 1.0))
+    adv = (combined - mean) / (std + eps) * v
+  else:
+    adv = combined
+  return adv, _metrics(adv, combined, v, weights=w, density=rho, energy=jnp.sum(per * per * v[:, None], axis=0),
+                       per_reward=per)
 
 
 @C.fast_path

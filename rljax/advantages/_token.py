@@ -9,11 +9,12 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax import _groups as G
 from rljax.advantages import _common as C
 from rljax.advantages._outcome import _check_common, _grpo_core, _metrics, grpo
-from rljax.types import check_mask
+from rljax.types import check_mask, is_concrete
 
 Array = jax.Array
 
@@ -382,19 +383,25 @@ def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta:
   tokens gives the step reward). Source: seed 001_5839a3671b0b4d92.txt L167
   (related: OPRL, seed 000_3e503271be254a43.txt L67).
 
+  Only positions in ``mask`` are read: padding may hold anything (NaN, −inf)
+  and gives 0, eagerly and under ``jit`` alike. A non-finite log-prob inside
+  ``mask`` raises ``ValueError`` when concrete (under ``jit`` it gives a
+  non-finite reward there).
+
   Args:
-    logp, logp_ref: ``[B, T]``; mask: ``[B, T]``; beta: KL-regularisation scale.
+    logp, logp_ref: ``[B, T]``; mask: ``[B, T]``; beta: KL-regularisation scale,
+      finite and > 0 (checked when concrete).
 
   Returns:
     ``(rewards [B, T], info)`` with ``info["sequence_sum"] [B]``.
   """
+  if is_concrete(beta) and not (np.ndim(beta) == 0 and np.isfinite(beta) and float(beta) > 0):
+    raise ValueError(f"beta must be a finite scalar > 0, got {beta!r}")
   shape = G.check_rank("logp", logp, 2)
   G.check_shape("logp_ref", logp_ref, shape)
   G.check_shape("mask", mask, shape)
   check_mask("mask", mask)
-  G.check_finite("logp", logp)
-  G.check_finite("logp_ref", logp_ref)
-  m = jnp.asarray(mask).astype(G.float_dtype(logp))
-  rew = jax.lax.stop_gradient(beta * (jnp.asarray(logp) - jnp.asarray(logp_ref)) * m)
-  rew = jnp.where(m > 0, rew, 0.0)
+  m = jnp.asarray(mask).astype(bool)
+  diff = jnp.where(m, jnp.asarray(logp) - jnp.asarray(logp_ref), 0.0)
+  rew = jax.lax.stop_gradient(jnp.where(m, beta * diff, 0.0))
   return rew, {"sequence_sum": jnp.sum(rew, axis=1), "mean": jnp.sum(rew) / jnp.maximum(jnp.sum(m), 1.0)}

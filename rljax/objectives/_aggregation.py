@@ -32,7 +32,8 @@ __all__ = ["token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean
 def _prep(loss: Array, mask: Array) -> tuple[Array, Array]:
   if loss.shape != mask.shape or loss.ndim != 2:
     raise ValueError(f"per-token loss and mask must both be [B, T]; got {loss.shape} and {mask.shape}")
-  return loss.astype(jnp.float32), mask.astype(jnp.float32)
+  dtype = jnp.result_type(jnp.float32, loss.dtype)  # at least float32; float64 stays float64 (x64)
+  return loss.astype(dtype), mask.astype(dtype)
 
 
 def token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:

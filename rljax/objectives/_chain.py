@@ -87,19 +87,23 @@ class Objective:
                aux_weight: float = 1.0, statistics: Optional[dict] = None):
     if out.logp.shape != batch.loss_mask.shape:
       raise ValueError(f"out.logp {out.logp.shape} and batch.loss_mask {batch.loss_mask.shape} must match")
-    total = jnp.zeros(batch.loss_mask.shape, jnp.float32)
-    metrics = {}
+    per_tokens, metrics = [], {}
     for name, term in zip(self.names, self.terms):
       result = call_with_statistics(term, out, batch, (statistics or {}).get(name))
       if not (isinstance(result, tuple) and len(result) == 2):
         raise ValueError(f"objective term {name!r} must return (per_token_loss [B, T], metrics dict)")
       per_token, term_metrics = result
-      if per_token.shape != total.shape:
+      if per_token.shape != batch.loss_mask.shape:
         raise ValueError(f"objective term {name!r} returned per-token loss of shape {per_token.shape}, "
-                         f"expected {total.shape}")
-      total = total + per_token.astype(jnp.float32)
+                         f"expected {batch.loss_mask.shape}")
+      per_tokens.append(per_token)
       for key, value in dict(term_metrics).items():
         metrics[f"{name}/{key}"] = value
+    # summed in float32 at least (bf16 terms are promoted); float64 terms keep float64 (jax_enable_x64)
+    dtype = jnp.result_type(jnp.float32, *[p.dtype for p in per_tokens])
+    total = jnp.zeros(batch.loss_mask.shape, dtype)
+    for per_token in per_tokens:
+      total = total + per_token.astype(dtype)
     numerator, local_denominator = self.aggregate(total, batch.loss_mask)
     denom = local_denominator if denominator is None else jnp.asarray(denominator, jnp.float32)
     loss = numerator / jnp.maximum(denom, 1e-8)
@@ -119,7 +123,8 @@ def chain(*terms: Term, aggregate=token_mean, aux_loss_coef: float = 0.0) -> Obj
       loss = aggregate(sum_i term_i(out, batch).per_token_loss, batch.loss_mask)
              + aux_loss_coef * out.aux_loss          (MoE load balancing, when present)
 
-  Per-token losses are summed in float32 whatever the terms' dtype.
+  Per-token losses are summed in float32, or float64 when a term returns
+  float64 (``jax_enable_x64`` with float64 inputs); bf16 terms are promoted.
 
   Args:
     *terms: term callables (built-in factories' results or user functions with

@@ -27,7 +27,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _log_ratio, _mask, _masked_mean,
+from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _float, _log_ratio, _mask, _masked_mean,
                                   _require, _with_name)
 from rljax.objectives._statistics import batch_statistics, call_with_statistics, forward_statistics
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
@@ -244,12 +244,13 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
     ratio = jnp.exp(log_r)
     mask = _mask(batch)
     l1 = -adv * ratio
-    l2 = -adv * jnp.clip(ratio, 1.0 - jnp.asarray(eps_low, jnp.float32), 1.0 + jnp.asarray(eps_high, jnp.float32))
+    lo, hi = (jnp.asarray(e).astype(ratio.dtype) for e in (eps_low, eps_high))
+    l2 = -adv * jnp.clip(ratio, 1.0 - lo, 1.0 + hi)
     clipped = (l2 > l1) & (mask > 0)
     return adv, log_r, mask, jnp.maximum(l1, l2), clipped
 
   def select(out, adv, mask, clipped):
-    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    cov = _covariance(adv, out.logp.astype(_float(out.logp)), mask)
     cand = (mask > 0) & ~clipped & (cov > clip_cov_lb) & (cov < clip_cov_ub)
     count = _count(jnp.sum(mask), clip_cov_ratio)
     priority = cov if key is None else jax.random.uniform(key, mask.shape)
@@ -262,7 +263,7 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
   def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
     adv, log_r, mask, pg_loss, clipped = pieces(out, batch)
     selected = select(out, adv, mask, clipped) if statistics is None else statistics["selected"]
-    loss = jnp.where(selected, 0.0, pg_loss)
+    loss = jnp.where(selected | (mask <= 0), 0.0, pg_loss)  # 0 on padding, like every ratio term
     metrics = {"cov_clip_frac": _masked_mean(selected.astype(jnp.float32), mask),
                "clip_frac": _masked_mean(clipped.astype(jnp.float32), mask),
                "approx_kl_k1": _masked_mean(jax.lax.stop_gradient(-log_r), mask),
@@ -310,7 +311,9 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
     log_r = _log_ratio(out, batch)
     mask = _mask(batch)
     selected = select(out, batch) if statistics is None else statistics["selected"]
-    loss = -adv * jnp.exp(log_r) + jnp.where(selected, jnp.asarray(ppo_kl_coef, jnp.float32) * jnp.abs(log_r), 0.0)
+    coef = jnp.asarray(ppo_kl_coef).astype(log_r.dtype)
+    loss = -adv * jnp.exp(log_r) + jnp.where(selected, coef * jnp.abs(log_r), 0.0)
+    loss = jnp.where(mask > 0, loss, 0.0)  # 0 on padding, like every ratio term
     metrics = {"frac_penalized": _masked_mean(selected.astype(jnp.float32), mask),
                "ppo_kl_abs": _masked_mean(jax.lax.stop_gradient(jnp.abs(log_r)), mask),
                **_entropy_metric(out, mask)}

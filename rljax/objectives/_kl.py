@@ -67,13 +67,19 @@ def _check_batch(out: PolicyOutputs, batch: TrainBatch) -> tuple:
   return shape
 
 
+def _float(*xs):
+  """The float type the terms compute in: at least float32, float64 when an input is (``jax_enable_x64``)."""
+  return jnp.result_type(jnp.float32, *[jnp.asarray(x).dtype for x in xs])
+
+
 def _require(name: str, x, shape: tuple):
-  """Returns ``x`` after checking it is present and has ``shape``."""
+  """Returns ``x`` as a float array (``_float``) after checking it is present and has ``shape``."""
   if x is None:
     raise ValueError(f"{name} is required by this term but is None")
   if tuple(np.shape(x)) != tuple(shape):
     raise ValueError(f"{name} must have shape {tuple(shape)}, got {tuple(np.shape(x))}")
-  return jnp.asarray(x, jnp.float32) if is_concrete(x) else x.astype(jnp.float32)
+  x = jnp.asarray(x)
+  return x.astype(_float(x))
 
 
 def _extra(batch: TrainBatch, key: str, shape: tuple, *, required: bool = True):
@@ -107,7 +113,7 @@ def _log_ratio(out: PolicyOutputs, batch: TrainBatch, clamp: Optional[float] = 2
   except ValueError as e:
     raise ValueError("batch.logp_old or batch.logp_behavior is required for a ratio term") from e
   prox = _require("batch.logp_old/logp_behavior", prox, shape)
-  log_r = out.logp.astype(jnp.float32) - prox
+  log_r = out.logp.astype(_float(out.logp)) - prox
   if clamp is not None:
     log_r = jnp.clip(log_r, -clamp, clamp)
   return log_r
@@ -167,7 +173,8 @@ def kl_estimate(logp: Array, logp_ref: Array, estimator: str = "k3", *, clamp: b
     raise ValueError(f"estimator must be one of {list(KL_ESTIMATORS)}, got {estimator!r}")
   if tuple(np.shape(logp)) != tuple(np.shape(logp_ref)):
     raise ValueError(f"logp {tuple(np.shape(logp))} and logp_ref {tuple(np.shape(logp_ref))} must have the same shape")
-  delta = logp.astype(jnp.float32) - logp_ref.astype(jnp.float32)
+  dtype = _float(logp, logp_ref)  # float64 inputs (jax_enable_x64) keep float64
+  delta = jnp.asarray(logp).astype(dtype) - jnp.asarray(logp_ref).astype(dtype)
   value = _estimator_value(delta, base, clamp)
   if straight_through:
     k2 = 0.5 * jnp.square(delta)
@@ -207,7 +214,7 @@ def kl_penalty(beta=1e-3, estimator: str = "low_var_kl", *, clamp: bool = True, 
     if bias_correction:
       kl = kl * jnp.exp(_log_ratio(out, batch))
     mask = _mask(batch)
-    b = jnp.asarray(beta, jnp.float32)
+    b = jnp.asarray(beta).astype(kl.dtype)
     metrics = {"kl": _masked_mean(jax.lax.stop_gradient(kl), mask), "beta": b}
     return b * kl, metrics
 

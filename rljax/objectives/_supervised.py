@@ -14,7 +14,7 @@ import numpy as np
 
 from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
 from rljax.objectives._statistics import batch_statistics, has_statistics
-from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _log_ratio, _mask,
+from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _float, _log_ratio, _mask,
                                   _masked_mean, _require, _seq_sum, _with_name)
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
@@ -178,9 +178,15 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
   The reference log-probs come from ``batch.logp_ref``; sums run over
   ``batch.loss_mask`` (the completion tokens).
 
-  Spread: every masked token of both rows carries L_pair, so
-  ``aggregate=seq_mean_token_mean`` gives exactly mean_pairs L_pair (TRL's
-  loss). Other aggregations weight pairs by length.
+  Spread: every masked token of both rows carries ``s·L_pair`` with
+  ``s = N / N_paired`` (N: rows with at least one masked token; N_paired:
+  those in a pair), so ``aggregate=seq_mean_token_mean`` gives exactly
+  mean_pairs L_pair (TRL's loss) even when unpaired rows (id < 0, e.g. the
+  groups' middle samples from ``preference_pairs``) share the batch: they
+  count as sequences in that aggregation's denominator, and ``s`` undoes it.
+  ``s`` is a statistic of the whole batch (``term.batch_statistics``), so a
+  micro-batched step gets the full batch's. Other aggregations weight pairs
+  by length.
 
   Args:
     beta: β > 0 (TRL default 0.1; may be traced).
@@ -188,22 +194,34 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
 
   Metrics (TRL names): ``rewards/chosen``, ``rewards/rejected`` (mean β·h),
   ``rewards/margins`` (mean β·margin), ``rewards/accuracies`` (fraction of
-  pairs with margin > 0), ``loss_pair`` (mean L_pair).
+  pairs with margin > 0), ``loss_pair`` (mean L_pair), ``pair_scale`` (s).
   """
   _check_value("beta", beta, low=0.0, low_open=True)
   _check_value("label_smoothing", label_smoothing, low=0.0, high=0.5, high_open=True)
 
-  def term(out: PolicyOutputs, batch: TrainBatch):
-    shape = _check_batch(out, batch)
-    b_dim = shape[0]
-    ref = _require("batch.logp_ref", batch.logp_ref, shape)
+  def pair_ids(batch, b_dim):
     extras = dict(batch.extras or {})
     if pair_key not in extras:
       raise ValueError(f"batch.extras[{pair_key!r}] ([B] int pair ids) is required by dpo")
     pair_id = extras[pair_key]
     if tuple(np.shape(pair_id)) != (b_dim,):
       raise ValueError(f"batch.extras[{pair_key!r}] must have shape ({b_dim},), got {tuple(np.shape(pair_id))}")
-    pair_id = jnp.asarray(pair_id).astype(jnp.int32)
+    return jnp.asarray(pair_id).astype(jnp.int32)
+
+  def statistics_fn(out, batch):
+    """``{"pair_scale": N / N_paired}`` over the rows with at least one masked token (1 without pairs)."""
+    shape = _check_batch(out, batch)
+    has = jnp.sum(_mask(batch), axis=1) > 0
+    n_all = jnp.sum(has.astype(jnp.float32))
+    n_paired = jnp.sum((has & (pair_ids(batch, shape[0]) >= 0)).astype(jnp.float32))
+    return {"pair_scale": jnp.where(n_paired > 0, n_all / jnp.maximum(n_paired, 1.0), 1.0)}
+
+  def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
+    shape = _check_batch(out, batch)
+    b_dim = shape[0]
+    ref = _require("batch.logp_ref", batch.logp_ref, shape)
+    extras = dict(batch.extras or {})
+    pair_id = pair_ids(batch, b_dim)
     valid = pair_id >= 0
     same = (pair_id[:, None] == pair_id[None, :]) & valid[:, None] & valid[None, :]
     if chosen_key in extras:
@@ -222,11 +240,11 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
     if is_concrete(pair_id) and is_concrete(chosen):
       _check_pairs(pair_id, chosen)
     mask = _mask(batch)
-    h = _seq_sum(out.logp.astype(jnp.float32) - ref, mask)
+    h = _seq_sum(out.logp.astype(_float(out.logp)) - ref, mask)
     sign = jnp.where(chosen, 1.0, -1.0)
     margin = jnp.sum(jnp.where(same, (sign * h)[None, :], 0.0), axis=1)  # h_chosen − h_rejected, per row
-    bt = jnp.asarray(beta, jnp.float32)
-    eps = jnp.asarray(label_smoothing, jnp.float32)
+    bt = jnp.asarray(beta).astype(margin.dtype)
+    eps = jnp.asarray(label_smoothing).astype(margin.dtype)
     z = bt * margin
     pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(-z)
     pair_loss = jnp.where(valid, pair_loss, 0.0)
@@ -246,8 +264,11 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
         "rewards/accuracies": jnp.sum((z > 0).astype(jnp.float32) * ch) / n_ch,
         "loss_pair": jnp.sum(_sg(pair_loss) * ch) / n_ch,
     }
-    return jnp.broadcast_to(pair_loss[:, None], shape), metrics
+    scale = (statistics_fn(out, batch) if statistics is None else statistics)["pair_scale"]
+    metrics["pair_scale"] = scale
+    return jnp.broadcast_to((scale * pair_loss)[:, None], shape), metrics
 
+  term.batch_statistics = statistics_fn
   return _with_name(term, "dpo")
 
 

@@ -53,10 +53,12 @@ TECHNIQUES = _with_stages((
                                 "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
                                 "and full-match are ours")),
     Technique("grpo_lambda", "shaping", grpo_lambda,
-              "r_i = penalized_i if acc_g >= tau else 1[correct_i]", f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",
+              "r_i = penalized_i if group g is in the batch's top-lambda fraction by acc_g else 1[correct_i]",
+              f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",
               fidelity=Fidelity("paper_formula", "arXiv 2505.18086 GRPO-λ method (top-λ fraction of groups by "
-                                "correctness ratio), as read by the issue #23 audit fix",
-                                "the length-penalty form inside the selected groups is ours (length_weight)")),
+                                "correctness ratio)",
+                                "λ = 0.5 default and the length-penalty form inside the selected groups "
+                                "(length_weight) are ours; selection='threshold' gives an absolute acc ≥ τ rule")),
     Technique("overlong_penalty", "shaping", overlong_penalty,
               "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
               "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",

@@ -168,29 +168,31 @@ _GL_SELECTIONS = ("threshold", "top_fraction")
 
 
 def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: int,
-                threshold: float = 0.5, selection: str = "threshold", length_weight: float = 1.0,
+                threshold: float = 0.5, selection: str = "top_fraction", length_weight: float = 1.0,
                 penalized: Optional[Array] = None, valid: Optional[Array] = None):
   """GRPO-λ: length-penalised reward only in groups with a high correctness ratio.
 
   ``acc_g = mean_{i in g} correct_i``; ``r_i = penalized_i`` if ``g`` is
   switched on, else the length-agnostic ``correct_i in {0, 1}``.
-  ``selection="threshold"``: on iff ``acc_g >= threshold``;
-  ``selection="top_fraction"``: on for the ``ceil(threshold * #groups)``
-  groups with the highest ``acc_g`` (ties to the lower group id).
+  ``selection="top_fraction"`` (default, the paper's batch-wise top-λ rule):
+  on for the ``ceil(λ · #groups)`` groups of the batch with the highest
+  ``acc_g`` (``λ = threshold``; ties to the lower group id);
+  ``selection="threshold"``: on iff ``acc_g >= threshold`` (an absolute τ).
   Default ``penalized_i = correct_i + length_weight * length_penalty_i``
   (Kimi-style ``length_penalty``).
 
-  Source: GRPO-λ, 000_3e503271be254a43.txt L9 (arXiv:2505.18086) — the abstract
-  gives the switch on the group correctness ratio; the threshold value, the
-  top-fraction alternative and the penalty form are our interpretation
-  (pass your own ``penalized`` to change the latter).
+  Source: GRPO-λ, 000_3e503271be254a43.txt L9 (arXiv:2505.18086). The abstract
+  gives the switch on the group correctness ratio; the paper selects the top-λ
+  fraction of the batch's groups by that ratio. The default λ = 0.5, the
+  absolute-τ alternative and the penalty form are ours (pass your own
+  ``penalized`` to change the latter).
 
   Args:
     correct: ``[B]`` bool or 0/1.
     lengths: ``[B]`` token counts.
     group_id: ``[B]`` int; num_groups: static int.
-    threshold: ``tau`` (or the fraction for ``top_fraction``), in [0, 1].
-    selection: ``"threshold"`` | ``"top_fraction"``.
+    threshold: the fraction λ for ``top_fraction`` (or ``tau`` for ``threshold``), in [0, 1].
+    selection: ``"top_fraction"`` | ``"threshold"``.
     length_weight: weight of the default length penalty.
     penalized: optional ``[B]`` length-penalised reward to use instead.
     valid: optional ``[B]`` row mask (invalid rows get 0).

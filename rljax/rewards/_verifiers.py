@@ -56,7 +56,10 @@ def _as_text(x) -> Optional[str]:
 
 
 def _as_reference_list(ref) -> list[str]:
-  """A reference is a string, a number, or a sequence of acceptable answers."""
+  """A reference is a string, a number, or a sequence of acceptable answers (``None``: none, scores 0).
+
+  Raises ``ValueError`` for a ``None`` inside a sequence (it would otherwise become the text "None").
+  """
   if ref is None:
     return []
   if isinstance(ref, (str, bytes, int, float, Fraction)) or isinstance(ref, np.generic):
@@ -68,6 +71,9 @@ def _as_reference_list(ref) -> list[str]:
       refs = [ref]
   out = []
   for r in refs:
+    if r is None:
+      raise ValueError("a reference list holds None; give the acceptable answers as strings or numbers "
+                       "(a missing reference is a plain None, which scores 0)")
     if isinstance(r, bytes):
       r = r.decode("utf-8", errors="replace")
     out.append(r if isinstance(r, str) else str(r))
@@ -129,10 +135,15 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
   Source: binary correctness reward (001_5839a3671b0b4d92.txt L225); the
   normaliser is ours (the sources do not specify one, see ``normalize_text``).
 
+  An answer that is empty after normalisation scores 0, whatever the
+  reference (a reference that normalises to ``""``, e.g. ``"?"``, is never
+  matched).
+
   Args:
     completions: ``B`` decoded completions.
     references: ``B`` references; each a string, a number, or a sequence of
-      acceptable answers (any match scores 1).
+      acceptable answers (any match scores 1); ``None`` scores 0, a ``None``
+      inside a sequence raises ``ValueError``.
     normalize: ``"basic"`` | ``"squad"`` | ``"strip"`` | ``"none"``.
     extract: what part of the completion is compared: ``None`` (all of it),
       ``"answer_tag"`` (the last ``<answer>...</answer>``), ``"last_line"``, or a
@@ -151,13 +162,18 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
   failures = 0
   for i in range(b):
     try:
+      refs_i = _as_reference_list(references[i])
+    except ValueError as e:  # the data, not the model: fail loudly
+      raise ValueError(f"references[{i}]: {e}") from None
+    try:
       text = _as_text(completions[i])
       answer = None if text is None else _extract_text(text, extract)
       if not isinstance(answer, str):
         failures += 1
         continue
       answer = normalize_text(answer, normalize)
-      refs = {normalize_text(r, normalize) for r in _as_reference_list(references[i])}
+      # an empty answer never matches (not even a reference that normalises to "", e.g. "?")
+      refs = {normalize_text(r, normalize) for r in refs_i} - {""}
       out[i] = float(answer in refs)
     except Exception:  # never crash the run on model output
       failures += 1
@@ -378,6 +394,10 @@ def math_answer(completions: Sequence[str], references: Sequence[Any], *,
   failures = 0
   for i in range(b):
     try:
+      refs_i = _as_reference_list(references[i])
+    except ValueError as e:  # the data, not the model: fail loudly
+      raise ValueError(f"references[{i}]: {e}") from None
+    try:
       text = _as_text(completions[i])
       if text is None:
         failures += 1
@@ -388,7 +408,7 @@ def math_answer(completions: Sequence[str], references: Sequence[Any], *,
       if pred is None:
         failures += 1
         continue
-      for ref in _as_reference_list(references[i]):
+      for ref in refs_i:
         if extract_reference and ("####" in ref or "\\boxed" in ref or "\\fbox" in ref):
           ref = extract_math_answer(ref, ("boxed", "hash")) or ref
         if _math_equal(pred, ref, rel_tol, abs_tol):
