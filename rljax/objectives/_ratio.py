@@ -636,31 +636,63 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
+  verl = "verl 0.9.1 core_algos."
   rows = [
       ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
-       "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla"),
+       "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
+       Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
+                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form")),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
-       "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce"),
-      ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg"),
+       "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
+       Fidelity("peer", verl + "compute_policy_loss_reinforce (-A log pi * rollout_is_weights)",
+                "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
+                "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
+      ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
+       Fidelity("peer", verl + "compute_policy_loss_gpg")),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
-       "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence"),
+       "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
+       Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
+                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)")),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
-       "GSPO arXiv:2507.18071; verl gspo"),
-      ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean"),
+       "GSPO arXiv:2507.18071; verl gspo",
+       Fidelity("peer", verl + "compute_policy_loss_gspo",
+                "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
+                "(verl forces seq-mean-token-mean)")),
+      ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
+       Fidelity("peer", verl + "compute_policy_loss_geo_mean",
+                "eps default 0.4/0.4 (paper; verl uses clip_ratio 0.2); empty rows skipped (verl's plain mean "
+                "counts them as 0); log rho clamped [-20, 10]")),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
-       "Rank-GRPO / ConvRec-R1, seed 000 L87"),
+       "Rank-GRPO / ConvRec-R1, seed 000 L87",
+       Fidelity("abstract", "seed 000 L87 (Rank-GRPO abstract)",
+                "only rho_seg = geometric mean of the segment's token ratios is the abstract's; the PPO clip "
+                "with the token's advantage, eps 0.2 and the aggregation are our reading")),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
-       "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo"),
+       "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
+       Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
+                "default = TRL (upper cap only, 1+eps_high = 5); verl clips both sides (clip_ratio_low/high "
+                "0.2/0.28): pass eps_low and eps_high for its form")),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
-       "SAPO arXiv:2511.20347; verl sapo; TRL sapo"),
+       "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
+       Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
+                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
-       "CPGD arXiv:2505.12504, seed 000 L43 (form unverified)"),
-      ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119"),
+       "CPGD arXiv:2505.12504, seed 000 L43 (form unverified)",
+       Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
+                "PG term: same gradient (siiRL clips log pi, value shifted by -A log pi_old); drift: siiRL "
+                "sg(min(r-1, 2)) log pi, coef 0.001 = our k3 gradient without the cap; our alpha 0.1")),
+      ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
+       Fidelity("abstract", "seed 000 L119 (PSPO abstract); arXiv:2509.21282",
+                "smoothed ratio (1-alpha) r + alpha read from the smoothing pi~ = (1-alpha) pi + alpha pi_old; "
+                "alpha = 0.1 and the optional clip_eps are ours")),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
-       "AReaL arXiv:2505.24298, seed 000 L29"),
+       "AReaL arXiv:2505.24298, seed 000 L29",
+       Fidelity("peer", "AReaL docs: ppo_actor_loss_fn(use_decoupled_loss=True) (peer-conventions.md)",
+                "not checked line by line against AReaL's code")),
   ]
-  return tuple(Technique(name, "policy_loss", fn, formula, src) for name, fn, formula, src in rows)
+  return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
+               for name, fn, formula, src, fid in rows)
 
 
 TECHNIQUES = _technique_rows()

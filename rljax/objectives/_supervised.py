@@ -258,31 +258,34 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
 _ALOL_RATIOS = ("none", "sequence", "token")
 
 
-def alol(*, ratio: str = "sequence", eps=0.2):
+def alol(*, ratio: str = "sequence", eps=0.9):
   """A-LoL — Advantage-Leftover-Lunch offline RL (Baheti et al., arXiv:2305.14718; seed 001 L191).
 
   The whole output is one action; A_b = R(x, y) − V(x) (the LM's own
   sequence-level value estimate) is given as ``batch.advantages`` (a per-
   sequence value broadcast over tokens; the masked mean over the sequence is
-  used). Samples with A_b < 0 are dropped (abstract). Loss:
+  used). Samples with A_b < 0 are dropped (the code's ``clamp(A, min=0)``). Loss:
 
       L_b = −1[A_b > 0] · A_b · sg(w_b) · log π_θ(y_b | x_b)
       spread: L_bt = −1[A_b > 0] · A_b · sg(w_bt) · log π_θ(y_bt)
 
   with w from ``ratio``:
-    * ``"none"`` — w ≡ 1 (A-LoL "ref-free": A-weighted sequence NLL);
-    * ``"sequence"`` — w_b = clip(π_θ(y|x)/π_ref(y|x), 1−ε, 1+ε), the clip done
-      on the log (Σ_t log r_t ∈ [log(1−ε), log(1+ε)], same value, no overflow);
-    * ``"token"`` — w_bt = clip(π_θ(y_t)/π_ref(y_t), 1−ε, 1+ε) per token.
-  *Unverified*: how the clipped ratio enters (here: a detached importance
-  weight, so ∇L = −A·w·∇log π, the A-LoL gradient with π_ref the data's
-  policy), ε, and which of our "sequence"/"token" matches the paper's "A-LoL"
-  and "A-LoL seq" variants. ``aggregate=seq_mean_token_sum`` (or
-  ``token_sum`` / B) gives mean_b L_b.
+    * ``"none"`` — w ≡ 1 (``a_lol_ref_free``: A-weighted sequence NLL);
+    * ``"sequence"`` — w_b = clip(π_θ(y|x)/π_ref(y|x), 1−ε, 1+ε) (``a_lol``), the
+      clip done on the log (Σ_t log r_t ∈ [log(1−ε), log(1+ε)], same value, no overflow);
+    * ``"token"`` — w_bt = clip(π_θ(y_t)/π_ref(y_t), 1−ε, 1+ε) per token (``a_lol_seq``).
+  Checked against the authors' code (github.com/abaheti95/LoL-RL,
+  ``lolrl_qlora_llama_hh.py``): the ratio is computed under ``no_grad``
+  (detached), clamped to [1−ε, 1+ε] with ``--ppo_clip`` default ε = 0.9 (our
+  default), multiplied into the sequence NLL Σ_t −log π_θ and by A⁺, and
+  averaged over the batch — ``aggregate=seq_mean_token_sum`` gives exactly
+  that mean_b L_b. Not reproduced: the code's ``ppo_clip=0`` (unclipped ratio)
+  and its A-LoL-KL variant; V(x) (the code's value head on the reference
+  model) is the advantage room's job.
 
   Args:
     ratio: ``"none"``, ``"sequence"`` or ``"token"``.
-    eps: ε ∈ [0, 1) (concrete or traced).
+    eps: ε ∈ [0, 1) (concrete or traced); authors' default 0.9.
 
   Reads ``out.logp``, ``batch.advantages``, ``batch.logp_ref`` (π_ref) unless
   ``ratio="none"``. Metrics: ``frac_dropped`` (sequences with A < 0),
@@ -474,20 +477,42 @@ def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str 
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   return (
-      Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49"),
-      Technique("gft", "supervised", gft, "L_t = −sg(min(1, p_t/τ))·log p_t", "001_5839a3671b0b4d92.txt L49 (GFT)"),
+      Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49",
+                fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
+                                  "TRL divides by num_items_in_batch (global token count): token_mean with the "
+                                  "global denominator")),
+      Technique("gft", "supervised", gft, "L_t = −sg(min(1, p_t/τ))·log p_t", "001_5839a3671b0b4d92.txt L49 (GFT)",
+                fidelity=Fidelity("abstract", "GFT abstract (arXiv:2604.14258; seed 001 L49); no released code found",
+                                  "'adaptively bounds inverse-probability weights' read as the weight sg(min(1, p/τ)); "
+                                  "τ = 0.1 and the Group Advantage Learning hook (use_advantages) are ours")),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
-                "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd"),
+                "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
+                fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
+                                  "apply_opd_kl_to_advantages",
+                                  "a standalone loss term; slime subtracts coef·(log π_old − log π_T) from the "
+                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
-                "arXiv:2305.18290; TRL DPOTrainer"),
+                "arXiv:2305.18290; TRL DPOTrainer",
+                fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
+                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
-                "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718"),
+                "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
+                fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (a_lol, "
+                                  "a_lol_seq, a_lol_ref_free)",
+                                  "A = R − V(x) comes from the batch (the code's value head); ppo_clip=0 (no clip) and "
+                                  "A-LoL-KL are not offered")),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
-                "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179"),
+                "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
+                fidelity=Fidelity("abstract", "ReasonMaxxer abstract (seed 001 L179); no released code found",
+                                  "only 'contrastive loss at entropy-gated decision points' is given: the ±log π form, "
+                                  "τ/ρ gate, reward threshold and the unlikelihood option are ours")),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
-                "L_t = (1 − p_t)^γ / mean(w) · l_t", "001_5839a3671b0b4d92.txt L239"),
+                "L_t = (1 − p_t)^γ / mean(w) · l_t", "001_5839a3671b0b4d92.txt L239",
+                fidelity=Fidelity("abstract", "Δlog p paper abstract (seed 001 L239); no released code found",
+                                  "the abstract names a reweighting toward low-probability tokens only; the weight "
+                                  "(1 − p)^γ, γ = 1 and the mean-1 normalisation are our design")),
   )
 
 

@@ -1,0 +1,144 @@
+"""Fidelity of the objectives and control rooms (issue #23 item 2).
+
+Every catalog row of ``rljax.objectives`` and ``rljax.control`` says what it was checked
+against (``Technique.fidelity``); rows checked against the authors' code name the repository
+and file. Where a default was set from the authors' code, a float64 NumPy re-implementation of
+that code checks it here (A-LoL, CPGD's gradient against siiRL, EntroPIC's sign convention).
+"""
+import inspect
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rljax.control as C
+import rljax.objectives as O
+from rljax._technique import FIDELITY_BASES, Fidelity
+from rljax.types import PolicyOutputs, TrainBatch
+
+ROWS = O.TECHNIQUES + C.TECHNIQUES
+NAMES = ("ppo_clip reinforce gpg gspo gspo_token gmpo segment_ratio cispo sapo cpgd pspo decoupled_ppo tis mis "
+         "icepop divergence_rejection entropy_bonus erc clip_cov kl_cov top_entropy_mask kl_penalty kl_in_reward "
+         "rpg sft_nll gft opd dpo alol entropy_gated_contrastive delta_logp_reweight value_loss token_mean token_sum "
+         "seq_mean_token_sum seq_mean_token_mean seq_mean_token_sum_norm adaptive_kl entropic bapo "
+         "temperature_control").split()
+REPO_FILE = re.compile(r"^github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+: [\w./-]+\.\w+")
+
+
+def test_the_rooms_hold_exactly_these_rows():
+  assert sorted(r.name for r in ROWS) == sorted(NAMES)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
+def test_every_row_has_a_fidelity(row):
+  f = row.fidelity
+  assert isinstance(f, Fidelity), f"{row.name} has no Fidelity"
+  assert f.basis in FIDELITY_BASES
+  assert f.reference.strip()
+  assert len(f.reference) <= 120 and len(f.differences) <= 220, f"{row.name}: keep the fidelity text short"
+  if f.basis == "abstract":
+    assert f.differences.strip(), f"{row.name}: an abstract-only row must say what was interpreted"
+  if f.basis == "authors_code":
+    assert REPO_FILE.match(f.reference), f"{row.name}: authors_code must name 'github.com/owner/repo: path/file'"
+
+
+def test_authors_code_rows():
+  assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {"erc", "rpg", "alol", "entropic", "bapo"}
+
+
+@pytest.mark.parametrize("fn,defaults", [
+    (O.alol, {"eps": 0.9, "ratio": "sequence"}),          # LoL-RL README / argparse: --ppo_clip 0.9, a_lol
+    (O.erc, {"low": 0.95, "high": 1.05}),                # Kwai-Klear/ERC recipe/dapo/*_erc_1_05.sh
+    (C.entropic, {"kp": 1.0, "ki": 0.01}),              # yk7333/EntroPIC run_entropic.sh
+    (O.tis, {"threshold": 2.0}),                          # verl rollout_is_threshold default
+], ids=["alol", "erc", "entropic", "tis"])
+def test_defaults_are_the_references(fn, defaults):
+  params = inspect.signature(fn).parameters
+  assert {k: params[k].default for k in defaults} == defaults
+
+
+# ---------------------------------------------------------------- A-LoL vs lolrl_qlora_llama_hh.py
+
+
+def _alol_authors(logp, ref, mask, adv, ppo_clip=0.9, per_token=False):
+  """float64 NumPy transcription of the a_lol / a_lol_seq branches (negative log-probs there).
+
+  Returns (loss, d loss / d logp)."""
+  nll = -logp
+  if per_token:  # a_lol_seq
+    w = np.clip(np.exp(logp - ref), 1 - ppo_clip, 1 + ppo_clip) * mask
+    per_resp = (nll * w * mask).sum(1)
+    dper = -w * mask
+  else:  # a_lol
+    w = np.clip(np.exp(((logp - ref) * mask).sum(1)), 1 - ppo_clip, 1 + ppo_clip)
+    per_resp = (nll * mask).sum(1) * w
+    dper = -mask * w[:, None]
+  a = np.maximum(adv, 0.0)
+  b = logp.shape[0]
+  return (per_resp * a).mean(), dper * a[:, None] / b
+
+
+@pytest.mark.parametrize("ratio", ["sequence", "token"])
+def test_alol_default_matches_authors_code(ratio):
+  rng = np.random.default_rng(3)
+  b, t = 5, 6
+  logp = -rng.uniform(0.05, 2.0, (b, t))
+  ref = logp + rng.normal(scale=0.4, size=(b, t))
+  ref[0] = logp[0] + 0.8   # ratio far below 1 - eps_old (0.8): clipped by 0.2, not by 0.9
+  mask = np.ones((b, t))
+  mask[1, 4:] = 0
+  mask[3, 2:] = 0
+  adv = np.array([1.3, -0.4, 0.7, 2.0, -1.1])
+  want, want_grad = _alol_authors(logp, ref, mask, adv, per_token=(ratio == "token"))
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                            advantages=jnp.asarray(np.repeat(adv[:, None], t, 1), jnp.float32),
+                            group_id=jnp.arange(b), logp_ref=jnp.asarray(ref, jnp.float32))
+  obj = O.chain(O.alol(ratio=ratio), aggregate=O.seq_mean_token_sum)
+  f = lambda lp: obj(PolicyOutputs.create(logp=lp), batch)[0]
+  lp = jnp.asarray(logp, jnp.float32)
+  np.testing.assert_allclose(f(lp), want, rtol=1e-5)
+  np.testing.assert_allclose(jax.grad(f)(lp), want_grad, rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------- CPGD vs siiRL
+
+
+def test_cpgd_gradient_matches_siirl():
+  """siiRL compute_policy_loss_cpgd + dp_actor's drift: same gradient as ours while r − 1 < 2."""
+  rng = np.random.default_rng(5)
+  b, t, eps_l, eps_h, coef = 4, 7, 0.2, 0.28, 0.05
+  old = -rng.uniform(0.1, 2.0, (b, t))
+  logp = old + rng.normal(scale=0.3, size=(b, t))
+  mask = (rng.uniform(size=(b, t)) < 0.85).astype(np.float64)
+  adv = np.repeat(rng.normal(size=(b, 1)), t, 1)
+  adv[0], adv[1] = np.abs(adv[0]), -np.abs(adv[1])
+  lr = logp - old
+  r = np.exp(lr)
+  assert np.all(r - 1 < 2)
+  # -A * where(A > 0, min(logp, old + log(1+eps_h)), max(logp, old + log(1-eps_l))): d/dlogp = -A unless clipped.
+  clipped = np.where(adv > 0, lr > np.log1p(eps_h), lr < np.log1p(-eps_l))
+  pg = np.where(clipped, 0.0, -adv)
+  drift = np.minimum(r - 1.0, 2.0)  # sg(clamp(r - 1, max=2)) * logp
+  want = (pg + coef * drift) * mask / mask.sum()  # token-mean
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                            advantages=jnp.asarray(adv, jnp.float32), group_id=jnp.arange(b),
+                            logp_old=jnp.asarray(old, jnp.float32))
+  obj = O.chain(O.cpgd(eps_l, eps_h, coef), aggregate=O.token_mean)
+  g = jax.grad(lambda lp: obj(PolicyOutputs.create(logp=lp), batch)[0])(jnp.asarray(logp, jnp.float32))
+  np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-7)
+
+
+# ---------------------------------------------------------------- EntroPIC sign convention
+
+
+@pytest.mark.parametrize("entropy", [0.05, 0.1, 0.4, 3.0])
+def test_entropic_weights_follow_authors_alpha(entropy):
+  """yk7333/EntroPIC: alpha = clip(K_p (H − H*) + K_i Σ, −1, 1) adds −alpha·r·|A| on high-probability tokens,
+  i.e. weights 1 + alpha on positive and 1 − alpha on negative advantages; ours give the same 1 ± alpha."""
+  target, kp = 0.1, 1.0
+  ctl = C.entropic(target, kp=kp, ki=0.0)
+  state = ctl.update(ctl.init(), entropy=entropy)
+  alpha = np.clip(kp * (entropy - target), -1.0, 1.0)
+  np.testing.assert_allclose([state.pos_weight, state.neg_weight], [1 + alpha, 1 - alpha], rtol=1e-6)
