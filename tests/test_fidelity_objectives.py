@@ -45,7 +45,8 @@ def test_every_row_has_a_fidelity(row):
 
 
 def test_authors_code_rows():
-  assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {"erc", "rpg", "alol", "entropic", "bapo"}
+  assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
+      "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -53,7 +54,9 @@ def test_authors_code_rows():
     (O.erc, {"low": 0.95, "high": 1.05}),                # Kwai-Klear/ERC recipe/dapo/*_erc_1_05.sh
     (C.entropic, {"kp": 1.0, "ki": 0.01}),              # yk7333/EntroPIC run_entropic.sh
     (O.tis, {"threshold": 2.0}),                          # verl rollout_is_threshold default
-], ids=["alol", "erc", "entropic", "tis"])
+    (O.kl_cov, {"kl_cov_ratio": 2e-4, "ppo_kl_coef": 1.0}),  # PRIME-RL recipe/dapo/32b_kl_cov.sh
+    (O.gmpo, {"eps_low": 0.4, "eps_high": 0.4}),          # callsys/GMPO scripts/qwen2.5-math-7b-gmpo.sh
+], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo"])
 def test_defaults_are_the_references(fn, defaults):
   params = inspect.signature(fn).parameters
   assert {k: params[k].default for k in defaults} == defaults
@@ -142,3 +145,118 @@ def test_entropic_weights_follow_authors_alpha(entropy):
   state = ctl.update(ctl.init(), entropy=entropy)
   alpha = np.clip(kp * (entropy - target), -1.0, 1.0)
   np.testing.assert_allclose([state.pos_weight, state.neg_weight], [1 + alpha, 1 - alpha], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- shared random batch
+
+
+def _batch(seed, b=4, t=6, *, const_adv=True, noise=0.3):
+  rng = np.random.default_rng(seed)
+  old = -rng.uniform(0.1, 2.0, (b, t))
+  logp = old + rng.normal(scale=noise, size=(b, t))
+  behav = old + rng.normal(scale=noise, size=(b, t))
+  mask = np.ones((b, t))
+  mask[1, 4:] = 0
+  mask[2, :1] = 0
+  adv = np.repeat(rng.normal(size=(b, 1)), t, 1) if const_adv else rng.normal(size=(b, t))
+  adv[0], adv[1] = np.abs(adv[0]), -np.abs(adv[1])
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                            advantages=jnp.asarray(adv, jnp.float32), group_id=jnp.arange(b),
+                            logp_old=jnp.asarray(old, jnp.float32), logp_behavior=jnp.asarray(behav, jnp.float32))
+  return dict(logp=logp, old=old, behav=behav, mask=mask, adv=adv), batch
+
+
+def _value_and_grad(objective, batch, logp):
+  f = lambda lp: objective(PolicyOutputs.create(logp=lp), batch)[0]
+  lp = jnp.asarray(logp, jnp.float32)
+  return float(f(lp)), np.asarray(jax.grad(f)(lp))
+
+
+def _fd_grad(fn, x, h=1e-6):
+  g = np.zeros_like(x)
+  for idx in np.ndindex(x.shape):
+    e = np.zeros_like(x)
+    e[idx] = h
+    g[idx] = (fn(x + e) - fn(x - e)) / (2 * h)
+  return g
+
+
+# ---------------------------------------------------------------- KL-Cov vs PRIME-RL compute_policy_loss_kl_cov
+
+
+def _kl_cov_authors(logp, old, adv, mask, cov_logp, k_percent=0.02, ppo_kl_coef=1.0):
+  """compute_policy_loss_kl_cov (token-mean); ``cov_logp`` is the detached log-prob the selection uses."""
+  lr = logp - old
+  loss = -adv * np.exp(lr)
+  valid = mask > 0
+  cov = (adv[valid] - adv[valid].mean()) * (cov_logp[valid] - cov_logp[valid].mean())
+  n = max(1, int(len(cov) * k_percent / 100))
+  flat = np.flatnonzero(valid.reshape(-1))[np.argsort(-cov, kind="stable")[:n]]
+  loss.reshape(-1)[flat] += ppo_kl_coef * np.abs(lr.reshape(-1)[flat])
+  return (loss * mask).sum() / mask.sum()
+
+
+def test_kl_cov_default_matches_authors_code():
+  d, batch = _batch(11, b=6, t=9, const_adv=False)
+  d["adv"][3, 2] = 4.0  # one clear top-covariance token
+  batch = batch.replace(advantages=jnp.asarray(d["adv"], jnp.float32))
+  got, got_grad = _value_and_grad(O.chain(O.kl_cov(), aggregate=O.token_mean), batch, d["logp"])
+  ref = lambda lp: _kl_cov_authors(lp, d["old"], d["adv"], d["mask"], cov_logp=d["logp"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------- decoupled PPO vs AReaL ppo_actor_loss_fn
+
+
+def _areal_decoupled(logp, prox, behav, adv, mask, eps=0.2, eps_high=0.28, c_clip=3.0, upper=5.0):
+  """ppo_actor_loss_fn with rejection_sampling {level: token, action: mask, metric: ratio, upper}."""
+  count = mask.sum()
+  w = np.exp(prox - behav)
+  keep = mask * (w <= upper)
+  ratio = np.where(keep > 0, np.exp(logp - prox), 0.0)
+  l1, l2 = -adv * ratio, -adv * np.clip(ratio, 1 - eps, 1 + eps_high)
+  pg = np.maximum(l1, l2)
+  pg = np.minimum(pg, np.sign(adv) * c_clip * adv)
+  pg = pg * w
+  return np.where(keep > 0, pg, 0.0).sum() / count
+
+
+def test_decoupled_ppo_matches_areal():
+  d, batch = _batch(13, b=5, t=7, noise=0.6)
+  d["behav"][2, 3] = d["old"][2, 3] - 2.0   # pi_prox / pi_behav = e^2 > 5: masked
+  d["logp"][1, 2] = d["old"][1, 2] + 1.5    # A < 0 and r = e^1.5 > 3: the dual clip binds
+  batch = batch.replace(logp_behavior=jnp.asarray(d["behav"], jnp.float32))
+  obj = O.chain(O.decoupled_ppo(0.2, 0.28, dual_clip=3.0, behavior_cap=5.0), aggregate=O.token_mean)
+  got, got_grad = _value_and_grad(obj, batch, d["logp"])
+  ref = lambda lp: _areal_decoupled(lp, d["old"], d["behav"], d["adv"], d["mask"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+  assert got_grad[2, 3] == 0 and got_grad[1, 2] == 0
+
+
+# ---------------------------------------------------------------- GMPO vs callsys/GMPO train_zero_math_gmpo.py
+
+
+def _gmpo_authors(logp, old, adv, mask, cliprange=0.4):
+  """One sequence per micro-batch (scalar advantage), losses averaged over the sequences."""
+  losses = []
+  for i in range(logp.shape[0]):
+    m = mask[i] > 0
+    if not m.any():
+      continue
+    a = adv[i, 0]
+    sgn = -1 if a >= 0 else 1
+    diff = sgn * (logp[i] - old[i])
+    diff_max = sgn * np.maximum(diff, np.clip(diff, -cliprange, cliprange))
+    losses.append(-a * np.exp(diff_max[m].sum() / m.sum()))
+  return np.mean(losses)
+
+
+def test_gmpo_default_matches_authors_code():
+  d, batch = _batch(17, b=5, t=8, noise=0.5)
+  obj = O.chain(O.gmpo(), aggregate=O.seq_mean_token_mean)
+  got, got_grad = _value_and_grad(obj, batch, d["logp"])
+  ref = lambda lp: _gmpo_authors(lp, d["old"], d["adv"], d["mask"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)

@@ -206,7 +206,9 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
       L_t = 0 on the k selected candidates (value *and* gradient, as verl's
             ``pg_losses * corr``), l_t elsewhere.
 
-  verl draws the k candidates with ``torch.randperm`` (non-deterministic).
+  verl and the authors' code (github.com/PRIME-RL/Entropy-Mechanism-of-RL,
+  ``compute_policy_loss_clip_cov``, same rule and defaults) draw the k
+  candidates with ``torch.randperm`` (non-deterministic, global RNG).
   Here, without ``key`` the k candidates with the *largest* covariance are
   taken (ties → lower flat index), which is deterministic; with a PRNG ``key``
   they are drawn uniformly without replacement (verl's behaviour). Build the
@@ -273,7 +275,7 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
   return _with_name(term, "clip_cov")
 
 
-def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
+def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
   """KL-Cov (arXiv:2505.22617; verl ``kl_cov``).
 
       r_t = exp(log π_θ − log π_old),  cov_t as in ``clip_cov``
@@ -281,13 +283,17 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
       L_t = −A_t r_t + 1[t ∈ S] · ppo_kl_coef · |log r_t|
 
   Unclipped PG loss plus an |log r| penalty on the top-covariance tokens.
-  verl picks S with ``torch.topk`` (tie order unspecified); here ties go to
-  the lower flat index (deterministic). verl's config default
-  ``ppo_kl_coef`` is 0.1. log r is clamped to ±20.
+  The authors' code (github.com/PRIME-RL/Entropy-Mechanism-of-RL,
+  ``verl/trainer/ppo/core_algos.py::compute_policy_loss_kl_cov``; recipe
+  ``recipe/dapo/32b_kl_cov.sh``: ``k_percent=0.02`` %, ``ppo_kl_coef=1``) and
+  verl pick S with ``torch.topk`` (tie order unspecified); here ties go to
+  the lower flat index (deterministic). Defaults are the authors':
+  ratio 2e-4 and ``ppo_kl_coef = 1`` (verl's config default is 0.1; its
+  function falls back to 1.0). log r is clamped to ±20.
 
   Args:
-    kl_cov_ratio: fraction in (0, 1] of masked tokens penalised (verl 2e-4).
-    ppo_kl_coef: penalty coefficient ≥ 0 (may be traced).
+    kl_cov_ratio: fraction in (0, 1] of masked tokens penalised (authors, verl 2e-4).
+    ppo_kl_coef: penalty coefficient ≥ 0 (may be traced); authors' 1.0.
 
   Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
   ``frac_penalized``, ``ppo_kl_abs`` (masked mean |log r|, verl's ``ppo_kl``),
@@ -430,13 +436,16 @@ def _technique_rows():
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_policy_loss_clip_cov",
-                                  "without key= the k largest-cov candidates are taken (verl: random randperm "
-                                  "draw; key= draws uniformly); log r clamped ±20")),
+                fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
+                                  "verl/trainer/ppo/core_algos.py compute_policy_loss_clip_cov",
+                                  "no implicit RNG: without key= the k largest-cov candidates are taken (code: "
+                                  "randperm draw; key= draws uniformly); log r clamped ±20")),
       Technique("kl_cov", "entropy", kl_cov,
                 "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_policy_loss_kl_cov",
-                                  "ties go to the lower index (verl topk: unspecified); log r clamped ±20")),
+                fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
+                                  "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
+                                  "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
+                                  "authors' recipe (verl config 0.1)")),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 fidelity=Fidelity("peer", "TRL GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",

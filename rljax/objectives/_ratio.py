@@ -185,9 +185,14 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
   AReaL's ``behav_imp_weight_cap``) or ``w_t`` is clamped to ``cap``
   (``"clamp"``). The denominator is the original mask count (AReaL).
 
-  Source: AReaL (seed 000 L29; arXiv:2505.24298; form from the AReaL docs,
-  ``ppo_actor_loss_fn(use_decoupled_loss=True)``); verl rollout-correction
-  "decoupled" mode. With ``pi_prox = pi_behav`` it equals ``ppo_clip``.
+  Source: AReaL (seed 000 L29; arXiv:2505.24298; checked against the
+  authors' ``areal/utils/functional/functional.py::ppo_actor_loss_fn``, whose
+  dual clip ``min(L, c|A|)`` equals ours). There ``w`` multiplies the loss
+  only when ``rejection_sampling`` is configured (token/sequence level,
+  ratio or k1-k3 metric, mask or clamp; the legacy default was a token ratio
+  cap 5 with mask, i.e. ``behavior_cap=5.0``); here it is always applied, as
+  in the paper's objective. verl rollout-correction "decoupled" mode. With
+  ``pi_prox = pi_behav`` it equals ``ppo_clip``.
   """
   eps_high = eps_low if eps_high is None else eps_high
   _check_eps(eps_low, eps_high, dual_clip)
@@ -367,7 +372,8 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
 
   With ``seq_mean_token_mean`` this is the paper's ``mean_i(-Abar_i rho_i)``
   (GMPO, arXiv:2507.20673; the paper's clip range is (e^-0.4, e^0.4), our
-  default). verl ``geo_mean`` computes the same but always takes the plain
+  default; checked against the authors' ``train_zero_math_gmpo.py``, which
+  takes one sequence with a scalar advantage per micro-batch). verl ``geo_mean`` computes the same but always takes the plain
   batch mean (ignoring ``loss_agg_mode``, and counting all-masked rows as 0);
   verl's eps come from ``clip_ratio_low/high`` (0.2 by default). TRL has it
   in ``experimental/gmpo``.
@@ -660,9 +666,9 @@ def _technique_rows():
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
                 "(verl forces seq-mean-token-mean)")),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
-       Fidelity("peer", verl + "compute_policy_loss_geo_mean",
-                "eps default 0.4/0.4 (paper; verl uses clip_ratio 0.2); empty rows skipped (verl's plain mean "
-                "counts them as 0); log rho clamped [-20, 10]")),
+       Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
+                "code: one sequence per micro-batch, scalar A (we average A over the sequence); log r clamped "
+                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        Fidelity("abstract", "seed 000 L87 (Rank-GRPO abstract)",
@@ -688,8 +694,10 @@ def _technique_rows():
                 "alpha = 0.1 and the optional clip_eps are ours")),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
-       Fidelity("peer", "AReaL docs: ppo_actor_loss_fn(use_decoupled_loss=True) (peer-conventions.md)",
-                "not checked line by line against AReaL's code")),
+       Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
+                "ppo_actor_loss_fn",
+                "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
+                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
                for name, fn, formula, src, fid in rows)
