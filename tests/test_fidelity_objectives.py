@@ -46,7 +46,7 @@ def test_every_row_has_a_fidelity(row):
 
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
-      "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov"}
+      "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -56,7 +56,8 @@ def test_authors_code_rows():
     (O.tis, {"threshold": 2.0}),                          # verl rollout_is_threshold default
     (O.kl_cov, {"kl_cov_ratio": 2e-4, "ppo_kl_coef": 1.0}),  # PRIME-RL recipe/dapo/32b_kl_cov.sh
     (O.gmpo, {"eps_low": 0.4, "eps_high": 0.4}),          # callsys/GMPO scripts/qwen2.5-math-7b-gmpo.sh
-], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo"])
+    (O.segment_ratio, {"eps_low": 0.06, "eps_high": 0.08}),  # yaochenzhu/Rank-GRPO train_rank_grpo.py
+], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio"])
 def test_defaults_are_the_references(fn, defaults):
   params = inspect.signature(fn).parameters
   assert {k: params[k].default for k in defaults} == defaults
@@ -258,5 +259,36 @@ def test_gmpo_default_matches_authors_code():
   obj = O.chain(O.gmpo(), aggregate=O.seq_mean_token_mean)
   got, got_grad = _value_and_grad(obj, batch, d["logp"])
   ref = lambda lp: _gmpo_authors(lp, d["old"], d["adv"], d["mask"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------- Rank-GRPO vs yaochenzhu/Rank-GRPO (item level)
+
+
+def _rank_grpo_authors(logp, old, adv, mask, seg, eps_low=0.06, eps_high=0.08):
+  """rank_grpo_trainer._compute_loss, importance_sampling_level='item', loss_type='bnpo'."""
+  lr = logp - old
+  n_bins = seg.max() + 1
+  sums = np.zeros((logp.shape[0], n_bins))
+  counts = np.zeros((logp.shape[0], n_bins))
+  for i, j in np.ndindex(logp.shape):
+    sums[i, seg[i, j]] += lr[i, j] * mask[i, j]
+    counts[i, seg[i, j]] += mask[i, j]
+  means = sums / np.maximum(counts, 1.0)
+  coef_1 = np.exp(np.take_along_axis(means, seg, 1))
+  coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+  per_token = -np.minimum(coef_1 * adv, coef_2 * adv)
+  return (per_token * mask).sum() / mask.sum()
+
+
+def test_segment_ratio_default_matches_authors_code():
+  d, batch = _batch(19, b=4, t=9, const_adv=False, noise=0.2)
+  seg = np.array([[0, 0, 0, 1, 1, 2, 2, 2, 3]] * 4)
+  seg[2] = [0, 0, 1, 1, 1, 1, 2, 3, 3]
+  adv = np.take_along_axis(np.random.default_rng(1).normal(size=(4, 4)), seg, 1)  # one advantage per item
+  batch = batch.replace(advantages=jnp.asarray(adv, jnp.float32), segment_ids=jnp.asarray(seg, jnp.int32))
+  got, got_grad = _value_and_grad(O.chain(O.segment_ratio(), aggregate=O.token_mean), batch, d["logp"])
+  ref = lambda lp: _rank_grpo_authors(lp, d["old"], adv, d["mask"], seg)
   np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
   np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)

@@ -413,7 +413,7 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
   return _named(term, "gmpo", corrections)
 
 
-def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
+def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
                   correction=None, old_logp=None):
   """Segment-level geometric-mean ratio (Rank-GRPO; turns, list items).
 
@@ -426,13 +426,16 @@ def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_
   contiguous. With one segment per sequence ``rho`` is GSPO's ``s_i`` and the
   term equals ``gspo(eps_low, eps_high)``.
 
-  Source: ConvRec-R1 / Rank-GRPO (seed 000 L87): the rank-level ratio is the
-  geometric mean of the token ratios within the rank (the abstract's). Our
-  interpretation: GRPO-style clip of ``rho_seg`` with the token's advantage
-  (a rank-level advantage is broadcast to the rank's tokens by the advantage
-  room); the paper's aggregation is not in the abstract -- with per-rank
-  averaging use ``seq_mean_token_mean`` on a batch whose rows are ranks, or
-  ``token_mean``. eps defaults to GRPO's 0.2 (not given in the abstract).
+  Source: ConvRec-R1 / Rank-GRPO (seed 000 L87), checked against the
+  authors' code (github.com/yaochenzhu/Rank-GRPO,
+  ``libs/trl/rank_grpo_trainer.py``, ``importance_sampling_level="item"``):
+  the item ratio is exp of the mean token log-ratio over the item's tokens
+  (gradient through the mean), PPO-clipped with the token's (item-broadcast)
+  advantage; defaults eps 0.06 / 0.08 are ``train_rank_grpo.py``'s. The
+  code puts tokens past the last item in one overflow bin (give them their
+  own id here) and aggregates with TRL's ``loss_type`` (``token_mean`` =
+  ``bnpo``, ``seq_mean_token_mean`` = ``grpo``). Differences: log-ratios
+  clamped (±20 per token, rho at 10; the code has none).
 
   Args:
     segment_ids: a ``TrainBatch`` field (``"segment_ids"``, ``"turn_ids"``),
@@ -671,9 +674,10 @@ def _technique_rows():
                 "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
-       Fidelity("abstract", "seed 000 L87 (Rank-GRPO abstract)",
-                "only rho_seg = geometric mean of the segment's token ratios is the abstract's; the PPO clip "
-                "with the token's advantage, eps 0.2 and the aggregation are our reading")),
+       Fidelity("authors_code", "github.com/yaochenzhu/Rank-GRPO: libs/trl/rank_grpo_trainer.py "
+                "(importance_sampling_level='item')",
+                "log r clamped +-20 and log rho at 10 (code: none); its overflow bin is any spare id here; "
+                "eps 0.06/0.08 = train_rank_grpo.py")),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
