@@ -144,11 +144,20 @@ class EntroPIC:
 
   Entropy below target (u > 0) shifts weight from positive-advantage samples
   (which sharpen the policy, lowering entropy) to negative ones (which raise
-  it). *Interpretation*: the abstract gives the PI control of the two loss
-  coefficients; the mapping u → (w⁺, w⁻) and the clamps are ours (``mode``
-  keeps the choice open). K_p = K_i = 0 gives w⁺ = w⁻ = 1. Apply the weights
-  with ``rljax.objectives.advantage_sign_weighting(term, state.pos_weight,
+  it). K_p = K_i = 0 gives w⁺ = w⁻ = 1. Apply the weights with
+  ``rljax.objectives.advantage_sign_weighting(term, state.pos_weight,
   state.neg_weight)``.
+
+  Checked against the authors' code (github.com/yk7333/EntroPIC,
+  ``core_algos.py::compute_policy_loss_entropic`` and ``dp_actor.py``):
+  α = clip(K_p (H − H*) + K_i Σ_prev (H − H*), −1, 1) (= −u, the integral
+  there holding the *previous* errors, scaled by micro/mini batch size), and
+  the loss gains α · token-mean over tokens with p_t > 0.95 of (−r_t |A_t|):
+  on those tokens positive samples weigh 1 + α = w⁺ and negative ones
+  1 − α = w⁻ — our weights. Differences: we weight every token (the code only
+  p > 0.95 ones, through a separately normalised unclipped term), our
+  integral includes the current error, and ``mode`` is ours. Defaults
+  K_p = 1, K_i = 0.01 are ``run_entropic.sh``'s (there H* = 0.1).
   """
   target_entropy: float
   kp: float = 1.0
@@ -273,7 +282,13 @@ class BAPO:
     first, step by step to low_max, then c_high.
 
   Ranges [0.6, 0.9] / [1.2, 3.0] and ρ₀ = 0.5 are the README's (spec);
-  steps 0.05 are the recipe yaml's. Use the bounds as
+  steps 0.05 are the recipe yaml's. The released recipe
+  (``recipe/bapo/config/bapo_trainer.yaml``) uses ``mode="code"`` with
+  target 1 and ranges (0.6, 0.8) / (1.2, 2.0):
+  ``bapo(1.0, mode="code", low_range=(0.6, 0.8), high_range=(1.2, 2.0))``.
+  The default stays the README/paper rule (the paper's stated method; a
+  pos/neg ratio of 1 is a positive share of 0.5). The code's PPO loss keeps
+  verl's dual clip (``clip_ratio_c`` 3). Use the bounds as
   ``ppo_clip(eps_low=1 − state.clip_low, eps_high=state.clip_high − 1)``.
   """
   rho0: float = 0.5

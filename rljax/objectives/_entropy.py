@@ -122,11 +122,12 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
 
   where ``l_t`` is the wrapped term's per-token loss (the paper applies it to
   DAPO's / GPPO's clipped PG loss). The detach rule, the strict inequalities
-  and δ = 1e-8 follow the released loss (``compute_policy_loss_grpo_erc``,
-  whose bounds are ``config.entropy_mask_low`` / ``entropy_mask_high``). The
-  bound *values* are not in the spec; 0.95 / 1.05 is our default (the
-  released script name suggests 1.05 as the upper bound) — keep them
-  parameters. ρ_t = 1 when both entropies are 0.
+  and δ = 1e-8 follow the released loss (github.com/Kwai-Klear/ERC,
+  ``verl/trainer/ppo/core_algos.py::compute_policy_loss_grpo_erc``, bounds
+  ``entropy_mask_low`` / ``entropy_mask_high``); the defaults 0.95 / 1.05 are
+  the released recipes' (``recipe/dapo/*_erc_1_05.sh``). There the wrapped
+  loss is verl's dual-clip PPO with optional TIS; here any term.
+  ρ_t = 1 when both entropies are 0.
 
   Args:
     term: the term to wrap (e.g. ``ppo_clip(...)``).

@@ -580,9 +580,17 @@ def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "
   favoured direction get no PG gradient.
 
   Source: CPGD (arXiv:2505.12504; seed 000 L43; MM-EUREKA). The abstract names only the
-  log-ratio clip and the KL drift regulariser; the exact form above (and the
-  default ``alpha = 0.1``, the k3 estimator) is *unverified* -- our reading,
-  kept configurable. Paper aggregation not given; use ``token_mean``.
+  log-ratio clip and the KL drift regulariser. Checked against siiRL
+  (github.com/sii-research/siiRL, ``siirl/dag_worker/core_algos.py::
+  compute_policy_loss_cpgd`` and the drift in ``engine/actor/dp_actor.py``;
+  the paper's code link, ModalMinds/MM-EUREKA, holds no CPGD code in the
+  stored snapshot): its PG term ``-A · clip(log π)`` (log π clipped at
+  log π_old + log(1 ± eps) on A's side) has exactly our gradient (its value
+  is ours shifted by ``-A log π_old``), and its drift
+  ``sg(min(r − 1, 2)) · log π`` is the gradient of our k3 drift, capped at
+  r = 3. Its example scripts use ``policy_drift_coeff = 0.001`` and
+  ``token_mean``; our ``alpha = 0.1`` is kept (not the paper's value, which we
+  could not read).
   """
   eps_high = eps_low if eps_high is None else eps_high
   _check_eps(eps_low, eps_high)
@@ -688,10 +696,10 @@ def _technique_rows():
        Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
                 "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
-       "CPGD arXiv:2505.12504, seed 000 L43 (form unverified)",
+       "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
-                "PG term: same gradient (siiRL clips log pi, value shifted by -A log pi_old); drift: siiRL "
-                "sg(min(r-1, 2)) log pi, coef 0.001 = our k3 gradient without the cap; our alpha 0.1")),
+                "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
+                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        Fidelity("abstract", "seed 000 L119 (PSPO abstract); arXiv:2509.21282",
                 "smoothed ratio (1-alpha) r + alpha read from the smoothing pi~ = (1-alpha) pi + alpha pi_old; "
