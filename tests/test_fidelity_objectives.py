@@ -46,7 +46,8 @@ def test_every_row_has_a_fidelity(row):
 
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
-      "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio"}
+      "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
+      "gpg", "delta_logp_reweight"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -57,7 +58,8 @@ def test_authors_code_rows():
     (O.kl_cov, {"kl_cov_ratio": 2e-4, "ppo_kl_coef": 1.0}),  # PRIME-RL recipe/dapo/32b_kl_cov.sh
     (O.gmpo, {"eps_low": 0.4, "eps_high": 0.4}),          # callsys/GMPO scripts/qwen2.5-math-7b-gmpo.sh
     (O.segment_ratio, {"eps_low": 0.06, "eps_high": 0.08}),  # yaochenzhu/Rank-GRPO train_rank_grpo.py
-], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio"])
+    (O.delta_logp_reweight, {"form": "linear", "c": 0.2}),  # Hesse73/RLVR-Directions scripts/run_7B.sh
+], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio", "delta_logp"])
 def test_defaults_are_the_references(fn, defaults):
   params = inspect.signature(fn).parameters
   assert {k: params[k].default for k in defaults} == defaults
@@ -292,3 +294,27 @@ def test_segment_ratio_default_matches_authors_code():
   ref = lambda lp: _rank_grpo_authors(lp, d["old"], adv, d["mask"], seg)
   np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
   np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------- Δlog p reweighting vs Hesse73/RLVR-Directions
+
+
+def test_delta_logp_reweight_default_matches_authors_code():
+  """logp_ray_trainer: advantages *= 1 + c − c·p_old ('reshape_reversed', c = 0.2), then the PPO loss."""
+  d, batch = _batch(23, b=5, t=7, const_adv=False, noise=0.3)
+  c, eps_l, eps_h = 0.2, 0.2, 0.28
+
+  def ref(lp):
+    adv = d["adv"] * (1 + c - c * np.exp(d["old"]))
+    r = np.exp(lp - d["old"])
+    loss = np.maximum(-adv * r, -adv * np.clip(r, 1 - eps_l, 1 + eps_h))
+    return (loss * d["mask"]).sum() / d["mask"].sum()
+
+  obj = O.chain(O.delta_logp_reweight(O.ppo_clip(eps_l, eps_h)), aggregate=O.token_mean)
+  got, got_grad = _value_and_grad(obj, batch, d["logp"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+  # The stage reads the old policy's log-probs (not entropies) for the default source.
+  from rljax.objectives._stages import _delta_logp_needs
+  assert _delta_logp_needs({}) == {"logp_old"} and _delta_logp_needs({"source": "old"}) == {"logp_old"}
+  assert _delta_logp_needs({"form": "power"}) == set()

@@ -325,18 +325,18 @@ def test_delta_logp_reweight():
   gamma = 2.0
   w = (1 - np.exp(lp)) ** gamma
   wn = w / ((w * mask).sum() / mask.sum())
-  term = O.delta_logp_reweight(inner, gamma=gamma)
+  term = O.delta_logp_reweight(inner, form="power", gamma=gamma)
   for fn in (term, jax.jit(term)):
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, wn * -lp, rtol=1e-5)
-  np.testing.assert_allclose(O.delta_logp_reweight(inner, gamma=gamma, normalize=False)(out, batch)[0], w * -lp,
+  np.testing.assert_allclose(O.delta_logp_reweight(inner, form="power", gamma=gamma, normalize=False)(out, batch)[0], w * -lp,
                              rtol=1e-5)
   # Gradient: weight is a constant (detached).
   np.testing.assert_allclose(_grad(term, out, batch), -wn * mask, rtol=1e-5)
   # Weight is non-increasing in p; γ = 0 recovers the unweighted loss.
   order = np.argsort(lp.ravel())
   assert np.all(np.diff(wn.ravel()[order]) <= 1e-7)
-  np.testing.assert_allclose(O.delta_logp_reweight(inner, gamma=0.0)(out, batch)[0], inner(out, batch)[0], rtol=1e-6)
+  np.testing.assert_allclose(O.delta_logp_reweight(inner, form="power", gamma=0.0)(out, batch)[0], inner(out, batch)[0], rtol=1e-6)
   with pytest.raises(ValueError, match="gamma"):
     O.delta_logp_reweight(inner, gamma=-1.0)
   with pytest.raises(ValueError, match="source"):

@@ -283,7 +283,10 @@ def gpg(*, correction=None):
       L_t = -A_t log pi_theta(y_t)
 
   Source: GPG ("GPG: A Simple and Strong RL Baseline", arXiv:2504.02546;
-  no abstract in the seeds); verl ``compute_policy_loss_gpg``. GPG's
+  no abstract in the seeds); checked against the authors' code
+  (github.com/AMAP-ML/GPG, VisualThinker-R1-Zero ``grpo_trainer.py``,
+  ``pg_name == 'gpg'``: ``-logp · A``, seq-mean-token-mean, the loss divided by
+  alpha with ``adjust_gd``) and verl ``compute_policy_loss_gpg``. GPG's
   advantage ``alpha (r - mean_g) / f_norm`` (verl's ``gpg`` estimator) belongs
   to the advantage room. Equals ``reinforce(importance_weight=False)``.
   """
@@ -666,7 +669,10 @@ def _technique_rows():
                 "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
                 "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
-       Fidelity("peer", verl + "compute_policy_loss_gpg")),
+       Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
+                "open_r1/trainer/grpo_trainer.py",
+                "the code's 1/alpha loss scale (adjust_gd, alpha = valid share) belongs to the advantage (verl gpg "
+                "estimator); aggregation is chain's (code: seq-mean-token-mean)")),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",

@@ -7,6 +7,7 @@ paper's per-sequence / per-pair mean.
 """
 from __future__ import annotations
 
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -415,44 +416,71 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
 _P_SOURCES = ("current", "old")
 
 
-def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str = "current"):
-  """Low-probability token reweighting (Δlog p paper, seed 001 L239).
+_DELTA_FORMS = ("linear", "power")
 
-      w_t = (1 − p_t)^γ,  p_t = sg(π(y_t|s_t)),   [w_t ← w_t / mean_{masked}(w)  if normalize]
+
+def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normalize: Optional[bool] = None,
+                        source: Optional[str] = None):
+  """Low-probability token reweighting (Δlog p paper, seed 001 L239; arXiv:2603.22117).
+
+      form="linear" (default, the authors'):  w_t = 1 + c · (1 − p_t)
+      form="power"  (ours):                   w_t = (1 − p_t)^γ
+      p_t = sg(π(y_t|s_t)),   [w_t ← w_t / mean_{masked}(w)  if normalize]
       L_t = w_t · l_t
 
-  where ``l_t`` is the wrapped term's per-token loss. The paper's abstract:
-  RLVR's reasoning-critical updates have large Δlog p = log p_RLVR − log p_base,
-  which sit on low-probability tokens, and "a training-time reweighting
-  method that focuses learning on low-probability tokens" helps. The weight
-  form is *our design* (not in the abstract): non-increasing in p_t, w = 1
-  for γ = 0 (the unweighted loss), and with ``normalize`` the mean weight over
-  the batch's masked tokens is 1, keeping the loss scale. p_t is the current
-  policy's (``source="current"``) or ``batch.logp_proximal``'s (``"old"``).
+  where ``l_t`` is the wrapped term's per-token loss. The paper: RLVR's
+  reasoning-critical updates have large Δlog p = log p_RLVR − log p_base,
+  which sit on low-probability tokens, and a training-time reweighting that
+  focuses learning on them helps. Checked against the authors' code
+  (github.com/Hesse73/RLVR-Directions, ``verl/recipe/logprl/logp_ray_trainer.py``,
+  ``reweight.method="reshape_reversed"``): the advantages are multiplied by
+  ``1 + c − c·p_old`` (p of the old, recomputed policy; no normalisation;
+  ``scripts/run_7B.sh`` c = 0.2, ``run_8B.sh`` c = 0.1) — the default here
+  (``source="old"``, ``normalize=False``). Multiplying the per-token loss by
+  a detached weight is the same as multiplying its advantage. Not
+  reproduced: the code's other methods (reshape, middle, normalize, ppl*)
+  and its positive/negative-advantage masks.
+
+  ``form="power"`` is our earlier design: non-increasing in p_t, w = 1 for
+  γ = 0, and (by default there) normalised to mean weight 1 over the
+  batch's masked tokens, p from the current policy.
 
   Args:
     term: the term to wrap.
-    gamma: γ ≥ 0 (may be traced).
-    normalize: divide by the masked mean weight (when it is > 0).
-    source: ``"current"`` or ``"old"``.
+    form: ``"linear"`` (authors') or ``"power"``.
+    c: c ≥ 0 of the linear form (may be traced).
+    gamma: γ ≥ 0 of the power form (may be traced).
+    normalize: divide by the masked mean weight (when it is > 0); default
+      False for ``"linear"``, True for ``"power"``.
+    source: ``"current"`` (out.logp) or ``"old"`` (``batch.logp_proximal``);
+      default ``"old"`` for ``"linear"``, ``"current"`` for ``"power"``.
 
   Metrics (added): ``delta_logp/weight_mean`` (before normalisation),
   ``delta_logp/weight_max`` (after).
 
-  Batch statistics: ``{"weight_mean": mean_{masked}(w) of the whole batch,
-  "inner": ...}`` (the wrapped term's), so micro-batches normalise by the
-  whole batch's mean weight.
+  Batch statistics (with ``normalize``): ``{"weight_mean": mean_{masked}(w) of
+  the whole batch, "inner": ...}`` (the wrapped term's), so micro-batches
+  normalise by the whole batch's mean weight.
   """
   if not callable(term):
     raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_choice("form", form, _DELTA_FORMS)
+  _check_value("c", c, low=0.0)
   _check_value("gamma", gamma, low=0.0)
+  if normalize is None:
+    normalize = form == "power"
+  if source is None:
+    source = "old" if form == "linear" else "current"
   _check_choice("source", source, _P_SOURCES)
 
   def weight(out, batch):
     shape = _check_batch(out, batch)
     logp = out.logp if source == "current" else _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
     p = jnp.exp(_sg(logp.astype(jnp.float32)))
-    return jnp.power(jnp.clip(1.0 - p, 0.0, 1.0), jnp.asarray(gamma, jnp.float32))
+    q = jnp.clip(1.0 - p, 0.0, 1.0)
+    if form == "linear":
+      return 1.0 + jnp.asarray(c, jnp.float32) * q
+    return jnp.power(q, jnp.asarray(gamma, jnp.float32))
 
   def statistics_fn(out, batch):
     return {"weight_mean": _masked_mean(weight(out, batch), _mask(batch)), "inner": batch_statistics(term, out, batch)}
@@ -509,10 +537,12 @@ def _technique_rows():
                                   "only 'contrastive loss at entropy-gated decision points' is given: the ±log π form, "
                                   "τ/ρ gate, reward threshold and the unlikelihood option are ours")),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
-                "L_t = (1 − p_t)^γ / mean(w) · l_t", "001_5839a3671b0b4d92.txt L239",
-                fidelity=Fidelity("abstract", "Δlog p paper abstract (seed 001 L239); no released code found",
-                                  "the abstract names a reweighting toward low-probability tokens only; the weight "
-                                  "(1 − p)^γ, γ = 1 and the mean-1 normalisation are our design")),
+                "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
+                "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
+                fidelity=Fidelity("authors_code", "github.com/Hesse73/RLVR-Directions: verl/recipe/logprl/"
+                                  "logp_ray_trainer.py (reshape_reversed)",
+                                  "the code's other reweight methods and advantage-sign masks are not offered; "
+                                  "form='power' is our earlier design")),
   )
 
 
