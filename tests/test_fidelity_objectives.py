@@ -47,7 +47,7 @@ def test_every_row_has_a_fidelity(row):
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
       "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
-      "gpg", "delta_logp_reweight"}
+      "gpg", "delta_logp_reweight", "temperature_control"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -318,3 +318,32 @@ def test_delta_logp_reweight_default_matches_authors_code():
   from rljax.objectives._stages import _delta_logp_needs
   assert _delta_logp_needs({}) == {"logp_old"} and _delta_logp_needs({"source": "old"}) == {"logp_old"}
   assert _delta_logp_needs({"form": "power"}) == set()
+
+
+# ---------------------------------------------------------------- E3 temperature vs LiaoMengqi/E3-RL4LLMs
+
+
+def _e3_authors(entropies, t0, vocab, target):
+  """TemperatureScheduler.step with a given target (init_steps=1: the first call only records)."""
+  factor = np.log(vocab) + np.log(np.log(vocab))
+  t, out = t0, []
+  for step, h in enumerate(entropies, start=1):
+    if step > 1:
+      t = t * (1 + t * np.log(target / h) / factor)
+    out.append(t)
+  return out
+
+
+def test_temperature_control_e3_rule_matches_authors_code():
+  hs = [0.9, 0.5, 0.42, 0.61, 0.3, 0.35]
+  want = _e3_authors(hs, 1.0, 151_936, 0.45)
+  ctl = C.temperature_control(0.45, rule="e3", vocab_size=151_936, t_min=0.01, t_max=10.0)
+  state, got = ctl.init(), [1.0]
+  for h in hs[1:]:  # the code skips its first step
+    state = ctl.update(state, entropy=h)
+    got.append(float(state.temperature))
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+  with pytest.raises(ValueError, match="vocab_size"):
+    C.temperature_control(0.45, rule="e3")
+  with pytest.raises(ValueError, match="rule"):
+    C.temperature_control(0.45, rule="pid")

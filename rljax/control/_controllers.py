@@ -15,7 +15,7 @@ controlled value as a (possibly traced) array, e.g. inside the jitted step::
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -381,22 +381,36 @@ class TemperatureState(NamedTuple):
   temperature: Array
 
 
+_TEMPERATURE_RULES = ("exp", "e3")
+
+
 @dataclasses.dataclass(frozen=True)
 class TemperatureControl:
   """Entropy-targeting sampling temperature (E3, seed 001 L203).
 
-      T ← clip(T · exp(κ · (H_target − H)), T_min, T_max)
+      rule "exp" (default):  T ← clip(T · exp(κ · (H_target − H)), T_min, T_max)
+      rule "e3" (authors'):  T ← clip(T · (1 + T · log(H_target / H) / F), T_min, T_max),
+                             F = log V + log log V  (V = ``vocab_size``)
 
-  *Interpretation*: the abstract says only "adaptive dynamic temperature
-  adjustment ... to maintain the entropy at a stable level"; the
-  multiplicative rule is the spec's reading. Feed ``state.temperature`` to the
-  sampler as a traced array.
+  The abstract says only "adaptive dynamic temperature adjustment ... to
+  maintain the entropy at a stable level"; ``"exp"`` is the spec's reading.
+  ``"e3"`` is the authors' ``TemperatureScheduler.step``
+  (github.com/LiaoMengqi/E3-RL4LLMs, ``e3/worker/temperature_scheduler.py``).
+  It needs the vocabulary size, which a bare ``temperature_control(H*)``
+  does not have, so ``"exp"`` stays the default. Differences from that code:
+  the target is given here (the code may take the mean entropy of its first
+  step, and skips updating on that step), T is clipped to [T_min, T_max]
+  (the code does not clip), and its optional cosine annealing of the target
+  is not reproduced. Feed ``state.temperature`` to the sampler as a traced
+  array.
   """
   target_entropy: float
   init_temperature: float = 1.0
   kappa: float = 0.1
   t_min: float = 0.1
   t_max: float = 2.0
+  rule: str = "exp"
+  vocab_size: Optional[int] = None
 
   def __post_init__(self):
     _nonneg("target_entropy", self.target_entropy)
@@ -406,6 +420,13 @@ class TemperatureControl:
     if not self.t_min <= self.init_temperature <= _finite("t_max", self.t_max):
       raise ValueError(f"need t_min <= init_temperature <= t_max, got {self.t_min}, {self.init_temperature}, "
                        f"{self.t_max}")
+    if self.rule not in _TEMPERATURE_RULES:
+      raise ValueError(f"rule must be one of {list(_TEMPERATURE_RULES)}, got {self.rule!r}")
+    if self.rule == "e3":
+      _positive("target_entropy", self.target_entropy)
+      if not isinstance(self.vocab_size, (int, np.integer)) or isinstance(self.vocab_size, bool) \
+          or self.vocab_size < 3:
+        raise ValueError(f"vocab_size must be an int >= 3 with rule='e3', got {self.vocab_size!r}")
 
   def init(self) -> TemperatureState:
     """T = ``init_temperature``."""
@@ -414,19 +435,29 @@ class TemperatureControl:
   def update(self, state: TemperatureState, *, entropy) -> TemperatureState:
     """One multiplicative step from the observed policy entropy."""
     _check_obs("entropy", entropy)
-    t = state.temperature * jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))
+    t = state.temperature
+    if self.rule == "e3":
+      v = float(self.vocab_size)
+      factor = np.log(v) + np.log(np.log(v))
+      log_alpha = jnp.log(self.target_entropy) - jnp.log(jnp.maximum(_f32(entropy), 1e-12))
+      t = t * (1.0 + t * log_alpha / factor)
+    else:
+      t = t * jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))
     return TemperatureState(temperature=jnp.clip(t, self.t_min, self.t_max))
 
 
 def temperature_control(target_entropy: float, *, init_temperature: float = 1.0, kappa: float = 0.1,
-                        t_min: float = 0.1, t_max: float = 2.0) -> TemperatureControl:
+                        t_min: float = 0.1, t_max: float = 2.0, rule: str = "exp",
+                        vocab_size: Optional[int] = None) -> TemperatureControl:
   """E3 entropy-targeting temperature (seed 001 L203): T ← clip(T·exp(κ(H* − H)), T_min, T_max).
 
+  ``rule="e3"`` (with ``vocab_size``) is the authors' update
+  T ← T·(1 + T·log(H*/H)/(log V + log log V)); see ``TemperatureControl``.
   Returns a ``TemperatureControl`` (``update(state, entropy=)``);
   ``state.temperature`` [] float32 goes to the sampler as a traced array.
   """
   return TemperatureControl(target_entropy=target_entropy, init_temperature=init_temperature, kappa=kappa,
-                            t_min=t_min, t_max=t_max)
+                            t_min=t_min, t_max=t_max, rule=rule, vocab_size=vocab_size)
 
 
 def _technique_rows():
@@ -449,9 +480,10 @@ def _technique_rows():
                                   "yaml's ranges (0.6, 0.8)/(1.2, 2.0) give the code's search")),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
                 "001_5839a3671b0b4d92.txt L203",
-                fidelity=Fidelity("abstract", "E3 abstract (seed 001 L203); no released code found",
-                                  "only 'adaptive temperature to keep entropy stable' is given: the multiplicative "
-                                  "exp(κ(H* − H)) rule, κ and the [T_min, T_max] clip are ours")),
+                fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"
+                                  "temperature_scheduler.py",
+                                  "default rule 'exp' is ours (the code's needs V: rule='e3', vocab_size=V); "
+                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing")),
   )
 
 
