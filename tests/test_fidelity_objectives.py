@@ -47,7 +47,7 @@ def test_every_row_has_a_fidelity(row):
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
       "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
-      "gpg", "delta_logp_reweight", "temperature_control"}
+      "gpg", "delta_logp_reweight", "temperature_control", "pspo"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -347,3 +347,21 @@ def test_temperature_control_e3_rule_matches_authors_code():
     C.temperature_control(0.45, rule="e3")
   with pytest.raises(ValueError, match="rule"):
     C.temperature_control(0.45, rule="pid")
+
+
+# ---------------------------------------------------------------- PSPO vs MCDwyer/GR-PSPO
+
+
+def test_pspo_default_matches_authors_patch():
+  """grpotrainer.patch: per_token_loss = -((1 - alpha) * coef_1 + alpha) * A, alpha = 0.1; loss_type 'grpo'."""
+  d, batch = _batch(29, b=5, t=7, noise=0.5)
+
+  def ref(lp):
+    coef_2 = 0.9 * np.exp(lp - d["old"]) + 0.1
+    per_token = -coef_2 * d["adv"]
+    m = d["mask"]
+    return ((per_token * m).sum(1) / np.maximum(m.sum(1), 1.0)).mean()
+
+  got, got_grad = _value_and_grad(O.chain(O.pspo(), aggregate=O.seq_mean_token_mean), batch, d["logp"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)

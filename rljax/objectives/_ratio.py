@@ -631,9 +631,11 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
   used in place of the clipped ratio, so the gradient ``(1 - alpha) grad r``
   is never cut off; ``r~ >= alpha``. ``clip_eps`` additionally applies a PPO
   clip to ``r~`` (our option; off in GR-PSPO). Source: PSPO / GR-PSPO
-  (seed 000 L119; arXiv:2509.21282; smoothing form verified beyond the
-  abstract); the paper's alpha is not in the spec -- 0.1 is our default.
-  Aggregation as GRPO: ``seq_mean_token_mean``.
+  (seed 000 L119; arXiv:2509.21282), checked against the authors' patch of
+  TRL 0.25.1 (github.com/MCDwyer/GR-PSPO, ``grpotrainer.patch``:
+  ``-((1 - smoothing_alpha) coef_1 + smoothing_alpha) A``, no min, no clip;
+  ``grpoconfig.patch``: ``smoothing_alpha = 0.1``, our default). Aggregation
+  is TRL's ``loss_type`` there (GRPO: ``seq_mean_token_mean``).
   """
   U.check_scalar("alpha", alpha, lo=0.0, hi=1.0)
   U.check_scalar("clip_eps", clip_eps, lo=0.0, hi=1.0, hi_open=True, allow_none=True)
@@ -707,9 +709,8 @@ def _technique_rows():
                 "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
                 "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
-       Fidelity("abstract", "seed 000 L119 (PSPO abstract); arXiv:2509.21282",
-                "smoothed ratio (1-alpha) r + alpha read from the smoothing pi~ = (1-alpha) pi + alpha pi_old; "
-                "alpha = 0.1 and the optional clip_eps are ours")),
+       Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
+                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20")),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
        Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
