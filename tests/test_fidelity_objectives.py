@@ -47,7 +47,7 @@ def test_every_row_has_a_fidelity(row):
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
       "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
-      "gpg", "delta_logp_reweight", "temperature_control", "pspo"}
+      "gpg", "delta_logp_reweight", "temperature_control", "pspo", "gft"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -59,7 +59,8 @@ def test_authors_code_rows():
     (O.gmpo, {"eps_low": 0.4, "eps_high": 0.4}),          # callsys/GMPO scripts/qwen2.5-math-7b-gmpo.sh
     (O.segment_ratio, {"eps_low": 0.06, "eps_high": 0.08}),  # yaochenzhu/Rank-GRPO train_rank_grpo.py
     (O.delta_logp_reweight, {"form": "linear", "c": 0.2}),  # Hesse73/RLVR-Directions scripts/run_7B.sh
-], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio", "delta_logp"])
+    (O.gft, {"tau": 0.1, "rectification": "step"}),       # ZJU-OmniAI/GFT run_qwen2.5-math-1.5B.sh
+], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio", "delta_logp", "gft"])
 def test_defaults_are_the_references(fn, defaults):
   params = inspect.signature(fn).parameters
   assert {k: params[k].default for k in defaults} == defaults
@@ -363,5 +364,24 @@ def test_pspo_default_matches_authors_patch():
     return ((per_token * m).sum(1) / np.maximum(m.sum(1), 1.0)).mean()
 
   got, got_grad = _value_and_grad(O.chain(O.pspo(), aggregate=O.seq_mean_token_mean), batch, d["logp"])
+  np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
+  np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
+
+
+# ---------------------------------------------------------------- GFT vs ZJU-OmniAI/GFT compute_gft_loss
+
+
+def test_gft_default_matches_authors_code():
+  """-log_prob * where(prob > tao, 1, prob).detach() * advantages, token-mean; tao = 0.1."""
+  d, batch = _batch(31, b=5, t=8, const_adv=False, noise=0.3)
+  d["logp"][0, :4] = np.log([0.05, 0.09, 0.11, 0.5])  # both sides of tau
+  p_fixed = np.exp(d["logp"])
+
+  def ref(lp):
+    coef = np.where(p_fixed > 0.1, 1.0, p_fixed)  # detached
+    return (-lp * coef * d["adv"] * d["mask"]).sum() / d["mask"].sum()
+
+  obj = O.chain(O.gft(use_advantages=True), aggregate=O.token_mean)
+  got, got_grad = _value_and_grad(obj, batch, d["logp"])
   np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
   np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)

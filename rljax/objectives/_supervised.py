@@ -59,39 +59,56 @@ def sft_nll(coef=1.0):
   return _with_name(term, "sft_nll")
 
 
-def gft(tau=0.1, *, use_advantages: bool = False):
-  """GFT Dynamic Coefficient Rectification (Group Fine-Tuning; seed 001 L49).
+_GFT_RECTIFICATIONS = ("step", "ramp")
 
-      L_t = −sg(min(1, p_t/τ)) · log p_t            [· A_t if use_advantages]
 
-  so ∂L/∂p_t = −min(1/p_t, 1/τ): the inverse-probability weight 1/p_t of SFT
-  is bounded by 1/τ; tokens with p_t ≥ τ get exactly the SFT gradient.
-  *Interpretation*: the abstract says only that the coefficient rectification
-  "adaptively bounds inverse-probability weights"; the min(1, p/τ) form is the
-  spec's reading. ``use_advantages=True`` multiplies by ``batch.advantages``
-  (Group Advantage Learning: group-normalised contrastive supervision over a
-  response group; its exact form is not in the abstract — compute the group
-  advantages with ``rljax.advantages`` and pass them in the batch).
+def gft(tau=0.1, *, rectification: str = "step", use_advantages: bool = False):
+  """GFT Dynamic Coefficient Rectification (Group Fine-Tuning; seed 001 L49; arXiv:2604.14258).
+
+      rectification="step" (default, the authors'):  c_t = 1 if p_t > τ else p_t
+      rectification="ramp" (ours):                   c_t = min(1, p_t/τ)
+      L_t = −sg(c_t) · log p_t            [· A_t if use_advantages]
+
+  SFT's gradient w.r.t. p_t carries the inverse-probability weight 1/p_t; the
+  rectification bounds it: "step" replaces it by 1 on tokens with p_t ≤ τ
+  (∂L/∂p_t = −1 there, −1/p_t ≤ 1/τ above), "ramp" by 1/τ (continuous at τ).
+  Tokens with p_t > τ get exactly the SFT gradient in both. "step" is the
+  authors' code (github.com/ZJU-OmniAI/GFT, ``verl/trainer/ppo/core_algos.py::
+  compute_gft_loss``: ``-log_prob * where(prob > tao, 1, prob).detach() *
+  advantages``; ``examples/gft_trainer/run_qwen2.5-math-1.5B.sh``: τ = 0.1,
+  GRPO advantages). There the term is the policy loss and always multiplies
+  the (group) advantages (Group Advantage Learning); here that is
+  ``use_advantages=True`` — off by default because the term is also used as a
+  supervised addend next to a policy loss, where ``batch.advantages`` would
+  weight it twice.
 
   Args:
-    tau: τ ∈ (0, 1] (may be traced).
-    use_advantages: weight by the advantages.
+    tau: τ ∈ (0, 1] (may be traced); authors' 0.1.
+    rectification: ``"step"`` (authors') or ``"ramp"``.
+    use_advantages: weight by ``batch.advantages`` (the authors' GFT loss).
 
-  Metrics: ``nll``, ``frac_rectified`` (masked fraction with p_t < τ).
+  Metrics: ``nll``, ``frac_rectified`` (masked fraction with p_t ≤ τ for "step", < τ for "ramp").
   """
   _check_value("tau", tau, low=0.0, high=1.0, low_open=True)
+  _check_choice("rectification", rectification, _GFT_RECTIFICATIONS)
 
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     logp = out.logp.astype(jnp.float32)
     t = jnp.asarray(tau, jnp.float32)
     p = jnp.exp(_sg(logp))
-    coef = jnp.minimum(1.0, p / t)
+    if rectification == "step":
+      rectified = p <= t
+      coef = jnp.where(rectified, p, 1.0)
+    else:
+      rectified = p < t
+      coef = jnp.minimum(1.0, p / t)
     loss = -coef * logp
     if use_advantages:
       loss = loss * _require("batch.advantages", batch.advantages, shape)
     mask = _mask(batch)
-    return loss, {"nll": _nll_metric(logp, mask), "frac_rectified": _masked_mean((p < t).astype(jnp.float32), mask)}
+    return loss, {"nll": _nll_metric(logp, mask),
+                  "frac_rectified": _masked_mean(rectified.astype(jnp.float32), mask)}
 
   return _with_name(term, "gft")
 
@@ -511,10 +528,12 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
                                   "TRL divides by num_items_in_batch (global token count): token_mean with the "
                                   "global denominator")),
-      Technique("gft", "supervised", gft, "L_t = −sg(min(1, p_t/τ))·log p_t", "001_5839a3671b0b4d92.txt L49 (GFT)",
-                fidelity=Fidelity("abstract", "GFT abstract (arXiv:2604.14258; seed 001 L49); no released code found",
-                                  "'adaptively bounds inverse-probability weights' read as the weight sg(min(1, p/τ)); "
-                                  "τ = 0.1 and the Group Advantage Learning hook (use_advantages) are ours")),
+      Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
+                "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
+                fidelity=Fidelity("authors_code", "github.com/ZJU-OmniAI/GFT: verl/trainer/ppo/core_algos.py "
+                                  "compute_gft_loss",
+                                  "the code always multiplies by the group advantages: use_advantages=True (off by "
+                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours")),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
                 fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
