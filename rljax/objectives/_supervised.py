@@ -363,7 +363,13 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
   *Interpretation*: the abstract gives "contrastive loss only at
   entropy-gated decision points" (1–3% of positions); the ±log π form, τ / ρ
   and the unlikelihood option (bounded, since +log π is unbounded below) are
-  ours. Exactly one of ``tau``, ``rho`` must be given.
+  ours. Exactly one of ``tau``, ``rho`` must be given. A public copy of the
+  ReasonMaxxer pipeline (github.com/Arka04bro/ReasonMaxxer,
+  ``scripts/train_reasonmaxxer.py``; we could not confirm it is the
+  authors') uses by default the rollout's advantage clipped to ±2.5 instead
+  of ±1, averages over the gated tokens, and adds 0.1 · KL(π_base ‖ π_θ) on
+  the other tokens (its README's "KL anchor"); pass advantages-derived
+  rewards and compose ``kl_penalty`` for something close.
 
   Args:
     tau: absolute entropy threshold (nats) ≥ 0.
@@ -552,9 +558,10 @@ def _technique_rows():
                                   "A-LoL-KL are not offered")),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
-                fidelity=Fidelity("abstract", "ReasonMaxxer abstract (seed 001 L179); no released code found",
-                                  "only 'contrastive loss at entropy-gated decision points' is given: the ±log π form, "
-                                  "τ/ρ gate, reward threshold and the unlikelihood option are ours")),
+                fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
+                                  "public copy; authorship unconfirmed)",
+                                  "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
+                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)")),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
