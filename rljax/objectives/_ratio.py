@@ -697,8 +697,8 @@ def _technique_rows():
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
-                "default = TRL (upper cap only, 1+eps_high = 5); verl clips both sides (clip_ratio_low/high "
-                "0.2/0.28): pass eps_low and eps_high for its form")),
+                "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
+                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form")),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
