@@ -121,7 +121,8 @@ TERMS = {
     "kl_cov": lambda: kl_cov(kl_cov_ratio=0.2, ppo_kl_coef=1.0),
     "top_entropy_mask": lambda: top_entropy_mask(ppo_clip(0.2), rho=0.3),
     "tis_normalize": lambda: ppo_clip(0.2, correction=tis(1.5, normalize=True)),
-    "delta_logp_reweight_normalize": lambda: delta_logp_reweight(ppo_clip(0.2), gamma=2.0, normalize=True),
+    "delta_logp_reweight_normalize": lambda: delta_logp_reweight(ppo_clip(0.2), form="power", gamma=2.0,
+                                                                 normalize=True),
     "entropy_gated_contrastive_rho": lambda: entropy_gated_contrastive(rho=0.3),
     # statistics of nested terms are forwarded through wrappers
     "nested": lambda: advantage_sign_weighting(

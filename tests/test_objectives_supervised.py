@@ -63,17 +63,21 @@ def test_gft_bounds_inverse_probability_weight():
   p = np.exp(np.asarray(out.logp, np.float64))
   mask = np.asarray(batch.loss_mask)
   assert (p < tau).any() and (p >= tau).any()
-  g = _grad(O.gft(tau), out, batch)  # ∂/∂log p
+  ramp = O.gft(tau, rectification="ramp")
+  g = _grad(ramp, out, batch)  # ∂/∂log p
   np.testing.assert_allclose(g, -np.minimum(1.0, p / tau) * mask, rtol=1e-5)
   # Gradient w.r.t. p is −min(1/p, 1/τ), bounded by 1/τ.
   assert np.all(np.abs(g / p)[mask] <= 1 / tau + 1e-4)
-  loss, metrics = jax.jit(O.gft(tau))(out, batch)
+  loss, metrics = jax.jit(ramp)(out, batch)
   np.testing.assert_allclose(loss, -np.minimum(1, p / tau) * np.asarray(out.logp), rtol=1e-5)
   np.testing.assert_allclose(metrics["frac_rectified"], ((p < tau) & mask).sum() / mask.sum(), rtol=1e-6)
   high = out.replace(logp=jnp.maximum(out.logp, np.log(tau) + 1e-3))  # every p ≥ τ: equals SFT
-  np.testing.assert_allclose(_grad(O.gft(tau), high, batch), _grad(O.sft_nll(), high, batch), rtol=1e-6)
+  for rect in ("ramp", "step"):
+    np.testing.assert_allclose(_grad(O.gft(tau, rectification=rect), high, batch), _grad(O.sft_nll(), high, batch),
+                               rtol=1e-6)
   adv = np.asarray(batch.advantages)
-  np.testing.assert_allclose(O.gft(tau, use_advantages=True)(out, batch)[0], np.asarray(loss) * adv, rtol=1e-5)
+  np.testing.assert_allclose(O.gft(tau, rectification="ramp", use_advantages=True)(out, batch)[0],
+                             np.asarray(loss) * adv, rtol=1e-5)
   for bad in (0.0, 1.5, -0.1):
     with pytest.raises(ValueError, match="tau"):
       O.gft(bad)
@@ -363,18 +367,18 @@ def test_delta_logp_reweight():
   gamma = 2.0
   w = (1 - np.exp(lp)) ** gamma
   wn = w / ((w * mask).sum() / mask.sum())
-  term = O.delta_logp_reweight(inner, gamma=gamma)
+  term = O.delta_logp_reweight(inner, form="power", gamma=gamma)
   for fn in (term, jax.jit(term)):
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, wn * -lp, rtol=1e-5)
-  np.testing.assert_allclose(O.delta_logp_reweight(inner, gamma=gamma, normalize=False)(out, batch)[0], w * -lp,
+  np.testing.assert_allclose(O.delta_logp_reweight(inner, form="power", gamma=gamma, normalize=False)(out, batch)[0], w * -lp,
                              rtol=1e-5)
   # Gradient: weight is a constant (detached).
   np.testing.assert_allclose(_grad(term, out, batch), -wn * mask, rtol=1e-5)
   # Weight is non-increasing in p; γ = 0 recovers the unweighted loss.
   order = np.argsort(lp.ravel())
   assert np.all(np.diff(wn.ravel()[order]) <= 1e-7)
-  np.testing.assert_allclose(O.delta_logp_reweight(inner, gamma=0.0)(out, batch)[0], inner(out, batch)[0], rtol=1e-6)
+  np.testing.assert_allclose(O.delta_logp_reweight(inner, form="power", gamma=0.0)(out, batch)[0], inner(out, batch)[0], rtol=1e-6)
   with pytest.raises(ValueError, match="gamma"):
     O.delta_logp_reweight(inner, gamma=-1.0)
   with pytest.raises(ValueError, match="source"):

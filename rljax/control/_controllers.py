@@ -15,7 +15,7 @@ controlled value as a (possibly traced) array, e.g. inside the jitted step::
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -144,11 +144,20 @@ class EntroPIC:
 
   Entropy below target (u > 0) shifts weight from positive-advantage samples
   (which sharpen the policy, lowering entropy) to negative ones (which raise
-  it). *Interpretation*: the abstract gives the PI control of the two loss
-  coefficients; the mapping u → (w⁺, w⁻) and the clamps are ours (``mode``
-  keeps the choice open). K_p = K_i = 0 gives w⁺ = w⁻ = 1. Apply the weights
-  with ``rljax.objectives.advantage_sign_weighting(term, state.pos_weight,
+  it). K_p = K_i = 0 gives w⁺ = w⁻ = 1. Apply the weights with
+  ``rljax.objectives.advantage_sign_weighting(term, state.pos_weight,
   state.neg_weight)``.
+
+  Checked against the authors' code (github.com/yk7333/EntroPIC,
+  ``core_algos.py::compute_policy_loss_entropic`` and ``dp_actor.py``):
+  α = clip(K_p (H − H*) + K_i Σ_prev (H − H*), −1, 1) (= −u, the integral
+  there holding the *previous* errors, scaled by micro/mini batch size), and
+  the loss gains α · token-mean over tokens with p_t > 0.95 of (−r_t |A_t|):
+  on those tokens positive samples weigh 1 + α = w⁺ and negative ones
+  1 − α = w⁻ — our weights. Differences: we weight every token (the code only
+  p > 0.95 ones, through a separately normalised unclipped term), our
+  integral includes the current error, and ``mode`` is ours. Defaults
+  K_p = 1, K_i = 0.01 are ``run_entropic.sh``'s (there H* = 0.1).
   """
   target_entropy: float
   kp: float = 1.0
@@ -273,7 +282,13 @@ class BAPO:
     first, step by step to low_max, then c_high.
 
   Ranges [0.6, 0.9] / [1.2, 3.0] and ρ₀ = 0.5 are the README's (spec);
-  steps 0.05 are the recipe yaml's. Use the bounds as
+  steps 0.05 are the recipe yaml's. The released recipe
+  (``recipe/bapo/config/bapo_trainer.yaml``) uses ``mode="code"`` with
+  target 1 and ranges (0.6, 0.8) / (1.2, 2.0):
+  ``bapo(1.0, mode="code", low_range=(0.6, 0.8), high_range=(1.2, 2.0))``.
+  The default stays the README/paper rule (the paper's stated method; a
+  pos/neg ratio of 1 is a positive share of 0.5). The code's PPO loss keeps
+  verl's dual clip (``clip_ratio_c`` 3). Use the bounds as
   ``ppo_clip(eps_low=1 − state.clip_low, eps_high=state.clip_high − 1)``.
   """
   rho0: float = 0.5
@@ -366,22 +381,36 @@ class TemperatureState(NamedTuple):
   temperature: Array
 
 
+_TEMPERATURE_RULES = ("exp", "e3")
+
+
 @dataclasses.dataclass(frozen=True)
 class TemperatureControl:
   """Entropy-targeting sampling temperature (E3, seed 001 L203).
 
-      T ← clip(T · exp(κ · (H_target − H)), T_min, T_max)
+      rule "exp" (default):  T ← clip(T · exp(κ · (H_target − H)), T_min, T_max)
+      rule "e3" (authors'):  T ← clip(T · (1 + T · log(H_target / H) / F), T_min, T_max),
+                             F = log V + log log V  (V = ``vocab_size``)
 
-  *Interpretation*: the abstract says only "adaptive dynamic temperature
-  adjustment ... to maintain the entropy at a stable level"; the
-  multiplicative rule is the spec's reading. Feed ``state.temperature`` to the
-  sampler as a traced array.
+  The abstract says only "adaptive dynamic temperature adjustment ... to
+  maintain the entropy at a stable level"; ``"exp"`` is the spec's reading.
+  ``"e3"`` is the authors' ``TemperatureScheduler.step``
+  (github.com/LiaoMengqi/E3-RL4LLMs, ``e3/worker/temperature_scheduler.py``).
+  It needs the vocabulary size, which a bare ``temperature_control(H*)``
+  does not have, so ``"exp"`` stays the default. Differences from that code:
+  the target is given here (the code may take the mean entropy of its first
+  step, and skips updating on that step), T is clipped to [T_min, T_max]
+  (the code does not clip), and its optional cosine annealing of the target
+  is not reproduced. Feed ``state.temperature`` to the sampler as a traced
+  array.
   """
   target_entropy: float
   init_temperature: float = 1.0
   kappa: float = 0.1
   t_min: float = 0.1
   t_max: float = 2.0
+  rule: str = "exp"
+  vocab_size: Optional[int] = None
 
   def __post_init__(self):
     _nonneg("target_entropy", self.target_entropy)
@@ -391,6 +420,13 @@ class TemperatureControl:
     if not self.t_min <= self.init_temperature <= _finite("t_max", self.t_max):
       raise ValueError(f"need t_min <= init_temperature <= t_max, got {self.t_min}, {self.init_temperature}, "
                        f"{self.t_max}")
+    if self.rule not in _TEMPERATURE_RULES:
+      raise ValueError(f"rule must be one of {list(_TEMPERATURE_RULES)}, got {self.rule!r}")
+    if self.rule == "e3":
+      _positive("target_entropy", self.target_entropy)
+      if not isinstance(self.vocab_size, (int, np.integer)) or isinstance(self.vocab_size, bool) \
+          or self.vocab_size < 3:
+        raise ValueError(f"vocab_size must be an int >= 3 with rule='e3', got {self.vocab_size!r}")
 
   def init(self) -> TemperatureState:
     """T = ``init_temperature``."""
@@ -399,32 +435,55 @@ class TemperatureControl:
   def update(self, state: TemperatureState, *, entropy) -> TemperatureState:
     """One multiplicative step from the observed policy entropy."""
     _check_obs("entropy", entropy)
-    t = state.temperature * jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))
+    t = state.temperature
+    if self.rule == "e3":
+      v = float(self.vocab_size)
+      factor = np.log(v) + np.log(np.log(v))
+      log_alpha = jnp.log(self.target_entropy) - jnp.log(jnp.maximum(_f32(entropy), 1e-12))
+      t = t * (1.0 + t * log_alpha / factor)
+    else:
+      t = t * jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))
     return TemperatureState(temperature=jnp.clip(t, self.t_min, self.t_max))
 
 
 def temperature_control(target_entropy: float, *, init_temperature: float = 1.0, kappa: float = 0.1,
-                        t_min: float = 0.1, t_max: float = 2.0) -> TemperatureControl:
+                        t_min: float = 0.1, t_max: float = 2.0, rule: str = "exp",
+                        vocab_size: Optional[int] = None) -> TemperatureControl:
   """E3 entropy-targeting temperature (seed 001 L203): T ← clip(T·exp(κ(H* − H)), T_min, T_max).
 
+  ``rule="e3"`` (with ``vocab_size``) is the authors' update
+  T ← T·(1 + T·log(H*/H)/(log V + log log V)); see ``TemperatureControl``.
   Returns a ``TemperatureControl`` (``update(state, entropy=)``);
   ``state.temperature`` [] float32 goes to the sampler as a traced array.
   """
   return TemperatureControl(target_entropy=target_entropy, init_temperature=init_temperature, kappa=kappa,
-                            t_min=t_min, t_max=t_max)
+                            t_min=t_min, t_max=t_max, rule=rule, vocab_size=vocab_size)
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   return (
       Technique("adaptive_kl", "controller", adaptive_kl, "β ← β·(1 + clip(KL/target − 1, ±0.2)·n/horizon)",
-                "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593"),
+                "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593",
+                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.AdaptiveKLController.update")),
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
-                "000_3e503271be254a43.txt L107"),
+                "000_3e503271be254a43.txt L107",
+                fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "
+                                  "compute_policy_loss_entropic, dp_actor.py",
+                                  "code reweights only tokens with p > 0.95, via an added α·r·|A| token-mean; we "
+                                  "scale every token's loss by 1 ± α; integral includes the current error")),
       Technique("bapo", "controller", bapo, "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
-                "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe"),
+                "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe",
+                fidelity=Fidelity("authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
+                                  "compute_policy_loss_bapo",
+                                  "default mode='share' is the README's rule; mode='code', rho0=1 and the recipe "
+                                  "yaml's ranges (0.6, 0.8)/(1.2, 2.0) give the code's search")),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
-                "001_5839a3671b0b4d92.txt L203"),
+                "001_5839a3671b0b4d92.txt L203",
+                fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"
+                                  "temperature_scheduler.py",
+                                  "default rule 'exp' is ours (the code's needs V: rule='e3', vocab_size=V); "
+                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing")),
   )
 
 

@@ -130,11 +130,12 @@ def bapo(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_
 
 
 def temperature_control(target_entropy: float, *, init_temperature=None, kappa: float = 0.1, t_min: float = 0.1,
-                        t_max: float = 2.0):
+                        t_max: float = 2.0, rule: str = "exp", vocab_size=None):
   """Stage of ``rljax.control.temperature_control``; ``init_temperature=None`` starts from ``rl.temperature``."""
 
   def build(t0):
-    ctl = C.temperature_control(target_entropy, init_temperature=t0, kappa=kappa, t_min=t_min, t_max=t_max)
+    ctl = C.temperature_control(target_entropy, init_temperature=t0, kappa=kappa, t_min=t_min, t_max=t_max,
+                                rule=rule, vocab_size=vocab_size)
 
     def update(state, inputs):
       state = _host(state)

@@ -94,15 +94,24 @@ def get_aggregation(name_or_fn) -> Aggregation:
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
+
+  def verl(mode, differences=""):
+    return Fidelity("peer", f"verl 0.9.1 core_algos.agg_loss '{mode}'", differences)
+
   return (
-      Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src),
-      Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src),
-      Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src),
-      Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src),
+      Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src, fidelity=verl("token-mean")),
+      Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, fidelity=verl("token-sum")),
+      Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
+                fidelity=verl("seq-mean-token-sum")),
+      Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
+                fidelity=verl("seq-mean-token-mean", "no +1e-8 in the per-sequence denominator (empty rows are "
+                              "excluded instead); relative difference ≤ 1e-8")),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
-                "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src),
+                "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
+                fidelity=verl("seq-mean-token-sum-norm", "divides by all B rows, verl by the rows with ≥ 1 token "
+                              "(equal without empty rows); max_len = verl loss_scale_factor / TRL max_completion_length")),
   )
 
 

@@ -122,11 +122,12 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
 
   where ``l_t`` is the wrapped term's per-token loss (the paper applies it to
   DAPO's / GPPO's clipped PG loss). The detach rule, the strict inequalities
-  and δ = 1e-8 follow the released loss (``compute_policy_loss_grpo_erc``,
-  whose bounds are ``config.entropy_mask_low`` / ``entropy_mask_high``). The
-  bound *values* are not in the spec; 0.95 / 1.05 is our default (the
-  released script name suggests 1.05 as the upper bound) — keep them
-  parameters. ρ_t = 1 when both entropies are 0.
+  and δ = 1e-8 follow the released loss (github.com/Kwai-Klear/ERC,
+  ``verl/trainer/ppo/core_algos.py::compute_policy_loss_grpo_erc``, bounds
+  ``entropy_mask_low`` / ``entropy_mask_high``); the defaults 0.95 / 1.05 are
+  the released recipes' (``recipe/dapo/*_erc_1_05.sh``). There the wrapped
+  loss is verl's dual-clip PPO with optional TIS; here any term.
+  ρ_t = 1 when both entropies are 0.
 
   Args:
     term: the term to wrap (e.g. ``ppo_clip(...)``).
@@ -206,7 +207,9 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
       L_t = 0 on the k selected candidates (value *and* gradient, as verl's
             ``pg_losses * corr``), l_t elsewhere.
 
-  verl draws the k candidates with ``torch.randperm`` (non-deterministic).
+  verl and the authors' code (github.com/PRIME-RL/Entropy-Mechanism-of-RL,
+  ``compute_policy_loss_clip_cov``, same rule and defaults) draw the k
+  candidates with ``torch.randperm`` (non-deterministic, global RNG).
   Here, without ``key`` the k candidates with the *largest* covariance are
   taken (ties → lower flat index), which is deterministic; with a PRNG ``key``
   they are drawn uniformly without replacement (verl's behaviour). Build the
@@ -274,7 +277,7 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
   return _with_name(term, "clip_cov")
 
 
-def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
+def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
   """KL-Cov (arXiv:2505.22617; verl ``kl_cov``).
 
       r_t = exp(log π_θ − log π_old),  cov_t as in ``clip_cov``
@@ -282,13 +285,17 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=0.1):
       L_t = −A_t r_t + 1[t ∈ S] · ppo_kl_coef · |log r_t|
 
   Unclipped PG loss plus an |log r| penalty on the top-covariance tokens.
-  verl picks S with ``torch.topk`` (tie order unspecified); here ties go to
-  the lower flat index (deterministic). verl's config default
-  ``ppo_kl_coef`` is 0.1. log r is clamped to ±20.
+  The authors' code (github.com/PRIME-RL/Entropy-Mechanism-of-RL,
+  ``verl/trainer/ppo/core_algos.py::compute_policy_loss_kl_cov``; recipe
+  ``recipe/dapo/32b_kl_cov.sh``: ``k_percent=0.02`` %, ``ppo_kl_coef=1``) and
+  verl pick S with ``torch.topk`` (tie order unspecified); here ties go to
+  the lower flat index (deterministic). Defaults are the authors':
+  ratio 2e-4 and ``ppo_kl_coef = 1`` (verl's config default is 0.1; its
+  function falls back to 1.0). log r is clamped to ±20.
 
   Args:
-    kl_cov_ratio: fraction in (0, 1] of masked tokens penalised (verl 2e-4).
-    ppo_kl_coef: penalty coefficient ≥ 0 (may be traced).
+    kl_cov_ratio: fraction in (0, 1] of masked tokens penalised (authors, verl 2e-4).
+    ppo_kl_coef: penalty coefficient ≥ 0 (may be traced); authors' 1.0.
 
   Reads ``out.logp``, ``batch.logp_proximal``, ``batch.advantages``. Metrics:
   ``frac_penalized``, ``ppo_kl_abs`` (masked mean |log r|, verl's ``ppo_kl``),
@@ -418,20 +425,35 @@ def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   return (
       Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
-                "verl entropy_coeff; TRL entropy_coef"),
+                "verl entropy_coeff; TRL entropy_coef",
+                fidelity=Fidelity("peer", "verl 0.9.1 dp_actor (pg_loss − entropy_coeff·agg(entropy))",
+                                  "default c = 1e-3 (verl entropy_coeff default 0)")),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
-                "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code"),
+                "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",
+                fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
+                                  "compute_policy_loss_grpo_erc",
+                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe")),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
-                "verl clip_cov; arXiv:2505.22617"),
+                "verl clip_cov; arXiv:2505.22617",
+                fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
+                                  "verl/trainer/ppo/core_algos.py compute_policy_loss_clip_cov",
+                                  "no implicit RNG: without key= the k largest-cov candidates are taken (code: "
+                                  "randperm draw; key= draws uniformly); log r clamped ±20")),
       Technique("kl_cov", "entropy", kl_cov,
-                "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617"),
+                "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
+                fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
+                                  "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
+                                  "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
+                                  "authors' recipe (verl config 0.1)")),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
-                "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939"),
+                "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
+                fidelity=Fidelity("peer", "TRL GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
+                                  "source='old' (rollout entropy) is our option")),
   )
 
 

@@ -386,16 +386,23 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   return (
       Technique("kl_penalty", "kl", kl_penalty,
                 "β·k(Δ), Δ=logπθ−logπref; k1=Δ, abs=|Δ|, k2=½Δ², k3=e^{−Δ}+Δ−1; '+' = value of k, grad of k2",
-                "verl kl_penalty (kl_loss_type); TRL beta (k3); Schulman 2020"),
+                "verl kl_penalty (kl_loss_type); TRL beta (k3); Schulman 2020",
+                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.kl_penalty / kl_penalty_forward; TRL GRPOTrainer "
+                                  "beta (k3, use_bias_correction_kl)")),
       Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
-                "verl algorithm.use_kl_in_reward / compute_rewards"),
+                "verl algorithm.use_kl_in_reward / compute_rewards",
+                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_rewards + kl_penalty (use_kl_in_reward)")),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
-                "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code"),
+                "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code",
+                fidelity=Fidelity("authors_code", "github.com/complex-reasoning/RPG: verl/trainer/ppo/core_algos.py "
+                                  "(compute_policy_loss_reinforce, kl_penalty rpg_*)",
+                                  "π_ref ≠ π_old generalised; with clip the log term uses unclipped log π/π_ref; "
+                                  "the code's ±10 clamps and clip_ppo variants are not reproduced")),
   )
 
 

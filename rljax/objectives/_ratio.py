@@ -185,9 +185,14 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
   AReaL's ``behav_imp_weight_cap``) or ``w_t`` is clamped to ``cap``
   (``"clamp"``). The denominator is the original mask count (AReaL).
 
-  Source: AReaL (seed 000 L29; arXiv:2505.24298; form from the AReaL docs,
-  ``ppo_actor_loss_fn(use_decoupled_loss=True)``); verl rollout-correction
-  "decoupled" mode. With ``pi_prox = pi_behav`` it equals ``ppo_clip``.
+  Source: AReaL (seed 000 L29; arXiv:2505.24298; checked against the
+  authors' ``areal/utils/functional/functional.py::ppo_actor_loss_fn``, whose
+  dual clip ``min(L, c|A|)`` equals ours). There ``w`` multiplies the loss
+  only when ``rejection_sampling`` is configured (token/sequence level,
+  ratio or k1-k3 metric, mask or clamp; the legacy default was a token ratio
+  cap 5 with mask, i.e. ``behavior_cap=5.0``); here it is always applied, as
+  in the paper's objective. verl rollout-correction "decoupled" mode. With
+  ``pi_prox = pi_behav`` it equals ``ppo_clip``.
   """
   eps_high = eps_low if eps_high is None else eps_high
   _check_eps(eps_low, eps_high, dual_clip)
@@ -278,7 +283,10 @@ def gpg(*, correction=None):
       L_t = -A_t log pi_theta(y_t)
 
   Source: GPG ("GPG: A Simple and Strong RL Baseline", arXiv:2504.02546;
-  no abstract in the seeds); verl ``compute_policy_loss_gpg``. GPG's
+  no abstract in the seeds); checked against the authors' code
+  (github.com/AMAP-ML/GPG, VisualThinker-R1-Zero ``grpo_trainer.py``,
+  ``pg_name == 'gpg'``: ``-logp · A``, seq-mean-token-mean, the loss divided by
+  alpha with ``adjust_gd``) and verl ``compute_policy_loss_gpg``. GPG's
   advantage ``alpha (r - mean_g) / f_norm`` (verl's ``gpg`` estimator) belongs
   to the advantage room. Equals ``reinforce(importance_weight=False)``.
   """
@@ -367,7 +375,8 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
 
   With ``seq_mean_token_mean`` this is the paper's ``mean_i(-Abar_i rho_i)``
   (GMPO, arXiv:2507.20673; the paper's clip range is (e^-0.4, e^0.4), our
-  default). verl ``geo_mean`` computes the same but always takes the plain
+  default; checked against the authors' ``train_zero_math_gmpo.py``, which
+  takes one sequence with a scalar advantage per micro-batch). verl ``geo_mean`` computes the same but always takes the plain
   batch mean (ignoring ``loss_agg_mode``, and counting all-masked rows as 0);
   verl's eps come from ``clip_ratio_low/high`` (0.2 by default). TRL has it
   in ``experimental/gmpo``.
@@ -407,7 +416,7 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
   return _named(term, "gmpo", corrections)
 
 
-def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
+def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
                   correction=None, old_logp=None):
   """Segment-level geometric-mean ratio (Rank-GRPO; turns, list items).
 
@@ -420,13 +429,16 @@ def segment_ratio(eps_low=0.2, eps_high=None, *, segment_ids="segment_ids", max_
   contiguous. With one segment per sequence ``rho`` is GSPO's ``s_i`` and the
   term equals ``gspo(eps_low, eps_high)``.
 
-  Source: ConvRec-R1 / Rank-GRPO (seed 000 L87): the rank-level ratio is the
-  geometric mean of the token ratios within the rank (the abstract's). Our
-  interpretation: GRPO-style clip of ``rho_seg`` with the token's advantage
-  (a rank-level advantage is broadcast to the rank's tokens by the advantage
-  room); the paper's aggregation is not in the abstract -- with per-rank
-  averaging use ``seq_mean_token_mean`` on a batch whose rows are ranks, or
-  ``token_mean``. eps defaults to GRPO's 0.2 (not given in the abstract).
+  Source: ConvRec-R1 / Rank-GRPO (seed 000 L87), checked against the
+  authors' code (github.com/yaochenzhu/Rank-GRPO,
+  ``libs/trl/rank_grpo_trainer.py``, ``importance_sampling_level="item"``):
+  the item ratio is exp of the mean token log-ratio over the item's tokens
+  (gradient through the mean), PPO-clipped with the token's (item-broadcast)
+  advantage; defaults eps 0.06 / 0.08 are ``train_rank_grpo.py``'s. The
+  code puts tokens past the last item in one overflow bin (give them their
+  own id here) and aggregates with TRL's ``loss_type`` (``token_mean`` =
+  ``bnpo``, ``seq_mean_token_mean`` = ``grpo``). Differences: log-ratios
+  clamped (±20 per token, rho at 10; the code has none).
 
   Args:
     segment_ids: a ``TrainBatch`` field (``"segment_ids"``, ``"turn_ids"``),
@@ -571,9 +583,17 @@ def cpgd(eps_low=0.2, eps_high=None, drift_coef=0.1, *, drift_estimator: str = "
   favoured direction get no PG gradient.
 
   Source: CPGD (arXiv:2505.12504; seed 000 L43; MM-EUREKA). The abstract names only the
-  log-ratio clip and the KL drift regulariser; the exact form above (and the
-  default ``alpha = 0.1``, the k3 estimator) is *unverified* -- our reading,
-  kept configurable. Paper aggregation not given; use ``token_mean``.
+  log-ratio clip and the KL drift regulariser. Checked against siiRL
+  (github.com/sii-research/siiRL, ``siirl/dag_worker/core_algos.py::
+  compute_policy_loss_cpgd`` and the drift in ``engine/actor/dp_actor.py``;
+  the paper's code link, ModalMinds/MM-EUREKA, holds no CPGD code in the
+  stored snapshot): its PG term ``-A · clip(log π)`` (log π clipped at
+  log π_old + log(1 ± eps) on A's side) has exactly our gradient (its value
+  is ours shifted by ``-A log π_old``), and its drift
+  ``sg(min(r − 1, 2)) · log π`` is the gradient of our k3 drift, capped at
+  r = 3. Its example scripts use ``policy_drift_coeff = 0.001`` and
+  ``token_mean``; our ``alpha = 0.1`` is kept (not the paper's value, which we
+  could not read).
   """
   eps_high = eps_low if eps_high is None else eps_high
   _check_eps(eps_low, eps_high)
@@ -611,9 +631,11 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
   used in place of the clipped ratio, so the gradient ``(1 - alpha) grad r``
   is never cut off; ``r~ >= alpha``. ``clip_eps`` additionally applies a PPO
   clip to ``r~`` (our option; off in GR-PSPO). Source: PSPO / GR-PSPO
-  (seed 000 L119; arXiv:2509.21282; smoothing form verified beyond the
-  abstract); the paper's alpha is not in the spec -- 0.1 is our default.
-  Aggregation as GRPO: ``seq_mean_token_mean``.
+  (seed 000 L119; arXiv:2509.21282), checked against the authors' patch of
+  TRL 0.25.1 (github.com/MCDwyer/GR-PSPO, ``grpotrainer.patch``:
+  ``-((1 - smoothing_alpha) coef_1 + smoothing_alpha) A``, no min, no clip;
+  ``grpoconfig.patch``: ``smoothing_alpha = 0.1``, our default). Aggregation
+  is TRL's ``loss_type`` there (GRPO: ``seq_mean_token_mean``).
   """
   U.check_scalar("alpha", alpha, lo=0.0, hi=1.0)
   U.check_scalar("clip_eps", clip_eps, lo=0.0, hi=1.0, hi_open=True, allow_none=True)
@@ -636,31 +658,68 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
+  verl = "verl 0.9.1 core_algos."
   rows = [
       ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
-       "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla"),
+       "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
+       Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
+                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form")),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
-       "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce"),
-      ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg"),
+       "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
+       Fidelity("peer", verl + "compute_policy_loss_reinforce (-A log pi * rollout_is_weights)",
+                "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
+                "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
+      ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
+       Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
+                "open_r1/trainer/grpo_trainer.py",
+                "the code's 1/alpha loss scale (adjust_gd, alpha = valid share) belongs to the advantage (verl gpg "
+                "estimator); aggregation is chain's (code: seq-mean-token-mean)")),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
-       "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence"),
+       "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
+       Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
+                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)")),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
-       "GSPO arXiv:2507.18071; verl gspo"),
-      ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean"),
+       "GSPO arXiv:2507.18071; verl gspo",
+       Fidelity("peer", verl + "compute_policy_loss_gspo",
+                "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
+                "(verl forces seq-mean-token-mean)")),
+      ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
+       Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
+                "code: one sequence per micro-batch, scalar A (we average A over the sequence); log r clamped "
+                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
-       "Rank-GRPO / ConvRec-R1, seed 000 L87"),
+       "Rank-GRPO / ConvRec-R1, seed 000 L87",
+       Fidelity("authors_code", "github.com/yaochenzhu/Rank-GRPO: libs/trl/rank_grpo_trainer.py "
+                "(importance_sampling_level='item')",
+                "log r clamped +-20 and log rho at 10 (code: none); its overflow bin is any spare id here; "
+                "eps 0.06/0.08 = train_rank_grpo.py")),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
-       "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo"),
+       "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
+       Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
+                "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
+                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form")),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
-       "SAPO arXiv:2511.20347; verl sapo; TRL sapo"),
+       "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
+       Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
+                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
-       "CPGD arXiv:2505.12504, seed 000 L43 (form unverified)"),
-      ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119"),
+       "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
+       Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
+                "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
+                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
+      ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
+       Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
+                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20")),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
-       "AReaL arXiv:2505.24298, seed 000 L29"),
+       "AReaL arXiv:2505.24298, seed 000 L29",
+       Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
+                "ppo_actor_loss_fn",
+                "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
+                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
   ]
-  return tuple(Technique(name, "policy_loss", fn, formula, src) for name, fn, formula, src in rows)
+  return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
+               for name, fn, formula, src, fid in rows)
 
 
 TECHNIQUES = _technique_rows()

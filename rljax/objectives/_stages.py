@@ -40,6 +40,12 @@ def _source_needs(extra=()):
   return needs
 
 
+def _delta_logp_needs(arguments):
+  """``delta_logp_reweight`` reads ``batch.logp_old`` when its probabilities come from the old policy."""
+  default = "old" if arguments.get("form", "linear") == "linear" else "current"
+  return {"logp_old"} if (arguments.get("source") or default) == "old" else set()
+
+
 def _entropy_gated_needs(arguments):
   return {"entropy_ref"} if arguments.get("entropy_key") in ("entropy_base", "entropy_ref") else set()
 
@@ -87,7 +93,7 @@ STAGES = {
     "entropy_gated_contrastive": loss_term_factory(_supervised.entropy_gated_contrastive,
                                                    needs=_entropy_gated_needs),
     "delta_logp_reweight": loss_term_factory(_supervised.delta_logp_reweight, role="policy",
-                                             needs=_source_needs()),
+                                             needs=_delta_logp_needs),
     # the critic's loss (Recipe.critic): reads out.values, batch.values_old (the critic at sampling time) and
     # batch.returns (the advantage estimator's targets, e.g. gae)
     "value_loss": loss_term_factory(_value.value_loss, needs={"values", "returns"}),

@@ -7,6 +7,7 @@ paper's per-sequence / per-pair mean.
 """
 from __future__ import annotations
 
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -58,39 +59,56 @@ def sft_nll(coef=1.0):
   return _with_name(term, "sft_nll")
 
 
-def gft(tau=0.1, *, use_advantages: bool = False):
-  """GFT Dynamic Coefficient Rectification (Group Fine-Tuning; seed 001 L49).
+_GFT_RECTIFICATIONS = ("step", "ramp")
 
-      L_t = −sg(min(1, p_t/τ)) · log p_t            [· A_t if use_advantages]
 
-  so ∂L/∂p_t = −min(1/p_t, 1/τ): the inverse-probability weight 1/p_t of SFT
-  is bounded by 1/τ; tokens with p_t ≥ τ get exactly the SFT gradient.
-  *Interpretation*: the abstract says only that the coefficient rectification
-  "adaptively bounds inverse-probability weights"; the min(1, p/τ) form is the
-  spec's reading. ``use_advantages=True`` multiplies by ``batch.advantages``
-  (Group Advantage Learning: group-normalised contrastive supervision over a
-  response group; its exact form is not in the abstract — compute the group
-  advantages with ``rljax.advantages`` and pass them in the batch).
+def gft(tau=0.1, *, rectification: str = "step", use_advantages: bool = False):
+  """GFT Dynamic Coefficient Rectification (Group Fine-Tuning; seed 001 L49; arXiv:2604.14258).
+
+      rectification="step" (default, the authors'):  c_t = 1 if p_t > τ else p_t
+      rectification="ramp" (ours):                   c_t = min(1, p_t/τ)
+      L_t = −sg(c_t) · log p_t            [· A_t if use_advantages]
+
+  SFT's gradient w.r.t. p_t carries the inverse-probability weight 1/p_t; the
+  rectification bounds it: "step" replaces it by 1 on tokens with p_t ≤ τ
+  (∂L/∂p_t = −1 there, −1/p_t ≤ 1/τ above), "ramp" by 1/τ (continuous at τ).
+  Tokens with p_t > τ get exactly the SFT gradient in both. "step" is the
+  authors' code (github.com/ZJU-OmniAI/GFT, ``verl/trainer/ppo/core_algos.py::
+  compute_gft_loss``: ``-log_prob * where(prob > tao, 1, prob).detach() *
+  advantages``; ``examples/gft_trainer/run_qwen2.5-math-1.5B.sh``: τ = 0.1,
+  GRPO advantages). There the term is the policy loss and always multiplies
+  the (group) advantages (Group Advantage Learning); here that is
+  ``use_advantages=True`` — off by default because the term is also used as a
+  supervised addend next to a policy loss, where ``batch.advantages`` would
+  weight it twice.
 
   Args:
-    tau: τ ∈ (0, 1] (may be traced).
-    use_advantages: weight by the advantages.
+    tau: τ ∈ (0, 1] (may be traced); authors' 0.1.
+    rectification: ``"step"`` (authors') or ``"ramp"``.
+    use_advantages: weight by ``batch.advantages`` (the authors' GFT loss).
 
-  Metrics: ``nll``, ``frac_rectified`` (masked fraction with p_t < τ).
+  Metrics: ``nll``, ``frac_rectified`` (masked fraction with p_t ≤ τ for "step", < τ for "ramp").
   """
   _check_value("tau", tau, low=0.0, high=1.0, low_open=True)
+  _check_choice("rectification", rectification, _GFT_RECTIFICATIONS)
 
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     logp = out.logp.astype(jnp.float32)
     t = jnp.asarray(tau, jnp.float32)
     p = jnp.exp(_sg(logp))
-    coef = jnp.minimum(1.0, p / t)
+    if rectification == "step":
+      rectified = p <= t
+      coef = jnp.where(rectified, p, 1.0)
+    else:
+      rectified = p < t
+      coef = jnp.minimum(1.0, p / t)
     loss = -coef * logp
     if use_advantages:
       loss = loss * _require("batch.advantages", batch.advantages, shape)
     mask = _mask(batch)
-    return loss, {"nll": _nll_metric(logp, mask), "frac_rectified": _masked_mean((p < t).astype(jnp.float32), mask)}
+    return loss, {"nll": _nll_metric(logp, mask),
+                  "frac_rectified": _masked_mean(rectified.astype(jnp.float32), mask)}
 
   return _with_name(term, "gft")
 
@@ -279,31 +297,34 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
 _ALOL_RATIOS = ("none", "sequence", "token")
 
 
-def alol(*, ratio: str = "sequence", eps=0.2):
+def alol(*, ratio: str = "sequence", eps=0.9):
   """A-LoL — Advantage-Leftover-Lunch offline RL (Baheti et al., arXiv:2305.14718; seed 001 L191).
 
   The whole output is one action; A_b = R(x, y) − V(x) (the LM's own
   sequence-level value estimate) is given as ``batch.advantages`` (a per-
   sequence value broadcast over tokens; the masked mean over the sequence is
-  used). Samples with A_b < 0 are dropped (abstract). Loss:
+  used). Samples with A_b < 0 are dropped (the code's ``clamp(A, min=0)``). Loss:
 
       L_b = −1[A_b > 0] · A_b · sg(w_b) · log π_θ(y_b | x_b)
       spread: L_bt = −1[A_b > 0] · A_b · sg(w_bt) · log π_θ(y_bt)
 
   with w from ``ratio``:
-    * ``"none"`` — w ≡ 1 (A-LoL "ref-free": A-weighted sequence NLL);
-    * ``"sequence"`` — w_b = clip(π_θ(y|x)/π_ref(y|x), 1−ε, 1+ε), the clip done
-      on the log (Σ_t log r_t ∈ [log(1−ε), log(1+ε)], same value, no overflow);
-    * ``"token"`` — w_bt = clip(π_θ(y_t)/π_ref(y_t), 1−ε, 1+ε) per token.
-  *Unverified*: how the clipped ratio enters (here: a detached importance
-  weight, so ∇L = −A·w·∇log π, the A-LoL gradient with π_ref the data's
-  policy), ε, and which of our "sequence"/"token" matches the paper's "A-LoL"
-  and "A-LoL seq" variants. ``aggregate=seq_mean_token_sum`` (or
-  ``token_sum`` / B) gives mean_b L_b.
+    * ``"none"`` — w ≡ 1 (``a_lol_ref_free``: A-weighted sequence NLL);
+    * ``"sequence"`` — w_b = clip(π_θ(y|x)/π_ref(y|x), 1−ε, 1+ε) (``a_lol``), the
+      clip done on the log (Σ_t log r_t ∈ [log(1−ε), log(1+ε)], same value, no overflow);
+    * ``"token"`` — w_bt = clip(π_θ(y_t)/π_ref(y_t), 1−ε, 1+ε) per token (``a_lol_seq``).
+  Checked against the authors' code (github.com/abaheti95/LoL-RL,
+  ``lolrl_qlora_llama_hh.py``): the ratio is computed under ``no_grad``
+  (detached), clamped to [1−ε, 1+ε] with ``--ppo_clip`` default ε = 0.9 (our
+  default), multiplied into the sequence NLL Σ_t −log π_θ and by A⁺, and
+  averaged over the batch — ``aggregate=seq_mean_token_sum`` gives exactly
+  that mean_b L_b. Not reproduced: the code's ``ppo_clip=0`` (unclipped ratio)
+  and its A-LoL-KL variant; V(x) (the code's value head on the reference
+  model) is the advantage room's job.
 
   Args:
     ratio: ``"none"``, ``"sequence"`` or ``"token"``.
-    eps: ε ∈ [0, 1) (concrete or traced).
+    eps: ε ∈ [0, 1) (concrete or traced); authors' default 0.9.
 
   Reads ``out.logp``, ``batch.advantages``, ``batch.logp_ref`` (π_ref) unless
   ``ratio="none"``. Metrics: ``frac_dropped`` (sequences with A < 0),
@@ -363,7 +384,13 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
   *Interpretation*: the abstract gives "contrastive loss only at
   entropy-gated decision points" (1–3% of positions); the ±log π form, τ / ρ
   and the unlikelihood option (bounded, since +log π is unbounded below) are
-  ours. Exactly one of ``tau``, ``rho`` must be given.
+  ours. Exactly one of ``tau``, ``rho`` must be given. A public copy of the
+  ReasonMaxxer pipeline (github.com/Arka04bro/ReasonMaxxer,
+  ``scripts/train_reasonmaxxer.py``; we could not confirm it is the
+  authors') uses by default the rollout's advantage clipped to ±2.5 instead
+  of ±1, averages over the gated tokens, and adds 0.1 · KL(π_base ‖ π_θ) on
+  the other tokens (its README's "KL anchor"); pass advantages-derived
+  rewards and compose ``kl_penalty`` for something close.
 
   Args:
     tau: absolute entropy threshold (nats) ≥ 0.
@@ -433,44 +460,71 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
 _P_SOURCES = ("current", "old")
 
 
-def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str = "current"):
-  """Low-probability token reweighting (Δlog p paper, seed 001 L239).
+_DELTA_FORMS = ("linear", "power")
 
-      w_t = (1 − p_t)^γ,  p_t = sg(π(y_t|s_t)),   [w_t ← w_t / mean_{masked}(w)  if normalize]
+
+def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normalize: Optional[bool] = None,
+                        source: Optional[str] = None):
+  """Low-probability token reweighting (Δlog p paper, seed 001 L239; arXiv:2603.22117).
+
+      form="linear" (default, the authors'):  w_t = 1 + c · (1 − p_t)
+      form="power"  (ours):                   w_t = (1 − p_t)^γ
+      p_t = sg(π(y_t|s_t)),   [w_t ← w_t / mean_{masked}(w)  if normalize]
       L_t = w_t · l_t
 
-  where ``l_t`` is the wrapped term's per-token loss. The paper's abstract:
-  RLVR's reasoning-critical updates have large Δlog p = log p_RLVR − log p_base,
-  which sit on low-probability tokens, and "a training-time reweighting
-  method that focuses learning on low-probability tokens" helps. The weight
-  form is *our design* (not in the abstract): non-increasing in p_t, w = 1
-  for γ = 0 (the unweighted loss), and with ``normalize`` the mean weight over
-  the batch's masked tokens is 1, keeping the loss scale. p_t is the current
-  policy's (``source="current"``) or ``batch.logp_proximal``'s (``"old"``).
+  where ``l_t`` is the wrapped term's per-token loss. The paper: RLVR's
+  reasoning-critical updates have large Δlog p = log p_RLVR − log p_base,
+  which sit on low-probability tokens, and a training-time reweighting that
+  focuses learning on them helps. Checked against the authors' code
+  (github.com/Hesse73/RLVR-Directions, ``verl/recipe/logprl/logp_ray_trainer.py``,
+  ``reweight.method="reshape_reversed"``): the advantages are multiplied by
+  ``1 + c − c·p_old`` (p of the old, recomputed policy; no normalisation;
+  ``scripts/run_7B.sh`` c = 0.2, ``run_8B.sh`` c = 0.1) — the default here
+  (``source="old"``, ``normalize=False``). Multiplying the per-token loss by
+  a detached weight is the same as multiplying its advantage. Not
+  reproduced: the code's other methods (reshape, middle, normalize, ppl*)
+  and its positive/negative-advantage masks.
+
+  ``form="power"`` is our earlier design: non-increasing in p_t, w = 1 for
+  γ = 0, and (by default there) normalised to mean weight 1 over the
+  batch's masked tokens, p from the current policy.
 
   Args:
     term: the term to wrap.
-    gamma: γ ≥ 0 (may be traced).
-    normalize: divide by the masked mean weight (when it is > 0).
-    source: ``"current"`` or ``"old"``.
+    form: ``"linear"`` (authors') or ``"power"``.
+    c: c ≥ 0 of the linear form (may be traced).
+    gamma: γ ≥ 0 of the power form (may be traced).
+    normalize: divide by the masked mean weight (when it is > 0); default
+      False for ``"linear"``, True for ``"power"``.
+    source: ``"current"`` (out.logp) or ``"old"`` (``batch.logp_proximal``);
+      default ``"old"`` for ``"linear"``, ``"current"`` for ``"power"``.
 
   Metrics (added): ``delta_logp/weight_mean`` (before normalisation),
   ``delta_logp/weight_max`` (after).
 
-  Batch statistics: ``{"weight_mean": mean_{masked}(w) of the whole batch,
-  "inner": ...}`` (the wrapped term's), so micro-batches normalise by the
-  whole batch's mean weight.
+  Batch statistics (with ``normalize``): ``{"weight_mean": mean_{masked}(w) of
+  the whole batch, "inner": ...}`` (the wrapped term's), so micro-batches
+  normalise by the whole batch's mean weight.
   """
   if not callable(term):
     raise ValueError(f"term must be a callable objective term, got {term!r}")
+  _check_choice("form", form, _DELTA_FORMS)
+  _check_value("c", c, low=0.0)
   _check_value("gamma", gamma, low=0.0)
+  if normalize is None:
+    normalize = form == "power"
+  if source is None:
+    source = "old" if form == "linear" else "current"
   _check_choice("source", source, _P_SOURCES)
 
   def weight(out, batch):
     shape = _check_batch(out, batch)
     logp = out.logp if source == "current" else _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
     p = jnp.exp(_sg(logp.astype(jnp.float32)))
-    return jnp.power(jnp.clip(1.0 - p, 0.0, 1.0), jnp.asarray(gamma, jnp.float32))
+    q = jnp.clip(1.0 - p, 0.0, 1.0)
+    if form == "linear":
+      return 1.0 + jnp.asarray(c, jnp.float32) * q
+    return jnp.power(q, jnp.asarray(gamma, jnp.float32))
 
   def statistics_fn(out, batch):
     return {"weight_mean": _masked_mean(weight(out, batch), _mask(batch)), "inner": batch_statistics(term, out, batch)}
@@ -495,20 +549,47 @@ def delta_logp_reweight(term, *, gamma=1.0, normalize: bool = True, source: str 
 
 
 def _technique_rows():
-  from rljax._technique import Technique
+  from rljax._technique import Fidelity, Technique
   return (
-      Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49"),
-      Technique("gft", "supervised", gft, "L_t = −sg(min(1, p_t/τ))·log p_t", "001_5839a3671b0b4d92.txt L49 (GFT)"),
+      Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49",
+                fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
+                                  "TRL divides by num_items_in_batch (global token count): token_mean with the "
+                                  "global denominator")),
+      Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
+                "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
+                fidelity=Fidelity("authors_code", "github.com/ZJU-OmniAI/GFT: verl/trainer/ppo/core_algos.py "
+                                  "compute_gft_loss",
+                                  "the code always multiplies by the group advantages: use_advantages=True (off by "
+                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours")),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
-                "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd"),
+                "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
+                fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
+                                  "apply_opd_kl_to_advantages",
+                                  "a standalone loss term; slime subtracts coef·(log π_old − log π_T) from the "
+                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
-                "arXiv:2305.18290; TRL DPOTrainer"),
+                "arXiv:2305.18290; TRL DPOTrainer",
+                fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
+                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
-                "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718"),
+                "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
+                fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (a_lol, "
+                                  "a_lol_seq, a_lol_ref_free)",
+                                  "A = R − V(x) comes from the batch (the code's value head); ppo_clip=0 (no clip) and "
+                                  "A-LoL-KL are not offered")),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
-                "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179"),
+                "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
+                fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
+                                  "public copy; authorship unconfirmed)",
+                                  "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
+                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)")),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
-                "L_t = (1 − p_t)^γ / mean(w) · l_t", "001_5839a3671b0b4d92.txt L239"),
+                "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
+                "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
+                fidelity=Fidelity("authors_code", "github.com/Hesse73/RLVR-Directions: verl/recipe/logprl/"
+                                  "logp_ray_trainer.py (reshape_reversed)",
+                                  "the code's other reweight methods and advantage-sign masks are not offered; "
+                                  "form='power' is our earlier design")),
   )
 
 
