@@ -61,4 +61,6 @@ def test_every_row_says_what_it_was_checked_against():
   with open(os.path.join(ROOT, "docs", "catalog.md")) as f:
     docs = f.read()
   assert "checked against" in docs
+  assert (f"{counts['authors_code']} rows against the\nauthors' code, {counts['peer']} against a peer, "
+          f"{counts['paper_formula']} against the paper's formula, {counts['abstract']} from the abstract alone") in docs
   assert sum(counts.values()) == len(rljax.catalog())
