@@ -65,6 +65,29 @@ def run_recipe(cfg: RunConfig, recipe=None, *, objective_fn: Optional[Callable] 
   return recipe
 
 
+def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overwrite: bool):
+  """Every check of a start, writing nothing: the run directory and resume compatibility, the recipe of a resumed
+  RL stage, the mesh, the task and model (built), and the recipe against them. Returns ``(config changes,
+  experiment, mesh)``."""
+  changes = check_run_dir(cfg, resume=resume, overwrite=overwrite)
+  recipe_path = os.path.join(cfg.out_dir, "recipe.json")
+  rl_trained = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl")).exists()
+  if resume and rl_trained and os.path.exists(recipe_path):  # the RL stage of this run has begun
+    with open(recipe_path, encoding="utf-8") as f:
+      before = json.load(f)
+    same = lambda d: {k: v for k, v in d.items() if k != "name"}
+    if same(before) != same(described):
+      hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
+              if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
+      raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
+                       + hint)
+  mesh = run_mesh(cfg)  # the mesh fits the devices
+  exp = build_experiment(cfg)
+  if cfg.rl.steps > 0:
+    check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
+  return changes, exp, mesh
+
+
 def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, recipe=None,
           objective_fn: Optional[Callable] = None, reward_fn: Optional[Callable] = None,
           objective_needs=None) -> dict:
@@ -99,24 +122,16 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   except ValueError:  # user functions: config.json keeps the config's fields, recipe.json says so
     python_recipe = True
   described = {**recipe.describe(), "python": python_recipe}
-  # ---- checks: nothing is written until all of them pass
-  changes = check_run_dir(cfg, resume=resume, overwrite=overwrite)
-  recipe_path = os.path.join(cfg.out_dir, "recipe.json")
-  rl_trained = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl")).exists()
-  if resume and rl_trained and os.path.exists(recipe_path):  # the RL stage of this run has begun
-    with open(recipe_path, encoding="utf-8") as f:
-      before = json.load(f)
-    same = lambda d: {k: v for k, v in d.items() if k != "name"}
-    if same(before) != same(described):
-      hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
-              if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
-      raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
-                       + hint)
-  mesh = run_mesh(cfg)
-  exp = build_experiment(cfg)
-  if cfg.rl.steps > 0:
-    check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
+  # ---- checks: nothing is written until all of them pass (on every process: the start is refused everywhere)
+  try:
+    changes, exp, mesh = _check_start(cfg, recipe, described, resume=resume, overwrite=overwrite)
+    refused = None
+  except ValueError as e:
+    refused = e
+  if par.process_any(refused is not None):  # also a barrier: no process writes before every one has checked
+    raise refused or ValueError("another process refused this start (its error says why)")
   # ---- the start is valid: write
+  recipe_path = os.path.join(cfg.out_dir, "recipe.json")
   if main:
     if overwrite:
       removed = clear_run(cfg.out_dir)
