@@ -91,6 +91,7 @@ _T_VERI = ("tests/test_rewards_verifiers.py",)
 _CTRL = "rljax/control/_controllers.py"
 _T_CTRL = ("tests/test_control.py",)
 _AGG = "rljax/objectives/_aggregation.py"
+_T_AGG = ("tests/test_objectives_chain.py",)
 
 M = Mutant
 MUTANTS: tuple = (
@@ -236,6 +237,33 @@ MUTANTS: tuple = (
       "r = jnp.where(finite, jnp.minimum(lin, high), low)", "drop_clip", _T_SHAPE, "clipped_linear"),
     M("composite", "rljax/rewards/_safe.py", "total += wk * matrix[:, k].astype(np.float64)",
       "total += matrix[:, k].astype(np.float64)", "drop_weight", _T_VERI, "composite"),
+    # ------------------------------------------------------------------ control
+    M("adaptive_kl", _CTRL, "state.beta * (1.0 + err * _f32(n_steps) / self.horizon)",
+      "state.beta * (1.0 - err * _f32(n_steps) / self.horizon)", "sign", _T_CTRL, "adaptive_kl"),
+    M("adaptive_kl", _CTRL, "err = jnp.clip(_f32(kl) / self.target - 1.0, -self.clip, self.clip)",
+      "err = _f32(kl) / self.target - 1.0", "drop_clip", _T_CTRL, "adaptive_kl"),
+    M("entropic", _CTRL, "u = self.kp * err + self.ki * integral", "u = self.ki * err + self.kp * integral", "swap",
+      _T_CTRL, "entropic"),
+    M("entropic", _CTRL, "pos = jnp.clip(1.0 - u, self.w_min, self.w_max)",
+      "pos = jnp.clip(1.0 + u, self.w_min, self.w_max)", "sign", _T_CTRL, "entropic"),
+    M("bapo", _CTRL, "neg = (a < 0) & (r >= lo)\n  mag", "neg = (a < 0) & (r <= lo)\n  mag", "boundary", _T_CTRL,
+      "bapo"),
+    M("bapo", _CTRL, "mag = jnp.abs(a) * r * m", "mag = jnp.abs(a) * m", "drop_ratio", _T_CTRL, "bapo"),
+    M("temperature_control", _CTRL, "jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))",
+      "jnp.exp(self.kappa * (_f32(entropy) - self.target_entropy))", "sign", _T_CTRL, "temperature"),
+    # ------------------------------------------------------------------ objectives: aggregation rows only
+    M("token_mean", _AGG, "  return jnp.sum(loss * mask), jnp.sum(mask)\n", "  return jnp.sum(loss), jnp.sum(mask)\n",
+      "mask", _T_AGG, "aggregation_matches_numpy"),
+    M("token_sum", _AGG, "return jnp.sum(loss * mask), jnp.ones((), jnp.float32)",
+      "return jnp.sum(loss), jnp.ones((), jnp.float32)", "mask", _T_AGG, "aggregation_matches_numpy"),
+    M("seq_mean_token_sum", _AGG, "  return jnp.sum(loss * mask), jnp.sum(has)\n",
+      "  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0], jnp.float32)\n", "mask", _T_AGG,
+      "aggregation_matches_numpy"),
+    M("seq_mean_token_mean", _AGG, "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)",
+      "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count + 1.0, 1.0)", "off_by_one", _T_AGG,
+      "aggregation_matches_numpy"),
+    M("seq_mean_token_sum_norm", _AGG, "jnp.asarray(loss.shape[0] * norm, jnp.float32)",
+      "jnp.asarray(norm, jnp.float32)", "drop_batch", _T_AGG, "aggregation_matches_numpy"),
 )
 
 #: catalog rows not (yet) covered by a mutant, with the reason; the fast test checks that every
@@ -249,10 +277,6 @@ NOT_COVERED: dict = {
         "pspo", "decoupled_ppo", "tis", "mis", "icepop", "divergence_rejection", "entropy_bonus", "erc", "clip_cov",
         "kl_cov", "top_entropy_mask", "kl_penalty", "kl_in_reward", "rpg", "sft_nll", "gft", "opd", "dpo", "alol",
         "entropy_gated_contrastive", "delta_logp_reweight", "value_loss")},
-    **{name: "not covered yet (control room: time)" for name in (
-        "adaptive_kl", "entropic", "bapo", "temperature_control")},
-    **{name: "not covered yet (aggregation rows: time)" for name in (
-        "token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm")},
 }
 
 
