@@ -7,6 +7,7 @@ and that every row of ``rljax.catalog()`` has a mutant or is listed, with a reas
 in ``NOT_COVERED`` (the list of what remains).
 """
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _load():
   spec = importlib.util.spec_from_file_location("catalog_mutants", ROOT / "benchmarks" / "catalog_mutants.py")
   mod = importlib.util.module_from_spec(spec)
+  sys.modules[spec.name] = mod  # dataclasses look their module up there
   spec.loader.exec_module(mod)
   return mod
 
@@ -41,6 +43,8 @@ def test_mutant_idents_unique_and_names_in_catalog():
   assert not unknown, f"MUTANTS name techniques not in rljax.catalog(): {unknown}"
   pairs = [(m.technique, m.file, m.original) for m in cm.MUTANTS]
   assert len(pairs) == len(set(pairs)), "a mutant is listed twice"
+  idents = [m.ident for m in cm.MUTANTS]
+  assert len(idents) == len(set(idents)), sorted(i for i in idents if idents.count(i) > 1)
 
 
 def test_every_catalog_row_has_a_mutant_or_is_listed_as_not_covered():
