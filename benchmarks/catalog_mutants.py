@@ -265,7 +265,10 @@ MUTANTS: tuple = (
     M("seq_mean_token_sum_norm", _AGG, "jnp.asarray(loss.shape[0] * norm, jnp.float32)",
       "jnp.asarray(norm, jnp.float32)", "drop_batch", _T_AGG, "aggregation_matches_numpy"),
     # ------------------------------------------------------------------ second mutants (masks, options)
-    M("grpo", _OUT, "0.0) * v\n  return adv, st, denom", "0.0)\n  return adv, st, denom", "mask", _T_OUT, "grpo"),
+    # (dropping the final ``* v`` of _grpo_core is an equivalent mutant: ``prepare`` zeroes invalid rewards and
+    # routes them to an empty segment, so their advantage is 0 anyway; the batch-scale swap replaced it)
+    M("grpo", _OUT, "denom = jnp.broadcast_to(bstd + eps, r.shape)", "denom = jnp.broadcast_to(st.std + eps, r.shape)",
+      "batch_scale", _T_OUT, "grpo"),
     M("reinforce_pp_baseline", _OUT, "m = jnp.asarray(mask).astype(r.dtype) * v[:, None]",
       "m = jnp.asarray(mask).astype(r.dtype)", "mask", _T_OUT, "reinforce_pp_baseline"),
     M("rank", _OUT, "mid = rk.less.astype(r.dtype) + (rk.equal.astype(r.dtype) + 1) / 2\n  centred",

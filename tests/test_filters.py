@@ -137,6 +137,10 @@ def test_negative_advantage_drop_and_apply_keep():
   keep0, m0 = F.negative_advantage_drop(adv)  # default: A = 0 dropped too, as the authors' zero sampling weight
   np.testing.assert_array_equal(keep0, adv > 0)
   assert int(m["num_dropped"]) == 2 and int(m0["num_dropped"]) == 3
+  valid = np.array([True, True, True, True, False])
+  keep_v, m_v = F.negative_advantage_drop(adv, valid=valid)                 # an invalid row is never kept
+  np.testing.assert_array_equal(keep_v, (adv > 0) & valid)
+  assert int(m_v["num_dropped"]) == 3
   mask = np.ones((5, 3), np.float32)
   out = F.apply_keep(mask, keep)
   np.testing.assert_array_equal(out, mask * (adv >= 0)[:, None])   # constant over a sequence's tokens

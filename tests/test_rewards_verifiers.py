@@ -153,6 +153,7 @@ def test_format_regex_modes_and_errors():
   assert R.format_regex(["abc 42"], pattern=r"\d+", mode="match")[0] == 0
   assert R.format_regex(["abc 42"], pattern=re.compile(r"abc \d+"))[0] == 1
   assert R.format_regex(["x" * 50], pattern=r"x+", max_chars=10)[0] == 0
+  assert R.format_regex(["x" * 10, "x" * 11], pattern=r"x+", max_chars=10).tolist() == [1.0, 0.0]  # <= max_chars
   with pytest.raises(ValueError, match="pattern"):
     R.format_regex(["a"], pattern="(")
   with pytest.raises(ValueError, match="mode"):
