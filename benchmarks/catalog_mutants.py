@@ -417,7 +417,7 @@ def run_mutant(m: Mutant, root: Path = ROOT, timeout: float = 600.0) -> dict:
           "seconds": dt}
 
 
-def _raise_interrupt(signum, frame):  # SIGTERM -> KeyboardInterrupt, so every `finally` restores
+def _raise_interrupt(signum, frame):  # a signal -> KeyboardInterrupt, so every `finally` restores
   raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -479,7 +479,10 @@ def main(argv=None) -> int:
   if dirty:
     print(f"refusing to mutate files that differ from git HEAD (commit or stash first): {dirty}", file=sys.stderr)
     return 2
-  old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+  # SIGTERM, SIGHUP and SIGINT (even where the shell started us with it ignored) raise KeyboardInterrupt,
+  # so the `finally` of every mutant restores its file before the runner exits
+  caught_signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+  old_handlers = {s: signal.signal(s, _raise_interrupt) for s in caught_signals}
   results = []
   try:
     if not args.no_baseline:
@@ -497,7 +500,8 @@ def main(argv=None) -> int:
     print("interrupted; every mutated file was restored", file=sys.stderr)
     return 130
   finally:
-    signal.signal(signal.SIGTERM, old_term)
+    for s, h in old_handlers.items():
+      signal.signal(s, h)
   caught = sum(r["status"] == "caught" for r in results)
   print(f"\n{caught} / {len(results)} mutants caught ({time.strftime('%Y-%m-%d', time.gmtime())})")
   if args.markdown:
