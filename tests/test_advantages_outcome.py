@@ -193,6 +193,13 @@ def test_reinforce_pp_baseline_matches_verl(jit=True):
   np.testing.assert_allclose(seq, _np_masked_whiten(centred, ones), rtol=1e-4, atol=1e-5)
   # adding a per-group constant leaves it unchanged
   np.testing.assert_allclose(A.reinforce_pp_baseline(r + 5.0 * (g == 2), g)[0], seq, rtol=1e-4, atol=1e-4)
+  # invalid rows get 0 and their tokens do not enter the token whitening: equal to the valid rows alone
+  valid = np.ones(r.size, bool)
+  valid[[1, 5]] = False
+  adv_v, _ = run(A.reinforce_pp_baseline, r, g, jit=jit, mask=m, valid=valid, singleton="raw")
+  alone, _ = A.reinforce_pp_baseline(r[valid], g[valid], mask=m[valid], singleton="raw")
+  np.testing.assert_allclose(np.asarray(adv_v)[valid], alone, rtol=1e-4, atol=1e-5)
+  assert np.all(np.asarray(adv_v)[~valid] == 0)
 
 
 def test_remax(jit=True):
@@ -341,6 +348,10 @@ def test_vote(jit=True):
   # tie between answers -> mean reward of all tied-majority rollouts
   adv2, _ = A.vote(np.array([1., 0., 1., 0.]), np.array([1, 2, 1, 2]), np.zeros(4, np.int32), scale="none")
   np.testing.assert_allclose(adv2, [0.5, -0.5, 0.5, -0.5])
+  # default scale: the group's unbiased std (ddof=1) + eps, float64 NumPy reference
+  adv3, _ = run(A.vote, r, ans, g, jit=jit)
+  sd = np.std(r[:4].astype(np.float64), ddof=1)
+  np.testing.assert_allclose(adv3[:4], (r[:4] - 1.0) / (sd + 1e-6), rtol=1e-5)
 
 
 def test_task_normalized():
@@ -423,6 +434,11 @@ def test_hadw():
   np.testing.assert_allclose(s1.anchor, acc_b, rtol=1e-6)
   _, _, s2 = jax.jit(est.update)(s1, adv, np.zeros(6, np.float32), g)
   np.testing.assert_allclose(s2.anchor, 0.5 * acc_b, rtol=1e-6)
+  # the EMA keeps decay of the old anchor: a <- 0.9 a + 0.1 acc_batch (decay != 1/2 tells the two apart)
+  est9 = A.hadw(decay=0.9)
+  _, _, t1 = est9.update(est9.init(), adv, corr, g)
+  _, _, t2 = est9.update(t1, adv, np.zeros(6, np.float32), g)
+  np.testing.assert_allclose(t2.anchor, 0.9 * acc_b, rtol=1e-6)
 
 
 def test_difficulty_weight():
@@ -431,6 +447,9 @@ def test_difficulty_weight():
   g = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2], np.int32)
   out = np.asarray(A.difficulty_weight(adv, corr, g, strength=0.5)[0])
   np.testing.assert_allclose(out, [0.5] * 3 + [1 + 0.5 * (2 * 2 / 3 - 1)] * 3 + [1.5] * 3, rtol=1e-6)
+  # form="exp": exp(s (2d - 1)), d = 1 - acc: > 1 for the all-wrong group, < 1 for the all-right one
+  out_e = np.asarray(A.difficulty_weight(adv, corr, g, strength=0.5, form="exp")[0])
+  np.testing.assert_allclose(out_e, np.exp(0.5 * np.array([-1.] * 3 + [2 * 2 / 3 - 1] * 3 + [1.] * 3)), rtol=1e-6)
   with pytest.raises(ValueError, match="strength"):
     A.difficulty_weight(adv, corr, g, strength=1.5)
 

@@ -100,9 +100,13 @@ def test_segment_zero_outside_and_single_segment_is_grpo():
   seg = np.full((b, t), -1, np.int32)
   seg[:, 1:4] = 0
   seg[:, 4:7] = 1
+  seg[:, 7] = k           # one past the last segment: outside [0, K), gets 0
+  seg[2, 0] = k + 3
   adv, info = jax.jit(A.segment)(rewards, seg, gid)
   adv = np.asarray(adv)
-  assert np.all(adv[seg < 0] == 0)
+  outside = (seg < 0) | (seg >= k)
+  assert np.all(adv[outside] == 0)
+  assert np.all(adv[~outside] != 0)
   for j in range(k):
     ref = np.asarray(A.grpo(rewards[:, j], gid)[0])
     np.testing.assert_allclose(adv[seg == j], np.broadcast_to(ref[:, None], (b, t))[seg == j], atol=1e-6)

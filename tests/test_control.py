@@ -171,6 +171,7 @@ def test_temperature_control():
   np.testing.assert_allclose(ctl.update(s, entropy=0.5).temperature, 0.8 * np.exp(0.3 * 0.5), rtol=1e-6)
   assert float(ctl.update(s, entropy=1.4).temperature) < 0.8
   assert float(ctl.update(s, entropy=-100.0).temperature) == pytest.approx(1.5)
+  assert float(ctl.update(s, entropy=100.0).temperature) == pytest.approx(0.5)   # clipped below at t_min
   np.testing.assert_allclose(jax.jit(lambda s, h: ctl.update(s, entropy=h))(s, 0.5).temperature,
                              ctl.update(s, entropy=0.5).temperature, rtol=1e-7)
   with pytest.raises(ValueError, match="init_temperature"):

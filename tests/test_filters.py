@@ -117,6 +117,11 @@ def test_vcrl_scores_and_selection():
   perm = RNG.permutation(20)
   keep_p, _ = F.vcrl(r[perm], gid[perm], num_groups=5, threshold=0.7)
   np.testing.assert_array_equal(keep_p, np.asarray(keep)[perm])
+  # the boundary is inclusive: score_g = 1 exactly (p = .5: var .25 = var_max) is kept at threshold 1
+  keep1, st1 = F.vcrl(r, gid, num_groups=5, threshold=1.0)
+  assert float(st1["group_score"][2]) == 1.0
+  np.testing.assert_array_equal(np.asarray(st1["group_keep"]), [0, 0, 1, 0, 0])
+  np.testing.assert_array_equal(keep1, gid == 2)
   _, st2 = F.vcrl(2 * r - 1, gid, num_groups=5, reward_range=(-1, 1))
   np.testing.assert_allclose(st2["group_score"], st["group_score"], atol=1e-6)
   with pytest.raises(ValueError, match="reward_range"):
@@ -132,6 +137,10 @@ def test_negative_advantage_drop_and_apply_keep():
   keep0, m0 = F.negative_advantage_drop(adv)  # default: A = 0 dropped too, as the authors' zero sampling weight
   np.testing.assert_array_equal(keep0, adv > 0)
   assert int(m["num_dropped"]) == 2 and int(m0["num_dropped"]) == 3
+  valid = np.array([True, True, True, True, False])
+  keep_v, m_v = F.negative_advantage_drop(adv, valid=valid)                 # an invalid row is never kept
+  np.testing.assert_array_equal(keep_v, (adv > 0) & valid)
+  assert int(m_v["num_dropped"]) == 3
   mask = np.ones((5, 3), np.float32)
   out = F.apply_keep(mask, keep)
   np.testing.assert_array_equal(out, mask * (adv >= 0)[:, None])   # constant over a sequence's tokens
@@ -292,6 +301,13 @@ def test_pilot_commit_invariants():
   np.testing.assert_allclose(st["score"], s)
   q = 10 * s / s.sum()
   assert n.sum() <= 10 and n[1] == 0 and n[0] == n[2] and np.all(np.abs(n - q) < 1 + 1e-9)
+  # proportional to the std, not the variance: stds .5 and 1 split 30 as 10 + 20 (the variance would give 6 + 24)
+  n_s, st_s = F.pilot_commit(np.array([0.0, 1.0, 0.0, 2.0]), np.array([0, 0, 1, 1]), num_groups=2, budget=30)
+  np.testing.assert_allclose(st_s["score"], [0.5, 1.0])
+  np.testing.assert_array_equal(n_s, [10, 20])
+  n_v, _ = F.pilot_commit(np.array([0.0, 1.0, 0.0, 2.0]), np.array([0, 0, 1, 1]), num_groups=2, budget=30,
+                          score="var")
+  np.testing.assert_array_equal(n_v, [6, 24])
   n_u, _ = F.pilot_commit(np.array([1, 0, 1, 1, 0, 1]), np.array([0, 0, 1, 1, 2, 2]), num_groups=3, budget=9,
                           rule="uniform")
   np.testing.assert_array_equal(n_u, [4, 0, 4])      # whole ties only: 9 -> 4 + 4, one unallocated
@@ -351,6 +367,14 @@ def test_shuffle_pairs_contrast_and_draw():
   w = np.zeros(10)
   w[pairs.ravel()] = np.abs(adv[pairs.ravel()])
   np.testing.assert_allclose(counts, w / w.sum(), atol=0.03)
+  # the gap must exceed min_gap strictly: a pair whose gap equals min_gap is not formed
+  two = np.array([1.0, 0.5, 0.5, 0.0], np.float32)
+  _, st_t = F.shuffle_pairs(two, np.zeros(4, np.int32), pairs_per_group=2)
+  np.testing.assert_array_equal(st_t["pairs"], [[0, 3]])                   # 2nd pair (1, 2) has gap 0 = min_gap
+  _, st_g = F.shuffle_pairs(two, np.zeros(4, np.int32), pairs_per_group=2, min_gap=1.0)
+  assert st_g["num_pairs"] == 0                                           # gap 1 is not > 1
+  _, st_g = F.shuffle_pairs(two, np.zeros(4, np.int32), pairs_per_group=2, min_gap=0.99)
+  np.testing.assert_array_equal(st_g["pairs"], [[0, 3]])
   adv_z = adv.copy()
   adv_z[2] = 0.0
   order_z, _ = F.shuffle_pairs(adv_z, gid, pairs_per_group=2, key=jax.random.key(1), num_samples=500)

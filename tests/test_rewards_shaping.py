@@ -258,6 +258,8 @@ def test_gaussian_reward():
   np.testing.assert_allclose(r[:4], np.exp(-err ** 2 / (2 * 0.25)), rtol=1e-6)
   assert r[0] == 1 and r[1] == r[2] and r[3] < r[1] and r[4] == 0     # peak, symmetric, decreasing, invalid
   assert float(m["invalid_frac"]) == pytest.approx(0.2)
+  r_inv, _ = R.gaussian_reward(pred, target, sigma=0.5, invalid_value=-1.0)
+  assert r_inv[4] == -1.0 and np.array_equal(r_inv[:4], r[:4])          # invalid_value marks unparsable rows
   with pytest.raises(ValueError, match="sigma"):
     R.gaussian_reward(pred, target, sigma=0)
   with pytest.raises(ValueError, match="target"):

@@ -110,6 +110,19 @@ def test_math_answer_malformed_and_info():
   assert info["parse_failures"] == 6
 
 
+def test_math_answer_numeric_tolerances_are_relative_then_absolute():
+  """``math.isclose(rel_tol, abs_tol)``: a large answer off by 5e-7 relative matches, a tiny one off by 1e-7 does not."""
+  import math
+  assert math.isclose(1000000, 1000000.5, rel_tol=1e-6, abs_tol=1e-9)        # the reference rule itself
+  assert not math.isclose(1e-7, 2e-7, rel_tol=1e-6, abs_tol=1e-9)
+  out = R.math_answer([r"\boxed{1000000.5}", r"\boxed{0.0000001}", r"\boxed{0.0000001}"],
+                      ["1000000", "0.0000002", "0.0000001"])
+  np.testing.assert_array_equal(out, [1.0, 0.0, 1.0])
+  # the tolerances are parameters: a looser absolute tolerance accepts the tiny difference
+  np.testing.assert_array_equal(R.math_answer([r"\boxed{0.0000001}"], ["0.0000002"], abs_tol=1e-6), [1.0])
+  np.testing.assert_array_equal(R.math_answer([r"\boxed{1000000.5}"], ["1000000"], rel_tol=1e-9), [0.0])
+
+
 def test_math_answer_sources_order_is_a_parameter():
   text = "#### 4\n" + r"and \boxed{5}"
   assert R.math_answer([text], ["5"])[0] == 1
@@ -157,6 +170,7 @@ def test_format_regex_modes_and_errors():
   assert R.format_regex(["abc 42"], pattern=r"\d+", mode="match")[0] == 0
   assert R.format_regex(["abc 42"], pattern=re.compile(r"abc \d+"))[0] == 1
   assert R.format_regex(["x" * 50], pattern=r"x+", max_chars=10)[0] == 0
+  assert R.format_regex(["x" * 10, "x" * 11], pattern=r"x+", max_chars=10).tolist() == [1.0, 0.0]  # <= max_chars
   with pytest.raises(ValueError, match="pattern"):
     R.format_regex(["a"], pattern="(")
   with pytest.raises(ValueError, match="mode"):

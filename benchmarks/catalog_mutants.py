@@ -1,0 +1,514 @@
+"""Mutation check of the test suite's strength for the technique catalog (issue #23, item 3).
+
+Each entry of ``MUTANTS`` is a hand-written, deliberate change to a technique's
+core formula (a flipped sign, a dropped mask, swapped hyper-parameters, an
+off-by-one on a boundary, ddof 0<->1, ...) together with the narrow test
+selection that must catch it. For every mutant the runner
+
+1. refuses to start if the source file differs from git HEAD (it never mutates
+   uncommitted work),
+2. checks that the original snippet occurs exactly once in the file (else the
+   mutant is *stale*: the table must follow the code, it cannot silently rot),
+3. writes the mutated file, runs
+   ``python -m pytest -q -x -p no:cacheprovider <tests> [-k SEL]`` in a
+   subprocess with a timeout, and
+4. restores the original bytes and modification time in ``finally`` (also on
+   Ctrl-C / SIGTERM),
+
+and records *caught* (the tests failed), *survived* (they passed), *stale*,
+*timeout* or *error* (pytest could not run, e.g. a collection error). Before
+the mutants, each distinct test selection is run once on the unmutated code
+(the baseline; ``--no-baseline`` skips it): a selection that fails or selects
+no test would make every mutant look caught.
+
+The subprocesses run with ``PYTHONDONTWRITEBYTECODE=1`` so no bytecode of a
+mutated file is ever cached. The fast test suite does not run this script;
+``tests/test_catalog_mutants.py`` only checks the table is well-formed and not
+stale, and that every catalog row is either covered or listed in
+``NOT_COVERED``.
+
+Usage:
+  python benchmarks/catalog_mutants.py [--list] [--technique NAME ...] [--module MODULE ...]
+                                       [--timeout S] [--no-baseline] [--markdown]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ("advantages", "filters", "rewards", "objectives", "control")
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+  """One deliberate change to a technique's core formula.
+
+  Attributes:
+    technique: the catalog row name (``rljax.catalog()``).
+    file: source file, relative to the repository root.
+    original: exact snippet; must occur exactly once in ``file``.
+    mutated: its replacement.
+    kind: what kind of change (``sign``, ``mask``, ``swap``, ``off_by_one``, ``ddof``, ``boundary``, ...).
+    tests: test files (relative to the root) to run.
+    k: optional pytest ``-k`` expression.
+  """
+  technique: str
+  file: str
+  original: str
+  mutated: str
+  kind: str
+  tests: tuple
+  k: Optional[str] = None
+
+  @property
+  def ident(self) -> str:
+    return f"{self.technique}:{self.kind}"
+
+
+_OUT = "rljax/advantages/_outcome.py"
+_TOK = "rljax/advantages/_token.py"
+_MULTI = "rljax/advantages/_multi.py"
+_STATE = "rljax/advantages/_stateful.py"
+_T_OUT = ("tests/test_advantages_outcome.py",)
+_T_TOK = ("tests/test_advantages_token.py",)
+_T_MULTI = ("tests/test_advantages_multi.py",)
+_VAR = "rljax/filters/_variance.py"
+_SEL = "rljax/filters/_selection.py"
+_ALLOC = "rljax/filters/_allocation.py"
+_T_FIL = ("tests/test_filters.py",)
+_SHAPE = "rljax/rewards/_shaping.py"
+_VERI = "rljax/rewards/_verifiers.py"
+_T_SHAPE = ("tests/test_rewards_shaping.py",)
+_T_VERI = ("tests/test_rewards_verifiers.py",)
+_CTRL = "rljax/control/_controllers.py"
+_T_CTRL = ("tests/test_control.py",)
+_AGG = "rljax/objectives/_aggregation.py"
+_T_AGG = ("tests/test_objectives_chain.py",)
+
+M = Mutant
+MUTANTS: tuple = (
+    # ------------------------------------------------------------------ advantages
+    M("grpo", _OUT, "adv = jnp.where(denom > 0, (r - st.mean) / jnp.where(denom > 0, denom, 1.0), 0.0) * v",
+      "adv = jnp.where(denom > 0, (r + st.mean) / jnp.where(denom > 0, denom, 1.0), 0.0) * v", "sign", _T_OUT,
+      "grpo"),
+    M("grpo", _OUT, 'eps: float = 1e-6, std_ddof: int = 1, scale: str = "group", singleton: str = "zero"):\n'
+      '  """GRPO group-normalised',
+      'eps: float = 1e-6, std_ddof: int = 0, scale: str = "group", singleton: str = "zero"):\n'
+      '  """GRPO group-normalised', "ddof", _T_OUT, "grpo"),
+    M("dr_grpo", _OUT, 'eps=0.0, scale="none", singleton=singleton)', 'eps=0.0, scale="group", singleton=singleton)',
+      "swap", _T_OUT, "grpo"),
+    M("rloo", _OUT, "n / jnp.maximum(n - 1.0, 1.0) * (r - st.mean)", "n / jnp.maximum(n, 1.0) * (r - st.mean)",
+      "off_by_one", _T_OUT, "rloo"),
+    M("reinforce_pp", _OUT, "return new * m_t + running * (1 - m_t), new * m_t", "return new * m_t, new * m_t",
+      "mask", _T_OUT, "reinforce_pp"),
+    M("reinforce_pp", "rljax/advantages/_common.py", "eps: float = 1e-8, ddof: int = 1, shift_mean",
+      "eps: float = 1e-8, ddof: int = 0, shift_mean", "ddof", _T_OUT, "reinforce_pp"),
+    M("reinforce_pp_baseline", _OUT, "centred = (r - st.mean) * v", "centred = r * v", "drop_baseline", _T_OUT,
+      "reinforce_pp_baseline"),
+    M("remax", _OUT, "adv = returns - base[:, None] * m", "adv = returns - base[:, None]", "mask", _T_OUT, "remax"),
+    M("remax", _OUT, "    adv = r - base\n", "    adv = base - r\n", "sign", _T_OUT, "remax"),
+    M("gae", _OUT, "delta = r_t + gamma * next_v - v_t", "delta = r_t + lam * next_v - v_t", "swap", _T_OUT, "gae"),
+    M("gae", _OUT, "last = new * m_t + (1 - m_t) * last", "last = new * m_t", "mask", _T_OUT, "gae"),
+    M("qae", _OUT, "h = quantile * jnp.maximum(n - 1, 0.0)", "h = quantile * jnp.maximum(n, 0.0)", "off_by_one_linear",
+      _T_OUT, "qae"),
+    M("qae", _OUT, "j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1,",
+      "j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n) + 1, 1,", "off_by_one_inverted_cdf", _T_OUT, "qae"),
+    M("passk", _OUT, "m_sorted = short[sg] - (ss * w_self + above)", "m_sorted = short[sg] - (ss * w_self - above)",
+      "sign", _T_OUT, "passk"),
+    M("passk", _OUT, "for m_ in range(2, k):", "for m_ in range(1, k):", "off_by_one", _T_OUT, "passk"),
+    M("rank", _OUT, "centred = mid - (n + 1) / 2", "centred = mid - n / 2", "off_by_one", _T_OUT, "rank"),
+    M("vote", _OUT, "adv = (r - r_vote[gid]) / denom * v", "adv = (r - st.mean) / denom * v", "drop_anchor", _T_OUT,
+      "vote"),
+    M("task_normalized", _OUT, "num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1,",
+      "num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 0,", "ddof", _T_OUT, "task_normalized"),
+    M("key_baseline", _OUT, 'adv, _, _ = _grpo_core(r, kid, v, nk, eps=0.0, std_ddof=0, scale="none",',
+      'adv, _, _ = _grpo_core(r, kid, v, nk, eps=0.0, std_ddof=0, scale="group",', "swap", _T_OUT, "key_baseline"),
+    M("role_ema_baseline", _STATE, "decay * b_old + (1 - decay) * mean", "(1 - decay) * b_old + decay * mean",
+      "swap", _T_OUT, "role_ema"),
+    M("role_ema_baseline", _STATE, "used = b_new if update_first else jnp.where(state.seen, b_old, mean)",
+      "used = b_new", "boundary", _T_OUT, "role_ema"),
+    M("hadw", _STATE, "w = jnp.exp(strength * direction * (anchor - acc_g))",
+      "w = jnp.exp(strength * direction * (acc_g - anchor))", "sign", _T_OUT, "hadw"),
+    M("difficulty_weight", _OUT, "d = 2 * (1 - acc) - 1", "d = 2 * acc - 1", "sign", _T_OUT, "difficulty_weight"),
+    M("gagar", _OUT, "w = jnp.where(p, (mid / n) ** power, 1.0)", "w = jnp.where(p, ((mid - 1) / n) ** power, 1.0)",
+      "off_by_one", _T_OUT, "gagar"),
+    M("gagar", _OUT, "adv = jnp.where(ok, a * w * total / jnp.where(ok, wtotal, 1.0), a) * v",
+      "adv = jnp.where(ok, a * w, a) * v", "drop_norm", _T_OUT, "gagar"),
+    M("uniqueness", _OUT, "raw = jnp.where(c, 1.0 / jnp.maximum(size, 1.0), 0.0)",
+      "raw = jnp.where(c, 1.0 / jnp.maximum(size + 1.0, 1.0), 0.0)", "off_by_one", _T_OUT, "uniqueness"),
+    M("canon", _OUT, "adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean))",
+      "adv = (inter_coef * (r - mu_s) + intra_coef * (mu_s - st.mean))", "swap", _T_OUT, "canon"),
+    M("segment", _TOK, "inside = (seg >= 0) & (seg < k)", "inside = (seg >= 0) & (seg <= k)", "boundary", _T_TOK,
+      "segment"),
+    M("outcome_conditioned_baseline", _TOK, "st = G.row_stats(r, key, v, b, ddof=std_ddof)",
+      "st = G.row_stats(r, gid, v, b, ddof=std_ddof)", "drop_condition", _T_TOK, "outcome_conditioned"),
+    M("tempo", _TOK, "(v_after - v_before) / safe[:, None]", "(v_before - v_after) / safe[:, None]", "sign", _T_TOK,
+      "tempo"),
+    M("step_episode_mix", _TOK, "adv = step_weight * step_tok + (1 - step_weight) * ep_tok",
+      "adv = (1 - step_weight) * step_tok + step_weight * ep_tok", "swap", _T_TOK, "step_episode_mix"),
+    M("step_episode_mix", _TOK, "    new = r_m + gamma * running\n", "    new = r_m + gamma * gamma * running\n",
+      "discount", _T_TOK, "step_episode_mix"),
+    M("sign_preserving_modulation", _TOK, "factor = jnp.where(inside, 1 + lam * jnp.tanh(z_tok), 1.0)",
+      "factor = jnp.where(inside, 1 - lam * jnp.tanh(z_tok), 1.0)", "sign", _T_TOK, "sign_preserving"),
+    M("gdpo", _MULTI, "  total = per @ w\n  adv = C.masked_whiten(total, v,",
+      "  total = per @ jnp.ones_like(w)\n  adv = C.masked_whiten(total, v,", "drop_weights", _T_MULTI, "gdpo"),
+    M("sa_mrpo", _MULTI, "w = 1.0 - sat\n", "w = sat\n", "sign", _T_MULTI, "sa_mrpo"),
+    M("gd2po", _MULTI, "conflict = pos & neg", "conflict = pos & ~neg", "sign", _T_MULTI, "gd2po"),
+    M("gd2po", _MULTI, "total = kf * q * (per @ w)", "total = kf * (per @ w)", "drop_weight", _T_MULTI, "gd2po"),
+    # ------------------------------------------------------------------ filters
+    M("zero_variance", _VAR, "spread = (st.max - st.min) > atol", "spread = (st.max - st.min) >= atol", "boundary",
+      _T_FIL, "zero_variance"),
+    M("variance_topp", "rljax/_groups.py", "return present & (rank.astype(jnp.float32) < k)",
+      "return present & (rank.astype(jnp.float32) <= k)", "off_by_one", _T_FIL, "variance_topp"),
+    M("variance_topp", "rljax/_groups.py", "order = jnp.argsort(-key, stable=True)",
+      "order = jnp.argsort(key, stable=True)", "sign", _T_FIL, "variance_topp"),
+    M("void_turn", _SEL, "not (code_re.search(turn) or ans_re.search(turn))",
+      "not (code_re.search(turn) and ans_re.search(turn))", "or_and", _T_FIL, "void_turn"),
+    M("greso", "rljax/filters/_greso.py", "jnp.maximum(base ** z.astype(jnp.float32), admit_floor)",
+      "jnp.maximum(base ** (z + 1).astype(jnp.float32), admit_floor)", "off_by_one", _T_FIL, "greso"),
+    M("greso", "rljax/filters/_greso.py", "base = jnp.where(state.kind[ids] == EASY, state.p_easy, state.p_hard)",
+      "base = jnp.where(state.kind[ids] == EASY, state.p_hard, state.p_easy)", "swap", _T_FIL, "greso"),
+    M("pilot_commit", _ALLOC, 'w = np.where(kept, s if rule == "proportional" else 1.0, 0.0)',
+      'w = np.where(kept, s * s if rule == "proportional" else 1.0, 0.0)', "std_var", _T_FIL, "pilot_commit"),
+    M("pilot_commit", _ALLOC, "(r[v] - mean[gid[v]]) ** 2, minlength=num_groups) / np.maximum(cnt, 1)",
+      "(r[v] - mean[gid[v]]) ** 2, minlength=num_groups) / np.maximum(cnt - 1, 1)", "ddof", _T_FIL, "pilot_commit"),
+    M("difficulty_budget", _ALLOC, "w = (1.0 - acc) ** float(power) + float(smoothing)",
+      "w = acc ** float(power) + float(smoothing)", "sign", _T_FIL, "difficulty_budget"),
+    M("shuffle_pairs", _SEL, "not adv[hi] - adv[lo] > min_gap", "not adv[hi] - adv[lo] >= min_gap", "boundary",
+      _T_FIL, "shuffle_pairs"),
+    M("shuffle_pairs", _SEL, "weight = np.abs(adv[selected])", "weight = np.ones_like(adv[selected])",
+      "drop_weight", _T_FIL, "shuffle_pairs"),
+    M("rorecomp", _SEL, 'rank = np.searchsorted(sorted_len, length[idx], side="left")',
+      'rank = np.searchsorted(sorted_len, length[idx], side="right")', "boundary", _T_FIL, "rorecomp"),
+    M("rorecomp", _SEL, "k = math.ceil(fraction * idx.size - 1e-9)", "k = math.floor(fraction * idx.size - 1e-9)",
+      "off_by_one", _T_FIL, "rorecomp"),
+    M("negative_advantage_drop", _VAR, "ok = adv >= 0 if keep_zero else adv > 0",
+      "ok = adv >= 0 if keep_zero else adv >= 0", "boundary", _T_FIL, "negative_advantage_drop"),
+    M("vcrl", _VAR, "(st.std * st.std) / ((hi - lo) ** 2 / 4.0)", "(st.std * st.std) / ((hi - lo) ** 2 / 2.0)",
+      "constant", _T_FIL, "vcrl"),
+    M("vcrl", _VAR, "group_keep = present & (score >= threshold)", "group_keep = present & (score > threshold)",
+      "boundary", _T_FIL, "vcrl"),
+    # ------------------------------------------------------------------ rewards
+    M("math_answer", _VERI, "if any(ch.isdigit() for ch in m.group(0))]\n  return found[-1] if found else None",
+      "if any(ch.isdigit() for ch in m.group(0))]\n  return found[0] if found else None", "first_number", _T_VERI,
+      "math_answer"),
+    M("math_answer", _VERI, 'idx = max(s.rfind("\\\\boxed"), s.rfind("\\\\fbox"))',
+      'idx = max(s.find("\\\\boxed"), s.find("\\\\fbox"))', "first_boxed", _T_VERI, "math_answer"),
+    M("math_answer", _VERI, "rel_tol=rel_tol, abs_tol=abs_tol)", "rel_tol=abs_tol, abs_tol=rel_tol)", "swap",
+      _T_VERI, "math_answer"),
+    M("format_regex", _VERI, "matcher = getattr(compiled, mode)", 'matcher = getattr(compiled, "search")',
+      "anchor", _T_VERI, "format_regex"),
+    M("overlong_penalty", _SHAPE, "exceed = safe_len - float(max_len - buffer_len)",
+      "exceed = safe_len - float(max_len - buffer_len + 1)", "off_by_one", _T_SHAPE, "overlong"),
+    M("overlong_penalty", _SHAPE, "penalty = jnp.maximum(penalty, -factor)", "penalty = jnp.maximum(penalty, -1.0)",
+      "swap", _T_SHAPE, "overlong"),
+    M("length_penalty", _SHAPE, "r = jnp.where(correct, lam, jnp.minimum(lam, 0.0))",
+      "r = jnp.where(correct, lam, jnp.maximum(lam, 0.0))", "min_max", _T_SHAPE, "length_penalty"),
+    M("length_penalty", _SHAPE, "lam = jnp.where(flat, 0.0, 0.5 - (lengths - lo)", "lam = jnp.where(flat, 0.0, 0.5 - (hi - lengths)",
+      "sign", _T_SHAPE, "length_penalty"),
+    M("rubric_dropout", _SHAPE, "kept_w = w[None, :] * (keep & applicable_f)", "kept_w = w[None, :] * keep", "mask",
+      _T_SHAPE, "rubric_dropout"),
+    M("rubric_dropout", _SHAPE, "return jax.random.bernoulli(k, 1.0 - p, (c,))",
+      "return jax.random.bernoulli(k, p, (c,))", "swap", _T_SHAPE, "rubric_dropout"),
+    M("rubric_dropout", _SHAPE, "k = jax.random.fold_in(key, gid)", "k = jax.random.fold_in(key, 0)",
+      "drop_group", _T_SHAPE, "rubric_dropout"),
+    M("prm_clip", _SHAPE, "jnp.minimum(r - eta, 0.0), 0.0)", "jnp.minimum(r + eta, 0.0), 0.0)", "sign", _T_SHAPE,
+      "prm_clip"),
+    M("prm_delta", _SHAPE, "out = jnp.where(m, r0 - nxt_val, 0.0)", "out = jnp.where(m, r0 + nxt_val, 0.0)", "sign",
+      _T_SHAPE, "prm_delta"),
+    M("prm_delta", _SHAPE, "nxt = jnp.concatenate([nxt_ge[:, 1:], jnp.full((r.shape[0], 1), s, jnp.int32)], axis=1)",
+      "nxt = jnp.concatenate([nxt_ge[:, 2:], jnp.full((r.shape[0], 2), s, jnp.int32)], axis=1)", "off_by_one",
+      _T_SHAPE, "prm_delta"),
+    M("correctness_gated", _SHAPE, "r = outcome + jnp.where(gate & finite, weight",
+      "r = outcome + jnp.where(finite, weight", "mask", _T_SHAPE, "correctness_gated"),
+    M("gaussian_reward", _SHAPE, "jnp.exp(-(err * err) / (2.0 * sigma * sigma))",
+      "jnp.exp(-(err * err) / (sigma * sigma))", "constant", _T_SHAPE, "gaussian"),
+    M("clipped_linear_reward", _SHAPE, "lin = scale * jnp.where(finite, d, 0.0) + offset",
+      "lin = scale * (jnp.where(finite, d, 0.0) + offset)", "precedence", _T_SHAPE, "clipped_linear"),
+    M("clipped_linear_reward", _SHAPE, "r = jnp.where(finite, jnp.clip(lin, low, high), low)",
+      "r = jnp.where(finite, jnp.minimum(lin, high), low)", "drop_clip", _T_SHAPE, "clipped_linear"),
+    M("composite", "rljax/rewards/_safe.py", "total += wk * matrix[:, k].astype(np.float64)",
+      "total += matrix[:, k].astype(np.float64)", "drop_weight", _T_VERI, "composite"),
+    # ------------------------------------------------------------------ control
+    M("adaptive_kl", _CTRL, "state.beta * (1.0 + err * _f32(n_steps) / self.horizon)",
+      "state.beta * (1.0 - err * _f32(n_steps) / self.horizon)", "sign", _T_CTRL, "adaptive_kl"),
+    M("adaptive_kl", _CTRL, "err = jnp.clip(_f32(kl) / self.target - 1.0, -self.clip, self.clip)",
+      "err = _f32(kl) / self.target - 1.0", "drop_clip", _T_CTRL, "adaptive_kl"),
+    M("entropic", _CTRL, "u = self.kp * err + self.ki * integral", "u = self.ki * err + self.kp * integral", "swap",
+      _T_CTRL, "entropic"),
+    M("entropic", _CTRL, "pos = jnp.clip(1.0 - u, self.w_min, self.w_max)",
+      "pos = jnp.clip(1.0 + u, self.w_min, self.w_max)", "sign", _T_CTRL, "entropic"),
+    M("bapo", _CTRL, "neg = (a < 0) & (r >= lo)\n  mag", "neg = (a < 0) & (r <= lo)\n  mag", "boundary", _T_CTRL,
+      "bapo"),
+    M("bapo", _CTRL, "mag = jnp.abs(a) * r * m", "mag = jnp.abs(a) * m", "drop_ratio", _T_CTRL, "bapo"),
+    M("temperature_control", _CTRL, "jnp.exp(self.kappa * (self.target_entropy - _f32(entropy)))",
+      "jnp.exp(self.kappa * (_f32(entropy) - self.target_entropy))", "sign", _T_CTRL, "temperature"),
+    # ------------------------------------------------------------------ objectives: aggregation rows only
+    M("token_mean", _AGG, "  return jnp.sum(loss * mask), jnp.sum(mask)\n", "  return jnp.sum(loss), jnp.sum(mask)\n",
+      "mask", _T_AGG, "aggregation_matches_numpy"),
+    M("token_sum", _AGG, "return jnp.sum(loss * mask), jnp.ones((), jnp.float32)",
+      "return jnp.sum(loss), jnp.ones((), jnp.float32)", "mask", _T_AGG, "aggregation_matches_numpy"),
+    M("seq_mean_token_sum", _AGG, "  return jnp.sum(loss * mask), jnp.sum(has)\n",
+      "  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0], jnp.float32)\n", "mask", _T_AGG,
+      "aggregation_matches_numpy"),
+    M("seq_mean_token_mean", _AGG, "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)",
+      "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count + 1.0, 1.0)", "off_by_one", _T_AGG,
+      "aggregation_matches_numpy"),
+    M("seq_mean_token_sum_norm", _AGG, "jnp.asarray(loss.shape[0] * norm, jnp.float32)",
+      "jnp.asarray(norm, jnp.float32)", "drop_batch", _T_AGG, "aggregation_matches_numpy"),
+    # ------------------------------------------------------------------ second mutants (masks, options)
+    # (dropping the final ``* v`` of _grpo_core is an equivalent mutant: ``prepare`` zeroes invalid rewards and
+    # routes them to an empty segment, so their advantage is 0 anyway; the batch-scale swap replaced it)
+    M("grpo", _OUT, "denom = jnp.broadcast_to(bstd + eps, r.shape)", "denom = jnp.broadcast_to(st.std + eps, r.shape)",
+      "batch_scale", _T_OUT, "grpo"),
+    M("reinforce_pp_baseline", _OUT, "m = jnp.asarray(mask).astype(r.dtype) * v[:, None]",
+      "m = jnp.asarray(mask).astype(r.dtype)", "mask", _T_OUT, "reinforce_pp_baseline"),
+    M("rank", _OUT, "mid = rk.less.astype(r.dtype) + (rk.equal.astype(r.dtype) + 1) / 2\n  centred",
+      "mid = rk.less.astype(r.dtype) + (rk.equal.astype(r.dtype) - 1) / 2\n  centred", "ties", _T_OUT, "rank"),
+    M("rank", _OUT, "adv = centred / jnp.maximum((n - 1) / 2, 0.5)", "adv = centred / jnp.maximum(n / 2, 0.5)",
+      "off_by_one_scale", _T_OUT, "rank"),
+    M("vote", _OUT, 'num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):\n'
+      '  """GLPO', 'num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 0, scale: str = "group"):\n'
+      '  """GLPO', "ddof", _T_OUT, "vote"),
+    M("hadw", _STATE, "new_anchor = jnp.where(state.seen, decay * anchor + (1 - decay) * acc_b, acc_b)",
+      "new_anchor = jnp.where(state.seen, (1 - decay) * anchor + decay * acc_b, acc_b)", "swap", _T_OUT, "hadw"),
+    M("difficulty_weight", _OUT, "else jnp.exp(strength * d)", "else jnp.exp(-strength * d)", "sign_exp", _T_OUT,
+      "difficulty_weight"),
+    M("uniqueness", _OUT, "w = jnp.where(c, raw / jnp.where(c, mean_w, 1.0), 1.0)", "w = jnp.where(c, raw, 1.0)",
+      "drop_norm", _T_OUT, "uniqueness"),
+    M("canon", _OUT, "stratum = jnp.sign(mid - (n + 1) / 2)", "stratum = jnp.sign(mid - n / 2)", "off_by_one",
+      _T_OUT, "canon"),
+    M("tempo", _TOK, "gate = gate & ~first", "gate = gate & first", "mask", _T_TOK, "tempo"),
+    M("sign_preserving_modulation", _TOK, "tv, gid, ng, eps=eps, ddof=0)", "tv, gid, ng, eps=eps, ddof=1)", "ddof",
+      _T_TOK, "sign_preserving"),
+    M("gdpo", _MULTI, "adv = C.masked_whiten(total, v, eps=whiten_eps) if whiten else total * v",
+      "adv = total * v if whiten else total * v", "drop_whiten", _T_MULTI, "gdpo"),
+    M("sa_mrpo", _MULTI, "sat = jnp.sum(rn * v[:, None], axis=0) / jnp.maximum(jnp.sum(v), 1.0)",
+      "sat = jnp.sum(rn * v[:, None], axis=0) / jnp.maximum(jnp.sum(v) + 1.0, 1.0)", "off_by_one", _T_MULTI,
+      "sa_mrpo"),
+    M("zero_variance", _VAR, "(single if keep_singletons else False)", "(single if not keep_singletons else False)",
+      "flag", _T_FIL, "zero_variance"),
+    M("void_turn", _SEL, "keep = void == 0", "keep = void <= 1", "off_by_one", _T_FIL, "void_turn"),
+    M("difficulty_budget", _ALLOC, "n = lo + extra", "n = extra", "drop_min", _T_FIL, "difficulty_budget"),
+    M("negative_advantage_drop", _VAR, "keep = valid & finite & ok", "keep = finite & ok", "mask", _T_FIL,
+      "negative_advantage_drop"),
+    M("format_regex", _VERI, "if text is None or (max_chars is not None and len(text) > max_chars):",
+      "if text is None or (max_chars is not None and len(text) >= max_chars):", "boundary", _T_VERI,
+      "format_regex"),
+    M("correctness_gated", _SHAPE, "weight * jnp.where(finite, process, 0.0)", "jnp.where(finite, process, 0.0)",
+      "drop_weight", _T_SHAPE, "correctness_gated"),
+    M("gaussian_reward", _SHAPE, "(2.0 * sigma * sigma)), invalid_value)", "(2.0 * sigma * sigma)), 0.0)",
+      "drop_option", _T_SHAPE, "gaussian"),
+    M("prm_clip", _SHAPE, "out = jnp.where(m & finite, jnp.minimum(r - eta, 0.0), 0.0)",
+      "out = jnp.where(finite, jnp.minimum(r - eta, 0.0), 0.0)", "mask", _T_SHAPE, "prm_clip"),
+    M("temperature_control", _CTRL, "TemperatureState(temperature=jnp.clip(t, self.t_min, self.t_max))",
+      "TemperatureState(temperature=jnp.minimum(t, self.t_max))", "drop_clip", _T_CTRL, "temperature"),
+    M("seq_mean_token_sum_norm", _AGG, "norm = loss.shape[1] if max_len is None else max_len",
+      "norm = loss.shape[1]", "drop_option", _T_AGG, "aggregation_matches_numpy"),
+)
+
+#: catalog rows not (yet) covered by a mutant, with the reason; the fast test checks that every
+#: row of ``rljax.catalog()`` has a mutant or is listed here, so this is the list of what remains.
+_EDITED = "not covered yet: another agent was changing its code when the table was written"
+_OBJECTIVES = "not covered yet: objectives files other than _aggregation.py were being edited"
+NOT_COVERED: dict = {
+    "dara": _EDITED, "grpo_lambda": _EDITED, "exact_match": _EDITED, "implicit_progress_reward": _EDITED,
+    **{name: _OBJECTIVES for name in (
+        "ppo_clip", "reinforce", "gpg", "gspo", "gspo_token", "gmpo", "segment_ratio", "cispo", "sapo", "cpgd",
+        "pspo", "decoupled_ppo", "tis", "mis", "icepop", "divergence_rejection", "entropy_bonus", "erc", "clip_cov",
+        "kl_cov", "top_entropy_mask", "kl_penalty", "kl_in_reward", "rpg", "sft_nll", "gft", "opd", "dpo", "alol",
+        "entropy_gated_contrastive", "delta_logp_reweight", "value_loss")},
+}
+
+
+def module_of() -> dict:
+  """``{technique name: room}`` (``advantages``, ``filters``, ...) from each room's ``TECHNIQUES``."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  out = {}
+  for room in MODULES:
+    for row in importlib.import_module(f"rljax.{room}").TECHNIQUES:
+      out[row.name] = room
+  return out
+
+
+def stale_reason(m: Mutant, root: Path = ROOT) -> Optional[str]:
+  """Why ``m`` cannot be applied to the current file (``None`` when it can)."""
+  path = root / m.file
+  if not path.is_file():
+    return f"{m.file} does not exist"
+  if m.original == m.mutated:
+    return "mutated snippet equals the original"
+  n = path.read_text(encoding="utf-8").count(m.original)
+  if n != 1:
+    return f"original snippet occurs {n} times in {m.file} (must be exactly once)"
+  return None
+
+
+def _dirty(paths, root: Path) -> list:
+  """Files among ``paths`` that differ from git HEAD (or are not tracked)."""
+  out = []
+  for p in sorted(set(paths)):
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", p], cwd=root, capture_output=True).returncode == 0
+    same = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", p], cwd=root).returncode == 0
+    if not (tracked and same):
+      out.append(p)
+  return out
+
+
+def _pytest_cmd(m_or_sel) -> list:
+  tests, k = m_or_sel
+  cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+  return cmd + (["-k", k] if k else [])
+
+
+def _run_tests(selection, root: Path, timeout: float) -> tuple:
+  """Runs a test selection; returns (status, seconds, tail) with status pass|fail|empty|error|timeout."""
+  env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+  t0 = time.time()
+  try:
+    p = subprocess.run(_pytest_cmd(selection), cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+  except subprocess.TimeoutExpired:
+    return "timeout", time.time() - t0, ""
+  dt = time.time() - t0
+  tail = (p.stdout + p.stderr).strip().splitlines()[-3:]
+  status = {0: "pass", 1: "fail", 5: "empty"}.get(p.returncode, "error")
+  return status, dt, "\n".join(tail)
+
+
+class _Restore:
+  """Context manager: the file's original bytes and mtime come back on exit, whatever happens."""
+
+  def __init__(self, path: Path):
+    self.path = path
+
+  def __enter__(self):
+    self.data = self.path.read_bytes()
+    st = self.path.stat()
+    self.times = (st.st_atime_ns, st.st_mtime_ns)
+    return self
+
+  def __exit__(self, *exc):
+    self.path.write_bytes(self.data)
+    os.utime(self.path, ns=self.times)  # the cached bytecode of the original stays valid
+    return False
+
+
+def run_mutant(m: Mutant, root: Path = ROOT, timeout: float = 600.0) -> dict:
+  reason = stale_reason(m, root)
+  if reason:
+    return {"mutant": m, "status": "stale", "detail": reason, "seconds": 0.0}
+  path = root / m.file
+  with _Restore(path) as saved:
+    text = saved.data.decode("utf-8")
+    path.write_text(text.replace(m.original, m.mutated, 1), encoding="utf-8")
+    t = time.time_ns()
+    os.utime(path, ns=(t, max(t, saved.times[1] + 2_000_000_000)))  # never the original's mtime
+    status, dt, tail = _run_tests((m.tests, m.k), root, timeout)
+  verdict = {"fail": "caught", "pass": "survived", "empty": "error", "error": "error", "timeout": "timeout"}[status]
+  return {"mutant": m, "status": verdict, "detail": tail if verdict in ("error", "timeout") else "",
+          "seconds": dt}
+
+
+def _raise_interrupt(signum, frame):  # a signal -> KeyboardInterrupt, so every `finally` restores
+  raise KeyboardInterrupt(f"signal {signum}")
+
+
+def summary_markdown(results, modules: dict) -> str:
+  by_mod: dict = {}
+  for r in results:
+    mod = modules.get(r["mutant"].technique, "?")
+    d = by_mod.setdefault(mod, {"caught": 0, "total": 0, "rows": set()})
+    d["total"] += 1
+    d["caught"] += r["status"] == "caught"
+    d["rows"].add(r["mutant"].technique)
+  lines = ["| module | rows covered | mutants caught / total |", "|---|---|---|"]
+  for mod in MODULES:
+    if mod in by_mod:
+      d = by_mod[mod]
+      lines.append(f"| {mod} | {len(d['rows'])} | {d['caught']} / {d['total']} |")
+  bad = [r for r in results if r["status"] != "caught"]
+  lines.append("")
+  if bad:
+    lines.append("Not caught:")
+    lines += [f"- `{r['mutant'].ident}` ({r['mutant'].file}): {r['status']}"
+              + (f" — {r['detail']}" if r["detail"] else "") for r in bad]
+  else:
+    lines.append("Every mutant was caught.")
+  return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(prog="python benchmarks/catalog_mutants.py", description=__doc__.split("\n")[0])
+  parser.add_argument("--technique", action="append", metavar="NAME", help="only this catalog row (repeatable)")
+  parser.add_argument("--module", action="append", choices=MODULES, help="only rows of this room (repeatable)")
+  parser.add_argument("--list", action="store_true", help="list the selected mutants and exit")
+  parser.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run (default 600)")
+  parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of each test selection")
+  parser.add_argument("--markdown", action="store_true", help="print a Markdown summary at the end")
+  args = parser.parse_args(argv)
+  sys.path.insert(0, str(ROOT))
+  modules = module_of()
+  unknown = sorted({m.technique for m in MUTANTS} - set(modules))
+  if unknown:
+    print(f"unknown technique names in MUTANTS: {unknown}", file=sys.stderr)
+    return 2
+  if args.technique:
+    bad = sorted(set(args.technique) - set(modules))
+    if bad:
+      print(f"--technique: unknown catalog rows {bad}", file=sys.stderr)
+      return 2
+  chosen = [m for m in MUTANTS if (not args.technique or m.technique in args.technique)
+            and (not args.module or modules[m.technique] in args.module)]
+  if args.list:
+    for m in chosen:
+      sel = " ".join(m.tests) + (f" -k {m.k}" if m.k else "")
+      print(f"{modules[m.technique]:<11} {m.ident:<40} {m.file:<34} {sel}")
+    return 0
+  if not chosen:
+    print("no mutant selected", file=sys.stderr)
+    return 2
+  dirty = _dirty([m.file for m in chosen], ROOT)
+  if dirty:
+    print(f"refusing to mutate files that differ from git HEAD (commit or stash first): {dirty}", file=sys.stderr)
+    return 2
+  # SIGTERM, SIGHUP and SIGINT (even where the shell started us with it ignored) raise KeyboardInterrupt,
+  # so the `finally` of every mutant restores its file before the runner exits
+  caught_signals = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+  old_handlers = {s: signal.signal(s, _raise_interrupt) for s in caught_signals}
+  results = []
+  try:
+    if not args.no_baseline:
+      for sel in dict.fromkeys((m.tests, m.k) for m in chosen):
+        status, dt, tail = _run_tests(sel, ROOT, args.timeout)
+        print(f"baseline {' '.join(sel[0])} -k {sel[1]}: {status} ({dt:.0f}s)", flush=True)
+        if status != "pass":
+          print(f"baseline must pass before mutating:\n{tail}", file=sys.stderr)
+          return 2
+    for m in chosen:
+      r = run_mutant(m, ROOT, args.timeout)
+      results.append(r)
+      print(f"{r['status']:<9} {m.ident:<40} ({r['seconds']:.0f}s) {r['detail']}", flush=True)
+  except KeyboardInterrupt:
+    print("interrupted; every mutated file was restored", file=sys.stderr)
+    return 130
+  finally:
+    for s, h in old_handlers.items():
+      signal.signal(s, h)
+  caught = sum(r["status"] == "caught" for r in results)
+  print(f"\n{caught} / {len(results)} mutants caught ({time.strftime('%Y-%m-%d', time.gmtime())})")
+  if args.markdown:
+    print()
+    print(summary_markdown(results, modules))
+  return 0 if caught == len(results) else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
