@@ -4,7 +4,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import rljax
+from rljax._technique import FIDELITY_BASES, Fidelity
 from rljax.catalog import as_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,22 +48,39 @@ def test_cli_table_and_generated_docs_are_current():
   assert as_table(markdown=True) in docs, "docs/catalog.md is stale: python -m rljax.catalog --markdown"
 
 
-def test_every_row_says_what_it_was_checked_against():
-  """The fidelity column (issue #23): a ``Fidelity`` on every row; authors' code names a repository and a file."""
-  from rljax._technique import Fidelity  # pylint: disable=import-outside-toplevel
-  missing = [r.name for r in rljax.catalog() if not isinstance(r.fidelity, Fidelity)]
-  assert not missing, f"rows without a fidelity: {missing}"
-  for r in rljax.catalog():
-    f = r.fidelity
-    if f.basis == "authors_code":
-      assert re.search(r"[\w.-]+/[\w.-]+", f.reference) and re.search(r"\.\w+\b|/", f.reference), (r.name, f)
-    if f.basis == "abstract":
-      assert f.differences, f"{r.name}: an abstract-only row must say what was interpreted"
-  counts = {b: sum(r.fidelity.basis == b for r in rljax.catalog()) for b in ("authors_code", "peer",
-                                                                              "paper_formula", "abstract")}
+@pytest.mark.parametrize("row", rljax.catalog(), ids=lambda r: r.name)
+def test_every_row_says_what_it_was_checked_against(row):
+  """The fidelity column (issue #23): a ``Fidelity`` on every row, short; authors' code names
+  ``github.com/owner/repo: path/file``, a peer row names the peer, an abstract-only row what was interpreted."""
+  f = row.fidelity
+  assert isinstance(f, Fidelity), f"{row.name} has no Fidelity"
+  assert f.basis in FIDELITY_BASES and f.reference.strip()
+  assert len(f.reference) <= 130 and len(f.differences) <= 220, f"{row.name}: keep the fidelity text short"
+  if f.basis == "abstract":
+    assert f.differences.strip(), f"{row.name}: an abstract-only row must say what was interpreted"
+  if f.basis == "authors_code":
+    m = re.match(r"github\.com/([\w.-]+)/([\w.-]+): (\S+)", f.reference)
+    assert m, f"{row.name}: authors_code must name 'github.com/owner/repo: path/file', got {f.reference!r}"
+    assert "." in m.group(3) and not m.group(3).endswith(":"), f"{row.name}: {m.group(3)!r} is not a file"
+  if f.basis == "peer":
+    assert re.search(r"verl|TRL|AReaL|OpenRLHF|open-r1|github\.com/", f.reference), \
+        f"{row.name}: name the peer implementation"
+
+
+def test_fidelity_rejects_incomplete_records():
+  with pytest.raises(ValueError, match="basis"):
+    Fidelity("paper", "x")
+  with pytest.raises(ValueError, match="reference"):
+    Fidelity("peer", " ")
+  with pytest.raises(ValueError, match="interpreted"):
+    Fidelity("abstract", "seed L1")
+
+
+def test_docs_count_the_fidelity_bases():
+  rows = rljax.catalog()
+  counts = {b: sum(r.fidelity.basis == b for r in rows) for b in FIDELITY_BASES}
   with open(os.path.join(ROOT, "docs", "catalog.md")) as f:
     docs = f.read()
-  assert "checked against" in docs
+  assert "| checked against |" in docs
   assert (f"{counts['authors_code']} rows against the\nauthors' code, {counts['peer']} against a peer, "
           f"{counts['paper_formula']} against the paper's formula, {counts['abstract']} from the abstract alone") in docs
-  assert sum(counts.values()) == len(rljax.catalog())
