@@ -421,8 +421,9 @@ MUTANTS: tuple = (
     M("dpo", _SUP, "pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(-z)",
       "pair_loss = -(1.0 - eps) * jax.nn.log_sigmoid(z) - eps * jax.nn.log_sigmoid(z)", "sign_smoothing", _T_SUP,
       "dpo"),
-    M("alol", _SUP, "keep = (a_seq > 0).astype(jnp.float32) * has", "keep = (a_seq >= 0).astype(jnp.float32) * has",
-      "boundary", _T_SUP, "alol"),
+    # (``a_seq > 0`` -> ``>= 0`` is equivalent: a kept zero-advantage sequence contributes ``0 * w * logp``)
+    M("alol", _SUP, "a_seq = _seq_sum(adv, mask) / jnp.maximum(n, 1.0)", "a_seq = _seq_sum(adv, mask)",
+      "drop_mean", _T_SUP, "alol"),
     M("alol", _SUP, "w = jnp.clip(jnp.exp(jnp.clip(log_r, -20.0, 20.0)), 1.0 - e, 1.0 + e)",
       "w = jnp.exp(jnp.clip(log_r, -20.0, 20.0))", "drop_clip", _T_SUP, "alol"),
     M("entropy_gated_contrastive", _SUP, "loss = gate * jnp.where(correct[:, None], -logp, neg)",
@@ -604,7 +605,7 @@ def main(argv=None) -> int:
     if not args.no_baseline:
       for sel in dict.fromkeys((m.tests, m.k) for m in chosen):
         status, dt, tail = _run_tests(sel, ROOT, args.timeout)
-        print(f"baseline {' '.join(sel[0])} -k {sel[1]}: {status} ({dt:.0f}s)", flush=True)
+        print(f"baseline {' '.join(sel[0])}{f' -k {sel[1]}' if sel[1] else ''}: {status} ({dt:.0f}s)", flush=True)
         if status != "pass":
           print(f"baseline must pass before mutating:\n{tail}", file=sys.stderr)
           return 2
