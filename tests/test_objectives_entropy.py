@@ -200,6 +200,12 @@ def test_kl_cov_matches_numpy_reference():
     loss, metrics = fn(out, batch)
     np.testing.assert_allclose(loss, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(metrics["frac_penalized"], k / m.sum(), rtol=1e-6)
+  # The penalty is |log r| on either side of r = 1: mirror the old policy about the current one
+  # (log r → −log r; cov and so the selection do not depend on logp_old).
+  mirrored = batch.replace(logp_old=jnp.asarray(2 * lp - old, jnp.float32))
+  assert sel.any() and np.all(lp[sel] != old[sel])  # so a selected log r < 0 here or in the mirrored batch
+  want_m = (-a * np.exp(old - lp) + sel * coef * np.abs(lp - old)) * m
+  np.testing.assert_allclose(term(out, mirrored)[0], want_m, rtol=1e-5, atol=1e-6)
   # At r = 1 the penalty is 0 and L = −A.
   at_one = batch.replace(logp_old=out.logp)
   np.testing.assert_allclose(term(out, at_one)[0], -a * m, rtol=1e-6)

@@ -381,6 +381,10 @@ def test_cispo_and_pspo_hand_values():
   np.testing.assert_allclose(m["clip_frac_high"], 0.5)
   loss, _ = O.pspo(0.25)(out, batch)  # r~ = 0.75 r + 0.25
   np.testing.assert_allclose(np.asarray(loss)[0], [-(0.75 * 0.5 + 0.25), -(0.75 * 7 + 0.25)], rtol=1e-6)
+  # clip_eps clips the smoothed ratio r~ = 0.625, 5.5 (A = 1): max(-r~, -clip(r~, 0.8, 1.2)) = -0.625, -1.2
+  loss, m = O.pspo(0.25, clip_eps=0.2)(out, batch)
+  np.testing.assert_allclose(np.asarray(loss)[0], [-0.625, -1.2], rtol=1e-6)
+  np.testing.assert_allclose(m["clip_frac_high"], 0.5)
 
 
 # ----------------------------------------------------------------------------- invariants

@@ -53,6 +53,10 @@ def test_sft_nll_equals_cross_entropy():
     np.testing.assert_allclose(metrics["sft_nll/nll"], (ce * mask).sum() / mask.sum(), rtol=1e-5)
   # ∂L/∂p_t = −1/p_t  ⇔  ∂L/∂log p_t = −1.
   np.testing.assert_allclose(_grad(O.sft_nll(), out, batch), -mask.astype(float), rtol=0)
+  # coef scales value and gradient: L_t = −c·log p_t.
+  lp_np = np.asarray(out.logp, np.float64)
+  np.testing.assert_allclose(O.sft_nll(0.35)(out, batch)[0], -0.35 * lp_np, rtol=1e-6)
+  np.testing.assert_allclose(_grad(O.sft_nll(0.35), out, batch), -0.35 * mask, rtol=1e-6)
   with pytest.raises(ValueError, match="coef"):
     O.sft_nll(-1.0)
 
@@ -381,5 +385,23 @@ def test_delta_logp_reweight():
   np.testing.assert_allclose(O.delta_logp_reweight(inner, form="power", gamma=0.0)(out, batch)[0], inner(out, batch)[0], rtol=1e-6)
   with pytest.raises(ValueError, match="gamma"):
     O.delta_logp_reweight(inner, gamma=-1.0)
+
+
+def test_delta_logp_reweight_default_linear_form_uses_old_policy():
+  # The authors' form: w_t = 1 + c·(1 − p_old,t), p from logp_old, not normalised (float64 reference).
+  out, batch = _data(seed=11)
+  rng = np.random.default_rng(12)
+  old = np.asarray(out.logp, np.float64) + 0.5 * rng.normal(size=(B, T))
+  old = np.minimum(old, -1e-3)
+  batch = batch.replace(logp_old=jnp.asarray(old, jnp.float32))
+  lp = np.asarray(out.logp, np.float64)
+  mask = np.asarray(batch.loss_mask)
+  inner = O.sft_nll()
+  for c in (0.2, 0.45):
+    w = 1.0 + c * (1.0 - np.exp(old))
+    term = O.delta_logp_reweight(inner, c=c)
+    for fn in (term, jax.jit(term)):
+      np.testing.assert_allclose(fn(out, batch)[0], w * -lp, rtol=1e-5)
+    np.testing.assert_allclose(_grad(term, out, batch), -w * mask, rtol=1e-5)
   with pytest.raises(ValueError, match="source"):
     O.delta_logp_reweight(inner, source="teacher")
