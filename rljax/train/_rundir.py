@@ -21,7 +21,7 @@ from rljax.train._checkpoint import CheckpointError
 from rljax.train._config import RunConfig, config_from_dict, config_to_dict
 
 __all__ = ["RUN_FILES", "FIXED_SECTIONS", "run_files", "check_run_dir", "saved_config", "config_changes",
-           "clear_run"]
+           "clear_run", "describe_changes"]
 
 # every file or folder ``train`` writes into a run directory
 RUN_FILES = ("config.json", "recipe.json", "metrics.jsonl", "summary.json", "sft_eval.json", "metrics.png", "tb",
