@@ -32,6 +32,7 @@ from etils import epath
 
 __all__ = ["Checkpointer", "CheckpointError", "CheckpointMismatch", "CheckpointWarning"]
 
+
 class CheckpointError(ValueError):
   """No usable checkpoint (missing directory, none saved, all corrupt, wrong structure)."""
 
