@@ -46,7 +46,7 @@ def test_config_dict_roundtrip():
     config_from_dict({"bogus": 1})
 
 
-@pytest.mark.parametrize("name", ["default", "tiny", "grpo", "dapo", "dr_grpo", "gspo", "qwen2_5_0_5b_gsm8k"])
+@pytest.mark.parametrize("name", ["arena", "default", "tiny", "grpo", "dapo", "dr_grpo", "gspo", "qwen2_5_0_5b_gsm8k"])
 def test_config_files_load(name):
   cfg = cli.load_config(name)
   assert isinstance(cfg, RunConfig)
@@ -54,7 +54,7 @@ def test_config_files_load(name):
 
 def test_available_configs_are_the_config_files():
   names = cli.available_configs()
-  assert names == ["dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "tiny"]
+  assert names == ["arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "tiny"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
     assert isinstance(cli.load_config(name), RunConfig)

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ("__init__", "dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "recipes", "tiny")
+CONFIGS = ("__init__", "arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "recipes", "tiny")
 
 
 @pytest.fixture(scope="module")
