@@ -210,29 +210,36 @@ def test_rapo_stage_rescues_an_all_failed_group_with_its_prompts_stored_success(
 
 
 def test_exgrpo_stage_manages_buckets_retires_solved_prompts_and_replays_into_mixed_groups():
-  stage = R.exgrpo(capacity=16, ratio=0.5, per_prompt=2).bind(FACTS)
+  stage = R.exgrpo(capacity=16, ratio=0.5, per_prompt=3, sigma=0.01).bind(FACTS)
   state = stage.init()
-  # step 0: prompt 1 half solved (stored, score 0.5), prompt 2 solved by all (nothing stored), prompt 3 unsolved
-  d0 = _step([1, 0, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0], prompts=[1, 2, 3], step=0)
+  # step 0: prompt 1 half solved (2 stored, score 0.5), prompt 2 solved by all (nothing), prompt 3 a quarter (1)
+  d0 = _step([1, 0, 1, 0, 1, 1, 1, 1, 1, 0, 0, 0], prompts=[1, 2, 3], step=0)
   _, state, m = stage.fn(d0, state)
-  assert m["stored"] == 2 and sorted(state.prompt_index[state.seq >= 0].tolist()) == [1, 1]
-  assert np.all(state.score[state.seq >= 0] == 0.5)
-  # before step 1's rollout: floor(0.5 * 3) = 1 experience prompt replaces the batch's last prompt
+  live = state.seq >= 0
+  assert m["stored"] == 3 and sorted(state.prompt_index[live].tolist()) == [1, 1, 3]
+  assert sorted(state.score[live].tolist()) == [0.25, 0.5, 0.5]
+  # before step 1's rollout: floor(0.5 * 3) = 1 experience prompt replaces the batch's last prompt; sigma = 0.01
+  # puts the weight on the medium bucket (acc 0.5: prompt 1)
   index, slots, pm = stage.prompts(state, np.array([4, 5, 6]), jax.random.PRNGKey(0))
   assert index.tolist() == [4, 5, 1] and slots[:2].tolist() == [-1, -1] and state.prompt_index[slots[2]] == 1
   entropy = (state.entropy_behavior * state.completion_mask).sum(1) / 3
-  assert slots[2] == [s for s in np.flatnonzero(state.seq >= 0) if entropy[s] == entropy[state.seq >= 0].min()][0]
-  assert pm["displaced_prompts"] == 1
-  assert stage.prompts(state, np.array([1, 5, 6]), jax.random.PRNGKey(0))[0].tolist() == [1, 5, 6]  # no repeat
-  d1 = _step([0, 1, 0, 0, 1, 0, 0, 0, 1, 1, 1, 0], prompts=[4, 5, 1], step=1,
+  ones = np.flatnonzero(live & (state.prompt_index == 1))
+  assert slots[2] == ones[np.argmin(entropy[ones])]  # the lower-entropy success of prompt 1
+  assert pm["displaced_prompts"] == 1 and pm["pool_prompts"] == 2
+  assert stage.prompts(state, np.array([1, 3, 6]), jax.random.PRNGKey(0))[0].tolist() == [1, 3, 6]  # no repeat
+  # step 1: prompt 3 solved by all (retired: its row leaves), prompt 5 a quarter (stored), prompt 1 the mixed group:
+  # fresh rows 8-10 (2 of 3 correct: kept, score 2/3, 2 stored + its latest old one) and row 11 replayed
+  d1 = _step([1, 1, 1, 1, 1, 0, 0, 0, 1, 1, 0, 0], prompts=[3, 5, 1], step=1,
              extras={"replay_slot": np.repeat(slots, 4)})
   out, state, m = stage.fn(d1, state)
   assert out.extras["replay_mask"].tolist() == [0] * 11 + [1] and "replay_slot" not in out.extras
   assert out.correct[11] == 1 and m["replayed"] == 1
-  # prompt 1's fresh rows 8-10 are all correct: retired (its rows leave); prompts 4 and 5 stored (p = 1/4)
   live = state.seq >= 0
-  assert sorted(state.prompt_index[live].tolist()) == [4, 5] and np.all(state.score[live] == 0.25)
-  assert m["retired_prompts"] == 1 and m["stored"] == 2
+  assert sorted(state.prompt_index[live].tolist()) == [1, 1, 1, 5]
+  np.testing.assert_allclose(state.score[live & (state.prompt_index == 1)], 2 / 3)
+  assert state.score[live & (state.prompt_index == 5)].tolist() == [0.25]
+  assert m["retired_prompts"] == 1 and m["stored"] == 3
+  assert not np.isin(out.tokens[11, 0], state.tokens[live & (state.step == 1)][:, 0])  # replayed: not stored again
 
 
 def test_rorecomp_compensation_every_fresh_row_is_priority_or_buffered_and_freed_rows_take_the_oldest():
