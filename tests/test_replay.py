@@ -328,3 +328,39 @@ def test_a_buffer_survives_a_checkpointer_round_trip_bit_for_bit(factory, tmp_pa
   for name, a, b in zip(B.ReplayBuffer._fields, state, got):
     assert a.dtype == b.dtype and a.shape == b.shape, name
     assert a.tobytes() == b.tobytes(), name
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+class _FakeLoop:
+  """What ``RLLoop._inputs`` reads: the forwards (here: logp_old = -9 everywhere), a state and no critic."""
+  state, critic = None, None
+
+  @staticmethod
+  def inputs(data, state, critic_state):  # pylint: disable=unused-argument
+    return data.replace(logp_old=np.full(data.tokens.shape, -9.0, np.float32))
+
+
+@pytest.mark.parametrize("reading", ["recompute", "behavior"])
+def test_replayed_rows_logp_old_is_recomputed_or_their_stored_behaviour_logp(reading):
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  stage = R.rapo_replay(logp_old=reading).bind(FACTS)
+  d = _step([0, 0, 0, 0, 1, 0, 1, 0], extras={"replay_mask": np.array([0, 0, 0, 1, 0, 0, 0, 0], bool)})
+  out = RLLoop._inputs(_FakeLoop, d, stage)
+  fresh = ~d.extras["replay_mask"]
+  assert np.all(out.logp_old[fresh] == -9.0)
+  np.testing.assert_array_equal(out.logp_old[3], d.logp_behavior[3] if reading == "behavior" else np.full(T, -9.0))
+  np.testing.assert_array_equal(out.logp_behavior, d.logp_behavior)  # the stored behaviour log-probs stay
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (["rl.replay=rapo_replay", "rl.rollout_ahead=true"], "rollout_ahead"),
+    (["rl.replay=exgrpo", "rl.advantage=grpo, uniqueness"], r"stores no \['answer_ids'\].*'uniqueness'"),
+])
+def test_unsupported_replay_combinations_are_refused_at_start_up(overrides, match, tmp_path):
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.digits=1", "rl.steps=1", "progress=false", *overrides])
+  with pytest.raises(ValueError, match=match):
+    train(cfg)
+  assert not (tmp_path / "metrics.jsonl").exists()
