@@ -48,7 +48,8 @@ LossTerm        ``build(hparams) -> term`` with ``term(out, batch) -> (per_token
 Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(data, state) -> (data, state,
                 metrics)``: puts stored rows into the batch in place of fresh ones (marked
                 ``data.extras["replay_mask"] [B]``) and stores fresh rows; optional ``prompts(state, index [P],
-                key) -> (index [P], metrics)`` swaps prompts before the rollout. ``phase`` ``"rewards"``
+                key) -> (index [P], slots [P], metrics)`` swaps prompts before the rollout (``slots``: the
+                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``). ``phase`` ``"rewards"``
                 (before the forwards: replayed rows get advantages in their group) or ``"advantages"`` (after
                 them: replayed rows keep their stored advantages)
 Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
@@ -70,9 +71,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 __all__ = [
-    "NEEDS", "BATCH_NEEDS", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage", "Reward", "MultiReward",
-    "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm", "Aggregation", "Controller", "NeedError",
-    "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword", "probe_step", "checked",
+    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
+    "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm", "Aggregation",
+    "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
+    "probe_step", "checked",
 ]
 
 # The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
@@ -433,7 +435,9 @@ class Replay(Stage):
       corrections) or ``"behavior"`` (the stored behaviour log-probs: the ratio is the importance weight
       pi_theta / pi_behavior of the off-policy row).
     mixes_prompts: rows of another prompt may enter a group (no shared-prompt forward then).
-    prompts: optional pre-rollout hook ``prompts(state, index [P] int, key) -> (index [P], metrics)``.
+    prompts: optional pre-rollout hook ``prompts(state, index [P] int, key) -> (index [P], slots [P], metrics)``:
+      the step's prompts (dataset indices) with some replaced, and per group the stored row to replay (-1:
+      none); the sampled rows of group ``p`` carry ``slots[p]`` as ``data.extras["replay_slot"]`` into ``fn``.
   """
   init: Callable
   fn: Callable

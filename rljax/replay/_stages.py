@@ -123,7 +123,7 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   valid row is then replaced by the prompt's stored success with the lowest mean behaviour entropy
   (``_buffer.exgrpo_trajectory``): a mixed group of ``G - 1`` fresh rows and one replayed row, whose advantage
   is computed in that group. The displaced loader prompts are not trained on this epoch (counted:
-  ``exgrpo/displaced_prompts``).
+  ``exgrpo/displaced_prompts``); with a refilling filter each sampling round draws its own experience prompts.
 
   The mixed objective: ``logp_old="behavior"`` (default) gives the replayed row the ratio
   ``w = pi_theta / pi_behavior`` against its stored log-probs; ``exgrpo_policy`` shapes it as ``w / (w + beta)``.
