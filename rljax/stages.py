@@ -49,9 +49,9 @@ Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(dat
                 metrics)``: puts stored rows into the batch in place of fresh ones (marked
                 ``data.extras["replay_mask"] [B]``) and stores fresh rows; optional ``prompts(state, index [P],
                 key) -> (index [P], slots [P], metrics)`` swaps prompts before the rollout (``slots``: the
-                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``). ``phase`` ``"rewards"``
-                (before the forwards: replayed rows get advantages in their group) or ``"advantages"`` (after
-                them: replayed rows keep their stored advantages)
+                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``).
+                ``phase`` ``"rewards"`` (before the forwards: replayed rows get advantages in their group) or
+                ``"advantages"`` (after them: replayed rows keep their stored advantages)
 Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
                 ``update(state, inputs: ControlInputs) -> (state, metrics)`` after each step; optional
                 ``temperature(state)`` (sampling temperature) and ``wrap_policy(term, hparams)``

@@ -198,7 +198,8 @@ def test_rapo_stage_rescues_an_all_failed_group_with_its_prompts_stored_success(
   d0 = _step([0, 1, 1, 0, 0, 0, 0, 0], prompts=[1, 2], rewards=[0, .5, .9, 0, 0, 0, 0, 0], step=0)
   out, state, m = stage.fn(d0, state)
   assert m["replayed"] == 0 and m["stored"] == 1 and out.extras["replay_mask"].sum() == 0
-  assert state.prompt_index[state.seq >= 0].tolist() == [1] and state.reward[state.seq == 0].tolist() == [np.float32(0.9)]
+  assert state.prompt_index[state.seq >= 0].tolist() == [1]
+  assert state.reward[state.seq == 0].tolist() == [np.float32(0.9)]
   d1 = _step([0, 0, 0, 0, 1, 0, 0, 0], prompts=[1, 2], rewards=[.3, .1, .2, .1, 1, 0, 0, 0], step=1)
   out, state, m = stage.fn(d1, state)
   assert m["replayed"] == 1 and out.extras["replay_mask"].tolist() == [0, 0, 0, 1, 0, 0, 0, 0]
@@ -261,7 +262,8 @@ def test_rorecomp_compensation_every_fresh_row_is_priority_or_buffered_and_freed
   d1 = d1.replace(advantages=np.zeros(8, np.float32))
   out1, state1, m1 = stage.fn(d1, state)
   freed = np.flatnonzero(~priority)  # the same split (same correctness and lengths)
-  assert m1["replayed"] == freed.size and out1.valid.all() and out1.extras["replay_mask"].tolist() == (~priority).tolist()
+  assert m1["replayed"] == freed.size and out1.valid.all()
+  assert out1.extras["replay_mask"].tolist() == (~priority).tolist()
   np.testing.assert_array_equal(out1.tokens[freed], d0.tokens[freed])  # FIFO: stored in row order, oldest first
   np.testing.assert_allclose(out1.advantages[freed], d0.advantages[freed][:, None] * d0.completion_mask[freed])
   assert np.all(out1.advantages[~out1.extras["replay_mask"]] == 0)
@@ -289,7 +291,8 @@ def test_exgrpo_policy_clips_fresh_rows_and_shapes_replayed_rows():
   old = jnp.log(jnp.array([[0.25, 0.4], [0.4, 0.3]]))  # w = [[2, 1], [0.5, 2]]
   adv = jnp.array([[1.0, 1.0], [-2.0, 3.0]])
   mask = jnp.ones((2, 2))
-  batch = TrainBatch(tokens=jnp.zeros((2, 2), jnp.int32), loss_mask=mask, advantages=adv, group_id=jnp.zeros(2, jnp.int32),
+  batch = TrainBatch(tokens=jnp.zeros((2, 2), jnp.int32), loss_mask=mask, advantages=adv,
+                     group_id=jnp.zeros(2, jnp.int32),
                      rewards=jnp.zeros(2), logp_behavior=old, logp_old=old,
                      extras={"replay_mask": jnp.array([False, True])})
   loss, _ = O.exgrpo_policy(eps_low=0.2, beta=0.1)(PolicyOutputs(logp=logp, entropy=None), batch)

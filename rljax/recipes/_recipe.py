@@ -11,7 +11,8 @@ __all__ = ["Recipe", "Critic", "stage"]
 
 # slot -> the stage class a plain callable in that slot becomes
 _CLASS = {"rewards": S.Reward, "multi_reward": S.MultiReward, "shaping": S.Shaping, "prompt_filters": S.PromptFilter,
-          "filters": S.Filter, "replay": S.Replay, "advantage": S.Advantage, "loss": S.LossTerm, "aggregation": S.Aggregation,
+          "filters": S.Filter, "replay": S.Replay,
+          "advantage": S.Advantage, "loss": S.LossTerm, "aggregation": S.Aggregation,
           "controllers": S.Controller, "critic": S.LossTerm}
 
 

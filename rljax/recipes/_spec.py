@@ -41,7 +41,8 @@ SLOTS = {
 
 # what one stage of each slot is called in messages
 _NOUN = {"rewards": "reward", "multi_reward": "multi-reward aggregation", "shaping": "shaping stage",
-         "prompt_filters": "prompt filter", "filters": "filter", "replay": "replay buffer", "advantage": "advantage estimator or transform",
+         "prompt_filters": "prompt filter", "filters": "filter",
+         "replay": "replay buffer", "advantage": "advantage estimator or transform",
          "loss": "loss term", "aggregation": "aggregation", "controllers": "controller", "critic": "value loss"}
 
 # a row's slot when its stage factory does not say otherwise (``factory.slot``)

@@ -30,7 +30,8 @@ def recipe_from_config(rl) -> Recipe:
       raise ValueError(f"invalid config value RLConfig.critic={rl.critic!r}: {e}") from None
   try:
     return Recipe(rewards=fields["rewards"], multi_reward=fields["multi_reward"] or None,
-                  shaping=fields["shaping"], prompt_filters=fields["prompt_filters"], filters=fields["filters"], replay=fields["replay"],
+                  shaping=fields["shaping"], prompt_filters=fields["prompt_filters"], filters=fields["filters"],
+                  replay=fields["replay"],
                   advantage=fields["advantage"], loss=fields["loss"], aggregation=fields["aggregation"] or None,
                   controllers=fields["controllers"], critic=critic, name="config")
   except ValueError as e:
