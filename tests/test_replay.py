@@ -367,3 +367,11 @@ def test_unsupported_replay_combinations_are_refused_at_start_up(overrides, matc
   with pytest.raises(ValueError, match=match):
     train(cfg)
   assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_a_recipe_without_replay_describes_as_before():
+  """recipe.json of a run without a replay stage keeps its layout (a resume compares it with the stored one)."""
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  assert "replay" not in Recipe().describe()
+  assert Recipe(replay="rapo_replay(per_group=2)").describe()["replay"] == ["rapo_replay(per_group=2)"]
+  assert Recipe(replay="exgrpo").specs()["replay"] == "exgrpo" and Recipe().specs()["replay"] == ""

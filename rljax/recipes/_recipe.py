@@ -341,7 +341,9 @@ class Recipe:
     return {"name": self.name, "rewards": names(self.rewards) or ["task"],
             "multi_reward": show(self.multi_reward) if self.multi_reward else None,
             "shaping": names(self.shaping), "prompt_filters": names(self.prompt_filters),
-            "filters": names(self.filters), "replay": names(self.replay), "advantage": names(self.advantage),
+            "filters": names(self.filters),
+            **({"replay": names(self.replay)} if self.replay else {}),  # absent without one: older runs' recipe.json
+            "advantage": names(self.advantage),
             "loss": names(self.loss) if self.objective is None else ["custom objective"],
             "aggregation": show(self.aggregation) if self.aggregation else None,
             "controllers": names(self.controllers), "critic": critic}
