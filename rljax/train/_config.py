@@ -201,8 +201,8 @@ class SFTConfig:
 
 
 # RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes)
-RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage", "loss",
-                 "aggregation", "controllers", "critic")
+RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage",
+                 "loss", "aggregation", "controllers", "critic")
 
 
 @dataclasses.dataclass(frozen=True)
