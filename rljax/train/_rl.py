@@ -3,9 +3,10 @@
 One step (``RLLoop.step``), in the order of the data flow::
 
     data  = collect(...)              # prompts -> prompt filters -> sampler -> rewards -> shaping -> filters
+    data  = replay(data, buffer)      # a replay stage (phase "rewards"): stored rows in, fresh rows stored
     data  = inputs(data, state)       # the forwards the recipe needs (proximal, reference, critic)
     data  = compute_advantages(...)   # forward-phase shaping -> advantage (estimator + transforms)
-    data  = filter_advantages(...)    # advantage-phase filters
+    data  = filter_advantages(...)    # advantage-phase filters (then a replay stage of phase "advantages")
     batch = train_batch(data)         # the global TrainBatch
     state = update(state, batch)      # updates_per_batch epochs x num_minibatches jitted steps (+ critic)
     state = controllers.step(...)     # hparams / temperature of the next step
