@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ("advantages", "filters", "rewards", "objectives", "control")
+MODULES = ("advantages", "filters", "rewards", "objectives", "control", "replay")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +98,9 @@ _ENT = "rljax/objectives/_entropy.py"
 _KL = "rljax/objectives/_kl.py"
 _SUP = "rljax/objectives/_supervised.py"
 _VAL = "rljax/objectives/_value.py"
+_BUF = "rljax/replay/_buffer.py"
+_RSTAGE = "rljax/replay/_stages.py"
+_T_REPLAY = ("tests/test_replay.py",)
 _T_RATIO = ("tests/test_objectives_ratio.py",)
 _T_CORR = ("tests/test_objectives_corrections.py",)
 _T_ENT = ("tests/test_objectives_entropy.py",)
@@ -472,6 +475,29 @@ MUTANTS: tuple = (
       "drop_coef", _T_SUP, "opd"),
     M("gpg", _RATIO, "logp = jnp.where(mask > 0, out.logp.astype(dtype), 0.0)\n    loss = -sg(",
       "logp = jnp.where(mask > 0, out.logp.astype(dtype), 0.0)\n    loss = -0.5 * sg(", "scale", _T_RATIO, "gpg"),
+    # replay buffers (rljax/replay): the selection rules and ExGRPO's mixed objective
+    M("exgrpo_policy", _RATIO, "shaped = -adv * ratio / (ratio + beta)", "shaped = -adv * ratio", "drop_shaping",
+      _T_REPLAY, "exgrpo_policy"),
+    M("exgrpo_policy", _RATIO, "loss = jnp.where(rep, shaped, clipped)", "loss = jnp.where(rep, clipped, shaped)",
+      "swap", _T_REPLAY, "exgrpo_policy"),
+    M("exgrpo", _BUF, "np.exp(-0.5 * ((centers - mu) / sigma) ** 2)", "np.exp(-0.5 * ((centers - mu) * sigma) ** 2)",
+      "formula", _T_REPLAY, "exgrpo"),
+    M("exgrpo", _BUF, "return int(slots[int(np.argmin(ent))])", "return int(slots[int(np.argmax(ent))])", "sign",
+      _T_REPLAY, "exgrpo"),
+    M("exgrpo", _RSTAGE, "if rate[g] == 1.0]", "if rate[g] >= 0.5]", "boundary", _T_REPLAY, "exgrpo"),
+    M("rapo_replay", _BUF, "if rows.size < 2 or np.any(correct[rows] > 0.5):",
+      "if rows.size < 2 or np.all(correct[rows] > 0.5):", "trigger", _T_REPLAY, "rapo"),
+    M("rapo_replay", _BUF, "k = min(per_group, stored.size, rows.size - 1)",
+      "k = min(per_group, stored.size, rows.size)",
+      "off_by_one", _T_REPLAY, "rapo"),
+    M("positive_replay", _BUF, "k = min(math.ceil(ratio * (1.0 - p) * rows.size - 1e-9)",
+      "k = min(math.floor(ratio * (1.0 - p) * rows.size - 1e-9)", "off_by_one", _T_REPLAY, "positive_replay"),
+    M("positive_replay", _BUF, "if p > max_success or rows.size < 2:", "if p >= max_success or rows.size < 2:",
+      "boundary", _T_REPLAY, "positive_replay"),
+    M("rorecomp_compensation", _BUF, "fifo = used[np.argsort(np.asarray(buf.seq)[used]",
+      "fifo = used[np.argsort(-np.asarray(buf.seq)[used]", "order", _T_REPLAY, "rorecomp_compensation"),
+    M("rorecomp_compensation", _RSTAGE, "advantages=adv[freed])", "advantages=None)", "drop", _T_REPLAY,
+      "rorecomp_compensation"),
 )
 
 #: catalog rows not (yet) covered by a mutant, with the reason; the fast test checks that every

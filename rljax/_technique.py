@@ -7,7 +7,7 @@ from typing import Callable, Optional
 KINDS = (
     "policy_loss", "correction", "kl", "entropy", "aggregation", "supervised",
     "controller", "advantage", "filter", "reward", "shaping", "multi_reward", "value",
-    "kernel", "sampler", "model",
+    "replay", "kernel", "sampler", "model",
 )
 
 

@@ -37,9 +37,9 @@ from rljax._config_files import available_configs, configs_package, import_confi
 __all__ = ["main", "load_config", "load_config_and_recipe", "available_configs"]
 
 _BUILTIN = ("default", "tiny")
-_RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage",
-                                    "loss", "aggregation", "controllers", "critic", "critic_shared", "critic_coef",
-                                    "critic_lr")}
+_RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay",
+                                    "advantage", "loss", "aggregation", "controllers", "critic", "critic_shared",
+                                    "critic_coef", "critic_lr")}
 
 
 def load_config(name_or_path: Optional[str]):

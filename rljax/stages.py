@@ -45,6 +45,13 @@ Advantage       ``fn(data) -> (advantages [B] or [B, T], info)``; with ``init``:
 LossTerm        ``build(hparams) -> term`` with ``term(out, batch) -> (per_token_loss [B, T], metrics)``
                 (``rljax.objectives.chain``); ``hparams`` maps its controller-movable arguments to
                 hparam names (``eps_low -> clip_low``), so a controller changes them without recompiling
+Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(data, state) -> (data, state,
+                metrics)``: puts stored rows into the batch in place of fresh ones (marked
+                ``data.extras["replay_mask"] [B]``) and stores fresh rows; optional ``prompts(state, index [P],
+                key) -> (index [P], slots [P], metrics)`` swaps prompts before the rollout (``slots``: the
+                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``).
+                ``phase`` ``"rewards"`` (before the forwards: replayed rows get advantages in their group) or
+                ``"advantages"`` (after them: replayed rows keep their stored advantages)
 Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
                 ``update(state, inputs: ControlInputs) -> (state, metrics)`` after each step; optional
                 ``temperature(state)`` (sampling temperature) and ``wrap_policy(term, hparams)``
@@ -64,9 +71,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 __all__ = [
-    "NEEDS", "BATCH_NEEDS", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage", "Reward", "MultiReward",
-    "Shaping", "Filter", "PromptFilter", "Advantage", "LossTerm", "Aggregation", "Controller", "NeedError",
-    "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword", "probe_step", "checked",
+    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
+    "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm", "Aggregation",
+    "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
+    "probe_step", "checked",
 ]
 
 # The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
@@ -93,6 +101,11 @@ NEEDS: Mapping[str, str] = {
     "advantages": "advantages written by an earlier estimator (advantage transforms)",
     "returns": "critic targets [B, T] written by the advantage estimator (gae)",
 }
+
+# Per-row inputs a replay buffer does not store: a replayed row could not carry them, so a recipe with a replay
+# stage refuses stages that need them (start-up).
+REPLAY_UNSTORED = ("answer_ids", "task_id", "reward_components", "token_rewards", "step_rewards", "segment_ids",
+                   "turn_ids", "turns", "greedy_rewards", "values", "returns")
 
 # Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
 BATCH_NEEDS = ("logp_old", "entropy_old", "logp_ref", "logp_behavior", "entropy_ref", "logp_teacher", "values",
@@ -224,6 +237,7 @@ class RunFacts:
     temperature: the configured sampling temperature.
     num_dataset_prompts: size of the training set; num_tasks: task ids (None when the task has none).
     hparams: the objective's initial hparams (controllers start from the loss's values).
+    seq_len: the rollout rows' width ``T`` (prompt + completion; a replay buffer's row width).
   """
   num_prompts: int
   group_size: int
@@ -232,6 +246,7 @@ class RunFacts:
   num_dataset_prompts: int = 0
   num_tasks: Optional[int] = None
   hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  seq_len: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,6 +412,50 @@ class PromptFilter(Stage):
     _callable(self, "select")
     if isinstance(self.pilot, bool) or not isinstance(self.pilot, int) or self.pilot < 0:
       raise ValueError(f"PromptFilter {self.name!r}: pilot must be an int >= 0, got {self.pilot!r}")
+
+  def bind(self, facts):
+    return self if self.bind_fn is None else self.bind_fn(self, facts)
+
+
+@_frozen_stage
+class Replay(Stage):
+  """A replay buffer: ``init() -> state``, ``fn(data, state) -> (data, state, metrics)`` (see the module table).
+
+  ``fn`` returns the step's batch with stored rows in place of some fresh ones (their tokens, masks, rewards,
+  correctness and the *stored* behaviour log-probs/entropies; ``completions`` entries ``""``) and
+  ``data.extras["replay_mask"] [B]`` bool marking them (it reaches ``TrainBatch.extras``), and the new state
+  (fresh rows stored). Replayed rows never go back into the buffer.
+
+  Attributes:
+    phase: ``"rewards"``: after the rewards-phase filters, before the policy forwards (replayed rows join
+      their group's advantage); ``"advantages"``: after the advantage-phase filters (replayed rows carry
+      their stored advantages ``[T]``; the forwards run again on the changed batch).
+    logp_old: the proximal log-probs of replayed rows: ``"recompute"`` (the forward of the current policy, as
+      for fresh rows: the PPO ratio starts at 1, the off-policy gap stays in ``logp_behavior`` for the
+      corrections) or ``"behavior"`` (the stored behaviour log-probs: the ratio is the importance weight
+      pi_theta / pi_behavior of the off-policy row).
+    mixes_prompts: rows of another prompt may enter a group (no shared-prompt forward then).
+    prompts: optional pre-rollout hook ``prompts(state, index [P] int, key) -> (index [P], slots [P], metrics)``:
+      the step's prompts (dataset indices) with some replaced, and per group the stored row to replay (-1:
+      none); the sampled rows of group ``p`` carry ``slots[p]`` as ``data.extras["replay_slot"]`` into ``fn``.
+  """
+  init: Callable
+  fn: Callable
+  name: str = ""
+  phase: str = "rewards"
+  logp_old: str = "recompute"
+  mixes_prompts: bool = False
+  prompts: Optional[Callable] = None
+  needs: frozenset = frozenset()
+  bind_fn: Optional[Callable] = None
+
+  def _check(self):
+    _callable(self, "init")
+    _callable(self)
+    _one_of(self, "phase", ("rewards", "advantages"))
+    _one_of(self, "logp_old", ("recompute", "behavior"))
+    if self.prompts is not None:
+      _callable(self, "prompts")
 
   def bind(self, facts):
     return self if self.bind_fn is None else self.bind_fn(self, facts)

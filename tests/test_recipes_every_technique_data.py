@@ -1,4 +1,4 @@
-"""Every data-side catalog technique (rewards, multi-reward, shaping, filters, prompt filters, advantages)
+"""Every data-side catalog technique (rewards, multi-reward, shaping, filters, prompt filters, replay, advantages)
 trains end to end in its smallest recipe (see tests/_every_technique.py); rows the single-turn tasks cannot
 train are refused at start-up, naming the technique and the missing input."""
 import os
@@ -12,7 +12,7 @@ from rljax.stages import NeedError
 from rljax.train import apply_overrides, tiny_config
 
 KINDS = ("advantage", "multi_reward", "filter", "reward", "shaping", "policy_loss", "correction", "entropy", "kl",
-         "supervised", "aggregation", "controller", "value")
+         "supervised", "aggregation", "controller", "value", "replay")
 
 
 @pytest.mark.parametrize("name", names(loss_side=False))

@@ -55,20 +55,41 @@ def test_a_resampling_filter_turns_the_shared_prompt_forward_off(tmp_path, capsy
   assert "share_prompt_forward unused: filter(s) ['shuffle_pairs']" in capsys.readouterr().out
 
 
+def _replay_buffer(out, cfg, step):
+  """The ExGRPO replay buffer saved in RL checkpoint ``step`` of the run in ``out``."""
+  from rljax.train._advantage import initial_stage_states  # pylint: disable=import-outside-toplevel
+  from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import bound_recipe  # pylint: disable=import-outside-toplevel
+  exp = build_experiment(cfg)
+  template = {"stages": initial_stage_states(bound_recipe(exp, recipe_from_config(cfg.rl))[0], len(exp.train_problems))}
+  ckpt = Checkpointer(str(out / "checkpoints" / "rl"))
+  tree, _, _ = ckpt.restore(template, step=step, parts=True)
+  ckpt.close()
+  return tree["stages"]["replay"]["exgrpo"]
+
+
 def test_stateful_stages_resume_bit_for_bit(tmp_path):
-  """hadw's EMA anchor and GRESO's per-prompt streaks are checkpointed: resuming from step 2 continues exactly."""
+  """hadw's EMA anchor, GRESO's per-prompt streaks and ExGRPO's replay buffer are checkpointed: resuming from
+  step 2 continues exactly (the parameters, the stages' metrics and the buffer saved at step 3, bit for bit)."""
   from rljax.train import train  # pylint: disable=import-outside-toplevel
-  ov = ["rl.steps=3", "checkpoint.every=2", "rl.advantage=grpo, hadw(decay=0.5)", "rl.prompt_filters=greso"]
+  ov = ["rl.steps=3", "checkpoint.every=2", "rl.advantage=grpo, hadw(decay=0.5)", "rl.prompt_filters=greso",
+        "rl.replay=exgrpo(ratio=0.5)", "rl.loss=exgrpo_policy"]
   out = tmp_path / "run"
   full = train(_cfg(out, *ov))
   rows = _rows(out)
+  buffer = _replay_buffer(out, _cfg(out, *ov), 3)
+  assert (buffer.seq >= 0).sum() > 0 and rows[-1]["exgrpo/replayed"] > 0  # the buffer was used
   shutil.rmtree(out / "checkpoints" / "rl" / "3")
   resumed = train(_cfg(out, *ov), resume=True)
   again = _rows(out)
   for a, b in zip(_leaves(full["params"]), _leaves(resumed["params"])):
     np.testing.assert_array_equal(a, b)
-  keys = [k for k in rows[-1] if k.startswith(("hadw/", "greso/"))]
+  keys = [k for k in rows[-1] if k.startswith(("hadw/", "greso/", "exgrpo/"))]
   assert keys and all(again[-1][k] == rows[-1][k] for k in keys), keys
+  for name, a, b in zip(type(buffer)._fields, buffer, _replay_buffer(out, _cfg(out, *ov), 3)):
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
 
 
 def test_python_recipe_from_a_config_file_trains_checkpoints_and_evaluates(tmp_path, capsys):

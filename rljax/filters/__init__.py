@@ -7,7 +7,8 @@ Where things run:
   ``apply_keep`` and the ``greso`` filter (``init``/``select``/``update`` over a
   ``GresoState`` of JAX arrays; also fine eagerly on the host).
 * **host** (NumPy, data-dependent sizes or text): ``void_turn``,
-  ``shuffle_pairs``, ``rorecomp``, ``pilot_commit``, ``difficulty_budget``.
+  ``shuffle_pairs``, ``rorecomp`` (its compensation buffer: ``rljax.replay.rorecomp_compensation``),
+  ``pilot_commit``, ``difficulty_budget``.
 
 Every filter returns ``(keep_or_selection, stats)`` where ``stats`` holds the
 statistics the decision was based on. See ``docs/filters_and_rewards.md``.

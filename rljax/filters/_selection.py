@@ -166,8 +166,8 @@ def rorecomp(correct, lengths, group_id, *, fraction: float = 0.5, valid=None):
   ``ceil(fraction * n_incorrect_g)`` incorrect ones are strictly longer
   (length ties are all included, so the split is invariant to row order).
   ``priority = short-correct | long-incorrect`` (a clear brevity signal);
-  every other valid response goes to ``buffer`` (to be replayed in
-  compensation batches by the trainer's replay buffer). Each valid response
+  every other valid response goes to ``buffer`` (replayed in compensation
+  rows by ``rljax.replay.rorecomp_compensation``). Each valid response
   lands in exactly one of the two.
 
   Source: RoRecomp (001_5839a3671b0b4d92.txt L163): "priority batches, which

@@ -44,7 +44,7 @@ from rljax.objectives import _ratio_utils as U
 from rljax.objectives._ratio_utils import LOG_RATIO_CLAMP
 
 __all__ = ["ppo_clip", "reinforce", "gpg", "gspo", "gspo_token", "gmpo", "segment_ratio", "cispo", "sapo",
-           "cpgd", "pspo", "decoupled_ppo", "ppo_clip_loss"]
+           "cpgd", "pspo", "decoupled_ppo", "exgrpo_policy", "ppo_clip_loss"]
 
 SEQ_LOG_RATIO_MAX = 10.0
 """Sequence-level log-ratios are clamped at 10 (verl ``gspo``)."""
@@ -224,6 +224,56 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
     return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
   return _named(term, "decoupled_ppo", corrections)
+
+
+def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, replay_key: str = "replay_mask", correction=None,
+                  old_logp=None):
+  """ExGRPO's mixed-policy objective: PPO clip on fresh rows, a shaped importance weight on replayed rows.
+
+      fresh rows:     L_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high)),  r_t = pi_theta / pi_old
+      replayed rows:  L_t = -A_t f(w_t),  f(w) = w / (w + beta),  w_t = pi_theta / pi_old
+
+  ``batch.extras[replay_key] [B]`` bool marks the replayed rows (a replay stage writes it; without it every
+  row is fresh and this is ``ppo_clip``). With the ``exgrpo`` replay stage's default ``logp_old="behavior"``,
+  ``pi_old`` of a replayed row is its stored behaviour policy, so ``w`` is the importance weight of the
+  off-policy trajectory; ``f`` (no clip) damps large weights and boosts low-probability tokens, as LUFFY's
+  policy shaping. The objective's (1 - rho) / rho weighting of fresh and experience questions is the batch
+  composition (the replay stage's ``ratio``), each experience group being G - 1 fresh rows and one replayed
+  row, averaged by the aggregation like any other rows.
+
+  Source: ExGRPO (arXiv 2510.02245; seed 001 L241; abstract: "a mixed-policy objective"); beta = 0.1 and
+  f(w) = w / (w + beta) are the paper's Section 4.2 as cited by a peer re-implementation (unchecked here).
+
+  Args:
+    eps_low, eps_high: PPO clip of the fresh rows (``eps_high`` defaults to ``eps_low``).
+    beta: the shaping constant ``> 0``.
+    replay_key: the ``batch.extras`` key of the replayed-row mask.
+    correction: corrections applied to both kinds of rows (``rljax.objectives.tis`` ...).
+    old_logp: source of ``log pi_old`` (default ``logp_old``).
+  """
+  eps_high = eps_low if eps_high is None else eps_high
+  _check_eps(eps_low, eps_high)
+  U.check_scalar("beta", beta, lo=0.0, lo_open=True)
+  U.check_logp_source("old_logp", old_logp)
+  corrections = U.check_correction(correction)
+
+  def term(out, batch, statistics=None):
+    _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "exgrpo_policy")
+    ratio = jnp.exp(log_ratio)
+    clipped, low, high, _ = ppo_clip_loss(ratio, adv, eps_low, eps_high)
+    replayed = batch.extras.get(replay_key) if batch.extras else None
+    replayed = jnp.zeros(shape[:1], bool) if replayed is None else jnp.asarray(replayed).astype(bool)
+    if replayed.shape != tuple(shape[:1]):
+      raise ValueError(f"exgrpo_policy: batch.extras[{replay_key!r}] must have shape {tuple(shape[:1])}, "
+                       f"got {replayed.shape}")
+    rep = jnp.broadcast_to(replayed[:, None], shape)
+    shaped = -adv * ratio / (ratio + beta)
+    loss = jnp.where(rep, shaped, clipped)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low & ~rep, high & ~rep, mask),
+               "replayed_token_frac": U.masked_mean(rep.astype(mask.dtype), mask)}
+    return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
+
+  return _named(term, "exgrpo_policy", corrections)
 
 
 # ----------------------------------------------------------------------------- plain policy gradients
@@ -717,6 +767,11 @@ def _technique_rows():
                 "ppo_actor_loss_fn",
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
                 "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
+      ("exgrpo_policy", exgrpo_policy, "fresh: PPO clip; replayed: -A w/(w+beta), w = pi_theta/pi_old (stored pi_b)",
+       "ExGRPO arXiv:2510.02245, seed 001 L241",
+       Fidelity("abstract", "001_5839a3671b0b4d92.txt L241 (ExGRPO abstract: 'mixed-policy objective')",
+                "f(w) = w/(w+beta), beta = 0.1 (the paper's Sec. 4.2 as a peer cites it, not read here); replayed "
+                "rows marked by batch.extras['replay_mask']; the rho weighting is the batch composition")),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
                for name, fn, formula, src, fid in rows)

@@ -55,6 +55,8 @@ STAGES = {
     "ppo_clip": loss_term_factory(_ratio.ppo_clip, hparams=_CLIP, fill=_EPS_HIGH, role="policy",
                                   needs=_logp_needs("old_logp")),
     "reinforce": loss_term_factory(_ratio.reinforce, role="policy", needs={"logp_behavior"}),
+    "exgrpo_policy": loss_term_factory(_ratio.exgrpo_policy, hparams=_CLIP, fill=_EPS_HIGH, role="policy",
+                                       needs=_logp_needs("old_logp")),
     "gpg": loss_term_factory(_ratio.gpg, role="policy"),
     "gspo": loss_term_factory(_ratio.gspo, hparams=_CLIP, role="policy", needs=_logp_needs("old_logp")),
     "gspo_token": loss_term_factory(_ratio.gspo_token, hparams=_CLIP, role="policy", needs=_logp_needs("old_logp")),

@@ -15,7 +15,7 @@ def _needs(name: str) -> list:
   """The needs of the example recipe's stage for ``name`` (its own, nested loss terms included)."""
   fields = example(name)
   recipe = Recipe(**{k: v for k, v in fields.items() if k in ("rewards", "multi_reward", "shaping", "prompt_filters",
-                                                                "filters", "advantage", "loss", "aggregation",
+                                                                "filters", "replay", "advantage", "loss", "aggregation",
                                                                 "controllers")})
   own = [s for s in recipe.stages() if s.name == name]
   if not own and "critic" in fields:

@@ -52,6 +52,10 @@ _SPEC = {
 }
 
 
+# loss terms that act on replayed rows: their example recipe has the replay stage that feeds them
+_WITH_REPLAY = {"exgrpo_policy": "exgrpo"}
+
+
 def _spec(name: str) -> str:
   return _SPEC.get(name, name)
 
@@ -81,6 +85,8 @@ def example(name: str) -> dict:
       fields["critic"] = "value_loss"
   elif slot == "critic":
     fields.update(advantage="gae", critic=spec)
+  elif slot == "loss" and name in _WITH_REPLAY:
+    fields.update(loss=spec, replay=_WITH_REPLAY[name])
   elif slot == "loss":
     if built.role == "correction":
       fields["loss"] = f"ppo_clip(correction={spec if '(' in spec else spec + '()'})"
@@ -90,7 +96,7 @@ def example(name: str) -> dict:
     fields["controllers"] = spec
     if name == "adaptive_kl":
       fields["loss"] = "ppo_clip, kl_penalty(beta=0.01)"
-  else:  # shaping, filters, prompt_filters, aggregation
+  else:  # shaping, filters, prompt_filters, replay, aggregation
     fields[slot] = spec
     if "reward_components" in built.needs:  # rubric criteria: one column per reward
       fields["rewards"] = f"{DENSE_REWARD}, {_spec('format_regex')}"

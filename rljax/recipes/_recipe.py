@@ -11,7 +11,8 @@ __all__ = ["Recipe", "Critic", "stage"]
 
 # slot -> the stage class a plain callable in that slot becomes
 _CLASS = {"rewards": S.Reward, "multi_reward": S.MultiReward, "shaping": S.Shaping, "prompt_filters": S.PromptFilter,
-          "filters": S.Filter, "advantage": S.Advantage, "loss": S.LossTerm, "aggregation": S.Aggregation,
+          "filters": S.Filter, "replay": S.Replay,
+          "advantage": S.Advantage, "loss": S.LossTerm, "aggregation": S.Aggregation,
           "controllers": S.Controller, "critic": S.LossTerm}
 
 
@@ -58,6 +59,8 @@ def _normalize(value, slot: str, *, many: bool = True) -> tuple:
                             role="policy" if not out else "term", needs={"logp_old"}))
     elif callable(item) and cls is S.PromptFilter:
       raise ValueError("Recipe.prompt_filters takes rljax.stages.PromptFilter stages (init/select/observe)")
+    elif callable(item) and cls is S.Replay:
+      raise ValueError("Recipe.replay takes rljax.stages.Replay stages (init/fn)")
     elif callable(item) and cls is S.Controller:
       raise ValueError("Recipe.controllers takes rljax.stages.Controller stages (init/update/hparams)")
     elif callable(item):
@@ -118,6 +121,8 @@ class Recipe:
     prompt_filters: pre-rollout selection (GRESO, Pilot-Commit, difficulty budgets).
     filters: filters over the sampled batch (phase ``"rewards"``, before the advantage; ``refill=True``
       resamples dropped groups) or over the advantages (phase ``"advantages"``).
+    replay: at most one replay buffer (``exgrpo``, ``rapo_replay``, ``positive_replay``,
+      ``rorecomp_compensation``): stored rollouts re-enter the batch (``rljax.stages.Replay``).
     advantage: an estimator, then advantage transforms (``difficulty_weight``, ``task_normalized``, ...).
     loss: objective terms; the first ``"policy"`` term is the policy loss (corrections go inside it:
       ``ppo_clip(correction=icepop())``). Built from ``state.hparams`` inside the jitted step.
@@ -137,6 +142,7 @@ class Recipe:
   shaping: Any = ()
   prompt_filters: Any = ()
   filters: Any = ()
+  replay: Any = ()
   advantage: Any = "grpo"
   loss: Any = "ppo_clip"
   aggregation: Any = "token_mean"
@@ -154,6 +160,7 @@ class Recipe:
     set_("multi_reward", multi[0] if multi else None)
     for slot in ("shaping", "prompt_filters", "filters", "advantage", "controllers"):
       set_(slot, _normalize(getattr(self, slot), slot))
+    set_("replay", _normalize(self.replay, "replay", many=False))
     if self.objective is not None:
       if not callable(self.objective):
         raise ValueError(f"Recipe.objective must be a builder hparams -> Objective, got {self.objective!r}")
@@ -216,7 +223,7 @@ class Recipe:
   def stages(self) -> list:
     """Every stage of the recipe, in data-flow order (nested loss terms included)."""
     out = [*self.prompt_filters, *self.rewards, *([self.multi_reward] if self.multi_reward else []),
-           *self.shaping, *self.filters, *self.advantage]
+           *self.shaping, *self.filters, *self.replay, *self.advantage]
 
     def walk(term):
       out.append(term)
@@ -246,6 +253,7 @@ class Recipe:
     bound = dataclasses.replace(
         self, rewards=b(self.rewards), multi_reward=one(self.multi_reward) if self.multi_reward else None,
         shaping=b(self.shaping), prompt_filters=b(self.prompt_filters), filters=b(self.filters),
+        replay=b(self.replay),
         advantage=b(self.advantage), aggregation=one(self.aggregation) if self.aggregation else None)
     facts = dataclasses.replace(facts, hparams=bound.loss_hparams())
     return dataclasses.replace(bound, controllers=b(self.controllers))
@@ -312,7 +320,7 @@ class Recipe:
       return ", ".join(out)
 
     fields = {slot: spec(getattr(self, slot), slot) for slot in
-              ("rewards", "shaping", "prompt_filters", "filters", "advantage", "loss", "controllers")}
+              ("rewards", "shaping", "prompt_filters", "filters", "replay", "advantage", "loss", "controllers")}
     fields["multi_reward"] = spec([self.multi_reward] if self.multi_reward else [], "multi_reward")
     fields["aggregation"] = spec([self.aggregation], "aggregation")
     if self.critic is not None:
@@ -333,7 +341,9 @@ class Recipe:
     return {"name": self.name, "rewards": names(self.rewards) or ["task"],
             "multi_reward": show(self.multi_reward) if self.multi_reward else None,
             "shaping": names(self.shaping), "prompt_filters": names(self.prompt_filters),
-            "filters": names(self.filters), "advantage": names(self.advantage),
+            "filters": names(self.filters),
+            **({"replay": names(self.replay)} if self.replay else {}),  # absent without one: older runs' recipe.json
+            "advantage": names(self.advantage),
             "loss": names(self.loss) if self.objective is None else ["custom objective"],
             "aggregation": show(self.aggregation) if self.aggregation else None,
             "controllers": names(self.controllers), "critic": critic}

@@ -31,6 +31,7 @@ SLOTS = {
     "shaping": "reward shaping",
     "prompt_filters": "pre-rollout prompt selection",
     "filters": "filters over the sampled groups or rows",
+    "replay": "a replay buffer (past rollouts re-enter the batch)",
     "advantage": "advantage estimator (then advantage transforms)",
     "loss": "loss terms (policy loss, corrections, KL, entropy, supervised)",
     "aggregation": "loss aggregation",
@@ -40,12 +41,13 @@ SLOTS = {
 
 # what one stage of each slot is called in messages
 _NOUN = {"rewards": "reward", "multi_reward": "multi-reward aggregation", "shaping": "shaping stage",
-         "prompt_filters": "prompt filter", "filters": "filter", "advantage": "advantage estimator or transform",
+         "prompt_filters": "prompt filter", "filters": "filter",
+         "replay": "replay buffer", "advantage": "advantage estimator or transform",
          "loss": "loss term", "aggregation": "aggregation", "controllers": "controller", "critic": "value loss"}
 
 # a row's slot when its stage factory does not say otherwise (``factory.slot``)
 _KIND_SLOT = {
-    "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters",
+    "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters", "replay": "replay",
     "advantage": "advantage", "policy_loss": "loss", "correction": "loss", "entropy": "loss", "kl": "loss",
     "supervised": "loss", "aggregation": "aggregation", "controller": "controllers", "value": "critic",
 }

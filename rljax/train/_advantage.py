@@ -11,9 +11,14 @@ __all__ = ["compute_advantages", "filter_advantages", "initial_stage_states"]
 
 
 def initial_stage_states(recipe, num_dataset_prompts: int) -> dict:
-  """``{"advantage": {name: state}, "prompt_filters": {name: state}}`` of the recipe's stateful stages."""
-  return {"advantage": {a.name: a.init() for a in recipe.advantage if a.init is not None},
-          "prompt_filters": {p.name: p.init(num_dataset_prompts) for p in recipe.prompt_filters}}
+  """``{"advantage": {name: state}, "prompt_filters": {name: state}}`` of the recipe's stateful stages, and
+  ``"replay": {name: buffer}`` when the recipe has a replay stage (absent otherwise, so that checkpoints of
+  recipes without one keep their layout)."""
+  states = {"advantage": {a.name: a.init() for a in recipe.advantage if a.init is not None},
+            "prompt_filters": {p.name: p.init(num_dataset_prompts) for p in recipe.prompt_filters}}
+  if getattr(recipe, "replay", ()):
+    states["replay"] = {r.name: r.init() for r in recipe.replay}
+  return states
 
 
 def _as_advantages(adv, data: StepData, name: str) -> np.ndarray:

@@ -201,8 +201,8 @@ class SFTConfig:
 
 
 # RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes)
-RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage", "loss",
-                 "aggregation", "controllers", "critic")
+RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage",
+                 "loss", "aggregation", "controllers", "critic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,6 +215,7 @@ class RLConfig:
       --set rl.advantage='qae(quantile=0.7)'
       --set rl.loss='ppo_clip(eps_high=0.28), kl_penalty(beta=0.001)'
       --set rl.filters='zero_variance(refill=True)' --set rl.shaping='overlong_penalty(buffer_len=2)'
+      --set rl.replay='exgrpo(ratio=0.5)' --set rl.loss='exgrpo_policy(beta=0.1)'
 
   ``rewards`` empty = the task's verifier; ``critic`` empty = no critic (``value_loss(clip_eps=0.2)`` trains
   one: ``critic_shared`` puts a value head on the policy trunk, else a separate critic model with learning
@@ -232,6 +233,7 @@ class RLConfig:
   shaping: str = ""
   prompt_filters: str = ""
   filters: str = ""
+  replay: str = ""
   advantage: str = "grpo(eps=1e-4)"
   loss: str = "ppo_clip(eps_low=0.2, eps_high=0.2)"
   aggregation: str = "token_mean"

@@ -9,7 +9,7 @@ from rljax.recipes._recipe import _normalize
 
 __all__ = ["recipe_from_config"]
 
-_SPEC_SLOTS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "advantage", "loss",
+_SPEC_SLOTS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage", "loss",
                "aggregation", "controllers")
 
 
@@ -31,6 +31,7 @@ def recipe_from_config(rl) -> Recipe:
   try:
     return Recipe(rewards=fields["rewards"], multi_reward=fields["multi_reward"] or None,
                   shaping=fields["shaping"], prompt_filters=fields["prompt_filters"], filters=fields["filters"],
+                  replay=fields["replay"],
                   advantage=fields["advantage"], loss=fields["loss"], aggregation=fields["aggregation"] or None,
                   controllers=fields["controllers"], critic=critic, name="config")
   except ValueError as e:

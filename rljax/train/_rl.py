@@ -3,9 +3,10 @@
 One step (``RLLoop.step``), in the order of the data flow::
 
     data  = collect(...)              # prompts -> prompt filters -> sampler -> rewards -> shaping -> filters
+    data  = replay(data, buffer)      # a replay stage (phase "rewards"): stored rows in, fresh rows stored
     data  = inputs(data, state)       # the forwards the recipe needs (proximal, reference, critic)
     data  = compute_advantages(...)   # forward-phase shaping -> advantage (estimator + transforms)
-    data  = filter_advantages(...)    # advantage-phase filters
+    data  = filter_advantages(...)    # advantage-phase filters (then a replay stage of phase "advantages")
     batch = train_batch(data)         # the global TrainBatch
     state = update(state, batch)      # updates_per_batch epochs x num_minibatches jitted steps (+ critic)
     state = controllers.step(...)     # hparams / temperature of the next step
@@ -82,7 +83,7 @@ class RLLoop:
     graphdef, state, opt, sched, ref, critic, model, total = rl_templates(exp, cfg, recipe, sft_graphdef, sft_state)
     self.graphdef = graphdef
     self.prefix = _shared_prompt_len(exp, rl)
-    resampling = [f.name for f in recipe.filters if f.resamples]
+    resampling = [f.name for f in recipe.filters if f.resamples] + [r.name for r in recipe.replay if r.mixes_prompts]
     if self.prefix and resampling:
       log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
       self.prefix = 0
@@ -168,9 +169,9 @@ class RLLoop:
 
   # ------------------------------------------------------------------------- one step
 
-  def sample(self, s: int, params, model_state, temperature, prompt_states):
+  def sample(self, s: int, params, model_state, temperature, prompt_states, replay_states=None):
     """The step's collected batch (``Collector``)."""
-    return self.collect(params, model_state, s, temperature, prompt_states)
+    return self.collect(params, model_state, s, temperature, prompt_states, replay_states)
 
   def step(self, s: int, collected) -> dict:
     """One RL step on a collected batch, in the order of the data flow; returns its metrics row."""
@@ -179,12 +180,19 @@ class RLLoop:
     metrics = dict(metrics)
     self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
     self._observe_prompts(data, metrics)  # every sampled row counts, even in groups a filter dropped
+    replay = self.recipe.replay[0] if self.recipe.replay else None
+    if replay is not None and replay.phase == "rewards":
+      data = self._replay(replay, data, metrics)
     if par.process_any(data.valid.any()):
-      data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+      data = self._inputs(data, replay)
       data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
           self.recipe, data, self.stage_states["advantage"])
       data = filter_advantages(self.recipe, data, metrics)
       metrics.update(adv_metrics)
+      if replay is not None and replay.phase == "advantages":
+        data = self._replay(replay, data, metrics)
+        if data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
+          data = self._inputs(data, replay)
     row = {f"rollout/{k}": v for k, v in stats.items()}
     if not par.process_any(data.valid.any()):  # nothing left to train on: no update, no controller step
       self.empty_steps += 1
@@ -199,6 +207,22 @@ class RLLoop:
                                                                                               batch.tokens)))
     return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
             "train/empty_steps": float(self.empty_steps)}
+
+  def _replay(self, stage, data, metrics: dict):
+    """The replay stage on the step's batch: stored rows in, fresh rows stored (its buffer is checkpointed)."""
+    states = self.stage_states["replay"]
+    data, states[stage.name], m = stage.fn(data, states[stage.name])
+    metrics.update(scalar_metrics(m, stage.name))
+    return data
+
+  def _inputs(self, data, replay):
+    """The forwards the recipe needs; replayed rows then take their stored behaviour log-probs as ``logp_old``
+    when the replay stage says ``logp_old="behavior"``."""
+    data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+    if replay is not None and replay.logp_old == "behavior" and data.logp_old is not None:
+      rows = np.asarray(data.extras["replay_mask"], bool)[:, None]
+      data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))
+    return data
 
   def _observe_prompts(self, data, metrics: dict) -> None:
     states = self.stage_states["prompt_filters"]
@@ -280,7 +304,8 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
         collected = ahead.result()  # sampled from the parameters before step s - 1's updates
         lag = 1
       else:
-        collected = loop.sample(s, loop.state.params, loop.state.model_state, temperature, prompt_states)
+        collected = loop.sample(s, loop.state.params, loop.state.model_state, temperature, prompt_states,
+                                loop.stage_states.get("replay"))
       data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
       if ahead is not None and s + 1 < rl.steps:
         ahead.submit(loop.sample, s + 1, *RolloutAhead.snapshot((loop.state.params, loop.state.model_state)),

@@ -102,6 +102,7 @@ class Collector:
     self.batch_filters = tuple(f for f in recipe.filters if f.phase == "rewards" and not f.refill)
     self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
+    self.replay_prompts = next((r for r in getattr(recipe, "replay", ()) if r.prompts is not None), None)
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
     lenient = exp.cfg.task.lenient_rewards
@@ -227,7 +228,21 @@ class Collector:
 
   # ------------------------------------------------------------------------- one round
 
-  def _round(self, call: _Call, step: int, key, side, prompt_states: dict) -> StepData:
+  def _replay_prompts(self, call: _Call, problems, index, side, replay_states):
+    """A replay stage's pre-rollout swap of prompts: ``(problems, index, slots [P] or None)``."""
+    stage = self.replay_prompts
+    if stage is None or replay_states is None:
+      return problems, index, None
+    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64), jax.random.fold_in(side, 5))
+    new, slots = np.asarray(new, np.int64), np.asarray(slots, np.int64)
+    if new.shape != (len(problems),) or slots.shape != (len(problems),):
+      raise ValueError(f"replay stage {stage.name!r}: prompts returned {new.shape} indices and {slots.shape} slots; "
+                       f"expected ({len(problems)},) each")
+    problems = [p if int(i) == int(j) else self.exp.train_problems[int(i)] for p, i, j in zip(problems, new, index)]
+    call.metrics.update(scalar_metrics(m, stage.name))
+    return problems, new, slots
+
+  def _round(self, call: _Call, step: int, key, side, prompt_states: dict, replay_states=None) -> StepData:
     """One sampling round: prompts -> sampler -> scored ``StepData`` (whole groups of ``group_size`` rows).
 
     ``key`` is the sampler's key of the round; ``side`` the root of every other random draw of the round."""
@@ -237,6 +252,7 @@ class Collector:
       problems, index, counts, blocks = self._select_prompts(call, step, jax.random.fold_in(side, 1), prompt_states)
     else:
       problems, index = self._next_prompts()
+    problems, index, replay_slots = self._replay_prompts(call, problems, index, side, replay_states)
     greedy = None
     if "greedy_rewards" in self.needs:
       gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
@@ -262,12 +278,15 @@ class Collector:
                           greedy_rewards=greedy)
     if counts is not None:
       data = data.replace(valid=(np.arange(g)[None, :] < counts[:, None]).reshape(-1))
+    if replay_slots is not None:  # each group's stored row to replay (-1: none), read by the replay stage
+      data = data.replace(extras={**data.extras, "replay_slot": np.repeat(replay_slots, g)})
     return data
 
   # ------------------------------------------------------------------------- one step
 
-  def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict):
-    """Samples the step's batch (a :class:`Collected`)."""
+  def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict, replay_states=None):
+    """Samples the step's batch (a :class:`Collected`); ``replay_states``: the replay stage's buffer, for its
+    pre-rollout prompt swap (ExGRPO's experience prompts)."""
     call = _Call(self.exp.sample_fn(self.graphdef, params, model_state), temperature)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
@@ -278,7 +297,7 @@ class Collector:
     rounds = self.rl.max_refills + 1 if self.refill_filters else 1
     for attempt in range(rounds):
       k, side_k = jax.random.fold_in(key, attempt), jax.random.fold_in(side, attempt)
-      data = self._round(call, step, k, side_k, prompt_states)
+      data = self._round(call, step, k, side_k, prompt_states, replay_states)
       refills += int(attempt > 0)
       seen.append(data)
       keep = data.valid.copy()

@@ -7,10 +7,12 @@ or a stage that cannot run fails now, naming the stage, rather than mid-run.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 
-from rljax.stages import NEEDS, ControlInputs, RunFacts, StepData, check_needs
+from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, check_needs
 from rljax.train._advantage import initial_stage_states
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import preference_pairs
@@ -25,7 +27,7 @@ def bound_recipe(exp: Experiment, recipe):
   rl = exp.cfg.rl
   facts = RunFacts(num_prompts=rl.num_prompts, group_size=rl.group_size, max_new_tokens=rl.max_new_tokens,
                    temperature=rl.temperature, num_dataset_prompts=len(exp.train_problems),
-                   num_tasks=getattr(exp.task, "num_tasks", None))
+                   num_tasks=getattr(exp.task, "num_tasks", None), seq_len=exp.seq_len)
   return recipe.bind(facts), facts
 
 
@@ -46,12 +48,31 @@ def check_recipe(exp: Experiment, recipe):
   if recipe.prompt_filters and rl.rollout_ahead:
     raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
                      "selection; rl.rollout_ahead samples the next step before that: use one or the other")
+  if recipe.replay:
+    _check_replay(recipe, rl)
   if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
     raise ValueError("at most one prompt filter may take a pilot rollout")
   if any(pf.pilot >= rl.group_size for pf in recipe.prompt_filters):
     raise ValueError(f"a prompt filter's pilot must be smaller than rl.group_size={rl.group_size}")
   dry_run(exp, recipe, facts)
   return recipe
+
+
+def _check_replay(recipe, rl) -> None:
+  """Refuses what a replay stage cannot run with (several processes, a look-ahead rollout, per-row inputs the
+  buffer does not store)."""
+  name = recipe.replay[0].name
+  if jax.process_count() > 1:
+    raise ValueError(f"replay stage {name!r} (rl.replay) keeps one buffer of this process's rows; it runs on one "
+                     f"process only, and this run has {jax.process_count()}")
+  if rl.rollout_ahead:
+    raise ValueError(f"replay stage {name!r} (rl.replay) stores each step's rows before the next step samples; "
+                     "rl.rollout_ahead samples the next step before that: use one or the other")
+  unstored = sorted(recipe.needs & set(REPLAY_UNSTORED))
+  if unstored:
+    users = [s.name for s in recipe.stages() if s.needs & set(unstored)]
+    raise ValueError(f"replay stage {name!r} (rl.replay) stores no {unstored} for its rows, which stage(s) {users} "
+                     "need: a replayed row could not carry them")
 
 
 def available_needs(exp: Experiment, recipe) -> dict:
@@ -106,6 +127,18 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
   return data
 
 
+def _dry_replay(stage, data: StepData, key) -> None:
+  """A replay stage's ``prompts`` and ``fn`` on ``data``, twice (the second step sees a non-empty buffer)."""
+  state = stage.init()
+  for step in range(2):
+    step_data = data.replace(step=step)
+    if stage.prompts is not None:
+      g = int(np.sum(data.group_id == data.group_id[0]))
+      _, slots, _ = stage.prompts(state, data.prompt_index[::g], key)
+      step_data = step_data.replace(extras={**data.extras, "replay_slot": np.repeat(np.asarray(slots), g)})
+    _, state, _ = stage.fn(step_data, state)
+
+
 def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
   """Runs every stage of ``recipe`` once on a synthetic batch (``_synthetic``), in data-flow order: rewards (on
   reference answers), multi-reward, shaping, filters, prompt filters, the advantage, the loss terms (evaluated
@@ -156,6 +189,9 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
   for f in recipe.filters:
     if f.phase == "advantages":
       guard(f, lambda f=f: run_filters((f,), data, {}))
+  for r in recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
+    r = r.bind(dataclasses.replace(facts, seq_len=data.tokens.shape[1]))
+    guard(r, lambda r=r: _dry_replay(r, data, jax.random.PRNGKey(0)))
   adv = np.asarray(data.advantages, np.float32)
   mask = data.completion_mask
   batch = TrainBatch(

@@ -1,0 +1,56 @@
+"""Replay buffers: past rollouts re-enter the batch (ExGRPO, RAPO, MobileRL positive replay, RoRecomp).
+
+Host-side (NumPy) and stateful: each technique is a ``rljax.stages.Replay`` stage (recipe slot ``replay``,
+``--set rl.replay='exgrpo(ratio=0.5)'``) whose state is a fixed-capacity ``ReplayBuffer`` kept in the
+checkpoint. The selection rules are pure functions in ``_buffer`` (``rapo_plan``, ``positive_replay_plan``,
+``exgrpo_pick``/``exgrpo_trajectory``, ``compensation_plan``); the stages in ``_stages`` apply them. A
+replayed row enters the batch with its *stored* behaviour log-probs (``logp_behavior``), so the corrections
+(``tis``, ``icepop``, ``decoupled_ppo``, ...) see the true off-policy gap; its proximal ``logp_old`` is
+recomputed under the current policy or set to the stored behaviour log-probs (the stage's ``logp_old``).
+See ``docs/recipes.md`` (replay).
+"""
+import dataclasses
+
+from rljax._technique import Fidelity, Technique
+from rljax.replay._buffer import (ReplayBuffer, compensation_plan, empty_buffer, exgrpo_bucket_probs, exgrpo_pick,
+                                  exgrpo_trajectory, positive_replay_plan, rapo_plan)
+from rljax.replay._stages import STAGES as _STAGES
+from rljax.replay._stages import exgrpo, positive_replay, rapo_replay, rorecomp_compensation
+
+__all__ = ["ReplayBuffer", "empty_buffer", "rapo_plan", "positive_replay_plan", "exgrpo_pick", "exgrpo_bucket_probs",
+           "exgrpo_trajectory", "compensation_plan", "rapo_replay", "positive_replay", "exgrpo",
+           "rorecomp_compensation", "TECHNIQUES"]
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+TECHNIQUES = (
+    Technique("exgrpo", "replay", exgrpo_pick,
+              "P(q) ∝ N(acc_b(q); 0.5, 1) / |b(q)|; replay argmin_entropy success of q in a group of G-1 fresh rows",
+              f"{_S0} L19, {_S1} L241 (ExGRPO, arXiv 2510.02245)",
+              fidelity=Fidelity("abstract", f"{_S1} L241 (ExGRPO abstract); the authors' README knobs "
+                                "(github.com/ElliottYan/LUFFY: ExGRPO/README.md)",
+                                "buckets = success counts, weight N(acc; 0.5, 1); entropy = the sampler's when "
+                                "sampled (paper: maybe the current policy's); p = 1 retires; experience prompts "
+                                "displace the loader's last ones")),
+    Technique("rapo_replay", "replay", rapo_plan,
+              "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
+              f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
+              fidelity=Fidelity("abstract", f"{_S0} L23 (RAPO: 'per-prompt replay buffers')",
+                                "trigger (all-failed group), per_group=1 row replaced, per_prompt=1 latest success "
+                                "kept per prompt: ours")),
+    Technique("positive_replay", "replay", positive_replay_plan,
+              "p_g <= max_success: k = ceil(ratio (1 - p_g) n_g) failed rows <- stored successes of the prompt",
+              f"{_S0} L37 (MobileRL / ADAGRPO)",
+              fidelity=Fidelity("abstract", f"{_S0} L37 (MobileRL: 'difficulty-adaptive positive replay')",
+                                "stored: successes of hard groups (p <= max_success=0.5); replay count grows with "
+                                "1 - p (ratio=0.5): ours")),
+    Technique("rorecomp_compensation", "replay", compensation_plan,
+              "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
+              f"{_S1} L163 (RoRecomp)",
+              fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
+                                "compensation rows fill the step's freed rows (the paper: separate compensation "
+                                "batches); FIFO, each buffered row replayed once, stored advantages; "
+                                "priority split as rorecomp")),
+)
+TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

@@ -1,0 +1,330 @@
+"""A fixed-capacity replay buffer of rollout rows (host NumPy), and the selection rules of the replay techniques.
+
+The buffer is a ``ReplayBuffer`` of arrays whose shapes never change (``capacity`` rows of width ``T``), so a
+checkpoint restores it bit for bit into a freshly initialised template. A slot is empty when its
+``prompt_index`` is -1. ``seq`` numbers the stored rows in insertion order (FIFO / recency order).
+
+Every selection rule here is a pure function of arrays: it returns a *plan* (which batch row takes which stored
+slot, which rows are stored) and changes nothing; ``insert`` and ``store`` apply a plan. Ties are broken by
+row or slot index, as each docstring says, so a plan is a deterministic function of its inputs.
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["ReplayBuffer", "empty_buffer", "store", "remove", "insert", "group_rows", "free_slots",
+           "rapo_plan", "positive_replay_plan", "exgrpo_bucket_probs", "exgrpo_pick", "exgrpo_trajectory",
+           "compensation_plan", "success_store_plan", "check_int", "check_unit"]
+
+
+class ReplayBuffer(NamedTuple):
+  """``C`` stored rollout rows (``T`` = the rollout width).
+
+  Attributes:
+    tokens, prompt_mask, completion_mask: ``[C, T]`` the stored rows as sampled.
+    logp_behavior, entropy_behavior: ``[C, T]`` float32, the sampler's log-probs / entropies when sampled.
+    advantages: ``[C, T]`` float32, the row's advantages when stored (RoRecomp's compensation rows; else 0).
+    prompt_index: ``[C]`` int64, the row's prompt in the training set; -1 = empty slot.
+    reward, correct: ``[C]`` float32 the row's reward and verdict.
+    score: ``[C]`` float32, the success rate of the row's prompt when last observed.
+    step: ``[C]`` int64, the RL step that stored the row; seq: ``[C]`` int64 insertion number (-1 empty).
+  """
+  tokens: np.ndarray
+  prompt_mask: np.ndarray
+  completion_mask: np.ndarray
+  logp_behavior: np.ndarray
+  entropy_behavior: np.ndarray
+  advantages: np.ndarray
+  prompt_index: np.ndarray
+  reward: np.ndarray
+  correct: np.ndarray
+  score: np.ndarray
+  step: np.ndarray
+  seq: np.ndarray
+
+
+def empty_buffer(capacity: int, seq_len: int) -> ReplayBuffer:
+  """An empty buffer of ``capacity`` rows of width ``seq_len``."""
+  for name, v in (("capacity", capacity), ("seq_len", seq_len)):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+      raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+  c, t = int(capacity), int(seq_len)
+  return ReplayBuffer(
+      tokens=np.zeros((c, t), np.int32), prompt_mask=np.zeros((c, t), bool), completion_mask=np.zeros((c, t), bool),
+      logp_behavior=np.zeros((c, t), np.float32), entropy_behavior=np.zeros((c, t), np.float32),
+      advantages=np.zeros((c, t), np.float32), prompt_index=np.full(c, -1, np.int64),
+      reward=np.zeros(c, np.float32), correct=np.zeros(c, np.float32), score=np.zeros(c, np.float32),
+      step=np.zeros(c, np.int64), seq=np.full(c, -1, np.int64))
+
+
+def _copy(buf: ReplayBuffer) -> ReplayBuffer:
+  return ReplayBuffer(*(np.array(x) for x in buf))
+
+
+def free_slots(buf: ReplayBuffer, n: int) -> np.ndarray:
+  """``n`` slots to write into: the empty ones (lowest index first), then the oldest stored (lowest ``seq``)."""
+  empty = np.flatnonzero(np.asarray(buf.prompt_index) < 0)
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  used = used[np.argsort(np.asarray(buf.seq)[used], kind="stable")]
+  return np.concatenate([empty, used])[:n].astype(np.int64)
+
+
+def remove(buf: ReplayBuffer, slots) -> ReplayBuffer:
+  """``buf`` with ``slots`` emptied."""
+  slots = np.asarray(slots, np.int64)
+  out = _copy(buf)
+  out.prompt_index[slots] = -1
+  out.seq[slots] = -1
+  return out
+
+
+def store(buf: ReplayBuffer, data, rows, *, step: int, score=None, advantages=None) -> ReplayBuffer:
+  """``buf`` with batch ``rows`` of ``data`` (a ``StepData``) written into ``free_slots`` (evicting the oldest).
+
+  ``score [len(rows)]``: each row's prompt success rate (default its ``correct``); ``advantages [len(rows), T]``
+  the rows' token advantages (default 0). More rows than the capacity: the last ``capacity`` rows are kept.
+  """
+  rows = np.asarray(rows, np.int64).reshape(-1)
+  c, t = buf.tokens.shape
+  if data.tokens.shape[1] != t:
+    raise ValueError(f"replay buffer rows are {t} tokens wide, the batch's {data.tokens.shape[1]}")
+  score = np.asarray(data.correct, np.float32)[rows] if score is None else np.asarray(score, np.float32)
+  adv = np.zeros((rows.size, t), np.float32) if advantages is None else np.asarray(advantages, np.float32)
+  if rows.size > c:
+    rows, score, adv = rows[-c:], score[-c:], adv[-c:]
+  out = _copy(buf)
+  slots = free_slots(out, rows.size)
+  nxt = int(out.seq.max(initial=-1)) + 1
+  out.tokens[slots] = data.tokens[rows]
+  out.prompt_mask[slots] = data.prompt_mask[rows]
+  out.completion_mask[slots] = data.completion_mask[rows]
+  out.logp_behavior[slots] = data.logp_behavior[rows]
+  ent = data.entropy_behavior
+  out.entropy_behavior[slots] = 0.0 if ent is None else np.asarray(ent, np.float32)[rows]
+  out.advantages[slots] = adv
+  out.prompt_index[slots] = np.asarray(data.prompt_index, np.int64)[rows]
+  out.reward[slots] = np.asarray(data.rewards, np.float32)[rows]
+  out.correct[slots] = np.asarray(data.correct, np.float32)[rows]
+  out.score[slots] = score
+  out.step[slots] = int(step)
+  out.seq[slots] = nxt + np.arange(rows.size)
+  return out
+
+
+def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
+  """``data`` with stored ``slots`` put in place of batch ``rows`` (valid, ``extras["replay_mask"]`` True).
+
+  The rows take the stored tokens, masks, behaviour log-probs/entropies, reward, correctness and prompt index,
+  and ``completions`` entry ``""`` (the text is not stored); ``group_id`` stays the row's. ``advantages=True``:
+  the rows also take the stored token advantages (``data.advantages`` becomes ``[B, T]``).
+  """
+  rows, slots = np.asarray(rows, np.int64).reshape(-1), np.asarray(slots, np.int64).reshape(-1)
+  b, t = data.tokens.shape
+  mask = np.array(data.extras.get("replay_mask", np.zeros(b, bool)), bool)
+  if rows.size == 0:
+    return data.replace(extras={**data.extras, "replay_mask": mask})
+  if buf.tokens.shape[1] != t:
+    raise ValueError(f"replay buffer rows are {buf.tokens.shape[1]} tokens wide, the batch's {t}")
+  take = lambda field, dtype: np.array(field, dtype)
+  tokens, pm, cm = take(data.tokens, data.tokens.dtype), take(data.prompt_mask, bool), take(data.completion_mask, bool)
+  logp = take(data.logp_behavior, np.float32)
+  ent = None if data.entropy_behavior is None else take(data.entropy_behavior, np.float32)
+  rewards, correct = take(data.rewards, np.float32), take(data.correct, np.float32)
+  pidx, valid = take(data.prompt_index, np.int64), take(data.valid, bool)
+  tokens[rows], pm[rows], cm[rows] = buf.tokens[slots], buf.prompt_mask[slots], buf.completion_mask[slots]
+  logp[rows] = buf.logp_behavior[slots]
+  if ent is not None:
+    ent[rows] = buf.entropy_behavior[slots]
+  rewards[rows], correct[rows], pidx[rows] = buf.reward[slots], buf.correct[slots], buf.prompt_index[slots]
+  valid[rows] = True
+  mask[rows] = True
+  completions = list(data.completions)
+  for r in rows:
+    completions[int(r)] = ""
+  changes = dict(tokens=tokens, prompt_mask=pm, completion_mask=cm, logp_behavior=logp, entropy_behavior=ent,
+                 rewards=rewards, correct=correct, prompt_index=pidx, valid=valid,
+                 lengths=cm.sum(1).astype(np.int32), completions=tuple(completions),
+                 extras={**data.extras, "replay_mask": mask})
+  if advantages:
+    adv = np.asarray(data.require("advantages", "a replay stage"), np.float32)
+    adv = np.array(np.broadcast_to(adv[:, None], (b, t)) if adv.ndim == 1 else adv, np.float32)
+    adv[rows] = buf.advantages[slots]
+    changes["advantages"] = adv * cm
+  return data.replace(**changes)
+
+
+def group_rows(group_id, valid) -> dict:
+  """``{group id: its valid rows [n] in ascending order}`` over the valid rows."""
+  gid, v = np.asarray(group_id), np.asarray(valid, bool)
+  return {int(g): np.flatnonzero(v & (gid == g)) for g in np.unique(gid[v])}
+
+
+def _stored_successes(buf: ReplayBuffer, prompt: int) -> np.ndarray:
+  """Slots holding a correct row of ``prompt``, most recent first (highest ``seq``)."""
+  slots = np.flatnonzero((np.asarray(buf.prompt_index) == prompt) & (np.asarray(buf.correct) > 0.5))
+  return slots[np.argsort(-np.asarray(buf.seq)[slots], kind="stable")]
+
+
+def _worst_first(rows: np.ndarray, rewards: np.ndarray) -> np.ndarray:
+  """``rows`` by reward ascending, ties to the higher row index first (the last sampled rows go first)."""
+  return rows[np.lexsort((-rows, rewards[rows]))]
+
+
+def rapo_plan(data, buf: ReplayBuffer, *, per_group: int = 1):
+  """RAPO per-prompt replay: an all-failed group takes stored successes of its own prompt.
+
+  For each group whose valid rows are all incorrect (``correct <= 0.5``) and whose prompt has stored
+  successes, the ``k = min(per_group, #stored, n_valid - 1)`` lowest-reward rows (ties: the later row) take
+  the ``k`` most recently stored successes (at least one fresh row stays). Our reading of "per-prompt replay
+  buffers" (Fathom-DeepResearch, seed 000 L23: the abstract names the mechanism only).
+
+  Returns ``(rows [n], slots [n])`` int64.
+  """
+  rows_out, slots_out = [], []
+  correct, rewards = np.asarray(data.correct, np.float64), np.asarray(data.rewards, np.float64)
+  for g, rows in group_rows(data.group_id, data.valid).items():
+    if rows.size < 2 or np.any(correct[rows] > 0.5):
+      continue
+    stored = _stored_successes(buf, int(data.prompt_index[rows[0]]))
+    k = min(per_group, stored.size, rows.size - 1)
+    rows_out += list(_worst_first(rows, rewards)[:k])
+    slots_out += list(stored[:k])
+  return np.asarray(rows_out, np.int64), np.asarray(slots_out, np.int64)
+
+
+def positive_replay_plan(data, buf: ReplayBuffer, *, ratio: float = 0.5, max_success: float = 0.5):
+  """MobileRL difficulty-adaptive positive replay: a hard group takes more stored successes the harder it is.
+
+  A group with success rate ``p_g = mean(correct)`` over its ``n`` valid rows is *hard* when
+  ``p_g <= max_success``; it takes ``k = min(ceil(ratio * (1 - p_g) * n), #failed rows, #stored successes of
+  its prompt, n - 1)`` stored successes (most recent first) in place of its lowest-reward failed rows (ties:
+  the later row). Our reading of "difficulty-adaptive positive replay" (MobileRL / ADAGRPO, seed 000 L37: the
+  abstract names the mechanism only): the replay count grows with the difficulty ``1 - p_g``.
+
+  Returns ``(rows [n], slots [n])`` int64.
+  """
+  rows_out, slots_out = [], []
+  correct, rewards = np.asarray(data.correct, np.float64), np.asarray(data.rewards, np.float64)
+  for g, rows in group_rows(data.group_id, data.valid).items():
+    ok = correct[rows] > 0.5
+    p = float(ok.mean())
+    if p > max_success or rows.size < 2:
+      continue
+    stored = _stored_successes(buf, int(data.prompt_index[rows[0]]))
+    failed = rows[~ok]
+    k = min(math.ceil(ratio * (1.0 - p) * rows.size - 1e-9), failed.size, stored.size, rows.size - 1)
+    rows_out += list(_worst_first(failed, rewards)[:k])
+    slots_out += list(stored[:k])
+  return np.asarray(rows_out, np.int64), np.asarray(slots_out, np.int64)
+
+
+def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: float):
+  """``(bucket [N] int, weight [buckets + 1])``: bucket ``round(score * buckets)``, weight N(b / buckets; mu, sigma)."""
+  b = np.rint(np.asarray(scores, np.float64) * buckets).astype(np.int64)
+  centers = np.arange(buckets + 1) / buckets
+  return b, np.exp(-0.5 * ((centers - mu) / sigma) ** 2)
+
+
+def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+  """``[N]`` probability that ``exgrpo_pick``'s first draw is each of ``N`` prompts with success rates ``scores``.
+
+  ``P(j) = w(b_j) / sum_{non-empty b} w(b) / |b_j|``, ``b_j = round(score_j * buckets)``,
+  ``w(b) = exp(-(b / buckets - mu)^2 / (2 sigma^2))``: a bucket is drawn by its Gaussian weight, then a
+  prompt uniformly within it.
+  """
+  b, w = _bucket_weights(scores, buckets, mu, sigma)
+  if b.size == 0:
+    return np.zeros(0)
+  counts = np.bincount(b, minlength=buckets + 1)
+  total = w[counts > 0].sum()
+  return w[b] / total / counts[b]
+
+
+def exgrpo_pick(prompts, scores, u, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+  """ExGRPO's question sampling: ``n`` distinct prompts drawn by accuracy bucket, without replacement.
+
+  Draw ``i`` (``u [n, 2]`` uniforms in [0, 1)): among the buckets still holding a prompt, bucket ``b`` with
+  probability ``w(b) / sum w`` (inverse CDF of ``u[i, 0]``), then the prompt at position
+  ``floor(u[i, 1] * |b|)`` of that bucket's remaining prompts in ascending prompt order; the prompt leaves the
+  pool. Fewer than ``n`` prompts in the pool: every prompt, in draw order. See ``exgrpo_bucket_probs``.
+
+  Returns ``[min(n, N)]`` int64 prompt ids.
+  """
+  prompts = np.asarray(prompts, np.int64)
+  b, w = _bucket_weights(scores, buckets, mu, sigma)
+  u = np.asarray(u, np.float64).reshape(-1, 2)
+  left = np.ones(prompts.size, bool)
+  out = []
+  for u0, u1 in u:
+    if not left.any():
+      break
+    present = np.zeros(buckets + 1, bool)
+    present[b[left]] = True
+    cdf = np.cumsum(np.where(present, w, 0.0))
+    chosen = int(min(np.searchsorted(cdf, u0 * cdf[-1], side="right"), buckets))
+    while not present[chosen]:  # u0 * total landed on a boundary of empty buckets (measure zero): step back
+      chosen -= 1
+    pool = np.flatnonzero(left & (b == chosen))
+    pool = pool[np.argsort(prompts[pool], kind="stable")]
+    j = pool[min(int(u1 * pool.size), pool.size - 1)]
+    out.append(prompts[j])
+    left[j] = False
+  return np.asarray(out, np.int64)
+
+
+def exgrpo_trajectory(buf: ReplayBuffer, prompt: int) -> int:
+  """The stored success of ``prompt`` with the lowest mean behaviour entropy over its completion tokens (ties:
+  the most recent), or -1 if it has none."""
+  slots = _stored_successes(buf, prompt)  # most recent first: argmin keeps the first of equal entropies
+  if slots.size == 0:
+    return -1
+  cm = np.asarray(buf.completion_mask, np.float64)[slots]
+  ent = (np.asarray(buf.entropy_behavior, np.float64)[slots] * cm).sum(1) / np.maximum(cm.sum(1), 1.0)
+  return int(slots[int(np.argmin(ent))])
+
+
+def compensation_plan(num_freed: int, buf: ReplayBuffer, *, compensation: float = 1.0) -> np.ndarray:
+  """RoRecomp compensation: the ``floor(compensation * num_freed)`` oldest stored rows (FIFO), oldest first."""
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  fifo = used[np.argsort(np.asarray(buf.seq)[used], kind="stable")]
+  return fifo[:int(math.floor(compensation * num_freed + 1e-9))].astype(np.int64)
+
+
+def success_store_plan(data, buf: ReplayBuffer, groups, *, per_prompt: int):
+  """Which fresh successes to store for ``groups`` and which stored rows of their prompts make room.
+
+  For each group in ``groups`` (``{group id: valid rows}``): its fresh (not replayed) correct rows, highest
+  reward first (ties: the lower row), at most ``per_prompt``; its prompt then keeps its ``per_prompt - k``
+  most recent stored successes and loses the rest (each prompt holds at most ``per_prompt`` successes).
+
+  Returns ``(rows [n] to store, slots [m] to empty)`` int64.
+  """
+  fresh = ~np.asarray(data.extras.get("replay_mask", np.zeros(data.batch_size, bool)), bool)
+  correct, rewards = np.asarray(data.correct, np.float64), np.asarray(data.rewards, np.float64)
+  rows_out, drop = [], []
+  for rows in groups.values():
+    ok = rows[fresh[rows] & (correct[rows] > 0.5)]
+    ok = ok[np.lexsort((ok, -rewards[ok]))][:per_prompt]
+    if ok.size == 0:
+      continue
+    rows_out += list(ok)
+    drop += list(_stored_successes(buf, int(data.prompt_index[rows[0]]))[per_prompt - ok.size:])
+  return np.asarray(rows_out, np.int64), np.asarray(drop, np.int64)
+
+
+def check_int(name: str, v, minimum: int = 1) -> int:
+  """``v`` as an int, or a ``ValueError`` naming ``name`` unless it is an int >= ``minimum``."""
+  if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+    raise ValueError(f"{name} must be an int >= {minimum}, got {v!r}")
+  return int(v)
+
+
+def check_unit(name: str, v, *, lo_open: bool = False) -> float:
+  """``v`` as a float, or a ``ValueError`` naming ``name`` unless it is in [0, 1] (``(0, 1]``: ``lo_open``)."""
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= 1 \
+      or (lo_open and v == 0):
+    raise ValueError(f"{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {v!r}")
+  return float(v)

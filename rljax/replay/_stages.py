@@ -1,0 +1,241 @@
+"""The replay techniques as ``rljax.stages.Replay`` stages (recipe slot ``replay``).
+
+Each factory validates its hyper-parameters and returns a stage that the loop binds to the run
+(``RunFacts.seq_len``: the buffer's row width; ``group_size``: ExGRPO's accuracy buckets). The buffer is the
+stage's state (``init()``): a ``ReplayBuffer`` of fixed-shape arrays, kept in the checkpoint and restored bit for
+bit. ``fn(data, state)`` first plans from the buffer as it was before the step (which fresh rows take which
+stored rows: ``_buffer``'s pure rules), puts the stored rows into the batch (``extras["replay_mask"]`` marks
+them), then stores the step's fresh rows. Replayed rows are never stored again.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import jax
+import numpy as np
+
+from rljax.filters._selection import rorecomp as _rorecomp
+from rljax.replay import _buffer as B
+from rljax.stages import Replay, RunFacts, StepData
+
+__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "STAGES"]
+
+
+def _width(facts: Optional[RunFacts], name: str) -> int:
+  if facts is None or not facts.seq_len:
+    raise ValueError(f"replay stage {name!r} is not bound to the run (stage.bind(RunFacts) with seq_len): its "
+                     "buffer's row width is unknown")
+  return int(facts.seq_len)
+
+
+def _start(data: StepData) -> StepData:
+  """``data`` with ``extras["replay_mask"]`` present (all False for the fresh rows) and no ``replay_slot``."""
+  extras = {k: v for k, v in data.extras.items() if k != "replay_slot"}
+  extras.setdefault("replay_mask", np.zeros(data.batch_size, bool))
+  return data.replace(extras=extras)
+
+
+def _fresh_groups(data: StepData) -> dict:
+  """``{group id: rows}`` over the valid rows that were sampled this step (not replayed)."""
+  fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+  return B.group_rows(data.group_id, fresh)
+
+
+def _buffer_metrics(buf: B.ReplayBuffer) -> dict:
+  used = np.asarray(buf.prompt_index) >= 0
+  return {"buffer_rows": float(used.sum()), "buffer_prompts": float(np.unique(buf.prompt_index[used]).size)}
+
+
+def _logp_old(v: str) -> str:
+  if v not in ("recompute", "behavior"):
+    raise ValueError(f"logp_old must be 'recompute' or 'behavior', got {v!r}")
+  return v
+
+
+def _per_prompt_stage(name: str, *, capacity: int, per_prompt: int, logp_old: str, plan, store_group):
+  """A same-prompt replay stage: ``plan(data, buf) -> (rows, slots)``; ``store_group(p) -> bool`` says which
+  fresh groups (by success rate ``p``) store their successes."""
+
+  def build(facts):
+    def init():
+      return B.empty_buffer(capacity, _width(facts, name))
+
+    def fn(data, state):
+      data = _start(data)
+      rows, slots = plan(data, state)
+      out = B.insert(data, state, rows, slots)
+      groups = _fresh_groups(data)
+      rate = {g: float(np.mean(data.correct[r] > 0.5)) for g, r in groups.items()}
+      chosen = {g: r for g, r in groups.items() if store_group(rate[g])}
+      new_rows, drop = B.success_store_plan(data, state, chosen, per_prompt=per_prompt)
+      score = np.asarray([rate[int(data.group_id[r])] for r in new_rows], np.float32)
+      state = B.store(B.remove(state, drop), data, new_rows, step=data.step, score=score)
+      return out, state, {"replayed": float(rows.size), "replayed_groups": float(np.unique(data.group_id[rows]).size),
+                          "stored": float(new_rows.size), **_buffer_metrics(state)}
+
+    return Replay(init, fn, name=name, logp_old=logp_old, bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+def rapo_replay(*, capacity: int = 256, per_prompt: int = 1, per_group: int = 1, logp_old: str = "recompute"):
+  """RAPO per-prompt replay (Fathom-DeepResearch, seed 000 L23): an all-failed group takes its prompt's stored
+  success (``_buffer.rapo_plan``); every group with a success stores up to ``per_prompt`` of them (its prompt
+  keeps only its latest ``per_prompt``). ``capacity``: rows in the buffer (the oldest are evicted)."""
+  B.check_int("capacity", capacity)
+  B.check_int("per_prompt", per_prompt)
+  B.check_int("per_group", per_group)
+  return _per_prompt_stage("rapo_replay", capacity=capacity, per_prompt=per_prompt, logp_old=_logp_old(logp_old),
+                           plan=lambda data, buf: B.rapo_plan(data, buf, per_group=per_group),
+                           store_group=lambda p: p > 0)
+
+
+def positive_replay(*, capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5, max_success: float = 0.5,
+                    logp_old: str = "recompute"):
+  """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37): the successes of *hard* groups
+  (success rate ``0 < p <= max_success``) are stored (``per_prompt`` latest per prompt); a later hard group of
+  the same prompt takes ``ceil(ratio (1 - p) n)`` of them in place of failed rows
+  (``_buffer.positive_replay_plan``)."""
+  B.check_int("capacity", capacity)
+  B.check_int("per_prompt", per_prompt)
+  ratio = B.check_unit("ratio", ratio, lo_open=True)
+  max_success = B.check_unit("max_success", max_success)
+  return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt,
+                           logp_old=_logp_old(logp_old),
+                           plan=lambda data, buf: B.positive_replay_plan(data, buf, ratio=ratio,
+                                                                         max_success=max_success),
+                           store_group=lambda p: 0 < p <= max_success)
+
+
+def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5, sigma: float = 1.0,
+           buckets: Optional[int] = None, logp_old: str = "behavior"):
+  """ExGRPO experience replay (arXiv 2510.02245; seed 000 L19, seed 001 L241).
+
+  Management: after each step a prompt's fresh success rate ``p`` becomes the score of its stored rows; a prompt
+  solved by every fresh row (``p = 1``) is retired (its rows leave the buffer); ``0 < p < 1`` stores up to
+  ``per_prompt`` of its fresh successes (the prompt keeps its latest ``per_prompt``).
+
+  Selection, before the rollout (``prompts``): ``floor(ratio * P)`` of the step's ``P`` prompts (the last ones of
+  the loader's batch) are replaced by experience prompts drawn by accuracy bucket with Gaussian weights
+  ``N(acc_b; mu, sigma)`` (``_buffer.exgrpo_pick``; ``buckets`` default the group size, so a bucket is a
+  success count), never a prompt already in the batch. Each experience group is sampled as usual and its last
+  valid row is then replaced by the prompt's stored success with the lowest mean behaviour entropy
+  (``_buffer.exgrpo_trajectory``): a mixed group of ``G - 1`` fresh rows and one replayed row, whose advantage
+  is computed in that group. The displaced loader prompts are not trained on this epoch (counted:
+  ``exgrpo/displaced_prompts``); with a refilling filter each sampling round draws its own experience prompts.
+
+  The mixed objective: ``logp_old="behavior"`` (default) gives the replayed row the ratio
+  ``w = pi_theta / pi_behavior`` against its stored log-probs; ``exgrpo_policy`` shapes it as ``w / (w + beta)``.
+  """
+  B.check_int("capacity", capacity)
+  B.check_int("per_prompt", per_prompt)
+  ratio = B.check_unit("ratio", ratio, lo_open=True)
+  if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu):
+    raise ValueError(f"mu must be a finite number, got {mu!r}")
+  if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0 or not math.isfinite(sigma):
+    raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+  if buckets is not None:
+    B.check_int("buckets", buckets)
+  logp_old = _logp_old(logp_old)
+
+  def build(facts):
+    nb = buckets or (facts.group_size if facts is not None else 1)
+
+    def init():
+      return B.empty_buffer(capacity, _width(facts, "exgrpo"))
+
+    def prompts(state, index, key):
+      index = np.asarray(index, np.int64)
+      n = int(math.floor(ratio * index.size + 1e-9))
+      pid = np.asarray(state.prompt_index)
+      ok = (pid >= 0) & (np.asarray(state.correct) > 0.5) & ~np.isin(pid, index)
+      pool, first = np.unique(pid[ok], return_index=True)
+      scores = np.asarray(state.score)[np.flatnonzero(ok)[first]]
+      u = np.asarray(jax.random.uniform(key, (n, 2)), np.float64)
+      picked = B.exgrpo_pick(pool, scores, u, buckets=nb, mu=mu, sigma=sigma)
+      slots = np.full(index.size, -1, np.int64)
+      new = index.copy()
+      if picked.size:
+        new[index.size - picked.size:] = picked
+        slots[index.size - picked.size:] = [B.exgrpo_trajectory(state, int(p)) for p in picked]
+      return new, slots, {"experience_prompts": float(picked.size), "displaced_prompts": float(picked.size),
+                          "pool_prompts": float(pool.size)}
+
+    def fn(data, state):
+      slot_of_row = np.asarray(data.extras.get("replay_slot", np.full(data.batch_size, -1)), np.int64)
+      data = _start(data)
+      rows, slots = [], []
+      for g, r in B.group_rows(data.group_id, data.valid).items():
+        s = int(slot_of_row[r[0]])
+        if s >= 0 and r.size >= 2 and state.prompt_index[s] == data.prompt_index[r[0]] and state.correct[s] > 0.5:
+          rows.append(int(r[-1]))
+          slots.append(s)
+      out = B.insert(data, state, rows, slots)
+      groups = _fresh_groups(out)  # the experience groups' fresh rows only
+      rate = {g: float(np.mean(out.correct[r] > 0.5)) for g, r in groups.items()}
+      pid = np.array(state.prompt_index)
+      retire = [int(out.prompt_index[r[0]]) for g, r in groups.items() if rate[g] == 1.0]
+      state = B.remove(state, np.flatnonzero(np.isin(pid, retire)))
+      score = np.array(state.score)
+      for g, r in groups.items():
+        score[np.asarray(state.prompt_index) == out.prompt_index[r[0]]] = rate[g]
+      state = state._replace(score=score)
+      chosen = {g: r for g, r in groups.items() if 0 < rate[g] < 1}
+      new_rows, drop = B.success_store_plan(out, state, chosen, per_prompt=per_prompt)
+      new_score = np.asarray([rate[int(out.group_id[r])] for r in new_rows], np.float32)
+      state = B.store(B.remove(state, drop), out, new_rows, step=data.step, score=new_score)
+      return out, state, {"replayed": float(len(rows)), "stored": float(new_rows.size),
+                          "retired_prompts": float(len(retire)), **_buffer_metrics(state)}
+
+    return Replay(init, fn, name="exgrpo", logp_old=logp_old, prompts=prompts, bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+def rorecomp_compensation(*, capacity: int = 256, fraction: float = 0.5, compensation: float = 1.0,
+                          logp_old: str = "recompute"):
+  """RoRecomp with compensation batches (seed 001 L163), after the advantages.
+
+  The fresh valid rows split into priority rows (short-correct | long-incorrect, ``rljax.filters.rorecomp`` at
+  ``fraction``) and the rest, which go to a FIFO buffer with their token advantages (computed in their own
+  group). The freed rows of the batch take the ``floor(compensation * #freed)`` oldest buffered rows
+  (``_buffer.compensation_plan``; each used once) with their stored advantages; the remaining freed rows
+  leave the batch. Our reading: the paper trains compensation batches of buffered responses next to the
+  priority batches; here they share the step's static batch. Rows of other prompts enter a group, so the
+  shared-prompt forward is off.
+  """
+  B.check_int("capacity", capacity)
+  fraction = B.check_unit("fraction", fraction, lo_open=True)
+  compensation = B.check_unit("compensation", compensation)
+  logp_old = _logp_old(logp_old)
+
+  def build(facts):
+    def init():
+      return B.empty_buffer(capacity, _width(facts, "rorecomp_compensation"))
+
+    def fn(data, state):
+      data = _start(data)
+      fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+      priority, _ = _rorecomp(data.correct, data.lengths, data.group_id, fraction=fraction, valid=fresh)
+      freed = np.flatnonzero(fresh & ~priority)
+      adv = np.asarray(data.require("advantages", "rorecomp_compensation"), np.float32)
+      adv = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
+      slots = B.compensation_plan(freed.size, state, compensation=compensation)
+      out = B.insert(data.replace(valid=data.valid & ~(fresh & ~priority)), state, freed[:slots.size], slots,
+                     advantages=True)
+      state = B.store(B.remove(state, slots), data, freed, step=data.step, score=data.correct[freed],
+                      advantages=adv[freed])
+      return out, state, {"priority_rows": float((fresh & priority).sum()), "replayed": float(slots.size),
+                          "stored": float(freed.size), **_buffer_metrics(state)}
+
+    return Replay(init, fn, name="rorecomp_compensation", phase="advantages", logp_old=logp_old,
+                  mixes_prompts=True, bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+STAGES = {"rapo_replay": rapo_replay, "positive_replay": positive_replay, "exgrpo": exgrpo,
+          "rorecomp_compensation": rorecomp_compensation}
+for _f in STAGES.values():
+  _f.slot = "replay"
