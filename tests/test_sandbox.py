@@ -117,16 +117,13 @@ def _snippets(ctx):
       ("alloc_10gb", "b = bytearray(10 * 2**30); print('ESCAPED', len(b))", cfg,
        lambda r: "MemoryError" in r.stderr),
       ("write_outside_tmp", f"""
-        for path in ({ctx['outside_dir'] + '/written.txt'!r}, {ctx['tmp_marker']!r}, {ctx['shm_marker']!r},
-                     "/etc/rljax-escape", {ctx['home_marker']!r}):
+        for path in {ctx['markers']!r}:
           try:
             open(path, "w").write("x"); print("ESCAPED", path)
           except OSError:
             pass
         open("inside.txt", "w").write("ok"); print("inside", open("inside.txt").read())
-        """, cfg, lambda r: "inside ok" in r.stdout and not any(
-            os.path.exists(p) for p in (ctx["outside_dir"] + "/written.txt", ctx["tmp_marker"],
-                                        ctx["shm_marker"], "/etc/rljax-escape", ctx["home_marker"]))),
+        """, cfg, lambda r: "inside ok" in r.stdout and not any(os.path.exists(p) for p in ctx["markers"])),
       ("read_files_outside", f"""
         import os
         for path in ("/etc/shadow", {ctx['secret']!r}, "/proc/self/environ", "/proc/1/environ",
@@ -272,13 +269,29 @@ def test_fuzz_hostile_snippets(layers, listener, tmp_path, monkeypatch, capsys):
   env_secret = "envsecret-" + uuid.uuid4().hex
   monkeypatch.setenv("RLJAX_TEST_API_KEY", env_secret)
   tag = uuid.uuid4().hex
+  markers = [str(tmp_path / "written.txt"), os.path.join(tempfile.gettempdir(), f"rljax-escape-{tag}"),
+             f"/dev/shm/rljax-escape-{tag}", f"/etc/rljax-escape-{tag}", os.path.expanduser(f"~/rljax-escape-{tag}")]
   ctx = {"port": port, "accepted": accepted, "secret": str(secret), "secret_text": secret_text,
          "outside_dir": str(tmp_path), "env_secret": env_secret, "pytest_pid": os.getpid(),
-         "pytest_ppid": os.getppid(), "tmp_marker": os.path.join(tempfile.gettempdir(), f"rljax-escape-{tag}"),
-         "shm_marker": f"/dev/shm/rljax-escape-{tag}",
-         "host_interfaces": [n for _, n in socket.if_nameindex() if n != "lo"], "home_marker": os.path.expanduser(f"~/rljax-escape-{tag}")}
+         "pytest_ppid": os.getppid(), "markers": markers,
+         "host_interfaces": [n for _, n in socket.if_nameindex() if n != "lo"]}
   snippets = _snippets(ctx)
   escaped = []
+  try:
+    _run_snippets(snippets, escaped)
+  finally:  # an escape must not leave files behind on the host
+    for m in markers:
+      if os.path.exists(m):
+        os.remove(m)
+  assert secret.read_text() == secret_text and sorted(os.listdir(tmp_path)) == ["secret.txt"]
+  last = run_python("print(6 * 7)", config=_CFG)
+  assert last.stdout == "42\n" and last.ok, last
+  with capsys.disabled():
+    print(f"\nsandbox fuzz: {len(snippets)} snippets tried, {len(snippets) - len(escaped)} contained")
+  assert not escaped, "\n".join(f"{n}: {p}\n  {r}" for n, p, r in escaped)
+
+
+def _run_snippets(snippets, escaped):
   for name, code, cfg, contained in snippets:
     code = "print('START', flush=True)\n" + textwrap.dedent(code)
     t0 = time.monotonic()
@@ -301,12 +314,6 @@ def test_fuzz_hostile_snippets(layers, listener, tmp_path, monkeypatch, capsys):
           os.kill(pid, signal.SIGKILL)
     if problems:
       escaped.append((name, problems, res))
-  assert secret.read_text() == secret_text and sorted(os.listdir(tmp_path)) == ["secret.txt"]
-  last = run_python("print(6 * 7)", config=_CFG)
-  assert last.stdout == "42\n" and last.ok, last
-  with capsys.disabled():
-    print(f"\nsandbox fuzz: {len(snippets)} snippets tried, {len(snippets) - len(escaped)} contained")
-  assert not escaped, "\n".join(f"{n}: {p}\n  {r}" for n, p, r in escaped)
 
 
 def test_results_of_plain_runs(layers):
