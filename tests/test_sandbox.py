@@ -545,3 +545,42 @@ def test_config_errors_name_the_field(field, value, allowed):
 def test_bad_arguments():
   with pytest.raises(TypeError, match="needs the program's source as str"):
     run_python(b"print(1)")
+
+
+# ---- rljax.rewards.code_tests: a verifier on top of the sandbox ----
+
+def test_code_tests_reward(layers):
+  from rljax.rewards import code_tests  # pylint: disable=import-outside-toplevel
+  good = "```python\ndef add(a, b):\n  return a + b\n```"
+  cases = [  # (completion, tests, expected reward) -- by hand
+      ("Here:\n" + good + "\nDone.", "assert add(2, 3) == 5", 1.0),
+      ("```python\ndef add(a, b):\n  return a - b\n```", "assert add(2, 3) == 5", 0.0),  # a failing assert
+      ("def add(a, b): return a + b", "assert add(2, 3) == 5", 0.0),  # no fenced block: a parse failure
+      ("```python\nimport sys\nsys.exit(0)\n```", "assert add(2, 3) == 5", 0.0),  # exits before the tests
+      ("```python\nimport os\ndef add(a, b): os._exit(0)\n```", "assert add(2, 3) == 5", 0.0),
+      ("```py\ndef add(a, b):\n  while True: pass\n```", "assert add(2, 3) == 5", 0.0),  # stopped by a limit
+      (good + "\n```\ndef add(a, b): return 0\n```", "assert add(2, 3) == 5", 0.0),  # the last block counts
+      ("```python\nprint(open('/etc/shadow').read())\n" + good[10:], "assert add(2, 3) == 5", 0.0),
+      (12345, "assert add(2, 3) == 5", 0.0),  # not text: a parse failure
+      (good, None, 0.0),  # no tests
+      (good, ["assert add(1, 1) == 2", "assert add(-1, 1) == 0"], 1.0),
+  ]
+  cfg = dataclasses.replace(_CFG, wall_time_s=3.0)
+  r, info = code_tests([c for c, _, _ in cases], [t for _, t, _ in cases], config=cfg, workers=2,
+                       return_info=True)
+  assert r.dtype == "float32" and r.tolist() == [e for _, _, e in cases]
+  assert info == {"parse_failures": 2, "timeouts": 1, "runs": 8}
+  assert code_tests(["def add(a, b): return a + b"], ["assert add(2, 3) == 5"], config=cfg,
+                    extract="whole").tolist() == [1.0]
+
+
+def test_code_tests_bad_input():
+  from rljax.rewards import code_tests  # pylint: disable=import-outside-toplevel
+  with pytest.raises(ValueError, match="references must have one entry per completion"):
+    code_tests(["x"], [])
+  with pytest.raises(ValueError, match=r"references\[0\] must be the test code"):
+    code_tests(["```python\npass\n```"], [3])
+  with pytest.raises(ValueError, match="extract must be one of"):
+    code_tests(["x"], ["pass"], extract="last")
+  with pytest.raises(ValueError, match="workers must be an int >= 1"):
+    code_tests(["x"], ["pass"], workers=0)
