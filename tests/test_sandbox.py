@@ -316,7 +316,12 @@ def _run_snippets(snippets, escaped):
       escaped.append((name, problems, res))
 
 
-def test_results_of_plain_runs(layers):
+def test_results_of_plain_runs(layers, tmp_path):
+  allowed = tmp_path / "data.txt"
+  allowed.write_text("shared")
+  read = f"print(open({str(allowed)!r}).read())"
+  assert run_python(read, config=dataclasses.replace(_CFG, extra_read_paths=(str(allowed),))).stdout == "shared\n"
+  assert "PermissionError" in run_python(read, config=_CFG).stderr
   res = run_python("import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)", config=_CFG)
   assert (res.stdout, res.stderr, res.exit_code, res.signal, res.timed_out) == ("out\n", "err\n", 3, None, False)
   assert not res.ok and res.limits_hit == () and _missing(res.layers) == {}
@@ -520,7 +525,11 @@ def test_allow_fork_needs_an_enforced_process_limit(layers):
   if os.geteuid() == 0:
     with pytest.raises(SandboxUnavailable, match="process_limit: RLIMIT_NPROC is not enforced for host uid 0"):
       run_python(bomb, config=cfg)
+    with pytest.raises(SandboxUnavailable, match="process_limit"):
+      sandbox.check(cfg)
+    assert sandbox.check(_CFG)["process_limit"] == ""
     return
+  assert sandbox.check(cfg)["process_limit"] == ""
   res = run_python("import os\nprint(os.fork() > 0 or 0)", config=cfg)  # a fork is allowed
   assert res.ok, res
   res = run_python(bomb, config=dataclasses.replace(cfg, wall_time_s=1.5))

@@ -23,18 +23,11 @@ from rljax.sandbox._runner import probe, run_python
 def check(config: SandboxConfig = SandboxConfig()) -> dict:
   """Raises ``SandboxUnavailable`` (naming each missing layer) if ``config`` would be refused on this host;
   else returns ``probe()``'s layer map. Call it at start-up so a misconfigured host fails before training."""
-  layers = dict(probe(config.python))
-  if config.allow_fork:
-    layers["process_limit"] = run_python("pass", config=_replace_unsafe(config)).layers.get("process_limit", "")
+  layers = probe(config.python, config.allow_fork)
   missing = {k: layers.get(k, "not reported") for k in REQUIRED_LAYERS if layers.get(k, "not reported")}
   if missing and not config.allow_unsafe:
     raise SandboxUnavailable(missing)
-  return layers
-
-
-def _replace_unsafe(config: SandboxConfig) -> SandboxConfig:
-  import dataclasses
-  return dataclasses.replace(config, allow_unsafe=True)
+  return dict(layers)
 
 
 __all__ = ["run_python", "SandboxConfig", "SandboxResult", "SandboxUnavailable", "probe", "check",

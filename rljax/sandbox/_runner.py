@@ -181,12 +181,18 @@ def _collect(proc: subprocess.Popen, status_r: int, config: SandboxConfig, start
       duration_s=time.monotonic() - start)
 
 
-@functools.lru_cache(maxsize=8)
-def probe(python: str | None = None) -> dict:
+def probe(python: str | None = None, allow_fork: bool = False) -> dict:
   """Which layers this host gives the sandbox: ``{layer: ""}`` when on, ``{layer: reason}`` when not.
 
-  Runs ``pass`` once with ``allow_unsafe=True`` (memoised per interpreter: the host does not change under a
-  running process). ``rljax.sandbox.check()`` turns a missing required layer into ``SandboxUnavailable``.
+  Runs ``pass`` once with ``allow_unsafe=True``, memoised per (interpreter, ``allow_fork``): the host does not
+  change under a running process. ``rljax.sandbox.check()`` turns a missing required layer into
+  ``SandboxUnavailable``.
   """
-  res = run_python("pass", config=SandboxConfig(python=python, allow_unsafe=True, wall_time_s=30.0))
-  return dict(res.layers)
+  return dict(_probe(python, allow_fork))
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(python, allow_fork: bool) -> dict:
+  config = SandboxConfig(python=python, allow_fork=allow_fork, allow_unsafe=True, wall_time_s=30.0,
+                         site_packages=False)
+  return run_python("pass", config=config).layers
