@@ -31,7 +31,7 @@ _SANDBOX_DIR = os.path.dirname(sandbox.__file__)
 _REPO = os.path.dirname(os.path.dirname(_SANDBOX_DIR))
 # Tight limits: the whole fuzz test runs in a few seconds.
 _CFG = SandboxConfig(wall_time_s=3.0, cpu_time_s=1, memory_bytes=256 << 20, output_bytes=4096, max_tasks=16,
-                     file_size_bytes=1 << 20, site_packages=False)
+                     file_size_bytes=1 << 20, disk_bytes=8 << 20, disk_files=64, site_packages=False)
 _GRACE = 2.5  # the runner's grace after a kill, plus slack for a loaded 2-core machine
 
 
@@ -187,6 +187,22 @@ def _snippets(ctx):
         except OSError as e:
           print("refused", e.errno)
         """, cfg, lambda r: "refused 27" in r.stdout),  # EFBIG
+      ("disk_fill", """
+        import os
+        n = 0
+        try:
+          while n < 64:  # 64 MiB at most, should the quota fail
+            with open(f"f{n}", "wb") as f:
+              f.write(b"z" * (1 << 20))
+            n += 1
+        except OSError as e:
+          print("refused after", n, "MiB", e.errno)
+        try:
+          for i in range(1000):
+            os.mkdir(f"d{i}")
+        except OSError as e:
+          print("refused after", i, "dirs", e.errno)
+        """, cfg, lambda r: "refused after 7 MiB 28" in r.stdout and "dirs 28" in r.stdout),  # ENOSPC
       ("many_files", """
         fs = []
         try:
@@ -514,7 +530,7 @@ def test_refuses_without_user_namespaces_unless_allow_unsafe(layers):
     print(res.stdout.strip(), bool(res.layers["user_namespace"]), res.layers["pid_namespace"])
     """)
   lines = out.split("\n")
-  assert lines[0] == "refused ['network_namespace', 'pid_namespace', 'user_namespace']", out
+  assert lines[0] == "refused ['network_namespace', 'pid_namespace', 'private_tmpfs', 'user_namespace']", out
   assert lines[1] == "the sandbox refuses to run untrusted code", out
   assert lines[2:4] == ["check refused True", "ran True needs the user namespace"], out
 

@@ -6,8 +6,8 @@ from typing import Optional
 
 # Layers that must be on before model-written code runs (unless ``SandboxConfig.allow_unsafe``); what each one
 # stops is in docs/agents.md, "The sandbox".
-REQUIRED_LAYERS = ("user_namespace", "pid_namespace", "network_namespace", "no_new_privs", "landlock_fs",
-                   "rlimits", "process_limit")
+REQUIRED_LAYERS = ("user_namespace", "pid_namespace", "network_namespace", "private_tmpfs", "no_new_privs",
+                   "landlock_fs", "rlimits", "process_limit")
 # Layers applied when the kernel has them, recorded in ``SandboxResult.layers`` but not required.
 OPTIONAL_LAYERS = ("ipc_namespace", "nested_namespaces", "seccomp", "landlock_net", "landlock_scope")
 
@@ -36,7 +36,10 @@ class SandboxConfig:
     cpu_time_s: ``RLIMIT_CPU`` per process, whole seconds (``SIGXCPU`` at the limit, ``SIGKILL`` one second on).
     memory_bytes: ``RLIMIT_AS`` per process (address space; a Python interpreter needs ~64 MiB, NumPy more).
     open_files: ``RLIMIT_NOFILE``.
-    file_size_bytes: ``RLIMIT_FSIZE``: largest file the code may write (there is no quota on the file count).
+    file_size_bytes: ``RLIMIT_FSIZE``: largest file the code may write.
+    disk_bytes: size of the private ``tmpfs`` that is the code's only writable directory (it lives in the
+      host's memory, outside ``memory_bytes``: keep it small).
+    disk_files: files and directories that ``tmpfs`` may hold.
     output_bytes: stdout and stderr are each kept up to this many bytes; a stream that goes past it stops the
       run (``limits_hit`` has ``"output"``, the kept text ends where the cap fell).
     allow_fork: ``False`` (default): a seccomp filter refuses new processes (threads are allowed), which is what
@@ -56,6 +59,8 @@ class SandboxConfig:
   memory_bytes: int = 1 << 30
   open_files: int = 64
   file_size_bytes: int = 16 << 20
+  disk_bytes: int = 64 << 20
+  disk_files: int = 4096
   output_bytes: int = 64 << 10
   allow_fork: bool = False
   max_tasks: int = 32
@@ -68,7 +73,7 @@ class SandboxConfig:
     if not (isinstance(self.wall_time_s, (int, float)) and 0 < self.wall_time_s <= 3600):
       raise _err("wall_time_s", self.wall_time_s, "seconds in (0, 3600]")
     for name, low in (("cpu_time_s", 1), ("memory_bytes", 32 << 20), ("open_files", 8), ("file_size_bytes", 0),
-                      ("output_bytes", 1), ("max_tasks", 1)):
+                      ("disk_bytes", 1 << 20), ("disk_files", 16), ("output_bytes", 1), ("max_tasks", 1)):
       v = getattr(self, name)
       if isinstance(v, bool) or not isinstance(v, int) or v < low:
         raise _err(name, v, f"an int >= {low}")

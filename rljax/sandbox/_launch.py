@@ -3,8 +3,9 @@
 Run by ``_runner.run_python`` as ``python -I -S _launch.py SPEC_JSON`` (a script, so the parent's ``rljax``
 package, JAX and site-packages are never imported here). Three processes:
 
-* **L** (this script, host PID namespace): enters a new user namespace (``_namespaces``), forbids nested
-  namespaces, unshares the PID, network and IPC namespaces, forks I, waits. ``PR_SET_PDEATHSIG``: dies with the
+* **L** (this script, host PID namespace): enters a new user namespace (``_namespaces``), unshares the PID,
+  network and IPC namespaces, mounts a private ``tmpfs`` over the temporary directory (copying ``main.py`` in),
+  forbids nested namespaces, forks I, waits. ``PR_SET_PDEATHSIG``: dies with the
   trainer.
 * **I** (PID 1 of the new PID namespace): forks C, reaps, reports C's end on the status pipe, exits; its exit
   makes the kernel kill whatever C left behind. ``PR_SET_PDEATHSIG``: killing L (the runner's timeout) kills I,
@@ -31,8 +32,8 @@ import _seccomp  # noqa: E402
 
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
-REQUIRED = ("user_namespace", "pid_namespace", "network_namespace", "no_new_privs", "landlock_fs", "rlimits",
-            "process_limit")  # the same tuple as _config.REQUIRED_LAYERS (checked by the tests)
+REQUIRED = ("user_namespace", "pid_namespace", "network_namespace", "private_tmpfs", "no_new_privs", "landlock_fs",
+            "rlimits", "process_limit")  # the same tuple as _config.REQUIRED_LAYERS (checked by the tests)
 
 
 def _status(fd: int, obj: dict) -> None:
@@ -134,12 +135,20 @@ def main() -> None:
   layers = {}
   _try(layers, "user_namespace", _namespaces.enter_user_namespace)
   if layers["user_namespace"]:
-    for name in ("nested_namespaces", "pid_namespace", "network_namespace", "ipc_namespace"):
+    for name in ("nested_namespaces", "pid_namespace", "network_namespace", "ipc_namespace", "private_tmpfs"):
       layers[name] = "needs the user namespace"
   else:
     _try(layers, "pid_namespace", _namespaces.unshare, _namespaces.CLONE_NEWPID)
     _try(layers, "network_namespace", _namespaces.unshare, _namespaces.CLONE_NEWNET)
     _try(layers, "ipc_namespace", _namespaces.unshare, _namespaces.CLONE_NEWIPC)
+    main_py = os.path.join(spec["tmp"], "main.py")
+    with open(main_py, "rb") as f:
+      code = f.read()
+    _try(layers, "private_tmpfs", _namespaces.private_tmpfs, spec["tmp"], spec["limits"]["disk_bytes"],
+         spec["limits"]["disk_files"])
+    if not layers["private_tmpfs"]:
+      with open(main_py, "wb") as f:  # the code, into the new tmpfs
+        f.write(code)
     _try(layers, "nested_namespaces", _namespaces.forbid_nested_namespaces)  # last: it stops our own unshares
   alive_r, alive_w = os.pipe()
   pid = os.fork()

@@ -10,6 +10,8 @@ imports this file as a top-level module, without the ``rljax`` package.
   exits the kernel kills every process left in the namespace (fork-bomb clean-up).
 * network namespace: only a loopback interface, down: no route to the host's network or its loopback.
 * IPC namespace: System V shared memory / semaphores / message queues of the host are invisible.
+* mount namespace with a private ``tmpfs`` over the sandbox's directory: a size (and inode) quota on what the
+  code writes, kept off the host's disk, gone when the namespace's last process exits.
 * ``user.max_*_namespaces = 0`` inside the new user namespace: the code cannot create nested namespaces.
 """
 from __future__ import annotations
@@ -53,6 +55,25 @@ def enter_user_namespace() -> None:
     f.write(f"{SANDBOX_UID} {uid} 1\n")
   with open("/proc/self/gid_map", "w") as f:
     f.write(f"{SANDBOX_GID} {gid} 1\n")
+
+
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
+
+
+def _mount(source, target, fstype, flags: int, data) -> None:
+  enc = lambda v: None if v is None else v.encode()  # noqa: E731
+  if _LIBC.mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)) != 0:
+    err = ctypes.get_errno()
+    raise OSError(err, f"mount({fstype or source} on {target}): {os.strerror(err)}")
+
+
+def private_tmpfs(path: str, size_bytes: int, inodes: int) -> None:
+  """A new mount namespace (mounts private, not propagated to the host) with a ``tmpfs`` of ``size_bytes``
+  bytes and ``inodes`` files mounted on ``path``. Needs the user namespace's capabilities (call it before
+  ``forbid_nested_namespaces``). What was in ``path`` is hidden beneath it."""
+  unshare(CLONE_NEWNS)
+  _mount(None, "/", None, _MS_REC | _MS_PRIVATE, None)
+  _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={size_bytes},nr_inodes={inodes},mode=0700")
 
 
 def forbid_nested_namespaces() -> None:

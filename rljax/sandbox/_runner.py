@@ -90,7 +90,7 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
         "read_paths": list(_python_prefixes(python) + _SYSTEM_READ + config.extra_read_paths),
         "limits": {"cpu_time_s": config.cpu_time_s, "memory_bytes": config.memory_bytes,
                    "open_files": config.open_files, "file_size_bytes": config.file_size_bytes,
-                   "max_tasks": config.max_tasks},
+                   "max_tasks": config.max_tasks, "disk_bytes": config.disk_bytes, "disk_files": config.disk_files},
     }
     try:
       proc = subprocess.Popen([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(spec)], stdin=subprocess.DEVNULL,
