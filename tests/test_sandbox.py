@@ -68,16 +68,24 @@ def listener():
 
 
 def _leftovers():
-  """Host processes still running in a sandbox directory (the fork bomb's children, a stuck launcher)."""
+  """Host processes still running for a sandbox directory that its runner has already removed: leaked from a
+  finished run (the fork bomb's children, a stuck launcher). The directory is the launcher's working directory
+  or, inside the sandbox (whose tmpfs hides the path from the host's view), the code's ``TMPDIR``. A run in
+  progress elsewhere (another test worker) still has its directory, so it is not counted."""
   prefix = os.path.join(tempfile.gettempdir(), "rljax-sandbox-")
   out = []
   for p in os.listdir("/proc"):
-    if p.isdigit():
-      try:
-        if os.readlink(f"/proc/{p}/cwd").startswith(prefix):
-          out.append(int(p))
-      except OSError:
-        pass
+    if not p.isdigit():
+      continue
+    dirs = []
+    try:
+      dirs.append(os.readlink(f"/proc/{p}/cwd").split(" (deleted)")[0])
+      with open(f"/proc/{p}/environ", "rb") as f:
+        dirs += [v.decode(errors="replace")[7:] for v in f.read().split(b"\0") if v.startswith(b"TMPDIR=")]
+    except OSError:
+      pass
+    if any(d.startswith(prefix) and not os.path.isdir(d) for d in dirs):
+      out.append(int(p))
   return out
 
 
