@@ -32,8 +32,6 @@ import _seccomp  # noqa: E402
 
 _PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS = 1, 38
 _LIBC = ctypes.CDLL(None, use_errno=True)
-REQUIRED = ("user_namespace", "pid_namespace", "network_namespace", "private_tmpfs", "no_new_privs", "landlock_fs",
-            "rlimits", "process_limit")  # the same tuple as _config.REQUIRED_LAYERS (checked by the tests)
 
 
 def _status(fd: int, obj: dict) -> None:
@@ -87,7 +85,7 @@ def _code(spec: dict, layers: dict) -> None:
       layers["process_limit"] = "RLIMIT_NPROC counts only the sandbox's tasks inside its own user namespace"
     else:
       layers["process_limit"] = layers["rlimits"]
-    missing = {k: layers[k] for k in REQUIRED if layers.get(k)}
+    missing = {k: layers.get(k, "not applied") for k in spec["required"] if layers.get(k, "not applied")}
     if missing and not spec["allow_unsafe"]:
       _status(fd, {"refused": missing, "layers": layers})
       os._exit(0)

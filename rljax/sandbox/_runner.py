@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from rljax.sandbox._config import SandboxConfig, SandboxResult, SandboxUnavailable
+from rljax.sandbox._config import REQUIRED_LAYERS, SandboxConfig, SandboxResult, SandboxUnavailable
 
 _LAUNCHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_launch.py")
 _SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/etc/ld.so.cache", "/etc/localtime")
@@ -86,7 +86,7 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
     spec = {
         "status_fd": status_w, "parent_pid": os.getpid(), "host_uid": os.geteuid(), "tmp": tmp,
         "python": python, "site_packages": config.site_packages, "allow_fork": config.allow_fork,
-        "allow_unsafe": config.allow_unsafe, "env": _env(tmp),
+        "allow_unsafe": config.allow_unsafe, "required": list(REQUIRED_LAYERS), "env": _env(tmp),
         "read_paths": list(_python_prefixes(python) + _SYSTEM_READ + config.extra_read_paths),
         "limits": {"cpu_time_s": config.cpu_time_s, "memory_bytes": config.memory_bytes,
                    "open_files": config.open_files, "file_size_bytes": config.file_size_bytes,
