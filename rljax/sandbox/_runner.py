@@ -76,6 +76,8 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
     raise TypeError(f"run_python(code=...) needs the program's source as str, got {type(code).__name__}")
   if not isinstance(config, SandboxConfig):
     raise TypeError(f"run_python(config=...) needs a SandboxConfig, got {type(config).__name__}")
+  if not sys.platform.startswith("linux"):
+    raise SandboxUnavailable({"linux": f"the sandbox is built on Linux kernel interfaces, this is {sys.platform}"})
   python = config.python or sys.executable
   tmp = tempfile.mkdtemp(prefix="rljax-sandbox-")
   start = time.monotonic()
@@ -96,6 +98,9 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
       proc = subprocess.Popen([sys.executable, "-I", "-S", _LAUNCHER, json.dumps(spec)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(status_w,),
                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}, cwd=tmp, start_new_session=True)
+    except BaseException:
+      os.close(status_r)
+      raise
     finally:
       os.close(status_w)
     return _collect(proc, status_r, config, start)
