@@ -118,8 +118,8 @@ def _snippets(ctx):
           print("stopped at", n, flush=True)
         import os; os._exit(0)
         """, cfg, lambda r: "stopped at" in r.stdout),
-      ("infinite_loop", "while True: pass", dataclasses.replace(cfg, wall_time_s=2.0),
-       lambda r: r.exit_code is None and ("cpu_time" in r.limits_hit or r.timed_out)),
+      ("infinite_loop", "while True: pass", dataclasses.replace(cfg, wall_time_s=30.0),  # RLIMIT_CPU stops it
+       lambda r: r.signal == signal.SIGXCPU and r.limits_hit == ("cpu_time",) and not r.timed_out),
       ("sleep_forever", "import time; time.sleep(1000)", dataclasses.replace(cfg, wall_time_s=1.0),
        lambda r: r.timed_out and r.limits_hit == ("wall_time",) and r.duration_s < 1.0 + _GRACE),
       ("alloc_10gb", "b = bytearray(10 * 2**30); print('ESCAPED', len(b))", cfg,
@@ -182,10 +182,9 @@ def _snippets(ctx):
         fcntl.ioctl(s, 0x8933, struct.pack("16sI", b"lo", 0)); print("lo only")
         """, cfg, lambda r: "lo only" in r.stdout),
       ("huge_stdout", "import sys\nwhile True: sys.stdout.write('x' * 65536)", cfg,
-       lambda r: r.stdout_truncated and len(r.stdout) == cfg.output_bytes and "output" in r.limits_hit
-       and r.duration_s < cfg.wall_time_s),
+       lambda r: r.stdout_truncated and len(r.stdout) == cfg.output_bytes and r.limits_hit == ("output",)),
       ("huge_stderr", "import sys\nwhile True: sys.stderr.write('y' * 65536)", cfg,
-       lambda r: r.stderr_truncated and len(r.stderr) == cfg.output_bytes and r.duration_s < cfg.wall_time_s),
+       lambda r: r.stderr_truncated and len(r.stderr) == cfg.output_bytes and r.limits_hit == ("output",)),
       ("huge_file", """
         try:
           with open("big", "wb") as f:
@@ -356,11 +355,6 @@ def test_results_of_plain_runs(layers, tmp_path):
   assert cut.stdout == "aaaa" and cut.stdout_truncated and not cut.stderr_truncated and cut.limits_hit == ("output",)
   sig = run_python("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", config=_CFG)
   assert sig.exit_code is None and sig.signal == signal.SIGTERM and sig.limits_hit == ()
-
-
-def test_cpu_limit_is_reported(layers):
-  res = run_python("while True: pass", config=dataclasses.replace(_CFG, wall_time_s=10.0))
-  assert res.signal == signal.SIGXCPU and res.limits_hit == ("cpu_time",) and not res.timed_out
 
 
 # ---- each layer alone, against the threat it is there for (a plain subprocess, no other layer) ----
