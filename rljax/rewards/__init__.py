@@ -55,6 +55,12 @@ TECHNIQUES = _with_stages((
               fidelity=Fidelity("abstract", f"{_S1} L161; {_S0} L15",
                                 "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
                                 "and full-match are ours")),
+    Technique("code_tests", "reward", code_tests,
+              "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
+              "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
+              fidelity=Fidelity("peer", "verl verl/utils/reward_score/prime_code/__init__.py (compute_score)",
+                                "verl: APPS in/out test cases, last ```python block; ours: assert tests appended "
+                                "to the last fenced block, all-pass only, a marker after the tests")),
     Technique("grpo_lambda", "shaping", grpo_lambda,
               "r_i = penalized_i if group g is in the batch's top-lambda fraction by acc_g else 1[correct_i]",
               f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",
