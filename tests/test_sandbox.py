@@ -607,3 +607,14 @@ def test_code_tests_bad_input():
     code_tests(["x"], ["pass"], extract="last")
   with pytest.raises(ValueError, match="workers must be an int >= 1"):
     code_tests(["x"], ["pass"], workers=0)
+
+
+def test_code_tests_as_a_recipe_stage(layers):
+  """The catalog row: a Reward stage whose tests are each problem's answer (its asserts)."""
+  from rljax import recipes  # pylint: disable=import-outside-toplevel
+  from rljax.envs._task import Problem  # pylint: disable=import-outside-toplevel
+  reward = recipes.stage("code_tests", config=_CFG).fn
+  problem = Problem("Write sq(x).", "assert sq(3) == 9\nassert sq(-2) == 4")
+  got = reward(["```python\ndef sq(x):\n  return x * x\n```", "```python\ndef sq(x):\n  return 2 * x\n```"],
+               [problem, problem])
+  assert got.tolist() == [1.0, 0.0]
