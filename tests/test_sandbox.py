@@ -568,6 +568,8 @@ def test_config_errors_name_the_field(field, value, allowed):
 def test_bad_arguments():
   with pytest.raises(TypeError, match="needs the program's source as str"):
     run_python(b"print(1)")
+  with pytest.raises(ValueError, match="extra_read_paths holds '/no/such/path', which does not exist"):
+    run_python("pass", config=SandboxConfig(extra_read_paths=("/no/such/path",)))
 
 
 # ---- rljax.rewards.code_tests: a verifier on top of the sandbox ----

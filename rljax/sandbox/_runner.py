@@ -68,6 +68,7 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
 
   Raises:
     TypeError: ``code`` is not a ``str`` (a caller's error, not model output).
+    ValueError: a path of ``config.extra_read_paths`` does not exist.
     SandboxUnavailable: a required layer is missing on this host and ``config.allow_unsafe`` is ``False``; the
       message names each missing layer. The code did not run.
     RuntimeError: the launcher itself failed (a bug or a broken host, never the code's doing).
@@ -79,6 +80,9 @@ def run_python(code: str, *, config: SandboxConfig = SandboxConfig()) -> Sandbox
   if not sys.platform.startswith("linux"):
     raise SandboxUnavailable({"linux": f"the sandbox is built on Linux kernel interfaces, this is {sys.platform}"})
   python = config.python or sys.executable
+  for path in config.extra_read_paths:
+    if not os.path.exists(path):
+      raise ValueError(f"SandboxConfig.extra_read_paths holds {path!r}, which does not exist on this host")
   tmp = tempfile.mkdtemp(prefix="rljax-sandbox-")
   start = time.monotonic()
   try:
