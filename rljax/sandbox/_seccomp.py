@@ -10,8 +10,9 @@ foreign syscall ABI (i386 / x32 entry points), which kills the process:
   falls back to ``clone``);
 * ``socket``/``socketpair`` with a family other than ``AF_UNIX`` -> ``EAFNOSUPPORT`` (a second network layer);
 * ``unshare``, ``setns``, ``mount`` and the new mount API, ``umount2``, ``pivot_root``, ``chroot``, ``ptrace``,
-  ``process_vm_readv/writev``, ``bpf``, ``perf_event_open``, ``userfaultfd``, key-ring calls, module and kexec
-  loading, ``open_by_handle_at`` -> ``EPERM``.
+  ``process_vm_readv/writev``, ``pidfd_getfd``, ``kcmp``, ``bpf``, ``perf_event_open``, ``userfaultfd``,
+  ``io_uring`` (its operations would bypass this filter), key-ring calls, module and kexec loading,
+  ``open_by_handle_at`` -> ``EPERM``.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ _X86_64_DENIED = {
     "userfaultfd": 323, "keyctl": 250, "add_key": 248, "request_key": 249, "kexec_load": 246,
     "kexec_file_load": 320, "init_module": 175, "finit_module": 313, "delete_module": 176,
     "open_by_handle_at": 304, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
-    "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "fsmount": 432, "fspick": 433, "mount_setattr": 442, "io_uring_setup": 425, "io_uring_enter": 426,
+    "io_uring_register": 427, "pidfd_getfd": 438, "kcmp": 312,
 }
 
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
