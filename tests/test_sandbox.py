@@ -437,9 +437,10 @@ def test_landlock_alone_limits_files_and_tcp(layers, tmp_path, listener):
     read = lambda: open({str(secret)!r}).read()
     print(attempt(read))  # positive control
     assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
-    got = _landlock.restrict_self(read_paths=[sys.base_prefix, sys.prefix], write_paths=[{str(box)!r}])
+    _landlock.restrict_self(read_paths=[sys.base_prefix, sys.prefix], write_paths=[{str(box)!r}])
     print(attempt(read), attempt(lambda: open("/etc/shadow").read()), attempt(lambda: os.listdir("/proc")))
-    print(attempt(lambda: open({str(box / 'f')!r}, "w").write("x")), attempt(lambda: open({str(tmp_path / 'g')!r}, "w")))
+    print(attempt(lambda: open({str(box / 'f')!r}, "w").write("x")),
+          attempt(lambda: open({str(tmp_path / 'g')!r}, "w")))
     s = socket.socket(); s.settimeout(2)
     print(attempt(lambda: s.connect(("127.0.0.1", {port}))))
     print(attempt(lambda: os.kill({os.getpid()}, 0)))

@@ -6,7 +6,8 @@ model-written runs before they are on):
 
 * a separate process tree, killed as a whole at the wall-clock limit or when an output stream passes its cap;
 * rlimits: CPU time, address space, open files, file size, tasks (``_limits``);
-* user, PID, network and IPC namespaces, nested namespaces forbidden (``_namespaces``);
+* user, PID, network, IPC and mount namespaces, a private size-limited ``tmpfs`` as the only writable
+  directory, nested namespaces forbidden (``_namespaces``);
 * Landlock: read-only interpreter and system libraries, a writable temporary directory, nothing else; no TCP;
   no signals out (``_landlock``);
 * seccomp: no new processes (unless ``allow_fork``), no non-Unix sockets, no mount/ptrace/bpf/... (``_seccomp``).
