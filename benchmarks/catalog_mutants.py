@@ -221,6 +221,8 @@ MUTANTS: tuple = (
       _T_VERI, "math_answer"),
     M("format_regex", _VERI, "matcher = getattr(compiled, mode)", 'matcher = getattr(compiled, "search")',
       "anchor", _T_VERI, "format_regex"),
+    M("code_tests", "rljax/rewards/_code.py", 'out[i] = float(res.ok and res.stdout.rstrip("\\n").endswith(marker))',
+      "out[i] = float(res.ok)", "no_marker", ("tests/test_sandbox.py",), "code_tests_reward"),
     M("overlong_penalty", _SHAPE, "exceed = safe_len - float(max_len - buffer_len)",
       "exceed = safe_len - float(max_len - buffer_len + 1)", "off_by_one", _T_SHAPE, "overlong"),
     M("overlong_penalty", _SHAPE, "penalty = jnp.maximum(penalty, -factor)", "penalty = jnp.maximum(penalty, -1.0)",

@@ -13,7 +13,7 @@ from rljax.catalog import catalog
 __version__ = "0.1.0"
 
 _LAZY = ("objectives", "control", "advantages", "filters", "rewards", "models",
-         "sampling", "data", "envs", "train", "parallel", "kernels", "cli")
+         "sampling", "data", "envs", "train", "parallel", "kernels", "cli", "sandbox")
 
 
 def __getattr__(name):

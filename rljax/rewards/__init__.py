@@ -3,9 +3,10 @@
 Where things run:
 
 * **host** (plain Python over decoded text, between jitted calls):
-  ``exact_match``, ``math_answer``, ``format_regex`` (verifiers
-  ``(completions, references) -> [B] float32``, never raising on model
-  output), ``safe_reward`` (strict/lenient guard, ``RewardError``) and
+  ``exact_match``, ``math_answer``, ``format_regex``, ``code_tests`` (the
+  completion's code against the reference's tests in ``rljax.sandbox``)
+  (verifiers ``(completions, references) -> [B] float32``, never raising on
+  model output), ``safe_reward`` (strict/lenient guard, ``RewardError``) and
   ``composite`` (weighted sum that logs each component).
 * **jit-able** (pure array functions, ``(values, metrics)``):
   ``overlong_penalty``, ``length_penalty``, ``grpo_lambda``,
@@ -16,6 +17,7 @@ Where things run:
 See ``docs/filters_and_rewards.md``.
 """
 from rljax._technique import Fidelity, Technique
+from rljax.rewards._code import code_tests, extract_code
 from rljax.rewards._safe import RewardError, composite, safe_reward
 from rljax.rewards._stages import with_stages as _with_stages
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
@@ -25,7 +27,8 @@ from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, exact_match, extract_ma
                                       math_answer, normalize_math_answer, normalize_text)
 
 __all__ = [
-    "RewardError", "safe_reward", "composite", "exact_match", "math_answer", "format_regex",
+    "RewardError", "safe_reward", "composite", "exact_match", "math_answer", "format_regex", "code_tests",
+    "extract_code",
     "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN",
     "token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "rubric_dropout", "prm_clip",
     "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "TECHNIQUES",
@@ -52,6 +55,12 @@ TECHNIQUES = _with_stages((
               fidelity=Fidelity("abstract", f"{_S1} L161; {_S0} L15",
                                 "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
                                 "and full-match are ours")),
+    Technique("code_tests", "reward", code_tests,
+              "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
+              "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
+              fidelity=Fidelity("peer", "verl verl/utils/reward_score/prime_code/__init__.py (compute_score)",
+                                "verl: APPS in/out test cases, last ```python block; ours: assert tests appended "
+                                "to the last fenced block, all-pass only, a marker after the tests")),
     Technique("grpo_lambda", "shaping", grpo_lambda,
               "r_i = penalized_i if group g is in the batch's top-lambda fraction by acc_g else 1[correct_i]",
               f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",

@@ -24,7 +24,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rljax.envs._arithmetic import ArithmeticTask
-from rljax.rewards import _safe, _shaping, _verifiers
+from rljax.rewards import _code, _safe, _shaping, _verifiers
 from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 
 
@@ -204,6 +204,7 @@ STAGES = {
     "exact_match": _verifier(_verifiers.exact_match),
     "math_answer": _verifier(_verifiers.math_answer),
     "format_regex": _verifier(_verifiers.format_regex),
+    "code_tests": _verifier(_code.code_tests),
     "overlong_penalty": overlong_penalty,
     "gaussian_reward": gaussian_reward,
     "clipped_linear_reward": clipped_linear_reward,

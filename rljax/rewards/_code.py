@@ -1,0 +1,109 @@
+"""A code verifier: the completion's program, then its problem's tests, run in ``rljax.sandbox``.
+
+    code_tests(completions, references) -> [B] float32
+
+Host-side like the text verifiers (``_verifiers``), never raising on model output; a host without the
+sandbox's layers raises ``rljax.sandbox.SandboxUnavailable`` on the first call (not a zero reward).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import secrets
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from rljax import sandbox
+from rljax.rewards._verifiers import _as_text, _check_lengths
+
+__all__ = ["code_tests", "extract_code"]
+
+_EXTRACT = ("fenced", "whole")
+_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# Tests for a quick verifier: tight limits, standard library only.
+DEFAULT_CONFIG = sandbox.SandboxConfig(wall_time_s=5.0, cpu_time_s=3, memory_bytes=512 << 20, output_bytes=16 << 10,
+                                       site_packages=False)
+
+
+def extract_code(text: str, extract: str = "fenced") -> Optional[str]:
+  """The program in a completion: the last fenced block (```` ```python ````, ```` ```py ```` or bare
+  ```` ``` ````) for ``"fenced"``, the whole text for ``"whole"``; ``None`` when there is none."""
+  if extract == "whole":
+    return text if text.strip() else None
+  blocks = _FENCE.findall(text)
+  return blocks[-1] if blocks and blocks[-1].strip() else None
+
+
+def _tests_text(ref, i: int) -> Optional[str]:
+  if ref is None:
+    return None
+  if isinstance(ref, str):
+    return ref
+  if isinstance(ref, (list, tuple)) and all(isinstance(t, str) for t in ref):
+    return "\n".join(ref)
+  raise ValueError(f"references[{i}] must be the test code as a str (or a list of str), got {type(ref).__name__}")
+
+
+def code_tests(completions: Sequence[Any], references: Sequence[Any], *,
+               config: sandbox.SandboxConfig = DEFAULT_CONFIG, extract: str = "fenced", workers: int = 1,
+               return_info: bool = False):
+  """Unit-test verifier: ``r_i = 1[program(y_i) + tests_i runs to its end in the sandbox and exits 0]``.
+
+  The program is ``extract_code(y_i)``; the tests are the reference (typically ``assert`` lines, which see the
+  program's definitions: both run as one module). The tests are followed by a line printing a fresh random
+  marker, and a run counts only if it exits 0 *and* its output ends with that marker, so a program that calls
+  ``sys.exit(0)`` or ``os._exit(0)`` before the tests scores 0. This is the usual exit-status verifier of code RL
+  (e.g. verl's ``sandbox_fusion`` / prime code rewards; that form and the marker are ours, not one paper's). It
+  is not proof against a program written to cheat on purpose: the tests run in the program's own process, which
+  can read its source (the marker included) or rebind ``assert``-ed names.
+
+  Args:
+    completions: ``B`` decoded completions (non-strings, and completions without code, score 0 and count as
+      parse failures).
+    references: ``B`` test programs (``str``, or a list of ``str`` joined by newlines); ``None`` scores 0.
+    config: the sandbox's limits (``DEFAULT_CONFIG``: 5 s wall, 3 s CPU, 512 MiB, standard library only).
+    extract: ``"fenced"`` (the last ```` ``` ```` block) or ``"whole"`` (the completion is the program).
+    workers: sandboxed runs at once (host threads; each run is its own process tree).
+    return_info: also return ``{"parse_failures", "timeouts", "runs"}`` (timeouts: runs stopped by a limit).
+
+  Returns:
+    ``[B]`` float32 in {0, 1} (and the info dict if ``return_info``).
+
+  Raises:
+    ValueError: mismatched lengths, an unknown option, a reference that is not test code (data, not model
+      output). ``rljax.sandbox.SandboxUnavailable``: this host cannot sandbox (nothing ran).
+  """
+  b = _check_lengths(completions, references, required=True)
+  if extract not in _EXTRACT:
+    raise ValueError(f"extract must be one of {_EXTRACT}, got {extract!r}")
+  if not isinstance(config, sandbox.SandboxConfig):
+    raise ValueError(f"config must be a rljax.sandbox.SandboxConfig, got {type(config).__name__}")
+  if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+    raise ValueError(f"workers must be an int >= 1, got {workers!r}")
+  tests = [_tests_text(references[i], i) for i in range(b)]
+  jobs, failures = {}, 0
+  for i in range(b):
+    text = _as_text(completions[i])
+    code = None if text is None else extract_code(text, extract)
+    if code is None:
+      failures += 1
+    elif tests[i] is not None:
+      jobs[i] = code
+  out = np.zeros((b,), np.float32)
+  timeouts = 0
+  if jobs:
+    sandbox.check(config)  # a host that cannot sandbox fails loudly, before any model code runs
+    marker = "rljax-tests-passed-" + secrets.token_hex(16)
+
+    def run(i):
+      program = f"{jobs[i]}\n\n{tests[i]}\n\nprint({marker!r})\n"
+      return i, sandbox.run_python(program, config=config)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+      for i, res in pool.map(run, sorted(jobs)):
+        timeouts += bool(res.timed_out or res.limits_hit)
+        out[i] = float(res.ok and res.stdout.rstrip("\n").endswith(marker))
+  if return_info:
+    return out, {"parse_failures": failures, "timeouts": timeouts, "runs": len(jobs)}
+  return out
