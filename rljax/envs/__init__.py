@@ -3,12 +3,24 @@ own prompts and answers (a JSONL file or a local TFDS dataset) scored by a verif
 
 Single-turn protocol (``Task``): ``problems(split, num, seed)``,
 ``demonstration(problem, rng)``, ``score(completions, problems)``, ``corpus()``.
+
+Multi-turn protocol (``MultiTurnEnv``): ``reset(problem, seed) -> (state, observation)``,
+``step(state, action) -> StepResult``, driven by ``start`` / ``advance`` / ``step_batch`` under an
+``EpisodeConfig``; ``encode_episode`` turns an episode into training rows. Environments: ``ToolCountdownEnv``
+(Python tool in the sandbox), ``FrozenLakeEnv`` (grid), ``TicTacToeEnv`` (self-play). See docs/agents.md.
 """
 from rljax.envs._arithmetic import ArithmeticTask
 from rljax.envs._countdown import CountdownTask, parse_expression
 from rljax.envs._dataset import DatasetTask, jsonl_task, read_jsonl, read_tfds, resolve_verifier, tfds_task
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
+from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
+from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment, StepResult, advance,
+                                   batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
 from rljax.envs._task import SPLITS, Problem, Task
+from rljax.envs._tictactoe import TicTacToeEnv, TicTacToeState, minimax_move
+from rljax.envs._tool_countdown import ToolCountdownEnv, ToolCountdownState
+from rljax.envs._tools import CallError, ToolCall, parse_call, python_tool, truncate
+from rljax.envs._transcript import EpisodeRow, encode_episode, stack_rows, turn_arrays
 
 _TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "gsm8k": GSM8KTask, "jsonl": jsonl_task,
           "tfds": tfds_task}
@@ -28,4 +40,10 @@ def get_task(name: str, **kwargs) -> Task:
 
 __all__ = ["ArithmeticTask", "CountdownTask", "DATASET_TASKS", "DatasetTask", "GSM8KTask", "TASK_NAMES",
            "jsonl_task", "read_jsonl", "read_tfds", "resolve_verifier", "tfds_task", "Problem", "SPLITS", "Task", "VERL_INSTRUCTION", "get_task",
-           "gsm8k_reference", "parse_expression"]
+           "gsm8k_reference", "parse_expression",
+           # multi-turn
+           "Episode", "EpisodeConfig", "MultiTurnEnv", "Segment", "StepResult", "advance", "batch_summary",
+           "cut_at_stop", "drop_oldest_turns", "start", "step_batch", "EpisodeRow", "encode_episode", "stack_rows",
+           "turn_arrays", "CallError", "ToolCall", "parse_call", "python_tool", "truncate", "ToolCountdownEnv",
+           "ToolCountdownState", "FrozenLakeEnv", "LakeState", "shortest_path", "TicTacToeEnv", "TicTacToeState",
+           "minimax_move"]

@@ -1,0 +1,70 @@
+"""Tool-augmented countdown: reach the target, optionally running Python in the sandbox first.
+
+Each model turn is either a tool call ``<call>python code</call>`` (its output, truncated, comes back as
+``<output>...</output>``) or a final ``<answer>expression</answer>``, scored by ``CountdownTask``'s exact
+rational checker (reward 1 or 0, episode ends). A turn with neither is *void* (SimpleTIR's term): it gets a
+reminder and reward 0. A call that cannot be parsed gets an error observation (never a crash). The
+environment after ReTool / SimpleTIR (code interpreter feedback inside the reasoning); the problem
+generator and checker are ``rljax.envs.CountdownTask``'s; the tags and messages are ours.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, Optional
+
+from rljax.envs._countdown import CountdownTask
+from rljax.envs._multiturn import StepResult
+from rljax.envs._task import Problem
+from rljax.envs._tools import CALL_CLOSE, CallError, ToolCall, parse_call, python_tool
+
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCountdownState:
+  """The problem and how many tool calls were made."""
+  problem: Problem
+  calls: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolCountdownEnv:
+  """Countdown with a Python tool (see the module docstring).
+
+  Attributes:
+    task: the ``CountdownTask`` that makes and checks problems (``task.problems(split, n, seed)``).
+    tool: ``code -> observation text`` (default ``python_tool()``: the sandbox, 256 characters).
+    stop_strings: what ends a model turn (use them as ``EpisodeConfig.stop_strings`` and in the sampler).
+  """
+  task: CountdownTask = CountdownTask()
+  tool: Optional[Callable[[str], str]] = None
+  stop_strings: tuple = (CALL_CLOSE, "</answer>")
+
+  def prompt(self, problem: Problem) -> str:
+    nums = ",".join(str(n) for n in problem.meta["numbers"])
+    return (f"Numbers: {nums}. Target: {problem.meta['target']}. Use + - * / and each number at most once. "
+            "Run Python with <call>code</call>; answer with <answer>expression</answer>.\n")
+
+  def reset(self, problem: Problem, seed: int) -> tuple[Any, str]:
+    """``seed`` is unused (the problem fixes everything)."""
+    del seed
+    if not isinstance(problem, Problem) or "numbers" not in problem.meta:
+      raise ValueError(f"problem must be a CountdownTask problem, got {problem!r:.80}")
+    return ToolCountdownState(problem), self.prompt(problem)
+
+  def step(self, state: ToolCountdownState, action: str) -> StepResult:
+    call = parse_call(action)
+    answer = _ANSWER.search(action)
+    if answer is not None and (call is None or answer.start() < action.find("<call>")):
+      reward = float(self.task.score([answer.group(1)], [state.problem])[0])
+      return StepResult(state, "", reward, True, {"tool_calls": state.calls})
+    if isinstance(call, ToolCall):
+      out = (self.tool or python_tool())(call.code)
+      state = dataclasses.replace(state, calls=state.calls + 1)
+      return StepResult(state, f"<output>{out}</output>\n", 0.0, False, {"tool_calls": state.calls})
+    if isinstance(call, CallError):
+      return StepResult(state, f"<output>error: {call.message}</output>\n", 0.0, False,
+                        {"tool_calls": state.calls, "call_error": call.message})
+    return StepResult(state, "<output>error: write <call>code</call> or <answer>expression</answer></output>\n",
+                      0.0, False, {"tool_calls": state.calls, "void": True})
