@@ -12,6 +12,7 @@ with an error and the same player moves again (reward 0). ``first`` chooses who 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Any, Optional
 
@@ -91,21 +92,29 @@ class TicTacToeEnv:
     return StepResult(nxt, self.render(nxt), 0.0, False, {})
 
 
-def minimax_move(board: tuple, me: str) -> int:
-  """A perfect player's move (0-based cell) for ``me``: maximises the game value (win 1, draw 0, loss -1),
-  ties broken by the lowest cell. Brute force over the game tree (a reference for tests and baselines)."""
-  other = ROLES[1 - ROLES.index(me)]
-
-  def value(b, to_move):
-    w = winner(b)
-    if w is not None:
-      return 1 if w == me else -1
-    free = [i for i in range(9) if b[i] == "."]
-    if not free:
-      return 0
-    nxt = ROLES[1 - ROLES.index(to_move)]
-    vals = [value(b[:i] + (to_move,) + b[i + 1:], nxt) for i in free]
-    return max(vals) if to_move == me else min(vals)
-
+@functools.lru_cache(maxsize=None)
+def _value(board: tuple, to_move: str, me: str) -> int:
+  """Game value for ``me`` with ``to_move`` to play: ``10 - plies`` for a win, ``plies - 10`` for a loss, 0 for
+  a draw (a quicker win is worth more). Pure, so memoised."""
+  w = winner(board)
+  plies = 9 - board.count(".")
+  if w is not None:
+    return 10 - plies if w == me else plies - 10
   free = [i for i in range(9) if board[i] == "."]
-  return max(free, key=lambda i: (value(board[:i] + (me,) + board[i + 1:], other), -i))
+  if not free:
+    return 0
+  nxt = ROLES[1 - ROLES.index(to_move)]
+  vals = [_value(board[:i] + (to_move,) + board[i + 1:], nxt, me) for i in free]
+  return max(vals) if to_move == me else min(vals)
+
+
+def minimax_move(board: tuple, me: str) -> int:
+  """A perfect player's move (0-based cell) for ``me``: maximises the game value (the quickest win, else a
+  draw, else the slowest loss), ties broken by the lowest cell. Brute force over the game tree (a reference
+  for tests and baselines)."""
+  board = tuple(board)
+  other = ROLES[1 - ROLES.index(me)]
+  free = [i for i in range(9) if board[i] == "."]
+  if not free or winner(board) is not None:
+    raise ValueError(f"no move to make on a finished board {''.join(board)!r}")
+  return max(free, key=lambda i: (_value(board[:i] + (me,) + board[i + 1:], other, me), -i))

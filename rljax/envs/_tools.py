@@ -62,7 +62,7 @@ def python_tool(config: SandboxConfig = SandboxConfig(), max_chars: int = 256,
   run = runner or run_python
 
   def tool(code: str) -> str:
-    res = run(code, config)
+    res = run(code, config=config)
     out = res.stdout
     if res.exit_code != 0 and res.stderr.strip():
       out += res.stderr.strip().splitlines()[-1]

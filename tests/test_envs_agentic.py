@@ -1,0 +1,224 @@
+"""The multi-turn environments with scripted players: tool countdown (Python tool, real sandbox once),
+FrozenLake (shortest path reaches the goal; holes, invalid words, slippery determinism), TicTacToe self-play
+(perfect play draws, a scripted win, illegal moves, roles in the transcript); and tool-call parsing."""
+import dataclasses
+import sys
+
+import numpy as np
+import pytest
+
+from rljax.envs import (CallError, CountdownTask, EpisodeConfig, FrozenLakeEnv, Problem, TicTacToeEnv, ToolCall,
+                        ToolCountdownEnv, advance, encode_episode, minimax_move, parse_call, python_tool,
+                        shortest_path, start, step_batch, truncate)
+from rljax.sandbox import SandboxConfig, SandboxResult
+
+
+def _run(env, actions, problem=None, seed=0, **cfg):
+  config = EpisodeConfig(stop_strings=env.stop_strings, **cfg)
+  ep = start(env, problem, seed)
+  for a in actions:
+    ep = advance(env, ep, a, config)
+  return ep
+
+
+# ----------------------------------------------------------------------------- tool calls
+
+
+def test_parse_call_never_raises_and_says_what_is_wrong():
+  assert parse_call("no call here") is None
+  assert parse_call("think <call>print(1)</call> more") == ToolCall("print(1)")
+  assert parse_call("<call>\nx = 1\nprint(x)\n</call>") == ToolCall("x = 1\nprint(x)")
+  assert parse_call("<call>print(1)") == CallError("<call> without </call>")
+  assert parse_call("<call> <call>1</call>") == CallError("nested <call>")
+  assert parse_call("<call>  </call>") == CallError("empty <call></call>")
+  assert isinstance(parse_call(None), CallError)
+
+
+def test_truncate_is_exact():
+  assert truncate("abc", 20) == "abc"
+  out = truncate("x" * 100, 20)
+  assert len(out) == 20 and out == "x" * 6 + "...[truncated]"
+  with pytest.raises(ValueError, match="max_chars"):
+    truncate("abc", 3)
+
+
+def _fake_runner(code, *, config):
+  """Evaluates nothing: echoes the code's length (tests must not depend on the sandbox's timing)."""
+  del config
+  if code == "loop":
+    return SandboxResult("", "", None, 9, True, False, False, ("wall_time",), {}, 0.0)
+  if code == "raise":
+    return SandboxResult("", "Traceback\nZeroDivisionError: division by zero\n", 1, None, False, False, False, (),
+                         {}, 0.0)
+  return SandboxResult("y" * len(code) + "\n", "", 0, None, False, False, False, (), {}, 0.0)
+
+
+def test_python_tool_formats_output_errors_and_timeouts():
+  tool = python_tool(max_chars=20, runner=_fake_runner)
+  assert tool("abc") == "yyy\n"
+  assert tool("loop") == "[timed out]"
+  assert tool("raise") == "ZeroDivisionError: division by zero"[:6] + "...[truncated]"
+  assert len(tool("z" * 50)) == 20
+
+
+# ----------------------------------------------------------------------------- tool countdown
+
+
+PROBLEM = Problem("3,7,12>19=", "12+7", {"numbers": [3, 7, 12], "target": 19})
+
+
+def test_tool_countdown_scripted_episode():
+  env = ToolCountdownEnv(tool=python_tool(runner=_fake_runner))
+  ep = _run(env, ["let me check <call>print(12+7)</call> IGNORED", "<answer>12+7</answer>"], PROBLEM)
+  assert ep.done and ep.finish == "env" and ep.rewards == (0.0, 1.0) and ep.info["tool_calls"] == 1
+  model = [s.text for s in ep.segments if s.source == "model"]
+  assert model == ["let me check <call>print(12+7)</call>", "<answer>12+7</answer>"]  # cut at the stop string
+  assert ep.segments[2].text == "<output>yyyyyyyyyyy\n</output>\n" and ep.segments[2].source == "env"
+  # the tool output is never trained on
+  (row,) = encode_episode(ep, type("T", (), {"bos_id": 1, "encode": lambda self, s: [ord(c) for c in s]})())
+  trained = "".join(chr(t) for t in row.tokens[row.loss_mask])
+  assert trained == "".join(model)
+
+
+def test_tool_countdown_bad_input_is_an_observation():
+  env = ToolCountdownEnv(tool=python_tool(runner=_fake_runner))
+  ep = _run(env, ["<call>print(1)", "nothing", "<answer>3*7</answer>"], PROBLEM, max_turns=5)
+  assert ep.segments[2].text == "<output>error: <call> without </call></output>\n"
+  assert "error: write <call>" in ep.segments[4].text
+  assert ep.done and ep.rewards == (0.0, 0.0, 0.0)  # a wrong answer ends the episode with 0
+  ep = _run(env, ["<answer>7+12+3</answer>"], PROBLEM)  # 22, not 19
+  assert ep.rewards == (0.0,)
+  with pytest.raises(ValueError, match="CountdownTask problem"):
+    env.reset(Problem("x", "y"), 0)
+
+
+def test_tool_countdown_solver_wins_every_problem():
+  task = CountdownTask()
+  env = ToolCountdownEnv(task=task, tool=python_tool(runner=_fake_runner))
+  probs = task.problems("train", 8, seed=0)
+  config = EpisodeConfig(stop_strings=env.stop_strings)
+  eps = [start(env, p, i) for i, p in enumerate(probs)]
+  eps = step_batch(env, eps, [f"<answer>{task.solve(p)}</answer>" for p in probs], config)
+  assert [e.episode_reward for e in eps] == [1.0] * 8
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux only")
+def test_tool_countdown_runs_code_in_the_real_sandbox():
+  from rljax.sandbox import SandboxUnavailable, check
+  try:
+    check(SandboxConfig())
+  except SandboxUnavailable as e:
+    pytest.skip(f"this host lacks sandbox layers: {e}")
+  env = ToolCountdownEnv()
+  ep = _run(env, ["<call>print(12+7)</call>", "<call>open('/etc/shadow').read()</call>"], PROBLEM)
+  assert ep.segments[2].text == "<output>19\n</output>\n"
+  assert "Error" in ep.segments[4].text and not ep.failed
+
+
+# ----------------------------------------------------------------------------- FrozenLake
+
+
+BOARD = ("SFF", "FHF", "FFG")
+
+
+def test_frozenlake_shortest_path_reaches_the_goal():
+  env = FrozenLakeEnv(size=4)
+  for seed in range(5):
+    state, _ = env.reset(None, seed)
+    path = shortest_path(state.board)
+    ep = _run(env, [a + "\n" for a in path], seed=seed, max_turns=20)
+    assert ep.done and ep.finish == "env" and ep.rewards[-1] == 1.0 and ep.turns == len(path)
+    assert ep.info["outcome"] == "goal"
+
+
+def test_frozenlake_rules():
+  env = FrozenLakeEnv()
+  state, obs = env.reset(BOARD, 0)
+  assert obs.endswith("PFF\nFHF\nFFG\nMove (left, down, right, up):\n")
+  ep = _run(env, ["up\n", "I go RIGHT\n", "down\n"], BOARD)  # border: stays; then right; then into the hole
+  assert ep.state.pos == (1, 1) and ep.info["outcome"] == "hole" and ep.rewards == (0.0, 0.0, 0.0)
+  ep = _run(FrozenLakeEnv(invalid_reward=-0.1), ["jump\n"], BOARD)
+  assert ep.segments[-1].text.startswith("Invalid action.\nPFF") and ep.rewards == (-0.1,) and not ep.done
+  assert shortest_path(BOARD) in (["right", "right", "down", "down"], ["down", "down", "right", "right"])
+  assert shortest_path(("SH", "HG")) is None
+  for bad in (("SF", "F"), ("SX", "FG"), ("FF", "FG")):
+    with pytest.raises(ValueError, match="board"):
+      env.reset(bad, 0)
+  with pytest.raises(ValueError, match="slip_prob"):
+    FrozenLakeEnv(slip_prob=2.0)
+
+
+def test_frozenlake_random_boards_and_slips_are_deterministic_in_the_seed():
+  env = FrozenLakeEnv(size=5, hole_prob=0.3, slip_prob=0.5)
+  assert env.random_board(3) == env.random_board(3) and shortest_path(env.random_board(3)) is not None
+  moves = ["right\n", "down\n"] * 4
+
+  def trace(seed):
+    return [s.text for s in _run(env, moves, None, seed=seed, max_turns=8).segments]
+
+  assert trace(1) == trace(1)
+  slipped = {dataclasses.replace(env, slip_prob=0.0).reset(None, s)[0].board for s in range(4)}
+  assert len(slipped) > 1  # different seeds give different boards
+  # slips happen at about the configured rate, perpendicular to the intended move
+  lake = FrozenLakeEnv(slip_prob=0.5)
+  state, _ = lake.reset(("FFFFF", "FFFFF", "FFSFF", "FFFFF", "FFFFG"), 0)
+  moved = [lake.step(dataclasses.replace(state, seed=s), "up").info["moved"] for s in range(400)]
+  counts = {a: moved.count(a) for a in ("up", "left", "right", "down")}
+  assert counts["down"] == 0 and 150 < counts["up"] < 250 and counts["left"] > 60 and counts["right"] > 60
+
+
+# ----------------------------------------------------------------------------- TicTacToe
+
+
+def _selfplay(env, pick, seed=0):
+  config = EpisodeConfig(stop_strings=env.stop_strings, max_turns=9)
+  ep = start(env, None, seed)
+  while not ep.done:
+    ep = advance(env, ep, f"{pick(ep.state) + 1}\n", config)
+  return ep
+
+
+def test_tictactoe_perfect_play_draws():
+  env = TicTacToeEnv()
+  ep = _selfplay(env, lambda s: minimax_move(s.board, s.to_move))
+  assert ep.finish == "env" and ep.turns == 9 and ep.info["role_rewards"] == {"X": 0.0, "O": 0.0}
+  assert ep.roles == ("X", "O") * 4 + ("X",)
+  # every segment carries its role: model turns the mover, observations the player addressed next
+  model = [s for s in ep.segments if s.source == "model"]
+  assert [s.role for s in model] == list(ep.roles)
+  assert all(o.role != m.role for m, o in zip(ep.segments[1::2], ep.segments[2::2]) if o.turn < 8)
+
+
+def test_tictactoe_perfect_player_never_loses_to_random():
+  env = TicTacToeEnv(first="random")
+  for seed in range(6):
+    rng = np.random.default_rng(seed)
+
+    def pick(s):
+      if s.to_move == "X":
+        return minimax_move(s.board, "X")
+      return int(rng.choice([i for i in range(9) if s.board[i] == "."]))
+
+    ep = _selfplay(env, pick, seed)
+    assert ep.info["role_rewards"]["X"] >= 0.0
+
+
+def test_tictactoe_scripted_win_and_illegal_moves():
+  env = TicTacToeEnv()
+  ep = _run(env, ["1\n", "4\n", "2\n", "5\n", "cell 3\n"])
+  assert ep.info["role_rewards"] == {"X": 1.0, "O": -1.0} and ep.rewards == (0, 0, 0, 0, 1.0)
+  assert ep.segments[-1].text == "X wins.\n"
+  ep = _run(env, ["5\n", "5\n"])  # O plays a taken cell: O loses
+  assert ep.done and ep.info["role_rewards"] == {"X": 1.0, "O": -1.0} and ep.rewards == (0.0, -1.0)
+  ep = _run(TicTacToeEnv(illegal="retry"), ["5\n", "none\n", "1\n"])
+  assert not ep.done and ep.roles == ("X", "O", "O") and "Illegal move (no cell number)" in ep.segments[4].text
+  assert TicTacToeEnv(first="random").reset(None, 4) == TicTacToeEnv(first="random").reset(None, 4)
+  assert {TicTacToeEnv(first="random").reset(None, s)[0].to_move for s in range(8)} == {"X", "O"}
+  with pytest.raises(ValueError, match="illegal"):
+    TicTacToeEnv(illegal="ignore")
+
+
+def test_minimax_takes_a_win_and_blocks():
+  b = tuple("XX.OO....")
+  assert minimax_move(b, "X") == 2 and minimax_move(b, "O") == 5  # the quickest win, not a later one
+  assert minimax_move(tuple("XX.O....."), "O") == 2
