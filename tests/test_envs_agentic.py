@@ -189,6 +189,23 @@ def test_tictactoe_perfect_play_draws():
   assert all(o.role != m.role for m, o in zip(ep.segments[1::2], ep.segments[2::2]) if o.turn < 8)
 
 
+def test_tictactoe_rows_per_role():
+  from rljax.envs import turn_arrays
+  ep = _run(TicTacToeEnv(), ["1\n", "4\n", "2\n", "5\n", "3\n"])  # X wins on its third move
+  tok = type("T", (), {"bos_id": 1, "encode": lambda self, s: [ord(c) for c in s]})()
+  for role, moves in (("X", "1\n2\n3\n"), ("O", "4\n5\n")):
+    (row,) = encode_episode(ep, tok, role=role)
+    assert "".join(chr(t) for t in row.tokens[row.loss_mask]) == moves
+    assert len(row.tokens) == len(encode_episode(ep, tok)[0].tokens)  # the other player's turns stay as context
+  t = turn_arrays([ep, ep], 9, role="O")
+  np.testing.assert_array_equal(t["episode_rewards"], [-1.0, -1.0])
+  np.testing.assert_array_equal(t["turn_valid"][0, :6], [0, 1, 0, 1, 0, 0])
+  np.testing.assert_array_equal(turn_arrays([ep], 9, role="X")["turn_rewards"][0, :5], [0, 0, 0, 0, 1])
+  running = _run(TicTacToeEnv(), ["1\n"])
+  with pytest.raises(ValueError, match="role_rewards"):
+    turn_arrays([running], 9, role="X")
+
+
 def test_tictactoe_perfect_player_never_loses_to_random():
   env = TicTacToeEnv(first="random")
   for seed in range(6):

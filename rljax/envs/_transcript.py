@@ -40,8 +40,12 @@ class EpisodeRow:
   window: int
 
 
+def _trained(seg, role) -> bool:
+  return seg.source == "model" and seg.trainable and (role is None or seg.role == role)
+
+
 def encode_episode(ep: Episode, tokenizer, *, add_bos: Optional[bool] = None,
-                   model_ids: Optional[Mapping[int, Sequence[int]]] = None) -> list:
+                   model_ids: Optional[Mapping[int, Sequence[int]]] = None, role: Optional[str] = None) -> list:
   """One ``EpisodeRow`` per window of ``ep`` that has a trainable model turn (a window that is only carried-over
   context, e.g. the last one after a fit, is left out; ``EpisodeRow.window`` keeps the index).
 
@@ -51,14 +55,15 @@ def encode_episode(ep: Episode, tokenizer, *, add_bos: Optional[bool] = None,
   tokenizer has a start token (``has_bos``, default True).
   ``model_ids[turn]``: the token ids the sampler actually produced for that model turn (use them: a re-encoding
   of the decoded text need not give the same ids); they replace the encoding of the turn's trainable model
-  segment.
+  segment. ``role``: train only that role's turns (self-play: one row per player; the other player's turns
+  are context, mask 0).
   """
   tokenizer = getattr(tokenizer, "tok", tokenizer)
   if add_bos is None:
     add_bos = bool(getattr(tokenizer, "has_bos", True))
   rows = []
   for w, window in enumerate(ep.windows):
-    if not any(seg.source == "model" and seg.trainable for seg in window):
+    if not any(_trained(seg, role) for seg in window):
       continue
     toks, mask, turns = [], [], []
     if add_bos:
@@ -67,7 +72,7 @@ def encode_episode(ep: Episode, tokenizer, *, add_bos: Optional[bool] = None,
         raise ValueError(f"add_bos=True but the tokenizer has no bos_id ({type(tokenizer).__name__})")
       toks, mask, turns = [int(bos)], [False], [-1]
     for seg in window:
-      train = seg.source == "model" and seg.trainable
+      train = _trained(seg, role)
       if train and model_ids is not None and seg.turn in model_ids:
         ids = [int(i) for i in model_ids[seg.turn]]
       else:
@@ -96,16 +101,31 @@ def stack_rows(rows: Sequence[EpisodeRow], length: int, pad_id: int = 0) -> dict
   return out
 
 
-def turn_arrays(episodes: Sequence[Episode], max_turns: int) -> dict:
+def turn_arrays(episodes: Sequence[Episode], max_turns: int, role: Optional[str] = None) -> dict:
   """Per-episode turn quantities as ``[B, M]`` arrays (``M = max_turns``): ``turn_rewards`` float32 (0 past
   the last turn), ``turn_valid`` bool, and ``episode_rewards [B]`` (sum of the turn rewards), ``failed [B]``
-  bool. Rows line up with the episodes (repeat them for episodes with several windows)."""
+  bool (a runner marks these rows invalid: their record ends at the failing turn). Rows line up with the
+  episodes (repeat them for episodes with several windows).
+
+  ``role`` (self-play): ``turn_valid`` only on that role's turns, and ``episode_rewards`` is the game's outcome
+  for it, ``info["role_rewards"][role]`` (0 for a failed episode; an ended game without it raises).
+  """
   b = len(episodes)
   rewards, valid = np.zeros((b, max_turns), np.float32), np.zeros((b, max_turns), bool)
+  episode_rewards = np.zeros((b,), np.float32)
   for i, ep in enumerate(episodes):
     if ep.turns > max_turns:
       raise ValueError(f"episode {i} has {ep.turns} turns, more than max_turns={max_turns}")
     rewards[i, :ep.turns] = ep.rewards
-    valid[i, :ep.turns] = True
-  return {"turn_rewards": rewards, "turn_valid": valid, "episode_rewards": rewards.sum(1),
+    valid[i, :ep.turns] = True if role is None else [r == role for r in ep.roles]
+    if role is None:
+      episode_rewards[i] = rewards[i].sum()
+    elif not ep.failed:
+      outcome = dict(ep.info.get("role_rewards") or {})
+      if role not in outcome:
+        raise ValueError(f"episode {i} has no info['role_rewards'][{role!r}] (roles: {sorted(outcome)}; "
+                         f"done={ep.done})")
+      episode_rewards[i] = outcome[role]
+  rewards = np.where(valid, rewards, 0.0).astype(np.float32)
+  return {"turn_rewards": rewards, "turn_valid": valid, "episode_rewards": episode_rewards,
           "failed": np.array([ep.failed for ep in episodes], bool)}
