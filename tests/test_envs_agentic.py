@@ -102,6 +102,17 @@ def test_tool_countdown_solver_wins_every_problem():
   assert [e.episode_reward for e in eps] == [1.0] * 8
 
 
+def test_missing_sandbox_stops_the_run_instead_of_failing_episodes():
+  from rljax.sandbox import SandboxUnavailable
+
+  def refuse(code, *, config):
+    raise SandboxUnavailable({"landlock_fs": "not in this kernel"})
+
+  env = ToolCountdownEnv(tool=python_tool(runner=refuse))
+  with pytest.raises(SandboxUnavailable, match="landlock_fs"):
+    _run(env, ["<call>print(1)</call>"], PROBLEM)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux only")
 def test_tool_countdown_runs_code_in_the_real_sandbox():
   from rljax.sandbox import SandboxUnavailable, check

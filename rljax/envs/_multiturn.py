@@ -16,7 +16,8 @@ driver (``start`` / ``advance`` / ``step_batch``) owns what every environment sh
   reward returns 0 before the last turn); ``info["role_rewards"]`` at the end gives each role's outcome in a
   game (self-play);
 * **bad input**: an environment that raises marks its episode ``failed`` (``error`` says why) and ends it;
-  the rest of the batch goes on (``step_batch``). Unparseable tool calls are the environment's to turn into an
+  the rest of the batch goes on (``step_batch``). Except ``rljax.sandbox.SandboxUnavailable``: a host that
+  cannot run model code safely stops the run rather than failing every episode quietly. Unparseable tool calls are the environment's to turn into an
   error observation (``rljax.envs.parse_call``).
 
 An episode's record is a tuple of windows, each a tuple of ``Segment`` s (``source`` "env" or "model", the 0-based
@@ -29,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+
+from rljax.sandbox import SandboxUnavailable
 
 SOURCES = ("env", "model")
 
@@ -188,6 +191,8 @@ def start(env: MultiTurnEnv, problem: Any, seed: int) -> Episode:
     state, obs = env.reset(problem, seed)
     if not isinstance(obs, str):
       raise TypeError(f"reset must return (state, str), got observation {type(obs).__name__}")
+  except SandboxUnavailable:
+    raise
   except Exception as e:  # pylint: disable=broad-except
     return Episode(None, ((),), done=True, failed=True, error=f"reset: {type(e).__name__}: {e}", finish="failed")
   return Episode(state, ((Segment(obs, "env", -1, _role(env, state)),),))
@@ -212,6 +217,8 @@ def advance(env: MultiTurnEnv, ep: Episode, action: str, config: EpisodeConfig) 
     if not isinstance(res, StepResult) or not isinstance(res.observation, str):
       raise TypeError(f"step must return a StepResult with a str observation, got {res!r:.80}")
     reward = float(res.reward)
+  except SandboxUnavailable:
+    raise
   except Exception as e:  # pylint: disable=broad-except
     failed = _fail(ep, f"step (turn {t})", e)
     return dataclasses.replace(failed, windows=ep.windows[:-1] + (ep.segments + (Segment(text, "model", t, role),),))
