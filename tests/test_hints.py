@@ -164,28 +164,32 @@ def test_hinted_rows_train_under_the_unhinted_prompt_with_the_hinted_samplers_lo
   forward = forward_fn(graphdef)
   logp_train = np.asarray(forward(params, rest, data.tokens)[0])  # what StepInputs and the update compute
   codec, cm = exp.codec, data.completion_mask
+  # independent rows built from ids, in arrays of the batch's shape (one compiled forward): row i unhinted =
+  # prompt ids + completion (left-padded as the sampler pads); row i hinted = hinted prompt ids + completion
+  # (right-padded: causal, so the padding does not change the completion's log-probs)
+  rows, h_rows, h_start = np.zeros_like(data.tokens), np.zeros_like(data.tokens), {}
   for i in np.flatnonzero(hinted):
     problem = data.problems[i]
     assert problem.prompt == exp.train_problems[int(data.prompt_index[i])].prompt  # the original problem
-    # the trained row: exactly the unhinted prompt ids, then the completion
     prompt = codec.prompt_ids(problem)
-    assert data.tokens[i][data.prompt_mask[i]].tolist() == prompt
+    assert data.tokens[i][data.prompt_mask[i]].tolist() == prompt  # the trained row: the unhinted prompt ids ...
     completion = data.tokens[i][cm[i]]
     start = int(np.flatnonzero(cm[i])[0])
-    assert start == int(np.flatnonzero(data.prompt_mask[i]).max()) + 1
-    # an independent forward of the unhinted row built from ids: the training log-probs
-    row = np.zeros((1, data.tokens.shape[1]), np.int32)
-    row[0, start - len(prompt):start] = prompt
-    row[0, start:start + completion.size] = completion
-    np.testing.assert_allclose(np.asarray(forward(params, rest, row)[0])[0][cm[i]], logp_train[i][cm[i]],
-                               rtol=1e-5, atol=1e-5)
-    # the hinted row: hint + prompt, the same completion; its forward is the behaviour log-probs
+    assert start == int(np.flatnonzero(data.prompt_mask[i]).max()) + 1  # ... then the completion
+    rows[i, start - len(prompt):start] = prompt
+    rows[i, start:start + completion.size] = completion
     h_prompt = codec.prompt_ids(f"{problem.answer}={problem.prompt}")
-    h_row = np.zeros((1, len(h_prompt) + completion.size), np.int32)
-    h_row[0, :len(h_prompt)] = h_prompt
-    h_row[0, len(h_prompt):] = completion
-    logp_hinted = np.asarray(forward(params, rest, h_row)[0])[0, len(h_prompt):]
-    np.testing.assert_allclose(data.logp_behavior[i][cm[i]], logp_hinted, rtol=1e-4, atol=1e-4)
+    h_rows[i, :len(h_prompt)] = h_prompt
+    h_rows[i, len(h_prompt):len(h_prompt) + completion.size] = completion
+    h_start[i] = len(h_prompt)
+  logp_rows = np.asarray(forward(params, rest, rows)[0])
+  logp_hinted = np.asarray(forward(params, rest, h_rows)[0])
+  for i, hs in h_start.items():
+    n = int(cm[i].sum())
+    # the training log-probs are those of the unhinted row
+    np.testing.assert_allclose(logp_rows[i][cm[i]], logp_train[i][cm[i]], rtol=1e-5, atol=1e-5)
+    # the behaviour log-probs are those of the hinted row
+    np.testing.assert_allclose(data.logp_behavior[i][cm[i]], logp_hinted[i, hs:hs + n], rtol=1e-4, atol=1e-4)
     # ... and the two contexts give different log-probs: the ratio exp(logp - logp_behavior) is not 1
     assert np.max(np.abs(logp_train[i][cm[i]] - data.logp_behavior[i][cm[i]])) > 1e-3
   fresh = data.valid & ~hinted
@@ -223,3 +227,17 @@ def test_a_hinted_prompt_longer_than_the_largest_bucket_is_counted_not_sampled(t
   assert metrics["guide/too_long_prompts"] == metrics["guide/hint_candidates"] > 0
   assert not data.extras["hint_mask"].any()
 
+
+
+def test_the_stage_state_survives_a_checkpointer_round_trip_bit_for_bit(tmp_path):
+  from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
+  stage = H.lte()
+  data = _round([0, 0, 1, 1], ["a"] * 4, ["1"]).replace(extras={"hint_mask": np.array([1, 1, 0, 0], bool)})
+  _, state, _ = stage.fn(data, stage.init())
+  ckpt = Checkpointer(str(tmp_path / "ckpt"))
+  ckpt.save(1, {"stages": {"replay": {stage.name: state}}}, {"step": 1}, parts=True)
+  ckpt.close()
+  restored, _, step = Checkpointer(str(tmp_path / "ckpt")).restore({"stages": {"replay": {stage.name: stage.init()}}},
+                                                                   parts=True)
+  got = np.asarray(restored["stages"]["replay"][stage.name])
+  assert step == 1 and got.dtype == state.dtype and got.tobytes() == state.tobytes() and got.tolist() == [1]
