@@ -210,23 +210,17 @@ def test_hinted_rows_replace_half_of_each_failed_group_and_are_scored_against_th
   assert metrics["guide/too_long_prompts"] == 0.0
 
 
-def test_a_hinted_prompt_longer_than_the_largest_bucket_is_counted_not_sampled(tmp_path):
+def test_a_hinted_prompt_longer_than_the_largest_bucket_is_counted_not_sampled(hinted_round):
   from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
-  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
-  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
   from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
-  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.digits=1", "rl.num_prompts=4", "rl.group_size=4",
-                                                     "progress=false"])
-  exp = build_experiment(cfg)
+  exp, graphdef, params, rest, _ = hinted_round
   recipe = Recipe(replay=H.guide(template="{hint}={hint}={hint}={prompt}"))
   loader = iter([[(p, i) for i, p in enumerate(exp.train_problems[:4])]])
-  graphdef, params, rest = nnx.split(exp.model, nnx.Param, ...)
   collect = Collector(exp, recipe, loader, graphdef, prompt_rows={0: (0, 4)}, base_key=jax.random.PRNGKey(3),
                       num_dataset_prompts=len(exp.train_problems), needs=recipe.needs)
   data, _, metrics, _ = collect(params, rest, 0, 1.0, {})
   assert metrics["guide/too_long_prompts"] == metrics["guide/hint_candidates"] > 0
   assert not data.extras["hint_mask"].any()
-
 
 
 def test_the_stage_state_survives_a_checkpointer_round_trip_bit_for_bit(tmp_path):
