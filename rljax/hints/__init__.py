@@ -29,14 +29,14 @@ TECHNIQUES = (
               f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
               f"{_S1} L183 (Guide)",
               fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract: hints for all-failed prompts, IS ratio "
-                                "adjusted for the hint-free context)",
+                                "for the hint-free context)",
                                 "hint = the reference answer (fraction=1) in a template; the whole failed group "
                                 "is re-sampled (rows=1); ratio = PPO ratio with logp_old = hinted behaviour logp")),
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
-              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract: off-context rollouts with privileged "
-                                "guidance such as solution prefixes, importance-corrected objective)",
+              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract: off-context rollouts, solution-prefix "
+                                "guidance, importance correction)",
                                 "guidance = answer prefix (fraction=0.5) in the prompt; half the failed group "
                                 "(rows=0.5) is guided; correction as Guide's (the exact objective is not in "
                                 "the abstract)")),
@@ -50,9 +50,8 @@ TECHNIQUES = (
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
               fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract)",
-                                "built: the difficulty-prior hint ratio (difficulty = the round's 1 - p, linear "
-                                "schedule: ours); the hint is in the prompt, not a forced trajectory prefix; not "
-                                "built: consistency gradient modulation, selective hint masking, posterior "
-                                "advantages")),
+                                "built: the difficulty-prior hint ratio (difficulty = the round's 1 - p, linear: "
+                                "ours); hint in the prompt, not a forced prefix; not built: gradient modulation, "
+                                "hint masking, posterior advantages")),
 )
 TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)
