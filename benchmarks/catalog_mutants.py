@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ("advantages", "filters", "rewards", "objectives", "control", "replay")
+MODULES = ("advantages", "filters", "rewards", "objectives", "control", "replay", "hints")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +101,9 @@ _VAL = "rljax/objectives/_value.py"
 _BUF = "rljax/replay/_buffer.py"
 _RSTAGE = "rljax/replay/_stages.py"
 _T_REPLAY = ("tests/test_replay.py",)
+_HRULE = "rljax/hints/_rules.py"
+_HSTAGE = "rljax/hints/_stages.py"
+_T_HINTS = ("tests/test_hints.py",)
 _T_RATIO = ("tests/test_objectives_ratio.py",)
 _T_CORR = ("tests/test_objectives_corrections.py",)
 _T_ENT = ("tests/test_objectives_entropy.py",)
@@ -500,6 +503,24 @@ MUTANTS: tuple = (
       "fifo = used[np.argsort(-np.asarray(buf.seq)[used]", "order", _T_REPLAY, "rorecomp_compensation"),
     M("rorecomp_compensation", _RSTAGE, "advantages=adv[freed])", "advantages=None)", "drop", _T_REPLAY,
       "rorecomp_compensation"),
+    # hinted rollouts (rljax/hints): the rules, and the collector's row that trains behind the unhinted prompt
+    M("guide", "rljax/train/_rollout.py", "take_rows[rows] = data.batch_size + hinted_rows",
+      "take_rows[rows] = hinted_rows", "swap", _T_HINTS, "unhinted_prompt"),
+    M("guide", _HRULE, "start = int(np.flatnonzero(pm[i]).max()) + 1 if", "start = int(np.flatnonzero(pm[i]).max()) if",
+      "off_by_one", _T_HINTS, "unhinted_rows"),
+    M("guide", _HRULE, "return answer[:int(math.ceil(fraction * len(answer) - 1e-9))]",
+      "return answer[:int(math.floor(fraction * len(answer) + 1e-9))]", "rounding", _T_HINTS, "answer_prefix"),
+    M("oc_grpo", _HSTAGE, "take[p] = int(math.ceil(rows * failed - 1e-9))", "take[p] = int(math.floor(rows * failed))",
+      "off_by_one", _T_HINTS, "each_stage"),
+    M("oc_grpo", _HRULE, "chosen = failed[failed.size - min(int(k), failed.size):]",
+      "chosen = failed[:min(int(k), failed.size)]", "order", _T_HINTS, "replaced_rows"),
+    M("lte", _HRULE, "if k and k not in seen:", "if k:", "dedupe", _T_HINTS, "mistakes_hint"),
+    M("lte", _HRULE, 'return ", ".join(seen[:max_mistakes])', 'return ", ".join(seen[:max_mistakes + 1])',
+      "count", _T_HINTS, "mistakes_hint or each_stage"),
+    M("adhint", _HRULE, "(max_fraction - min_fraction) * (1.0 - float(success_rate))",
+      "(max_fraction - min_fraction) * float(success_rate)", "sign", _T_HINTS, "adhint_fraction or each_stage"),
+    M("adhint", _HRULE, "return (n > 0) & (rate <= max_success + 1e-12)", "return (n > 0) & (rate < max_success)",
+      "boundary", _T_HINTS, "hint_groups"),
 )
 
 #: catalog rows not (yet) covered by a mutant, with the reason; the fast test checks that every

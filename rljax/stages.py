@@ -49,7 +49,9 @@ Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(dat
                 metrics)``: puts stored rows into the batch in place of fresh ones (marked
                 ``data.extras["replay_mask"] [B]``) and stores fresh rows; optional ``prompts(state, index [P],
                 key) -> (index [P], slots [P], metrics)`` swaps prompts before the rollout (``slots``: the
-                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``).
+                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``);
+                optional ``hints(data, group_size, answer_key) -> (prompts [P], take [P], metrics)`` re-samples
+                failed groups with a hinted prompt, trained behind the unhinted one (``rljax.hints``).
                 ``phase`` ``"rewards"`` (before the forwards: replayed rows get advantages in their group) or
                 ``"advantages"`` (after them: replayed rows keep their stored advantages)
 Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
@@ -438,6 +440,11 @@ class Replay(Stage):
     prompts: optional pre-rollout hook ``prompts(state, index [P] int, key) -> (index [P], slots [P], metrics)``:
       the step's prompts (dataset indices) with some replaced, and per group the stored row to replay (-1:
       none); the sampled rows of group ``p`` carry ``slots[p]`` as ``data.extras["replay_slot"]`` into ``fn``.
+    hints: optional post-rollout hook of the hinted rollouts (``rljax.hints``): ``hints(data, group_size,
+      answer_key) -> (prompts [P] hinted prompt text or None, take [P] int, metrics)`` on a scored sampling
+      round; the collector samples ``group_size`` completions of each hinted prompt, and ``take[p]`` of group
+      ``p``'s failed rows become hinted samples behind the *unhinted* prompt, with the hinted sampler's
+      log-probs as ``logp_behavior`` (``extras["hint_mask"]`` and ``extras["replay_mask"]`` mark them).
   """
   init: Callable
   fn: Callable
@@ -446,6 +453,7 @@ class Replay(Stage):
   logp_old: str = "recompute"
   mixes_prompts: bool = False
   prompts: Optional[Callable] = None
+  hints: Optional[Callable] = None
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
 
@@ -456,6 +464,10 @@ class Replay(Stage):
     _one_of(self, "logp_old", ("recompute", "behavior"))
     if self.prompts is not None:
       _callable(self, "prompts")
+    if self.hints is not None:
+      _callable(self, "hints")
+      if self.phase != "rewards":
+        raise ValueError(f"Replay {self.name!r}: a stage with hints must have phase 'rewards', got {self.phase!r}")
 
   def bind(self, facts):
     return self if self.bind_fn is None else self.bind_fn(self, facts)

@@ -15,7 +15,7 @@ from rljax._technique import Technique
 
 _ROOMS = (
     "rljax.objectives", "rljax.control", "rljax.advantages", "rljax.filters",
-    "rljax.rewards", "rljax.replay",
+    "rljax.rewards", "rljax.replay", "rljax.hints",
 )
 
 

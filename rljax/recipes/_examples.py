@@ -31,6 +31,11 @@ DENSE_REWARD = "gaussian_reward(sigma=5.0, parse='arithmetic')"
 # the spec of a row when its own defaults are not enough (required arguments, or values that do something on
 # the tiny task)
 _SPEC = {
+    # hinted prompts must fit the tiny sampler's prompt bucket (8 tokens) and its vocabulary (digits, '+', '=')
+    "guide": "guide(template='{hint}={prompt}')",
+    "oc_grpo": "oc_grpo(template='{hint}={prompt}')",
+    "lte": "lte(max_mistakes=1, template='{hint}={prompt}')",
+    "adhint": "adhint(template='{hint}={prompt}')",
     "passk": "passk(k=2)",
     "canon": "canon(inter_coef=1.0, intra_coef=1.0)",
     "divergence_rejection": "divergence_rejection(threshold=1.0)",

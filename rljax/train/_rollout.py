@@ -13,6 +13,7 @@ a ranking of groups) is then per process.
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import NamedTuple
 import jax
 import numpy as np
@@ -103,6 +104,7 @@ class Collector:
     self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
     self.replay_prompts = next((r for r in getattr(recipe, "replay", ()) if r.prompts is not None), None)
+    self.hint_stage = next((r for r in getattr(recipe, "replay", ()) if getattr(r, "hints", None) is not None), None)
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
     lenient = exp.cfg.task.lenient_rewards
@@ -280,7 +282,47 @@ class Collector:
       data = data.replace(valid=(np.arange(g)[None, :] < counts[:, None]).reshape(-1))
     if replay_slots is not None:  # each group's stored row to replay (-1: none), read by the replay stage
       data = data.replace(extras={**data.extras, "replay_slot": np.repeat(replay_slots, g)})
+    if self.hint_stage is not None:
+      data = self._hint(call, data, problems, index, step, side)
     return data
+
+  def _hint(self, call: _Call, data: StepData, problems, index, step: int, side) -> StepData:
+    """The hint stage's hinted rollouts (``rljax.hints``): failed rows of the hinted groups become samples drawn
+    from the hinted prompt, trained behind the unhinted prompt, with the hinted sampler's log-probs as
+    ``logp_behavior``; ``extras["hint_mask"]`` / ``extras["replay_mask"]`` mark them."""
+    from rljax.hints import _rules as H  # pylint: disable=import-outside-toplevel
+    stage, g = self.hint_stage, self.rl.group_size
+    answer_key = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
+    prompts, take, m = stage.hints(data, g, answer_key)
+    take = np.asarray(take, np.int64)
+    if len(prompts) != len(problems) or take.shape != (len(problems),) or take.min(initial=0) < 0:
+      raise ValueError(f"hint stage {stage.name!r} returned {len(prompts)} prompts and take of shape {take.shape}; "
+                       f"expected {len(problems)} each, take >= 0")
+    limit = self.exp.sampler_config.prompt_buckets[-1]
+    too_long = [t is not None and len(self.exp.codec.prompt_ids(t)) > limit for t in prompts]
+    prompts = [None if x else t for t, x in zip(prompts, too_long)]  # counted, not sampled: no bucket fits
+    take = np.where(too_long, 0, take)
+    m = {**m, "too_long_prompts": float(sum(too_long))}
+    call.metrics.update(scalar_metrics(m, stage.name))
+    mask = np.zeros(data.batch_size, bool)
+    rows, hinted_rows = H.replaced_rows(data.correct, data.valid, g, take)
+    if rows.size:
+      hinted = self._sample(call, [t if t is not None else p for t, p in zip(prompts, problems)], g,
+                            jax.random.fold_in(side, 6))
+      tok, pm, cm, lp, ent = H.unhinted_rows(data.tokens, data.prompt_mask, hinted.tokens, hinted.completion_mask,
+                                             hinted.logp_behavior, hinted.entropy_behavior,
+                                             pad_id=self.exp.codec.pad_id)
+      rebuilt = types.SimpleNamespace(tokens=tok, prompt_mask=pm, completion_mask=cm, logp_behavior=lp,
+                                      entropy_behavior=ent)
+      new = self.score(call, rebuilt, problems, index, step=step, key=data.key, greedy_rewards=data.greedy_rewards,
+                       record=False)
+      take_rows = np.arange(data.batch_size)
+      take_rows[rows] = data.batch_size + hinted_rows
+      mask[rows] = True
+      extras = {k: np.asarray(v) for k, v in data.extras.items()}
+      both = concat_steps([data.replace(extras=extras), new.replace(extras=dict(extras))])
+      data = both.take(take_rows).replace(group_id=data.group_id, valid=data.valid)
+    return data.replace(extras={**data.extras, "hint_mask": mask, "replay_mask": mask.copy()})
 
   # ------------------------------------------------------------------------- one step
 

@@ -1,0 +1,57 @@
+"""Hinted and off-context rollouts for failed groups (Guide, OC-GRPO, LTE, ADHint).
+
+A failed group is sampled again from a *hinted* prompt ``x + h`` (a prefix of the reference answer, or the
+model's own wrong answers); each hinted sample ``y`` trains as a row of the *unhinted* prompt ``x`` (its tokens
+are ``x`` followed by ``y``), so every forward of the RL step is under ``x``, and it keeps the hinted sampler's
+log-probs as its behaviour log-probs. The off-context importance ratio is then
+``pi_theta(y | x) / pi_old(y | x + h) = exp(logp - logp_behavior)``: the PPO ratio with ``logp_old="behavior"``
+(default), or a correction (``tis``, ``icepop``) against ``logp_behavior`` with ``logp_old="recompute"``.
+
+Each technique is a ``rljax.stages.Replay`` stage with a ``hints`` hook (recipe slot ``replay``,
+``--set rl.replay='guide'``). The rules are pure functions in ``_rules``. See ``docs/recipes.md`` (hints).
+"""
+import dataclasses
+
+from rljax._technique import Fidelity, Technique
+from rljax.hints._rules import (adhint_fraction, answer_prefix, hint_groups, hinted_prompt, mistakes_hint,
+                                replaced_rows, unhinted_rows)
+from rljax.hints._stages import STAGES as _STAGES
+from rljax.hints._stages import adhint, guide, lte, oc_grpo
+
+__all__ = ["hint_groups", "answer_prefix", "mistakes_hint", "adhint_fraction", "hinted_prompt", "unhinted_rows",
+           "replaced_rows", "guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
+
+_S1 = "001_5839a3671b0b4d92.txt"
+_RATIO = "trained row = x ++ y (y ~ pi_old(. | x + h)); ratio pi_theta(y | x) / pi_old(y | x + h)"
+
+TECHNIQUES = (
+    Technique("guide", "replay", unhinted_rows,
+              f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
+              f"{_S1} L183 (Guide)",
+              fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract: hints for all-failed prompts, IS ratio "
+                                "for the hint-free context)",
+                                "hint = the reference answer (fraction=1) in a template; the whole failed group "
+                                "is re-sampled (rows=1); ratio = PPO ratio with logp_old = hinted behaviour logp")),
+    Technique("oc_grpo", "replay", unhinted_rows,
+              f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
+              f"{_S1} L235 (OC-GRPO)",
+              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract: off-context rollouts, solution-prefix "
+                                "guidance, importance correction)",
+                                "guidance = answer prefix (fraction=0.5) in the prompt; half the failed group "
+                                "(rows=0.5) is guided; correction as Guide's (the exact objective is not in "
+                                "the abstract)")),
+    Technique("lte", "replay", mistakes_hint,
+              f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
+              f"{_S1} L199 (LTE)",
+              fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
+                                "mistakes = this round's wrong answer keys of the group (paper: 'previously "
+                                "self-made'); correction as Guide's (not in the abstract)")),
+    Technique("adhint", "replay", adhint_fraction,
+              "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
+              f"{_S1} L95 (ADHint)",
+              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract)",
+                                "built: the difficulty-prior hint ratio (difficulty = the round's 1 - p, linear: "
+                                "ours); hint in the prompt, not a forced prefix; not built: gradient modulation, "
+                                "hint masking, posterior advantages")),
+)
+TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

@@ -1,0 +1,156 @@
+"""The hinted-rollout techniques as ``rljax.stages.Replay`` stages with a ``hints`` hook (recipe slot ``replay``).
+
+Flow (``rljax.train._rollout.Collector``): after a sampling round is scored, ``hints(data, group_size,
+answer_key)`` names the groups to hint and their hinted prompts; the collector samples ``g`` completions of each
+hinted prompt with the same policy, moves each completion behind its *unhinted* prompt
+(``_rules.unhinted_rows``), scores it against the original problem, and puts it in place of one of the group's
+failed rows (``_rules.replaced_rows``). Those rows carry ``extras["hint_mask"]`` and ``extras["replay_mask"]``
+and the hinted sampler's log-probs as ``logp_behavior``. The stage's ``fn`` then only counts them (its state:
+the number of hinted groups so far, checkpointed).
+
+With ``logp_old="behavior"`` (default) a hinted row's proximal log-probs are its behaviour log-probs
+``log pi_old(y_t | x + h, y_<t)`` while the update's log-probs are the forward of the trained row,
+``log pi_theta(y_t | x, y_<t)``: the PPO ratio is the off-context importance ratio
+``pi_theta(y | x) / pi_old(y | x + h)`` (Guide). ``"recompute"``: the ratio starts at 1 (``pi_old(y | x)``) and the
+context gap stays in ``logp_behavior`` for a correction (``tis``, ``icepop``, ...).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rljax.hints import _rules as H
+from rljax.stages import Replay, StepData
+
+__all__ = ["guide", "oc_grpo", "lte", "adhint", "STAGES"]
+
+
+def _unit(name: str, v, *, lo_open: bool = False) -> float:
+  ok = not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and (v > 0 if lo_open else v >= 0)
+  if not ok or v > 1:
+    raise ValueError(f"{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {v!r}")
+  return float(v)
+
+
+def _logp_old(v: str) -> str:
+  if v not in ("recompute", "behavior"):
+    raise ValueError(f"logp_old must be 'recompute' or 'behavior', got {v!r}")
+  return v
+
+
+def _count(data: StepData, state):
+  """``fn``: the hinted rows pass through; ``replay_mask`` is present for the losses; the state counts groups."""
+  extras = dict(data.extras)
+  hinted = np.asarray(extras.get("hint_mask", np.zeros(data.batch_size, bool)), bool)
+  extras.setdefault("replay_mask", hinted.copy())
+  extras["hint_mask"] = hinted
+  rows = hinted & data.valid
+  groups = np.unique(data.group_id[rows]).size
+  state = np.asarray(state, np.int64) + groups
+  return data.replace(extras=extras), state, {
+      "hinted_rows": float(rows.sum()), "hinted_groups": float(groups),
+      "hinted_success": float(np.mean(data.correct[rows] > 0.5)) if rows.any() else 0.0,
+      "hinted_groups_total": float(state[0])}
+
+
+def _stage(name: str, *, hint_text, rows: float, max_success: float, template: str, logp_old: str):
+  """A hint stage: ``hint_text(problem, completions keys [g], success rate) -> str or None`` is the hint of a
+  chosen group (a group with success rate ``<= max_success``); ``ceil(rows * #failed)`` of its failed rows
+  take hinted samples."""
+
+  def hints(data: StepData, group_size: int, answer_key):
+    chosen = H.hint_groups(data.correct, data.valid, group_size, max_success=max_success)
+    ok = np.asarray(data.correct) > 0.5
+    prompts, take = [], np.zeros(chosen.size, np.int64)
+    for p, c in enumerate(chosen):
+      r = slice(p * group_size, (p + 1) * group_size)
+      problem = data.problems[p * group_size]
+      hint = None
+      if c:
+        v = data.valid[r]
+        keys = [answer_key(x) for x, vi in zip(data.completions[r], v) if vi]
+        hint = hint_text(problem, keys, float(np.mean(ok[r][v])))
+      if hint:
+        failed = int((data.valid[r] & ~ok[r]).sum())
+        take[p] = int(math.ceil(rows * failed - 1e-9))
+        prompts.append(H.hinted_prompt(template, problem.prompt, hint))
+      else:
+        prompts.append(None)
+    return prompts, take, {"hint_candidates": float(chosen.sum()), "hinted_prompts": float((take > 0).sum())}
+
+  return Replay(lambda: np.zeros(1, np.int64), _count, name=name, logp_old=logp_old, hints=hints)
+
+
+def guide(*, fraction: float = 1.0, rows: float = 1.0, template: str = "Hint: the answer is {hint}\n{prompt}",
+          logp_old: str = "behavior"):
+  """Guide (seed 001 L183): an all-failed group is sampled again with a hint in its prompt; the hinted
+  samples train as rows of the unhinted prompt with the off-context ratio ``pi_theta(y | x) / pi_old(y | x + h)``.
+
+  The hint ``h``: the first ``ceil(fraction * len(a))`` characters of the reference answer ``a`` in ``template``
+  (the paper: natural-language guidance; ours: the answer, or a prefix of it). ``rows``: the fraction of the
+  group's (failed) rows replaced by hinted samples, rounded up (1: the whole group is hinted samples)."""
+  fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
+  return _stage("guide", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
+                max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
+
+
+def oc_grpo(*, fraction: float = 0.5, rows: float = 0.5,
+            template: str = "Hint: the solution starts with {hint}\n{prompt}", logp_old: str = "behavior"):
+  """OC-GRPO, off-context GRPO (seed 001 L235): guided rollouts of all-failed groups from a prompt that contains
+  a solution prefix, trained under the original prompt with the importance-corrected ratio
+  ``pi_theta(y | x) / pi_old(y | x + h)``.
+
+  Ours: the guidance is the first ``ceil(fraction * len(a))`` characters of the reference answer; ``rows`` of
+  the failed group (rounded up) take guided samples, so the group mixes unguided and guided rows."""
+  fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
+  return _stage("oc_grpo", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
+                max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
+
+
+def lte(*, max_mistakes: int = 3, rows: float = 1.0, template: str = "Hint: the answer is not {hint}\n{prompt}",
+        logp_old: str = "behavior"):
+  """LTE, learning from trial and error (seed 001 L199): an all-failed group is sampled again with its own
+  mistakes in the prompt, no reference answer.
+
+  Ours: the mistakes are the distinct answer keys (``task.answer_key``, default the stripped completion) of the
+  group's failed rows, at most ``max_mistakes``; the off-context correction is Guide's (the abstract states
+  none). A group with no non-empty wrong answer is not hinted."""
+  if isinstance(max_mistakes, bool) or not isinstance(max_mistakes, int) or max_mistakes < 1:
+    raise ValueError(f"max_mistakes must be an int >= 1, got {max_mistakes!r}")
+  rows = _unit("rows", rows, lo_open=True)
+  return _stage("lte", hint_text=lambda problem, keys, p: H.mistakes_hint(keys, max_mistakes=max_mistakes),
+                rows=rows, max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
+
+
+def adhint(*, min_fraction: float = 0.25, max_fraction: float = 1.0, max_success: float = 0.5, rows: float = 0.5,
+           template: str = "Hint: the answer starts with {hint}\n{prompt}", logp_old: str = "behavior"):
+  """ADHint's adaptive hint with a sample-difficulty prior (seed 001 L95): a hard group (success rate
+  ``p <= max_success``) is hinted with a prefix of the reference answer whose ratio grows with the difficulty
+  ``1 - p``: ``min_fraction + (max_fraction - min_fraction)(1 - p)``; ``ceil(rows * #failed)`` of its failed
+  rows take hinted samples.
+
+  Ours: the difficulty is the group's success rate in this round; the hint is in the prompt (the paper: a
+  prefix of the reference trajectory), so no hint token is trained and the paper's gradient modulation and
+  selective masking of hint tokens have nothing to act on; its posterior advantage estimation is not built
+  (the group's advantage is the recipe's estimator)."""
+  min_fraction = _unit("min_fraction", min_fraction)
+  max_fraction = _unit("max_fraction", max_fraction, lo_open=True)
+  if min_fraction > max_fraction:
+    raise ValueError(f"min_fraction must be <= max_fraction, got {min_fraction} > {max_fraction}")
+  max_success = _unit("max_success", max_success)
+  if max_success >= 1:
+    raise ValueError(f"max_success must be < 1 (a group without a failed row has nothing to hint), got {max_success}")
+  rows = _unit("rows", rows, lo_open=True)
+
+  def text(problem, keys, p):
+    f = H.adhint_fraction(p, min_fraction=min_fraction, max_fraction=max_fraction)
+    return H.answer_prefix(problem.answer, f) if f > 0 else None
+
+  return _stage("adhint", hint_text=text, rows=rows, max_success=max_success, template=H.check_template(template),
+                logp_old=_logp_old(logp_old))
+
+
+STAGES = {"guide": guide, "oc_grpo": oc_grpo, "lte": lte, "adhint": adhint}
+for _f in STAGES.values():
+  _f.slot = "replay"
