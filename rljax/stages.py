@@ -123,7 +123,8 @@ class StepData:
   ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
   ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
   ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``segment_ids``/``turn_ids [B, T]``;
-  ``turns``. Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]`` (critic targets).
+  ``turns``. ``routing [B, T, L_moe, k]`` int32: the expert ids the sampler used (MoE models; replayed in the
+  trainer's forwards with ``rl.routing_replay``). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]`` (critic targets).
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
   """
   tokens: np.ndarray
@@ -140,6 +141,7 @@ class StepData:
   correct: np.ndarray
   logp_behavior: np.ndarray
   entropy_behavior: Optional[np.ndarray] = None
+  routing: Optional[np.ndarray] = None
   max_new_tokens: int = 0
   step: int = 0
   key: Any = None

@@ -83,6 +83,10 @@ class RLLoop:
     self.graphdef = graphdef
     self.prefix = _shared_prompt_len(exp, rl)
     resampling = [f.name for f in recipe.filters if f.resamples]
+    if self.prefix and exp.model.cfg.is_moe:
+      log(cfg, "[rljax] share_prompt_forward unused: the model is an MoE (the shared-prompt layout routes per "
+          "sequence, and rl.routing_replay replays per-row routing)")
+      self.prefix = 0
     if self.prefix and resampling:
       log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
       self.prefix = 0
@@ -118,7 +122,8 @@ class RLLoop:
                              needs=self.needs)
     self.inputs = StepInputs(graphdef, self.needs, rows_sharding=self.rows_sh, batch_size=rl.batch_size,
                              shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
-                             critic=critic)
+                             critic=critic, replay=rl.routing_replay,
+                             diagnose=bool(rl.sampler_dtype or rl.routing_replay))
     mb = rl.batch_size // rl.num_minibatches
     self.take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
                              out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
@@ -180,7 +185,7 @@ class RLLoop:
     self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
     self._observe_prompts(data, metrics)  # every sampled row counts, even in groups a filter dropped
     if par.process_any(data.valid.any()):
-      data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+      data = self.inputs(data, self.state, getattr(self.critic, "state", None), metrics)
       data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
           self.recipe, data, self.stage_states["advantage"])
       data = filter_advantages(self.recipe, data, metrics)
@@ -191,12 +196,12 @@ class RLLoop:
       log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
       return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
     _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
-    batch = train_batch(data, self.rows_sh, self.rl.batch_size)
+    batch = train_batch(data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
     um = self.update(batch, s)
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
-                                                  policy_logp=lambda: self.inputs.policy_logp(self.state,
-                                                                                              batch.tokens)))
+                                                  policy_logp=lambda: self.inputs.policy_logp(
+                                                      self.state, batch.tokens, batch.routing)))
     return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
             "train/empty_steps": float(self.empty_steps)}
 
@@ -220,8 +225,8 @@ class RLLoop:
         mbatch = batch if order is None else self.take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
         self.state, m = self.update_step(self.state, mbatch)
         metrics.append(m)
-        if critic is not None:
-          critic.state, cm = critic.step(critic.state, mbatch)
+        if critic is not None:  # another model, with its own router: the sampler's routing is not replayed there
+          critic.state, cm = critic.step(critic.state, mbatch.replace(routing=None))
           critic_metrics.append(cm)
     out = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics))
     if critic_metrics:
