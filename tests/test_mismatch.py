@@ -2,6 +2,7 @@
 the mismatch metrics (``rljax/train/_mismatch.py``), the toy MoE of ``ModelSpec`` and rollout routing replay
 (``rl.routing_replay``, R3)."""
 import functools
+import json
 import os
 
 import jax
@@ -12,7 +13,7 @@ from flax import nnx
 
 from rljax.models import ModelConfig, Transformer, policy_outputs
 from rljax.models._dtype import with_dtype
-from rljax.train import _mismatch, apply_overrides, tiny_config
+from rljax.train import _mismatch, apply_overrides, config_from_dict, config_to_dict, tiny_config
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -35,6 +36,9 @@ def test_config_fields_validate_and_default_dense(tmp_path):
   assert cfg.model.num_experts == 0 and cfg.rl.sampler_dtype == "" and cfg.rl.routing_replay is False
   moe = apply_overrides(cfg, ["model.num_experts=4", "model.moe_layers=[0]"]).model
   assert (moe.num_experts, moe.num_experts_per_tok, moe.expert_width, moe.moe_layers) == (4, 2, 32, (0,))
+  again = apply_overrides(cfg, ["model.num_experts=4", "model.moe_layers=[0]", "rl.sampler_dtype=bfloat16",
+                                "rl.routing_replay=true"])
+  assert config_from_dict(json.loads(json.dumps(config_to_dict(again)))) == again  # config.json round trip
   bad = {"model.num_experts_per_tok=5": "ModelSpec.num_experts_per_tok",  # > num_experts (with num_experts=4)
          "model.moe_layers=[1]": "ModelSpec.moe_layers",  # the tiny model has 1 layer
          "model.num_experts=-1": "ModelSpec.num_experts",
@@ -51,11 +55,12 @@ def test_config_fields_validate_and_default_dense(tmp_path):
 
 
 def test_with_dtype_casts_a_copy():
-  model = Transformer(ModelConfig.tiny_moe(), rngs=nnx.Rngs(0))
+  model = Transformer(ModelConfig.tiny_moe(num_layers=1), rngs=nnx.Rngs(0))
   assert with_dtype(model, "float32") is model
   low = with_dtype(model, "bfloat16")
   assert low.cfg.compute_dtype == low.cfg.param_dtype == "bfloat16"
-  for (path, a), (_, b) in zip(nnx.to_flat_state(nnx.state(model, nnx.Param)), nnx.to_flat_state(nnx.state(low, nnx.Param))):
+  pairs = zip(nnx.to_flat_state(nnx.state(model, nnx.Param)), nnx.to_flat_state(nnx.state(low, nnx.Param)))
+  for (path, a), (_, b) in pairs:
     assert a[...].dtype == jnp.float32 and b[...].dtype == jnp.bfloat16, path
     np.testing.assert_array_equal(np.asarray(b[...]), np.asarray(a[...].astype(jnp.bfloat16)))
   tokens = jnp.asarray(np.random.default_rng(0).integers(0, 128, (2, 12)))
@@ -112,7 +117,7 @@ def _loop(tmp_path, overrides, near_ties: bool = False):
   collected = loop.sample(0, loop.state.params, loop.state.model_state, 1.0, loop.stage_states["prompt_filters"])
   metrics = {}
   data = loop.inputs(collected.data, loop.state, None, metrics)
-  return loop, data, metrics
+  return loop, data, metrics, collected
 
 
 def _trainer(loop, data, routing=None):
@@ -127,11 +132,10 @@ def _reference_metrics(data, logp_trainer):
 
 
 def test_sampler_dtype_gap(tmp_path):
-  """float32 sampler: the trainer's log-probs are the sampler's up to float32 summation order; bfloat16: a gap,
-  logged as the float64 recomputation from the sampler's log-probs and an independent trainer forward."""
-  _, data, m32 = _loop(tmp_path / "f32", ["rl.sampler_dtype=float32"])
-  assert m32["rollout/logp_gap"] < 2e-6 and abs(m32["rollout/mismatch_kl"]) < 1e-10
-  loop, data, m16 = _loop(tmp_path / "bf16", ["rl.sampler_dtype=bfloat16"])
+  """bfloat16 sampler, float32 trainer (a dense model): a gap, logged as the float64 recomputation from the
+  sampler's log-probs and an independent trainer forward. (A float32 sampler gives a gap of float32 summation
+  order only: test_routing_replay_float32_sampler_matches_trainer.)"""
+  loop, data, m16, _ = _loop(tmp_path / "bf16", ["rl.sampler_dtype=bfloat16"])
   gap, kl = _reference_metrics(data, _trainer(loop, data)[0])
   assert m16["rollout/logp_gap"] > 1e-4  # bfloat16 rounding: ~2^-8 relative in every matmul
   assert m16["rollout/logp_gap"] == pytest.approx(gap, rel=1e-4)
@@ -142,11 +146,14 @@ def test_sampler_dtype_gap(tmp_path):
 def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
   """A tiny MoE, float32 sampler, replay: the sampler's recorded routing is the trainer's own (so it is aligned
   with the tokens) and the replayed trainer log-probs equal the sampler's to float tolerance."""
-  loop, data, m = _loop(tmp_path, ["model.num_experts=4", "rl.routing_replay=true", "rl.sampler_dtype=float32"])
+  loop, data, m, _ = _loop(tmp_path, ["model.num_experts=4", "rl.routing_replay=true", "rl.sampler_dtype=float32"])
   assert loop.prefix == 0  # the shared-prompt forward does not route per row
   cm = data.completion_mask & data.valid[:, None]
   np.testing.assert_allclose(data.logp_old[cm], data.logp_behavior[cm], atol=2e-5)
-  assert m["rollout/routing_mismatch"] == 0.0 and m["rollout/logp_gap"] < 2e-6
+  assert m["rollout/routing_mismatch"] == 0.0
+  assert m["rollout/logp_gap"] < 2e-6 and abs(m["rollout/mismatch_kl"]) < 1e-10
+  gap, _ = _reference_metrics(data, _trainer(loop, data)[0])
+  assert m["rollout/logp_gap_no_replay"] == pytest.approx(gap, rel=1e-3, abs=1e-9)
   pos = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
   own = np.asarray(_trainer(loop, data)[1])
   np.testing.assert_array_equal(np.sort(own, -1)[pos], np.sort(data.routing, -1)[pos])
@@ -154,11 +161,12 @@ def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
 
 def test_routing_replay_bfloat16_sampler(tmp_path):
   """bfloat16 sampler, near-tie routers: the trainer's own router disagrees with the sampler's on some tokens;
-  replayed, the trainer uses exactly the sampler's experts (update batch included) and its log-prob gap
-  shrinks to the bfloat16 numerics alone."""
+  replayed, the trainer uses exactly the sampler's experts (the update's forward included) and its log-prob gap
+  shrinks to the bfloat16 numerics alone. Then one RL step (2 micro-batches) trains on the replayed batch."""
   from rljax.train._inputs import train_batch  # pylint: disable=import-outside-toplevel
-  loop, data, m = _loop(tmp_path, ["model.num_experts=4", "rl.routing_replay=true", "rl.sampler_dtype=bfloat16"],
-                        near_ties=True)
+  from rljax.train._step import _policy_outputs  # pylint: disable=import-outside-toplevel
+  loop, data, m, collected = _loop(tmp_path, ["model.num_experts=4", "rl.routing_replay=true",
+                                              "rl.sampler_dtype=bfloat16", "rl.num_microbatches=2"], near_ties=True)
   pos = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
   own = np.sort(np.asarray(_trainer(loop, data)[1]), -1)
   differ = np.any(own != np.sort(data.routing, -1), -1)[pos]
@@ -170,7 +178,14 @@ def test_routing_replay_bfloat16_sampler(tmp_path):
   gap, _ = _reference_metrics(data, replayed[0])
   assert m["rollout/logp_gap"] == pytest.approx(gap, rel=1e-4)
   assert m["rollout/logp_gap"] < m["rollout/logp_gap_no_replay"]
-  assert batch.routing is not None and train_batch(data, loop.rows_sh, loop.rl.batch_size).routing is None
+  assert train_batch(data, loop.rows_sh, loop.rl.batch_size).routing is None  # replayed only when asked
+  update_forward = jax.jit(lambda p, b: _policy_outputs(nnx.merge(loop.graphdef, p, loop.state.model_state), b, 1.0))
+  out = update_forward(loop.state.params, batch)  # the forward of objective_loss (the update and its pre-pass)
+  np.testing.assert_array_equal(np.asarray(out.routing), data.routing)
+  np.testing.assert_allclose(np.asarray(out.logp), np.asarray(replayed[0]), atol=1e-6)
+  row = loop.step(0, collected)
+  assert np.isfinite(row["loss"]) and row["train/skipped"] == 0.0
+  assert row["rollout/routing_mismatch"] == m["rollout/routing_mismatch"]
 
 
 def test_routing_replay_refused_on_a_dense_model(tmp_path):
@@ -181,6 +196,7 @@ def test_routing_replay_refused_on_a_dense_model(tmp_path):
   assert not os.path.exists(cfg.out_dir)  # refused before anything is written
 
 
+@pytest.mark.slow  # ~50-100 s on 2 busy cores; test_routing_replay_bfloat16_sampler runs the loop's step
 def test_two_step_moe_run_logs_the_metrics(tmp_path):
   from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
   cfg = apply_overrides(tiny_config(str(tmp_path)), [

@@ -176,7 +176,8 @@ class ModelSpec:
       if (not isinstance(self.moe_layers, tuple) or not self.moe_layers
           or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_layers for i in self.moe_layers)
           or len(set(self.moe_layers)) != len(self.moe_layers)):
-        _fail("ModelSpec.moe_layers", self.moe_layers, f"None or distinct layer indices in [0, num_layers={self.num_layers})")
+        _fail("ModelSpec.moe_layers", self.moe_layers,
+              f"None or distinct layer indices in [0, num_layers={self.num_layers})")
     if self.num_experts:
       if self.hf_checkpoint:
         _fail("ModelSpec.num_experts", self.num_experts, "0 with hf_checkpoint (the checkpoint's config decides)")

@@ -153,8 +153,9 @@ class Experiment:
     The rollout comes back as NumPy arrays: all rows (gathered from every
     process in a multi-host run), or only rows ``rows = (lo, hi)``. ``dtype``
     (``rl.sampler_dtype``; "" = the model's): the sampler runs a copy of the
-    model in that dtype (``rljax.models._dtype.with_dtype``). MoE models also
-    return the routing they used (``Rollout.routing``).
+    model in that dtype (``rljax.models._dtype.with_dtype``). MoE models
+    return the routing they used (``Rollout.routing``) when ``rl.routing_replay``
+    or ``rl.sampler_dtype`` is set (replay and the mismatch metrics read it).
     """
     from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
     from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
@@ -228,9 +229,9 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   cfg, auto_settings = resolve_auto_settings(cfg, n_params)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
+  routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
-                                 pad_id=codec.pad_id, return_entropy=True,
-                                 return_routing=bool(model.cfg.is_moe),
+                                 pad_id=codec.pad_id, return_entropy=True, return_routing=routing,
                                  concurrent_chunks=cfg.rl.concurrent_rollouts)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,

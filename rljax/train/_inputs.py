@@ -145,8 +145,8 @@ class StepInputs:
         logp, _, _, own = self.forward(state.params, state.model_state, tokens)
         sums.update(_mismatch.logp_gap_sums(data.logp_behavior, self._host(logp), mask, "_no_replay"))
       own = np.asarray(par.host_rows(own, self.lo, self.hi))
-      sums.update(_mismatch.routing_sums(data.routing, own,
-                                         _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)))
+      routed = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
+      sums.update(_mismatch.routing_sums(data.routing, own, routed))
     return _mismatch.finish(sums)
 
 
