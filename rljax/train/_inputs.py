@@ -100,11 +100,11 @@ class StepInputs:
   def __call__(self, data: StepData, state, critic_state=None, metrics: dict | None = None) -> StepData:
     """``data`` with the needed forwards' results; the mismatch metrics (if any) go into ``metrics``."""
     needs = self.needs
+    if self.replay and data.routing is None:
+      raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
     placed = par.global_batch({"tokens": data.tokens, "routing": data.routing if self.replay else None},
                               self.rows_sh, self.batch_size)
     tokens, replayed = placed["tokens"], placed["routing"]
-    if self.replay and data.routing is None:
-      raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
     changes, trainer = {}, None  # trainer: (logp, routing used) of the current parameters on the rollout
     if needs & PROXIMAL_NEEDS or (self.shared_values and "values" in needs):
       logp, ent, values, routing = self.forward(state.params, state.model_state, tokens, replayed)
@@ -130,7 +130,6 @@ class StepInputs:
     if data.logp_teacher is not None:
       extras["logp_teacher"] = data.logp_teacher  # rljax.objectives.opd's default key
     return data.replace(extras=extras)
-
 
   def _mismatch(self, data: StepData, state, tokens, replayed, trainer) -> dict:
     """The train/inference mismatch metrics (``rljax/train/_mismatch.py``) of this step's valid rows."""

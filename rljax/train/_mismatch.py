@@ -14,8 +14,9 @@ Logged per RL step (``RLLoop.step``), each a mean over this step's valid rows of
   are those the sampler fed through the model: every prompt and completion token except each row's last one
   (sampled, never fed, so never routed).
 
-``logp_trainer`` is the trainer's forward of the parameters that sampled the batch (the proximal forward; one
-step older with ``rl.rollout_ahead``), with the sampler's routing replayed under ``rl.routing_replay``; then
+``logp_trainer`` is the trainer's forward with the current parameters (the proximal forward): the parameters that
+sampled the batch, except with ``rl.rollout_ahead``, whose sampler ran one update earlier (the gap then includes
+that update). Under ``rl.routing_replay`` it replays the sampler's routing; then
 ``rollout/logp_gap_no_replay`` and ``rollout/mismatch_kl_no_replay`` come from the forward without replay that
 the routing metric needs.
 """
