@@ -55,7 +55,7 @@ def test_config_fields_validate_and_default_dense(tmp_path):
 
 
 def test_with_dtype_casts_a_copy():
-  model = Transformer(ModelConfig.tiny_moe(num_layers=1), rngs=nnx.Rngs(0))
+  model = Transformer(ModelConfig.tiny(num_layers=1), rngs=nnx.Rngs(0))  # (MoE copies: the loop tests)
   assert with_dtype(model, "float32") is model
   low = with_dtype(model, "bfloat16")
   assert low.cfg.compute_dtype == low.cfg.param_dtype == "bfloat16"
@@ -152,11 +152,11 @@ def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
   np.testing.assert_allclose(data.logp_old[cm], data.logp_behavior[cm], atol=2e-5)
   assert m["rollout/routing_mismatch"] == 0.0
   assert m["rollout/logp_gap"] < 2e-6 and abs(m["rollout/mismatch_kl"]) < 1e-10
-  gap, _ = _reference_metrics(data, _trainer(loop, data)[0])
+  logp, own = _trainer(loop, data)
+  gap, _ = _reference_metrics(data, logp)
   assert m["rollout/logp_gap_no_replay"] == pytest.approx(gap, rel=1e-3, abs=1e-9)
   pos = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
-  own = np.asarray(_trainer(loop, data)[1])
-  np.testing.assert_array_equal(np.sort(own, -1)[pos], np.sort(data.routing, -1)[pos])
+  np.testing.assert_array_equal(np.sort(np.asarray(own), -1)[pos], np.sort(data.routing, -1)[pos])
 
 
 def test_routing_replay_bfloat16_sampler(tmp_path):
