@@ -138,7 +138,9 @@ class StepData:
   ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
   ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
   ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``segment_ids``/``turn_ids [B, T]``;
-  ``turns``. Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]`` (critic targets).
+  ``turns``; ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
+  ``rl.routing_replay`` replays them). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
+  (critic targets).
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
   """
   tokens: np.ndarray
@@ -155,6 +157,7 @@ class StepData:
   correct: np.ndarray
   logp_behavior: np.ndarray
   entropy_behavior: Optional[np.ndarray] = None
+  routing: Optional[np.ndarray] = None
   max_new_tokens: int = 0
   step: int = 0
   key: Any = None

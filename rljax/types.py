@@ -148,6 +148,8 @@ class TrainBatch:
     segment_ids: optional ``[B, T]`` int32 (packing, segments, list items).
     turn_ids: optional ``[B, T]`` int32 (multi-turn).
     task_id: optional ``[B]`` int32.
+    routing: optional ``[B, T, L_moe, k]`` int32 MoE expert ids to replay in
+      the update's forward (rollout routing replay, R3: the sampler's routing).
     extras: mapping of additional named arrays (e.g. ``"logp_teacher"``),
       ``[B]`` or ``[B, T]``; terms document the keys they read.
   """
@@ -165,6 +167,7 @@ class TrainBatch:
   segment_ids: Optional[Array] = None
   turn_ids: Optional[Array] = None
   task_id: Optional[Array] = None
+  routing: Optional[Array] = None
   extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   @classmethod
@@ -177,6 +180,7 @@ class TrainBatch:
       _check_exact(name, fields.get(name), (b, t))
     _check_exact("group_id", fields.get("group_id"), (b,))
     _check_exact("task_id", fields.get("task_id"), (b,))
+    _check_shape("routing", fields.get("routing"), (b, t))
     rewards = fields.get("rewards")
     if rewards is not None and (len(_shape(rewards)) not in (1, 2) or _shape(rewards)[0] != b):
       raise ValueError(f"rewards must be [B] or [B, K] with B={b}, got {_shape(rewards)}")

@@ -341,7 +341,7 @@ class _FakeLoop:
   state, critic = None, None
 
   @staticmethod
-  def inputs(data, state, critic_state):  # pylint: disable=unused-argument
+  def inputs(data, state, critic_state, metrics):  # pylint: disable=unused-argument
     return data.replace(logp_old=np.full(data.tokens.shape, -9.0, np.float32))
 
 
@@ -350,7 +350,7 @@ def test_replayed_rows_logp_old_is_recomputed_or_their_stored_behaviour_logp(rea
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
   stage = R.rapo_replay(logp_old=reading).bind(FACTS)
   d = _step([0, 0, 0, 0, 1, 0, 1, 0], extras={"replay_mask": np.array([0, 0, 0, 1, 0, 0, 0, 0], bool)})
-  out = RLLoop._inputs(_FakeLoop, d, stage)
+  out = RLLoop._inputs(_FakeLoop, d, stage, {})
   fresh = ~d.extras["replay_mask"]
   assert np.all(out.logp_old[fresh] == -9.0)
   np.testing.assert_array_equal(out.logp_old[3], d.logp_behavior[3] if reading == "behavior" else np.full(T, -9.0))

@@ -23,6 +23,7 @@ __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "E
            "tiny_config", "config_from_dict", "RECIPE_FIELDS"]
 
 SCHEDULES = ("constant", "cosine", "linear")
+SAMPLER_DTYPES = ("", "float32", "bfloat16")  # RLConfig.sampler_dtype ("" = the model's dtype)
 
 
 def _fail(field: str, value, allowed: str):
@@ -141,7 +142,15 @@ class TaskConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-  """The policy network: a small decoder (from scratch) or a preset/HF checkpoint."""
+  """The policy network: a small decoder (from scratch) or a preset/HF checkpoint.
+
+  A from-scratch model is dense unless ``num_experts > 0``: then the MLP of the layers ``moe_layers``
+  (None = every layer) is a top-``num_experts_per_tok`` routed mixture of ``num_experts`` experts of width
+  ``moe_intermediate_size`` (0 = ``intermediate_size // num_experts_per_tok``: the active MLP width of the
+  dense model), ``rljax.models.ModelConfig``'s fields of the same names (Qwen3-MoE-style router, gates
+  renormalised over the chosen experts). ``num_experts_per_tok`` and the others are read only when
+  ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there.
+  """
   num_layers: int = 2
   hidden_size: int = 64
   num_heads: int = 4
@@ -152,16 +161,46 @@ class ModelSpec:
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
   init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
+  num_experts: int = 0  # MoE: experts per MoE layer E (0 = dense)
+  num_experts_per_tok: int = 2  # MoE: experts each token is routed to, k in [1, num_experts]
+  moe_intermediate_size: int = 0  # MoE: width of each expert's MLP (0 = intermediate_size // num_experts_per_tok)
+  moe_layers: Optional[tuple] = None  # MoE: indices of the MoE layers (None = every layer)
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
              "max_seq_len")
+    _pos_int(self, "num_experts", "num_experts_per_tok", "moe_intermediate_size", allow_zero=True)
+    if self.moe_layers is not None:
+      if isinstance(self.moe_layers, list):
+        object.__setattr__(self, "moe_layers", tuple(self.moe_layers))
+      if (not isinstance(self.moe_layers, tuple) or not self.moe_layers
+          or any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < self.num_layers for i in self.moe_layers)
+          or len(set(self.moe_layers)) != len(self.moe_layers)):
+        _fail("ModelSpec.moe_layers", self.moe_layers,
+              f"None or distinct layer indices in [0, num_layers={self.num_layers})")
+    if self.num_experts:
+      if self.hf_checkpoint:
+        _fail("ModelSpec.num_experts", self.num_experts, "0 with hf_checkpoint (the checkpoint's config decides)")
+      if not 1 <= self.num_experts_per_tok <= self.num_experts:
+        _fail("ModelSpec.num_experts_per_tok", self.num_experts_per_tok, f"in [1, num_experts={self.num_experts}]")
+      if not self.moe_intermediate_size and self.intermediate_size < self.num_experts_per_tok:
+        _fail("ModelSpec.moe_intermediate_size", 0, f"> 0 when intermediate_size={self.intermediate_size} < "
+              f"num_experts_per_tok={self.num_experts_per_tok}")
+    else:
+      for name, default in (("num_experts_per_tok", 2), ("moe_intermediate_size", 0), ("moe_layers", None)):
+        if getattr(self, name) != default:
+          _fail(f"ModelSpec.{name}", getattr(self, name), f"left unset ({default}) when num_experts=0 (a dense model)")
     if self.hidden_size % self.num_heads:
       _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
+
+  @property
+  def expert_width(self) -> int:
+    """Each expert's MLP width (``moe_intermediate_size``, or ``intermediate_size // num_experts_per_tok``)."""
+    return self.moe_intermediate_size or self.intermediate_size // self.num_experts_per_tok
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +297,13 @@ class RLConfig:
   # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call);
   # 0 = auto: 2 on a CPU backend with >= 2 cores and a model of >= 1M parameters, else 1 (docs/training.md)
   concurrent_rollouts: int = 0
+  # the rollout sampler's dtype: "" = the model's; "bfloat16" runs the sampler (only the RL rollouts, not the
+  # held-out evaluation) with parameters cast to bfloat16 and bfloat16 compute while the trainer keeps the model's
+  # dtype: a train/inference mismatch (the sampler's log-probs are logp_behavior; rollout/logp_gap measures it)
+  sampler_dtype: Optional[str] = ""
+  # Rollout Routing Replay (R3; spec catalog entry 8): MoE models only; every trainer forward on the rollout rows
+  # (update, proximal, reference) uses the experts the sampler chose (rollout/routing_mismatch measures them)
+  routing_replay: bool = False
   target_accuracy: Optional[float] = None
   optim: OptimConfig = OptimConfig()
 
@@ -280,8 +326,12 @@ class RLConfig:
             f"a divisor of the mini-batch size {batch // self.num_minibatches}")
     if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
       _fail("RLConfig.target_accuracy", self.target_accuracy, "None or in [0, 1]")
-    if not isinstance(self.critic_shared, bool):
-      _fail("RLConfig.critic_shared", self.critic_shared, "true or false")
+    for name in ("critic_shared", "routing_replay"):
+      if not isinstance(getattr(self, name), bool):
+        _fail(f"RLConfig.{name}", getattr(self, name), "true or false")
+    if self.sampler_dtype is None:
+      object.__setattr__(self, "sampler_dtype", "")
+    _choice(self, "sampler_dtype", SAMPLER_DTYPES)
     for name in ("critic_coef", "critic_lr"):
       v = getattr(self, name)
       if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:

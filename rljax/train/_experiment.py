@@ -147,14 +147,21 @@ class Experiment:
   seq_len: int
   auto_settings: str = ""  # what rl.num_microbatches / rl.concurrent_rollouts = 0 (auto) resolved to, and why
 
-  def sample_fn(self, graphdef=None, params=None, model_state=None):
+  def sample_fn(self, graphdef=None, params=None, model_state=None, *, dtype: str = ""):
     """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
 
     The rollout comes back as NumPy arrays: all rows (gathered from every
-    process in a multi-host run), or only rows ``rows = (lo, hi)``.
+    process in a multi-host run), or only rows ``rows = (lo, hi)``. ``dtype``
+    (``rl.sampler_dtype``; "" = the model's): the sampler runs a copy of the
+    model in that dtype (``rljax.models._dtype.with_dtype``). MoE models
+    return the routing they used (``Rollout.routing``) when ``rl.routing_replay``
+    or ``rl.sampler_dtype`` is set (replay and the mismatch metrics read it).
     """
+    from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
     from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
     model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
+    if dtype:
+      model = with_dtype(model, dtype)
     eos = self.codec.eos_id
     cfg = self.sampler_config
 
@@ -211,7 +218,10 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
                        num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
                        intermediate_size=m.intermediate_size, max_position_embeddings=m.max_seq_len,
                        param_dtype=m.dtype, compute_dtype=m.dtype, bos_token_id=codec.bos_id,
-                       eos_token_id=codec.eos_id, pad_token_id=codec.pad_id)
+                       eos_token_id=codec.eos_id, pad_token_id=codec.pad_id,
+                       **(dict(num_experts=m.num_experts, num_experts_per_tok=m.num_experts_per_tok,
+                               moe_intermediate_size=m.expert_width, moe_layers=m.moe_layers)
+                          if m.num_experts else {}))
     model = Transformer(mcfg, rngs=nnx.Rngs(cfg.seed if model_seed is None else model_seed))
     if m.init == "fan_in":
       fan_in_init(model)
@@ -219,8 +229,9 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   cfg, auto_settings = resolve_auto_settings(cfg, n_params)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
+  routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
-                                 pad_id=codec.pad_id, return_entropy=True, return_routing=False,
+                                 pad_id=codec.pad_id, return_entropy=True, return_routing=routing,
                                  concurrent_chunks=cfg.rl.concurrent_rollouts)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,

@@ -10,6 +10,14 @@
 Nothing here runs when nothing needs it (no reference forward without a KL term, ...). Results are host arrays
 of this process's rows, put into the step's ``StepData``; ``train_batch`` turns the ``StepData`` into the
 global ``TrainBatch`` of the update.
+
+With ``replay`` (``rl.routing_replay``, R3) the policy's forwards here (proximal, reference) replay the sampler's
+MoE routing ``data.routing``; the separate critic is another model and routes with its own router. With
+``diagnose`` (``rl.sampler_dtype`` or ``rl.routing_replay`` set) the train/inference mismatch metrics
+(``rljax/train/_mismatch.py``) are computed every step, running the trainer's forward for them when the recipe
+needs no proximal one; without it they are computed whenever the proximal forward runs anyway. The routing
+mismatch of an MoE model needs the trainer's own routing: the forward without replay (the proximal one when
+nothing is replayed, else one extra forward).
 """
 from __future__ import annotations
 
@@ -21,6 +29,7 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.stages import StepData
+from rljax.train import _mismatch
 from rljax.types import TrainBatch
 
 __all__ = ["StepInputs", "forward_fn", "preference_pairs", "train_batch", "REFERENCE_NEEDS", "PROXIMAL_NEEDS"]
@@ -30,14 +39,15 @@ REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
 
 
 def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1):
-  """``fn(params, model_state, tokens) -> (logp, entropy, values or None)`` jitted (``policy_outputs``)."""
+  """``fn(params, model_state, tokens, routing=None) -> (logp, entropy, values or None, routing or None)`` jitted
+  (``policy_outputs``; ``routing [B, T, L_moe, k]`` is replayed when given; the routing used comes back)."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
   @functools.partial(jax.jit, out_shardings=out_shardings)
-  def fn(params, model_state, tokens):
+  def fn(params, model_state, tokens, routing=None):
     model = nnx.merge(graphdef, params, model_state)
-    out = policy_outputs(model, tokens, shared_prefix_len=shared_prefix_len, group_size=group_size)
-    return out.logp, out.entropy, out.values
+    out = policy_outputs(model, tokens, routing=routing, shared_prefix_len=shared_prefix_len, group_size=group_size)
+    return out.logp, out.entropy, out.values, out.routing
 
   return fn
 
@@ -68,8 +78,9 @@ class StepInputs:
   """Computes a step's needs (see the module docstring) into its ``StepData``."""
 
   def __init__(self, graphdef, needs, *, rows_sharding, batch_size: int, shared_prefix_len: int, group_size: int,
-               ref_params=None, critic=None):
+               ref_params=None, critic=None, replay: bool = False, diagnose: bool = False):
     self.needs = frozenset(needs)
+    self.replay, self.diagnose = replay, diagnose
     self.rows_sh, self.batch_size = rows_sharding, batch_size
     self.lo, self.hi = par.process_rows(rows_sharding, batch_size)
     kw = dict(out_shardings=rows_sharding, shared_prefix_len=shared_prefix_len, group_size=group_size)
@@ -82,26 +93,34 @@ class StepInputs:
   def _host(self, x):
     return None if x is None else np.asarray(par.host_rows(x, self.lo, self.hi), np.float32)
 
-  def policy_logp(self, state, tokens):
-    """``logp [B, T]`` (global array) of ``state``'s policy on ``tokens``."""
-    return self.forward(state.params, state.model_state, tokens)[0]
+  def policy_logp(self, state, tokens, routing=None):
+    """``logp [B, T]`` (global array) of ``state``'s policy on ``tokens`` (``routing`` replayed when given)."""
+    return self.forward(state.params, state.model_state, tokens, routing)[0]
 
-  def __call__(self, data: StepData, state, critic_state=None) -> StepData:
+  def __call__(self, data: StepData, state, critic_state=None, metrics: dict | None = None) -> StepData:
+    """``data`` with the needed forwards' results; the mismatch metrics (if any) go into ``metrics``."""
     needs = self.needs
-    tokens = par.global_batch({"tokens": data.tokens}, self.rows_sh, self.batch_size)["tokens"]
-    changes = {}
+    if self.replay and data.routing is None:
+      raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
+    placed = par.global_batch({"tokens": data.tokens, "routing": data.routing if self.replay else None},
+                              self.rows_sh, self.batch_size)
+    tokens, replayed = placed["tokens"], placed["routing"]
+    changes, trainer = {}, None  # trainer: (logp, routing used) of the current parameters on the rollout
     if needs & PROXIMAL_NEEDS or (self.shared_values and "values" in needs):
-      logp, ent, values = self.forward(state.params, state.model_state, tokens)
+      logp, ent, values, routing = self.forward(state.params, state.model_state, tokens, replayed)
       changes.update(logp_old=self._host(logp), entropy_old=self._host(ent))
+      trainer = (logp, routing)
       if self.shared_values:
         changes["values"] = self._host(values)
     if needs & REFERENCE_NEEDS:
-      logp, ent, _ = self.forward(self.ref_params, state.model_state, tokens)
+      logp, ent, _, _ = self.forward(self.ref_params, state.model_state, tokens, replayed)
       changes.update(logp_ref=self._host(logp), entropy_ref=self._host(ent))
       if "logp_teacher" in needs:
         changes["logp_teacher"] = changes["logp_ref"]
     if self.critic_forward is not None and "values" in needs:
       changes["values"] = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens)[2])
+    if metrics is not None and (self.diagnose or trainer is not None):
+      metrics.update(self._mismatch(data, state, tokens, replayed, trainer))
     data = data.replace(**changes)
     extras = dict(data.extras)
     if "preference_pairs" in needs:
@@ -112,13 +131,31 @@ class StepInputs:
       extras["logp_teacher"] = data.logp_teacher  # rljax.objectives.opd's default key
     return data.replace(extras=extras)
 
+  def _mismatch(self, data: StepData, state, tokens, replayed, trainer) -> dict:
+    """The train/inference mismatch metrics (``rljax/train/_mismatch.py``) of this step's valid rows."""
+    if trainer is None:
+      logp, _, _, routing = self.forward(state.params, state.model_state, tokens, replayed)
+      trainer = (logp, routing)
+    mask = data.completion_mask & data.valid[:, None]
+    sums = _mismatch.logp_gap_sums(data.logp_behavior, self._host(trainer[0]), mask)
+    if data.routing is not None:
+      own = trainer[1]
+      if replayed is not None:  # the trainer's own routing: one more forward, without replay
+        logp, _, _, own = self.forward(state.params, state.model_state, tokens)
+        sums.update(_mismatch.logp_gap_sums(data.logp_behavior, self._host(logp), mask, "_no_replay"))
+      own = np.asarray(par.host_rows(own, self.lo, self.hi))
+      routed = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
+      sums.update(_mismatch.routing_sums(data.routing, own, routed))
+    return _mismatch.finish(sums)
 
-def train_batch(data: StepData, rows_sharding, batch_size: int) -> TrainBatch:
+
+def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool = False) -> TrainBatch:
   """The update's global ``TrainBatch`` from this process's ``StepData`` rows.
 
   ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
   ones are masked by it); optional fields are filled from the step's needs (``logp_old``, ``logp_ref``,
-  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``task_id``, ...).
+  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``task_id``, ...). ``routing``: the sampler's MoE
+  routing goes into ``TrainBatch.routing``, so the update replays it (``rl.routing_replay``).
   """
   loss_mask = data.completion_mask & data.valid[:, None]
   adv = np.asarray(data.advantages, np.float32)
@@ -128,7 +165,9 @@ def train_batch(data: StepData, rows_sharding, batch_size: int) -> TrainBatch:
           "logp_behavior": data.logp_behavior}
   optional = {"logp_old": data.logp_old, "logp_ref": data.logp_ref, "entropy_old": data.entropy_old,
               "values_old": data.values, "returns": data.returns, "segment_ids": data.segment_ids,
-              "turn_ids": data.turn_ids, "task_id": data.task_id}
+              "turn_ids": data.turn_ids, "task_id": data.task_id, "routing": data.routing if routing else None}
+  if routing and data.routing is None:
+    raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
   host.update({k: v for k, v in optional.items() if v is not None})
   extras = {k: np.asarray(v) for k, v in data.extras.items()
             if np.ndim(v) >= 1 and np.shape(v)[0] == data.batch_size}

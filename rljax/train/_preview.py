@@ -44,10 +44,11 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   stage_metrics = {**collected.stage_metrics, **stage_metrics}
   data = filter_advantages(loop.recipe, data, stage_metrics)
   stats = collected.stats
-  batch = train_batch(data, loop.rows_sh, cfg.rl.batch_size)
+  batch = train_batch(data, loop.rows_sh, cfg.rl.batch_size, routing=cfg.rl.routing_replay)
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   objective = loop.recipe.objective_builder()(loop.state.hparams)
-  out = policy_outputs(nnx.merge(loop.graphdef, loop.state.params, loop.state.model_state), batch.tokens)
+  out = policy_outputs(nnx.merge(loop.graphdef, loop.state.params, loop.state.model_state), batch.tokens,
+                       routing=batch.routing)
   loss, metrics = objective(out, batch)
   host = par.to_host({k: v for k, v in metrics.items() if np.ndim(v) == 0})
   return {"data": data, "batch": batch, "rollout": stats, "stages": stage_metrics, "loss": float(loss),

@@ -84,6 +84,10 @@ class RLLoop:
     self.graphdef = graphdef
     self.prefix = _shared_prompt_len(exp, rl)
     resampling = [f.name for f in recipe.filters if f.resamples] + [r.name for r in recipe.replay if r.mixes_prompts]
+    if self.prefix and exp.model.cfg.is_moe:
+      log(cfg, "[rljax] share_prompt_forward unused: the model is an MoE (the shared-prompt layout routes per "
+          "sequence, and rl.routing_replay replays per-row routing)")
+      self.prefix = 0
     if self.prefix and resampling:
       log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
       self.prefix = 0
@@ -119,7 +123,8 @@ class RLLoop:
                              needs=self.needs)
     self.inputs = StepInputs(graphdef, self.needs, rows_sharding=self.rows_sh, batch_size=rl.batch_size,
                              shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
-                             critic=critic)
+                             critic=critic, replay=rl.routing_replay,
+                             diagnose=bool(rl.sampler_dtype or rl.routing_replay))
     mb = rl.batch_size // rl.num_minibatches
     self.take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
                              out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
@@ -184,7 +189,7 @@ class RLLoop:
     if replay is not None and replay.phase == "rewards":
       data = self._replay(replay, data, metrics)
     if par.process_any(data.valid.any()):
-      data = self._inputs(data, replay)
+      data = self._inputs(data, replay, metrics)
       data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
           self.recipe, data, self.stage_states["advantage"])
       data = filter_advantages(self.recipe, data, metrics)
@@ -192,19 +197,19 @@ class RLLoop:
       if replay is not None and replay.phase == "advantages":
         data = self._replay(replay, data, metrics)
         if data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
-          data = self._inputs(data, replay)
+          data = self._inputs(data, replay, metrics)
     row = {f"rollout/{k}": v for k, v in stats.items()}
     if not par.process_any(data.valid.any()):  # nothing left to train on: no update, no controller step
       self.empty_steps += 1
       log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
       return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
     _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
-    batch = train_batch(data, self.rows_sh, self.rl.batch_size)
+    batch = train_batch(data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
     um = self.update(batch, s)
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
-                                                  policy_logp=lambda: self.inputs.policy_logp(self.state,
-                                                                                              batch.tokens)))
+                                                  policy_logp=lambda: self.inputs.policy_logp(
+                                                      self.state, batch.tokens, batch.routing)))
     return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
             "train/empty_steps": float(self.empty_steps)}
 
@@ -215,10 +220,10 @@ class RLLoop:
     metrics.update(scalar_metrics(m, stage.name))
     return data
 
-  def _inputs(self, data, replay):
+  def _inputs(self, data, replay, metrics: dict):
     """The forwards the recipe needs; replayed rows then take their stored behaviour log-probs as ``logp_old``
     when the replay stage says ``logp_old="behavior"``."""
-    data = self.inputs(data, self.state, getattr(self.critic, "state", None))
+    data = self.inputs(data, self.state, getattr(self.critic, "state", None), metrics)
     if replay is not None and replay.logp_old == "behavior" and data.logp_old is not None:
       rows = np.asarray(data.extras["replay_mask"], bool)[:, None]
       data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))
@@ -244,8 +249,8 @@ class RLLoop:
         mbatch = batch if order is None else self.take_rows(batch, np.asarray(order[j * mb:(j + 1) * mb]))
         self.state, m = self.update_step(self.state, mbatch)
         metrics.append(m)
-        if critic is not None:
-          critic.state, cm = critic.step(critic.state, mbatch)
+        if critic is not None:  # another model, with its own router: the sampler's routing is not replayed there
+          critic.state, cm = critic.step(critic.state, mbatch.replace(routing=None))
           critic_metrics.append(cm)
     out = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics))
     if critic_metrics:

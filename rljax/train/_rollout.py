@@ -161,6 +161,7 @@ class Collector:
         np.asarray(self.verdict(completions, list(expanded))[0], np.float32),
         logp_behavior=np.asarray(r.logp_behavior, np.float32),
         entropy_behavior=None if r.entropy_behavior is None else np.asarray(r.entropy_behavior, np.float32),
+        routing=None if r.routing is None else np.asarray(r.routing, np.int32),
         max_new_tokens=self.rl.max_new_tokens, step=step, key=key, greedy_rewards=greedy_rewards,
         reward_components=components if components.shape[1] > 1 else None,
         reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
@@ -313,7 +314,7 @@ class Collector:
                                              hinted.logp_behavior, hinted.entropy_behavior,
                                              pad_id=self.exp.codec.pad_id)
       rebuilt = types.SimpleNamespace(tokens=tok, prompt_mask=pm, completion_mask=cm, logp_behavior=lp,
-                                      entropy_behavior=ent)
+                                      entropy_behavior=ent, routing=None)  # routing under the hinted prompt does not apply
       new = self.score(call, rebuilt, problems, index, step=step, key=data.key, greedy_rewards=data.greedy_rewards,
                        record=False)
       take_rows = np.arange(data.batch_size)
@@ -329,7 +330,7 @@ class Collector:
   def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict, replay_states=None):
     """Samples the step's batch (a :class:`Collected`); ``replay_states``: the replay stage's buffer, for its
     pre-rollout prompt swap (ExGRPO's experience prompts)."""
-    call = _Call(self.exp.sample_fn(self.graphdef, params, model_state), temperature)
+    call = _Call(self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype), temperature)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
     side = jax.random.fold_in(self.side_key, step)

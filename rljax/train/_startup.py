@@ -37,6 +37,9 @@ def check_recipe(exp: Experiment, recipe):
   not support, and dry-runs every host stage on a synthetic batch. Returns the bound recipe."""
   rl = exp.cfg.rl
   recipe, facts = bound_recipe(exp, recipe)
+  if rl.routing_replay and not exp.model.cfg.is_moe:
+    raise ValueError("invalid config value RLConfig.routing_replay=True: needs an MoE model (this one is dense); "
+                     "set model.num_experts (e.g. --set model.num_experts=4) or rl.routing_replay=false")
   check_needs(recipe.stages(), available_needs(exp, recipe))
   if recipe.prompt_filters and jax.process_count() > 1:
     raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "

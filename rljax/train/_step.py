@@ -312,7 +312,8 @@ def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: in
                     batch_load=None):
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature,
-                        shared_prefix_len=shared_prefix_len, group_size=group_size, batch_load=batch_load)
+                        routing=getattr(batch, "routing", None), shared_prefix_len=shared_prefix_len,
+                        group_size=group_size, batch_load=batch_load)
 
 
 def _num_moe_layers(model) -> int:
