@@ -116,13 +116,14 @@ def test_arena_end_to_end_resume_and_a_failing_entry(tmp_path):
     rl_rows = [r for r in map(json.loads, open(os.path.join(out, n, "seed0", "metrics.jsonl")))
                if r["stage"] == "rl" and r["step"] > 0]
     assert [r["step"] for r in rl_rows] == [1, 2, 3]
-  # again: finished runs (and the warm start) are not redone; the failed one is retried and fails again
+  # again: finished runs (and the warm start) are not redone (no process starts: the files stay untouched)
   stamps = {p: os.path.getmtime(p) for p in
-            [os.path.join(out, n, "seed0", "summary.json") for n in ("grpo", "dapo")] + [os.path.join(sft_dir, "summary.json")]}
-  rows2 = arena.run_arena("tiny", **kw)
-  assert {r["entry"]: r["status"] for r in rows2} == status
+            [os.path.join(out, n, "seed0", f) for n in ("grpo", "dapo") for f in ("summary.json", "arena.log")]
+            + [os.path.join(sft_dir, "summary.json")]}
+  rows2 = arena.run_arena("tiny", **{**kw, "recipes": ["grpo", "dapo"]})
+  assert {r["entry"]: r["status"] for r in rows2} == {"grpo": "ok", "dapo": "ok"}
   assert {p: os.path.getmtime(p) for p in stamps} == stamps
-  assert [r["gain_mean"] for r in rows2] == [r["gain_mean"] for r in rows]
+  assert [r["gain_mean"] for r in rows2] == [r["gain_mean"] for r in rows[:2]]
   # an interrupted run is resumed with the same config, restarted with another; a finished one is never mixed
   os.remove(os.path.join(out, "dapo", "seed0", "summary.json"))
   _, plan = arena.plan_arena("tiny", **{k: v for k, v in kw.items() if k not in ("jobs", "progress")})
@@ -134,3 +135,17 @@ def test_arena_end_to_end_resume_and_a_failing_entry(tmp_path):
   with pytest.raises(ValueError, match=r"grpo/seed0 holds a finished run of another config \(rl.optim.learning_rate"):
     arena.plan_arena("tiny", **{**{k: v for k, v in kw.items() if k not in ("jobs", "progress")},
                                 "overrides": kw["overrides"] + ["rl.optim.learning_rate=0.001"]})
+
+
+def test_train_takes_a_json_config(tmp_path, capsys):
+  """The arena's runs are `rljax train --config <arena_config.json>`: a config.json is a config file."""
+  from rljax.cli import main
+  from rljax.train import config_to_dict, tiny_config
+  cfg = apply_overrides(tiny_config(str(tmp_path / "run")), ["rl.advantage=rloo", "seed=3"])
+  path = tmp_path / "c.json"
+  path.write_text(json.dumps(config_to_dict(cfg)))
+  assert main(["train", "--config", str(path), "--print-config"]) == 0
+  assert json.loads(capsys.readouterr().out) == config_to_dict(cfg)
+  path.write_text("{not json")
+  assert main(["train", "--config", str(path), "--print-config"]) == 2
+  assert "not a JSON config" in capsys.readouterr().err

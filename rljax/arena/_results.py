@@ -249,8 +249,9 @@ def plot_curves(arena_dir: str, entries: Sequence[str], seeds: Sequence[int], pn
 
 
 def read_results(arena_dir: str, entries: Optional[Sequence[str]] = None, seeds: Optional[Sequence[int]] = None,
-                 pass_k: Sequence[int] = (1, 8)) -> tuple[list[dict], list[dict]]:
-  """``table_rows`` of an arena directory; ``entries`` / ``seeds`` default to what the directory holds."""
+                 pass_k: Optional[Sequence[int]] = None) -> tuple[list[dict], list[dict]]:
+  """``table_rows`` of an arena directory; ``entries`` / ``seeds`` default to what the directory holds,
+  ``pass_k`` to the smallest and largest k the first finished run evaluated."""
   if not os.path.isdir(arena_dir):
     raise ValueError(f"arena directory {arena_dir!r} does not exist")
   if entries is None:
@@ -260,4 +261,12 @@ def read_results(arena_dir: str, entries: Optional[Sequence[str]] = None, seeds:
     found = {int(s[4:]) for n in entries if os.path.isdir(os.path.join(arena_dir, n))
              for s in os.listdir(os.path.join(arena_dir, n)) if s.startswith("seed") and s[4:].isdigit()}
     seeds = sorted(found)
+  if pass_k is None:
+    pass_k = ()
+    for name in entries:
+      for seed in seeds:
+        summary = _read_json(os.path.join(run_dir(arena_dir, name, seed), "summary.json"))
+        ks = sorted(int(k[5:]) for k in (summary or {}).get("sft", {}) if k.startswith("pass@"))
+        if ks and not pass_k:
+          pass_k = tuple(dict.fromkeys([ks[0], ks[-1]]))
   return table_rows(arena_dir, entries, seeds, pass_k)
