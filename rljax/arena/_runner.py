@@ -20,6 +20,7 @@ interruption: Ctrl-C stops the runs, which save a checkpoint, and a rerun resume
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -27,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Mapping, Optional, Sequence, Union
 
@@ -221,7 +223,6 @@ def run_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional[
     python: the interpreter of the runs (default: this one).
     plot: draw ``curves.png`` at the end.
   """
-  from rljax.train._progress import progress_bar  # pylint: disable=import-outside-toplevel
   jobs = default_jobs() if jobs is None else jobs
   if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
     raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
@@ -239,6 +240,34 @@ def run_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional[
     return rows
 
   todo = [r for r in plan if r.action != "done"]
+  with _sigterm_raises():
+    return _schedule(plan, todo, by_dir, jobs, python, progress, write, out_dir, names, seeds, plot)
+
+
+class ArenaStopped(BaseException):
+  """SIGTERM reached the arena: its runs are stopped (each saves a checkpoint) and a rerun resumes them."""
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+  """SIGTERM raises ``ArenaStopped`` in the main thread (so the runs, in their own sessions, are stopped too)."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+
+  def stop(signum, frame):
+    raise ArenaStopped("SIGTERM: the arena's runs were stopped; run the arena again to resume them")
+
+  previous = signal.signal(signal.SIGTERM, stop)
+  try:
+    yield
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+
+
+def _schedule(plan, todo, by_dir, jobs, python, progress, write, out_dir, names, seeds, plot):
+  """Starts the runs of ``todo`` (at most ``jobs`` at once, each after its warm start) until all are done."""
+  from rljax.train._progress import progress_bar  # pylint: disable=import-outside-toplevel
   bar = progress_bar(total=len(plan), initial=len(plan) - len(todo), desc="arena", unit="run",
                      disable=not progress, leave=True)
   running: dict = {}
