@@ -166,8 +166,13 @@ def _cmd_arena(args) -> int:
     seeds = [int(x) for x in split(args.seeds)]
   except ValueError:
     raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
-  rows = arena.run_arena(args.config, recipes=split(args.recipes or ""), experiment=args.experiment, seeds=seeds,
-                         jobs=args.jobs, out_dir=args.out, overrides=args.overrides)
+  try:
+    rows = arena.run_arena(args.config, recipes=split(args.recipes or ""), experiment=args.experiment, seeds=seeds,
+                           jobs=args.jobs, out_dir=args.out, overrides=args.overrides)
+  except (KeyboardInterrupt, arena.ArenaStopped):
+    print(f"[rljax] arena stopped: the running runs saved a checkpoint; the partial table is in {args.out}/arena.md; "
+          "run the same command again to resume", file=sys.stderr)
+    return 130
   print(arena.markdown_table(rows, arena.table_pass_k(rows)))
   print(f"[rljax] arena: {args.out}/arena.md, arena.csv, curves.png")
   return 0 if all(r["status"] == "ok" for r in rows) else 1

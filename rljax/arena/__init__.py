@@ -12,9 +12,9 @@ from rljax.arena._entries import ENTRIES, EXPERIMENTS, Entry, recipe_overrides, 
 from rljax.arena._metrics import run_figures, spread, steps_to_fraction, grad_spike, clip_fraction, tail_mean
 from rljax.arena._results import (markdown_table, plot_curves, read_results, read_run, table_pass_k, table_rows,
                                   write_table)
-from rljax.arena._runner import default_jobs, plan_arena, run_arena, sft_key
+from rljax.arena._runner import ArenaStopped, default_jobs, plan_arena, run_arena, sft_key
 
 __all__ = ["ENTRIES", "EXPERIMENTS", "Entry", "recipe_overrides", "select_entries", "run_figures", "spread",
            "steps_to_fraction", "grad_spike", "clip_fraction", "tail_mean", "markdown_table", "plot_curves",
            "read_results", "read_run", "table_pass_k", "table_rows", "write_table", "default_jobs", "plan_arena",
-           "run_arena", "sft_key"]
+           "run_arena", "sft_key", "ArenaStopped"]
