@@ -149,3 +149,11 @@ def test_train_takes_a_json_config(tmp_path, capsys):
   path.write_text("{not json")
   assert main(["train", "--config", str(path), "--print-config"]) == 2
   assert "not a JSON config" in capsys.readouterr().err
+
+
+def test_cli_lists_entries_and_experiments(capsys):
+  from rljax.cli import main
+  assert main(["arena", "--list"]) == 0
+  out = capsys.readouterr().out
+  assert all(f"\n{name} " in "\n" + out for name in ENTRIES)
+  assert "rl.advantage=qae(quantile=0.8)" in out and "entropy        grpo, erc, clip_cov, kl_cov, entropic" in out
