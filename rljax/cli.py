@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
   pick.add_argument("--recipes", default=None, metavar="A,B", help="comma-separated entry names (default: all)")
   pick.add_argument("--experiment", default=None, help="a named group of entries (see --list)")
   a.add_argument("--seeds", default="0", metavar="0,1,2", help="comma-separated seeds (default: %(default)s)")
-  a.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per 2 cores)")
+  a.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per core)")
   a.add_argument("--out", default="runs/arena", help="the arena directory (default: %(default)s)")
   a.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                  help="override a config field of every run, after the entry's own (repeatable)")
