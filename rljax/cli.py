@@ -1,4 +1,4 @@
-"""``rljax`` command line: ``rljax train | eval | sample``.
+"""``rljax`` command line: ``rljax train | eval | sample | arena``.
 
     rljax train                                   # the default demo (SFT + GRPO on 3-digit addition, CPU)
     rljax train --config dapo --set rl.steps=100 --set seed=1
@@ -7,6 +7,7 @@
     rljax train --set mesh.fsdp=-1                # shard over every device (of every host; docs/scaling.md)
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
+    rljax arena --recipes grpo,dapo --seeds 0,1,2 --out runs/arena   # recipes side by side (docs/arena.md)
 
 ``--config`` takes a name from the ``configs/`` folder, installed as ``rljax.configs``
 (``default``, ``grpo``, ``dapo``, ``dr_grpo``, ``gspo``, ``tiny``,
@@ -43,7 +44,8 @@ _RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "promp
 
 
 def load_config(name_or_path: Optional[str]):
-  """A ``RunConfig`` from a config name (``rljax.configs.<name>``, the ``configs/`` folder) or a ``.py`` path."""
+  """A ``RunConfig`` from a config name (``rljax.configs.<name>``, the ``configs/`` folder), a ``.py`` path or a
+  ``.json`` file (a run's ``config.json``)."""
   return load_config_and_recipe(name_or_path)[0]
 
 
@@ -52,6 +54,14 @@ def load_config_and_recipe(name_or_path: Optional[str]):
   ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold)."""
   from rljax import train as tr  # pylint: disable=import-outside-toplevel
   name_or_path = name_or_path or "default"
+  if name_or_path.endswith(".json"):  # a run's config.json (or one rljax arena wrote)
+    if not os.path.exists(name_or_path):
+      raise ValueError(f"--config {name_or_path!r}: no such config file")
+    with open(name_or_path, encoding="utf-8") as f:
+      try:
+        return tr.config_from_dict(json.load(f)), None
+      except json.JSONDecodeError as e:
+        raise ValueError(f"--config {name_or_path}: not a JSON config ({e})") from None
   if name_or_path in _BUILTIN and configs_package() is None:
     return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
   if not name_or_path.endswith(".py"):
@@ -123,7 +133,49 @@ def _parser() -> argparse.ArgumentParser:
                                                                 "%(default)s; for greedy decoding use --greedy)")
   s.add_argument("--greedy", action="store_true", help="greedy decoding (argmax) instead of sampling")
   s.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
+  a = sub.add_parser("arena", help="run recipes x seeds side by side and tabulate them",
+                     description="Runs arena entries (named lists of --set overrides, rljax.arena.ENTRIES) x seeds "
+                                 "on one base config, each run a separate `rljax train` process sharing one SFT "
+                                 "warm start per seed; writes arena.csv, arena.md and curves.png into --out. "
+                                 "Finished runs are not redone; interrupted ones resume.")
+  a.add_argument("--config", default=None, help="base config name in configs/ or a .py path; default: default")
+  pick = a.add_mutually_exclusive_group()
+  pick.add_argument("--recipes", default=None, metavar="A,B", help="comma-separated entry names (default: all)")
+  pick.add_argument("--experiment", default=None, help="a named group of entries (see --list)")
+  a.add_argument("--seeds", default="0", metavar="0,1,2", help="comma-separated seeds (default: %(default)s)")
+  a.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per core)")
+  a.add_argument("--out", default="runs/arena", help="the arena directory (default: %(default)s)")
+  a.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                 help="override a config field of every run, after the entry's own (repeatable)")
+  a.add_argument("--list", action="store_true", help="list the entries and experiments and exit")
   return p
+
+
+def _cmd_arena(args) -> int:
+  from rljax import arena  # pylint: disable=import-outside-toplevel
+  if args.list:
+    for e in arena.ENTRIES.values():
+      changed = [o for o in e.overrides if o not in arena.recipe_overrides()]  # what differs from plain GRPO
+      print(f"{e.name:16s} {e.about}\n{'':16s} {'; '.join(changed) or '(the default recipe)'}")
+    print("\nexperiments:")
+    for name, members in arena.EXPERIMENTS.items():
+      print(f"  {name:14s} {', '.join(members)}")
+    return 0
+  split = lambda text: [x.strip() for x in text.split(",") if x.strip()]
+  try:
+    seeds = [int(x) for x in split(args.seeds)]
+  except ValueError:
+    raise ValueError(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+  try:
+    rows = arena.run_arena(args.config, recipes=split(args.recipes or ""), experiment=args.experiment, seeds=seeds,
+                           jobs=args.jobs, out_dir=args.out, overrides=args.overrides)
+  except (KeyboardInterrupt, arena.ArenaStopped):
+    print(f"[rljax] arena stopped: the running runs saved a checkpoint; the partial table is in {args.out}/arena.md; "
+          "run the same command again to resume", file=sys.stderr)
+    return 130
+  print(arena.markdown_table(rows, arena.table_pass_k(rows)))
+  print(f"[rljax] arena: {args.out}/arena.md, arena.csv, curves.png")
+  return 0 if all(r["status"] == "ok" for r in rows) else 1
 
 
 def _out_dir_of(args) -> Optional[str]:
@@ -230,7 +282,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 2
   try:
     with _one_line_warnings():
-      return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample}[args.command](args)
+      return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample,
+              "arena": _cmd_arena}[args.command](args)
   except ValueError as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)
     return 2

@@ -10,6 +10,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 NB = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "01_quickstart.ipynb")
+NB2 = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "02_arena.ipynb")
 NB3 = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "03_your_own_recipe.ipynb")
 
 
@@ -41,6 +42,21 @@ def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
           if r["stage"] == "rl" and r["step"] > 0]
   assert [r["step"] for r in rows] == [1, 2, 3] and all("some_good/kept_groups" in r for r in rows)
   assert any("median_baseline/abs_mean" in r for r in rows)
+
+
+def test_arena_notebook_runs(tmp_path, monkeypatch):
+  """The mini-arena runs live (2 entries, tiny model), its table is read back and chosen entries are plotted."""
+  outputs = _execute(NB2, tmp_path, monkeypatch)
+  assert "grpo ok greedy accuracy gain:" in outputs and "dapo ok" in outputs
+  arena = tmp_path / "runs" / "mini_arena"
+  for name in ("arena.md", "arena.csv", "curves.png", "chosen.png", "grpo/seed0/summary.json"):
+    assert (arena / name).exists(), name
+
+
+def test_notebooks_share_one_install_cell():
+  cells = [[c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and
+            "RLJAX_SOURCE" in c.source] for path in (NB, NB2, NB3)]
+  assert cells[0] == cells[1] == cells[2] and len(cells[0]) == 1
 
 
 def _install_cell():

@@ -229,14 +229,22 @@ class OptimConfig:
 
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
-  """Supervised warm-start on task demonstrations (NLL objective, same train step)."""
+  """Supervised warm-start on task demonstrations (NLL objective, same train step).
+
+  ``init_from``: a run directory whose finished SFT checkpoint this run starts from instead of training its own
+  (the other SFT fields are then unused; the run's model and task must be that run's). Several RL runs then share
+  one warm start (``rljax arena`` does this per seed). Checked at start-up, before anything is written.
+  """
   steps: int = 1200
   batch_size: int = 64
   optim: OptimConfig = OptimConfig(learning_rate=3e-3, schedule="constant", warmup_steps=20)
+  init_from: Optional[str] = None
 
   def __post_init__(self):
     _pos_int(self, "steps", allow_zero=True)
     _pos_int(self, "batch_size")
+    if self.init_from is not None and (not isinstance(self.init_from, str) or not self.init_from):
+      _fail("SFTConfig.init_from", self.init_from, "None or the path of a run directory with a finished SFT")
 
 
 # RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes)

@@ -34,7 +34,7 @@ from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch, run_rl
 from rljax.train._rundir import check_run_dir, clear_run, describe_changes
 from rljax.train._startup import check_recipe
-from rljax.train._sft import evaluate_state, run_sft
+from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
 from rljax.train._step import init_train_state
 from rljax import parallel as par
 
@@ -81,6 +81,7 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
               if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
       raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
                        + hint)
+  check_init_from(cfg)  # a shared SFT warm start exists, finished, for this model and task
   mesh = run_mesh(cfg)  # the mesh fits the devices
   exp = build_experiment(cfg)
   if cfg.rl.steps > 0:
@@ -171,13 +172,16 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
         writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
         writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
       summary["sft"] = sft_eval
+      if cfg.sft.init_from is not None:
+        summary["sft_from"] = cfg.sft.init_from
       log(cfg, "[rljax] after SFT: held-out greedy accuracy {:.1%}, temperature-{:g} success {:.1%}{}".format(
           sft_eval["greedy_accuracy"], cfg.eval.temperature, sft_eval.get("sample_accuracy", float("nan")),
           "".join(f", {k} {v:.1%}" for k, v in sft_eval.items() if k.startswith("pass@"))))
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
         graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
-      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999))
+      # no RL steps: the state is the SFT state, whose evaluation (same key) is sft_eval
+      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else dict(sft_eval)
   finally:
     writer.close()
   summary["rl"] = rl_eval
@@ -228,10 +232,14 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     cfg = config_from_dict(json.load(f))
   cfg = cfg.replace(out_dir=run_dir)
   stages = ("rl", "sft") if stage is None else (stage,)
+  sft_cfg = cfg  # whose SFT optimizer the SFT checkpoint holds
   for st in stages:
     if st not in ("rl", "sft"):
       raise ValueError(f"stage must be 'rl' or 'sft', got {st!r}")
     ckpt = Checkpointer(os.path.join(run_dir, "checkpoints", st))
+    if st == "sft" and not ckpt.exists() and cfg.sft.init_from is not None:  # the shared warm start it began from
+      ckpt = Checkpointer(sft_checkpoint_dir(cfg.sft.init_from))
+      sft_cfg = check_init_from(cfg)
     if ckpt.exists() or stage is not None:
       break
   else:
@@ -251,7 +259,7 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     graphdef, state = init_train_state(model, opt, {k: 0.0 for k in meta["hparams"]})
     template = {"state": state}
   else:
-    opt, _ = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
+    opt, _ = make_optimizer(sft_cfg.sft.optim, max(sft_cfg.sft.steps, 1))
     graphdef, state = init_train_state(exp.model, opt)
     template = {"state": state}
   if mesh is None:

@@ -14,7 +14,60 @@ from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
 from rljax.train._step import init_train_state, nll_loss
 
-__all__ = ["run_sft", "evaluate_state"]
+__all__ = ["run_sft", "evaluate_state", "check_init_from", "sft_checkpoint_dir"]
+
+
+def sft_checkpoint_dir(run_dir: str) -> str:
+  return os.path.join(run_dir, "checkpoints", "sft")
+
+
+def check_init_from(cfg):
+  """Validates ``cfg.sft.init_from`` (writes nothing); returns the source run's config, or None when unset.
+
+  The source must be a run directory with a finished SFT checkpoint, trained with this run's model and task
+  (its parameters must fit this model, and a warm start on another task would be another experiment).
+  """
+  src = cfg.sft.init_from
+  if src is None:
+    return None
+  from rljax.train._config import config_to_dict  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import saved_config  # pylint: disable=import-outside-toplevel
+  if os.path.abspath(src) == os.path.abspath(cfg.out_dir):
+    raise ValueError(f"sft.init_from={src!r} is this run's own directory; name another run's directory")
+  try:
+    source = saved_config(src)
+  except ValueError as e:
+    raise ValueError(f"sft.init_from={src!r}: {e}") from None
+  for section in ("model", "task"):
+    mine, theirs = config_to_dict(getattr(cfg, section)), config_to_dict(getattr(source, section))
+    diff = [f"{k} {theirs.get(k)} → {mine.get(k)}" for k in mine if mine.get(k) != theirs.get(k)]
+    if diff:
+      raise ValueError(f"sft.init_from={src!r} was trained with another {section} config ({', '.join(diff)}); "
+                       f"a run that starts from it keeps its {section}")
+  ckpt = Checkpointer(sft_checkpoint_dir(src))
+  try:
+    if not ckpt.exists():
+      raise ValueError(f"sft.init_from={src!r} has no SFT checkpoint (under {ckpt.directory})")
+    if not ckpt.read_meta().get("done"):
+      raise ValueError(f"sft.init_from={src!r}: its SFT did not finish (latest checkpoint: step "
+                       f"{ckpt.latest_step()} of {source.sft.steps}); finish it with rljax train --resume")
+  finally:
+    ckpt.close()
+  return source
+
+
+def _load_sft(exp: Experiment, mesh):
+  """The finished SFT state of the run ``exp.cfg.sft.init_from`` (``(graphdef, state, meta)``)."""
+  cfg = exp.cfg
+  source = check_init_from(cfg)
+  opt, sched = make_optimizer(source.sft.optim, max(source.sft.steps, 1))  # the template of the source's state
+  graphdef, state = init_train_state(exp.model, opt)
+  state = ShardedStep(graphdef, state, nll_loss(), opt, mesh, schedule=sched).state
+  ckpt = Checkpointer(sft_checkpoint_dir(cfg.sft.init_from))
+  tree, meta, step = ckpt.restore({"state": state})
+  ckpt.close()
+  log(cfg, f"[rljax] SFT: starting from {cfg.sft.init_from} (its SFT checkpoint, step {step})")
+  return graphdef, tree["state"], {**meta, "init_from": cfg.sft.init_from}
 
 
 def evaluate_state(exp: Experiment, graphdef, state, key, *, full: bool = True) -> dict:
@@ -27,8 +80,12 @@ def evaluate_state(exp: Experiment, graphdef, state, key, *, full: bool = True) 
 
 
 def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
-  """SFT on task demonstrations (NLL); returns ``(graphdef, state, meta)``. Checkpoints under ``checkpoints/sft``."""
+  """SFT on task demonstrations (NLL); returns ``(graphdef, state, meta)``. Checkpoints under ``checkpoints/sft``.
+
+  With ``cfg.sft.init_from``, loads that run's finished SFT checkpoint instead (no SFT rows, no checkpoint here)."""
   cfg = exp.cfg
+  if cfg.sft.init_from is not None:
+    return _load_sft(exp, mesh)
   opt, sched = make_optimizer(cfg.sft.optim, max(cfg.sft.steps, 1))
   graphdef, state = init_train_state(exp.model, opt)
   sharded = ShardedStep(graphdef, state, nll_loss(), opt, mesh, schedule=sched)

@@ -1,0 +1,142 @@
+"""The default arena: named entries (a list of ``--set`` overrides each) and named groups of them (experiments).
+
+An entry is applied to the arena's base config with ``rljax.train.apply_overrides``, so it may change the recipe
+and anything else (sampler dtype, ``rl.rollout_ahead``, the model, ...). The recipe entries set every recipe
+field (``RECIPE_FIELDS``): a base config's own recipe never leaks into an entry. Hyper-parameters are the
+catalog defaults (``python -m rljax.catalog``: the authors' where the catalog says so), or the published
+recipe's where ``configs/recipes.py`` writes one; where an entry departs from the catalog default, its
+description says why.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+__all__ = ["Entry", "ENTRIES", "EXPERIMENTS", "recipe_overrides", "select_entries"]
+
+# every recipe slot and the value an entry that does not name it gets (RLConfig's defaults, GRPO without KL)
+_RECIPE_DEFAULTS = {"rewards": "", "multi_reward": "", "shaping": "", "prompt_filters": "", "filters": "",
+                    "advantage": "grpo(eps=1e-4)", "loss": "ppo_clip(eps_low=0.2, eps_high=0.2)",
+                    "aggregation": "token_mean", "controllers": "", "critic": ""}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One arena contestant: ``name``, the ``overrides`` (``"rl.loss=..."`` strings) and a one-line ``about``."""
+  name: str
+  overrides: tuple
+  about: str = ""
+
+  def __post_init__(self):
+    if not isinstance(self.name, str) or not self.name or "/" in self.name or self.name.startswith(("_", ".")):
+      raise ValueError(f"arena entry name {self.name!r}: must be a non-empty name without '/' that does not start "
+                       "with '_' or '.' (it names a directory)")
+    bad = [o for o in self.overrides if not isinstance(o, str) or "=" not in o]
+    if bad:
+      raise ValueError(f"arena entry {self.name!r}: overrides must be 'key=value' strings, got {bad}")
+
+
+def recipe_overrides(**slots) -> tuple:
+  """``("rl.rewards=", ..., "rl.advantage=...", ...)``: every recipe field, ``slots`` over GRPO-without-KL's.
+
+  Other ``rl`` fields of the recipe (``critic_shared``, ``critic_coef``, ``critic_lr``) are given with their
+  ``rl.`` key in ``slots`` too (``critic_lr=1e-3``)."""
+  unknown = [k for k in slots if k not in _RECIPE_DEFAULTS and k not in ("critic_shared", "critic_coef", "critic_lr")]
+  if unknown:
+    raise ValueError(f"recipe_overrides: unknown recipe field(s) {unknown}; known: {sorted(_RECIPE_DEFAULTS)}")
+  values = {**_RECIPE_DEFAULTS, **slots}
+  return tuple(f"rl.{k}={v}" for k, v in values.items())
+
+
+def _e(name, about, **slots) -> Entry:
+  return Entry(name, recipe_overrides(**slots), about)
+
+
+_KL = "kl_penalty(beta=0.04, estimator='k3')"
+_ENTRIES = (
+    _e("grpo", "GRPO (DeepSeekMath): group-normalised advantage, PPO clip 0.2, sequence mean, KL k3 0.04 "
+       "(configs/recipes.py grpo)",
+       loss=f"ppo_clip(eps_low=0.2, eps_high=0.2), {_KL}", aggregation="seq_mean_token_mean"),
+    _e("dr_grpo", "Dr.GRPO: mean-only advantage, constant normaliser B*L_max (configs/recipes.py dr_grpo)",
+       advantage="dr_grpo", aggregation="seq_mean_token_sum_norm"),
+    _e("dapo", "DAPO: clip-higher 0.28, token mean, dynamic sampling with refills, overlong shaping, no KL "
+       "(configs/recipes.py dapo)",
+       shaping="overlong_penalty(buffer_len=2)", filters="zero_variance(refill=True)",
+       loss="ppo_clip(eps_low=0.2, eps_high=0.28)"),
+    _e("gspo", "GSPO: clipped sequence-level ratio (3e-4/4e-4), sequence mean (configs/recipes.py gspo)",
+       loss="gspo(eps_low=0.0003, eps_high=0.0004)", aggregation="seq_mean_token_mean"),
+    _e("gmpo", "GMPO: geometric mean of sign-clipped token ratios (eps 0.4, the authors' script), sequence mean",
+       loss="gmpo(eps_low=0.4, eps_high=0.4)", aggregation="seq_mean_token_mean"),
+    _e("cispo", "CISPO (MiniMax-M1): clipped detached IS weight, cap 1+4, token mean (configs/recipes.py cispo)",
+       loss="cispo(eps_high=4.0)"),
+    _e("sapo", "SAPO: soft sigmoid gate instead of a clip (tau+ 1.0, tau- 1.05), sequence mean as verl",
+       loss="sapo(tau_pos=1.0, tau_neg=1.05)", aggregation="seq_mean_token_mean"),
+    _e("rloo", "RLOO: leave-one-out baseline, PPO clip 0.2, token mean", advantage="rloo"),
+    _e("reinforce_pp", "REINFORCE++ (baseline variant): group-mean baseline then batch whitening, PPO clip 0.2",
+       advantage="reinforce_pp_baseline"),
+    _e("ppo_gae", "PPO with a critic: GAE (gamma=lambda=1, whitened), a separate value model with clipped value "
+       "loss 0.2, PPO clip 0.2", advantage="gae", critic="value_loss(clip_eps=0.2)"),
+    _e("qae", "QAE: group K-quantile baseline, K=0.8 (the arena's choice for the ~80%-zero-advantage claim; the "
+       "catalog default is 0.5)", advantage="qae(quantile=0.8)"),
+    _e("passk", "Pass@k training: analytic pass@k advantage, k=4 of the group of 8 (our choice; the paper "
+       "sweeps k)", advantage="passk(k=4)"),
+    _e("rank", "rank advantage: centred within-group mid-ranks in [-1, 1] (our interpretation of the abstract)",
+       advantage="rank"),
+    _e("erc", "ERC: entropy-ratio clipping around PPO clip, bounds 0.95/1.05 (released recipe)",
+       loss="erc(ppo_clip(eps_low=0.2, eps_high=0.2))"),
+    _e("clip_cov", "Clip-Cov: PPO clip with the top-covariance tokens' gradient dropped (ratio 2e-4, bounds 1/5)",
+       loss="clip_cov"),
+    _e("kl_cov", "KL-Cov: a KL penalty on the top-covariance tokens (ratio 2e-4, coef 1)", loss="kl_cov"),
+    _e("entropic", "EntroPIC: PI control of the positive/negative loss weights to a target entropy 0.1 "
+       "(run_entropic.sh's; Kp 1, Ki 0.01)", controllers="entropic(target_entropy=0.1)"),
+    _e("bapo", "BAPO: adaptive clip bounds keeping the positive share of the loss >= 0.5 (README rule)",
+       controllers="bapo"),
+    _e("grpo_lambda", "GRPO-lambda: length penalty inside the top-lambda (0.5) groups by accuracy",
+       shaping="grpo_lambda"),
+    _e("greso", "GRESO: pre-rollout skipping of prompts predicted to be all-correct or all-wrong (authors' "
+       "defaults)", prompt_filters="greso"),
+    _e("cpgd", "CPGD: clipped log-ratio policy drift, drift coef 0.1 (catalog default; siiRL scripts 0.001)",
+       loss="cpgd"),
+    _e("pspo", "PSPO: probability-smoothed ratio, alpha 0.1", loss="pspo(alpha=0.1)"),
+    _e("gft", "GFT: dynamic-coefficient-rectified NLL on the samples, weighted by the group advantages "
+       "(tau 0.1; the authors' Group Advantage Learning loss)", loss="gft(tau=0.1, use_advantages=True)"),
+    _e("length_penalty", "a naive group-relative length reward (Kimi k1.5 form) added to the correctness reward: "
+       "the collapse GRPO-lambda claims to avoid", shaping="length_penalty"),
+)
+ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES}
+
+# Named groups of entries (``rljax arena --experiment NAME``): the seeds' claims (issue #18, item 4).
+EXPERIMENTS: Mapping[str, tuple] = {
+    "default": tuple(ENTRIES),
+    "entropy": ("grpo", "erc", "clip_cov", "kl_cov", "entropic"),
+    "qae": ("grpo", "qae"),
+    "passk": ("grpo", "passk"),
+    "length": ("grpo", "grpo_lambda", "length_penalty"),
+    "objectives": ("grpo", "dr_grpo", "dapo", "gspo", "gmpo", "cispo", "sapo", "cpgd", "pspo", "gft"),
+    "advantages": ("grpo", "rloo", "reinforce_pp", "ppo_gae", "qae", "passk", "rank"),
+}
+
+
+def select_entries(names: Sequence[str] = (), experiment: str | None = None,
+                   entries: Mapping[str, Entry] | None = None,
+                   experiments: Mapping[str, Sequence[str]] | None = None) -> list[Entry]:
+  """The entries to run: ``names`` (entry names), or the experiment ``experiment``, or (neither) every entry.
+
+  Raises ``ValueError`` listing the known names for an unknown entry or experiment, or when both are given."""
+  entries = ENTRIES if entries is None else entries
+  experiments = EXPERIMENTS if experiments is None else experiments
+  if names and experiment:
+    raise ValueError("give entry names (--recipes) or an experiment (--experiment), not both")
+  if experiment is not None:
+    if experiment not in experiments:
+      raise ValueError(f"unknown arena experiment {experiment!r}; known: {', '.join(experiments)}")
+    names = experiments[experiment]
+  names = list(names) if names else list(entries)
+  unknown = [n for n in names if n not in entries]
+  if unknown:
+    raise ValueError(f"unknown arena entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "
+                     f"known: {', '.join(entries)}")
+  dupes = sorted({n for n in names if names.count(n) > 1})
+  if dupes:
+    raise ValueError(f"arena entries named twice: {', '.join(dupes)}")
+  return [entries[n] for n in names]
