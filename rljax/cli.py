@@ -138,9 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                                  "on one base config, each run a separate `rljax train` process sharing one SFT "
                                  "warm start per seed; writes arena.csv, arena.md and curves.png into --out. "
                                  "Finished runs are not redone; interrupted ones resume.")
-  a.add_argument("--config", default=None, help="base config name in configs/ or a .py path; default: default")
+  a.add_argument("--config", default=None, help="base config name in configs/ or a .py path; default: arena (countdown)")
   pick = a.add_mutually_exclusive_group()
-  pick.add_argument("--recipes", default=None, metavar="A,B", help="comma-separated entry names (default: all)")
+  pick.add_argument("--recipes", default=None, metavar="A,B", help="comma-separated entry names (default: the default experiment)")
   pick.add_argument("--experiment", default=None, help="a named group of entries (see --list)")
   a.add_argument("--seeds", default="0", metavar="0,1,2", help="comma-separated seeds (default: %(default)s)")
   a.add_argument("--jobs", type=int, default=None, help="runs at once (default: one per core)")

@@ -56,6 +56,8 @@ def test_unknown_names_are_errors_listing_the_known_ones(capsys):
   with pytest.raises(ValueError, match="not both"):
     arena.select_entries(["grpo"], experiment="entropy")
   assert [e.name for e in arena.select_entries(experiment="qae")] == ["grpo", "qae"]
+  default = [e.name for e in arena.select_entries()]  # no names: the default experiment, not the claims' entries
+  assert default == list(EXPERIMENTS["default"]) and "bf16_sampler" not in default and len(default) >= 20
   from rljax.cli import main
   assert main(["arena", "--recipes", "grpo,nope", "--out", "unused"]) == 2
   err = capsys.readouterr().err

@@ -103,26 +103,61 @@ _ENTRIES = (
     _e("length_penalty", "a naive group-relative length reward (Kimi k1.5 form) added to the correctness reward: "
        "the collapse GRPO-lambda claims to avoid", shaping="length_penalty"),
 )
-ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES}
+_GRPO = dict(loss=f"ppo_clip(eps_low=0.2, eps_high=0.2), {_KL}", aggregation="seq_mean_token_mean")
+_BF16 = ("rl.sampler_dtype=bfloat16",)
+_MOE = ("model.num_experts=4", "model.num_experts_per_tok=2")
+_AHEAD = ("rl.rollout_ahead=true",)
+
+
+def _grpo_with(name, about, extra=(), **slots) -> Entry:
+  """The ``grpo`` entry's recipe (``slots`` replace its fields) plus non-recipe ``extra`` overrides."""
+  return Entry(name, recipe_overrides(**{**_GRPO, **slots}) + tuple(extra), about)
+
+
+# The claims experiments' own entries (issue #18 item 4): each changes one thing against ``grpo`` (or ``moe``).
+_CLAIM_ENTRIES = (
+    _grpo_with("bf16_sampler", "GRPO with the rollout sampler in bfloat16 (trainer float32), no correction", _BF16),
+    _grpo_with("bf16_tis", "bfloat16 sampler, token TIS (cap 2) on the PPO loss", _BF16,
+               loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, correction=tis(threshold=2.0)), {_KL}"),
+    _grpo_with("bf16_mis", "bfloat16 sampler, token MIS (keep ratios in [0.5, 2])", _BF16,
+               loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, correction=mis(lower=0.5, upper=2.0)), {_KL}"),
+    _grpo_with("bf16_icepop", "bfloat16 sampler, IcePop (keep ratios in [0.5, 5])", _BF16,
+               loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, correction=icepop(alpha=0.5, beta=5.0)), {_KL}"),
+    _grpo_with("moe", "GRPO on a toy MoE (4 experts, top-2 in every layer), float32 sampler", _MOE),
+    _grpo_with("moe_bf16", "toy MoE, bfloat16 sampler, no routing replay", _MOE + _BF16),
+    _grpo_with("moe_bf16_r3", "toy MoE, bfloat16 sampler, rollout routing replay (R3)",
+               _MOE + _BF16 + ("rl.routing_replay=true",)),
+    _grpo_with("stale_ppo", "one-step-off-policy rollouts; PPO's ratio against the stale behaviour policy", _AHEAD,
+               loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, old_logp='logp_behavior'), {_KL}"),
+    _grpo_with("stale_decoupled", "one-step-off-policy rollouts; decoupled PPO (proximal policy recomputed, "
+               "behaviour weight)", _AHEAD, loss=f"decoupled_ppo(eps_low=0.2, eps_high=0.2), {_KL}"),
+)
+ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES}
 
 # Named groups of entries (``rljax arena --experiment NAME``): the seeds' claims (issue #18, item 4).
 EXPERIMENTS: Mapping[str, tuple] = {
-    "default": tuple(ENTRIES),
+    "default": tuple(e.name for e in _ENTRIES),
     "entropy": ("grpo", "erc", "clip_cov", "kl_cov", "entropic"),
     "qae": ("grpo", "qae"),
     "passk": ("grpo", "passk"),
     "length": ("grpo", "grpo_lambda", "length_penalty"),
     "objectives": ("grpo", "dr_grpo", "dapo", "gspo", "gmpo", "cispo", "sapo", "cpgd", "pspo", "gft"),
     "advantages": ("grpo", "rloo", "reinforce_pp", "ppo_gae", "qae", "passk", "rank"),
+    "mismatch": ("grpo", "bf16_sampler", "bf16_tis", "bf16_mis", "bf16_icepop"),
+    "routing_replay": ("moe", "moe_bf16", "moe_bf16_r3"),
+    "staleness": ("grpo", "stale_ppo", "stale_decoupled"),
+    "claims": ("bf16_sampler", "bf16_tis", "bf16_mis", "bf16_icepop", "moe", "moe_bf16", "moe_bf16_r3", "stale_ppo",
+               "stale_decoupled"),
 }
 
 
 def select_entries(names: Sequence[str] = (), experiment: str | None = None,
                    entries: Mapping[str, Entry] | None = None,
                    experiments: Mapping[str, Sequence[str]] | None = None) -> list[Entry]:
-  """The entries to run: ``names`` (entry names), or the experiment ``experiment``, or (neither) every entry.
+  """The entries to run: ``names`` (entry names), or the experiment ``experiment``, or (neither) the ``default`` experiment (with your own ``entries``: all of them).
 
   Raises ``ValueError`` listing the known names for an unknown entry or experiment, or when both are given."""
+  own_pool = entries is None  # the built-in entries: no names means the "default" experiment (not the claims')
   entries = ENTRIES if entries is None else entries
   experiments = EXPERIMENTS if experiments is None else experiments
   if names and experiment:
@@ -131,7 +166,7 @@ def select_entries(names: Sequence[str] = (), experiment: str | None = None,
     if experiment not in experiments:
       raise ValueError(f"unknown arena experiment {experiment!r}; known: {', '.join(experiments)}")
     names = experiments[experiment]
-  names = list(names) if names else list(entries)
+  names = list(names) if names else list(experiments["default"] if own_pool and "default" in experiments else entries)
   unknown = [n for n in names if n not in entries]
   if unknown:
     raise ValueError(f"unknown arena entr{'y' if len(unknown) == 1 else 'ies'} {', '.join(map(repr, unknown))}; "

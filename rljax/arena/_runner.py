@@ -88,7 +88,7 @@ def _base_config(config):
     return config
   if config is not None and not isinstance(config, str):
     raise ValueError(f"config must be a RunConfig, a config name or a .py path, got {type(config).__name__}")
-  cfg, recipe = load_config_and_recipe(config)
+  cfg, recipe = load_config_and_recipe(config or "arena")
   if recipe is not None:
     raise ValueError(f"--config {config}: its get_recipe() gives a Python recipe, which arena entries cannot "
                      "override; use a config whose recipe is in its rl.* fields")
@@ -212,8 +212,8 @@ def run_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional[
 
   Args:
     config: the base config: a ``RunConfig``, a config name (``configs/``) or a ``.py`` path (default:
-      ``default``).
-    recipes: entry names (default: every entry, or ``experiment``'s).
+      ``arena``: countdown, ``configs/arena.py``).
+    recipes: entry names (default: the ``default`` experiment's, or ``experiment``'s).
     experiment: a name of ``experiments`` (``rljax.arena.EXPERIMENTS``).
     seeds: the seeds; each entry runs once per seed.
     jobs: runs at once (default ``default_jobs()``).
