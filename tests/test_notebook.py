@@ -1,7 +1,11 @@
 """Executes the notebooks on CPU at a tiny size (RLJAX_NOTEBOOK_QUICK=1).
 
 Beyond running: the plots show inline (a PNG output: the trainer must not switch matplotlib's backend), and
-the progress bars print no "IProgress not found" warning (this kernel has no ipywidgets)."""
+the progress bars print no "IProgress not found" warning (this kernel has no ipywidgets).
+
+The quickstart runs in the default suite. The recipe and arena notebooks (1-3 min each on 2 cores) are marked slow
+to keep the default run near its 20-minute budget (`pytest -m slow tests/test_notebook.py` runs them); what they
+call is tested in the default run (tests/test_recipes_*.py, tests/test_arena.py's end-to-end arena)."""
 import os
 
 import pytest
@@ -33,6 +37,7 @@ def test_quickstart_notebook_runs(tmp_path, monkeypatch):
   assert os.path.exists(tmp_path / "runs" / "quickstart" / "metrics.jsonl")
 
 
+@pytest.mark.slow
 def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
   outputs = _execute(NB3, tmp_path, monkeypatch)
   assert "group 0: rewards" in outputs and "advantages" in outputs  # the batch looked at before training
@@ -44,6 +49,7 @@ def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
   assert any("median_baseline/abs_mean" in r for r in rows)
 
 
+@pytest.mark.slow
 def test_arena_notebook_runs(tmp_path, monkeypatch):
   """The mini-arena runs live (2 entries, tiny model), its table is read back and chosen entries are plotted."""
   outputs = _execute(NB2, tmp_path, monkeypatch)
