@@ -158,4 +158,4 @@ def test_cli_lists_entries_and_experiments(capsys):
   assert main(["arena", "--list"]) == 0
   out = capsys.readouterr().out
   assert all(f"\n{name} " in "\n" + out for name in ENTRIES)
-  assert "rl.advantage=qae(quantile=0.8)" in out and "entropy        grpo, erc, clip_cov, kl_cov, entropic" in out
+  assert "rl.advantage=qae(quantile=0.8)" in out and "entropy        grpo_nokl, grpo, erc, clip_cov, kl_cov, entropic, entropic_h04" in out

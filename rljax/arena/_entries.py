@@ -100,6 +100,10 @@ _ENTRIES = (
     _e("pspo", "PSPO: probability-smoothed ratio, alpha 0.1", loss="pspo(alpha=0.1)"),
     _e("gft", "GFT: dynamic-coefficient-rectified NLL on the samples, weighted by the group advantages "
        "(tau 0.1; the authors' Group Advantage Learning loss)", loss="gft(tau=0.1, use_advantages=True)"),
+    _e("grpo_nokl", "GRPO without the KL term: PPO clip 0.2, token mean (the baseline the entropy, objective and "
+       "advantage entries change one thing of)"),
+    _e("entropic_h04", "EntroPIC with the target entropy at the SFT policy's (0.4 nats per token on the arena task; "
+       "the authors' 0.1 is below where our small model starts)", controllers="entropic(target_entropy=0.4)"),
     _e("length_penalty", "a naive group-relative length reward (Kimi k1.5 form) added to the correctness reward: "
        "the collapse GRPO-lambda claims to avoid", shaping="length_penalty"),
 )
@@ -137,7 +141,7 @@ ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES}
 # Named groups of entries (``rljax arena --experiment NAME``): the seeds' claims (issue #18, item 4).
 EXPERIMENTS: Mapping[str, tuple] = {
     "default": tuple(e.name for e in _ENTRIES),
-    "entropy": ("grpo", "erc", "clip_cov", "kl_cov", "entropic"),
+    "entropy": ("grpo_nokl", "grpo", "erc", "clip_cov", "kl_cov", "entropic", "entropic_h04"),
     "qae": ("grpo", "qae"),
     "passk": ("grpo", "passk"),
     "length": ("grpo", "grpo_lambda", "length_penalty"),
