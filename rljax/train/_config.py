@@ -152,6 +152,8 @@ class ModelSpec:
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
   init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
+  remat: str = "none"  # per-layer rematerialisation (ModelConfig.remat): none / full / dots / dots_no_batch
+  scan_layers: bool = False  # run the layers under jax.lax.scan (ModelConfig.scan_layers)
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
@@ -162,6 +164,9 @@ class ModelSpec:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
+    _choice(self, "remat", ("none", "full", "dots", "dots_no_batch"))
+    if not isinstance(self.scan_layers, bool):
+      _fail("ModelSpec.scan_layers", self.scan_layers, "a bool")
 
 
 @dataclasses.dataclass(frozen=True)
