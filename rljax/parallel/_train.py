@@ -25,9 +25,11 @@ they stay exact whichever devices hold which rows.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -192,6 +194,43 @@ def compute_spec(spec: PartitionSpec, gather_axes=("fsdp",)) -> PartitionSpec:
   return PartitionSpec(*out)
 
 
+@dataclasses.dataclass(frozen=True)
+class _LayerGather:
+  """One layer's state -> the same with every ``gather_axes``-sharded weight in its compute layout.
+
+  Applied by a scanned :class:`rljax.models.Transformer` to the layer slice inside its
+  (remat'ed) scan body (``Transformer.layer_weights_fn``): each weight is pinned to its stored
+  spec, cast to the compute dtype (a float32 master weight travels as bfloat16: the model casts
+  it there anyway, so the values are the same) and constrained to its compute spec, so XLA
+  all-gathers it over ``fsdp`` in the body, once per layer (and again in the backward pass
+  under remat), and the transpose reduce-scatters the layer's gradient in the body. Weights
+  that are not gathered (norm scales, LoRA adapters, biases without an ``embed`` axis) are
+  left alone (norm scales stay float32).
+  """
+  mesh: Mesh
+  rules: Rules
+  gather_axes: tuple
+  compute_dtype: str
+
+  def __call__(self, state):
+    cd = jnp.dtype(self.compute_dtype)
+
+    def one(v):
+      axes = _axes_of(v)
+      if axes is None:
+        return v
+      stored = logical_to_spec(axes, self.mesh, _value_shape(v), self.rules)
+      spec = compute_spec(stored, self.gather_axes)
+      if spec == stored:
+        return v
+      x = jax.lax.with_sharding_constraint(v[...], NamedSharding(self.mesh, stored))
+      if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize > cd.itemsize:
+        x = x.astype(cd)
+      return v.replace(jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec)))
+
+    return jax.tree.map(one, state, is_leaf=_is_variable)
+
+
 class fsdp_loss_fn:  # pylint: disable=invalid-name
   """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
 
@@ -235,7 +274,12 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
       spec = compute_spec(logical_to_spec(axes, mesh, _value_shape(v), self.rules), self.gather_axes)
       return v.replace(jax.lax.with_sharding_constraint(v[...], NamedSharding(mesh, spec)))
 
+    per_layer = bool(getattr(getattr(model, "cfg", None), "scan_layers", False)) and hasattr(model, "layer_weights_fn")
     params = nnx.state(model, nnx.Param)
+    if per_layer:  # the layers are gathered one at a time inside the scanned, remat'ed body instead
+      flat = [(k, v) for k, v in nnx.to_flat_state(params) if k[0] != "layers"]
+      params = nnx.from_flat_state(flat)
+      model.layer_weights_fn = _LayerGather(mesh, self.rules, self.gather_axes, model.cfg.compute_dtype)
     nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
 
   def _constrain(self, model, batch):
