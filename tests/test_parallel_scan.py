@@ -24,7 +24,7 @@ from rljax.types import TrainBatch
 
 LR = 1e-3
 B, T, L = 8, 12, 3
-CFG = ModelConfig.tiny(num_layers=L, intermediate_size=96)  # no layer weight shaped like the embedding
+CFG = ModelConfig.tiny(num_layers=L, intermediate_size=96, vocab_size=256)  # every weight has its own shard shape
 
 
 def _problem(cfg):
@@ -102,6 +102,17 @@ def test_layer_weights_are_gathered_inside_the_loop_one_layer_at_a_time():
   assert any(c.op in ("reduce-scatter", "all-reduce") and c.computation in in_loop
              and mesh_axes_of_groups(c.groups, mesh) is not None and "fsdp" in mesh_axes_of_groups(c.groups, mesh)
              for c in ops)
+
+
+def test_embedding_table_is_never_gathered_nor_its_gradient_reduced_whole():
+  mesh, placed, compiled, _ = _sharded()
+  emb = placed.params["embed"][...]  # [V, H] stored (tensor, fsdp)
+  whole = {emb.shape, NamedSharding(mesh, compute_spec(emb.sharding.spec)).shard_shape(emb.shape)}
+  head = placed.params["lm_head"][...]
+  assert not whole & {head.shape, NamedSharding(mesh, compute_spec(head.sharding.spec)).shard_shape(head.shape)}
+  for c in collectives(compiled.as_text()):
+    if c.op in ("all-gather", "all-reduce"):
+      assert not set(c.shapes) & whole, f"the embedding (or its gradient) whole on a device: {c.line[:300]}"
 
 
 def test_loop_computations_on_handwritten_hlo():

@@ -294,6 +294,9 @@ class Transformer(nnx.Module):
     # Scanned layers only: a map of one layer's sliced state applied inside the (remat'ed) scan body,
     # e.g. the per-layer FSDP all-gather that rljax.parallel.fsdp_loss_fn installs; None = identity.
     self.layer_weights_fn = None
+    # ``(table [V, H], tokens [...]) -> [..., H]``: the embedding lookup (None: ``jnp.take``), e.g. a lookup
+    # that never gathers the table (rljax.parallel.fsdp_loss_fn installs one on scanned models).
+    self.embed_lookup_fn = None
 
   # ---------------------------------------------------------------- helpers
   def lm_head_weight(self) -> Array:
@@ -315,7 +318,8 @@ class Transformer(nnx.Module):
 
   def embed_tokens(self, tokens):
     cd = dtype_of(self.cfg.compute_dtype)
-    x = jnp.take(self.embed[...], tokens, axis=0).astype(cd)
+    lookup = self.embed_lookup_fn or (lambda table, ids: jnp.take(table, ids, axis=0))
+    x = lookup(self.embed[...], tokens).astype(cd)
     if self.cfg.embed_scale:
       x = x * jnp.asarray(self.cfg.hidden_size ** 0.5, cd)
     return x

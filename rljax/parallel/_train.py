@@ -231,6 +231,40 @@ class _LayerGather:
     return jax.tree.map(one, state, is_leaf=_is_variable)
 
 
+def _axes_tuple(entry) -> tuple:
+  return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardedLookup:
+  """``take(table, tokens)`` without gathering the ``[V, H]`` embedding table.
+
+  The table stays in its stored layout (``embed`` = H over ``fsdp``, ``vocab`` over ``tensor``).
+  The token ids (int32, a few KB) are replicated over the mesh axes that split H, every device
+  looks its H-columns up for all those tokens (``[.., H / fsdp]``; a vocab split over ``tensor``
+  becomes XLA's masked lookup + sum), and one all-to-all returns full rows to the batch layout.
+  The gradient takes the reverse path into the table's own shard (a scatter-add of
+  ``[V, H / fsdp]``), so neither the table nor its gradient is ever whole on a device.
+  """
+  mesh: Mesh
+  rules: Rules
+
+  def __call__(self, table, tokens):
+    mesh = self.mesh
+    stored = logical_to_spec(("vocab", "embed"), mesh, table.shape, self.rules)
+    h_axes = _axes_tuple(stored[1])
+    if not h_axes:
+      return jnp.take(table, tokens, axis=0)
+    table = jax.lax.with_sharding_constraint(table, NamedSharding(mesh, stored))
+    rows = _axes_tuple(logical_to_spec(("batch",), mesh, tokens.shape[:1], self.rules)[0])
+    kept = tuple(a for a in rows if a not in h_axes)
+    rest = (None,) * (tokens.ndim - 1)
+    tokens = jax.lax.with_sharding_constraint(tokens, NamedSharding(mesh, PartitionSpec(kept or None, *rest)))
+    x = jnp.take(table, tokens, axis=0)
+    x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(kept or None, *rest, stored[1])))
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(rows or None, *rest, None)))
+
+
 class fsdp_loss_fn:  # pylint: disable=invalid-name
   """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
 
@@ -277,9 +311,12 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     per_layer = bool(getattr(getattr(model, "cfg", None), "scan_layers", False)) and hasattr(model, "layer_weights_fn")
     params = nnx.state(model, nnx.Param)
     if per_layer:  # the layers are gathered one at a time inside the scanned, remat'ed body instead
-      flat = [(k, v) for k, v in nnx.to_flat_state(params) if k[0] != "layers"]
-      params = nnx.from_flat_state(flat)
+      skip = {"layers"}
       model.layer_weights_fn = _LayerGather(mesh, self.rules, self.gather_axes, model.cfg.compute_dtype)
+      if not model.cfg.tie_embeddings and hasattr(model, "embed_lookup_fn"):  # tied: the head needs it gathered
+        skip.add("embed")
+        model.embed_lookup_fn = _ShardedLookup(mesh, self.rules)
+      params = nnx.from_flat_state([(k, v) for k, v in nnx.to_flat_state(params) if k[0] not in skip])
     nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
 
   def _constrain(self, model, batch):
