@@ -123,7 +123,9 @@ def estimate(row: Row, cfg) -> dict:
   attn = seqs * (cfg.num_heads / tensor) * SEQ * SEQ * (4 + 4 + 2)  # f32 scores, f32 softmax, bf16 probs
   mlp = tok * (cfg.intermediate_size / tensor) * 2 * 4  # gate, up, act, product (bf16)
   out["one layer: recomputed activations"] = attn + mlp
-  out["embed + head gathered f32, + grads"] = embed_head * 4 * 2 / tensor
+  # scanned + fsdp_loss_fn: the embedding is looked up without a gather (untied); the head is gathered in f32
+  gathered = (v * h if cfg.tie_embeddings or not row.scan else embed_head) * 4
+  out["head (+ embed if gathered) f32, + grads"] = gathered * 2 / tensor
   return out
 
 
