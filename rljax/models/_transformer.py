@@ -274,6 +274,14 @@ class Transformer(nnx.Module):
   (embed, None)`` and ``value_head.bias [1]`` when ``cfg.value_head`` (a
   :class:`ValueHead`, built after every trunk parameter so that the trunk's
   initial weights do not depend on it).
+
+  With ``cfg.scan_layers`` the uncached forward and the cached prefill run each
+  :func:`layer_runs` run under one ``jax.lax.scan`` (parameters stacked on a
+  leading layer axis inside the call, storage unchanged; ``cfg.remat`` is the
+  scan body's ``jax.checkpoint`` policy); :meth:`decode_step` keeps its loop.
+  ``layer_weights_fn`` / ``embed_lookup_fn`` are optional hooks (default None)
+  that a sharded loss installs on the model it builds inside the step (see
+  ``rljax.parallel.fsdp_loss_fn``).
   """
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
