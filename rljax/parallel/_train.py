@@ -278,6 +278,13 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
   embed-sharded and replicate the batch over ``fsdp`` (2-D tensor
   parallelism: correct, but every activation all-reduced and no batch split).
 
+  Scanned models (``ModelConfig.scan_layers``) are gathered per layer instead: the layer weights
+  are not constrained here; the wrapper installs ``model.layer_weights_fn`` (:class:`_LayerGather`:
+  cast to the compute dtype and gathered inside the remat'ed scan body, so about one layer's
+  gathered weights are alive at a time and each layer's gradient is reduce-scattered in the
+  backward loop) and, for an untied embedding, ``model.embed_lookup_fn`` (:class:`_ShardedLookup`:
+  the lookup never gathers the table). Same values as the unscanned step (tested).
+
   ``denominator``, ``statistics`` and ``with_aux_weight`` (exact micro-batching) are forwarded
   (the statistics pre-pass runs through the wrapper, with the same constraints). On a mesh
   whose ``fsdp`` axis has size 1 the parameters are left alone.
