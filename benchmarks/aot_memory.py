@@ -1,139 +1,273 @@
-"""Ahead-of-time per-device memory of the sharded train step (no allocation).
+"""Ahead-of-time per-device memory of the sharded train step and sampler (no allocation).
 
-Compiles ``rljax.train.make_train_step`` for a Qwen2.5-7B-size model on a fake
-64-device CPU mesh from abstract ``jax.ShapeDtypeStruct`` inputs carrying their
-shardings (``nnx.eval_shape`` / ``jax.eval_shape``: no parameter is ever
-materialised), then prints ``compiled.memory_analysis()`` per device for
-several mesh layouts and a table of which layout fits TPU v5e (16 GB HBM),
-v6e (32 GB) and v5p (95 GB).
+Compiles ``rljax.train.make_train_step`` (and, for the rollout row, one decode step
+of the sampler) for Qwen2.5-7B / 32B-size models on fake CPU meshes from abstract
+``jax.ShapeDtypeStruct`` inputs carrying their shardings (``nnx.eval_shape`` /
+``jax.eval_shape``: no parameter is ever materialised), and prints
+``compiled.memory_analysis()`` per device beside a formula-level estimate of the
+same quantity, and which TPU it fits (v5e 16 GB, v6e 32 GB, v5p 95 GB HBM).
 
-Numerics: float32 parameters and Adam moments (mixed precision: f32 master
-weights), bfloat16 compute, ``remat="full"`` per layer. The loss is the
-token-mean NLL (``rljax.train.nll_loss``) through the fused log-prob kernel.
+Every row runs in its own subprocess (its own fake device count; one
+out-of-memory or crash loses only that row). One command prints every row::
 
-Caveat: this is XLA:CPU's buffer assignment (the CPU compiler's fusion and
-scheduling), a proxy for the TPU compiler's; treat the numbers as estimates
-to compare layouts, not as an HBM guarantee. The "fits" column keeps 10 %
-headroom for the runtime and fragmentation.
+    python benchmarks/aot_memory.py                      # all rows (the big compiles take minutes each)
+    python benchmarks/aot_memory.py --rows 7b-fsdp64,7b-rollout-fsdp64
+    python benchmarks/aot_memory.py --rows 7b-fsdp64 --layers 2   # a quick check with fewer layers
 
-Usage::
+Numerics of the train rows: float32 parameters and Adam moments (LoRA row: bfloat16
+frozen base, float32 adapters and their Adam moments), bfloat16 compute,
+``remat="full"``, layers scanned (``scan_layers=True``; the ``-unrolled`` row keeps the
+unrolled loop for the compile-time comparison), ``fsdp_loss_fn`` (each layer's weights
+gathered inside the remat'ed scan body, in bfloat16). Loss: token-mean NLL through the
+fused log-prob kernel. Global batch 64 x 2048 tokens.
 
-    python benchmarks/aot_memory.py [--layers 28] [--batch 64] [--seq 2048]
-        [--layouts fsdp64,fsdp16xtensor4] [--param-dtype float32]
+Caveat: this is XLA:CPU's buffer assignment, a proxy for the TPU compiler's; treat
+the numbers as estimates to compare layouts, not as an HBM guarantee. "Fits" keeps
+10 % headroom.
 """
 import os
 import sys
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=64").strip()
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+def _early_devices(argv) -> int:
+  for i, a in enumerate(argv):
+    if a == "--devices" and i + 1 < len(argv):
+      return int(argv[i + 1])
+    if a.startswith("--devices="):
+      return int(a.split("=", 1)[1])
+  return 64
+
+
+if "--row" in sys.argv:  # a child: its fake device count before JAX is imported
+  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                             + f" --xla_force_host_platform_device_count={_early_devices(sys.argv)}").strip()
+  os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
 import time  # noqa: E402
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
-from flax import nnx  # noqa: E402
+GiB = 2 ** 30
+HBM_GB = {"v5e 16 GB": 16, "v6e 32 GB": 32, "v5p 95 GB": 95}
 
-from rljax.models import Transformer, presets  # noqa: E402
-from rljax.parallel import (MeshConfig, abstract_with_shardings, batch_shardings, fsdp_loss_fn,  # noqa: E402
-                            make_mesh, shard_train_step, train_state_shardings)
-from rljax.train import init_train_state, make_train_step, nll_loss  # noqa: E402
-from rljax.types import TrainBatch  # noqa: E402
 
-HBM_GB = {"TPU v5e (16 GB)": 16, "TPU v6e (32 GB)": 32, "TPU v5p (95 GB)": 95}
-LAYOUTS = {
-    "fsdp64": MeshConfig(data=1, fsdp=64, tensor=1),
-    "fsdp16xtensor4": MeshConfig(data=1, fsdp=16, tensor=4),
-    "fsdp32xtensor2": MeshConfig(data=1, fsdp=32, tensor=2),
-    "data4xfsdp16": MeshConfig(data=4, fsdp=16, tensor=1),
+@dataclasses.dataclass(frozen=True)
+class Row:
+  model: str  # "7b" or "32b"
+  mesh: tuple  # (data, fsdp, tensor)
+  kind: str = "train"  # "train" or "rollout"
+  scan: bool = True
+  lora_rank: int = 0
+
+
+ROWS = {
+    "7b-fsdp64": Row("7b", (1, 64, 1)),
+    "7b-fsdp16xtensor4": Row("7b", (1, 16, 4)),
+    "7b-lora64-fsdp64": Row("7b", (1, 64, 1), lora_rank=64),
+    "32b-fsdp128": Row("32b", (1, 128, 1)),
+    "32b-fsdp32xtensor4": Row("32b", (1, 32, 4)),
+    "7b-rollout-fsdp64": Row("7b", (1, 64, 1), kind="rollout"),
+    "7b-unrolled-fsdp64": Row("7b", (1, 64, 1), scan=False),
 }
+BATCH, SEQ = 64, 2048
+ROLLOUT = dict(prompts=64, samples=8, prompt_len=512, new_tokens=1536)
 
 
-def abstract_state(cfg, optimizer):
-  """(graphdef, TrainState of ShapeDtypeStruct) without allocating anything."""
-  abstract_model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
-  graphdef = nnx.split(abstract_model, nnx.Param, ...)[0]
+def model_config(row: Row, layers=None):
+  from rljax.models import LoRAConfig, presets  # pylint: disable=import-outside-toplevel
+  kw = dict(compute_dtype="bfloat16", remat="full", scan_layers=row.scan)
+  if row.model == "32b":  # Qwen2.5-32B: H 5120, 64 layers, 40 heads, 8 KV heads, F 27648
+    kw.update(hidden_size=5120, num_layers=64, num_heads=40, num_kv_heads=8, intermediate_size=27648)
+  if row.lora_rank:
+    kw.update(param_dtype="bfloat16", lora=LoRAConfig(rank=row.lora_rank, alpha=2.0 * row.lora_rank))
+  if layers:
+    kw["num_layers"] = layers
+  return presets.qwen2_5_7b(**kw)
+
+
+# --------------------------------------------------------------------------- formula-level estimate
+def estimate(row: Row, cfg) -> dict:
+  """Per-device bytes by term (see docs/scaling.md for the derivation)."""
+  from rljax.models import presets  # pylint: disable=import-outside-toplevel
+  data, fsdp, tensor = row.mesh
+  n_dev = data * fsdp * tensor
+  h, v, layers = cfg.hidden_size, cfg.vocab_size, cfg.num_layers
+  total = presets.num_params(cfg)
+  embed_head = v * h * (1 if cfg.tie_embeddings else 2)
+  per_layer = (total - embed_head - h) / layers
+  if row.kind == "rollout":
+    b = ROLLOUT["prompts"] * ROLLOUT["samples"]
+    s = ROLLOUT["prompt_len"] + ROLLOUT["new_tokens"]
+    kv = layers * 2 * b * s * cfg.num_kv_heads * cfg.head_dim * 2 / (data * fsdp * min(tensor, cfg.num_kv_heads))
+    return {"params f32": total * 4 / n_dev, "KV cache bf16": kv,
+            "one layer gathered bf16": per_layer * 2 / tensor,
+            "logits f32 [B, V]": b / (data * fsdp) * v / tensor * 4}
+  p_bytes = 2 if cfg.param_dtype == "bfloat16" else 4
+  out = {}
+  if cfg.lora is not None:
+    r = cfg.lora.rank
+    n, kh, d, f = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, cfg.intermediate_size
+    lora = layers * r * ((h + n * d) * 2 + (h + kh * d) * 2 + (h + f) * 2 + (f + h))
+    out["frozen base bf16"] = total * p_bytes / n_dev
+    out["adapters + Adam + grads"] = lora * 16 / n_dev
+    out["base grads bf16 (unused)"] = total * p_bytes / n_dev
+  else:
+    out["params + Adam (12 B/param)"] = total * (p_bytes + 2 * p_bytes) / n_dev
+    out["grads f32"] = total * p_bytes / n_dev
+  tok = BATCH * SEQ / (data * fsdp)  # tokens per device
+  out["residuals: L x layer inputs bf16"] = layers * tok * h * 2
+  out["one layer: weights bf16 fwd + bwd, grad"] = per_layer * 2 * 3 / tensor
+  seqs = BATCH / (data * fsdp)
+  attn = seqs * (cfg.num_heads / tensor) * SEQ * SEQ * (4 + 4 + 2)  # f32 scores, f32 softmax, bf16 probs
+  mlp = tok * (cfg.intermediate_size / tensor) * 2 * 4  # gate, up, act, product (bf16)
+  out["one layer: recomputed activations"] = attn + mlp
+  # scanned + fsdp_loss_fn: the embedding is looked up without a gather (untied); the head is gathered in f32
+  gathered = (v * h if cfg.tie_embeddings or not row.scan else embed_head) * 4
+  out["head (+ embed if gathered) f32, + grads"] = gathered * 2 / tensor
+  return out
+
+
+# --------------------------------------------------------------------------- one row (child process)
+def run_row(name: str, layers=None) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  row = ROWS[name]
+  cfg = model_config(row, layers)
+  t0 = time.time()
+  compiled = (_compile_rollout if row.kind == "rollout" else _compile_train)(row, cfg)
+  t1 = time.time()
+  m = compiled.memory_analysis()
+  arg, out, tmp = m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes
+  alias = getattr(m, "alias_size_in_bytes", 0)
+  est = estimate(row, cfg)
+  return dict(row=name, devices=len(jax.devices()), mesh=row.mesh, layers=cfg.num_layers, compile_s=t1 - t0,
+              args=arg / GiB, out=out / GiB, alias=alias / GiB, temp=tmp / GiB,
+              total=(arg + out - alias + tmp) / GiB, estimate={k: b / GiB for k, b in est.items()})
+
+
+def _mesh(row):
+  from rljax.parallel import MeshConfig, make_mesh  # pylint: disable=import-outside-toplevel
+  data, fsdp, tensor = row.mesh
+  return make_mesh(MeshConfig(data=data, fsdp=fsdp, tensor=tensor))
+
+
+def _compile_train(row, cfg):
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  import optax  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+  from rljax.models import Transformer, lora_mask  # pylint: disable=import-outside-toplevel
+  from rljax.parallel import (abstract_with_shardings, batch_shardings, check_mesh_divides,  # pylint: disable=import-outside-toplevel
+                              fsdp_loss_fn, shard_train_step, train_state_shardings)
+  from rljax.train import init_train_state, make_train_step, nll_loss  # pylint: disable=import-outside-toplevel
+  from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
+  mesh = _mesh(row)
+  check_mesh_divides(mesh.shape, cfg)
+  optimizer = optax.adamw(1e-6, weight_decay=0.0)
+  if cfg.lora is not None:
+    params = nnx.state(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))), nnx.Param)
+    optimizer = optax.masked(optimizer, lora_mask(params))
+  graphdef = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))), nnx.Param, ...)[0]
   state = jax.eval_shape(lambda: init_train_state(Transformer(cfg, rngs=nnx.Rngs(0)), optimizer)[1])
-  return graphdef, state
+  b, t = BATCH, SEQ
+  batch = TrainBatch(tokens=jax.ShapeDtypeStruct((b, t), jnp.int32), loss_mask=jax.ShapeDtypeStruct((b, t), jnp.bool_),
+                     advantages=jax.ShapeDtypeStruct((b, t), jnp.float32),
+                     group_id=jax.ShapeDtypeStruct((b,), jnp.int32))
+  shardings = train_state_shardings(state, mesh)
+  b_sh = batch_shardings(batch, mesh)
+  step = make_train_step(graphdef, fsdp_loss_fn(nll_loss(), mesh), optimizer, jit=False)
+  fn = shard_train_step(step, shardings, mesh, batch_sharding=b_sh)
+  return fn.lower(abstract_with_shardings(state, shardings), abstract_with_shardings(batch, b_sh)).compile()
+
+
+def _compile_rollout(row, cfg):
+  """One decode step of the sampler (``Transformer.decode_step`` + the LM head) over the full KV cache."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from flax import nnx  # pylint: disable=import-outside-toplevel
+  from jax.sharding import NamedSharding  # pylint: disable=import-outside-toplevel
+  from rljax.models import Transformer  # pylint: disable=import-outside-toplevel
+  from rljax.parallel import abstract_with_shardings, logical_to_spec, state_shardings  # pylint: disable=import-outside-toplevel
+  from rljax.sampling._sampler import LAYER_CACHE_AXES  # pylint: disable=import-outside-toplevel
+  mesh = _mesh(row)
+  graphdef, params = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+  p_sh = state_shardings(params, mesh)
+  b = ROLLOUT["prompts"] * ROLLOUT["samples"]
+  s = ROLLOUT["prompt_len"] + ROLLOUT["new_tokens"]
+  shape = (b, cfg.num_kv_heads, s, cfg.head_dim)
+  c_sh = NamedSharding(mesh, logical_to_spec(LAYER_CACHE_AXES, mesh, shape))
+  cache = tuple(jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=c_sh) for _ in range(cfg.num_layers))
+  row_sh = NamedSharding(mesh, logical_to_spec(("batch", None), mesh, (b, 1)))
+  tok = jax.ShapeDtypeStruct((b, 1), jnp.int32, sharding=row_sh)
+  mask = jax.ShapeDtypeStruct((b, s), jnp.bool_, sharding=NamedSharding(mesh, logical_to_spec(("batch", None), mesh, (b, s))))
+
+  def step(params, tokens, ks, vs, kv_mask):
+    model = nnx.merge(graphdef, params)
+    hidden, ks, vs, _ = model.decode_step(tokens, tokens, ks, vs, jnp.int32(s - 1), kv_mask)
+    ks = tuple(jax.lax.with_sharding_constraint(k, c_sh) for k in ks)
+    vs = tuple(jax.lax.with_sharding_constraint(v, c_sh) for v in vs)
+    return jnp.argmax(model.logits(hidden[:, 0]), axis=-1), ks, vs
+
+  fn = jax.jit(step, donate_argnums=(2, 3))
+  return fn.lower(abstract_with_shardings(params, p_sh), tok, cache, cache, mask).compile()
+
+
+# --------------------------------------------------------------------------- the table (parent process)
+def fits(total):
+  return " ".join(k.split()[0] for k, gb in HBM_GB.items() if total * GiB <= 0.9 * gb * 1e9) or "none"
 
 
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--layers", default="28",
-                  help="number of layers (Qwen2.5-7B: 28); two values 'a,b' compile both and also print a "
-                       "linear extrapolation to --target-layers (labelled as such), for slow machines")
-  ap.add_argument("--target-layers", type=int, default=28)
-  ap.add_argument("--batch", type=int, default=64, help="global batch (sequences)")
-  ap.add_argument("--seq", type=int, default=2048, help="sequence length")
-  ap.add_argument("--layouts", default="fsdp64,fsdp16xtensor4", help=f"comma list from {sorted(LAYOUTS)}")
-  ap.add_argument("--param-dtype", default="float32", choices=("float32", "bfloat16"))
-  ap.add_argument("--remat", default="full", choices=("none", "full", "dots", "dots_no_batch"))
+  ap.add_argument("--rows", default=",".join(ROWS), help=f"comma list from {list(ROWS)}")
+  ap.add_argument("--layers", type=int, default=None, help="override the layer count (quick checks)")
+  ap.add_argument("--row", help=argparse.SUPPRESS)
+  ap.add_argument("--devices", type=int, default=64, help=argparse.SUPPRESS)
+  ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per row")
   args = ap.parse_args(argv)
-  assert len(jax.devices()) == 64, jax.devices()
-  layer_counts = [int(x) for x in str(args.layers).split(",")]
-  results = {n: run(n, args) for n in layer_counts}
-  for n, rows in results.items():
-    table(rows, f"measured, {n} layers")
-  if len(layer_counts) == 2 and args.target_layers not in layer_counts:
-    (a, ra), (b, rb) = sorted(results.items())
-    extra = []
-    for x, y in zip(ra, rb):
-      vals = [x[i] + (y[i] - x[i]) * (args.target_layers - a) / (b - a) for i in range(2, 7)]
-      extra.append((x[0], x[1], *vals))
-    table(extra, f"LINEAR EXTRAPOLATION from {a} and {b} layers to {args.target_layers} layers (not compiled)")
+  if args.row:
+    print("RESULT " + json.dumps(run_row(args.row, args.layers)), flush=True)
+    return 0
+  results = []
+  for name in args.rows.split(","):
+    row = ROWS[name]
+    n = row.mesh[0] * row.mesh[1] * row.mesh[2]
+    cmd = [sys.executable, os.path.abspath(__file__), "--row", name, "--devices", str(n)]
+    if args.layers:
+      cmd += ["--layers", str(args.layers)]
+    t0 = time.time()
+    try:
+      proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
+      lines = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")]
+      if proc.returncode or not lines:
+        raise RuntimeError(f"exit {proc.returncode}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+      res = json.loads(lines[-1][len("RESULT "):])
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+      res = dict(row=name, error=str(e)[:300], wall_s=time.time() - t0)
+    results.append(res)
+    _print_row(res)
+  print("\n| row | mesh (data, fsdp, tensor) | layers | compile s | args GiB | temp GiB | total GiB | estimate GiB | fits |")
+  print("|---|---|---|---|---|---|---|---|---|")
+  for r in results:
+    if "error" in r:
+      print(f"| {r['row']} | | | | | | failed: {r['error']} | | |")
+      continue
+    est = sum(r["estimate"].values())
+    print(f"| {r['row']} | {tuple(r['mesh'])} | {r['layers']} | {r['compile_s']:.0f} | {r['args']:.2f} | "
+          f"{r['temp']:.2f} | **{r['total']:.2f}** | {est:.2f} | {fits(r['total'])} |")
   return 0
 
 
-def table(rows, title):
-  print(f"\n{title}:\n")
-  print("| layout | mesh (data, fsdp, tensor) | args GiB | outputs GiB | aliased GiB | temp GiB | total GiB | "
-        + " | ".join(HBM_GB) + " |")
-  print("|---|---|---|---|---|---|---|" + "---|" * len(HBM_GB))
-  for name, shape, arg, out, alias, tmp, total in rows:
-    fits = ["yes" if total * 2 ** 30 <= 0.9 * hbm * 1e9 else "no" for hbm in HBM_GB.values()]
-    print(f"| {name} | ({shape['data']}, {shape['fsdp']}, {shape['tensor']}) | {arg:.2f} | {out:.2f} | {alias:.2f} | "
-          f"{tmp:.2f} | {total:.2f} | " + " | ".join(fits) + " |", flush=True)
-
-
-def run(num_layers, args):
-  cfg = presets.qwen2_5_7b(num_layers=num_layers, param_dtype=args.param_dtype, compute_dtype="bfloat16",
-                           remat=args.remat)
-  optimizer = optax.adamw(1e-6, weight_decay=0.0)
-  graphdef, state = abstract_state(cfg, optimizer)
-  n_params = sum(x.size for x in jax.tree.leaves(state.params))
-  b, t = args.batch, args.seq
-  batch = TrainBatch(tokens=jax.ShapeDtypeStruct((b, t), jnp.int32), loss_mask=jax.ShapeDtypeStruct((b, t), jnp.bool_),
-                     advantages=jax.ShapeDtypeStruct((b, t), jnp.float32),
-                     group_id=jax.ShapeDtypeStruct((b,), jnp.int32))
-  print(f"# Qwen2.5-7B-size: {n_params / 1e9:.2f} B params, {cfg.num_layers} layers, params {args.param_dtype}, "
-        f"Adam moments {args.param_dtype}, compute bfloat16, remat={args.remat}, "
-        f"global batch {b} x {t} tokens, 64 fake CPU devices", flush=True)
-  rows = []
-  for name in args.layouts.split(","):
-    mesh = make_mesh(LAYOUTS[name])
-    shardings = train_state_shardings(state, mesh)
-    a_state = abstract_with_shardings(state, shardings)
-    b_sh = batch_shardings(batch, mesh)
-    a_batch = abstract_with_shardings(batch, b_sh)
-    step = make_train_step(graphdef, fsdp_loss_fn(nll_loss(), mesh), optimizer, jit=False)
-    fn = shard_train_step(step, shardings, mesh, batch_sharding=b_sh)
-    t0 = time.time()
-    lowered = fn.lower(a_state, a_batch)
-    t1 = time.time()
-    compiled = lowered.compile()
-    t2 = time.time()
-    m = compiled.memory_analysis()
-    gb = lambda x: x / 2 ** 30
-    arg, out, tmp = m.argument_size_in_bytes, m.output_size_in_bytes, m.temp_size_in_bytes
-    alias = getattr(m, "alias_size_in_bytes", 0)
-    total = arg + out - alias + tmp
-    rows.append((name, dict(mesh.shape), gb(arg), gb(out), gb(alias), gb(tmp), gb(total)))
-    print(f"{name}: mesh {dict(mesh.shape)} lower {t1 - t0:.0f} s, compile {t2 - t1:.0f} s; per device "
-          f"arguments {gb(arg):.2f} GiB, outputs {gb(out):.2f} GiB (aliased {gb(alias):.2f} GiB donated), "
-          f"temp {gb(tmp):.2f} GiB, total {gb(total):.2f} GiB", flush=True)
-
-  return rows
+def _print_row(r):
+  if "error" in r:
+    print(f"{r['row']}: FAILED ({r['error']})", flush=True)
+    return
+  terms = ", ".join(f"{k} {v:.2f}" for k, v in r["estimate"].items())
+  print(f"{r['row']}: {r['devices']} devices, mesh {tuple(r['mesh'])}, {r['layers']} layers, compile "
+        f"{r['compile_s']:.0f} s; per device args {r['args']:.2f} GiB, outputs {r['out']:.2f} (aliased "
+        f"{r['alias']:.2f}), temp {r['temp']:.2f}, total {r['total']:.2f} GiB; estimate "
+        f"{sum(r['estimate'].values()):.2f} GiB = {terms}", flush=True)
 
 
 if __name__ == "__main__":

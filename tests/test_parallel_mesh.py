@@ -45,3 +45,41 @@ def test_single_process_does_not_initialize():
     maybe_initialize_distributed("localhost:1234", 2, 5, env={})
   with pytest.raises(ValueError, match="RLJAX_NUM_PROCESSES"):
     maybe_initialize_distributed(env={"RLJAX_NUM_PROCESSES": "two"})
+
+
+def test_check_mesh_divides_names_the_axis_the_dimension_and_valid_sizes():
+  from rljax.models import ModelConfig
+  from rljax.parallel import check_mesh_divides
+  dense = ModelConfig.tiny(num_heads=4, num_kv_heads=2, vocab_size=120, intermediate_size=96)
+  check_mesh_divides({"data": 2, "fsdp": 4, "tensor": 2, "expert": 1}, dense)  # all divide
+  check_mesh_divides({"fsdp": 1, "tensor": 1}, dense)
+  cases = [({"tensor": 4}, r"tensor=4 does not divide the model's num_kv_heads=2 .*valid tensor sizes: 1, 2$"),
+           ({"tensor": 8}, r"tensor=8 does not divide the model's num_heads=4 .*valid tensor sizes: 1, 2, 4$"),
+           ({"fsdp": 3}, r"fsdp=3 does not divide the model's hidden_size=64 \(ModelConfig\.hidden_size\)"),
+           ({"tensor": 2}, None)]
+  for shape, msg in cases:
+    if msg is None:
+      check_mesh_divides(shape, dense)
+      continue
+    with pytest.raises(ValueError, match=msg):
+      check_mesh_divides(shape, dense)
+  with pytest.raises(ValueError, match=r"tensor=2 does not divide the model's vocab_size=121 .*valid tensor sizes: 1, 11"):
+    check_mesh_divides({"tensor": 2}, dense.replace(vocab_size=121))
+  with pytest.raises(ValueError, match=r"tensor=2 does not divide the model's intermediate_size=97"):
+    check_mesh_divides({"tensor": 2}, dense.replace(intermediate_size=97))
+  moe = ModelConfig.tiny_moe(num_experts=6, moe_intermediate_size=30)
+  check_mesh_divides({"expert": 3, "tensor": 2}, moe)
+  with pytest.raises(ValueError, match=r"expert=4 does not divide the model's num_experts=6 .*valid expert sizes: 1, 2, 3, 6"):
+    check_mesh_divides({"expert": 4}, moe)
+  with pytest.raises(ValueError, match=r"tensor=2 does not divide the model's moe_intermediate_size=15"):
+    check_mesh_divides({"tensor": 2}, moe.replace(moe_intermediate_size=15))
+
+
+def test_train_refuses_a_mesh_that_does_not_divide_the_model(tmp_path):
+  import os
+  from rljax.train import tiny_config, train
+  from rljax.parallel import MeshConfig as MC
+  cfg = tiny_config(str(tmp_path / "run")).replace(mesh=MC(data=1, fsdp=2, tensor=4))  # 2 heads on tensor=4
+  with pytest.raises(ValueError, match=r"mesh axis tensor=4 does not divide the model's num_heads=2"):
+    train(cfg)
+  assert not os.path.exists(tmp_path / "run" / "config.json")  # refused before anything is written

@@ -86,8 +86,11 @@ def one_device_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("mesh", [["mesh.data=2", "mesh.fsdp=2", "mesh.tensor=2"],
-                                  pytest.param(["mesh.fsdp=2", "mesh.tensor=4"], marks=pytest.mark.slow)],
-                         ids=["d2f2t2", "f2t4"])
+                                  pytest.param(["mesh.fsdp=4", "mesh.tensor=2"], marks=pytest.mark.slow),
+                                  # scanned layers, full remat, per-layer gathers (the step: test_parallel_scan.py)
+                                  pytest.param(["mesh.data=2", "mesh.fsdp=2", "mesh.tensor=2", "model.scan_layers=true",
+                                                "model.remat=full"], marks=pytest.mark.slow)],
+                         ids=["d2f2t2", "f4t2", "d2f2t2-scan"])
 def test_train_on_a_mesh_matches_one_device(one_device_run, mesh, tmp_path):
   """``--set mesh.*``: the same SFT + RL run sharded over 8 devices ends with the 1-device parameters, and the
   final parameters carry the shardings the logical-axis rules declare."""

@@ -53,10 +53,14 @@ def default_jobs(cpu_count: Optional[int] = None) -> int:
 
 
 def sft_key(cfg) -> str:
-  """A short hash of the config fields an SFT warm start depends on (everything but ``_NOT_SFT``)."""
-  from rljax.train import config_to_dict  # pylint: disable=import-outside-toplevel
-  d = {k: v for k, v in config_to_dict(cfg).items() if k not in _NOT_SFT}
-  return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+  """A short hash of the config fields an SFT warm start depends on (everything but ``_NOT_SFT``).
+
+  Only the values that differ from ``RunConfig()``'s enter it, so a config field added later with a default does
+  not change the key of an existing arena directory."""
+  from rljax.train import RunConfig, config_to_dict  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import config_changes  # pylint: disable=import-outside-toplevel
+  d = {k: new for k, _, new in config_changes(RunConfig(), cfg) if k.split(".", 1)[0] not in _NOT_SFT}
+  return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
 
 @dataclasses.dataclass
@@ -107,6 +111,9 @@ def _decide(run: ArenaRun) -> None:
   except ValueError:  # an unreadable config.json: the run cannot be resumed
     run.action = "restart"
     return
+  # the warm start's path alone may differ (an arena directory from before a key change): the SFT config itself is
+  # compared field by field, so the same fields mean the same (deterministic) warm start
+  changes = [c for c in changes if c[0] != "sft.init_from"]
   if os.path.exists(os.path.join(d, "summary.json")):
     if changes and run.entry is not None:
       raise ValueError(f"{d} holds a finished run of another config ({describe_changes(changes, 5)}); "

@@ -122,6 +122,7 @@ class ModelConfig:
   param_dtype: str = "float32"  # storage dtype of parameters
   compute_dtype: str = "float32"  # activation / matmul dtype (norms, softmax, logits in f32)
   remat: str = "none"  # per-layer rematerialisation: none / full / dots / dots_no_batch
+  scan_layers: bool = False  # run runs of identical layers under jax.lax.scan (see Transformer)
   lora: Optional[LoRAConfig] = None  # adapters (None: no adapters)
   value_head: bool = False  # critic: a zero-initialised linear head hidden -> 1 (see Transformer.value)
   # Bookkeeping for export.
@@ -180,6 +181,8 @@ class ModelConfig:
         raise _err(name, getattr(self, name), f"one of {_DTYPES}")
     if self.remat not in _REMAT:
       raise _err("remat", self.remat, f"one of {_REMAT}")
+    if not isinstance(self.scan_layers, bool):
+      raise _err("scan_layers", self.scan_layers, "a bool")
     if self.lora is not None and not isinstance(self.lora, LoRAConfig):
       raise _err("lora", self.lora, "a LoRAConfig or None")
     if not isinstance(self.value_head, bool):

@@ -115,6 +115,20 @@ class Block(nnx.Module):
     return x, ids, probs, k_all, v_all
 
 
+  def cached_layer(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None):
+    """:meth:`cached` over this layer's own cache ``k_l, v_l [B, S, K, D]`` (the scanned path)."""
+    y = self.attn_norm(x)
+    q, k, v = self.attn.qkv(y, cos, sin)
+    start = (0, cache_index, 0, 0)
+    k_l = jax.lax.dynamic_update_slice(k_l, k.astype(k_l.dtype), start)
+    v_l = jax.lax.dynamic_update_slice(v_l, v.astype(v_l.dtype), start)
+    cd = q.dtype
+    y = self.attn.out(q, k_l.astype(cd), v_l.astype(cd), mask)
+    if self.attn_post_norm is not None:
+      y = self.attn_post_norm(y)
+    x, ids, probs = self._mlp(x + y, routing)
+    return x, ids, probs, k_l, v_l
+
   def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None):
     """One decode token per row over this layer's own cache ``k_l, v_l [B, K, S, D]``.
 
@@ -163,6 +177,64 @@ def _block_with_static_mask(mask):
   return call
 
 
+def layer_runs(layers) -> list:
+  """``[(start, stop)]``: maximal runs of consecutive layers with the same structure (``nnx`` graph
+  definition: MoE or dense, sliding or full attention, LoRA targets and merge state), each of which
+  can be stacked and scanned. A homogeneous model (Llama, Qwen2/3) is one run; Gemma-2's alternating
+  sliding / full layers are runs of one."""
+  runs, start, prev = [], 0, None
+  for i, block in enumerate(layers):
+    g = nnx.split(block)[0]
+    if i and g != prev:
+      runs.append((start, i))
+      start = i
+    prev = g
+  if len(layers):
+    runs.append((start, len(layers)))
+  return runs
+
+
+def _scan_run(blocks, x, mask, cos, sin, *, policy, routing=None, cache=None, cache_index=None, weights_fn=None):
+  """Layers ``blocks`` (one structure) applied in order under ``jax.lax.scan``.
+
+  Their states are stacked on a new leading layer axis (``[n, ...]``) and the
+  body is the graph-merged :class:`Block` on one slice (wrapped in
+  ``jax.checkpoint(policy=policy)`` unless ``policy`` is the string
+  ``"none"``). ``weights_fn`` maps one layer's sliced state inside the body
+  (the FSDP gather, see ``rljax.parallel.fsdp_loss_fn``).
+
+  Args:
+    x: ``[B, T, H]``; ``mask``: ``[B, T, S]`` bool or a static :class:`PrefixGroups`.
+    routing: ``[n, B, T, k]`` replayed expert ids (MoE runs) or None.
+    cache: ``(k, v)`` each ``[n, B, S, K, D]`` (cached calls) or None.
+  Returns:
+    ``(x, ids [n, B, T, k] or None, probs [n, B, T, E] or None, cache [n, ...] pair or None)``.
+  """
+  graphdef = nnx.split(blocks[0])[0]
+  states = [nnx.split(b)[1] for b in blocks]
+  stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+  is_moe = blocks[0].is_moe
+
+  def layer(x, xs):
+    st, r, kv = xs
+    if weights_fn is not None:
+      st = weights_fn(st)
+    block = nnx.merge(graphdef, st)
+    if kv is None:
+      x, ids, probs = block(x, cos, sin, mask, r)
+      kv_out = None
+    else:
+      x, ids, probs, k_l, v_l = block.cached_layer(x, cos, sin, mask, kv[0], kv[1], cache_index, r)
+      kv_out = (k_l, v_l)
+    return x, ((ids, probs) if is_moe else None, kv_out)
+
+  if policy != "none":
+    layer = jax.checkpoint(layer, policy=policy, prevent_cse=False)
+  x, (moe_out, kv_out) = jax.lax.scan(layer, x, (stacked, routing, cache))
+  ids, probs = moe_out if is_moe else (None, None)
+  return x, ids, probs, kv_out
+
+
 class ValueHead(nnx.Module):
   """Scalar state-value head of a critic: ``V(h) = h . w + b`` (float32).
 
@@ -202,6 +274,14 @@ class Transformer(nnx.Module):
   (embed, None)`` and ``value_head.bias [1]`` when ``cfg.value_head`` (a
   :class:`ValueHead`, built after every trunk parameter so that the trunk's
   initial weights do not depend on it).
+
+  With ``cfg.scan_layers`` the uncached forward and the cached prefill run each
+  :func:`layer_runs` run under one ``jax.lax.scan`` (parameters stacked on a
+  leading layer axis inside the call, storage unchanged; ``cfg.remat`` is the
+  scan body's ``jax.checkpoint`` policy); :meth:`decode_step` keeps its loop.
+  ``layer_weights_fn`` / ``embed_lookup_fn`` are optional hooks (default None)
+  that a sharded loss installs on the model it builds inside the step (see
+  ``rljax.parallel.fsdp_loss_fn``).
   """
 
   def __init__(self, cfg: ModelConfig, *, rngs: nnx.Rngs):
@@ -219,6 +299,12 @@ class Transformer(nnx.Module):
       self.lm_head = param((0.02 * jax.random.normal(rngs.params(), (cfg.hidden_size, cfg.vocab_size))).astype(pdt),
                            ("embed", "vocab"))
     self.value_head = ValueHead(cfg) if cfg.value_head else None
+    # Scanned layers only: a map of one layer's sliced state applied inside the (remat'ed) scan body,
+    # e.g. the per-layer FSDP all-gather that rljax.parallel.fsdp_loss_fn installs; None = identity.
+    self.layer_weights_fn = None
+    # ``(table [V, H], tokens [...]) -> [..., H]``: the embedding lookup (None: ``jnp.take``), e.g. a lookup
+    # that never gathers the table (rljax.parallel.fsdp_loss_fn installs one on scanned models).
+    self.embed_lookup_fn = None
 
   # ---------------------------------------------------------------- helpers
   def lm_head_weight(self) -> Array:
@@ -240,7 +326,8 @@ class Transformer(nnx.Module):
 
   def embed_tokens(self, tokens):
     cd = dtype_of(self.cfg.compute_dtype)
-    x = jnp.take(self.embed[...], tokens, axis=0).astype(cd)
+    lookup = self.embed_lookup_fn or (lambda table, ids: jnp.take(table, ids, axis=0))
+    x = lookup(self.embed[...], tokens).astype(cd)
     if self.cfg.embed_scale:
       x = x * jnp.asarray(self.cfg.hidden_size ** 0.5, cd)
     return x
@@ -295,6 +382,38 @@ class Transformer(nnx.Module):
         ids_all.append(ids)
     routing_out = jnp.stack(ids_all, axis=2) if ids_all else None
     return self.final_norm(x), tuple(ks), tuple(vs), routing_out
+
+  def _scanned_layers(self, x, cos, sin, base, sliding_mask, routing, k_all, v_all, cache_index):
+    """The layer stack as :func:`layer_runs` of :func:`_scan_run` (``cfg.scan_layers``).
+
+    Same values as the unrolled loop (tested to float32 rounding). Returns ``(x, ids, probs, k_all,
+    v_all)`` with ``ids``/``probs`` lists of per-MoE-layer ``[B, T, k]`` / ``[B, T, E]`` arrays.
+    """
+    cfg = self.cfg
+    ids_all, probs_all, ks, vs = [], [], [], []
+    moe_i = 0
+    for start, stop in layer_runs(self.layers):
+      blocks = list(self.layers)[start:stop]
+      n = stop - start
+      mask = sliding_mask if blocks[0].sliding else base
+      r = None
+      if routing is not None and blocks[0].is_moe:
+        r = jnp.moveaxis(routing[:, :, moe_i:moe_i + n], 2, 0)  # [n, B, T, k]
+      kv = None if k_all is None else (k_all[start:stop], v_all[start:stop])
+      policy = "none" if (kv is not None or cfg.remat == "none") else _REMAT_POLICIES[cfg.remat]
+      x, ids, probs, kv = _scan_run(blocks, x, mask, cos, sin, policy=policy, routing=r, cache=kv,
+                                    cache_index=cache_index, weights_fn=self.layer_weights_fn)
+      if ids is not None:
+        ids_all.extend(list(ids))
+        probs_all.extend(list(probs))
+        moe_i += n
+      if kv is not None:
+        ks.append(kv[0])
+        vs.append(kv[1])
+    if k_all is not None:
+      k_all = ks[0] if len(ks) == 1 else jnp.concatenate(ks)
+      v_all = vs[0] if len(vs) == 1 else jnp.concatenate(vs)
+    return x, ids_all, probs_all, k_all, v_all
 
   def __call__(self, tokens, positions=None, *, segment_ids=None, cache: Optional[KVCache] = None,
                cache_index=None, kv_mask=None, routing=None, return_logits: bool = False,
@@ -391,7 +510,10 @@ class Transformer(nnx.Module):
     k_all = v_all = None
     if cache is not None:
       k_all, v_all = cache.k, cache.v
-    for i, block in enumerate(self.layers):
+    if cfg.scan_layers:
+      x, ids_all, probs_all, k_all, v_all = self._scanned_layers(x, cos, sin, base, sliding_mask, routing,
+                                                                 k_all, v_all, cache_index)
+    for i, block in enumerate(() if cfg.scan_layers else self.layers):
       mask = sliding_mask if block.sliding else base
       r = None
       if routing is not None and block.is_moe:

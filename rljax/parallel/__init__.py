@@ -16,7 +16,7 @@ process feeds), ``process_batches`` (a grain loader of only those rows),
 See ``docs/scaling.md``.
 """
 from rljax.parallel._distributed import DistributedConfig, maybe_initialize_distributed
-from rljax.parallel._mesh import AXES, MeshConfig, make_mesh
+from rljax.parallel._mesh import AXES, MeshConfig, check_mesh_divides, make_mesh
 from rljax.parallel._rules import DEFAULT_RULES, logical_sharding, logical_to_spec
 from rljax.parallel._shard import batch_sharding, replicated, shard_state, state_shardings
 from rljax.parallel._train import (abstract_with_shardings, batch_shardings, compute_spec, fsdp_loss_fn,
@@ -25,7 +25,7 @@ from rljax.parallel._hlo import collectives  # noqa: E402
 from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch, host_rows, place_global,
                                   process_any, process_batches, process_rows, process_sum, row_sharding, to_host)
 
-__all__ = ["AXES", "MeshConfig", "make_mesh", "DEFAULT_RULES", "logical_sharding", "logical_to_spec",
+__all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides", "DEFAULT_RULES", "logical_sharding", "logical_to_spec",
            "DistributedConfig", "maybe_initialize_distributed", "state_shardings", "shard_state",
            "batch_sharding", "replicated", "train_state_shardings", "shard_train_step", "batch_shardings",
            "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",

@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["Collective", "collectives", "mesh_axes_of_groups"]
+__all__ = ["Collective", "collectives", "mesh_axes_of_groups", "loop_computations"]
 
 _KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 # "%name = f32[8,64]{1,0} all-gather(" or "(f32[..], f32[..]) all-reduce(" (tuple results)
@@ -28,6 +28,10 @@ _IOTA = re.compile(r"replica_groups=\[(?P<shape>[\d,]+)\]<=\[(?P<dims>[\d,]+)\](
 # XLA's mesh form: replica_groups=mesh['axis_0'=2,'axis_1'=4], device_ids=([2,4]T(1,0)) {'axis_0'}
 _MESH = re.compile(r"replica_groups=mesh\[(?P<axes>[^\]]*)\]"
                    r"(?:,\s*device_ids=\((?P<ids>\[[\d,]+\](?:T\([\d,]+\))?|[\d,\s]+)\))?\s*\{(?P<sel>[^}]*)\}")
+# a computation header: "%name (p: f32[2]) -> f32[2] {" or "ENTRY %main.1 (...) -> ... {"
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(?:\(.*\))?\s*->.*\{\s*$")
+_CALLED = re.compile(r"(?:body|condition|to_apply|calls|branch_computations|called_computations)=%?([\w.\-]+)")
+_CALLED_LIST = re.compile(r"(?:calls|branch_computations|called_computations)=\{([^}]*)\}")
 _DIMS = re.compile(r"dimensions=\{(?P<d>[\d,]*)\}")
 
 
@@ -41,6 +45,7 @@ class Collective:
   groups: Optional[tuple]  # replica groups as tuples of device ids (None: not stated / permute)
   dimensions: Optional[tuple]  # gathered / scattered dimensions
   line: str
+  computation: str = ""  # the HLO computation holding the op (see ``loop_computations``)
 
 
 def _iota_groups(shape, dims, perm) -> tuple:
@@ -88,7 +93,12 @@ def collectives(hlo_text: str, ops=_KINDS) -> list:
   ``-start`` async forms count once (their ``-done`` halves are skipped).
   """
   out = []
+  comp = ""
   for line in hlo_text.splitlines():
+    c = _COMPUTATION.match(line)
+    if c:
+      comp = c.group("name")
+      continue
     m = _LINE.match(line)
     if not m or m.group("op") not in ops:
       continue
@@ -111,8 +121,37 @@ def collectives(hlo_text: str, ops=_KINDS) -> list:
     d = _DIMS.search(line)
     out.append(Collective(op=m.group("op"), name=m.group("name"), dtype=shapes[0][0] if shapes else "",
                           shapes=tuple(s for _, s in shapes), groups=groups,
-                          dimensions=tuple(_ints(d.group("d"))) if d else None, line=line.strip()))
+                          dimensions=tuple(_ints(d.group("d"))) if d else None, line=line.strip(),
+                          computation=comp))
   return out
+
+
+def loop_computations(hlo_text: str) -> frozenset:
+  """Names of the computations that run inside a ``while`` loop: every loop body and condition and
+  whatever they call (fusions, reductions, nested loops), transitively. A collective whose
+  ``computation`` is in this set runs once per iteration (e.g. per scanned layer)."""
+  calls: dict = {}
+  roots = set()
+  comp = ""
+  for line in hlo_text.splitlines():
+    c = _COMPUTATION.match(line)
+    if c:
+      comp = c.group("name")
+      calls.setdefault(comp, set())
+      continue
+    refs = set(_CALLED.findall(line))
+    for group in _CALLED_LIST.findall(line):
+      refs |= {x.strip().lstrip("%") for x in group.split(",") if x.strip()}
+    calls.setdefault(comp, set()).update(refs)
+    if re.search(r"\swhile\(", line):
+      roots |= set(re.findall(r"(?:body|condition)=%?([\w.\-]+)", line))
+  seen, todo = set(), list(roots)
+  while todo:
+    name = todo.pop()
+    if name not in seen:
+      seen.add(name)
+      todo.extend(calls.get(name, ()))
+  return frozenset(seen)
 
 
 def mesh_axes_of_groups(groups, mesh) -> Optional[frozenset]:

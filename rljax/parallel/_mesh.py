@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import jax
 from jax.sharding import AxisType, Mesh
 
 AXES = ("data", "fsdp", "tensor", "expert")
 
-__all__ = ["AXES", "MeshConfig", "make_mesh"]
+__all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,3 +78,40 @@ def make_mesh(config: MeshConfig = MeshConfig(), devices: Optional[Sequence] = N
   devices = list(jax.devices() if devices is None else devices)
   sizes = config.resolve(len(devices))
   return jax.make_mesh(sizes, AXES, axis_types=(AxisType.Auto,) * len(AXES), devices=devices)
+
+
+def _model_dims(model_cfg) -> list:
+  """``(mesh axis, config field, size)`` of every dimension a mesh axis splits (``DEFAULT_RULES``)."""
+  dims = [("fsdp", "hidden_size", model_cfg.hidden_size),
+          ("tensor", "num_heads", model_cfg.num_heads),
+          ("tensor", "num_kv_heads", model_cfg.num_kv_heads),
+          ("tensor", "vocab_size", model_cfg.vocab_size),
+          ("tensor", "intermediate_size", model_cfg.intermediate_size)]
+  if getattr(model_cfg, "num_experts", 0):
+    dims += [("tensor", "moe_intermediate_size", model_cfg.moe_intermediate_size),
+             ("expert", "num_experts", model_cfg.num_experts)]
+  return dims
+
+
+def check_mesh_divides(mesh_shape: Mapping[str, int], model_cfg) -> None:
+  """Refuses a mesh whose axes do not divide the model dimensions they split.
+
+  ``fsdp`` splits ``hidden_size`` (the ``embed`` axis of every weight); ``tensor`` splits
+  ``num_heads``, ``num_kv_heads``, ``vocab_size``, ``intermediate_size`` (and, for MoE,
+  ``moe_intermediate_size``); ``expert`` splits ``num_experts``. The logical-axis rules would
+  silently replicate a dimension that its axis does not divide (``logical_to_spec``), which
+  keeps the run correct but multiplies that weight's memory by the axis size; at start-up
+  it is refused instead.
+
+  Args:
+    mesh_shape: axis name -> size (``Mesh.shape`` or ``dict(zip(AXES, sizes))``).
+    model_cfg: a ``rljax.models.ModelConfig``.
+  Raises:
+    ValueError naming the axis, the dimension and the axis sizes that divide it.
+  """
+  for axis, field, size in _model_dims(model_cfg):
+    n = int(mesh_shape.get(axis, 1))
+    if n > 1 and size % n:
+      valid = [d for d in range(1, size + 1) if size % d == 0 and d <= max(n, 64)]
+      raise ValueError(f"mesh axis {axis}={n} does not divide the model's {field}={size} "
+                       f"(ModelConfig.{field}); valid {axis} sizes: {', '.join(map(str, valid))}")

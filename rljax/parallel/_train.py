@@ -25,9 +25,11 @@ they stay exact whichever devices hold which rows.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -192,6 +194,77 @@ def compute_spec(spec: PartitionSpec, gather_axes=("fsdp",)) -> PartitionSpec:
   return PartitionSpec(*out)
 
 
+@dataclasses.dataclass(frozen=True)
+class _LayerGather:
+  """One layer's state -> the same with every ``gather_axes``-sharded weight in its compute layout.
+
+  Applied by a scanned :class:`rljax.models.Transformer` to the layer slice inside its
+  (remat'ed) scan body (``Transformer.layer_weights_fn``): each weight is pinned to its stored
+  spec, cast to the compute dtype (a float32 master weight travels as bfloat16: the model casts
+  it there anyway, so the values are the same) and constrained to its compute spec, so XLA
+  all-gathers it over ``fsdp`` in the body, once per layer (and again in the backward pass
+  under remat), and the transpose reduce-scatters the layer's gradient in the body. Weights
+  that are not gathered (norm scales, LoRA adapters, biases without an ``embed`` axis) are
+  left alone (norm scales stay float32).
+  """
+  mesh: Mesh
+  rules: Rules
+  gather_axes: tuple
+  compute_dtype: str
+
+  def __call__(self, state):
+    cd = jnp.dtype(self.compute_dtype)
+
+    def one(v):
+      axes = _axes_of(v)
+      if axes is None:
+        return v
+      stored = logical_to_spec(axes, self.mesh, _value_shape(v), self.rules)
+      spec = compute_spec(stored, self.gather_axes)
+      if spec == stored:
+        return v
+      x = jax.lax.with_sharding_constraint(v[...], NamedSharding(self.mesh, stored))
+      if jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize > cd.itemsize:
+        x = x.astype(cd)
+      return v.replace(jax.lax.with_sharding_constraint(x, NamedSharding(self.mesh, spec)))
+
+    return jax.tree.map(one, state, is_leaf=_is_variable)
+
+
+def _axes_tuple(entry) -> tuple:
+  return () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ShardedLookup:
+  """``take(table, tokens)`` without gathering the ``[V, H]`` embedding table.
+
+  The table stays in its stored layout (``embed`` = H over ``fsdp``, ``vocab`` over ``tensor``).
+  The token ids (int32, a few KB) are replicated over the mesh axes that split H, every device
+  looks its H-columns up for all those tokens (``[.., H / fsdp]``; a vocab split over ``tensor``
+  becomes XLA's masked lookup + sum), and one all-to-all returns full rows to the batch layout.
+  The gradient takes the reverse path into the table's own shard (a scatter-add of
+  ``[V, H / fsdp]``), so neither the table nor its gradient is ever whole on a device.
+  """
+  mesh: Mesh
+  rules: Rules
+
+  def __call__(self, table, tokens):
+    mesh = self.mesh
+    stored = logical_to_spec(("vocab", "embed"), mesh, table.shape, self.rules)
+    h_axes = _axes_tuple(stored[1])
+    if not h_axes:
+      return jnp.take(table, tokens, axis=0)
+    table = jax.lax.with_sharding_constraint(table, NamedSharding(mesh, stored))
+    rows = _axes_tuple(logical_to_spec(("batch",), mesh, tokens.shape[:1], self.rules)[0])
+    kept = tuple(a for a in rows if a not in h_axes)
+    rest = (None,) * (tokens.ndim - 1)
+    tokens = jax.lax.with_sharding_constraint(tokens, NamedSharding(mesh, PartitionSpec(kept or None, *rest)))
+    x = jnp.take(table, tokens, axis=0)
+    x = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(kept or None, *rest, stored[1])))
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(rows or None, *rest, None)))
+
+
 class fsdp_loss_fn:  # pylint: disable=invalid-name
   """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
 
@@ -204,6 +277,13 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
   wrapper XLA's sharding propagation may instead keep the weights
   embed-sharded and replicate the batch over ``fsdp`` (2-D tensor
   parallelism: correct, but every activation all-reduced and no batch split).
+
+  Scanned models (``ModelConfig.scan_layers``) are gathered per layer instead: the layer weights
+  are not constrained here; the wrapper installs ``model.layer_weights_fn`` (:class:`_LayerGather`:
+  cast to the compute dtype and gathered inside the remat'ed scan body, so about one layer's
+  gathered weights are alive at a time and each layer's gradient is reduce-scattered in the
+  backward loop) and, for an untied embedding, ``model.embed_lookup_fn`` (:class:`_ShardedLookup`:
+  the lookup never gathers the table). Same values as the unscanned step (tested).
 
   ``denominator``, ``statistics`` and ``with_aux_weight`` (exact micro-batching) are forwarded
   (the statistics pre-pass runs through the wrapper, with the same constraints). On a mesh
@@ -235,7 +315,15 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
       spec = compute_spec(logical_to_spec(axes, mesh, _value_shape(v), self.rules), self.gather_axes)
       return v.replace(jax.lax.with_sharding_constraint(v[...], NamedSharding(mesh, spec)))
 
+    per_layer = bool(getattr(getattr(model, "cfg", None), "scan_layers", False)) and hasattr(model, "layer_weights_fn")
     params = nnx.state(model, nnx.Param)
+    if per_layer:  # the layers are gathered one at a time inside the scanned, remat'ed body instead
+      skip = {"layers"}
+      model.layer_weights_fn = _LayerGather(mesh, self.rules, self.gather_axes, model.cfg.compute_dtype)
+      if not model.cfg.tie_embeddings and hasattr(model, "embed_lookup_fn"):  # tied: the head needs it gathered
+        skip.add("embed")
+        model.embed_lookup_fn = _ShardedLookup(mesh, self.rules)
+      params = nnx.from_flat_state([(k, v) for k, v in nnx.to_flat_state(params) if k[0] not in skip])
     nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
 
   def _constrain(self, model, batch):

@@ -165,6 +165,8 @@ class ModelSpec:
   num_experts_per_tok: int = 2  # MoE: experts each token is routed to, k in [1, num_experts]
   moe_intermediate_size: int = 0  # MoE: width of each expert's MLP (0 = intermediate_size // num_experts_per_tok)
   moe_layers: Optional[tuple] = None  # MoE: indices of the MoE layers (None = every layer)
+  remat: str = "none"  # per-layer rematerialisation (ModelConfig.remat): none / full / dots / dots_no_batch
+  scan_layers: bool = False  # run the layers under jax.lax.scan (ModelConfig.scan_layers)
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
@@ -196,6 +198,9 @@ class ModelSpec:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
+    _choice(self, "remat", ("none", "full", "dots", "dots_no_batch"))
+    if not isinstance(self.scan_layers, bool):
+      _fail("ModelSpec.scan_layers", self.scan_layers, "a bool")
 
   @property
   def expert_width(self) -> int:

@@ -84,6 +84,7 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
   check_init_from(cfg)  # a shared SFT warm start exists, finished, for this model and task
   mesh = run_mesh(cfg)  # the mesh fits the devices
   exp = build_experiment(cfg)
+  par.check_mesh_divides(mesh.shape, exp.model.cfg)  # ... and its axes divide the model's dimensions
   if cfg.rl.steps > 0:
     check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
   return changes, exp, mesh
