@@ -14,7 +14,7 @@ import rljax.objectives as O
 from rljax.types import PolicyOutputs, TrainBatch
 
 ROWS = O.TECHNIQUES + C.TECHNIQUES
-NAMES = ("ppo_clip reinforce gpg gspo gspo_token gmpo segment_ratio cispo sapo cpgd pspo decoupled_ppo tis mis "
+NAMES = ("ppo_clip reinforce gpg gspo gspo_token gmpo segment_ratio cispo sapo cpgd pspo decoupled_ppo exgrpo_policy tis mis "
          "icepop divergence_rejection entropy_bonus erc clip_cov kl_cov top_entropy_mask kl_penalty kl_in_reward "
          "rpg sft_nll gft opd dpo alol entropy_gated_contrastive delta_logp_reweight value_loss token_mean token_sum "
          "seq_mean_token_sum seq_mean_token_mean seq_mean_token_sum_norm adaptive_kl entropic bapo "
