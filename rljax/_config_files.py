@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import sys
 from types import ModuleType
 from typing import Optional
 
-__all__ = ["configs_package", "configs_dir", "available_configs", "import_config"]
+__all__ = ["configs_package", "configs_dir", "available_configs", "import_config", "load_config",
+           "load_config_and_recipe"]
+
+_BUILTIN = ("default", "tiny")  # built into rljax.train: loadable without the configs folder
 
 _PACKAGE = "rljax.configs"
 
@@ -69,3 +73,47 @@ def import_config(name: str) -> ModuleType:
     raise ValueError(f"--config {name!r}: no such config; available: {avail} (or a path to a .py file)")
   configs_package()
   return importlib.import_module(f"{_PACKAGE}.{name}")
+
+
+def load_config(name_or_path: Optional[str]):
+  """A ``RunConfig`` from a config name (``rljax.configs.<name>``, the ``configs/`` folder), a ``.py`` path or a
+  ``.json`` file (a run's ``config.json``)."""
+  return load_config_and_recipe(name_or_path)[0]
+
+
+def load_config_and_recipe(name_or_path: Optional[str]):
+  """``(RunConfig, Recipe or None)`` from a config file: its ``get_config()``, and its optional
+  ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold)."""
+  from rljax import train as tr  # pylint: disable=import-outside-toplevel
+  name_or_path = name_or_path or "default"
+  if name_or_path.endswith(".json"):  # a run's config.json (or one rljax arena wrote)
+    if not os.path.exists(name_or_path):
+      raise ValueError(f"--config {name_or_path!r}: no such config file")
+    with open(name_or_path, encoding="utf-8") as f:
+      try:
+        return tr.config_from_dict(json.load(f)), None
+      except json.JSONDecodeError as e:
+        raise ValueError(f"--config {name_or_path}: not a JSON config ({e})") from None
+  if name_or_path in _BUILTIN and configs_package() is None:
+    return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
+  if not name_or_path.endswith(".py"):
+    module = import_config(name_or_path)
+    path = module.__file__
+  else:
+    path = name_or_path
+    if not os.path.exists(path):
+      raise ValueError(f"--config {name_or_path!r}: no such config file; available names: {available_configs()}")
+    configs_package()  # config files may import rljax.configs (e.g. its recipes)
+    spec = importlib.util.spec_from_file_location(f"rljax_config_{os.path.basename(path)[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+  if not hasattr(module, "get_config"):
+    raise ValueError(f"config file {path} must define get_config() -> rljax.train.RunConfig")
+  cfg = module.get_config()
+  if not isinstance(cfg, tr.RunConfig):
+    raise ValueError(f"{path}: get_config() must return a RunConfig, got {type(cfg).__name__}")
+  recipe = module.get_recipe() if hasattr(module, "get_recipe") else None
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  if recipe is not None and not isinstance(recipe, Recipe):
+    raise ValueError(f"{path}: get_recipe() must return a rljax.recipes.Recipe, got {type(recipe).__name__}")
+  return cfg, recipe

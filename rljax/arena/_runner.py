@@ -86,7 +86,7 @@ def _normalised(cfg):
 
 
 def _base_config(config):
-  from rljax.cli import load_config_and_recipe  # pylint: disable=import-outside-toplevel
+  from rljax._config_files import load_config_and_recipe  # pylint: disable=import-outside-toplevel
   from rljax.train import RunConfig  # pylint: disable=import-outside-toplevel
   if isinstance(config, RunConfig):
     return config
