@@ -360,6 +360,10 @@ def test_replayed_rows_logp_old_is_recomputed_or_their_stored_behaviour_logp(rea
 @pytest.mark.parametrize("overrides,match", [
     (["rl.replay=rapo_replay", "rl.rollout_ahead=true"], "rollout_ahead"),
     (["rl.replay=exgrpo", "rl.advantage=grpo, uniqueness"], r"stores no \['answer_ids'\].*'uniqueness'"),
+    (["rl.replay=rapo_replay", "rl.routing_replay=true", "model.num_experts=2", "model.num_experts_per_tok=1"],
+     "stores no expert routing"),
+    (["rl.replay=guide", "rl.routing_replay=true", "model.num_experts=2", "model.num_experts_per_tok=1"],
+     "samples hinted rows under another prompt"),
 ])
 def test_unsupported_replay_combinations_are_refused_at_start_up(overrides, match, tmp_path):
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel

@@ -68,6 +68,11 @@ def _check_replay(recipe, rl) -> None:
   if jax.process_count() > 1:
     raise ValueError(f"replay stage {name!r} (rl.replay) keeps one buffer of this process's rows; it runs on one "
                      f"process only, and this run has {jax.process_count()}")
+  if rl.routing_replay:
+    what = "samples hinted rows under another prompt" if recipe.replay[0].hints is not None else \
+        "stores no expert routing for its rows"
+    raise ValueError(f"replay stage {name!r} (rl.replay) {what}, so a replayed or hinted row has no routing that "
+                     "rl.routing_replay could replay: use one or the other")
   if rl.rollout_ahead:
     raise ValueError(f"replay stage {name!r} (rl.replay) stores each step's rows before the next step samples; "
                      "rl.rollout_ahead samples the next step before that: use one or the other")
