@@ -55,8 +55,8 @@ TECHNIQUES = (
     Technique("spear_replay", "replay", spear_plan,
               "store A > τ; replay stored rows with A' = R − median(recent R) > 0 as c(t)·A', c: cosine 0 → 1",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
-              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README (trajectory_score_threshold, "
-                                "baseline_buffer_size, max_replay_loss_steps)",
+              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README knobs (trajectory_score_threshold, "
+                                "max_replay_loss_steps)",
                                 "replayed rows fill gradient-free rows of the batch (SPEAR: a separate SIL loss); "
                                 "the cosine loss coefficient is applied as an advantage scale; A' > 0 filter ours")),
 )
