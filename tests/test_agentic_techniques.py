@@ -465,3 +465,26 @@ def test_starpo_s_recipe_is_the_existing_rows_composed():
   assert keep.tolist() == [True, True, False, False]  # the group with reward spread
   no_critic = starpo_s(critic=False)
   assert no_critic.critic is None and [a.name for a in no_critic.advantage] == ["grpo"]
+
+
+def test_the_forwards_before_an_advantages_phase_replay_stage_need_no_replay_mask():
+  """Regression: the loop's first forwards run before an ``advantages``-phase replay stage has marked any row; with
+  ``logp_old="behavior"`` (spear_replay's default) they must leave ``logp_old`` as computed, then give the rows the
+  stage replays their stored behaviour log-probs."""
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+
+  class Loop:
+    state, critic = None, None
+
+    @staticmethod
+    def inputs(data, state, critic_state, metrics):  # pylint: disable=unused-argument
+      return data.replace(logp_old=np.full(data.tokens.shape, -9.0, np.float32))
+
+  st = R.spear_replay().bind(FACTS)
+  d = _data([1] * 8, [0] * 8, step=0)
+  out = RLLoop._inputs(Loop, d, st, {})
+  assert np.all(out.logp_old == -9.0)
+  marked = d.replace(extras={"replay_mask": np.arange(8) == 2})
+  out = RLLoop._inputs(Loop, marked, st, {})
+  np.testing.assert_array_equal(out.logp_old[2], d.logp_behavior[2])
+  assert np.all(out.logp_old[np.arange(8) != 2] == -9.0)
