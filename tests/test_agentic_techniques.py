@@ -488,3 +488,98 @@ def test_the_forwards_before_an_advantages_phase_replay_stage_need_no_replay_mas
   out = RLLoop._inputs(Loop, marked, st, {})
   np.testing.assert_array_equal(out.logp_old[2], d.logp_behavior[2])
   assert np.all(out.logp_old[np.arange(8) != 2] == -9.0)
+
+
+def test_starpo_s_loss_is_decoupled_ppo_clip_against_float64():
+  """The recipe's loss, built from its initial hparams as the jitted step does, equals a float64 PPO clip with
+  ε_low = 0.2, ε_high = 0.28, token mean (the clip-higher part of StarPO-S)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  import pathlib  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location(
+      "rljax_recipes_file2", pathlib.Path(__file__).resolve().parents[1] / "configs" / "recipes.py")
+  recipes = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(recipes)
+  rng = np.random.default_rng(4)
+  b, t = 4, 6
+  old = -rng.uniform(0.2, 2.0, (b, t))
+  logp = old + rng.normal(0, 0.4, (b, t))  # ratios well outside [0.8, 1.28] on some tokens
+  adv = rng.normal(size=(b, t))
+  mask = rng.random((b, t)) < 0.8
+  ratio = np.exp(logp - old)
+  ref = np.maximum(-adv * ratio, -adv * np.clip(ratio, 0.8, 1.28))
+  ref = (ref * mask).sum() / mask.sum()
+  recipe = recipes.starpo_s().bind(RunFacts(num_prompts=2, group_size=2, max_new_tokens=t))
+  hp = {k: jnp.asarray(v, jnp.float32) for k, v in recipe.initial_hparams().items()}
+  f32 = lambda x: jnp.asarray(x, jnp.float32)
+  batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=f32(mask), advantages=f32(adv),
+                     group_id=jnp.arange(b) // 2, logp_old=f32(old), logp_behavior=f32(old))
+  loss, _ = recipe.objective_builder()(hp)(PolicyOutputs(logp=f32(logp), entropy=None), batch)
+  np.testing.assert_allclose(float(loss), ref, rtol=1e-5)
+  assert hp["clip_low"] == pytest.approx(0.2) and hp["clip_high"] == pytest.approx(0.28)
+
+
+def _episode_step(episodes, max_turns, *, group_id, role=None, task_id=None, num_tasks=None):
+  """A StepData as a multi-turn runner builds it from episodes: loss tokens are the completion, turn ids as the
+  transcript gives them, per-turn rewards as step rewards, the episode (role) outcome as the reward."""
+  batch, arr = _rows(episodes, role=role), envs.turn_arrays(episodes, max_turns, role=role)
+  b, t = batch["tokens"].shape
+  cm = batch["loss_mask"]
+  rng = np.random.default_rng(7)
+  r = arr["episode_rewards"].astype(np.float32)
+  return StepData(tokens=batch["tokens"], prompt_mask=~cm & (batch["segment_ids"] > 0), completion_mask=cm,
+                  group_id=np.asarray(group_id, np.int32), num_groups=int(np.max(group_id)) + 1,
+                  valid=~arr["failed"], lengths=cm.sum(1).astype(np.int32), completions=("",) * b,
+                  problems=(None,) * b, prompt_index=np.asarray(group_id, np.int64), rewards=r, correct=r.copy(),
+                  logp_behavior=np.zeros((b, t), np.float32), logp_old=-rng.uniform(0.1, 2, (b, t)).astype(np.float32),
+                  logp_ref=-rng.uniform(0.1, 2, (b, t)).astype(np.float32),
+                  step_rewards=arr["turn_rewards"] + 0.1 * np.arange(max_turns) * arr["turn_valid"],
+                  step_mask=arr["turn_valid"], turn_ids=batch["turn_ids"],
+                  task_id=None if task_id is None else np.asarray(task_id, np.int32), num_tasks=num_tasks,
+                  turns=tuple(tuple(s.text for s in ep.segments if s.source == "model") for ep in episodes))
+
+
+def test_the_turn_level_stages_on_a_step_built_from_frozenlake_transcripts():
+  """The catalog stages (what a recipe runs) on a runner's StepData equal the pure functions fed the transcript's
+  arrays, and give nothing to observation, prompt and padding tokens."""
+  eps, m = _lake_episodes()
+  d = _episode_step(eps, m, group_id=[0, 0, 1, 1])
+  mask = d.completion_mask
+  adv, _ = stage("step_episode_mix", step_weight=0.3).fn(d)
+  ref = _step_mix_ref(d.step_rewards, d.step_mask, d.turn_ids, mask, d.rewards, d.group_id, 0.3, 1.0)
+  np.testing.assert_allclose(adv, ref, rtol=1e-5, atol=1e-6)
+  base = d.replace(advantages=_grpo64(d.rewards, d.group_id, d.valid).astype(np.float32))
+  mod, _ = stage("sign_preserving_modulation", lam=0.5).fn(base)
+  exp, _ = A.sign_preserving_modulation(base.advantages, d.step_rewards, d.turn_ids, d.group_id, mask=mask, lam=0.5,
+                                        turn_valid=d.step_mask, num_groups=2)
+  np.testing.assert_allclose(mod, exp)
+  o, info = stage("oprl", beta=0.5, step_weight=0.5).fn(d)
+  step_r = np.zeros((4, m))
+  for i in range(4):
+    for tt in np.flatnonzero(mask[i]):
+      step_r[i, d.turn_ids[i, tt]] += 0.5 * (d.logp_old[i, tt] - d.logp_ref[i, tt])
+  np.testing.assert_allclose(info["step_rewards"], step_r, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(o, _step_mix_ref(step_r, d.step_mask, d.turn_ids, mask, d.rewards, d.group_id, 0.5, 1.0),
+                             rtol=1e-4, atol=1e-5)
+  for a in (adv, mod, o):
+    assert np.all(np.asarray(a)[~mask] == 0)
+  shaped, _ = stage("shortest_path_reward").fn(d)
+  np.testing.assert_allclose(shaped, [1.0, 1.0 - 1 / 10, 0.0, 1.0])  # groups (0, 1): L = 4; (2, 3): L = 5
+
+
+def test_the_role_ema_stage_keys_self_play_rows_on_their_role():
+  """SPIRAL RAE through the catalog stage: rows per (game, role), ``task_id`` = role index, ``num_tasks`` = 2."""
+  games, m = _ttt_games()
+  steps = [_episode_step(games, m, group_id=[0, 1], role=r, task_id=[k, k], num_tasks=2)
+           for k, r in enumerate(("X", "O"))]
+  st = stage("role_ema_baseline", decay=0.5).bind(RunFacts(num_prompts=2, group_size=2, max_new_tokens=1,
+                                                           num_tasks=2))
+  state = st.init()
+  for d in steps:  # the X rows then the O rows: each role's baseline moves on its own rows only
+    adv, _, state = st.fn(d, state)
+    np.testing.assert_allclose(adv, d.rewards)  # read before the update, from 0
+  np.testing.assert_allclose(state.baseline, [0.0, 0.0])  # each role won one game and lost one
+  x_again = steps[0].replace(rewards=np.array([1.0, 1.0], np.float32))
+  _, _, state = st.fn(x_again, state)
+  np.testing.assert_allclose(state.baseline, [0.5, 0.0])
