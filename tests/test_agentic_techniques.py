@@ -583,3 +583,20 @@ def test_the_role_ema_stage_keys_self_play_rows_on_their_role():
   x_again = steps[0].replace(rewards=np.array([1.0, 1.0], np.float32))
   _, _, state = st.fn(x_again, state)
   np.testing.assert_allclose(state.baseline, [0.5, 0.0])
+
+
+def test_a_replay_stage_refuses_only_the_unstored_inputs_of_stages_that_run_after_it():
+  """SPEAR's parts compose: tool_call_reward (rollout-phase shaping, reads turns) runs on fresh rows before
+  spear_replay, so the buffer need not store turns; MobileRL's shortest_path_reward with positive_replay
+  likewise. A stage after the replay that reads what the buffer does not store is still refused."""
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import _check_replay  # pylint: disable=import-outside-toplevel
+  rl = types.SimpleNamespace(rollout_ahead=False, routing_replay=False)
+  _check_replay(Recipe(shaping="tool_call_reward", replay="spear_replay"), rl)
+  _check_replay(Recipe(shaping="shortest_path_reward", replay="positive_replay"), rl)
+  _check_replay(Recipe(advantage="oprl", replay="spear_replay"), rl)  # the advantage runs before this replay
+  with pytest.raises(ValueError, match=r"stores no \['step_rewards', 'turn_ids'\].*'oprl'"):
+    _check_replay(Recipe(advantage="oprl", replay="positive_replay"), rl)  # rewards phase: oprl sees its rows
+  with pytest.raises(ValueError, match=r"stores no \['answer_ids'\].*'uniqueness'"):
+    _check_replay(Recipe(advantage="grpo, uniqueness", replay="exgrpo"), rl)
