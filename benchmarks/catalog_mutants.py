@@ -79,6 +79,8 @@ _MULTI = "rljax/advantages/_multi.py"
 _STATE = "rljax/advantages/_stateful.py"
 _T_OUT = ("tests/test_advantages_outcome.py",)
 _T_TOK = ("tests/test_advantages_token.py",)
+_AGT = "rljax/rewards/_agentic.py"
+_T_AGT = ("tests/test_agentic_techniques.py",)
 _T_MULTI = ("tests/test_advantages_multi.py",)
 _VAR = "rljax/filters/_variance.py"
 _SEL = "rljax/filters/_selection.py"
@@ -503,6 +505,26 @@ MUTANTS: tuple = (
       "fifo = used[np.argsort(-np.asarray(buf.seq)[used]", "order", _T_REPLAY, "rorecomp_compensation"),
     M("rorecomp_compensation", _RSTAGE, "advantages=adv[freed])", "advantages=None)", "drop", _T_REPLAY,
       "rorecomp_compensation"),
+    # the seeds' agentic techniques (issue #20 item 5)
+    M("shortest_path_reward", _AGT, "np.maximum(steps - ref, 0.0) / (2.0 * np.maximum(steps, 1.0))",
+      "np.maximum(steps - ref, 0.0) / (np.maximum(steps, 1.0))", "scale", _T_AGT, "shortest_path"),
+    M("shortest_path_reward", _AGT, "ref[rows] = steps[won & rows].min()", "ref[rows] = steps[won & rows].max()",
+      "min_max", _T_AGT, "shortest_path"),
+    M("tool_call_reward", _AGT, "bonus = w * np.minimum(n, max_calls) / max_calls", "bonus = w * n / max_calls",
+      "cap", _T_AGT, "tool_call"),
+    M("tool_call_reward", _AGT, "w = 0.5 * (1.0 + math.cos(", "w = 0.5 * (1.0 - math.cos(", "sign", _T_AGT,
+      "tool_call"),
+    M("oprl", _TOK, "step_r = jax.lax.stop_gradient(beta * _turn_sums(diff, turn_ids, m, nturn) * tv)",
+      "step_r = jax.lax.stop_gradient(_turn_sums(diff, turn_ids, m, nturn) * tv)", "drop_beta", _T_AGT, "oprl"),
+    M("oprl", _TOK, "onehot = (jnp.asarray(turn_ids)[:, :, None] == jnp.arange(nturn)[None, None, :])",
+      "onehot = (jnp.asarray(turn_ids)[:, :, None] == 1 + jnp.arange(nturn)[None, None, :])", "off_by_one", _T_AGT,
+      "oprl"),
+    M("spear_replay", _BUF, "cand = np.flatnonzero(used & fresh & (recalibrated > 0))",
+      "cand = np.flatnonzero(used & fresh & (recalibrated >= 0))", "boundary", _T_AGT, "spear"),
+    M("spear_replay", _BUF, "adv = np.asarray(buf.reward, np.float64) - float(baseline)",
+      "adv = np.asarray(buf.reward, np.float64)", "drop_baseline", _T_AGT, "spear"),
+    M("spear_replay", _RSTAGE, "coef = 1.0 - 0.5 * (1.0 + math.cos(", "coef = 0.5 * (1.0 + math.cos(", "ramp",
+      _T_AGT, "spear"),
     # hinted rollouts (rljax/hints): the rules, and the collector's row that trains behind the unhinted prompt
     M("guide", "rljax/train/_rollout.py", "take_rows[rows] = data.batch_size + hinted_rows",
       "take_rows[rows] = hinted_rows", "swap", _T_HINTS, "unhinted_prompt"),

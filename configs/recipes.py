@@ -4,7 +4,7 @@ Each function returns a ``Recipe``; the config files ``grpo.py``, ``dapo.py``, `
 write one into the run config (``cfg.rl.with_recipe(...)``), so ``config.json`` holds it and ``--resume`` and
 ``--set rl.<field>=...`` work on it. ``python -m rljax.catalog`` lists every technique.
 """
-from rljax.recipes import Recipe, stage
+from rljax.recipes import Critic, Recipe, stage
 
 
 def grpo(kl_beta=0.04):
@@ -40,3 +40,13 @@ def cispo(eps_high=4.0):
 
 
 RECIPES = {"grpo": grpo, "dapo": dapo, "dr_grpo": dr_grpo, "gspo": gspo, "cispo": cispo}
+
+
+def starpo_s(top_p=0.25, eps_low=0.2, eps_high=0.28, critic=True):
+  """StarPO-S (RAGEN, seed 000 L13): top-p groups by reward std, decoupled clip, PPO + critic (GAE) or GRPO."""
+  return Recipe(name="starpo_s", filters=stage("variance_topp", top_p=top_p), advantage="gae" if critic else "grpo",
+                critic=Critic() if critic else None, loss=stage("ppo_clip", eps_low=eps_low, eps_high=eps_high))
+
+
+# the multi-turn agent recipes (issue #20): not arena entries, the arena's task is single-turn
+AGENT_RECIPES = {"starpo_s": starpo_s}

@@ -32,7 +32,7 @@ from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, g
                                        reinforce_pp_baseline, remax, rloo, task_normalized, uniqueness, vote)
 from rljax.advantages._stages import with_stages as _with_stages
 from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline
-from rljax.advantages._token import (implicit_progress_reward, outcome_conditioned_baseline, segment,
+from rljax.advantages._token import (implicit_progress_reward, oprl, outcome_conditioned_baseline, segment,
                                      sign_preserving_modulation, step_episode_mix, tempo)
 
 
@@ -45,7 +45,7 @@ __all__ = [
     "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "gae", "qae", "passk", "rank",
     "vote", "task_normalized", "key_baseline", "role_ema_baseline", "hadw", "difficulty_weight", "gagar",
     "uniqueness", "canon", "segment", "outcome_conditioned_baseline", "tempo", "step_episode_mix",
-    "sign_preserving_modulation", "implicit_progress_reward", "gdpo", "dara", "sa_mrpo", "gd2po",
+    "sign_preserving_modulation", "implicit_progress_reward", "oprl", "gdpo", "dara", "sa_mrpo", "gd2po",
     "per_reward_grpo", "to_tokens", "masked_whiten", "outcome_to_token_rewards", "scalar_metrics",
     "StatefulEstimator", "RoleEMAState", "HADWState", "TECHNIQUES",
 ]
@@ -160,6 +160,11 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("abstract", f"{_S1} L167",
                          "the abstract states the ratio β·log(π/π_ref); stop-gradient and per-token placement "
                          "are ours")),
+    _t("oprl", oprl, "r_k = β Σ_{t∈turn k} log(π/π_ref); A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)",
+       f"{_S0} L67 (OPRL)",
+       fidelity=Fidelity("abstract", f"{_S0} L67 (OPRL abstract)",
+                         "π_φ = the policy itself (the paper trains a separate implicit PRM by trajectory DPO); "
+                         "the step/episode mix is step_episode_mix's (w, γ, per-turn normalisation ours)")),
     _t("gdpo", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))", f"{_S1} L5, L77, L85; verl gdpo",
        kind="multi_reward",
        fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",

@@ -63,7 +63,7 @@ _FINITE_NAMES = ("rewards", "advantages", "episode_rewards", "scores", "metric",
 _ID_NAMES = (("group_id", "num_groups"), ("key", "num_keys"), ("task_id", "num_tasks"))
 _MASK_NAMES = ("valid", "mask", "passed", "correct", "segment_valid", "turn_valid")
 # estimators that read their [B, T] inputs only inside `mask` (padding may hold anything, e.g. NaN log-probs)
-_READ_INSIDE_MASK = ("implicit_progress_reward",)
+_READ_INSIDE_MASK = ("implicit_progress_reward", "oprl")
 
 
 def _value_checks(fn_name: str, args: dict) -> None:

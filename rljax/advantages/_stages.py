@@ -264,6 +264,10 @@ STAGES = {
     "sign_preserving_modulation": _checked(_token.sign_preserving_modulation, inputs={
         "advantages": "advantages", "signal": "step_rewards", "turn_ids": "turn_ids", "mask": _completion,
         "turn_valid": "step_mask", **_ROWS}, transform=True),
+    # OPRL: implicit step rewards β·log(π_old/π_ref) summed per turn (turn_ids), step_mask = the turns that exist
+    "oprl": _checked(_token.oprl, inputs={
+        "logp": "logp_old", "logp_ref": "logp_ref", "turn_ids": "turn_ids", "episode_rewards": "rewards",
+        "mask": _completion, "turn_valid": "step_mask", **_ROWS}, needs=("step_rewards",)),
     "gdpo": _multi_reward(_multi.gdpo),
     "dara": _multi_reward(_multi.dara),
     "sa_mrpo": _multi_reward(_multi.sa_mrpo),

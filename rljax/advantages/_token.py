@@ -19,7 +19,7 @@ from rljax.types import check_mask, is_concrete
 Array = jax.Array
 
 __all__ = ["segment", "outcome_conditioned_baseline", "tempo", "step_episode_mix", "sign_preserving_modulation",
-           "implicit_progress_reward"]
+           "implicit_progress_reward", "oprl"]
 
 
 def _token_mask(mask, b, v):
@@ -405,3 +405,59 @@ def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta:
   diff = jnp.where(m, jnp.asarray(logp) - jnp.asarray(logp_ref), 0.0)
   rew = jax.lax.stop_gradient(jnp.where(m, beta * diff, 0.0))
   return rew, {"sequence_sum": jnp.sum(rew, axis=1), "mean": jnp.sum(rew) / jnp.maximum(jnp.sum(m), 1.0)}
+
+
+def _turn_sums(x, turn_ids, m, nturn):
+  """``[B, M]``: ``Σ_t x[b, t]·1[turn_ids[b, t] = k]`` over tokens in ``m`` (ids outside [0, M) add nothing)."""
+  onehot = (jnp.asarray(turn_ids)[:, :, None] == jnp.arange(nturn)[None, None, :]) & m[:, :, None]
+  return jnp.sum(jnp.where(onehot, x[:, :, None], 0.0), axis=1)
+
+
+@C.fast_path
+def oprl(logp: Array, logp_ref: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
+         mask: Array, turn_valid: Array, beta: float = 1.0, step_weight: float = 0.5, gamma: float = 1.0,
+         valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
+  """OPRL: implicit per-turn step rewards, their step-level advantages mixed with episode-level GRPO.
+
+      r_{i,k} = β · Σ_{t in turn k of i} (log π_φ(y_t) − log π_ref(y_t))          (implicit step reward)
+      A_{i,t} = step_episode_mix(r, turn_ids, R)_{i,t}
+              = w · norm_k(Σ_{j≥k} γ^{j−k} r_{i,j}) + (1 − w) · grpo(R)_i           (token t in turn k)
+
+  The step reward of a turn is the implicit progress reward (``implicit_progress_reward``) summed over the
+  turn's model tokens (``turn_ids``: 0-based turn per token, -1 none; only tokens in ``mask`` count), so it is
+  potential-based over the turns of a trajectory. ``R`` is the outcome (episode) reward; see
+  ``step_episode_mix`` for the per-turn-index normalisation and ``w = step_weight``. Returned with
+  ``stop_gradient`` (advantages are data).
+
+  Source: OPRL (seed 000_3e503271be254a43.txt L67): "an implicit process reward model ... transform[s]
+  trajectory preferences into implicit step rewards ... used to compute step-level advantages, which are
+  combined with episode-level advantages from outcome rewards". The PRM's form β·log π_φ/π_ref is recalled
+  beyond the abstract (unverified). Ours: π_φ is the policy itself (``logp`` = the proximal policy's
+  log-probs), not a second model trained with the paper's trajectory-level DPO; the mix and its
+  normalisation are ``step_episode_mix``'s (our reading).
+
+  Args:
+    logp, logp_ref: ``[B, T]`` (read only inside ``mask``); turn_ids: ``[B, T]`` int; episode_rewards: ``[B]``;
+    group_id: ``[B]``; mask: ``[B, T]`` model (loss) tokens; turn_valid: ``[B, M]`` bool, the turns that exist
+    (M: the most turns); beta: > 0.
+
+  Returns:
+    ``(advantages [B, T], info)`` with ``info["step_rewards"] [B, M]`` and ``info["returns"] [B, M]``.
+  """
+  if is_concrete(beta) and not (np.ndim(beta) == 0 and np.isfinite(beta) and float(beta) > 0):
+    raise ValueError(f"beta must be a finite scalar > 0, got {beta!r}")
+  shape = G.check_rank("logp", logp, 2)
+  G.check_shape("logp_ref", logp_ref, shape)
+  G.check_shape("mask", mask, shape)
+  _check_ids_2d("turn_ids", turn_ids, shape)
+  b, nturn = G.check_rank("turn_valid", turn_valid, 2)
+  check_mask("turn_valid", turn_valid, (shape[0], nturn))
+  m = jnp.asarray(mask).astype(bool)
+  diff = jnp.where(m, jnp.asarray(logp, jnp.float32) - jnp.asarray(logp_ref, jnp.float32), 0.0)
+  tv = jnp.asarray(turn_valid).astype(bool)
+  step_r = jax.lax.stop_gradient(beta * _turn_sums(diff, turn_ids, m, nturn) * tv)
+  adv, info = step_episode_mix(step_r, turn_ids, episode_rewards, group_id, mask=mask, step_weight=step_weight,
+                               gamma=gamma, turn_valid=tv, valid=valid, num_groups=num_groups, eps=eps,
+                               std_ddof=std_ddof)
+  return jax.lax.stop_gradient(adv), {**info, "step_rewards": step_r,
+                                      "step_reward_mean": jnp.sum(step_r) / jnp.maximum(jnp.sum(tv), 1)}

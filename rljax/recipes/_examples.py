@@ -22,6 +22,7 @@ SKIP = {
     "segment": _MULTI_TURN,
     "step_episode_mix": _MULTI_TURN,
     "sign_preserving_modulation": _MULTI_TURN,
+    "oprl": _MULTI_TURN,
 }
 
 # a reward with within-group variance even for a barely trained model: how close the completion's number is

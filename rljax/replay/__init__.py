@@ -1,4 +1,4 @@
-"""Replay buffers: past rollouts re-enter the batch (ExGRPO, RAPO, MobileRL positive replay, RoRecomp).
+"""Replay buffers: past rollouts re-enter the batch (ExGRPO, RAPO, MobileRL positive replay, RoRecomp, SPEAR).
 
 Host-side (NumPy) and stateful: each technique is a ``rljax.stages.Replay`` stage (recipe slot ``replay``,
 ``--set rl.replay='exgrpo(ratio=0.5)'``) whose state is a fixed-capacity ``ReplayBuffer`` kept in the
@@ -13,13 +13,13 @@ import dataclasses
 
 from rljax._technique import Fidelity, Technique
 from rljax.replay._buffer import (ReplayBuffer, compensation_plan, empty_buffer, exgrpo_bucket_probs, exgrpo_pick,
-                                  exgrpo_trajectory, positive_replay_plan, rapo_plan)
+                                  exgrpo_trajectory, positive_replay_plan, rapo_plan, spear_plan, spear_recalibrate)
 from rljax.replay._stages import STAGES as _STAGES
-from rljax.replay._stages import exgrpo, positive_replay, rapo_replay, rorecomp_compensation
+from rljax.replay._stages import SpearState, exgrpo, positive_replay, rapo_replay, rorecomp_compensation, spear_replay
 
 __all__ = ["ReplayBuffer", "empty_buffer", "rapo_plan", "positive_replay_plan", "exgrpo_pick", "exgrpo_bucket_probs",
            "exgrpo_trajectory", "compensation_plan", "rapo_replay", "positive_replay", "exgrpo",
-           "rorecomp_compensation", "TECHNIQUES"]
+           "rorecomp_compensation", "spear_replay", "spear_plan", "spear_recalibrate", "SpearState", "TECHNIQUES"]
 
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
@@ -52,5 +52,12 @@ TECHNIQUES = (
                                 "compensation rows fill the step's freed rows (the paper: separate compensation "
                                 "batches); FIFO, each buffered row replayed once, stored advantages; "
                                 "priority split as rorecomp")),
+    Technique("spear_replay", "replay", spear_plan,
+              "store A > τ; replay stored rows with A' = R − median(recent R) > 0 as c(t)·A', c: cosine 0 → 1",
+              f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
+              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README knobs (trajectory_score_threshold, "
+                                "max_replay_loss_steps)",
+                                "replayed rows fill gradient-free rows of the batch (SPEAR: a separate SIL loss); "
+                                "the cosine loss coefficient is applied as an advantage scale; A' > 0 filter ours")),
 )
 TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

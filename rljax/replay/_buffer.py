@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = ["ReplayBuffer", "empty_buffer", "store", "remove", "insert", "group_rows", "free_slots",
            "rapo_plan", "positive_replay_plan", "exgrpo_bucket_probs", "exgrpo_pick", "exgrpo_trajectory",
-           "compensation_plan", "success_store_plan", "check_int", "check_unit"]
+           "compensation_plan", "success_store_plan", "spear_recalibrate", "spear_plan", "check_int", "check_unit"]
 
 
 class ReplayBuffer(NamedTuple):
@@ -328,3 +328,39 @@ def check_unit(name: str, v, *, lo_open: bool = False) -> float:
       or (lo_open and v == 0):
     raise ValueError(f"{name} must be a number in {'(0' if lo_open else '[0'}, 1], got {v!r}")
   return float(v)
+
+
+def spear_recalibrate(buf: ReplayBuffer, baseline: float, *, step: int, mode: str = "median",
+                      decay: float = 1.0) -> np.ndarray:
+  """SPEAR's recalibrated advantage of every stored row ``[C]`` (empty slots: ``-inf``).
+
+  ``mode="median"`` (the SPEAR README's default, ``weight_decay_trajectory_replay = -1``): ``A = R − b``, ``b`` the
+  median of the recent rewards (``baseline``). ``mode="decay"`` (its ``weight_decay_trajectory_replay`` in (0, 1]):
+  ``A = A_stored · decay^(step − stored step)``, ``A_stored`` the row's mean stored advantage over its completion.
+  """
+  used = np.asarray(buf.prompt_index) >= 0
+  if mode == "median":
+    adv = np.asarray(buf.reward, np.float64) - float(baseline)
+  elif mode == "decay":
+    cm = np.asarray(buf.completion_mask, np.float64)
+    stored = (np.asarray(buf.advantages, np.float64) * cm).sum(1) / np.maximum(cm.sum(1), 1.0)
+    adv = stored * float(decay) ** np.maximum(int(step) - np.asarray(buf.step), 0)
+  else:
+    raise ValueError(f"mode must be 'median' or 'decay', got {mode!r}")
+  return np.where(used, adv, -np.inf)
+
+
+def spear_plan(free_rows, recalibrated: np.ndarray, buf: ReplayBuffer, *, step: int, max_age: int, limit: int):
+  """Which stored rows SPEAR's self-imitation replays: the *advantage filter*.
+
+  Candidates are the stored rows with a positive recalibrated advantage (``recalibrated > 0``) stored at most
+  ``max_age`` steps ago; the best ``min(limit, #free rows, #candidates)`` (highest advantage first, ties: the most
+  recent) go, in that order, to ``free_rows`` in ascending order. Returns ``(rows [n], slots [n])`` int64.
+  """
+  free = np.sort(np.asarray(free_rows, np.int64))
+  used = np.asarray(buf.prompt_index) >= 0
+  fresh = (int(step) - np.asarray(buf.step)) <= max_age
+  cand = np.flatnonzero(used & fresh & (recalibrated > 0))
+  cand = cand[np.lexsort((-np.asarray(buf.seq)[cand], -recalibrated[cand]))]
+  n = max(min(int(limit), free.size, cand.size), 0)
+  return free[:n], cand[:n].astype(np.int64)

@@ -10,7 +10,7 @@ them), then stores the step's fresh rows. Replayed rows are never stored again.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax
 import numpy as np
@@ -19,7 +19,8 @@ from rljax.filters._selection import rorecomp as _rorecomp
 from rljax.replay import _buffer as B
 from rljax.stages import Replay, RunFacts, StepData
 
-__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "STAGES"]
+__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "SpearState",
+           "STAGES"]
 
 
 def _width(facts: Optional[RunFacts], name: str) -> int:
@@ -235,7 +236,99 @@ def rorecomp_compensation(*, capacity: int = 256, fraction: float = 0.5, compens
   return build(None)
 
 
+class SpearState(NamedTuple):
+  """``spear_replay``'s checkpointed state: the trajectory buffer and a ring of the latest ``N`` fresh rewards
+  (the baseline's window: ``rewards [N]`` float32, ``count []`` int64 rewards seen so far)."""
+  buffer: B.ReplayBuffer
+  rewards: np.ndarray
+  count: np.ndarray
+
+
+def _row_advantages(data) -> np.ndarray:
+  """``[B]``: each row's mean advantage over its completion tokens (``[B]`` advantages as they are)."""
+  adv = np.asarray(data.require("advantages", "spear_replay"), np.float32)
+  if adv.ndim == 1:
+    return adv
+  cm = np.asarray(data.completion_mask, np.float32)
+  return (adv * cm).sum(1) / np.maximum(cm.sum(1), 1.0)
+
+
+def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 0.25, ramp_steps: int = 200,
+                 max_age: int = 10, baseline_size: int = 1024, recalibrate: str = "median", decay: float = 1.0,
+                 logp_old: str = "behavior"):
+  """SPEAR self-imitation replay (seed 000_3e503271be254a43.txt L75), after the advantages.
+
+  *Store*: every fresh valid row whose advantage (mean over its completion) exceeds ``threshold`` (the SPEAR
+  README's ``trajectory_score_threshold`` = 1), with its tokens, behaviour log-probs, reward and advantages.
+  *Recalibrate* (``_buffer.spear_recalibrate``): a stored row's advantage is re-estimated against the current
+  policy's level, ``A = R − median(latest baseline_size fresh rewards)`` (the README's default), or its stored
+  advantage times ``decay^age`` (``recalibrate="decay"``). *Replay with the advantage filter*
+  (``_buffer.spear_plan``): stored rows with ``A > 0``, at most ``max_age`` steps old (the README's
+  ``trajectory_tolerate_steps`` = 10; older rows leave the buffer), best first, take the place of rows that carry
+  no gradient (filtered-out rows, and fresh rows whose advantages are all 0, e.g. zero-variance groups), at most
+  ``floor(ratio * B)`` of them. *Curriculum*: a replayed row's advantage is ``c(t)·A`` with ``c(t) =
+  ½(1 − cos(π·min(t, ramp_steps)/ramp_steps))`` rising from 0 to 1: the self-imitation loss coefficient of the
+  README (``replay_loss_coef`` 1 reached over ``max_replay_loss_steps`` = 200 steps by a cosine schedule); for a
+  loss linear in the advantage (the PPO clip family) scaling the advantage scales that row's loss exactly.
+
+  Ours: replayed rows share the step's batch and aggregation (SPEAR adds a separate self-imitation PPO loss),
+  and fill rows without gradient instead of enlarging the batch; ``logp_old="behavior"`` (default) gives them
+  the ratio against their stored behaviour log-probs, as an off-policy PPO update does. Rows stay in the buffer
+  after a replay until they age out or are evicted (FIFO at ``capacity``).
+  """
+  B.check_int("capacity", capacity)
+  B.check_int("ramp_steps", ramp_steps)
+  B.check_int("max_age", max_age, minimum=0)
+  B.check_int("baseline_size", baseline_size)
+  ratio = B.check_unit("ratio", ratio, lo_open=True)
+  if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+    raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+  if recalibrate not in ("median", "decay"):
+    raise ValueError(f"recalibrate must be 'median' or 'decay', got {recalibrate!r}")
+  decay = B.check_unit("decay", decay, lo_open=True)
+  logp_old = _logp_old(logp_old)
+
+  def build(facts):
+    def init():
+      return SpearState(B.empty_buffer(capacity, _width(facts, "spear_replay")),
+                        np.zeros(baseline_size, np.float32), np.zeros((), np.int64))
+
+    def fn(data, state):
+      data = _start(data)
+      buf, step = state.buffer, int(data.step)
+      fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+      row_adv = _row_advantages(data)
+      ring, count = np.array(state.rewards), int(state.count)
+      new = np.asarray(data.rewards, np.float32)[fresh][-baseline_size:]
+      ring[(count + np.arange(new.size)) % baseline_size] = new
+      count += new.size
+      baseline = float(np.median(ring[:min(count, baseline_size)])) if count else 0.0
+      stale = np.flatnonzero((np.asarray(buf.prompt_index) >= 0) & (step - np.asarray(buf.step) > max_age))
+      buf = B.remove(buf, stale)
+      rec = B.spear_recalibrate(buf, baseline, step=step, mode=recalibrate, decay=decay)
+      adv = np.asarray(data.require("advantages", "spear_replay"), np.float32)
+      adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
+      silent = ~data.valid | (fresh & ~np.any(adv_t != 0, axis=1))
+      rows, slots = B.spear_plan(np.flatnonzero(silent), rec, buf, step=step, max_age=max_age,
+                                 limit=int(math.floor(ratio * data.batch_size + 1e-9)))
+      coef = 1.0 - 0.5 * (1.0 + math.cos(math.pi * min(step, ramp_steps) / ramp_steps))
+      scaled = B._copy(buf)  # pylint: disable=protected-access
+      scaled.advantages[slots] = (coef * rec[slots])[:, None] * scaled.completion_mask[slots]
+      out = B.insert(data, scaled, rows, slots, advantages=True)
+      keep = np.flatnonzero(fresh & (row_adv > threshold))
+      buf = B.store(buf, data, keep, step=step, score=np.asarray(data.correct)[keep], advantages=adv_t[keep])
+      return out, SpearState(buf, ring, np.asarray(count, np.int64)), {
+          "replayed": float(rows.size), "stored": float(keep.size), "aged_out": float(stale.size),
+          "baseline": baseline, "coef": coef,
+          "replayed_advantage": float(rec[slots].mean()) if slots.size else 0.0, **_buffer_metrics(buf)}
+
+    return Replay(init, fn, name="spear_replay", phase="advantages", logp_old=logp_old,
+                  bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
 STAGES = {"rapo_replay": rapo_replay, "positive_replay": positive_replay, "exgrpo": exgrpo,
-          "rorecomp_compensation": rorecomp_compensation}
+          "rorecomp_compensation": rorecomp_compensation, "spear_replay": spear_replay}
 for _f in STAGES.values():
   _f.slot = "replay"

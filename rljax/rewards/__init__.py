@@ -17,6 +17,7 @@ Where things run:
 See ``docs/filters_and_rewards.md``.
 """
 from rljax._technique import Fidelity, Technique
+from rljax.rewards._agentic import count_calls, cosine_weight, shortest_path_reward, tool_call_reward
 from rljax.rewards._code import code_tests, extract_code
 from rljax.rewards._safe import RewardError, composite, safe_reward
 from rljax.rewards._stages import with_stages as _with_stages
@@ -31,7 +32,8 @@ __all__ = [
     "extract_code",
     "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN",
     "token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "rubric_dropout", "prm_clip",
-    "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "TECHNIQUES",
+    "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "shortest_path_reward",
+    "tool_call_reward", "cosine_weight", "count_calls", "TECHNIQUES",
 ]
 
 _S0 = "000_3e503271be254a43.txt"
@@ -106,6 +108,20 @@ TECHNIQUES = _with_stages((
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
               fidelity=Fidelity("abstract", f"{_S0} L39 (IRRL abstract)",
                                 "scale, offset and clip range [0, 1] defaults are ours")),
+    Technique("shortest_path_reward", "shaping", shortest_path_reward,
+              "r' = r − 1[r ≠ 0]·max(l − L, 0)/(2l), L = fewest steps of a success in the group",
+              f"{_S0} L37 (MobileRL / ADAGRPO)",
+              fidelity=Fidelity("authors_code", "github.com/xuyifan-0731/MobileRL-iclr: training/verl/workers/"
+                                "reward_manager/step.py (check_uid_uuid_reward)",
+                                "steps = model turns (authors: step rows of an episode); success = r >= 1 "
+                                "(authors r == 1); shortest= (e.g. a true shortest path) is our option")),
+    Technique("tool_call_reward", "shaping", tool_call_reward,
+              "r' = r + coef·½(1 + cos(π·min(t, T)/T))·min(n_calls, K)/K",
+              f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
+              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README (use_toolcall_reward="
+                                "'cosine', max_toolcall_steps=100)",
+                                "the per-episode bonus min(n, K)/K (K = 1: any call) and coef are ours; the "
+                                "cosine decay to 0 at T and T = 100 follow the README's knobs")),
     Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
               f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)",
               fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",

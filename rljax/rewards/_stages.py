@@ -24,7 +24,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rljax.envs._arithmetic import ArithmeticTask
-from rljax.rewards import _code, _safe, _shaping, _verifiers
+from rljax.rewards import _agentic, _code, _safe, _shaping, _verifiers
 from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 
 
@@ -200,6 +200,45 @@ def composite(weights: Optional[Mapping[str, float]] = None):
   return MultiReward(fn, name="composite", produces="rewards", needs={"reward_components"})
 
 
+def _turn_counts(data) -> np.ndarray:
+  """``[B]`` model turns of each episode: its valid step (turn) columns, ``data.step_mask [B, S]``."""
+  r = data.require("step_rewards", "a turn-count shaping stage")
+  m = data.step_mask if data.step_mask is not None else np.ones(np.shape(r), bool)
+  return np.asarray(m, bool).sum(1).astype(np.float64)
+
+
+def shortest_path_reward(*, success: float = 1.0):
+  """MobileRL shortest-path adjustment as a ``Shaping`` stage: the episode reward ``data.rewards`` less
+  ``max(l − L, 0)/(2l)``, ``l`` = the episode's turns (``data.step_mask``), ``L`` = the fewest turns of a
+  success in its group (``rljax.rewards.shortest_path_reward``)."""
+  _agentic.shortest_path_reward(np.zeros(1), np.ones(1), np.zeros(1, int), success=success)  # validates now
+
+  def fn(data):
+    out, info = _agentic.shortest_path_reward(data.rewards, _turn_counts(data), data.group_id, success=success,
+                                              valid=data.valid)
+    return out, {"mean_penalty": info["mean_penalty"]}
+
+  return Shaping(fn, name="shortest_path_reward", needs={"step_rewards"})
+
+
+def tool_call_reward(*, coef: float = 1.0, decay_steps: int = 100, schedule: str = "cosine", max_calls: int = 1,
+                     pattern: str = _agentic.DEFAULT_CALL_PATTERN):
+  """SPEAR's tool-call reward as a ``Shaping`` stage: ``data.rewards + w(step)·min(n, K)/K``, ``n`` = matches of
+  ``pattern`` in the episode's model turns (``data.turns``; default ``<call>``, rljax.envs' tool calls), ``w``
+  the cosine decay over ``decay_steps`` RL steps (``rljax.rewards.tool_call_reward``)."""
+  _agentic.tool_call_reward(np.zeros(1), np.zeros(1), 0, coef=coef, decay_steps=decay_steps, schedule=schedule,
+                            max_calls=max_calls)  # validates now
+  _agentic.count_calls([[""]], pattern)
+
+  def fn(data):
+    calls = _agentic.count_calls(data.require("turns", "tool_call_reward"), pattern)
+    out, info = _agentic.tool_call_reward(data.rewards, calls, data.step, coef=coef, decay_steps=decay_steps,
+                                          schedule=schedule, max_calls=max_calls)
+    return out, {"weight": info["weight"], "call_rate": info["call_rate"]}
+
+  return Shaping(fn, name="tool_call_reward", needs={"turns"})
+
+
 STAGES = {
     "exact_match": _verifier(_verifiers.exact_match),
     "math_answer": _verifier(_verifiers.math_answer),
@@ -226,6 +265,8 @@ STAGES = {
     "correctness_gated": _shaping_stage(_shaping.correctness_gated,
                                         {"outcome": "rewards", "process": _process_mean, "correct": "correct"},
                                         needs=("step_rewards",)),
+    "shortest_path_reward": shortest_path_reward,
+    "tool_call_reward": tool_call_reward,
 }
 
 

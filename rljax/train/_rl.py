@@ -224,8 +224,9 @@ class RLLoop:
     """The forwards the recipe needs; replayed rows then take their stored behaviour log-probs as ``logp_old``
     when the replay stage says ``logp_old="behavior"``."""
     data = self.inputs(data, self.state, getattr(self.critic, "state", None), metrics)
-    if replay is not None and replay.logp_old == "behavior" and data.logp_old is not None:
-      rows = np.asarray(data.extras["replay_mask"], bool)[:, None]
+    marked = data.extras.get("replay_mask")  # absent before an "advantages"-phase replay stage has run
+    if replay is not None and replay.logp_old == "behavior" and data.logp_old is not None and marked is not None:
+      rows = np.asarray(marked, bool)[:, None]
       data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))
     return data
 

@@ -61,6 +61,21 @@ def check_recipe(exp: Experiment, recipe):
   return recipe
 
 
+def _after_replay(recipe) -> list:
+  """The stages that see replayed rows: every stage of the recipe that runs after its replay stage (the order of
+  ``rljax.stages``). Stages before it (prompt filters, rewards, rollout-phase shaping, rewards-phase filters; and,
+  for a replay in phase ``"advantages"``, forward-phase shaping, the advantage and advantage-phase filters) have
+  run on the fresh rows only, so what the buffer does not store does not matter to them."""
+  replay = recipe.replay[0]
+  early = [*recipe.prompt_filters, *recipe.rewards, *([recipe.multi_reward] if recipe.multi_reward else []),
+           *(s for s in recipe.shaping if s.phase == "rollout"), *(f for f in recipe.filters if f.phase == "rewards")]
+  if replay.phase == "advantages":
+    early += [*(s for s in recipe.shaping if s.phase == "forward"), *recipe.advantage,
+              *(f for f in recipe.filters if f.phase == "advantages")]
+  seen = {id(s) for s in early} | {id(replay)}
+  return [s for s in recipe.stages() if id(s) not in seen]
+
+
 def _check_replay(recipe, rl) -> None:
   """Refuses what a replay stage cannot run with (several processes, a look-ahead rollout, per-row inputs the
   buffer does not store)."""
@@ -76,9 +91,10 @@ def _check_replay(recipe, rl) -> None:
   if rl.rollout_ahead:
     raise ValueError(f"replay stage {name!r} (rl.replay) stores each step's rows before the next step samples; "
                      "rl.rollout_ahead samples the next step before that: use one or the other")
-  unstored = sorted(recipe.needs & set(REPLAY_UNSTORED))
+  later = _after_replay(recipe)
+  unstored = sorted(frozenset().union(*(s.needs for s in later)) & set(REPLAY_UNSTORED))
   if unstored:
-    users = [s.name for s in recipe.stages() if s.needs & set(unstored)]
+    users = [s.name for s in later if s.needs & set(unstored)]
     raise ValueError(f"replay stage {name!r} (rl.replay) stores no {unstored} for its rows, which stage(s) {users} "
                      "need: a replayed row could not carry them")
 

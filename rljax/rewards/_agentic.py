@@ -1,0 +1,144 @@
+"""Reward shaping of the multi-turn agent papers: MobileRL's shortest-path adjustment, SPEAR's tool-call reward.
+
+Host NumPy functions of per-episode quantities (the number of model turns, the number of tool calls, the RL
+step); ``rljax.rewards._stages`` runs them as ``Shaping`` stages. Shapes: ``[B]`` per episode row.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional, Sequence
+
+import numpy as np
+
+__all__ = ["shortest_path_reward", "tool_call_reward", "cosine_weight", "count_calls", "DEFAULT_CALL_PATTERN",
+           "SCHEDULES"]
+
+DEFAULT_CALL_PATTERN = r"<call>"  # rljax.envs' tool-call convention (<call>code</call>)
+SCHEDULES = ("cosine", "constant")
+
+
+def _vector(name: str, x, b: Optional[int] = None, dtype=np.float64) -> np.ndarray:
+  a = np.asarray(x)
+  if a.ndim != 1 or (b is not None and a.shape[0] != b):
+    raise ValueError(f"{name} must have shape [B]{'' if b is None else f' = ({b},)'}, got {a.shape}")
+  if np.issubdtype(a.dtype, np.number) and not np.all(np.isfinite(a.astype(np.float64))):
+    raise ValueError(f"{name} contains non-finite values (NaN or inf)")
+  return a.astype(dtype)
+
+
+def shortest_path_reward(rewards, num_steps, group_id, *, shortest=None, success: float = 1.0, valid=None):
+  """MobileRL shortest-path reward adjustment (ADAGRPO, seed 000_3e503271be254a43.txt L37).
+
+      r'_i = r_i − 1[r_i ≠ 0] · max(l_i − L_i, 0) / (2 l_i)
+
+  ``l_i`` is episode i's number of steps (model turns) and ``L_i`` the reference length: by default (the authors'
+  code) the fewest steps of a *successful* episode (``r_j >= success``) among the valid episodes of i's group (the
+  same task); an episode whose group has no success, or whose reward is 0, is unchanged. ``shortest [B]`` gives
+  the reference instead (e.g. the true shortest path, ``rljax.envs.shortest_path``); then every episode with a
+  non-zero reward is adjusted. For a success (r = 1) the adjusted reward is ``(1 + L/l) / 2``: 1 on a shortest
+  episode, falling towards 1/2 as the episode gets longer, so a shorter success always scores higher.
+
+  Source: the abstract names "shortest-path reward adjustment ... reshape rewards concerning the task length";
+  the form is the authors' code (github.com/xuyifan-0731/MobileRL-iclr, training/verl/workers/reward_manager/
+  step.py, ``check_uid_uuid_reward``), where a group is a task id (uid) and an episode's length its step count.
+  Ours: ``success`` (authors: ``r == 1``) and ``shortest=`` are parameters; invalid rows are unchanged and no
+  reference.
+
+  Args:
+    rewards: ``[B]`` episode rewards. num_steps: ``[B]`` steps (turns) per episode, >= 0 (0: unchanged).
+    group_id: ``[B]`` int, episodes of the same task. shortest: optional ``[B]`` reference lengths (> 0).
+    success: reward at or above which an episode counts as a success. valid: optional ``[B]`` bool.
+
+  Returns:
+    ``(rewards [B] float32, info)`` with ``penalty [B]``, ``reference [B]`` (0 = none) and ``mean_penalty``.
+  """
+  r = _vector("rewards", rewards)
+  b = r.shape[0]
+  steps = _vector("num_steps", num_steps, b)
+  gid = _vector("group_id", group_id, b, np.int64)
+  if np.any(steps < 0):
+    raise ValueError("num_steps must be >= 0")
+  v = np.ones(b, bool) if valid is None else _vector("valid", valid, b, bool)
+  if not math.isfinite(success):
+    raise ValueError(f"success must be a finite number, got {success!r}")
+  if shortest is not None:
+    ref = _vector("shortest", shortest, b)
+    if np.any(ref[v] <= 0):
+      raise ValueError("shortest must be > 0 on valid rows")
+  else:
+    ref = np.zeros(b)
+    won = v & (r >= success) & (steps > 0)
+    for g in np.unique(gid[v]):
+      rows = v & (gid == g)
+      if np.any(won & rows):
+        ref[rows] = steps[won & rows].min()
+  adjust = v & (r != 0) & (ref > 0) & (steps > 0)
+  penalty = np.where(adjust, np.maximum(steps - ref, 0.0) / (2.0 * np.maximum(steps, 1.0)), 0.0)
+  out = (r - penalty).astype(np.float32)
+  return out, {"penalty": penalty.astype(np.float32), "reference": ref.astype(np.float32),
+               "mean_penalty": float(penalty[v].mean()) if v.any() else 0.0}
+
+
+def cosine_weight(step, decay_steps: int, *, schedule: str = "cosine", increasing: bool = False) -> float:
+  """``w(t) = ½(1 + cos(π·min(t, T)/T))`` (1 at t = 0, 0 from t = T on); ``increasing``: ``1 − w(t)``.
+  ``schedule="constant"``: 1 (``increasing``: 1 too)."""
+  if schedule not in SCHEDULES:
+    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+  if isinstance(decay_steps, bool) or not isinstance(decay_steps, int) or decay_steps < 1:
+    raise ValueError(f"decay_steps must be an int >= 1, got {decay_steps!r}")
+  if schedule == "constant":
+    return 1.0
+  w = 0.5 * (1.0 + math.cos(math.pi * min(max(int(step), 0), decay_steps) / decay_steps))
+  return 1.0 - w if increasing else w
+
+
+def count_calls(turns: Sequence[Sequence[str]], pattern: str = DEFAULT_CALL_PATTERN) -> np.ndarray:
+  """``[B]`` int: matches of ``pattern`` over each trajectory's model turns (a turn that is not text counts 0)."""
+  if isinstance(turns, (str, bytes)):
+    raise ValueError("turns must be a sequence of trajectories (each a sequence of turn strings)")
+  try:
+    rx = re.compile(pattern, re.DOTALL)
+  except re.error as e:
+    raise ValueError(f"pattern is not a valid regex: {e}") from None
+  out = np.zeros(len(turns), np.int64)
+  for i, traj in enumerate(turns):
+    if isinstance(traj, (str, bytes)):
+      raise ValueError(f"turns[{i}] must be a sequence of turn strings, got a single string")
+    out[i] = sum(len(rx.findall(t)) for t in traj if isinstance(t, str))
+  return out
+
+
+def tool_call_reward(rewards, num_calls, step: int, *, coef: float = 1.0, decay_steps: int = 100,
+                     schedule: str = "cosine", max_calls: int = 1):
+  """SPEAR's auxiliary tool-call reward with its curriculum (seed 000_3e503271be254a43.txt L75).
+
+      r'_i = r_i + w(t) · min(n_i, K) / K,    w(t) = coef · ½(1 + cos(π·min(t, T)/T))
+
+  ``n_i`` is episode i's number of tool calls, ``K = max_calls``, ``t`` the RL step and ``T = decay_steps``:
+  the intrinsic reward drives tool use early ("skill-level exploration") and fades to 0 at step T, leaving the
+  task reward. ``schedule="constant"``: ``w = coef`` throughout.
+
+  Source: the abstract ("at first, the auxiliary tool call reward plays a critical role ... as training
+  progresses, self-imitation gets strengthened"); the SPEAR README's knobs ``use_toolcall_reward`` ∈
+  {none, constant, cosine} and ``max_toolcall_steps`` = 100 give the cosine decay and T. The per-episode reward
+  ``min(n, K)/K`` (K = 1: an indicator of at least one call) and ``coef`` are our reading.
+
+  Args:
+    rewards: ``[B]``; num_calls: ``[B]`` int >= 0; step: the RL step (>= 0).
+
+  Returns:
+    ``(rewards [B] float32, info)`` with ``bonus [B]``, ``weight`` and ``call_rate`` (share of rows with a call).
+  """
+  r = _vector("rewards", rewards)
+  n = _vector("num_calls", num_calls, r.shape[0])
+  if np.any(n < 0):
+    raise ValueError("num_calls must be >= 0")
+  if not (isinstance(coef, (int, float)) and not isinstance(coef, bool) and math.isfinite(coef) and coef >= 0):
+    raise ValueError(f"coef must be a finite number >= 0, got {coef!r}")
+  if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
+    raise ValueError(f"max_calls must be an int >= 1, got {max_calls!r}")
+  w = coef * cosine_weight(step, decay_steps, schedule=schedule)
+  bonus = w * np.minimum(n, max_calls) / max_calls
+  return (r + bonus).astype(np.float32), {"bonus": bonus.astype(np.float32), "weight": float(w),
+                                          "call_rate": float((n > 0).mean()) if n.size else 0.0}
