@@ -32,10 +32,9 @@ def task_gradient_gram(graphdef, loss, num_tasks: int):
 
       return jax.grad(value)(params), jnp.any(mask)
 
-    grads, present = zip(*(task_grad(d) for d in range(k)))
-    leaves = [jax.tree_util.tree_leaves(g) for g in grads]
-    gram = jnp.stack([jnp.stack([sum(jnp.vdot(a.astype(jnp.float32), b.astype(jnp.float32))
-                                     for a, b in zip(leaves[i], leaves[j])) for j in range(k)]) for i in range(k)])
-    return gram, jnp.stack(present)
+    grads, present = jax.vmap(task_grad)(jnp.arange(k))  # one batched backward: [K, ...] per parameter
+    flat = [g.reshape(k, -1).astype(jnp.float32) for g in jax.tree_util.tree_leaves(grads)]
+    gram = sum(f @ f.T for f in flat)
+    return gram, present
 
   return fn
