@@ -258,3 +258,95 @@ def test_task_gradient_gram_against_hand_gradients():
   g = np.array([[0.5, -1.0], [-4.0, -4.0], [0.0, 0.0]])
   np.testing.assert_allclose(np.asarray(gram), g @ g.T, rtol=1e-6)
   np.testing.assert_array_equal(np.asarray(present), [True, True, False])  # row 3 of task 2 trains no token
+
+
+# ----------------------------------------------------------------------------- in the loop
+
+DENSE = "gaussian_reward(sigma=5.0, parse='arithmetic')"
+LOOP = ["task.digits=1", "sft.steps=20", "sft.optim.learning_rate=0.01", "rl.num_prompts=4", "rl.group_size=4",
+        "eval.num_problems=4", "eval.batch_size=4", "eval.num_samples=1", "eval.pass_k=1", f"rl.rewards={DENSE}",
+        "progress=false"]
+
+
+def _loop_rows(out):
+  import os  # pylint: disable=import-outside-toplevel
+  from rljax.train import read_jsonl  # pylint: disable=import-outside-toplevel
+  return [r for r in read_jsonl(os.path.join(str(out), "metrics.jsonl")) if r["stage"] == "rl" and r["step"] > 0]
+
+
+def _curriculum_state(out, cfg, step):
+  from rljax.train._advantage import initial_stage_states  # pylint: disable=import-outside-toplevel
+  from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import bound_recipe  # pylint: disable=import-outside-toplevel
+  exp = build_experiment(cfg)
+  template = {"stages": initial_stage_states(bound_recipe(exp, recipe_from_config(cfg.rl))[0], len(exp.train_problems))}
+  ckpt = Checkpointer(str(out / "checkpoints" / "rl"))
+  tree, _, _ = ckpt.restore(template, step=step, parts=True)
+  ckpt.close()
+  return tree["stages"]["prompt_filters"]["dump"]
+
+
+def test_collector_rolls_out_the_drawn_prompts():
+  """``Collector._draw_prompts``: the curriculum's indices replace the loader's candidates (problems looked up in
+  the training set), its metrics are logged under its name, and a draw out of range is refused."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from rljax.train._rollout import Collector, _Call  # pylint: disable=import-outside-toplevel
+  problems = [f"p{i}" for i in range(10)]
+  stage = recipes.stage("dump").bind(FACTS)
+  fake = SimpleNamespace(recipe=SimpleNamespace(prompt_filters=(recipes.stage("greso").bind(FACTS), stage)),
+                         num_dataset_prompts=10, exp=SimpleNamespace(train_problems=problems))
+  call = _Call(None, 1.0)
+  states = {"greso": None, "dump": stage.init(10)}
+  key = jax.random.PRNGKey(2)
+  got, index = Collector._draw_prompts(fake, call, 0, key, states, ["x", "y", "z"], np.array([7, 8, 9]))
+  expected, _, _ = stage.draw(stage.init(10), _prompts(), jax.random.fold_in(key, 41))  # dump is filter 1
+  np.testing.assert_array_equal(index, expected)
+  assert got == [problems[i] for i in expected]
+  assert call.metrics["dump/replaced"] == 3.0 and "dump/prob_0" in call.metrics
+  bad = PromptFilter(lambda n: (), draw=lambda st, pr, k: (np.array([0, 1, 10]), st, {}), name="bad")
+  fake.recipe = SimpleNamespace(prompt_filters=(bad,))
+  with pytest.raises(ValueError, match="dataset indices"):
+    Collector._draw_prompts(fake, call, 0, key, {"bad": ()}, ["x", "y", "z"], np.array([7, 8, 9]))
+
+
+def test_curriculum_state_checkpoints_bit_for_bit(tmp_path):
+  """The stage state (numpy arrays of fixed shape) round-trips through the run's checkpointer."""
+  from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
+  state = C.curriculum_observe(C.curriculum_init(3, 4), np.array([0, 2, 2, 0, 0, 0, 0]), np.arange(7) - 3.5)
+  state = state._replace(transfer=np.array([0.25, -0.5, 0.0], np.float32))
+  ckpt = Checkpointer(str(tmp_path / "ckpt"))
+  ckpt.save(1, {"stages": {"prompt_filters": {"dump": state}}}, {"step": 1}, parts=True)
+  tree, _, _ = ckpt.restore({"stages": {"prompt_filters": {"dump": C.curriculum_init(3, 4)}}}, step=1, parts=True)
+  ckpt.close()
+  for name, a, b in zip(C.CurriculumState._fields, state, tree["stages"]["prompt_filters"]["dump"]):
+    assert np.asarray(b).dtype == a.dtype and np.asarray(b).tobytes() == a.tobytes(), name
+
+
+@pytest.mark.slow  # two runs (about 40 s alone on 2 cores); the two tests above guard its parts quickly
+def test_dump_in_the_loop_rolls_out_what_it_drew_and_resumes_bit_for_bit(tmp_path):
+  """The rows DUMP observes come from the prompts it drew (each step's samples_j grows by chosen_j x group_size:
+  the task ids are recomputed from the rolled-out problems), and its state is checkpointed: a run resumed from
+  step 2 saves the same state at step 3, bit for bit, and logs the same metrics."""
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  import shutil  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "run"
+  cfg = lambda: apply_overrides(tiny_config(str(out)), LOOP + ["rl.steps=3", "checkpoint.every=2",
+                                                               "rl.prompt_filters=dump(window=8)"])
+  train(cfg())
+  rows = _loop_rows(out)
+  k = 2  # 1-digit sums: 0 or 1 carry
+  for before, after in zip(rows, rows[1:]):
+    for j in range(k):
+      assert after[f"dump/samples_{j}"] == before[f"dump/samples_{j}"] + 4 * before[f"dump/chosen_{j}"]
+  assert sum(rows[0][f"dump/chosen_{j}"] for j in range(k)) == 4 and rows[0]["dump/observed_rows"] == 16
+  saved = _curriculum_state(out, cfg(), 3)
+  assert saved.count.sum() == 48 and np.all(np.isfinite(C.learnability(saved)))
+  shutil.rmtree(out / "checkpoints" / "rl" / "3")
+  train(cfg(), resume=True)
+  again = _loop_rows(out)
+  keys = [key for key in rows[-1] if key.startswith("dump/")]
+  assert keys and all(again[-1][key] == rows[-1][key] for key in keys)
+  for name, a, b in zip(C.CurriculumState._fields, saved, _curriculum_state(out, cfg(), 3)):
+    assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
