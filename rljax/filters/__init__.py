@@ -97,15 +97,15 @@ TECHNIQUES = _with_stages((
               "p = softmax((mean_W |A|_j + c sqrt(2 ln(N+1)/(n_j+1))) / tau); arm ~ p, prompt ~ U(arm)",
               f"{_S1} L33 (DUMP, arXiv 2504.09710)",
               fidelity=Fidelity("authors_code", "github.com/ZhentingWang/DUMP: verl/utils/curriculum_learning.py "
-                                "(LearnabilityEstimator, compute_sampling_weights, CurriculumSampler)",
-                                "authors' defaults (c = 1, tau = 0.1, window 300); arms = the task's task ids "
-                                "(authors: a data_source column); the authors also update from validation "
-                                "batches, ours from training batches only; temperature=0 (argmax) is ours")),
+                                "(compute_sampling_weights, CurriculumSampler)",
+                                "authors' defaults (c = 1, tau = 0.1, window 300); arms = task ids (authors: a "
+                                "data_source column); authors also learn from validation batches, ours from "
+                                "training batches only; temperature=0 (argmax) is ours")),
     Technique("tac", "filter", transfer_observe,
               "score_d = L_d + lambda T_d + UCB bonus, T_d = EMA of mean_{d' != d} cos(g_d, g_d')",
               f"{_S1} L97 (TAC, arXiv 2606.25178)",
               fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract)",
-                                "score = DUMP's UCB score + lambda * transferability; transferability = EMA of the "
-                                "mean cosine of task d's loss gradient with the other tasks' on the step's batch "
-                                "(exact inner products; the paper projects the gradients); lambda, decay ours")),
+                                "score = DUMP's UCB score + lambda * T_d, T_d = EMA of the mean cosine of task d's "
+                                "loss gradient with the other tasks' on the step's batch (exact inner products; the "
+                                "paper projects them); lambda, decay ours")),
 ))
