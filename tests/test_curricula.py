@@ -185,8 +185,9 @@ def test_dump_stage_draws_from_the_arms_and_learns_from_token_advantages():
   assert isinstance(stage, PromptFilter) and stage.select is None and stage.observe_phase == "advantages"
   with pytest.raises(ValueError, match="bind"):
     stage.draw(stage.init(10), _prompts(), jax.random.PRNGKey(0))
+  unbound = stage.bind(RunFacts(num_prompts=3, group_size=2, max_new_tokens=3))  # a task without task ids
   with pytest.raises(ValueError, match="task ids"):
-    stage.bind(RunFacts(num_prompts=3, group_size=2, max_new_tokens=3))
+    unbound.draw(unbound.init(10), _prompts(), jax.random.PRNGKey(0))
   bound = stage.bind(FACTS)
   state = bound.init(10)
   key = jax.random.PRNGKey(5)
@@ -350,3 +351,22 @@ def test_dump_in_the_loop_rolls_out_what_it_drew_and_resumes_bit_for_bit(tmp_pat
   assert keys and all(again[-1][key] == rows[-1][key] for key in keys)
   for name, a, b in zip(C.CurriculumState._fields, saved, _curriculum_state(out, cfg(), 3)):
     assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+
+
+def test_start_up_refuses_two_curricula_and_binds_the_task_ids():
+  """``check_recipe`` on a stand-in experiment (the arithmetic task's problems): two drawing stages are refused;
+  one is bound to every training prompt's task id (the carry count)."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from rljax.envs import ArithmeticTask  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import bound_recipe, check_recipe  # pylint: disable=import-outside-toplevel
+  task = ArithmeticTask(digits=2)
+  rl = SimpleNamespace(routing_replay=False, rollout_ahead=False, group_size=2, num_prompts=3, max_new_tokens=3,
+                       temperature=1.0)
+  exp = SimpleNamespace(cfg=SimpleNamespace(rl=rl), task=task, train_problems=task.problems("train", 12, 0),
+                        model=SimpleNamespace(cfg=SimpleNamespace(is_moe=False)), seq_len=8)
+  with pytest.raises(ValueError, match="at most one prompt filter may draw"):
+    check_recipe(exp, Recipe(prompt_filters="dump, tac"))
+  _, facts = bound_recipe(exp, Recipe(prompt_filters="dump"))
+  assert facts.task_ids == tuple(task.task_id(p) for p in exp.train_problems) and facts.num_tasks == 3
+  assert bound_recipe(exp, Recipe(prompt_filters="greso"))[1].task_ids is None  # only when a stage needs them

@@ -237,11 +237,9 @@ def _curriculum_stage(name: str, *, exploration: float, temperature: float, wind
     return _C.curriculum_scores(state, exploration=exploration, transfer_weight=transfer_weight)
 
   def build(facts):
-    task_ids = None if facts is None else facts.task_ids
-    if facts is not None and (not facts.num_tasks or task_ids is None):
-      raise ValueError(f"{name}: the arms are the task's task ids (task.task_id / task.num_tasks), which this "
-                       "task does not define")
-    k = 1 if facts is None else int(facts.num_tasks)
+    # a task without task ids leaves the stage unbound: the start-up refuses its task_id need first
+    task_ids = None if facts is None or not facts.num_tasks else facts.task_ids
+    k = 1 if task_ids is None else int(facts.num_tasks)
     pools = None if task_ids is None else _C.arm_pools(np.asarray(task_ids, np.int64), k)
 
     def init(num_dataset_prompts):  # pylint: disable=unused-argument
@@ -249,7 +247,8 @@ def _curriculum_stage(name: str, *, exploration: float, temperature: float, wind
 
     def draw(state, prompts, key):
       if pools is None:
-        raise ValueError(f"{name} is not bound to the run (stage.bind(RunFacts(task_ids=...))): its arms are unknown")
+        raise ValueError(f"{name} is not bound to a run with task ids (stage.bind(RunFacts(num_tasks=..., "
+                         "task_ids=...))): its arms, the task's task ids, are unknown")
       sc = scores(state)
       p = _C.arm_probs(sc["score"], np.array([len(q) > 0 for q in pools]), temperature)
       index, arms = _C.draw_prompts(key, p, pools, len(prompts.problems))
