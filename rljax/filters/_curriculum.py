@@ -28,7 +28,8 @@ the step, smoothed over steps by an EMA (``T_d <- decay * T_d + (1 - decay) * T_
 the step keep theirs), and ``score_d = L_d + lambda * T_d + c * sqrt(2 ln(N + 1) / (n_d + 1))``. The paper
 projects the gradients to a low dimension to stay cheap at scale; ours takes the exact inner products of the
 per-domain gradients (``rljax.train`` computes the Gram matrix ``G_dd' = <g_d, g_d'>``), which the random
-projection estimates. ``lambda = 0`` is DUMP.
+projection estimates. ``lambda = 0`` is DUMP. With two domains ``T_0 = T_1`` (one cosine), so the term only
+discriminates from three domains on (the arithmetic task has ``digits + 1``).
 """
 from __future__ import annotations
 
