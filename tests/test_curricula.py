@@ -367,6 +367,8 @@ def test_start_up_refuses_two_curricula_and_binds_the_task_ids():
                         model=SimpleNamespace(cfg=SimpleNamespace(is_moe=False)), seq_len=8)
   with pytest.raises(ValueError, match="at most one prompt filter may draw"):
     check_recipe(exp, Recipe(prompt_filters="dump, tac"))
+  with pytest.raises(ValueError, match=r"\['dump'\] learn from the trained rows.*'positive_replay'"):
+    check_recipe(exp, Recipe(prompt_filters="dump", replay="positive_replay"))
   _, facts = bound_recipe(exp, Recipe(prompt_filters="dump"))
   assert facts.task_ids == tuple(task.task_id(p) for p in exp.train_problems) and facts.num_tasks == 3
   assert bound_recipe(exp, Recipe(prompt_filters="greso"))[1].task_ids is None  # only when a stage needs them

@@ -55,6 +55,10 @@ def check_recipe(exp: Experiment, recipe):
   if recipe.prompt_filters and rl.rollout_ahead:
     raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
                      "selection; rl.rollout_ahead samples the next step before that: use one or the other")
+  learning = [pf.name for pf in recipe.prompt_filters if pf.observe_phase == "advantages"]
+  if learning and recipe.replay:
+    raise ValueError(f"prompt filter(s) {learning} learn from the trained rows' task ids, which the replay stage "
+                     f"{recipe.replay[0].name!r} (rl.replay) does not store for its rows: use one or the other")
   if recipe.replay:
     _check_replay(recipe, rl)
   if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
