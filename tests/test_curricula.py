@@ -312,6 +312,23 @@ def test_collector_rolls_out_the_drawn_prompts():
     Collector._draw_prompts(fake, call, 0, key, {"bad": ()}, ["x", "y", "z"], np.array([7, 8, 9]))
 
 
+def test_the_loop_observes_each_prompt_filter_in_its_phase():
+  """``RLLoop._observe_prompts(data, metrics, phase)`` runs the observe of the stages of that phase only."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  seen = []
+  mk = lambda name, phase: PromptFilter(lambda n: 0, select=lambda st, pr, k: (None, st, {}), name=name,
+                                        observe=lambda st, d: (st + 1, {"n": seen.append(name) or st + 1}),
+                                        observe_phase=phase)
+  fake = SimpleNamespace(recipe=SimpleNamespace(prompt_filters=(mk("early", "rewards"), mk("late", "advantages"))),
+                         stage_states={"prompt_filters": {"early": 0, "late": 0}})
+  metrics = {}
+  RLLoop._observe_prompts(fake, None, metrics, "rewards")
+  assert seen == ["early"] and metrics == {"early/n": 1.0}
+  RLLoop._observe_prompts(fake, None, metrics, "advantages")
+  assert seen == ["early", "late"] and fake.stage_states["prompt_filters"] == {"early": 1, "late": 1}
+
+
 def test_curriculum_state_checkpoints_bit_for_bit(tmp_path):
   """The stage state (numpy arrays of fixed shape) round-trips through the run's checkpointer."""
   from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
