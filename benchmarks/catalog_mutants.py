@@ -85,6 +85,8 @@ _T_MULTI = ("tests/test_advantages_multi.py",)
 _VAR = "rljax/filters/_variance.py"
 _SEL = "rljax/filters/_selection.py"
 _ALLOC = "rljax/filters/_allocation.py"
+_CURR = "rljax/filters/_curriculum.py"
+_T_CURR = ("tests/test_curricula.py",)
 _T_FIL = ("tests/test_filters.py",)
 _SHAPE = "rljax/rewards/_shaping.py"
 _VERI = "rljax/rewards/_verifiers.py"
@@ -543,6 +545,19 @@ MUTANTS: tuple = (
       "(max_fraction - min_fraction) * float(success_rate)", "sign", _T_HINTS, "adhint_fraction or each_stage"),
     M("adhint", _HRULE, "return (n > 0) & (rate <= max_success + 1e-12)", "return (n > 0) & (rate < max_success)",
       "boundary", _T_HINTS, "hint_groups"),
+    # curricula (rljax/filters/_curriculum.py): DUMP's UCB score and window, TAC's transferability and gradients
+    M("dump", _CURR, "bonus = float(exploration) * np.sqrt(2.0 * math.log(total + 1.0) / (n + 1.0))",
+      "bonus = float(exploration) * np.sqrt(2.0 * math.log(total) / (n + 1.0))", "off_by_one", _T_CURR),
+    M("dump", _CURR, "values = np.abs(np.asarray(values, np.float64).reshape(-1))",
+      "values = np.asarray(values, np.float64).reshape(-1)", "abs", _T_CURR),
+    M("dump", _CURR, "new = values[valid & (arms == j)][-w:]", "new = values[valid & (arms == j)][:w]", "window",
+      _T_CURR),
+    M("tac", _CURR, "others = on[None, :] & ~np.eye(k, dtype=bool)", "others = on[None, :] & np.ones((k, k), bool)",
+      "self_pair", _T_CURR),
+    M("tac", _CURR, "t = np.where(upd, float(decay) * t + (1.0 - float(decay)) * np.nan_to_num(step), t)",
+      "t = np.where(upd, (1.0 - float(decay)) * t + float(decay) * np.nan_to_num(step), t)", "swap", _T_CURR),
+    M("tac", "rljax/train/_task_grads.py", "mask = batch.loss_mask & (batch.task_id == d)[:, None]",
+      "mask = batch.loss_mask", "mask", _T_CURR, "gram"),
 )
 
 #: catalog rows not (yet) covered by a mutant, with the reason; the fast test checks that every

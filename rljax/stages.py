@@ -2,7 +2,7 @@
 
 One RL step, as data flows (``rljax.train`` runs it; ``rljax.recipes.Recipe`` says which stages)::
 
-    prompts --PromptFilter (GRESO, Pilot-Commit, budgets)--> sampler --> Reward(s) (host)
+    prompts --PromptFilter (DUMP/TAC draw; GRESO, Pilot-Commit, budgets)--> sampler --> Reward(s) (host)
       --> MultiReward (several rewards -> one reward, or straight to advantages)
       --> Shaping (phase "rollout": lengths, correctness)  --> Filter (phase "rewards"; may refill)
       --> policy forwards the recipe needs (proximal / reference log-probs, critic values, ...)
@@ -33,10 +33,15 @@ Filter          ``fn(data) -> (keep, metrics)``: ``keep [B]`` bool (dropped rows
                 loss mask is cleared and statistics skip them), or, in phase ``"advantages"``, ``[N]`` int
                 row indices (a resampling of the batch, N <= B). ``refill=True``: dropped *groups* are
                 replaced by newly sampled ones (DAPO dynamic sampling), up to ``rl.max_refills`` times
-PromptFilter    ``init(num_dataset_prompts) -> state``; ``select(state, prompts: PromptData, key) ->
-                (counts [P] int, state, metrics)``: rollouts per prompt, at most ``group_size`` (0 = skip:
-                another candidate is drawn, up to ``rl.max_refills`` times); ``observe(state, data) ->
-                (state, metrics)`` after the advantages. ``pilot > 0``: ``select`` sees a scored pilot
+PromptFilter    ``init(num_dataset_prompts) -> state``; optional ``draw(state, prompts: PromptData, key) ->
+                (index [P] int, state, metrics)``: the dataset prompts to roll out instead of the loader's
+                candidates (a curriculum's sampler over the dataset; at most one stage of a recipe draws);
+                optional ``select(state, prompts, key) -> (counts [P] int, state, metrics)``: rollouts per
+                prompt, at most ``group_size`` (0 = skip: another candidate is drawn, up to
+                ``rl.max_refills`` times); ``observe(state, data) -> (state, metrics)``: with
+                ``observe_phase="rewards"`` on every sampled row before the forwards, with ``"advantages"``
+                on the rows the update trains on, with their advantages (and ``task_gradients``), just
+                before the update. ``pilot > 0``: ``select`` sees a scored pilot
                 rollout of ``pilot`` samples per prompt (``prompts.pilot``) and returns the *commit* counts,
                 at most ``group_size - pilot``; the pilot rows join their group (a commit of 0 keeps them)
 Advantage       ``fn(data) -> (advantages [B] or [B, T], info)``; with ``init``: ``fn(data, state) ->
@@ -68,14 +73,14 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
 __all__ = [
     "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
-    "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm", "Aggregation",
-    "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
+    "TaskGradients", "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm",
+    "Aggregation", "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory", "keyword",
     "probe_step", "checked",
 ]
 
@@ -102,6 +107,8 @@ NEEDS: Mapping[str, str] = {
     "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
     "advantages": "advantages written by an earlier estimator (advantage transforms)",
     "returns": "critic targets [B, T] written by the advantage estimator (gae)",
+    "task_gradients": "Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
+                      "step's batch, before the update (a TaskGradients; computed just before the update)",
 }
 
 # Per-row inputs a replay buffer does not store: a replayed row could not carry them, so a recipe with a replay
@@ -138,7 +145,8 @@ class StepData:
   ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
   ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
   ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``segment_ids``/``turn_ids [B, T]``;
-  ``turns``; ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
+  ``turns``; ``task_gradients`` (a :class:`TaskGradients`, set just before the update);
+  ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
   ``rl.routing_replay`` replays them). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
   (critic targets).
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
@@ -181,6 +189,7 @@ class StepData:
   turns: Optional[tuple] = None
   advantages: Optional[np.ndarray] = None
   returns: Optional[np.ndarray] = None
+  task_gradients: Optional["TaskGradients"] = None
   extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
   @property
@@ -214,6 +223,18 @@ class StepData:
     return self.replace(**changes)
 
 
+class TaskGradients(NamedTuple):
+  """The per-task gradients of a step's loss, as inner products (``StepData.task_gradients``).
+
+  Attributes:
+    gram: ``[K, K]`` float64, ``<g_d, g_d'>`` with ``g_d`` the gradient, at the parameters before the update,
+      of the recipe's loss restricted to the batch's rows of task ``d`` (its own aggregation denominator).
+    present: ``[K]`` bool, the tasks with at least one trained token in the batch.
+  """
+  gram: np.ndarray
+  present: np.ndarray
+
+
 @dataclasses.dataclass(frozen=True)
 class PromptData:
   """What a ``PromptFilter`` sees before the rollout.
@@ -243,6 +264,8 @@ class RunFacts:
     num_dataset_prompts: size of the training set; num_tasks: task ids (None when the task has none).
     hparams: the objective's initial hparams (controllers start from the loss's values).
     seq_len: the rollout rows' width ``T`` (prompt + completion; a replay buffer's row width).
+    task_ids: each training prompt's task id (``task.task_id``), a tuple of ``num_dataset_prompts`` ints, when
+      a stage of the recipe needs ``task_id`` and the task defines them (a curriculum's arms), else None.
   """
   num_prompts: int
   group_size: int
@@ -252,6 +275,7 @@ class RunFacts:
   num_tasks: Optional[int] = None
   hparams: Mapping[str, float] = dataclasses.field(default_factory=dict)
   seq_len: int = 0
+  task_ids: Optional[tuple] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -403,18 +427,31 @@ class Filter(Stage):
 
 @_frozen_stage
 class PromptFilter(Stage):
-  """Pre-rollout selection: ``init``/``select``/``observe`` (see the module table)."""
+  """Pre-rollout selection: ``init``/``draw``/``select``/``observe`` (see the module table).
+
+  ``observe_phase``: ``"rewards"`` (default: every sampled row, before the policy forwards) or ``"advantages"``
+  (the rows the update trains on, with their advantages, just before the update; a stage that reads them
+  declares ``needs={"advantages"}``)."""
   init: Callable
-  select: Callable
+  select: Optional[Callable] = None
   observe: Optional[Callable] = None
   name: str = ""
   pilot: int = 0
+  draw: Optional[Callable] = None
+  observe_phase: str = "rewards"
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
 
   def _check(self):
     _callable(self, "init")
-    _callable(self, "select")
+    if self.select is None and self.draw is None:
+      raise ValueError(f"PromptFilter {self.name!r}: give select, draw or both")
+    for f in ("select", "draw"):
+      if getattr(self, f) is not None:
+        _callable(self, f)
+    _one_of(self, "observe_phase", ("rewards", "advantages"))
+    if self.pilot and self.select is None:
+      raise ValueError(f"PromptFilter {self.name!r}: a pilot rollout needs select (it returns the commit counts)")
     if isinstance(self.pilot, bool) or not isinstance(self.pilot, int) or self.pilot < 0:
       raise ValueError(f"PromptFilter {self.name!r}: pilot must be an int >= 0, got {self.pilot!r}")
 

@@ -57,7 +57,7 @@ def _np(x):
 
 FILTERS = ("zero_variance", "variance_topp", "vcrl", "void_turn", "rorecomp", "negative_advantage_drop",
            "shuffle_pairs")
-PROMPT_FILTERS = ("greso", "pilot_commit", "difficulty_budget")
+PROMPT_FILTERS = ("greso", "pilot_commit", "difficulty_budget", "dump", "tac")
 REWARDS = ("gaussian_reward", "clipped_linear_reward")
 SHAPING = ("grpo_lambda", "length_penalty", "rubric_dropout", "prm_clip", "prm_delta", "correctness_gated")
 
@@ -82,6 +82,8 @@ def test_slots():
     ("greso", {}, PromptFilter, None, set()),
     ("pilot_commit", {}, PromptFilter, None, set()),
     ("difficulty_budget", {}, PromptFilter, None, set()),
+    ("dump", {}, PromptFilter, None, {"task_id", "advantages"}),
+    ("tac", {}, PromptFilter, None, {"task_id", "advantages", "task_gradients"}),
     ("gaussian_reward", {}, Reward, None, set()),
     ("clipped_linear_reward", {}, Reward, None, set()),
     ("grpo_lambda", {}, Shaping, "rollout", set()),
@@ -217,6 +219,8 @@ def test_greso_round_trip():
   admit, _ = ref.select(state2, key, np.sort(INDEX))
   np.testing.assert_array_equal(counts, np.where(_np(admit)[np.searchsorted(np.sort(INDEX), INDEX)], N, 0))
   np.testing.assert_allclose(_np(m["admit_prob"]), [1.0, 0.01, 1.0], rtol=1e-6)  # sorted ids 2, 5, 7
+  skipped = counts == 0  # the report: how many candidates were skipped, and why (prompt 5's streak is "easy")
+  assert m["skipped"] == skipped.sum() and m["skipped_easy"] == skipped.sum() and m["skipped_hard"] == 0
   counts, _, _ = bound.select(state2, _prompts(np.array([5, 5, 2])), key)  # repeated candidates are fine
   assert counts[0] == counts[1] and counts[2] == N
 
@@ -227,7 +231,8 @@ def test_pilot_commit_allocates_from_the_pilot():
   bound = stage.bind(FACTS)
   pilot = _step(rewards=[1, 1, 1, 0, 0, 1], group_size=2)
   state = bound.init(10)
-  counts, state, _ = bound.select(state, _prompts(pilot=pilot), jax.random.PRNGKey(0))
+  counts, state, m = bound.select(state, _prompts(pilot=pilot), jax.random.PRNGKey(0))
+  assert (m["skipped"], m["skipped_zero_spread"], m["skipped_window"], m["skipped_budget"]) == (1, 1, 0, 0)
   # default budget: half the commit rows, 3 * (4 - 2) // 2 = 3; prompt 0 collapsed (std 0)
   expected, _ = F.pilot_commit(pilot.rewards, np.repeat(np.arange(G), 2), num_groups=G, budget=3, max_per_prompt=2,
                                valid=pilot.valid)
@@ -236,6 +241,12 @@ def test_pilot_commit_allocates_from_the_pilot():
   counts, _, _ = recipes.stage("pilot_commit", pilot=2, budget=10).bind(FACTS).select(
       state, _prompts(pilot=pilot), jax.random.PRNGKey(0))
   np.testing.assert_array_equal(counts, [0, 2, 2])  # capped at group_size - pilot
+  budget1 = recipes.stage("pilot_commit", pilot=2, budget=1).bind(FACTS)  # one commit row for two equal prompts
+  _, _, m = budget1.select(state, _prompts(pilot=pilot), jax.random.PRNGKey(0))
+  assert (m["skipped"], m["skipped_zero_spread"], m["skipped_budget"]) == (3, 1, 2)
+  window = recipes.stage("pilot_commit", pilot=2, window=(0.6, 1.0)).bind(FACTS)  # pilot means 1, .5, .5
+  _, _, m = window.select(state, _prompts(pilot=pilot), jax.random.PRNGKey(0))
+  assert (m["skipped"], m["skipped_zero_spread"], m["skipped_window"], m["skipped_budget"]) == (3, 1, 2, 0)
   with pytest.raises(ValueError, match="pilot rollout"):
     bound.select(state, _prompts(), jax.random.PRNGKey(0))
   with pytest.raises(ValueError, match="group_size"):
@@ -261,6 +272,10 @@ def test_difficulty_budget_round_trip():
   expected, _ = F.difficulty_budget(state2.accuracy[INDEX].astype(np.float64), budget=6, max_per_prompt=N)
   np.testing.assert_array_equal(counts, expected)
   np.testing.assert_array_equal(counts, [1, 3, 2])  # the hardest prompt (2) gets the most rollouts
+  solved = state2._replace(accuracy=np.where(np.arange(10) == 5, 1.0, state2.accuracy).astype(np.float32))
+  counts, _, m = bound.select(solved, _prompts(), key)
+  assert counts[0] == 0 and m["skipped"] == 1 and m["skipped_solved"] == 1 and m["skipped_budget"] == 0
+  assert m["rows_cut"] == G * N - counts.sum() == 6
   with pytest.raises(ValueError, match="budget"):
     recipes.stage("difficulty_budget", budget=13).bind(FACTS)  # more than 3 prompts x 4 rows
 

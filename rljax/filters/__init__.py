@@ -8,7 +8,8 @@ Where things run:
   ``GresoState`` of JAX arrays; also fine eagerly on the host).
 * **host** (NumPy, data-dependent sizes or text): ``void_turn``,
   ``shuffle_pairs``, ``rorecomp`` (its compensation buffer: ``rljax.replay.rorecomp_compensation``),
-  ``pilot_commit``, ``difficulty_budget``.
+  ``pilot_commit``, ``difficulty_budget``, and the curricula ``dump`` / ``tac`` (``CurriculumState``:
+  ``curriculum_scores``, ``arm_probs``, ``draw_prompts``, ``curriculum_observe``, ``transfer_observe``).
 
 Every filter returns ``(keep_or_selection, stats)`` where ``stats`` holds the
 statistics the decision was based on. See ``docs/filters_and_rewards.md``.
@@ -16,6 +17,8 @@ statistics the decision was based on. See ``docs/filters_and_rewards.md``.
 from rljax._technique import Fidelity, Technique
 from rljax.filters._stages import with_stages as _with_stages
 from rljax.filters._allocation import difficulty_budget, pilot_commit
+from rljax.filters._curriculum import (CurriculumState, arm_probs, curriculum_init, curriculum_observe,
+                                       curriculum_scores, draw_prompts, transfer_observe)
 from rljax.filters._greso import Greso, GresoState, greso
 from rljax.filters._selection import DEFAULT_ANSWER_PATTERN, DEFAULT_CODE_PATTERN, rorecomp, shuffle_pairs, void_turn
 from rljax.filters._variance import apply_keep, negative_advantage_drop, variance_topp, vcrl, zero_variance
@@ -23,7 +26,8 @@ from rljax.filters._variance import apply_keep, negative_advantage_drop, varianc
 __all__ = [
     "zero_variance", "variance_topp", "void_turn", "greso", "Greso", "GresoState", "pilot_commit",
     "difficulty_budget", "shuffle_pairs", "rorecomp", "negative_advantage_drop", "vcrl", "apply_keep",
-    "DEFAULT_CODE_PATTERN", "DEFAULT_ANSWER_PATTERN", "TECHNIQUES",
+    "DEFAULT_CODE_PATTERN", "DEFAULT_ANSWER_PATTERN", "TECHNIQUES", "CurriculumState", "curriculum_init",
+    "curriculum_scores", "arm_probs", "curriculum_observe", "transfer_observe", "draw_prompts",
 ]
 
 _S0 = "000_3e503271be254a43.txt"
@@ -89,4 +93,19 @@ TECHNIQUES = _with_stages((
               fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
                                 "score = var/var_max is a review's account of the paper (p = σ²/σ²_max); ours "
                                 "equals it for even G, lower for odd G; threshold rule ours")),
+    Technique("dump", "filter", curriculum_scores,
+              "p = softmax((mean_W |A|_j + c sqrt(2 ln(N+1)/(n_j+1))) / tau); arm ~ p, prompt ~ U(arm)",
+              f"{_S1} L33 (DUMP, arXiv 2504.09710)",
+              fidelity=Fidelity("authors_code", "github.com/ZhentingWang/DUMP: verl/utils/curriculum_learning.py "
+                                "(compute_sampling_weights, CurriculumSampler)",
+                                "authors' defaults (c = 1, tau = 0.1, window 300); arms = task ids (authors: a "
+                                "data_source column); authors also learn from validation batches, ours from "
+                                "training batches only; temperature=0 (argmax) is ours")),
+    Technique("tac", "filter", transfer_observe,
+              "score_d = L_d + lambda T_d + UCB bonus, T_d = EMA of mean_{d' != d} cos(g_d, g_d')",
+              f"{_S1} L97 (TAC, arXiv 2606.25178)",
+              fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract)",
+                                "score = DUMP's UCB score + lambda * T_d, T_d = EMA of the mean cosine of task d's "
+                                "loss gradient with the other tasks' on the step's batch (exact inner products; the "
+                                "paper projects them); lambda, decay ours")),
 ))

@@ -30,7 +30,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from rljax.filters import _allocation, _greso, _selection, _variance
+from rljax.filters import _allocation, _curriculum as _C, _greso, _selection, _variance
 from rljax.stages import Filter, PromptFilter, StepData, checked, data_stage_factory, keyword, probe_step
 
 _GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
@@ -82,7 +82,12 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
       n = _layout(group_size, "greso")
       ids, inv = np.unique(np.asarray(prompts.index, np.int64), return_inverse=True)
       admit, stats = g.select(state, key, ids)
-      return np.where(np.asarray(admit)[inv], n, 0).astype(np.int64), state, stats
+      skipped = ~np.asarray(admit)[inv]
+      kind = np.asarray(state.kind)[np.asarray(prompts.index, np.int64)]
+      report = {"skipped": float(skipped.sum()),  # per candidate; why: its zero-variance streak's kind
+                "skipped_easy": float((skipped & (kind == _greso.EASY)).sum()),
+                "skipped_hard": float((skipped & (kind == _greso.HARD)).sum())}
+      return np.where(skipped, 0, n).astype(np.int64), state, {**stats, **report}
 
     def observe(state, data):
       ids, rows = _per_prompt(data)
@@ -121,15 +126,34 @@ def pilot_commit(*, pilot: int = 2, budget: Optional[int] = None, score: str = "
         raise ValueError("pilot_commit: select needs the pilot rollout (prompts.pilot)")
       p = len(prompts.problems)
       cap = n if max_per_prompt is None else min(int(max_per_prompt), n)
-      counts, stats = _allocation.pilot_commit(
-          data.rewards, (np.arange(data.batch_size) // (data.batch_size // p)).astype(np.int32), num_groups=p,
-          budget=p * n // 2 if budget is None else budget, max_per_prompt=cap, valid=data.valid, **kw)
-      return counts, state, stats
+      gid = (np.arange(data.batch_size) // (data.batch_size // p)).astype(np.int32)
+      counts, stats = _allocation.pilot_commit(data.rewards, gid, num_groups=p,
+                                               budget=p * n // 2 if budget is None else budget, max_per_prompt=cap,
+                                               valid=data.valid, **kw)
+      report = _pilot_report(counts, stats["score"], data, gid, p, float(min_score), kw["window"])
+      return counts, state, {**stats, **report}
 
     return PromptFilter(lambda num_dataset_prompts: (), select, name="pilot_commit", pilot=pilot,
                         bind_fn=lambda stage, facts: build(facts.group_size))
 
   return build(None)
+
+
+def _pilot_report(counts, score, data: StepData, gid, p: int, min_score: float, window) -> dict:
+  """Why Pilot-Commit committed no rollout to a prompt (each skipped prompt counts once, first reason first):
+  ``skipped_zero_spread`` (pilot spread <= ``min_score``: predicted zero-variance), ``skipped_window`` (its pilot
+  mean lies outside ``window``), ``skipped_budget`` (kept, but the budget ran out)."""
+  zero = np.asarray(counts) == 0
+  flat = zero & ~(np.asarray(score) > min_score)
+  out_of_window = np.zeros(p, bool)
+  if window is not None:
+    v = np.asarray(data.valid, bool)
+    mean = np.bincount(gid[v], np.asarray(data.rewards, np.float64)[v], minlength=p) / np.maximum(
+        np.bincount(gid[v], minlength=p), 1)
+    out_of_window = zero & ~flat & ((mean < window[0]) | (mean > window[1]))
+  return {"skipped": float(zero.sum()), "skipped_zero_spread": float(flat.sum()),
+          "skipped_window": float(out_of_window.sum()),
+          "skipped_budget": float((zero & ~flat & ~out_of_window).sum())}
 
 
 class DifficultyState(NamedTuple):
@@ -176,7 +200,11 @@ def difficulty_budget(*, budget: Optional[int] = None, min_per_prompt: int = 0,
       n = _layout(None if facts is None else facts.group_size, "difficulty_budget")
       acc = np.asarray(state.accuracy, np.float64)[np.asarray(prompts.index, np.int64)]
       counts, stats = allocate(acc, n)
-      return counts, state, {**stats, "accuracy_mean": float(acc.mean())}
+      zero = counts == 0  # why: a zero weight (estimated solved), else the budget went to harder prompts
+      report = {"skipped": float(zero.sum()), "skipped_solved": float((zero & (stats["weight"] <= 0)).sum()),
+                "skipped_budget": float((zero & (stats["weight"] > 0)).sum()),
+                "rows_cut": float(len(counts) * n - counts.sum())}
+      return counts, state, {**stats, **report, "accuracy_mean": float(acc.mean())}
 
     def observe(state, data):
       ids, rows = _per_prompt(data)
@@ -191,7 +219,95 @@ def difficulty_budget(*, budget: Optional[int] = None, min_per_prompt: int = 0,
   return build(None)
 
 
-for _f in (greso, pilot_commit, difficulty_budget):
+def _curriculum_stage(name: str, *, exploration: float, temperature: float, window: int, transfer_weight: float,
+                      decay: float):
+  """The ``PromptFilter`` of DUMP (``transfer_weight = 0``) and TAC: ``draw`` picks the step's prompts from the
+  arms' probabilities, ``observe`` (phase ``"advantages"``) learns from the trained rows' advantages (and, for
+  TAC, the per-task gradients)."""
+  _C._pos("exploration", exploration, allow_zero=True)
+  _C._pos("temperature", temperature, allow_zero=True)
+  _C._pos("window", window, integer=True)
+  _C._pos("transfer_weight", transfer_weight, allow_zero=True)
+  if not 0.0 <= float(decay) < 1.0:
+    raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  tac = name == "tac"
+  needs = {"task_id", "advantages"} | ({"task_gradients"} if tac else set())
+
+  def scores(state):
+    return _C.curriculum_scores(state, exploration=exploration, transfer_weight=transfer_weight)
+
+  def build(facts):
+    # a task without task ids leaves the stage unbound: the start-up refuses its task_id need first
+    task_ids = None if facts is None or not facts.num_tasks else facts.task_ids
+    k = 1 if task_ids is None else int(facts.num_tasks)
+    pools = None if task_ids is None else _C.arm_pools(np.asarray(task_ids, np.int64), k)
+
+    def init(num_dataset_prompts):  # pylint: disable=unused-argument
+      return _C.curriculum_init(k, window)
+
+    def draw(state, prompts, key):
+      if pools is None:
+        raise ValueError(f"{name} is not bound to a run with task ids (stage.bind(RunFacts(num_tasks=..., "
+                         "task_ids=...))): its arms, the task's task ids, are unknown")
+      sc = scores(state)
+      p = _C.arm_probs(sc["score"], np.array([len(q) > 0 for q in pools]), temperature)
+      index, arms = _C.draw_prompts(key, p, pools, len(prompts.problems))
+      chosen = np.bincount(arms, minlength=k)
+      metrics = {"skipped": 0.0, "replaced": float(len(index))}
+      for j in range(k):  # what it chose (per arm) and why: the probability and the score's parts
+        metrics.update({f"chosen_{j}": float(chosen[j]), f"prob_{j}": float(p[j]), f"score_{j}": float(sc["score"][j]),
+                        f"learnability_{j}": float(sc["learnability"][j]), f"bonus_{j}": float(sc["bonus"][j]),
+                        f"samples_{j}": float(state.count[j])})
+        if tac:
+          metrics[f"transfer_{j}"] = float(state.transfer[j])
+      return index, state, metrics
+
+    def observe(state, data):
+      arms = np.asarray(data.require("task_id", name), np.int64)
+      adv = _C.row_mean_advantages(data.require("advantages", name), data.completion_mask)
+      state = _C.curriculum_observe(state, arms, adv, data.valid)
+      metrics = {"observed_rows": float(np.sum(data.valid))}
+      if tac:
+        grads = data.require("task_gradients", name)
+        state, step = _C.transfer_observe(state, grads.gram, grads.present, decay)
+        metrics.update({f"step_transfer_{j}": float(v) for j, v in enumerate(step) if np.isfinite(v)})
+      return state, metrics
+
+    return PromptFilter(init, observe=observe, draw=draw, observe_phase="advantages", name=name,
+                        needs=frozenset(needs), bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+def dump(*, exploration: float = 1.0, temperature: float = 0.1, window: int = 300):
+  """DUMP as a prompt filter that draws the step's prompts (``rljax.filters._curriculum``; the arms are the task's
+  task ids).
+
+  ``draw``: each of the step's ``P`` prompts draws its arm from ``p = softmax(score / temperature)`` with
+  ``score_j = mean_window |A|_j + exploration * sqrt(2 ln(N + 1) / (n_j + 1))`` and a prompt uniformly from that
+  arm's training prompts (with replacement), with the loop's key; the loader's candidates are replaced.
+  ``observe`` (after the advantages): each trained row's ``|A|`` (mean over its completion tokens) enters its
+  arm's window of the last ``window`` samples, and ``n_j`` counts them. Defaults = the authors' (c = 1,
+  tau = 0.1, 300); ``temperature=0``: the UCB argmax. The state is checkpointed. Metrics, per arm ``j``:
+  ``chosen_j`` (prompts drawn this step), ``prob_j``, ``score_j`` = ``learnability_j + bonus_j``, ``samples_j``.
+  """
+  return _curriculum_stage("dump", exploration=exploration, temperature=temperature, window=window,
+                           transfer_weight=0.0, decay=0.0)
+
+
+def tac(*, transfer_weight: float = 1.0, decay: float = 0.9, exploration: float = 1.0, temperature: float = 0.1,
+        window: int = 300):
+  """TAC as a prompt filter: DUMP's bandit plus ``transfer_weight * T_d``, the smoothed mean cosine between task
+  ``d``'s gradient and the other tasks' on each step's batch (``rljax.filters._curriculum``: abstract only, our
+  interpretation; the loop computes the per-task gradients' Gram matrix, need ``task_gradients``, with one
+  extra backward pass per task). ``transfer_weight=0`` is ``dump``. Metrics add ``transfer_j`` (the smoothed
+  ``T_j`` behind the score) and ``step_transfer_j`` (the step's mean cosine).
+  """
+  return _curriculum_stage("tac", exploration=exploration, temperature=temperature, window=window,
+                           transfer_weight=transfer_weight, decay=decay)
+
+
+for _f in (greso, pilot_commit, difficulty_budget, dump, tac):
   _f.slot = "prompt_filters"
 
 
@@ -215,6 +331,8 @@ STAGES = {
     "greso": greso,
     "pilot_commit": pilot_commit,
     "difficulty_budget": difficulty_budget,
+    "dump": dump,
+    "tac": tac,
 }
 
 

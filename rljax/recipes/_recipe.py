@@ -118,7 +118,7 @@ class Recipe:
       ``gd2po``: straight to advantages, so ``advantage`` may then hold only transforms).
     shaping: reward shaping, in order (phase ``"rollout"`` before the filters, ``"forward"`` after the
       policy forwards).
-    prompt_filters: pre-rollout selection (GRESO, Pilot-Commit, difficulty budgets).
+    prompt_filters: pre-rollout selection (GRESO, Pilot-Commit, difficulty budgets) and curricula (DUMP, TAC).
     filters: filters over the sampled batch (phase ``"rewards"``, before the advantage; ``refill=True``
       resamples dropped groups) or over the advantages (phase ``"advantages"``).
     replay: at most one replay buffer (``exgrpo``, ``rapo_replay``, ``positive_replay``,

@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import ControlInputs, scalar_metrics
+from rljax.stages import ControlInputs, TaskGradients, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
@@ -100,6 +100,10 @@ class RLLoop:
                              shared_prefix_len=self.prefix, group_size=rl.group_size)
     self.critic = critic
     self.ref = ref
+    self.task_grads = None
+    if "task_gradients" in self.needs:
+      from rljax.train._task_grads import task_gradient_gram  # pylint: disable=import-outside-toplevel
+      self.task_grads = task_gradient_gram(graphdef, loss, exp.task.num_tasks)
     self.controllers = LoopControllers(recipe.controllers, rl.temperature)
     self.ctl_state = self.controllers.init()
     self.stage_states = initial_stage_states(recipe, len(exp.train_problems))
@@ -184,7 +188,7 @@ class RLLoop:
     t0 = time.perf_counter()
     metrics = dict(metrics)
     self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
-    self._observe_prompts(data, metrics)  # every sampled row counts, even in groups a filter dropped
+    self._observe_prompts(data, metrics, "rewards")  # every sampled row counts, even in groups a filter dropped
     replay = self.recipe.replay[0] if self.recipe.replay else None
     if replay is not None and replay.phase == "rewards":
       data = self._replay(replay, data, metrics)
@@ -205,6 +209,11 @@ class RLLoop:
       return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
     _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
     batch = train_batch(data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
+    if self.task_grads is not None:  # the per-task gradients of this step's loss, before the update (TAC)
+      gram, present = jax.device_get(self.task_grads(self.state.params, self.state.model_state, batch,
+                                                     self.state.hparams))
+      data = data.replace(task_gradients=TaskGradients(np.asarray(gram, np.float64), np.asarray(present, bool)))
+    self._observe_prompts(data, metrics, "advantages")  # curricula learn from the rows trained on
     um = self.update(batch, s)
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
@@ -230,10 +239,10 @@ class RLLoop:
       data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))
     return data
 
-  def _observe_prompts(self, data, metrics: dict) -> None:
+  def _observe_prompts(self, data, metrics: dict, phase: str) -> None:
     states = self.stage_states["prompt_filters"]
     for pf in self.recipe.prompt_filters:
-      if pf.observe is not None:
+      if pf.observe is not None and pf.observe_phase == phase:
         states[pf.name], m = pf.observe(states[pf.name], data)
         metrics.update(scalar_metrics(m, pf.name))
 

@@ -202,12 +202,15 @@ class Collector:
     while len(chosen) < local and draws <= self.rl.max_refills:
       problems, index = self._next_prompts()
       k = jax.random.fold_in(key, draws)
+      problems, index = self._draw_prompts(call, step, k, prompt_states, problems, index)
       pilot = None
       if self.pilot:
         pilot = self.score(call, self._sample(call, problems, self.pilot, jax.random.fold_in(k, 1)), problems, index,
                            step=step, key=jax.random.fold_in(k, 2))
       counts = np.full(len(problems), g, np.int64)
       for j, pf in enumerate(self.recipe.prompt_filters):
+        if pf.select is None:
+          continue
         c, prompt_states[pf.name], m = pf.select(
             prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step, pilot),
             jax.random.fold_in(k, 10 + j))
@@ -228,6 +231,23 @@ class Collector:
     call.metrics["prompt_filters/unfilled_groups"] = float(unfilled)
     return ([c[0] for c in chosen], np.asarray([c[1] for c in chosen], np.int64),
             np.asarray([c[2] for c in chosen], np.int64), [c[3] for c in chosen])
+
+  def _draw_prompts(self, call: _Call, step: int, key, prompt_states: dict, problems, index):
+    """A curriculum's ``draw`` (at most one prompt filter has one): the dataset prompts it picks replace the
+    loader's candidates ``(problems, index)``."""
+    for j, pf in enumerate(self.recipe.prompt_filters):
+      if pf.draw is None:
+        continue
+      new, prompt_states[pf.name], m = pf.draw(
+          prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step),
+          jax.random.fold_in(key, 40 + j))
+      new = np.asarray(new, np.int64).reshape(-1)
+      if new.shape != (len(problems),) or new.min(initial=0) < 0 or new.max(initial=0) >= self.num_dataset_prompts:
+        raise ValueError(f"prompt filter {pf.name!r} drew {new.tolist()}; expected {len(problems)} dataset indices "
+                         f"in [0, {self.num_dataset_prompts})")
+      problems, index = [self.exp.train_problems[int(i)] for i in new], new
+      call.metrics.update(scalar_metrics(m, pf.name))
+    return problems, index
 
   # ------------------------------------------------------------------------- one round
 

@@ -12,7 +12,7 @@ import dataclasses
 import jax
 import numpy as np
 
-from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, check_needs
+from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs
 from rljax.train._advantage import initial_stage_states
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import preference_pairs
@@ -25,9 +25,13 @@ _SINGLE_TURN = "the task is single-turn (multi-turn environments and their turn/
 def bound_recipe(exp: Experiment, recipe):
   """``recipe`` bound to the run's static facts (``rljax.stages.RunFacts``)."""
   rl = exp.cfg.rl
+  task = exp.task
+  task_ids = None
+  if "task_id" in recipe.needs and hasattr(task, "task_id") and hasattr(task, "num_tasks"):
+    task_ids = tuple(int(task.task_id(p)) for p in exp.train_problems)  # a curriculum's arms
   facts = RunFacts(num_prompts=rl.num_prompts, group_size=rl.group_size, max_new_tokens=rl.max_new_tokens,
                    temperature=rl.temperature, num_dataset_prompts=len(exp.train_problems),
-                   num_tasks=getattr(exp.task, "num_tasks", None), seq_len=exp.seq_len)
+                   num_tasks=getattr(task, "num_tasks", None), seq_len=exp.seq_len, task_ids=task_ids)
   return recipe.bind(facts), facts
 
 
@@ -51,10 +55,17 @@ def check_recipe(exp: Experiment, recipe):
   if recipe.prompt_filters and rl.rollout_ahead:
     raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
                      "selection; rl.rollout_ahead samples the next step before that: use one or the other")
+  learning = [pf.name for pf in recipe.prompt_filters if pf.observe_phase == "advantages"]
+  if learning and recipe.replay:
+    raise ValueError(f"prompt filter(s) {learning} learn from the trained rows' task ids, which the replay stage "
+                     f"{recipe.replay[0].name!r} (rl.replay) does not store for its rows: use one or the other")
   if recipe.replay:
     _check_replay(recipe, rl)
   if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
     raise ValueError("at most one prompt filter may take a pilot rollout")
+  drawing = [pf.name for pf in recipe.prompt_filters if pf.draw is not None]
+  if len(drawing) > 1:
+    raise ValueError(f"at most one prompt filter may draw the step's prompts (a curriculum); got {drawing}")
   if any(pf.pilot >= rl.group_size for pf in recipe.prompt_filters):
     raise ValueError(f"a prompt filter's pilot must be smaller than rl.group_size={rl.group_size}")
   dry_run(exp, recipe, facts)
@@ -108,6 +119,7 @@ def available_needs(exp: Experiment, recipe) -> dict:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
   if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
     out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
+    out["task_gradients"] = out["task_id"]
   if not any(a.returns for a in recipe.advantage):
     out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
   if len(recipe.rewards) < 2:
@@ -198,8 +210,12 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
                        pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
   for pf in recipe.prompt_filters:
     state = states["prompt_filters"][pf.name]
-    state = guard(pf, lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0))[1])
-    if pf.observe is not None:
+    if pf.draw is not None:
+      state = guard(pf, lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0))[1])
+    if pf.select is not None:
+      state = guard(pf, lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0))[1])
+    states["prompt_filters"][pf.name] = state
+    if pf.observe is not None and pf.observe_phase == "rewards":
       guard(pf, lambda pf=pf, st=state: pf.observe(st, data))
   if multi is not None and multi.produces == "advantages":
     data = guard(multi, lambda: data.replace(advantages=np.asarray(multi.fn(data)[0], np.float32)))
@@ -213,6 +229,12 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
   for f in recipe.filters:
     if f.phase == "advantages":
       guard(f, lambda f=f: run_filters((f,), data, {}))
+  if facts.num_tasks:  # a synthetic Gram matrix: every task present, unit gradients at 60 degrees
+    k = int(facts.num_tasks)
+    data = data.replace(task_gradients=TaskGradients(np.full((k, k), 0.5) + 0.5 * np.eye(k), np.ones(k, bool)))
+  for pf in recipe.prompt_filters:
+    if pf.observe is not None and pf.observe_phase == "advantages":
+      guard(pf, lambda pf=pf: pf.observe(states["prompt_filters"][pf.name], data))
   for r in recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
     r = r.bind(dataclasses.replace(facts, seq_len=data.tokens.shape[1]))
     guard(r, lambda r=r: _dry_replay(r, data, jax.random.PRNGKey(0)))

@@ -1,0 +1,187 @@
+"""Distribution-level curricula (host side, NumPy): DUMP's UCB bandit over task distributions, and TAC's
+transferability term.
+
+The arms are task distributions: the task ids of a task (``task.task_id``: the arithmetic task's carry counts,
+a difficulty bucket each). Everything here is a pure function of a ``CurriculumState`` (fixed-shape arrays: it
+is checkpointed with the run) and explicit inputs; the one random draw takes an explicit PRNG key.
+
+DUMP (001_5839a3671b0b4d92.txt L33, arXiv 2504.09710), checked against the authors' code
+(github.com/ZhentingWang/DUMP: verl/utils/curriculum_learning.py, ``LearnabilityEstimator``,
+``CurriculumController.compute_sampling_weights``, ``CurriculumSampler.__iter__``; the update in
+verl/trainer/ppo/ray_trainer.py after ``compute_advantage``):
+
+* learnability of arm ``j``: ``L_j = mean |A|`` over the last ``window`` (300) samples drawn from it, each
+  sample's ``A`` the mean of its token advantages over its completion (0 while the arm is unseen);
+* ``score_j = L_j + c * sqrt(2 ln(N + 1) / (n_j + 1))``, ``n_j`` the samples (rollouts) observed from arm ``j``,
+  ``N = max(1, sum_j n_j)`` (authors: ``c = 1``);
+* ``p = softmax(score / tau)`` (authors: ``tau = 0.1``); every prompt of a batch draws its arm from ``p`` and a
+  prompt uniformly, with replacement, from that arm's prompts.
+
+The authors also update the estimates from validation batches (with rewards standing in for advantages); ours
+learns from the training batches only. ``tau = 0`` is ours: the plain UCB argmax (every prompt of the step from
+the best arm; ties to the lowest arm id).
+
+TAC (001_5839a3671b0b4d92.txt L97, arXiv 2606.25178; abstract only, our interpretation): a bandit over domains
+whose score adds, to DUMP's learnability score, a *transferability* term from the alignment of per-domain
+gradients of the GRPO step being computed: ``T_d = mean_{d' != d} cos(g_d, g_d')`` over the domains present in
+the step, smoothed over steps by an EMA (``T_d <- decay * T_d + (1 - decay) * T_d^step``; domains absent from
+the step keep theirs), and ``score_d = L_d + lambda * T_d + c * sqrt(2 ln(N + 1) / (n_d + 1))``. The paper
+projects the gradients to a low dimension to stay cheap at scale; ours takes the exact inner products of the
+per-domain gradients (``rljax.train`` computes the Gram matrix ``G_dd' = <g_d, g_d'>``), which the random
+projection estimates. ``lambda = 0`` is DUMP. With two domains ``T_0 = T_1`` (one cosine), so the term only
+discriminates from three domains on (the arithmetic task has ``digits + 1``).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import jax
+import numpy as np
+
+__all__ = ["CurriculumState", "curriculum_init", "learnability", "curriculum_scores", "arm_probs",
+           "curriculum_observe", "transfer_observe", "draw_prompts", "row_mean_advantages", "arm_pools"]
+
+
+class CurriculumState(NamedTuple):
+  window: np.ndarray    # [K, W] float32: ring buffer of the arm's most recent |A| values
+  filled: np.ndarray    # [K] int32: entries of the window in use (<= W)
+  head: np.ndarray      # [K] int32: next write position in the ring
+  count: np.ndarray     # [K] int32: samples observed from the arm (n_j)
+  transfer: np.ndarray  # [K] float32: TAC's smoothed transferability T_d (0 for DUMP)
+
+
+def _pos(name: str, value, *, integer: bool = False, allow_zero: bool = False) -> float:
+  ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+  ok = ok and math.isfinite(float(value)) and (float(value) >= 0 if allow_zero else float(value) > 0)
+  if integer:
+    ok = ok and float(value) == int(value)
+  if not ok:
+    raise ValueError(f"{name} must be a finite {'int' if integer else 'number'} {'>=' if allow_zero else '>'} 0, "
+                     f"got {value!r}")
+  return float(value)
+
+
+def curriculum_init(num_arms: int, window: int = 300) -> CurriculumState:
+  """The state of a curriculum over ``num_arms`` arms with ``window`` recent samples per arm."""
+  k, w = int(_pos("num_arms", num_arms, integer=True)), int(_pos("window", window, integer=True))
+  return CurriculumState(np.zeros((k, w), np.float32), np.zeros(k, np.int32), np.zeros(k, np.int32),
+                         np.zeros(k, np.int32), np.zeros(k, np.float32))
+
+
+def learnability(state: CurriculumState) -> np.ndarray:
+  """``[K]`` float64: mean of each arm's window (``mean |A|`` of its last ``W`` samples), 0 for an unseen arm."""
+  w = np.asarray(state.window, np.float64)
+  filled = np.asarray(state.filled, np.int64)
+  used = np.arange(w.shape[1])[None, :] < filled[:, None]  # the ring's used slots (all of them once full)
+  return np.where(filled > 0, (w * used).sum(1) / np.maximum(filled, 1), 0.0)
+
+
+def curriculum_scores(state: CurriculumState, *, exploration: float = 1.0, transfer_weight: float = 0.0) -> dict:
+  """Each arm's score and its parts (``[K]`` float64 each): ``learnability``, ``bonus`` (the UCB exploration
+  term ``c * sqrt(2 ln(N + 1) / (n + 1))``), ``transfer`` (``lambda * T``) and ``score``, their sum."""
+  n = np.asarray(state.count, np.float64)
+  total = max(1.0, float(n.sum()))
+  bonus = float(exploration) * np.sqrt(2.0 * math.log(total + 1.0) / (n + 1.0))
+  learn = learnability(state)
+  transfer = float(transfer_weight) * np.asarray(state.transfer, np.float64)
+  return {"learnability": learn, "bonus": bonus, "transfer": transfer, "score": learn + bonus + transfer}
+
+
+def arm_probs(scores: np.ndarray, available: np.ndarray, temperature: float) -> np.ndarray:
+  """``[K]`` float64 sampling probabilities: ``softmax(score / temperature)`` over the available arms (0 for
+  the others); ``temperature = 0``: all mass on the best available arm (ties: the lowest arm id)."""
+  s = np.asarray(scores, np.float64)
+  ok = np.asarray(available, bool)
+  if not ok.any():
+    raise ValueError("no arm has prompts to draw from")
+  if temperature == 0:
+    p = np.zeros_like(s)
+    p[int(np.argmax(np.where(ok, s, -np.inf)))] = 1.0
+    return p
+  z = np.where(ok, (s - s[ok].max()) / float(temperature), -np.inf)
+  e = np.exp(z)
+  return e / e.sum()
+
+
+def row_mean_advantages(advantages: np.ndarray, completion_mask: np.ndarray) -> np.ndarray:
+  """``[B]``: each row's advantage: ``advantages [B]`` as they are, or the mean of ``[B, T]`` token advantages
+  over the row's completion tokens (the authors' per-sample advantage; 0 for a row without completion)."""
+  a = np.asarray(advantages, np.float64)
+  if a.ndim == 1:
+    return a
+  m = np.asarray(completion_mask, bool)
+  return np.where(m.any(1), (a * m).sum(1) / np.maximum(m.sum(1), 1), 0.0)
+
+
+def curriculum_observe(state: CurriculumState, arms: np.ndarray, values: np.ndarray,
+                       valid: Optional[np.ndarray] = None) -> CurriculumState:
+  """The state after observing ``|values|`` of the valid rows (``arms [B]`` int in ``[0, K)``): each arm's
+  values enter its window in row order (the oldest drop out beyond ``W``) and ``n_j`` grows by their number."""
+  arms = np.asarray(arms, np.int64).reshape(-1)
+  values = np.abs(np.asarray(values, np.float64).reshape(-1))
+  k, w = state.window.shape
+  valid = np.ones(arms.shape, bool) if valid is None else np.asarray(valid, bool).reshape(-1)
+  if values.shape != arms.shape or valid.shape != arms.shape:
+    raise ValueError(f"arms, values and valid must have one entry per row, got {arms.shape}, {values.shape}, "
+                     f"{valid.shape}")
+  if arms[valid].size and (arms[valid].min() < 0 or arms[valid].max() >= k):
+    raise ValueError(f"arm ids must lie in [0, {k}), got {sorted(set(arms[valid].tolist()))}")
+  if not np.all(np.isfinite(values[valid])):
+    raise ValueError("advantages of valid rows must be finite")
+  window, filled, head, count = (np.array(x) for x in (state.window, state.filled, state.head, state.count))
+  for j in np.unique(arms[valid]):
+    new = values[valid & (arms == j)][-w:]  # only the last W can stay
+    pos = (head[j] + np.arange(new.size)) % w
+    window[j, pos] = new
+    head[j] = (head[j] + new.size) % w
+    filled[j] = min(w, filled[j] + new.size)
+    count[j] += int((valid & (arms == j)).sum())
+  return state._replace(window=window, filled=filled, head=head, count=count)
+
+
+def transfer_observe(state: CurriculumState, gram: np.ndarray, present: np.ndarray,
+                     decay: float = 0.9) -> tuple:
+  """TAC's transferability update from the Gram matrix ``gram [K, K]`` (``<g_d, g_d'>``) of the step's
+  per-domain gradients; ``present [K]`` marks the domains with rows in the step (a zero gradient is absent).
+
+  ``T_d^step = mean_{d' present, d' != d} cos(g_d, g_d')`` for each present ``d`` with another present domain;
+  ``T_d <- decay * T_d + (1 - decay) * T_d^step`` for those, the others unchanged.
+  Returns ``(state, T^step [K] float64, NaN where not updated)``."""
+  g = np.asarray(gram, np.float64)
+  k = state.transfer.shape[0]
+  if g.shape != (k, k) or not np.all(np.isfinite(g)):
+    raise ValueError(f"gram must be a finite [{k}, {k}] matrix, got shape {g.shape}")
+  norms = np.sqrt(np.clip(np.diag(g), 0.0, None))
+  on = np.asarray(present, bool) & (norms > 0)
+  cos = g / np.where(norms[:, None] * norms[None, :] > 0, norms[:, None] * norms[None, :], 1.0)
+  others = on[None, :] & ~np.eye(k, dtype=bool)
+  n_other = others.sum(1)
+  step = np.where(on & (n_other > 0), (cos * others).sum(1) / np.maximum(n_other, 1), np.nan)
+  upd = ~np.isnan(step)
+  t = np.asarray(state.transfer, np.float64)
+  t = np.where(upd, float(decay) * t + (1.0 - float(decay)) * np.nan_to_num(step), t)
+  return state._replace(transfer=t.astype(np.float32)), step
+
+
+def arm_pools(arm_of: np.ndarray, num_arms: int) -> list:
+  """``[K]`` arrays: the dataset indices of each arm's prompts (ascending)."""
+  arm_of = np.asarray(arm_of, np.int64)
+  return [np.flatnonzero(arm_of == j) for j in range(num_arms)]
+
+
+def draw_prompts(key, probs: np.ndarray, pools: list, num: int) -> tuple:
+  """``num`` prompts: each draws its arm from ``probs [K]`` and then a prompt uniformly from that arm's pool
+  (``pools[j]``, dataset indices), with replacement. Returns ``(index [num] int64, arms [num] int64)``.
+
+  The draws are two ``jax.random.uniform`` vectors from ``key``: ``arm = #{j: cumsum(p)_j <= u_1}`` (inverse
+  CDF), ``prompt = pools[arm][floor(u_2 * len(pool))]``."""
+  p = np.asarray(probs, np.float64)
+  if any(p[j] > 0 and len(pools[j]) == 0 for j in range(p.size)):
+    raise ValueError("an arm with probability > 0 has no prompts")
+  u = np.asarray(jax.random.uniform(key, (2, int(num))), np.float64)
+  cdf = np.cumsum(p)
+  arms = np.minimum(np.searchsorted(cdf / cdf[-1], u[0], side="right"), p.size - 1)
+  arms = np.array([a if p[a] > 0 else int(np.flatnonzero(p > 0)[-1]) for a in arms], np.int64)  # float edge
+  index = np.array([pools[a][min(int(v * len(pools[a])), len(pools[a]) - 1)] for a, v in zip(arms, u[1])], np.int64)
+  return index, arms
