@@ -14,6 +14,7 @@ import numpy as np
 
 from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, check_needs
 from rljax.train._advantage import initial_stage_states
+from rljax.train._async import check_async
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import preference_pairs
 
@@ -51,6 +52,7 @@ def check_recipe(exp: Experiment, recipe):
   if recipe.prompt_filters and rl.rollout_ahead:
     raise ValueError("prompt filters (rl.prompt_filters) observe each step's rewards before the next "
                      "selection; rl.rollout_ahead samples the next step before that: use one or the other")
+  check_async(rl, recipe)
   if recipe.replay:
     _check_replay(recipe, rl)
   if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
