@@ -19,7 +19,7 @@ from rljax.models import ModelConfig, Transformer
 from rljax.sampling import FinishReason, SamplerConfig
 from rljax.train import apply_overrides, read_jsonl, tiny_config
 from rljax.train._async import (InterruptibleSampler, Producer, WeightBox, Weights, continuation_buckets,
-                                row_staleness)
+                                drop_stale, row_staleness)
 
 EOS = 1
 
@@ -29,6 +29,19 @@ def test_row_staleness_is_the_oldest_completion_token():
   cm = np.array([[0, 1, 1, 1], [0, 0, 1, 0], [0, 0, 0, 0]], bool)
   np.testing.assert_array_equal(row_staleness(version, cm, current=7), [4, 0, 0])  # hand-derived
   assert continuation_buckets((8,), 6, 2) == (8, 10, 12)  # after 0, 1, 2 chunks of 2 (< 6 generated)
+
+
+def test_the_trainer_drops_and_counts_rows_older_than_eta():
+  from rljax.stages import probe_step  # pylint: disable=import-outside-toplevel
+  data = probe_step()  # 4 rows; completion tokens at columns 1..3 (row 1: 1..2)
+  version = np.array([[-1, 5, 6, 6], [-1, 3, 6, -1], [-1, 4, 4, 4], [-1, 6, 6, 6]], np.int32)
+  data = data.replace(extras={"policy_version": version}, valid=np.array([True, True, True, False]))
+  out, dropped, m = drop_stale(data, 6, 2, start_version=0)
+  assert dropped == 1 and out.valid.tolist() == [True, False, True, False]  # row 1 (3 < 6 - 2) dropped; row 3 invalid
+  np.testing.assert_allclose(m["async/staleness_mean"], np.mean([1, 0, 0, 2, 2, 2]))  # rows 0 and 2
+  assert m["async/staleness_max"] == 2
+  same, dropped, m = drop_stale(data.replace(extras={}), 6, 0, start_version=6)  # no tags: the batch's version
+  assert dropped == 0 and same.valid.tolist() == data.valid.tolist() and m["async/staleness_max"] == 0
 
 
 def _box(version=0):

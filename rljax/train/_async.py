@@ -53,7 +53,7 @@ from rljax.sampling import FinishReason, SamplerConfig, generate
 from rljax.train._ahead import RolloutAhead
 
 __all__ = ["Weights", "WeightBox", "InterruptibleSampler", "Producer", "ProducerStopped", "AsyncRunner",
-           "row_staleness", "continuation_buckets", "auto_chunk_tokens"]
+           "row_staleness", "drop_stale", "continuation_buckets", "auto_chunk_tokens"]
 
 
 class ProducerStopped(Exception):
@@ -104,6 +104,24 @@ def row_staleness(token_version: np.ndarray, completion_mask: np.ndarray, curren
   return np.where(completion_mask.any(1), current - v, 0).astype(np.int64)
 
 
+def drop_stale(data, current: int, eta: int, start_version: int):
+  """The trainer's guard: ``(data, dropped, metrics)`` with ``valid = False`` on every valid row whose
+  staleness at version ``current`` (:func:`row_staleness` of ``data.extras["policy_version"]``; without it,
+  every token is ``start_version``'s) is above ``eta``; ``dropped`` counts them; ``metrics``:
+  ``async/staleness_mean`` (over the kept rows' completion tokens) and ``async/staleness_max`` (kept rows)."""
+  version = data.extras.get("policy_version")
+  if version is None:  # the ordinary sampler (eta = 0): every token of the batch's starting version
+    version = np.full(data.tokens.shape, start_version, np.int32)
+  stale = row_staleness(version, data.completion_mask, current)
+  drop = data.valid & (stale > eta)
+  if drop.any():
+    data = data.replace(valid=data.valid & ~drop)
+  kept = data.valid[:, None] & data.completion_mask
+  return data, int(drop.sum()), {
+      "async/staleness_mean": float((current - version)[kept].mean()) if kept.any() else 0.0,
+      "async/staleness_max": float(stale[data.valid].max(initial=0))}
+
+
 def auto_chunk_tokens(max_new_tokens: int) -> int:
   """``rl.async_chunk_tokens = 0``: ``max(2, ceil(M / 4))`` decode steps between looks for new weights."""
   return max(2, -(-max_new_tokens // 4))
@@ -123,7 +141,7 @@ class InterruptibleSampler:
   Decodes in chunks of ``chunk`` tokens under ``latest()`` (a :class:`Weights`), read before every chunk.
   Row ``b = p * n + i`` draws its token at position ``t`` with ``fold_in(fold_in(fold_in(key, b), 0), t)``,
   so a row's tokens depend on (key, row, prefix, the weights of each chunk), not on the chunking. Each chunk
-  is one ``generate`` call on the unfinished rows (padded to a power of two, at most ``B``), their prompt
+  is one ``generate`` call on the unfinished rows (padded to a power of two, at least 8 and at most ``B``), their prompt
   being the sequence so far; its KV cache is recomputed under the chunk's weights.
 
   Returns a namespace with the ``Rollout`` fields ``tokens``, ``prompt_mask``, ``completion_mask``,
@@ -195,7 +213,7 @@ class InterruptibleSampler:
             ent[moving] = 0.0
         w = new
       act = np.flatnonzero(~done)
-      size = min(1 << (len(act) - 1).bit_length(), b)
+      size = min(max(1 << (len(act) - 1).bit_length(), 8), b)  # few distinct shapes: few compilations
       idx = np.concatenate([act, np.full(size - len(act), act[0])])
       out = generate(self._split_model(w), [tokens[r, :plen[r] + gen[r]] for r in idx], config=self.cont_config,
                      key=key, n=1, greedy=greedy, temperature=temp[idx], stop_tokens=self.stop_tokens,
@@ -331,22 +349,12 @@ class AsyncRunner:
     t = time.perf_counter()
     item = self.producer.get(s)
     self.idle_s += time.perf_counter() - t
-    collected = item.collected
-    data = collected.data
-    version = data.extras.get("policy_version")
-    if version is None:  # the ordinary sampler (eta = 0): every token of the batch's starting version
-      version = np.full(data.tokens.shape, item.version, np.int32)
-    stale = row_staleness(version, data.completion_mask, s)
-    drop = data.valid & (stale > self.eta)
-    if drop.any():
-      self.dropped += int(drop.sum())
-      collected = collected._replace(data=data.replace(valid=data.valid & ~drop))
-    kept = collected.data.valid[:, None] & data.completion_mask
+    data, dropped, stale_metrics = drop_stale(item.collected.data, s, self.eta, item.version)
+    self.dropped += dropped
+    collected = item.collected._replace(data=data)
     for name in self.totals:
       self.totals[name] += item.sampler_stats.get(name, 0)
-    metrics = {"async/dropped": float(self.dropped),
-               "async/staleness_mean": float((s - version)[kept].mean()) if kept.any() else 0.0,
-               "async/staleness_max": float(stale[collected.data.valid].max(initial=0)),
+    metrics = {"async/dropped": float(self.dropped), **stale_metrics,
                "async/version_lag": float(s - item.version),
                "async/trainer_idle_fraction": self.idle_s / max(time.perf_counter() - self.t0, 1e-9),
                **{f"async/{k}": float(v) for k, v in self.totals.items()}}

@@ -301,6 +301,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   ahead = RolloutAhead() if rl.rollout_ahead else None
   runner = AsyncRunner(loop, start=loop.start, stop_at=rl.steps) if rl.async_staleness is not None else None
+  t_stage = time.perf_counter()
   try:
     for s in range(loop.start, rl.steps):
       t0 = time.perf_counter()
@@ -336,6 +337,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
         last_eval = ev["greedy_accuracy"]
         evals.append({"step": s + 1, **ev})
         row["eval/greedy_accuracy"] = last_eval
+      row["time/rl_s"] = time.perf_counter() - t_stage  # wall time of this process's RL stage so far
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)
       bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
