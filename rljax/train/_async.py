@@ -123,8 +123,10 @@ def drop_stale(data, current: int, eta: int, start_version: int):
 
 
 def auto_chunk_tokens(max_new_tokens: int) -> int:
-  """``rl.async_chunk_tokens = 0``: ``max(2, ceil(M / 4))`` decode steps between looks for new weights."""
-  return max(2, -(-max_new_tokens // 4))
+  """``rl.async_chunk_tokens = 0``: ``max(16, ceil(M / 4))`` decode steps between looks for new weights (each
+  chunk re-reads the prefix and each continued length is one more compiled bucket: short responses (``M <=
+  16``) are sampled in one chunk, uninterrupted)."""
+  return max(16, -(-max_new_tokens // 4))
 
 
 def continuation_buckets(prompt_buckets: tuple, max_new_tokens: int, chunk: int) -> tuple:
@@ -242,6 +244,20 @@ class InterruptibleSampler:
         policy_version=np.where(cm.any(1), oldest, w.version).astype(np.int32)[lo:hi], token_version=version[lo:hi])
 
 
+def tagged(sample_fn: Callable, version: int) -> Callable:
+  """``sample_fn`` (an ``Experiment.sample_fn`` sampler) whose rollouts carry ``token_version [B, T]``: ``version``
+  on the completion tokens, -1 elsewhere (the tags of a batch sampled under one version)."""
+
+  def fn(prompts, **kwargs):
+    r = sample_fn(prompts, **kwargs)
+    cm = np.asarray(r.completion_mask).astype(bool)
+    fields = ("tokens", "prompt_mask", "completion_mask", "logp_behavior", "entropy_behavior", "routing",
+              "finish_reason", "policy_version")
+    return types.SimpleNamespace(**{f: getattr(r, f) for f in fields},
+                                 token_version=np.where(cm, version, -1).astype(np.int32))
+  return fn
+
+
 @dataclasses.dataclass
 class _Failure:
   k: int
@@ -336,13 +352,15 @@ class AsyncRunner:
   def _produce(self, k: int, w: Weights) -> _Produced:
     loop, exp, ctx = self.loop, self.loop.exp, w.context
     sampler = None
-    if self.eta > 0:
+    if self.eta > 0 and self.chunk < loop.rl.max_new_tokens:
       sampler = InterruptibleSampler(loop.graphdef, self.box.latest, config=exp.sampler_config, chunk=self.chunk,
                                      partial=loop.rl.async_partial_rollouts, stop_tokens=[exp.codec.eos_id],
                                      dtype=loop.rl.sampler_dtype, stop=self.stop)
+    elif self.eta > 0:  # one chunk holds every response: nothing to interrupt, the ordinary sampler (tagged)
+      sampler = tagged(exp.sample_fn(loop.graphdef, w.params, w.model_state, dtype=loop.rl.sampler_dtype), w.version)
     collected = loop.collect(w.params, w.model_state, k, ctx["temperature"], ctx["prompt_states"],
                              ctx["replay_states"], sample_fn=sampler)
-    return _Produced(w.version, collected, loop.loader.get_state(), dict(sampler.stats) if sampler else {})
+    return _Produced(w.version, collected, loop.loader.get_state(), dict(getattr(sampler, "stats", {})))
 
   def next(self, s: int):
     """``(collected, data_state, metrics)`` of step ``s`` (waits for the producer)."""

@@ -315,7 +315,7 @@ class RLConfig:
   # rollouts, per-token behaviour log-probs and versions recorded) or restart from their prompt (False)
   async_partial_rollouts: bool = True
   # eta >= 1: decode steps between two looks for new weights (the sampler runs in chunks of this many tokens;
-  # each chunk re-reads the sequence so far under the weights of that chunk); 0 = auto: max(2, ceil(M / 4))
+  # each chunk re-reads the sequence so far under the weights of that chunk); 0 = auto: max(16, ceil(M / 4))
   async_chunk_tokens: int = 0
   # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
   # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call);
