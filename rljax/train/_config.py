@@ -306,6 +306,17 @@ class RLConfig:
   # sample step s+1's batch on a background thread (from the parameters before step s's updates) while step s
   # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
   rollout_ahead: bool = False
+  # the asynchronous runner (rljax/train/_async.py, docs/async.md): None = off (the synchronous loop, or
+  # rollout_ahead); an int eta >= 0 runs a rollout producer thread that samples batch k once the policy version
+  # (updates applied) is >= k - eta, and the trainer drops any row with a token older than eta versions (0 =
+  # the synchronous loop's results bit for bit). Single process only
+  async_staleness: Optional[int] = None
+  # eta >= 1: when new weights arrive mid-generation, unfinished rows continue under them (True: partial
+  # rollouts, per-token behaviour log-probs and versions recorded) or restart from their prompt (False)
+  async_partial_rollouts: bool = True
+  # eta >= 1: decode steps between two looks for new weights (the sampler runs in chunks of this many tokens;
+  # each chunk re-reads the sequence so far under the weights of that chunk); 0 = auto: max(16, ceil(M / 4))
+  async_chunk_tokens: int = 0
   # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
   # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call);
   # 0 = auto: 2 on a CPU backend with >= 2 cores and a model of >= 1M parameters, else 1 (docs/training.md)
@@ -339,7 +350,15 @@ class RLConfig:
             f"a divisor of the mini-batch size {batch // self.num_minibatches}")
     if self.target_accuracy is not None and not 0.0 <= self.target_accuracy <= 1.0:
       _fail("RLConfig.target_accuracy", self.target_accuracy, "None or in [0, 1]")
-    for name in ("critic_shared", "routing_replay"):
+    if self.async_staleness is not None:
+      if isinstance(self.async_staleness, bool) or not isinstance(self.async_staleness, int) or self.async_staleness < 0:
+        _fail("RLConfig.async_staleness", self.async_staleness, "None (off) or an integer >= 0")
+      if self.rollout_ahead:
+        _fail("RLConfig.async_staleness", self.async_staleness,
+              "None when rl.rollout_ahead=true (rollout_ahead is the one-step schedule; async_staleness=1 the "
+              "asynchronous runner's): use one or the other")
+    _pos_int(self, "async_chunk_tokens", allow_zero=True)
+    for name in ("critic_shared", "routing_replay", "async_partial_rollouts"):
       if not isinstance(getattr(self, name), bool):
         _fail(f"RLConfig.{name}", getattr(self, name), "true or false")
     if self.sampler_dtype is None:

@@ -15,8 +15,9 @@ Logged per RL step (``RLLoop.step``), each a mean over this step's valid rows of
   (sampled, never fed, so never routed).
 
 ``logp_trainer`` is the trainer's forward with the current parameters (the proximal forward): the parameters that
-sampled the batch, except with ``rl.rollout_ahead``, whose sampler ran one update earlier (the gap then includes
-that update). Under ``rl.routing_replay`` it replays the sampler's routing; then
+sampled the batch, except with ``rl.rollout_ahead``, whose sampler ran one update earlier, and with
+``rl.async_staleness >= 1``, whose tokens may come from up to that many updates earlier (the gap then includes
+those updates). Under ``rl.routing_replay`` it replays the sampler's routing; then
 ``rollout/logp_gap_no_replay`` and ``rollout/mismatch_kl_no_replay`` come from the forward without replay that
 the routing metric needs.
 """

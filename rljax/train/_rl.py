@@ -28,6 +28,7 @@ from rljax import parallel as par
 from rljax.stages import ControlInputs, TaskGradients, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._ahead import RolloutAhead
+from rljax.train._async import AsyncRunner
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
@@ -309,24 +310,33 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
                      leave=True)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   ahead = RolloutAhead() if rl.rollout_ahead else None
+  runner = AsyncRunner(loop, start=loop.start, stop_at=rl.steps) if rl.async_staleness is not None else None
+  t_stage = time.perf_counter()
   try:
     for s in range(loop.start, rl.steps):
       t0 = time.perf_counter()
       lag = 0
       temperature = loop.controllers.temperature(loop.ctl_state)
       prompt_states = loop.stage_states["prompt_filters"]
-      if ahead is not None and ahead.pending:
+      async_row = {}
+      if runner is not None:  # the producer's batch s (rows older than rl.async_staleness versions dropped)
+        collected, data_state, async_row = runner.next(s)
+      elif ahead is not None and ahead.pending:
         collected = ahead.result()  # sampled from the parameters before step s - 1's updates
         lag = 1
       else:
         collected = loop.sample(s, loop.state.params, loop.state.model_state, temperature, prompt_states,
                                 loop.stage_states.get("replay"))
-      data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
+      if runner is None:
+        data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
       if ahead is not None and s + 1 < rl.steps:
         ahead.submit(loop.sample, s + 1, *RolloutAhead.snapshot((loop.state.params, loop.state.model_state)),
                      temperature, collected.prompt_states)
       t1 = time.perf_counter()
       row = loop.step(s, collected)
+      if runner is not None:
+        runner.publish(s + 1)
+        row.update(async_row)
       row["time/sample_s"] = t1 - t0
       row["rollout/reward_mean"] = collected.stats["reward_mean"]
       if ahead is not None:
@@ -337,6 +347,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
         last_eval = ev["greedy_accuracy"]
         evals.append({"step": s + 1, **ev})
         row["eval/greedy_accuracy"] = last_eval
+      row["time/rl_s"] = time.perf_counter() - t_stage  # wall time of this process's RL stage so far
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)
       bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
@@ -355,6 +366,8 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   finally:
     if ahead is not None:
       ahead.close()
+    if runner is not None:  # batches in flight are discarded: the checkpoint's loader state precedes them
+      runner.close()
   bar.close()
   loop.ckpt.close()
   return loop.graphdef, loop.state

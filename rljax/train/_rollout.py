@@ -165,6 +165,9 @@ class Collector:
         max_new_tokens=self.rl.max_new_tokens, step=step, key=key, greedy_rewards=greedy_rewards,
         reward_components=components if components.shape[1] > 1 else None,
         reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
+    token_version = getattr(r, "token_version", None)  # [B, T] per-token policy versions (the async sampler's)
+    if token_version is not None:
+      data = data.replace(extras={"policy_version": np.asarray(token_version, np.int32)})
     if "answer_ids" in self.needs:
       data = data.replace(answer_ids=self._answer_ids(call, completions))
     if "step_rewards" in self.needs:
@@ -347,10 +350,14 @@ class Collector:
 
   # ------------------------------------------------------------------------- one step
 
-  def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict, replay_states=None):
+  def __call__(self, params, model_state, step: int, temperature: float, prompt_states: dict, replay_states=None,
+               sample_fn=None):
     """Samples the step's batch (a :class:`Collected`); ``replay_states``: the replay stage's buffer, for its
-    pre-rollout prompt swap (ExGRPO's experience prompts)."""
-    call = _Call(self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype), temperature)
+    pre-rollout prompt swap (ExGRPO's experience prompts). ``sample_fn``: the sampler to use instead of
+    ``exp.sample_fn`` of ``params`` (the asynchronous runner's interruptible one, ``rljax.train._async``)."""
+    if sample_fn is None:
+      sample_fn = self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
+    call = _Call(sample_fn, temperature)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
     side = jax.random.fold_in(self.side_key, step)

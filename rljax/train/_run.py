@@ -117,6 +117,10 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
                      f"interleave collectives with the update's); this run has {jax.process_count()} processes")
+  if cfg.rl.async_staleness is not None and jax.process_count() > 1:
+    raise ValueError(f"RLConfig.async_staleness={cfg.rl.async_staleness} runs on one process only (its producer "
+                     f"thread would interleave collectives with the update's); this run has {jax.process_count()} "
+                     "processes")
   main = jax.process_index() == 0  # host-side files and console output: process 0 only
   try:  # a recipe of catalog stages goes into the config fields, so config.json holds the run's recipe
     cfg = cfg.replace(rl=cfg.rl.with_recipe(recipe))

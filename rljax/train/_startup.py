@@ -14,6 +14,7 @@ import numpy as np
 
 from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs
 from rljax.train._advantage import initial_stage_states
+from rljax.train._async import check_async
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import preference_pairs
 
@@ -59,6 +60,7 @@ def check_recipe(exp: Experiment, recipe):
   if learning and recipe.replay:
     raise ValueError(f"prompt filter(s) {learning} learn from the trained rows' task ids, which the replay stage "
                      f"{recipe.replay[0].name!r} (rl.replay) does not store for its rows: use one or the other")
+  check_async(rl, recipe)
   if recipe.replay:
     _check_replay(recipe, rl)
   if sum(pf.pilot > 0 for pf in recipe.prompt_filters) > 1:
