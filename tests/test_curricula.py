@@ -378,8 +378,8 @@ def test_start_up_refuses_two_curricula_and_binds_the_task_ids():
   from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
   from rljax.train._startup import bound_recipe, check_recipe  # pylint: disable=import-outside-toplevel
   task = ArithmeticTask(digits=2)
-  rl = SimpleNamespace(routing_replay=False, rollout_ahead=False, group_size=2, num_prompts=3, max_new_tokens=3,
-                       temperature=1.0)
+  rl = SimpleNamespace(routing_replay=False, rollout_ahead=False, async_staleness=None, group_size=2, num_prompts=3,
+                       max_new_tokens=3, temperature=1.0)
   exp = SimpleNamespace(cfg=SimpleNamespace(rl=rl), task=task, train_problems=task.problems("train", 12, 0),
                         model=SimpleNamespace(cfg=SimpleNamespace(is_moe=False)), seq_len=8)
   with pytest.raises(ValueError, match="at most one prompt filter may draw"):
