@@ -82,7 +82,7 @@ def available_needs(exp: Experiment, recipe) -> dict:
   """``{need: ""}`` for what this run can provide, ``{need: reason}`` for what it cannot."""
   task = exp.task
   out = {n: "" for n in NEEDS}
-  out.update(segment_ids=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
+  out.update(reward_segments=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
   if recipe.critic is None:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
   if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
