@@ -82,7 +82,11 @@ def available_needs(exp: Experiment, recipe) -> dict:
   """``{need: ""}`` for what this run can provide, ``{need: reason}`` for what it cannot."""
   task = exp.task
   out = {n: "" for n in NEEDS}
-  out.update(reward_segments=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
+  if getattr(exp, "multi_turn", False):  # episodes: turn ids and per-turn rewards (rljax.train._rollout.episodes)
+    out["reward_segments"] = ("multi-turn episodes give turn_ids and per-turn step_rewards, not reward segments "
+                              "(use turn_ids)")
+  else:
+    out.update(reward_segments=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
   if recipe.critic is None:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
   if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
@@ -91,7 +95,7 @@ def available_needs(exp: Experiment, recipe) -> dict:
     out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
   if len(recipe.rewards) < 2:
     out["reward_components"] = "the recipe has one reward; give several in rl.rewards"
-  if not hasattr(task, "step_rewards"):
+  if not hasattr(task, "step_rewards") and not getattr(exp, "multi_turn", False):
     out["step_rewards"] = f"the {type(task).__name__} task gives no process (step) rewards"
   return out
 
@@ -119,7 +123,13 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
                   answer_ids=rng.integers(0, 3, b).astype(np.int32), turns=tuple((str(i),) for i in range(b)))
   if facts.num_tasks:
     data = data.replace(task_id=rng.integers(0, facts.num_tasks, b).astype(np.int32), num_tasks=facts.num_tasks)
-  if hasattr(exp.task, "step_rewards"):
+  if getattr(exp, "multi_turn", False):  # episodes: per-turn rewards [B, M], two turns per row
+    m = exp.runner.max_turns
+    data = data.replace(step_rewards=f(b, m), step_mask=np.arange(m)[None, :] < np.minimum(m, 2),
+                        turn_ids=np.where(cm, np.minimum((np.arange(t) - 4) // 2, min(m, 2) - 1), -1).astype(np.int32),
+                        turns=tuple((str(i), "x") for i in range(b)))
+    data = data.replace(step_mask=np.broadcast_to(data.step_mask, (b, m)).copy())
+  elif hasattr(exp.task, "step_rewards"):
     step_rewards, step_mask = exp.task.step_rewards(data.completions, data.problems)
     data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
   k = max(len(recipe.rewards), 1)
