@@ -107,8 +107,6 @@ class Collector:
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
     self.replay_prompts = next((r for r in getattr(recipe, "replay", ()) if r.prompts is not None), None)
     self.hint_stage = next((r for r in getattr(recipe, "replay", ()) if getattr(r, "hints", None) is not None), None)
-    if exp.multi_turn:
-      _check_multi_turn(exp, recipe, self)
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
     lenient = exp.cfg.task.lenient_rewards
@@ -464,26 +462,6 @@ class Collector:
     if ent is not None:
       out["entropy"] = sums["entropy"] / max(sums["tokens"], 1)
     return out
-
-
-def _check_multi_turn(exp, recipe, collector) -> None:
-  """Refuses, at start-up, what the episode path of ``Collector`` does not run (naming the stage)."""
-  name = exp.cfg.task.name
-  unsupported = [(s.name, "rl.rewards (the environment gives the rewards)") for s in recipe.rewards]
-  unsupported += [(s.name, "a multi-reward stage") for s in ([recipe.multi_reward] if recipe.multi_reward else [])]
-  unsupported += [(s.name, "rollout-phase shaping") for s in collector.rollout_shaping]
-  unsupported += [(s.name, "a prompt filter") for s in recipe.prompt_filters]
-  if collector.hint_stage is not None:
-    unsupported.append((collector.hint_stage.name, "a hint stage"))
-  if "greedy_rewards" in collector.needs:
-    unsupported.append(("greedy_rewards", "a greedy baseline rollout"))
-  roles = tuple(getattr(exp.task, "roles", ()))
-  if roles and exp.cfg.rl.group_size % len(roles):
-    raise ValueError(f"task.name={name!r} is self-play with roles {roles}: rl.group_size={exp.cfg.rl.group_size} "
-                     f"must be a multiple of {len(roles)} (one row per role of each game)")
-  if unsupported:
-    raise ValueError(f"task.name={name!r} is multi-turn: its episodes do not run "
-                     + "; ".join(f"{n!r} ({why})" for n, why in unsupported) + " — remove them from the recipe")
 
 
 def reward_names(recipe, verifier: str = "task") -> tuple:

@@ -31,6 +31,26 @@ def bound_recipe(exp: Experiment, recipe):
   return recipe.bind(facts), facts
 
 
+def check_multi_turn(exp, recipe) -> None:
+  """Refuses, at start-up, what the episode path of ``Collector`` (``rljax.train._rollout``) does not run, naming
+  the stage."""
+  name = exp.cfg.task.name
+  unsupported = [(s.name, "rl.rewards (the environment gives the rewards)") for s in recipe.rewards]
+  unsupported += [(s.name, "a multi-reward stage") for s in ([recipe.multi_reward] if recipe.multi_reward else [])]
+  unsupported += [(s.name, "rollout-phase shaping") for s in (s for s in recipe.shaping if s.phase == "rollout")]
+  unsupported += [(s.name, "a prompt filter") for s in recipe.prompt_filters]
+  unsupported += [(r.name, "a hint stage") for r in recipe.replay if getattr(r, "hints", None) is not None]
+  if "greedy_rewards" in recipe.needs:
+    unsupported.append(("greedy_rewards", "a greedy baseline rollout"))
+  roles = tuple(getattr(exp.task, "roles", ()))
+  if roles and exp.cfg.rl.group_size % len(roles):
+    raise ValueError(f"task.name={name!r} is self-play with roles {roles}: rl.group_size={exp.cfg.rl.group_size} "
+                     f"must be a multiple of {len(roles)} (one row per role of each game)")
+  if unsupported:
+    raise ValueError(f"task.name={name!r} is multi-turn: its episodes do not run "
+                     + "; ".join(f"{n!r} ({why})" for n, why in unsupported) + " — remove them from the recipe")
+
+
 def check_recipe(exp: Experiment, recipe):
   """Start-up checks of a recipe for this run, before anything is compiled or trained: binds it to the run's
   facts, refuses needs the run cannot meet (naming the stage and the input) and combinations the loop does
@@ -40,6 +60,8 @@ def check_recipe(exp: Experiment, recipe):
   if rl.routing_replay and not exp.model.cfg.is_moe:
     raise ValueError("invalid config value RLConfig.routing_replay=True: needs an MoE model (this one is dense); "
                      "set model.num_experts (e.g. --set model.num_experts=4) or rl.routing_replay=false")
+  if getattr(exp, "multi_turn", False):
+    check_multi_turn(exp, recipe)
   check_needs(recipe.stages(), available_needs(exp, recipe))
   if recipe.prompt_filters and jax.process_count() > 1:
     raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "
