@@ -21,7 +21,8 @@ def get_config():
       "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4",
       "model.intermediate_size=256", "model.max_seq_len=512",
       "sft.steps=150", "sft.batch_size=16", "sft.optim.learning_rate=3e-3",
-      "rl.steps=10", "rl.num_prompts=8", "rl.group_size=4", "rl.max_new_tokens=104", "rl.updates_per_batch=1",
+      "rl.steps=20", "rl.num_prompts=8", "rl.group_size=4", "rl.max_new_tokens=104", "rl.updates_per_batch=1",
+      "rl.temperature=0.6",
       "rl.optim.learning_rate=1e-4",
       "eval.num_problems=32", "eval.batch_size=32", "eval.every=5",
       "checkpoint.every=5"])
