@@ -61,6 +61,7 @@ def test_self_play_gives_one_row_per_role_with_its_outcome():
   data = Collector.episodes(_collector(task, 4), call, [task.problems("train", 1, 0)[0]], np.array([0]), step=0,
                             key=jax.random.PRNGKey(0), side=jax.random.PRNGKey(1))
   assert data.batch_size == 4 and data.extras["role_id"].tolist() == [0, 1, 0, 1]
+  assert data.task_id.tolist() == [0, 1, 0, 1] and data.num_tasks == 2  # the key of a role-conditioned baseline
   np.testing.assert_array_equal(data.rewards, [1.0, -1.0, 1.0, -1.0])  # X, O of each game
   np.testing.assert_array_equal(data.correct, [1.0, 1.0, 0.0, 0.0])  # the illegal game is no success
   for r, ep_i in enumerate([0, 0, 1, 1]):

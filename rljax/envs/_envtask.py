@@ -11,7 +11,8 @@
   is our own program's output, never model code; a test checks it equals the sandbox's);
 * ``success(episode)``: the held-out metric: the target reached (countdown), the goal reached (FrozenLake), a
   game played to its end without an illegal move (TicTacToe: under minimax play both sides draw);
-* ``roles``: the self-play roles (TicTacToe: ``("X", "O")``, one training row per role), else ``()``.
+* ``roles``: the self-play roles (TicTacToe: ``("X", "O")``, one training row per role, ``task_id`` = the role's
+  index, ``num_tasks`` = the number of roles), else ``()``.
 
 The countdown problems are ``CountdownTask(num_numbers=2, max_number=9)`` by default: small enough that a
 ~100k-parameter model can learn the call and the answer on a CPU. Ours, not a paper's.
@@ -64,6 +65,12 @@ class EnvTask:
   @property
   def roles(self) -> tuple:
     return ("X", "O") if self.name == "tictactoe" else ()
+
+  @property
+  def num_tasks(self) -> Optional[int]:
+    """Self-play: the number of roles (each row's ``task_id`` is its role's index, the key of a role-conditioned
+    baseline such as SPIRAL's RAE, ``role_ema_baseline``); else None."""
+    return len(self.roles) or None
 
   @property
   def episode_config(self) -> EpisodeConfig:

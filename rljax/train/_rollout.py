@@ -195,7 +195,8 @@ class Collector:
     played, ``rewards`` = the episode's reward, ``correct`` = ``task.success``, ``turns`` = the model turns'
     texts (``void_turn`` reads them). A failed episode's row is invalid. A self-play task (``task.roles``) gives
     one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
-    reward is the game's outcome for it (``extras["role_id"]``: the role's index).
+    reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
+    the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
     """
     task, g = self.exp.task, self.rl.group_size
     roles = tuple(task.roles)
@@ -219,9 +220,10 @@ class Collector:
       rewards = np.asarray([0.0 if eps[i].failed else float(dict(eps[i].info).get("role_rewards", {}).get(
           roles[r], 0.0)) for i, r in zip(rows, role_of_row)], np.float32)
       extras = {"role_id": role_of_row.astype(np.int32)}
+      task_id = {"task_id": role_of_row.astype(np.int32), "num_tasks": len(roles)}  # a role-conditioned baseline's key
     else:
       rows = np.arange(b_eps)
-      model_mask, step_mask, rewards, extras = out.model_mask, out.turn_valid, out.episode_rewards, {}
+      model_mask, step_mask, rewards, extras, task_id = out.model_mask, out.turn_valid, out.episode_rewards, {}, {}
     b = rows.size
     expanded = tuple(problems[i // n] for i in rows)
     cm = np.asarray(model_mask, bool)
@@ -240,7 +242,7 @@ class Collector:
         max_new_tokens=self.exp.runner.max_turns * self.exp.runner.max_new_tokens, step=step, key=key,
         step_rewards=np.where(step_mask, out.turn_rewards[rows], 0.0).astype(np.float32),
         step_mask=np.asarray(step_mask, bool), turn_ids=out.turn_ids[rows], turns=tuple(texts[i] for i in rows), reward_names=("environment",),
-        extras=extras).replace(key=jax.random.fold_in(side, 4))
+        extras=extras, **task_id).replace(key=jax.random.fold_in(side, 4))
 
   # ------------------------------------------------------------------------- prompts
 

@@ -111,7 +111,8 @@ def available_needs(exp: Experiment, recipe) -> dict:
     out.update(reward_segments=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
   if recipe.critic is None:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
-  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
+  self_play = getattr(exp, "multi_turn", False) and bool(getattr(task, "roles", ()))  # task_id = the role's index
+  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")) and not self_play:
     out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
   if not any(a.returns for a in recipe.advantage):
     out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
