@@ -101,7 +101,8 @@ NEEDS: Mapping[str, str] = {
     "reward_components": "[B, K] one column per reward function (a recipe with several rewards)",
     "token_rewards": "[B, T] token-level rewards (written by a token-level shaping stage)",
     "step_rewards": "[B, S] process (step) rewards with step_mask [B, S] (task.step_rewards(completions, problems))",
-    "segment_ids": "[B, T] segment ids of the completion (multi-turn or segmented tasks)",
+    "reward_segments": "[B, T] reward-segment index of each token: column k of reward_components scores the tokens "
+                       "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
     "turn_ids": "[B, T] turn ids (multi-turn episodes)",
     "turns": "per-sample list of the model's turns as text (multi-turn episodes; one turn when single-turn)",
     "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
@@ -113,12 +114,12 @@ NEEDS: Mapping[str, str] = {
 
 # Per-row inputs a replay buffer does not store: a replayed row could not carry them, so a recipe with a replay
 # stage refuses stages that need them (start-up).
-REPLAY_UNSTORED = ("answer_ids", "task_id", "reward_components", "token_rewards", "step_rewards", "segment_ids",
+REPLAY_UNSTORED = ("answer_ids", "task_id", "reward_components", "token_rewards", "step_rewards", "reward_segments",
                    "turn_ids", "turns", "greedy_rewards", "values", "returns")
 
 # Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
 BATCH_NEEDS = ("logp_old", "entropy_old", "logp_ref", "logp_behavior", "entropy_ref", "logp_teacher", "values",
-               "segment_ids", "turn_ids", "task_id", "preference_pairs")
+               "reward_segments", "turn_ids", "task_id", "preference_pairs")
 
 
 class NeedError(ValueError):
@@ -144,7 +145,8 @@ class StepData:
   Present when a stage needs them (see :data:`NEEDS`): ``logp_old``, ``entropy_old``, ``logp_ref``,
   ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
   ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
-  ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``segment_ids``/``turn_ids [B, T]``;
+  ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``reward_segments``/``turn_ids [B, T]`` (a token's
+  reward segment / 0-based model turn, -1 = none; never the attention packing, which is ``TrainBatch.segment_ids``);
   ``turns``; ``task_gradients`` (a :class:`TaskGradients`, set just before the update);
   ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
   ``rl.routing_replay`` replays them). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
@@ -184,7 +186,7 @@ class StepData:
   token_rewards: Optional[np.ndarray] = None
   step_rewards: Optional[np.ndarray] = None
   step_mask: Optional[np.ndarray] = None
-  segment_ids: Optional[np.ndarray] = None
+  reward_segments: Optional[np.ndarray] = None
   turn_ids: Optional[np.ndarray] = None
   turns: Optional[tuple] = None
   advantages: Optional[np.ndarray] = None
@@ -803,7 +805,7 @@ def probe_step(*, components: int = 2, steps: int = 3) -> StepData:
       answer_ids=np.array([0, 1, 0, 0], np.int32), task_id=np.array([0, 0, 1, 1], np.int32), num_tasks=2,
       reward_components=np.repeat(r[:, None], components, 1), reward_names=tuple(f"r{j}" for j in range(components)),
       step_rewards=np.repeat(r[:, None], steps, 1), step_mask=np.ones((b, steps), bool),
-      segment_ids=ids(components), turn_ids=ids(steps), turns=(("1",),) * b,
+      reward_segments=ids(components), turn_ids=ids(steps), turns=(("1",),) * b,
       advantages=np.array([0.5, -0.5, 0.5, -0.5], np.float32))
 
 

@@ -145,7 +145,8 @@ class TrainBatch:
     entropy_old: optional ``[B, T]`` entropy of the old policy.
     values_old: optional ``[B, T]`` critic values at sampling time.
     returns: optional ``[B, T]`` critic targets.
-    segment_ids: optional ``[B, T]`` int32 (packing, segments, list items).
+    segment_ids: optional ``[B, T]`` int32, the attention packing (``rljax.models``: tokens attend within
+      equal non-zero ids, 0 = padding). A per-token reward-segment index is ``extras["reward_segments"]``.
     turn_ids: optional ``[B, T]`` int32 (multi-turn).
     task_id: optional ``[B]`` int32.
     routing: optional ``[B, T, L_moe, k]`` int32 MoE expert ids to replay in

@@ -271,7 +271,7 @@ def test_segment_ratio_default_matches_authors_code():
   seg = np.array([[0, 0, 0, 1, 1, 2, 2, 2, 3]] * 4)
   seg[2] = [0, 0, 1, 1, 1, 1, 2, 3, 3]
   adv = np.take_along_axis(np.random.default_rng(1).normal(size=(4, 4)), seg, 1)  # one advantage per item
-  batch = batch.replace(advantages=jnp.asarray(adv, jnp.float32), segment_ids=jnp.asarray(seg, jnp.int32))
+  batch = batch.replace(advantages=jnp.asarray(adv, jnp.float32), extras={**batch.extras, "reward_segments": jnp.asarray(seg, jnp.int32)})
   got, got_grad = _value_and_grad(O.chain(O.segment_ratio(), aggregate=O.token_mean), batch, d["logp"])
   ref = lambda lp: _rank_grpo_authors(lp, d["old"], adv, d["mask"], seg)
   np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)

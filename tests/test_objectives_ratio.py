@@ -45,7 +45,7 @@ def to_jax(d, dtype=jnp.float32, logp=None, **batch_overrides):
   fields = dict(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(d["mask"], dtype),
                 advantages=jnp.asarray(d["adv"], dtype), group_id=jnp.zeros((b,), jnp.int32),
                 logp_old=jnp.asarray(d["old"], dtype), logp_behavior=jnp.asarray(d["behav"], dtype),
-                logp_ref=jnp.asarray(d["ref"], dtype), segment_ids=jnp.asarray(d["seg"], jnp.int32))
+                logp_ref=jnp.asarray(d["ref"], dtype), extras={"reward_segments": jnp.asarray(d["seg"], jnp.int32)})
   fields.update(batch_overrides)
   batch = TrainBatch(**fields)
   out = PolicyOutputs(logp=jnp.asarray(d["logp"] if logp is None else logp, dtype))
@@ -463,7 +463,7 @@ def test_segment_ratio_is_constant_within_segments_and_reads_other_ids():
   d = make_data(seed=8)
   out, batch = to_jax(d)
   # same result through turn_ids, an extras key and a callable
-  ids = batch.segment_ids
+  ids = batch.extras["reward_segments"]
   ref, _ = _jterm(O.segment_ratio(0.05), out, batch)
   rho = ref_segment_ratio(d["logp"], None, d, 0.99, 1e6) / -d["adv"]  # unclipped: L = -A rho
   for i in range(d["mask"].shape[0]):
@@ -471,8 +471,9 @@ def test_segment_ratio_is_constant_within_segments_and_reads_other_ids():
       sel = (d["seg"][i] == sid) & (d["mask"][i] > 0)
       if sel.any():
         assert np.ptp(rho[i][sel]) < 1e-12
-  for kw, b2 in ((dict(segment_ids="turn_ids"), batch.replace(turn_ids=ids, segment_ids=None)),
-                 (dict(segment_ids="items"), batch.replace(extras={"items": ids}, segment_ids=None)),
+  for kw, b2 in ((dict(segment_ids="turn_ids"), batch.replace(turn_ids=ids, extras={})),
+                 (dict(segment_ids="segment_ids"), batch.replace(segment_ids=ids, extras={})),
+                 (dict(segment_ids="items"), batch.replace(extras={"items": ids})),
                  (dict(segment_ids=lambda bb: ids, max_segments=4), batch)):
     got, _ = _jterm(O.segment_ratio(0.05, **kw), out, b2)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
@@ -660,10 +661,10 @@ def test_missing_or_misshaped_log_probs_raise():
     O.reinforce()(out, batch.replace(logp_behavior=None))
   with pytest.raises(ValueError, match="segment_ids"):
     O.segment_ratio(max_segments=2)(out, batch)  # ids go up to 3
-  with pytest.raises(ValueError, match="segment_ids"):
-    O.segment_ratio()(out, batch.replace(segment_ids=None))
+  with pytest.raises(ValueError, match="reward_segments"):
+    O.segment_ratio()(out, batch.replace(extras={}))
   with pytest.raises(ValueError, match="integer"):
-    O.segment_ratio()(out, batch.replace(segment_ids=batch.segment_ids.astype(jnp.float32)))
+    O.segment_ratio()(out, batch.replace(extras={"reward_segments": batch.extras["reward_segments"].astype(float)}))
   # the old policy falls back to logp_behavior
   a, _ = O.ppo_clip()(out, batch.replace(logp_old=None))
   c, _ = O.ppo_clip()(out, batch.replace(logp_old=batch.logp_behavior))

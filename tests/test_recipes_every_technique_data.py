@@ -32,6 +32,6 @@ def test_every_row_of_the_recipe_kinds_has_a_stage_and_the_skip_list_is_short():
 def test_skipped_rows_are_refused_at_start_up(name, tmp_path):
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   cfg = apply_overrides(tiny_config(str(tmp_path)), BASE + [f"rl.{k}={v}" for k, v in example(name).items()])
-  with pytest.raises(NeedError, match=rf"'{name}' needs .*'(segment_ids|turn_ids)'.*single-turn"):
+  with pytest.raises(NeedError, match=rf"'{name}' needs .*'(reward_segments|turn_ids)'.*single-turn"):
     train(cfg)
   assert not os.path.exists(tmp_path / "config.json") and not os.path.exists(tmp_path / "metrics.jsonl")

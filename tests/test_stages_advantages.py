@@ -36,7 +36,7 @@ def _step(seed: int = 0) -> StepData:
       logp_ref=-np.abs(f(b, T)) * cm, values=f(b, T) * cm, greedy_rewards=rng.integers(0, 2, b).astype(np.float32),
       answer_ids=rng.integers(0, 3, b).astype(np.int32), task_id=rng.integers(0, 2, b).astype(np.int32), num_tasks=2,
       reward_components=np.stack([rewards, rng.integers(0, 2, b)], 1).astype(np.float32),
-      reward_names=("exact_match", "format_regex"), segment_ids=turn, turn_ids=turn, step_rewards=f(b, 2),
+      reward_names=("exact_match", "format_regex"), reward_segments=turn, turn_ids=turn, step_rewards=f(b, 2),
       step_mask=step_mask)
 
 
@@ -181,8 +181,8 @@ def test_canon_metrics():
 
 def test_segment():
   s = stage("segment", scale="none")
-  ref = A.segment(D.reward_components, D.segment_ids, GID, mask=MASK, valid=VALID, num_groups=G, scale="none")[0]
-  _check(s.fn(D)[0], ref, {"reward_components", "segment_ids"}, s)
+  ref = A.segment(D.reward_components, D.reward_segments, GID, mask=MASK, valid=VALID, num_groups=G, scale="none")[0]
+  _check(s.fn(D)[0], ref, {"reward_components", "reward_segments"}, s)
 
 
 def test_outcome_conditioned_baseline():

@@ -242,8 +242,8 @@ STAGES = {
         doc="CANON: strata by a metric of each row, ``metric='length'`` (completion tokens, default) or "
             "``'entropy'`` (mean sampler entropy over the completion: the paper's main choice); ``inter_coef`` and "
             "``intra_coef`` weigh the inter- and intra-stratum terms (the decomposition is our reading)."),
-    # reward k (column k of reward_components) scores segment k of each completion (segment_ids [B, T])
-    "segment": _checked(_token.segment, inputs={"rewards": "reward_components", "segment_ids": "segment_ids",
+    # reward k (column k of reward_components) scores segment k of each completion (reward_segments [B, T])
+    "segment": _checked(_token.segment, inputs={"rewards": "reward_components", "segment_ids": "reward_segments",
                                                 "mask": _completion, "segment_valid": _absent, **_ROWS}),
     "outcome_conditioned_baseline": _chosen(
         _token.outcome_conditioned_baseline, "outcome", "correct", {

@@ -6,7 +6,8 @@ Single-turn protocol (``Task``): ``problems(split, num, seed)``,
 
 Multi-turn protocol (``MultiTurnEnv``): ``reset(problem, seed) -> (state, observation)``,
 ``step(state, action) -> StepResult``, driven by ``start`` / ``advance`` / ``step_batch`` under an
-``EpisodeConfig``; ``encode_episode`` turns an episode into training rows. Environments: ``ToolCountdownEnv``
+``EpisodeConfig``; ``encode_episode`` turns an episode into training rows; ``run_episodes`` plays a batch of
+episodes on the model (the sampler's KV cache kept between turns). Environments: ``ToolCountdownEnv``
 (Python tool in the sandbox), ``FrozenLakeEnv`` (grid), ``TicTacToeEnv`` (self-play). See docs/agents.md.
 """
 from rljax.envs._arithmetic import ArithmeticTask
@@ -14,6 +15,8 @@ from rljax.envs._countdown import CountdownTask, parse_expression
 from rljax.envs._dataset import DatasetTask, jsonl_task, read_jsonl, read_tfds, resolve_verifier, tfds_task
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
+from rljax.envs._envtask import ENV_TASK_NAMES, EnvTask, get_env_task
+from rljax.envs._runner import EpisodeBatch, RunnerConfig, run_episodes
 from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment, StepResult, advance,
                                    batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
 from rljax.envs._task import SPLITS, Problem, Task
@@ -46,4 +49,5 @@ __all__ = ["ArithmeticTask", "CountdownTask", "DATASET_TASKS", "DatasetTask", "G
            "cut_at_stop", "drop_oldest_turns", "start", "step_batch", "EpisodeRow", "encode_episode", "stack_rows",
            "turn_arrays", "CallError", "ToolCall", "parse_call", "python_tool", "truncate", "ToolCountdownEnv",
            "ToolCountdownState", "FrozenLakeEnv", "LakeState", "shortest_path", "TicTacToeEnv", "TicTacToeState",
-           "minimax_move"]
+           "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
+           "ENV_TASK_NAMES", "EnvTask", "get_env_task"]

@@ -466,7 +466,7 @@ def gmpo(eps_low=0.4, eps_high=0.4, *, correction=None, old_logp=None):
   return _named(term, "gmpo", corrections)
 
 
-def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="segment_ids", max_segments: Optional[int] = None,
+def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="reward_segments", max_segments: Optional[int] = None,
                   correction=None, old_logp=None):
   """Segment-level geometric-mean ratio (Rank-GRPO; turns, list items).
 
@@ -491,8 +491,11 @@ def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="segment_ids", max
   clamped (±20 per token, rho at 10; the code has none).
 
   Args:
-    segment_ids: a ``TrainBatch`` field (``"segment_ids"``, ``"turn_ids"``),
-      a key of ``batch.extras``, or a callable ``batch -> [B, T]`` int array.
+    segment_ids: a key of ``batch.extras`` (default ``"reward_segments"``:
+      the step's reward segments, ``rljax.stages.StepData.reward_segments``),
+      a ``TrainBatch`` field (``"turn_ids"``; ``"segment_ids"`` is the
+      attention packing: one segment per packed sequence), or a callable
+      ``batch -> [B, T]`` int array.
     max_segments: static bound on the ids (``ids < max_segments``).
   """
   eps_high = eps_low if eps_high is None else eps_high

@@ -34,6 +34,12 @@ def _logp_needs(*names):
   return needs
 
 
+def _segment_needs(arguments):
+  """``segment_ratio``'s ids: the step's reward segments (default) or turn ids; other sources need nothing."""
+  src = arguments.get("segment_ids", "reward_segments")
+  return {src} if src in ("reward_segments", "turn_ids") else set()
+
+
 def _source_needs(extra=()):
   def needs(arguments):
     return ({"entropy_old"} if arguments.get("source") == "old" else set()) | set(extra)
@@ -62,7 +68,7 @@ STAGES = {
     "gspo_token": loss_term_factory(_ratio.gspo_token, hparams=_CLIP, role="policy", needs=_logp_needs("old_logp")),
     "gmpo": loss_term_factory(_ratio.gmpo, hparams=_CLIP, role="policy", needs=_logp_needs("old_logp")),
     "segment_ratio": loss_term_factory(_ratio.segment_ratio, hparams=_CLIP, fill=_EPS_HIGH, role="policy",
-                                       needs=lambda a: _logp_needs("old_logp")(a) | {"segment_ids"}),
+                                       needs=lambda a: _logp_needs("old_logp")(a) | _segment_needs(a)),
     "cispo": loss_term_factory(_ratio.cispo, role="policy", needs=_logp_needs("old_logp")),
     "sapo": loss_term_factory(_ratio.sapo, role="policy", needs=_logp_needs("old_logp")),
     "cpgd": loss_term_factory(_ratio.cpgd, hparams=_CLIP, fill=_EPS_HIGH, role="policy",

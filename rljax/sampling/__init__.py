@@ -30,12 +30,12 @@ Also exported: ``sampling_step`` (one step's sampling math) and the exact sort-f
 ``truncation_mask`` / ``top_k_mask`` / ``top_p_mask``. See ``docs/sampling.md``.
 """
 from rljax.sampling._config import FinishReason, SamplerConfig, default_buckets
-from rljax.sampling._sampler import SamplerState, generate, resume, sampling_step
+from rljax.sampling._sampler import SamplerState, generate, resume, rewind, sampling_step
 from rljax.sampling._stop import truncate_at_stop_strings
 from rljax.sampling._truncation import top_k_mask, top_p_mask, truncate_logits, truncation_mask
 
 __all__ = [
-    "FinishReason", "SamplerConfig", "SamplerState", "default_buckets", "generate", "resume",
+    "FinishReason", "SamplerConfig", "SamplerState", "default_buckets", "generate", "resume", "rewind",
     "sampling_step", "truncate_at_stop_strings", "top_k_mask", "top_p_mask", "truncate_logits",
     "truncation_mask",
 ]

@@ -38,7 +38,7 @@ from rljax.types import Rollout
 
 Array = jax.Array
 
-__all__ = ["SamplerState", "generate", "resume", "sampling_step"]
+__all__ = ["SamplerState", "generate", "resume", "rewind", "sampling_step"]
 
 # Logical axes of the KV cache (``rljax.parallel.DEFAULT_RULES``): rows over the batch mesh axes,
 # KV heads over ``tensor``; the stacked ``[L, B, S, K, D]`` cache and the decode loop's per-layer
@@ -427,6 +427,43 @@ def _resume_jit(graphdef, params, st, appended, appended_len, active, key, sp, m
                   length=st.length + alen, policy_version=policy_version, **upd)
   st = _decode(model, st, active, sp, max_new, key, greedy, mesh)
   return st.replace(cache=_from_layers(st.cache, type(cache))), st.to_rollout()
+
+
+@functools.partial(jax.jit, static_argnames=("pad_id",))
+def _rewind_jit(st: SamplerState, length, *, pad_id: int) -> SamplerState:
+  s = st.tokens.shape[1]
+  keep = jnp.arange(s)[None, :] < length[:, None]
+  # the row's real cache slots, in slot order, hold positions 0, 1, ..., length - 2 (prefill and decode feed a
+  # row's tokens in position order at increasing slots); keep the first new_length - 1 of them
+  fed = jnp.cumsum(st.kv_mask.astype(jnp.int32), axis=1)
+  kv_mask = st.kv_mask & (fed <= (length - 1)[:, None])
+  zero = lambda x: None if x is None else jnp.where(keep.reshape(keep.shape + (1,) * (x.ndim - 2)), x, 0).astype(x.dtype)
+  pending = jnp.take_along_axis(st.tokens, (length - 1)[:, None], axis=1)[:, 0]
+  return st.replace(kv_mask=kv_mask, length=length, pending=pending,
+                    tokens=jnp.where(keep, st.tokens, pad_id), prompt_mask=st.prompt_mask & keep,
+                    completion_mask=st.completion_mask & keep, logp_behavior=zero(st.logp_behavior),
+                    logp_sampling=zero(st.logp_sampling), entropy=zero(st.entropy), routing=zero(st.routing))
+
+
+def rewind(state: SamplerState, length, *, config: SamplerConfig) -> SamplerState:
+  """Cuts row ``b`` of ``state`` back to its first ``length[b]`` tokens, as if it had stopped there.
+
+  Used when the host ends a turn inside what was sampled (a stop string completed before the sampler's stop
+  token): the tokens after the cut become padding (masks and log-probs zeroed), their cache slots are masked out
+  (``kv_mask``; the slots themselves stay used), and token ``length[b] - 1`` becomes the pending token, so the
+  next ``resume`` continues exactly as from a sequence that ended there. Nothing is recomputed.
+
+  Args:
+    state: a ``SamplerState`` (consumed).
+    length: ``[B]`` ints in ``[1, state.length[b]]`` (``state.length`` leaves the row unchanged).
+    config: the ``SamplerConfig`` of the state (its ``pad_id``).
+  """
+  cur = np.asarray(state.length)
+  new = _per_row(length, cur.shape[0], np.int32, "length")
+  if np.any(new < 1) or np.any(new > cur):
+    bad = int(np.flatnonzero((new < 1) | (new > cur))[0])
+    raise ValueError(f"length[{bad}]={int(new[bad])} must be in [1, {int(cur[bad])}] (the row's current length)")
+  return _rewind_jit(state, jnp.asarray(new), pad_id=config.pad_id)
 
 
 # ----------------------------------------------------------------------------

@@ -51,7 +51,9 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   """A deterministic SFT batch for ``step``: demonstrations from ``task.demonstration``.
 
   Row = ``[bos] prompt completion [eos]`` left-aligned and padded to
-  ``seq_len``; ``loss_mask`` covers the completion and eos. The problems and
+  ``seq_len``; ``loss_mask`` covers the completion and eos. A multi-turn task
+  (``task.demonstration_episode``): the scripted episode's tokens
+  (``rljax.envs.encode_episode``), ``loss_mask`` on its model turns only. The problems and
   demonstrations depend only on ``(seed, step)``, so a resumed run sees the
   same batches.
   """
@@ -59,6 +61,17 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   idx = rng.integers(len(problems), size=batch_size)
   tokens = np.full((batch_size, seq_len), codec.pad_id, np.int32)
   mask = np.zeros((batch_size, seq_len), bool)
+  if hasattr(task, "demonstration_episode"):  # a multi-turn task: its scripted episodes, model segments trained
+    from rljax.envs import encode_episode  # pylint: disable=import-outside-toplevel
+    for r, i in enumerate(idx):
+      row = encode_episode(task.demonstration_episode(problems[int(i)]), codec.tok, add_bos=codec.use_bos)[0]
+      if row.tokens.size > seq_len:
+        raise ValueError(f"a demonstration episode has {row.tokens.size} tokens, more than the rows' {seq_len}: "
+                         "raise rl.max_new_tokens or task.max_obs_tokens")
+      tokens[r, :row.tokens.size] = row.tokens
+      mask[r, :row.tokens.size] = row.loss_mask
+    return TrainBatch(tokens=tokens, loss_mask=mask, advantages=np.zeros((batch_size, seq_len), np.float32),
+                      group_id=np.arange(batch_size, dtype=np.int32))
   for r, i in enumerate(idx):
     p = problems[int(i)]
     prompt = codec.prompt_ids(p)

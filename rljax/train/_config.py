@@ -58,6 +58,10 @@ class TaskConfig:
   (operands written lowest digit first, as the answer is) go to the task. ``tfds_dir`` is a local TFDS directory for
   dataset-backed tasks (GSM8K, ``tfds``).
 
+  Multi-turn environments (``rljax.envs.get_env_task``, docs/agents.md): ``name="tool_countdown"`` (a Python
+  tool in the sandbox), ``"frozenlake"``, ``"tictactoe"`` (self-play); ``max_turns`` and ``max_obs_tokens``
+  size their episodes, ``rl.max_new_tokens`` is the most tokens of one model turn.
+
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
   per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
   of the prompts; ``name="tfds"`` reads the dataset ``dataset`` under ``tfds_dir``, splits ``train_split`` /
@@ -84,11 +88,20 @@ class TaskConfig:
   prompt_field: str = "prompt"  # jsonl, tfds: the record's prompt field
   answer_field: str = "answer"  # jsonl, tfds: the record's reference-answer field
   verifier: str = ""  # jsonl, tfds: the catalog reward spec that scores a completion against the answer
+  max_turns: int = 0  # multi-turn env tasks: most model turns per episode (0 = the environment's default)
+  max_obs_tokens: int = 96  # multi-turn env tasks: most tokens of one observation (longer: the episode ends, truncated)
 
   def __post_init__(self):
-    from rljax.envs import DATASET_TASKS, TASK_NAMES  # pylint: disable=import-outside-toplevel
-    if self.name not in TASK_NAMES:
-      _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES)}")
+    from rljax.envs import DATASET_TASKS, ENV_TASK_NAMES, TASK_NAMES  # pylint: disable=import-outside-toplevel
+    if self.name not in TASK_NAMES + ENV_TASK_NAMES:
+      _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + ENV_TASK_NAMES)}")
+    _pos_int(self, "max_turns", allow_zero=True)
+    _pos_int(self, "max_obs_tokens")
+    if self.name not in ENV_TASK_NAMES:
+      for name, default in (("max_turns", 0), ("max_obs_tokens", 96)):
+        if getattr(self, name) != default:
+          _fail(f"TaskConfig.{name}", getattr(self, name), f"left unset: it is read by the multi-turn tasks "
+                f"{list(ENV_TASK_NAMES)}, and this task is {self.name!r}")
     _pos_int(self, "digits", "num_train", "num_test")
     if not 0.0 <= self.sloppy_carry_prob <= 1.0:
       _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")

@@ -146,6 +146,29 @@ class Experiment:
   test_problems: list
   seq_len: int
   auto_settings: str = ""  # what rl.num_microbatches / rl.concurrent_rollouts = 0 (auto) resolved to, and why
+  runner: Optional[object] = None  # multi-turn env tasks: the episode runner's RunnerConfig (else None)
+
+  @property
+  def multi_turn(self) -> bool:
+    return self.runner is not None
+
+  def episode_fn(self, graphdef=None, params=None, model_state=None, *, dtype: str = ""):
+    """Multi-turn tasks: ``fn(problems, *, n, greedy, temperature, key, group_ids=None) -> EpisodeBatch``, the
+    episodes of ``n`` samples of each problem on these parameters (``rljax.envs.run_episodes``)."""
+    from rljax.envs import run_episodes  # pylint: disable=import-outside-toplevel
+    from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+    model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
+    if dtype:
+      model = with_dtype(model, dtype)
+    task, rc = self.task, self.runner
+    split = nnx.split(model)
+
+    def fn(problems, *, n, greedy, temperature, key, group_ids=None):
+      return run_episodes(split, task.env, [task.env_problem(p) for p in problems], tokenizer=self.codec.tok,
+                          episode_config=task.episode_config, runner_config=rc, key=key, n=n,
+                          seeds=[task.seed(p) for p in problems], temperature=temperature, greedy=greedy,
+                          group_ids=group_ids)
+    return fn
 
   def sample_fn(self, graphdef=None, params=None, model_state=None, *, dtype: str = ""):
     """``fn(prompt_ids, *, n, greedy, temperature, key, rows=None) -> Rollout`` for given parameters.
@@ -176,6 +199,9 @@ def build_task(cfg: RunConfig):
   """The task of ``cfg.task`` (``rljax.envs.get_task``)."""
   from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
   t = cfg.task
+  from rljax.envs import ENV_TASK_NAMES, get_env_task  # pylint: disable=import-outside-toplevel
+  if t.name in ENV_TASK_NAMES:
+    return get_env_task(t.name, max_turns=t.max_turns or None)
   if t.name == "arithmetic":
     return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
                     reverse_operands=t.reverse_operands)
@@ -198,6 +224,7 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
   from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
   from rljax.models import fan_in_init, ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
+  from rljax.envs import ENV_TASK_NAMES  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
 
   task = build_task(cfg)
@@ -227,6 +254,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
       fan_in_init(model)
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)))
   cfg, auto_settings = resolve_auto_settings(cfg, n_params)
+  if cfg.task.name in ENV_TASK_NAMES:
+    return _env_experiment(cfg, task, tokenizer, codec, model, train_problems, test_problems, auto_settings)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)
   routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
@@ -236,3 +265,23 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
                     seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings)
+
+
+def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problems, test_problems, auto_settings):
+  """A multi-turn task's experiment: the runner's sizes from the config (``rl.max_new_tokens`` per turn,
+  ``task.max_obs_tokens``) and the opening prompts, its sampler config, rows of ``RunnerConfig.row_length``."""
+  from rljax.envs import RunnerConfig  # pylint: disable=import-outside-toplevel
+  from rljax.envs import start  # pylint: disable=import-outside-toplevel
+  if jax.process_count() > 1:
+    raise ValueError(f"task.name={cfg.task.name!r} (a multi-turn environment) runs on one process only; this run "
+                     f"has {jax.process_count()}")
+  firsts = {}
+  for p in train_problems[:200] + test_problems:
+    ep = start(task.env, task.env_problem(p), task.seed(p))
+    firsts[ep.context] = len(codec.prompt_ids(ep.context))
+  longest = max(firsts.values())
+  rc = RunnerConfig(max_turns=task.max_turns, max_new_tokens=cfg.rl.max_new_tokens, max_prompt_tokens=longest + 8,
+                    max_obs_tokens=cfg.task.max_obs_tokens, pad_id=codec.pad_id)
+  return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
+                    sampler_config=rc.sampler_config, train_problems=train_problems, test_problems=test_problems,
+                    seq_len=rc.row_length, auto_settings=auto_settings, runner=rc)

@@ -154,7 +154,9 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
 
   ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
   ones are masked by it); optional fields are filled from the step's needs (``logp_old``, ``logp_ref``,
-  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``task_id``, ...). ``routing``: the sampler's MoE
+  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``turn_ids``, ``task_id``, ...);
+  ``reward_segments`` -> ``extras["reward_segments"]``. ``TrainBatch.segment_ids`` is the attention packing and
+  is never filled from the step (one row = one sequence). ``routing``: the sampler's MoE
   routing goes into ``TrainBatch.routing``, so the update replays it (``rl.routing_replay``).
   """
   loss_mask = data.completion_mask & data.valid[:, None]
@@ -164,12 +166,14 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
           "group_id": data.group_id, "rewards": np.asarray(data.rewards, np.float32),
           "logp_behavior": data.logp_behavior}
   optional = {"logp_old": data.logp_old, "logp_ref": data.logp_ref, "entropy_old": data.entropy_old,
-              "values_old": data.values, "returns": data.returns, "segment_ids": data.segment_ids,
+              "values_old": data.values, "returns": data.returns,
               "turn_ids": data.turn_ids, "task_id": data.task_id, "routing": data.routing if routing else None}
   if routing and data.routing is None:
     raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
   host.update({k: v for k, v in optional.items() if v is not None})
   extras = {k: np.asarray(v) for k, v in data.extras.items()
             if np.ndim(v) >= 1 and np.shape(v)[0] == data.batch_size}
+  if data.reward_segments is not None:  # a reward-segment index, not the attention packing (TrainBatch.segment_ids)
+    extras["reward_segments"] = np.asarray(data.reward_segments, np.int32)
   placed = par.global_batch({**host, "extras": extras}, rows_sharding, batch_size)
   return TrainBatch(**placed)

@@ -85,6 +85,8 @@ class _Call:
     self.reward_errors = 0
     self.reward_sums: dict = {}  # per reward function: (sum, count) over the step's sampled rows
     self.answer_index: dict = {}  # answer key -> id, shared by the step's sampling rounds
+    self.episodes = None  # multi-turn tasks: the episode runner of these parameters (Experiment.episode_fn)
+    self.episode_sums: dict = {}  # multi-turn: per statistic (sum, episodes) over the step's episodes
 
 
 class Collector:
@@ -187,6 +189,64 @@ class Collector:
       call.metrics.update(scalar_metrics(m, s.name))
     return data.replace(key=key)
 
+  def episodes(self, call: _Call, problems, index, *, step: int, key, side) -> StepData:
+    """Multi-turn: ``group_size`` episodes of each problem (``rljax.envs.run_episodes``) as ``StepData``.
+
+    A row is an episode: ``completion_mask`` = its model-written tokens (observations and tool output are
+    context), ``logp_behavior`` the sampler's over them, ``turn_ids`` (0-based model turn, -1 on the opening
+    prompt and padding), ``step_rewards [B, max_turns]`` = the per-turn rewards with ``step_mask`` = the turns
+    played, ``rewards`` = the episode's reward, ``correct`` = ``task.success``, ``turns`` = the model turns'
+    texts (``void_turn`` reads them). A failed episode's row is invalid. A self-play task (``task.roles``) gives
+    one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
+    reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
+    the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
+    """
+    task, g = self.exp.task, self.rl.group_size
+    roles = tuple(task.roles)
+    n = g // len(roles) if roles else g
+    out = call.episodes(problems, n=n, greedy=False, temperature=call.temperature, key=key,
+                        group_ids=np.arange(self.lo, self.lo + len(problems), dtype=np.int32))
+    eps = list(out.episodes)
+    texts = [tuple(s.text for w in ep.windows for s in w if s.source == "model") for ep in eps]
+    success = np.asarray([task.success(ep) for ep in eps], np.float32)
+    b_eps = len(eps)
+    if roles:  # rows: for each game, one row per role (rows of a group stay consecutive)
+      rows = np.repeat(np.arange(b_eps), len(roles))
+      role_of_row = np.tile(np.arange(len(roles)), b_eps)
+      turn_role = np.full((b_eps, out.turn_rewards.shape[1]), -1, np.int32)
+      for i, ep in enumerate(eps):
+        turn_role[i, :len(ep.roles)] = [roles.index(r) if r in roles else -1 for r in ep.roles]
+      tid = out.turn_ids[rows]
+      own = np.take_along_axis(turn_role[rows], np.maximum(tid, 0), 1) == role_of_row[:, None]
+      model_mask = out.model_mask[rows] & (tid >= 0) & own
+      step_mask = out.turn_valid[rows] & (turn_role[rows] == role_of_row[:, None])
+      rewards = np.asarray([0.0 if eps[i].failed else float(dict(eps[i].info).get("role_rewards", {}).get(
+          roles[r], 0.0)) for i, r in zip(rows, role_of_row)], np.float32)
+      extras = {"role_id": role_of_row.astype(np.int32)}
+      task_id = {"task_id": role_of_row.astype(np.int32), "num_tasks": len(roles)}  # a role-conditioned baseline's key
+    else:
+      rows = np.arange(b_eps)
+      model_mask, step_mask, rewards, extras, task_id = out.model_mask, out.turn_valid, out.episode_rewards, {}, {}
+    b = rows.size
+    expanded = tuple(problems[i // n] for i in rows)
+    cm = np.asarray(model_mask, bool)
+    summary = out.summary()
+    for k in ("turns", "tool_calls_per_episode", "failed", "truncated"):
+      total, count = call.episode_sums.get(k, (0.0, 0))
+      call.episode_sums[k] = (total + summary[k] * b_eps, count + b_eps)
+    return StepData(
+        tokens=out.tokens[rows], prompt_mask=out.prompt_mask[rows], completion_mask=cm,
+        group_id=np.repeat(np.arange(self.lo, self.lo + len(problems), dtype=np.int32), g),
+        num_groups=self.rl.num_prompts, valid=~out.failed[rows], lengths=cm.sum(1).astype(np.int32),
+        completions=tuple("".join(texts[i]) for i in rows), problems=expanded,
+        prompt_index=np.repeat(np.asarray(index, np.int64), g), rewards=np.asarray(rewards, np.float32),
+        correct=success[rows], logp_behavior=np.where(cm, out.logp_behavior[rows], 0.0).astype(np.float32),
+        entropy_behavior=np.where(cm, out.entropy[rows], 0.0).astype(np.float32),
+        max_new_tokens=self.exp.runner.max_turns * self.exp.runner.max_new_tokens, step=step, key=key,
+        step_rewards=np.where(step_mask, out.turn_rewards[rows], 0.0).astype(np.float32),
+        step_mask=np.asarray(step_mask, bool), turn_ids=out.turn_ids[rows], turns=tuple(texts[i] for i in rows), reward_names=("environment",),
+        extras=extras, **task_id).replace(key=jax.random.fold_in(side, 4))
+
   # ------------------------------------------------------------------------- prompts
 
   def _next_prompts(self):
@@ -279,6 +339,11 @@ class Collector:
     else:
       problems, index = self._next_prompts()
     problems, index, replay_slots = self._replay_prompts(call, problems, index, side, replay_states)
+    if self.exp.multi_turn:
+      data = self.episodes(call, problems, index, step=step, key=key, side=side)
+      if replay_slots is not None:
+        data = data.replace(extras={**data.extras, "replay_slot": np.repeat(replay_slots, g)})
+      return data
     greedy = None
     if "greedy_rewards" in self.needs:
       gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
@@ -358,6 +423,8 @@ class Collector:
     if sample_fn is None:
       sample_fn = self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
     call = _Call(sample_fn, temperature)
+    if self.exp.multi_turn:
+      call.episodes = self.exp.episode_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
     g, local = self.rl.group_size, self.hi - self.lo
     key = jax.random.fold_in(self.base_key, step)
     side = jax.random.fold_in(self.side_key, step)
@@ -401,7 +468,10 @@ class Collector:
                             for k, v in (("sum:", t), ("count:", c))})
     for name in call.reward_sums:  # each reward function's mean over the step's sampled rows (every process)
       call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
-    return Collected(data, self._stats(data, everything, counts), call.metrics, prompt_states)
+    stats = self._stats(data, everything, counts)
+    for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, rollout/tool_calls_per_episode, ...
+      stats[k if k in ("turns", "tool_calls_per_episode") else f"{k}_episodes"] = total / max(count, 1)
+    return Collected(data, stats, call.metrics, prompt_states)
 
   def _stats(self, data: StepData, everything: StepData, counts: dict) -> dict:
     """Global rollout statistics: rewards and accuracy over every sampled row, lengths and entropy over the

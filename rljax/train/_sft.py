@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 import jax
+import numpy as np
 
 from rljax import parallel as par
 from rljax.train._checkpoint import Checkpointer
@@ -71,12 +72,36 @@ def _load_sft(exp: Experiment, mesh):
 
 
 def evaluate_state(exp: Experiment, graphdef, state, key, *, full: bool = True) -> dict:
-  """Held-out greedy accuracy of ``state`` (``full``: also the sampled success rate and pass@k)."""
-  fn = exp.sample_fn(graphdef, state.params, state.model_state)
+  """Held-out greedy accuracy of ``state`` (``full``: also the sampled success rate and pass@k). A multi-turn
+  task: the success rate of greedy episodes (``greedy_accuracy``, ``task.success``) and their ``turns``,
+  ``tool_calls_per_episode``, ``failed`` and ``truncated`` means."""
   e = exp.cfg.eval
+  if exp.multi_turn:
+    return evaluate_episodes(exp, exp.episode_fn(graphdef, state.params, state.model_state),
+                             exp.test_problems[:e.num_problems], batch_size=e.batch_size, key=key)
+  fn = exp.sample_fn(graphdef, state.params, state.model_state)
   return evaluate(fn, exp.task, exp.codec, exp.test_problems[:e.num_problems], batch_size=e.batch_size, key=key,
                   num_samples=e.num_samples if full else 0, pass_k=e.pass_k if full else (),
                   temperature=e.temperature)
+
+
+def evaluate_episodes(exp: Experiment, episode_fn, problems, *, batch_size: int, key) -> dict:
+  """Greedy episodes on ``problems`` in chunks of ``batch_size`` (the last padded: one compilation):
+  ``greedy_accuracy`` = mean ``task.success``, and the episodes' ``turns``, ``tool_calls_per_episode``,
+  ``failed``, ``truncated``."""
+  batch_size = min(batch_size, len(problems))
+  success, sums = [], {}
+  for lo in range(0, len(problems), batch_size):
+    chunk = list(problems[lo:lo + batch_size])
+    real = len(chunk)
+    out = episode_fn(chunk + [chunk[0]] * (batch_size - real), n=1, greedy=True, temperature=1.0,
+                     key=jax.random.fold_in(key, lo))
+    success += [exp.task.success(ep) for ep in out.episodes[:real]]
+    for k, v in (("turns", out.turns), ("tool_calls_per_episode", out.tool_calls), ("failed", out.failed),
+                 ("truncated", out.truncated)):
+      sums[k] = sums.get(k, 0.0) + float(np.sum(np.asarray(v, np.float64)[:real]))
+  n = max(len(success), 1)
+  return {"greedy_accuracy": float(np.mean(success)) if success else 0.0, **{k: v / n for k, v in sums.items()}}
 
 
 def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):

@@ -36,6 +36,29 @@ def bound_recipe(exp: Experiment, recipe):
   return recipe.bind(facts), facts
 
 
+def check_multi_turn(exp, recipe) -> None:
+  """Refuses, at start-up, what the episode path of ``Collector`` (``rljax.train._rollout``) does not run, naming
+  the stage."""
+  name = exp.cfg.task.name
+  unsupported = [(s.name, "rl.rewards (the environment gives the rewards)") for s in recipe.rewards]
+  unsupported += [(s.name, "a multi-reward stage") for s in ([recipe.multi_reward] if recipe.multi_reward else [])]
+  unsupported += [(s.name, "rollout-phase shaping") for s in (s for s in recipe.shaping if s.phase == "rollout")]
+  unsupported += [(s.name, "a prompt filter") for s in recipe.prompt_filters]
+  unsupported += [(r.name, "a hint stage") for r in recipe.replay if getattr(r, "hints", None) is not None]
+  if "greedy_rewards" in recipe.needs:
+    unsupported.append(("greedy_rewards", "a greedy baseline rollout"))
+  if exp.cfg.rl.async_staleness:
+    unsupported.append((f"rl.async_staleness={exp.cfg.rl.async_staleness}",
+                        "the asynchronous runner's interruptible sampler (single-turn only)"))
+  roles = tuple(getattr(exp.task, "roles", ()))
+  if roles and exp.cfg.rl.group_size % len(roles):
+    raise ValueError(f"task.name={name!r} is self-play with roles {roles}: rl.group_size={exp.cfg.rl.group_size} "
+                     f"must be a multiple of {len(roles)} (one row per role of each game)")
+  if unsupported:
+    raise ValueError(f"task.name={name!r} is multi-turn: its episodes do not run "
+                     + "; ".join(f"{n!r} ({why})" for n, why in unsupported) + " — remove them from the recipe")
+
+
 def check_recipe(exp: Experiment, recipe):
   """Start-up checks of a recipe for this run, before anything is compiled or trained: binds it to the run's
   facts, refuses needs the run cannot meet (naming the stage and the input) and combinations the loop does
@@ -45,6 +68,8 @@ def check_recipe(exp: Experiment, recipe):
   if rl.routing_replay and not exp.model.cfg.is_moe:
     raise ValueError("invalid config value RLConfig.routing_replay=True: needs an MoE model (this one is dense); "
                      "set model.num_experts (e.g. --set model.num_experts=4) or rl.routing_replay=false")
+  if getattr(exp, "multi_turn", False):
+    check_multi_turn(exp, recipe)
   check_needs(recipe.stages(), available_needs(exp, recipe))
   if recipe.prompt_filters and jax.process_count() > 1:
     raise ValueError("prompt filters (rl.prompt_filters) run on one process only; this run has "
@@ -116,17 +141,22 @@ def available_needs(exp: Experiment, recipe) -> dict:
   """``{need: ""}`` for what this run can provide, ``{need: reason}`` for what it cannot."""
   task = exp.task
   out = {n: "" for n in NEEDS}
-  out.update(segment_ids=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
+  if getattr(exp, "multi_turn", False):  # episodes: turn ids and per-turn rewards (rljax.train._rollout.episodes)
+    out["reward_segments"] = ("multi-turn episodes give turn_ids and per-turn step_rewards, not reward segments "
+                              "(use turn_ids)")
+  else:
+    out.update(reward_segments=_SINGLE_TURN, turn_ids=_SINGLE_TURN)
   if recipe.critic is None:
     out["values"] = "the recipe has no critic (Recipe.critic / --set rl.critic='value_loss(clip_eps=0.2)')"
-  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
+  self_play = getattr(exp, "multi_turn", False) and bool(getattr(task, "roles", ()))  # task_id = the role's index
+  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")) and not self_play:
     out["task_id"] = f"the {type(task).__name__} task defines no task ids (task_id / num_tasks)"
     out["task_gradients"] = out["task_id"]
   if not any(a.returns for a in recipe.advantage):
     out["returns"] = "no advantage stage writes critic targets (gae does: --set rl.advantage=gae)"
   if len(recipe.rewards) < 2:
     out["reward_components"] = "the recipe has one reward; give several in rl.rewards"
-  if not hasattr(task, "step_rewards"):
+  if not hasattr(task, "step_rewards") and not getattr(exp, "multi_turn", False):
     out["step_rewards"] = f"the {type(task).__name__} task gives no process (step) rewards"
   return out
 
@@ -154,7 +184,13 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
                   answer_ids=rng.integers(0, 3, b).astype(np.int32), turns=tuple((str(i),) for i in range(b)))
   if facts.num_tasks:
     data = data.replace(task_id=rng.integers(0, facts.num_tasks, b).astype(np.int32), num_tasks=facts.num_tasks)
-  if hasattr(exp.task, "step_rewards"):
+  if getattr(exp, "multi_turn", False):  # episodes: per-turn rewards [B, M], two turns per row
+    m = exp.runner.max_turns
+    data = data.replace(step_rewards=f(b, m), step_mask=np.arange(m)[None, :] < np.minimum(m, 2),
+                        turn_ids=np.where(cm, np.minimum((np.arange(t) - 4) // 2, min(m, 2) - 1), -1).astype(np.int32),
+                        turns=tuple((str(i), "x") for i in range(b)))
+    data = data.replace(step_mask=np.broadcast_to(data.step_mask, (b, m)).copy())
+  elif hasattr(exp.task, "step_rewards"):
     step_rewards, step_mask = exp.task.step_rewards(data.completions, data.problems)
     data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
   k = max(len(recipe.rewards), 1)

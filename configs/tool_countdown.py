@@ -1,0 +1,28 @@
+"""Multi-turn demo (issue #20): countdown with a Python tool in the sandbox, SFT warm start then GRPO on episodes.
+
+The model (2 layers, d=64, character tokenizer) sees two numbers and a target; it may call Python with
+``<call>code</call>`` (run by ``rljax.sandbox``; the output comes back as ``<output>...</output>``) and answers
+with ``<answer>expression</answer>`` (``rljax.envs.get_env_task("tool_countdown")``). SFT imitates a scripted
+solver: one call that prints every ``x op y`` over the two numbers, then the line that hits the target. RL
+(GRPO on whole episodes; tool output is context, never trained on) then trains on the environment's reward.
+
+    rljax train --config tool_countdown
+
+Held-out success (greedy episodes) and the tool-call rate are logged (``eval/...``, ``rollout/tool_calls_per_episode``).
+"""
+from rljax.train import default_config
+from rljax.train._config import apply_overrides
+
+
+def get_config():
+  return apply_overrides(default_config(), [
+      "out_dir=runs/tool_countdown", "task.name=tool_countdown", "task.num_train=2000", "task.num_test=64",
+      "task.max_obs_tokens=80",
+      "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4",
+      "model.intermediate_size=256", "model.max_seq_len=512",
+      "sft.steps=150", "sft.batch_size=16", "sft.optim.learning_rate=3e-3",
+      "rl.steps=20", "rl.num_prompts=8", "rl.group_size=4", "rl.max_new_tokens=104", "rl.updates_per_batch=1",
+      "rl.temperature=0.6",
+      "rl.optim.learning_rate=1e-4",
+      "eval.num_problems=32", "eval.batch_size=32", "eval.every=5",
+      "checkpoint.every=5"])

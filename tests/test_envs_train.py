@@ -1,0 +1,156 @@
+"""Multi-turn environments in the RL loop: episodes -> StepData (role rows for self-play), the scripted
+demonstrations, and short end-to-end ``train()`` runs (the tool countdown with the real sandbox; a self-play game)."""
+import types
+
+import numpy as np
+import pytest
+
+from rljax import envs, sandbox
+from rljax.envs._envtask import get_env_task, search_code, search_output
+from rljax.envs._runner import EpisodeBatch
+from rljax.train._rollout import Collector
+
+_LAYERS = sandbox.probe()
+_NO_SANDBOX = [k for k in sandbox.REQUIRED_LAYERS if _LAYERS[k]]
+
+
+class _Chars:
+  """One id per character (``ord + 3``); 1 = start token."""
+  bos_id, eos_id = 1, 2
+
+  def encode(self, text):
+    return [3 + ord(c) for c in text]
+
+
+def _batch(task, episodes, t=400):
+  """An ``EpisodeBatch`` of played episodes, built from ``encode_episode`` (as the runner's rows are)."""
+  rows = [envs.encode_episode(ep, _Chars())[0] for ep in episodes]
+  st = envs.stack_rows(rows, t)
+  arr = envs.turn_arrays(episodes, task.max_turns)
+  b = len(episodes)
+  mm = st["loss_mask"]
+  return EpisodeBatch(
+      episodes=tuple(episodes), tokens=st["tokens"], prompt_mask=(st["segment_ids"] > 0) & ~mm, model_mask=mm,
+      logp_behavior=np.where(mm, -0.5, 0.0).astype(np.float32), entropy=np.where(mm, 1.0, 0.0).astype(np.float32),
+      turn_ids=st["turn_ids"], turn_rewards=arr["turn_rewards"], turn_valid=arr["turn_valid"],
+      episode_rewards=arr["episode_rewards"], roles=tuple(ep.roles for ep in episodes), failed=arr["failed"],
+      truncated=np.zeros(b, bool), turns=np.asarray([ep.turns for ep in episodes], np.int32),
+      tool_calls=np.zeros(b, np.int32), prefilled=0)
+
+
+def _collector(task, group_size):
+  exp = types.SimpleNamespace(task=task, runner=envs.RunnerConfig(max_turns=task.max_turns), multi_turn=True)
+  return types.SimpleNamespace(exp=exp, rl=types.SimpleNamespace(group_size=group_size, num_prompts=1), lo=0)
+
+
+def _game(moves):
+  task = get_env_task("tictactoe")
+  ep = envs.start(task.env, None, 0)
+  for m in moves:
+    ep = envs.advance(task.env, ep, f"{m}\n", task.episode_config)
+  return ep
+
+
+def test_self_play_gives_one_row_per_role_with_its_outcome():
+  task = get_env_task("tictactoe")
+  x_wins = _game([1, 4, 2, 5, 3])  # X: 1 2 3 wins
+  illegal = _game([5, 5])  # O plays a taken cell: O loses
+  batch = _batch(task, [x_wins, illegal])
+  call = types.SimpleNamespace(episodes=lambda problems, **kw: batch, temperature=1.0, episode_sums={})
+  import jax  # pylint: disable=import-outside-toplevel
+  data = Collector.episodes(_collector(task, 4), call, [task.problems("train", 1, 0)[0]], np.array([0]), step=0,
+                            key=jax.random.PRNGKey(0), side=jax.random.PRNGKey(1))
+  assert data.batch_size == 4 and data.extras["role_id"].tolist() == [0, 1, 0, 1]
+  assert data.task_id.tolist() == [0, 1, 0, 1] and data.num_tasks == 2  # the key of a role-conditioned baseline
+  np.testing.assert_array_equal(data.rewards, [1.0, -1.0, 1.0, -1.0])  # X, O of each game
+  np.testing.assert_array_equal(data.correct, [1.0, 1.0, 0.0, 0.0])  # the illegal game is no success
+  for r, ep_i in enumerate([0, 0, 1, 1]):
+    ep, role = [x_wins, illegal][ep_i], "XO"[r % 2]
+    own_turns = {k for k, who in enumerate(ep.roles) if who == role}
+    trained = set(np.unique(data.turn_ids[r][data.completion_mask[r]]).tolist())
+    assert trained == own_turns  # only this role's moves are trained
+    np.testing.assert_array_equal(data.step_mask[r, :ep.turns], [who == role for who in ep.roles])
+    assert np.all(data.logp_behavior[r][~data.completion_mask[r]] == 0)
+  assert data.turns[0] == ("1\n", "4\n", "2\n", "5\n", "3\n") and data.valid.all()
+  assert call.episode_sums["turns"] == (7.0, 2)
+
+
+def test_tool_episodes_feed_void_turn():
+  """SimpleTIR's void-turn filter reads the episodes' model turns (``StepData.turns``); the tool env's calls
+  are ``<call>`` blocks, so the filter gets that code pattern."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rljax.filters._selection import void_turn  # pylint: disable=import-outside-toplevel
+  task = get_env_task("tool_countdown", tool=lambda code: "1")
+  problem = task.problems("train", 1, 0)[0]
+  demo = task.demonstration_episode(problem)
+  void = envs.advance(task.env, envs.start(task.env, problem, 0), "hello</answer>", task.episode_config)
+  void = envs.advance(task.env, void, "<answer>1</answer>", task.episode_config)
+  batch = _batch(task, [demo, void])
+  call = types.SimpleNamespace(episodes=lambda problems, **kw: batch, temperature=1.0, episode_sums={})
+  data = Collector.episodes(_collector(task, 2), call, [problem], np.array([0]), step=0, key=jax.random.PRNGKey(0),
+                            side=jax.random.PRNGKey(1))
+  keep, _ = void_turn(data.turns, code_pattern="<call>.*?</call>")
+  assert keep.tolist() == [True, False]
+  np.testing.assert_array_equal(data.rewards, [1.0, 0.0])
+  np.testing.assert_array_equal(data.step_rewards[:, :2], [[0.0, 1.0], [0.0, 0.0]])
+
+
+def test_demonstrations_solve_their_problems():
+  for name in envs.ENV_TASK_NAMES:
+    task = get_env_task(name)
+    for p in task.problems("train", 4, 1):
+      ep = task.demonstration_episode(p)
+      assert task.success(ep) == 1.0 and not ep.failed, (name, ep)
+  tc = get_env_task("tool_countdown")
+  ep = tc.demonstration_episode(tc.problems("train", 1, 0)[0])
+  assert ep.turns == 2 and ep.info["tool_calls"] == 1  # one call, then the answer
+  row = envs.encode_episode(ep, _Chars())[0]
+  model_text = "".join(s.text for s in ep.segments if s.source == "model")
+  assert int(row.loss_mask.sum()) == len(model_text)  # trained on the model's turns only
+
+
+@pytest.mark.skipif(bool(_NO_SANDBOX), reason=f"sandbox layers missing: {_NO_SANDBOX}")
+def test_demonstration_tool_output_is_what_the_sandbox_prints():
+  for nums in ([3, 7], [9, 9], [1, 8]):
+    res = sandbox.run_python(search_code(nums), config=sandbox.SandboxConfig())
+    assert res.ok and res.stdout == search_output(nums)
+
+
+def _train(tmp_path, name, new_tokens, obs, extra=()):
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_config(str(tmp_path)), [
+      f"task.name={name}", "task.num_train=32", "task.num_test=2", f"task.max_obs_tokens={obs}", "rl.steps=2",
+      "rl.num_prompts=2", "rl.group_size=2", f"rl.max_new_tokens={new_tokens}", "sft.steps=1", "sft.batch_size=2",
+      "eval.num_problems=2", "eval.batch_size=2", *extra])
+  summary = train(cfg, overwrite=True)
+  import json  # pylint: disable=import-outside-toplevel
+  rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl", encoding="utf-8")]
+  return summary, [r for r in rows if r.get("stage") == "rl" and "rollout/turns" in r]  # the steps' rows
+
+
+@pytest.mark.skipif(bool(_NO_SANDBOX), reason=f"sandbox layers missing: {_NO_SANDBOX}")
+def test_tool_countdown_trains_end_to_end(tmp_path):
+  summary, rows = _train(tmp_path, "tool_countdown", 24, 48)
+  assert len(rows) == 2, rows
+  for r in rows:  # an untrained model's void turns get a reminder longer than 48 tokens: truncated episodes
+    assert r["rollout/turns"] >= 1 and "rollout/tool_calls_per_episode" in r and r["rollout/failed_episodes"] == 0
+    assert 0 <= r["rollout/truncated_episodes"] <= 1 and np.isfinite(r["loss"])
+  assert "tool_calls_per_episode" in summary["rl"] and 0.0 <= summary["rl"]["greedy_accuracy"] <= 1.0
+
+
+@pytest.mark.slow
+def test_self_play_game_trains_end_to_end(tmp_path):
+  _, rows = _train(tmp_path, "tictactoe", 3, 48)
+  assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["rollout/turns"] >= 1 for r in rows)
+
+
+def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.rewards=exact_match"])
+  with pytest.raises(ValueError, match="multi-turn.*exact_match"):
+    train(cfg, overwrite=True)
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.async_staleness=1"])
+  with pytest.raises(ValueError, match="multi-turn.*async_staleness=1"):
+    train(cfg, overwrite=True)
+  with pytest.raises(ValueError, match="TaskConfig.max_turns"):
+    apply_overrides(tiny_config(str(tmp_path)), ["task.max_turns=3"])
