@@ -125,6 +125,9 @@ def estimate(row: Row, cfg) -> dict:
   mlp = tok * (cfg.intermediate_size / tensor) * 2 * 4  # gate, up, act, product (bf16)
   out["one layer: recomputed activations"] = attn + mlp
   if row.scan:
+    # the layers' parameters are stored one variable per layer; the scan's input is their stacked copy
+    # ([L, ...] shards, parameter dtype; stacked storage would remove it)
+    out["scan input: stacked layer weights"] = per_layer * layers * p_bytes / n_dev
     # fsdp_loss_fn: the embedding is looked up without a gather; the head is re-split by vocabulary over
     # tensor x fsdp (its shard and gradient in the parameter dtype) and the vocab-parallel kernel gathers
     # ~8192 hidden rows at a time (bf16) with their f32 dX partials
