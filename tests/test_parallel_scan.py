@@ -26,7 +26,7 @@ from rljax.types import TrainBatch
 LR = 1e-3
 B, T, L = 8, 12, 3
 CFG = ModelConfig.tiny(num_layers=L, intermediate_size=96, vocab_size=256)  # every weight has its own shard shape
-TIED = CFG.replace(tie_embeddings=True)  # the head is the embedding's transpose: neither may be gathered
+TIED = CFG.replace(tie_embeddings=True, num_layers=1)  # the head is the embedding's transpose: neither may be gathered
 
 
 def _problem(cfg):
