@@ -18,8 +18,9 @@ Numerics of the train rows: float32 parameters and Adam moments (LoRA row: bfloa
 frozen base, float32 adapters and their Adam moments), bfloat16 compute,
 ``remat="full"``, layers scanned (``scan_layers=True``; the ``-unrolled`` row keeps the
 unrolled loop for the compile-time comparison), ``fsdp_loss_fn`` (each layer's weights
-gathered inside the remat'ed scan body, in bfloat16). Loss: token-mean NLL through the
-fused log-prob kernel. Global batch 64 x 2048 tokens.
+gathered inside the remat'ed scan body, in bfloat16; the embedding looked up and the LM head
+scored vocabulary-sharded, neither gathered). Loss: token-mean NLL through the fused log-prob
+kernel (vocabulary-parallel over tensor x fsdp). Global batch 64 x 2048 tokens.
 
 Caveat: this is XLA:CPU's buffer assignment, a proxy for the TPU compiler's; treat
 the numbers as estimates to compare layouts, not as an HBM guarantee. "Fits" keeps
@@ -123,9 +124,18 @@ def estimate(row: Row, cfg) -> dict:
   attn = seqs * (cfg.num_heads / tensor) * SEQ * SEQ * (4 + 4 + 2)  # f32 scores, f32 softmax, bf16 probs
   mlp = tok * (cfg.intermediate_size / tensor) * 2 * 4  # gate, up, act, product (bf16)
   out["one layer: recomputed activations"] = attn + mlp
-  # scanned + fsdp_loss_fn: the embedding is looked up without a gather (untied); the head is gathered in f32
-  gathered = (v * h if cfg.tie_embeddings or not row.scan else embed_head) * 4
-  out["head (+ embed if gathered) f32, + grads"] = gathered * 2 / tensor
+  if row.scan:
+    # the layers' parameters are stored one variable per layer; the scan's input is their stacked copy
+    # ([L, ...] shards, parameter dtype; stacked storage would remove it)
+    out["scan input: stacked layer weights"] = per_layer * layers * p_bytes / n_dev
+    # fsdp_loss_fn: the embedding is looked up without a gather; the head is re-split by vocabulary over
+    # tensor x fsdp (its shard and gradient in the parameter dtype) and the vocab-parallel kernel gathers
+    # ~8192 hidden rows at a time (bf16) with their f32 dX partials
+    from rljax.kernels._sharded import _GATHER_ROWS  # pylint: disable=import-outside-toplevel
+    out["head vocab-split + grad"] = v * h * p_bytes * 2 / (tensor * fsdp)
+    out["head kernel: gathered rows bf16 + dX f32"] = _GATHER_ROWS * h * (2 + 4)
+  else:  # the embedding and head gathered whole in f32 at the top of the loss, with their gradients
+    out["embed + head gathered f32, + grads"] = (v * h if cfg.tie_embeddings else embed_head) * 4 * 2 / tensor
   return out
 
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 from jax.sharding import NamedSharding
 
@@ -25,6 +26,7 @@ from rljax.types import TrainBatch
 LR = 1e-3
 B, T, L = 8, 12, 3
 CFG = ModelConfig.tiny(num_layers=L, intermediate_size=96, vocab_size=256)  # every weight has its own shard shape
+TIED = CFG.replace(tie_embeddings=True, num_layers=1)  # the head is the embedding's transpose: neither may be gathered
 
 
 def _problem(cfg):
@@ -40,8 +42,8 @@ def _problem(cfg):
 
 
 @functools.lru_cache(maxsize=None)
-def _sharded():
-  graphdef, state, batch, opt = _problem(CFG.replace(scan_layers=True, remat="full"))
+def _sharded(cfg=CFG):
+  graphdef, state, batch, opt = _problem(cfg.replace(scan_layers=True, remat="full"))
   mesh = make_mesh(MeshConfig(data=2, fsdp=2, tensor=2))
   shardings = train_state_shardings(state, mesh)
   step = make_train_step(graphdef, fsdp_loss_fn(nll_loss(), mesh), opt, jit=False)
@@ -56,10 +58,11 @@ def _flat(tree):
   return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(tree)}
 
 
-def test_scanned_per_layer_gathered_step_equals_single_device_unrolled_step():
-  graphdef, state, batch, opt = _problem(CFG)
+@pytest.mark.parametrize("cfg", [CFG, TIED], ids=["untied", "tied"])
+def test_scanned_per_layer_gathered_step_equals_single_device_unrolled_step(cfg):
+  graphdef, state, batch, opt = _problem(cfg)
   ref_state, ref_metrics = jax.device_get(make_train_step(graphdef, nll_loss(), opt, donate=False)(state, batch))
-  _, _, _, (new_state, metrics) = _sharded()
+  _, _, _, (new_state, metrics) = _sharded(cfg)
   np.testing.assert_allclose(metrics["loss"], ref_metrics["loss"], rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(metrics["train/grad_norm"], ref_metrics["train/grad_norm"], rtol=1e-5)
   mu, ref_mu = _flat(new_state.opt_state[0].mu), _flat(ref_state.opt_state[0].mu)  # 0.1 * gradient
@@ -89,7 +92,9 @@ def test_layer_weights_are_gathered_inside_the_loop_one_layer_at_a_time():
   others = {NamedSharding(mesh, compute_spec(v[...].sharding.spec)).shard_shape(v[...].shape)
             for path, v in nnx.to_flat_state(placed.params) if path[0] != "layers"}
   assert not others & set(gathered), "ambiguous shapes: a layer weight and a top-level one share a compute shape"
-  fsdp_gathers = [c for c in ops if c.op == "all-gather" and mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"})]
+  # (the LM head kernel's shard_map gathers hidden rows, [48, 64] here, the down projection's compute shape)
+  fsdp_gathers = [c for c in ops if c.op == "all-gather" and mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"})
+                  and "/shard_map/" not in c.line]
   layer_gathers = [c for c in fsdp_gathers if any(s in gathered for s in c.shapes)]
   assert layer_gathers, "no per-layer weight gather found"
   for c in fsdp_gathers:
@@ -113,6 +118,34 @@ def test_embedding_table_is_never_gathered_nor_its_gradient_reduced_whole():
   for c in collectives(compiled.as_text()):
     if c.op in ("all-gather", "all-reduce"):
       assert not set(c.shapes) & whole, f"the embedding (or its gradient) whole on a device: {c.line[:300]}"
+
+
+def _head_shapes(mesh, w):
+  """Shapes of the whole head ``[H, V]`` and of its fsdp-gathered compute shard ``[H, V / tensor]``,
+  and their transposes (the tied embedding's ``[V, H]``, a transposed gradient)."""
+  shapes = {w.shape, NamedSharding(mesh, compute_spec(w.sharding.spec)).shard_shape(w.shape)}
+  return shapes | {s[::-1] for s in shapes}
+
+
+@pytest.mark.parametrize("cfg", [CFG, TIED], ids=["untied", "tied"])
+def test_lm_head_is_never_gathered_nor_its_gradient_reduced_whole(cfg):
+  """The head is scored vocabulary-sharded (rljax.parallel._train._ShardedHead): its stored
+  ``[H / fsdp, V / tensor]`` shard is re-split to ``[H, V / (tensor * fsdp)]`` by an all-to-all, so
+  no collective yields the head or its fsdp-gathered ``[H, V / tensor]`` form, in any dtype."""
+  mesh, placed, compiled, _ = _sharded(cfg)
+  w = placed.params["embed" if cfg.tie_embeddings else "lm_head"][...]
+  h, v = cfg.hidden_size, cfg.vocab_size
+  whole = _head_shapes(mesh, w if not cfg.tie_embeddings else w.T)
+  assert (h, v) in whole and (h, v // 2) in whole
+  ops = collectives(compiled.as_text())
+  for c in ops:
+    assert not set(c.shapes) & whole, f"the LM head (or its gradient) whole on a device: {c.line[:300]}"
+  # the re-split: each device sends fsdp pieces of [H / fsdp, V / (tensor * fsdp)] of its stored shard
+  # (XLA writes them in a reshaped form); once forward, once back for the gradient
+  piece = (h // 2) * (v // 2 // 2)
+  resplits = [c for c in ops if c.op == "all-to-all" and mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"})
+              and len(c.shapes) == 2 and all(int(np.prod(s)) == piece for s in c.shapes)]
+  assert len(resplits) >= 2, "no all-to-all re-splitting the head (and its gradient) by vocabulary"
 
 
 def test_loop_computations_on_handwritten_hlo():

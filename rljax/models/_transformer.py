@@ -279,7 +279,7 @@ class Transformer(nnx.Module):
   :func:`layer_runs` run under one ``jax.lax.scan`` (parameters stacked on a
   leading layer axis inside the call, storage unchanged; ``cfg.remat`` is the
   scan body's ``jax.checkpoint`` policy); :meth:`decode_step` keeps its loop.
-  ``layer_weights_fn`` / ``embed_lookup_fn`` are optional hooks (default None)
+  ``layer_weights_fn`` / ``embed_lookup_fn`` / ``head_logprob_fn`` are optional hooks (default None)
   that a sharded loss installs on the model it builds inside the step (see
   ``rljax.parallel.fsdp_loss_fn``).
   """
@@ -305,6 +305,10 @@ class Transformer(nnx.Module):
     # ``(table [V, H], tokens [...]) -> [..., H]``: the embedding lookup (None: ``jnp.take``), e.g. a lookup
     # that never gathers the table (rljax.parallel.fsdp_loss_fn installs one on scanned models).
     self.embed_lookup_fn = None
+    # ``(hidden [N, H], weight [H, V], targets [N], *, temperature, mask, soft_cap, impl) -> (logp, entropy)``:
+    # the LM head's fused log-prob / entropy in ``policy_outputs`` (None: ``rljax.kernels.logprob_and_entropy``),
+    # e.g. a vocabulary-sharded one (rljax.parallel.fsdp_loss_fn installs one on scanned models).
+    self.head_logprob_fn = None
 
   # ---------------------------------------------------------------- helpers
   def lm_head_weight(self) -> Array:
@@ -581,8 +585,11 @@ def load_balancing_loss(ids, probs, valid, num_experts: int, batch_load=None):
   return num_experts * jnp.sum(f * (psum / rows))
 
 
-def _kernel_fn():
-  """``rljax.kernels.logprob_and_entropy``."""
+def _kernel_fn(model=None):
+  """``model.head_logprob_fn`` when set, else ``rljax.kernels.logprob_and_entropy``."""
+  fn = getattr(model, "head_logprob_fn", None)
+  if fn is not None:
+    return fn
   from rljax.kernels import logprob_and_entropy  # pylint: disable=import-outside-toplevel
   return logprob_and_entropy
 
@@ -595,7 +602,7 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
   ``entropy[b, t] = H(softmax(z_{b, t-1} / temperature))`` with
   ``z = softcap(hidden @ lm_head_weight())``, computed by
-  ``rljax.kernels.logprob_and_entropy`` from the hidden states; column 0 (no
+  ``rljax.kernels.logprob_and_entropy`` (or ``model.head_logprob_fn``) from the hidden states; column 0 (no
   context) is 0, and so is every position whose token starts a new segment
   or is padding (``segment_ids`` 0). ``routing`` (``[B, T, L_moe, k]``) is
   replayed when given; the routing used is returned. ``aux_loss`` is the load
@@ -642,7 +649,7 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   mask = None
   if segment_ids is not None:
     mask = ((segment_ids[:, 1:] == segment_ids[:, :-1]) & (segment_ids[:, 1:] != 0)).reshape(-1)
-  logp, ent = _kernel_fn()(h, model.lm_head_weight(), targets, temperature=temperature, mask=mask,
+  logp, ent = _kernel_fn(model)(h, model.lm_head_weight(), targets, temperature=temperature, mask=mask,
                            soft_cap=model.cfg.final_logit_softcap, impl=impl)
   zeros = jnp.zeros((b, 1), jnp.float32)
   logp = jnp.concatenate([zeros, logp.reshape(b, t - 1).astype(jnp.float32)], axis=1)
@@ -687,7 +694,7 @@ def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int
   rows_pre = p * (tp - 1)
   h = jnp.concatenate([h_pre[:, :-1].reshape(rows_pre, h_dim), h_cont.reshape(b * tc, h_dim)], axis=0)
   targets = jnp.concatenate([tokens[::g, 1:tp].reshape(-1), tokens[:, tp:].reshape(-1)])
-  logp, ent = _kernel_fn()(h, model.lm_head_weight(), targets, temperature=temperature,
+  logp, ent = _kernel_fn(model)(h, model.lm_head_weight(), targets, temperature=temperature,
                            soft_cap=model.cfg.final_logit_softcap, impl=impl)
 
   def ungroup(x):  # kernel rows -> [B, T] (prompt columns repeated over the group)

@@ -30,6 +30,7 @@ from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -265,6 +266,43 @@ class _ShardedLookup:
     return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec(rows or None, *rest, None)))
 
 
+@dataclasses.dataclass(frozen=True)
+class _ShardedHead:
+  """The LM head's fused log-prob / entropy without gathering the ``[H, V]`` head (``head_logprob_fn``).
+
+  The head is stored ``(embed, vocab)``: H over ``fsdp``, V over ``tensor``. Instead of all-gathering it
+  over ``fsdp`` (the whole ``[H, V / tensor]`` matrix, its float32 copy and its gradient on every
+  device), its local shard is re-split by vocabulary, ``[H, V / (tensor * fsdp)]`` (one all-to-all over
+  ``fsdp``, and back for the gradient), and the vocabulary-parallel kernel
+  (``rljax.kernels.logprob_and_entropy_sharded``, columns over ``(tensor, fsdp)``) scores the hidden rows,
+  which it all-gathers over ``fsdp`` a chunk at a time and whose statistics and ``dX`` it
+  reduce-scatters back (rows stay split over the batch axes). Same values as the single-device kernel
+  (float32 rounding); the head's gradient stays vocabulary-sharded on its way back to the stored shard.
+
+  Falls back to the gathered head (the weight constrained to its compute layout, XLA's partitioning of
+  the single-device kernel) when ``tensor * fsdp`` does not divide the vocabulary.
+  """
+  mesh: Mesh
+  rules: Rules
+  gather_axes: tuple
+
+  def __call__(self, hidden, weight, targets, *, temperature=1.0, mask=None, soft_cap=None, impl="auto"):
+    from rljax.kernels import logprob_and_entropy, logprob_and_entropy_sharded  # pylint: disable=import-outside-toplevel
+    mesh = self.mesh
+    stored = logical_to_spec(("embed", "vocab"), mesh, weight.shape, self.rules)
+    big = lambda axes: tuple(a for a in axes if mesh.shape[a] > 1)
+    vocab = big(_axes_tuple(stored[1]) + tuple(a for a in _axes_tuple(stored[0]) if a in self.gather_axes))
+    size = int(np.prod([mesh.shape[a] for a in vocab]))
+    kw = dict(temperature=temperature, mask=mask, soft_cap=soft_cap, impl=impl)
+    if not vocab or weight.shape[1] % size:
+      w = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, compute_spec(stored, self.gather_axes)))
+      return logprob_and_entropy(hidden, w, targets, **kw)
+    rows = big(_axes_tuple(logical_to_spec(("batch",), mesh, hidden.shape[:1], self.rules)[0]))
+    weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, stored))
+    weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, PartitionSpec(None, vocab)))
+    return logprob_and_entropy_sharded(hidden, weight, targets, mesh=mesh, axis_name=vocab, token_axes=rows, **kw)
+
+
 class fsdp_loss_fn:  # pylint: disable=invalid-name
   """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
 
@@ -282,8 +320,10 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
   are not constrained here; the wrapper installs ``model.layer_weights_fn`` (:class:`_LayerGather`:
   cast to the compute dtype and gathered inside the remat'ed scan body, so about one layer's
   gathered weights are alive at a time and each layer's gradient is reduce-scattered in the
-  backward loop) and, for an untied embedding, ``model.embed_lookup_fn`` (:class:`_ShardedLookup`:
-  the lookup never gathers the table). Same values as the unscanned step (tested).
+  backward loop), ``model.head_logprob_fn`` (:class:`_ShardedHead`: the LM head's log-prob / entropy
+  run vocabulary-sharded, the head never gathered) and ``model.embed_lookup_fn``
+  (:class:`_ShardedLookup`: the lookup never gathers the table). Same values as the unscanned step
+  (tested).
 
   ``denominator``, ``statistics`` and ``with_aux_weight`` (exact micro-batching) are forwarded
   (the statistics pre-pass runs through the wrapper, with the same constraints). On a mesh
@@ -320,7 +360,11 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     if per_layer:  # the layers are gathered one at a time inside the scanned, remat'ed body instead
       skip = {"layers"}
       model.layer_weights_fn = _LayerGather(mesh, self.rules, self.gather_axes, model.cfg.compute_dtype)
-      if not model.cfg.tie_embeddings and hasattr(model, "embed_lookup_fn"):  # tied: the head needs it gathered
+      head = hasattr(model, "head_logprob_fn")
+      if head:  # the head (or the tied embedding's transpose) scored vocabulary-sharded, never gathered
+        skip.add("lm_head")
+        model.head_logprob_fn = _ShardedHead(mesh, self.rules, self.gather_axes)
+      if (head or not model.cfg.tie_embeddings) and hasattr(model, "embed_lookup_fn"):
         skip.add("embed")
         model.embed_lookup_fn = _ShardedLookup(mesh, self.rules)
       params = nnx.from_flat_state([(k, v) for k, v in nnx.to_flat_state(params) if k[0] not in skip])
