@@ -247,3 +247,14 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
 if __name__ == "__main__" and len(sys.argv) == 6 and sys.argv[1] == "--train-worker":
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   _train_worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+
+
+def test_importing_rljax_does_not_start_the_xla_backend():
+  """``jax.distributed.initialize`` must come before the backend starts: no rljax module may build a JAX array
+  (a ``jnp`` constant) at import time. Checked in a fresh interpreter."""
+  code = ("import rljax, rljax.parallel, rljax.train, rljax.sampling, rljax.envs, rljax.objectives, rljax.recipes, "
+          "rljax.arena, rljax.replay, rljax.hints, rljax.models\n"
+          "from jax._src import xla_bridge as xb\n"
+          "assert not xb._backends, 'an import started the XLA backend'\n")
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 Array = jax.Array
 
-_SIGN = jnp.uint32(0x80000000)
+_SIGN = np.uint32(0x80000000)  # NumPy: a jnp constant would start the XLA backend at import (before jax.distributed)
 _ONE_BITS = 0x3F800000  # float32 1.0
 
 
