@@ -3,9 +3,10 @@
 Beyond running: the plots show inline (a PNG output: the trainer must not switch matplotlib's backend), and
 the progress bars print no "IProgress not found" warning (this kernel has no ipywidgets).
 
-The quickstart runs in the default suite. The recipe and arena notebooks (1-3 min each on 2 cores) are marked slow
-to keep the default run near its 20-minute budget (`pytest -m slow tests/test_notebook.py` runs them); what they
-call is tested in the default run (tests/test_recipes_*.py, tests/test_arena.py's end-to-end arena)."""
+The quickstart and arena notebooks run in the default suite (the arena one: a 2-entry mini-arena on the tiny
+model, about a minute of CPU). The recipe notebook (1-3 min on 2 cores) is marked slow to keep the default run near
+its 20-minute budget (`pytest -m slow tests/test_notebook.py` runs it); what it calls is tested in the default run
+(tests/test_recipes_*.py)."""
 import os
 
 import pytest
@@ -49,7 +50,6 @@ def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
   assert any("median_baseline/abs_mean" in r for r in rows)
 
 
-@pytest.mark.slow
 def test_arena_notebook_runs(tmp_path, monkeypatch):
   """The mini-arena runs live (2 entries, tiny model), its table is read back and chosen entries are plotted."""
   outputs = _execute(NB2, tmp_path, monkeypatch)
