@@ -19,8 +19,8 @@ from rljax.models._init import fan_in_init
 from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
-from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, load_balancing_loss,
-                                       policy_outputs, segment_positions, with_value_head)
+from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, convert_layout, layer_runs,
+                                       load_balancing_loss, policy_outputs, segment_positions, with_value_head)
 
 
 def logical_axes(model):
@@ -32,7 +32,7 @@ def logical_axes(model):
 
 __all__ = ["fan_in_init", 
     "ModelConfig", "RopeScaling", "LoRAConfig", "Transformer", "KVCache", "ModelOutput",
-    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
+    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "convert_layout", "layer_runs", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",

@@ -19,7 +19,7 @@ from flax import nnx
 
 from rljax.models._config import ModelConfig, RopeScaling
 from rljax.models._layers import dtype_of
-from rljax.models._transformer import Transformer
+from rljax.models._transformer import Transformer, layer_runs
 
 __all__ = ["from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
            "SUPPORTED_ARCHITECTURES", "param_count", "shard_state"]
@@ -305,6 +305,27 @@ def _flat(state) -> dict:
   return {tuple(k): v for k, v in nnx.to_flat_state(state)}
 
 
+def _stack_values(cfg: ModelConfig, values: dict) -> dict:
+  """Arrays keyed by per-layer paths ``("layers", i, ...)`` -> keyed by the stacked storage's paths
+  ``("layer_stacks", r, ...)`` (``np.stack`` over the layers of run ``r``, see ``layer_runs``)."""
+  out = {k: v for k, v in values.items() if k[0] != "layers"}
+  for r, (a, b) in enumerate(layer_runs(cfg)):
+    for suffix in [k[2:] for k in values if k[:2] == ("layers", a)]:
+      out[("layer_stacks", r) + suffix] = np.stack([values[("layers", i) + suffix] for i in range(a, b)])
+  return out
+
+
+def _unstack_values(cfg: ModelConfig, values: dict) -> dict:
+  """Inverse of :func:`_stack_values`: stacked ``[n, ...]`` arrays -> one array per layer."""
+  runs = layer_runs(cfg)
+  out = {k: v for k, v in values.items() if k[0] != "layer_stacks"}
+  for k, v in values.items():
+    if k[0] == "layer_stacks":
+      start, stop = runs[k[1]]
+      out.update({("layers", start + j) + k[2:]: v[j] for j in range(stop - start)})
+  return out
+
+
 def param_count(model_or_state) -> int:
   """Total number of parameter elements."""
   state = nnx.state(model_or_state, nnx.Param) if isinstance(model_or_state, nnx.Module) else model_or_state
@@ -368,11 +389,16 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
   abstract = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
   graphdef, state = nnx.split(abstract)
   flat = _flat(state)
+  per_layer = set(flat)  # the mapping's (per-layer) paths
+  if cfg.scan_layers:
+    runs = layer_runs(cfg)
+    per_layer = {k for k in flat if k[0] != "layer_stacks"} | {
+        ("layers", i) + k[2:] for k in flat if k[0] == "layer_stacks" for i in range(*runs[k[1]])}
   np_dtype = np.dtype(dtype_of(cfg.param_dtype))
   used = set()
   values = {}
   for entry in _mapping(cfg):
-    if entry.path not in flat:
+    if entry.path not in per_layer:
       raise ValueError(f"internal: no rljax parameter at {entry.path}")
     arrs = []
     for name, shape in zip(entry.hf_names, entry.hf_shapes):
@@ -389,6 +415,8 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
   if leftovers:
     raise ValueError(f"checkpoint tensors not used by {cfg.architecture} config: {leftovers[:8]}"
                      f"{' ...' if len(leftovers) > 8 else ''}")
+  if cfg.scan_layers:  # the layers are stored stacked per run
+    values = _stack_values(cfg, values)
   for path_key, var in flat.items():
     if path_key in values:
       v = values[path_key]
@@ -455,19 +483,19 @@ def save_pretrained(model: Transformer, path: str, *, dtype: Optional[str] = Non
   critic's head with the orbax checkpoints of ``rljax.train``."""
   cfg = model.cfg
   os.makedirs(path, exist_ok=True)
-  flat = _flat(nnx.state(model, nnx.Param))
-  deltas = {}
+  weights = {k: np.asarray(jax.device_get(v[...])) for k, v in _flat(nnx.state(model, nnx.Param)).items()}
   if merge_lora and cfg.lora is not None:
     from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
     for mpath, mod in lora_modules(model):
       if not mod.lora_merged:
-        deltas[tuple(mpath) + ("kernel",)] = np.asarray(mod.lora_delta())
+        k = tuple(mpath) + ("kernel",)
+        weights[k] = (weights[k].astype(np.float32) + np.asarray(mod.lora_delta())).astype(weights[k].dtype)
+  if cfg.scan_layers:
+    weights = _unstack_values(cfg, weights)
   out_dtype = np.dtype(dtype_of(dtype or cfg.param_dtype))
   tensors = {}
   for entry in _mapping(cfg):
-    w = np.asarray(jax.device_get(flat[entry.path][...]))
-    if entry.path in deltas:
-      w = (w.astype(np.float32) + deltas[entry.path]).astype(w.dtype)
+    w = weights[entry.path]
     for name, arr in zip(entry.hf_names, entry.save(w)):
       tensors[name] = np.ascontiguousarray(_cast(name, np.asarray(arr), out_dtype))
   if _MODEL_TYPES[cfg.architecture] == "qwen2" and not cfg.qkv_bias:

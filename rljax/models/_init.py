@@ -21,6 +21,8 @@ __all__ = ["fan_in_init"]
 def _fan_in(axes: tuple, shape: tuple) -> int:
   """Input size of a kernel from its logical axes (inputs lead, outputs trail)."""
   dims = list(zip(axes, shape))
+  if dims and dims[0][0] == "layers":  # stacked layers [L, ...]
+    dims = dims[1:]
   if dims and dims[0][0] == "expert":  # MoE [E, in, out]
     dims = dims[1:]
   if len(dims) == 3 and dims[-1][0] == "embed":  # attention output [N, D, H]
@@ -40,7 +42,7 @@ def fan_in_init(model: nnx.Module, init_std: float = 0.02) -> nnx.Module:
     meta = var.get_metadata() if hasattr(var, "get_metadata") else {}
     axes = tuple(meta.get("logical_axes") or ())
     value = var[...]
-    if value.ndim < 2 or "lora" in name:
+    if value.ndim - (axes[:1] == ("layers",)) < 2 or "lora" in name:
       return var
     if axes[:1] == ("vocab",):  # the token embedding table [V, H]
       target = 1.0

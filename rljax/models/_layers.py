@@ -82,9 +82,10 @@ class Linear(nnx.Module):
     return y
 
   def lora_delta(self):
-    """``s * A @ B`` reshaped like ``kernel`` (float32)."""
+    """``s * A @ B`` reshaped like ``kernel`` (float32); per layer ``[n, ...]`` on stacked layers
+    (``A [n, in, r]``, ``B [n, r, out]``)."""
     d = self.lora_scale * (self.lora_a[...].astype(jnp.float32) @ self.lora_b[...].astype(jnp.float32))
-    return d.reshape(self.in_shape + self.out_shape)
+    return d.reshape(d.shape[:-2] + self.in_shape + self.out_shape)
 
 
 class RMSNorm(nnx.Module):

@@ -18,6 +18,7 @@ import numpy as np
 from flax import nnx
 
 from rljax.models._layers import Linear
+from rljax.models._transformer import layer_runs
 
 __all__ = ["LORA_FILTER", "lora_mask", "lora_modules", "merge_lora", "unmerge_lora", "save_lora_adapter",
            "lora_state"]
@@ -42,7 +43,8 @@ def lora_state(model):
 
 
 def lora_modules(model) -> Iterator[tuple[tuple, Linear]]:
-  """Yields ``(path, Linear)`` for every projection carrying an adapter."""
+  """Yields ``(path, Linear)`` for every projection carrying an adapter (one per layer, or one per
+  layer stack ``("layer_stacks", r, ...)`` with ``[n, ...]`` adapters when the layers are stored stacked)."""
   for path, node in nnx.iter_graph(model):
     if isinstance(node, Linear) and node.lora_scale is not None:
       yield tuple(path), node
@@ -76,11 +78,18 @@ def save_lora_adapter(model, path: str) -> None:
     raise ValueError("model has no LoRA adapters (cfg.lora is None)")
   os.makedirs(path, exist_ok=True)
   tensors = {}
+  runs = layer_runs(cfg)
   for mpath, mod in lora_modules(model):
-    layer, target = mpath[1], mpath[-1]
-    base = f"base_model.model.model.layers.{layer}.{_HF_NAMES[target]}"
-    tensors[base + ".lora_A.weight"] = np.ascontiguousarray(np.asarray(jax.device_get(mod.lora_a[...])).T)
-    tensors[base + ".lora_B.weight"] = np.ascontiguousarray(np.asarray(jax.device_get(mod.lora_b[...])).T)
+    a, b = np.asarray(jax.device_get(mod.lora_a[...])), np.asarray(jax.device_get(mod.lora_b[...]))
+    if mpath[0] == "layer_stacks":  # stacked layers: [n, in, r] / [n, r, out], layers start .. stop - 1
+      start, stop = runs[mpath[1]]
+      per_layer = [(start + j, a[j], b[j]) for j in range(stop - start)]
+    else:
+      per_layer = [(mpath[1], a, b)]
+    for layer, la, lb in per_layer:
+      base = f"base_model.model.model.layers.{layer}.{_HF_NAMES[mpath[-1]]}"
+      tensors[base + ".lora_A.weight"] = np.ascontiguousarray(la.T)
+      tensors[base + ".lora_B.weight"] = np.ascontiguousarray(lb.T)
   save_file(tensors, os.path.join(path, "adapter_model.safetensors"), metadata={"format": "pt"})
   lc = cfg.lora
   with open(os.path.join(path, "adapter_config.json"), "w") as f:

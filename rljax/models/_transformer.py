@@ -14,7 +14,7 @@ from rljax.models._layers import MLP, Attention, MoE, PrefixGroups, RMSNorm, dty
 from rljax.types import PolicyOutputs
 
 __all__ = ["Transformer", "KVCache", "ModelOutput", "ValueHead", "policy_outputs", "segment_positions",
-           "with_value_head"]
+           "with_value_head", "convert_layout", "layer_runs"]
 
 Array = jax.Array
 
@@ -177,31 +177,77 @@ def _block_with_static_mask(mask):
   return call
 
 
-def layer_runs(layers) -> list:
-  """``[(start, stop)]``: maximal runs of consecutive layers with the same structure (``nnx`` graph
-  definition: MoE or dense, sliding or full attention, LoRA targets and merge state), each of which
-  can be stacked and scanned. A homogeneous model (Llama, Qwen2/3) is one run; Gemma-2's alternating
-  sliding / full layers are runs of one."""
-  runs, start, prev = [], 0, None
-  for i, block in enumerate(layers):
-    g = nnx.split(block)[0]
-    if i and g != prev:
+def layer_runs(cfg: ModelConfig) -> list:
+  """``[(start, stop)]``: maximal runs of consecutive layers with the same structure (MoE or dense,
+  sliding or full attention; LoRA targets are the same in every layer), each of which is stored
+  stacked and scanned when ``cfg.scan_layers``. A homogeneous model (Llama, Qwen2/3) is one run;
+  Gemma-2's alternating sliding / full layers are runs of one."""
+  if not isinstance(cfg, ModelConfig):
+    raise ValueError(f"layer_runs takes a ModelConfig, got {type(cfg).__name__}")
+  moe = set(cfg.moe_layer_indices)
+  kinds = [(i in moe, cfg.is_sliding(i)) for i in range(cfg.num_layers)]
+  runs, start = [], 0
+  for i in range(1, len(kinds) + 1):
+    if i == len(kinds) or kinds[i] != kinds[start]:
       runs.append((start, i))
       start = i
-    prev = g
-  if len(layers):
-    runs.append((start, len(layers)))
   return runs
 
 
-def _scan_run(blocks, x, mask, cos, sin, *, policy, routing=None, cache=None, cache_index=None, weights_fn=None):
-  """Layers ``blocks`` (one structure) applied in order under ``jax.lax.scan``.
+def _with_axes(var, axes):
+  """``var`` (same value) with ``logical_axes`` metadata ``axes``."""
+  return var.replace(var.get_value(), logical_axes=axes)
 
-  Their states are stacked on a new leading layer axis (``[n, ...]``) and the
-  body is the graph-merged :class:`Block` on one slice (wrapped in
-  ``jax.checkpoint(policy=policy)`` unless ``policy`` is the string
-  ``"none"``). ``weights_fn`` maps one layer's sliced state inside the body
-  (the FSDP gather, see ``rljax.parallel.fsdp_loss_fn``).
+
+def stack_blocks(blocks) -> "Block":
+  """One :class:`Block` whose parameters are those of ``blocks`` (one structure) stacked on a new
+  leading axis ``[n, ...]``, logical axis ``layers`` (the scanned storage). LoRA merge flags must agree."""
+  graphdef = nnx.split(blocks[0])[0]
+  if any(nnx.split(b)[0] != graphdef for b in blocks[1:]):
+    raise ValueError("stack_blocks: the layers differ in structure (MoE/dense, sliding, LoRA targets or merge state)")
+  flats = [nnx.to_flat_state(nnx.split(b)[1]) for b in blocks]
+  stacked = []
+  for i, (path, var) in enumerate(flats[0]):
+    value = jnp.stack([f[i][1].get_value() for f in flats])
+    axes = var.get_metadata().get("logical_axes")
+    stacked.append((path, var.replace(value, **({} if axes is None else {"logical_axes": ("layers",) + tuple(axes)}))))
+  return nnx.merge(graphdef, nnx.from_flat_state(stacked))
+
+
+def _layer_state(stack: "Block"):
+  """``(graphdef, state)`` of a stacked block with the leading ``layers`` axis dropped from every
+  variable's ``logical_axes`` (values unchanged, still ``[n, ...]``): slicing a leaf of ``state``
+  gives one layer's variable with its per-layer metadata."""
+  graphdef, state = nnx.split(stack)
+
+  def drop(v):
+    axes = v.get_metadata().get("logical_axes")
+    if axes is None:
+      return v
+    if axes[:1] != ("layers",):
+      raise ValueError(f"a stacked layer variable must lead with the 'layers' axis, got {axes}")
+    return _with_axes(v, tuple(axes[1:]))
+
+  return graphdef, jax.tree.map(drop, state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+
+
+def unstack_block(stack: "Block") -> list:
+  """The ``n`` per-layer :class:`Block` s of a stacked block (inverse of :func:`stack_blocks`;
+  each layer's arrays are slices of the stacked ones)."""
+  graphdef, state = _layer_state(stack)
+  n = jax.tree.leaves(state)[0].shape[0]
+  return [nnx.merge(graphdef, jax.tree.map(lambda x, j=j: x[j], state)) for j in range(n)]
+
+
+def _scan_run(stack, x, mask, cos, sin, *, policy, routing=None, cache=None, cache_index=None, weights_fn=None):
+  """The layers of the stacked block ``stack`` (``[n, ...]`` parameters) applied in order under
+  ``jax.lax.scan`` over the leading layer axis.
+
+  The body is the graph-merged :class:`Block` on one layer's slice of the stored
+  stacked parameters (no copy of the weights is made for the scan), wrapped in
+  ``jax.checkpoint(policy=policy)`` unless ``policy`` is the string ``"none"``.
+  ``weights_fn`` maps one layer's sliced state inside the body (the FSDP gather, see
+  ``rljax.parallel.fsdp_loss_fn``); its variables carry their per-layer logical axes.
 
   Args:
     x: ``[B, T, H]``; ``mask``: ``[B, T, S]`` bool or a static :class:`PrefixGroups`.
@@ -210,10 +256,8 @@ def _scan_run(blocks, x, mask, cos, sin, *, policy, routing=None, cache=None, ca
   Returns:
     ``(x, ids [n, B, T, k] or None, probs [n, B, T, E] or None, cache [n, ...] pair or None)``.
   """
-  graphdef = nnx.split(blocks[0])[0]
-  states = [nnx.split(b)[1] for b in blocks]
-  stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
-  is_moe = blocks[0].is_moe
+  graphdef, stacked = _layer_state(stack)
+  is_moe = stack.is_moe
 
   def layer(x, xs):
     st, r, kv = xs
@@ -275,10 +319,14 @@ class Transformer(nnx.Module):
   :class:`ValueHead`, built after every trunk parameter so that the trunk's
   initial weights do not depend on it).
 
-  With ``cfg.scan_layers`` the uncached forward and the cached prefill run each
-  :func:`layer_runs` run under one ``jax.lax.scan`` (parameters stacked on a
-  leading layer axis inside the call, storage unchanged; ``cfg.remat`` is the
-  scan body's ``jax.checkpoint`` policy); :meth:`decode_step` keeps its loop.
+  With ``cfg.scan_layers`` the layers are stored stacked: ``layers`` is None and
+  ``layer_stacks[r]`` is one :class:`Block` per :func:`layer_runs` run whose every
+  parameter has a leading layer axis (``[n, ...]``, logical axis ``layers``, e.g.
+  ``attn.q.kernel [n, H, N, D] (layers, embed, heads, head_dim)``), with the values a
+  per-layer init gives for the same seed. The uncached forward and the cached prefill
+  run each stack under one ``jax.lax.scan`` (``cfg.remat`` is the scan body's
+  ``jax.checkpoint`` policy); :meth:`decode_step` keeps its per-layer loop over slices
+  of the stacks. :func:`convert_layout` converts a model between the two layouts.
   ``layer_weights_fn`` / ``embed_lookup_fn`` / ``head_logprob_fn`` are optional hooks (default None)
   that a sharded loss installs on the model it builds inside the step (see
   ``rljax.parallel.fsdp_loss_fn``).
@@ -291,7 +339,13 @@ class Transformer(nnx.Module):
     pdt = dtype_of(cfg.param_dtype)
     self.embed = param((0.02 * jax.random.normal(rngs.params(), (cfg.vocab_size, cfg.hidden_size))).astype(pdt),
                        ("vocab", "embed"))
-    self.layers = getattr(nnx, "List", list)([Block(cfg, i, rngs=rngs) for i in range(cfg.num_layers)])
+    blocks = [Block(cfg, i, rngs=rngs) for i in range(cfg.num_layers)]  # per-layer init (same values either way)
+    if cfg.scan_layers:
+      self.layers = None
+      self.layer_stacks = nnx.List([stack_blocks(blocks[a:b]) for a, b in layer_runs(cfg)])
+    else:
+      self.layers = nnx.List(blocks)
+      self.layer_stacks = None
     self.final_norm = RMSNorm(cfg.hidden_size, cfg=cfg)
     if cfg.tie_embeddings:
       self.lm_head = None
@@ -379,7 +433,7 @@ class Transformer(nnx.Module):
     x = self.embed_tokens(tokens)
     ids_all = []
     ks, vs = list(k_layers), list(v_layers)
-    for i, block in enumerate(self.layers):
+    for i, block in enumerate(self.blocks()):
       mask = sliding_mask if block.sliding else base
       x, ids, _, ks[i], vs[i] = block.decode(x, cos, sin, mask, ks[i], vs[i], cache_index)
       if block.is_moe:
@@ -387,8 +441,14 @@ class Transformer(nnx.Module):
     routing_out = jnp.stack(ids_all, axis=2) if ids_all else None
     return self.final_norm(x), tuple(ks), tuple(vs), routing_out
 
+  def blocks(self) -> list:
+    """The ``L`` per-layer :class:`Block` s: ``layers``, or the slices of ``layer_stacks`` (scanned storage)."""
+    if self.layer_stacks is None:
+      return list(self.layers)
+    return [b for stack in self.layer_stacks for b in unstack_block(stack)]
+
   def _scanned_layers(self, x, cos, sin, base, sliding_mask, routing, k_all, v_all, cache_index):
-    """The layer stack as :func:`layer_runs` of :func:`_scan_run` (``cfg.scan_layers``).
+    """The stored layer stacks (:func:`layer_runs`), each under :func:`_scan_run` (``cfg.scan_layers``).
 
     Same values as the unrolled loop (tested to float32 rounding). Returns ``(x, ids, probs, k_all,
     v_all)`` with ``ids``/``probs`` lists of per-MoE-layer ``[B, T, k]`` / ``[B, T, E]`` arrays.
@@ -396,16 +456,15 @@ class Transformer(nnx.Module):
     cfg = self.cfg
     ids_all, probs_all, ks, vs = [], [], [], []
     moe_i = 0
-    for start, stop in layer_runs(self.layers):
-      blocks = list(self.layers)[start:stop]
+    for stack, (start, stop) in zip(self.layer_stacks, layer_runs(cfg)):
       n = stop - start
-      mask = sliding_mask if blocks[0].sliding else base
+      mask = sliding_mask if stack.sliding else base
       r = None
-      if routing is not None and blocks[0].is_moe:
+      if routing is not None and stack.is_moe:
         r = jnp.moveaxis(routing[:, :, moe_i:moe_i + n], 2, 0)  # [n, B, T, k]
       kv = None if k_all is None else (k_all[start:stop], v_all[start:stop])
       policy = "none" if (kv is not None or cfg.remat == "none") else _REMAT_POLICIES[cfg.remat]
-      x, ids, probs, kv = _scan_run(blocks, x, mask, cos, sin, policy=policy, routing=r, cache=kv,
+      x, ids, probs, kv = _scan_run(stack, x, mask, cos, sin, policy=policy, routing=r, cache=kv,
                                     cache_index=cache_index, weights_fn=self.layer_weights_fn)
       if ids is not None:
         ids_all.extend(list(ids))
@@ -740,3 +799,45 @@ def with_value_head(model: Transformer) -> Transformer:
   for (_, src), (_, dst) in zip(lora_modules(model), lora_modules(critic)):
     dst.lora_merged = src.lora_merged
   return critic
+
+
+def convert_layout(model: Transformer, scan_layers: bool) -> Transformer:
+  """A copy of ``model`` with its layers stored the other way: stacked per :func:`layer_runs` run
+  (``scan_layers=True``, ``layer_stacks``) or one :class:`Block` per layer (``False``, ``layers``).
+
+  Returns a new :class:`Transformer` with ``cfg.replace(scan_layers=scan_layers)`` and the same
+  parameter values (new buffers; stacking is ``jnp.stack`` over the layers of a run, unstacking its
+  slices), LoRA adapters and merge flags included. Both layouts compute the same function (the
+  scanned and unrolled forward agree to float32 rounding). Use it to load a checkpoint saved with
+  the other layout: restore into a model of that layout, then convert.
+  """
+  from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
+  if not isinstance(model, Transformer):
+    raise ValueError(f"model must be a Transformer, got {type(model).__name__}")
+  if not isinstance(scan_layers, bool):
+    raise ValueError(f"scan_layers must be a bool, got {scan_layers!r}")
+  cfg = model.cfg.replace(scan_layers=scan_layers)
+  blocks = model.blocks()
+  if scan_layers:
+    layer_mods = {("layer_stacks", r): stack_blocks(blocks[a:b]) for r, (a, b) in enumerate(layer_runs(cfg))}
+  else:
+    layer_mods = {("layers", i): b for i, b in enumerate(blocks)}
+  source = {tuple(k): v for k, v in nnx.to_flat_state(nnx.state(model)) if k[0] not in ("layers", "layer_stacks")}
+  for prefix, mod in layer_mods.items():
+    source.update({prefix + tuple(k): v for k, v in nnx.to_flat_state(nnx.state(mod))})
+  graphdef, abstract = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
+  flat = []
+  for path, var in nnx.to_flat_state(abstract):
+    src = source.pop(tuple(path), None)
+    if src is None or tuple(src.shape) != tuple(var.shape):
+      raise ValueError(f"internal: {'.'.join(map(str, path))} has no counterpart of shape {var.shape} in the source")
+    var.set_value(jnp.array(src.get_value(), copy=True))
+    flat.append((path, var))
+  if source:
+    raise ValueError(f"internal: source parameters without a place in the converted model: {sorted(source)[:4]}")
+  out = nnx.merge(graphdef, nnx.from_flat_state(flat))
+  targets = dict(lora_modules(out))
+  for prefix, mod in layer_mods.items():
+    for mpath, lin in lora_modules(mod):
+      targets[prefix + mpath].lora_merged = lin.lora_merged
+  return out

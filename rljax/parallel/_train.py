@@ -358,7 +358,7 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     per_layer = bool(getattr(getattr(model, "cfg", None), "scan_layers", False)) and hasattr(model, "layer_weights_fn")
     params = nnx.state(model, nnx.Param)
     if per_layer:  # the layers are gathered one at a time inside the scanned, remat'ed body instead
-      skip = {"layers"}
+      skip = {"layers", "layer_stacks"}
       model.layer_weights_fn = _LayerGather(mesh, self.rules, self.gather_axes, model.cfg.compute_dtype)
       head = hasattr(model, "head_logprob_fn")
       if head:  # the head (or the tied embedding's transpose) scored vocabulary-sharded, never gathered
