@@ -191,3 +191,45 @@ def test_scan_layers_and_remat_validation():
     ModelConfig.tiny(scan_layers=1)
   with pytest.raises(ValueError, match=r"ModelConfig\.remat='save_all' .*'none', 'full', 'dots', 'dots_no_batch'"):
     ModelConfig.tiny(remat="save_all")
+
+
+@pytest.mark.parametrize("num_layers", [1, 3])
+def test_checkpoint_of_one_layout_is_refused_by_the_other(tmp_path, num_layers):
+  """A checkpoint saved with stacked layers does not load into per-layer storage (nor back): a
+  CheckpointMismatch naming the layout, never a silent misload; restore-then-convert_layout works.
+  With one layer the leaf count agrees and only the shapes ([1, ...] vs [...]) tell the layouts apart."""
+  from rljax.train import Checkpointer  # pylint: disable=import-outside-toplevel
+  from rljax.train._checkpoint import CheckpointMismatch  # pylint: disable=import-outside-toplevel
+  unrolled, scanned = _pair(ModelConfig.tiny(num_layers=num_layers))
+  ckpt = Checkpointer(str(tmp_path / "s"))
+  ckpt.save(1, nnx.state(scanned))
+  for template in (nnx.state(unrolled), nnx.state(Transformer(unrolled.cfg, rngs=nnx.Rngs(9)))):
+    with pytest.raises(CheckpointMismatch, match=r"scan_layers .*convert_layout"):
+      ckpt.restore(template)
+  other = Checkpointer(str(tmp_path / "u"))
+  other.save(1, nnx.state(unrolled))
+  with pytest.raises(CheckpointMismatch, match=r"scan_layers .*convert_layout"):
+    other.restore(nnx.state(scanned))
+  fresh = Transformer(scanned.cfg, rngs=nnx.Rngs(9))  # other values, the saving run's layout
+  restored, _, _ = ckpt.restore(nnx.state(fresh))
+  nnx.update(fresh, restored)
+  got, ref = _per_layer(unrolled, nnx.state(convert_layout(fresh, False))), _per_layer(unrolled, nnx.state(unrolled))
+  assert got.keys() == ref.keys()
+  for k in ref:
+    np.testing.assert_array_equal(got[k], ref[k], err_msg=str(k))
+
+
+def test_model_copies_and_rescaling_keep_the_stacked_layout():
+  """``fan_in_init``, ``with_value_head`` and ``with_dtype`` on a stacked model give the per-layer
+  model's results (compared after unstacking); the stacked ``[n, ...]`` axis is not a fan-in."""
+  from rljax.models import fan_in_init, with_value_head  # pylint: disable=import-outside-toplevel
+  from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+  unrolled, scanned = _pair(CASES["lora_remat_full"])
+  for fn in (lambda m: fan_in_init(m) and m, with_value_head, lambda m: with_dtype(m, "bfloat16")):
+    a, b = fn(unrolled), fn(scanned)
+    ref, got = _per_layer(a, nnx.state(a)), _per_layer(b, nnx.state(b))
+    assert b.layer_stacks is not None and ref.keys() == got.keys()
+    for k in ref:
+      np.testing.assert_array_equal(got[k], ref[k], err_msg=str(k))
+  f = scanned.cfg.intermediate_size  # the down projection's fan-in F (not n * F): std 1/sqrt(F)
+  np.testing.assert_allclose(np.std(np.asarray(scanned.layer_stacks[0].mlp.down.kernel[...])), f ** -0.5, rtol=0.05)

@@ -17,6 +17,7 @@ from flax import nnx
 from jax.sharding import NamedSharding
 
 from rljax.models import ModelConfig, Transformer
+from rljax.models._hf import _unstack_values
 from rljax.parallel import (MeshConfig, batch_shardings, collectives, compute_spec, fsdp_loss_fn, make_mesh,
                             shard_train_step, train_state_shardings)
 from rljax.parallel._hlo import loop_computations, mesh_axes_of_groups
@@ -54,8 +55,14 @@ def _sharded(cfg=CFG):
   return mesh, placed, compiled, jax.device_get(out)
 
 
-def _flat(tree):
-  return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(tree)}
+def _flat(tree, cfg=None):
+  """``{path: array}``; with the ``cfg`` of a scanned model, its stacked layers unstacked (per-layer paths)."""
+  def key(path):
+    return tuple(getattr(k, "key", getattr(k, "idx", getattr(k, "name", None))) for k in path)
+  flat = {key(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(tree)}
+  if cfg is not None and cfg.scan_layers:
+    flat = {k[:-1]: v for k, v in _unstack_values(cfg, {k + ("value",): v for k, v in flat.items()}).items()}
+  return flat
 
 
 @pytest.mark.parametrize("cfg", [CFG, TIED], ids=["untied", "tied"])
@@ -63,16 +70,18 @@ def test_scanned_per_layer_gathered_step_equals_single_device_unrolled_step(cfg)
   graphdef, state, batch, opt = _problem(cfg)
   ref_state, ref_metrics = jax.device_get(make_train_step(graphdef, nll_loss(), opt, donate=False)(state, batch))
   _, _, _, (new_state, metrics) = _sharded(cfg)
+  scfg = cfg.replace(scan_layers=True)  # the sharded step's model stores its layers stacked
   np.testing.assert_allclose(metrics["loss"], ref_metrics["loss"], rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(metrics["train/grad_norm"], ref_metrics["train/grad_norm"], rtol=1e-5)
-  mu, ref_mu = _flat(new_state.opt_state[0].mu), _flat(ref_state.opt_state[0].mu)  # 0.1 * gradient
+  mu, ref_mu = _flat(new_state.opt_state[0].mu, scfg), _flat(ref_state.opt_state[0].mu)  # 0.1 * gradient
   assert mu.keys() == ref_mu.keys() and len(mu) > 10
   for k in ref_mu:
-    np.testing.assert_allclose(mu[k], ref_mu[k], rtol=1e-5, atol=1e-8, err_msg=k)
-  p, ref_p = _flat(new_state.params), _flat(ref_state.params)
+    np.testing.assert_allclose(mu[k], ref_mu[k], rtol=1e-5, atol=1e-8, err_msg=str(k))
+  p, ref_p = _flat(new_state.params, scfg), _flat(ref_state.params)
+  assert p.keys() == ref_p.keys()
   for k in ref_p:  # well-conditioned entries (|g| > 1e-5) tightly; see test_parallel_train for the bound
     ok = np.abs(ref_mu[k] / 0.1) > 1e-5
-    np.testing.assert_allclose(p[k][ok], ref_p[k][ok], rtol=1e-5, atol=1e-6, err_msg=k)
+    np.testing.assert_allclose(p[k][ok], ref_p[k][ok], rtol=1e-5, atol=1e-6, err_msg=str(k))
 
 
 def test_layer_weights_are_gathered_inside_the_loop_one_layer_at_a_time():
@@ -81,16 +90,17 @@ def test_layer_weights_are_gathered_inside_the_loop_one_layer_at_a_time():
   ops = collectives(hlo)
   in_loop = loop_computations(hlo)
   assert in_loop, "no while loop: the layers were not scanned"
-  layer_vars = [v for path, v in nnx.to_flat_state(placed.params) if path[0] == "layers"]
-  gathered = {}  # compute-shard shape of each fsdp-sharded layer weight -> its stacked [L, ...] form
+  layer_vars = [v for path, v in nnx.to_flat_state(placed.params) if path[0] == "layer_stacks"]
+  assert layer_vars and all(v[...].shape[0] == L and v[...].sharding.spec[:1] in ((), (None,)) for v in layer_vars)
+  gathered = {}  # one layer's compute-shard shape of each fsdp-sharded stacked weight -> its [L, ...] form
   for var in layer_vars:
-    x = var[...]
+    x = var[...]  # stored stacked [L, ...], the layer axis unsharded
     if compute_spec(x.sharding.spec) != x.sharding.spec:
-      shard = NamedSharding(mesh, compute_spec(x.sharding.spec)).shard_shape(x.shape)
-      gathered[shard] = (L,) + shard
+      stacked = NamedSharding(mesh, compute_spec(x.sharding.spec)).shard_shape(x.shape)
+      gathered[stacked[1:]] = stacked
   assert len(gathered) >= 3
   others = {NamedSharding(mesh, compute_spec(v[...].sharding.spec)).shard_shape(v[...].shape)
-            for path, v in nnx.to_flat_state(placed.params) if path[0] != "layers"}
+            for path, v in nnx.to_flat_state(placed.params) if path[0] != "layer_stacks"}
   assert not others & set(gathered), "ambiguous shapes: a layer weight and a top-level one share a compute shape"
   # (the LM head kernel's shard_map gathers hidden rows, [48, 64] here, the down projection's compute shape)
   fsdp_gathers = [c for c in ops if c.op == "all-gather" and mesh_axes_of_groups(c.groups, mesh) == frozenset({"fsdp"})

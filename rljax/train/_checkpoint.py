@@ -41,6 +41,10 @@ class CheckpointMismatch(CheckpointError):
   """A readable checkpoint whose arrays do not fit the template (another model or state layout)."""
 
 
+_LAYOUT_HINT = ("(another model, or the same model with its layers stored the other way: ModelConfig.scan_layers "
+                "stores them stacked; restore with the saving run's layout, then rljax.models.convert_layout)")
+
+
 class CheckpointWarning(RuntimeWarning):
   """Some checkpoints were unreadable and an earlier one was restored."""
 
@@ -174,13 +178,13 @@ class Checkpointer:
       raise _Unreadable(path, e) from e
     if set(stored) != set(target):
       raise CheckpointMismatch(f"checkpoint step {step} in {self.directory!r}: part {name!r} has {len(stored)} "
-                               f"arrays, this run's state has {len(target)}")
+                               f"arrays, this run's state has {len(target)} {_LAYOUT_HINT}")
     for key in sorted(target):
       have, want = stored[key], target[key]
       if tuple(have.shape) != tuple(want.shape) or np.dtype(have.dtype) != np.dtype(want.dtype):
         raise CheckpointMismatch(f"checkpoint step {step} in {self.directory!r}: part {name!r} array "
                                  f"{int(key[5:])} is {tuple(have.shape)} {np.dtype(have.dtype)}, this run's is "
-                                 f"{tuple(want.shape)} {np.dtype(want.dtype)}")
+                                 f"{tuple(want.shape)} {np.dtype(want.dtype)} {_LAYOUT_HINT}")
 
   def _restore_step(self, step: int, template, parts: bool = False):
     items = template if parts else {"state": template}
