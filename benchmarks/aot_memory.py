@@ -61,6 +61,8 @@ class Row:
   kind: str = "train"  # "train" or "rollout"
   scan: bool = True
   lora_rank: int = 0
+  batch: int = 64  # global batch x sequence length (train rows)
+  seq: int = 2048
 
 
 ROWS = {
@@ -71,14 +73,19 @@ ROWS = {
     "32b-fsdp32xtensor4": Row("32b", (1, 32, 4)),
     "7b-rollout-fsdp64": Row("7b", (1, 64, 1), kind="rollout"),
     "7b-unrolled-fsdp64": Row("7b", (1, 64, 1), scan=False),
+    # compile time against the layer count, quick: a tiny Qwen2.5-shaped model (H 256, 12 layers) on 8 devices
+    "tiny-fsdp8": Row("tiny", (1, 8, 1), batch=16, seq=256),
+    "tiny-unrolled-fsdp8": Row("tiny", (1, 8, 1), scan=False, batch=16, seq=256),
 }
-BATCH, SEQ = 64, 2048
+TINY = dict(vocab_size=4096, hidden_size=256, num_layers=12, num_heads=4, num_kv_heads=2, intermediate_size=1024)
 ROLLOUT = dict(prompts=64, samples=8, prompt_len=512, new_tokens=1536)
 
 
 def model_config(row: Row, layers=None):
   from rljax.models import LoRAConfig, presets  # pylint: disable=import-outside-toplevel
   kw = dict(compute_dtype="bfloat16", remat="full", scan_layers=row.scan)
+  if row.model == "tiny":
+    kw.update(TINY)
   if row.model == "32b":  # Qwen2.5-32B: H 5120, 64 layers, 40 heads, 8 KV heads, F 27648
     kw.update(hidden_size=5120, num_layers=64, num_heads=40, num_kv_heads=8, intermediate_size=27648)
   if row.lora_rank:
@@ -117,17 +124,14 @@ def estimate(row: Row, cfg) -> dict:
   else:
     out["params + Adam (12 B/param)"] = total * (p_bytes + 2 * p_bytes) / n_dev
     out["grads f32"] = total * p_bytes / n_dev
-  tok = BATCH * SEQ / (data * fsdp)  # tokens per device
+  tok = row.batch * row.seq / (data * fsdp)  # tokens per device
   out["residuals: L x layer inputs bf16"] = layers * tok * h * 2
   out["one layer: weights bf16 fwd + bwd, grad"] = per_layer * 2 * 3 / tensor
-  seqs = BATCH / (data * fsdp)
-  attn = seqs * (cfg.num_heads / tensor) * SEQ * SEQ * (4 + 4 + 2)  # f32 scores, f32 softmax, bf16 probs
+  seqs = row.batch / (data * fsdp)
+  attn = seqs * (cfg.num_heads / tensor) * row.seq * row.seq * (4 + 4 + 2)  # f32 scores, f32 softmax, bf16 probs
   mlp = tok * (cfg.intermediate_size / tensor) * 2 * 4  # gate, up, act, product (bf16)
   out["one layer: recomputed activations"] = attn + mlp
-  if row.scan:
-    # the layers' parameters are stored one variable per layer; the scan's input is their stacked copy
-    # ([L, ...] shards, parameter dtype; stacked storage would remove it)
-    out["scan input: stacked layer weights"] = per_layer * layers * p_bytes / n_dev
+  if row.scan:  # (the layers are stored stacked [L, ...]: the scan reads them in place, no stacked copy)
     # fsdp_loss_fn: the embedding is looked up without a gather; the head is re-split by vocabulary over
     # tensor x fsdp (its shard and gradient in the parameter dtype) and the vocab-parallel kernel gathers
     # ~8192 hidden rows at a time (bf16) with their f32 dX partials
@@ -180,7 +184,7 @@ def _compile_train(row, cfg):
     optimizer = optax.masked(optimizer, lora_mask(params))
   graphdef = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))), nnx.Param, ...)[0]
   state = jax.eval_shape(lambda: init_train_state(Transformer(cfg, rngs=nnx.Rngs(0)), optimizer)[1])
-  b, t = BATCH, SEQ
+  b, t = row.batch, row.seq
   batch = TrainBatch(tokens=jax.ShapeDtypeStruct((b, t), jnp.int32), loss_mask=jax.ShapeDtypeStruct((b, t), jnp.bool_),
                      advantages=jax.ShapeDtypeStruct((b, t), jnp.float32),
                      group_id=jax.ShapeDtypeStruct((b,), jnp.int32))

@@ -112,6 +112,12 @@ def test_train_on_a_mesh_matches_one_device(one_device_run, mesh, tmp_path):
     assert v.sharding.is_equivalent_to(declared[k], v.ndim), (k, v.sharding, declared[k])
     sharded += len(v.sharding.spec) > 0 and any(s is not None for s in v.sharding.spec)
   assert sharded >= 6  # embeddings, attention and MLP kernels are split
+  if cfg.model.scan_layers:  # stored stacked [L, ...] (one run: the tiny model's layers are identical)
+    stacked = {k: v for k, v in got.items() if k.startswith("['layer_stacks']")}
+    assert stacked and all(k.startswith("['layer_stacks'][0]") for k in stacked)
+    got = {k: v for k, v in got.items() if k not in stacked}
+    for k, v in stacked.items():
+      got.update({k.replace("['layer_stacks'][0]", f"['layers'][{j}]"): v[j] for j in range(v.shape[0])})
   assert set(got) == set(ref)
   for k, v in ref.items():
     g = np.asarray(jax.device_get(got[k]))
