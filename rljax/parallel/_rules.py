@@ -14,7 +14,8 @@ heads/kv_heads tensor                Megatron attention split
 mlp            tensor                Megatron MLP split
 vocab          tensor                vocab-parallel embedding / head
 expert         expert                experts split
-lora*          replicated            adapters are small
+lora_in/out    fsdp                  LoRA adapters' input / output dims (ZeRO-3 like the base)
+lora           replicated            the rank
 others         replicated
 =============  ====================  =========================================
 
@@ -45,8 +46,8 @@ DEFAULT_RULES: Rules = (
     ("cache_seq", None),
     ("norm", None),
     ("lora", None),
-    ("lora_in", None),
-    ("lora_out", None),
+    ("lora_in", "fsdp"),
+    ("lora_out", "fsdp"),
 )
 
 __all__ = ["DEFAULT_RULES", "logical_to_spec", "logical_sharding"]

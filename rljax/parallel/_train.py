@@ -204,9 +204,10 @@ class _LayerGather:
   spec, cast to the compute dtype (a float32 master weight travels as bfloat16: the model casts
   it there anyway, so the values are the same) and constrained to its compute spec, so XLA
   all-gathers it over ``fsdp`` in the body, once per layer (and again in the backward pass
-  under remat), and the transpose reduce-scatters the layer's gradient in the body. Weights
-  that are not gathered (norm scales, LoRA adapters, biases without an ``embed`` axis) are
-  left alone (norm scales stay float32).
+  under remat), and the transpose reduce-scatters the layer's gradient in the body (LoRA
+  adapters too: their ``lora_in`` / ``lora_out`` dimensions are stored over ``fsdp``). Weights
+  that are not gathered (norm scales, biases without an ``embed`` axis) are left alone (norm
+  scales stay float32).
   """
   mesh: Mesh
   rules: Rules
