@@ -801,7 +801,7 @@ def with_value_head(model: Transformer) -> Transformer:
   return critic
 
 
-def convert_layout(model: Transformer, scan_layers: bool) -> Transformer:
+def convert_layout(model: Transformer, scan_layers: bool, *, copy: bool = True) -> Transformer:
   """A copy of ``model`` with its layers stored the other way: stacked per :func:`layer_runs` run
   (``scan_layers=True``, ``layer_stacks``) or one :class:`Block` per layer (``False``, ``layers``).
 
@@ -809,7 +809,9 @@ def convert_layout(model: Transformer, scan_layers: bool) -> Transformer:
   parameter values (new buffers; stacking is ``jnp.stack`` over the layers of a run, unstacking its
   slices), LoRA adapters and merge flags included. Both layouts compute the same function (the
   scanned and unrolled forward agree to float32 rounding). Use it to load a checkpoint saved with
-  the other layout: restore into a model of that layout, then convert.
+  the other layout: restore into a model of that layout, then convert. ``copy=False`` (inside ``jit``)
+  reuses the arrays that need no stacking or slicing: the sampler's decode loop runs on a per-layer
+  view of a stacked model, sliced once before the loop (slicing the stacks in every step copies them).
   """
   from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
   if not isinstance(model, Transformer):
@@ -831,7 +833,7 @@ def convert_layout(model: Transformer, scan_layers: bool) -> Transformer:
     src = source.pop(tuple(path), None)
     if src is None or tuple(src.shape) != tuple(var.shape):
       raise ValueError(f"internal: {'.'.join(map(str, path))} has no counterpart of shape {var.shape} in the source")
-    var.set_value(jnp.array(src.get_value(), copy=True))
+    var.set_value(jnp.array(src.get_value(), copy=True) if copy else src.get_value())
     flat.append((path, var))
   if source:
     raise ValueError(f"internal: source parameters without a place in the converted model: {sorted(source)[:4]}")

@@ -281,6 +281,9 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mes
   ``None``: one loop over the cache as given.
   """
   temperature, top_k, top_p, min_p = sp
+  if model.cfg.scan_layers:  # layers stored stacked: slice them once here, not in every step of the loop
+    from rljax.models import convert_layout  # pylint: disable=import-outside-toplevel
+    model = convert_layout(model, False, copy=False)
   seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
       st.group_id, st.sample_index)
   b = st.pending.shape[0]
