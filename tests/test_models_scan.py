@@ -179,6 +179,8 @@ def test_hf_round_trip_with_scanned_layers(tmp_path, cfg):
   assert want.keys() == have.keys()
   for k in want:
     np.testing.assert_array_equal(have[k], want[k], err_msg=str(k))
+  if cfg.is_moe:  # (the parameters are equal; the forward of stacked MoE models is tested above)
+    return
   tokens = _tokens()
   logits = back(tokens, return_logits=True).logits
   np.testing.assert_allclose(logits, plain(tokens, return_logits=True).logits, rtol=1e-5, atol=1e-5)
