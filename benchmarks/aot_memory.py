@@ -69,7 +69,8 @@ ROWS = {
     "7b-fsdp64": Row("7b", (1, 64, 1)),
     "7b-fsdp16xtensor4": Row("7b", (1, 16, 4)),
     "7b-lora64-fsdp64": Row("7b", (1, 64, 1), lora_rank=64),
-    "32b-fsdp128": Row("32b", (1, 128, 1)),
+    # 128 devices: a global batch of 128 sequences (one per device; 64 would leave half the devices without a row)
+    "32b-fsdp128": Row("32b", (1, 128, 1), batch=128),
     "32b-fsdp32xtensor4": Row("32b", (1, 32, 4)),
     "7b-rollout-fsdp64": Row("7b", (1, 64, 1), kind="rollout"),
     "7b-unrolled-fsdp64": Row("7b", (1, 64, 1), scan=False),
@@ -147,6 +148,10 @@ def estimate(row: Row, cfg) -> dict:
 def run_row(name: str, layers=None) -> dict:
   import jax  # pylint: disable=import-outside-toplevel
   row = ROWS[name]
+  data, fsdp, _ = row.mesh
+  if row.kind == "train" and row.batch % (data * fsdp):
+    raise ValueError(f"row {name}: batch {row.batch} is not divisible by data x fsdp = {data * fsdp}; the batch "
+                     "would not be split over the mesh (the figure would be of a replicated batch)")
   cfg = model_config(row, layers)
   t0 = time.time()
   compiled = (_compile_rollout if row.kind == "rollout" else _compile_train)(row, cfg)
