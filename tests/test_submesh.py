@@ -158,9 +158,9 @@ def test_split_eta_zero_equals_the_synchronous_loop_on_the_training_sub_mesh(tmp
 
 
 def test_split_with_staleness_and_chunked_sampler(tmp_path, monkeypatch):
-  """A 4-device mesh split 2 / 2, eta = 2, 2-token chunks (the interruptible sampler): every chunk runs on the
-  rollout devices, the train state stays on the training devices, no trained row is older than eta, and every
-  step reports the same transfer size."""
+  """A 4-device mesh split 2 / 2, eta = 2, 2-token chunks of 4-token responses (the interruptible sampler):
+  every chunk runs on the rollout devices, the train state stays on the training devices, no trained row is
+  older than eta, and every step reports the same transfer size."""
   import jax  # pylint: disable=import-outside-toplevel
   import rljax.train._async as async_mod  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
@@ -218,7 +218,8 @@ def _worker(process_id: int, port: int, out: str) -> None:
   for path, x in jax.tree_util.tree_leaves_with_path(moved):
     for i, s in enumerate(x.addressable_shards):  # this process's shards, and where they sit in the array
       saved[f"{jax.tree_util.keystr(path)}|{i}|data"] = np.asarray(s.data)
-      saved[f"{jax.tree_util.keystr(path)}|{i}|index"] = np.asarray([sl.indices(n)[:2] for sl, n in zip(s.index, x.shape)])
+      bounds = [sl.indices(n)[:2] for sl, n in zip(s.index, x.shape)]
+      saved[f"{jax.tree_util.keystr(path)}|{i}|index"] = np.asarray(bounds)
   np.savez(out, **saved)
   print(f"process {process_id}: transfer {seconds:.3f} s, {nbytes} bytes", flush=True)
 
