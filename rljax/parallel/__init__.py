@@ -13,6 +13,9 @@ process feeds), ``process_batches`` (a grain loader of only those rows),
 ``global_batch`` (``jax.make_array_from_process_local_data``), ``to_host`` /
 ``host_rows`` (NumPy copies of global arrays).
 
+Rollout / training sub-meshes (``_submesh``): ``split_mesh`` (two disjoint meshes), ``transfer`` (the
+explicit, timed and byte-counted weight reshard between them), ``tree_bytes``.
+
 See ``docs/scaling.md``.
 """
 from rljax.parallel._distributed import DistributedConfig, maybe_initialize_distributed
@@ -22,6 +25,7 @@ from rljax.parallel._shard import batch_sharding, replicated, shard_state, state
 from rljax.parallel._train import (abstract_with_shardings, batch_shardings, compute_spec, fsdp_loss_fn,
                                    shard_train_step, train_state_shardings, with_logical_constraint)
 from rljax.parallel._hlo import collectives  # noqa: E402
+from rljax.parallel._submesh import split_mesh, split_sizes, transfer, tree_bytes
 from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch, host_rows, place_global,
                                   process_any, process_batches, process_rows, process_sum, row_sharding, to_host)
 
@@ -30,4 +34,5 @@ __all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides", "DEFAULT_RUL
            "batch_sharding", "replicated", "train_state_shardings", "shard_train_step", "batch_shardings",
            "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
            "row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host", "host_rows",
-           "allgather_rows", "process_sum", "process_any", "process_batches"]
+           "allgather_rows", "process_sum", "process_any", "process_batches", "split_mesh", "split_sizes", "transfer",
+           "tree_bytes"]

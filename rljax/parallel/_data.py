@@ -98,8 +98,8 @@ def place_global(tree, shardings):
   def one(x, sharding):
     if isinstance(x, jax.Array) and not x.is_fully_addressable:  # already global: reshard (collective)
       return x if x.sharding == sharding else jax.device_put(x, sharding)
-    host = np.asarray(jax.device_get(x))
-    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+    host = np.asarray(jax.device_get(x))  # dtype: a process without devices in `sharding` makes no shard
+    return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx], dtype=host.dtype)
 
   return jax.tree.map(lambda sh, sub: jax.tree.map(lambda x: one(x, sh), sub), shardings, tree,
                       is_leaf=lambda x: isinstance(x, NamedSharding))

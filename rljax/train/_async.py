@@ -33,9 +33,15 @@ re-raises; it never hangs). A checkpoint stores the data loader's position right
 on; batches in flight are discarded at a preemption and their prompts drawn again on resume, so a resumed run
 loses no prompt and duplicates none.
 
-One process only: the producer shares the devices with the trainer (separate jitted programs on one machine).
-Rollout and training sub-meshes across hosts (``jax.distributed``, an explicit reshard of the weights) are
-future work.
+Devices: by default the producer shares the trainer's mesh (separate jitted programs on one machine), and a
+published version is a copy of the parameters on the same devices (the update donates its buffers). With
+``rl.async_rollout_devices = r`` the mesh is split (``rljax.parallel.split_mesh``) into a rollout sub-mesh (its
+first ``r`` devices) and a training sub-mesh (the rest): the train state lives on the training sub-mesh, the
+sampler's weights on the rollout sub-mesh, and each published version is an explicit reshard between them
+(``jax.device_put`` onto the parameters' shardings on the rollout sub-mesh, ``rljax.parallel.transfer``), timed
+and byte-counted (``async/weight_transfer_s``, ``async/weight_transfer_bytes``; with shared devices they measure
+the copy). One process only: the producer thread's collectives would interleave with the trainer's on other
+processes (docs/async.md says what a multi-host split needs).
 """
 from __future__ import annotations
 
@@ -49,8 +55,8 @@ from typing import Any, Callable, NamedTuple, Optional
 import numpy as np
 from flax import nnx
 
+from rljax import parallel as par
 from rljax.sampling import FinishReason, SamplerConfig, generate
-from rljax.train._ahead import RolloutAhead
 
 __all__ = ["Weights", "WeightBox", "InterruptibleSampler", "Producer", "ProducerStopped", "AsyncRunner",
            "row_staleness", "drop_stale", "continuation_buckets", "auto_chunk_tokens"]
@@ -327,14 +333,19 @@ class _Produced(NamedTuple):
 class AsyncRunner:
   """``rl.async_staleness`` in the RL loop (``run_rl``): ``next(s)`` gives step ``s``'s batch (stale rows
   dropped), the loader state to checkpoint with it and the ``async/...`` metrics; ``publish(v)`` hands the
-  trainer's parameters after ``v`` steps to the producer; ``close()`` stops it."""
+  trainer's parameters after ``v`` steps to the producer (returning the transfer's metrics); ``close()`` stops it.
 
-  def __init__(self, loop, *, start: int, stop_at: int):
+  ``rollout_mesh``: the rollout sub-mesh (``rljax.parallel.split_mesh``; ``loop`` trains on the other one): the
+  producer samples with weights resharded onto it. None: the producer shares the trainer's devices."""
+
+  def __init__(self, loop, *, start: int, stop_at: int, rollout_mesh=None):
     rl = loop.rl
     self.loop, self.eta = loop, rl.async_staleness
     self.chunk = rl.async_chunk_tokens or auto_chunk_tokens(rl.max_new_tokens)
     self.box = WeightBox()
     self.stop = threading.Event()
+    self.rollout_shardings = None if rollout_mesh is None else (
+        par.state_shardings(loop.state.params, rollout_mesh), par.state_shardings(loop.state.model_state, rollout_mesh))
     self.publish(start)
     self.dropped = 0
     self.totals = {"interrupted_rows": 0, "restarted_rows": 0, "discarded_tokens": 0}
@@ -342,12 +353,17 @@ class AsyncRunner:
     self.producer = Producer(self._produce, self.box, start=start, stop_at=stop_at, staleness=self.eta,
                              stop=self.stop)
 
-  def publish(self, version: int) -> None:
+  def publish(self, version: int) -> dict:
+    """Hands version ``version`` (the trainer's parameters now) to the producer: a copy on the rollout sub-mesh
+    (or on the same devices); returns ``async/weight_transfer_s`` (the copy's wall time, waited for) and
+    ``async/weight_transfer_bytes`` (the parameters' and model state's bytes, each array once)."""
     loop = self.loop
-    params, model_state = RolloutAhead.snapshot((loop.state.params, loop.state.model_state))
+    (params, model_state), seconds, nbytes = par.transfer((loop.state.params, loop.state.model_state),
+                                                          self.rollout_shardings)
     context = {"temperature": loop.controllers.temperature(loop.ctl_state),
                "prompt_states": loop.stage_states["prompt_filters"], "replay_states": loop.stage_states.get("replay")}
     self.box.publish(Weights(version, params, model_state, context))
+    return {"async/weight_transfer_s": seconds, "async/weight_transfer_bytes": float(nbytes)}
 
   def _produce(self, k: int, w: Weights) -> _Produced:
     loop, exp, ctx = self.loop, self.loop.exp, w.context

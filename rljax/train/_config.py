@@ -330,6 +330,12 @@ class RLConfig:
   # eta >= 1: decode steps between two looks for new weights (the sampler runs in chunks of this many tokens;
   # each chunk re-reads the sequence so far under the weights of that chunk); 0 = auto: max(16, ceil(M / 4))
   async_chunk_tokens: int = 0
+  # the asynchronous runner's devices: 0 = the producer shares the trainer's mesh; r >= 1 splits the mesh into a
+  # rollout sub-mesh (its first r devices; the sampler's weights live there) and a training sub-mesh (the rest:
+  # the train state), and each published version is an explicit, measured reshard between them
+  # (rljax.parallel.split_mesh / transfer; metrics async/weight_transfer_s, async/weight_transfer_bytes). r must
+  # leave both sides non-empty and cut the mesh's outermost axis of size > 1 into whole slices
+  async_rollout_devices: int = 0
   # sample (and evaluate) the prompts as this many concurrent calls on host threads (SamplerConfig.concurrent_chunks):
   # fills the CPU cores one decode loop leaves idle; rows keep their random streams; CPU only (else one call);
   # 0 = auto: 2 on a CPU backend with >= 2 cores and a model of >= 1M parameters, else 1 (docs/training.md)
@@ -370,7 +376,10 @@ class RLConfig:
         _fail("RLConfig.async_staleness", self.async_staleness,
               "None when rl.rollout_ahead=true (rollout_ahead is the one-step schedule; async_staleness=1 the "
               "asynchronous runner's): use one or the other")
-    _pos_int(self, "async_chunk_tokens", allow_zero=True)
+    _pos_int(self, "async_chunk_tokens", "async_rollout_devices", allow_zero=True)
+    if self.async_rollout_devices and self.async_staleness is None:
+      _fail("RLConfig.async_rollout_devices", self.async_rollout_devices,
+            "0 unless rl.async_staleness is set (the rollout sub-mesh is the asynchronous runner's)")
     for name in ("critic_shared", "routing_replay", "async_partial_rollouts"):
       if not isinstance(getattr(self, name), bool):
         _fail(f"RLConfig.{name}", getattr(self, name), "true or false")

@@ -304,13 +304,17 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``. ``checked``: the recipe
   passed ``check_recipe`` already (``train`` checks it before SFT)."""
   cfg, rl = exp.cfg, exp.cfg.rl
+  rollout_mesh = None
+  if rl.async_staleness is not None and rl.async_rollout_devices:  # the trainer keeps the rest of the mesh
+    rollout_mesh, mesh = par.split_mesh(mesh, rl.async_rollout_devices, "RLConfig.async_rollout_devices")
   loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
                 checked=checked)
   bar = progress_bar(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
                      leave=True)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
   ahead = RolloutAhead() if rl.rollout_ahead else None
-  runner = AsyncRunner(loop, start=loop.start, stop_at=rl.steps) if rl.async_staleness is not None else None
+  runner = (AsyncRunner(loop, start=loop.start, stop_at=rl.steps, rollout_mesh=rollout_mesh)
+            if rl.async_staleness is not None else None)
   t_stage = time.perf_counter()
   try:
     for s in range(loop.start, rl.steps):
@@ -334,9 +338,8 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
                      temperature, collected.prompt_states)
       t1 = time.perf_counter()
       row = loop.step(s, collected)
-      if runner is not None:
-        runner.publish(s + 1)
-        row.update(async_row)
+      if runner is not None:  # version s + 1 to the producer (a reshard onto the rollout sub-mesh, if split)
+        row.update({**async_row, **runner.publish(s + 1)})
       row["time/sample_s"] = t1 - t0
       row["rollout/reward_mean"] = collected.stats["reward_mean"]
       if ahead is not None:

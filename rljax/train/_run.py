@@ -85,6 +85,16 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
   mesh = run_mesh(cfg)  # the mesh fits the devices
   exp = build_experiment(cfg)
   par.check_mesh_divides(mesh.shape, exp.model.cfg)  # ... and its axes divide the model's dimensions
+  r = cfg.rl.async_rollout_devices
+  if cfg.rl.steps > 0 and cfg.rl.async_staleness is not None and r:
+    rollout_mesh, train_mesh = par.split_mesh(mesh, r, "RLConfig.async_rollout_devices")
+    try:  # both sub-meshes split the model, and the training sub-mesh the rollout batch
+      for sub in (rollout_mesh, train_mesh):
+        par.check_mesh_divides(sub.shape, exp.model.cfg)
+      par.row_sharding(train_mesh, cfg.rl.batch_size)
+    except ValueError as e:
+      raise ValueError(f"RLConfig.async_rollout_devices={r} gives the rollout sub-mesh {dict(rollout_mesh.shape)} "
+                       f"and the training sub-mesh {dict(train_mesh.shape)}: {e}") from None
   if cfg.rl.steps > 0:
     check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
   return changes, exp, mesh
