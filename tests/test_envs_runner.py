@@ -145,10 +145,7 @@ def test_failing_env_and_overlong_observation_end_only_their_episodes(model):
   assert summary["failed"] == pytest.approx(1 / 3) and summary["truncated"] == pytest.approx(1 / 3)
 
 
-def test_runner_refuses_a_context_budget(model):
-  with pytest.raises(ValueError, match="context_budget"):
-    run_episodes(model, Echo(), [1], tokenizer=CharTok(), runner_config=RC, key=jax.random.key(0),
-                 episode_config=envs.EpisodeConfig(max_turns=2, context_budget=100))
+def test_runner_refuses_bad_sizes(model):
   with pytest.raises(ValueError, match="max_turns"):
     run_episodes(model, Echo(), [1], tokenizer=CharTok(), runner_config=RC, key=jax.random.key(0),
                  episode_config=envs.EpisodeConfig(max_turns=9))
@@ -304,3 +301,79 @@ def test_resume_with_one_key_per_row(model):
     RunnerConfig(chunk_tokens=-1)
   with pytest.raises(ValueError, match="RunnerConfig.rejoin"):
     RunnerConfig(rejoin="now")
+
+
+def _reference_windows(model, env, problem, seed, cfg: envs.EpisodeConfig):
+  """One episode with a context budget through ``envs.advance``, every turn sampled by ``generate`` on the
+  current window's whole sequence (nothing cached); a new window starts from ``[bos]`` and its segments, each
+  encoded on its own. Returns the episode and, per window, ``(tokens, model mask, logp, turn ids)``."""
+  tok = CharTok()
+  ep = envs.start(env, problem, seed)
+  seq = [tok.bos_id] + tok.encode(ep.context)
+  mm, logp, tids = [False] * len(seq), [0.0] * len(seq), [-1] * len(seq)
+  rows = []
+  for t in range(cfg.max_turns):
+    r = generate(model, [seq], config=BIG, key=jax.random.key(0), greedy=True, stop_tokens=[tok.eos_id])
+    cm = np.asarray(r.completion_mask[0])
+    ids, lps = np.asarray(r.tokens[0])[cm].tolist(), np.asarray(r.logp_behavior[0])[cm].tolist()
+    if tok.eos_id in ids:
+      ids = ids[:ids.index(tok.eos_id) + 1]
+    stop = tok.encode("c")[0]
+    if stop in ids:
+      ids = ids[:ids.index(stop) + 1]
+    seq, mm, logp, tids = seq + ids, mm + [True] * len(ids), logp + lps[:len(ids)], tids + [t] * len(ids)
+    before = len(ep.windows)
+    ep = envs.advance(env, ep, tok.decode([i for i in ids if i != tok.eos_id]), cfg)
+    if ep.done:
+      break
+    obs = tok.encode(ep.windows[before - 1][-1].text)  # the observation ends the turn's window
+    seq, mm, logp, tids = seq + obs, mm + [False] * len(obs), logp + [0.0] * len(obs), tids + [t] * len(obs)
+    if len(ep.windows) > before:  # a new window: its own row, from its segments
+      rows.append((seq, mm, logp, tids))
+      seq, tids = [tok.bos_id], [-1]
+      for s in ep.segments:
+        seq, tids = seq + tok.encode(s.text), tids + [s.turn] * len(tok.encode(s.text))
+      mm, logp = [False] * len(seq), [0.0] * len(seq)
+  rows.append((seq, mm, logp, tids))
+  return ep, rows
+
+
+@pytest.mark.parametrize("chunk", [0, pytest.param(4, marks=pytest.mark.slow)])
+def test_context_budget_windows_equal_the_advance_path(model, chunk):
+  """With a context budget, an episode that goes over it continues in a new window (``fit_context``'s segments,
+  re-prefilled for that row only): the transcripts and each window's row equal ``advance`` with every turn
+  sampled on the current window's text (greedy), and ``encode_episode``'s rows; lockstep and overlapped."""
+  cfg = envs.EpisodeConfig(stop_strings=("c",), max_turns=4, context_budget=12)
+  problems, seeds = [4, 3, 1], [0, 1, 2]
+  refs = [_reference_windows(model, Echo(), p, s, cfg) for p, s in zip(problems, seeds)]
+  # the budget is hit twice in one episode; in another, nothing fits (finish="context")
+  assert max(len(ep.windows) for ep, _ in refs) == 3 and "context" in [ep.finish for ep, _ in refs]
+  rc = dataclasses.replace(RC, max_prompt_tokens=24, chunk_tokens=chunk, rejoin="chunk")
+  out = run_episodes(model, Echo(), problems, tokenizer=CharTok(), episode_config=cfg, runner_config=rc,
+                     key=jax.random.key(0), seeds=seeds, greedy=True)
+  assert out.tokens.shape[0] == 3 + 2  # the two earlier windows of problem 4's episode: their own rows
+  assert [ep.windows for ep in out.episodes] == [ep.windows for ep, _ in refs]
+  assert [ep.rewards for ep in out.episodes] == [ep.rewards for ep, _ in refs]
+  rows = {(int(e), int(w)): r for r, (e, w) in enumerate(zip(out.row_episode, out.row_window))}
+  assert sorted(rows) == sorted((e, w) for e, (ep, _) in enumerate(refs) for w in range(len(ep.windows)))
+  for e, (ep, ref_rows) in enumerate(refs):
+    for w, (seq, mm, lp, tid) in enumerate(ref_rows):
+      r, k = rows[(e, w)], len(seq)
+      np.testing.assert_array_equal(out.tokens[r, :k], seq)
+      assert (out.tokens[r, k:] == 0).all() and not out.model_mask[r, k:].any()
+      np.testing.assert_array_equal(out.model_mask[r, :k], mm)
+      np.testing.assert_allclose(out.logp_behavior[r, :k], lp, atol=2e-5)
+      np.testing.assert_array_equal(out.turn_ids[r, :k], tid)
+    sel = lambda r: out.model_mask[r]
+    model_ids = {}
+    for w in range(len(ep.windows)):
+      r = rows[(e, w)]
+      for t in set(out.turn_ids[r][sel(r)].tolist()):
+        model_ids[t] = out.tokens[r][sel(r) & (out.turn_ids[r] == t)].tolist()
+    enc = envs.encode_episode(ep, CharTok(), model_ids=model_ids)
+    for row in enc:  # the runner's row is encode_episode's up to the observation a finished episode ends with
+      k = len(ref_rows[row.window][0])
+      assert not row.loss_mask[k:].any()
+      np.testing.assert_array_equal(out.tokens[rows[(e, row.window)], :k], row.tokens[:k])
+      np.testing.assert_array_equal(out.model_mask[rows[(e, row.window)], :k], row.loss_mask[:k])
+      np.testing.assert_array_equal(out.turn_ids[rows[(e, row.window)], :k], row.turn_ids[:k])

@@ -144,8 +144,14 @@ def test_self_play_game_trains_end_to_end(tmp_path):
   assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["rollout/turns"] >= 1 for r in rows)
 
 
-def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
+def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path, monkeypatch):
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  from rljax.envs._envtask import EnvTask  # pylint: disable=import-outside-toplevel
+  with monkeypatch.context() as m:  # context windows give several rows per episode: not trained yet
+    m.setattr(EnvTask, "episode_config", property(lambda self: envs.EpisodeConfig(
+        stop_strings=tuple(self.env.stop_strings), max_turns=self.max_turns, context_budget=100)))
+    with pytest.raises(ValueError, match="context_budget"):
+      train(apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake"]), overwrite=True)
   cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.rewards=exact_match"])
   with pytest.raises(ValueError, match="multi-turn.*exact_match"):
     train(cfg, overwrite=True)

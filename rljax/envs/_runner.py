@@ -31,11 +31,17 @@ model-written tokens, the loss mask), ``logp_behavior`` over them, ``turn_ids`` 
 convention: the 0-based model turn, an observation belongs to the turn that caused it, -1 on the opening prompt
 and padding), and per episode the turn rewards, roles, failure / truncation flags and tool calls.
 
-Limits, all ours: an observation longer than ``RunnerConfig.max_obs_tokens`` tokens, or an opening prompt longer
-than ``max_prompt_tokens``, ends that episode as *truncated* (counted, never a crash; the cache is sized so that
-nothing else can overflow it). The context budget of ``EpisodeConfig`` (windows) is not supported here: a new
-window would be a new row with a new prefix, so ``run_episodes`` refuses an ``EpisodeConfig`` with a
-``context_budget``.
+Context windows (``EpisodeConfig.context_budget``): when ``advance`` moves an episode to a new window (the
+environment's ``fit_context``), the row's window so far becomes a row of its own (with the observation that ends
+it, as ``encode_episode`` has it), and the sampler row starts over from the new window's prefix: ``[bos]`` and
+each of the window's segments encoded on its own (``rljax.sampling.restart``, then ``feed_rows``: a prefill of
+that row only, counted in ``prefilled``; the other rows keep their caches). The model then sees exactly the text of
+the ``advance`` path, and behaviour log-probs stay on the tokens the model wrote in that window; the carried-over
+text is context.
+
+Limits, all ours: an observation longer than ``RunnerConfig.max_obs_tokens`` tokens, or an opening prompt (or a
+new window's prefix) longer than ``max_prompt_tokens``, ends that episode as *truncated* (counted, never a crash;
+the cache is sized so that nothing else can overflow it).
 """
 from __future__ import annotations
 
@@ -50,7 +56,7 @@ import numpy as np
 
 from rljax.envs._multiturn import Episode, EpisodeConfig, advance, start
 from rljax.envs._transcript import turn_arrays
-from rljax.sampling import SamplerConfig, compact, feed_rows, generate, resume, rewind
+from rljax.sampling import SamplerConfig, compact, feed_rows, generate, restart, resume, rewind
 from rljax.sampling._stop import _first_hit
 
 __all__ = ["RunnerConfig", "EpisodeBatch", "run_episodes"]
@@ -159,7 +165,11 @@ class EpisodeBatch:
     failed: ``[B]`` the environment raised. truncated: ``[B]`` an observation or the prompt was too long.
     turns: ``[B]`` int32 model turns played. tool_calls: ``[B]`` int32 (``info["tool_calls"]``, 0 if absent).
     prefilled: tokens fed to the model outside the decode loop (prompts and observations).
-    sampler_calls: ``generate`` / ``resume`` calls. compactions: ``compact`` calls (overlapped schedule).
+    sampler_calls: ``generate`` / ``resume`` calls. compactions: ``compact`` calls.
+    row_episode, row_window: ``[R]`` int32, the episode and window of each row. Row ``b < B`` is episode ``b``'s
+      last window (its only one without a context budget, ``R = B``); rows ``B, B + 1, ...`` are the earlier
+      windows of episodes that moved to a new window (``EpisodeConfig.context_budget``). The row arrays above are
+      ``[R, T]``; the per-episode ones stay ``[B]`` / ``[B, M]`` (index them with ``row_episode``).
   """
   episodes: tuple
   tokens: np.ndarray
@@ -179,6 +189,8 @@ class EpisodeBatch:
   prefilled: int
   sampler_calls: int = 0
   compactions: int = 0
+  row_episode: Optional[np.ndarray] = None
+  row_window: Optional[np.ndarray] = None
 
   def summary(self) -> dict:
     """Per-episode means for logging: ``turns``, ``tool_calls``, ``failed``, ``truncated``, ``reward``."""
@@ -208,6 +220,43 @@ def _turn_cut(ids: list, stop_strings: Sequence[str], eos_id: Optional[int], dec
   return _turn_end(ids, stop_strings, eos_id, decode, len(ids))
 
 
+def _turn_ids(prefix_tids: list, turn_start: list, turn_base: int, length: int) -> list:
+  """Turn ids of a window row's first ``length`` tokens: its prefix's, then turn ``turn_base + k`` on the ``k``-th
+  turn of the window (its model tokens and the observation it caused, a failing turn included)."""
+  out = list(prefix_tids[:length])
+  starts = list(turn_start) + [length]
+  for k in range(len(turn_start)):
+    out += [turn_base + k] * (starts[k + 1] - starts[k])
+  return out + [-1] * (length - len(out))
+
+
+def _window_prefix(window, encode, bos: list) -> tuple:
+  """``(ids, turn ids)`` of a new window's prefix: ``bos`` then each segment encoded on its own (as
+  ``encode_episode`` does: segment boundaries are token boundaries), each token with its segment's turn."""
+  ids, tids = list(bos), [-1] * len(bos)
+  for seg in window:
+    e = encode(seg.text)
+    ids += e
+    tids += [seg.turn] * len(e)
+  return ids, tids
+
+
+def _finished_window(st, i: int, length: int, ep: Episode, prefix_tids, turn_start, turn_base: int, window: int,
+                     encode) -> dict:
+  """Row ``i``'s window that ``ep`` just left, as 1-D arrays: the sampler's tokens up to ``length`` and the last
+  turn's observation, which the window's record ends with (context: it is in ``ep.windows[window]``)."""
+  last = ep.windows[window][-1]
+  obs = encode(last.text) if last.source == "env" and last.turn == ep.turns - 1 else []
+  get = lambda name, dtype: np.asarray(getattr(st, name))[i, :length].astype(dtype)
+  model = get("completion_mask", bool)
+  tids = _turn_ids(prefix_tids, turn_start, turn_base, length) + [ep.turns - 1] * len(obs)
+  pad0 = lambda x, v: np.concatenate([x, np.full((len(obs),), v, x.dtype)])
+  return {"episode": i, "window": window, "tokens": np.concatenate([get("tokens", np.int32), np.asarray(obs, np.int32)]),
+          "prompt_mask": pad0(get("prompt_mask", bool), True), "model_mask": pad0(model, False),
+          "logp_behavior": pad0(get("logp_behavior", np.float32) * model, 0.0),
+          "entropy": pad0(get("entropy", np.float32) * model, 0.0), "turn_ids": np.asarray(tids, np.int32)}
+
+
 def _tool_calls(ep: Episode) -> int:
   return int(dict(ep.info or {}).get("tool_calls", 0) or 0)
 
@@ -234,7 +283,7 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
     env: a ``MultiTurnEnv``. problems: ``P`` problems passed to ``env.reset``.
     tokenizer: an ``rljax.data`` tokenizer or a ``Codec`` (``encode``, ``decode``, ``bos_id``, ``eos_id``;
       the start token is put first when the tokenizer has one, as ``Codec.prompt_ids`` does).
-    episode_config: stop strings and ``max_turns`` (``<= runner_config.max_turns``); no ``context_budget``.
+    episode_config: stop strings, ``max_turns`` (``<= runner_config.max_turns``) and the context budget.
     runner_config: the static sizes and the schedule (``RunnerConfig``).
     key: PRNG key (turn ``k`` of every row samples with ``fold_in(key, k)``, whichever call decodes it).
     n: episodes per problem (group size).
@@ -243,9 +292,6 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
     temperature, greedy, top_k, top_p: sampling, as in ``generate``.
     pool: an executor for the environment steps (default: ``runner_config.threads`` threads for this call).
   """
-  if episode_config.context_budget is not None:
-    raise ValueError("run_episodes does not support EpisodeConfig.context_budget (a new context window would be a "
-                     "new row with a new prefix): set context_budget=None (docs/agents.md)")
   rc = runner_config
   if episode_config.max_turns > rc.max_turns:
     raise ValueError(f"EpisodeConfig.max_turns={episode_config.max_turns} exceeds RunnerConfig.max_turns="
@@ -266,6 +312,10 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
   decode = lambda ids: tok.decode([int(i) for i in ids])
   encode = lambda text: [int(i) for i in tok.encode(text)]
   cfg = rc.sampler_config
+  windows = episode_config.context_budget is not None
+  if windows:  # after a compaction: a row, a window's prefix fed alone (feed_rows), then a call
+    cfg = dataclasses.replace(cfg, cache_size=max(cfg.cache_size, rc.row_length + rc.prompt_bucket + rc.obs_bucket
+                                                  + 2 * cfg.max_new_tokens))
   overlap = rc.chunk_tokens > 0
   stops = tuple(episode_config.stop_strings)
   b = p * int(n)
@@ -289,7 +339,12 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
       episodes[i] = dataclasses.replace(episodes[i], done=True, finish="truncated")
     running = np.array([not ep.done for ep in episodes])
     prefilled = int(sum(len(x) for x in prompts))
-    turn_start = [[] for _ in range(b)]  # per row: position where each turn's model tokens start
+    turn_start = [[] for _ in range(b)]  # per row: position where each turn's model tokens start (this window)
+    turn_base = np.zeros((b,), np.int32)  # per row: the episode's turn index of the window's first model turn
+    prefix_tids = [[-1] * len(prompts[i // n]) for i in range(b)]  # per row: turn ids of the window's prefix
+    row_window = np.zeros((b,), np.int32)  # per row: the window of its episode the sampler row holds
+    done_windows = []  # the earlier windows of episodes that moved to a new one (EpisodeRow-like dicts)
+    refits = {}  # row -> (prefix ids, their turn ids) of its new window
     sample = dict(greedy=greedy, temperature=1.0 if greedy else temperature, top_k=top_k, top_p=top_p,
                   stop_tokens=None if eos is None else [eos], policy_version=policy_version)
     gids = None if group_ids is None else np.asarray(group_ids, np.int32)
@@ -332,6 +387,20 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
           concurrent.futures.wait(list(stepping.values()), timeout=call_s)
         for i in sorted(i for i, f in stepping.items() if f.done()):
           ep = stepping.pop(i).result()
+          if not ep.done and len(ep.windows) > len(episodes[i].windows):  # over budget: a new window
+            prefix, tids = _window_prefix(ep.windows[-1], encode, [int(tok.bos_id)] if use_bos else [])
+            if not prefix or len(prefix) > rc.max_prompt_tokens:
+              ep = dataclasses.replace(ep, done=True, finish="truncated")
+              truncated[i] = True
+            else:
+              done_windows.append(_finished_window(st, i, length[i], ep, prefix_tids[i], turn_start[i],
+                                                   turn_base[i], int(row_window[i]), encode))
+              refits[i] = (prefix, tids)
+            episodes[i] = ep
+            running[i] = not ep.done
+            if running[i]:
+              joining[i] = []
+            continue
           obs = ""
           if not ep.done and ep.segments and ep.segments[-1].source == "env":
             obs = ep.segments[-1].text
@@ -349,23 +418,37 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
           decoded = np.zeros((b,), bool)
           continue
         break
-      # 3. the next call: continuing rows decode on, joining rows append their observation and start a turn
+      # 3. the next call: continuing rows decode on, joining rows append their observation (or start their new
+      # window: the row starts over and its prefix is fed to it alone) and start a turn
+      t0 = time.perf_counter()
+      feed = {}  # row -> tokens fed to that row alone (feed_rows) before the call
+      new_windows = sorted(i for i in join if i in refits)
+      if new_windows:
+        st = restart(st, new_windows, [refits[i][0][0] for i in new_windows], config=cfg)
+        for i in new_windows:
+          (prefix, prefix_tids[i]), turn_start[i] = refits.pop(i), []
+          length[i], turn_base[i], row_window[i] = 1, episodes[i].turns, len(episodes[i].windows) - 1
+          prefilled += len(prefix)
+          if len(prefix) > 1:
+            feed[i] = prefix[1:]
       appended = [[] for _ in range(b)]
       for i, ids in join.items():
-        turn_start[i].append(int(length[i]) + len(ids))
+        turn_start[i].append(int(length[i]) + len(feed.get(i, ())) + len(ids))
         prefilled += len(ids)
         appended[i] = ids
       active = still | np.isin(np.arange(b), list(join))
       joining = {i: v for i, v in joining.items() if i not in join}
-      lc = cfg.bucket(1 + max(len(a) for a in appended), "appended")
-      if int(st.slot) + lc + cfg.max_new_tokens > cfg.cache_size:
-        st, compactions = compact(st), compactions + 1
-      turn = np.asarray([max(len(t) - 1, 0) for t in turn_start], np.int32)
-      t0 = time.perf_counter()
-      feed = [i for i in join if appended[i]]
-      if overlap and 0 < len(feed) <= b // 2:  # a few rows join: prefill only them, then decode with nothing appended
-        st = feed_rows(model, st, feed, [appended[i] for i in feed], config=cfg)
+      obs_rows = [i for i in join if appended[i]]
+      if overlap and 0 < len(obs_rows) <= b // 2:  # a few rows join: prefill only them, then decode
+        feed.update({i: appended[i] for i in obs_rows})
         appended = [[] for _ in range(b)]
+      lc = cfg.bucket(1 + max(len(a) for a in appended), "appended")
+      lf = cfg.bucket(1 + max(len(a) for a in feed.values()), "appended") if feed else 0
+      if int(st.slot) + lf + lc + cfg.max_new_tokens > cfg.cache_size:
+        st, compactions = compact(st), compactions + 1
+      if feed:
+        st = feed_rows(model, st, list(feed), list(feed.values()), config=cfg)
+      turn = np.asarray([turn_base[i] + max(len(t) - 1, 0) for i, t in enumerate(turn_start)], np.int32)
       _, st = resume(model, st, appended, config=cfg, key=turn_keys[turn], active=active, **sample)
       length = np.asarray(st.length)
       call_s = time.perf_counter() - t0
@@ -385,20 +468,28 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
     ent = pad(np.asarray(st.entropy, np.float32), 0.0)
     lengths = np.asarray(st.length)
     turn_ids = np.full((b, t), -1, np.int32)
-    for i in range(b):  # turn k: its model tokens and the observation it caused (a failing turn included)
-      starts = turn_start[i] + [int(lengths[i])]
-      for k in range(len(turn_start[i])):
-        turn_ids[i, starts[k]:starts[k + 1]] = k
+    for i in range(b):
+      tids = _turn_ids(prefix_tids[i], turn_start[i], int(turn_base[i]), int(lengths[i]))
+      turn_ids[i, :min(len(tids), t)] = tids[:t]
     mm &= turn_ids >= 0  # a row that never played (reset failed, prompt too long): its sampled tokens are out
+    rows = dict(tokens=tok_arr, prompt_mask=pm, model_mask=mm, logp_behavior=lp * mm, entropy=ent * mm,
+                turn_ids=turn_ids)
+    for k in rows:  # the earlier windows: rows b, b + 1, ...
+      fill = {"tokens": rc.pad_id, "turn_ids": -1}.get(k, 0)
+      extra = np.full((len(done_windows), t), fill, rows[k].dtype)
+      for r, win in enumerate(done_windows):
+        extra[r, :len(win[k])] = win[k]
+      rows[k] = np.concatenate([rows[k], extra], 0)
     arrays = turn_arrays(episodes, rc.max_turns)
     return EpisodeBatch(
-        episodes=tuple(episodes), tokens=tok_arr, prompt_mask=pm, model_mask=mm, logp_behavior=lp * mm,
-        entropy=ent * mm, turn_ids=turn_ids, turn_rewards=arrays["turn_rewards"], turn_valid=arrays["turn_valid"],
+        episodes=tuple(episodes), **rows, turn_rewards=arrays["turn_rewards"], turn_valid=arrays["turn_valid"],
         episode_rewards=arrays["episode_rewards"], roles=tuple(ep.roles for ep in episodes),
         failed=arrays["failed"], truncated=truncated,
         turns=np.asarray([ep.turns for ep in episodes], np.int32),
         tool_calls=np.asarray([_tool_calls(ep) for ep in episodes], np.int32), prefilled=prefilled,
-        sampler_calls=calls, compactions=compactions)
+        sampler_calls=calls, compactions=compactions,
+        row_episode=np.asarray(list(range(b)) + [w["episode"] for w in done_windows], np.int32),
+        row_window=np.asarray(list(row_window) + [w["window"] for w in done_windows], np.int32))
   finally:
     if own_pool:
       pool.shutdown(wait=True)

@@ -38,7 +38,7 @@ from rljax.types import Rollout
 
 Array = jax.Array
 
-__all__ = ["SamplerState", "compact", "feed_rows", "generate", "resume", "rewind", "sampling_step"]
+__all__ = ["SamplerState", "compact", "feed_rows", "generate", "restart", "resume", "rewind", "sampling_step"]
 
 # Logical axes of the KV cache (``rljax.parallel.DEFAULT_RULES``): rows over the batch mesh axes,
 # KV heads over ``tensor``; the stacked ``[L, B, S, K, D]`` cache and the decode loop's per-layer
@@ -478,6 +478,37 @@ def rewind(state: SamplerState, length, *, config: SamplerConfig) -> SamplerStat
     bad = int(np.flatnonzero((new < 1) | (new > cur))[0])
     raise ValueError(f"length[{bad}]={int(new[bad])} must be in [1, {int(cur[bad])}] (the row's current length)")
   return _rewind_jit(state, jnp.asarray(new), pad_id=config.pad_id)
+
+
+@functools.partial(jax.jit, static_argnames=("pad_id",))
+def _restart_jit(st: SamplerState, selected, first, *, pad_id: int) -> SamplerState:
+  st = _rewind_jit(st, jnp.where(selected, 1, st.length), pad_id=pad_id)
+  tokens = st.tokens.at[:, 0].set(jnp.where(selected, first, st.tokens[:, 0]))
+  prompt_mask = st.prompt_mask.at[:, 0].set(st.prompt_mask[:, 0] | selected)
+  return st.replace(tokens=tokens, prompt_mask=prompt_mask, pending=jnp.where(selected, first, st.pending),
+                    completion_mask=st.completion_mask & ~selected[:, None])
+
+
+def restart(state: SamplerState, rows, first, *, config: SamplerConfig) -> SamplerState:
+  """Row ``rows[j]`` of ``state`` starts over as the one-token sequence ``[first[j]]`` (context: ``prompt_mask``).
+
+  Its cached keys are masked out (as ``rewind`` to length 1 does; the slots stay used until ``compact``) and its
+  buffers cleared, so a new prefix can be fed to that row alone (``feed_rows`` with the prefix's other tokens)
+  while the other rows keep their caches: a multi-turn runner moving one episode to a new context window.
+
+  Args:
+    state: a ``SamplerState`` (consumed). rows: distinct row indices. first: one token id per row.
+    config: the ``SamplerConfig`` of the state (its ``pad_id``).
+  """
+  b = state.pending.shape[0]
+  rows = [int(r) for r in rows]
+  if len(set(rows)) != len(rows) or (rows and (min(rows) < 0 or max(rows) >= b)):
+    raise ValueError(f"rows must be distinct row indices in [0, {b}), got {rows}")
+  if len(first) != len(rows):
+    raise ValueError(f"first must have one token per row ({len(rows)}), got {len(first)}")
+  selected, tok = np.zeros((b,), bool), np.zeros((b,), np.int32)
+  selected[rows], tok[rows] = True, [int(t) for t in first]
+  return _restart_jit(state, jnp.asarray(selected), jnp.asarray(tok), pad_id=config.pad_id)
 
 
 @jax.jit
