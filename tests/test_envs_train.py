@@ -160,3 +160,11 @@ def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path, monkeypatch):
     train(cfg, overwrite=True)
   with pytest.raises(ValueError, match="TaskConfig.max_turns"):
     apply_overrides(tiny_config(str(tmp_path)), ["task.max_turns=3"])
+
+
+def test_eval_log_prints_only_what_was_measured():
+  """An environment task's eval plays greedy episodes only: no "temperature-1 success nan%" in the log line."""
+  from rljax.train._run import eval_extras  # pylint: disable=import-outside-toplevel
+  assert eval_extras({"greedy_accuracy": 0.5, "turns": 2.0, "tool_calls_per_episode": 1.0}, 1.0) == ""
+  assert (eval_extras({"greedy_accuracy": 0.5, "sample_accuracy": 0.25, "pass@4": 0.75}, 0.7)
+          == ", temperature-0.7 success 25.0%, pass@4 75.0%")
