@@ -88,7 +88,8 @@ def main():
   steps = int(lock.turns.sum())
   lengths = [len(s.text) for ep in lock.episodes for s in ep.segments if s.source == "model"]
   print(f"episodes {args.episodes}, mean turns {float(lock.turns.mean()):.2f}, max turns {args.turns}, new tokens/turn "
-        f"<= {args.new}, env step sleeps {args.sleep * 1e3:.0f}-{args.sleep * (1 + args.jitter) * 1e3:.0f} ms ({steps} steps, "
+        f"<= {args.new}, env step sleeps {args.sleep * 1e3:.0f}-{args.sleep * (1 + args.jitter) * 1e3:.0f} ms "
+        f"({steps} steps, "
         f"{args.episodes} threads), stop strings {cfg.stop_strings!r}, model turn lengths {min(lengths)}-"
         f"{max(lengths)} characters (mean {np.mean(lengths):.1f})")
   print(f"{'schedule':<30}{'wall s (median of ' + str(args.rounds) + ')':>24}{'vs lockstep':>13}{'sampler calls':>15}"

@@ -251,7 +251,8 @@ def _finished_window(st, i: int, length: int, ep: Episode, prefix_tids, turn_sta
   model = get("completion_mask", bool)
   tids = _turn_ids(prefix_tids, turn_start, turn_base, length) + [ep.turns - 1] * len(obs)
   pad0 = lambda x, v: np.concatenate([x, np.full((len(obs),), v, x.dtype)])
-  return {"episode": i, "window": window, "tokens": np.concatenate([get("tokens", np.int32), np.asarray(obs, np.int32)]),
+  return {"episode": i, "window": window,
+          "tokens": np.concatenate([get("tokens", np.int32), np.asarray(obs, np.int32)]),
           "prompt_mask": pad0(get("prompt_mask", bool), True), "model_mask": pad0(model, False),
           "logp_behavior": pad0(get("logp_behavior", np.float32) * model, 0.0),
           "entropy": pad0(get("entropy", np.float32) * model, 0.0), "turn_ids": np.asarray(tids, np.int32)}
