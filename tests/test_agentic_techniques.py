@@ -600,3 +600,21 @@ def test_a_replay_stage_refuses_only_the_unstored_inputs_of_stages_that_run_afte
     _check_replay(Recipe(advantage="oprl", replay="positive_replay"), rl)  # rewards phase: oprl sees its rows
   with pytest.raises(ValueError, match=r"stores no \['answer_ids'\].*'uniqueness'"):
     _check_replay(Recipe(advantage="grpo, uniqueness", replay="exgrpo"), rl)
+
+
+def test_segment_stage_on_turns_routes_each_turns_grpo():
+  """``segment(segments="turns")`` on a runner's StepData: turn k's step rewards normalised over the group's rows
+  that played turn k (float64 reference), on that turn's model tokens only; rows without turn k give it no
+  baseline (``segment_valid`` = ``step_mask``, a row that stopped earlier is not a 0 reward)."""
+  eps, m = _lake_episodes()
+  d = _episode_step(eps, m, group_id=[0, 0, 0, 0])
+  adv, _ = stage("segment", segments="turns").fn(d)
+  want = np.zeros(d.completion_mask.shape)
+  for k in range(m):
+    per = _grpo64(d.step_rewards[:, k], d.group_id, d.step_mask[:, k] & d.valid)
+    on = d.completion_mask & (d.turn_ids == k) & d.valid[:, None]
+    want = np.where(on, per[:, None], want)
+  assert np.abs(want).max() > 0 and len({int(v) for v in d.step_mask.sum(1)}) > 1  # episodes of different lengths
+  np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="segments"):
+    stage("segment", segments="turn")

@@ -144,8 +144,14 @@ def test_self_play_game_trains_end_to_end(tmp_path):
   assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["rollout/turns"] >= 1 for r in rows)
 
 
-def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
+def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path, monkeypatch):
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  from rljax.envs._envtask import EnvTask  # pylint: disable=import-outside-toplevel
+  with monkeypatch.context() as m:  # context windows give several rows per episode: not trained yet
+    m.setattr(EnvTask, "episode_config", property(lambda self: envs.EpisodeConfig(
+        stop_strings=tuple(self.env.stop_strings), max_turns=self.max_turns, context_budget=100)))
+    with pytest.raises(ValueError, match="context_budget"):
+      train(apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake"]), overwrite=True)
   cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.rewards=exact_match"])
   with pytest.raises(ValueError, match="multi-turn.*exact_match"):
     train(cfg, overwrite=True)
@@ -154,3 +160,11 @@ def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
     train(cfg, overwrite=True)
   with pytest.raises(ValueError, match="TaskConfig.max_turns"):
     apply_overrides(tiny_config(str(tmp_path)), ["task.max_turns=3"])
+
+
+def test_eval_log_prints_only_what_was_measured():
+  """An environment task's eval plays greedy episodes only: no "temperature-1 success nan%" in the log line."""
+  from rljax.train._run import eval_extras  # pylint: disable=import-outside-toplevel
+  assert eval_extras({"greedy_accuracy": 0.5, "turns": 2.0, "tool_calls_per_episode": 1.0}, 1.0) == ""
+  assert (eval_extras({"greedy_accuracy": 0.5, "sample_accuracy": 0.25, "pass@4": 0.75}, 0.7)
+          == ", temperature-0.7 success 25.0%, pass@4 75.0%")

@@ -82,6 +82,23 @@ def test_store_fills_empty_slots_then_evicts_the_oldest_and_insert_copies_stored
     B.store(B.empty_buffer(2, T + 1), d0, [0], step=0)
 
 
+def test_insert_gives_replayed_rows_no_turn_structure():
+  """A multi-turn step: the turn ids, per-turn rewards and turn texts describe the fresh rows' tokens; a replayed
+  row (the buffer stores none of them) gets none, the other rows keep theirs."""
+  buf = B.store(B.empty_buffer(3, T), _step([1, 0, 1, 1], group_size=2), [0], step=0)
+  tids = np.where(_step([1, 0, 1, 1]).completion_mask, 0, -1).astype(np.int32)
+  tids[:, 4] = 1
+  d = _step([1, 0, 1, 1], group_size=2, step=1).replace(
+      turn_ids=tids, step_rewards=np.full((4, 2), 0.5, np.float32), step_mask=np.ones((4, 2), bool),
+      turns=tuple(("a", "b") for _ in range(4)))
+  out = B.insert(d, buf, [1], [0])
+  assert (out.turn_ids[1] == -1).all() and not out.step_mask[1].any() and (out.step_rewards[1] == 0).all()
+  assert out.turns[1] == () and out.turns[0] == ("a", "b")
+  for name in ("turn_ids", "step_rewards", "step_mask"):
+    np.testing.assert_array_equal(getattr(out, name)[[0, 2, 3]], getattr(d, name)[[0, 2, 3]])
+  assert (d.turn_ids[1] >= 0).any()  # the input is not changed
+
+
 # ----------------------------------------------------------------------------- RAPO and MobileRL selection rules
 
 

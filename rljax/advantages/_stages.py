@@ -242,9 +242,18 @@ STAGES = {
         doc="CANON: strata by a metric of each row, ``metric='length'`` (completion tokens, default) or "
             "``'entropy'`` (mean sampler entropy over the completion: the paper's main choice); ``inter_coef`` and "
             "``intra_coef`` weigh the inter- and intra-stratum terms (the decomposition is our reading)."),
-    # reward k (column k of reward_components) scores segment k of each completion (reward_segments [B, T])
-    "segment": _checked(_token.segment, inputs={"rewards": "reward_components", "segment_ids": "reward_segments",
-                                                "mask": _completion, "segment_valid": _absent, **_ROWS}),
+    # segments="rewards": reward k (column k of reward_components) scores segment k of each completion
+    # (reward_segments [B, T]); segments="turns" (episodes): turn k's step reward scores turn k (turn_ids), and a row
+    # without turn k (step_mask) neither gets nor gives a baseline for it
+    "segment": _chosen(
+        _token.segment, "segments", "rewards", {
+            "rewards": {"rewards": "reward_components", "segment_ids": "reward_segments", "segment_valid": _absent},
+            "turns": {"rewards": "step_rewards", "segment_ids": "turn_ids", "segment_valid": "step_mask"}},
+        inputs={"mask": _completion, **_ROWS},
+        doc="Segment-routed advantages ``A_{i,t} = Σ_k 1[seg_{i,t} = k]·grpo(r^(k))_i``. ``segments='rewards'`` "
+            "(default): the reward components and the reward segments of each completion; ``'turns'``: a "
+            "multi-turn task's per-turn step rewards routed by ``turn_ids``, ``segment_valid`` = the turns each "
+            "episode played (``step_mask``)."),
     "outcome_conditioned_baseline": _chosen(
         _token.outcome_conditioned_baseline, "outcome", "correct", {
             "correct": {"outcome": lambda data: _passed(data).astype(np.int32)},

@@ -118,7 +118,9 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
   """``data`` with stored ``slots`` put in place of batch ``rows`` (valid, ``extras["replay_mask"]`` True).
 
   The rows take the stored tokens, masks, behaviour log-probs/entropies, reward, correctness and prompt index,
-  and ``completions`` entry ``""`` (the text is not stored); ``group_id`` stays the row's. ``advantages=True``:
+  and ``completions`` entry ``""`` (the text is not stored); ``group_id`` stays the row's. A multi-turn step's
+  turn structure is not stored either: the rows get ``turn_ids`` -1, no ``step_mask`` turns, ``step_rewards`` 0
+  and ``turns`` ``()`` (never the fresh row's, which describe other tokens). ``advantages=True``:
   the rows also take the stored token advantages (``data.advantages`` becomes ``[B, T]``).
   """
   rows, slots = np.asarray(rows, np.int64).reshape(-1), np.asarray(slots, np.int64).reshape(-1)
@@ -148,6 +150,17 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
                  rewards=rewards, correct=correct, prompt_index=pidx, valid=valid,
                  lengths=cm.sum(1).astype(np.int32), completions=tuple(completions),
                  extras={**data.extras, "replay_mask": mask})
+  # the turn structure is not stored: a replayed row has none (turn -1 on every token, no turns), never the fresh
+  # row's, which belongs to other tokens (a stage that needs it after the replay is refused at start-up)
+  if data.turn_ids is not None:
+    changes["turn_ids"] = take(data.turn_ids, np.int32)
+    changes["turn_ids"][rows] = -1
+  for name, empty in (("step_rewards", 0.0), ("step_mask", False)):
+    if getattr(data, name) is not None:
+      changes[name] = np.array(getattr(data, name))
+      changes[name][rows] = empty
+  if data.turns is not None:
+    changes["turns"] = tuple(() if i in set(rows.tolist()) else t for i, t in enumerate(data.turns))
   if advantages:
     adv = np.asarray(data.require("advantages", "a replay stage"), np.float32)
     adv = np.array(np.broadcast_to(adv[:, None], (b, t)) if adv.ndim == 1 else adv, np.float32)

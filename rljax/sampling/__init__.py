@@ -19,6 +19,11 @@ Signatures (the cross-room contract)::
   resume(model, state, appended=None, *, config, key, active=None, temperature=1.0, top_k=0,
          top_p=1.0, min_p=0.0, greedy=False, max_new_tokens=None, policy_version=0)
          -> (Rollout [B, cache_size], SamplerState)     # multi-turn: reuses the cached prefix
+    key: one PRNG key, or [B] keys (one per row)
+  rewind(state, length, *, config) -> SamplerState     # cut rows back (host-side stop strings)
+  compact(state) -> SamplerState                       # free the masked gaps between a row's cached keys
+  feed_rows(model, state, rows, appended, *, config) -> SamplerState   # prefill only some rows, no sampling
+  restart(state, rows, first, *, config) -> SamplerState   # rows start over from one token (a new context window)
 
   truncate_at_stop_strings(rollout, stop_strings, detokenize, pad_id=0) -> Rollout   # host side
   FinishReason: LENGTH = 0, STOP_TOKEN = 1, STOP_STRING = 2
@@ -30,12 +35,14 @@ Also exported: ``sampling_step`` (one step's sampling math) and the exact sort-f
 ``truncation_mask`` / ``top_k_mask`` / ``top_p_mask``. See ``docs/sampling.md``.
 """
 from rljax.sampling._config import FinishReason, SamplerConfig, default_buckets
-from rljax.sampling._sampler import SamplerState, generate, resume, rewind, sampling_step
+from rljax.sampling._sampler import (SamplerState, compact, feed_rows, generate, restart, resume, rewind,
+                                     sampling_step)
 from rljax.sampling._stop import truncate_at_stop_strings
 from rljax.sampling._truncation import top_k_mask, top_p_mask, truncate_logits, truncation_mask
 
 __all__ = [
-    "FinishReason", "SamplerConfig", "SamplerState", "default_buckets", "generate", "resume", "rewind",
+    "FinishReason", "SamplerConfig", "SamplerState", "compact", "default_buckets", "feed_rows", "generate",
+    "restart", "resume", "rewind",
     "sampling_step", "truncate_at_stop_strings", "top_k_mask", "top_p_mask", "truncate_logits",
     "truncation_mask",
 ]

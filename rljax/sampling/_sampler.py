@@ -38,7 +38,7 @@ from rljax.types import Rollout
 
 Array = jax.Array
 
-__all__ = ["SamplerState", "generate", "resume", "rewind", "sampling_step"]
+__all__ = ["SamplerState", "compact", "feed_rows", "generate", "restart", "resume", "rewind", "sampling_step"]
 
 # Logical axes of the KV cache (``rljax.parallel.DEFAULT_RULES``): rows over the batch mesh axes,
 # KV heads over ``tensor``; the stacked ``[L, B, S, K, D]`` cache and the decode loop's per-layer
@@ -266,6 +266,21 @@ def decode_phase_ends(first_slot: int, max_new: int, phases: int) -> tuple:
   return tuple(sorted({first_slot + -(-i * max_new // k) for i in range(1, k + 1)}))
 
 
+def _per_row_keys(key) -> bool:
+  """Whether ``key`` holds one PRNG key per row (``[B]`` typed keys or ``[B, 2]`` raw ``uint32`` keys)."""
+  typed = jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+  return key.ndim == (1 if typed else 2)
+
+
+def _seq_keys(key, group_id: Array, sample_index: Array) -> Array:
+  """``[B]`` row streams ``fold_in(fold_in(key_b, group_id[b]), sample_index[b])``, where ``key_b`` is ``key``
+  (one key for all rows) or ``key[b]`` (one key per row)."""
+  f = lambda k, g, i: jax.random.fold_in(jax.random.fold_in(k, g), i)
+  if _per_row_keys(key):
+    return jax.vmap(f)(key, group_id, sample_index)
+  return jax.vmap(lambda g, i: f(key, g, i))(group_id, sample_index)
+
+
 def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
             phase_ends: Optional[tuple] = None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
@@ -284,8 +299,7 @@ def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mes
   if model.cfg.scan_layers:  # layers stored stacked: slice them once here, not in every step of the loop
     from rljax.models import convert_layout  # pylint: disable=import-outside-toplevel
     model = convert_layout(model, False, copy=False)
-  seq_keys = jax.vmap(lambda g, i: jax.random.fold_in(jax.random.fold_in(key, g), i))(
-      st.group_id, st.sample_index)
+  seq_keys = _seq_keys(key, st.group_id, st.sample_index)
   b = st.pending.shape[0]
   want_entropy = st.entropy is not None
 
@@ -467,6 +481,124 @@ def rewind(state: SamplerState, length, *, config: SamplerConfig) -> SamplerStat
     bad = int(np.flatnonzero((new < 1) | (new > cur))[0])
     raise ValueError(f"length[{bad}]={int(new[bad])} must be in [1, {int(cur[bad])}] (the row's current length)")
   return _rewind_jit(state, jnp.asarray(new), pad_id=config.pad_id)
+
+
+@functools.partial(jax.jit, static_argnames=("pad_id",))
+def _restart_jit(st: SamplerState, selected, first, *, pad_id: int) -> SamplerState:
+  st = _rewind_jit(st, jnp.where(selected, 1, st.length), pad_id=pad_id)
+  tokens = st.tokens.at[:, 0].set(jnp.where(selected, first, st.tokens[:, 0]))
+  prompt_mask = st.prompt_mask.at[:, 0].set(st.prompt_mask[:, 0] | selected)
+  return st.replace(tokens=tokens, prompt_mask=prompt_mask, pending=jnp.where(selected, first, st.pending),
+                    completion_mask=st.completion_mask & ~selected[:, None])
+
+
+def restart(state: SamplerState, rows, first, *, config: SamplerConfig) -> SamplerState:
+  """Row ``rows[j]`` of ``state`` starts over as the one-token sequence ``[first[j]]`` (context: ``prompt_mask``).
+
+  Its cached keys are masked out (as ``rewind`` to length 1 does; the slots stay used until ``compact``) and its
+  buffers cleared, so a new prefix can be fed to that row alone (``feed_rows`` with the prefix's other tokens)
+  while the other rows keep their caches: a multi-turn runner moving one episode to a new context window.
+
+  Args:
+    state: a ``SamplerState`` (consumed). rows: distinct row indices. first: one token id per row.
+    config: the ``SamplerConfig`` of the state (its ``pad_id``).
+  """
+  b = state.pending.shape[0]
+  rows = [int(r) for r in rows]
+  if len(set(rows)) != len(rows) or (rows and (min(rows) < 0 or max(rows) >= b)):
+    raise ValueError(f"rows must be distinct row indices in [0, {b}), got {rows}")
+  if len(first) != len(rows):
+    raise ValueError(f"first must have one token per row ({len(rows)}), got {len(first)}")
+  selected, tok = np.zeros((b,), bool), np.zeros((b,), np.int32)
+  selected[rows], tok[rows] = True, [int(t) for t in first]
+  return _restart_jit(state, jnp.asarray(selected), jnp.asarray(tok), pad_id=config.pad_id)
+
+
+@jax.jit
+def _compact_jit(st: SamplerState) -> SamplerState:
+  s = st.kv_mask.shape[1]
+  order = jnp.argsort(jnp.where(st.kv_mask, 0, 1), axis=1, stable=True)  # [B, S]: real slots first, in order
+  count = jnp.sum(st.kv_mask.astype(jnp.int32), axis=1)
+  idx = order[None, :, :, None, None]  # the stacked cache [L, B, S, K, D]
+  gather = lambda x: jnp.take_along_axis(x, idx, axis=2)
+  cache = type(st.cache)(gather(st.cache.k), gather(st.cache.v))
+  kv_mask = jnp.arange(s)[None, :] < count[:, None]
+  return st.replace(cache=cache, kv_mask=kv_mask, slot=jnp.max(count).astype(jnp.int32))
+
+
+def compact(state: SamplerState) -> SamplerState:
+  """Moves each row's cached keys to the front of the cache, freeing the slots that masked gaps used.
+
+  Every call feeds all rows at one shared slot counter, so rows that sit out a call (``active=False``), rows
+  with shorter appended chunks and ``rewind`` leave masked slots that stay used. Row ``b``'s real slots (its
+  ``kv_mask``) keep their order and move to slots ``[0, count_b)``; the counter becomes ``max_b count_b``.
+  Positions are the tokens' own (they were given explicitly when the keys were written), so attention sees the
+  same keys with the same positions: a full-attention layer gives the same values up to float summation order,
+  and a sliding window (which counts valid slots) the same keys. The sequence buffers are per position and stay
+  as they are. ``state`` is consumed.
+  """
+  return _compact_jit(state)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "pad_id"))
+def _feed_rows_jit(graphdef, params, st: SamplerState, rows, appended, appended_len, *, pad_id: int):
+  model = nnx.merge(graphdef, params)
+  la = appended.shape[1]  # bucket - 1 of [pending] + appended
+  pick = lambda x: None if x is None else x[rows]
+  full = jnp.concatenate([st.pending[rows][:, None], appended.astype(jnp.int32)], axis=1)
+  base_pos = st.length[rows] - 1
+  cache = type(st.cache)(st.cache.k[:, rows], st.cache.v[:, rows])
+  cache, kv, routing = _prefill(model, cache, st.kv_mask[rows], st.slot, full[:, :la], appended_len, base_pos, pad_id)
+  t = jnp.arange(la)
+  valid = t[None, :] < appended_len[:, None]
+  pos = st.length[rows][:, None] + t[None, :]
+  upd = dict(tokens=_set_rows(pick(st.tokens), pos, appended, valid),
+             prompt_mask=_set_rows(pick(st.prompt_mask), pos, jnp.ones_like(valid), valid))
+  if st.routing is not None and routing is not None:
+    upd["routing"] = _set_rows(pick(st.routing), base_pos[:, None] + t[None, :], routing, valid)
+  put = lambda x, v: x.at[rows].set(v)
+  return st.replace(cache=type(st.cache)(st.cache.k.at[:, rows].set(cache.k), st.cache.v.at[:, rows].set(cache.v)),
+                    kv_mask=put(st.kv_mask, kv), slot=st.slot + la,
+                    pending=put(st.pending, jnp.take_along_axis(full, appended_len[:, None], axis=1)[:, 0]),
+                    length=put(st.length, st.length[rows] + appended_len),
+                    **{k: put(getattr(st, k), v) for k, v in upd.items()})
+
+
+def feed_rows(model, state: SamplerState, rows, appended, *, config: SamplerConfig) -> SamplerState:
+  """Appends ``appended[j]`` to row ``rows[j]`` of ``state`` without sampling: a prefill of those rows only.
+
+  ``resume(model, state, appended)`` prefills a ``[B, bucket]`` chunk, every row of the batch, even when only a
+  few rows append anything. This feeds each listed row's pending token and ``appended[j][:-1]`` (context:
+  ``prompt_mask``) at the shared slot counter and makes ``appended[j][-1]`` its pending token, exactly the
+  prefill half of ``resume``, over ``J`` rows (padded to a power of two with other rows that feed nothing). A
+  following ``resume`` with nothing appended samples from there. The other rows are untouched (the slots
+  used become masked gaps for them; see ``compact``).
+
+  Args:
+    model: the model (or ``(graphdef, state)``). state: a ``SamplerState`` (consumed).
+    rows: ``J`` distinct row indices. appended: ``J`` non-empty 1-D int sequences.
+    config: the ``SamplerConfig`` of the state (its buckets, cache size and ``pad_id``).
+  """
+  b = state.pending.shape[0]
+  rows = [int(r) for r in rows]
+  seqs = _ragged(appended, "appended")
+  if len(seqs) != len(rows) or not rows:
+    raise ValueError(f"rows ({len(rows)}) and appended ({len(seqs)}) must have the same, non-zero length")
+  if len(set(rows)) != len(rows) or min(rows) < 0 or max(rows) >= b:
+    raise ValueError(f"rows must be distinct row indices in [0, {b}), got {rows}")
+  if any(s.size == 0 for s in seqs):
+    raise ValueError("appended: every listed row must append at least one token")
+  lc = config.bucket(1 + max(s.size for s in seqs), "appended")
+  used = int(state.slot)
+  if used + lc > config.cache_size:
+    raise ValueError(f"appended: {used} used cache slots + chunk bucket {lc} exceed the cache size "
+                     f"{config.cache_size}")
+  j = min(1 << (len(rows) - 1).bit_length(), b)  # pad with other rows appending nothing (one compile per power)
+  rows = rows + [r for r in range(b) if r not in set(rows)][:j - len(rows)]
+  seqs = seqs + [np.zeros((0,), np.int32)] * (j - len(seqs))
+  app, alen = _pad(seqs, lc - 1, config.pad_id)
+  graphdef, params = _split(model)
+  return _feed_rows_jit(graphdef, params, state, jnp.asarray(rows, jnp.int32), app, alen, pad_id=config.pad_id)
 
 
 # ----------------------------------------------------------------------------
@@ -691,7 +823,8 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
     state: the ``SamplerState`` returned by ``generate``/``resume``.
     appended: None or B 1-D int sequences (possibly empty).
     config: the same ``SamplerConfig``.
-    key: PRNG key for this turn.
+    key: PRNG key for this turn, or ``[B]`` keys, one per row (row ``b`` then samples with ``key[b]`` in place
+      of ``key``: rows of one call can continue different turns, each on its own turn's stream).
     active: ``[B]`` bool, rows that continue (default all); inactive rows keep
       their tokens and pending token and must have nothing appended.
     temperature, top_k, top_p, min_p, greedy, max_new_tokens, policy_version:
@@ -705,6 +838,9 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   if len(seqs) != b:
     raise ValueError(f"appended must have one sequence per row ({b}), got {len(seqs)}")
   act = np.ones((b,), bool) if active is None else _per_row(active, b, bool, "active")
+  key = jnp.asarray(key)
+  if _per_row_keys(key) and key.shape[0] != b:
+    raise ValueError(f"key must be one PRNG key or one per row ({b}), got {key.shape[0]} keys")
   for i, s in enumerate(seqs):
     if s.size and not act[i]:
       raise ValueError(f"appended[{i}] is non-empty but active[{i}] is False")

@@ -275,6 +275,10 @@ def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problem
   if jax.process_count() > 1:
     raise ValueError(f"task.name={cfg.task.name!r} (a multi-turn environment) runs on one process only; this run "
                      f"has {jax.process_count()}")
+  if task.episode_config.context_budget is not None:
+    raise ValueError(f"task.name={cfg.task.name!r}: EpisodeConfig.context_budget is not trained yet (the runner "
+                     f"gives each context window its own row; the Collector takes one row per episode): use "
+                     f"context_budget=None")
   firsts = {}
   for p in train_problems[:200] + test_problems:
     ep = start(task.env, task.env_problem(p), task.seed(p))

@@ -189,9 +189,8 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       summary["sft"] = sft_eval
       if cfg.sft.init_from is not None:
         summary["sft_from"] = cfg.sft.init_from
-      log(cfg, "[rljax] after SFT: held-out greedy accuracy {:.1%}, temperature-{:g} success {:.1%}{}".format(
-          sft_eval["greedy_accuracy"], cfg.eval.temperature, sft_eval.get("sample_accuracy", float("nan")),
-          "".join(f", {k} {v:.1%}" for k, v in sft_eval.items() if k.startswith("pass@"))))
+      log(cfg, "[rljax] after SFT: held-out greedy accuracy {:.1%}{}".format(
+          sft_eval["greedy_accuracy"], eval_extras(sft_eval, cfg.eval.temperature)))
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
         graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
@@ -203,10 +202,8 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
   summary["evals"] = evals
   summary["wall_s"] = time.perf_counter() - t_start
-  log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over SFT), temperature-{:g} "
-            "success {:.1%}{}".format(rl_eval["greedy_accuracy"], summary["gain_points"], cfg.eval.temperature,
-                                      rl_eval.get("sample_accuracy", float("nan")),
-                                      "".join(f", {k} {v:.1%}" for k, v in rl_eval.items() if k.startswith("pass@"))))
+  log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over SFT){}".format(
+      rl_eval["greedy_accuracy"], summary["gain_points"], eval_extras(rl_eval, cfg.eval.temperature)))
   if cfg.plot:
     summary["plot"] = os.path.join(cfg.out_dir, "metrics.png")
     if main:
@@ -220,6 +217,13 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary["graphdef"] = graphdef
   summary["model_state"] = state.model_state
   return summary
+
+
+def eval_extras(ev: dict, temperature: float) -> str:
+  """The rest of an evaluation's log line, only what it measured: ``", temperature-T success x%"`` when it sampled
+  (``sample_accuracy``), then each ``pass@k`` (an environment task's eval plays greedy episodes only: nothing)."""
+  out = [f", temperature-{temperature:g} success {ev['sample_accuracy']:.1%}"] if "sample_accuracy" in ev else []
+  return "".join(out + [f", {k} {v:.1%}" for k, v in ev.items() if k.startswith("pass@")])
 
 
 def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None, mesh=None):
