@@ -196,7 +196,8 @@ class Collector:
     context), ``logp_behavior`` the sampler's over them, ``turn_ids`` (0-based model turn, -1 on the opening
     prompt and padding), ``step_rewards [B, max_turns]`` = the per-turn rewards with ``step_mask`` = the turns
     played, ``rewards`` = the episode's reward, ``correct`` = ``task.success``, ``turns`` = the model turns'
-    texts (``void_turn`` reads them). A failed episode's row is invalid. A self-play task (``task.roles``) gives
+    texts (``void_turn`` reads them). A failed episode's row is invalid. An environment that counts void turns
+    (``info["void_turns"]``, the tool countdown) also gives the share of episodes with one (``void_turn``). A self-play task (``task.roles``) gives
     one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
     reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
     the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
@@ -231,7 +232,11 @@ class Collector:
     expanded = tuple(problems[i // n] for i in rows)
     cm = np.asarray(model_mask, bool)
     summary = out.summary()
-    for k in ("turns", "tool_calls_per_episode", "failed", "truncated"):
+    if any("void_turns" in dict(ep.info) for ep in eps):  # the environment counts void turns (tool countdown)
+      summary["void_turn"] = float(np.mean([dict(ep.info).get("void_turns", 0) > 0 for ep in eps]))
+    for k in ("turns", "tool_calls_per_episode", "failed", "truncated", "void_turn"):
+      if k not in summary:
+        continue
       total, count = call.episode_sums.get(k, (0.0, 0))
       call.episode_sums[k] = (total + summary[k] * b_eps, count + b_eps)
     return StepData(
@@ -469,7 +474,7 @@ class Collector:
     for name in call.reward_sums:  # each reward function's mean over the step's sampled rows (every process)
       call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
     stats = self._stats(data, everything, counts)
-    for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, rollout/tool_calls_per_episode, ...
+    for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, .../void_turn_episodes, ...
       stats[k if k in ("turns", "tool_calls_per_episode") else f"{k}_episodes"] = total / max(count, 1)
     return Collected(data, stats, call.metrics, prompt_states)
 
