@@ -17,12 +17,12 @@ from rljax.train._config import apply_overrides
 def get_config():
   return apply_overrides(default_config(), [
       "out_dir=runs/tool_countdown", "task.name=tool_countdown", "task.num_train=2000", "task.num_test=64",
-      "task.max_turns=2", "task.max_obs_tokens=32", "task.demo_tool_prob=0.3",
+      "task.max_turns=2", "task.max_obs_tokens=32", "task.demo_tool_prob=0.5",
       "model.num_layers=2", "model.hidden_size=64", "model.num_heads=4", "model.num_kv_heads=4",
       "model.intermediate_size=256", "model.max_seq_len=512",
-      "sft.steps=240", "sft.batch_size=16", "sft.optim.learning_rate=3e-3",
+      "sft.steps=300", "sft.batch_size=16", "sft.optim.learning_rate=3e-3",
       "rl.steps=20", "rl.num_prompts=4", "rl.group_size=8", "rl.max_new_tokens=100", "rl.updates_per_batch=1",
-      "rl.temperature=1.0",
+      "rl.temperature=0.8",
       "rl.optim.learning_rate=2e-4",
       "eval.num_problems=64", "eval.batch_size=64", "eval.every=10",
-      "checkpoint.every=40"])
+      "checkpoint.every=50"])

@@ -220,6 +220,7 @@ def test_tool_countdown_trains_end_to_end(tmp_path):
     assert r["rollout/turns"] >= 1 and "rollout/tool_calls_per_episode" in r and r["rollout/failed_episodes"] == 0
     assert 0 <= r["rollout/truncated_episodes"] <= 1 and np.isfinite(r["loss"])
   assert "tool_calls_per_episode" in summary["rl"] and 0.0 <= summary["rl"]["greedy_accuracy"] <= 1.0
+  assert 0.0 <= rows[-1]["eval/tool_calls_per_episode"] <= 3.0 and "rollout/void_turn_episodes" in rows[-1]
 
 
 @pytest.mark.slow
