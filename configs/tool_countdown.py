@@ -2,9 +2,13 @@
 
 The model (2 layers, d=64, character tokenizer) sees two numbers and a target; it may call Python with
 ``<call>code</call>`` (run by ``rljax.sandbox``; the output comes back as ``<output>...</output>``) and answers
-with ``<answer>expression</answer>`` (``rljax.envs.get_env_task("tool_countdown")``). SFT imitates a scripted
-solver: one call that prints every ``x op y`` over the two numbers, then the line that hits the target. RL
-(GRPO on whole episodes; tool output is context, never trained on) then trains on the environment's reward.
+with ``<answer>expression</answer>`` (``rljax.envs.get_env_task("tool_countdown")``; the tool sets ``n``, the
+numbers, and ``t``, the target). SFT imitates a scripted mixture: half the demonstrations
+(``task.demo_tool_prob=0.5``) make one call that prints the first ``x op y`` equal to ``t`` and copy it into the
+answer, the other half answer directly with a guess. RL (GRPO on whole episodes; tool output is context, never
+trained on) then trains on the environment's reward: tool episodes succeed more often, so the tool-call rate
+rises (seed 0: held-out greedy success 29.7% -> 87.5% on 64 problems, tool calls per episode 0 -> 1;
+docs/agents.md).
 
     rljax train --config tool_countdown
 
