@@ -119,6 +119,8 @@ def test_demonstration_tool_output_is_what_the_sandbox_prints():
     res = sandbox.run_python(env.tool_code(problem, search_code()), config=sandbox.SandboxConfig())
     assert res.ok and res.stdout == search_output(nums, target)
   assert search_output([3, 7], 10) == "3+7\n" and search_output([3, 7], 4) == "7-3\n"  # by hand
+  with pytest.raises(ValueError, match="no x op y"):
+    search_output([4, 2], 99)
 
 
 def test_bind_inputs_sets_numbers_and_target_before_the_models_code():

@@ -52,10 +52,14 @@ def search_code() -> str:
 
 
 def search_output(numbers, target) -> str:
-  """What ``search_code()`` prints for these inputs (computed here, not run)."""
+  """What ``search_code()`` prints for these inputs (computed here, not run). Raises ``ValueError`` when no
+  ``x op y`` equals ``target`` (the program would fail; ``CountdownTask(num_numbers=2)`` targets always have one)."""
   a, b = numbers[0], numbers[1]
   ops = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
-  return next(f"{x}{o}{y}\n" for x, y in ((a, b), (b, a)) for o in "+-*" if ops[o](x, y) == target)
+  hit = next((f"{x}{o}{y}\n" for x, y in ((a, b), (b, a)) for o in "+-*" if ops[o](x, y) == target), None)
+  if hit is None:
+    raise ValueError(f"no x op y over the numbers {list(numbers)} equals the target {target}")
+  return hit
 
 
 @dataclasses.dataclass(frozen=True)
