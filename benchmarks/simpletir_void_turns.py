@@ -31,7 +31,7 @@ import numpy as np
 
 ARMS = (("no filter", ""), ("void_turn filter", "void_turn(code_pattern='<call>.*?</call>')"))
 # the demo config's settings, pinned here so that the figure does not move with later tuning of the demo
-SETTINGS = ("task.max_turns=2", "task.max_obs_tokens=32", "task.demo_tool_prob=0.5", "sft.steps=300",
+SETTINGS = ("task.max_turns=2", "task.max_obs_tokens=32", "task.demo_tool_prob=0.4", "sft.steps=300",
             "rl.num_prompts=4", "rl.group_size=8", "rl.max_new_tokens=100", "rl.optim.learning_rate=2e-4",
             "checkpoint.every=50")
 
