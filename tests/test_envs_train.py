@@ -91,6 +91,8 @@ def test_tool_episodes_feed_void_turn():
                             side=jax.random.PRNGKey(1))
   keep, _ = void_turn(data.turns, code_pattern="<call>.*?</call>")
   assert keep.tolist() == [True, False]
+  assert call.episode_sums["void_turn"] == (1.0, 2)  # logged as rollout/void_turn_episodes: 1 of 2 episodes
+  assert void.info["void_turns"] == 1 and demo.info["void_turns"] == 0
   np.testing.assert_array_equal(data.rewards, [1.0, 0.0])
   np.testing.assert_array_equal(data.step_rewards[:, :2], [[0.0, 1.0], [0.0, 0.0]])
 
@@ -111,9 +113,93 @@ def test_demonstrations_solve_their_problems():
 
 @pytest.mark.skipif(bool(_NO_SANDBOX), reason=f"sandbox layers missing: {_NO_SANDBOX}")
 def test_demonstration_tool_output_is_what_the_sandbox_prints():
-  for nums in ([3, 7], [9, 9], [1, 8]):
-    res = sandbox.run_python(search_code(nums), config=sandbox.SandboxConfig())
-    assert res.ok and res.stdout == search_output(nums)
+  env = get_env_task("tool_countdown").env
+  for nums, target in (([3, 7], 10), ([9, 9], 81), ([1, 8], 7), ([2, 2], 4)):
+    problem = envs.Problem(prompt="", answer="", meta={"numbers": nums, "target": target})
+    res = sandbox.run_python(env.tool_code(problem, search_code()), config=sandbox.SandboxConfig())
+    assert res.ok and res.stdout == search_output(nums, target)
+  assert search_output([3, 7], 10) == "3+7\n" and search_output([3, 7], 4) == "7-3\n"  # by hand
+  with pytest.raises(ValueError, match="no x op y"):
+    search_output([4, 2], 99)
+
+
+def test_bind_inputs_sets_numbers_and_target_before_the_models_code():
+  seen = []
+  task = get_env_task("tool_countdown", tool=lambda code: seen.append(code) or "ok")
+  problem = envs.Problem(prompt="", answer="", meta={"numbers": [4, 6], "target": 24})
+  ep = envs.start(task.env, problem, 0)
+  assert "<call>code</call> has n, t;" in ep.context
+  envs.advance(task.env, ep, "<call>print(t)</call>", task.episode_config)
+  assert seen == ["n, t = [4, 6], 24\nprint(t)"]
+  plain = envs.ToolCountdownEnv(task=task.countdown, tool=lambda code: seen.append(code) or "ok")
+  envs.advance(plain, envs.start(plain, problem, 0), "<call>print(1)</call>", task.episode_config)
+  assert seen[-1] == "print(1)" and "has n, t" not in plain.prompt(problem)  # off by default
+
+
+def _model_text(ep):
+  return "".join(s.text for s in ep.segments if s.source == "model")
+
+
+def test_demo_tool_prob_mixes_direct_answers_into_the_demonstrations():
+  task = get_env_task("tool_countdown", tool=lambda code: pytest.fail("a demonstration ran the tool"),
+                      demo_tool_prob=0.3)
+  problems = task.problems("train", 50, 0)
+  rng = np.random.default_rng(0)
+  eps = [task.demonstration_episode(problems[i % 50], rng) for i in range(2000)]
+  tool = np.array([ep.info["tool_calls"] == 1 for ep in eps])
+  assert abs(tool.mean() - 0.3) < 4 * np.sqrt(0.3 * 0.7 / 2000)  # 4 binomial standard deviations
+  for ep, used, i in zip(eps, tool, range(2000)):
+    text, nums = _model_text(ep), problems[i % 50].meta["numbers"]
+    if used:
+      assert ep.turns == 2 and text.startswith("<call>") and task.success(ep) == 1.0
+    else:  # a direct answer: one turn, no call, the two numbers in order joined by + - or *
+      assert ep.turns == 1 and ep.info["tool_calls"] == 0 and "<call>" not in text and ep.done
+      assert text in {f"<answer>{nums[0]}{o}{nums[1]}</answer>" for o in "+-*"}
+  direct = [task.success(ep) for ep, used in zip(eps, tool) if not used]
+  assert 0.1 < np.mean(direct) < 0.6  # a plausible guess: right in about a third of problems
+  assert {next(c for c in _model_text(ep) if c in "+-*") for ep, used in zip(eps, tool) if not used} == set("+-*")
+  # without an rng a problem always gets the same demonstration; 0 and 1 are all direct and all tool
+  p = problems[0]
+  assert len({_model_text(task.demonstration_episode(p)) for _ in range(3)}) == 1
+  for prob, calls in ((0.0, 0), (1.0, 1)):
+    t = get_env_task("tool_countdown", tool=lambda code: "", demo_tool_prob=prob)
+    assert {t.demonstration_episode(q, rng).info["tool_calls"] for q in problems} == {calls}
+
+
+def test_demo_tool_prob_is_validated_and_reaches_the_sft_batches():
+  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._codec import Codec, sft_batch  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_task  # pylint: disable=import-outside-toplevel
+  for bad in (-0.1, 1.5, "x", True):
+    with pytest.raises(ValueError, match="EnvTask.demo_tool_prob"):
+      get_env_task("tool_countdown", demo_tool_prob=bad)
+  with pytest.raises(ValueError, match="EnvTask.demo_tool_prob.*'frozenlake'"):
+    get_env_task("frozenlake", demo_tool_prob=0.5)
+  with pytest.raises(ValueError, match="TaskConfig.demo_tool_prob"):
+    apply_overrides(tiny_config("/tmp/x"), ["task.name=tool_countdown", "task.demo_tool_prob=2.0"])
+  with pytest.raises(ValueError, match="TaskConfig.demo_tool_prob.*'arithmetic'"):
+    apply_overrides(tiny_config("/tmp/x"), ["task.demo_tool_prob=0.5"])
+  cfg = apply_overrides(tiny_config("/tmp/x"), ["task.name=tool_countdown", "task.demo_tool_prob=0.5"])
+  task = build_task(cfg)
+  assert task.demo_tool_prob == 0.5
+  codec = Codec(_CharTok())
+  problems = task.problems("train", 20, 0)
+  batches = [sft_batch(task, codec, problems, step=s, seed=0, batch_size=32, seq_len=400) for s in (0, 0, 1)]
+  np.testing.assert_array_equal(batches[0].tokens, batches[1].tokens)  # a step's batch is deterministic
+  calls = [np.any(np.all(np.lib.stride_tricks.sliding_window_view(b.tokens, 8, axis=1) == codec.tok.encode("<output>"),
+                         axis=-1), axis=1) for b in batches]
+  assert 0 < calls[0].sum() < 32 and not np.array_equal(batches[0].tokens, batches[2].tokens)
+
+
+class _CharTok:
+  """A character tokenizer with the interface ``Codec`` reads."""
+  bos_id, eos_id, pad_id, vocab_size = 1, 2, 0, 259
+
+  def encode(self, text):
+    return [3 + ord(c) for c in text]
+
+  def decode(self, ids):
+    return "".join(chr(i - 3) for i in ids if i >= 3)
 
 
 def _train(tmp_path, name, new_tokens, obs, extra=()):
@@ -136,6 +222,7 @@ def test_tool_countdown_trains_end_to_end(tmp_path):
     assert r["rollout/turns"] >= 1 and "rollout/tool_calls_per_episode" in r and r["rollout/failed_episodes"] == 0
     assert 0 <= r["rollout/truncated_episodes"] <= 1 and np.isfinite(r["loss"])
   assert "tool_calls_per_episode" in summary["rl"] and 0.0 <= summary["rl"]["greedy_accuracy"] <= 1.0
+  assert 0.0 <= rows[-1]["eval/tool_calls_per_episode"] <= 3.0 and "rollout/void_turn_episodes" in rows[-1]
 
 
 @pytest.mark.slow

@@ -53,7 +53,8 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   Row = ``[bos] prompt completion [eos]`` left-aligned and padded to
   ``seq_len``; ``loss_mask`` covers the completion and eos. A multi-turn task
   (``task.demonstration_episode``): the scripted episode's tokens
-  (``rljax.envs.encode_episode``), ``loss_mask`` on its model turns only. The problems and
+  (``rljax.envs.encode_episode``), ``loss_mask`` on its model turns only (``rng`` draws any random choice of the
+  demonstration, e.g. the tool countdown's tool-or-direct mixture). The problems and
   demonstrations depend only on ``(seed, step)``, so a resumed run sees the
   same batches.
   """
@@ -64,7 +65,7 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   if hasattr(task, "demonstration_episode"):  # a multi-turn task: its scripted episodes, model segments trained
     from rljax.envs import encode_episode  # pylint: disable=import-outside-toplevel
     for r, i in enumerate(idx):
-      row = encode_episode(task.demonstration_episode(problems[int(i)]), codec.tok, add_bos=codec.use_bos)[0]
+      row = encode_episode(task.demonstration_episode(problems[int(i)], rng), codec.tok, add_bos=codec.use_bos)[0]
       if row.tokens.size > seq_len:
         raise ValueError(f"a demonstration episode has {row.tokens.size} tokens, more than the rows' {seq_len}: "
                          "raise rl.max_new_tokens or task.max_obs_tokens")

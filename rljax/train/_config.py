@@ -60,7 +60,8 @@ class TaskConfig:
 
   Multi-turn environments (``rljax.envs.get_env_task``, docs/agents.md): ``name="tool_countdown"`` (a Python
   tool in the sandbox), ``"frozenlake"``, ``"tictactoe"`` (self-play); ``max_turns`` and ``max_obs_tokens``
-  size their episodes, ``rl.max_new_tokens`` is the most tokens of one model turn.
+  size their episodes, ``rl.max_new_tokens`` is the most tokens of one model turn. ``demo_tool_prob``
+  (tool_countdown): the share of SFT demonstrations that call the tool; the rest answer directly.
 
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
   per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
@@ -90,6 +91,7 @@ class TaskConfig:
   verifier: str = ""  # jsonl, tfds: the catalog reward spec that scores a completion against the answer
   max_turns: int = 0  # multi-turn env tasks: most model turns per episode (0 = the environment's default)
   max_obs_tokens: int = 96  # multi-turn env tasks: most tokens of one observation (longer: the episode ends, truncated)
+  demo_tool_prob: float = 1.0  # tool_countdown: share of SFT demonstrations that call the tool (else a direct guess)
 
   def __post_init__(self):
     from rljax.envs import DATASET_TASKS, ENV_TASK_NAMES, TASK_NAMES  # pylint: disable=import-outside-toplevel
@@ -97,6 +99,11 @@ class TaskConfig:
       _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + ENV_TASK_NAMES)}")
     _pos_int(self, "max_turns", allow_zero=True)
     _pos_int(self, "max_obs_tokens")
+    if not 0.0 <= self.demo_tool_prob <= 1.0:
+      _fail("TaskConfig.demo_tool_prob", self.demo_tool_prob, "in [0, 1]")
+    if self.name != "tool_countdown" and self.demo_tool_prob != 1.0:
+      _fail("TaskConfig.demo_tool_prob", self.demo_tool_prob, f"left unset (1.0): it is read by the tool_countdown "
+            f"task only, and this task is {self.name!r}")
     if self.name not in ENV_TASK_NAMES:
       for name, default in (("max_turns", 0), ("max_obs_tokens", 96)):
         if getattr(self, name) != default:

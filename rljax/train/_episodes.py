@@ -20,7 +20,8 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
   context), ``logp_behavior`` the sampler's over them, ``turn_ids`` (0-based model turn, -1 on the opening
   prompt and padding), ``step_rewards [B, max_turns]`` = the per-turn rewards with ``step_mask`` = the turns
   played, ``rewards`` = the episode's reward, ``correct`` = ``task.success``, ``turns`` = the model turns'
-  texts (``void_turn`` reads them). A failed episode's row is invalid. A self-play task (``task.roles``) gives
+  texts (``void_turn`` reads them). A failed episode's row is invalid. An environment that counts void
+  turns (``info["void_turns"]``, the tool countdown) also gives the share of episodes with one (``void_turn``). A self-play task (``task.roles``) gives
   one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
   reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
   the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
@@ -55,7 +56,11 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
   expanded = tuple(problems[i // n] for i in rows)
   cm = np.asarray(model_mask, bool)
   summary = out.summary()
-  for k in ("turns", "tool_calls_per_episode", "failed", "truncated"):
+  if any("void_turns" in dict(ep.info) for ep in eps):  # the environment counts void turns (tool countdown)
+    summary["void_turn"] = float(np.mean([dict(ep.info).get("void_turns", 0) > 0 for ep in eps]))
+  for k in ("turns", "tool_calls_per_episode", "failed", "truncated", "void_turn"):
+    if k not in summary:
+      continue
     total, count = call.episode_sums.get(k, (0.0, 0))
     call.episode_sums[k] = (total + summary[k] * b_eps, count + b_eps)
   return StepData(

@@ -201,7 +201,7 @@ def build_task(cfg: RunConfig):
   t = cfg.task
   from rljax.envs import ENV_TASK_NAMES, get_env_task  # pylint: disable=import-outside-toplevel
   if t.name in ENV_TASK_NAMES:
-    return get_env_task(t.name, max_turns=t.max_turns or None)
+    return get_env_task(t.name, max_turns=t.max_turns or None, demo_tool_prob=t.demo_tool_prob)
   if t.name == "arithmetic":
     return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
                     reverse_operands=t.reverse_operands)

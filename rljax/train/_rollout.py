@@ -416,7 +416,7 @@ class Collector:
     for name in call.reward_sums:  # each reward function's mean over the step's sampled rows (every process)
       call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
     stats = self._stats(data, everything, counts)
-    for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, rollout/tool_calls_per_episode, ...
+    for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, .../void_turn_episodes, ...
       stats[k if k in ("turns", "tool_calls_per_episode") else f"{k}_episodes"] = total / max(count, 1)
     return Collected(data, stats, call.metrics, prompt_states)
 
