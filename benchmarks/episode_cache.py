@@ -66,6 +66,15 @@ def recompute(model, env, problems, seeds, tok, cfg: envs.EpisodeConfig, rc: Run
   return seqs, prefilled
 
 
+def tiny_model(vocab_size: int) -> Transformer:
+  """The benchmarks' random-weight 2-layer d=64 model (fan-in init, seed 0)."""
+  model = Transformer(ModelConfig(vocab_size=vocab_size, hidden_size=64, num_layers=2, num_heads=4,
+                                  num_kv_heads=4, head_dim=16, intermediate_size=256, max_position_embeddings=1024),
+                      rngs=nnx.Rngs(0))
+  fan_in_init(model)
+  return model
+
+
 def main():
   ap = argparse.ArgumentParser()
   ap.add_argument("--episodes", type=int, default=16)
@@ -74,10 +83,7 @@ def main():
   ap.add_argument("--rounds", type=int, default=3)
   args = ap.parse_args()
   tok = CharTok()
-  model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
-                                  num_kv_heads=4, head_dim=16, intermediate_size=256, max_position_embeddings=1024),
-                      rngs=nnx.Rngs(0))
-  fan_in_init(model)
+  model = tiny_model(tok.vocab_size)
   env = envs.FrozenLakeEnv(size=4)
   cfg = envs.EpisodeConfig(stop_strings=env.stop_strings, max_turns=args.turns)
   rc = RunnerConfig(max_turns=args.turns, max_new_tokens=args.new, max_prompt_tokens=128, max_obs_tokens=96)

@@ -27,9 +27,8 @@ from flax import nnx
 
 from rljax import envs
 from rljax.envs._runner import RunnerConfig, run_episodes
-from rljax.models import ModelConfig, Transformer, fan_in_init
 
-from episode_cache import CharTok  # pylint: disable=wrong-import-position
+from episode_cache import CharTok, tiny_model  # pylint: disable=wrong-import-position
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +57,7 @@ def main():
   ap.add_argument("--rounds", type=int, default=3)
   args = ap.parse_args()
   tok = CharTok()
-  model = Transformer(ModelConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
-                                  num_kv_heads=4, head_dim=16, intermediate_size=256, max_position_embeddings=1024),
-                      rngs=nnx.Rngs(0))
-  fan_in_init(model)
+  model = tiny_model(tok.vocab_size)
   env = SlowLake(size=4, sleep=args.sleep, jitter=args.jitter)
   cfg = envs.EpisodeConfig(stop_strings=tuple(env.stop_strings) + tuple(args.stops), max_turns=args.turns)
   base = RunnerConfig(max_turns=args.turns, max_new_tokens=args.new, max_prompt_tokens=128, max_obs_tokens=96,
