@@ -1,9 +1,13 @@
 """``rljax arena``: entries, the plan (shared warm start, resume decisions), and a whole tiny arena run.
 
 The end-to-end test runs 2 entries x 1 seed x 3 RL steps on the tiny config as separate processes, plus an
-entry that fails at run time; then runs the arena again and checks nothing finished is redone."""
+entry that fails at run time; then runs the arena again and checks nothing finished is redone. The arena notebook
+(notebooks/02_arena.ipynb, quick mode) is executed here too, in the directory of that one arena: it asks for the
+same runs (same config), so it reads them back instead of training them again (one tiny arena per test run; the
+live run is the end-to-end test's)."""
 import json
 import os
+import shutil
 
 import pytest
 
@@ -89,14 +93,26 @@ def test_plan_shares_one_warm_start_per_seed_and_model(tmp_path):
     assert s.config.rl.steps == 0 and s.config.seed == s.seed
 
 
-def test_arena_end_to_end_resume_and_a_failing_entry(tmp_path):
-  out = str(tmp_path / "arena")
-  missing = str(tmp_path / "no_such_run")
+# the arena notebook's quick-mode runs (notebooks/02_arena.ipynb: base "tiny", these overrides, runs/mini_arena)
+NOTEBOOK_QUICK_OVERRIDES = ["rl.steps=3", "eval.num_problems=8", "eval.batch_size=8"]
+
+
+@pytest.fixture(scope="module")
+def mini_arena(tmp_path_factory):
+  """One live tiny arena (grpo, dapo and an entry that fails) in ``<root>/runs/mini_arena``, where the arena
+  notebook, run from ``<root>``, finds it: ``(root, arena dir, run_arena's keyword arguments, its rows)``."""
+  root = tmp_path_factory.mktemp("arena_root")
+  out = str(root / "runs" / "mini_arena")
+  missing = str(root / "no_such_run")
   pool = {"grpo": ENTRIES["grpo"], "dapo": ENTRIES["dapo"],
           "broken": Entry("broken", (f"sft.init_from={missing}",), "fails at start-up in its process")}
   kw = dict(recipes=["grpo", "dapo", "broken"], seeds=[0], jobs=2, out_dir=out, entries=pool, progress=False,
-            overrides=["rl.steps=3", "eval.num_problems=8", "eval.batch_size=8", "checkpoint.every=1"])
-  rows = arena.run_arena("tiny", **kw)
+            overrides=list(NOTEBOOK_QUICK_OVERRIDES))
+  return root, out, kw, arena.run_arena("tiny", **kw)
+
+
+def test_arena_end_to_end_resume_and_a_failing_entry(mini_arena, tmp_path):
+  _, out, kw, rows = mini_arena
   status = {r["entry"]: r["status"] for r in rows}
   assert status == {"grpo": "ok", "dapo": "ok", "broken": "failed 1/1"}
   broken = next(r for r in rows if r["entry"] == "broken")
@@ -127,6 +143,10 @@ def test_arena_end_to_end_resume_and_a_failing_entry(tmp_path):
   assert {p: os.path.getmtime(p) for p in stamps} == stamps
   assert [r["gain_mean"] for r in rows2] == [r["gain_mean"] for r in rows[:2]]
   # an interrupted run is resumed with the same config, restarted with another; a finished one is never mixed
+  # (on a copy: the arena notebook test reads the finished arena)
+  out = str(tmp_path / "arena_copy")
+  shutil.copytree(kw["out_dir"], out)
+  kw = {**kw, "out_dir": out}
   os.remove(os.path.join(out, "dapo", "seed0", "summary.json"))
   _, plan = arena.plan_arena("tiny", **{k: v for k, v in kw.items() if k not in ("jobs", "progress")})
   actions = {r.entry: r.action for r in plan}
@@ -159,3 +179,16 @@ def test_cli_lists_entries_and_experiments(capsys):
   out = capsys.readouterr().out
   assert all(f"\n{name} " in "\n" + out for name in ENTRIES)
   assert "rl.advantage=qae(quantile=0.8)" in out and "entropy        grpo_nokl, grpo, erc, clip_cov, kl_cov, entropic, entropic_h04" in out
+
+
+def test_arena_notebook_runs(mini_arena, monkeypatch):
+  """The arena notebook (quick mode) runs: its mini-arena (the fixture's, same config: read back, not trained
+  again) is tabled, read back and the chosen entries are plotted."""
+  from test_notebook import NB2, execute_notebook  # pylint: disable=import-outside-toplevel
+  root, out, _, _ = mini_arena
+  stamps = {n: os.path.getmtime(os.path.join(out, n, "seed0", "summary.json")) for n in ("grpo", "dapo")}
+  outputs = execute_notebook(NB2, root, monkeypatch)
+  assert "grpo ok greedy accuracy gain:" in outputs and "dapo ok" in outputs
+  for name in ("arena.md", "arena.csv", "curves.png", "chosen.png", "grpo/seed0/summary.json"):
+    assert os.path.exists(os.path.join(out, name)), name
+  assert stamps == {n: os.path.getmtime(os.path.join(out, n, "seed0", "summary.json")) for n in ("grpo", "dapo")}

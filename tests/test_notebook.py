@@ -3,8 +3,8 @@
 Beyond running: the plots show inline (a PNG output: the trainer must not switch matplotlib's backend), and
 the progress bars print no "IProgress not found" warning (this kernel has no ipywidgets).
 
-The quickstart and arena notebooks run in the default suite (the arena one: a 2-entry mini-arena on the tiny
-model, about a minute of CPU). The recipe notebook (1-3 min on 2 cores) is marked slow to keep the default run near
+The quickstart notebook runs in the default suite; the arena notebook too, in tests/test_arena.py (it reads back
+the mini-arena that test file runs live, same config). The recipe notebook (1-3 min on 2 cores) is marked slow to keep the default run near
 its 20-minute budget (`pytest -m slow tests/test_notebook.py` runs it); what it calls is tested in the default run
 (tests/test_recipes_*.py)."""
 import os
@@ -19,7 +19,7 @@ NB2 = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "02_arena.
 NB3 = os.path.join(os.path.dirname(__file__), os.pardir, "notebooks", "03_your_own_recipe.ipynb")
 
 
-def _execute(path, tmp_path, monkeypatch):
+def execute_notebook(path, tmp_path, monkeypatch):
   monkeypatch.setenv("RLJAX_NOTEBOOK_QUICK", "1")
   monkeypatch.delenv("XLA_FLAGS", raising=False)
   nb = nbformat.read(path, as_version=4)
@@ -33,14 +33,14 @@ def _execute(path, tmp_path, monkeypatch):
 
 
 def test_quickstart_notebook_runs(tmp_path, monkeypatch):
-  outputs = _execute(NB, tmp_path, monkeypatch)
+  outputs = execute_notebook(NB, tmp_path, monkeypatch)
   assert "RL  greedy accuracy:" in outputs
   assert os.path.exists(tmp_path / "runs" / "quickstart" / "metrics.jsonl")
 
 
 @pytest.mark.slow
 def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
-  outputs = _execute(NB3, tmp_path, monkeypatch)
+  outputs = execute_notebook(NB3, tmp_path, monkeypatch)
   assert "group 0: rewards" in outputs and "advantages" in outputs  # the batch looked at before training
   assert "RL  greedy accuracy:" in outputs
   from rljax.train import read_jsonl  # pylint: disable=import-outside-toplevel
@@ -48,15 +48,6 @@ def test_own_recipe_notebook_runs(tmp_path, monkeypatch):
           if r["stage"] == "rl" and r["step"] > 0]
   assert [r["step"] for r in rows] == [1, 2, 3] and all("some_good/kept_groups" in r for r in rows)
   assert any("median_baseline/abs_mean" in r for r in rows)
-
-
-def test_arena_notebook_runs(tmp_path, monkeypatch):
-  """The mini-arena runs live (2 entries, tiny model), its table is read back and chosen entries are plotted."""
-  outputs = _execute(NB2, tmp_path, monkeypatch)
-  assert "grpo ok greedy accuracy gain:" in outputs and "dapo ok" in outputs
-  arena = tmp_path / "runs" / "mini_arena"
-  for name in ("arena.md", "arena.csv", "curves.png", "chosen.png", "grpo/seed0/summary.json"):
-    assert (arena / name).exists(), name
 
 
 def test_notebooks_share_one_install_cell():
