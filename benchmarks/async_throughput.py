@@ -118,20 +118,25 @@ class Bench:
   def fresh_state(self):
     return self.jax.tree_util.tree_map(self.jnp.copy, self.state0)
 
+  def warm_sampler(self, params, rest) -> None:
+    """Compiles the chunked sampler's programs for parameters placed like ``params``: its prefills (``generate``
+    returning its cache) for every bucket and batch size, and its continuations (``resume``)."""
+    from rljax.sampling import generate, resume  # pylint: disable=import-outside-toplevel
+    from rljax.train._async import InterruptibleSampler, Weights  # pylint: disable=import-outside-toplevel
+    np, w = self.np, Weights(0, params, rest, {})
+    s = InterruptibleSampler(self.graphdef, lambda: w, config=self.scfg, chunk=CHUNK, partial=True, stop_tokens=[])
+    model = self.nnx.split(self.nnx.merge(self.graphdef, params, rest))
+    for r in sorted({min(r, P * G) for r in (8, 16, 32)}):
+      for bucket in (b for b in s.cont_config.prompt_buckets if b >= PROMPT_LEN):
+        _, st = generate(model, [np.full(bucket, 3)] * r, config=s.cont_config, key=self.jax.random.PRNGKey(0),
+                         n=1, max_new_tokens=1, stop_tokens=[], prompt_ids=np.arange(r), return_state=True)
+      resume(model, st, None, config=s.cont_config, key=self.jax.random.PRNGKey(0), max_new_tokens=1)
+
   def warm_up(self) -> float:
     """Compiles every program the schedules use (all chunk shapes of the chunked sampler); returns seconds."""
-    from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
-    from rljax.train._async import InterruptibleSampler, Weights  # pylint: disable=import-outside-toplevel
-    np, t = self.np, time.perf_counter()
+    t = time.perf_counter()
     state = self.fresh_state()
-    w = Weights(0, state.params, state.model_state, {})
-    s = InterruptibleSampler(self.graphdef, lambda: w, config=self.scfg, chunk=CHUNK, partial=True, stop_tokens=[])
-    model = self.nnx.split(self.nnx.merge(self.graphdef, state.params, state.model_state))
-    rows = sorted({min(r, P * G) for r in (8, 16, 32)})
-    for bucket in s.cont_config.prompt_buckets:
-      for r in rows:
-        generate(model, [np.full(bucket, 3)] * r, config=s.cont_config, key=self.jax.random.PRNGKey(0), n=1,
-                 max_new_tokens=1, stop_tokens=[], prompt_ids=np.arange(r))
+    self.warm_sampler(state.params, state.model_state)
     tokens, cm, lp, _ = self.plain(state.params, state.model_state, 0)
     self.update(state, tokens, cm, lp, 0)
     return time.perf_counter() - t

@@ -36,20 +36,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import async_throughput as at  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def warm(bench, params, rest) -> None:
-  """Compiles the chunked sampler's shapes and the update for parameters placed like ``params``."""
-  import numpy as np  # pylint: disable=import-outside-toplevel
-  from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
-  from rljax.train._async import InterruptibleSampler, Weights  # pylint: disable=import-outside-toplevel
-  w = Weights(0, params, rest, {})
-  s = InterruptibleSampler(bench.graphdef, lambda: w, config=bench.scfg, chunk=at.CHUNK, partial=True, stop_tokens=[])
-  model = bench.nnx.split(bench.nnx.merge(bench.graphdef, params, rest))
-  for bucket in s.cont_config.prompt_buckets:
-    for r in sorted({min(r, at.P * at.G) for r in (8, 16, 32)}):
-      generate(model, [np.full(bucket, 3)] * r, config=s.cont_config, key=bench.jax.random.PRNGKey(0), n=1,
-               max_new_tokens=1, stop_tokens=[], prompt_ids=np.arange(r))
-
-
 def run(bench, steps: int, eta: int, train_mesh, rollout_mesh=None) -> dict:
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
   from rljax.train._async import Producer, WeightBox, Weights  # pylint: disable=import-outside-toplevel
@@ -58,7 +44,7 @@ def run(bench, steps: int, eta: int, train_mesh, rollout_mesh=None) -> dict:
   targets = None if rollout_mesh is None else (par.state_shardings(state.params, rollout_mesh),
                                                par.state_shardings(state.model_state, rollout_mesh))
   (params, rest), _, _ = par.transfer((state.params, state.model_state), targets)
-  warm(bench, params, rest)
+  bench.warm_sampler(params, rest)
   tok, cm, lp, _ = bench.chunked(lambda: Weights(0, params, rest, {}), 0)
   bench.update(jax.tree_util.tree_map(bench.jnp.copy, state), tok, cm, lp, 0)  # compiles the sharded update
   box, stop = WeightBox(), threading.Event()

@@ -195,6 +195,61 @@ def test_per_row_caps_and_stop_tokens():
     _sample(graphdef, lambda i: w0, chunk=3, max_new=np.full(6, 7))
 
 
+def _sample_rows(graphdef, schedule, *, reuse, n, caps=None, chunk=2, stop_tokens=()):
+  calls = []
+
+  def latest():
+    calls.append(None)
+    return schedule(len(calls) - 1)
+
+  sampler = InterruptibleSampler(graphdef, latest, config=SCFG, chunk=chunk, partial=True,
+                                 stop_tokens=list(stop_tokens), reuse_cache=reuse)
+  out = sampler(PROMPTS, n=n, greedy=False, temperature=1.0, key=jax.random.PRNGKey(3), max_new=caps)
+  return out, sampler.stats
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_reusing_the_cache_between_chunks_equals_prefilling_every_chunk(switch):
+  """Chunks of one version continue the cached rows (no prefill); new weights, or few enough rows left for a
+  smaller batch, prefill again. Tokens equal the prefill-every-chunk sampler's, log-probs to float rounding, and
+  each token's log-prob is its version's (an independent forward)."""
+  graphdef, w0, w1 = _weights()
+  schedule = (lambda i: w0 if i < 2 else w1) if switch else (lambda i: w0)  # read before chunks 1, 2, 3: i = 1..3
+  # 12 rows (prompt lengths 3 and 5, n = 6), chunks of 2: 10 rows go on after chunk 1 (a batch of 12 still),
+  # 6 after chunk 2 (a batch of 8 < 12: prefilled again)
+  caps = np.array([6, 2, 6, 4, 4, 6, 6, 2, 4, 4, 6, 6])
+  ref, ref_stats = _sample_rows(graphdef, schedule, reuse=False, n=6, caps=caps)
+  out, stats = _sample_rows(graphdef, schedule, reuse=True, n=6, caps=caps)
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  np.testing.assert_array_equal(out.completion_mask, ref.completion_mask)
+  np.testing.assert_array_equal(out.token_version, ref.token_version)
+  np.testing.assert_allclose(out.logp_behavior, ref.logp_behavior, atol=2e-5)
+  np.testing.assert_array_equal(out.completion_mask.sum(1), caps)
+  assert ref_stats["prefills"] == ref_stats["chunks"] == stats["chunks"] == 3
+  assert ref_stats["prefilled_tokens"] == 6 * (3 + 5) + 5 * (5 + 7) + 3 * (7 + 9)
+  # chunk 1 prefills the prompts; chunk 2 continues the cache (same weights) or prefills 10 rows (new weights);
+  # chunk 3 prefills the 6 rows left
+  assert stats["prefills"] == (3 if switch else 2)
+  assert stats["prefilled_tokens"] == 6 * (3 + 5) + (5 * (5 + 7) if switch else 0) + 3 * (7 + 9)
+  ref0, ref1 = _reference_logp(graphdef, w0, out.tokens), _reference_logp(graphdef, w1, out.tokens)
+  cm = out.completion_mask
+  expect = np.where(out.token_version == 0, ref0, ref1)
+  np.testing.assert_allclose(out.logp_behavior[cm], expect[cm], atol=2e-5)
+  assert (out.token_version[cm] == 1).any() == switch
+
+
+def test_reused_cache_rows_that_stop_stay_stopped():
+  graphdef, w0, _ = _weights()
+  full, _ = _sample_rows(graphdef, lambda i: w0, reuse=True, n=3)
+  stop = int(full.tokens[1, 3 + 2])  # row 1's third token (row 1 has prompt 0, 3 tokens)
+  ref, _ = _sample_rows(graphdef, lambda i: w0, reuse=False, n=3, stop_tokens=[stop])
+  out, stats = _sample_rows(graphdef, lambda i: w0, reuse=True, n=3, stop_tokens=[stop])
+  np.testing.assert_array_equal(out.tokens, ref.tokens)
+  np.testing.assert_array_equal(out.completion_mask, ref.completion_mask)
+  np.testing.assert_array_equal(out.finish_reason, ref.finish_reason)
+  assert (out.finish_reason == int(FinishReason.STOP_TOKEN)).any() and stats["prefills"] == 1
+
+
 # ----------------------------------------------------------------------------- the runner in train()
 
 def _train(out, extra, reward_fn=dense_reward, resume=False):

@@ -56,7 +56,7 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.sampling import FinishReason, SamplerConfig, generate
+from rljax.sampling import FinishReason, SamplerConfig, generate, resume
 
 __all__ = ["Weights", "WeightBox", "InterruptibleSampler", "Producer", "ProducerStopped", "AsyncRunner",
            "row_staleness", "drop_stale", "continuation_buckets", "auto_chunk_tokens"]
@@ -148,30 +148,43 @@ class InterruptibleSampler:
 
   Decodes in chunks of ``chunk`` tokens under ``latest()`` (a :class:`Weights`), read before every chunk.
   Row ``b = p * n + i`` draws its token at position ``t`` with ``fold_in(fold_in(fold_in(key, b), 0), t)``,
-  so a row's tokens depend on (key, row, prefix, the weights of each chunk), not on the chunking. Each chunk
-  is one ``generate`` call on the unfinished rows (padded to a power of two, at least 8 and at most ``B``), their prompt
-  being the sequence so far; its KV cache is recomputed under the chunk's weights.
+  so a row's tokens depend on (key, row, prefix, the weights of each chunk), not on the chunking.
+
+  KV cache: after new weights (and for the first chunk) the unfinished rows are prefilled by one ``generate``
+  call (padded to a power of two, at least 8 and at most ``B``), their prompt being the sequence so far: the
+  cache is recomputed under the new weights, as AReaL does. While the weights stay the same, the next chunk
+  continues that call's cache (``resume``: nothing is recomputed) unless so few rows are left that a fresh
+  prefill of a smaller batch is cheaper (the padded unfinished count below the cached batch's size).
+  ``reuse_cache=False`` prefills every chunk (the same tokens; log-probs equal up to float summation order).
+  The cache has ``max(prompt_buckets) + max_new_tokens + chunk`` slots (about one ``generate`` call's).
 
   Returns a namespace with the ``Rollout`` fields ``tokens``, ``prompt_mask``, ``completion_mask``,
   ``logp_behavior``, ``entropy_behavior`` ``[B, T]`` (``T = bucket + config.max_new_tokens``, the run's layout),
   ``finish_reason [B]``, ``policy_version [B]`` (each row's oldest token) and ``token_version [B, T]`` (-1 off
   the completion). ``max_new``: optional ``[B]`` per-row caps ``<= config.max_new_tokens`` (a stop at a drawn
-  length; the benchmark's). ``stats`` counts chunks, weight switches, interrupted and restarted rows and the
-  discarded tokens of restarted rows.
+  length; the benchmark's). ``stats`` counts chunks, weight switches, interrupted and restarted rows, the
+  discarded tokens of restarted rows, the prefilling chunks (``prefills``) and the prefilled tokens
+  (``prefilled_tokens``: the sequences' lengths so far, over the real rows of each prefilling chunk).
   """
 
   def __init__(self, graphdef, latest: Callable[[], Weights], *, config: SamplerConfig, chunk: int,
-               partial: bool, stop_tokens, dtype: str = "", stop: Optional[threading.Event] = None):
+               partial: bool, stop_tokens, dtype: str = "", stop: Optional[threading.Event] = None,
+               reuse_cache: bool = True):
     if not isinstance(chunk, int) or chunk < 1:
       raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
     self.graphdef, self.latest, self.config, self.chunk = graphdef, latest, config, chunk
     self.partial, self.stop_tokens, self.dtype, self.stop = bool(partial), list(stop_tokens), dtype, stop
+    self.reuse_cache = bool(reuse_cache)
+    # bucket 1: a continuation with nothing appended prefills no slot (``resume`` feeds the pending token)
+    buckets = continuation_buckets(config.prompt_buckets, config.max_new_tokens, chunk)
     self.cont_config = SamplerConfig(
-        max_new_tokens=chunk, prompt_buckets=continuation_buckets(config.prompt_buckets, config.max_new_tokens, chunk),
+        max_new_tokens=chunk, prompt_buckets=tuple(sorted({1, *buckets})),
+        cache_size=max(*buckets, max(config.prompt_buckets) + config.max_new_tokens) + chunk,
         max_stop_tokens=config.max_stop_tokens, return_entropy=config.return_entropy, return_routing=False,
         pad_id=config.pad_id, cache_dtype=config.cache_dtype, decode_phases=config.decode_phases,
         concurrent_chunks=config.concurrent_chunks)
-    self.stats = {"chunks": 0, "switches": 0, "interrupted_rows": 0, "restarted_rows": 0, "discarded_tokens": 0}
+    self.stats = {"chunks": 0, "switches": 0, "interrupted_rows": 0, "restarted_rows": 0, "discarded_tokens": 0,
+                  "prefills": 0, "prefilled_tokens": 0}
     self._model_version, self._model = None, None
 
   def _split_model(self, w: Weights):
@@ -204,11 +217,13 @@ class InterruptibleSampler:
       raise ValueError(f"max_new must hold {b} ints in [1, {m}], got shape {cap.shape}")
     temp = np.repeat(np.broadcast_to(np.asarray(1.0 if greedy else temperature, np.float32), (len(seqs),)), n)
     w = self.latest()
+    state, state_rows = None, None  # the cache of the last prefill (this version) and the batch rows it holds
     while not done.all():
       if self.stop is not None and self.stop.is_set():
         raise ProducerStopped()
       new = self.latest()
       if new.version != w.version:
+        state = None  # the cache was computed under the old weights
         moving = ~done & (gen > 0)
         self.stats["switches"] += 1
         self.stats["interrupted_rows"] += int(moving.sum())
@@ -222,16 +237,31 @@ class InterruptibleSampler:
         w = new
       act = np.flatnonzero(~done)
       size = min(max(1 << (len(act) - 1).bit_length(), 8), b)  # few distinct shapes: few compilations
-      idx = np.concatenate([act, np.full(size - len(act), act[0])])
-      out = generate(self._split_model(w), [tokens[r, :plen[r] + gen[r]] for r in idx], config=self.cont_config,
-                     key=key, n=1, greedy=greedy, temperature=temp[idx], stop_tokens=self.stop_tokens,
-                     max_new_tokens=self.chunk, policy_version=w.version, prompt_ids=idx)
+      if (state is None or not self.reuse_cache or size < len(state_rows)
+          or int(state.slot) + 1 + self.chunk > self.cont_config.cache_size):  # prefill the sequences so far
+        idx = np.concatenate([act, np.full(size - len(act), act[0])])
+        out, state = generate(self._split_model(w), [tokens[r, :plen[r] + gen[r]] for r in idx],
+                              config=self.cont_config, key=key, n=1, greedy=greedy, temperature=temp[idx],
+                              stop_tokens=self.stop_tokens, max_new_tokens=self.chunk, policy_version=w.version,
+                              prompt_ids=idx, return_state=True)
+        state_rows = idx
+        self.stats["prefills"] += 1
+        self.stats["prefilled_tokens"] += int((plen[act] + gen[act]).sum())
+      else:  # the same weights: continue the cached rows that are unfinished (padding duplicates stay idle)
+        first = np.zeros(len(state_rows), bool)
+        first[np.unique(state_rows, return_index=True)[1]] = True
+        out, state = resume(self._split_model(w), state, None, config=self.cont_config, key=key,
+                            active=first & ~done[state_rows], greedy=greedy, temperature=temp[state_rows],
+                            max_new_tokens=self.chunk, policy_version=w.version)
       self.stats["chunks"] += 1
       o_tok, o_cm = np.asarray(out.tokens), np.asarray(out.completion_mask).astype(bool)
       o_lp, o_fin = np.asarray(out.logp_behavior), np.asarray(out.finish_reason)
       o_ent = None if ent is None else np.asarray(out.entropy_behavior)
-      for j, r in enumerate(act):
-        start, k = plen[r] + gen[r], int(o_cm[j].sum())
+      slot_of = {int(r): j for j, r in reversed(list(enumerate(state_rows)))}  # a row's first slot in the call
+      for r in act:
+        j = slot_of[int(r)]
+        start = plen[r] + gen[r]
+        k = int(o_cm[j, start:].sum())  # the tokens this call sampled (both calls lay sequences out from 0)
         keep = int(min(k, cap[r] - gen[r]))
         sl = slice(start, start + keep)
         tokens[r, sl], cm[r, sl], logp[r, sl], version[r, sl] = o_tok[j, sl], True, o_lp[j, sl], w.version
