@@ -147,7 +147,9 @@ class StepData:
   ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
   ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``reward_segments``/``turn_ids [B, T]`` (a token's
   reward segment / 0-based model turn, -1 = none; never the attention packing, which is ``TrainBatch.segment_ids``);
-  ``turns``; ``task_gradients`` (a :class:`TaskGradients`, set just before the update);
+  ``turns``; ``segment_ids [B, T]`` int, the attention packing (``TrainBatch.segment_ids``: 0 = padding,
+  tokens attend within equal ids; set by multi-turn rows that pack an episode's context windows,
+  ``rljax.envs.pack_windows``; None: one sequence per row); ``task_gradients`` (a :class:`TaskGradients`, set just before the update);
   ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
   ``rl.routing_replay`` replays them). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
   (critic targets).
@@ -189,6 +191,7 @@ class StepData:
   reward_segments: Optional[np.ndarray] = None
   turn_ids: Optional[np.ndarray] = None
   turns: Optional[tuple] = None
+  segment_ids: Optional[np.ndarray] = None
   advantages: Optional[np.ndarray] = None
   returns: Optional[np.ndarray] = None
   task_gradients: Optional["TaskGradients"] = None

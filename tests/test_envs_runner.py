@@ -359,6 +359,7 @@ def test_context_budget_windows_equal_the_advance_path(model, chunk):
   for e, (ep, ref_rows) in enumerate(refs):
     for w, (seq, mm, lp, tid) in enumerate(ref_rows):
       r, k = rows[(e, w)], len(seq)
+      assert out.row_lengths[r] == k
       np.testing.assert_array_equal(out.tokens[r, :k], seq)
       assert (out.tokens[r, k:] == 0).all() and not out.model_mask[r, k:].any()
       np.testing.assert_array_equal(out.model_mask[r, :k], mm)

@@ -225,20 +225,30 @@ def test_tool_countdown_trains_end_to_end(tmp_path):
   assert 0.0 <= rows[-1]["eval/tool_calls_per_episode"] <= 3.0 and "rollout/void_turn_episodes" in rows[-1]
 
 
+@pytest.mark.slow  # about 40-80 s on 2 cores; tests/test_envs_windows.py guards the rows, forwards and batch
+def test_context_budget_trains_end_to_end(tmp_path):
+  """FrozenLake with a context budget of 200 characters (prompt 88, an observation about 66): a third turn
+  starts a new window, so episodes have two; each trains as one packed row (``rljax.envs.pack_windows``)."""
+  _, rows = _train(tmp_path, "frozenlake", 3, 80, ["task.max_turns=3", "task.context_budget=200",
+                                                   "eval.num_problems=1", "eval.batch_size=1"])
+  assert len(rows) == 2 and all(np.isfinite(r["loss"]) for r in rows)
+  assert max(r["rollout/windows_per_episode"] for r in rows) > 1.0, rows  # windows did occur
+  assert all(r["rollout/truncated_episodes"] == 0 for r in rows)
+
+
 @pytest.mark.slow
 def test_self_play_game_trains_end_to_end(tmp_path):
   _, rows = _train(tmp_path, "tictactoe", 3, 48)
   assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["rollout/turns"] >= 1 for r in rows)
 
 
-def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path, monkeypatch):
+def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
-  from rljax.envs._envtask import EnvTask  # pylint: disable=import-outside-toplevel
-  with monkeypatch.context() as m:  # context windows give several rows per episode: not trained yet
-    m.setattr(EnvTask, "episode_config", property(lambda self: envs.EpisodeConfig(
-        stop_strings=tuple(self.env.stop_strings), max_turns=self.max_turns, context_budget=100)))
-    with pytest.raises(ValueError, match="context_budget"):
-      train(apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake"]), overwrite=True)
+  # context windows packed in one row: a replay buffer stores no packing (segment_ids) for its rows
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "task.context_budget=40",
+                                                     "rl.replay=rapo_replay"])
+  with pytest.raises(ValueError, match="multi-turn.*rapo_replay.*context_budget"):
+    train(cfg, overwrite=True)
   cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.rewards=exact_match"])
   with pytest.raises(ValueError, match="multi-turn.*exact_match"):
     train(cfg, overwrite=True)
@@ -247,6 +257,8 @@ def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path, monkeypatch):
     train(cfg, overwrite=True)
   with pytest.raises(ValueError, match="TaskConfig.max_turns"):
     apply_overrides(tiny_config(str(tmp_path)), ["task.max_turns=3"])
+  with pytest.raises(ValueError, match="TaskConfig.context_budget"):
+    apply_overrides(tiny_config(str(tmp_path)), ["task.context_budget=100"])
 
 
 def test_eval_log_prints_only_what_was_measured():

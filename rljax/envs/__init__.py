@@ -24,6 +24,7 @@ from rljax.envs._tictactoe import TicTacToeEnv, TicTacToeState, minimax_move
 from rljax.envs._tool_countdown import ToolCountdownEnv, ToolCountdownState
 from rljax.envs._tools import CallError, ToolCall, parse_call, python_tool, truncate
 from rljax.envs._transcript import EpisodeRow, encode_episode, stack_rows, turn_arrays
+from rljax.envs._windows import pack_windows
 
 _TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "gsm8k": GSM8KTask, "jsonl": jsonl_task,
           "tfds": tfds_task}
@@ -49,5 +50,5 @@ __all__ = ["ArithmeticTask", "CountdownTask", "DATASET_TASKS", "DatasetTask", "G
            "cut_at_stop", "drop_oldest_turns", "start", "step_batch", "EpisodeRow", "encode_episode", "stack_rows",
            "turn_arrays", "CallError", "ToolCall", "parse_call", "python_tool", "truncate", "ToolCountdownEnv",
            "ToolCountdownState", "FrozenLakeEnv", "LakeState", "shortest_path", "TicTacToeEnv", "TicTacToeState",
-           "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
+           "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes", "pack_windows",
            "ENV_TASK_NAMES", "EnvTask", "get_env_task"]

@@ -71,12 +71,15 @@ class EnvTask:
     countdown: the problem source of ``tool_countdown``.
     demo_tool_prob: ``tool_countdown`` only: the probability that a demonstration calls the tool (else it
       answers directly), in [0, 1].
+    context_budget: most characters of context the model is shown (``EpisodeConfig.context_budget``; over it the
+      environment's ``fit_context`` starts a new window); None: unlimited.
   """
   name: str
   env: Any
   max_turns: int = 4
   countdown: Optional[CountdownTask] = None
   demo_tool_prob: float = 1.0
+  context_budget: Optional[int] = None
 
   def __post_init__(self):
     p = self.demo_tool_prob
@@ -98,7 +101,8 @@ class EnvTask:
 
   @property
   def episode_config(self) -> EpisodeConfig:
-    return EpisodeConfig(stop_strings=tuple(self.env.stop_strings), max_turns=self.max_turns)
+    return EpisodeConfig(stop_strings=tuple(self.env.stop_strings), max_turns=self.max_turns,
+                         context_budget=self.context_budget)
 
   def problems(self, split: str, num: int, seed: int) -> list:
     check_split(split)
@@ -173,15 +177,18 @@ class EnvTask:
     raise ValueError(f"the {self.name} task is multi-turn: use demonstration_episode(problem)")
 
 
-def get_env_task(name: str, *, max_turns: Optional[int] = None, tool=None, demo_tool_prob: float = 1.0) -> EnvTask:
+def get_env_task(name: str, *, max_turns: Optional[int] = None, tool=None, demo_tool_prob: float = 1.0,
+                 context_budget: Optional[int] = None) -> EnvTask:
   """``EnvTask`` by name (``ENV_TASK_NAMES``). ``max_turns`` (default: countdown 3, FrozenLake 6, TicTacToe 9);
   ``tool``: the countdown's Python tool (default: the sandbox, ``python_tool()``); ``demo_tool_prob``: the
-  countdown demonstrations' share that call the tool (``EnvTask.demo_tool_prob``)."""
+  countdown demonstrations' share that call the tool (``EnvTask.demo_tool_prob``); ``context_budget``: most
+  characters of context per window (``EnvTask.context_budget``; None: unlimited)."""
+  kw = dict(demo_tool_prob=demo_tool_prob, context_budget=context_budget)
   if name == "tool_countdown":
     cd = CountdownTask(num_numbers=2, max_number=9)
-    return EnvTask(name, ToolCountdownEnv(task=cd, tool=tool, bind_inputs=True), max_turns or 3, cd, demo_tool_prob)
+    return EnvTask(name, ToolCountdownEnv(task=cd, tool=tool, bind_inputs=True), max_turns or 3, cd, **kw)
   if name == "frozenlake":
-    return EnvTask(name, FrozenLakeEnv(size=3, hole_prob=0.2), max_turns or 6, demo_tool_prob=demo_tool_prob)
+    return EnvTask(name, FrozenLakeEnv(size=3, hole_prob=0.2), max_turns or 6, **kw)
   if name == "tictactoe":
-    return EnvTask(name, TicTacToeEnv(), max_turns or 9, demo_tool_prob=demo_tool_prob)
+    return EnvTask(name, TicTacToeEnv(), max_turns or 9, **kw)
   raise ValueError(f"env task must be one of {list(ENV_TASK_NAMES)}, got {name!r}")

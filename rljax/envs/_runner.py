@@ -39,9 +39,10 @@ that row only, counted in ``prefilled``; the other rows keep their caches). The 
 the ``advance`` path, and behaviour log-probs stay on the tokens the model wrote in that window; the carried-over
 text is context.
 
-Limits, all ours: an observation longer than ``RunnerConfig.max_obs_tokens`` tokens, or an opening prompt (or a
-new window's prefix) longer than ``max_prompt_tokens``, ends that episode as *truncated* (counted, never a crash;
-the cache is sized so that nothing else can overflow it).
+Limits, all ours: an observation longer than ``RunnerConfig.max_obs_tokens`` tokens (the one that ends a window
+included), or an opening prompt (or a new window's prefix) longer than ``max_prompt_tokens``, ends that episode as
+*truncated* (counted, never a crash; the cache is sized so that nothing else can overflow it). So a window's row
+fits in ``row_length`` tokens, and an episode's windows together in ``packed_row_length`` (``pack_windows``).
 """
 from __future__ import annotations
 
@@ -148,6 +149,14 @@ class RunnerConfig:
   def row_length(self) -> int:
     return self.max_prompt_tokens + self.max_turns * self.max_new_tokens + (self.max_turns - 1) * self.max_obs_tokens
 
+  @property
+  def packed_row_length(self) -> int:
+    """The longest episode with its context windows packed into one row (``rljax.envs.pack_windows``):
+    ``row_length + (max_turns - 1) * max_prompt_tokens``. An episode has at most ``max_turns`` windows (a new one
+    starts after a turn), each window's prefix is at most ``max_prompt_tokens`` tokens, and every model turn and
+    observation lies in exactly one window's row (carried-over text is in the next window's prefix)."""
+    return self.row_length + (self.max_turns - 1) * self.max_prompt_tokens
+
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeBatch:
@@ -170,6 +179,10 @@ class EpisodeBatch:
       last window (its only one without a context budget, ``R = B``); rows ``B, B + 1, ...`` are the earlier
       windows of episodes that moved to a new window (``EpisodeConfig.context_budget``). The row arrays above are
       ``[R, T]``; the per-episode ones stay ``[B]`` / ``[B, M]`` (index them with ``row_episode``).
+    row_lengths: ``[R]`` int32, each row's tokens before its padding.
+    segment_ids: ``[R, T]`` int32 or None: the attention packing of rows that hold several windows
+      (``rljax.envs.pack_windows``: window ``w`` of the row's episode has id ``w + 1``, padding 0); None: one
+      sequence per row (the runner's own rows).
   """
   episodes: tuple
   tokens: np.ndarray
@@ -191,6 +204,8 @@ class EpisodeBatch:
   compactions: int = 0
   row_episode: Optional[np.ndarray] = None
   row_window: Optional[np.ndarray] = None
+  row_lengths: Optional[np.ndarray] = None
+  segment_ids: Optional[np.ndarray] = None
 
   def summary(self) -> dict:
     """Per-episode means for logging: ``turns``, ``tool_calls``, ``failed``, ``truncated``, ``reward``."""
@@ -390,7 +405,9 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
           ep = stepping.pop(i).result()
           if not ep.done and len(ep.windows) > len(episodes[i].windows):  # over budget: a new window
             prefix, tids = _window_prefix(ep.windows[-1], encode, [int(tok.bos_id)] if use_bos else [])
-            if not prefix or len(prefix) > rc.max_prompt_tokens:
+            last = ep.windows[-2][-1]  # the observation that ends the window: the row's, within max_obs_tokens
+            ends = len(encode(last.text)) if last.source == "env" and last.turn == ep.turns - 1 else 0
+            if not prefix or len(prefix) > rc.max_prompt_tokens or ends > rc.max_obs_tokens:
               ep = dataclasses.replace(ep, done=True, finish="truncated")
               truncated[i] = True
             else:
@@ -490,7 +507,9 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
         tool_calls=np.asarray([_tool_calls(ep) for ep in episodes], np.int32), prefilled=prefilled,
         sampler_calls=calls, compactions=compactions,
         row_episode=np.asarray(list(range(b)) + [w["episode"] for w in done_windows], np.int32),
-        row_window=np.asarray(list(row_window) + [w["window"] for w in done_windows], np.int32))
+        row_window=np.asarray(list(row_window) + [w["window"] for w in done_windows], np.int32),
+        row_lengths=np.asarray([min(int(x), t) for x in lengths] + [len(w["tokens"]) for w in done_windows],
+                               np.int32))
   finally:
     if own_pool:
       pool.shutdown(wait=True)

@@ -54,7 +54,8 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   ``seq_len``; ``loss_mask`` covers the completion and eos. A multi-turn task
   (``task.demonstration_episode``): the scripted episode's tokens
   (``rljax.envs.encode_episode``), ``loss_mask`` on its model turns only (``rng`` draws any random choice of the
-  demonstration, e.g. the tool countdown's tool-or-direct mixture). The problems and
+  demonstration, e.g. the tool countdown's tool-or-direct mixture); with a context budget, its windows side by
+  side with ``segment_ids`` = window + 1 (the layout of ``rljax.envs.pack_windows``). The problems and
   demonstrations depend only on ``(seed, step)``, so a resumed run sees the
   same batches.
   """
@@ -64,15 +65,22 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
   mask = np.zeros((batch_size, seq_len), bool)
   if hasattr(task, "demonstration_episode"):  # a multi-turn task: its scripted episodes, model segments trained
     from rljax.envs import encode_episode  # pylint: disable=import-outside-toplevel
+    packed = task.episode_config.context_budget is not None  # context windows side by side (pack_windows' layout)
+    seg = np.zeros((batch_size, seq_len), np.int32) if packed else None
     for r, i in enumerate(idx):
-      row = encode_episode(task.demonstration_episode(problems[int(i)], rng), codec.tok, add_bos=codec.use_bos)[0]
-      if row.tokens.size > seq_len:
-        raise ValueError(f"a demonstration episode has {row.tokens.size} tokens, more than the rows' {seq_len}: "
-                         "raise rl.max_new_tokens or task.max_obs_tokens")
-      tokens[r, :row.tokens.size] = row.tokens
-      mask[r, :row.tokens.size] = row.loss_mask
+      rows = encode_episode(task.demonstration_episode(problems[int(i)], rng), codec.tok, add_bos=codec.use_bos)
+      lo = 0
+      for row in rows if packed else rows[:1]:  # without a budget an episode has one window
+        hi = lo + row.tokens.size
+        if hi > seq_len:
+          raise ValueError(f"a demonstration episode has {hi} tokens or more, more than the rows' {seq_len}: "
+                           "raise rl.max_new_tokens or task.max_obs_tokens")
+        tokens[r, lo:hi], mask[r, lo:hi] = row.tokens, row.loss_mask
+        if packed:
+          seg[r, lo:hi] = row.window + 1
+        lo = hi
     return TrainBatch(tokens=tokens, loss_mask=mask, advantages=np.zeros((batch_size, seq_len), np.float32),
-                      group_id=np.arange(batch_size, dtype=np.int32))
+                      group_id=np.arange(batch_size, dtype=np.int32), segment_ids=seg)
   for r, i in enumerate(idx):
     p = problems[int(i)]
     prompt = codec.prompt_ids(p)

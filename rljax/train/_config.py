@@ -62,6 +62,8 @@ class TaskConfig:
   tool in the sandbox), ``"frozenlake"``, ``"tictactoe"`` (self-play); ``max_turns`` and ``max_obs_tokens``
   size their episodes, ``rl.max_new_tokens`` is the most tokens of one model turn. ``demo_tool_prob``
   (tool_countdown): the share of SFT demonstrations that call the tool; the rest answer directly.
+  ``context_budget``: the most characters of context the model is shown (0: unlimited); over it the oldest turns
+  are dropped (the environment's ``fit_context``) and the episode goes on in a new window, trained in the same row.
 
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
   per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
@@ -92,6 +94,7 @@ class TaskConfig:
   max_turns: int = 0  # multi-turn env tasks: most model turns per episode (0 = the environment's default)
   max_obs_tokens: int = 96  # multi-turn env tasks: most tokens of one observation (longer: the episode ends, truncated)
   demo_tool_prob: float = 1.0  # tool_countdown: share of SFT demonstrations that call the tool (else a direct guess)
+  context_budget: int = 0  # multi-turn env tasks: most characters of context per window (0 = unlimited; docs/agents.md)
 
   def __post_init__(self):
     from rljax.envs import DATASET_TASKS, ENV_TASK_NAMES, TASK_NAMES  # pylint: disable=import-outside-toplevel
@@ -99,13 +102,14 @@ class TaskConfig:
       _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + ENV_TASK_NAMES)}")
     _pos_int(self, "max_turns", allow_zero=True)
     _pos_int(self, "max_obs_tokens")
+    _pos_int(self, "context_budget", allow_zero=True)
     if not 0.0 <= self.demo_tool_prob <= 1.0:
       _fail("TaskConfig.demo_tool_prob", self.demo_tool_prob, "in [0, 1]")
     if self.name != "tool_countdown" and self.demo_tool_prob != 1.0:
       _fail("TaskConfig.demo_tool_prob", self.demo_tool_prob, f"left unset (1.0): it is read by the tool_countdown "
             f"task only, and this task is {self.name!r}")
     if self.name not in ENV_TASK_NAMES:
-      for name, default in (("max_turns", 0), ("max_obs_tokens", 96)):
+      for name, default in (("max_turns", 0), ("max_obs_tokens", 96), ("context_budget", 0)):
         if getattr(self, name) != default:
           _fail(f"TaskConfig.{name}", getattr(self, name), f"left unset: it is read by the multi-turn tasks "
                 f"{list(ENV_TASK_NAMES)}, and this task is {self.name!r}")

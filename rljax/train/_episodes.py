@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
+from rljax.envs import pack_windows
 from rljax.stages import StepData
 
 __all__ = ["episode_step_data"]
@@ -25,14 +26,23 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
   one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
   reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
   the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
+
+  With a context budget (``EpisodeConfig.context_budget``) an episode that moved to new context windows is
+  still one row: its windows packed side by side (``rljax.envs.pack_windows``; ``segment_ids`` = the window,
+  the attention packing), each model token trained once, in the window that first wrote it.
   """
   task, g = collector.exp.task, collector.rl.group_size
   roles = tuple(task.roles)
   n = g // len(roles) if roles else g
   out = call.episodes(problems, n=n, greedy=False, temperature=call.temperature, key=key,
                       group_ids=np.arange(collector.lo, collector.lo + len(problems), dtype=np.int32))
+  windows = None
+  if task.episode_config.context_budget is not None:  # an episode's context windows: one packed row
+    windows = np.bincount(out.row_episode, minlength=len(out.episodes))  # the runner's rows (windows) per episode
+    out = pack_windows(out, collector.exp.seq_len, pad_id=collector.exp.runner.pad_id)
   eps = list(out.episodes)
-  texts = [tuple(s.text for w in ep.windows for s in w if s.source == "model") for ep in eps]
+  # each model turn once: text carried into a later window is context there (trainable=False)
+  texts = [tuple(s.text for w in ep.windows for s in w if s.source == "model" and s.trainable) for ep in eps]
   success = np.asarray([task.success(ep) for ep in eps], np.float32)
   b_eps = len(eps)
   if roles:  # rows: for each game, one row per role (rows of a group stay consecutive)
@@ -56,9 +66,11 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
   expanded = tuple(problems[i // n] for i in rows)
   cm = np.asarray(model_mask, bool)
   summary = out.summary()
+  if windows is not None:
+    summary["windows_per_episode"] = float(np.mean(windows))
   if any("void_turns" in dict(ep.info) for ep in eps):  # the environment counts void turns (tool countdown)
     summary["void_turn"] = float(np.mean([dict(ep.info).get("void_turns", 0) > 0 for ep in eps]))
-  for k in ("turns", "tool_calls_per_episode", "failed", "truncated", "void_turn"):
+  for k in ("turns", "tool_calls_per_episode", "failed", "truncated", "void_turn", "windows_per_episode"):
     if k not in summary:
       continue
     total, count = call.episode_sums.get(k, (0.0, 0))
@@ -74,4 +86,5 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
       max_new_tokens=collector.exp.runner.max_turns * collector.exp.runner.max_new_tokens, step=step, key=key,
       step_rewards=np.where(step_mask, out.turn_rewards[rows], 0.0).astype(np.float32),
       step_mask=np.asarray(step_mask, bool), turn_ids=out.turn_ids[rows], turns=tuple(texts[i] for i in rows), reward_names=("environment",),
-      extras=extras, **task_id).replace(key=jax.random.fold_in(side, 4))
+      extras=extras, segment_ids=None if out.segment_ids is None else out.segment_ids[rows],
+      **task_id).replace(key=jax.random.fold_in(side, 4))

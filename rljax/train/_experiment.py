@@ -201,7 +201,8 @@ def build_task(cfg: RunConfig):
   t = cfg.task
   from rljax.envs import ENV_TASK_NAMES, get_env_task  # pylint: disable=import-outside-toplevel
   if t.name in ENV_TASK_NAMES:
-    return get_env_task(t.name, max_turns=t.max_turns or None, demo_tool_prob=t.demo_tool_prob)
+    return get_env_task(t.name, max_turns=t.max_turns or None, demo_tool_prob=t.demo_tool_prob,
+                        context_budget=t.context_budget or None)
   if t.name == "arithmetic":
     return get_task("arithmetic", digits=t.digits, sloppy_carry_prob=t.sloppy_carry_prob,
                     reverse_operands=t.reverse_operands)
@@ -269,23 +270,26 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
 
 def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problems, test_problems, auto_settings):
   """A multi-turn task's experiment: the runner's sizes from the config (``rl.max_new_tokens`` per turn,
-  ``task.max_obs_tokens``) and the opening prompts, its sampler config, rows of ``RunnerConfig.row_length``."""
+  ``task.max_obs_tokens``) and the opening prompts, its sampler config, rows of ``RunnerConfig.row_length``
+  (``packed_row_length`` with a context budget: an episode's windows in one row)."""
   from rljax.envs import RunnerConfig  # pylint: disable=import-outside-toplevel
   from rljax.envs import start  # pylint: disable=import-outside-toplevel
   if jax.process_count() > 1:
     raise ValueError(f"task.name={cfg.task.name!r} (a multi-turn environment) runs on one process only; this run "
                      f"has {jax.process_count()}")
-  if task.episode_config.context_budget is not None:
-    raise ValueError(f"task.name={cfg.task.name!r}: EpisodeConfig.context_budget is not trained yet (the runner "
-                     f"gives each context window its own row; the Collector takes one row per episode): use "
-                     f"context_budget=None")
   firsts = {}
   for p in train_problems[:200] + test_problems:
     ep = start(task.env, task.env_problem(p), task.seed(p))
     firsts[ep.context] = len(codec.prompt_ids(ep.context))
   longest = max(firsts.values())
-  rc = RunnerConfig(max_turns=task.max_turns, max_new_tokens=cfg.rl.max_new_tokens, max_prompt_tokens=longest + 8,
+  budget = task.episode_config.context_budget
+  # a context budget: a new window's prefix is [bos] + at most `budget` characters (one token each with a character
+  # tokenizer; a longer prefix ends the episode as truncated, counted), and the episode's windows are packed into
+  # one row (rljax.envs.pack_windows, docs/agents.md)
+  windows = budget is not None
+  rc = RunnerConfig(max_turns=task.max_turns, max_new_tokens=cfg.rl.max_new_tokens,
+                    max_prompt_tokens=max(longest + 8, budget + 1) if windows else longest + 8,
                     max_obs_tokens=cfg.task.max_obs_tokens, pad_id=codec.pad_id)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=rc.sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=rc.row_length, auto_settings=auto_settings, runner=rc)
+                    seq_len=rc.packed_row_length if windows else rc.row_length, auto_settings=auto_settings, runner=rc)

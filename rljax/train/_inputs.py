@@ -39,14 +39,16 @@ REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
 
 
 def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1):
-  """``fn(params, model_state, tokens, routing=None) -> (logp, entropy, values or None, routing or None)`` jitted
-  (``policy_outputs``; ``routing [B, T, L_moe, k]`` is replayed when given; the routing used comes back)."""
+  """``fn(params, model_state, tokens, routing=None, segment_ids=None) -> (logp, entropy, values or None, routing
+  or None)`` jitted (``policy_outputs``; ``routing [B, T, L_moe, k]`` is replayed when given; the routing used
+  comes back; ``segment_ids [B, T]``: the attention packing, e.g. an episode's context windows)."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
   @functools.partial(jax.jit, out_shardings=out_shardings)
-  def fn(params, model_state, tokens, routing=None):
+  def fn(params, model_state, tokens, routing=None, segment_ids=None):
     model = nnx.merge(graphdef, params, model_state)
-    out = policy_outputs(model, tokens, routing=routing, shared_prefix_len=shared_prefix_len, group_size=group_size)
+    out = policy_outputs(model, tokens, routing=routing, segment_ids=segment_ids,
+                         shared_prefix_len=shared_prefix_len, group_size=group_size)
     return out.logp, out.entropy, out.values, out.routing
 
   return fn
@@ -93,34 +95,36 @@ class StepInputs:
   def _host(self, x):
     return None if x is None else np.asarray(par.host_rows(x, self.lo, self.hi), np.float32)
 
-  def policy_logp(self, state, tokens, routing=None):
-    """``logp [B, T]`` (global array) of ``state``'s policy on ``tokens`` (``routing`` replayed when given)."""
-    return self.forward(state.params, state.model_state, tokens, routing)[0]
+  def policy_logp(self, state, tokens, routing=None, segment_ids=None):
+    """``logp [B, T]`` (global array) of ``state``'s policy on ``tokens`` (``routing`` replayed when given;
+    ``segment_ids``: the attention packing)."""
+    return self.forward(state.params, state.model_state, tokens, routing, segment_ids)[0]
 
   def __call__(self, data: StepData, state, critic_state=None, metrics: dict | None = None) -> StepData:
     """``data`` with the needed forwards' results; the mismatch metrics (if any) go into ``metrics``."""
     needs = self.needs
     if self.replay and data.routing is None:
       raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
-    placed = par.global_batch({"tokens": data.tokens, "routing": data.routing if self.replay else None},
-                              self.rows_sh, self.batch_size)
-    tokens, replayed = placed["tokens"], placed["routing"]
+    placed = par.global_batch({"tokens": data.tokens, "routing": data.routing if self.replay else None,
+                               "segment_ids": data.segment_ids}, self.rows_sh, self.batch_size)
+    tokens, replayed, seg = placed["tokens"], placed["routing"], placed["segment_ids"]
     changes, trainer = {}, None  # trainer: (logp, routing used) of the current parameters on the rollout
     if needs & PROXIMAL_NEEDS or (self.shared_values and "values" in needs):
-      logp, ent, values, routing = self.forward(state.params, state.model_state, tokens, replayed)
+      logp, ent, values, routing = self.forward(state.params, state.model_state, tokens, replayed, seg)
       changes.update(logp_old=self._host(logp), entropy_old=self._host(ent))
       trainer = (logp, routing)
       if self.shared_values:
         changes["values"] = self._host(values)
     if needs & REFERENCE_NEEDS:
-      logp, ent, _, _ = self.forward(self.ref_params, state.model_state, tokens, replayed)
+      logp, ent, _, _ = self.forward(self.ref_params, state.model_state, tokens, replayed, seg)
       changes.update(logp_ref=self._host(logp), entropy_ref=self._host(ent))
       if "logp_teacher" in needs:
         changes["logp_teacher"] = changes["logp_ref"]
     if self.critic_forward is not None and "values" in needs:
-      changes["values"] = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens)[2])
+      changes["values"] = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens,
+                                                         None, seg)[2])
     if metrics is not None and (self.diagnose or trainer is not None):
-      metrics.update(self._mismatch(data, state, tokens, replayed, trainer))
+      metrics.update(self._mismatch(data, state, tokens, replayed, trainer, seg))
     data = data.replace(**changes)
     extras = dict(data.extras)
     if "preference_pairs" in needs:
@@ -131,17 +135,17 @@ class StepInputs:
       extras["logp_teacher"] = data.logp_teacher  # rljax.objectives.opd's default key
     return data.replace(extras=extras)
 
-  def _mismatch(self, data: StepData, state, tokens, replayed, trainer) -> dict:
+  def _mismatch(self, data: StepData, state, tokens, replayed, trainer, seg=None) -> dict:
     """The train/inference mismatch metrics (``rljax/train/_mismatch.py``) of this step's valid rows."""
     if trainer is None:
-      logp, _, _, routing = self.forward(state.params, state.model_state, tokens, replayed)
+      logp, _, _, routing = self.forward(state.params, state.model_state, tokens, replayed, seg)
       trainer = (logp, routing)
     mask = data.completion_mask & data.valid[:, None]
     sums = _mismatch.logp_gap_sums(data.logp_behavior, self._host(trainer[0]), mask)
     if data.routing is not None:
       own = trainer[1]
       if replayed is not None:  # the trainer's own routing: one more forward, without replay
-        logp, _, _, own = self.forward(state.params, state.model_state, tokens)
+        logp, _, _, own = self.forward(state.params, state.model_state, tokens, None, seg)
         sums.update(_mismatch.logp_gap_sums(data.logp_behavior, self._host(logp), mask, "_no_replay"))
       own = np.asarray(par.host_rows(own, self.lo, self.hi))
       routed = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
@@ -155,8 +159,9 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
   ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
   ones are masked by it); optional fields are filled from the step's needs (``logp_old``, ``logp_ref``,
   ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``turn_ids``, ``task_id``, ...);
-  ``reward_segments`` -> ``extras["reward_segments"]``. ``TrainBatch.segment_ids`` is the attention packing and
-  is never filled from the step (one row = one sequence). ``routing``: the sampler's MoE
+  ``reward_segments`` -> ``extras["reward_segments"]``. ``TrainBatch.segment_ids`` is the attention packing:
+  ``data.segment_ids`` when the rows pack several sequences (an episode's context windows), else None (one row =
+  one sequence). ``routing``: the sampler's MoE
   routing goes into ``TrainBatch.routing``, so the update replays it (``rl.routing_replay``).
   """
   loss_mask = data.completion_mask & data.valid[:, None]
@@ -167,7 +172,8 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
           "logp_behavior": data.logp_behavior}
   optional = {"logp_old": data.logp_old, "logp_ref": data.logp_ref, "entropy_old": data.entropy_old,
               "values_old": data.values, "returns": data.returns,
-              "turn_ids": data.turn_ids, "task_id": data.task_id, "routing": data.routing if routing else None}
+              "turn_ids": data.turn_ids, "task_id": data.task_id, "routing": data.routing if routing else None,
+              "segment_ids": data.segment_ids}
   if routing and data.routing is None:
     raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
   host.update({k: v for k, v in optional.items() if v is not None})

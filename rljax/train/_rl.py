@@ -219,7 +219,8 @@ class RLLoop:
     self.state, self.ctl_state, ctl_metrics = self.controllers.step(
         self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
                                                   policy_logp=lambda: self.inputs.policy_logp(
-                                                      self.state, batch.tokens, batch.routing)))
+                                                      self.state, batch.tokens, batch.routing,
+                                                      batch.segment_ids)))
     return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
             "train/empty_steps": float(self.empty_steps)}
 
@@ -279,6 +280,10 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
   mini-batches would split groups, so sharing needs ``num_minibatches == 1`` and micro-batches of whole groups.
   """
   if not rl.share_prompt_forward:
+    return 0
+  if getattr(exp.task, "episode_config", None) is not None and exp.task.episode_config.context_budget is not None:
+    log(exp.cfg, "[rljax] share_prompt_forward unused: a context budget packs each episode's windows into its row "
+        "(segment_ids), which the shared-prompt layout does not take")
     return 0
   if rl.num_minibatches != 1 or (rl.batch_size // max(rl.num_microbatches, 1)) % rl.group_size:
     log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")

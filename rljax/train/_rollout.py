@@ -417,7 +417,8 @@ class Collector:
       call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
     stats = self._stats(data, everything, counts)
     for k, (total, count) in call.episode_sums.items():  # multi-turn: rollout/turns, .../void_turn_episodes, ...
-      stats[k if k in ("turns", "tool_calls_per_episode") else f"{k}_episodes"] = total / max(count, 1)
+      stats[k if k in ("turns", "tool_calls_per_episode", "windows_per_episode") else f"{k}_episodes"] = \
+          total / max(count, 1)
     return Collected(data, stats, call.metrics, prompt_states)
 
   def _stats(self, data: StepData, everything: StepData, counts: dict) -> dict:

@@ -47,6 +47,10 @@ def check_multi_turn(exp, recipe) -> None:
   unsupported += [(r.name, "a hint stage") for r in recipe.replay if getattr(r, "hints", None) is not None]
   if "greedy_rewards" in recipe.needs:
     unsupported.append(("greedy_rewards", "a greedy baseline rollout"))
+  if getattr(exp.task, "episode_config", None) is not None and exp.task.episode_config.context_budget is not None:
+    unsupported += [(r.name, "a replay stage with task.context_budget: its buffer stores no attention packing "
+                     "(segment_ids) for an episode's context windows packed in one row") for r in recipe.replay
+                    if getattr(r, "hints", None) is None]
   if exp.cfg.rl.async_staleness:
     unsupported.append((f"rl.async_staleness={exp.cfg.rl.async_staleness}",
                         "the asynchronous runner's interruptible sampler (single-turn only)"))
