@@ -22,6 +22,6 @@ def get_config():
       "model.intermediate_size=256", "model.max_seq_len=512",
       "sft.steps=150", "sft.batch_size=16", "sft.optim.learning_rate=3e-3",
       "rl.steps=10", "rl.num_prompts=8", "rl.group_size=8", "rl.max_new_tokens=2", "rl.updates_per_batch=1",
-      "rl.advantage=role_ema_baseline(decay=0.9)", "rl.optim.learning_rate=3e-4", "rl.num_microbatches=1",
+      "rl.advantage=role_ema_baseline(decay=0.9)", "rl.optim.learning_rate=1e-3", "rl.num_microbatches=1",
       "eval.num_problems=64", "eval.batch_size=64", "eval.every=5",
       "checkpoint.every=10"])

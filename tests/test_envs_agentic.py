@@ -440,3 +440,5 @@ def test_eval_metrics_count_illegal_moves_as_losses_and_skip_absent_opponents():
     assert m[f"{name}_vs_random"] == (legal.count(o) + 2 * (o == -1)) / 4
   assert [task.success(ep) for ep in eps] == [0.0, 0.0] + [float(o >= 0) for o in legal]
   assert get_env_task("frozenlake").eval_metrics([], []) == {}
+  with pytest.raises(ValueError, match="one episode per problem"):
+    task.eval_metrics(problems, eps[:3])

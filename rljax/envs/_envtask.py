@@ -178,6 +178,8 @@ class EnvTask:
   def eval_metrics(self, problems, episodes) -> dict:
     """Held-out metrics beyond ``success`` over greedy ``episodes`` of ``problems`` (see the module docstring):
     TicTacToe's win / draw / loss rates against each opponent present, and ``illegal``; else ``{}``."""
+    if len(problems) != len(episodes):
+      raise ValueError(f"eval_metrics needs one episode per problem, got {len(episodes)} for {len(problems)}")
     if self.name != "tictactoe":
       return {}
     out, illegal, n = {}, 0, 0
