@@ -6,7 +6,9 @@ of each game (only that role's moves are trained; its reward is the game's outco
 loss or illegal move), with SPIRAL's role-conditioned baseline (``role_ema_baseline``: one EMA baseline per role,
 keyed on ``task_id``). Held-out metric: greedy games against a uniformly random player and against a minimax
 player, the model playing X and O (``eval/win_vs_random``, ``eval/loss_vs_minimax``, ...; ``eval/greedy_accuracy``
-is the share of those games not lost). Numbers: docs/agents.md ("Self-play demo").
+is the share of those games not lost). Seed 0: wins against random 12.5% -> 59.4%, games lost by an illegal
+move 23% -> 5%; seed 1: 31.2% -> 46.9%, 20% -> 16%; both lose nearly every game against minimax before and after;
+about 2.5-4 minutes on 2 shared cores (docs/agents.md, "Self-play demo").
 
     rljax train --config tictactoe
 """
