@@ -250,3 +250,195 @@ def test_minimax_takes_a_win_and_blocks():
   b = tuple("XX.OO....")
   assert minimax_move(b, "X") == 2 and minimax_move(b, "O") == 5  # the quickest win, not a later one
   assert minimax_move(tuple("XX.O....."), "O") == 2
+
+
+# ----------------------------------------------------------------------------- TicTacToe against fixed opponents
+
+_LINES3 = [(0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6)]
+
+
+def _won(board, p):
+  return any(all(board[i] == p for i in line) for line in _LINES3)
+
+
+def _reference_values(board, to_move, me, memo):
+  """Independent negamax over the whole game tree (written without rljax): ``me``'s value of ``board`` with
+  ``to_move`` to play, +(10 - plies) for a win, -(10 - plies) for a loss, 0 for a draw."""
+  key = (board, to_move)
+  if key not in memo:
+    other = "O" if to_move == "X" else "X"
+    plies = 9 - board.count(".")
+    if _won(board, other):  # the player who just moved won
+      memo[key] = (10 - plies) * (1 if other == me else -1)
+    elif "." not in board:
+      memo[key] = 0
+    else:
+      vals = [_reference_values(board[:i] + to_move + board[i + 1:], other, me, memo)
+              for i in range(9) if board[i] == "."]
+      memo[key] = max(vals) if to_move == me else min(vals)
+  return memo[key]
+
+
+def _reachable(board="." * 9, to_move="X", seen=None):
+  """Every position reachable in play where a move is to be made: ``{(board, to_move)}``."""
+  seen = set() if seen is None else seen
+  if (board, to_move) in seen or _won(board, "X") or _won(board, "O") or "." not in board:
+    return seen
+  seen.add((board, to_move))
+  for i in range(9):
+    if board[i] == ".":
+      _reachable(board[:i] + to_move + board[i + 1:], "O" if to_move == "X" else "X", seen)
+  return seen
+
+
+def test_minimax_moves_equal_brute_force_on_every_reachable_position():
+  from rljax.envs._tictactoe import minimax_moves
+  positions = _reachable()
+  assert len(positions) == 4520  # positions with a move to make (5478 legal positions minus the finished ones)
+  memos = {"X": {}, "O": {}}
+  for board, me in positions:
+    other = "O" if me == "X" else "X"
+    vals = {i: _reference_values(board[:i] + me + board[i + 1:], other, me, memos[me])
+            for i in range(9) if board[i] == "."}
+    best = max(vals.values())
+    assert minimax_moves(tuple(board), me) == [i for i in sorted(vals) if vals[i] == best], board
+  assert minimax_moves(tuple("." * 9), "X") == list(range(9))  # every opening draws under perfect play
+  with pytest.raises(ValueError, match="finished board"):
+    minimax_moves(tuple("XXXOO...."), "O")
+
+
+def test_random_opponent_is_uniform_over_free_cells_and_seeded():
+  from rljax.envs._tictactoe import opponent_move, random_move
+  board = tuple("X...O..X.")
+  counts = np.bincount([random_move(board, np.random.default_rng(s)) for s in range(6000)], minlength=9)
+  assert counts[[0, 4, 7]].sum() == 0 and all(900 < c < 1100 for c in counts[[1, 2, 3, 5, 6, 8]])  # 1000 +- 3 sd
+  assert opponent_move(board, "O", "random", 5) == opponent_move(board, "O", "random", 5)
+  empty = tuple("." * 9)  # every opening is optimal: the minimax opponent's tie-breaks vary its games
+  assert sorted({opponent_move(empty, "X", "minimax", s) for s in range(200)}) == list(range(9))
+  assert {opponent_move(tuple("XX.OO...."), "O", "minimax", s) for s in range(50)} == {5}  # its quickest win
+  with pytest.raises(ValueError, match="opponent kind"):
+    opponent_move(board, "O", "greedy", 0)
+
+
+def test_minimax_opponent_never_loses_whatever_the_model_plays():
+  """Every line of play of the model (all its moves, exhaustively), with the minimax opponent's draws for a few
+  seeds: the model never wins; and it draws when it plays minimax itself."""
+  from rljax.envs._tictactoe import Opponent, minimax_move
+  env = TicTacToeEnv()
+  config = EpisodeConfig(stop_strings=env.stop_strings, max_turns=9)
+  outcomes = set()
+
+  def play(ep):
+    if ep.done:
+      assert ep.finish == "env"
+      outcomes.add(ep.episode_reward)
+      return
+    for i in range(9):
+      if ep.state.board[i] == ".":
+        play(advance(env, ep, f"{i + 1}\n", config))
+
+  for model in ("X", "O"):
+    for seed in range(2):
+      play(start(env, Opponent("minimax", model), seed))
+      ep = start(env, Opponent("minimax", model), seed)
+      while not ep.done:
+        ep = advance(env, ep, f"{minimax_move(ep.state.board, model) + 1}\n", config)
+      assert ep.episode_reward == 0.0 and ep.info["role_rewards"] == {"X": 0.0, "O": 0.0}
+  assert outcomes == {0.0, -1.0}
+
+
+def test_opponent_games_score_the_model_and_record_only_its_turns():
+  from rljax.envs._tictactoe import Opponent
+  env = TicTacToeEnv()
+  state, obs = env.reset(Opponent("random", "O"), 3)
+  assert state.board.count("X") == 1 and state.to_move == "O" and obs.endswith(" O to play:\n")
+  assert env.reset(Opponent("random", "O"), 3) == (state, obs)  # a pure function of the seed
+  ep = _run(env, ["1\n"] * 9, problem=Opponent("random", "X"), seed=0)
+  assert ep.roles == ("X",) * ep.turns and ep.done  # the opponent's moves are the environment's, not turns
+  ep = _run(env, ["5\n", "5\n"], problem=Opponent("minimax", "X"), seed=0)  # a taken cell: the model loses
+  assert ep.rewards == (0.0, -1.0) and ep.info["role_rewards"] == {"X": -1.0, "O": 1.0} and ep.info["illegal"]
+  # the model as O, always the lowest free cell, against minimax as X: X wins on its own move
+  ep = start(env, Opponent("minimax", "O"), 0)
+  config = EpisodeConfig(stop_strings=env.stop_strings, max_turns=9)
+  while not ep.done:
+    ep = advance(env, ep, f"{ep.state.board.index('.') + 1}\n", config)
+  assert ep.episode_reward == -1.0 and ep.info["role_rewards"] == {"X": 1.0, "O": -1.0}
+  assert "X wins." in ep.segments[-1].text
+  with pytest.raises(ValueError, match="Opponent.kind"):
+    Opponent("greedy", "X")
+  with pytest.raises(ValueError, match="Opponent.model"):
+    Opponent("random", "Z")
+
+
+def _reference_outcomes_vs_random(policy, model):
+  """Exact ``{outcome: probability}`` of ``policy(board) -> cell`` playing ``model`` against a uniformly random
+  player (X opens), by enumerating the random player's moves (written without rljax)."""
+  out = {1: 0.0, 0: 0.0, -1: 0.0}
+
+  def go(board, to_move, prob):
+    other = "O" if to_move == "X" else "X"
+    if _won(board, other):
+      out[1 if other == model else -1] += prob
+      return
+    if "." not in board:
+      out[0] += prob
+      return
+    free = [i for i in range(9) if board[i] == "."]
+    moves = [policy(board)] if to_move == model else free
+    for i in moves:
+      go(board[:i] + to_move + board[i + 1:], other, prob / len(moves))
+
+  go("." * 9, "X", 1.0)
+  return out
+
+
+def test_eval_metrics_against_exact_outcome_probabilities():
+  """The held-out metrics of a scripted player (the lowest free cell) over 600 seeded games per opponent and role
+  agree with the exact probabilities (enumerated) within 4 standard errors; against minimax it never wins."""
+  from rljax.envs import get_env_task
+  task = get_env_task("tictactoe")
+  lowest = lambda board: board.index(".")
+  config = task.episode_config
+  n = 600
+  for model in ("X", "O"):
+    problems = [Problem("", "", {"opponent": kind, "model": model, "seed": s})
+                for kind in ("random", "minimax") for s in range(n)]
+    episodes = []
+    for p in problems:
+      ep = start(task.env, task.env_problem(p), task.seed(p))
+      while not ep.done:
+        ep = advance(task.env, ep, f"{lowest(''.join(ep.state.board)) + 1}\n", config)
+      episodes.append(ep)
+    m = task.eval_metrics(problems, episodes)
+    exact = _reference_outcomes_vs_random(lowest, model)
+    for name, outcome in (("win", 1), ("draw", 0), ("loss", -1)):
+      se = max(np.sqrt(exact[outcome] * (1 - exact[outcome]) / n), 1e-9)
+      assert abs(m[f"{name}_vs_random"] - exact[outcome]) < 4 * se + 1e-12, (model, name, m, exact)
+      assert sum(m[f"{k}_vs_minimax"] for k in ("win", "draw", "loss")) == pytest.approx(1.0)
+    assert m["win_vs_minimax"] == 0.0 and m["illegal"] == 0.0
+    success = np.mean([task.success(ep) for ep in episodes])  # greedy_accuracy: the games not lost
+    assert success == pytest.approx((1 - m["loss_vs_random"] + 1 - m["loss_vs_minimax"]) / 2)
+  assert 0.1 < exact[1] < 0.9  # the lowest cell as O against random: a mixed outcome (the test can tell)
+
+
+def test_eval_metrics_count_illegal_moves_as_losses_and_skip_absent_opponents():
+  from rljax.envs import get_env_task
+  task = get_env_task("tictactoe")
+  problems = [Problem("", "", {"opponent": "random", "model": "X", "seed": s}) for s in range(4)]
+  eps = [_run(task.env, moves, problem=task.env_problem(p), seed=task.seed(p))
+         for p, moves in zip(problems, (["x\n"], ["5\n", "5\n"]))]  # no cell number; a taken cell
+  for p in problems[2:]:  # two legal games: the lowest free cell
+    ep = start(task.env, task.env_problem(p), task.seed(p))
+    while not ep.done:
+      ep = advance(task.env, ep, f"{ep.state.board.index('.') + 1}\n", task.episode_config)
+    eps.append(ep)
+  legal = [round(ep.episode_reward) for ep in eps[2:]]
+  m = task.eval_metrics(problems, eps)
+  assert set(m) == {"win_vs_random", "draw_vs_random", "loss_vs_random", "illegal"}  # no minimax games here
+  assert m["illegal"] == 0.5
+  for name, o in (("win", 1), ("draw", 0), ("loss", -1)):
+    assert m[f"{name}_vs_random"] == (legal.count(o) + 2 * (o == -1)) / 4
+  assert [task.success(ep) for ep in eps] == [0.0, 0.0] + [float(o >= 0) for o in legal]
+  assert get_env_task("frozenlake").eval_metrics([], []) == {}
+  with pytest.raises(ValueError, match="one episode per problem"):
+    task.eval_metrics(problems, eps[:3])

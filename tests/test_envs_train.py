@@ -111,6 +111,67 @@ def test_demonstrations_solve_their_problems():
   assert int(row.loss_mask.sum()) == len(model_text)  # trained on the model's turns only
 
 
+def test_tictactoe_demonstrations_play_uniformly_random_legal_moves():
+  """The self-play warm start teaches the format and the rules, not strength: every move is legal, and the
+  moves are uniform over the free cells (counts of the first two moves over 1800 seeded demonstrations)."""
+  task = get_env_task("tictactoe")
+  p = task.problems("train", 1, 0)[0]
+  firsts, seconds = np.zeros(9), np.zeros(9)
+  for s in range(1800):
+    ep = task.demonstration_episode(p, np.random.default_rng(s))
+    assert task.success(ep) == 1.0 and ep.finish == "env"
+    moves = [int(t) - 1 for t in (x.text for x in ep.segments if x.source == "model")]
+    firsts[moves[0]] += 1
+    seconds[moves[1]] += 1
+    assert len(set(moves)) == len(moves) == ep.turns  # no cell twice
+  assert np.all(np.abs(firsts - 200) < 4 * np.sqrt(200 * 8 / 9))  # 1800 / 9 each, within 4 sd
+  assert np.all(np.abs(seconds - 200) < 4 * np.sqrt(200 * 8 / 9))  # uniform over the 8 left, averaged over cells
+
+
+def test_tictactoe_config_loads_and_its_held_out_games_are_balanced():
+  from rljax.configs import tictactoe  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_task  # pylint: disable=import-outside-toplevel
+  cfg = tictactoe.get_config()
+  assert cfg.task.name == "tictactoe" and cfg.rl.advantage.startswith("role_ema_baseline")
+  assert [s.name for s in cfg.rl.recipe().advantage] == ["role_ema_baseline"]
+  task = build_task(cfg)
+  test = task.problems("test", cfg.eval.num_problems, 0)
+  assert task.problems("test", cfg.eval.num_problems, 0) == test  # a fixed held-out set
+  combos = [(p.meta["opponent"], p.meta["model"]) for p in test]
+  assert {c: combos.count(c) for c in set(combos)} == {(k, r): 16 for k in ("random", "minimax") for r in "XO"}
+  assert len({(c, task.seed(p)) for c, p in zip(combos, test)}) == len(test)
+  assert all(task.env_problem(p) is None and task.seed(p) == 0 for p in task.problems("train", 4, 1))  # self-play
+
+
+def test_evaluate_episodes_adds_the_tasks_own_metrics():
+  """``evaluate_episodes`` (the held-out eval of an environment task) reports ``task.eval_metrics`` of its
+  greedy episodes, padding chunks excluded."""
+  from rljax.train._sft import evaluate_episodes  # pylint: disable=import-outside-toplevel
+  task = get_env_task("tictactoe")
+  problems = task.problems("test", 6, 0)
+  seen = []
+
+  def episode_fn(chunk, *, n, greedy, temperature, key):
+    assert n == 1 and greedy
+    eps = []
+    for p in chunk:
+      ep = envs.start(task.env, task.env_problem(p), task.seed(p))
+      while not ep.done:
+        ep = envs.advance(task.env, ep, f"{ep.state.board.index('.') + 1}\n", task.episode_config)
+      eps.append(ep)
+    seen.extend(eps)
+    z = np.zeros(len(eps))
+    return types.SimpleNamespace(episodes=eps, turns=z, tool_calls=z, failed=z, truncated=z)
+
+  import jax  # pylint: disable=import-outside-toplevel
+  out = evaluate_episodes(types.SimpleNamespace(task=task), episode_fn, problems, batch_size=4,
+                          key=jax.random.PRNGKey(0))
+  assert len(seen) == 8  # two chunks of 4, the last padded
+  expected = task.eval_metrics(problems, seen[:6])
+  assert expected and {k: out[k] for k in expected} == expected
+  assert out["greedy_accuracy"] == pytest.approx(np.mean([task.success(ep) for ep in seen[:6]]))
+
+
 @pytest.mark.skipif(bool(_NO_SANDBOX), reason=f"sandbox layers missing: {_NO_SANDBOX}")
 def test_demonstration_tool_output_is_what_the_sandbox_prints():
   env = get_env_task("tool_countdown").env
@@ -238,8 +299,16 @@ def test_context_budget_trains_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_self_play_game_trains_end_to_end(tmp_path):
-  _, rows = _train(tmp_path, "tictactoe", 3, 48)
+  """Two RL steps of self-play with the role-conditioned baseline; the held-out games against the fixed
+  opponents are scored after SFT and at the last step (``eval/win_vs_random``, ...)."""
+  summary, rows = _train(tmp_path, "tictactoe", 2, 24, ["task.num_test=4", "eval.num_problems=4",
+                                                        "eval.batch_size=4", "rl.advantage=role_ema_baseline"])
   assert len(rows) == 2 and all(np.isfinite(r["loss"]) and r["rollout/turns"] >= 1 for r in rows)
+  names = [f"{o}_vs_{k}" for k in ("random", "minimax") for o in ("win", "draw", "loss")] + ["illegal"]
+  for ev in (summary["sft"], summary["rl"], {k[5:]: v for k, v in rows[-1].items() if k.startswith("eval/")}):
+    assert all(0.0 <= ev[n] <= 1.0 for n in names), ev
+    for k in ("random", "minimax"):
+      assert sum(ev[f"{o}_vs_{k}"] for o in ("win", "draw", "loss")) == pytest.approx(1.0)
 
 
 def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):

@@ -99,6 +99,20 @@ def test_insert_gives_replayed_rows_no_turn_structure():
   assert (d.turn_ids[1] >= 0).any()  # the input is not changed
 
 
+def test_insert_gives_replayed_self_play_rows_their_own_role_id():
+  """Self-play rows name their role (``extras["role_id"]``, rljax/train/_episodes.py). A replayed row takes the
+  stored row's role, never the role of the fresh row it replaces; a stored row without one gets -1."""
+  roles = {"role_id": np.array([0, 1, 0, 1], np.int32)}
+  buf = B.store(B.empty_buffer(3, T), _step([1, 0, 1, 1], group_size=2, extras=roles), [1, 2], step=0)
+  buf = B.store(buf, _step([1, 0, 1, 1], group_size=2), [3], step=0)  # a step without roles
+  assert buf.role_id.tolist() == [1, 0, -1]
+  d = _step([1, 0, 1, 1], group_size=2, step=1, extras=roles)
+  out = B.insert(d, buf, [0, 1, 3], [0, 1, 2])
+  assert out.extras["role_id"].tolist() == [1, 0, 0, -1]
+  assert d.extras["role_id"].tolist() == [0, 1, 0, 1]  # the input is not changed
+  assert "role_id" not in B.insert(_step([1, 0, 1, 1], group_size=2), buf, [0], [0]).extras  # none asked for
+
+
 # ----------------------------------------------------------------------------- RAPO and MobileRL selection rules
 
 

@@ -9,15 +9,22 @@
   numbers' expressions that prints the first one hitting the target (the environment binds the numbers and
   the target, ``ToolCountdownEnv.bind_inputs``, so the program is the same for every problem), then answers
   with the printed line;
-  FrozenLake walks a shortest path (BFS); TicTacToe plays minimax for both sides. The countdown demonstration's
+  FrozenLake walks a shortest path (BFS); TicTacToe plays uniformly random legal moves for both sides (the
+  warm start learns the format and the rules, not strength: RL has to find that). The countdown demonstration's
   tool output is computed here (it is our own program's output, never model code; a test checks it equals the
   sandbox's). With ``demo_tool_prob < 1`` a countdown demonstration is, with probability ``1 - demo_tool_prob``,
   a *direct* answer without the tool instead: the two numbers in the given order joined by a random one of
   ``+ - *`` (a plausible guess, right in about a third of problems). The warm-started policy then calls the
   tool on some episodes only, and RL has a choice to learn (ours, for the demo: ReTool's cold start is all
   tool-integrated);
-* ``success(episode)``: the held-out metric: the target reached (countdown), the goal reached (FrozenLake), a
-  game played to its end without an illegal move (TicTacToe: under minimax play both sides draw);
+* ``success(episode)``: the held-out metric: the target reached (countdown), the goal reached (FrozenLake); for
+  TicTacToe, a self-play game played to its end without an illegal move, and a held-out game against a fixed
+  opponent not lost (won or drawn);
+* ``eval_metrics(problems, episodes)``: more held-out metrics of greedy episodes (``eval/<name>``). TicTacToe's
+  test split is games against fixed opponents played by the environment (``Opponent``: a uniformly random
+  player and a minimax player with random tie-breaks, the model playing X and O in turn, one seed each):
+  ``win_vs_random``, ``draw_vs_random``, ``loss_vs_random`` and the same ``_vs_minimax`` (an illegal move is a
+  loss), and ``illegal`` (the share of games lost by an illegal move). Other tasks: none;
 * ``roles``: the self-play roles (TicTacToe: ``("X", "O")``, one training row per role, ``task_id`` = the role's
   index, ``num_tasks`` = the number of roles), else ``()``.
 
@@ -36,7 +43,7 @@ from rljax.envs._countdown import CountdownTask
 from rljax.envs._frozenlake import FrozenLakeEnv, shortest_path
 from rljax.envs._multiturn import Episode, EpisodeConfig, advance, start
 from rljax.envs._task import Problem, check_split, sample_split
-from rljax.envs._tictactoe import TicTacToeEnv, minimax_move
+from rljax.envs._tictactoe import OPPONENTS, ROLES, Opponent, TicTacToeEnv
 from rljax.envs._tool_countdown import ToolCountdownEnv
 
 __all__ = ["EnvTask", "ENV_TASK_NAMES", "get_env_task", "search_code", "search_output"]
@@ -115,16 +122,24 @@ class EnvTask:
         path = shortest_path(board)
         return "".join(board), Problem(prompt="/".join(board), answer=" ".join(path), meta={"board": list(board)})
       return sample_split(draw, split, num, seed, 0.1)
-    return [Problem(prompt="tictactoe", answer="", meta={}) for _ in range(num)]  # every game starts empty
+    if split == "train":  # self-play: every game starts empty
+      return [Problem(prompt="tictactoe", answer="", meta={}) for _ in range(num)]
+    # held-out: games against the environment's fixed opponents; any prefix is balanced over opponent and role
+    kinds = [(k, r) for k in OPPONENTS for r in ROLES]
+    return [Problem(prompt=f"tictactoe vs {kinds[i % 4][0]} as {kinds[i % 4][1]} #{i // 4}", answer="",
+                    meta={"opponent": kinds[i % 4][0], "model": kinds[i % 4][1], "seed": seed * 100_003 + i // 4})
+            for i in range(num)]
 
   def env_problem(self, problem: Problem) -> Any:
     if self.name == "frozenlake":
       return tuple(problem.meta["board"])
+    if self.name == "tictactoe":
+      m = problem.meta
+      return Opponent(m["opponent"], m["model"]) if "opponent" in m else None
     return problem if self.name == "tool_countdown" else None
 
   def seed(self, problem: Problem) -> int:
-    del problem
-    return 0
+    return int(problem.meta.get("seed", 0)) if self.name == "tictactoe" else 0
 
   def demonstration_episode(self, problem: Problem, rng: Optional[np.random.Generator] = None) -> Episode:
     """The scripted solver's episode (see the module docstring). ``rng`` draws the countdown's tool-or-direct
@@ -148,16 +163,43 @@ class EnvTask:
       for move in shortest_path(tuple(problem.meta["board"])):
         ep = advance(self.env, ep, f"{move}\n", cfg)
       return ep
-    while not ep.done:
-      ep = advance(self.env, ep, f"{minimax_move(ep.state.board, ep.state.to_move) + 1}\n", cfg)
+    rng = np.random.default_rng(0) if rng is None else rng
+    while not ep.done:  # uniformly random legal moves, both sides
+      free = [i for i, c in enumerate(ep.state.board) if c == "."]
+      ep = advance(self.env, ep, f"{free[int(rng.integers(len(free)))] + 1}\n", cfg)
     return ep
 
   def success(self, ep: Episode) -> float:
     if ep.failed:
       return 0.0
     if self.name == "tictactoe":
-      return float(ep.done and ep.finish == "env" and not dict(ep.info).get("illegal", False))
+      legal = ep.done and ep.finish == "env" and not dict(ep.info).get("illegal", False)
+      if getattr(ep.state, "opponent", None) is not None:  # against a fixed opponent: not lost
+        return float(legal and ep.episode_reward >= 0.0)
+      return float(legal)
     return float(ep.episode_reward >= 1.0)
+
+  def eval_metrics(self, problems, episodes) -> dict:
+    """Held-out metrics beyond ``success`` over greedy ``episodes`` of ``problems`` (see the module docstring):
+    TicTacToe's win / draw / loss rates against each opponent present, and ``illegal``; else ``{}``."""
+    if len(problems) != len(episodes):
+      raise ValueError(f"eval_metrics needs one episode per problem, got {len(episodes)} for {len(problems)}")
+    if self.name != "tictactoe":
+      return {}
+    out, illegal, n = {}, 0, 0
+    for kind in OPPONENTS:
+      games = [ep for p, ep in zip(problems, episodes) if p.meta.get("opponent") == kind]
+      if not games:
+        continue
+      # the model's outcome: its reward at the end; a failed or unfinished game counts as a loss
+      outcome = [round(ep.episode_reward) if ep.done and ep.finish == "env" and not ep.failed else -1 for ep in games]
+      for name, value in (("win", 1), ("draw", 0), ("loss", -1)):
+        out[f"{name}_vs_{kind}"] = float(np.mean([o == value for o in outcome]))
+      illegal += sum(bool(dict(ep.info).get("illegal", False)) for ep in games)
+      n += len(games)
+    if n:
+      out["illegal"] = illegal / n
+    return out
 
   def corpus(self) -> list:
     """Texts for a character tokenizer: demonstrations of a few problems and the environment's messages."""

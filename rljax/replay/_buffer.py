@@ -31,6 +31,7 @@ class ReplayBuffer(NamedTuple):
     reward, correct: ``[C]`` float32 the row's reward and verdict.
     score: ``[C]`` float32, the success rate of the row's prompt when last observed.
     step: ``[C]`` int64, the RL step that stored the row; seq: ``[C]`` int64 insertion number (-1 empty).
+    role_id: ``[C]`` int32, the row's self-play role (``extras["role_id"]``, rljax/train/_episodes.py); -1 none.
   """
   tokens: np.ndarray
   prompt_mask: np.ndarray
@@ -44,6 +45,7 @@ class ReplayBuffer(NamedTuple):
   score: np.ndarray
   step: np.ndarray
   seq: np.ndarray
+  role_id: np.ndarray
 
 
 def empty_buffer(capacity: int, seq_len: int) -> ReplayBuffer:
@@ -57,7 +59,7 @@ def empty_buffer(capacity: int, seq_len: int) -> ReplayBuffer:
       logp_behavior=np.zeros((c, t), np.float32), entropy_behavior=np.zeros((c, t), np.float32),
       advantages=np.zeros((c, t), np.float32), prompt_index=np.full(c, -1, np.int64),
       reward=np.zeros(c, np.float32), correct=np.zeros(c, np.float32), score=np.zeros(c, np.float32),
-      step=np.zeros(c, np.int64), seq=np.full(c, -1, np.int64))
+      step=np.zeros(c, np.int64), seq=np.full(c, -1, np.int64), role_id=np.full(c, -1, np.int32))
 
 
 def _copy(buf: ReplayBuffer) -> ReplayBuffer:
@@ -111,6 +113,8 @@ def store(buf: ReplayBuffer, data, rows, *, step: int, score=None, advantages=No
   out.score[slots] = score
   out.step[slots] = int(step)
   out.seq[slots] = nxt + np.arange(rows.size)
+  role = data.extras.get("role_id")
+  out.role_id[slots] = -1 if role is None else np.asarray(role, np.int32)[rows]
   return out
 
 
@@ -120,7 +124,8 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
   The rows take the stored tokens, masks, behaviour log-probs/entropies, reward, correctness and prompt index,
   and ``completions`` entry ``""`` (the text is not stored); ``group_id`` stays the row's. A multi-turn step's
   turn structure is not stored either: the rows get ``turn_ids`` -1, no ``step_mask`` turns, ``step_rewards`` 0
-  and ``turns`` ``()`` (never the fresh row's, which describe other tokens). ``advantages=True``:
+  and ``turns`` ``()`` (never the fresh row's, which describe other tokens). A batch with self-play roles
+  (``extras["role_id"]``) gives the rows the stored row's role (-1 if it had none). ``advantages=True``:
   the rows also take the stored token advantages (``data.advantages`` becomes ``[B, T]``).
   """
   rows, slots = np.asarray(rows, np.int64).reshape(-1), np.asarray(slots, np.int64).reshape(-1)
@@ -150,6 +155,10 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
                  rewards=rewards, correct=correct, prompt_index=pidx, valid=valid,
                  lengths=cm.sum(1).astype(np.int32), completions=tuple(completions),
                  extras={**data.extras, "replay_mask": mask})
+  if "role_id" in data.extras:  # a self-play row's role is the stored row's, not the fresh row's it replaces
+    role = np.array(data.extras["role_id"], np.int32)
+    role[rows] = buf.role_id[slots]
+    changes["extras"] = {**changes["extras"], "role_id": role}
   # the turn structure is not stored: a replayed row has none (turn -1 on every token, no turns), never the fresh
   # row's, which belongs to other tokens (a stage that needs it after the replay is refused at start-up)
   if data.turn_ids is not None:

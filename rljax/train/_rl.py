@@ -355,7 +355,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
         last_eval = ev["greedy_accuracy"]
         evals.append({"step": s + 1, **ev})
         row["eval/greedy_accuracy"] = last_eval
-        row.update({f"eval/{k}": v for k, v in ev.items() if k in ("turns", "tool_calls_per_episode")})  # episodes
+        row.update({f"eval/{k}": v for k, v in ev.items() if k not in ("greedy_accuracy", "failed", "truncated")})
       row["time/rl_s"] = time.perf_counter() - t_stage  # wall time of this process's RL stage so far
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)

@@ -87,21 +87,26 @@ def evaluate_state(exp: Experiment, graphdef, state, key, *, full: bool = True) 
 
 def evaluate_episodes(exp: Experiment, episode_fn, problems, *, batch_size: int, key) -> dict:
   """Greedy episodes on ``problems`` in chunks of ``batch_size`` (the last padded: one compilation):
-  ``greedy_accuracy`` = mean ``task.success``, and the episodes' ``turns``, ``tool_calls_per_episode``,
-  ``failed``, ``truncated``."""
+  ``greedy_accuracy`` = mean ``task.success``, the episodes' ``turns``, ``tool_calls_per_episode``,
+  ``failed``, ``truncated``, and the task's own metrics of them (``task.eval_metrics(problems, episodes)``,
+  when the task has it)."""
   batch_size = min(batch_size, len(problems))
-  success, sums = [], {}
+  success, sums, episodes = [], {}, []
   for lo in range(0, len(problems), batch_size):
     chunk = list(problems[lo:lo + batch_size])
     real = len(chunk)
     out = episode_fn(chunk + [chunk[0]] * (batch_size - real), n=1, greedy=True, temperature=1.0,
                      key=jax.random.fold_in(key, lo))
     success += [exp.task.success(ep) for ep in out.episodes[:real]]
+    episodes += list(out.episodes[:real])
     for k, v in (("turns", out.turns), ("tool_calls_per_episode", out.tool_calls), ("failed", out.failed),
                  ("truncated", out.truncated)):
       sums[k] = sums.get(k, 0.0) + float(np.sum(np.asarray(v, np.float64)[:real]))
   n = max(len(success), 1)
-  return {"greedy_accuracy": float(np.mean(success)) if success else 0.0, **{k: v / n for k, v in sums.items()}}
+  extra = getattr(exp.task, "eval_metrics", None)
+  extra = extra(list(problems), episodes) if extra is not None else {}
+  return {"greedy_accuracy": float(np.mean(success)) if success else 0.0, **{k: v / n for k, v in sums.items()},
+          **extra}
 
 
 def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
