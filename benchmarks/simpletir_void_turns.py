@@ -249,7 +249,7 @@ def plot(out, figure, title):
     ax_g.plot(r["steps"], r["grad_norm"], marker="o", ms=3, color=color, label=f"{r['name']} (its own run)")
   ax_g.plot(base["steps"], base["without_void"], ls="--", color="C2",
             label="no-filter run's batches without their void rows")
-  ax_g.set_title("batch gradient norm per GRPO step (before clipping)")
+  ax_g.set_title("batch gradient norm per GRPO step (pre-clip)")
   ax_g.set_xlabel("RL step")
   for ax in (ax_r, ax_l, ax_g):
     ax.grid(alpha=0.3)
