@@ -92,6 +92,29 @@ def test_tool_countdown_bad_input_is_an_observation():
     env.reset(Problem("x", "y"), 0)
 
 
+def test_void_turn_filter_counts_the_environments_void_turns():
+  """One definition: ``void_turn(**VOID_TURN_PATTERNS)`` calls a turn void exactly when ``step`` answers it with
+  the void-turn reminder (``info["void"]``), on texts made of tag fragments: unclosed, nested, empty and
+  reversed calls, ``</answer>`` without ``<answer>``, an answer before or after a call, plain text."""
+  from rljax.envs import VOID_TURN_PATTERNS, is_void_turn  # pylint: disable=import-outside-toplevel
+  from rljax.filters import void_turn  # pylint: disable=import-outside-toplevel
+  env = ToolCountdownEnv(tool=python_tool(runner=_fake_runner))
+  state, _ = env.reset(PROBLEM, 0)
+  parts = ["<call>", "</call>", "<answer>", "</answer>", "12+7", "print(1)", " ", "\n", "<", "call>", "```"]
+  rng = np.random.default_rng(0)
+  texts = ["", "nothing", "x</answer>", "<call>print(1)", "<call></call>", "<answer></answer>", "</call><call>"]
+  texts += ["".join(rng.choice(parts, size=rng.integers(1, 7))) for _ in range(600)]
+  env_void = [bool(env.step(state, t).info.get("void")) for t in texts]
+  keep, stats = void_turn([[t] for t in texts], **VOID_TURN_PATTERNS)
+  assert (~keep).tolist() == env_void == [is_void_turn(t) for t in texts]
+  assert 50 < sum(env_void) < len(texts) - 50  # both kinds occur often
+  # the generic reading (a closed <call>...</call> block) calls unclosed calls void: the env answers them with
+  # a parse error instead
+  generic, _ = void_turn([["<call>print(1)"], ["x</answer>"]], code_pattern="<call>.*?</call>")
+  assert generic.tolist() == [False, False]
+  assert void_turn([["<call>print(1)"], ["x</answer>"]], **VOID_TURN_PATTERNS)[0].tolist() == [True, False]
+
+
 def test_tool_countdown_solver_wins_every_problem():
   task = CountdownTask()
   env = ToolCountdownEnv(task=task, tool=python_tool(runner=_fake_runner))

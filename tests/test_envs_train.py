@@ -76,8 +76,8 @@ def test_self_play_gives_one_row_per_role_with_its_outcome():
 
 
 def test_tool_episodes_feed_void_turn():
-  """SimpleTIR's void-turn filter reads the episodes' model turns (``StepData.turns``); the tool env's calls
-  are ``<call>`` blocks, so the filter gets that code pattern."""
+  """SimpleTIR's void-turn filter reads the episodes' model turns (``StepData.turns``); with the tool env's
+  ``VOID_TURN_PATTERNS`` it drops the episodes the environment counts."""
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.filters._selection import void_turn  # pylint: disable=import-outside-toplevel
   task = get_env_task("tool_countdown", tool=lambda code: "1")
@@ -89,7 +89,7 @@ def test_tool_episodes_feed_void_turn():
   call = types.SimpleNamespace(episodes=lambda problems, **kw: batch, temperature=1.0, episode_sums={})
   data = Collector.episodes(_collector(task, 2), call, [problem], np.array([0]), step=0, key=jax.random.PRNGKey(0),
                             side=jax.random.PRNGKey(1))
-  keep, _ = void_turn(data.turns, code_pattern="<call>.*?</call>")
+  keep, _ = void_turn(data.turns, **envs.VOID_TURN_PATTERNS)
   assert keep.tolist() == [True, False]
   assert call.episode_sums["void_turn"] == (1.0, 2)  # logged as rollout/void_turn_episodes: 1 of 2 episodes
   assert void.info["void_turns"] == 1 and demo.info["void_turns"] == 0

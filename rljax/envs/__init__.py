@@ -21,7 +21,7 @@ from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment
                                    batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
 from rljax.envs._task import SPLITS, Problem, Task
 from rljax.envs._tictactoe import TicTacToeEnv, TicTacToeState, minimax_move
-from rljax.envs._tool_countdown import ToolCountdownEnv, ToolCountdownState
+from rljax.envs._tool_countdown import VOID_TURN_PATTERNS, ToolCountdownEnv, ToolCountdownState, is_void_turn
 from rljax.envs._tools import CallError, ToolCall, parse_call, python_tool, truncate
 from rljax.envs._transcript import EpisodeRow, encode_episode, stack_rows, turn_arrays
 from rljax.envs._windows import pack_windows
@@ -49,6 +49,7 @@ __all__ = ["ArithmeticTask", "CountdownTask", "DATASET_TASKS", "DatasetTask", "G
            "Episode", "EpisodeConfig", "MultiTurnEnv", "Segment", "StepResult", "advance", "batch_summary",
            "cut_at_stop", "drop_oldest_turns", "start", "step_batch", "EpisodeRow", "encode_episode", "stack_rows",
            "turn_arrays", "CallError", "ToolCall", "parse_call", "python_tool", "truncate", "ToolCountdownEnv",
-           "ToolCountdownState", "FrozenLakeEnv", "LakeState", "shortest_path", "TicTacToeEnv", "TicTacToeState",
-           "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes", "pack_windows",
+           "ToolCountdownState", "VOID_TURN_PATTERNS", "is_void_turn", "FrozenLakeEnv", "LakeState", "shortest_path",
+           "TicTacToeEnv", "TicTacToeState", "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
+           "pack_windows",
            "ENV_TASK_NAMES", "EnvTask", "get_env_task"]

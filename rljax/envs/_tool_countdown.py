@@ -3,7 +3,9 @@
 Each model turn is either a tool call ``<call>python code</call>`` (its output, truncated, comes back as
 ``<output>...</output>``) or a final ``<answer>expression</answer>``, scored by ``CountdownTask``'s exact
 rational checker (reward 1 or 0, episode ends). A turn with neither is *void* (SimpleTIR's term): it gets a
-reminder and reward 0. A call that cannot be parsed gets an error observation (never a crash). With
+reminder and reward 0. A call that cannot be parsed (unclosed, nested, empty) gets an error observation (never a
+crash); it is a call attempt, not a void turn. ``VOID_TURN_PATTERNS`` are this definition as the two regexes of
+``rljax.filters.void_turn``, so the filter drops exactly the episodes the environment counts (``is_void_turn``). With
 ``bind_inputs=True`` the tool runs ``n, t = [...], target`` before the model's code (and a shorter prompt says
 so), so a program need not copy the numbers (ours: copying is what a small model learns slowest). The
 environment after ReTool / SimpleTIR (code interpreter feedback inside the reasoning); the problem
@@ -18,9 +20,21 @@ from typing import Any, Callable, Optional
 from rljax.envs._countdown import CountdownTask
 from rljax.envs._multiturn import StepResult
 from rljax.envs._task import Problem
-from rljax.envs._tools import CALL_CLOSE, CallError, ToolCall, parse_call, python_tool
+from rljax.envs._tools import CALL_CLOSE, CALL_OPEN, ToolCall, parse_call, python_tool
 
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_CALL_ATTEMPT = re.compile(re.escape(CALL_OPEN))  # parse_call answers None exactly when this does not occur
+
+#: The environment's void turn for ``rljax.filters.void_turn(turns, **VOID_TURN_PATTERNS)`` (one definition,
+#: used by ``step``): a turn is void unless it holds a call attempt (``<call>``: a call, or one ``parse_call``
+#: rejects with an error observation) or an answer (``<answer>...</answer>``). SimpleTIR's own code counts an
+#: unterminated code block as void; here the model gets the parse error instead.
+VOID_TURN_PATTERNS = {"code_pattern": _CALL_ATTEMPT.pattern, "answer_pattern": _ANSWER.pattern}
+
+
+def is_void_turn(action: str) -> bool:
+  """True when ``action`` has neither a call attempt nor an answer (``VOID_TURN_PATTERNS``, ``re.S``)."""
+  return not (_CALL_ATTEMPT.search(action) or _ANSWER.search(action))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,9 +84,13 @@ class ToolCountdownEnv:
     return ToolCountdownState(problem), self.prompt(problem)
 
   def step(self, state: ToolCountdownState, action: str) -> StepResult:
+    if is_void_turn(action):
+      state = dataclasses.replace(state, voids=state.voids + 1)
+      return StepResult(state, "<output>error: write <call>code</call> or <answer>expression</answer></output>\n",
+                        0.0, False, {"tool_calls": state.calls, "void_turns": state.voids, "void": True})
     call = parse_call(action)
     answer = _ANSWER.search(action)
-    if answer is not None and (call is None or answer.start() < action.find("<call>")):
+    if answer is not None and (call is None or answer.start() < action.find(CALL_OPEN)):
       reward = float(self.task.score([answer.group(1)], [state.problem])[0])
       return StepResult(state, "", reward, True, {"tool_calls": state.calls, "void_turns": state.voids})
     if isinstance(call, ToolCall):
@@ -80,9 +98,6 @@ class ToolCountdownEnv:
       state = dataclasses.replace(state, calls=state.calls + 1)
       return StepResult(state, f"<output>{out}</output>\n", 0.0, False,
                         {"tool_calls": state.calls, "void_turns": state.voids})
-    if isinstance(call, CallError):
-      return StepResult(state, f"<output>error: {call.message}</output>\n", 0.0, False,
-                        {"tool_calls": state.calls, "void_turns": state.voids, "call_error": call.message})
-    state = dataclasses.replace(state, voids=state.voids + 1)
-    return StepResult(state, "<output>error: write <call>code</call> or <answer>expression</answer></output>\n",
-                      0.0, False, {"tool_calls": state.calls, "void_turns": state.voids, "void": True})
+    # not void, not an answer, not a call: "<call>" occurs, so parse_call gave a CallError
+    return StepResult(state, f"<output>error: {call.message}</output>\n", 0.0, False,
+                      {"tool_calls": state.calls, "void_turns": state.voids, "call_error": call.message})
