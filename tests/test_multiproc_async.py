@@ -17,7 +17,7 @@ import pytest
 
 STEPS = 3
 OVERRIDES = [f"rl.steps={STEPS}", "sft.steps=0", "eval.num_problems=8", "eval.batch_size=8", "eval.num_samples=1",
-             "eval.pass_k=1", "checkpoint.enabled=false"]
+             "eval.pass_k=1", "checkpoint.enabled=false", "rl.num_microbatches=1"]
 
 
 # ----------------------------------------------------------------------------- the schedule (one process)
@@ -95,13 +95,16 @@ def _worker(process_id: int, port: int, out: str) -> None:
   each process what the RL update and the sampler touched."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
-  jax.config.update("jax_cross_host_transfer_socket_address", os.environ["TRANSFER_ADDRESS"])
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   import rljax.sampling  # pylint: disable=import-outside-toplevel
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
-  assert par.maybe_initialize_distributed(f"localhost:{port}", 2, process_id, env={})
+  # what `rljax train` does on each host, with the CPU backend's transfer server (RLJAX_TRANSFER_ADDRESS)
+  assert par.maybe_initialize_distributed(env={"RLJAX_COORDINATOR": f"localhost:{port}", "RLJAX_NUM_PROCESSES": "2",
+                                               "RLJAX_PROCESS_ID": str(process_id),
+                                               "RLJAX_TRANSFER_ADDRESS": os.environ["TRANSFER_ADDRESS"]})
+  assert jax.config.values["jax_cross_host_transfer_socket_address"] == os.environ["TRANSFER_ADDRESS"]
   record = {"generate": [], "steps": []}
   generate, step = rljax.sampling.generate, RLLoop.step
 
@@ -157,12 +160,19 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
                                   + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), out],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  deadline = time.time() + 300  # the harness kills both: a side that hangs fails the test, never the suite
+  deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
   ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"]), reward_fn=dense_reward)  # meanwhile
-  logs = []
+  logs = [""] * 2
   try:
-    for p in procs:
-      logs.append(p.communicate(timeout=max(1.0, deadline - time.time()))[0])
+    for i, p in enumerate(procs):
+      try:
+        logs[i] = p.communicate(timeout=max(1.0, deadline - time.time()))[0]
+      except subprocess.TimeoutExpired:
+        for q in procs:
+          q.kill()
+        logs = [q.communicate()[0] or "" for q in procs]
+        pytest.fail("workers did not finish in time\n" +
+                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
   finally:
     for p in procs:
       if p.poll() is None:
