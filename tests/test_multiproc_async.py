@@ -83,6 +83,38 @@ def test_host_collectives_over_one_process_are_local():
     par.process_any(True, [0, 1])
 
 
+def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
+  """Start-up refusals: the sides must be disjoint processes (checked for real on this one process), then (with
+  the two sides faked onto processes 0 and 1) the fields and recipes the runner cannot run."""
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax import parallel as par  # pylint: disable=import-outside-toplevel
+  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
+  import rljax.train._multiproc_async as M  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
+  mesh = par.make_mesh(par.MeshConfig(fsdp=4), jax.devices()[:4])
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["rl.async_staleness=1", "checkpoint.enabled=false"])
+  exp = types.SimpleNamespace(model=types.SimpleNamespace(cfg=types.SimpleNamespace(is_moe=False)), multi_turn=False)
+  recipe = cfg.rl.recipe()
+  with pytest.raises(ValueError, match=r"RLConfig.async_rollout_devices=0 with 1 processes.*one of \[\]"):
+    M.check_multiprocess(cfg, mesh, exp, recipe)
+  with pytest.raises(ValueError, match=r"async_rollout_devices=2: processes \[0\] would hold both"):
+    M.check_multiprocess(apply_overrides(cfg, ["rl.async_rollout_devices=2"]), mesh, exp, recipe)
+  cfg = apply_overrides(cfg, ["rl.async_rollout_devices=2"])
+  real = M._sides
+  monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1,)))
+  M.check_multiprocess(cfg, mesh, exp, recipe)  # accepted
+  for extra, match in [(["rl.async_chunk_tokens=2"], r"RLConfig.async_chunk_tokens=2 .*must be 0"),
+                       (["checkpoint.enabled=true"], r"CheckpointConfig.enabled=True .*must be false"),
+                       (["rl.routing_replay=true"], r"RLConfig.routing_replay=True")]:
+    with pytest.raises(ValueError, match=match):
+      M.check_multiprocess(apply_overrides(cfg, extra), mesh, exp, recipe)
+  with pytest.raises(ValueError, match="greedy baseline"):
+    M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.advantage=remax"]).rl.recipe())
+  monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1, 2)))
+  with pytest.raises(ValueError, match=r"training side on \[1, 2\]: each side must be one process"):
+    M.check_multiprocess(cfg, mesh, exp, recipe)
+
+
 # ----------------------------------------------------------------------------- two processes
 
 def _config(out_dir, extra):

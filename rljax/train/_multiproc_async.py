@@ -37,7 +37,10 @@ sequence (the trainer sends ``Wv`` after training ``v`` steps, on batches ``0 ..
 earlier). The trainer trains a received batch before blocking on the next one, but never past the next
 version it must send (that version's parameters would be gone), so sampling batch ``k + eta`` overlaps the
 update of step ``k``. The final ``W(steps)`` gives the rollout side the trained parameters, which both sides
-then place on the whole mesh for the run's last evaluation (``train``).
+then place on the whole mesh for the run's last evaluation (``train``), after meeting at a barrier of JAX's
+coordination service. Not a device collective: one entered while a send is still being served can block the
+sender's device before it serves the data, and both sides wait forever (seen once in 4 runs). Within the loop
+neither side runs a program with devices of the other side, so this cannot happen there.
 
 What each side holds: rollout processes hold the sampler's copy of the weights only (no optimizer state,
 reference or train state); training processes hold the train state and never run the sampler on the rollout
@@ -175,16 +178,6 @@ def _empty(spec: dict, sharding) -> dict:
           for k, (shape, dtype) in spec.items()}
 
 
-def _prompt_loader(exp, cfg, rows: tuple):
-  """The RL prompt loader of ``RLLoop`` (``rljax.parallel.process_batches``, seed ``cfg.seed``): prompts ``rows``."""
-  from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
-  records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
-             for i, p in enumerate(exp.train_problems)]
-  return par.process_batches(records, global_batch_size=cfg.rl.num_prompts, rows=rows, seed=cfg.seed,
-                             transform=lambda rec: (to_problem({k: v for k, v in rec.items() if k != "index"}),
-                                                    rec["index"]))
-
-
 def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals: list, *, checked: bool = False):
   """The RL stage across processes (module docstring); returns ``(graphdef, state)`` with the trained parameters
   and model state on the whole ``mesh`` on every process (``state``: a namespace of ``params``, ``model_state``)."""
@@ -199,8 +192,13 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
     side.weights(j) if kind == "weights" else side.batch(j)
   graphdef, params, model_state = side.finish()
-  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
-  multihost_utils.sync_global_devices("rljax-async-done")  # every transfer arrived: the sent arrays may go
+  # The rollout side has received the last version (finish waited for it); the trainer may still be serving it.
+  # A device collective now (sync_global_devices) can block the trainer's device before it serves the data,
+  # and both processes wait forever (seen once in 4 runs): meet at the coordination service's barrier instead,
+  # which uses no device. After it, no transfer is in flight and the sent arrays may go.
+  from jax._src import distributed  # pylint: disable=import-outside-toplevel
+  distributed.global_state.client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}",
+                                                  timeout_in_ms=600_000)
   side.sent.clear()
   full = (par.place_global(params, par.state_shardings(params, mesh)),
           par.place_global(model_state, par.state_shardings(model_state, mesh)))
@@ -224,7 +222,8 @@ class _Sampler:
     self.rows_here, self.rows_there = par.row_sharding(rollout, b), par.row_sharding(train, b)
     lo, hi = par.all_process_rows(self.rows_here, b)[jax.process_index()]
     self.rows = (lo, hi)
-    self.loader = _prompt_loader(exp, cfg, (lo // rl.group_size, hi // rl.group_size))
+    from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
+    self.loader = prompt_loader(exp, (lo // rl.group_size, hi // rl.group_size))  # the trainer's prompts
     self.base_key = jax.random.PRNGKey(cfg.seed)  # the Collector's sampler keys
     self.weights_v, self.sent, self.log = None, [], []
     self.path = os.path.join(cfg.out_dir, f"rollout_{jax.process_index()}.jsonl")
@@ -355,7 +354,6 @@ class _Trainer:
     v = sample_version(s, self.eta)
     data, dropped, stale = drop_stale(collected.data, s, self.eta, v)
     collected = collected._replace(data=data)
-    t1 = time.perf_counter()
     row = loop.step(s, collected)
     self.version = s + 1
     row.update({"async/dropped": float(dropped), **stale, "async/version_lag": float(s - v),
@@ -370,7 +368,6 @@ class _Trainer:
       self.evals.append({"step": s + 1, **ev})
       row["eval/greedy_accuracy"] = self.last_eval
     row["time/rl_s"] = time.perf_counter() - self.t0
-    del t1
     if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
       self.writer.write("rl", s + 1, row)
 

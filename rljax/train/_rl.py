@@ -50,6 +50,18 @@ def check_group_batch(batch_size: int, group_size: int) -> None:
     raise ValueError(f"rollout batch of {batch_size} sequences is not divisible by group_size={group_size}")
 
 
+def prompt_loader(exp: Experiment, rows: tuple):
+  """The RL stage's prompt loader: ``(problem, dataset index)`` of prompts ``rows = (lo, hi)`` of each global batch
+  of ``rl.num_prompts`` (``rljax.parallel.process_batches``, seed ``cfg.seed``: the same batches on every process
+  and in every run of the config)."""
+  from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
+  records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
+             for i, p in enumerate(exp.train_problems)]
+  return par.process_batches(records, global_batch_size=exp.cfg.rl.num_prompts, rows=rows, seed=exp.cfg.seed,
+                             transform=lambda rec: (to_problem({k: v for k, v in rec.items() if k != "index"}),
+                                                    rec["index"]))
+
+
 def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None, model=None):
   """The RL stage's initial pieces: ``(graphdef, state, opt, sched, ref_params, critic)``.
 
@@ -117,13 +129,7 @@ class RLLoop:
                          f"rl.group_size={rl.group_size}; change mesh or rl.num_prompts")
     prompt_rows = {p: (a // rl.group_size, b // rl.group_size) for p, (a, b) in row_ranges.items()}
     self.processes = tuple(sorted(row_ranges))  # the processes of the (training) mesh: the host collectives' group
-    records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
-               for i, p in enumerate(exp.train_problems)]
-    from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
-    self.loader = par.process_batches(records, global_batch_size=rl.num_prompts,
-                                      rows=prompt_rows[jax.process_index()], seed=cfg.seed,
-                                      transform=lambda rec: (to_problem({k: v for k, v in rec.items()
-                                                                         if k != "index"}), rec["index"]))
+    self.loader = prompt_loader(exp, prompt_rows[jax.process_index()])
     self.collect = Collector(exp, recipe, self.loader, graphdef, prompt_rows=prompt_rows,
                              base_key=jax.random.PRNGKey(cfg.seed), num_dataset_prompts=len(exp.train_problems),
                              needs=self.needs)
