@@ -51,8 +51,9 @@ processes and have the same shape (``jax.device_put`` between processes needs th
 and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
 ``process_sum``, run over one side only when that side is one process); no RL checkpoints
 (``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
-``rl.routing_replay``, nor ``rl.sampler_dtype`` with an MoE model (the sampler's routing is not sent); recipes whose sampling depends on the trainer's state within a
-step (prompt filters, refill filters, replay and hint stages, greedy baselines) and the shared critic.
+``rl.routing_replay``, nor ``rl.sampler_dtype`` with an MoE model (the sampler's routing is not sent); no
+recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
+hint stages, greedy baselines), nor the shared critic; no multi-turn tasks.
 
 Faults: a process that dies closes its transfer sockets, and the other side's pending ``device_put`` raises
 (``SocketServer: Connection closed``); JAX's distributed runtime also stops every process after its heartbeat

@@ -211,7 +211,7 @@ class RLLoop:
         if data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
           data = self._inputs(data, replay, metrics)
     row = {f"rollout/{k}": v for k, v in stats.items()}
-    if not par.process_any(data.valid.any(), self.processes):  # nothing left to train on: no update, no controller step
+    if not par.process_any(data.valid.any(), self.processes):  # nothing left to train on: no update, no controller
       self.empty_steps += 1
       log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
       return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
