@@ -39,8 +39,8 @@ version it must send (that version's parameters would be gone), so sampling batc
 update of step ``k``. The final ``W(steps)`` gives the rollout side the trained parameters, which both sides
 then place on the whole mesh for the run's last evaluation (``train``), after meeting at a barrier of JAX's
 coordination service. Not a device collective: one entered while a send is still being served can block the
-sender's device before it serves the data, and both sides wait forever (seen once in 4 runs). Within the loop
-neither side runs a program with devices of the other side, so this cannot happen there.
+sender's device before it serves the data, and both sides wait forever (seen in 1 or 2 of 6 runs before the
+fix). Within the loop neither side runs a program with devices of the other side, so this cannot happen there.
 
 What each side holds: rollout processes hold the sampler's copy of the weights only (no optimizer state,
 reference or train state); training processes hold the train state and never run the sampler on the rollout
@@ -195,8 +195,8 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   graphdef, params, model_state = side.finish()
   # The rollout side has received the last version (finish waited for it); the trainer may still be serving it.
   # A device collective now (sync_global_devices) can block the trainer's device before it serves the data,
-  # and both processes wait forever (seen once in 4 runs): meet at the coordination service's barrier instead,
-  # which uses no device. After it, no transfer is in flight and the sent arrays may go.
+  # and both processes wait forever (seen in 1 or 2 of 6 runs before the fix): meet at the coordination service's
+  # barrier instead, which uses no device. After it, no transfer is in flight and the sent arrays may go.
   from jax._src import distributed  # pylint: disable=import-outside-toplevel
   distributed.global_state.client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}",
                                                   timeout_in_ms=600_000)
