@@ -143,15 +143,31 @@ def host_rows(tree, lo: int, hi: int):
   return jax.tree.map(lambda x: None if x is None else _local_rows(x, lo, hi), tree)
 
 
-def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int) -> list:
+def _local_group(processes: Optional[Sequence[int]]) -> bool:
+  """Whether a host collective over ``processes`` (None: every process) is this process alone. Raises
+  ``ValueError`` for a proper subset of several processes (a collective over a process group is not written:
+  ``multihost_utils`` spans every process)."""
+  if processes is None:
+    return jax.process_count() == 1
+  group = set(int(p) for p in processes)
+  if group == {jax.process_index()}:
+    return True
+  if group == set(range(jax.process_count())):
+    return False
+  raise ValueError(f"a host collective over processes {sorted(group)} of {jax.process_count()} (a sub-mesh's "
+                   "processes) is not supported: only every process, or this process alone")
+
+
+def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: Optional[Sequence[int]] = None) -> list:
   """The global list of ``num_rows`` ragged integer rows from each process's ``local_rows``.
 
   Args:
     local_rows: this process's rows ``[lo, hi)`` (sequences of ints, e.g. prompt token ids).
     rows: ``all_process_rows(...)`` of the batch.
     num_rows: global row count.
+    processes: the processes taking part (a sub-mesh's; None: every process).
   """
-  if jax.process_count() == 1:
+  if _local_group(processes):
     return list(local_rows)
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   lengths = np.asarray([len(r) for r in local_rows], np.int32)
@@ -175,9 +191,10 @@ def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int) -> list:
   return out
 
 
-def process_sum(values: dict) -> dict:
-  """Sums of float ``values`` over all processes (identity with one process)."""
-  if jax.process_count() == 1:
+def process_sum(values: dict, processes: Optional[Sequence[int]] = None) -> dict:
+  """Sums of float ``values`` over all processes (identity with one process; ``processes``: the processes
+  taking part, None = every process, see :func:`process_any`)."""
+  if _local_group(processes):
     return dict(values)
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   keys = sorted(values)
@@ -186,9 +203,13 @@ def process_sum(values: dict) -> dict:
   return {k: float(t) for k, t in zip(keys, total)}
 
 
-def process_any(flag: bool) -> bool:
-  """True when ``flag`` is true on any process (every process gets the same answer)."""
-  if jax.process_count() == 1:
+def process_any(flag: bool, processes: Optional[Sequence[int]] = None) -> bool:
+  """True when ``flag`` is true on any process (every process gets the same answer).
+
+  ``processes``: the processes taking part (None: every process). The multi-process asynchronous runner's
+  training side passes its sub-mesh's processes, so that the rollout processes need not enter; only this
+  process alone or every process is supported."""
+  if _local_group(processes):
     return bool(flag)
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))

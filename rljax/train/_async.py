@@ -41,7 +41,8 @@ sampler's weights on the rollout sub-mesh, and each published version is an expl
 (``jax.device_put`` onto the parameters' shardings on the rollout sub-mesh, ``rljax.parallel.transfer``), timed
 and byte-counted (``async/weight_transfer_s``, ``async/weight_transfer_bytes``; with shared devices they measure
 the copy). One process only: the producer thread's collectives would interleave with the trainer's on other
-processes (docs/async.md says what a multi-host split needs).
+processes. With several processes, the rollout and training sides are separate processes
+(``rljax.train._multiproc_async``).
 """
 from __future__ import annotations
 

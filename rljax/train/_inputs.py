@@ -85,6 +85,7 @@ class StepInputs:
     self.replay, self.diagnose = replay, diagnose
     self.rows_sh, self.batch_size = rows_sharding, batch_size
     self.lo, self.hi = par.process_rows(rows_sharding, batch_size)
+    self.processes = tuple(sorted(par.all_process_rows(rows_sharding, batch_size)))  # the host collectives' group
     kw = dict(out_shardings=rows_sharding, shared_prefix_len=shared_prefix_len, group_size=group_size)
     self.forward = forward_fn(graphdef, **kw)
     self.ref_params = ref_params
@@ -150,7 +151,7 @@ class StepInputs:
       own = np.asarray(par.host_rows(own, self.lo, self.hi))
       routed = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
       sums.update(_mismatch.routing_sums(data.routing, own, routed))
-    return _mismatch.finish(sums)
+    return _mismatch.finish(sums, self.processes)
 
 
 def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool = False) -> TrainBatch:

@@ -60,9 +60,10 @@ def routing_sums(routing_sampler, routing_trainer, positions) -> dict:
   return {"routing_differ": float(differ[pos].sum()), "routing_decisions": float(pos.sum() * a.shape[2])}
 
 
-def finish(sums: dict) -> dict:
-  """The ``rollout/...`` metrics from the sums of every process (``rljax.parallel.process_sum``)."""
-  total = par.process_sum(sums)
+def finish(sums: dict, processes=None) -> dict:
+  """The ``rollout/...`` metrics from the sums of every process (``rljax.parallel.process_sum``; ``processes``:
+  those taking part, None = every process)."""
+  total = par.process_sum(sums, processes)
   out = {}
   for suffix in ("", "_no_replay"):
     if f"tokens{suffix}" in total:

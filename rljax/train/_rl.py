@@ -50,6 +50,18 @@ def check_group_batch(batch_size: int, group_size: int) -> None:
     raise ValueError(f"rollout batch of {batch_size} sequences is not divisible by group_size={group_size}")
 
 
+def prompt_loader(exp: Experiment, rows: tuple):
+  """The RL stage's prompt loader: ``(problem, dataset index)`` of prompts ``rows = (lo, hi)`` of each global batch
+  of ``rl.num_prompts`` (``rljax.parallel.process_batches``, seed ``cfg.seed``: the same batches on every process
+  and in every run of the config)."""
+  from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
+  records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
+             for i, p in enumerate(exp.train_problems)]
+  return par.process_batches(records, global_batch_size=exp.cfg.rl.num_prompts, rows=rows, seed=exp.cfg.seed,
+                             transform=lambda rec: (to_problem({k: v for k, v in rec.items() if k != "index"}),
+                                                    rec["index"]))
+
+
 def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None, model=None):
   """The RL stage's initial pieces: ``(graphdef, state, opt, sched, ref_params, critic)``.
 
@@ -116,13 +128,8 @@ class RLLoop:
         raise ValueError(f"process {p} holds rollout rows [{a}, {b}), which split groups of "
                          f"rl.group_size={rl.group_size}; change mesh or rl.num_prompts")
     prompt_rows = {p: (a // rl.group_size, b // rl.group_size) for p, (a, b) in row_ranges.items()}
-    records = [{"prompt": p.prompt, "answer": p.answer, "meta": dict(p.meta), "index": i}
-               for i, p in enumerate(exp.train_problems)]
-    from rljax.data import to_problem  # pylint: disable=import-outside-toplevel
-    self.loader = par.process_batches(records, global_batch_size=rl.num_prompts,
-                                      rows=prompt_rows[jax.process_index()], seed=cfg.seed,
-                                      transform=lambda rec: (to_problem({k: v for k, v in rec.items()
-                                                                         if k != "index"}), rec["index"]))
+    self.processes = tuple(sorted(row_ranges))  # the processes of the (training) mesh: the host collectives' group
+    self.loader = prompt_loader(exp, prompt_rows[jax.process_index()])
     self.collect = Collector(exp, recipe, self.loader, graphdef, prompt_rows=prompt_rows,
                              base_key=jax.random.PRNGKey(cfg.seed), num_dataset_prompts=len(exp.train_problems),
                              needs=self.needs)
@@ -193,7 +200,7 @@ class RLLoop:
     replay = self.recipe.replay[0] if self.recipe.replay else None
     if replay is not None and replay.phase == "rewards":
       data = self._replay(replay, data, metrics)
-    if par.process_any(data.valid.any()):
+    if par.process_any(data.valid.any(), self.processes):
       data = self._inputs(data, replay, metrics)
       data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
           self.recipe, data, self.stage_states["advantage"])
@@ -204,7 +211,7 @@ class RLLoop:
         if data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
           data = self._inputs(data, replay, metrics)
     row = {f"rollout/{k}": v for k, v in stats.items()}
-    if not par.process_any(data.valid.any()):  # nothing left to train on: no update, no controller step
+    if not par.process_any(data.valid.any(), self.processes):  # nothing left to train on: no update, no controller
       self.empty_steps += 1
       log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
       return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
@@ -309,6 +316,9 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``. ``checked``: the recipe
   passed ``check_recipe`` already (``train`` checks it before SFT)."""
   cfg, rl = exp.cfg, exp.cfg.rl
+  if rl.async_staleness is not None and jax.process_count() > 1:  # rollout and training processes
+    from rljax.train._multiproc_async import run_rl_multiprocess  # pylint: disable=import-outside-toplevel
+    return run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals, checked=checked)
   rollout_mesh = None
   if rl.async_staleness is not None and rl.async_rollout_devices:  # the trainer keeps the rest of the mesh
     rollout_mesh, mesh = par.split_mesh(mesh, rl.async_rollout_devices, "RLConfig.async_rollout_devices")

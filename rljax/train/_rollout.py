@@ -98,6 +98,7 @@ class Collector:
     self.exp, self.recipe, self.loader, self.rl, self.graphdef = exp, recipe, loader, rl, graphdef
     self.prompt_rows = prompt_rows
     self.lo, self.hi = prompt_rows[jax.process_index()]
+    self.processes = tuple(sorted(prompt_rows))  # the processes holding rows: the host collectives' group
     self.base_key = base_key  # the sampler's keys: fold_in(fold_in(base_key, step), round), as ever
     self.side_key = jax.random.split(base_key)[1]  # every other random draw (stages, pilots), never the sampler's
     self.num_dataset_prompts = num_dataset_prompts
@@ -123,7 +124,7 @@ class Collector:
   def _sample(self, call: _Call, problems, n: int, key, *, greedy: bool = False):
     """This process's rows of ``n`` samples of each of ``problems`` (the prompts of every process sampled)."""
     prompts = par.allgather_rows([self.exp.codec.prompt_ids(p) for p in problems], self.prompt_rows,
-                                 self.rl.num_prompts)
+                                 self.rl.num_prompts, self.processes)
     return call.sample(prompts, n=n, greedy=greedy, temperature=1.0 if greedy else call.temperature, key=key,
                        rows=(self.lo * n, self.hi * n))
 
@@ -395,7 +396,7 @@ class Collector:
         sampled += 1
         zero_var += int(r.size > 0 and np.all(r == r[0]))
         (kept if keep[rows].any() else dropped).append((len(seen) - 1, rows, keep[rows]))
-      if not par.process_any(len(kept) < local):
+      if not par.process_any(len(kept) < local, self.processes):
         break
     groups = kept[:local]
     num_real = len(groups)
@@ -412,7 +413,7 @@ class Collector:
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
     sums = par.process_sum({f"{k}{name}": v for name, (t, c) in call.reward_sums.items()
-                            for k, v in (("sum:", t), ("count:", c))})
+                            for k, v in (("sum:", t), ("count:", c))}, self.processes)
     for name in call.reward_sums:  # each reward function's mean over the step's sampled rows (every process)
       call.metrics[f"{name}/mean"] = sums[f"sum:{name}"] / max(sums[f"count:{name}"], 1)
     stats = self._stats(data, everything, counts)
@@ -431,7 +432,7 @@ class Collector:
         "reward": float(everything.rewards.astype(np.float64)[seen].sum()), "n": int(seen.sum()),
         "correct": float(everything.correct.astype(np.float64)[seen].sum()),
         "tokens": float(cm.sum()), "rows": int(data.valid.sum()),
-        "entropy": 0.0 if ent is None else float((ent * cm).sum()), **counts})
+        "entropy": 0.0 if ent is None else float((ent * cm).sum()), **counts}, self.processes)
     out = {k: (int(sums[k]) if k != "kept_groups" else float(sums[k])) for k in counts}
     out["refills"] = counts["refills"]
     out.update({"reward_mean": sums["reward"] / max(sums["n"], 1), "accuracy": sums["correct"] / max(sums["n"], 1),

@@ -30,6 +30,7 @@ from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._experiment import (Experiment, NoWriter, Preempted, build_experiment, log, run_mesh,
                                      sigterm_flag)
 from rljax.train._metrics import MetricsWriter, plot_metrics
+from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch, run_rl
 from rljax.train._rundir import check_run_dir, clear_run, describe_changes
@@ -95,6 +96,8 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
     except ValueError as e:
       raise ValueError(f"RLConfig.async_rollout_devices={r} gives the rollout sub-mesh {dict(rollout_mesh.shape)} "
                        f"and the training sub-mesh {dict(train_mesh.shape)}: {e}") from None
+  if cfg.rl.steps > 0 and cfg.rl.async_staleness is not None and jax.process_count() > 1:
+    check_multiprocess(cfg, mesh, exp, recipe)  # rollout processes and training processes (_multiproc_async)
   if cfg.rl.steps > 0:
     check_recipe(exp, recipe)  # before SFT: a recipe this run cannot train fails now, not after the warm start
   return changes, exp, mesh
@@ -127,10 +130,6 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
                      f"interleave collectives with the update's); this run has {jax.process_count()} processes")
-  if cfg.rl.async_staleness is not None and jax.process_count() > 1:
-    raise ValueError(f"RLConfig.async_staleness={cfg.rl.async_staleness} runs on one process only (its producer "
-                     f"thread would interleave collectives with the update's); this run has {jax.process_count()} "
-                     "processes")
   main = jax.process_index() == 0  # host-side files and console output: process 0 only
   try:  # a recipe of catalog stages goes into the config fields, so config.json holds the run's recipe
     cfg = cfg.replace(rl=cfg.rl.with_recipe(recipe))
