@@ -165,19 +165,22 @@ def test_split_with_staleness_and_chunked_sampler(tmp_path, monkeypatch):
   import rljax.train._async as async_mod  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
   sampled, trained = [], []
-  generate, step = async_mod.generate, RLLoop.step
+  step = RLLoop.step
 
-  def recording_generate(*args, **kwargs):
-    out = generate(*args, **kwargs)
-    sampled.append(out.tokens.sharding.device_set)
-    return out
+  def recording(fn):  # the chunks' prefills (generate, with its cache) and continuations (resume)
+    def wrapped(*args, **kwargs):
+      out = fn(*args, **kwargs)
+      sampled.append((out[0] if isinstance(out, tuple) else out).tokens.sharding.device_set)
+      return out
+    return wrapped
 
   def recording_step(self, s, collected):
     out = step(self, s, collected)
     trained.append(_devices(self.state.params))
     return out
 
-  monkeypatch.setattr(async_mod, "generate", recording_generate)
+  monkeypatch.setattr(async_mod, "generate", recording(async_mod.generate))
+  monkeypatch.setattr(async_mod, "resume", recording(async_mod.resume))
   monkeypatch.setattr(RLLoop, "step", recording_step)
   rows = _train(tmp_path / "x", ["mesh.fsdp=4", "rl.async_staleness=2", "rl.async_rollout_devices=2",
                                  "rl.async_chunk_tokens=2"], steps=2)  # the mesh: devices 0-3

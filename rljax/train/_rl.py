@@ -288,7 +288,8 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
   """
   if not rl.share_prompt_forward:
     return 0
-  if getattr(exp.task, "episode_config", None) is not None and exp.task.episode_config.context_budget is not None:
+  episode_config = getattr(getattr(exp, "task", None), "episode_config", None)
+  if episode_config is not None and episode_config.context_budget is not None:
     log(exp.cfg, "[rljax] share_prompt_forward unused: a context budget packs each episode's windows into its row "
         "(segment_ids), which the shared-prompt layout does not take")
     return 0
