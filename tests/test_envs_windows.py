@@ -22,21 +22,7 @@ from rljax.envs._envtask import get_env_task
 from rljax.envs._runner import EpisodeBatch, RunnerConfig, run_episodes
 from rljax.models import ModelConfig, Transformer, fan_in_init, policy_outputs
 from rljax.train._rollout import Collector
-
-CHARS = "abcdefghko:.\n"
-
-
-class CharTok:
-  """pad 0, bos 1, eos 2, then one id per character of CHARS."""
-  bos_id, eos_id, pad_id = 1, 2, 0
-  vocab_size = 3 + len(CHARS)
-
-  def encode(self, text):
-    return [3 + CHARS.index(c) for c in text]
-
-  def decode(self, ids):
-    return "".join(CHARS[i - 3] for i in ids if i >= 3)
-
+from test_envs_runner import CharTok  # the runner tests' character tokenizer
 
 @dataclasses.dataclass(frozen=True)
 class Script:

@@ -7,13 +7,13 @@ cross-host transfers); each worker runs ``train`` with ``eta = 0``, then with ``
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from _ports import free_port
 
 STEPS = 3
 OVERRIDES = [f"rl.steps={STEPS}", "sft.steps=0", "eval.num_problems=8", "eval.batch_size=8", "eval.num_samples=1",
@@ -169,12 +169,6 @@ def _worker(process_id: int, port: int, out: str) -> None:
     print(f"process {process_id}: eta={eta} done", flush=True)
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 @pytest.mark.multiprocess
 def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   """(a) eta = 0 equals the synchronous loop on the training sub-mesh's shape (fsdp=2) bit for bit: every metric
@@ -184,10 +178,10 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   import jax  # pylint: disable=import-outside-toplevel
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
-  port, out = _free_port(), str(tmp_path)
+  port, out = free_port(), str(tmp_path)
   procs = []
   for i in range(2):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TRANSFER_ADDRESS=f"127.0.0.1:{_free_port()}",
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TRANSFER_ADDRESS=f"127.0.0.1:{free_port()}",
                XLA_FLAGS=" ".join(["--xla_force_host_platform_device_count=2"]
                                   + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), out],

@@ -16,13 +16,13 @@ tensor 2``, 2 SFT + 2 RL steps with evaluation and checkpoints, then
 ``load_run`` on both processes and on one.
 """
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
+from _ports import free_port
 from _rewards import dense_reward
 
 STEPS = 2
@@ -94,12 +94,6 @@ def _worker(process_id: int, port: int, out: str) -> None:
   say("parameters written")
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 @pytest.mark.multiprocess
 def test_two_processes_match_single_process(tmp_path):
   import jax  # pylint: disable=import-outside-toplevel
@@ -167,7 +161,7 @@ def _train_worker(process_id: int, port: int, out_dir: str, npz: str) -> None:
 
 
 def _launch(worker_args, tmp_path, devices_per_process):
-  port = _free_port()
+  port = free_port()
   env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
              XLA_FLAGS=" ".join([f"--xla_force_host_platform_device_count={devices_per_process}"]
                                 + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))

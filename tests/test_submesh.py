@@ -5,7 +5,6 @@ a script (``--worker``): ``jax.distributed`` with 2 CPU devices per process, the
 boundary (process 0 rolls out, process 1 trains), the weights sent between them by ``jax.device_put``.
 """
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from _ports import free_port
 
 B_ROWS = 16  # tiny_config: 4 prompts x 4 samples
 
@@ -230,12 +230,6 @@ def _worker(process_id: int, port: int, out: str) -> None:
 _TOKENS = (np.arange(12, dtype=np.int32).reshape(2, 6) * 7) % 50
 
 
-def _free_port() -> int:
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
-
-
 @pytest.mark.multiprocess
 def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   """2 processes x 2 CPU devices: the weights go from process 1's devices (training sub-mesh) to process 0's
@@ -243,11 +237,11 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   backend has none of its own); process 0 then holds exactly the updated weights, in the same layout."""
   import jax  # pylint: disable=import-outside-toplevel
   from flax import nnx  # pylint: disable=import-outside-toplevel
-  port, outs = _free_port(), [str(tmp_path / f"p{i}.npz") for i in range(2)]
+  port, outs = free_port(), [str(tmp_path / f"p{i}.npz") for i in range(2)]
   procs = []
   for i in range(2):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-               TRANSFER_ADDRESS=f"127.0.0.1:{_free_port()}",
+               TRANSFER_ADDRESS=f"127.0.0.1:{free_port()}",
                XLA_FLAGS=" ".join(["--xla_force_host_platform_device_count=2"]
                                   + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), outs[i]],
