@@ -16,6 +16,8 @@ import pytest
 from _ports import free_port
 
 STEPS = 3
+# eta = 0 runs a tiny MoE whose update replays the sampler's routing (sent with the batch), bfloat16 sampler
+MOE = ["model.num_experts=4", "model.moe_layers=[0]", "rl.routing_replay=true", "rl.sampler_dtype=bfloat16"]
 OVERRIDES = [f"rl.steps={STEPS}", "sft.steps=0", "eval.num_problems=8", "eval.batch_size=8", "eval.num_samples=1",
              "eval.pass_k=1", "checkpoint.enabled=false", "rl.num_microbatches=1"]
 
@@ -104,8 +106,7 @@ def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
   monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1,)))
   M.check_multiprocess(cfg, mesh, exp, recipe)  # accepted
   for extra, match in [(["rl.async_chunk_tokens=2"], r"RLConfig.async_chunk_tokens=2 .*must be 0"),
-                       (["checkpoint.enabled=true"], r"CheckpointConfig.enabled=True .*must be false"),
-                       (["rl.routing_replay=true"], r"RLConfig.routing_replay=True")]:
+                       (["checkpoint.enabled=true"], r"CheckpointConfig.enabled=True .*must be false")]:
     with pytest.raises(ValueError, match=match):
       M.check_multiprocess(apply_overrides(cfg, extra), mesh, exp, recipe)
   with pytest.raises(ValueError, match="greedy baseline"):
@@ -149,10 +150,12 @@ def _worker(process_id: int, port: int, out: str) -> None:
     data = collected.data
     v = data.extras.get("policy_version")
     versions = sorted(set(np.asarray(v)[data.completion_mask].tolist())) if v is not None else None
+    routing = data.routing
     out = step(self, s, collected)
     held = sorted({sh.device.id for x in jax.tree_util.tree_leaves((self.state.params, self.state.opt_state))
                    for sh in x.addressable_shards})
-    record["steps"].append({"step": s, "versions": versions, "devices": held})
+    record["steps"].append({"step": s, "versions": versions, "devices": held,
+                            "routing": None if routing is None else np.asarray(routing).tolist()})
     return out
 
   rljax.sampling.generate = recording_generate
@@ -160,7 +163,8 @@ def _worker(process_id: int, port: int, out: str) -> None:
   for eta in (0, 1):
     record = {"generate": [], "steps": [], "local": sorted(d.id for d in jax.local_devices())}
     summary = train(_config(os.path.join(out, f"eta{eta}"), ["mesh.fsdp=4", f"rl.async_staleness={eta}",
-                                                             "rl.async_rollout_devices=2"]), reward_fn=dense_reward)
+                                                             "rl.async_rollout_devices=2"] + (MOE if eta == 0 else [])),
+                    reward_fn=dense_reward)
     params = multihost_utils.process_allgather(summary["params"], tiled=True)  # the trained parameters, whole
     np.savez(os.path.join(out, f"eta{eta}_params_p{process_id}.npz"),
              **{jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(params)})
@@ -172,7 +176,8 @@ def _worker(process_id: int, port: int, out: str) -> None:
 @pytest.mark.multiprocess
 def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   """(a) eta = 0 equals the synchronous loop on the training sub-mesh's shape (fsdp=2) bit for bit: every metric
-  of the RL steps and the final parameters; (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
+  of the RL steps and the final parameters, with an MoE whose update replays the routing the rollout process's
+  bfloat16 sampler chose (it travels with the batch); (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
   tags, staleness metrics); (c) the rollout process holds no train-state shard and runs no update, the training
   process runs no sampler during RL (its evaluations only)."""
   import jax  # pylint: disable=import-outside-toplevel
@@ -187,7 +192,7 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), out],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
-  ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"]), reward_fn=dense_reward)  # meanwhile
+  ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + MOE), reward_fn=dense_reward)  # meanwhile
   logs = [""] * 2
   try:
     for i, p in enumerate(procs):
@@ -222,6 +227,10 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     assert got.keys() == flat.keys() and len(flat) > 5
     for k, v in flat.items():
       np.testing.assert_array_equal(got[k], v, err_msg=k)
+  assert all("rollout/routing_mismatch" in r and "rollout/logp_gap_no_replay" in r for r in sync)
+  rec0 = json.load(open(os.path.join(out, "eta0_p1.json"), encoding="utf-8"))
+  routing = [np.asarray(s["routing"]) for s in rec0["steps"]]  # [B, T, L_moe=1, k=2] experts, received
+  assert all(r.shape[2:] == (1, 2) and r.max() > 0 for r in routing)
   # (b) eta = 1: batch k sampled with version max(0, k - 1), per token and in the metrics
   rec = {p: json.load(open(os.path.join(out, f"eta1_p{p}.json"), encoding="utf-8")) for p in (0, 1)}
   assert [s["versions"] for s in rec[1]["steps"]] == [[0], [0], [1]]

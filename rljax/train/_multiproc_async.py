@@ -14,7 +14,9 @@ process runs only its side's programs:
 
 The two sides exchange **only** ``jax.device_put`` reshards between the sub-meshes (JAX's cross-host
 transfer; there is no RPC of ours): the batch (tokens, masks, behaviour log-probs and entropies, finish reasons,
-per-token versions) rollout -> training, a version's parameters, model state and sampling temperature training
+per-token versions, and an MoE sampler's routing ``[B, T, L_moe, k]`` when the experiment records it:
+``rl.routing_replay`` replays it in the update, ``rl.sampler_dtype`` measures the routing mismatch) rollout ->
+training, a version's parameters, model state and sampling temperature training
 -> rollout.
 
 **Staleness: a deterministic schedule.** Batch ``k`` is sampled with version :func:`sample_version` ``(k, eta)
@@ -51,7 +53,6 @@ processes and have the same shape (``jax.device_put`` between processes needs th
 and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
 ``process_sum``, run over one side only when that side is one process); no RL checkpoints
 (``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
-``rl.routing_replay``, nor ``rl.sampler_dtype`` with an MoE model (the sampler's routing is not sent); no
 recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
 hint stages, greedy baselines), nor the shared critic; no multi-turn tasks.
 
@@ -136,10 +137,7 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
                      f"one side's processes are not written), i.e. 2 processes")
   bad = [(f, v, want) for f, v, want in [
       ("RLConfig.async_chunk_tokens", rl.async_chunk_tokens, "0 (generation is not interruptible across processes)"),
-      ("CheckpointConfig.enabled", cfg.checkpoint.enabled, "false (no RL checkpoints across processes yet)"),
-      ("RLConfig.sampler_dtype", rl.sampler_dtype if exp.model.cfg.is_moe else "",
-       "'' with an MoE model (the sampler's routing is not sent)"),
-      ("RLConfig.routing_replay", rl.routing_replay, "false")] if v]
+      ("CheckpointConfig.enabled", cfg.checkpoint.enabled, "false (no RL checkpoints across processes yet)")] if v]
   if bad:
     f, v, want = bad[0]
     raise ValueError(f"invalid config value {f}={v!r} with rl.async_staleness and {n} processes: must be {want}")
@@ -167,6 +165,9 @@ def _rows_spec(exp, rl, prompts):
     spec["entropy_behavior"] = ((b, t), np.float32)
   if rl.async_staleness >= 1:
     spec["token_version"] = ((b, t), np.int32)
+  m = exp.model.cfg
+  if exp.sampler_config.return_routing and m.is_moe:  # the sampler's experts per token (replay / mismatch metrics)
+    spec["routing"] = ((b, t, m.num_moe_layers, m.num_experts_per_tok), np.int32)
   return spec
 
 
@@ -335,7 +336,8 @@ class _Trainer:
       for f in ("prompt_mask", "completion_mask"):
         out[f] = out[f].astype(bool)
       out.setdefault("entropy_behavior", None)
-      return types.SimpleNamespace(routing=None, **out)
+      out.setdefault("routing", None)
+      return types.SimpleNamespace(**out)
 
     collected = loop.collect(None, None, k, loop.controllers.temperature(loop.ctl_state),
                              loop.stage_states["prompt_filters"], loop.stage_states.get("replay"), sample_fn=receive)
