@@ -7,13 +7,12 @@ cross-host transfers); each worker runs ``train`` with ``eta = 0``, then with ``
 """
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-from _ports import free_port
+from _workers import launch_workers, wait_workers
 
 STEPS = 3
 # eta = 0 runs a tiny MoE whose update replays the sampler's routing (sent with the batch), bfloat16 sampler
@@ -183,33 +182,11 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   import jax  # pylint: disable=import-outside-toplevel
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
-  port, out = free_port(), str(tmp_path)
-  procs = []
-  for i in range(2):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TRANSFER_ADDRESS=f"127.0.0.1:{free_port()}",
-               XLA_FLAGS=" ".join(["--xla_force_host_platform_device_count=2"]
-                                  + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
-    procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), out],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  out = str(tmp_path)
+  procs = launch_workers(__file__, lambda i, port: ["--worker", i, port, out], transfer=True)
   deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
   ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + MOE), reward_fn=dense_reward)  # meanwhile
-  logs = [""] * 2
-  try:
-    for i, p in enumerate(procs):
-      try:
-        logs[i] = p.communicate(timeout=max(1.0, deadline - time.time()))[0]
-      except subprocess.TimeoutExpired:
-        for q in procs:
-          q.kill()
-        logs = [q.communicate()[0] or "" for q in procs]
-        pytest.fail("workers did not finish in time\n" +
-                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-  assert [p.returncode for p in procs] == [0, 0], "\n".join(f"--- process {i} ---\n{log[-4000:]}"
-                                                           for i, log in enumerate(logs))
+  wait_workers(procs, deadline)
   rl = lambda d: [r for r in read_jsonl(os.path.join(d, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
   sync, eta0, eta1 = rl(tmp_path / "sync"), rl(tmp_path / "eta0"), rl(tmp_path / "eta1")
   assert len(sync) == len(eta0) == len(eta1) == STEPS

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 import pytest
-from _ports import free_port
+from _workers import launch_workers, wait_workers
 from _rewards import dense_reward
 
 STEPS = 2
@@ -101,8 +101,8 @@ def test_two_processes_match_single_process(tmp_path):
   from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
 
   outs = [tmp_path / f"params_{i}.npz" for i in range(2)]
-  procs = _launch(lambda i, port: ["--worker", str(i), str(port), str(outs[i])], tmp_path, devices_per_process=1)
-  _wait(procs, time.time() + TIMEOUT_S)
+  procs = launch_workers(__file__, lambda i, port: ["--worker", i, port, outs[i]], devices_per_process=1)
+  wait_workers(procs, time.time() + TIMEOUT_S)
 
   got = [dict(np.load(o)) for o in outs]
   assert got[0].keys() == got[1].keys()
@@ -160,36 +160,6 @@ def _train_worker(process_id: int, port: int, out_dir: str, npz: str) -> None:
   say("parameters written")
 
 
-def _launch(worker_args, tmp_path, devices_per_process):
-  port = free_port()
-  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-             XLA_FLAGS=" ".join([f"--xla_force_host_platform_device_count={devices_per_process}"]
-                                + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
-  return [subprocess.Popen([sys.executable, os.path.abspath(__file__), *worker_args(i, port)], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(2)]
-
-
-def _wait(procs, deadline):
-  logs = [""] * len(procs)
-  try:
-    for i, p in enumerate(procs):
-      try:
-        logs[i], _ = p.communicate(timeout=max(1.0, deadline - time.time()))
-      except subprocess.TimeoutExpired:
-        for q in procs:
-          q.kill()
-        logs = [q.communicate()[0] or "" for q in procs]
-        pytest.fail("workers did not finish in time\n" +
-                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
-  finally:
-    for q in procs:
-      if q.poll() is None:
-        q.kill()
-  codes = [p.returncode for p in procs]
-  assert codes == [0] * len(procs), f"worker exit codes {codes}\n" + "\n".join(
-      f"--- process {j} ---\n{log[-4000:]}" for j, log in enumerate(logs))
-
-
 @pytest.mark.multiprocess
 @pytest.mark.slow  # ~5 min on the loaded 2-core machine (3 runs of train, compiles dominate)
 def test_two_process_run_matches_one_process(tmp_path):
@@ -199,12 +169,12 @@ def test_two_process_run_matches_one_process(tmp_path):
   from rljax.train import load_run, read_jsonl, train  # pylint: disable=import-outside-toplevel
   out_dir = str(tmp_path / "run2")
   npz = [str(tmp_path / f"params_{i}.npz") for i in range(2)]
-  procs = _launch(lambda i, port: ["--train-worker", str(i), str(port), out_dir, npz[i]], tmp_path, 2)
+  procs = launch_workers(__file__, lambda i, port: ["--train-worker", i, port, out_dir, npz[i]])
   deadline = time.time() + TIMEOUT_S
   # meanwhile, the single-process reference on one device (the default mesh)
   ref_summary = train(_run_config(str(tmp_path / "run1")), reward_fn=dense_reward)
   ref = {k: np.asarray(v) for k, v in _flat(ref_summary["params"]).items()}
-  _wait(procs, deadline)
+  wait_workers(procs, deadline)
 
   got = [dict(np.load(f)) for f in npz]
   assert got[0].keys() == got[1].keys() == ref.keys()

@@ -5,14 +5,13 @@ a script (``--worker``): ``jax.distributed`` with 2 CPU devices per process, the
 boundary (process 0 rolls out, process 1 trains), the weights sent between them by ``jax.device_put``.
 """
 import os
-import subprocess
 import sys
 import threading
 import time
 
 import numpy as np
 import pytest
-from _ports import free_port
+from _workers import launch_workers, wait_workers
 
 B_ROWS = 16  # tiny_config: 4 prompts x 4 samples
 
@@ -237,25 +236,9 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   backend has none of its own); process 0 then holds exactly the updated weights, in the same layout."""
   import jax  # pylint: disable=import-outside-toplevel
   from flax import nnx  # pylint: disable=import-outside-toplevel
-  port, outs = free_port(), [str(tmp_path / f"p{i}.npz") for i in range(2)]
-  procs = []
-  for i in range(2):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1",
-               TRANSFER_ADDRESS=f"127.0.0.1:{free_port()}",
-               XLA_FLAGS=" ".join(["--xla_force_host_platform_device_count=2"]
-                                  + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
-    procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), outs[i]],
-                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  deadline, logs = time.time() + 300, []
-  try:
-    for p in procs:
-      logs.append(p.communicate(timeout=max(1.0, deadline - time.time()))[0])
-  finally:
-    for p in procs:
-      if p.poll() is None:
-        p.kill()
-  assert [p.returncode for p in procs] == [0, 0], "\n".join(f"--- process {i} ---\n{log[-3000:]}"
-                                                           for i, log in enumerate(logs))
+  outs = [str(tmp_path / f"p{i}.npz") for i in range(2)]
+  procs = launch_workers(__file__, lambda i, port: ["--worker", i, port, outs[i]], transfer=True)
+  wait_workers(procs, time.time() + 300)
   got = [dict(np.load(o)) for o in outs]
   graphdef, params, rest = _tiny_params()
   updated = jax.tree_util.tree_map(lambda x: np.asarray(x) * 0.5 + 1.0, params)

@@ -1,0 +1,66 @@
+"""The multi-process tests' workers: free local ports, launching a test file as worker processes, waiting for them.
+
+Each multi-process test runs its own file as a script (``python tests/test_x.py --worker ...``), one process per
+``jax.distributed`` task, on the CPU backend with fake devices; a worker that does not finish by the deadline
+fails the test (every worker killed, the logs' tails shown), never the suite.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+import pytest
+
+
+def free_port() -> int:
+  """A free local TCP port (a coordinator's or a transfer server's address)."""
+  with socket.socket() as s:
+    s.bind(("localhost", 0))
+    return s.getsockname()[1]
+
+
+def launch_workers(script: str, worker_args: Callable[[int, int], Sequence[str]], *, processes: int = 2,
+                   devices_per_process: int = 2, transfer: bool = False,
+                   env: Optional[dict] = None) -> list:
+  """Starts ``processes`` copies of ``script`` with arguments ``worker_args(process_id, coordinator_port)``:
+  CPU backend, ``devices_per_process`` fake devices each, unbuffered output; ``transfer``: each gets its own
+  ``TRANSFER_ADDRESS`` (a free ``127.0.0.1`` port: the CPU backend's cross-host transfer server). ``env``:
+  more variables. Returns the ``subprocess.Popen`` objects (stdout and stderr together)."""
+  port = free_port()
+  flags = [f"--xla_force_host_platform_device_count={devices_per_process}"]
+  flags += [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]
+  procs = []
+  for i in range(processes):
+    e = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", XLA_FLAGS=" ".join(flags), **(env or {}))
+    if transfer:
+      e["TRANSFER_ADDRESS"] = f"127.0.0.1:{free_port()}"
+    procs.append(subprocess.Popen([sys.executable, os.path.abspath(script), *map(str, worker_args(i, port))],
+                                  env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  return procs
+
+
+def wait_workers(procs: list, deadline: float, *, expect_codes: Optional[Sequence[int]] = None) -> list:
+  """Each worker's output, once all have exited by ``deadline`` (``time.time()``) with exit codes
+  ``expect_codes`` (default: all 0); otherwise fails the test with the logs' tails (killing the rest)."""
+  logs = [""] * len(procs)
+  try:
+    for i, p in enumerate(procs):
+      try:
+        logs[i] = p.communicate(timeout=max(1.0, deadline - time.time()))[0]
+      except subprocess.TimeoutExpired:
+        for q in procs:
+          q.kill()
+        logs = [q.communicate()[0] or "" for q in procs]
+        pytest.fail("workers did not finish in time\n" +
+                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
+  finally:
+    for q in procs:
+      if q.poll() is None:
+        q.kill()
+  codes = [p.returncode for p in procs]
+  want = list(expect_codes) if expect_codes is not None else [0] * len(procs)
+  assert codes == want, f"worker exit codes {codes}, expected {want}\n" + "\n".join(
+      f"--- process {j} ---\n{log[-4000:]}" for j, log in enumerate(logs))
+  return logs
