@@ -56,9 +56,13 @@ and each side is one process (the loop's host-side collectives, ``rljax.parallel
 recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
 hint stages, greedy baselines), nor the shared critic; no multi-turn tasks.
 
-Faults: a process that dies closes its transfer sockets, and the other side's pending ``device_put`` raises
-(``SocketServer: Connection closed``); JAX's distributed runtime also stops every process after its heartbeat
-timeout (``jax.distributed.initialize(heartbeat_timeout_seconds=...)``, 100 s by default). The first transfer
+Faults: an error on either side ends that process at once (:func:`fail_fast`: the traceback, the error
+recorded in the coordination service's key-value store, ``os._exit(1)``); its transfer sockets close, the
+other side's pending ``device_put`` raises, and that side ends the same way, printing the first side's error
+(or JAX's error polling aborts it first). Tested: a crash on either side ends both processes within seconds (before, a raising side waited in JAX's
+shutdown barrier and both were aborted after 300 s). A process that is killed closes its sockets the same
+way; JAX's distributed runtime also stops every process after its heartbeat timeout
+(``jax.distributed.initialize(heartbeat_timeout_seconds=...)``, 100 s by default). The first transfer
 exchanges the transfer servers' addresses, with a timeout of ``jax_cross_host_transfer_timeout_seconds`` (60 s):
 it is made right after the start-up both sides run together.
 """
@@ -80,7 +84,7 @@ from rljax.train._async import drop_stale, tagged
 from rljax.train._experiment import log
 from rljax.train._metrics import MetricsWriter
 
-__all__ = ["sample_version", "transfer_schedule", "check_multiprocess", "run_rl_multiprocess"]
+__all__ = ["sample_version", "transfer_schedule", "check_multiprocess", "run_rl_multiprocess", "fail_fast"]
 
 _BATCH_FIELDS = ("tokens", "prompt_mask", "completion_mask", "logp_behavior", "entropy_behavior", "finish_reason",
                  "policy_version", "token_version")
@@ -187,24 +191,62 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   rollout, train, rp, tp = _sides(mesh, cfg.rl.async_rollout_devices)
   host = par.to_host((sft_state.params, sft_state.model_state))  # every process: the SFT state, whole
   host_state = types.SimpleNamespace(params=host[0], model_state=host[1])
-  if jax.process_index() in tp:
-    side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked)
-  else:
-    side = _Sampler(exp, sft_graphdef, host_state, rollout, train)
-  for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
-    side.weights(j) if kind == "weights" else side.batch(j)
-  graphdef, params, model_state = side.finish()
-  # The rollout side has received the last version (finish waited for it); the trainer may still be serving it.
-  # A device collective now (sync_global_devices) can block the trainer's device before it serves the data,
-  # and both processes wait forever (seen in 1 or 2 of 6 runs before the fix): meet at the coordination service's
-  # barrier instead, which uses no device. After it, no transfer is in flight and the sent arrays may go.
+  name, side = "training" if jax.process_index() in tp else "rollout", None
   from jax._src import distributed  # pylint: disable=import-outside-toplevel
-  distributed.global_state.client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}",
-                                                  timeout_in_ms=600_000)
+  client = distributed.global_state.client
+  try:
+    if name == "training":
+      side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked)
+    else:
+      side = _Sampler(exp, sft_graphdef, host_state, rollout, train)
+    for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
+      side.weights(j) if kind == "weights" else side.batch(j)
+    graphdef, params, model_state = side.finish()
+    # The rollout side has received the last version (finish waited for it); the trainer may still be serving
+    # it. A device collective now (sync_global_devices) can block the trainer's device before it serves the
+    # data, and both processes wait forever (seen in 1 or 2 of 6 runs before the fix): meet at the coordination
+    # service's barrier instead, which uses no device. After it, no transfer is in flight and the sent arrays
+    # may go.
+    client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}", timeout_in_ms=600_000)
+  except Exception as err:  # pylint: disable=broad-except
+    fail_fast(client, f"rljax_async_error:{cfg.out_dir}", f"process {jax.process_index()} ({name} side)", err,
+              getattr(side, "writer", None))
   side.sent.clear()
   full = (par.place_global(params, par.state_shardings(params, mesh)),
           par.place_global(model_state, par.state_shardings(model_state, mesh)))
   return graphdef, types.SimpleNamespace(params=full[0], model_state=full[1])
+
+
+def fail_fast(client, key: str, who: str, err: BaseException, writer=None) -> None:
+  """Ends this process at once after ``err`` on one side (``os._exit(1)``), so that the other side does not
+  wait: its pending transfer raises as soon as this process's sockets close ("recv() failed ... Transport
+  endpoint is not connected", measured within 0.1 s) and it comes here too, unless JAX's error polling, which
+  sees this process disconnect, aborts it first (SIGABRT, "the JAX distributed service detected fatal
+  errors"); either way within seconds. Returning normally instead would
+  hold both processes in JAX's shutdown barrier for ``shutdown_timeout_seconds`` (300 s; measured: 322 s
+  until both were aborted). Before exiting, it prints the traceback, records ``who: error`` in the
+  coordination service's key-value store under ``key`` and prints the other side's record if there is one
+  (the first failure, when this side only saw the connection close), and closes ``writer`` (TensorBoard's
+  buffer; the JSONL rows are already flushed)."""
+  import sys  # pylint: disable=import-outside-toplevel
+  import traceback  # pylint: disable=import-outside-toplevel
+  traceback.print_exception(err)
+  first = None
+  try:
+    client.key_value_set(f"{key}/{jax.process_index()}", f"{who}: {type(err).__name__}: {err}"[:2000])
+    first = [v for k, v in client.key_value_dir_get(key) if not k.endswith(f"/{jax.process_index()}")]
+  except Exception:  # pylint: disable=broad-except
+    pass  # the coordination service may be gone with the other process
+  msg = f"[rljax] {who} failed: {type(err).__name__}: {err}"
+  if first:
+    msg += f"\n[rljax] the run failed first on {first[0]}"
+  print(msg + "\n[rljax] ending this process now (the other side stops too)", file=sys.stderr, flush=True)
+  try:
+    if writer is not None:
+      writer.close()
+  finally:
+    sys.stdout.flush()
+    os._exit(1)  # pylint: disable=protected-access
 
 
 class _Sampler:
