@@ -15,8 +15,10 @@ import pytest
 from _workers import launch_workers, wait_workers
 
 STEPS = 3
-# eta = 0 runs a tiny MoE whose update replays the sampler's routing (sent with the batch), bfloat16 sampler
-MOE = ["model.num_experts=4", "model.moe_layers=[0]", "rl.routing_replay=true", "rl.sampler_dtype=bfloat16"]
+# eta = 0 runs a tiny MoE whose update replays the sampler's routing (sent with the batch), bfloat16 sampler,
+# with ReMax (a greedy sampler call per round) and DAPO's dynamic sampling (refill rounds), on parity rewards
+MOE = ["model.num_experts=4", "model.moe_layers=[0]", "rl.routing_replay=true", "rl.sampler_dtype=bfloat16",
+       "rl.advantage=remax", "rl.filters=zero_variance(refill=True)"]
 OVERRIDES = [f"rl.steps={STEPS}", "sft.steps=0", "eval.num_problems=8", "eval.batch_size=8", "eval.num_samples=1",
              "eval.pass_k=1", "checkpoint.enabled=false", "rl.num_microbatches=1"]
 
@@ -108,8 +110,10 @@ def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
                        (["checkpoint.enabled=true"], r"CheckpointConfig.enabled=True .*must be false")]:
     with pytest.raises(ValueError, match=match):
       M.check_multiprocess(apply_overrides(cfg, extra), mesh, exp, recipe)
-  with pytest.raises(ValueError, match="greedy baseline"):
-    M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.advantage=remax"]).rl.recipe())
+  with pytest.raises(ValueError, match="prompt filter 'greso' keeps state the training side updates"):
+    M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.prompt_filters=greso"]).rl.recipe())
+  for accepted in (["rl.advantage=remax"], ["rl.filters=zero_variance(refill=True)"]):  # within-step sampling
+    M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, accepted).rl.recipe())
   monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1, 2)))
   with pytest.raises(ValueError, match=r"training side on \[1, 2\]: each side must be one process"):
     M.check_multiprocess(cfg, mesh, exp, recipe)
@@ -127,7 +131,7 @@ def _worker(process_id: int, port: int, out: str) -> None:
   each process what the RL update and the sampler touched."""
   import jax  # pylint: disable=import-outside-toplevel
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
-  from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
+  from _rewards import dense_reward, parity_reward  # pylint: disable=import-outside-toplevel
   import rljax.sampling  # pylint: disable=import-outside-toplevel
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
   from rljax.train import train  # pylint: disable=import-outside-toplevel
@@ -163,7 +167,7 @@ def _worker(process_id: int, port: int, out: str) -> None:
     record = {"generate": [], "steps": [], "local": sorted(d.id for d in jax.local_devices())}
     summary = train(_config(os.path.join(out, f"eta{eta}"), ["mesh.fsdp=4", f"rl.async_staleness={eta}",
                                                              "rl.async_rollout_devices=2"] + (MOE if eta == 0 else [])),
-                    reward_fn=dense_reward)
+                    reward_fn=parity_reward if eta == 0 else dense_reward)
     params = multihost_utils.process_allgather(summary["params"], tiled=True)  # the trained parameters, whole
     np.savez(os.path.join(out, f"eta{eta}_params_p{process_id}.npz"),
              **{jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(params)})
@@ -176,16 +180,17 @@ def _worker(process_id: int, port: int, out: str) -> None:
 def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   """(a) eta = 0 equals the synchronous loop on the training sub-mesh's shape (fsdp=2) bit for bit: every metric
   of the RL steps and the final parameters, with an MoE whose update replays the routing the rollout process's
-  bfloat16 sampler chose (it travels with the batch); (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
+  bfloat16 sampler chose (it travels with the batch), ReMax's greedy rows and DAPO's refill rounds (more sampler
+  calls per step, made by both sides' Collectors); (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
   tags, staleness metrics); (c) the rollout process holds no train-state shard and runs no update, the training
   process runs no sampler during RL (its evaluations only)."""
   import jax  # pylint: disable=import-outside-toplevel
-  from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
+  from _rewards import parity_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
   out = str(tmp_path)
   procs = launch_workers(__file__, lambda i, port: ["--worker", i, port, out], transfer=True)
   deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
-  ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + MOE), reward_fn=dense_reward)  # meanwhile
+  ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + MOE), reward_fn=parity_reward)  # meanwhile
   wait_workers(procs, deadline)
   rl = lambda d: [r for r in read_jsonl(os.path.join(d, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
   sync, eta0, eta1 = rl(tmp_path / "sync"), rl(tmp_path / "eta0"), rl(tmp_path / "eta1")
@@ -205,6 +210,9 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     for k, v in flat.items():
       np.testing.assert_array_equal(got[k], v, err_msg=k)
   assert all("rollout/routing_mismatch" in r and "rollout/logp_gap_no_replay" in r for r in sync)
+  # refill rounds happened, and each round's greedy and sampled calls travelled: 2 transfers per round
+  assert sum(r["rollout/refills"] for r in sync) > 0
+  assert [r["async/sampler_calls"] for r in eta0] == [2 * (1 + r["rollout/refills"]) for r in sync]
   rec0 = json.load(open(os.path.join(out, "eta0_p1.json"), encoding="utf-8"))
   routing = [np.asarray(s["routing"]) for s in rec0["steps"]]  # [B, T, L_moe=1, k=2] experts, received
   assert all(r.shape[2:] == (1, 2) and r.max() > 0 for r in routing)
@@ -215,7 +223,7 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
   assert [r["async/staleness_mean"] for r in eta1] == [0, 1, 1]
   assert all(r["async/dropped"] == 0 and np.isfinite(r["loss"]) for r in eta1)
   rollout_rows = read_jsonl(os.path.join(out, "eta1", "rollout_0.jsonl"))
-  assert [(r["step"], r["version"]) for r in rollout_rows] == [(0, 0), (1, 0), (2, 1)]
+  assert [(r["step"], r["version"], r["calls"]) for r in rollout_rows] == [(0, 0, 1), (1, 0, 1), (2, 1, 1)]
   # (c) placement, both runs (device ids: process 0's and process 1's local devices)
   for eta in (0, 1):
     rec = {p: json.load(open(os.path.join(out, f"eta{eta}_p{p}.json"), encoding="utf-8")) for p in (0, 1)}
@@ -224,7 +232,8 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     assert len(rec[1]["steps"]) == STEPS and all(s["devices"] == theirs for s in rec[1]["steps"])
     # the rollout process sampled the RL batches on its own devices (the evaluations before and after RL run on
     # the whole mesh); the training process sampled only in evaluations (whole mesh, or its own devices)
-    assert sum(d == mine for d in rec[0]["generate"]) == STEPS and all(d in (mine, both) for d in rec[0]["generate"])
+    calls = sum(r["async/sampler_calls"] for r in (eta0 if eta == 0 else eta1))  # STEPS for eta = 1
+    assert sum(d == mine for d in rec[0]["generate"]) == calls and all(d in (mine, both) for d in rec[0]["generate"])
     assert all(d in (theirs, both) for d in rec[1]["generate"]) and rec[1]["generate"].count(theirs) == 1
 
 

@@ -5,11 +5,15 @@
 sub-mesh (its first ``R`` devices: whole processes) and a training sub-mesh (the other processes). Each
 process runs only its side's programs:
 
-* a **rollout process** draws the prompts of batch ``k`` from its own copy of the deterministic data loader
-  (same seed and config as the trainer's: the same prompts), samples them with the sampler key of the
-  synchronous loop, and sends the sampled arrays to the training side;
-* a **training process** runs the rest of the recipe on them (rewards, shaping, filters, forwards,
-  advantages, the update, controllers, held-out evaluations) and sends each weight version the rollout side
+* a **rollout process** runs the trainer's Collector on its own copy of the deterministic data loader (same
+  seed and config as the trainer's: the same prompts, the synchronous loop's sampler keys, the same reward
+  functions) and sends each sampler call's rollouts to the training side: one call per batch, or more with a
+  greedy baseline (ReMax's greedy rows) or a refill filter (DAPO's dynamic sampling: the refill rounds follow
+  from the rewards, which both sides compute from the same completions, so reward functions must be
+  deterministic);
+* a **training process** runs the same Collector, whose sampler calls receive those rollouts in order (each
+  checked to hold the prompts asked for), then the rest of the recipe (rewards, shaping, filters, forwards,
+  advantages, the update, controllers, held-out evaluations), and sends each weight version the rollout side
   needs.
 
 The two sides exchange **only** ``jax.device_put`` reshards between the sub-meshes (JAX's cross-host
@@ -32,7 +36,8 @@ is refused.
 **The order of transfers** (:func:`transfer_schedule`) is one sequence both sides walk, because JAX matches a
 cross-host ``device_put`` by its position in each process's sequence of transfers (measured, jax 0.10 on CPU:
 two processes whose next transfers differ both wait forever). The sequence is ``W0, B0, ..., B(eta), W1,
-B(eta+1), W2, ...`` and finally ``W(steps)``: version ``v`` is sent just before the batch sampled with it. The
+B(eta+1), W2, ...`` and finally ``W(steps)``: version ``v`` is sent just before the batch sampled with it
+(``Bk`` is one transfer per sampler call of batch ``k``; both sides' Collectors make the same calls). The
 sender's ``device_put`` returns at once (the data goes in the background, measured); the receiver's waits for
 the data. No deadlock: each side's work before its next transfer needs only transfers earlier in the
 sequence (the trainer sends ``Wv`` after training ``v`` steps, on batches ``0 .. v - 1``, all received
@@ -53,8 +58,8 @@ processes and have the same shape (``jax.device_put`` between processes needs th
 and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
 ``process_sum``, run over one side only when that side is one process); no RL checkpoints
 (``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
-recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
-hint stages, greedy baselines), nor the shared critic; no multi-turn tasks.
+recipe stages with state the training side updates every step (prompt filters, replay and hint stages), nor
+the shared critic; no multi-turn tasks.
 
 Faults: an error on either side ends that process at once (:func:`fail_fast`: the traceback, the error
 recorded in the coordination service's key-value store, ``os._exit(1)``); its transfer sockets close, the
@@ -146,22 +151,22 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
     f, v, want = bad[0]
     raise ValueError(f"invalid config value {f}={v!r} with rl.async_staleness and {n} processes: must be {want}")
   stages = ([f"prompt filter {pf.name!r}" for pf in recipe.prompt_filters]
-            + [f"refill filter {f.name!r}" for f in recipe.filters if f.refill]
             + [f"replay stage {s.name!r}" for s in recipe.replay]
-            + (["a greedy baseline (greedy_rewards)"] if "greedy_rewards" in recipe.needs else [])
             + (["a shared critic"] if recipe.critic is not None and recipe.critic.shared else []))
   if stages:
-    raise ValueError(f"rl.async_staleness with {n} processes samples each batch on the rollout side from the "
-                     f"loader alone; {stages[0]} needs the trainer's state within a step: use one process")
+    raise ValueError(f"rl.async_staleness with {n} processes collects each batch on the rollout side, which holds "
+                     f"no stage state; {stages[0]} keeps state the training side updates every step: use one "
+                     "process")
   if exp.multi_turn:
     raise ValueError(f"task.name={cfg.task.name!r} (a multi-turn environment) runs on one process only")
 
 
 # ----------------------------------------------------------------------------- both sides
 
-def _rows_spec(exp, rl, prompts):
-  """Global shapes and dtypes of a batch message (``[B, T]`` and ``[B]`` arrays), from the prompts sampled."""
-  b = len(prompts) * rl.group_size
+def _rows_spec(exp, rl, prompts, n: int):
+  """Global shapes and dtypes of a sampler call's message (``[B, T]`` and ``[B]`` arrays, ``B = len(prompts) *
+  n``), from the prompts sampled."""
+  b = len(prompts) * n
   t = exp.sampler_config.bucket(max(len(p) for p in prompts), "prompts") + rl.max_new_tokens
   spec = {"tokens": ((b, t), np.int32), "prompt_mask": ((b, t), np.uint8), "completion_mask": ((b, t), np.uint8),
           "logp_behavior": ((b, t), np.float32), "finish_reason": ((b,), np.int32), "policy_version": ((b,), np.int32)}
@@ -198,7 +203,7 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
     if name == "training":
       side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked)
     else:
-      side = _Sampler(exp, sft_graphdef, host_state, rollout, train)
+      side = _Sampler(exp, sft_graphdef, host_state, recipe, rollout, train)
     for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
       side.weights(j) if kind == "weights" else side.batch(j)
     graphdef, params, model_state = side.finish()
@@ -250,11 +255,21 @@ def fail_fast(client, key: str, who: str, err: BaseException, writer=None) -> No
 
 
 class _Sampler:
-  """The rollout side: receives versions, samples batches, sends them (the order is the caller's)."""
+  """The rollout side: receives versions, collects batches, sends every sampler call's rollouts (the order of
+  versions and batches is the caller's).
 
-  def __init__(self, exp, sft_graphdef, host_state, rollout, train):
+  It runs the trainer's :class:`~rljax.train._rollout.Collector` (the same loader, keys, reward functions and
+  recipe), so it makes the sampler calls the training side's Collector will ask for, in the same order: a
+  greedy baseline's call, refill rounds (decided from the rewards, which both sides compute from the same
+  completions: reward functions must be deterministic). Each call's rollouts are sent as they come; the
+  Collector's own result here is not used."""
+
+  def __init__(self, exp, sft_graphdef, host_state, recipe, rollout, train):
+    from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
+    from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.rl, self.eta = exp, rl, rl.async_staleness
+    self.meshes = (rollout, train)
     model = nnx.merge(sft_graphdef, host_state.params, host_state.model_state)
     self.graphdef, params, model_state = nnx.split(model, nnx.Param, ...)  # init_train_state's split
     self.to_here = (par.state_shardings(params, rollout), par.state_shardings(model_state, rollout),
@@ -262,13 +277,14 @@ class _Sampler:
     self.handle = (par.place_global(params, par.state_shardings(params, train)),  # no shard here
                    par.place_global(model_state, par.state_shardings(model_state, train)),
                    _empty({"t": ((), np.float32)}, par.replicated(train))["t"])
-    b = rl.batch_size
-    self.rows_here, self.rows_there = par.row_sharding(rollout, b), par.row_sharding(train, b)
-    lo, hi = par.all_process_rows(self.rows_here, b)[jax.process_index()]
-    self.rows = (lo, hi)
-    from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
-    self.loader = prompt_loader(exp, (lo // rl.group_size, hi // rl.group_size))  # the trainer's prompts
-    self.base_key = jax.random.PRNGKey(cfg.seed)  # the Collector's sampler keys
+    g = rl.group_size
+    prompt_rows = {p: (lo // g, hi // g)
+                   for p, (lo, hi) in par.all_process_rows(par.row_sharding(rollout, rl.batch_size),
+                                                           rl.batch_size).items()}
+    loader = prompt_loader(exp, prompt_rows[jax.process_index()])  # the trainer's prompts
+    self.collect = Collector(exp, recipe, loader, self.graphdef, prompt_rows=prompt_rows,
+                             base_key=jax.random.PRNGKey(cfg.seed), num_dataset_prompts=len(exp.train_problems),
+                             needs=recipe.needs)
     self.weights_v, self.sent, self.log = None, [], []
     self.path = os.path.join(cfg.out_dir, f"rollout_{jax.process_index()}.jsonl")
 
@@ -282,24 +298,29 @@ class _Sampler:
   def batch(self, k: int) -> None:
     v, params, model_state, temperature = self.weights_v
     assert v == sample_version(k, self.eta), (v, k)
-    t = time.perf_counter()
-    problems = next(self.loader)
-    prompts = [self.exp.codec.prompt_ids(p) for p, _ in problems]
     sample = self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
     if self.eta >= 1:
       sample = tagged(sample, v)
-    key = jax.random.fold_in(jax.random.fold_in(self.base_key, k), 0)  # Collector: fold_in(step), round 0
-    g = self.rl.group_size
-    r = sample(prompts, n=g, greedy=False, temperature=temperature, key=key, rows=self.rows)
-    t_sample = time.perf_counter() - t
-    spec = _rows_spec(self.exp, self.rl, prompts)
-    local = {f: np.asarray(getattr(r, f)).astype(spec[f][1]) for f in spec}
-    t = time.perf_counter()
-    msg = par.global_batch(local, self.rows_here, self.rl.batch_size)
-    self.sent.append(jax.device_put(msg, self.rows_there))  # returns at once; the data goes in the background
-    self.sent.append(msg)
-    row = {"step": k, "version": v, "weights_wait_s": self.wait_s, "sample_s": t_sample,
-           "batch_send_s": time.perf_counter() - t, "batch_bytes": par.tree_bytes(msg)}
+    row = {"step": k, "version": v, "weights_wait_s": self.wait_s, "calls": 0, "sample_s": 0.0, "batch_send_s": 0.0,
+           "batch_bytes": 0}
+
+    def sample_and_send(prompts, *, n, rows, **kwargs):  # the Collector's sampler call
+      t = time.perf_counter()
+      r = sample(prompts, n=n, rows=rows, **kwargs)
+      t_sample = time.perf_counter() - t
+      spec = _rows_spec(self.exp, self.rl, prompts, n)
+      local = {f: np.asarray(getattr(r, f)).astype(spec[f][1]) for f in spec}
+      t = time.perf_counter()
+      b = len(prompts) * n
+      msg = par.global_batch(local, par.row_sharding(self.meshes[0], b), b)
+      self.sent.append(jax.device_put(msg, par.row_sharding(self.meshes[1], b)))  # returns at once
+      self.sent.append(msg)
+      row.update(calls=row["calls"] + 1, sample_s=row["sample_s"] + t_sample,
+                 batch_send_s=row["batch_send_s"] + time.perf_counter() - t,
+                 batch_bytes=row["batch_bytes"] + par.tree_bytes(msg))
+      return r
+
+    self.collect(None, None, k, temperature, {}, None, sample_fn=sample_and_send)
     self.wait_s = 0.0
     with open(self.path, "a", encoding="utf-8") as f:
       f.write(json.dumps(row) + "\n")
@@ -326,9 +347,7 @@ class _Trainer:
     self.i = 0  # the next op of self.ops
     p, ms = self.loop.state.params, self.loop.state.model_state
     self.to_there = (par.state_shardings(p, rollout), par.state_shardings(ms, rollout), par.replicated(rollout))
-    self.rows_there = par.row_sharding(rollout, rl.batch_size)
-    self.rows_here = par.row_sharding(train, rl.batch_size)
-    self.lo, self.hi = par.all_process_rows(self.rows_here, rl.batch_size)[jax.process_index()]
+    self.rollout_mesh = rollout
     self.received: dict = {}  # k -> (collected, data_state, receive metrics)
     self.version, self.sent, self.publish_row = 0, [], {}
     self.idle_s, self.t0 = 0.0, time.perf_counter()
@@ -358,23 +377,23 @@ class _Trainer:
     nxt = next(j for kind, j in self.ops[self.i:] if kind == "weights")
     while self.version < nxt and self.version in self.received:
       self._train_one()
-    loop, got = self.loop, {}
+    loop, got = self.loop, {"s": 0.0, "bytes": 0, "calls": 0}
 
-    def receive(prompts, *, n, greedy, temperature, key, rows=None):  # the Collector's sampler call
-      del temperature, key  # the rollout side's: the version's temperature, the same key
-      if greedy or n != self.rl.group_size or got:
-        raise ValueError("the multi-process runner receives one sampled batch per step (n=group_size, not greedy)")
+    def receive(prompts, *, n, greedy, temperature, key, rows):  # the Collector's sampler call
+      del greedy, temperature, key  # the rollout side's Collector made the same call
       t = time.perf_counter()
-      spec = _rows_spec(self.exp, self.rl, prompts)
-      msg = jax.device_put(_empty(spec, self.rows_there), self.rows_here)
+      b = len(prompts) * n
+      spec = _rows_spec(self.exp, self.rl, prompts, n)
+      msg = jax.device_put(_empty(spec, par.row_sharding(self.rollout_mesh, b)), par.row_sharding(loop.mesh, b))
       out = {f: np.asarray(x) for f, x in par.host_rows(msg, *rows).items()}
       self.sent.clear()  # the peer sent this after receiving everything this side sent before
-      got["s"], got["bytes"] = time.perf_counter() - t, par.tree_bytes(msg)
+      got.update(s=got["s"] + time.perf_counter() - t, bytes=got["bytes"] + par.tree_bytes(msg),
+                 calls=got["calls"] + 1)
       mine = [prompts[i // n] for i in range(*rows)]
       pm = out["prompt_mask"].astype(bool)
       if any(list(out["tokens"][i][pm[i]]) != list(p) for i, p in enumerate(mine)):
-        raise RuntimeError(f"batch {k}: the rollout side sampled other prompts than this side's loader drew "
-                           "(the two sides' data loaders differ)")
+        raise RuntimeError(f"batch {k}, sampler call {got['calls']}: the rollout side sampled other prompts than "
+                           "this side's Collector asked for (the two sides' loaders or reward decisions differ)")
       for f in ("prompt_mask", "completion_mask"):
         out[f] = out[f].astype(bool)
       out.setdefault("entropy_behavior", None)
@@ -385,7 +404,8 @@ class _Trainer:
                              loop.stage_states["prompt_filters"], loop.stage_states.get("replay"), sample_fn=receive)
     self.idle_s += got["s"]
     self.received[k] = (collected, loop.loader.get_state(),
-                        {"async/batch_transfer_s": got["s"], "async/batch_transfer_bytes": float(got["bytes"])})
+                        {"async/batch_transfer_s": got["s"], "async/batch_transfer_bytes": float(got["bytes"]),
+                         "async/sampler_calls": float(got["calls"])})
 
   def _advance(self) -> None:
     self.i += 1
