@@ -86,7 +86,7 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
-from rljax.train._experiment import log
+from rljax.train._experiment import Preempted, log
 from rljax.train._metrics import MetricsWriter
 
 __all__ = ["sample_version", "transfer_schedule", "check_multiprocess", "run_rl_multiprocess", "fail_fast"]
@@ -213,6 +213,8 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
     # service's barrier instead, which uses no device. After it, no transfer is in flight and the sent arrays
     # may go.
     client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}", timeout_in_ms=600_000)
+  except Preempted:  # a stop both sides agreed on: the caller's normal exit
+    raise
   except Exception as err:  # pylint: disable=broad-except
     fail_fast(client, f"rljax_async_error:{cfg.out_dir}", f"process {jax.process_index()} ({name} side)", err,
               getattr(side, "writer", None))
