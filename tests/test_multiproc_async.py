@@ -3,7 +3,8 @@
 The fast tests check the transfer schedule (the order both sides walk) against a brute-force simulation of the two
 sides. The 2-process test launches this file twice as a script (``--worker``), 2 CPU devices per process, the env
 vars and ports of ``tests/test_submesh.py`` (``jax_cross_host_transfer_socket_address``: the CPU backend's
-cross-host transfers); each worker runs ``train`` with ``eta = 0``, then with ``eta = 1``.
+cross-host transfers); each worker runs ``train`` with ``eta = 0``, then with ``eta = 1``. The 4-process test
+runs the same workers on 4 processes x 1 device: two processes per side.
 """
 import json
 import os
@@ -110,9 +111,8 @@ def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
       M.check_multiprocess(apply_overrides(cfg, extra), mesh, exp, recipe)
   with pytest.raises(ValueError, match="greedy baseline"):
     M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.advantage=remax"]).rl.recipe())
-  monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1, 2)))
-  with pytest.raises(ValueError, match=r"training side on \[1, 2\]: each side must be one process"):
-    M.check_multiprocess(cfg, mesh, exp, recipe)
+  monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0, 1), (2, 3)))
+  M.check_multiprocess(cfg, mesh, exp, recipe)  # several processes per side: accepted
 
 
 # ----------------------------------------------------------------------------- two processes
@@ -123,8 +123,9 @@ def _config(out_dir, extra):
 
 
 def _worker(process_id: int, port: int, out: str) -> None:
-  """Runs ``train`` with eta = 0 then eta = 1 on 2 processes x 2 devices (mesh fsdp=4 split 2 / 2), recording on
-  each process what the RL update and the sampler touched."""
+  """Runs ``train`` with eta = 0 then eta = 1 on ``WORKER_PROCESSES`` (env, default 2) processes of 4 / that many
+  devices each (mesh fsdp=4 split 2 / 2), recording on each process what the RL update and the sampler touched."""
+  n = int(os.environ.get("WORKER_PROCESSES", "2"))
   import jax  # pylint: disable=import-outside-toplevel
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
@@ -133,8 +134,8 @@ def _worker(process_id: int, port: int, out: str) -> None:
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
   # what `rljax train` does on each host, with the CPU backend's transfer server (RLJAX_TRANSFER_ADDRESS)
-  assert par.maybe_initialize_distributed(env={"RLJAX_COORDINATOR": f"localhost:{port}", "RLJAX_NUM_PROCESSES": "2",
-                                               "RLJAX_PROCESS_ID": str(process_id),
+  assert par.maybe_initialize_distributed(env={"RLJAX_COORDINATOR": f"localhost:{port}",
+                                               "RLJAX_NUM_PROCESSES": str(n), "RLJAX_PROCESS_ID": str(process_id),
                                                "RLJAX_TRANSFER_ADDRESS": os.environ["TRANSFER_ADDRESS"]})
   assert jax.config.values["jax_cross_host_transfer_socket_address"] == os.environ["TRANSFER_ADDRESS"]
   record = {"generate": [], "steps": []}
@@ -157,6 +158,9 @@ def _worker(process_id: int, port: int, out: str) -> None:
 
   rljax.sampling.generate = recording_generate
   RLLoop.step = recording_step
+  if os.environ.get("WORKER_SYNC"):  # the synchronous loop on these processes (mesh fsdp=2)
+    train(_config(os.path.join(out, "sync_mp"), ["mesh.fsdp=2"]), reward_fn=dense_reward)
+    return
   for eta in (0, 1):
     record = {"generate": [], "steps": [], "local": sorted(d.id for d in jax.local_devices())}
     summary = train(_config(os.path.join(out, f"eta{eta}"), ["mesh.fsdp=4", f"rl.async_staleness={eta}",
@@ -169,26 +173,25 @@ def _worker(process_id: int, port: int, out: str) -> None:
     print(f"process {process_id}: eta={eta} done", flush=True)
 
 
-@pytest.mark.multiprocess
-def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
-  """(a) eta = 0 equals the synchronous loop on the training sub-mesh's shape (fsdp=2) bit for bit: every metric
-  of the RL steps and the final parameters; (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
-  tags, staleness metrics); (c) the rollout process holds no train-state shard and runs no update, the training
-  process runs no sampler during RL (its evaluations only)."""
-  import jax  # pylint: disable=import-outside-toplevel
+def _launch(tmp_path, n: int, *, sync: bool = False, devices: int = 0):
+  """Runs the workers on ``n`` processes of ``devices`` (default ``4 // n``) CPU devices each and, meanwhile, the synchronous reference
+  (one process, mesh fsdp=2: the training sub-mesh's shape) here; returns the reference's summary. Fails the test
+  with the workers' logs when one fails or they do not finish in time. ``sync``: the workers run the
+  synchronous loop (``WORKER_SYNC``, into ``sync_mp``) and nothing runs here (returns None)."""
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
-  from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
+  from rljax.train import train  # pylint: disable=import-outside-toplevel
   port, out = free_port(), str(tmp_path)
   procs = []
-  for i in range(2):
+  for i in range(n):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", TRANSFER_ADDRESS=f"127.0.0.1:{free_port()}",
-               XLA_FLAGS=" ".join(["--xla_force_host_platform_device_count=2"]
+               WORKER_PROCESSES=str(n), WORKER_SYNC="1" if sync else "",
+               XLA_FLAGS=" ".join([f"--xla_force_host_platform_device_count={devices or 4 // n}"]
                                   + [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]))
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(i), str(port), out],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
-  ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"]), reward_fn=dense_reward)  # meanwhile
-  logs = [""] * 2
+  ref = None if sync else train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"]), reward_fn=dense_reward)
+  logs = [""] * n
   try:
     for i, p in enumerate(procs):
       try:
@@ -203,8 +206,21 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     for p in procs:
       if p.poll() is None:
         p.kill()
-  assert [p.returncode for p in procs] == [0, 0], "\n".join(f"--- process {i} ---\n{log[-4000:]}"
-                                                           for i, log in enumerate(logs))
+  assert [p.returncode for p in procs] == [0] * n, "\n".join(f"--- process {i} ---\n{log[-4000:]}"
+                                                             for i, log in enumerate(logs))
+  return ref
+
+
+@pytest.mark.multiprocess
+def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
+  """(a) eta = 0 equals the synchronous loop on the training sub-mesh's shape (fsdp=2) bit for bit: every metric
+  of the RL steps and the final parameters; (b) eta = 1 samples batch k with version max(0, k - 1) (per-token
+  tags, staleness metrics); (c) the rollout process holds no train-state shard and runs no update, the training
+  process runs no sampler during RL (its evaluations only)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rljax.train import read_jsonl  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path)
+  ref = _launch(tmp_path, 2)
   rl = lambda d: [r for r in read_jsonl(os.path.join(d, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
   sync, eta0, eta1 = rl(tmp_path / "sync"), rl(tmp_path / "eta0"), rl(tmp_path / "eta1")
   assert len(sync) == len(eta0) == len(eta1) == STEPS
@@ -246,3 +262,57 @@ if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   _worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+
+
+@pytest.mark.slow  # ~90 s alone on 2 cores, ~150 s with its 2-process reference; the default suite keeps the
+@pytest.mark.multiprocess  # group collectives' own test (tests/test_group_collectives.py, ~5 s)
+def test_four_processes_two_per_side(tmp_path):
+  """Each side of several processes: 4 processes x 1 device, processes 0, 1 roll out and 2, 3 train (the sides'
+  host collectives over their own processes, ``rljax.parallel.group_allgather``). (a) eta = 0 ends with the
+  parameters of the synchronous one-process loop on fsdp=2 bit for bit (on every process) and writes its RL
+  metrics bit for bit, except: the recipe stages' statistics (``grpo/*``: the writing process's rows in any
+  multi-process run) equal those of the synchronous loop on 2 processes x 1 device, and ``dense_reward/mean`` /
+  ``rollout/entropy`` (means of per-process float32 partial sums) are not compared;
+  (b) eta = 1 trains on versions [0], [0], [1]; (c) one writer (process 2), one rollout log per rollout process,
+  no update on a rollout process, each training process's update on its own device only."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rljax.train import read_jsonl  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path)
+  ref = _launch(tmp_path, 4)
+  _launch(tmp_path, 2, sync=True, devices=1)
+  rl = lambda d: [r for r in read_jsonl(os.path.join(d, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
+  sync, sync_mp = rl(tmp_path / "sync"), rl(tmp_path / "sync_mp")
+  eta0, eta1 = rl(tmp_path / "eta0"), rl(tmp_path / "eta1")
+  assert len(sync) == len(sync_mp) == len(eta0) == len(eta1) == STEPS  # one writer: each step once
+  # the recipe stages' statistics come from the writing process's rows: equal to the synchronous loop with the
+  # same split (2 training processes); two host-side means of float32 rewards / entropies differ in the last
+  # float32 bits from both references (a float32 partial sum per process): not compared
+  split = lambda key: key.startswith("grpo/")
+  loose = {"dense_reward/mean", "rollout/entropy"}
+  for a, m, b in zip(sync, sync_mp, eta0):
+    assert a.keys() <= b.keys() and sum(map(split, a)) >= 5
+    for key, value in a.items():
+      if not key.startswith("time/") and key not in loose:
+        assert b[key] == (m if split(key) else a)[key], key
+  flat = {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(ref["params"])}
+  for p in range(4):
+    got = dict(np.load(os.path.join(out, f"eta0_params_p{p}.npz")))
+    assert got.keys() == flat.keys() and len(flat) > 5
+    for k, v in flat.items():
+      np.testing.assert_array_equal(got[k], v, err_msg=k)
+  rec = {p: json.load(open(os.path.join(out, f"eta1_p{p}.json"), encoding="utf-8")) for p in range(4)}
+  for p in (2, 3):
+    assert [s["versions"] for s in rec[p]["steps"]] == [[0], [0], [1]]
+  assert [r["async/staleness_max"] for r in eta1] == [0, 1, 1]
+  for p in (0, 1):
+    rows = read_jsonl(os.path.join(out, "eta1", f"rollout_{p}.jsonl"))
+    assert [(r["step"], r["version"]) for r in rows] == [(0, 0), (1, 0), (2, 1)]
+  assert not os.path.exists(os.path.join(out, "eta1", "rollout_2.jsonl"))
+  for eta in (0, 1):
+    rec = {p: json.load(open(os.path.join(out, f"eta{eta}_p{p}.json"), encoding="utf-8")) for p in range(4)}
+    assert rec[0]["steps"] == [] and rec[1]["steps"] == []
+    for p in (2, 3):
+      assert len(rec[p]["steps"]) == STEPS and all(s["devices"] == rec[p]["local"] for s in rec[p]["steps"])
+    rollout_devices = sorted(rec[0]["local"] + rec[1]["local"])
+    for p in (0, 1):  # each rollout process sampled every RL batch on the rollout sub-mesh
+      assert rec[p]["generate"].count(rollout_devices) == STEPS

@@ -46,10 +46,19 @@ What each side holds: rollout processes hold the sampler's copy of the weights o
 reference or train state); training processes hold the train state and never run the sampler on the rollout
 batch. Each side keeps the arrays it sent alive until its next receive (by then the peer has them).
 
+**Several processes per side.** Each side is any number of whole processes. The loop's host collectives
+within a side (``rljax.parallel.process_any`` / ``process_sum`` / ``allgather_rows``: the Collector's prompts and
+metric sums, the update's "any row left") run over that side's processes only (``RLLoop.processes``, the
+sampler's ``processes``) through ``rljax.parallel.group_allgather``, the key-value store of JAX's coordination
+service: no device program, so nothing there can meet a cross-host send (see the barrier above). Each rollout
+process loads its rows of the prompts, the rollout side gathers the batch's prompts, and each samples its rows
+of the rollout sub-mesh's sampler call; each training process receives its rows. The first training process
+writes the RL metrics, each rollout process its ``rollout_<process>.jsonl``; ``finish`` gathers the final
+parameters with a program on its own side's devices only. Tested: 4 processes x 1 device, 2 per side.
+
 Limits, refused at start-up (``check_multiprocess``, naming the field): the sub-meshes must lie on disjoint
-processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides),
-and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
-``process_sum``, run over one side only when that side is one process); no RL checkpoints
+processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides);
+no RL checkpoints
 (``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
 ``rl.routing_replay``, nor ``rl.sampler_dtype`` with an MoE model (the sampler's routing is not sent); no
 recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
@@ -130,10 +139,6 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
     raise ValueError(f"invalid config value RLConfig.async_rollout_devices={r}: the rollout sub-mesh "
                      f"{dict(rollout.shape)} and the training sub-mesh {dict(train.shape)} differ; a cross-process "
                      f"jax.device_put needs the same layout on both: use {mesh.devices.size // 2}")
-  if len(tp) != 1 or len(rp) != 1:
-    raise ValueError(f"RLConfig.async_rollout_devices={r} puts the rollout side on processes {list(rp)} and the "
-                     f"training side on {list(tp)}: each side must be one process (the loop's host collectives over "
-                     f"one side's processes are not written), i.e. 2 processes")
   bad = [(f, v, want) for f, v, want in [
       ("RLConfig.async_chunk_tokens", rl.async_chunk_tokens, "0 (generation is not interruptible across processes)"),
       ("CheckpointConfig.enabled", cfg.checkpoint.enabled, "false (no RL checkpoints across processes yet)"),
@@ -187,7 +192,8 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   host = par.to_host((sft_state.params, sft_state.model_state))  # every process: the SFT state, whole
   host_state = types.SimpleNamespace(params=host[0], model_state=host[1])
   if jax.process_index() in tp:
-    side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked)
+    side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked,
+                    train_processes=tp)
   else:
     side = _Sampler(exp, sft_graphdef, host_state, rollout, train)
   for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
@@ -221,8 +227,11 @@ class _Sampler:
                    _empty({"t": ((), np.float32)}, par.replicated(train))["t"])
     b = rl.batch_size
     self.rows_here, self.rows_there = par.row_sharding(rollout, b), par.row_sharding(train, b)
-    lo, hi = par.all_process_rows(self.rows_here, b)[jax.process_index()]
-    self.rows = (lo, hi)
+    rows = par.all_process_rows(self.rows_here, b)
+    lo, hi = self.rows = rows[jax.process_index()]
+    g = rl.group_size
+    self.prompt_rows = {p: (a // g, z // g) for p, (a, z) in rows.items()}
+    self.processes = tuple(sorted(rows))  # the rollout processes: the prompts' all-gather group
     from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
     self.loader = prompt_loader(exp, (lo // rl.group_size, hi // rl.group_size))  # the trainer's prompts
     self.base_key = jax.random.PRNGKey(cfg.seed)  # the Collector's sampler keys
@@ -240,8 +249,9 @@ class _Sampler:
     v, params, model_state, temperature = self.weights_v
     assert v == sample_version(k, self.eta), (v, k)
     t = time.perf_counter()
-    problems = next(self.loader)
-    prompts = [self.exp.codec.prompt_ids(p) for p, _ in problems]
+    problems = next(self.loader)  # this process's prompts; the sampler takes the whole batch's (the Collector's)
+    prompts = par.allgather_rows([self.exp.codec.prompt_ids(p) for p, _ in problems], self.prompt_rows,
+                                 self.rl.num_prompts, self.processes)
     sample = self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
     if self.eta >= 1:
       sample = tagged(sample, v)
@@ -262,18 +272,19 @@ class _Sampler:
       f.write(json.dumps(row) + "\n")
 
   def finish(self):
-    _, params, model_state, _ = self.weights_v
-    return self.graphdef, jax.device_get(params), jax.device_get(model_state)
+    _, params, model_state, _ = self.weights_v  # received: every send of this side was received before it
+    return self.graphdef, *par.to_host((params, model_state))  # several processes: a gather on this side only
 
 
 class _Trainer:
   """The training side: receives batches (through the Collector's sampler call), trains, sends versions."""
 
-  def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked):
+  def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked,
+               train_processes=(1,)):
     from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
-    if isinstance(writer, MetricsWriter) or jax.process_index() == 0:
+    if isinstance(writer, MetricsWriter) or jax.process_index() != min(train_processes):
       self.writer, self.own_writer = writer, False
     else:  # the first training process writes the RL rows (process 0 rolls out)
       self.writer, self.own_writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=True), True
@@ -300,9 +311,11 @@ class _Trainer:
       self._train_one()
     loop = self.loop
     t = time.perf_counter()
-    temperature = jnp.asarray(loop.controllers.temperature(loop.ctl_state), jnp.float32)
+    temperature = np.float32(par.to_host(loop.controllers.temperature(loop.ctl_state)))
     tree = jax.tree_util.tree_map(jnp.copy, (loop.state.params, loop.state.model_state))
-    tree = jax.block_until_ready((*tree, jax.device_put(temperature, par.replicated(loop.mesh))))
+    # place_global, not jax.device_put: with several training processes a host value goes to each process's
+    # devices (a device_put of this process's array onto the side's replicated sharding made a broken array)
+    tree = jax.block_until_ready((*tree, par.place_global(temperature, par.replicated(loop.mesh))))
     self.sent.append(tree)
     self.sent.append(jax.device_put(tree, self.to_there))  # returns at once; the data goes in the background
     self.publish_row = {"async/weight_transfer_s": time.perf_counter() - t,
@@ -378,4 +391,6 @@ class _Trainer:
                   f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}")
     if self.own_writer:
       self.writer.close()
-    return loop.graphdef, jax.device_get(loop.state.params), jax.device_get(loop.state.model_state)
+    # several training processes: a gather on the training devices only, like the updates' collectives (the
+    # rollout side runs no program with them), while the final version may still be in flight
+    return loop.graphdef, *par.to_host((loop.state.params, loop.state.model_state))
