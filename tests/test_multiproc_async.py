@@ -174,10 +174,10 @@ def _worker(process_id: int, port: int, out: str) -> None:
 
 
 def _launch(tmp_path, n: int, *, sync: bool = False, devices: int = 0):
-  """Runs the workers on ``n`` processes of ``devices`` (default ``4 // n``) CPU devices each and, meanwhile, the synchronous reference
-  (one process, mesh fsdp=2: the training sub-mesh's shape) here; returns the reference's summary. Fails the test
-  with the workers' logs when one fails or they do not finish in time. ``sync``: the workers run the
-  synchronous loop (``WORKER_SYNC``, into ``sync_mp``) and nothing runs here (returns None)."""
+  """Runs the workers on ``n`` processes of ``devices`` (default ``4 // n``) CPU devices each and, meanwhile, the
+  synchronous reference (one process, mesh fsdp=2: the training sub-mesh's shape) here; returns its summary.
+  Fails the test with the workers' logs when one fails or they do not finish in time. ``sync``: the workers run
+  the synchronous loop (``WORKER_SYNC``, into ``sync_mp``) and nothing runs here (returns None)."""
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   port, out = free_port(), str(tmp_path)

@@ -228,7 +228,8 @@ def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: O
         if out[r] is None and p in got:
           out[r] = got[p][r - lo]
     if any(o is None for o in out):
-      raise ValueError(f"rows {[i for i, o in enumerate(out) if o is None][:8]} are held by no process of {list(group)}")
+      raise ValueError(f"rows {[i for i, o in enumerate(out) if o is None][:8]} are held by no process of "
+                       f"{list(group)}")
     return out
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   lengths = np.asarray([len(r) for r in local_rows], np.int32)

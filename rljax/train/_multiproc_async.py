@@ -54,7 +54,12 @@ service: no device program, so nothing there can meet a cross-host send (see the
 process loads its rows of the prompts, the rollout side gathers the batch's prompts, and each samples its rows
 of the rollout sub-mesh's sampler call; each training process receives its rows. The first training process
 writes the RL metrics, each rollout process its ``rollout_<process>.jsonl``; ``finish`` gathers the final
-parameters with a program on its own side's devices only. Tested: 4 processes x 1 device, 2 per side.
+parameters with a program on its own side's devices only. Tested: 4 processes x 1 device, 2 per side (the
+synchronous one-process run's parameters and device-computed metrics bit for bit; host-side statistics follow the
+row split, as in any multi-process run). The weights' temperature is placed with ``par.place_global``: a
+``jax.device_put`` of a process-local array onto a sharding over several processes made an array whose
+``addressable_shards`` fail ("input arrays must have one shard each") and whose cross-host send then failed
+("CopyArrays only supports destination device list of the same size as the array device lists"), jax 0.10.2 CPU.
 
 Limits, refused at start-up (``check_multiprocess``, naming the field): the sub-meshes must lie on disjoint
 processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides);
