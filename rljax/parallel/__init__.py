@@ -11,7 +11,8 @@ Public API::
 Multi-host data (``_data``): ``process_rows`` (the rows of a global batch this
 process feeds), ``process_batches`` (a grain loader of only those rows),
 ``global_batch`` (``jax.make_array_from_process_local_data``), ``to_host`` /
-``host_rows`` (NumPy copies of global arrays).
+``host_rows`` (NumPy copies of global arrays), ``process_any`` / ``process_sum`` /
+``allgather_rows`` (host collectives over every process or a process group: ``group_allgather``).
 
 Rollout / training sub-meshes (``_submesh``): ``split_mesh`` (two disjoint meshes), ``transfer`` (the
 explicit, timed and byte-counted weight reshard between them), ``tree_bytes``.
@@ -27,12 +28,13 @@ from rljax.parallel._train import (abstract_with_shardings, batch_shardings, com
 from rljax.parallel._hlo import collectives  # noqa: E402
 from rljax.parallel._submesh import split_mesh, split_sizes, transfer, tree_bytes
 from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch, host_rows, place_global,
-                                  process_any, process_batches, process_rows, process_sum, row_sharding, to_host)
+                                  group_allgather, process_any, process_batches, process_rows, process_sum,
+                                  row_sharding, to_host)
 
 __all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides", "DEFAULT_RULES", "logical_sharding", "logical_to_spec",
            "DistributedConfig", "maybe_initialize_distributed", "state_shardings", "shard_state",
            "batch_sharding", "replicated", "train_state_shardings", "shard_train_step", "batch_shardings",
            "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
            "row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host", "host_rows",
-           "allgather_rows", "process_sum", "process_any", "process_batches", "split_mesh", "split_sizes", "transfer",
-           "tree_bytes"]
+           "allgather_rows", "process_sum", "process_any", "group_allgather", "process_batches", "split_mesh",
+           "split_sizes", "transfer", "tree_bytes"]

@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding
 from rljax.parallel._rules import DEFAULT_RULES, Rules, logical_to_spec
 
 __all__ = ["row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host",
-           "host_rows", "allgather_rows", "process_sum", "process_any", "process_batches"]
+           "host_rows", "allgather_rows", "process_sum", "process_any", "group_allgather", "process_batches"]
 
 
 def row_sharding(mesh: Mesh, num_rows: int, rules: Rules = DEFAULT_RULES) -> NamedSharding:
@@ -143,19 +143,68 @@ def host_rows(tree, lo: int, hi: int):
   return jax.tree.map(lambda x: None if x is None else _local_rows(x, lo, hi), tree)
 
 
-def _local_group(processes: Optional[Sequence[int]]) -> bool:
-  """Whether a host collective over ``processes`` (None: every process) is this process alone. Raises
-  ``ValueError`` for a proper subset of several processes (a collective over a process group is not written:
-  ``multihost_utils`` spans every process)."""
+GROUP_TIMEOUT_S = 600.0  # how long a group collective waits for the group's other processes
+
+
+def _group(processes: Optional[Sequence[int]]):
+  """How a host collective over ``processes`` runs here: ``"local"`` (this process alone, or one process in
+  all), ``"all"`` (every process: ``multihost_utils.process_allgather``) or the sorted tuple of a proper
+  subset (the coordination service's key-value store, :func:`group_allgather`). Raises ``ValueError`` when this
+  process is not in ``processes``."""
   if processes is None:
-    return jax.process_count() == 1
-  group = set(int(p) for p in processes)
-  if group == {jax.process_index()}:
-    return True
-  if group == set(range(jax.process_count())):
-    return False
-  raise ValueError(f"a host collective over processes {sorted(group)} of {jax.process_count()} (a sub-mesh's "
-                   "processes) is not supported: only every process, or this process alone")
+    return "local" if jax.process_count() == 1 else "all"
+  group = tuple(sorted(set(int(p) for p in processes)))
+  if not group or group[0] < 0 or group[-1] >= jax.process_count():
+    raise ValueError(f"a host collective over processes {list(group)} of {jax.process_count()}: each must be one of "
+                     f"0 .. {jax.process_count() - 1}")
+  if jax.process_index() not in group:
+    raise ValueError(f"process {jax.process_index()} takes part in a host collective over processes {list(group)}, "
+                     "which do not include it")
+  if len(group) == 1:
+    return "local"
+  return "all" if group == tuple(range(jax.process_count())) else group
+
+
+_GROUP_CALLS: dict = {}  # group -> how many group collectives this process has made over it
+
+
+def group_allgather(value, processes: Sequence[int], timeout_s: float = GROUP_TIMEOUT_S) -> list:
+  """``[value of process p for p in sorted(processes)]`` on each process of ``processes``: a host all-gather of a
+  JSON-serialisable ``value`` over a process group, through the key-value store of JAX's coordination service
+  (``jax.distributed``'s client), no device.
+
+  Every process of the group must make the same sequence of group collectives over it (the n-th call of each
+  process meets the n-th of the others: a per-group counter names the keys); processes outside the group do not
+  take part. Each process writes its key ``rljax/group/<group>/<n>/<p>``, reads the others' (waiting at most
+  ``timeout_s``: a missing process fails with the coordination service's DEADLINE_EXCEEDED naming the key), then
+  deletes its key of call ``n - 1`` (every member has read it: each wrote its key of call ``n`` after finishing
+  call ``n - 1``). Exact: values travel as JSON text (floats by ``repr``, which round-trips).
+
+  Why the key-value store and not a jitted reduction over the group's devices: it runs no device program, so it
+  cannot meet a cross-host ``jax.device_put`` being served on the same devices (the multi-process asynchronous
+  runner's hazard, ``rljax.train._multiproc_async``); it needs no compilation per shape (ragged prompt rows,
+  varying key sets); and it is exact for every type (no XLA reduction order, no padding of ragged rows). The
+  price is a round trip to the coordinator per call, which the RL loop makes a few times per step on small
+  values.
+  """
+  import json  # pylint: disable=import-outside-toplevel
+  from jax._src import distributed  # pylint: disable=import-outside-toplevel
+  group = tuple(sorted(set(int(p) for p in processes)))
+  me = jax.process_index()
+  if me not in group:
+    raise ValueError(f"process {me} is not in the group {list(group)}")
+  client = distributed.global_state.client
+  if client is None:
+    raise ValueError("a host collective over a process group needs jax.distributed.initialize")
+  n = _GROUP_CALLS.get(group, 0)
+  _GROUP_CALLS[group] = n + 1
+  prefix = "rljax/group/" + ",".join(map(str, group))
+  client.key_value_set(f"{prefix}/{n}/{me}", json.dumps(value))
+  out = [value if p == me else json.loads(client.blocking_key_value_get(f"{prefix}/{n}/{p}", int(timeout_s * 1000)))
+         for p in group]
+  if n > 0:
+    client.key_value_delete(f"{prefix}/{n - 1}/{me}")
+  return out
 
 
 def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: Optional[Sequence[int]] = None) -> list:
@@ -165,10 +214,23 @@ def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: O
     local_rows: this process's rows ``[lo, hi)`` (sequences of ints, e.g. prompt token ids).
     rows: ``all_process_rows(...)`` of the batch.
     num_rows: global row count.
-    processes: the processes taking part (a sub-mesh's; None: every process).
+    processes: the processes taking part (a sub-mesh's; None: every process). A proper subset gathers through
+      :func:`group_allgather` (the other processes do not take part).
   """
-  if _local_group(processes):
+  group = _group(processes)
+  if group == "local":
     return list(local_rows)
+  if group != "all":
+    got = dict(zip(group, group_allgather([[int(t) for t in r] for r in local_rows], group)))
+    out: list = [None] * num_rows
+    for p, (lo, hi) in rows.items():
+      for r in range(lo, hi):
+        if out[r] is None and p in got:
+          out[r] = got[p][r - lo]
+    if any(o is None for o in out):
+      raise ValueError(f"rows {[i for i, o in enumerate(out) if o is None][:8]} are held by no process of "
+                       f"{list(group)}")
+    return out
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   lengths = np.asarray([len(r) for r in local_rows], np.int32)
   width = int(np.max(multihost_utils.process_allgather(np.asarray(lengths.max(initial=0), np.int32))))
@@ -181,7 +243,7 @@ def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: O
     lens[i] = len(r)
   all_pad = np.asarray(multihost_utils.process_allgather(pad))  # [P, most, width]
   all_len = np.asarray(multihost_utils.process_allgather(lens))  # [P, most]
-  out: list = [None] * num_rows
+  out = [None] * num_rows
   for p, (lo, hi) in rows.items():
     for r in range(lo, hi):
       if out[r] is None:
@@ -192,14 +254,23 @@ def allgather_rows(local_rows: Sequence, rows: dict, num_rows: int, processes: O
 
 
 def process_sum(values: dict, processes: Optional[Sequence[int]] = None) -> dict:
-  """Sums of float ``values`` over all processes (identity with one process; ``processes``: the processes
-  taking part, None = every process, see :func:`process_any`)."""
-  if _local_group(processes):
+  """Sums of float ``values`` over the processes (identity with one process; ``processes``: the processes
+  taking part, None = every process, see :func:`process_any`). Every process gets the same sums: float64, added
+  in process order."""
+  group = _group(processes)
+  if group == "local":
     return dict(values)
-  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   keys = sorted(values)
   v = np.asarray([float(values[k]) for k in keys], np.float64)
-  total = np.asarray(multihost_utils.process_allgather(v)).reshape(jax.process_count(), -1).sum(0)
+  if group == "all":
+    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+    total = np.asarray(multihost_utils.process_allgather(v)).reshape(jax.process_count(), -1).sum(0)
+  else:
+    got = group_allgather({"keys": keys, "values": [float(x) for x in v]}, group)
+    if any(g["keys"] != keys for g in got):
+      raise ValueError(f"process_sum over processes {list(group)}: the processes' keys differ "
+                       f"({[g['keys'] for g in got]})")
+    total = np.asarray([g["values"] for g in got], np.float64).reshape(len(group), -1).sum(0)
   return {k: float(t) for k, t in zip(keys, total)}
 
 
@@ -207,10 +278,14 @@ def process_any(flag: bool, processes: Optional[Sequence[int]] = None) -> bool:
   """True when ``flag`` is true on any process (every process gets the same answer).
 
   ``processes``: the processes taking part (None: every process). The multi-process asynchronous runner's
-  training side passes its sub-mesh's processes, so that the rollout processes need not enter; only this
-  process alone or every process is supported."""
-  if _local_group(processes):
+  sides pass their sub-mesh's processes, so that the other side's processes need not enter: this process
+  alone, every process (``multihost_utils.process_allgather``, a device collective), or a proper subset
+  (:func:`group_allgather`, the coordination service's key-value store)."""
+  group = _group(processes)
+  if group == "local":
     return bool(flag)
+  if group != "all":
+    return any(group_allgather(bool(flag), group))
   from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
   return bool(np.any(multihost_utils.process_allgather(np.asarray(bool(flag)))))
 

@@ -53,10 +53,24 @@ What each side holds: rollout processes hold the sampler's copy of the weights o
 reference or train state); training processes hold the train state and never run the sampler on the rollout
 batch. Each side keeps the arrays it sent alive until its next receive (by then the peer has them).
 
+**Several processes per side.** Each side is any number of whole processes. The loop's host collectives
+within a side (``rljax.parallel.process_any`` / ``process_sum`` / ``allgather_rows``: the Collector's prompts and
+metric sums, the update's "any row left") run over that side's processes only (``RLLoop.processes``, the
+sampler's ``processes``) through ``rljax.parallel.group_allgather``, the key-value store of JAX's coordination
+service: no device program, so nothing there can meet a cross-host send (see the barrier above). Each rollout
+process loads its rows of the prompts, the rollout side gathers the batch's prompts, and each samples its rows
+of the rollout sub-mesh's sampler call; each training process receives its rows. The first training process
+writes the RL metrics, each rollout process its ``rollout_<process>.jsonl``; ``finish`` gathers the final
+parameters with a program on its own side's devices only. Tested: 4 processes x 1 device, 2 per side (the
+synchronous one-process run's parameters and device-computed metrics bit for bit; host-side statistics follow the
+row split, as in any multi-process run). The weights' temperature is placed with ``par.place_global``: a
+``jax.device_put`` of a process-local array onto a sharding over several processes made an array whose
+``addressable_shards`` fail ("input arrays must have one shard each") and whose cross-host send then failed
+("CopyArrays only supports destination device list of the same size as the array device lists"), jax 0.10.2 CPU.
+
 Limits, refused at start-up (``check_multiprocess``, naming the field): the sub-meshes must lie on disjoint
-processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides),
-and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
-``process_sum``, run over one side only when that side is one process); no RL checkpoints
+processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides);
+no RL checkpoints
 (``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
 recipe stages with state the training side updates every step (prompt filters, replay and hint stages), nor
 the shared critic; no multi-turn tasks.
@@ -140,10 +154,6 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
     raise ValueError(f"invalid config value RLConfig.async_rollout_devices={r}: the rollout sub-mesh "
                      f"{dict(rollout.shape)} and the training sub-mesh {dict(train.shape)} differ; a cross-process "
                      f"jax.device_put needs the same layout on both: use {mesh.devices.size // 2}")
-  if len(tp) != 1 or len(rp) != 1:
-    raise ValueError(f"RLConfig.async_rollout_devices={r} puts the rollout side on processes {list(rp)} and the "
-                     f"training side on {list(tp)}: each side must be one process (the loop's host collectives over "
-                     f"one side's processes are not written), i.e. 2 processes")
   bad = [(f, v, want) for f, v, want in [
       ("RLConfig.async_chunk_tokens", rl.async_chunk_tokens, "0 (generation is not interruptible across processes)"),
       ("CheckpointConfig.enabled", cfg.checkpoint.enabled, "false (no RL checkpoints across processes yet)")] if v]
@@ -201,7 +211,8 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   client = distributed.global_state.client
   try:
     if name == "training":
-      side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked)
+      side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked,
+                      train_processes=tp)
     else:
       side = _Sampler(exp, sft_graphdef, host_state, recipe, rollout, train)
     for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
@@ -328,18 +339,19 @@ class _Sampler:
       f.write(json.dumps(row) + "\n")
 
   def finish(self):
-    _, params, model_state, _ = self.weights_v
-    return self.graphdef, jax.device_get(params), jax.device_get(model_state)
+    _, params, model_state, _ = self.weights_v  # received: every send of this side was received before it
+    return self.graphdef, *par.to_host((params, model_state))  # several processes: a gather on this side only
 
 
 class _Trainer:
   """The training side: receives batches (through the Collector's sampler call), trains, sends versions."""
 
-  def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked):
+  def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked,
+               train_processes=(1,)):
     from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
-    if isinstance(writer, MetricsWriter) or jax.process_index() == 0:
+    if isinstance(writer, MetricsWriter) or jax.process_index() != min(train_processes):
       self.writer, self.own_writer = writer, False
     else:  # the first training process writes the RL rows (process 0 rolls out)
       self.writer, self.own_writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=True), True
@@ -364,9 +376,11 @@ class _Trainer:
       self._train_one()
     loop = self.loop
     t = time.perf_counter()
-    temperature = jnp.asarray(loop.controllers.temperature(loop.ctl_state), jnp.float32)
+    temperature = np.float32(par.to_host(loop.controllers.temperature(loop.ctl_state)))
     tree = jax.tree_util.tree_map(jnp.copy, (loop.state.params, loop.state.model_state))
-    tree = jax.block_until_ready((*tree, jax.device_put(temperature, par.replicated(loop.mesh))))
+    # place_global, not jax.device_put: with several training processes a host value goes to each process's
+    # devices (a device_put of this process's array onto the side's replicated sharding made a broken array)
+    tree = jax.block_until_ready((*tree, par.place_global(temperature, par.replicated(loop.mesh))))
     self.sent.append(tree)
     self.sent.append(jax.device_put(tree, self.to_there))  # returns at once; the data goes in the background
     self.publish_row = {"async/weight_transfer_s": time.perf_counter() - t,
@@ -444,4 +458,6 @@ class _Trainer:
                   f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}")
     if self.own_writer:
       self.writer.close()
-    return loop.graphdef, jax.device_get(loop.state.params), jax.device_get(loop.state.model_state)
+    # several training processes: a gather on the training devices only, like the updates' collectives (the
+    # rollout side runs no program with them), while the final version may still be in flight
+    return loop.graphdef, *par.to_host((loop.state.params, loop.state.model_state))
