@@ -100,7 +100,7 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
-from rljax.train._experiment import Preempted, log
+from rljax.train._experiment import Preempted
 from rljax.train._metrics import MetricsWriter
 
 __all__ = ["sample_version", "transfer_schedule", "check_multiprocess", "run_rl_multiprocess", "fail_fast"]
@@ -351,7 +351,8 @@ class _Trainer:
     from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
-    if isinstance(writer, MetricsWriter) or jax.process_index() != min(train_processes):
+    self.first = jax.process_index() == min(train_processes)  # the training side's writer and log
+    if isinstance(writer, MetricsWriter) or not self.first:
       self.writer, self.own_writer = writer, False
     else:  # the first training process writes the RL rows (process 0 rolls out)
       self.writer, self.own_writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=True), True
@@ -454,8 +455,9 @@ class _Trainer:
 
   def finish(self):
     loop = self.loop
-    log(self.cfg, f"[rljax] RL across processes done: {self.version} steps, trainer idle fraction "
-                  f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}")
+    if self.first and self.cfg.progress is not None:  # log() prints on process 0, a rollout process
+      print(f"[rljax] RL across processes done: {self.version} steps, trainer idle fraction "
+            f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}", flush=True)
     if self.own_writer:
       self.writer.close()
     # several training processes: a gather on the training devices only, like the updates' collectives (the
