@@ -164,14 +164,16 @@ def _worker(process_id: int, port: int, out: str) -> None:
 
   rljax.sampling.generate = recording_generate
   RLLoop.step = recording_step
+  plain = bool(os.environ.get("WORKER_PLAIN"))  # eta = 0 without MOE's stages, on dense rewards
+  extra, reward = ([], dense_reward) if plain else (MOE, parity_reward)
   if os.environ.get("WORKER_SYNC"):  # the synchronous loop on these processes (mesh fsdp=2)
-    train(_config(os.path.join(out, "sync_mp"), ["mesh.fsdp=2"] + MOE), reward_fn=parity_reward)
+    train(_config(os.path.join(out, "sync_mp"), ["mesh.fsdp=2"] + extra), reward_fn=reward)
     return
   for eta in (0, 1):
     record = {"generate": [], "steps": [], "local": sorted(d.id for d in jax.local_devices())}
     summary = train(_config(os.path.join(out, f"eta{eta}"), ["mesh.fsdp=4", f"rl.async_staleness={eta}",
-                                                             "rl.async_rollout_devices=2"] + (MOE if eta == 0 else [])),
-                    reward_fn=parity_reward if eta == 0 else dense_reward)
+                                                             "rl.async_rollout_devices=2"] + (extra if eta == 0 else [])),
+                    reward_fn=reward if eta == 0 else dense_reward)
     params = multihost_utils.process_allgather(summary["params"], tiled=True)  # the trained parameters, whole
     np.savez(os.path.join(out, f"eta{eta}_params_p{process_id}.npz"),
              **{jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(params)})
@@ -180,19 +182,21 @@ def _worker(process_id: int, port: int, out: str) -> None:
     print(f"process {process_id}: eta={eta} done", flush=True)
 
 
-def _launch(tmp_path, n: int, *, sync: bool = False, devices: int = 0):
+def _launch(tmp_path, n: int, *, sync: bool = False, devices: int = 0, plain: bool = False):
   """Runs the workers on ``n`` processes of ``devices`` (default ``4 // n``) CPU devices each and, meanwhile, the
   synchronous reference (one process, mesh fsdp=2: the training sub-mesh's shape; eta = 0's config) here;
   returns its summary. Fails the test with the workers' logs when one fails or they do not finish in time.
   ``sync``: the workers run the synchronous loop (``WORKER_SYNC``, into ``sync_mp``) and nothing runs here
-  (returns None)."""
-  from _rewards import parity_reward  # pylint: disable=import-outside-toplevel
+  (returns None). ``plain``: eta = 0 runs the dense model on dense rewards (``WORKER_PLAIN``), not ``MOE``."""
+  from _rewards import dense_reward, parity_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   procs = launch_workers(__file__, lambda i, port: ["--worker", i, port, tmp_path], processes=n,
                          devices_per_process=devices or 4 // n, transfer=True,
-                         env={"WORKER_PROCESSES": str(n), "WORKER_SYNC": "1" if sync else ""})
+                         env={"WORKER_PROCESSES": str(n), "WORKER_SYNC": "1" if sync else "",
+                              "WORKER_PLAIN": "1" if plain else ""})
   deadline = time.time() + 600  # generous (compiles on a loaded 2-core machine); a hang fails here, never the suite
-  ref = None if sync else train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + MOE), reward_fn=parity_reward)
+  extra, reward = ([], dense_reward) if plain else (MOE, parity_reward)
+  ref = None if sync else train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2"] + extra), reward_fn=reward)
   wait_workers(procs, deadline)
   return ref
 
@@ -267,15 +271,15 @@ def test_four_processes_two_per_side(tmp_path):
   host collectives over their own processes, ``rljax.parallel.group_allgather``). (a) eta = 0 ends with the
   parameters of the synchronous one-process loop on fsdp=2 bit for bit (on every process) and writes its RL
   metrics bit for bit, except: the recipe stages' statistics (``grpo/*``: the writing process's rows in any
-  multi-process run) equal those of the synchronous loop on 2 processes x 1 device, and ``parity_reward/mean`` /
+  multi-process run) equal those of the synchronous loop on 2 processes x 1 device, and ``dense_reward/mean`` /
   ``rollout/entropy`` (means of per-process float32 partial sums) are not compared;
   (b) eta = 1 trains on versions [0], [0], [1]; (c) one writer (process 2), one rollout log per rollout process,
   no update on a rollout process, each training process's update on its own device only."""
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.train import read_jsonl  # pylint: disable=import-outside-toplevel
   out = str(tmp_path)
-  ref = _launch(tmp_path, 4)
-  _launch(tmp_path, 2, sync=True, devices=1)
+  ref = _launch(tmp_path, 4, plain=True)
+  _launch(tmp_path, 2, sync=True, devices=1, plain=True)
   rl = lambda d: [r for r in read_jsonl(os.path.join(d, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
   sync, sync_mp = rl(tmp_path / "sync"), rl(tmp_path / "sync_mp")
   eta0, eta1 = rl(tmp_path / "eta0"), rl(tmp_path / "eta1")
@@ -284,7 +288,7 @@ def test_four_processes_two_per_side(tmp_path):
   # same split (2 training processes); two host-side means of float32 rewards / entropies differ in the last
   # float32 bits from both references (a float32 partial sum per process): not compared
   split = lambda key: key.startswith("grpo/")
-  loose = {"parity_reward/mean", "rollout/entropy"}
+  loose = {"dense_reward/mean", "rollout/entropy"}
   for a, m, b in zip(sync, sync_mp, eta0):
     assert a.keys() <= b.keys() and sum(map(split, a)) >= 5
     for key, value in a.items():
