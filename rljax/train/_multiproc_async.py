@@ -42,6 +42,29 @@ coordination service. Not a device collective: one entered while a send is still
 sender's device before it serves the data, and both sides wait forever (seen in 1 or 2 of 6 runs before the
 fix). Within the loop neither side runs a program with devices of the other side, so this cannot happen there.
 
+**Checkpoints** (``checkpoint.every``, the final one, SIGTERM) are written by the training processes alone
+(``RLLoop.save``, the one-process loop's format; ``Checkpointer(processes=...)``: orbax's barriers over the
+training processes only). The rollout side holds no train state and never reads the checkpoint. Assumed:
+``out_dir`` is on a filesystem every training process sees.
+
+**The stop protocol (SIGTERM).** A run stops only at a version transfer ``Wv`` with ``start < v < steps``
+(:func:`stop_points`). The trainer decides there, after training ``v`` steps: SIGTERM on a training process (its
+flag) or on a rollout process (which sets the key :func:`_sigterm_key` in JAX's coordination-service key-value
+store at its next batch or version), OR-ed over the training processes. The decision travels in the ``Wv``
+message (an int32 pair ``[stop, start]`` beside the temperature), so both sides leave the schedule after the
+same transfer and no transfer is left unpaired. Then the trainer saves checkpoint ``v``, both sides meet at a
+coordination-service barrier, and both raise ``Preempted``. In-flight rollouts (batches ``v .. v + eta - 1``,
+received and scored, not trained) are discarded: the checkpoint's loader state is the one after batch
+``v - 1``, so a resumed run draws those prompts again (none lost, none duplicated; tested). A SIGTERM after the
+last stop point (within ``eta`` steps of the end) lets the run finish.
+
+**Resume.** From checkpoint ``s0`` batch ``k`` is sampled with version ``max(s0, k - eta)`` and the transfers
+are ``transfer_schedule(steps, eta, s0)``. The trainer restores ``s0`` (``RLLoop(resume=True)``); the rollout
+side learns it from the first message, ``W(s0)``, and moves its loader to batch ``s0``. ``eta = 0``: a stopped
+and resumed run equals the uninterrupted one bit for bit (tested); ``eta >= 1``: the same prompts at every step,
+but batches ``s0 .. s0 + eta - 1`` use version ``s0`` (less stale than ``k - eta``), so the run differs from an
+uninterrupted one from step ``s0`` on.
+
 What each side holds: rollout processes hold the sampler's copy of the weights only (no optimizer state,
 reference or train state); training processes hold the train state and never run the sampler on the rollout
 batch. Each side keeps the arrays it sent alive until its next receive (by then the peer has them).
@@ -49,8 +72,7 @@ batch. Each side keeps the arrays it sent alive until its next receive (by then 
 Limits, refused at start-up (``check_multiprocess``, naming the field): the sub-meshes must lie on disjoint
 processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides),
 and each side is one process (the loop's host-side collectives, ``rljax.parallel.process_any`` /
-``process_sum``, run over one side only when that side is one process); no RL checkpoints
-(``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
+``process_sum``, run over one side only when that side is one process); no
 ``rl.routing_replay``, nor ``rl.sampler_dtype`` with an MoE model (the sampler's routing is not sent); no
 recipes whose sampling depends on the trainer's state within a step (prompt filters, refill filters, replay and
 hint stages, greedy baselines), nor the shared critic; no multi-turn tasks.
