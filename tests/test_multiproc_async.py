@@ -34,14 +34,18 @@ def test_sample_version_and_transfer_schedule_by_hand():
   assert transfer_schedule(3, 0) == ((w, 0), (b, 0), (w, 1), (b, 1), (w, 2), (b, 2), (w, 3))
   assert transfer_schedule(4, 1) == ((w, 0), (b, 0), (b, 1), (w, 1), (b, 2), (w, 2), (b, 3), (w, 4))
   assert transfer_schedule(2, 3) == ((w, 0), (b, 0), (b, 1), (w, 2))
+  # resumed at step 2: batch k with version max(2, k - eta)
+  assert transfer_schedule(4, 1, 2) == ((w, 2), (b, 2), (b, 3), (w, 4))
+  assert transfer_schedule(5, 1, 2) == ((w, 2), (b, 2), (b, 3), (w, 3), (b, 4), (w, 5))
+  assert transfer_schedule(3, 0, 3) == ((w, 3),)
 
 
-def _simulate(steps: int, eta: int, ops) -> list:
+def _simulate(steps: int, eta: int, ops, start: int = 0) -> list:
   """Both sides walking ``ops`` in lock step (each transfer needs both sides at it): the rollout side can do
   ``("batch", k)`` once it holds version ``max(0, k - eta)``; the trainer can send ``("weights", v)`` once it
   trained ``v`` steps, each step ``s`` needing batch ``s`` received. Returns the versions each batch was
   sampled with; raises on a deadlock (a transfer one side cannot reach)."""
-  held, received, trained, versions = None, set(), 0, []
+  held, received, trained, versions = None, set(), start, []
   for kind, j in ops:
     if kind == "weights":
       while trained < j:  # the trainer trains what it has received, in order
@@ -50,26 +54,35 @@ def _simulate(steps: int, eta: int, ops) -> list:
         trained += 1
       held = j
     else:
-      if held is None or held != max(0, j - eta):
-        raise AssertionError(f"batch {j} would be sampled with version {held}, not {max(0, j - eta)}")
+      if held is None or held != max(start, j - eta):
+        raise AssertionError(f"batch {j} would be sampled with version {held}, not {max(start, j - eta)}")
       versions.append(held)
       received.add(j)
-  assert trained == steps and held == steps
+  assert trained == max(steps, start) and held == max(steps, start)
   return versions
 
 
 def test_transfer_schedule_brute_force():
   """Every (steps, eta): the schedule is deadlock-free, each batch is sampled with version max(0, k - eta), every
   batch travels once in order, and the last transfer is the final version."""
-  from rljax.train._multiproc_async import transfer_schedule  # pylint: disable=import-outside-toplevel
+  from rljax.train._multiproc_async import stop_points, transfer_schedule  # pylint: disable=import-outside-toplevel
   for steps in range(0, 7):
     for eta in range(0, 5):
-      ops = transfer_schedule(steps, eta)
-      assert [j for kind, j in ops if kind == "batch"] == list(range(steps))
-      assert _simulate(steps, eta, ops) == [max(0, k - eta) for k in range(steps)]
-      assert ops[-1] == ("weights", steps)
-      weights = [j for kind, j in ops if kind == "weights"]
-      assert weights == sorted(set(weights))  # each version at most once, in order
+      for start in range(0, steps + 1):  # a fresh run (0) and every resume (a checkpoint at step start)
+        ops = transfer_schedule(steps, eta, start)
+        assert [j for kind, j in ops if kind == "batch"] == list(range(start, steps))
+        assert _simulate(steps, eta, ops, start) == [max(start, k - eta) for k in range(start, steps)]
+        assert ops[0] == ("weights", start) and ops[-1] == ("weights", steps)
+        weights = [j for kind, j in ops if kind == "weights"]
+        assert weights == sorted(set(weights))  # each version at most once, in order
+        # a run stopped at a stop point v and resumed from checkpoint v: the prefix of this schedule up to Wv,
+        # then the schedule from v; every batch of range(start, steps) travels once in all
+        for v in stop_points(steps, eta, start):
+          cut = ops[:ops.index(("weights", v)) + 1]
+          trained = [j for kind, j in cut if kind == "batch" and j < v]  # the batches after Wv's training
+          rest = [j for kind, j in transfer_schedule(steps, eta, v) if kind == "batch"]
+          assert trained + rest == list(range(start, steps))
+          assert start < v < steps
   # a mutant order (weights sent after the batch sampled with them) is caught by the simulation
   bad = (("weights", 0), ("batch", 0), ("batch", 1), ("weights", 1), ("weights", 2))
   with pytest.raises(AssertionError, match="batch 1 would be sampled with version 0, not 1"):
@@ -107,10 +120,9 @@ def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
   real = M._sides
   monkeypatch.setattr(M, "_sides", lambda m, r: (*real(m, r)[:2], (0,), (1,)))
   M.check_multiprocess(cfg, mesh, exp, recipe)  # accepted
-  for extra, match in [(["rl.async_chunk_tokens=2"], r"RLConfig.async_chunk_tokens=2 .*must be 0"),
-                       (["checkpoint.enabled=true"], r"CheckpointConfig.enabled=True .*must be false")]:
-    with pytest.raises(ValueError, match=match):
-      M.check_multiprocess(apply_overrides(cfg, extra), mesh, exp, recipe)
+  M.check_multiprocess(apply_overrides(cfg, ["checkpoint.enabled=true"]), mesh, exp, recipe)  # RL checkpoints too
+  with pytest.raises(ValueError, match=r"RLConfig.async_chunk_tokens=2 .*must be 0"):
+    M.check_multiprocess(apply_overrides(cfg, ["rl.async_chunk_tokens=2"]), mesh, exp, recipe)
   with pytest.raises(ValueError, match="prompt filter 'greso' keeps state the training side updates"):
     M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.prompt_filters=greso"]).rl.recipe())
   for accepted in (["rl.advantage=remax"], ["rl.filters=zero_variance(refill=True)"]):  # within-step sampling
@@ -258,10 +270,141 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
     assert all(d in (theirs, both) for d in rec[1]["generate"]) and rec[1]["generate"].count(theirs) == 1
 
 
-if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] == "--worker":
+CKPT_STEPS = 4
+CKPT_OVERRIDES = ["mesh.fsdp=4", "rl.async_rollout_devices=2", f"rl.steps={CKPT_STEPS}", "checkpoint.enabled=true",
+                  "checkpoint.every=3"]
+
+
+def _ckpt_worker(process_id: int, port: int, out: str) -> None:
+  """eta = 1: SIGTERM reaches the rollout process only (sent by the trainer's reward function while it scores
+  batch 0), then resume; eta = 0: SIGTERM reaches the training process only (while it scores batch 1), then
+  resume. Records the prompts of each trained step and the batches collected (training process)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import signal  # pylint: disable=import-outside-toplevel
+  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+  from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
+  from rljax import parallel as par  # pylint: disable=import-outside-toplevel
+  from rljax.train import Preempted, train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
+  assert par.maybe_initialize_distributed(env={"RLJAX_COORDINATOR": f"localhost:{port}", "RLJAX_NUM_PROCESSES": "2",
+                                               "RLJAX_PROCESS_ID": str(process_id),
+                                               "RLJAX_TRANSFER_ADDRESS": os.environ["TRANSFER_ADDRESS"]})
+  with open(os.path.join(out, f"pid_{process_id}"), "w", encoding="utf-8") as f:
+    f.write(str(os.getpid()))
+  multihost_utils.sync_global_devices("pids written")
+  record = {"trained": [], "collected": []}
+  step, collect = RLLoop.step, Collector.__call__
+
+  def recording_step(self, s, collected):
+    record["trained"].append([s, sorted(np.unique(collected.data.prompt_index).tolist())])
+    return step(self, s, collected)
+
+  def recording_collect(self, params, model_state, s, *args, **kwargs):
+    record["collected"].append(s)
+    return collect(self, params, model_state, s, *args, **kwargs)
+
+  RLLoop.step, Collector.__call__ = recording_step, recording_collect
+  # reward calls on the training process: 1 the recipe check's probe (every process), then one per batch k (k + 2)
+  for eta, target, at_call in ((1, 0, 2), (0, 1, 3)):
+    calls = []
+
+    def reward(completions, problems, target=target, at_call=at_call):
+      calls.append(None)
+      if len(calls) == at_call and jax.process_index() == 1:
+        with open(os.path.join(out, f"pid_{target}"), encoding="utf-8") as f:
+          os.kill(int(f.read()), signal.SIGTERM)
+      return dense_reward(completions, problems)
+
+    reward.__name__ = "dense_reward"  # the reference run's metric names (dense_reward/mean, ...)
+    cfg = _config(os.path.join(out, f"eta{eta}"), CKPT_OVERRIDES + [f"rl.async_staleness={eta}"])
+    for phase, resume in (("cut", False), ("resume", True)):
+      record = {"trained": [], "collected": []}
+      try:
+        summary = train(cfg, resume=resume, reward_fn=reward)  # the same recipe (no signal after the cut)
+        record["preempted"] = None
+      except Preempted as e:
+        record["preempted"] = str(e)
+        print(f"process {process_id}: eta={eta} {phase}: {e}", flush=True)
+      with open(os.path.join(out, f"eta{eta}_{phase}_p{process_id}.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f)
+    params = multihost_utils.process_allgather(summary["params"], tiled=True)
+    np.savez(os.path.join(out, f"eta{eta}_params_p{process_id}.npz"),
+             **{jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(params)})
+    print(f"process {process_id}: eta={eta} done", flush=True)
+
+
+@pytest.mark.multiprocess
+def test_two_processes_sigterm_saves_and_resumes(tmp_path, monkeypatch):
+  """SIGTERM on one side only (eta = 1: the rollout process; eta = 0: the training process): both processes stop
+  at one stop point with the "saved RL checkpoint" message (no hang: a timeout fails), the resumed run finishes,
+  and every prompt of the uninterrupted run's schedule is trained exactly once, at its step (none lost, none
+  duplicated; batches received but not trained at the stop were drawn again). eta = 0 with the stop and resume
+  equals the synchronous loop (hence the uninterrupted eta = 0 run, test above) bit for bit."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
+  from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
+  from rljax.train._multiproc_async import stop_points  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  procs = launch_workers(__file__, lambda i, port: ["--ckpt-worker", i, port, tmp_path], transfer=True)
+  deadline = time.time() + 600
+  trained, step = [], RLLoop.step
+
+  def recording_step(self, s, collected):
+    trained.append([s, sorted(np.unique(collected.data.prompt_index).tolist())])
+    return step(self, s, collected)
+
+  with monkeypatch.context() as m:  # meanwhile, the uninterrupted schedule's prompts (the synchronous loop's)
+    m.setattr(RLLoop, "step", recording_step)
+    ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2", f"rl.steps={CKPT_STEPS}"]), reward_fn=dense_reward)
+  logs = wait_workers(procs, deadline)
+  assert [s for s, _ in trained] == list(range(CKPT_STEPS))
+  load = lambda name: json.load(open(os.path.join(tmp_path, name), encoding="utf-8"))
+  for eta in (1, 0):
+    cut, resumed = load(f"eta{eta}_cut_p1.json"), load(f"eta{eta}_resume_p1.json")
+    v = len(cut["trained"])
+    assert v in stop_points(CKPT_STEPS, eta), (eta, v)
+    for p in (0, 1):  # the message on both processes, the same step; the resumed run finished
+      assert load(f"eta{eta}_cut_p{p}.json")["preempted"] == f"SIGTERM: saved RL checkpoint at step {v}"
+      assert f"process {p}: eta={eta} cut: SIGTERM: saved RL checkpoint at step {v}" in logs[p]
+      assert load(f"eta{eta}_resume_p{p}.json")["preempted"] is None
+    assert load(f"eta{eta}_cut_p0.json")["trained"] == load(f"eta{eta}_resume_p0.json")["trained"] == []
+    if eta == 1:  # batch v was received (and scored) but not trained when the run stopped: in flight
+      assert max(cut["collected"]) >= v, cut
+    assert resumed["collected"] == list(range(v, CKPT_STEPS))  # drawn again from the checkpoint's loader state
+    got = cut["trained"] + resumed["trained"]
+    assert [s for s, _ in got] == list(range(CKPT_STEPS))
+    want_ids = [i for _, ids in trained for i in ids]
+    got_ids = [i for _, ids in got for i in ids]
+    lost = len(set(want_ids) - set(got_ids)) + sum(max(0, want_ids.count(i) - got_ids.count(i)) for i in set(got_ids))
+    duplicated = sum(max(0, got_ids.count(i) - want_ids.count(i)) for i in set(got_ids))
+    assert (lost, duplicated) == (0, 0)
+    assert got == trained  # the same prompts, step by step
+    rows = [r for r in read_jsonl(os.path.join(tmp_path, f"eta{eta}", "metrics.jsonl"))
+            if r["stage"] == "rl" and "loss" in r]
+    assert [r["step"] for r in rows] == list(range(1, CKPT_STEPS + 1))  # the resumed run replaced nothing twice
+    if eta == 1:  # batch k after a resume at v: version max(v, k - 1)
+      assert [r["async/version_lag"] for r in rows] == [k - max(0 if k < v else v, k - 1) for k in range(CKPT_STEPS)]
+  # eta = 0, stopped at step 2 and resumed: the synchronous loop's metrics and parameters, bit for bit
+  sync = [r for r in read_jsonl(os.path.join(tmp_path, "sync", "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
+  eta0 = [r for r in read_jsonl(os.path.join(tmp_path, "eta0", "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
+  assert len(sync) == len(eta0) == CKPT_STEPS
+  for a, b in zip(sync, eta0):
+    for key, value in a.items():
+      if not key.startswith("time/"):
+        assert b[key] == value, key
+  flat = {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(ref["params"])}
+  for p in (0, 1):
+    got = dict(np.load(os.path.join(tmp_path, f"eta0_params_p{p}.npz")))
+    assert got.keys() == flat.keys() and len(flat) > 5
+    for k, v in flat.items():
+      np.testing.assert_array_equal(got[k], v, err_msg=k)
+
+
+if __name__ == "__main__" and len(sys.argv) == 5 and sys.argv[1] in ("--worker", "--ckpt-worker"):
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  _worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+  (_worker if sys.argv[1] == "--worker" else _ckpt_worker)(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
 
 
 @pytest.mark.slow  # ~90 s alone on 2 cores, ~150 s with its 2-process reference; the default suite keeps the

@@ -2,7 +2,15 @@
 
 Multi-host: every process calls ``save`` / ``restore`` with the same global
 (sharded) arrays; orbax writes each shard once, from the process that holds
-it, and the JSON ``meta`` from the primary process only.
+it, and the JSON ``meta`` from the primary process only. ``processes``: when
+the arrays live on some processes only (the multi-process asynchronous
+runner's training side), only those processes call ``save`` / ``restore``:
+orbax's barriers then run over them alone (``MultiprocessingOptions``, the
+first of them the primary host, which writes the meta). Orbax refuses to
+save a ``jax.Array`` whose shards are all on this process in a multi-process
+job (it takes it for a ``pmap`` output): with ``processes``, such arrays (a
+training side of one process) are saved and restored as host arrays, then
+placed on the template's sharding (the same values).
 
 A checkpoint holds one pytree (parameters, optimizer state, controller states,
 PRNG key, step, ...) saved leaf by leaf under stable names, plus a JSON
@@ -20,8 +28,10 @@ any readable checkpoint is a clear error.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import types
 import warnings
 from typing import Any, Optional
 
@@ -85,6 +95,26 @@ def _to_numpy_dict(tree) -> dict:
   return out
 
 
+@contextlib.contextmanager
+def _host_arrays_written_by(primary: int):
+  """orbax 0.12.8's ``NumpyHandler`` writes host (numpy) arrays from process 0 only (``multihost.process_index() ==
+  0``, hard-coded in ``orbax/checkpoint/_src/serialization/type_handlers.py``), which takes no part when the
+  active processes are others (the training side): within this context that module sees ``primary`` as process 0
+  (and process 0, if it were active, as another). Nothing else of orbax is changed."""
+  from orbax.checkpoint._src.serialization import type_handlers as th  # pylint: disable=import-outside-toplevel
+  real = th.multihost
+  if primary == 0:
+    yield
+    return
+  shim = types.SimpleNamespace(**{k: getattr(real, k) for k in dir(real) if not k.startswith("__")})
+  shim.process_index = lambda: 0 if real.process_index() == primary else (real.process_index() or primary)
+  th.multihost = shim
+  try:
+    yield
+  finally:
+    th.multihost = real
+
+
 def _abstract(x):
   if isinstance(x, jax.Array):
     return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
@@ -122,19 +152,45 @@ class Checkpointer:
   Args:
     directory: where step folders live (created on first save).
     max_to_keep: how many recent checkpoints to keep.
+    processes: the processes that call this checkpointer's methods (default: every process). A strict subset
+      (the training processes of ``rljax.train._multiproc_async``) takes part in orbax's barriers alone.
   """
 
-  def __init__(self, directory: str, *, max_to_keep: int = 3):
+  def __init__(self, directory: str, *, max_to_keep: int = 3, processes=None):
     self.directory = os.path.abspath(os.fspath(directory))
-    self._options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
-                                                 enable_async_checkpointing=False)
+    self.processes = None if processes is None else tuple(sorted(int(p) for p in processes))
+    if self.processes is not None and set(self.processes) == set(range(jax.process_count())):
+      self.processes = None  # every process: orbax's default (one code path with the single-side loops)
+    if self.processes is None:
+      self._options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True,
+                                                   enable_async_checkpointing=False)
+    else:
+      if jax.process_index() not in self.processes:
+        raise ValueError(f"Checkpointer({self.directory!r}, processes={list(self.processes)}) used on process "
+                         f"{jax.process_index()}, which does not take part")
+      # orbax refuses create=True with active_processes: the manager property creates the directory
+      mp = ocp.options.MultiprocessingOptions(primary_host=self.processes[0], active_processes=set(self.processes),
+                                              barrier_sync_key_prefix="rljax_p" + "_".join(map(str, self.processes)))
+      self._options = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=False,
+                                                   enable_async_checkpointing=False, multiprocessing_options=mp)
+      # the item handlers take the options too (the manager does not pass them on): the primary host writes the
+      # arrays' metadata, the barriers run over the active processes
+      self._registry = ocp.handlers.DefaultCheckpointHandlerRegistry()
+      standard, js = ocp.StandardCheckpointHandler(multiprocessing_options=mp), ocp.JsonCheckpointHandler(
+          multiprocessing_options=mp)
+      for args, handler in ((ocp.args.StandardSave, standard), (ocp.args.StandardRestore, standard),
+                            (ocp.args.JsonSave, js), (ocp.args.JsonRestore, js)):
+        self._registry.add(None, args, handler)
     self._manager = None
     self.unreadable: set[int] = set()  # steps ``restore`` could not read (``save`` replaces them)
 
   @property
   def manager(self) -> ocp.CheckpointManager:
     if self._manager is None:
-      self._manager = ocp.CheckpointManager(self.directory, options=self._options)
+      if self.processes is not None:
+        os.makedirs(self.directory, exist_ok=True)  # every active process: a filesystem all of them see
+      extra = {} if self.processes is None else {"handler_registry": self._registry}
+      self._manager = ocp.CheckpointManager(self.directory, options=self._options, **extra)
     return self._manager
 
   def exists(self) -> bool:
@@ -164,10 +220,31 @@ class Checkpointer:
       raise ValueError("a checkpoint part cannot be named 'meta'")
     items = tree if parts else {"state": tree}
     items = {k: v for k, v in items.items() if jax.tree_util.tree_leaves(v) or not parts}  # no empty parts
-    args = ocp.args.Composite(**{k: ocp.args.StandardSave(_to_numpy_dict(v)) for k, v in items.items()},
+    args = ocp.args.Composite(**{k: ocp.args.StandardSave(self._host_local(_to_numpy_dict(v)))
+                                 for k, v in items.items()},
                               meta=ocp.args.JsonSave(dict(meta or {})))
-    self.manager.save(int(step), args=args, force=True)
-    self.manager.wait_until_finished()
+    with self._host_writer():
+      self.manager.save(int(step), args=args, force=True)
+      self.manager.wait_until_finished()
+
+  def _host_writer(self):
+    """The context of orbax calls: host arrays written by this checkpointer's primary process."""
+    if self.processes is None or jax.process_count() == 1:
+      return contextlib.nullcontext()
+    return _host_arrays_written_by(self.processes[0])
+
+  def _host_local(self, arrays: dict) -> dict:
+    """With ``processes`` in a multi-process job: this process's whole arrays as numpy (see the module docstring)."""
+    if self.processes is None or jax.process_count() == 1:
+      return arrays
+    return {k: np.asarray(x) if isinstance(x, jax.Array) and x.is_fully_addressable else x for k, x in arrays.items()}
+
+  def _abstract(self, x):
+    """The restore target of ``x``: a host array where ``_host_local`` saved one (placed by ``_fill``)."""
+    if (self.processes is not None and jax.process_count() > 1 and isinstance(x, jax.Array)
+        and x.is_fully_addressable):
+      return jax.ShapeDtypeStruct(x.shape, x.dtype)
+    return _abstract(x)
 
   def _check_stored(self, step: int, name: str, target: dict) -> None:
     """Compares the stored arrays' shapes and dtypes (metadata only) with ``target``'s."""
@@ -193,9 +270,10 @@ class Checkpointer:
     for k, t in stored.items():
       self._check_stored(step, k, t)
     try:
-      restored = self.manager.restore(step, args=ocp.args.Composite(
-          **{k: ocp.args.StandardRestore({n: _abstract(x) for n, x in t.items()}) for k, t in stored.items()},
-          meta=ocp.args.JsonRestore()))
+      with self._host_writer():
+        restored = self.manager.restore(step, args=ocp.args.Composite(
+            **{k: ocp.args.StandardRestore({n: self._abstract(x) for n, x in t.items()}) for k, t in stored.items()},
+            meta=ocp.args.JsonRestore()))
     except Exception as e:  # pylint: disable=broad-except
       raise _Unreadable(os.path.join(self.directory, str(step)), e) from e
     out = {k: _fill(step, k, items[k], targets[k], restored[k]) if k in stored else items[k] for k in items}

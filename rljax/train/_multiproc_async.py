@@ -49,6 +49,29 @@ coordination service. Not a device collective: one entered while a send is still
 sender's device before it serves the data, and both sides wait forever (seen in 1 or 2 of 6 runs before the
 fix). Within the loop neither side runs a program with devices of the other side, so this cannot happen there.
 
+**Checkpoints** (``checkpoint.every``, the final one, SIGTERM) are written by the training processes alone
+(``RLLoop.save``, the one-process loop's format; ``Checkpointer(processes=...)``: orbax's barriers over the
+training processes only). The rollout side holds no train state and never reads the checkpoint. Assumed:
+``out_dir`` is on a filesystem every training process sees.
+
+**The stop protocol (SIGTERM).** A run stops only at a version transfer ``Wv`` with ``start < v < steps``
+(:func:`stop_points`). The trainer decides there, after training ``v`` steps: SIGTERM on a training process (its
+flag) or on a rollout process (which sets the key :func:`_sigterm_key` in JAX's coordination-service key-value
+store at its next batch or version), OR-ed over the training processes. The decision travels in the ``Wv``
+message (an int32 pair ``[stop, start]`` beside the temperature), so both sides leave the schedule after the
+same transfer and no transfer is left unpaired. Then the trainer saves checkpoint ``v``, both sides meet at a
+coordination-service barrier, and both raise ``Preempted``. In-flight rollouts (batches ``v .. v + eta - 1``,
+received and scored, not trained) are discarded: the checkpoint's loader state is the one after batch
+``v - 1``, so a resumed run draws those prompts again (none lost, none duplicated; tested). A SIGTERM after the
+last stop point (within ``eta`` steps of the end) lets the run finish.
+
+**Resume.** From checkpoint ``s0`` batch ``k`` is sampled with version ``max(s0, k - eta)`` and the transfers
+are ``transfer_schedule(steps, eta, s0)``. The trainer restores ``s0`` (``RLLoop(resume=True)``); the rollout
+side learns it from the first message, ``W(s0)``, and moves its loader to batch ``s0``. ``eta = 0``: a stopped
+and resumed run equals the uninterrupted one bit for bit (tested); ``eta >= 1``: the same prompts at every step,
+but batches ``s0 .. s0 + eta - 1`` use version ``s0`` (less stale than ``k - eta``), so the run differs from an
+uninterrupted one from step ``s0`` on.
+
 What each side holds: rollout processes hold the sampler's copy of the weights only (no optimizer state,
 reference or train state); training processes hold the train state and never run the sampler on the rollout
 batch. Each side keeps the arrays it sent alive until its next receive (by then the peer has them).
@@ -100,33 +123,42 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
-from rljax.train._experiment import Preempted
+from rljax.train._experiment import Preempted, log
 from rljax.train._metrics import MetricsWriter
 
-__all__ = ["sample_version", "transfer_schedule", "check_multiprocess", "run_rl_multiprocess", "fail_fast"]
+__all__ = ["sample_version", "transfer_schedule", "stop_points", "check_multiprocess", "run_rl_multiprocess",
+           "fail_fast"]
 
 _BATCH_FIELDS = ("tokens", "prompt_mask", "completion_mask", "logp_behavior", "entropy_behavior", "finish_reason",
                  "policy_version", "token_version")
 
 
-def sample_version(k: int, eta: int) -> int:
-  """The weight version batch ``k`` is sampled with: ``max(0, k - eta)``."""
-  return max(0, k - eta)
+def sample_version(k: int, eta: int, start: int = 0) -> int:
+  """The weight version batch ``k`` is sampled with, in a run (or resumed run) that starts at step ``start``:
+  ``max(start, k - eta)``."""
+  return max(start, k - eta)
 
 
-def transfer_schedule(steps: int, eta: int) -> tuple:
-  """The transfers of a run of ``steps`` steps, in the order both sides make them: ``("weights", v)`` (version
-  ``v``, training -> rollout) and ``("batch", k)`` (rollout -> training). ``W0`` first, ``Wv`` right before the
-  first batch sampled with it, the final ``W(steps)`` last."""
-  ops = [("weights", 0)]
-  for k in range(steps):
-    v = sample_version(k, eta)
-    if v > 0 and k - eta == v:  # the first batch of version v
+def transfer_schedule(steps: int, eta: int, start: int = 0) -> tuple:
+  """The transfers of a run of ``steps`` steps that starts at step ``start`` (0, or the step of the checkpoint it
+  resumes from), in the order both sides make them: ``("weights", v)`` (version ``v``, training -> rollout) and
+  ``("batch", k)`` (rollout -> training). ``W(start)`` first, ``Wv`` right before the first batch sampled with
+  it (:func:`sample_version`), the final ``W(steps)`` last (when ``steps > start``)."""
+  ops = [("weights", start)]
+  for k in range(start, steps):
+    v = sample_version(k, eta, start)
+    if v > start and k - eta == v:  # the first batch of version v
       ops.append(("weights", v))
     ops.append(("batch", k))
-  if steps > 0:
+  if steps > start:
     ops.append(("weights", steps))
   return tuple(ops)
+
+
+def stop_points(steps: int, eta: int, start: int = 0) -> tuple:
+  """The versions at whose transfer a run may stop on SIGTERM (module docstring): every ``Wv`` of the schedule
+  with ``start < v < steps``."""
+  return tuple(j for kind, j in transfer_schedule(steps, eta, start) if kind == "weights" and start < j < steps)
 
 
 def _sides(mesh, rollout_devices: int):
@@ -156,7 +188,7 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
                      f"jax.device_put needs the same layout on both: use {mesh.devices.size // 2}")
   bad = [(f, v, want) for f, v, want in [
       ("RLConfig.async_chunk_tokens", rl.async_chunk_tokens, "0 (generation is not interruptible across processes)"),
-      ("CheckpointConfig.enabled", cfg.checkpoint.enabled, "false (no RL checkpoints across processes yet)")] if v]
+  ] if v]
   if bad:
     f, v, want = bad[0]
     raise ValueError(f"invalid config value {f}={v!r} with rl.async_staleness and {n} processes: must be {want}")
@@ -199,36 +231,69 @@ def _empty(spec: dict, sharding) -> dict:
           for k, (shape, dtype) in spec.items()}
 
 
-def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals: list, *, checked: bool = False):
+def _client():
+  """JAX's coordination-service client (its key-value store and barriers; no device takes part)."""
+  from jax._src import distributed  # pylint: disable=import-outside-toplevel
+  return distributed.global_state.client
+
+
+def _sigterm_key(cfg, start: int) -> str:
+  """The key-value store key a rollout process sets on SIGTERM (the run's directory and start step: unique to
+  this run and this resume of it)."""
+  return f"rljax_async_sigterm:{os.path.abspath(cfg.out_dir)}:{start}"
+
+
+def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals: list, *, resume: bool = False,
+                        flag=None, checked: bool = False):
   """The RL stage across processes (module docstring); returns ``(graphdef, state)`` with the trained parameters
-  and model state on the whole ``mesh`` on every process (``state``: a namespace of ``params``, ``model_state``)."""
+  and model state on the whole ``mesh`` on every process (``state``: a namespace of ``params``, ``model_state``).
+  ``resume``: the training side restores the latest RL checkpoint of ``cfg.out_dir`` (the rollout side learns
+  its step from the first weights message). ``flag``: the SIGTERM flag (``flag["set"]``); on SIGTERM both sides
+  stop at one stop point, the training side saves, and both raise ``Preempted``."""
   cfg = exp.cfg
+  flag = {"set": False} if flag is None else flag
   rollout, train, rp, tp = _sides(mesh, cfg.rl.async_rollout_devices)
   host = par.to_host((sft_state.params, sft_state.model_state))  # every process: the SFT state, whole
   host_state = types.SimpleNamespace(params=host[0], model_state=host[1])
   name, side = "training" if jax.process_index() in tp else "rollout", None
-  from jax._src import distributed  # pylint: disable=import-outside-toplevel
-  client = distributed.global_state.client
+  client = _client()
   try:
     if name == "training":
       side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked,
-                      train_processes=tp)
+                      train_processes=tp, resume=resume, flag=flag)
     else:
-      side = _Sampler(exp, sft_graphdef, host_state, recipe, rollout, train)
-    for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness):
-      side.weights(j) if kind == "weights" else side.batch(j)
+      side = _Sampler(exp, sft_graphdef, host_state, recipe, rollout, train, flag=flag)
+    start = side.begin()  # the first transfer, W(start): the trainer sends it, the rollout side learns start from it
+    stopped = None
+    for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness, start)[1:]:
+      if kind == "batch":
+        side.batch(j)
+      elif side.weights(j):  # the stop flag travelled with this version: both sides stop here
+        stopped = j
+        break
+    if stopped is not None:
+      side.stop(stopped)  # the training side saves checkpoint `stopped`
+      # as below: the coordination service's barrier (no device), reached by the trainer once it saved; after it
+      # the last version is received and the sent arrays may go
+      client.wait_at_barrier(f"rljax_async_stop:{os.path.abspath(cfg.out_dir)}:{start}:{stopped}",
+                             timeout_in_ms=600_000)
+      side.sent.clear()
+      if cfg.checkpoint.enabled:
+        raise Preempted(f"SIGTERM: saved RL checkpoint at step {stopped}")
+      raise Preempted(f"SIGTERM: stopped at RL step {stopped} (checkpoint.enabled=false: nothing saved)")
     graphdef, params, model_state = side.finish()
     # The rollout side has received the last version (finish waited for it); the trainer may still be serving
     # it. A device collective now (sync_global_devices) can block the trainer's device before it serves the
     # data, and both processes wait forever (seen in 1 or 2 of 6 runs before the fix): meet at the coordination
     # service's barrier instead, which uses no device. After it, no transfer is in flight and the sent arrays
     # may go.
-    client.wait_at_barrier(f"rljax_async_done:{cfg.out_dir}:{cfg.rl.steps}", timeout_in_ms=600_000)
+    client.wait_at_barrier(f"rljax_async_done:{os.path.abspath(cfg.out_dir)}:{start}:{cfg.rl.steps}",
+                           timeout_in_ms=600_000)
   except Preempted:  # a stop both sides agreed on: the caller's normal exit
     raise
   except Exception as err:  # pylint: disable=broad-except
-    fail_fast(client, f"rljax_async_error:{cfg.out_dir}", f"process {jax.process_index()} ({name} side)", err,
-              getattr(side, "writer", None))
+    fail_fast(client, f"rljax_async_error:{os.path.abspath(cfg.out_dir)}", f"process {jax.process_index()} ({name} side)",
+              err, getattr(side, "writer", None))
   side.sent.clear()
   full = (par.place_global(params, par.state_shardings(params, mesh)),
           par.place_global(model_state, par.state_shardings(model_state, mesh)))
@@ -277,19 +342,19 @@ class _Sampler:
   completions: reward functions must be deterministic). Each call's rollouts are sent as they come; the
   Collector's own result here is not used."""
 
-  def __init__(self, exp, sft_graphdef, host_state, recipe, rollout, train):
+  def __init__(self, exp, sft_graphdef, host_state, recipe, rollout, train, *, flag):
     from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
     from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
-    self.exp, self.rl, self.eta = exp, rl, rl.async_staleness
+    self.exp, self.rl, self.eta, self.flag, self.start, self.reported = exp, rl, rl.async_staleness, flag, None, False
     self.meshes = (rollout, train)
     model = nnx.merge(sft_graphdef, host_state.params, host_state.model_state)
     self.graphdef, params, model_state = nnx.split(model, nnx.Param, ...)  # init_train_state's split
     self.to_here = (par.state_shardings(params, rollout), par.state_shardings(model_state, rollout),
-                    par.replicated(rollout))
+                    par.replicated(rollout), par.replicated(rollout))
+    scalars = _empty({"t": ((), np.float32), "c": ((2,), np.int32)}, par.replicated(train))
     self.handle = (par.place_global(params, par.state_shardings(params, train)),  # no shard here
-                   par.place_global(model_state, par.state_shardings(model_state, train)),
-                   _empty({"t": ((), np.float32)}, par.replicated(train))["t"])
+                   par.place_global(model_state, par.state_shardings(model_state, train)), scalars["t"], scalars["c"])
     g = rl.group_size
     prompt_rows = {p: (lo // g, hi // g)
                    for p, (lo, hi) in par.all_process_rows(par.row_sharding(rollout, rl.batch_size),
@@ -301,16 +366,49 @@ class _Sampler:
     self.weights_v, self.sent, self.log = None, [], []
     self.path = os.path.join(cfg.out_dir, f"rollout_{jax.process_index()}.jsonl")
 
-  def weights(self, v: int) -> None:
+  def begin(self) -> int:
+    """Receives the first version, ``W(start)``, and with it ``start``; sets the loader to batch ``start``."""
+    self.weights(None)
+    assert self.start == self.weights_v[0] and not self.stop_flag, (self.start, self.stop_flag)
+    if self.start:
+      state = self.collect.loader.get_state()  # the global batch counter (rljax.parallel.process_batches)
+      if set(state) != {"next_index"}:
+        raise RuntimeError(f"unexpected prompt loader state {state}: cannot move it to batch {self.start}")
+      self.collect.loader.set_state({"next_index": self.start})  # the trainer's, restored from checkpoint `start`
+      log(self.exp.cfg, f"[rljax] rollout side: resuming RL at step {self.start}")
+    return self.start
+
+  def _report_sigterm(self) -> None:
+    """A SIGTERM of this process goes to the training side through the coordination service's key-value store
+    (read by the trainer at its next stop point)."""
+    if self.flag["set"] and not self.reported and self.start is not None:
+      _client().key_value_set(_sigterm_key(self.exp.cfg, self.start), str(jax.process_index()), allow_overwrite=True)
+      self.reported = True
+
+  def weights(self, v) -> bool:
+    """Receives version ``v`` (``None``: the first, whichever it is); returns the stop flag it carries."""
+    self._report_sigterm()
     t = time.perf_counter()
-    params, model_state, temperature = jax.block_until_ready(jax.device_put(self.handle, self.to_here))
+    params, model_state, temperature, ctl = jax.block_until_ready(jax.device_put(self.handle, self.to_here))
     self.sent.clear()  # the peer sent this after receiving everything this side sent before
+    stop, start = (int(x) for x in np.asarray(ctl.addressable_data(0)))
+    if self.start is None:
+      self.start = start
+    assert start == self.start, (start, self.start)
+    v = start if v is None else v
     self.weights_v = (v, params, model_state, float(np.asarray(temperature.addressable_data(0))))
+    self.stop_flag = bool(stop)
     self.wait_s = time.perf_counter() - t
+    self._report_sigterm()
+    return self.stop_flag
+
+  def stop(self, v: int) -> None:
+    del v  # the rollout side holds no train state; its in-flight batches are the trainer's to discard
 
   def batch(self, k: int) -> None:
+    self._report_sigterm()
     v, params, model_state, temperature = self.weights_v
-    assert v == sample_version(k, self.eta), (v, k)
+    assert v == sample_version(k, self.eta, self.start), (v, k)
     sample = self.exp.sample_fn(self.graphdef, params, model_state, dtype=self.rl.sampler_dtype)
     if self.eta >= 1:
       sample = tagged(sample, v)
@@ -347,7 +445,7 @@ class _Trainer:
   """The training side: receives batches (through the Collector's sampler call), trains, sends versions."""
 
   def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked,
-               train_processes=(1,)):
+               train_processes=(1,), resume=False, flag=None):
     from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
@@ -356,36 +454,77 @@ class _Trainer:
       self.writer, self.own_writer = writer, False
     else:  # the first training process writes the RL rows (process 0 rolls out)
       self.writer, self.own_writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=True), True
-    self.loop = RLLoop(exp, sft_graphdef, host_state, recipe, train, resume=False, evals=evals, writer=self.writer,
+    self.loop = RLLoop(exp, sft_graphdef, host_state, recipe, train, resume=resume, evals=evals, writer=self.writer,
                        checked=checked)
-    self.ops = transfer_schedule(rl.steps, self.eta)
+    self.flag, self.start = flag, self.loop.start
+    self.ops = transfer_schedule(rl.steps, self.eta, self.start)
     self.i = 0  # the next op of self.ops
     p, ms = self.loop.state.params, self.loop.state.model_state
-    self.to_there = (par.state_shardings(p, rollout), par.state_shardings(ms, rollout), par.replicated(rollout))
+    self.to_there = (par.state_shardings(p, rollout), par.state_shardings(ms, rollout), par.replicated(rollout),
+                     par.replicated(rollout))
     self.rollout_mesh = rollout
     self.received: dict = {}  # k -> (collected, data_state, receive metrics)
-    self.version, self.sent, self.publish_row = 0, [], {}
+    self.version, self.sent, self.publish_row = self.start, [], {}
+    self.data_state = self.loop.loader.get_state()  # the loader after the batches of the steps trained
     self.idle_s, self.t0 = 0.0, time.perf_counter()
     self.last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
 
   # --------------------------------------------------------------------------- transfers
 
-  def weights(self, v: int) -> None:
-    """Trains up to version ``v``, then sends it (a copy: the next update donates the parameters' buffers)."""
+  def begin(self) -> int:
+    """Sends the first version, ``W(start)`` (it carries ``start``); returns ``start``."""
+    self.weights(self.start)
+    return self.start
+
+  def _stop_requested(self) -> bool:
+    """SIGTERM on this side (its flag) or on the rollout side (the key-value store), agreed by every training
+    process (``process_any``: the same answer on each)."""
+    key = _sigterm_key(self.cfg, self.start)
+    try:
+      remote = bool(_client().key_value_try_get(key))
+    except Exception:  # pylint: disable=broad-except  (NOT_FOUND: no rollout process set it)
+      remote = False
+    stop = par.process_any(bool(self.flag["set"]) or remote, self.loop.processes)
+    if stop and jax.process_index() == self.loop.processes[0]:
+      try:
+        _client().key_value_delete(key)
+      except Exception:  # pylint: disable=broad-except
+        pass
+    return stop
+
+  def weights(self, v: int) -> bool:
+    """Trains up to version ``v``, then sends it (a copy: the next update donates the parameters' buffers) with
+    the stop flag (decided here, at a stop point) and ``start``; returns the stop flag."""
     self._advance()
     while self.version < v:
       self._train_one()
     loop = self.loop
+    stop = self.start < v < self.rl.steps and self._stop_requested()
     t = time.perf_counter()
     temperature = np.float32(par.to_host(loop.controllers.temperature(loop.ctl_state)))
+    ctl = np.asarray([int(stop), self.start], np.int32)
     tree = jax.tree_util.tree_map(jnp.copy, (loop.state.params, loop.state.model_state))
     # place_global, not jax.device_put: with several training processes a host value goes to each process's
     # devices (a device_put of this process's array onto the side's replicated sharding made a broken array)
-    tree = jax.block_until_ready((*tree, par.place_global(temperature, par.replicated(loop.mesh))))
+    tree = jax.block_until_ready((*tree, par.place_global(temperature, par.replicated(loop.mesh)),
+                                  par.place_global(ctl, par.replicated(loop.mesh))))
     self.sent.append(tree)
     self.sent.append(jax.device_put(tree, self.to_there))  # returns at once; the data goes in the background
     self.publish_row = {"async/weight_transfer_s": time.perf_counter() - t,
                         "async/weight_transfer_bytes": float(par.tree_bytes(tree[:2]))}
+    return stop
+
+  def stop(self, v: int) -> None:
+    """Saves checkpoint ``v`` (``v`` steps trained; the loader state after their batches, so the batches received
+    and not trained are drawn again on resume)."""
+    assert self.version == v, (self.version, v)
+    if self.cfg.checkpoint.enabled:
+      self.loop.save(v, self.data_state, False)
+    self.loop.ckpt.close()
+    log(self.cfg, f"[rljax] SIGTERM: RL across processes stopped at step {v}; received batches "
+                  f"{sorted(self.received)} are not trained (their prompts are drawn again on resume)")
+    if self.own_writer:
+      self.writer.close()
 
   def batch(self, k: int) -> None:
     """Receives batch ``k`` and runs the recipe's collection on it (rewards, shaping, filters); before blocking,
@@ -432,8 +571,8 @@ class _Trainer:
   def _train_one(self) -> None:
     from rljax.train._sft import evaluate_state  # pylint: disable=import-outside-toplevel
     loop, rl, cfg, s = self.loop, self.rl, self.cfg, self.version
-    collected, _, recv = self.received.pop(s)
-    v = sample_version(s, self.eta)
+    collected, self.data_state, recv = self.received.pop(s)
+    v = sample_version(s, self.eta, self.start)
     data, dropped, stale = drop_stale(collected.data, s, self.eta, v)
     collected = collected._replace(data=data)
     row = loop.step(s, collected)
@@ -452,12 +591,15 @@ class _Trainer:
     row["time/rl_s"] = time.perf_counter() - self.t0
     if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
       self.writer.write("rl", s + 1, row)
+    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or done):  # the training processes only
+      loop.save(s + 1, self.data_state, done)
 
   def finish(self):
     loop = self.loop
     if self.first and self.cfg.progress is not None:  # log() prints on process 0, a rollout process
       print(f"[rljax] RL across processes done: {self.version} steps, trainer idle fraction "
             f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}", flush=True)
+    loop.ckpt.close()
     if self.own_writer:
       self.writer.close()
     # several training processes: a gather on the training devices only, like the updates' collectives (the

@@ -140,7 +140,8 @@ class RLLoop:
     mb = rl.batch_size // rl.num_minibatches
     self.take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
                              out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)
-    self.ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl"), max_to_keep=cfg.checkpoint.max_to_keep)
+    self.ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", "rl"), max_to_keep=cfg.checkpoint.max_to_keep,
+                             processes=self.processes)  # the training processes only (all but across processes)
     self.start = 0
     self.empty_steps = 0
     if resume and self.ckpt.exists():
@@ -319,7 +320,8 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   cfg, rl = exp.cfg, exp.cfg.rl
   if rl.async_staleness is not None and jax.process_count() > 1:  # rollout and training processes
     from rljax.train._multiproc_async import run_rl_multiprocess  # pylint: disable=import-outside-toplevel
-    return run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals, checked=checked)
+    return run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals, resume=resume, flag=flag,
+                               checked=checked)
   rollout_mesh = None
   if rl.async_staleness is not None and rl.async_rollout_devices:  # the trainer keeps the rest of the mesh
     rollout_mesh, mesh = par.split_mesh(mesh, rl.async_rollout_devices, "RLConfig.async_rollout_devices")
