@@ -183,8 +183,8 @@ def _worker(process_id: int, port: int, out: str) -> None:
     return
   for eta in (0, 1):
     record = {"generate": [], "steps": [], "local": sorted(d.id for d in jax.local_devices())}
-    summary = train(_config(os.path.join(out, f"eta{eta}"), ["mesh.fsdp=4", f"rl.async_staleness={eta}",
-                                                             "rl.async_rollout_devices=2"] + (extra if eta == 0 else [])),
+    overrides = ["mesh.fsdp=4", f"rl.async_staleness={eta}", "rl.async_rollout_devices=2"]
+    summary = train(_config(os.path.join(out, f"eta{eta}"), overrides + (extra if eta == 0 else [])),
                     reward_fn=reward if eta == 0 else dense_reward)
     params = multihost_utils.process_allgather(summary["params"], tiled=True)  # the trained parameters, whole
     np.savez(os.path.join(out, f"eta{eta}_params_p{process_id}.npz"),

@@ -93,18 +93,17 @@ row split, as in any multi-process run). The weights' temperature is placed with
 
 Limits, refused at start-up (``check_multiprocess``, naming the field): the sub-meshes must lie on disjoint
 processes and have the same shape (``jax.device_put`` between processes needs the same layout on both sides);
-no RL checkpoints
-(``checkpoint.enabled=false``: orbax's multi-process save is a collective of every process); no
-recipe stages with state the training side updates every step (prompt filters, replay and hint stages), nor
-the shared critic; no multi-turn tasks.
+no interruptible generation (``rl.async_chunk_tokens``: a version may reach the rollout side only at its place
+in the schedule); no recipe stages with state the training side updates every step (prompt filters, replay and
+hint stages), nor the shared critic; no multi-turn tasks (an episode is Python objects, not arrays).
 
 Faults: an error on either side ends that process at once (:func:`fail_fast`: the traceback, the error
 recorded in the coordination service's key-value store, ``os._exit(1)``); its transfer sockets close, the
 other side's pending ``device_put`` raises, and that side ends the same way, printing the first side's error
-(or JAX's error polling aborts it first). Tested: a crash on either side ends both processes within seconds (before, a raising side waited in JAX's
-shutdown barrier and both were aborted after 300 s). A process that is killed closes its sockets the same
-way; JAX's distributed runtime also stops every process after its heartbeat timeout
-(``jax.distributed.initialize(heartbeat_timeout_seconds=...)``, 100 s by default). The first transfer
+(or JAX's error polling aborts it first). Tested: a crash on either side ends both processes within seconds
+(before, a raising side waited in JAX's shutdown barrier and both were aborted after 300 s). A process that
+is killed closes its sockets the same way; JAX's distributed runtime also stops every process after its
+heartbeat timeout (``jax.distributed.initialize(heartbeat_timeout_seconds=...)``, 100 s by default). The first transfer
 exchanges the transfer servers' addresses, with a timeout of ``jax_cross_host_transfer_timeout_seconds`` (60 s):
 it is made right after the start-up both sides run together.
 """
@@ -292,8 +291,8 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   except Preempted:  # a stop both sides agreed on: the caller's normal exit
     raise
   except Exception as err:  # pylint: disable=broad-except
-    fail_fast(client, f"rljax_async_error:{os.path.abspath(cfg.out_dir)}", f"process {jax.process_index()} ({name} side)",
-              err, getattr(side, "writer", None))
+    fail_fast(client, f"rljax_async_error:{os.path.abspath(cfg.out_dir)}",
+              f"process {jax.process_index()} ({name} side)", err, getattr(side, "writer", None))
   side.sent.clear()
   full = (par.place_global(params, par.state_shardings(params, mesh)),
           par.place_global(model_state, par.state_shardings(model_state, mesh)))
