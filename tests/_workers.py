@@ -5,6 +5,7 @@ Each multi-process test runs its own file as a script (``python tests/test_x.py 
 fails the test (every worker killed, the logs' tails shown), never the suite.
 """
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -14,11 +15,27 @@ from typing import Callable, Optional, Sequence
 import pytest
 
 
+_GIVEN: set = set()  # the ports this test process handed out (each once)
+
+
 def free_port() -> int:
-  """A free local TCP port (a coordinator's or a transfer server's address)."""
-  with socket.socket() as s:
-    s.bind(("localhost", 0))
-    return s.getsockname()[1]
+  """A free local TCP port (a coordinator's or a transfer server's address), drawn at random below the kernel's
+  ephemeral range (32768+ on Linux) and never the same twice in this process: the worker binds it only later,
+  and a port from bind(0) could meanwhile be taken by an outgoing connection or a gloo listener of a process
+  running beside it (seen once in CI: a transfer server got a foreign packet and aborted)."""
+  rng = random.SystemRandom()
+  for _ in range(1000):
+    port = rng.randrange(20000, 32000)
+    if port in _GIVEN:
+      continue
+    with socket.socket() as s:
+      try:
+        s.bind(("localhost", port))
+      except OSError:
+        continue
+    _GIVEN.add(port)
+    return port
+  raise RuntimeError("no free port in 20000-31999")
 
 
 def launch_workers(script: str, worker_args: Callable[[int, int], Sequence[str]], *, processes: int = 2,

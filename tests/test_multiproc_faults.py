@@ -1,7 +1,7 @@
 """Faults of the asynchronous runner across processes (``rljax.train._multiproc_async.fail_fast``): an error on
 either side ends both processes within seconds; the side that raised names its error.
 
-Two pairs of workers run at once (this file as a script, 2 processes x 1 CPU device each, mesh ``fsdp=2`` split
+Two pairs of workers, one after the other (this file as a script, 2 processes x 1 CPU device each, mesh ``fsdp=2`` split
 1 / 1, ``eta = 1``): in one pair the rollout process raises while sampling batch 2, in the other the training
 process raises before its second update. Without ``fail_fast`` the raising process waits in JAX's shutdown
 barrier while the other waits for its next transfer, and both are aborted after 300 s (measured: 322 s); the
@@ -49,19 +49,17 @@ def _worker(process_id: int, port: int, out: str, crash: str) -> None:
 
 @pytest.mark.multiprocess
 def test_a_crash_on_either_side_ends_both_processes(tmp_path):
-  t0 = time.time()
-  pairs = {crash: launch_workers(__file__, lambda i, port, c=crash: ["--worker", i, port, tmp_path / c, c],
-                                 devices_per_process=1, transfer=True)
-           for crash in ("rollout", "training")}
-  deadline = t0 + 240  # under JAX's 300 s shutdown barrier, which is what a hang would end in
   error = {"rollout": "RuntimeError: sampler crashed on batch 2", "training": "RuntimeError: update crashed at step 1"}
-  for crash, first in {"rollout": 0, "training": 1}.items():
+  for crash, first in {"rollout": 0, "training": 1}.items():  # one pair at a time
+    procs = launch_workers(__file__, lambda i, port, c=crash: ["--worker", i, port, tmp_path / c, c],
+                           devices_per_process=1, transfer=True)
+    deadline = time.time() + 240  # under JAX's 300 s shutdown barrier, which is what a hang would end in
     # the other side: 1 when its failed transfer reached fail_fast first, SIGABRT (-6) when JAX's error polling
     # (the first process's disconnect) aborted it first; both are immediate
     second = 1 - first
     expect = [0, 0]
     expect[first], expect[second] = 1, (1, -6)
-    out = wait_workers(pairs[crash], deadline, expect_codes=expect)
+    out = wait_workers(procs, deadline, expect_codes=expect)
     assert f"process {first} ({crash} side) failed: {error[crash]}" in out[first], out[first][-3000:]
     assert (f"the run failed first on process {first} ({crash} side): {error[crash]}" in out[second]
             or "the JAX distributed service detected fatal errors" in out[second]), out[second][-3000:]
