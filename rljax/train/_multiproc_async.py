@@ -185,12 +185,10 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
     raise ValueError(f"invalid config value RLConfig.async_rollout_devices={r}: the rollout sub-mesh "
                      f"{dict(rollout.shape)} and the training sub-mesh {dict(train.shape)} differ; a cross-process "
                      f"jax.device_put needs the same layout on both: use {mesh.devices.size // 2}")
-  bad = [(f, v, want) for f, v, want in [
-      ("RLConfig.async_chunk_tokens", rl.async_chunk_tokens, "0 (generation is not interruptible across processes)"),
-  ] if v]
-  if bad:
-    f, v, want = bad[0]
-    raise ValueError(f"invalid config value {f}={v!r} with rl.async_staleness and {n} processes: must be {want}")
+  if rl.async_chunk_tokens:
+    raise ValueError(f"invalid config value RLConfig.async_chunk_tokens={rl.async_chunk_tokens!r} with "
+                     f"rl.async_staleness and {n} processes: must be 0 (generation is not interruptible across "
+                     "processes)")
   stages = ([f"prompt filter {pf.name!r}" for pf in recipe.prompt_filters]
             + [f"replay stage {s.name!r}" for s in recipe.replay]
             + (["a shared critic"] if recipe.critic is not None and recipe.critic.shared else []))
@@ -444,7 +442,7 @@ class _Trainer:
   """The training side: receives batches (through the Collector's sampler call), trains, sends versions."""
 
   def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked,
-               train_processes=(1,), resume=False, flag=None):
+               train_processes, resume, flag):
     from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
