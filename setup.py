@@ -21,8 +21,13 @@ _CORE = [
     "matplotlib>=3.8",
     "tensorboardX>=2.6",
     "importlib_resources",  # tensorflow-datasets needs it to prepare datasets without TF
+    # real pretrained checkpoints (docs/real_models.md): HF safetensors, tokenizer.json, chat templates, GGUF files
+    "safetensors>=0.4",
+    "tokenizers>=0.20",
+    "jinja2>=3.1",
+    "gguf>=0.10",
 ]
-_HF = ["safetensors>=0.4", "tokenizers>=0.20", "torch>=2.4,<2.14", "transformers>=4.51"]
+_HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity tests: transformers on torch CPU
 
 setuptools.setup(
     name="rljax",
