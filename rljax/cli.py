@@ -1,4 +1,4 @@
-"""``rljax`` command line: ``rljax train | eval | sample | arena``.
+"""``rljax`` command line: ``rljax train | eval | sample | export | arena``.
 
     rljax train                                   # the default demo (SFT + GRPO on 3-digit addition, CPU)
     rljax train --config dapo --set rl.steps=100 --set seed=1
@@ -7,6 +7,7 @@
     rljax train --set mesh.fsdp=-1                # shard over every device (of every host; docs/scaling.md)
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
+    rljax export --run-dir runs/smollm2_addition exported/   # a Hugging Face checkpoint of a real-model run
     rljax arena --recipes grpo,dapo --seeds 0,1,2 --out runs/arena   # recipes side by side (docs/arena.md)
 
 ``--config`` takes a name from the ``configs/`` folder, installed as ``rljax.configs``
@@ -87,6 +88,16 @@ def _parser() -> argparse.ArgumentParser:
                                                                 "%(default)s; for greedy decoding use --greedy)")
   s.add_argument("--greedy", action="store_true", help="greedy decoding (argmax) instead of sampling")
   s.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
+  x = sub.add_parser("export", help="write a run's checkpoint as a Hugging Face checkpoint directory",
+                     description="Writes a run's checkpoint (default: the latest RL one) as a Hugging Face checkpoint "
+                                 "directory (config.json, safetensors, the tokenizer files of the checkpoint the run "
+                                 "started from; LoRA adapters merged) that transformers loads.")
+  x.add_argument("out", help="the directory to write (must not exist or be empty)")
+  x.add_argument("--run-dir", default="runs/default", help="the run directory written by rljax train (default: %(default)s)")
+  x.add_argument("--stage", choices=("rl", "sft"), default=None, help="which checkpoints (default: RL if any, else SFT)")
+  x.add_argument("--step", type=int, default=None, help="checkpoint step (default: the latest readable)")
+  x.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                 help="the weights' dtype (default: the model's)")
   a = sub.add_parser("arena", help="run recipes x seeds side by side and tabulate them",
                      description="Runs arena entries (named lists of --set overrides, rljax.arena.ENTRIES) x seeds "
                                  "on one base config, each run a separate `rljax train` process sharing one SFT "
@@ -228,15 +239,24 @@ def _cmd_sample(args) -> int:
   return 0
 
 
+def _cmd_export(args) -> int:
+  from rljax.train._export import export_run  # pylint: disable=import-outside-toplevel
+  export_run(args.run_dir, args.out, stage=args.stage, step=args.step, dtype=args.dtype)
+  return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
   """Entry point of the ``rljax`` console script."""
   args = _parser().parse_args(argv)
   if args.command is None:
     _parser().print_help()
     return 2
+  if args.command in ("train", "eval", "sample", "export"):  # a second run of the same shapes loads its compiled programs
+    from rljax.train._compile_cache import enable_compile_cache  # pylint: disable=import-outside-toplevel
+    enable_compile_cache(os.environ.get("RLJAX_COMPILE_CACHE"))
   try:
     with _one_line_warnings():
-      return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample,
+      return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
               "arena": _cmd_arena}[args.command](args)
   except ValueError as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)

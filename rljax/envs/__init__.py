@@ -12,6 +12,7 @@ episodes on the model (the sampler's KV cache kept between turns). Environments:
 """
 from rljax.envs._arithmetic import ArithmeticTask
 from rljax.envs._countdown import CountdownTask, parse_expression
+from rljax.envs._small_addition import SmallAdditionTask
 from rljax.envs._dataset import DatasetTask, jsonl_task, read_jsonl, read_tfds, resolve_verifier, tfds_task
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
@@ -26,7 +27,7 @@ from rljax.envs._tools import CallError, ToolCall, parse_call, python_tool, trun
 from rljax.envs._transcript import EpisodeRow, encode_episode, stack_rows, turn_arrays
 from rljax.envs._windows import pack_windows
 
-_TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "gsm8k": GSM8KTask, "jsonl": jsonl_task,
+_TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "small_addition": SmallAdditionTask, "gsm8k": GSM8KTask, "jsonl": jsonl_task,
           "tfds": tfds_task}
 TASK_NAMES = tuple(_TASKS)
 DATASET_TASKS = ("jsonl", "tfds")  # a user's own data (rljax.envs._dataset)
@@ -42,7 +43,7 @@ def get_task(name: str, **kwargs) -> Task:
   return _TASKS[name](**kwargs)
 
 
-__all__ = ["ArithmeticTask", "CountdownTask", "DATASET_TASKS", "DatasetTask", "GSM8KTask", "TASK_NAMES",
+__all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASKS", "DatasetTask", "GSM8KTask", "TASK_NAMES",
            "jsonl_task", "read_jsonl", "read_tfds", "resolve_verifier", "tfds_task", "Problem", "SPLITS", "Task", "VERL_INSTRUCTION", "get_task",
            "gsm8k_reference", "parse_expression",
            # multi-turn

@@ -11,6 +11,7 @@ from rljax.train._config import *  # noqa: F401,F403
 from rljax.train._optim import make_optimizer, make_schedule
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer, CheckpointError
+from rljax.train._compile_cache import enable_compile_cache
 from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
 from rljax.train._controllers import LoopControllers

@@ -20,7 +20,7 @@ from rljax.parallel._mesh import MeshConfig
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
-           "tiny_config", "config_from_dict", "RECIPE_FIELDS"]
+           "tiny_config", "pretrained_config", "config_from_dict", "RECIPE_FIELDS"]
 
 SCHEDULES = ("constant", "cosine", "linear")
 SAMPLER_DTYPES = ("", "float32", "bfloat16")  # RLConfig.sampler_dtype ("" = the model's dtype)
@@ -191,6 +191,10 @@ class ModelSpec:
   moe_layers: Optional[tuple] = None  # MoE: indices of the MoE layers (None = every layer)
   remat: str = "none"  # per-layer rematerialisation (ModelConfig.remat): none / full / dots / dots_no_batch
   scan_layers: bool = False  # run the layers under jax.lax.scan (ModelConfig.scan_layers)
+  # LoRA (rljax.models.LoRAConfig): rank r > 0 trains only adapters of rank r on every projection; the base
+  # weights stay frozen (no gradient, no optimizer moments). lora_alpha: the scale numerator (0 = 2 r, scale 2)
+  lora_rank: int = 0
+  lora_alpha: float = 0.0
 
   def __post_init__(self):
     _pos_int(self, "num_layers", "hidden_size", "num_heads", "num_kv_heads", "intermediate_size",
@@ -222,9 +226,21 @@ class ModelSpec:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
+    _pos_int(self, "lora_rank", allow_zero=True)
+    _nonneg(self, "lora_alpha")
+    if not self.lora_rank and self.lora_alpha:
+      _fail("ModelSpec.lora_alpha", self.lora_alpha, "left unset (0.0) when lora_rank=0 (no LoRA)")
     _choice(self, "remat", ("none", "full", "dots", "dots_no_batch"))
     if not isinstance(self.scan_layers, bool):
       _fail("ModelSpec.scan_layers", self.scan_layers, "a bool")
+
+  @property
+  def lora(self):
+    """The ``rljax.models.LoRAConfig`` of ``lora_rank`` / ``lora_alpha``, or None without LoRA."""
+    if not self.lora_rank:
+      return None
+    from rljax.models import LoRAConfig  # pylint: disable=import-outside-toplevel
+    return LoRAConfig(rank=self.lora_rank, alpha=float(self.lora_alpha or 2 * self.lora_rank))
 
   @property
   def expert_width(self) -> int:
@@ -509,6 +525,36 @@ def tiny_config(out_dir: str = "runs/tiny") -> RunConfig:
       eval=EvalConfig(num_problems=32, batch_size=32, every=0, num_samples=2, pass_k=(1, 2)),
       checkpoint=CheckpointConfig(every=2, max_to_keep=5),
       progress=False, tensorboard=False, plot=False)
+
+
+def pretrained_config(checkpoint: str, out_dir: str = "runs/pretrained", **sections) -> RunConfig:
+  """Defaults for RL on a real pretrained checkpoint (docs/real_models.md); ``sections`` replace whole sections.
+
+  ``checkpoint``: a Hugging Face checkpoint directory or a ``.gguf`` file (``model.hf_checkpoint``). What differs
+  from the toy defaults, and why:
+
+  - no SFT (``sft.steps=0``): the checkpoint is the start, and the log says "zero-shot";
+  - learning rate 1e-6 with 10 warm-up steps and one update per batch (verl's and TRL's GRPO defaults for
+    0.5B-7B models: a pretrained policy moves far with Adam at the toy's 3e-4, and a second epoch on the same
+    rollouts is where it drifts);
+  - the DAPO clip bounds ``eps_low=0.2, eps_high=0.28`` and a k3 KL penalty to the checkpoint with beta 1e-3
+    (verl's ``kl_loss_coef=0.001, kl_loss_type=low_var_kl``; a reference forward per step);
+  - 256 new tokens (a real answer needs room), 8 samples per prompt, temperature 1.0;
+  - checkpoints keep only the latest (a 135M-parameter model's train state is ~1.4 GB with Adam's moments).
+
+  The demo on SmolLM2-135M (``configs/smollm2_addition.py``) raises the learning rate to 1e-5 and cuts new tokens
+  to 16: a 135M model on a 2-core CPU, 50 steps.
+  """
+  base = RunConfig(
+      out_dir=out_dir,
+      model=ModelSpec(hf_checkpoint=checkpoint, dtype="float32"),
+      sft=SFTConfig(steps=0),
+      rl=RLConfig(steps=100, num_prompts=8, group_size=8, max_new_tokens=256, temperature=1.0, updates_per_batch=1,
+                  loss="ppo_clip(eps_low=0.2, eps_high=0.28), kl_penalty(beta=0.001, estimator='k3')",
+                  optim=OptimConfig(learning_rate=1e-6, schedule="constant", warmup_steps=10, grad_clip=1.0)),
+      eval=EvalConfig(num_problems=128, batch_size=64, every=10, num_samples=4, pass_k=(1, 4)),
+      checkpoint=CheckpointConfig(every=25, max_to_keep=1))
+  return base.replace(**sections)
 
 
 # ----------------------------------------------------------------------------- overrides

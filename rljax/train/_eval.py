@@ -27,7 +27,10 @@ def pass_at_k(n: int, c, k: int) -> np.ndarray:
 
 
 def _generate_scores(sample_fn, task, codec, problems, *, batch_size, n, greedy, temperature, key):
-  scores = []
+  """``(scores [P, n], formats [P, n] or None)``: the task's ``score`` of ``n`` completions per problem, and its
+  ``format_score`` when it has one (a task whose failures can be format or content measures them apart)."""
+  fmt = getattr(task, "format_score", None)
+  scores, formats = [], []
   for start in range(0, len(problems), batch_size):
     chunk = list(problems[start:start + batch_size])
     real = len(chunk)
@@ -38,7 +41,9 @@ def _generate_scores(sample_fn, task, codec, problems, *, batch_size, n, greedy,
     expanded = [p for p in chunk for _ in range(n)]
     s = np.asarray(task.score(completions, expanded), np.float32).reshape(batch_size, n)
     scores.append(s[:real])
-  return np.concatenate(scores, 0)
+    if fmt is not None:
+      formats.append(np.asarray(fmt(completions, expanded), np.float32).reshape(batch_size, n)[:real])
+  return np.concatenate(scores, 0), (np.concatenate(formats, 0) if fmt is not None else None)
 
 
 def evaluate(sample_fn, task, codec, problems: Sequence, *, batch_size: int, key, num_samples: int = 0,
@@ -46,15 +51,20 @@ def evaluate(sample_fn, task, codec, problems: Sequence, *, batch_size: int, key
   """Greedy accuracy (and, with ``num_samples``, sampled success rate and pass@k).
 
   ``sample_fn(prompt_ids, *, n, greedy, temperature, key) -> Rollout``.
-  Returns ``{"greedy_accuracy", "sample_accuracy", "pass@k" ...}`` (fractions).
+  Returns ``{"greedy_accuracy", "sample_accuracy", "pass@k" ...}`` (fractions); a task with a ``format_score``
+  adds ``greedy_format`` (and ``sample_format``): the share of completions in the asked format, right or wrong.
   """
   batch_size = min(batch_size, len(problems))
-  greedy = _generate_scores(sample_fn, task, codec, problems, batch_size=batch_size, n=1, greedy=True,
-                            temperature=1.0, key=key)
+  greedy, greedy_fmt = _generate_scores(sample_fn, task, codec, problems, batch_size=batch_size, n=1, greedy=True,
+                                        temperature=1.0, key=key)
   out = {"greedy_accuracy": float(greedy.mean())}
+  if greedy_fmt is not None:
+    out["greedy_format"] = float(greedy_fmt.mean())
   if num_samples:
-    s = _generate_scores(sample_fn, task, codec, problems, batch_size=batch_size, n=num_samples, greedy=False,
-                         temperature=temperature, key=jax.random.fold_in(key, 1 << 20))
+    s, s_fmt = _generate_scores(sample_fn, task, codec, problems, batch_size=batch_size, n=num_samples,
+                                greedy=False, temperature=temperature, key=jax.random.fold_in(key, 1 << 20))
+    if s_fmt is not None:
+      out["sample_format"] = float(s_fmt.mean())
     c = s.sum(1).astype(np.int64)
     out["sample_accuracy"] = float(s.mean())
     for k in pass_k:

@@ -124,6 +124,7 @@ from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
 from rljax.train._experiment import Preempted, log
 from rljax.train._metrics import MetricsWriter
+from rljax.train._step import trainable_filter
 
 __all__ = ["sample_version", "transfer_schedule", "stop_points", "check_multiprocess", "run_rl_multiprocess",
            "fail_fast"]
@@ -346,7 +347,7 @@ class _Sampler:
     self.exp, self.rl, self.eta, self.flag, self.start, self.reported = exp, rl, rl.async_staleness, flag, None, False
     self.meshes = (rollout, train)
     model = nnx.merge(sft_graphdef, host_state.params, host_state.model_state)
-    self.graphdef, params, model_state = nnx.split(model, nnx.Param, ...)  # init_train_state's split
+    self.graphdef, params, model_state = nnx.split(model, trainable_filter(model), ...)  # init_train_state's split
     self.to_here = (par.state_shardings(params, rollout), par.state_shardings(model_state, rollout),
                     par.replicated(rollout), par.replicated(rollout))
     scalars = _empty({"t": ((), np.float32), "c": ((2,), np.int32)}, par.replicated(train))

@@ -27,13 +27,13 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
   from rljax.train._run import run_recipe  # pylint: disable=import-outside-toplevel
-  from rljax.train._step import init_train_state  # pylint: disable=import-outside-toplevel
+  from rljax.train._step import init_train_state, trainable_filter  # pylint: disable=import-outside-toplevel
 
   recipe = run_recipe(cfg, recipe)
   cfg = cfg.replace(checkpoint=type(cfg.checkpoint)(enabled=False), progress=None)
   exp = build_experiment(cfg)
   if params is not None:
-    graphdef, _, rest = nnx.split(exp.model, nnx.Param, ...)
+    graphdef, _, rest = nnx.split(exp.model, trainable_filter(exp.model), ...)
     exp.model = nnx.merge(graphdef, params, rest if model_state is None else model_state)
   graphdef, state = init_train_state(exp.model, make_optimizer(cfg.sft.optim, 1)[0])
   loop = RLLoop(exp, graphdef, state, recipe, run_mesh(cfg), resume=False, evals=[], writer=NoWriter())

@@ -313,6 +313,15 @@ def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -
                        "rl.share_prompt_forward=false")
 
 
+def step_line(step: int, steps: int, row: dict, reward: float) -> str:
+  """The console line of one RL step: rollout and update seconds (``time/sample_s``, ``time/update_s``: the
+  sampler call with rewards and filters; the forwards, advantages and every optimizer step), the mean reward, and
+  the held-out greedy accuracy when the step evaluated."""
+  acc = f", held-out greedy {row['eval/greedy_accuracy']:.1%}" if "eval/greedy_accuracy" in row else ""
+  return (f"[rljax] RL step {step}/{steps}: rollout {row['time/sample_s']:.1f} s, update "
+          f"{row.get('time/update_s', 0.0):.1f} s, reward {reward:.3f}{acc}")
+
+
 def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list, *,
            checked: bool = False):
   """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``. ``checked``: the recipe
@@ -372,8 +381,11 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
       row["time/rl_s"] = time.perf_counter() - t_stage  # wall time of this process's RL stage so far
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)
-      bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}")
+      bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}",
+                      rollout=f"{row['time/sample_s']:.1f}s", update=f"{row.get('time/update_s', 0.0):.1f}s")
       bar.update(1)
+      if bar.disable and (s + 1) % cfg.log_every == 0:  # no bar (a log file, a pipe): one line per logged step
+        log(cfg, step_line(s + 1, rl.steps, row, collected.stats["reward_mean"]))
       stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
       preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
       if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):

@@ -168,8 +168,11 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
              "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.Param)))
+  lora = cfg.model.lora
+  trained = (f" (LoRA r={lora.rank}: {sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.LoRAParam))):,}"
+             " trained)" if lora is not None else "")
   log(cfg, f"[rljax] task={cfg.task.name} train={len(exp.train_problems)} test={len(exp.test_problems)} "
-            f"vocab={exp.tokenizer.vocab_size} params={n_params:,} out_dir={cfg.out_dir}")
+            f"vocab={exp.tokenizer.vocab_size} params={n_params:,}{trained} out_dir={cfg.out_dir}")
   evals: list = []
   try:
     with sigterm_flag() as flag:
@@ -188,8 +191,8 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       summary["sft"] = sft_eval
       if cfg.sft.init_from is not None:
         summary["sft_from"] = cfg.sft.init_from
-      log(cfg, "[rljax] after SFT: held-out greedy accuracy {:.1%}{}".format(
-          sft_eval["greedy_accuracy"], eval_extras(sft_eval, cfg.eval.temperature)))
+      log(cfg, "[rljax] {}: held-out greedy accuracy {:.1%}{}".format(
+          start_label(cfg), sft_eval["greedy_accuracy"], eval_extras(sft_eval, cfg.eval.temperature)))
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
         graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
@@ -201,8 +204,10 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
   summary["evals"] = evals
   summary["wall_s"] = time.perf_counter() - t_start
-  log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over SFT){}".format(
-      rl_eval["greedy_accuracy"], summary["gain_points"], eval_extras(rl_eval, cfg.eval.temperature)))
+  if cfg.rl.steps > 0:
+    log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over {}){}".format(
+        rl_eval["greedy_accuracy"], summary["gain_points"], start_label(cfg, short=True),
+        eval_extras(rl_eval, cfg.eval.temperature)))
   if cfg.plot:
     summary["plot"] = os.path.join(cfg.out_dir, "metrics.png")
     if main:
@@ -218,10 +223,21 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   return summary
 
 
+def start_label(cfg: RunConfig, short: bool = False) -> str:
+  """What the RL stage starts from, for the log: ``"zero-shot"`` (a checkpoint with no SFT: the model as loaded),
+  ``"after SFT"``, or the shared warm start of ``sft.init_from``. ``short``: the noun of "points over ..."."""
+  if cfg.sft.init_from is not None:
+    return "the shared SFT" if short else f"after SFT (from {cfg.sft.init_from})"
+  if cfg.sft.steps == 0:
+    return "zero-shot" if short else "zero-shot (no SFT)"
+  return "SFT" if short else "after SFT"
+
+
 def eval_extras(ev: dict, temperature: float) -> str:
   """The rest of an evaluation's log line, only what it measured: ``", temperature-T success x%"`` when it sampled
   (``sample_accuracy``), then each ``pass@k`` (an environment task's eval plays greedy episodes only: nothing)."""
-  out = [f", temperature-{temperature:g} success {ev['sample_accuracy']:.1%}"] if "sample_accuracy" in ev else []
+  out = [f", {ev['greedy_format']:.1%} of greedy answers in the asked format"] if "greedy_format" in ev else []
+  out += [f", temperature-{temperature:g} success {ev['sample_accuracy']:.1%}"] if "sample_accuracy" in ev else []
   return "".join(out + [f", {k} {v:.1%}" for k, v in ev.items() if k.startswith("pass@")])
 
 

@@ -54,7 +54,7 @@ class TrainState:
   """Everything the train step updates (a pytree; donated to the step).
 
   Attributes:
-    params: ``nnx.State`` of the model's ``nnx.Param`` variables.
+    params: ``nnx.State`` of the trained variables (``trainable_filter``: every ``nnx.Param``, or the LoRA adapters).
     opt_state: the optax state.
     model_state: the model's non-trainable state (buffers), not differentiated.
     step: int32 scalar, number of step calls (applied or skipped).
@@ -111,10 +111,17 @@ def merge_model(graphdef, params, model_state):
   return nnx.merge(graphdef, params, model_state)
 
 
+def trainable_filter(model: nnx.Module):
+  """What the optimizer trains: ``nnx.LoRAParam`` when the model carries LoRA adapters (``ModelConfig.lora``:
+  the base weights then ride in ``TrainState.model_state``, frozen, with no gradient or optimizer moments), else
+  every ``nnx.Param``."""
+  return nnx.LoRAParam if getattr(getattr(model, "cfg", None), "lora", None) is not None else nnx.Param
+
+
 def init_train_state(model: nnx.Module, optimizer: optax.GradientTransformation,
                      hparams: Optional[Mapping[str, float]] = None):
-  """Splits ``model`` once; returns ``(graphdef, TrainState)``."""
-  graphdef, params, model_state = nnx.split(model, nnx.Param, ...)
+  """Splits ``model`` once (``trainable_filter``: the adapters alone with LoRA); returns ``(graphdef, TrainState)``."""
+  graphdef, params, model_state = nnx.split(model, trainable_filter(model), ...)
   opt_state = optimizer.init(params)
   hp = {k: jnp.asarray(v, jnp.float32) for k, v in dict(hparams or {}).items()}
   state = TrainState(params=params, opt_state=opt_state, model_state=model_state,
