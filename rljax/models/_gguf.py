@@ -83,8 +83,7 @@ _BLOCK_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "a
 _BIASED = {"qwen2": ("attn_q", "attn_k", "attn_v")}  # the only GGUF tensors with a ``.bias`` per family
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)")
 
-# Pre-tokenizer split regexes, as in the original models' tokenizer.json files.
-_GPT2_SPLIT = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+# Pre-tokenizer split regexes, as in the original models' tokenizer.json files (GPT-2's is ByteLevel's own).
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
                  r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 _QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
@@ -130,12 +129,6 @@ def unpermute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
   return w.reshape(n_heads, d2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _permute_qk(w: np.ndarray, n_heads: int) -> np.ndarray:
-  """llama.cpp's permutation (HF -> GGUF rows), the inverse of :func:`unpermute_qk` (used by the tests)."""
-  d2 = w.shape[0] // n_heads // 2
-  return w.reshape(n_heads, 2, d2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
-
-
 class _Plan:
   """What one GGUF file converts to, checked before anything is written."""
 
@@ -149,6 +142,7 @@ class _Plan:
     self.tensors = {t.name: t for t in reader.tensors}
     self.hf = self._config(gguf_path)
     self.names = self._names(gguf_path)
+    self._check_shapes(gguf_path)
     self.tok = self._tokenizer_fields(gguf_path)
 
   def key(self, name: str, default: Any = None, required: bool = False):
@@ -199,7 +193,7 @@ class _Plan:
     else:
       hf.update(use_sliding_window=False)
     from rljax.models._hf import config_from_hf  # pylint: disable=import-outside-toplevel
-    config_from_hf(hf)  # the loader accepts it
+    self.cfg = config_from_hf(hf)  # the loader accepts it
     return hf
 
   def _names(self, gguf_path: str) -> dict:
@@ -224,6 +218,19 @@ class _Plan:
         raise ValueError(f"{gguf_path!r}: tensor {name!r} has no Hugging Face counterpart for a {self.arch} model")
       out[name] = (hf_name, heads)
     return out
+
+  def _check_shapes(self, gguf_path: str) -> None:
+    """Every tensor the loader expects is there, with the shape the metadata implies."""
+    from rljax.models._hf import _mapping  # pylint: disable=import-outside-toplevel
+    want = {n: tuple(s) for e in _mapping(self.cfg) for n, s in zip(e.hf_names, e.hf_shapes)}
+    for name, (hf_name, _) in self.names.items():
+      shape = tuple(int(d) for d in reversed(self.tensors[name].shape))
+      if want.get(hf_name, shape) != shape:
+        raise ValueError(f"{gguf_path!r}: tensor {name!r} has shape {shape} (HF layout), expected {want[hf_name]} "
+                         "from the metadata")
+    missing = sorted(set(want) - {hf_name for hf_name, _ in self.names.values()})
+    if missing:
+      raise ValueError(f"{gguf_path!r}: no GGUF tensor for {missing[:4]}{' ...' if len(missing) > 4 else ''}")
 
   def _tokenizer_fields(self, gguf_path: str) -> Optional[dict]:
     model = self.meta.get("tokenizer.ggml.model")
@@ -257,7 +264,8 @@ def _byte_alphabet() -> dict:
 
 def _build_tokenizer(tok: dict):
   """A ``tokenizers.Tokenizer`` from the ``tokenizer.ggml.*`` fields (byte-level BPE)."""
-  from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
   tokens = list(tok["ggml.tokens"])
   types = list(tok.get("ggml.token_type") or [1] * len(tokens))
   spell = _byte_alphabet()
@@ -296,7 +304,8 @@ def _build_tokenizer(tok: dict):
       single = f"{name}:0 {single}" if where == "front" else f"{single} {name}:0"
       special.append((name, int(tok[key])))
   if special:
-    steps.append(processors.TemplateProcessing(single=single, pair=f"{single} {single.replace(':0', ':1')}",
+    pair = f"{single} {single.replace('$A', '$B').replace(':0', ':1')}"
+    steps.append(processors.TemplateProcessing(single=single, pair=pair,
                                                special_tokens=list(dict.fromkeys(special))))
   t.post_processor = processors.Sequence(steps)
   for i in sorted(added):
