@@ -158,6 +158,12 @@ def _write_gguf(path, weights, qtype, *, arch="llama", pre="smollm", dims=_DIMS,
   return expected
 
 
+def write_tiny_gguf(path, qtype="Q4_K"):
+  """A tiny llama GGUF file (random weights, the tiny vocabulary) at ``path`` (for docs examples); returns it."""
+  _write_gguf(path, _hf_weights(), Q[qtype])
+  return str(path)
+
+
 # ============================================================ synthetic files
 @pytest.mark.parametrize("qtype", SUPPORTED_GGUF_TENSOR_TYPES)
 def test_converted_tensors_are_the_dequantized_blocks(tmp_path, qtype):
