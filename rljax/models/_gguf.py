@@ -60,7 +60,7 @@ import os
 import re
 import shutil
 import tempfile
-from typing import Any, Optional
+from typing import Any, NoReturn, Optional
 
 import numpy as np
 
@@ -133,49 +133,53 @@ class _Plan:
   """What one GGUF file converts to, checked before anything is written."""
 
   def __init__(self, reader, gguf_path: str):
-    self.meta = meta = _metadata(reader)
-    arch = meta.get("general.architecture")
+    self.path, self.meta = gguf_path, _metadata(reader)
+    arch = self.meta.get("general.architecture")
     if arch not in SUPPORTED_GGUF_ARCHITECTURES:
-      raise ValueError(f"{gguf_path!r}: general.architecture={arch!r} is not supported; "
-                       f"supported: {SUPPORTED_GGUF_ARCHITECTURES}")
+      self.fail(f"general.architecture={arch!r} is not supported; supported: {SUPPORTED_GGUF_ARCHITECTURES}")
     self.arch = arch
     self.tensors = {t.name: t for t in reader.tensors}
-    self.hf = self._config(gguf_path)
-    self.names = self._names(gguf_path)
-    self._check_shapes(gguf_path)
-    self.tok = self._tokenizer_fields(gguf_path)
+    self.hf = self._config()
+    self.names = self._names()
+    self._check_shapes()
+    self.tok = self._tokenizer_fields()
+
+  def fail(self, msg: str) -> NoReturn:
+    raise ValueError(f"{self.path!r}: {msg}")
 
   def key(self, name: str, default: Any = None, required: bool = False):
     full = f"{self.arch}.{name}"
     if full not in self.meta:
       if required:
-        raise ValueError(f"GGUF metadata has no {full!r}")
+        self.fail(f"GGUF metadata has no {full!r}")
       return default
     return self.meta[full]
 
-  def _config(self, gguf_path: str) -> dict:
+  def _config(self) -> dict:
     hidden = int(self.key("embedding_length", required=True))
     heads = int(self.key("attention.head_count", required=True))
     kv_heads = int(self.key("attention.head_count_kv", heads))
     head_dim = int(self.key("attention.key_length", hidden // heads))
     if int(self.key("attention.value_length", head_dim)) != head_dim:
-      raise ValueError(f"{gguf_path!r}: {self.arch}.attention.value_length != key_length is not supported")
+      self.fail(f"{self.arch}.attention.value_length != key_length is not supported")
     rot = int(self.key("rope.dimension_count", head_dim))
     if rot != head_dim:
-      raise ValueError(f"{gguf_path!r}: {self.arch}.rope.dimension_count={rot} (partial rotary) is not supported; "
-                       f"expected the head dimension {head_dim}")
+      self.fail(f"{self.arch}.rope.dimension_count={rot} (partial rotary) is not supported; "
+                f"expected the head dimension {head_dim}")
     scaling = self.key("rope.scaling.type", "none")
     if scaling != "none":
-      raise ValueError(f"{gguf_path!r}: {self.arch}.rope.scaling.type={scaling!r} is not supported (supported: none)")
+      self.fail(f"{self.arch}.rope.scaling.type={scaling!r} is not supported (supported: none)")
     if "rope_freqs.weight" in self.tensors:
-      raise ValueError(f"{gguf_path!r}: tensor 'rope_freqs.weight' (Llama-3.1 rope frequency factors) is not supported")
+      self.fail("tensor 'rope_freqs.weight' (Llama-3.1 rope frequency factors) is not supported")
     if int(self.key("expert_count", 0) or 0) > 0:
-      raise ValueError(f"{gguf_path!r}: {self.arch}.expert_count={self.key('expert_count')} (mixture of experts) "
-                       "is not supported")
+      self.fail(f"{self.arch}.expert_count={self.key('expert_count')} (mixture of experts) "
+                "is not supported")
     tokens = self.meta.get("tokenizer.ggml.tokens")
     vocab = self.key("vocab_size") or (len(tokens) if tokens else None)
-    if vocab is None:
+    if vocab is None and "token_embd.weight" in self.tensors:
       vocab = int(self.tensors["token_embd.weight"].shape[1])
+    if vocab is None:
+      self.fail(f"no {self.arch}.vocab_size, tokenizer.ggml.tokens or token_embd.weight to size the vocabulary")
     tok_id = lambda k: (int(self.meta[f"tokenizer.ggml.{k}"]) if f"tokenizer.ggml.{k}" in self.meta else None)
     theta = _f32(self.key("rope.freq_base", 10000.0))
     hf = dict(
@@ -196,15 +200,15 @@ class _Plan:
     self.cfg = config_from_hf(hf)  # the loader accepts it
     return hf
 
-  def _names(self, gguf_path: str) -> dict:
+  def _names(self) -> dict:
     """GGUF tensor name -> (HF name, q/k heads to un-permute or 0); checks every tensor's type and name."""
     out = {}
     layers = self.hf["num_hidden_layers"]
     for name, t in self.tensors.items():
       qtype = t.tensor_type.name
       if qtype not in SUPPORTED_GGUF_TENSOR_TYPES:
-        raise ValueError(f"{gguf_path!r}: tensor {name!r} has type {qtype}, which is not supported; "
-                         f"supported: {SUPPORTED_GGUF_TENSOR_TYPES}")
+        self.fail(f"tensor {name!r} has type {qtype}, which is not supported; "
+                  f"supported: {SUPPORTED_GGUF_TENSOR_TYPES}")
       heads = 0
       m = _BLOCK_RE.fullmatch(name)
       if name in _TOP_NAMES:
@@ -215,37 +219,37 @@ class _Plan:
         if self.arch == "llama" and m.group(2) in ("attn_q", "attn_k"):
           heads = self.hf["num_attention_heads"] if m.group(2) == "attn_q" else self.hf["num_key_value_heads"]
       else:
-        raise ValueError(f"{gguf_path!r}: tensor {name!r} has no Hugging Face counterpart for a {self.arch} model")
+        self.fail(f"tensor {name!r} has no Hugging Face counterpart for a {self.arch} model")
       out[name] = (hf_name, heads)
     return out
 
-  def _check_shapes(self, gguf_path: str) -> None:
+  def _check_shapes(self) -> None:
     """Every tensor the loader expects is there, with the shape the metadata implies."""
     from rljax.models._hf import _mapping  # pylint: disable=import-outside-toplevel
     want = {n: tuple(s) for e in _mapping(self.cfg) for n, s in zip(e.hf_names, e.hf_shapes)}
     for name, (hf_name, _) in self.names.items():
       shape = tuple(int(d) for d in reversed(self.tensors[name].shape))
       if want.get(hf_name, shape) != shape:
-        raise ValueError(f"{gguf_path!r}: tensor {name!r} has shape {shape} (HF layout), expected {want[hf_name]} "
-                         "from the metadata")
+        self.fail(f"tensor {name!r} has shape {shape} (HF layout), expected {want[hf_name]} "
+                  "from the metadata")
     missing = sorted(set(want) - {hf_name for hf_name, _ in self.names.values()})
     if missing:
-      raise ValueError(f"{gguf_path!r}: no GGUF tensor for {missing[:4]}{' ...' if len(missing) > 4 else ''}")
+      self.fail(f"no GGUF tensor for {missing[:4]}{' ...' if len(missing) > 4 else ''}")
 
-  def _tokenizer_fields(self, gguf_path: str) -> Optional[dict]:
+  def _tokenizer_fields(self) -> Optional[dict]:
     model = self.meta.get("tokenizer.ggml.model")
     if model is None:
       return None
     if model != "gpt2":
-      raise ValueError(f"{gguf_path!r}: tokenizer.ggml.model={model!r} is not supported; supported: ('gpt2',) "
-                       "(byte-level BPE)")
+      self.fail(f"tokenizer.ggml.model={model!r} is not supported; supported: ('gpt2',) "
+                "(byte-level BPE)")
     pre = self.meta.get("tokenizer.ggml.pre")
     if pre not in _PRE_KINDS:
-      raise ValueError(f"{gguf_path!r}: tokenizer.ggml.pre={pre!r} is not supported; "
-                       f"supported: {SUPPORTED_GGUF_PRE_TOKENIZERS}")
+      self.fail(f"tokenizer.ggml.pre={pre!r} is not supported; "
+                f"supported: {SUPPORTED_GGUF_PRE_TOKENIZERS}")
     for k in ("tokens", "merges"):
       if f"tokenizer.ggml.{k}" not in self.meta:
-        raise ValueError(f"{gguf_path!r}: GGUF metadata has no 'tokenizer.ggml.{k}'")
+        self.fail(f"GGUF metadata has no 'tokenizer.ggml.{k}'")
     return {k[len("tokenizer."):]: v for k, v in self.meta.items() if k.startswith("tokenizer.")}
 
 
@@ -436,6 +440,8 @@ def gguf_checkpoint(gguf_path: str, cache_dir: Optional[str] = None) -> str:
   (pytest-xdist workers) are safe: each converts into its own temporary
   directory and the first rename wins; the others use the winner's.
   """
+  if not os.path.isfile(gguf_path):
+    raise ValueError(f"gguf_path {gguf_path!r} is not a file")
   st = os.stat(gguf_path)
   stem = re.sub(r"[^A-Za-z0-9._-]", "_", os.path.basename(gguf_path))
   target = os.path.join(_cache_root(cache_dir), f"{stem}-{st.st_size}-{st.st_mtime_ns}-v{_CONVERTER_VERSION}")
