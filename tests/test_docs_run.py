@@ -262,10 +262,16 @@ class Fixtures:
   def data_dir(self):
     return str(self._tmp.mktemp("rljax_data"))
 
+  def gguf_file(self):
+    if "gguf_file" not in self._cache:
+      from test_gguf import write_tiny_gguf  # pylint: disable=import-outside-toplevel
+      self._cache["gguf_file"] = write_tiny_gguf(self._tmp.mktemp("gguf") / "model.Q4_K_M.gguf")
+    return self._cache["gguf_file"]
+
 
 PLACEHOLDERS = {name[1:] for name in vars(Fixtures) if name.startswith("_") and not name.startswith("__")}
 PATHS = {"/path/to/Qwen2.5-0.5B": Fixtures.hf_checkpoint, "/data/tfds": Fixtures.tfds_dir,
-         "/tmp/rljax_data": Fixtures.data_dir}
+         "/tmp/rljax_data": Fixtures.data_dir, "/path/to/model.Q4_K_M.gguf": Fixtures.gguf_file}
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +355,7 @@ def test_free_names():
 @pytest.mark.parametrize("bid,src", BLOCKS, ids=[b for b, _ in BLOCKS])
 def test_block_runs(bid, src, fixtures, tmp_path, monkeypatch, capsys):
   monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "rljax_cache"))  # a GGUF file converts into the test's own cache
   for literal in set(re.findall(r"""["'](/path/to/[^"']*|/data/[^"']*|/tmp/[^"']*)["']""", src)):
     assert literal in PATHS, f"{bid}: path literal {literal!r} has no fixture in PATHS"
     src = src.replace(f'"{literal}"', repr(PATHS[literal](fixtures))).replace(f"'{literal}'",

@@ -158,7 +158,11 @@ class HFTokenizer:
 
 
 def load_tokenizer(path: str) -> Tokenizer:
-  """Loads ``tokenizer.model`` (SentencePiece) or ``tokenizer.json`` (HF) from a file or directory."""
+  """Loads ``tokenizer.model`` (SentencePiece) or ``tokenizer.json`` (HF) from a file or directory, or the
+  tokenizer of a ``.gguf`` file (through its cached converted directory, ``rljax.models.gguf_checkpoint``)."""
+  if path.endswith(".gguf"):
+    from rljax.models._gguf import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    path = gguf_checkpoint(path)
   if os.path.isdir(path):
     for fname, cls in (("tokenizer.model", SentencePieceTokenizer), ("tokenizer.json", HFTokenizer)):
       if os.path.exists(os.path.join(path, fname)):

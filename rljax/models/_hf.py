@@ -372,7 +372,8 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
 
   Args:
     path: directory with ``config.json`` and ``model.safetensors`` or
-      ``model.safetensors.index.json`` + shards.
+      ``model.safetensors.index.json`` + shards; or a llama.cpp ``.gguf`` file,
+      read through its cached converted directory (``rljax.models.gguf_checkpoint``).
     dtype: parameter dtype (``float32``/``bfloat16``/``float16``); overflow raises.
     compute_dtype: activation dtype (default: ``dtype``).
     mesh: optional ``jax.sharding.Mesh``; parameters are placed with
@@ -382,6 +383,9 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
       (``value_head=True``: zero, see :class:`rljax.models.ValueHead`), which a
       causal-LM checkpoint does not hold.
   """
+  if str(path).endswith(".gguf"):
+    from rljax.models._gguf import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    path = gguf_checkpoint(str(path))
   if isinstance(dtype, str) is False:
     dtype = jnp.dtype(dtype).name
   cfg = config_from_hf(load_hf_config(path), param_dtype=dtype, compute_dtype=compute_dtype, **config_overrides)
