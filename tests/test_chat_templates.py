@@ -298,3 +298,118 @@ def test_task_config_chat_template_values():
   from rljax.train._config import _legacy_chat_template  # pylint: disable=import-outside-toplevel
   old["model"]["hf_checkpoint"], old["task"]["name"] = "/ckpt", "gsm8k"  # a text task on a checkpoint: none
   assert _legacy_chat_template(old)["task"]["chat_template"] == "none"
+
+
+# ----------------------------------------------------------------------------- runs: start-up checks, the CLI
+
+
+def _tiny_checkpoint(path, tokenizer_dir, vocab_size):
+  """A 1-layer Llama-architecture checkpoint (random weights, written by rljax) beside ``tokenizer_dir``'s files."""
+  import shutil
+  from flax import nnx
+  from rljax.models import ModelConfig, Transformer, save_pretrained
+  cfg = ModelConfig.tiny(vocab_size=vocab_size, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, head_dim=8,
+                         intermediate_size=32, architecture="LlamaForCausalLM", tie_embeddings=True)
+  save_pretrained(Transformer(cfg, rngs=nnx.Rngs(0)), str(path))
+  for name in os.listdir(tokenizer_dir):
+    if name.startswith(("tokenizer", "chat_template", "special_tokens", "generation")):
+      shutil.copy(os.path.join(tokenizer_dir, name), os.path.join(path, name))
+  return str(path)
+
+
+def _questions(path, n=40):
+  with open(path, "w", encoding="utf-8") as f:
+    for i in range(n):
+      f.write(json.dumps({"prompt": f"What is {i} + {i + 3}?", "answer": str(2 * i + 3)}) + "\n")
+  return str(path)
+
+
+def _run_config(out, ckpt, data, *more):
+  return apply_overrides(tiny_config(str(out)), [
+      f"model.hf_checkpoint={ckpt}", "task.name=jsonl", f"task.path={data}", "task.verifier=math_answer",
+      "task.num_test=4", "sft.steps=1", "sft.batch_size=4", "rl.steps=0", "rl.max_new_tokens=3",
+      "eval.num_problems=4", "eval.batch_size=4", "eval.num_samples=1", "eval.pass_k=1", *more])
+
+
+def test_a_vocabulary_larger_than_the_embedding_is_refused_before_writing(tmp_path):
+  from rljax.train import train
+  tok_dir = family_tokenizer(tmp_path / "tok", "qwen", chat_template=TEMPLATES["qwen"])  # ids 0..258
+  ckpt = _tiny_checkpoint(tmp_path / "ckpt", tok_dir, vocab_size=200)
+  cfg = _run_config(tmp_path / "run", ckpt, _questions(tmp_path / "q.jsonl"))
+  with pytest.raises(ValueError, match=r"ids 0\.\.258 \(259 ids, added tokens included\).*200 rows"):
+    train(cfg)
+  assert not os.path.exists(cfg.out_dir)
+
+
+def test_a_checkpoint_without_a_template_is_refused_before_writing(tmp_path):
+  from rljax.train import train
+  ckpt = _tiny_checkpoint(tmp_path / "ckpt", family_tokenizer(tmp_path / "tok", "qwen"), vocab_size=272)
+  cfg = _run_config(tmp_path / "run", ckpt, _questions(tmp_path / "q.jsonl"))
+  with pytest.raises(ValueError, match=r"task\.chat_template=auto.*has none.*llama3.*none"):
+    train(cfg)
+  assert not os.path.exists(cfg.out_dir)
+  explicit = apply_overrides(cfg, ["task.chat_template=checkpoint"])
+  with pytest.raises(ValueError, match=r"task\.chat_template=checkpoint.*has none"):
+    train(explicit)
+  assert not os.path.exists(cfg.out_dir)
+
+
+@pytest.fixture(scope="module")
+def smollm2_run(smollm2_tokenizer_dir, tmp_path_factory):
+  """A finished run (1 SFT step) of a tiny random model with SmolLM2's tokenizer and chat template on questions."""
+  from rljax.train import train
+  root = tmp_path_factory.mktemp("smollm2_run")
+  ckpt = _tiny_checkpoint(root / "ckpt", smollm2_tokenizer_dir, vocab_size=49152)
+  cfg = _run_config(root / "run", ckpt, _questions(root / "q.jsonl"))
+  train(cfg)
+  return cfg, ckpt, smollm2_tokenizer_dir  # transformers reads the tokenizer from the tokenizer-only directory
+
+
+@pytest.fixture
+def sent_prompts(monkeypatch):
+  """The prompt ids every sampler call of ``Experiment.sample_fn`` receives."""
+  from rljax.train._experiment import Experiment
+  seen = []
+  original = Experiment.sample_fn
+
+  def spy(self, *args, **kwargs):
+    fn = original(self, *args, **kwargs)
+
+    def sample(prompts, **kw):
+      seen.append([[int(i) for i in p] for p in prompts])
+      return fn(prompts, **kw)
+    return sample
+  monkeypatch.setattr(Experiment, "sample_fn", spy)
+  return seen
+
+
+@pytest.mark.hf
+def test_cli_sample_uses_the_runs_template_and_raw_sends_the_text(smollm2_run, sent_prompts, capsys):
+  from transformers import AutoTokenizer
+  from rljax import cli
+  cfg, _, tok_dir = smollm2_run
+  with open(os.path.join(cfg.out_dir, "config.json"), encoding="utf-8") as f:
+    assert json.load(f)["task"]["chat_template"] == "auto"
+  assert cli.main(["sample", "--run-dir", cfg.out_dir, QUESTION, "--greedy"]) == 0
+  out = capsys.readouterr().out
+  assert "checkpoint's chat template" in out.splitlines()[0] and out.splitlines()[1].startswith(QUESTION + "\t")
+  expected = hf_ids(tok_dir, CONVERSATIONS[0], add_generation_prompt=True)
+  assert sent_prompts[-1] == [expected] and expected[:2] == [1, 9690]
+  assert cli.main(["sample", "--run-dir", cfg.out_dir, QUESTION, "--greedy", "--raw"]) == 0
+  assert "raw prompts" in capsys.readouterr().out.splitlines()[0]
+  assert sent_prompts[-1] == [AutoTokenizer.from_pretrained(tok_dir)(QUESTION)["input_ids"]]
+
+
+@pytest.mark.hf
+def test_cli_eval_and_load_run_use_the_runs_template(smollm2_run, sent_prompts, capsys):
+  from rljax import cli
+  from rljax.train import load_run
+  cfg, ckpt, tok_dir = smollm2_run
+  exp, _, _, _ = load_run(cfg.out_dir)
+  assert exp.codec.template.source == load_tokenizer(ckpt).chat_template and exp.codec.stop_ids == (2,)
+  assert exp.sampler_config.max_stop_tokens >= len(exp.codec.stop_ids)
+  assert cli.main(["eval", "--run-dir", cfg.out_dir, "--num-samples", "1", "--k", "1", "--num-problems", "2"]) == 0
+  assert json.loads(capsys.readouterr().out)["num_problems"] == 2
+  problems = exp.test_problems[:2]
+  expected = [hf_ids(tok_dir, [{"role": "user", "content": p.prompt}], add_generation_prompt=True) for p in problems]
+  assert sent_prompts[0][:2] == expected  # greedy pass (rows after the problems repeat the first: fixed shapes)
