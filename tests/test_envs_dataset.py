@@ -133,6 +133,11 @@ def test_chat_template_wraps_prompts_in_the_codec(tmp_path):
   text = codec.tok.decode(codec.prompt_ids(problem))
   assert text.startswith("<|im_start|>system") and text.endswith(f"{problem.prompt}<|im_end|>\n<|im_start|>assistant\n")
   assert codec.end_id == codec.tok.eos_id  # a tokenizer trained here has no <|im_end|> token: eos ends a completion
+  for family in ("llama3", "gemma"):  # a character tokenizer trained here: the template's {{ bos_token }} is its <s>
+    chat = build_codec(apply_overrides(cfg, [f"task.chat_template={family}"]), task)
+    ids = chat.prompt_ids(problem)
+    assert ids[0] == chat.bos_id and ids.count(chat.bos_id) == 1 and chat.tok.unknown_characters(
+        chat.render(problem.prompt).replace("<s>", "")) == []
   plain = build_codec(apply_overrides(cfg, ["task.chat_template=auto"]), task)  # no hf checkpoint: plain prompts
   assert plain.template is None and plain.prompt_ids(problem) == [plain.bos_id] + plain.tok.encode(problem.prompt)
 

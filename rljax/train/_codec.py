@@ -164,8 +164,9 @@ def sft_batch(task, codec: Codec, problems: Sequence, *, step: int, seed: int, b
               seq_len: int) -> TrainBatch:
   """A deterministic SFT batch for ``step``: demonstrations from ``task.demonstration``.
 
-  Row = ``[bos] prompt completion [eos]`` left-aligned and padded to
-  ``seq_len``; ``loss_mask`` covers the completion and eos. A multi-turn task
+  Row = ``codec.prompt_ids(problem) + codec.completion_ids(demonstration)`` (the prompt as the run sends it, in
+  its chat template if any; the completion ends with ``codec.end_id``) left-aligned and padded to
+  ``seq_len``; ``loss_mask`` covers the completion and its end token. A multi-turn task
   (``task.demonstration_episode``): the scripted episode's tokens
   (``rljax.envs.encode_episode``), ``loss_mask`` on its model turns only (``rng`` draws any random choice of the
   demonstration, e.g. the tool countdown's tool-or-direct mixture); with a context budget, its windows side by

@@ -20,8 +20,8 @@ from rljax.train._codec import Codec
 from rljax.train._config import RunConfig
 from rljax.train._step import make_train_step
 
-__all__ = ["Experiment", "build_task", "build_codec", "build_experiment", "run_mesh", "ShardedStep", "NoWriter", "log",
-           "host_scalars", "sigterm_flag", "Preempted", "resolve_auto_settings"]
+__all__ = ["Experiment", "build_task", "build_codec", "build_experiment", "run_mesh", "ShardedStep", "NoWriter",
+           "log", "host_scalars", "sigterm_flag", "Preempted", "resolve_auto_settings"]
 
 
 class Preempted(RuntimeError):
@@ -243,9 +243,11 @@ def _template_text(template: str) -> str:
   """Everything a built-in template writes around a system, user and assistant message (the characters a
   tokenizer trained here needs)."""
   from rljax.data import TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
+  from rljax.data._chat import SPECIAL_TOKEN_NAMES  # pylint: disable=import-outside-toplevel
   msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
   t = ChatTemplate(TEMPLATES.get(template, template))
-  return t.render(msgs, add_generation_prompt=True) + t.render(msgs[1:], add_generation_prompt=True)
+  specials = dict.fromkeys(SPECIAL_TOKEN_NAMES, "")  # the tokenizer's special pieces are ids, not characters
+  return "".join(t.render(m, add_generation_prompt=True, special_tokens=specials) for m in (msgs, msgs[1:]))
 
 
 def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
