@@ -12,8 +12,10 @@ Needs on disk (see docs/training.md, "A real model"):
         --set model.hf_checkpoint=/data/Qwen2.5-0.5B-Instruct --set task.tfds_dir=/data/tfds
 
 Prompts: the question + verl's "Let's think step by step and output the final answer after
-\"####\"." in Qwen's chat template; reward 1 when the last number of the completion equals
-the reference answer (``rljax.envs.GSM8KTask``, ``method="flexible"``).
+\"####\"." as one user message in the checkpoint's own chat template (``task.chat_template=auto``:
+the ids transformers' ``apply_chat_template(..., add_generation_prompt=True)`` gives, as verl's);
+reward 1 when the last number of the completion equals the reference answer
+(``rljax.envs.GSM8KTask``, ``method="flexible"``).
 """
 import os
 
@@ -27,7 +29,7 @@ def get_config():
       seed=0,
       out_dir="runs/qwen2_5_0_5b_gsm8k",
       task=TaskConfig(name="gsm8k", num_train=7473, num_test=1319, tfds_dir="~/tensorflow_datasets",
-                      chat_template="qwen"),
+                      chat_template="auto"),  # the checkpoint's own template
       model=ModelSpec(num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2, intermediate_size=4864,
                       max_seq_len=1024, dtype="bfloat16",
                       hf_checkpoint=os.path.expanduser("~/models/Qwen2.5-0.5B-Instruct")),

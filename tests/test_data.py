@@ -81,6 +81,7 @@ def test_chat_templates():
   assert apply_chat_template("qwen", msgs) == (
       "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
   assert apply_chat_template("llama3", msgs[1:]).endswith("<|start_header_id|>assistant<|end_header_id|>\n\n")
+  assert apply_chat_template("llama3", msgs[1:]).count("<|begin_of_text|>") == 1
   assert apply_chat_template("gemma", msgs) == (
       "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n")
   with pytest.raises(ValueError, match="family"):
@@ -89,20 +90,25 @@ def test_chat_templates():
     apply_chat_template("qwen", [{"role": "tool", "content": "x"}])
 
 
-def test_codec_adds_bos_only_when_the_tokenizer_has_one(tmp_path):
-  """Qwen-style tokenizer.json with ``bos_token: null``: prompts start with the text, not an end token."""
+def test_codec_adds_bos_only_when_the_tokenizer_puts_one_first(tmp_path):
+  """The start token of a plain prompt is the tokenizer.json post-processor's: Qwen-style (none; ``bos_token:
+  null``) gets the text alone, Llama-style (TemplateProcessing ``<s> $A``) gets ``<s>`` once."""
   import json
-  from tokenizers import Tokenizer, models, pre_tokenizers
+  from tokenizers import Tokenizer, models, pre_tokenizers, processors
   from rljax.train._codec import Codec
   vocab = {"<|endoftext|>": 0, "<|im_end|>": 1, "<s>": 2, "a": 3, "b": 4}
   tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|endoftext|>"))
   tok.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
+  tok.add_special_tokens(["<|endoftext|>", "<|im_end|>", "<s>"])
   for name, bos in (("qwen", None), ("llama", "<s>")):
     d = tmp_path / name
     d.mkdir()
+    if bos:
+      tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 2)])
     tok.save(str(d / "tokenizer.json"))
     (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": bos, "eos_token": "<|im_end|>",
                                                          "pad_token": "<|endoftext|>"}))
   qwen, llama = Codec(load_tokenizer(str(tmp_path / "qwen"))), Codec(load_tokenizer(str(tmp_path / "llama")))
-  assert qwen.prompt_ids("ab") == [3, 4] and qwen.completion_ids("b") == [4, 1]
-  assert llama.prompt_ids("ab") == [2, 3, 4]
+  assert qwen.prompt_ids("ab") == [3, 4] and qwen.completion_ids("b") == [4, 1] and not qwen.tok.has_bos
+  assert llama.prompt_ids("ab") == [2, 3, 4] and llama.tok.has_bos
+  assert llama.prompt_ids("<s>ab") == [2, 3, 4]  # never twice

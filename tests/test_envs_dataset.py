@@ -119,10 +119,27 @@ def test_catalog_verifiers_and_user_functions_score(tmp_path):
   assert s.dtype == np.float32 and s.tolist() == [3.0, 5.0, 8.0]
 
 
-def test_chat_template_wraps_prompts(tmp_path):
-  task = jsonl_task(_additions(tmp_path / "d.jsonl", 4), verifier="exact_match", chat_template="qwen")
-  prompt = task.train[0].prompt
-  assert prompt.startswith("<|im_start|>system") and prompt.endswith("<|im_start|>assistant\n")
+def test_chat_template_wraps_prompts_in_the_codec(tmp_path):
+  """The task keeps the record's prompt; a run's Codec puts it in the chat template (task.chat_template)."""
+  from rljax.train import apply_overrides, tiny_config
+  from rljax.train._experiment import build_codec, build_task
+  path = _additions(tmp_path / "d.jsonl", 4)
+  cfg = apply_overrides(tiny_config(str(tmp_path / "run")), ["task.name=jsonl", f"task.path={path}",
+                                                             "task.verifier=exact_match", "task.chat_template=qwen"])
+  task = build_task(cfg)
+  problem = task.train[0]
+  assert not problem.prompt.startswith("<|im_start|>")
+  codec = build_codec(cfg, task)
+  text = codec.tok.decode(codec.prompt_ids(problem))
+  assert text.startswith("<|im_start|>system") and text.endswith(f"{problem.prompt}<|im_end|>\n<|im_start|>assistant\n")
+  assert codec.end_id == codec.tok.eos_id  # a tokenizer trained here has no <|im_end|> token: eos ends a completion
+  for family in ("llama3", "gemma"):  # a character tokenizer trained here: the template's {{ bos_token }} is its <s>
+    chat = build_codec(apply_overrides(cfg, [f"task.chat_template={family}"]), task)
+    ids = chat.prompt_ids(problem)
+    assert ids[0] == chat.bos_id and ids.count(chat.bos_id) == 1 and chat.tok.unknown_characters(
+        chat.render(problem.prompt).replace("<s>", "")) == []
+  plain = build_codec(apply_overrides(cfg, ["task.chat_template=auto"]), task)  # no hf checkpoint: plain prompts
+  assert plain.template is None and plain.prompt_ids(problem) == [plain.bos_id] + plain.tok.encode(problem.prompt)
 
 
 # ----------------------------------------------------------------------------- TFDS

@@ -89,15 +89,18 @@ def test_missing_or_unprepared_dir_is_a_clear_error(tmp_path):
     get_task("gsm8k", data_dir=str(tmp_path)).problems("test", 1, 0)
   with pytest.raises(ValueError, match="method"):
     GSM8KTask(method="loose")
-  with pytest.raises(ValueError, match="chat_template"):
-    GSM8KTask(chat_template="mistral")
 
 
 def test_chat_template_prompt(gsm8k_dir):
-  task = GSM8KTask(data_dir=gsm8k_dir, chat_template="qwen")
+  """The task's prompt is the question + instruction; the Codec renders it as one user message."""
+  from rljax.data import train_sentencepiece
+  from rljax.train._codec import Codec
+  task = GSM8KTask(data_dir=gsm8k_dir)
   p = task.problems("test", 1, 0)[0]
-  assert p.prompt == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-                      f"{p.meta['question']} {VERL_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
+  assert p.prompt == f"{p.meta['question']} {VERL_INSTRUCTION}"
+  codec = Codec(train_sentencepiece(task.corpus() + ["<|im_start|>system\nYou are a helpful assistant."]), "qwen")
+  assert codec.render(p.prompt) == ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+                                    f"{p.meta['question']} {VERL_INSTRUCTION}<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_reference_extraction():
@@ -169,7 +172,7 @@ def test_qwen_config_loads_and_validates():
   from rljax.train import apply_overrides
   cfg = _load_config("qwen2_5_0_5b_gsm8k")
   assert cfg.task.name == "gsm8k" and cfg.model.hf_checkpoint and cfg.task.tfds_dir
-  assert cfg.task.chat_template == "qwen"
+  assert cfg.task.chat_template == "auto"  # the checkpoint's own (Qwen2.5-Instruct's) template
   with pytest.raises(ValueError, match=r"TaskConfig\.chat_template"):
     apply_overrides(cfg, ["task.chat_template=mistral"])
   assert cfg.task.num_train == 7473 and cfg.task.num_test == 1319  # the TFDS gsm8k split sizes
@@ -181,6 +184,7 @@ def _tiny_qwen2_checkpoint(path):
   torch = pytest.importorskip("torch")
   transformers = pytest.importorskip("transformers")
   from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+  from rljax.data import TEMPLATES
   chars = sorted(set("".join(q + a for q, a in TRAIN + TEST) + VERL_INSTRUCTION + "You are a helpful assistant.<|>_"))
   specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
   vocab = {t: i for i, t in enumerate(specials + [c for c in chars if c not in specials])}
@@ -191,7 +195,8 @@ def _tiny_qwen2_checkpoint(path):
   os.makedirs(path, exist_ok=True)
   tok.save(os.path.join(path, "tokenizer.json"))
   with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
-    json.dump({"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, f)
+    json.dump({"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
+               "chat_template": TEMPLATES["qwen"]}, f)
   cfg = transformers.Qwen2Config(vocab_size=len(vocab) + 8, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
                                  tie_word_embeddings=True, eos_token_id=vocab["<|im_end|>"],

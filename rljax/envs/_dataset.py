@@ -133,12 +133,8 @@ def resolve_verifier(verifier: Union[str, Callable]) -> Callable:
   return stages[0].fn
 
 
-def _problem(record: dict, chat_template: Optional[str]) -> Problem:
-  prompt = record["prompt"]
-  if chat_template is not None:
-    from rljax.data import apply_chat_template  # pylint: disable=import-outside-toplevel
-    prompt = apply_chat_template(chat_template, [{"role": "user", "content": prompt}])
-  return Problem(prompt=prompt, answer=record["answer"], meta=record["meta"])
+def _problem(record: dict) -> Problem:
+  return Problem(prompt=record["prompt"], answer=record["answer"], meta=record["meta"])
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -190,8 +186,7 @@ class DatasetTask:
 
 
 def jsonl_task(path: str, *, verifier: Union[str, Callable], eval_path: Optional[str] = None,
-               eval_fraction: float = 0.1, prompt_field: str = "prompt", answer_field: str = "answer",
-               chat_template: Optional[str] = None) -> DatasetTask:
+               eval_fraction: float = 0.1, prompt_field: str = "prompt", answer_field: str = "answer") -> DatasetTask:
   """A task from a JSONL file (see the module docstring): held-out problems from ``eval_path``, else the
   share ``eval_fraction`` of ``path``'s prompts (by prompt hash)."""
   records = read_jsonl(path, prompt_field=prompt_field, answer_field=answer_field)
@@ -206,16 +201,14 @@ def jsonl_task(path: str, *, verifier: Union[str, Callable], eval_path: Optional
       if not rows:
         raise ValueError(f"JSONL file {path!r}: its {len(records)} records leave the {split} split empty at "
                          f"eval_fraction={eval_fraction}; add records, change eval_fraction or give an eval file")
-  return DatasetTask(train=tuple(_problem(r, chat_template) for r in train),
-                     test=tuple(_problem(r, chat_template) for r in test), verifier=verifier, name="jsonl")
+  return DatasetTask(train=tuple(_problem(r) for r in train), test=tuple(_problem(r) for r in test),
+                     verifier=verifier, name="jsonl")
 
 
 def tfds_task(data_dir: str, dataset: str, *, verifier: Union[str, Callable], train_split: str = "train",
-              eval_split: str = "test", prompt_field: str = "prompt", answer_field: str = "answer",
-              chat_template: Optional[str] = None) -> DatasetTask:
+              eval_split: str = "test", prompt_field: str = "prompt", answer_field: str = "answer") -> DatasetTask:
   """A task from a TFDS dataset prepared as array_record under ``data_dir`` (see the module docstring)."""
   read = lambda split: read_tfds(data_dir, dataset, split, prompt_field=prompt_field, answer_field=answer_field)
-  return DatasetTask(train=tuple(_problem(r, chat_template) for r in read(train_split)),
-                     test=tuple(_problem(r, chat_template) for r in read(eval_split)), verifier=verifier,
-                     name="tfds")
+  return DatasetTask(train=tuple(_problem(r) for r in read(train_split)),
+                     test=tuple(_problem(r) for r in read(eval_split)), verifier=verifier, name="tfds")
 

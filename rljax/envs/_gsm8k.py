@@ -8,8 +8,8 @@ worked solution ending in ``#### <number>``) must already be prepared under
 random access, no TensorFlow) and ``download=False``: nothing is ever fetched.
 
 * prompt: the question followed by verl's instruction (``examples/data_preprocess/gsm8k.py``:
-  ``Let's think step by step and output the final answer after "####".``),
-  optionally wrapped in a chat template (``chat_template="qwen"`` etc.);
+  ``Let's think step by step and output the final answer after "####".``); a run puts it in a chat template
+  (``task.chat_template``, applied by ``rljax.train.Codec``: one user message);
 * reference answer: the number after ``####`` in ``answer`` (commas removed);
 * demonstration (SFT): the dataset's worked solution, unchanged;
 * verifier (``method``): ``"flexible"`` (default) — the **last number** in the
@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -68,15 +68,11 @@ class GSM8KTask:
     dataset: the TFDS name, optionally with a version (``"gsm8k:1.0.0"``).
     method: ``"flexible"`` (last number) or ``"strict"`` (number after ``####``).
     instruction: appended to the question after a space (``""``: none).
-    chat_template: ``None`` (plain text) or a family of ``rljax.data.apply_chat_template``
-      (``"qwen"``, ``"llama3"``, ``"gemma"``): the prompt becomes one user turn
-      plus the assistant header.
   """
   data_dir: str = "~/tensorflow_datasets"
   dataset: str = "gsm8k"
   method: str = "flexible"
   instruction: str = VERL_INSTRUCTION
-  chat_template: Optional[str] = None
   name: str = "gsm8k"
 
   def __post_init__(self):
@@ -84,10 +80,6 @@ class GSM8KTask:
       raise ValueError(f"data_dir must be a local TFDS directory, got {self.data_dir!r}")
     if self.method not in _METHODS:
       raise ValueError(f"method must be one of {list(_METHODS)}, got {self.method!r}")
-    if self.chat_template is not None:
-      from rljax.data import FAMILIES  # pylint: disable=import-outside-toplevel
-      if self.chat_template not in FAMILIES:
-        raise ValueError(f"chat_template must be None or one of {list(FAMILIES)}, got {self.chat_template!r}")
 
   # ------------------------------------------------------------------ data
 
@@ -107,12 +99,8 @@ class GSM8KTask:
                        "(`tfds build gsm8k --file_format=array_record`)") from e
 
   def format_prompt(self, question: str) -> str:
-    """Question + instruction, in the chat template if one is set."""
-    text = question.strip() + (" " + self.instruction if self.instruction else "")
-    if self.chat_template is None:
-      return text
-    from rljax.data import apply_chat_template  # pylint: disable=import-outside-toplevel
-    return apply_chat_template(self.chat_template, [{"role": "user", "content": text}])
+    """Question + instruction (the user message a chat template wraps)."""
+    return question.strip() + (" " + self.instruction if self.instruction else "")
 
   def _problem(self, record, index: int) -> Problem:
     question, solution = _text(record["question"]), _text(record["answer"])

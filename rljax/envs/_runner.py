@@ -214,13 +214,14 @@ class EpisodeBatch:
             "truncated": f(self.truncated), "reward": f(self.episode_rewards)}
 
 
-def _turn_end(ids: list, stop_strings: Sequence[str], eos_id: Optional[int], decode, max_new: int):
+def _turn_end(ids: list, stop_strings: Sequence[str], end_ids, decode, max_new: int):
   """``(kept token count, action text)`` if the turn's tokens sampled so far, ``ids[:max_new]``, end it, else
-  ``None``. It ends after the end token (excluded from the text), after the token completing the first stop string
-  (kept in the text and tokens; the smallest such prefix, as ``truncate_at_stop_strings`` finds it, so a prefix of
-  the turn gives the cut of the whole turn), or at ``max_new`` tokens."""
+  ``None``. It ends after the first end token (one of ``end_ids``; excluded from the text), after the token
+  completing the first stop string (kept in the text and tokens; the smallest such prefix, as
+  ``truncate_at_stop_strings`` finds it, so a prefix of the turn gives the cut of the whole turn), or at
+  ``max_new`` tokens."""
   ids = ids[:max_new]
-  end = ids.index(eos_id) + 1 if eos_id is not None and eos_id in ids else None
+  end = next((k + 1 for k, i in enumerate(ids) if i in end_ids), None)
   body = ids if end is None else ids[:end - 1]
   j = _first_hit(body, stop_strings, decode) if stop_strings else -1
   if j >= 0:
@@ -230,9 +231,9 @@ def _turn_end(ids: list, stop_strings: Sequence[str], eos_id: Optional[int], dec
   return None
 
 
-def _turn_cut(ids: list, stop_strings: Sequence[str], eos_id: Optional[int], decode) -> tuple:
+def _turn_cut(ids: list, stop_strings: Sequence[str], end_ids, decode) -> tuple:
   """``(kept token count, action text)`` of one whole turn's sampled ``ids`` (``_turn_end``'s rule)."""
-  return _turn_end(ids, stop_strings, eos_id, decode, len(ids))
+  return _turn_end(ids, stop_strings, end_ids, decode, len(ids))
 
 
 def _turn_ids(prefix_tids: list, turn_start: list, turn_base: int, length: int) -> list:
@@ -298,7 +299,8 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
     model: a ``rljax.models.Transformer`` (or ``(graphdef, state)``).
     env: a ``MultiTurnEnv``. problems: ``P`` problems passed to ``env.reset``.
     tokenizer: an ``rljax.data`` tokenizer or a ``Codec`` (``encode``, ``decode``, ``bos_id``, ``eos_id``;
-      the start token is put first when the tokenizer has one, as ``Codec.prompt_ids`` does).
+      the start token is put first when the tokenizer's plain prompts have one, ``has_bos``). A turn ends at
+      the Codec's ``stop_ids`` (a tokenizer: at ``eos_id``).
     episode_config: stop strings, ``max_turns`` (``<= runner_config.max_turns``) and the context budget.
     runner_config: the static sizes and the schedule (``RunnerConfig``).
     key: PRNG key (turn ``k`` of every row samples with ``fold_in(key, k)``, whichever call decodes it).
@@ -325,6 +327,7 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
   use_bos = bool(getattr(tok, "has_bos", True))
   eos = getattr(tok, "eos_id", None)
   eos = None if eos is None or eos < 0 else int(eos)
+  end_ids = frozenset(int(i) for i in getattr(tokenizer, "stop_ids", None) or ([] if eos is None else [eos]))
   decode = lambda ids: tok.decode([int(i) for i in ids])
   encode = lambda text: [int(i) for i in tok.encode(text)]
   cfg = rc.sampler_config
@@ -362,7 +365,7 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
     done_windows = []  # the earlier windows of episodes that moved to a new one (EpisodeRow-like dicts)
     refits = {}  # row -> (prefix ids, their turn ids) of its new window
     sample = dict(greedy=greedy, temperature=1.0 if greedy else temperature, top_k=top_k, top_p=top_p,
-                  stop_tokens=None if eos is None else [eos], policy_version=policy_version)
+                  stop_tokens=sorted(end_ids) or None, policy_version=policy_version)
     gids = None if group_ids is None else np.asarray(group_ids, np.int32)
     t0 = time.perf_counter()
     _, st = generate(model, prompts, config=cfg, key=jax.random.fold_in(key, 0), n=int(n), prompt_ids=gids,
@@ -384,7 +387,7 @@ def run_episodes(model, env, problems: Sequence[Any], *, tokenizer, episode_conf
       new_len = length.copy()
       for i in np.flatnonzero(decoded):
         s0 = turn_start[i][-1]
-        end = _turn_end(tokens[i, s0:length[i]].tolist(), stops, eos, decode, rc.max_new_tokens)
+        end = _turn_end(tokens[i, s0:length[i]].tolist(), stops, end_ids, decode, rc.max_new_tokens)
         if end is not None:
           new_len[i] = s0 + end[0]
           stepping[i] = submit(functools.partial(advance, env, episodes[i], end[1], episode_config))

@@ -64,7 +64,7 @@ from typing import Any, NoReturn, Optional
 
 import numpy as np
 
-__all__ = ["convert_gguf", "gguf_checkpoint", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint",
+__all__ = ["convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint",
            "unpermute_qk", "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES",
            "SUPPORTED_GGUF_PRE_TOKENIZERS"]
 
@@ -448,6 +448,12 @@ def gguf_checkpoint(gguf_path: str, cache_dir: Optional[str] = None) -> str:
   if _is_checkpoint(target):
     return target
   return _convert(gguf_path, target, 2 * 2 ** 30, reuse_existing=True)
+
+
+def checkpoint_directory(path: str) -> str:
+  """A checkpoint's Hugging Face directory: ``path`` itself, or, for a ``.gguf`` file, its converted cached
+  directory (``gguf_checkpoint``). Everything that reads ``model.hf_checkpoint`` goes through this."""
+  return gguf_checkpoint(str(path)) if str(path).endswith(".gguf") else path
 
 
 def from_gguf(gguf_path: str, *, dtype: str = "float32", cache_dir: Optional[str] = None, **kw):

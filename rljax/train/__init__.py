@@ -8,6 +8,7 @@ Public API::
     state, metrics = step(state, batch)
 """
 from rljax.train._config import *  # noqa: F401,F403
+from rljax.train._codec import CHAT_TEMPLATE_CHOICES, Codec, resolve_chat_template
 from rljax.train._optim import make_optimizer, make_schedule
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer, CheckpointError

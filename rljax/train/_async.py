@@ -401,7 +401,7 @@ class AsyncRunner:
     sampler = None
     if self.eta > 0 and self.chunk < loop.rl.max_new_tokens:
       sampler = InterruptibleSampler(loop.graphdef, self.box.latest, config=exp.sampler_config, chunk=self.chunk,
-                                     partial=loop.rl.async_partial_rollouts, stop_tokens=[exp.codec.eos_id],
+                                     partial=loop.rl.async_partial_rollouts, stop_tokens=list(exp.codec.stop_ids),
                                      dtype=loop.rl.sampler_dtype, stop=self.stop)
     elif self.eta > 0:  # one chunk holds every response: nothing to interrupt, the ordinary sampler (tagged)
       sampler = tagged(exp.sample_fn(loop.graphdef, w.params, w.model_state, dtype=loop.rl.sampler_dtype), w.version)

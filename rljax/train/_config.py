@@ -17,6 +17,7 @@ import typing
 from typing import Any, Optional, Sequence
 
 from rljax.parallel._mesh import MeshConfig
+from rljax.train._codec import CHAT_TEMPLATE_CHOICES
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
@@ -72,6 +73,15 @@ class TaskConfig:
   ``"exact_match(normalize='squad')"``, ...); ``num_train`` / ``num_test`` cap the problems used. These fields
   are refused on the other tasks. The data is read and checked here, when the config is made: a bad task
   fails before a run writes anything.
+
+  ``chat_template`` (``rljax.train.Codec`` applies it: each prompt becomes one user message, encoded as
+  transformers' ``apply_chat_template(..., add_generation_prompt=True)`` encodes it): ``"auto"`` (default) — the
+  checkpoint's own chat template when ``model.hf_checkpoint`` is set and the prompts are text questions (gsm8k,
+  jsonl, tfds), else plain prompts (the procedural and multi-turn tasks, models trained from scratch);
+  ``"checkpoint"`` — the checkpoint's own (``chat_template.jinja`` or ``tokenizer_config.json``); ``"none"`` — the
+  prompt text as is (with the start token the tokenizer's own rule adds); ``"llama3"``, ``"qwen"``, ``"gemma"`` —
+  a built-in template (``rljax.data.TEMPLATES``). A checkpoint without a template where one is needed is refused
+  when the run starts, before it writes anything.
   """
   name: str = "arithmetic"
   digits: int = 3
@@ -81,7 +91,7 @@ class TaskConfig:
   num_test: int = 500
   tfds_dir: Optional[str] = None
   lenient_rewards: bool = False
-  chat_template: Optional[str] = None  # gsm8k, jsonl, tfds: wrap prompts in a chat template ("qwen", "llama3", "gemma")
+  chat_template: str = "auto"  # auto / checkpoint / none / llama3 / qwen / gemma (see the docstring)
   path: Optional[str] = None  # jsonl: the JSONL file
   eval_path: Optional[str] = None  # jsonl: a JSONL file of held-out problems (default: eval_fraction of path)
   eval_fraction: float = 0.1  # jsonl without eval_path: held-out share of the prompts (by prompt hash)
@@ -116,8 +126,12 @@ class TaskConfig:
     _pos_int(self, "digits", "num_train", "num_test")
     if not 0.0 <= self.sloppy_carry_prob <= 1.0:
       _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")
-    if self.chat_template is not None:
-      _choice(self, "chat_template", ("llama3", "qwen", "gemma"))
+    if self.chat_template is None:  # configs written before "auto": None meant plain prompts
+      object.__setattr__(self, "chat_template", "none")
+    _choice(self, "chat_template", CHAT_TEMPLATE_CHOICES)
+    if self.name in ENV_TASK_NAMES and self.chat_template not in ("auto", "none"):
+      _fail("TaskConfig.chat_template", self.chat_template, f"auto or none: the multi-turn task {self.name!r} "
+            "writes its own context")
     data_fields = {"jsonl": ("path", "eval_path", "eval_fraction"), "tfds": ("dataset", "train_split", "eval_split")}
     shared = ("prompt_field", "answer_field", "verifier")
     defaults = {f.name: f.default for f in dataclasses.fields(self)}
@@ -503,6 +517,9 @@ class RunConfig:
       object.__setattr__(self, "num_devices", None)
     if not isinstance(self.out_dir, str) or not self.out_dir:
       _fail("RunConfig.out_dir", self.out_dir, "a non-empty path")
+    if self.task.chat_template == "checkpoint" and not self.model.hf_checkpoint:
+      _fail("TaskConfig.chat_template", "checkpoint", "auto, none, llama3, qwen or gemma without a "
+            "model.hf_checkpoint (checkpoint: the checkpoint's own template)")
 
   def replace(self, **changes) -> "RunConfig":
     return dataclasses.replace(self, **changes)
@@ -662,9 +679,23 @@ def config_to_dict(cfg) -> dict:
   return json.loads(json.dumps(dataclasses.asdict(cfg), default=str))
 
 
+def _legacy_chat_template(d: dict) -> dict:
+  """A run written before ``task.chat_template="auto"`` saved None for plain prompts: the same prompts are
+  ``"auto"`` where auto chooses none (no hf checkpoint, or not a text task), else ``"none"``."""
+  task = d.get("task")
+  if not isinstance(task, dict) or "chat_template" not in task or task["chat_template"] is not None:
+    return d
+  from rljax.train._codec import TEXT_TASKS  # pylint: disable=import-outside-toplevel
+  model = d.get("model") if isinstance(d.get("model"), dict) else {}
+  plain = not model.get("hf_checkpoint") or task.get("name", "arithmetic") not in TEXT_TASKS
+  return {**d, "task": {**task, "chat_template": "auto" if plain else "none"}}
+
+
 def config_from_dict(d: dict, cls=None):
   """Inverse of ``config_to_dict`` (unknown keys are errors naming the field)."""
   cls = cls or RunConfig
+  if cls is RunConfig:
+    d = _legacy_chat_template(d)
   if cls is RLConfig:
     from rljax.recipes._legacy import legacy_rl_fields  # pylint: disable=import-outside-toplevel
     d = legacy_rl_fields(d)  # a run written before the recipe fields

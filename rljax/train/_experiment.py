@@ -20,8 +20,8 @@ from rljax.train._codec import Codec
 from rljax.train._config import RunConfig
 from rljax.train._step import make_train_step
 
-__all__ = ["Experiment", "build_task", "build_experiment", "run_mesh", "ShardedStep", "NoWriter", "log",
-           "host_scalars", "sigterm_flag", "Preempted", "resolve_auto_settings"]
+__all__ = ["Experiment", "build_task", "build_codec", "build_experiment", "run_mesh", "ShardedStep", "NoWriter",
+           "log", "host_scalars", "sigterm_flag", "Preempted", "resolve_auto_settings"]
 
 
 class Preempted(RuntimeError):
@@ -164,7 +164,7 @@ class Experiment:
     split = nnx.split(model)
 
     def fn(problems, *, n, greedy, temperature, key, group_ids=None):
-      return run_episodes(split, task.env, [task.env_problem(p) for p in problems], tokenizer=self.codec.tok,
+      return run_episodes(split, task.env, [task.env_problem(p) for p in problems], tokenizer=self.codec,
                           episode_config=task.episode_config, runner_config=rc, key=key, n=n,
                           seeds=[task.seed(p) for p in problems], temperature=temperature, greedy=greedy,
                           group_ids=group_ids)
@@ -185,12 +185,12 @@ class Experiment:
     model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
     if dtype:
       model = with_dtype(model, dtype)
-    eos = self.codec.eos_id
+    stops = list(self.codec.stop_ids)
     cfg = self.sampler_config
 
     def fn(prompts, *, n, greedy, temperature, key, rows=None):
       rollout = generate(model, prompts, config=cfg, key=key, n=n, greedy=greedy,
-                         temperature=1.0 if greedy else temperature, stop_tokens=[eos])
+                         temperature=1.0 if greedy else temperature, stop_tokens=stops)
       return par.to_host(rollout) if rows is None else par.host_rows(rollout, *rows)
     return fn
 
@@ -208,39 +208,72 @@ def build_task(cfg: RunConfig):
                     reverse_operands=t.reverse_operands)
   if t.name == "jsonl":
     return get_task("jsonl", path=t.path, verifier=t.verifier, eval_path=t.eval_path, eval_fraction=t.eval_fraction,
-                    prompt_field=t.prompt_field, answer_field=t.answer_field, chat_template=t.chat_template)
+                    prompt_field=t.prompt_field, answer_field=t.answer_field)
   if t.name == "tfds":
     return get_task("tfds", data_dir=t.tfds_dir, dataset=t.dataset, verifier=t.verifier, train_split=t.train_split,
-                    eval_split=t.eval_split, prompt_field=t.prompt_field, answer_field=t.answer_field,
-                    chat_template=t.chat_template)
+                    eval_split=t.eval_split, prompt_field=t.prompt_field, answer_field=t.answer_field)
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
-  if t.chat_template is not None:
-    kwargs["chat_template"] = t.chat_template
-  return get_task(t.name, **kwargs)
+  return get_task(t.name, **kwargs)  # the chat template is the Codec's (build_experiment), not the task's
+
+
+def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
+  """The run's tokenizer and ``Codec``: the checkpoint's tokenizer (``model.hf_checkpoint``) or a character
+  SentencePiece model trained on the task's corpus, with the chat template ``task.chat_template`` resolves to
+  (``resolve_chat_template``) and the checkpoint's end tokens (``checkpoint_eos_ids``). A template on a tokenizer
+  trained here: its text is part of the corpus (every character gets an id)."""
+  from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
+  from rljax.train._codec import checkpoint_eos_ids, resolve_chat_template  # pylint: disable=import-outside-toplevel
+  hf = cfg.model.hf_checkpoint
+  if hf:
+    from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
+    hf = checkpoint_directory(hf)  # a .gguf file: its converted directory
+  if tokenizer is None and hf:
+    tokenizer = load_tokenizer(hf)
+  template, described = resolve_chat_template(cfg.task.chat_template, tokenizer, task_name=cfg.task.name,
+                                              hf_checkpoint=hf)
+  if tokenizer is None:
+    # deterministic: every process trains the same tokenizer (``train`` writes it into the run directory)
+    corpus = task.corpus()
+    if template is not None:
+      corpus = corpus + [_template_text(template)]
+    tokenizer = train_sentencepiece(corpus, None, model_type="char")
+  return Codec(tokenizer, template, extra_stop_ids=checkpoint_eos_ids(hf), template_name=described)
+
+
+def _template_text(template: str) -> str:
+  """Everything a built-in template writes around a system, user and assistant message (the characters a
+  tokenizer trained here needs)."""
+  from rljax.data import TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
+  from rljax.data._chat import SPECIAL_TOKEN_NAMES  # pylint: disable=import-outside-toplevel
+  msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+  t = ChatTemplate(TEMPLATES.get(template, template))
+  specials = dict.fromkeys(SPECIAL_TOKEN_NAMES, "")  # the tokenizer's special pieces are ids, not characters
+  return "".join(t.render(m, add_generation_prompt=True, special_tokens=specials) for m in (msgs, msgs[1:]))
 
 
 def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
   """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
-  from rljax.data import load_tokenizer, train_sentencepiece  # pylint: disable=import-outside-toplevel
   from rljax.models import fan_in_init, ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
   from rljax.envs import ENV_TASK_NAMES  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
 
   task = build_task(cfg)
-  if cfg.model.hf_checkpoint:
-    tokenizer = load_tokenizer(cfg.model.hf_checkpoint)
-  else:
-    # deterministic: every process trains the same tokenizer (``train`` writes it into the run directory)
-    tokenizer = train_sentencepiece(task.corpus(), None, model_type="char")
-  codec = Codec(tokenizer)
+  codec = build_codec(cfg, task)
+  tokenizer = codec.tok
   train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
   m = cfg.model
   if m.hf_checkpoint:
     from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
     model = from_pretrained(m.hf_checkpoint, dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers, lora=m.lora)
+    rows = int(model.cfg.vocab_size)
+    if int(tokenizer.vocab_size) > rows:
+      raise ValueError(f"the tokenizer of {m.hf_checkpoint!r} has ids 0..{int(tokenizer.vocab_size) - 1} "
+                       f"({int(tokenizer.vocab_size)} ids, added tokens included) but the model's embedding has "
+                       f"{rows} rows (config.json vocab_size): a token id past row {rows - 1} has no embedding; "
+                       "use the tokenizer the checkpoint was trained with")
   else:
     mcfg = ModelConfig(vocab_size=int(tokenizer.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
                        num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
@@ -262,7 +295,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
                                  pad_id=codec.pad_id, return_entropy=True, return_routing=routing,
-                                 concurrent_chunks=cfg.rl.concurrent_rollouts)
+                                 concurrent_chunks=cfg.rl.concurrent_rollouts,
+                                 max_stop_tokens=max(8, len(codec.stop_ids)))
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
                     seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings)

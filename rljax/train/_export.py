@@ -33,7 +33,8 @@ def export_run(run_dir: str, out_dir: str, *, stage: Optional[str] = None, step:
   if not source:
     raise ValueError(f"export: {run_dir!r} trained a model from scratch (model.hf_checkpoint unset); export writes "
                      "Hugging Face checkpoints of runs that started from one")
-  source = _checkpoint_dir(source)
+  from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
+  source = checkpoint_directory(source)
   model = nnx.merge(graphdef, jax.device_get(state.params), jax.device_get(state.model_state))
   tmp = out_dir.rstrip("/") + ".tmp-export"
   shutil.rmtree(tmp, ignore_errors=True)
@@ -47,10 +48,3 @@ def export_run(run_dir: str, out_dir: str, *, stage: Optional[str] = None, step:
   print(f"[rljax] exported {run_dir} ({info['stage']} step {info['step']}) to {out_dir}")
   return out_dir
 
-
-def _checkpoint_dir(path: str) -> str:
-  """The Hugging Face directory of ``model.hf_checkpoint`` (a ``.gguf`` file: its converted, cached directory)."""
-  if path.endswith(".gguf"):
-    from rljax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
-    return gguf_checkpoint(path)
-  return path

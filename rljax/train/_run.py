@@ -164,6 +164,9 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       json.dump(described, f, indent=2)
   if exp.auto_settings:
     log(cfg, f"[rljax] {exp.auto_settings}")
+  if exp.codec.template is not None:
+    log(cfg, f"[rljax] prompts in {exp.codec.template_name}; completions end at the token ids "
+             f"{list(exp.codec.stop_ids)}")
   writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else NoWriter()
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
              "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}
