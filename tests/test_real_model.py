@@ -74,7 +74,7 @@ def test_export_loads_in_transformers_and_generates_rljax_greedy_tokens(run, tmp
     assert ids == tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True,
                                           return_dict=False)
   new = 8
-  exp.sampler_config = dataclasses.replace(exp.sampler_config, max_new_tokens=new)
+  exp.sampler_config = dataclasses.replace(exp.sampler_config, max_new_tokens=new, cache_size=None)
   fn = exp.sample_fn(graphdef, state.params, state.model_state)
   rollout = fn(prompts, n=1, greedy=True, temperature=1.0, key=jax.random.PRNGKey(0))
   ours = [[int(t) for t in row[m]] for row, m in zip(np.asarray(rollout.tokens),
