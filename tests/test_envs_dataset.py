@@ -207,7 +207,8 @@ def test_config_builds_the_task_in_any_override_order(tmp_path):
     (["task.verifier=exact_match"],
      r"TaskConfig.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
     (["task.name=csv"],
-     r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'gsm8k', 'jsonl', 'tfds', 'tool_countdown', "
+     r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'small_addition', 'gsm8k', 'jsonl', 'tfds', "
+     r"'tool_countdown', "
      r"'frozenlake', 'tictactoe'\]"),
 ])
 def test_invalid_tasks_are_refused_naming_the_problem(tmp_path, sets, match):
