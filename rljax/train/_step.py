@@ -249,7 +249,9 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
     loss_fn = loss_fn.with_aux_weight(1.0 / num_microbatches)
 
   def mb_loss(params, model_state, mb, hparams, denominator, statistics=None):
-    model = nnx.merge(graphdef, params, model_state)
+    # copy=True: the frozen variables (model_state; with LoRA the base weights) enter from outside grad_fn's trace,
+    # and a loss that constrains them in place (rljax.parallel.fsdp_loss_fn) needs Variables of this trace level
+    model = nnx.merge(graphdef, params, model_state, copy=True)
     if statistics is None:
       loss, metrics = loss_fn(model, mb, hparams, denominator)
     else:
