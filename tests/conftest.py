@@ -29,10 +29,17 @@ if _jaxlib_minor() == (0, 10) and "collective_call_terminate" not in os.environ[
   os.environ["XLA_FLAGS"] += " " + _COLLECTIVE_PATIENCE
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-# A persistent compilation cache per test process: the many tiny runs (every catalog technique, the loop tests)
-# compile the same sampler, forwards and update steps again and again; a program that took >= 0.3 s to compile
-# is loaded instead (the cache key covers the program, the compile options and the XLA flags).
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", tempfile.mkdtemp(prefix="rljax-test-jax-cache-"))
+# A persistent compilation cache per test session, shared by its pytest-xdist workers: the many tiny runs (every
+# catalog technique, the loop tests) compile the same sampler, forwards and update steps again and again; a
+# program that took >= 0.3 s to compile is loaded instead (the cache key covers the program, the compile options
+# and the XLA flags; JAX writes each entry atomically, so concurrent workers are safe).
+_XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
+if _XDIST_RUN.isalnum():
+  _CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rljax-test-jax-cache-{_XDIST_RUN}")
+  os.makedirs(_CACHE_DIR, exist_ok=True)
+else:
+  _CACHE_DIR = tempfile.mkdtemp(prefix="rljax-test-jax-cache-")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE_DIR)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
 import pytest  # noqa: E402  (after the environment above: importing pytest plugins may import JAX)
@@ -68,3 +75,12 @@ def smollm2_tokenizer_dir(tmp_path_factory):
   if done.returncode != 0:
     raise RuntimeError(f"writing SmolLM2's tokenizer failed:\n{done.stderr[-3000:]}")
   return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+  """Transformers parity (``hf``) and multi-process tests are long guards: the fast default loop
+  (``pytest``) leaves them to ``pytest -m long`` (pytest.ini). Runs before ``-m`` deselects."""
+  for item in items:
+    if item.get_closest_marker("hf") is not None or item.get_closest_marker("multiprocess") is not None:
+      item.add_marker(pytest.mark.long)

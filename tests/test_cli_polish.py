@@ -97,3 +97,15 @@ def test_python_version_of_setup_and_readme_agree():
   with open(os.path.join(ROOT, "README.md")) as f:
     head = "".join(f.readlines()[:12])
   assert f"Python {required}+" in head
+
+
+def test_ci_runs_the_readmes_two_test_commands():
+  """`.ci/run` runs the README's fast test command and its long-guards command (`-m long`), as written there."""
+  with open(os.path.join(ROOT, "README.md")) as f:
+    readme = f.read()
+  with open(os.path.join(ROOT, ".ci", "run")) as f:
+    ci = [line.strip() for line in f if line.strip() and not line.startswith("#")]
+  commands = [c.split(" && ", 1)[1] for c in re.findall(r"^python3 -m venv \.venv && (.*pytest.*)$", readme, re.M)]
+  assert len(commands) == 2 and commands[0].endswith("--durations=20") and commands[1].endswith("-m long")
+  assert '".[test]"' in commands[0] and '".[dev]"' in commands[1]
+  assert ci[-2:] == commands

@@ -74,9 +74,9 @@ def test_install_cell_without_a_url(tmp_path, monkeypatch):
   monkeypatch.setattr(importlib.util, "find_spec",
                       lambda name, *a: None if name == "rljax" else real_find_spec(name, *a))
   monkeypatch.setattr(subprocess, "check_call", lambda cmd, *a, **k: calls.append(cmd))
-  # 1. not a checkout, no source: error naming the variable to set, nothing installed
+  # 1. not a checkout, no source: error naming each way out (clone, wheel, the variable), nothing installed
   monkeypatch.chdir(tmp_path)
-  with pytest.raises(RuntimeError, match="set RLJAX_SOURCE"):
+  with pytest.raises(RuntimeError, match=r"git clone.*rljax-\*\.whl.*set RLJAX_SOURCE"):
     exec(compile(src, "install_cell", "exec"), {})
   assert calls == []
   # 2. inside a checkout (<repo>/notebooks): installs the checkout (then asks for a restart: still not importable here)
@@ -94,3 +94,21 @@ def test_install_cell_without_a_url(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="restart"):
     exec(compile(src.replace('RLJAX_SOURCE = ""', 'RLJAX_SOURCE = "/wheels/rljax.whl"'), "install_cell", "exec"), {})
   assert calls[-1][-1] == "/wheels/rljax.whl"
+  # 4. Colab after `!git clone <url>`: the checkout ./rljax below the working folder
+  colab = tmp_path / "content"
+  (colab / "rljax" / "rljax").mkdir(parents=True)
+  (colab / "rljax" / "rljax" / "__init__.py").write_text("")
+  (colab / "rljax" / "setup.py").write_text("")
+  monkeypatch.chdir(colab)
+  with pytest.raises(RuntimeError, match="restart"):
+    exec(compile(src, "install_cell", "exec"), {})
+  assert calls[-1][-1] == str(colab / "rljax")
+  # 5. a wheel uploaded into the working folder (the last name in sort order wins)
+  uploads = tmp_path / "uploads"
+  uploads.mkdir()
+  for name in ("rljax-0.1.0-py3-none-any.whl", "rljax-0.2.0-py3-none-any.whl"):
+    (uploads / name).write_text("")
+  monkeypatch.chdir(uploads)
+  with pytest.raises(RuntimeError, match="restart"):
+    exec(compile(src, "install_cell", "exec"), {})
+  assert calls[-1][-1] == str(uploads / "rljax-0.2.0-py3-none-any.whl")
