@@ -512,7 +512,7 @@ MUTANTS: tuple = (
       "np.maximum(steps - ref, 0.0) / (np.maximum(steps, 1.0))", "scale", _T_AGT, "shortest_path"),
     M("shortest_path_reward", _AGT, "ref[rows] = steps[won & rows].min()", "ref[rows] = steps[won & rows].max()",
       "min_max", _T_AGT, "shortest_path"),
-    M("tool_call_reward", _AGT, "bonus = w * np.minimum(n, max_calls) / max_calls", "bonus = w * n / max_calls",
+    M("tool_call_reward", _AGT, "bonus = w * np.minimum(1.0, n / max_calls)", "bonus = w * n / max_calls",
       "cap", _T_AGT, "tool_call"),
     M("tool_call_reward", _AGT, "w = 0.5 * (1.0 + math.cos(", "w = 0.5 * (1.0 - math.cos(", "sign", _T_AGT,
       "tool_call"),

@@ -257,12 +257,12 @@ def test_tool_call_reward_cosine_decay_hand_derived():
   r = np.array([1.0, 0.0, 0.0, 1.0])
   n = np.array([0, 1, 3, 2])
   for t, w in ((0, 1.0), (25, 0.5 * (1 + math.cos(math.pi / 4))), (50, 0.5), (100, 0.0), (400, 0.0)):
-    out, info = W.tool_call_reward(r, n, t, coef=0.4, decay_steps=100)
+    out, info = W.tool_call_reward(r, n, t, coef=0.4, decay_steps=100, max_calls=1)
     np.testing.assert_allclose(out, r + 0.4 * w * (n > 0), rtol=1e-6, atol=1e-7)
     assert info["weight"] == pytest.approx(0.4 * w)
-  out, _ = W.tool_call_reward(r, n, 7, coef=1.0, max_calls=2)
+  out, _ = W.tool_call_reward(r, n, 7, coef=1.0, decay_steps=100, max_calls=2)
   np.testing.assert_allclose(out, r + W.cosine_weight(7, 100) * np.minimum(n, 2) / 2, rtol=1e-6)
-  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant")
+  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant", max_calls=1)
   np.testing.assert_allclose(out, r + (n > 0))
   assert W.cosine_weight(50, 100, increasing=True) == pytest.approx(0.5)
   with pytest.raises(ValueError, match="schedule"):
@@ -274,9 +274,54 @@ def test_tool_call_reward_stage_counts_calls_in_the_model_turns():
            ("<call>a</call><call>b</call>",), ("",))
   d = probe_step().replace(turns=turns, step=50)
   assert W.count_calls(turns).tolist() == [1, 0, 2, 0]
-  out, m = stage("tool_call_reward", coef=1.0, decay_steps=100, max_calls=2).fn(d)
+  out, m = stage("tool_call_reward", coef=1.0, decay_steps=100, max_calls=2, count="calls").fn(d)
   np.testing.assert_allclose(out, d.rewards + 0.5 * np.array([0.5, 0.0, 1.0, 0.0]))
   assert m["call_rate"] == 0.5 and m["weight"] == pytest.approx(0.5)
+  with pytest.raises(ValueError, match="count"):
+    stage("tool_call_reward", count="tokens")
+
+
+def _spear_episode_reward(score, episode_lengths, global_steps, use_toolcall_reward="cosine", max_toolcall_steps=200):
+  """SPEAR's EpisodeRewardManager bonus (verl-agent/agent_system/reward_manager/episode.py L143-159), float64."""
+  if use_toolcall_reward == "none":
+    return score
+  if use_toolcall_reward == "constant":
+    return score + min(1.0, episode_lengths * 0.1) * 1
+  if global_steps <= max_toolcall_steps:
+    score_toolcall = min(1.0, episode_lengths * 0.1)
+    score_toolcall *= (np.cos((global_steps / max_toolcall_steps) * np.pi) + 1) / 2
+    score += max(0, score_toolcall)
+  return score
+
+
+def test_tool_call_reward_defaults_equal_the_authors_code_in_float64():
+  rng = np.random.default_rng(3)
+  r = rng.uniform(-1.0, 1.0, 9)
+  n = np.array([0, 1, 2, 3, 5, 9, 10, 11, 40])
+  for t in (0, 1, 37, 100, 150, 199, 200, 201, 5000):
+    out, info = W.tool_call_reward(r, n, t)  # defaults: coef 1, K = 10, T = 200, cosine
+    ref = np.array([_spear_episode_reward(float(r[i]), int(n[i]), t) for i in range(r.size)])
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(info["bonus"], ref - r, rtol=1e-12, atol=1e-15)
+  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant")
+  ref = np.array([_spear_episode_reward(float(r[i]), int(n[i]), 0, "constant") for i in range(r.size)])
+  np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+  # the old default (T = 100, K = 1: any call) would give the bonus 1.0 to a 1-step episode at t = 0; the authors 0.1
+  assert W.tool_call_reward(np.zeros(1), np.ones(1), 0)[0][0] == pytest.approx(0.1, abs=1e-15)
+  assert W.tool_call_reward(np.zeros(1, np.float32), np.ones(1), 0)[0].dtype == np.float32
+
+
+def test_tool_call_reward_stage_counts_environment_steps_by_default():
+  turns = (("<call>print(1)</call>", "<answer>3</answer>"), ("<answer>1</answer>",),
+           ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"), ("",))
+  for dt in (np.float32, np.float64):
+    d = probe_step().replace(turns=turns, step=50, rewards=np.array([1.0, 0.0, 1.0, 0.0], dt))
+    out, m = stage("tool_call_reward").fn(d)
+    ref = np.array([_spear_episode_reward(float(d.rewards[i]), len(turns[i]), 50) for i in range(4)])
+    assert out.dtype == dt
+    np.testing.assert_allclose(out, ref, rtol=1e-12 if dt == np.float64 else 1e-6)
+    assert m["call_rate"] == 1.0
 
 
 # ----------------------------------------------------------------------------- OPRL
