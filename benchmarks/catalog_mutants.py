@@ -487,7 +487,7 @@ MUTANTS: tuple = (
     # replay buffers (rljax/replay): the selection rules and ExGRPO's mixed objective
     M("exgrpo_policy", _RATIO, "shaped = -adv * ratio / (ratio + beta)", "shaped = -adv * ratio", "drop_shaping",
       _T_REPLAY, "exgrpo_policy"),
-    M("exgrpo_policy", _RATIO, "loss = jnp.where(rep, shaped, clipped)", "loss = jnp.where(rep, clipped, shaped)",
+    M("exgrpo_policy", _RATIO, "loss = jnp.where(rep, shaped, fresh)", "loss = jnp.where(rep, fresh, shaped)",
       "swap", _T_REPLAY, "exgrpo_policy"),
     M("exgrpo", _BUF, "np.exp(-0.5 * ((centers - mu) / sigma) ** 2)", "np.exp(-0.5 * ((centers - mu) * sigma) ** 2)",
       "formula", _T_REPLAY, "exgrpo"),
