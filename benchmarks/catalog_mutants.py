@@ -129,7 +129,7 @@ MUTANTS: tuple = (
       "swap", _T_OUT, "grpo"),
     M("rloo", _OUT, "n / jnp.maximum(n - 1.0, 1.0) * (r - st.mean)", "n / jnp.maximum(n, 1.0) * (r - st.mean)",
       "off_by_one", _T_OUT, "rloo"),
-    M("reinforce_pp", _OUT, "return new * m_t + running * (1 - m_t), new * m_t", "return new * m_t, new * m_t",
+    M("reinforce_pp", _OUT, "carry = new * m_t if reset else new * m_t + running * (1 - m_t)", "carry = new * m_t",
       "mask", _T_OUT, "reinforce_pp"),
     M("reinforce_pp", "rljax/advantages/_common.py", "eps: float = 1e-8, ddof: int = 1, shift_mean",
       "eps: float = 1e-8, ddof: int = 0, shift_mean", "ddof", _T_OUT, "reinforce_pp"),

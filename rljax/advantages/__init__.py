@@ -73,7 +73,9 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "singleton group: ours A = 0; verl A = r (singleton='raw')")),
     _t("reinforce_pp", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
        "arXiv 2501.03262; verl reinforce_plus_plus",
-       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage")),
+       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage",
+                         "mask-0 tokens inside a response carry the running return (verl resets it there: "
+                         "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: verl's")),
     _t("reinforce_pp_baseline", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
        "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
        fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
