@@ -374,6 +374,56 @@ def test_oprl_has_no_gradient_and_its_stage_reads_the_loop_inputs():
   np.testing.assert_allclose(np.asarray(info["step_rewards"])[1], [1.0, 1.0, 0.0])  # 2·(−0.5 + 1) per turn token
 
 
+def _istar_step_rewards(logp_prm, old_log_probs, mask, turn_ids, beta, m):
+  """The iStar step reward (github.com/Tongyi-ConvAI/Tongyi-Character, CharacterRL-iStar/istar/dp_rm.py
+  ``_forward_micro_batch`` with lambda = 0, step_granularity="step", no ref_module): ``q = rm_log_labels −
+  old_log_probs`` on a step's response tokens, ``r = q·beta`` summed over the step, float64. A step = a turn."""
+  b = logp_prm.shape[0]
+  out = np.zeros((b, m))
+  for i in range(b):
+    for k in range(m):
+      tok = mask[i] & (turn_ids[i] == k)
+      q = logp_prm[i, tok] - old_log_probs[i, tok]
+      out[i, k] = (q * beta).sum()
+  return out
+
+
+def test_oprl_paper_reward_from_prm_log_probs_in_float64():
+  """float64 in gives float64 out; logp = a PRM's log-probs, logp_ref = π_old is the paper's β·log π_φ/π_θold."""
+  eps_, m = _lake_episodes()
+  batch, arr = _rows(eps_), envs.turn_arrays(eps_, m)
+  rng = np.random.default_rng(9)
+  mask, tid, tv = batch["loss_mask"], batch["turn_ids"], arr["turn_valid"]
+  prm = -rng.uniform(0.1, 3.0, mask.shape)
+  old = -rng.uniform(0.1, 3.0, mask.shape)
+  prm[~mask] = np.nan
+  gid = np.array([0, 0, 1, 1], np.int32)
+  ep_r = np.asarray(arr["episode_rewards"], np.float64) + rng.normal(0, 0.3, 4)
+  with jax.enable_x64(True):
+    adv, info = A.oprl(prm, old, tid, ep_r, gid, mask=mask, turn_valid=tv, beta=0.05, step_weight=0.4, gamma=0.8)
+    assert adv.dtype == np.float64 and info["step_rewards"].dtype == np.float64 and info["returns"].dtype == np.float64
+    step_r = _istar_step_rewards(prm, old, mask, tid, 0.05, m) * tv
+    np.testing.assert_allclose(np.asarray(info["step_rewards"]), step_r, rtol=1e-12, atol=1e-15)
+    ref = _step_mix_ref(step_r, tv, tid, mask, ep_r, gid, 0.4, 0.8)
+    np.testing.assert_allclose(np.asarray(adv), ref, rtol=1e-9, atol=1e-12)
+    # the stage: prm="policy" (default) reads β·log π_old/π_ref; prm="extras" the PRM's log-probs over π_old
+    d = probe_step(steps=3)
+    lp_old = np.full(d.tokens.shape, -0.5)
+    d = d.replace(logp_old=lp_old, logp_ref=np.full(d.tokens.shape, -1.0), rewards=np.asarray(d.rewards, np.float64),
+                  extras={"logp_prm": np.full(d.tokens.shape, -0.25)})
+    st = stage("oprl", prm="extras", beta=2.0)
+    assert st.needs == {"logp_old", "turn_ids", "step_rewards"}
+    a_x, i_x = st.fn(d)
+    a_p, i_p = stage("oprl", beta=2.0).fn(d)
+    assert a_x.dtype == np.float64 and a_p.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(i_x["step_rewards"])[1], [0.5, 0.5, 0.0], rtol=1e-12)  # 2·(−0.25 + 0.5)
+    np.testing.assert_allclose(np.asarray(i_p["step_rewards"])[1], [1.0, 1.0, 0.0], rtol=1e-12)  # 2·(−0.5 + 1)
+  with pytest.raises(ValueError, match="logp_prm"):
+    stage("oprl", prm="extras").fn(d.replace(extras={}))
+  with pytest.raises(ValueError, match="prm"):
+    stage("oprl", prm="teacher")
+
+
 # ----------------------------------------------------------------------------- SPEAR self-imitation replay
 
 T = 5
