@@ -150,13 +150,13 @@ def _ragged_mask(b, t, seed, holes=True):
   return m
 
 
-def test_reinforce_pp_matches_verl_loop(jit=True):
+def test_reinforce_pp_carries_the_return_through_mask_holes(jit=True):
   b, t, gamma = 6, 7, 0.9
   rng = np.random.RandomState(5)
   m = _ragged_mask(b, t, 5)
   tok_r = (rng.randn(b, t) * m).astype(np.float32)
   adv, info = run(A.reinforce_pp, tok_r, m, jit=jit, gamma=gamma)
-  # verl compute_reinforce_plus_plus_outcome_advantage, re-implemented in float64
+  # our default: the running return is carried through mask-0 tokens (float64 reference)
   returns = np.zeros((b, t))
   running = np.zeros(b)
   for s in reversed(range(t)):
@@ -169,6 +169,72 @@ def test_reinforce_pp_matches_verl_loop(jit=True):
   n = m.sum()
   assert abs((adv * m).sum() / n) < 1e-5
   np.testing.assert_allclose(((adv * m) ** 2).sum() / (n - 1), 1.0, rtol=1e-4)
+
+
+def _verl_reinforce_pp(token_level_rewards, response_mask, gamma):
+  """verl compute_reinforce_plus_plus_outcome_advantage (verl/trainer/ppo/core_algos.py), its loop and
+  verl_F.masked_whiten (unbiased variance, rsqrt(var + 1e-8)) transcribed in float64 NumPy."""
+  returns = np.zeros_like(token_level_rewards)
+  running_return = 0
+  for t in reversed(range(token_level_rewards.shape[1])):
+    running_return = token_level_rewards[:, t] + gamma * running_return
+    returns[:, t] = running_return
+    # Reset after EOS
+    running_return = running_return * response_mask[:, t]
+  n = response_mask.sum()
+  mean = (returns * response_mask).sum() / n
+  var = (((returns - mean) ** 2) * response_mask).sum() / n * n / (n - 1)
+  advantages = (returns - mean) / np.sqrt(var + 1e-8) * response_mask
+  return advantages, returns
+
+
+def _carry_reinforce_pp(token_level_rewards, response_mask, gamma):
+  """Our default in float64 NumPy: the running return is carried through mask-0 tokens."""
+  returns = np.zeros_like(token_level_rewards)
+  running = np.zeros(token_level_rewards.shape[0])
+  for t in reversed(range(token_level_rewards.shape[1])):
+    new = token_level_rewards[:, t] + gamma * running
+    returns[:, t] = new * response_mask[:, t]
+    running = np.where(response_mask[:, t] > 0, new, running)
+  n = response_mask.sum()
+  mean = (returns * response_mask).sum() / n
+  var = (((returns - mean) ** 2) * response_mask).sum() / n * n / (n - 1)
+  return (returns - mean) / np.sqrt(var + 1e-8) * response_mask, returns
+
+
+@pytest.mark.parametrize("outcome", [False, True], ids=["token_rewards", "outcome_rewards"])
+def test_reinforce_pp_both_forms_equal_float64_references(outcome):
+  b, t, gamma = 6, 9, 0.9
+  rng = np.random.default_rng(8)
+  m = _ragged_mask(b, t, 8).astype(np.float64)
+  m[:, 4] = 0.0  # a second observation hole (multi-turn)
+  m[0, :] = 0.0
+  m[0, :3] = 1.0  # a hole-free row
+  if outcome:
+    r = rng.normal(size=b)
+    last = (t - 1 - np.argmax(m[:, ::-1], axis=1))
+    tok = np.zeros((b, t))
+    tok[np.arange(b), last] = r
+  else:
+    tok = rng.normal(size=(b, t)) * m
+    r = tok
+  with jax.enable_x64(True):
+    for reset, ref_fn in ((True, _verl_reinforce_pp), (False, _carry_reinforce_pp)):
+      adv, info = A.reinforce_pp(jnp.asarray(r), jnp.asarray(m), gamma=gamma, reset_at_mask=reset)
+      ref_adv, ref_ret = ref_fn(tok, m, gamma)
+      assert adv.dtype == jnp.float64
+      np.testing.assert_allclose(np.asarray(adv), ref_adv, rtol=1e-12, atol=1e-12)
+      np.testing.assert_allclose(np.asarray(info["returns"]), ref_ret * m, rtol=1e-12, atol=1e-12)
+    carry, _ = A.reinforce_pp(jnp.asarray(r), jnp.asarray(m), gamma=gamma)
+    verl, _ = A.reinforce_pp(jnp.asarray(r), jnp.asarray(m), gamma=gamma, reset_at_mask=True)
+  assert not np.allclose(np.asarray(carry), np.asarray(verl))  # holes: the two forms differ
+  holes_free = np.ones((2, 5))
+  holes_free[1, 3:] = 0.0
+  a1, _ = A.reinforce_pp(np.array([1.0, -1.0], np.float32), holes_free)
+  a2, _ = A.reinforce_pp(np.array([1.0, -1.0], np.float32), holes_free, reset_at_mask=True)
+  np.testing.assert_array_equal(np.asarray(a1), np.asarray(a2))  # no holes: the same
+  with pytest.raises(ValueError, match="reset_at_mask"):
+    A.reinforce_pp(np.array([1.0, -1.0], np.float32), holes_free, reset_at_mask="yes")
 
 
 def test_reinforce_pp_outcome_gamma1_constant_per_response():

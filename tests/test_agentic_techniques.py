@@ -257,12 +257,12 @@ def test_tool_call_reward_cosine_decay_hand_derived():
   r = np.array([1.0, 0.0, 0.0, 1.0])
   n = np.array([0, 1, 3, 2])
   for t, w in ((0, 1.0), (25, 0.5 * (1 + math.cos(math.pi / 4))), (50, 0.5), (100, 0.0), (400, 0.0)):
-    out, info = W.tool_call_reward(r, n, t, coef=0.4, decay_steps=100)
+    out, info = W.tool_call_reward(r, n, t, coef=0.4, decay_steps=100, max_calls=1)
     np.testing.assert_allclose(out, r + 0.4 * w * (n > 0), rtol=1e-6, atol=1e-7)
     assert info["weight"] == pytest.approx(0.4 * w)
-  out, _ = W.tool_call_reward(r, n, 7, coef=1.0, max_calls=2)
+  out, _ = W.tool_call_reward(r, n, 7, coef=1.0, decay_steps=100, max_calls=2)
   np.testing.assert_allclose(out, r + W.cosine_weight(7, 100) * np.minimum(n, 2) / 2, rtol=1e-6)
-  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant")
+  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant", max_calls=1)
   np.testing.assert_allclose(out, r + (n > 0))
   assert W.cosine_weight(50, 100, increasing=True) == pytest.approx(0.5)
   with pytest.raises(ValueError, match="schedule"):
@@ -274,9 +274,54 @@ def test_tool_call_reward_stage_counts_calls_in_the_model_turns():
            ("<call>a</call><call>b</call>",), ("",))
   d = probe_step().replace(turns=turns, step=50)
   assert W.count_calls(turns).tolist() == [1, 0, 2, 0]
-  out, m = stage("tool_call_reward", coef=1.0, decay_steps=100, max_calls=2).fn(d)
+  out, m = stage("tool_call_reward", coef=1.0, decay_steps=100, max_calls=2, count="calls").fn(d)
   np.testing.assert_allclose(out, d.rewards + 0.5 * np.array([0.5, 0.0, 1.0, 0.0]))
   assert m["call_rate"] == 0.5 and m["weight"] == pytest.approx(0.5)
+  with pytest.raises(ValueError, match="count"):
+    stage("tool_call_reward", count="tokens")
+
+
+def _spear_episode_reward(score, episode_lengths, global_steps, use_toolcall_reward="cosine", max_toolcall_steps=200):
+  """SPEAR's EpisodeRewardManager bonus (verl-agent/agent_system/reward_manager/episode.py L143-159), float64."""
+  if use_toolcall_reward == "none":
+    return score
+  if use_toolcall_reward == "constant":
+    return score + min(1.0, episode_lengths * 0.1) * 1
+  if global_steps <= max_toolcall_steps:
+    score_toolcall = min(1.0, episode_lengths * 0.1)
+    score_toolcall *= (np.cos((global_steps / max_toolcall_steps) * np.pi) + 1) / 2
+    score += max(0, score_toolcall)
+  return score
+
+
+def test_tool_call_reward_defaults_equal_the_authors_code_in_float64():
+  rng = np.random.default_rng(3)
+  r = rng.uniform(-1.0, 1.0, 9)
+  n = np.array([0, 1, 2, 3, 5, 9, 10, 11, 40])
+  for t in (0, 1, 37, 100, 150, 199, 200, 201, 5000):
+    out, info = W.tool_call_reward(r, n, t)  # defaults: coef 1, K = 10, T = 200, cosine
+    ref = np.array([_spear_episode_reward(float(r[i]), int(n[i]), t) for i in range(r.size)])
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(info["bonus"], ref - r, rtol=1e-12, atol=1e-15)
+  out, _ = W.tool_call_reward(r, n, 10_000, schedule="constant")
+  ref = np.array([_spear_episode_reward(float(r[i]), int(n[i]), 0, "constant") for i in range(r.size)])
+  np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-15)
+  # the old default (T = 100, K = 1: any call) would give the bonus 1.0 to a 1-step episode at t = 0; the authors 0.1
+  assert W.tool_call_reward(np.zeros(1), np.ones(1), 0)[0][0] == pytest.approx(0.1, abs=1e-15)
+  assert W.tool_call_reward(np.zeros(1, np.float32), np.ones(1), 0)[0].dtype == np.float32
+
+
+def test_tool_call_reward_stage_counts_environment_steps_by_default():
+  turns = (("<call>print(1)</call>", "<answer>3</answer>"), ("<answer>1</answer>",),
+           ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"), ("",))
+  for dt in (np.float32, np.float64):
+    d = probe_step().replace(turns=turns, step=50, rewards=np.array([1.0, 0.0, 1.0, 0.0], dt))
+    out, m = stage("tool_call_reward").fn(d)
+    ref = np.array([_spear_episode_reward(float(d.rewards[i]), len(turns[i]), 50) for i in range(4)])
+    assert out.dtype == dt
+    np.testing.assert_allclose(out, ref, rtol=1e-12 if dt == np.float64 else 1e-6)
+    assert m["call_rate"] == 1.0
 
 
 # ----------------------------------------------------------------------------- OPRL
@@ -327,6 +372,56 @@ def test_oprl_has_no_gradient_and_its_stage_reads_the_loop_inputs():
                   beta=2.0, num_groups=2)
   np.testing.assert_allclose(adv, exp)
   np.testing.assert_allclose(np.asarray(info["step_rewards"])[1], [1.0, 1.0, 0.0])  # 2·(−0.5 + 1) per turn token
+
+
+def _istar_step_rewards(logp_prm, old_log_probs, mask, turn_ids, beta, m):
+  """The iStar step reward (github.com/Tongyi-ConvAI/Tongyi-Character, CharacterRL-iStar/istar/dp_rm.py
+  ``_forward_micro_batch`` with lambda = 0, step_granularity="step", no ref_module): ``q = rm_log_labels −
+  old_log_probs`` on a step's response tokens, ``r = q·beta`` summed over the step, float64. A step = a turn."""
+  b = logp_prm.shape[0]
+  out = np.zeros((b, m))
+  for i in range(b):
+    for k in range(m):
+      tok = mask[i] & (turn_ids[i] == k)
+      q = logp_prm[i, tok] - old_log_probs[i, tok]
+      out[i, k] = (q * beta).sum()
+  return out
+
+
+def test_oprl_paper_reward_from_prm_log_probs_in_float64():
+  """float64 in gives float64 out; logp = a PRM's log-probs, logp_ref = π_old is the paper's β·log π_φ/π_θold."""
+  eps_, m = _lake_episodes()
+  batch, arr = _rows(eps_), envs.turn_arrays(eps_, m)
+  rng = np.random.default_rng(9)
+  mask, tid, tv = batch["loss_mask"], batch["turn_ids"], arr["turn_valid"]
+  prm = -rng.uniform(0.1, 3.0, mask.shape)
+  old = -rng.uniform(0.1, 3.0, mask.shape)
+  prm[~mask] = np.nan
+  gid = np.array([0, 0, 1, 1], np.int32)
+  ep_r = np.asarray(arr["episode_rewards"], np.float64) + rng.normal(0, 0.3, 4)
+  with jax.enable_x64(True):
+    adv, info = A.oprl(prm, old, tid, ep_r, gid, mask=mask, turn_valid=tv, beta=0.05, step_weight=0.4, gamma=0.8)
+    assert adv.dtype == np.float64 and info["step_rewards"].dtype == np.float64 and info["returns"].dtype == np.float64
+    step_r = _istar_step_rewards(prm, old, mask, tid, 0.05, m) * tv
+    np.testing.assert_allclose(np.asarray(info["step_rewards"]), step_r, rtol=1e-12, atol=1e-15)
+    ref = _step_mix_ref(step_r, tv, tid, mask, ep_r, gid, 0.4, 0.8)
+    np.testing.assert_allclose(np.asarray(adv), ref, rtol=1e-9, atol=1e-12)
+    # the stage: prm="policy" (default) reads β·log π_old/π_ref; prm="extras" the PRM's log-probs over π_old
+    d = probe_step(steps=3)
+    lp_old = np.full(d.tokens.shape, -0.5)
+    d = d.replace(logp_old=lp_old, logp_ref=np.full(d.tokens.shape, -1.0), rewards=np.asarray(d.rewards, np.float64),
+                  extras={"logp_prm": np.full(d.tokens.shape, -0.25)})
+    st = stage("oprl", prm="extras", beta=2.0)
+    assert st.needs == {"logp_old", "turn_ids", "step_rewards"}
+    a_x, i_x = st.fn(d)
+    a_p, i_p = stage("oprl", beta=2.0).fn(d)
+    assert a_x.dtype == np.float64 and a_p.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(i_x["step_rewards"])[1], [0.5, 0.5, 0.0], rtol=1e-12)  # 2·(−0.25 + 0.5)
+    np.testing.assert_allclose(np.asarray(i_p["step_rewards"])[1], [1.0, 1.0, 0.0], rtol=1e-12)  # 2·(−0.5 + 1)
+  with pytest.raises(ValueError, match="logp_prm"):
+    stage("oprl", prm="extras").fn(d.replace(extras={}))
+  with pytest.raises(ValueError, match="prm"):
+    stage("oprl", prm="teacher")
 
 
 # ----------------------------------------------------------------------------- SPEAR self-imitation replay

@@ -28,7 +28,7 @@ def test_the_rooms_hold_exactly_these_rows():
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
       "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
-      "gpg", "delta_logp_reweight", "temperature_control", "pspo", "gft"}
+      "gpg", "delta_logp_reweight", "temperature_control", "pspo", "gft", "exgrpo_policy"}
 
 
 @pytest.mark.parametrize("fn,defaults", [
@@ -41,7 +41,8 @@ def test_authors_code_rows():
     (O.segment_ratio, {"eps_low": 0.06, "eps_high": 0.08}),  # yaochenzhu/Rank-GRPO train_rank_grpo.py
     (O.delta_logp_reweight, {"form": "linear", "c": 0.2}),  # Hesse73/RLVR-Directions scripts/run_7B.sh
     (O.gft, {"tau": 0.1, "rectification": "step"}),       # ZJU-OmniAI/GFT run_qwen2.5-math-1.5B.sh
-], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio", "delta_logp", "gft"])
+    (O.exgrpo_policy, {"beta": 0.1, "clip_fresh": False}),  # LUFFY ExGRPO run_exgrpo.sh: p_div_p_0.1, no clip
+], ids=["alol", "erc", "entropic", "tis", "kl_cov", "gmpo", "segment_ratio", "delta_logp", "gft", "exgrpo_policy"])
 def test_defaults_are_the_references(fn, defaults):
   params = inspect.signature(fn).parameters
   assert {k: params[k].default for k in defaults} == defaults

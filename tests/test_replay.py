@@ -326,8 +326,8 @@ def test_exgrpo_policy_clips_fresh_rows_and_shapes_replayed_rows():
                      group_id=jnp.zeros(2, jnp.int32),
                      rewards=jnp.zeros(2), logp_behavior=old, logp_old=old,
                      extras={"replay_mask": jnp.array([False, True])})
-  loss, _ = O.exgrpo_policy(eps_low=0.2, beta=0.1)(PolicyOutputs(logp=logp, entropy=None), batch)
-  # fresh row 0: max(-A w, -A clip(w, 0.8, 1.2)) = [-1.2, -1]; replayed row 1: -A w / (w + 0.1)
+  loss, _ = O.exgrpo_policy(eps_low=0.2, beta=0.1, clip_fresh=True)(PolicyOutputs(logp=logp, entropy=None), batch)
+  # clip_fresh: fresh row 0: max(-A w, -A clip(w, 0.8, 1.2)) = [-1.2, -1]; replayed row 1: -A w / (w + 0.1)
   np.testing.assert_allclose(loss, [[-1.2, -1.0], [2 * 0.5 / 0.6, -3 * 2 / 2.1]], rtol=1e-6)
   grad = jax.grad(lambda lp: O.exgrpo_policy(beta=0.1)(PolicyOutputs(logp=lp, entropy=None), batch)[0].sum())(logp)
   w = np.array([0.5, 2.0])
@@ -335,6 +335,57 @@ def test_exgrpo_policy_clips_fresh_rows_and_shapes_replayed_rows():
   plain = batch.replace(extras={})
   np.testing.assert_allclose(O.exgrpo_policy()(PolicyOutputs(logp=logp, entropy=None), plain)[0],
                              O.ppo_clip()(PolicyOutputs(logp=logp, entropy=None), plain)[0])
+  # default (the authors' loss_remove_clip=True): the fresh row is -A r unclipped, the replayed row unchanged
+  loss, _ = O.exgrpo_policy(beta=0.1)(PolicyOutputs(logp=logp, entropy=None), batch)
+  np.testing.assert_allclose(loss, [[-2.0, -1.0], [2 * 0.5 / 0.6, -3 * 2 / 2.1]], rtol=1e-6)
+
+
+def _exgrpo_authors_loss(old_log_prob, log_prob, advantages, prefix_mask, cliprange=0.2, clip_upper_bound=1.0,
+                         loss_remove_clip=True, off_policy_reshape="p_div_p_0.1"):
+  """Per-token ``pg_losses`` of ExGRPO's compute_token_on_off_policy_loss (github.com/ElliottYan/LUFFY,
+  ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py; on_policy_reshape="no_reshape", target_probs=None, no
+  off/all clips), transcribed in float64 NumPy. ``prefix_mask [B, T]`` bool: the experience (off-policy) tokens."""
+  negative_approx_kl = log_prob - old_log_prob
+  ratio = np.exp(negative_approx_kl)
+  on_pg_losses = -advantages * ratio
+  upper_bound = max(clip_upper_bound, 1.0 + cliprange)
+  if loss_remove_clip is False:
+    on_pg_losses2 = -advantages * np.clip(ratio, 1.0 - cliprange, upper_bound)
+    on_pg_losses = np.maximum(on_pg_losses, on_pg_losses2)
+  off_ratio = np.exp(negative_approx_kl)
+  if off_policy_reshape == "p_div_p_0.1":
+    off_ratio = off_ratio / (off_ratio + 0.1)
+  off_pg_losses = -advantages * off_ratio
+  prefix_mask = prefix_mask.astype(np.float64)
+  return off_pg_losses * prefix_mask + on_pg_losses * (1 - prefix_mask)
+
+
+def test_exgrpo_policy_equals_the_authors_loss_in_float64():
+  rng = np.random.default_rng(11)
+  b, t = 6, 9
+  old = np.log(rng.uniform(0.05, 0.95, (b, t)))
+  logp = old + rng.normal(0.0, 0.6, (b, t))  # ratios well outside [0.8, 1.2]
+  adv = rng.normal(0.0, 1.5, (b, t))
+  replayed = np.array([False, True, False, False, True, False])
+  mask = (rng.uniform(size=(b, t)) < 0.8).astype(np.float64)
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.asarray(adv),
+                       group_id=jnp.zeros(b, jnp.int32), rewards=jnp.zeros(b, jnp.float64),
+                       logp_behavior=jnp.asarray(old), logp_old=jnp.asarray(old),
+                       extras={"replay_mask": jnp.asarray(replayed)})
+    out = PolicyOutputs(logp=jnp.asarray(logp), entropy=None)
+    prefix = np.broadcast_to(replayed[:, None], (b, t))
+    for clip_fresh in (False, True):
+      loss, _ = O.exgrpo_policy(beta=0.1, clip_fresh=clip_fresh)(out, batch)
+      ref = _exgrpo_authors_loss(old, logp, adv, prefix, loss_remove_clip=not clip_fresh) * mask
+      assert loss.dtype == jnp.float64
+      np.testing.assert_allclose(np.asarray(loss), ref, rtol=1e-12, atol=1e-14)
+    # no replay stage (the authors' on-policy warm-up, is_mixed_policy False): PPO clip, no reshape
+    loss, _ = O.exgrpo_policy(beta=0.1)(out, batch.replace(extras={}))
+    ref = _exgrpo_authors_loss(old, logp, adv, np.zeros((b, t), bool), loss_remove_clip=False) * mask
+    np.testing.assert_allclose(np.asarray(loss), ref, rtol=1e-12, atol=1e-14)
+  with pytest.raises(ValueError, match="clip_fresh"):
+    O.exgrpo_policy(clip_fresh="yes")
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -73,7 +73,9 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "singleton group: ours A = 0; verl A = r (singleton='raw')")),
     _t("reinforce_pp", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
        "arXiv 2501.03262; verl reinforce_plus_plus",
-       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage")),
+       fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage",
+                         "mask-0 tokens inside a response carry the running return (verl resets it there: "
+                         "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: verl's")),
     _t("reinforce_pp_baseline", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
        "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
        fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
@@ -160,11 +162,13 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("abstract", f"{_S1} L167",
                          "the abstract states the ratio β·log(π/π_ref); stop-gradient and per-token placement "
                          "are ours")),
-    _t("oprl", oprl, "r_k = β Σ_{t∈turn k} log(π/π_ref); A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)",
-       f"{_S0} L67 (OPRL)",
-       fidelity=Fidelity("abstract", f"{_S0} L67 (OPRL abstract)",
-                         "π_φ = the policy itself (the paper trains a separate implicit PRM by trajectory DPO); "
-                         "the step/episode mix is step_episode_mix's (w, γ, per-turn normalisation ours)")),
+    _t("oprl", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
+       "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
+       fidelity=Fidelity("authors_code", "github.com/Tongyi-ConvAI/Tongyi-Character: CharacterRL-iStar/istar/dp_rm.py, "
+                         "istar/core_istar.py",
+                         "no PRM trained: default β·log π_old/π_ref (prm='extras': a PRM's log-probs over π_old, "
+                         "theirs); authors β=0.05, batch max-norm, A = RLOO(R) + w·RLOO(step r); ours "
+                         "step_episode_mix")),
     _t("gdpo", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))", f"{_S1} L5, L77, L85; verl gdpo",
        kind="multi_reward",
        fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",

@@ -156,41 +156,55 @@ def _token_rewards(rewards, mask):
   return jnp.asarray(rewards, G.float_dtype(rewards)), shape
 
 
-def _discounted_returns(rewards, mask, gamma):
-  """verl REINFORCE++ return-to-go: mask-0 tokens carry the running return through."""
+def _discounted_returns(rewards, mask, gamma, reset: bool = False):
+  """Return-to-go ``G_t = r_t + γ·G_{t+1}`` on mask-1 tokens (0 elsewhere). A mask-0 token carries the running
+  return through (default) or resets it to 0 (``reset``: verl's ``running_return * response_mask[:, t]``)."""
   m = mask.astype(rewards.dtype)
 
   def step(running, xs):
     r_t, m_t = xs
     new = r_t + gamma * running
-    return new * m_t + running * (1 - m_t), new * m_t
+    carry = new * m_t if reset else new * m_t + running * (1 - m_t)
+    return carry, new * m_t
 
   _, out = jax.lax.scan(step, jnp.zeros(rewards.shape[0], rewards.dtype), (rewards.T, m.T), reverse=True)
   return out.T
 
 
 @C.fast_path
-def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps: float = 1e-8):
+def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps: float = 1e-8,
+                 reset_at_mask: bool = False):
   """REINFORCE++: discounted return-to-go, whitened over all valid tokens of the batch.
 
-  ``G_t = r_t + γ·G_{t+1}`` over valid tokens (mask-0 tokens, e.g. tool
-  observations, neither receive a return nor break the recursion: the running
-  return is carried through them), then ``A = (G − mean_m G)·rsqrt(var_m G + 1e-8)``
-  with the unbiased masked variance, times the mask. Source: REINFORCE++
-  (arXiv 2501.03262); identical to verl ``reinforce_plus_plus``.
+      G_t = r_t + γ·G_{t+1}  (t in mask),   A = (G − mean_m G)·rsqrt(var_m G + 1e-8)·mask
+
+  with the unbiased masked variance. Source: REINFORCE++ (arXiv 2501.03262); peer: verl
+  ``compute_reinforce_plus_plus_outcome_advantage``.
+
+  Mask-0 tokens inside a response (multi-turn tool observations) neither receive a return nor, by default, break
+  the recursion: the running return is carried through them, so an earlier turn is credited with the outcome
+  reward of the episode's last turn. verl instead resets the running return at every mask-0 token
+  (``running_return = running_return * response_mask[:, t]``, written for the padding after EOS), which with
+  holes in the mask cuts the return at each observation: an earlier turn then sees only its own turn's rewards
+  (0 under an outcome reward). ``reset_at_mask=True`` is verl's form. The two agree on masks without holes
+  (a prefix of ones per row), i.e. single-turn responses. ``info["returns"]`` is 0 outside the mask (verl keeps
+  the unmasked running value there; whitening and the returned advantages never read it).
 
   Args:
     rewards: ``[B]`` outcome rewards (placed on the last valid token) or
       ``[B, T]`` token rewards.
     mask: ``[B, T]`` bool response mask.
     gamma: discount.
+    reset_at_mask: reset the running return at mask-0 tokens (verl) instead of carrying it through (default).
 
   Returns:
     ``(advantages [B, T], info)`` with ``info["returns"]`` the ``[B, T]`` returns.
   """
+  if not isinstance(reset_at_mask, bool):
+    raise ValueError(f"reset_at_mask must be a bool, got {reset_at_mask!r}")
   tok, _ = _token_rewards(rewards, mask)
   m = jnp.asarray(mask).astype(tok.dtype)
-  returns = _discounted_returns(tok, m, gamma)
+  returns = _discounted_returns(tok, m, gamma, reset=bool(reset_at_mask))
   adv = C.masked_whiten(returns, m, eps=whiten_eps)
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 

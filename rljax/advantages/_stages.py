@@ -49,6 +49,15 @@ def _absent(data):  # pylint: disable=unused-argument
   return None
 
 
+def _prm_logp(data) -> np.ndarray:
+  """``data.extras["logp_prm"] [B, T]``: a process reward model's log-probs of the rollout tokens (``oprl``)."""
+  x = data.extras.get("logp_prm") if data.extras else None
+  if x is None:
+    raise ValueError("oprl(prm='extras') needs data.extras['logp_prm'] [B, T], the PRM's log-probs of the rollout "
+                     "tokens, written by an earlier stage; use prm='policy' without a PRM")
+  return np.asarray(x)
+
+
 def _mean_entropy(data) -> np.ndarray:
   """Each row's mean sampler entropy over its completion tokens ``[B]``."""
   ent = data.require("entropy_behavior", "canon")
@@ -109,14 +118,18 @@ def _checked(fn, cls=Advantage, *, inputs, doc: str = "", **kw):
   return factory
 
 
-def _chosen(fn, arg: str, default: str, sources: dict, *, inputs, needs=None, doc: str = ""):
+def _chosen(fn, arg: str, default: str, sources: dict, *, inputs, needs=None, doc: str = "", unprobed=()):
   """Stage factory of ``fn`` whose input ``arg`` comes from a source the recipe names by the keyword ``arg``.
 
   Args:
     sources: ``{choice: {argument: StepData field or fn(data)}}`` (``arg`` and any argument tied to it, such as
       ``num_keys``); inputs: the other loop-supplied arguments; needs: ``{choice: needs}`` beyond the inputs'.
+    unprobed: choices whose source the tiny probe step lacks (e.g. an ``extras`` key): their hyper-parameters are
+      checked by tracing the ``default`` choice's stage instead.
   """
-  factories = {c: _checked(fn, inputs={**inputs, **src}, needs=(needs or {}).get(c, ())) for c, src in sources.items()}
+  factories = {c: (data_stage_factory(fn, Advantage, inputs={**inputs, **src}, needs=(needs or {}).get(c, ()))
+                   if c in unprobed else _checked(fn, inputs={**inputs, **src}, needs=(needs or {}).get(c, ())))
+               for c, src in sources.items()}
   tied = {a for src in sources.values() for a in src}
   sig = _signature(fn, drop=(*inputs, *tied), add=(keyword(arg, default),))
 
@@ -127,6 +140,8 @@ def _chosen(fn, arg: str, default: str, sources: dict, *, inputs, needs=None, do
     choice = hyper.pop(arg)
     if choice not in factories:
       raise ValueError(f"{fn.__name__}: {arg} must be one of {list(factories)}, got {choice!r}")
+    if choice in unprobed:
+      factories[default](**hyper)  # traces the default choice: checks the hyper-parameters now
     return factories[choice](**hyper)
 
   factory.__signature__ = sig
@@ -273,10 +288,20 @@ STAGES = {
     "sign_preserving_modulation": _checked(_token.sign_preserving_modulation, inputs={
         "advantages": "advantages", "signal": "step_rewards", "turn_ids": "turn_ids", "mask": _completion,
         "turn_valid": "step_mask", **_ROWS}, transform=True),
-    # OPRL: implicit step rewards β·log(π_old/π_ref) summed per turn (turn_ids), step_mask = the turns that exist
-    "oprl": _checked(_token.oprl, inputs={
-        "logp": "logp_old", "logp_ref": "logp_ref", "turn_ids": "turn_ids", "episode_rewards": "rewards",
-        "mask": _completion, "turn_valid": "step_mask", **_ROWS}, needs=("step_rewards",)),
+    # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the turns that
+    # exist. rljax trains no PRM: prm="policy" (default) reads β·log(π_old/π_ref), prm="extras" a PRM's log-probs
+    # from data.extras["logp_prm"] [B, T] over π_old (the paper's reward)
+    "oprl": _chosen(
+        _token.oprl, "prm", "policy", {
+            "policy": {"logp": "logp_old", "logp_ref": "logp_ref"},
+            "extras": {"logp": _prm_logp, "logp_ref": "logp_old"}},
+        inputs={"turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": _completion, "turn_valid": "step_mask",
+                **_ROWS},
+        needs={"policy": ("step_rewards",), "extras": ("step_rewards",)}, unprobed=("extras",),
+        doc="OPRL / iStar (``rljax.advantages.oprl``): implicit per-turn step rewards mixed with episode-level "
+            "GRPO. The paper's step reward is ``β·log π_φ/π_θold`` with π_φ a PRM trained by trajectory DPO; "
+            "``prm='policy'`` (default, our interpretation: no PRM is trained) uses ``β·log π_old/π_ref``, "
+            "``prm='extras'`` the PRM log-probs a stage put in ``data.extras['logp_prm'] [B, T]`` over π_old."),
     "gdpo": _multi_reward(_multi.gdpo),
     "dara": _multi_reward(_multi.dara),
     "sa_mrpo": _multi_reward(_multi.sa_mrpo),

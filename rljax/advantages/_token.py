@@ -417,32 +417,36 @@ def _turn_sums(x, turn_ids, m, nturn):
 def oprl(logp: Array, logp_ref: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
          mask: Array, turn_valid: Array, beta: float = 1.0, step_weight: float = 0.5, gamma: float = 1.0,
          valid: Optional[Array] = None, num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
-  """OPRL: implicit per-turn step rewards, their step-level advantages mixed with episode-level GRPO.
+  """OPRL / iStar: implicit per-turn step rewards, their step-level advantages mixed with episode-level GRPO.
 
-      r_{i,k} = β · Σ_{t in turn k of i} (log π_φ(y_t) − log π_ref(y_t))          (implicit step reward)
+      r_{i,k} = β · Σ_{t in turn k of i} (logp_t − logp_ref_t)                     (implicit step reward)
       A_{i,t} = step_episode_mix(r, turn_ids, R)_{i,t}
               = w · norm_k(Σ_{j≥k} γ^{j−k} r_{i,j}) + (1 − w) · grpo(R)_i           (token t in turn k)
 
-  The step reward of a turn is the implicit progress reward (``implicit_progress_reward``) summed over the
-  turn's model tokens (``turn_ids``: 0-based turn per token, -1 none; only tokens in ``mask`` count), so it is
-  potential-based over the turns of a trajectory. ``R`` is the outcome (episode) reward; see
-  ``step_episode_mix`` for the per-turn-index normalisation and ``w = step_weight``. Returned with
-  ``stop_gradient`` (advantages are data).
-
-  Source: OPRL (seed 000_3e503271be254a43.txt L67): "an implicit process reward model ... transform[s]
-  trajectory preferences into implicit step rewards ... used to compute step-level advantages, which are
-  combined with episode-level advantages from outcome rewards". The PRM's form β·log π_φ/π_ref is recalled
-  beyond the abstract (unverified). Ours: π_φ is the policy itself (``logp`` = the proximal policy's
-  log-probs), not a second model trained with the paper's trajectory-level DPO; the mix and its
-  normalisation are ``step_episode_mix``'s (our reading).
+  Source: seed 000_3e503271be254a43.txt L67 (OPRL; arXiv 2509.19199, renamed iStar). The paper's step reward is
+  ``β·log π_φ(a_t|o_{1:t}, x) / π_θold(a_t|o_{1:t}, x)``: ``logp`` = the log-probs of π_φ, an implicit PRM trained
+  alternately with the policy by a trajectory-level DPO loss, ``logp_ref`` = those of π_θold, the policy snapshot
+  that sampled the rollouts (authors' code: ``q = rm_log_labels − old_log_probs``, ``r = β·q`` summed over a step,
+  β = ``beta_train`` = 0.05, then divided by the batch's largest |reverse cumulative sum| (``istar_norm``)). Pass
+  a PRM's log-probs as ``logp`` and the sampling policy's as ``logp_ref`` to get the paper's reward. rljax trains
+  no PRM: its stage (``rljax.recipes.stage("oprl")``) feeds ``logp`` = π_θold (the policy as its own implicit
+  PRM) and ``logp_ref`` = the frozen reference, our interpretation (``prm="extras"`` reads a PRM's log-probs from
+  ``data.extras["logp_prm"]`` over π_θold instead). The step reward of a turn sums the turn's model tokens
+  (``turn_ids``: 0-based turn per token, -1 none; only tokens in ``mask`` count), so it is potential-based over
+  the turns of a trajectory. ``R`` is the outcome (episode) reward; see ``step_episode_mix`` for the
+  per-turn-index normalisation and ``w = step_weight``. The authors combine ``A = RLOO(R) + w·RLOO(Σ step r)``
+  per step row (``core_istar.compute_istar_rloo_advantage``, w = 1); ours is ``step_episode_mix``'s
+  discounted-return mix. Returned with ``stop_gradient`` (advantages are data).
 
   Args:
-    logp, logp_ref: ``[B, T]`` (read only inside ``mask``); turn_ids: ``[B, T]`` int; episode_rewards: ``[B]``;
-    group_id: ``[B]``; mask: ``[B, T]`` model (loss) tokens; turn_valid: ``[B, M]`` bool, the turns that exist
-    (M: the most turns); beta: > 0.
+    logp: ``[B, T]`` numerator log-probs (paper: the PRM π_φ; our stage: π_θold), read only inside ``mask``;
+    logp_ref: ``[B, T]`` denominator log-probs (paper: π_θold; our stage: the reference); turn_ids: ``[B, T]`` int;
+    episode_rewards: ``[B]``; group_id: ``[B]``; mask: ``[B, T]`` model (loss) tokens; turn_valid: ``[B, M]``
+    bool, the turns that exist (M: the most turns); beta: > 0.
 
   Returns:
-    ``(advantages [B, T], info)`` with ``info["step_rewards"] [B, M]`` and ``info["returns"] [B, M]``.
+    ``(advantages [B, T], info)`` with ``info["step_rewards"] [B, M]`` and ``info["returns"] [B, M]``; float64
+    when the log-probs and rewards are (under ``jax_enable_x64``), else float32.
   """
   if is_concrete(beta) and not (np.ndim(beta) == 0 and np.isfinite(beta) and float(beta) > 0):
     raise ValueError(f"beta must be a finite scalar > 0, got {beta!r}")
@@ -453,11 +457,12 @@ def oprl(logp: Array, logp_ref: Array, turn_ids: Array, episode_rewards: Array, 
   b, nturn = G.check_rank("turn_valid", turn_valid, 2)
   check_mask("turn_valid", turn_valid, (shape[0], nturn))
   m = jnp.asarray(mask).astype(bool)
-  diff = jnp.where(m, jnp.asarray(logp, jnp.float32) - jnp.asarray(logp_ref, jnp.float32), 0.0)
+  dt = jnp.result_type(G.float_dtype(logp), G.float_dtype(logp_ref), G.float_dtype(episode_rewards))
+  diff = jnp.where(m, jnp.asarray(logp, dt) - jnp.asarray(logp_ref, dt), 0.0)
   tv = jnp.asarray(turn_valid).astype(bool)
   step_r = jax.lax.stop_gradient(beta * _turn_sums(diff, turn_ids, m, nturn) * tv)
-  adv, info = step_episode_mix(step_r, turn_ids, episode_rewards, group_id, mask=mask, step_weight=step_weight,
-                               gamma=gamma, turn_valid=tv, valid=valid, num_groups=num_groups, eps=eps,
-                               std_ddof=std_ddof)
+  adv, info = step_episode_mix(step_r, turn_ids, jnp.asarray(episode_rewards, dt), group_id, mask=mask,
+                               step_weight=step_weight, gamma=gamma, turn_valid=tv, valid=valid,
+                               num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   return jax.lax.stop_gradient(adv), {**info, "step_rewards": step_r,
                                       "step_reward_mean": jnp.sum(step_r) / jnp.maximum(jnp.sum(tv), 1)}

@@ -226,27 +226,32 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
   return _named(term, "decoupled_ppo", corrections)
 
 
-def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, replay_key: str = "replay_mask", correction=None,
-                  old_logp=None):
-  """ExGRPO's mixed-policy objective: PPO clip on fresh rows, a shaped importance weight on replayed rows.
+def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, clip_fresh: bool = False, replay_key: str = "replay_mask",
+                  correction=None, old_logp=None):
+  """ExGRPO's mixed-policy objective: an unclipped ratio on fresh rows, a shaped importance weight on replayed rows.
 
-      fresh rows:     L_t = max(-A_t r_t, -A_t clip(r_t, 1 - eps_low, 1 + eps_high)),  r_t = pi_theta / pi_old
+      fresh rows:     L_t = -A_t r_t,                r_t = pi_theta / pi_old    (the authors' mixed batches)
       replayed rows:  L_t = -A_t f(w_t),  f(w) = w / (w + beta),  w_t = pi_theta / pi_old
 
-  ``batch.extras[replay_key] [B]`` bool marks the replayed rows (a replay stage writes it; without it every
-  row is fresh and this is ``ppo_clip``). With the ``exgrpo`` replay stage's default ``logp_old="behavior"``,
-  ``pi_old`` of a replayed row is its stored behaviour policy, so ``w`` is the importance weight of the
-  off-policy trajectory; ``f`` (no clip) damps large weights and boosts low-probability tokens, as LUFFY's
-  policy shaping. The objective's (1 - rho) / rho weighting of fresh and experience questions is the batch
-  composition (the replay stage's ``ratio``), each experience group being G - 1 fresh rows and one replayed
-  row, averaged by the aggregation like any other rows.
+  ``batch.extras[replay_key] [B]`` bool marks the replayed rows (a replay stage writes it, all False on steps
+  that replay nothing). With the ``exgrpo`` replay stage's default ``logp_old="behavior"``, ``pi_old`` of a replayed
+  row is its stored behaviour policy, so ``w`` is the importance weight of the off-policy trajectory; ``f`` (no
+  clip) damps large weights and boosts low-probability tokens, as LUFFY's policy shaping. The (1 - rho) / rho
+  weighting of fresh and experience questions is the batch composition (the replay stage's ``ratio``), each
+  experience group being G - 1 fresh rows and one replayed row, averaged by the aggregation like any other rows.
 
-  Source: ExGRPO (arXiv 2510.02245; seed 001 L241; abstract: "a mixed-policy objective"); beta = 0.1 and
-  f(w) = w / (w + beta) are the paper's Section 4.2 as cited by a peer re-implementation (unchecked here).
+  Source: ExGRPO (arXiv 2510.02245; seed 001 L241); the authors' code (github.com/ElliottYan/LUFFY, ExGRPO/exgrpo/
+  verl/verl/mix_src/mix_core_alg.py ``compute_token_on_off_policy_loss`` with ``exp_scripts/run_exgrpo.sh``:
+  ``off_policy_reshape="p_div_p_0.1"``, i.e. f(w) = w/(w + 0.1) on experience rows, and ``loss_remove_clip=True``,
+  i.e. ``-A r`` unclipped on the fresh rows of a mixed batch). The authors clip (PPO, ``1 ± 0.2``, no reshape) only
+  in their on-policy warm-up before the first experience batch (``is_mixed_policy`` False); here a batch without
+  ``extras[replay_key]`` (no replay stage in the recipe) is that phase: every row is fresh and PPO-clipped, as
+  ``ppo_clip``. ``clip_fresh=True`` PPO-clips the fresh rows of mixed batches too (rljax's earlier default).
 
   Args:
-    eps_low, eps_high: PPO clip of the fresh rows (``eps_high`` defaults to ``eps_low``).
-    beta: the shaping constant ``> 0``.
+    eps_low, eps_high: PPO clip of the clipped fresh rows (``eps_high`` defaults to ``eps_low``).
+    beta: the shaping constant ``> 0`` (authors 0.1).
+    clip_fresh: PPO-clip the fresh rows of batches that carry ``extras[replay_key]`` (default False: the authors').
     replay_key: the ``batch.extras`` key of the replayed-row mask.
     correction: corrections applied to both kinds of rows (``rljax.objectives.tis`` ...).
     old_logp: source of ``log pi_old`` (default ``logp_old``).
@@ -254,6 +259,8 @@ def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, replay_key: str = "re
   eps_high = eps_low if eps_high is None else eps_high
   _check_eps(eps_low, eps_high)
   U.check_scalar("beta", beta, lo=0.0, lo_open=True)
+  if not isinstance(clip_fresh, bool):
+    raise ValueError(f"clip_fresh must be a bool, got {clip_fresh!r}")
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
 
@@ -262,14 +269,18 @@ def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, replay_key: str = "re
     ratio = jnp.exp(log_ratio)
     clipped, low, high, _ = ppo_clip_loss(ratio, adv, eps_low, eps_high)
     replayed = batch.extras.get(replay_key) if batch.extras else None
+    mixed = replayed is not None
     replayed = jnp.zeros(shape[:1], bool) if replayed is None else jnp.asarray(replayed).astype(bool)
     if replayed.shape != tuple(shape[:1]):
       raise ValueError(f"exgrpo_policy: batch.extras[{replay_key!r}] must have shape {tuple(shape[:1])}, "
                        f"got {replayed.shape}")
     rep = jnp.broadcast_to(replayed[:, None], shape)
     shaped = -adv * ratio / (ratio + beta)
-    loss = jnp.where(rep, shaped, clipped)
-    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low & ~rep, high & ~rep, mask),
+    clip = clip_fresh or not mixed  # static: the authors clip only outside mixed batches
+    fresh = clipped if clip else -adv * ratio
+    loss = jnp.where(rep, shaped, fresh)
+    on = ~rep if clip else jnp.zeros_like(rep)
+    metrics = {**U.ratio_metrics(log_ratio, mask), **U.clip_metrics(low & on, high & on, mask),
                "replayed_token_frac": U.masked_mean(rep.astype(mask.dtype), mask)}
     return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
@@ -770,11 +781,12 @@ def _technique_rows():
                 "ppo_actor_loss_fn",
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
                 "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
-      ("exgrpo_policy", exgrpo_policy, "fresh: PPO clip; replayed: -A w/(w+beta), w = pi_theta/pi_old (stored pi_b)",
-       "ExGRPO arXiv:2510.02245, seed 001 L241",
-       Fidelity("abstract", "001_5839a3671b0b4d92.txt L241 (ExGRPO abstract: 'mixed-policy objective')",
-                "f(w) = w/(w+beta), beta = 0.1 (the paper's Sec. 4.2 as a peer cites it, not read here); replayed "
-                "rows marked by batch.extras['replay_mask']; the rho weighting is the batch composition")),
+      ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
+       "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
+       Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py; "
+                "ExGRPO/exp_scripts/run_exgrpo.sh",
+                "mixed phase = a replay stage in the recipe (authors: once batch solve rate > 0.35); clip_fresh=True "
+                "PPO-clips fresh rows; the rho weighting is the batch composition")),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
                for name, fn, formula, src, fid in rows)

@@ -116,12 +116,13 @@ TECHNIQUES = _with_stages((
                                 "steps = model turns (authors: step rows of an episode); success = r >= 1 "
                                 "(authors r == 1); shortest= (e.g. a true shortest path) is our option")),
     Technique("tool_call_reward", "shaping", tool_call_reward,
-              "r' = r + coef·½(1 + cos(π·min(t, T)/T))·min(n_calls, K)/K",
+              "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
-              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README (use_toolcall_reward="
-                                "'cosine', max_toolcall_steps=100)",
-                                "the per-episode bonus min(n, K)/K (K = 1: any call) and coef are ours; the "
-                                "cosine decay to 0 at T and T = 100 follow the README's knobs")),
+              fidelity=Fidelity("authors_code", "github.com/TencentYoutuResearch/SPEAR: verl-agent/agent_system/"
+                                "reward_manager/episode.py L143-159; T=200: examples/*/*_spear.sh",
+                                "n = model turns (authors: episode_lengths, the env steps); count='calls' (regex tool "
+                                "calls) and coef (authors 1) are ours; step = rljax's RL step (authors' global_steps "
+                                "starts at 1)")),
     Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
               f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)",
               fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",

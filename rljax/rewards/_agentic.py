@@ -109,36 +109,46 @@ def count_calls(turns: Sequence[Sequence[str]], pattern: str = DEFAULT_CALL_PATT
   return out
 
 
-def tool_call_reward(rewards, num_calls, step: int, *, coef: float = 1.0, decay_steps: int = 100,
-                     schedule: str = "cosine", max_calls: int = 1):
+def _out_dtype(rewards):
+  """float64 when ``rewards`` is float64 (e.g. under ``jax_enable_x64``), else float32."""
+  return np.float64 if np.asarray(rewards).dtype == np.float64 else np.float32
+
+
+def tool_call_reward(rewards, num_steps, step: int, *, coef: float = 1.0, decay_steps: int = 200,
+                     schedule: str = "cosine", max_calls: int = 10):
   """SPEAR's auxiliary tool-call reward with its curriculum (seed 000_3e503271be254a43.txt L75).
 
-      r'_i = r_i + w(t) · min(n_i, K) / K,    w(t) = coef · ½(1 + cos(π·min(t, T)/T))
+      r'_i = r_i + coef · min(1, n_i / K) · w(t),    w(t) = ½(1 + cos(π·min(t, T)/T))
 
-  ``n_i`` is episode i's number of tool calls, ``K = max_calls``, ``t`` the RL step and ``T = decay_steps``:
-  the intrinsic reward drives tool use early ("skill-level exploration") and fades to 0 at step T, leaving the
-  task reward. ``schedule="constant"``: ``w = coef`` throughout.
+  ``n_i`` is episode i's count (the authors: its environment steps, ``episode_lengths``; or its tool calls),
+  ``K = max_calls`` (authors: 10, i.e. ``min(1, 0.1·n)``), ``t`` the RL step and ``T = decay_steps`` (authors'
+  example scripts: 200): the intrinsic reward drives tool use early ("skill-level exploration") and fades to 0
+  at step T, leaving the task reward. ``schedule="constant"``: ``w = 1`` throughout (the authors' "constant").
 
-  Source: the abstract ("at first, the auxiliary tool call reward plays a critical role ... as training
-  progresses, self-imitation gets strengthened"); the SPEAR README's knobs ``use_toolcall_reward`` ∈
-  {none, constant, cosine} and ``max_toolcall_steps`` = 100 give the cosine decay and T. The per-episode reward
-  ``min(n, K)/K`` (K = 1: an indicator of at least one call) and ``coef`` are our reading.
+  Source: the authors' code (github.com/TencentYoutuResearch/SPEAR, verl-agent/agent_system/reward_manager/
+  episode.py L143-159, ``use_toolcall_reward`` ∈ {none, constant, cosine}, ``max_toolcall_steps``):
+  ``score += min(1, 0.1·episode_lengths)·(cos(π·global_steps/T) + 1)/2`` while ``global_steps <= T``, with
+  T = 200 in every example script (``examples/*/run_*_spear.sh``; the yaml/README default is 100). Ours: ``coef``
+  (authors 1) and ``K`` are parameters; the authors' ``global_steps`` counts from 1, ``step`` is rljax's RL step.
 
   Args:
-    rewards: ``[B]``; num_calls: ``[B]`` int >= 0; step: the RL step (>= 0).
+    rewards: ``[B]`` episode rewards; num_steps: ``[B]`` count >= 0 per episode (environment steps, the authors'
+      counter, or tool calls); step: the RL step (>= 0).
 
   Returns:
-    ``(rewards [B] float32, info)`` with ``bonus [B]``, ``weight`` and ``call_rate`` (share of rows with a call).
+    ``(rewards [B], info)`` (float64 when ``rewards`` is float64, else float32) with ``bonus [B]``, ``weight``
+    and ``call_rate`` (share of rows with a count > 0).
   """
   r = _vector("rewards", rewards)
-  n = _vector("num_calls", num_calls, r.shape[0])
+  n = _vector("num_steps", num_steps, r.shape[0])
   if np.any(n < 0):
-    raise ValueError("num_calls must be >= 0")
+    raise ValueError("num_steps must be >= 0")
   if not (isinstance(coef, (int, float)) and not isinstance(coef, bool) and math.isfinite(coef) and coef >= 0):
     raise ValueError(f"coef must be a finite number >= 0, got {coef!r}")
   if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1:
     raise ValueError(f"max_calls must be an int >= 1, got {max_calls!r}")
   w = coef * cosine_weight(step, decay_steps, schedule=schedule)
-  bonus = w * np.minimum(n, max_calls) / max_calls
-  return (r + bonus).astype(np.float32), {"bonus": bonus.astype(np.float32), "weight": float(w),
-                                          "call_rate": float((n > 0).mean()) if n.size else 0.0}
+  bonus = w * np.minimum(1.0, n / max_calls)
+  dt = _out_dtype(rewards)
+  return (r + bonus).astype(dt), {"bonus": bonus.astype(dt), "weight": float(w),
+                                  "call_rate": float((n > 0).mean()) if n.size else 0.0}

@@ -221,18 +221,34 @@ def shortest_path_reward(*, success: float = 1.0):
   return Shaping(fn, name="shortest_path_reward", needs={"step_rewards"})
 
 
-def tool_call_reward(*, coef: float = 1.0, decay_steps: int = 100, schedule: str = "cosine", max_calls: int = 1,
-                     pattern: str = _agentic.DEFAULT_CALL_PATTERN):
-  """SPEAR's tool-call reward as a ``Shaping`` stage: ``data.rewards + w(step)·min(n, K)/K``, ``n`` = matches of
-  ``pattern`` in the episode's model turns (``data.turns``; default ``<call>``, rljax.envs' tool calls), ``w``
-  the cosine decay over ``decay_steps`` RL steps (``rljax.rewards.tool_call_reward``)."""
+TOOL_CALL_COUNTS = ("turns", "calls")
+
+
+def tool_call_reward(*, coef: float = 1.0, decay_steps: int = 200, schedule: str = "cosine", max_calls: int = 10,
+                     count: str = "turns", pattern: str = _agentic.DEFAULT_CALL_PATTERN):
+  """SPEAR's tool-call reward as a ``Shaping`` stage: ``data.rewards + coef·min(1, n/K)·w(step)``, ``w`` the cosine
+  decay over ``decay_steps`` RL steps (``rljax.rewards.tool_call_reward``; defaults are the authors': K = 10,
+  T = 200).
+
+  ``count="turns"`` (default, the authors' counter ``episode_lengths``): ``n`` = the episode's environment steps,
+  i.e. its model turns (``len(data.turns[i])``); ``count="calls"``: ``n`` = matches of ``pattern`` in the
+  episode's model turns (default ``<call>``, rljax.envs' tool calls).
+  """
+  if count not in TOOL_CALL_COUNTS:
+    raise ValueError(f"count must be one of {TOOL_CALL_COUNTS}, got {count!r}")
   _agentic.tool_call_reward(np.zeros(1), np.zeros(1), 0, coef=coef, decay_steps=decay_steps, schedule=schedule,
                             max_calls=max_calls)  # validates now
   _agentic.count_calls([[""]], pattern)
 
   def fn(data):
-    calls = _agentic.count_calls(data.require("turns", "tool_call_reward"), pattern)
-    out, info = _agentic.tool_call_reward(data.rewards, calls, data.step, coef=coef, decay_steps=decay_steps,
+    turns = data.require("turns", "tool_call_reward")
+    if count == "calls":
+      n = _agentic.count_calls(turns, pattern)
+    else:
+      if any(isinstance(t, (str, bytes)) for t in turns):
+        raise ValueError("tool_call_reward: data.turns must hold one sequence of turn strings per row")
+      n = np.array([len(t) for t in turns], np.int64)
+    out, info = _agentic.tool_call_reward(data.rewards, n, data.step, coef=coef, decay_steps=decay_steps,
                                           schedule=schedule, max_calls=max_calls)
     return out, {"weight": info["weight"], "call_rate": info["call_rate"]}
 
