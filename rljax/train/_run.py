@@ -106,7 +106,8 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
 def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, recipe=None,
           objective_fn: Optional[Callable] = None, reward_fn: Optional[Callable] = None,
           objective_needs=None) -> dict:
-  """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``).
+  """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``): ``sft`` (the
+  evaluation RL starts from), ``rl`` and ``gain_points`` (after RL; absent when ``rl.steps=0``), ``evals``, ...
 
   A run directory holds one run. Everything (the config, the recipe, the task, the run directory, the resume
   compatibility) is checked before anything is written, so a start that fails leaves the directory as it was.
@@ -199,12 +200,13 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
         graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
-      # no RL steps: the state is the SFT state, whose evaluation (same key) is sft_eval
-      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else dict(sft_eval)
+      # no RL steps (an SFT-only run): no after-RL evaluation, no gain, in the log, the summary or summary.json
+      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else None
   finally:
     writer.close()
-  summary["rl"] = rl_eval
-  summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
+  if rl_eval is not None:
+    summary["rl"] = rl_eval
+    summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
   summary["evals"] = evals
   summary["wall_s"] = time.perf_counter() - t_start
   if cfg.rl.steps > 0:
