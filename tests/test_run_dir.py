@@ -109,6 +109,22 @@ def test_resume_reads_the_runs_config_and_prints_the_changes(run, capsys):
   assert _steps(run, "rl") == [2, 4, 6]
 
 
+def test_a_spec_written_another_way_is_no_change():
+  """issue #36 item 4: ``grpo(eps=0.0001)`` (config.json) and ``grpo(eps=1e-4)`` (the default config) are one
+  setting; specs are compared parsed, so only real changes are printed."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from rljax.train import default_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import config_changes  # pylint: disable=import-outside-toplevel
+  cfg = default_config()
+  assert cfg.rl.advantage == "grpo(eps=1e-4)"
+  same = cfg.replace(rl=dataclasses.replace(cfg.rl, advantage="grpo(eps=0.0001)",
+                                            loss=cfg.rl.loss.replace(", ", ",").replace("0.2", "2e-1")))
+  assert config_changes(cfg, same) == []
+  other = same.replace(rl=dataclasses.replace(same.rl, advantage="grpo(eps=1e-3)", steps=cfg.rl.steps + 1))
+  assert config_changes(cfg, other) == [("rl.steps", cfg.rl.steps, cfg.rl.steps + 1),
+                                        ("rl.advantage", "grpo(eps=1e-4)", "grpo(eps=1e-3)")]
+
+
 def test_resume_with_another_model_shape_is_one_line_and_changes_nothing(run, capsys):
   before = _snapshot(run)
   assert cli.main(["train", "--resume", "--out-dir", run, "--set", "model.hidden_size=64"]) == 2

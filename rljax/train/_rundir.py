@@ -18,7 +18,7 @@ import shutil
 from typing import Optional
 
 from rljax.train._checkpoint import CheckpointError
-from rljax.train._config import RunConfig, config_from_dict, config_to_dict
+from rljax.train._config import RECIPE_FIELDS, RunConfig, config_from_dict, config_to_dict
 
 __all__ = ["RUN_FILES", "FIXED_SECTIONS", "run_files", "check_run_dir", "saved_config", "config_changes",
            "clear_run", "describe_changes"]
@@ -62,10 +62,30 @@ def _flat(d: dict, prefix: str = "") -> dict:
   return out
 
 
+# fields holding technique specs ("grpo(eps=1e-4)"): compared by their parsed values, not their text
+SPEC_FIELDS = tuple(f"rl.{name}" for name in RECIPE_FIELDS) + ("task.verifier",)
+
+
+def _same(key: str, old, new) -> bool:
+  """Whether a field's two values are the same setting: ``grpo(eps=0.0001)`` is ``grpo(eps=1e-4)``, ``grpo()`` is
+  ``grpo`` (both parsed: literal values compared), other fields by value."""
+  if old == new:
+    return True
+  if key in SPEC_FIELDS and isinstance(old, str) and isinstance(new, str):
+    from rljax.recipes._spec import parse  # pylint: disable=import-outside-toplevel
+    try:
+      return parse(old) == parse(new)
+    except ValueError:
+      return False
+  return False
+
+
 def config_changes(before: RunConfig, after: RunConfig) -> list[tuple[str, object, object]]:
-  """``[(dotted field, before, after)]`` for every field that differs (``out_dir`` aside), in field order."""
+  """``[(dotted field, before, after)]`` for every field that differs (``out_dir`` aside), in field order. Technique
+  specs are compared parsed (``SPEC_FIELDS``): a number written another way is no change."""
   a, b = _flat(config_to_dict(before)), _flat(config_to_dict(after))
-  return [(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b]) if k != "out_dir" and a.get(k) != b.get(k)]
+  return [(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])
+          if k != "out_dir" and not _same(k, a.get(k), b.get(k))]
 
 
 def _fixed_changes(changes) -> dict[str, list[str]]:
