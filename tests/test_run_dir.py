@@ -174,3 +174,25 @@ def test_every_rl_checkpoint_unreadable_says_how_to_restart_from_sft(run, capsys
   assert "resumed SFT from step 2" in out and "resumed RL" not in out
   assert _rows(run, "sft") == [1, 2] and _rows(run, "rl") == [1, 2, 3, 4]
   assert _steps(run, "rl") == [2, 4]
+
+
+def test_refusals_name_what_to_do_in_the_callers_interface(tmp_path):
+  """issue #36 item 5: from Python, ``train()``'s keyword arguments (the README's snippet run twice); from the CLI,
+  its flags. Refused before anything is built or written."""
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import from_cli  # pylint: disable=import-outside-toplevel
+  d = tmp_path / "readme"
+  d.mkdir()
+  (d / "config.json").write_text("{}")
+  cfg = apply_overrides(tiny_config(str(d)), ["rl.steps=2", "progress=false"])
+  with pytest.raises(ValueError) as e:
+    train(cfg)
+  msg = str(e.value)
+  assert "continue it with train(cfg, resume=True), replace it with train(cfg, overwrite=True)" in msg, msg
+  assert "--" not in msg
+  with pytest.raises(ValueError, match=r"^resume=True and overwrite=True exclude each other"):
+    train(cfg, resume=True, overwrite=True)
+  with from_cli(), pytest.raises(ValueError) as e:
+    train(cfg)
+  assert "continue it with --resume, replace it with --overwrite, or choose a fresh --out-dir" in str(e.value)
+  assert (d / "config.json").read_text() == "{}" and sorted(p.name for p in d.iterdir()) == ["config.json"]

@@ -33,7 +33,7 @@ from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch, run_rl
-from rljax.train._rundir import check_run_dir, clear_run, describe_changes
+from rljax.train._rundir import check_run_dir, clear_run, describe_changes, how, in_cli
 from rljax.train._startup import check_recipe
 from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
 from rljax.train._step import init_train_state
@@ -78,10 +78,14 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
       before = json.load(f)
     same = lambda d: {k: v for k, v in d.items() if k != "name"}
     if same(before) != same(described):
-      hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
-              if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
-      raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
-                       + hint)
+      if before.get("python"):
+        hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
+                if in_cli() else "its recipe has Python stages: pass that recipe again "
+                "(train(cfg, recipe=..., resume=True))")
+      else:
+        hint = f"resume with the same recipe (or train into a new {how('out_dir')})"
+      raise ValueError(f"{how('resume')}: {cfg.out_dir!r} was trained with the recipe {same(before)}, not "
+                       f"{same(described)}; " + hint)
   check_init_from(cfg)  # a shared SFT warm start exists, finished, for this model and task
   mesh = run_mesh(cfg)  # the mesh fits the devices
   exp = build_experiment(cfg)
