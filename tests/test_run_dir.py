@@ -196,3 +196,21 @@ def test_refusals_name_what_to_do_in_the_callers_interface(tmp_path):
     train(cfg)
   assert "continue it with --resume, replace it with --overwrite, or choose a fresh --out-dir" in str(e.value)
   assert (d / "config.json").read_text() == "{}" and sorted(p.name for p in d.iterdir()) == ["config.json"]
+
+
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(run, capsys):
+  """issue #36 item 6: no re-evaluation, no rewritten summary.json, no duplicate eval row: every file as it was."""
+  before = _snapshot(run)
+  with open(os.path.join(run, "summary.json")) as f:
+    written = json.load(f)
+  assert cli.main(["train", "--resume", "--out-dir", run]) == 0
+  out = capsys.readouterr().out
+  assert f"{run} is finished (RL step 4 of 4): nothing to train, nothing written" in out, out
+  assert "resumed" not in out and "after RL" not in out
+  assert _snapshot(run) == before
+  # from Python: the same, and the summary comes back with the final parameters
+  from rljax.train import train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import saved_config  # pylint: disable=import-outside-toplevel
+  summary = train(saved_config(run), resume=True)
+  assert {k: v for k, v in summary.items() if k not in ("params", "graphdef", "model_state")} == written
+  assert summary["params"] is not None and _snapshot(run) == before

@@ -119,7 +119,9 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   Args:
     cfg: the run config.
     resume: continue the run in ``cfg.out_dir`` from its latest readable checkpoints. ``cfg`` must keep the
-      run's model, task and seed (``rljax.train._rundir.FIXED_SECTIONS``); the fields it changes are printed.
+      run's model, task and seed (``rljax.train._rundir.FIXED_SECTIONS``); the fields it changes are printed. A
+      finished run (nothing left to train for ``cfg``) is said to be so and left byte for byte as it was; its
+      ``summary.json`` is returned, with the final parameters.
       ``rljax train --resume`` starts from the run's own ``config.json``.
     overwrite: replace the run already in ``cfg.out_dir`` (its run files only; other files stay). Without it a
       fresh start into a directory that holds a run is refused.
@@ -150,6 +152,10 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
     refused = e
   if par.process_any(refused is not None):  # also a barrier: no process writes before every one has checked
     raise refused or ValueError("another process refused this start (its error says why)")
+  if resume:  # a finished run: nothing to train, so nothing is evaluated or written again
+    finished = _finished_run(cfg, changes)
+    if finished is not None:
+      return finished
   # ---- the start is valid: write
   recipe_path = os.path.join(cfg.out_dir, "recipe.json")
   if main:
@@ -229,6 +235,39 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary["params"] = state.params
   summary["graphdef"] = graphdef
   summary["model_state"] = state.model_state
+  return summary
+
+
+def _finished_run(cfg: RunConfig, changes) -> Optional[dict]:
+  """The summary of the run in ``cfg.out_dir`` (its ``summary.json``, with the final parameters) when it is finished
+  for ``cfg``: ``summary.json`` written and the last stage's newest checkpoint, at ``rl.steps`` (``sft.steps`` for
+  an SFT-only run) or beyond, readable. Else ``None``: resuming has training to do, or a checkpoint to re-train."""
+  path = os.path.join(cfg.out_dir, "summary.json")
+  stage, steps = ("rl", cfg.rl.steps) if cfg.rl.steps > 0 else ("sft", cfg.sft.steps)
+  if not os.path.exists(path) or (stage == "sft" and cfg.sft.init_from is not None):
+    return None
+  ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", stage))
+  try:
+    latest = ckpt.latest_step()
+  finally:
+    ckpt.close()
+  if latest is None or latest < steps:
+    return None
+  with warnings.catch_warnings():  # an unreadable newest checkpoint: the resume that follows warns, once
+    warnings.simplefilter("ignore")
+    try:
+      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage)
+    except CheckpointError:
+      return None
+  if info["step"] != latest:
+    return None
+  with open(path, encoding="utf-8") as f:
+    summary = json.load(f)
+  unapplied = f"; its config is not changed ({describe_changes(changes)} not applied)" if changes else ""
+  further = "resume with a larger rl.steps" if stage == "rl" else "resume with rl.steps > 0"
+  log(cfg, f"[rljax] {cfg.out_dir} is finished ({stage.upper()} step {latest} of {steps}): nothing to train, "
+           f"nothing written{unapplied}. To train further, {further}")
+  summary.update(params=state.params, graphdef=graphdef, model_state=state.model_state)
   return summary
 
 
