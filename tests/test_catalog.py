@@ -113,5 +113,6 @@ def test_markdown_lists_every_rows_arguments():
 
 def test_unknown_argument_names_the_defaults():
   from rljax.recipes import stage
-  with pytest.raises(ValueError, match=r"qae: unknown argument 'quantil'; its arguments are \[quantile=0\.5, eps=1e-06"):
+  with pytest.raises(ValueError, match=r"qae: unknown argument 'quantil'; its arguments are "
+                                       r"\[quantile=0\.5, eps=1e-06"):
     stage("qae", quantil=0.7)

@@ -100,7 +100,8 @@ def describe(row: Technique) -> str:
   lines = [f"{row.name} ({row.kind})", f"  formula:   {row.formula}",
            f"  arguments: {', '.join(row.arguments) if row.arguments else 'none'}"]
   if slot is not None:
-    lines.append(f'  use:       rl.{slot}, e.g. --set "rl.{slot}={example}" (Python: rljax.recipes.stage({row.name!r}, ...))')
+    lines.append(f'  use:       rl.{slot}, e.g. --set "rl.{slot}={example}" '
+                 f"(Python: rljax.recipes.stage({row.name!r}, ...))")
   lines += [f"  source:    {row.source}", f"  checked against: {fidelity_text(row)}"]
   return "\n".join(lines)
 
