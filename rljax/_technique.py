@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from typing import Callable, Optional
 
 KINDS = (
@@ -9,6 +10,24 @@ KINDS = (
     "controller", "advantage", "filter", "reward", "shaping", "multi_reward", "value",
     "replay", "kernel", "sampler", "model",
 )
+
+
+def _default_text(value) -> str:
+  text = repr(value)
+  if len(text) > 60 and not isinstance(value, str):  # e.g. a whole SandboxConfig: its type says enough
+    return f"{type(value).__name__}(...)"
+  return text
+
+
+def argument_texts(fn: Callable) -> tuple:
+  """``("quantile=0.5", "eps=1e-06", "k")``: ``fn``'s named arguments, each with its default (a required one bare);
+  ``*args`` / ``**kwargs`` are left out."""
+  try:
+    params = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return ()
+  return tuple(p.name if p.default is p.empty else f"{p.name}={_default_text(p.default)}"
+               for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
 
 FIDELITY_BASES = ("authors_code", "peer", "paper_formula", "abstract")
@@ -69,6 +88,12 @@ class Technique:
   source: str
   stage: Optional[Callable] = None
   fidelity: Optional[Fidelity] = None
+
+  @property
+  def arguments(self) -> tuple:
+    """The technique's hyper-parameters with their defaults, ``("quantile=0.5", ...)``: its ``stage`` factory's
+    arguments (``fn``'s for a row without a stage); a required one is bare (``"k"``)."""
+    return argument_texts(self.stage if self.stage is not None else self.fn)
 
   def __post_init__(self):
     if not self.name or not self.name.replace("_", "a").isalnum() or self.name.lower() != self.name:

@@ -182,6 +182,7 @@ def _cmd_train(args) -> int:
     maybe_initialize_distributed()
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
   from rljax.train._run import Preempted, train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import from_cli  # pylint: disable=import-outside-toplevel
   if args.resume:
     cfg, recipe = _resume_config(args)
   else:
@@ -194,7 +195,8 @@ def _cmd_train(args) -> int:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
   try:
-    train(cfg, resume=args.resume, overwrite=args.overwrite, recipe=recipe)
+    with from_cli():  # refusals name --resume / --overwrite / --out-dir, not train()'s keyword arguments
+      train(cfg, resume=args.resume, overwrite=args.overwrite, recipe=recipe)
   except Preempted as e:
     print(f"[rljax] {e}", file=sys.stderr)
     return 143

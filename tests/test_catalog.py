@@ -84,3 +84,35 @@ def test_docs_count_the_fidelity_bases():
   assert "| checked against |" in docs
   assert (f"{counts['authors_code']} rows against the\nauthors' code, {counts['peer']} against a peer, "
           f"{counts['paper_formula']} against the paper's formula, {counts['abstract']} from the abstract alone") in docs
+
+
+def test_name_shows_the_arguments_with_their_defaults(capsys):
+  """``python -m rljax.catalog NAME`` (issue #36 item 4): each argument with its default, a required one bare."""
+  from rljax.catalog import main
+  assert main(["qae", "passk"]) == 0
+  out = capsys.readouterr().out
+  assert "qae (advantage)" in out
+  assert "arguments: quantile=0.5, eps=1e-06, std_ddof=1, scale='group', interpolation='linear'" in out
+  assert "arguments: k, sigma_eps=1e-06" in out and '--set "rl.advantage=passk(k=...)"' in out
+  with pytest.raises(SystemExit) as e:
+    main(["qea"])
+  assert e.value.code == 2 and "unknown technique 'qea'; did you mean qae?" in capsys.readouterr().err
+
+
+def test_markdown_lists_every_rows_arguments():
+  table = as_table(markdown=True)
+  assert "| name | kind | formula | arguments (defaults) | source | checked against |" in table
+  row = next(l for l in table.splitlines() if l.startswith("| `qae` |"))
+  assert "`quantile=0.5`, `eps=1e-06`" in row
+  # a default holding backticks stays one code span
+  row = next(l for l in table.splitlines() if l.startswith("| `void_turn` |"))
+  assert "````code_pattern='```.*?```'````" in row
+  for r in rljax.catalog():
+    assert all(("=" in a) or a.isidentifier() for a in r.arguments), r.name
+
+
+def test_unknown_argument_names_the_defaults():
+  from rljax.recipes import stage
+  with pytest.raises(ValueError, match=r"qae: unknown argument 'quantil'; its arguments are "
+                                       r"\[quantile=0\.5, eps=1e-06"):
+    stage("qae", quantil=0.7)

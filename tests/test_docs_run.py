@@ -375,3 +375,16 @@ def test_needs_table_is_current():
   from rljax.recipes.__main__ import table  # pylint: disable=import-outside-toplevel
   with open(os.path.join(ROOT, "docs", "recipes.md"), encoding="utf-8") as f:
     assert table(markdown=True) in f.read(), "docs/recipes.md is stale: python -m rljax.recipes --markdown"
+
+
+def test_docs_say_which_way_to_give_a_loss():
+  """issue #36 item 7: Recipe.loss, objective_fn= and O.chain, and when to use each, in one place the others
+  link to."""
+  with open(os.path.join(ROOT, "docs", "objectives.md"), encoding="utf-8") as f:
+    text = f.read()
+  section = text.split("## Which way to give a loss\n", 1)[1].split("\n## ", 1)[0]
+  for way in ("**`Recipe(loss=...)`**", "**`train(cfg, objective_fn=...)`**", "**`O.chain(...)`**", "Rule of thumb"):
+    assert way in section, way
+  for doc in ("recipes.md", "training.md"):
+    with open(os.path.join(ROOT, "docs", doc), encoding="utf-8") as f:
+      assert "(objectives.md#which-way-to-give-a-loss)" in f.read(), doc

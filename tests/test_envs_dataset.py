@@ -53,6 +53,23 @@ def test_read_jsonl_refuses_bad_files_naming_the_line(tmp_path, lines, match):
     read_jsonl(path)
 
 
+@pytest.mark.parametrize("bad, where", [
+    ('{"prompt": "730+580=", "answer": "221", "x": \n', "column 46, the end of the line"),  # truncated: not column 1
+    ('{"prompt": "730+580=", "answer": "221", "x": \r\n', "column 46, the end of the line"),
+    ('{"prompt": "730+580=", "answer": "221", "x": tru}\n', "Expecting value at column 46)"),
+    ('{"prompt": "730+580=", "answer": "221"} {"x": 1}\n', "Extra data at column 41)"),
+])
+def test_a_bad_line_names_the_real_column(tmp_path, bad, where):
+  """issue #36 item 6: the column on the line itself (json would put a truncated line's error on line 2, column 1),
+  in both JSONL readers."""
+  from rljax.data import jsonl_source
+  path = _write(tmp_path / "d.jsonl", [{"prompt": "a", "answer": "b"}, bad])
+  for read in (read_jsonl, jsonl_source):
+    with pytest.raises(ValueError, match=r"d\.jsonl:2: not valid JSON \(") as e:
+      read(path)
+    assert where in str(e.value), str(e.value)
+
+
 def test_read_jsonl_refuses_missing_paths(tmp_path):
   with pytest.raises(ValueError, match="does not exist"):
     read_jsonl(str(tmp_path / "nope.jsonl"))

@@ -3,8 +3,9 @@ per-step console line, LoRA training (adapters only), the compile cache and ``rl
 
 The same on the real SmolLM2-135M fixture: tests/test_real_model.py.
 """
-import io
 import contextlib
+import io
+import json
 import os
 
 import jax
@@ -72,8 +73,14 @@ def test_a_run_without_sft_says_zero_shot_and_prints_each_steps_times(tmp_path):
 
 
 def test_a_run_with_sft_still_says_after_sft_and_an_sft_only_run_prints_no_rl_line(tmp_path):
-  _, log = _train_logged(apply_overrides(tiny_config(str(tmp_path / "a")), ["rl.steps=0"]))
-  assert "[rljax] after SFT: held-out greedy accuracy" in log and "after RL" not in log
+  """An SFT-only run (notebook 03's warm-start cell, issue #36 item 3): no after-RL line, and no after-RL evaluation
+  or gain in what ``train()`` returns or in ``summary.json``."""
+  summary, log = _train_logged(apply_overrides(tiny_config(str(tmp_path / "a")), ["rl.steps=0"]))
+  assert "[rljax] after SFT: held-out greedy accuracy" in log and "after RL" not in log and "points over" not in log
+  with open(tmp_path / "a" / "summary.json", encoding="utf-8") as f:
+    written = json.load(f)
+  for s in (summary, written):
+    assert "sft" in s and "rl" not in s and "gain_points" not in s
 
 
 def test_lora_trains_only_the_adapters(tmp_path):

@@ -109,6 +109,22 @@ def test_resume_reads_the_runs_config_and_prints_the_changes(run, capsys):
   assert _steps(run, "rl") == [2, 4, 6]
 
 
+def test_a_spec_written_another_way_is_no_change():
+  """issue #36 item 4: ``grpo(eps=0.0001)`` (config.json) and ``grpo(eps=1e-4)`` (the default config) are one
+  setting; specs are compared parsed, so only real changes are printed."""
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from rljax.train import default_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import config_changes  # pylint: disable=import-outside-toplevel
+  cfg = default_config()
+  assert cfg.rl.advantage == "grpo(eps=1e-4)"
+  same = cfg.replace(rl=dataclasses.replace(cfg.rl, advantage="grpo(eps=0.0001)",
+                                            loss=cfg.rl.loss.replace(", ", ",").replace("0.2", "2e-1")))
+  assert config_changes(cfg, same) == []
+  other = same.replace(rl=dataclasses.replace(same.rl, advantage="grpo(eps=1e-3)", steps=cfg.rl.steps + 1))
+  assert config_changes(cfg, other) == [("rl.steps", cfg.rl.steps, cfg.rl.steps + 1),
+                                        ("rl.advantage", "grpo(eps=1e-4)", "grpo(eps=1e-3)")]
+
+
 def test_resume_with_another_model_shape_is_one_line_and_changes_nothing(run, capsys):
   before = _snapshot(run)
   assert cli.main(["train", "--resume", "--out-dir", run, "--set", "model.hidden_size=64"]) == 2
@@ -158,3 +174,43 @@ def test_every_rl_checkpoint_unreadable_says_how_to_restart_from_sft(run, capsys
   assert "resumed SFT from step 2" in out and "resumed RL" not in out
   assert _rows(run, "sft") == [1, 2] and _rows(run, "rl") == [1, 2, 3, 4]
   assert _steps(run, "rl") == [2, 4]
+
+
+def test_refusals_name_what_to_do_in_the_callers_interface(tmp_path):
+  """issue #36 item 5: from Python, ``train()``'s keyword arguments (the README's snippet run twice); from the CLI,
+  its flags. Refused before anything is built or written."""
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import from_cli  # pylint: disable=import-outside-toplevel
+  d = tmp_path / "readme"
+  d.mkdir()
+  (d / "config.json").write_text("{}")
+  cfg = apply_overrides(tiny_config(str(d)), ["rl.steps=2", "progress=false"])
+  with pytest.raises(ValueError) as e:
+    train(cfg)
+  msg = str(e.value)
+  assert "continue it with train(cfg, resume=True), replace it with train(cfg, overwrite=True)" in msg, msg
+  assert "--" not in msg
+  with pytest.raises(ValueError, match=r"^resume=True and overwrite=True exclude each other"):
+    train(cfg, resume=True, overwrite=True)
+  with from_cli(), pytest.raises(ValueError) as e:
+    train(cfg)
+  assert "continue it with --resume, replace it with --overwrite, or choose a fresh --out-dir" in str(e.value)
+  assert (d / "config.json").read_text() == "{}" and sorted(p.name for p in d.iterdir()) == ["config.json"]
+
+
+def test_resume_of_a_finished_run_says_so_and_changes_nothing(run, capsys):
+  """issue #36 item 6: no re-evaluation, no rewritten summary.json, no duplicate eval row: every file as it was."""
+  before = _snapshot(run)
+  with open(os.path.join(run, "summary.json")) as f:
+    written = json.load(f)
+  assert cli.main(["train", "--resume", "--out-dir", run]) == 0
+  out = capsys.readouterr().out
+  assert f"{run} is finished (RL step 4 of 4): nothing to train, nothing written" in out, out
+  assert "resumed" not in out and "after RL" not in out
+  assert _snapshot(run) == before
+  # from Python: the same, and the summary comes back with the final parameters
+  from rljax.train import train  # pylint: disable=import-outside-toplevel
+  from rljax.train._rundir import saved_config  # pylint: disable=import-outside-toplevel
+  summary = train(saved_config(run), resume=True)
+  assert {k: v for k, v in summary.items() if k not in ("params", "graphdef", "model_state")} == written
+  assert summary["params"] is not None and _snapshot(run) == before

@@ -272,9 +272,11 @@ def test_bad_hyper_parameters_raise_when_built(name, kwargs, match):
 
 
 @pytest.mark.parametrize("name, listed", [
-    ("vote", "'eps', 'std_ddof', 'scale'"), ("canon", "'scale', 'metric'"), ("key_baseline", "['key']"),
-    ("role_ema_baseline", "['decay', 'update_first', 'init']"), ("composite", "['weights']"), ("gdpo", "'weights'")])
+    ("vote", "[eps=1e-06, std_ddof=1, scale='group']"), ("canon", "[inter_coef, intra_coef, eps=1e-06"),
+    ("key_baseline", "[key='task_id']"), ("role_ema_baseline", "[decay=0.95, update_first=False, init='zero']"),
+    ("composite", "[weights=None]"), ("gdpo", "[weights=None, eps=1e-06")])
 def test_unknown_argument_lists_the_valid_ones(name, listed):
+  """Each with its default (a required one bare), as ``python -m rljax.catalog NAME`` shows them."""
   required = {"inter_coef": 1.0, "intra_coef": 1.0} if name == "canon" else {}
   with pytest.raises(ValueError, match="unknown argument 'valid'") as e:
     stage(name, valid=True, **required)  # loop-supplied, not a hyper-parameter

@@ -3,12 +3,15 @@
 ``rljax.catalog()`` returns a tuple of ``Technique`` rows gathered from the
 ``TECHNIQUES`` tuple each room (objectives, control, advantages, filters,
 rewards, ...) declares explicitly; there is no global registry to mutate.
-``python -m rljax.catalog`` prints it as a table; ``--markdown`` writes the
-table used in ``docs/catalog.md``.
+``python -m rljax.catalog`` prints it as a table; ``python -m rljax.catalog NAME``
+prints one technique in full, with its arguments and their defaults; ``--markdown``
+writes the table used in ``docs/catalog.md``.
 """
 from __future__ import annotations
 
+import difflib
 import importlib
+import re
 import sys
 
 from rljax._technique import Technique
@@ -53,13 +56,22 @@ def fidelity_text(row: Technique, with_differences: bool = True) -> str:
   return text
 
 
+def _code(text: str) -> str:
+  """``text`` as one Markdown code span, whatever backticks it holds."""
+  longest = max((len(part) for part in re.findall(r"`+", text)), default=0)
+  fence = "`" * (longest + 1)
+  pad = " " if text.startswith("`") or text.endswith("`") else ""
+  return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def as_table(rows=None, markdown: bool = False) -> str:
   """The catalog as a console table, or (``markdown``) the table of ``docs/catalog.md`` with the fidelity column
   (what each technique was checked against, and how rljax's default differs)."""
   rows = catalog() if rows is None else rows
   if markdown:
-    header = ("name", "kind", "formula", "source", "checked against")
-    body = [(r.name, r.kind, r.formula, r.source, fidelity_text(r)) for r in rows]
+    header = ("name", "kind", "formula", "arguments (defaults)", "source", "checked against")
+    body = [(r.name, r.kind, r.formula, ", ".join(_code(a) for a in r.arguments), r.source, fidelity_text(r))
+            for r in rows]
   else:
     header = ("name", "kind", "formula", "checked against")
     body = [(r.name, r.kind, r.formula, FIDELITY_LABELS.get(getattr(r.fidelity, "basis", None), "unchecked"))
@@ -75,17 +87,51 @@ def as_table(rows=None, markdown: bool = False) -> str:
   return "\n".join([fmt(header), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in body])
 
 
+def describe(row: Technique) -> str:
+  """One technique in full: kind, recipe slot, formula, arguments with their defaults, source, fidelity."""
+  from rljax.recipes._spec import slot_of  # pylint: disable=import-outside-toplevel
+  slot = slot_of(row)
+  required = [a for a in row.arguments if "=" not in a]
+  first = row.arguments[0] if row.arguments else ""
+  if required:
+    example = f"{row.name}({', '.join(a + '=...' for a in required)})"
+  else:
+    example = f"{row.name}({first})" if first and '"' not in first else row.name
+  lines = [f"{row.name} ({row.kind})", f"  formula:   {row.formula}",
+           f"  arguments: {', '.join(row.arguments) if row.arguments else 'none'}"]
+  if slot is not None:
+    lines.append(f'  use:       rl.{slot}, e.g. --set "rl.{slot}={example}" '
+                 f"(Python: rljax.recipes.stage({row.name!r}, ...))")
+  lines += [f"  source:    {row.source}", f"  checked against: {fidelity_text(row)}"]
+  return "\n".join(lines)
+
+
 def main(argv=None) -> int:
-  """``python -m rljax.catalog [--kind KIND] [--markdown]``."""
+  """``python -m rljax.catalog [NAME ...] [--kind KIND] [--markdown]``."""
   import argparse  # pylint: disable=import-outside-toplevel
   from rljax._technique import KINDS  # pylint: disable=import-outside-toplevel
   parser = argparse.ArgumentParser(prog="python -m rljax.catalog",
                                    description="Every technique rljax implements: name, kind, formula and what it "
-                                               "was checked against (--markdown adds sources and differences).")
+                                               "was checked against (--markdown adds arguments, sources and "
+                                               "differences; NAME shows one technique with its arguments).")
+  parser.add_argument("names", nargs="*", metavar="NAME",
+                      help="show these techniques in full: formula, arguments with their defaults, source")
   parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
                       help=f"only rows of this kind (repeatable); one of: {', '.join(KINDS)}")
   parser.add_argument("--markdown", action="store_true", help="a Markdown table (the one in docs/catalog.md)")
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   rows = [r for r in catalog() if not args.kind or r.kind in args.kind]
+  if args.names:
+    by_name = {r.name: r for r in rows}
+    unknown = [n for n in args.names if n not in by_name]
+    if unknown:
+      near = difflib.get_close_matches(unknown[0], list(by_name), n=3)
+      hint = f"; did you mean {', '.join(near)}?" if near else "; `python -m rljax.catalog` lists every name"
+      parser.error(f"unknown technique {unknown[0]!r}{' among --kind ' + ', '.join(args.kind) if args.kind else ''}"
+                   f"{hint}")
+    rows = [by_name[n] for n in args.names]
+    if not args.markdown:
+      print("\n\n".join(describe(r) for r in rows))
+      return 0
   print(as_table(rows, markdown=args.markdown))
   return 0

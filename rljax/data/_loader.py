@@ -9,7 +9,6 @@ batches; its iterator's ``get_state()`` / ``set_state()`` resume it exactly.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Any, Sequence
 
@@ -17,6 +16,7 @@ import grain
 
 from rljax.data._tfds import decode_record
 from rljax.envs import Problem
+from rljax.envs._dataset import json_line
 
 __all__ = ["prompt_loader", "jsonl_source", "to_problem"]
 
@@ -36,10 +36,7 @@ class jsonl_source(Sequence):
       for n, line in enumerate(f, 1):
         if not line.strip():
           continue
-        try:
-          rec = json.loads(line)
-        except json.JSONDecodeError as e:
-          raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        rec = json_line(line, f"{path}:{n}")
         if not isinstance(rec, dict) or not isinstance(rec.get("prompt"), str):
           raise ValueError(f"{path}:{n}: each line must be an object with a string 'prompt'")
         self._records.append(rec)

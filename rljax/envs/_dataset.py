@@ -55,6 +55,19 @@ def _field_value(value, field: str, where: str, *, answer: bool) -> str:
   raise ValueError(f"{where}: field {field!r} must be {kind}, got {type(value).__name__}")
 
 
+def json_line(line: str, where: str):
+  """One JSONL line parsed; a ``ValueError`` naming ``where`` (``file:line``) and the column of a syntax error.
+
+  The line's own newline is dropped first: ``json`` would place an error at the line's end (a truncated object) on
+  the next line, column 1."""
+  text = line.rstrip("\r\n")
+  try:
+    return json.loads(text)
+  except json.JSONDecodeError as e:
+    at = f"column {e.colno}" + (", the end of the line" if e.pos >= len(text.rstrip()) else "")
+    raise ValueError(f"{where}: not valid JSON ({e.msg} at {at})") from None
+
+
 def read_jsonl(path: str, *, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
   """The records of a JSONL file as ``{"prompt", "answer", "meta"}`` dicts (``meta``: the other fields and
   ``"index"``). Raises ``ValueError`` naming the file (and line) when it is missing, empty or malformed."""
@@ -71,10 +84,7 @@ def read_jsonl(path: str, *, prompt_field: str = "prompt", answer_field: str = "
       if not line.strip():
         continue
       where = f"{path}:{n}"
-      try:
-        rec = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not valid JSON ({e.msg} at column {e.colno})") from None
+      rec = json_line(line, where)
       if not isinstance(rec, dict):
         raise ValueError(f"{where}: each line must be a JSON object, got {type(rec).__name__}")
       for field in (prompt_field, answer_field):

@@ -136,19 +136,20 @@ def names_for(slot: str) -> list:
 
 def _check_arguments(row: Technique, args: tuple, kwargs: dict) -> None:
   sig = inspect.signature(row.stage)
-  accepted = [p.name for p in sig.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+  # with their defaults: "[quantile=0.5, eps=1e-06, ...]"
+  accepted = "[" + ", ".join(row.arguments) + "]" if row.arguments else "none"
   try:
     sig.bind(*args, **kwargs)
   except TypeError as e:
     msg = str(e)
     if "unexpected keyword argument" in msg:
       bad = msg.split("'")[1] if "'" in msg else msg
-      raise ValueError(f"{row.name}: unknown argument {bad!r}; its arguments are {accepted or 'none'}") from None
+      raise ValueError(f"{row.name}: unknown argument {bad!r}; its arguments are {accepted}") from None
     if "missing a required argument" in msg:
       bad = msg.split("'")[1] if "'" in msg else msg
       raise ValueError(f"{row.name}: missing required argument {bad!r} (e.g. {row.name}({bad}=...)); "
                        f"its arguments are {accepted}") from None
-    raise ValueError(f"{row.name}: {msg}; its arguments are {accepted or 'none'}") from None
+    raise ValueError(f"{row.name}: {msg}; its arguments are {accepted}") from None
 
 
 def resolve_call(call: Call, slot: str, rows: Optional[dict] = None) -> Any:

@@ -37,6 +37,7 @@ from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
 from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
 from rljax.train._rollout import Collector
+from rljax.train._rundir import how
 from rljax.train._sft import evaluate_state
 from rljax.train._startup import bound_recipe, check_recipe
 from rljax.train._step import init_train_state, objective_loss
@@ -152,7 +153,7 @@ class RLLoop:
       except CheckpointError as e:
         d = self.ckpt.directory
         raise CheckpointError(f"{e}. To restart RL from the SFT checkpoint, move the RL checkpoints aside "
-                              f"(mv {d} {d}.unreadable) and --resume again") from None
+                              f"(mv {d} {d}.unreadable) and resume again ({how('resume')})") from None
       self._load(tree)
       self.loader.set_state(meta["data"])
       evals[:] = meta.get("evals", evals)

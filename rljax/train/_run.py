@@ -33,7 +33,7 @@ from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch, run_rl
-from rljax.train._rundir import check_run_dir, clear_run, describe_changes
+from rljax.train._rundir import check_run_dir, clear_run, describe_changes, how, in_cli
 from rljax.train._startup import check_recipe
 from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
 from rljax.train._step import init_train_state
@@ -78,10 +78,14 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
       before = json.load(f)
     same = lambda d: {k: v for k, v in d.items() if k != "name"}
     if same(before) != same(described):
-      hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
-              if before.get("python") else "resume with the same recipe (or train into a new --out-dir)")
-      raise ValueError(f"--resume: {cfg.out_dir!r} was trained with the recipe {same(before)}, not {same(described)}; "
-                       + hint)
+      if before.get("python"):
+        hint = ("its recipe has Python stages: pass the config file defining its get_recipe() with --config"
+                if in_cli() else "its recipe has Python stages: pass that recipe again "
+                "(train(cfg, recipe=..., resume=True))")
+      else:
+        hint = f"resume with the same recipe (or train into a new {how('out_dir')})"
+      raise ValueError(f"{how('resume')}: {cfg.out_dir!r} was trained with the recipe {same(before)}, not "
+                       f"{same(described)}; " + hint)
   check_init_from(cfg)  # a shared SFT warm start exists, finished, for this model and task
   mesh = run_mesh(cfg)  # the mesh fits the devices
   exp = build_experiment(cfg)
@@ -106,7 +110,8 @@ def _check_start(cfg: RunConfig, recipe, described: dict, *, resume: bool, overw
 def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, recipe=None,
           objective_fn: Optional[Callable] = None, reward_fn: Optional[Callable] = None,
           objective_needs=None) -> dict:
-  """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``).
+  """Runs SFT then RL as configured; returns the summary dict (also written to ``summary.json``): ``sft`` (the
+  evaluation RL starts from), ``rl`` and ``gain_points`` (after RL; absent when ``rl.steps=0``), ``evals``, ...
 
   A run directory holds one run. Everything (the config, the recipe, the task, the run directory, the resume
   compatibility) is checked before anything is written, so a start that fails leaves the directory as it was.
@@ -114,7 +119,9 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   Args:
     cfg: the run config.
     resume: continue the run in ``cfg.out_dir`` from its latest readable checkpoints. ``cfg`` must keep the
-      run's model, task and seed (``rljax.train._rundir.FIXED_SECTIONS``); the fields it changes are printed.
+      run's model, task and seed (``rljax.train._rundir.FIXED_SECTIONS``); the fields it changes are printed. A
+      finished run (nothing left to train for ``cfg``) is said to be so and left byte for byte as it was; its
+      ``summary.json`` is returned, with the final parameters.
       ``rljax train --resume`` starts from the run's own ``config.json``.
     overwrite: replace the run already in ``cfg.out_dir`` (its run files only; other files stay). Without it a
       fresh start into a directory that holds a run is refused.
@@ -145,6 +152,10 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
     refused = e
   if par.process_any(refused is not None):  # also a barrier: no process writes before every one has checked
     raise refused or ValueError("another process refused this start (its error says why)")
+  if resume:  # a finished run: nothing to train, so nothing is evaluated or written again
+    finished = _finished_run(cfg, changes)
+    if finished is not None:
+      return finished
   # ---- the start is valid: write
   recipe_path = os.path.join(cfg.out_dir, "recipe.json")
   if main:
@@ -199,12 +210,13 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
       if cfg.rl.steps > 0:
         graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
-      # no RL steps: the state is the SFT state, whose evaluation (same key) is sft_eval
-      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else dict(sft_eval)
+      # no RL steps (an SFT-only run): no after-RL evaluation, no gain, in the log, the summary or summary.json
+      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else None
   finally:
     writer.close()
-  summary["rl"] = rl_eval
-  summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
+  if rl_eval is not None:
+    summary["rl"] = rl_eval
+    summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
   summary["evals"] = evals
   summary["wall_s"] = time.perf_counter() - t_start
   if cfg.rl.steps > 0:
@@ -223,6 +235,39 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   summary["params"] = state.params
   summary["graphdef"] = graphdef
   summary["model_state"] = state.model_state
+  return summary
+
+
+def _finished_run(cfg: RunConfig, changes) -> Optional[dict]:
+  """The summary of the run in ``cfg.out_dir`` (its ``summary.json``, with the final parameters) when it is finished
+  for ``cfg``: ``summary.json`` written and the last stage's newest checkpoint, at ``rl.steps`` (``sft.steps`` for
+  an SFT-only run) or beyond, readable. Else ``None``: resuming has training to do, or a checkpoint to re-train."""
+  path = os.path.join(cfg.out_dir, "summary.json")
+  stage, steps = ("rl", cfg.rl.steps) if cfg.rl.steps > 0 else ("sft", cfg.sft.steps)
+  if not os.path.exists(path) or (stage == "sft" and cfg.sft.init_from is not None):
+    return None
+  ckpt = Checkpointer(os.path.join(cfg.out_dir, "checkpoints", stage))
+  try:
+    latest = ckpt.latest_step()
+  finally:
+    ckpt.close()
+  if latest is None or latest < steps:
+    return None
+  with warnings.catch_warnings():  # an unreadable newest checkpoint: the resume that follows warns, once
+    warnings.simplefilter("ignore")
+    try:
+      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage)
+    except CheckpointError:
+      return None
+  if info["step"] != latest:
+    return None
+  with open(path, encoding="utf-8") as f:
+    summary = json.load(f)
+  unapplied = f"; its config is not changed ({describe_changes(changes)} not applied)" if changes else ""
+  further = "resume with a larger rl.steps" if stage == "rl" else "resume with rl.steps > 0"
+  log(cfg, f"[rljax] {cfg.out_dir} is finished ({stage.upper()} step {latest} of {steps}): nothing to train, "
+           f"nothing written{unapplied}. To train further, {further}")
+  summary.update(params=state.params, graphdef=graphdef, model_state=state.model_state)
   return summary
 
 

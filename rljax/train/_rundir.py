@@ -12,22 +12,58 @@ written, whether a start may use it:
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import shutil
 from typing import Optional
 
 from rljax.train._checkpoint import CheckpointError
-from rljax.train._config import RunConfig, config_from_dict, config_to_dict
+from rljax.train._config import RECIPE_FIELDS, RunConfig, config_from_dict, config_to_dict
 
 __all__ = ["RUN_FILES", "FIXED_SECTIONS", "run_files", "check_run_dir", "saved_config", "config_changes",
-           "clear_run", "describe_changes"]
+           "clear_run", "describe_changes", "from_cli", "in_cli", "how"]
 
 # every file or folder ``train`` writes into a run directory
 RUN_FILES = ("config.json", "recipe.json", "metrics.jsonl", "summary.json", "sft_eval.json", "metrics.png", "tb",
              "checkpoints", "tokenizer")
 # config sections a resumed run must keep: its checkpoints and data stream depend on them
 FIXED_SECTIONS = ("model", "task", "seed")
+
+
+# whether ``train`` was called by ``rljax train`` (advice names CLI flags) or from Python (its keyword arguments)
+_FROM_CLI = contextvars.ContextVar("rljax_train_from_cli", default=False)
+
+_HOW = {  # what to do -> (in the CLI, from Python)
+    "resume": ("--resume", "train(cfg, resume=True)"),
+    "overwrite": ("--overwrite", "train(cfg, overwrite=True)"),
+    "out_dir": ("--out-dir", "out_dir"),
+    "fresh_out_dir": ("a fresh --out-dir", "a fresh out_dir (cfg.replace(out_dir=...))"),
+    "resume_and_overwrite": ("--resume and --overwrite", "resume=True and overwrite=True"),
+}
+
+
+@contextlib.contextmanager
+def from_cli():
+  """Inside: refusals say what to do with ``rljax train``'s flags (``--resume``, ``--overwrite``, ``--out-dir``);
+  outside (``train()`` from Python) with its keyword arguments (``train(cfg, resume=True)``, ...)."""
+  token = _FROM_CLI.set(True)
+  try:
+    yield
+  finally:
+    _FROM_CLI.reset(token)
+
+
+def in_cli() -> bool:
+  """Whether ``train`` runs for ``rljax train`` (``from_cli``), not for a Python caller."""
+  return _FROM_CLI.get()
+
+
+def how(what: str) -> str:
+  """``what`` (a key of ``_HOW``: ``"resume"``, ``"overwrite"``, ``"out_dir"``, ...) in the user's interface:
+  ``"--resume"`` from the CLI, ``"train(cfg, resume=True)"`` from Python."""
+  return _HOW[what][0 if _FROM_CLI.get() else 1]
 
 
 def run_files(out_dir: str) -> list[str]:
@@ -62,10 +98,30 @@ def _flat(d: dict, prefix: str = "") -> dict:
   return out
 
 
+# fields holding technique specs ("grpo(eps=1e-4)"): compared by their parsed values, not their text
+SPEC_FIELDS = tuple(f"rl.{name}" for name in RECIPE_FIELDS) + ("task.verifier",)
+
+
+def _same(key: str, old, new) -> bool:
+  """Whether a field's two values are the same setting: ``grpo(eps=0.0001)`` is ``grpo(eps=1e-4)``, ``grpo()`` is
+  ``grpo`` (both parsed: literal values compared), other fields by value."""
+  if old == new:
+    return True
+  if key in SPEC_FIELDS and isinstance(old, str) and isinstance(new, str):
+    from rljax.recipes._spec import parse  # pylint: disable=import-outside-toplevel
+    try:
+      return parse(old) == parse(new)
+    except ValueError:
+      return False
+  return False
+
+
 def config_changes(before: RunConfig, after: RunConfig) -> list[tuple[str, object, object]]:
-  """``[(dotted field, before, after)]`` for every field that differs (``out_dir`` aside), in field order."""
+  """``[(dotted field, before, after)]`` for every field that differs (``out_dir`` aside), in field order. Technique
+  specs are compared parsed (``SPEC_FIELDS``): a number written another way is no change."""
   a, b = _flat(config_to_dict(before)), _flat(config_to_dict(after))
-  return [(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b]) if k != "out_dir" and a.get(k) != b.get(k)]
+  return [(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b])
+          if k != "out_dir" and not _same(k, a.get(k), b.get(k))]
 
 
 def _fixed_changes(changes) -> dict[str, list[str]]:
@@ -86,15 +142,15 @@ def check_run_dir(cfg: RunConfig, *, resume: bool, overwrite: bool = False) -> l
   """
   out_dir = cfg.out_dir
   if resume and overwrite:
-    raise ValueError("--resume and --overwrite exclude each other: continue the run in "
-                     f"{out_dir!r}, or replace it")
+    raise ValueError(f"{how('resume_and_overwrite')} exclude each other: continue the run in {out_dir!r}, or "
+                     "replace it")
   if not resume:
     present = run_files(out_dir)
     if present and not overwrite:
-      raise ValueError(f"{out_dir!r} already holds a run ({', '.join(present)}); continue it with --resume, "
-                       "replace it with --overwrite, or choose a fresh --out-dir")
+      raise ValueError(f"{out_dir!r} already holds a run ({', '.join(present)}); continue it with {how('resume')}, "
+                       f"replace it with {how('overwrite')}, or choose {how('fresh_out_dir')}")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-      raise ValueError(f"--out-dir {out_dir!r} is a file, not a directory")
+      raise ValueError(f"{how('out_dir')} {out_dir!r} is a file, not a directory")
     return []
   before = saved_config(out_dir)
   changes = config_changes(before, cfg)
@@ -102,7 +158,7 @@ def check_run_dir(cfg: RunConfig, *, resume: bool, overwrite: bool = False) -> l
   if fixed:
     raise ValueError("; ".join(f"the {section} config differs from the run's: {', '.join(items)}"
                                for section, items in fixed.items())
-                     + f" (a resumed run keeps its {', '.join(FIXED_SECTIONS)}; train a new --out-dir instead)")
+                     + f" (a resumed run keeps its {', '.join(FIXED_SECTIONS)}; train a new {how('out_dir')} instead)")
   return changes
 
 

@@ -13,6 +13,7 @@ from rljax.train._eval import evaluate
 from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
 from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
+from rljax.train._rundir import in_cli
 from rljax.train._step import init_train_state, nll_loss
 
 __all__ = ["run_sft", "evaluate_state", "check_init_from", "sft_checkpoint_dir"]
@@ -51,7 +52,9 @@ def check_init_from(cfg):
       raise ValueError(f"sft.init_from={src!r} has no SFT checkpoint (under {ckpt.directory})")
     if not ckpt.read_meta().get("done"):
       raise ValueError(f"sft.init_from={src!r}: its SFT did not finish (latest checkpoint: step "
-                       f"{ckpt.latest_step()} of {source.sft.steps}); finish it with rljax train --resume")
+                       f"{ckpt.latest_step()} of {source.sft.steps}); finish it with "
+                       + (f"rljax train --resume --out-dir {src}" if in_cli()
+                          else f"train(cfg, resume=True) where cfg is that run's config (out_dir={src!r})"))
   finally:
     ckpt.close()
   return source
