@@ -117,10 +117,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "spiral/utils.py (EMA)",
                          "authors update once per game, ours once per batch with the key's mean return (equal "
                          "with one game per batch); init='batch_mean' starts at the first batch mean")),
-    _t("hadw", hadw, "A' = A·exp(λ·sgn(A)·(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
-       fidelity=Fidelity("abstract", f"{_S1} L177 (HA-DW abstract, arXiv 2601.08521)",
-                         "signed weight read from the abstract's signed bias (agrees with TRL PR #4872's summary "
-                         "of the paper); exp form, λ, plain EMA anchor ours; signed=False: unsigned")),
+    _t("hadw", hadw, "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
+       f"{_S1} L177; arXiv 2601.08521",
+       fidelity=Fidelity("authors_code", "github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py "
+                         "(compute_ha_dw_outcome_advantage)",
+                         "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the current); "
+                         "default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a learning-rate change")),
     _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
        fidelity=Fidelity("abstract", f"{_S1} L59",
                          "the weight f(difficulty) (linear 1 + s(2d − 1) or exp) is ours")),
@@ -147,10 +149,13 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
                          "V(s) = mean reward of the group's rollouts sharing the prefix is the abstract's; the "
                          "TD scale (÷σ_g) and root handling are ours (parameters)")),
-    _t("step_episode_mix", step_episode_mix, "A = w·norm(Σ_k γ^k r_{t+k}) + (1−w)·grpo(R)",
-       f"{_S1} L127; {_S0} L67",
-       fidelity=Fidelity("abstract", f"{_S1} L127; {_S0} L67",
-                         "the mixing weight w, γ and per-turn group normalisation are ours")),
+    _t("step_episode_mix", step_episode_mix, "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
+       f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
+       fidelity=Fidelity("authors_code", "github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py "
+                         "(compute_uis1_outcome_advantage)",
+                         "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: turn reward "
+                         "over the group's pooled turns); default: convex mix with grpo(R); no expert-mismatch "
+                         "restart")),
     _t("sign_preserving_modulation", sign_preserving_modulation, "A_turn = A·(1 + λ tanh(z_turn)), λ ≤ 1",
        f"{_S1} L3",
        fidelity=Fidelity("abstract", f"{_S1} L3 (TurnSight abstract)",

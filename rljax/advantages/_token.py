@@ -271,22 +271,45 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
+def _turn_pool_normalize(x, tv, gid, ng, *, eps, ddof):
+  """Standardise ``x [B, M]`` over all the group's valid turns pooled (every row, every turn index)."""
+  b, nturn = x.shape
+  key = jnp.where(tv, gid[:, None], ng).reshape(-1)
+  st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng, ddof=ddof)
+  z = (x.reshape(-1) - st.mean) / (st.std + eps)
+  return (z * tv.reshape(-1)).reshape(b, nturn)
+
+
 @C.fast_path
 def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
                      mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
+                     episode_weight: Optional[float] = None, episode: str = "outcome",
                      turn_valid: Optional[Array] = None, valid: Optional[Array] = None,
                      num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
   """Mixed step/episode advantages with discounted returns over turns.
 
   ``G_{i,m} = Σ_{k≥m} γ^{k−m}·r_{i,k}`` over trajectory i's valid turns (never
   crossing trajectories); ``A^step_{i,m}`` standardises G across the group's
-  trajectories at the same turn index m; ``A^ep_i = grpo(episode_rewards)``;
-  each token of turn m gets ``w·A^step_{i,m} + (1−w)·A^ep_i`` (``w =
-  step_weight``). ``w = 0`` is episode-level GRPO broadcast over tokens.
-  Sources: Semi-online RL / UI-S1 (seed 001_5839a3671b0b4d92.txt L127), OPRL
-  (seed 000_3e503271be254a43.txt L67). The abstracts give the discounted
-  future return and the mix; the per-turn-index normalisation, w and γ are
-  our reading.
+  trajectories at the same turn index m; each token of turn m gets
+  ``w·A^step_{i,m} + w_ep·A^ep_{i,m}`` (``w = step_weight``, ``w_ep =
+  episode_weight``, default ``1 − w``). The episode term:
+
+  * ``episode="outcome"`` (default): ``A^ep_i = grpo(episode_rewards)_i``, the
+    trajectory's outcome advantage on every turn; ``w = 0`` is episode-level
+    GRPO broadcast over tokens.
+  * ``episode="turns"``: the authors' code: the turn's own reward ``r_{i,m}``
+    standardised over all valid turns of the group's trajectories pooled.
+
+  Authors' code (UI-S1, github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py,
+  ``compute_uis1_outcome_advantage``; one training row per turn):
+  ``episode_advantage_w·(r − μ_pool)/(σ_pool + ε) + step_advantage_w·(G − μ_m)/(σ_m + ε)``
+  with both weights 1 (``UI-S1/scripts/train_example.sh``: ``mode=mean_std_norm``, γ = 0.5) — here
+  ``step_episode_mix(step_weight=1, episode_weight=1, episode="turns", gamma=0.5)``. Two differences remain:
+  their return chain restarts at a turn whose action did not match the expert (``extract_match``), and a
+  pooled group with a single turn gets ``r/(1+ε)`` there, 0 here. Our default keeps a convex mix with the
+  outcome advantage, the abstract's "weighted step-level and episode-level advantages".
+  Sources: Semi-online RL / UI-S1 (seed 001_5839a3671b0b4d92.txt L127, arXiv 2509.11543), OPRL
+  (seed 000_3e503271be254a43.txt L67).
 
   Args:
     turn_rewards: ``[B, M]`` per-turn rewards; turn_ids: ``[B, T]`` int (turn of
@@ -298,6 +321,10 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   """
   if not 0.0 <= step_weight <= 1.0:
     raise ValueError(f"step_weight must be in [0, 1], got {step_weight!r}")
+  if episode_weight is not None and not (np.ndim(episode_weight) == 0 and 0.0 <= float(episode_weight) < np.inf):
+    raise ValueError(f"episode_weight must be a finite scalar >= 0 or None, got {episode_weight!r}")
+  G.check_choice("episode", episode, ("outcome", "turns"))
+  w_ep = 1.0 - step_weight if episode_weight is None else float(episode_weight)
   b, nturn = G.check_rank("turn_rewards", turn_rewards, 2)
   G.check_finite("turn_rewards", turn_rewards)
   ep, _ = grpo(
@@ -320,8 +347,11 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   returns = ret.T
   a_step = _turn_group_normalize(returns, tv, gid, ng, eps=eps, ddof=std_ddof)
   step_tok, inside = _turn_gather(a_step, turn_ids, m)
-  ep_tok = ep[:, None] * m
-  adv = step_weight * step_tok + (1 - step_weight) * ep_tok
+  if episode == "outcome":
+    ep_tok = ep[:, None] * m
+  else:
+    ep_tok, _ = _turn_gather(_turn_pool_normalize(tr, tv, gid, ng, eps=eps, ddof=std_ddof), turn_ids, m)
+  adv = step_weight * step_tok + w_ep * ep_tok
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
