@@ -111,3 +111,31 @@ def test_step_episode_mix_turns_matches_ui_s1_code():
   for row, (ii, mm) in enumerate(zip(i, m)):
     want[ii, mm * tok:(mm + 1) * tok] = ref[row]
   np.testing.assert_allclose(np.asarray(adv, np.float64), want, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Progress advantage: github.com/deeplearning-wisc/progress-advantage pa/scoring.py (per_step_progress_advantage)
+# with pa/aggregations.py (aggregate_tokens): a step's score is beta·(agg(log pi) − agg(log pi_ref)) over its tokens.
+
+def _progress_authors(policy_steps, ref_steps, token_agg, beta):
+  agg = {"sum": np.sum, "mean": np.mean}[token_agg]
+  return [beta * (float(agg(np.asarray(p, np.float64))) - float(agg(np.asarray(r, np.float64))))
+          for p, r in zip(policy_steps, ref_steps)]
+
+
+def test_implicit_progress_reward_step_sums_match_progress_advantage_code():
+  rng = np.random.default_rng(2)
+  b, t, beta = 3, 12, 0.7
+  logp = rng.normal(-2.0, 1.0, size=(b, t)).astype(np.float32)
+  logp_ref = rng.normal(-2.0, 1.0, size=(b, t)).astype(np.float32)
+  step_of = np.array([-1, 0, 0, 0, -1, 1, 1, -1, 2, 2, 2, 2], np.int32)  # -1: observation tokens
+  mask = step_of >= 0
+  rew, _ = A.implicit_progress_reward(logp, logp_ref, np.broadcast_to(mask, (b, t)), beta=beta)
+  rew = np.asarray(rew, np.float64)
+  for i in range(b):
+    steps = [np.where(step_of == k)[0] for k in range(3)]
+    want_sum = _progress_authors([logp[i, s] for s in steps], [logp_ref[i, s] for s in steps], "sum", beta)
+    want_mean = _progress_authors([logp[i, s] for s in steps], [logp_ref[i, s] for s in steps], "mean", beta)
+    np.testing.assert_allclose([rew[i, s].sum() for s in steps], want_sum, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose([rew[i, s].mean() for s in steps], want_mean, rtol=1e-6, atol=1e-6)
+    assert np.all(rew[i, ~mask] == 0.0)

@@ -161,10 +161,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("abstract", f"{_S1} L3 (TurnSight abstract)",
                          "the tanh modulation, λ ≤ 1 and the sibling normalisation of the signal are ours")),
     _t("implicit_progress_reward", implicit_progress_reward, "r_t = β(log π − log π_ref), stop-gradient",
-       f"{_S1} L167",
-       fidelity=Fidelity("abstract", f"{_S1} L167",
-                         "the abstract states the ratio β·log(π/π_ref); stop-gradient and per-token placement "
-                         "are ours")),
+       f"{_S1} L167; arXiv 2606.26080",
+       fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "
+                         "(per_step_progress_advantage)",
+                         "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our per-step "
+                         "sum) or mean (their scripts); they score trajectories at test time, using it as a "
+                         "training reward is ours")),
     _t("oprl", oprl, "r_k = β Σ_{t∈turn k} log(π/π_ref); A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)",
        f"{_S0} L67 (OPRL)",
        fidelity=Fidelity("abstract", f"{_S0} L67 (OPRL abstract)",

@@ -410,8 +410,16 @@ def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta:
   optimal advantage under the KL-regularised objective; it is returned with
   ``stop_gradient`` (no gradient flows into the policy through it) and 0
   outside ``mask``. It is additive over a step's tokens (sum over a turn's
-  tokens gives the step reward). Source: seed 001_5839a3671b0b4d92.txt L167
-  (related: OPRL, seed 000_3e503271be254a43.txt L67).
+  tokens gives the step reward). Source: progress advantage (seed
+  001_5839a3671b0b4d92.txt L167, arXiv 2606.26080; related: OPRL, seed
+  000_3e503271be254a43.txt L67).
+
+  Authors' code (github.com/deeplearning-wisc/progress-advantage:
+  ``pa/scoring.py``, ``per_step_progress_advantage``): a step's score is
+  ``β·(agg_t log π − agg_t log π_ref)`` over the step's action tokens, ``agg``
+  = sum (the sum of these rewards over the step) or mean (their scripts:
+  ``--token-agg mean``, the sum divided by the step's length). They use it to
+  score and rank trajectories at test time; the dense training reward is ours.
 
   Only positions in ``mask`` are read: padding may hold anything (NaN, −inf)
   and gives 0, eagerly and under ``jit`` alike. A non-finite log-prob inside
