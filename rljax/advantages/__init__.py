@@ -137,13 +137,18 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "(compute_dr_entropy_per_token_group_outcome_advantage)",
                          "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
                          "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
-    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79",
-       fidelity=Fidelity("abstract", f"{_S1} L25, L57, L79",
-                         "GRPO normalisation per segment reward (own group baseline and std) is ours")),
+    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79; arXiv 2602.10231",
+       fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.2-4.3, App. B Alg. 1 (paper text; "
+                         "no code found)",
+                         "paper: A_k = r_k − group mean on block k, std optional (main runs none: scale='none'); "
+                         "default divides by the group std (GRPO, as SLCA/DSS-GRPO); later blocks: "
+                         "outcome_conditioned_baseline")),
     _t("outcome_conditioned_baseline", outcome_conditioned_baseline, "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
-       f"{_S1} L25",
-       fidelity=Fidelity("abstract", f"{_S1} L25 (Blockwise AE abstract)",
-                         "stratum = (group, outcome), optional stratum-std division, singleton stratum 0: ours")),
+       f"{_S1} L25; arXiv 2602.10231",
+       fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 lines 7-10 "
+                         "(paper text; no code found)",
+                         "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is our "
+                         "option")),
     _t("tempo", tempo, "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
        f"{_S1} L23",
        fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",

@@ -48,8 +48,16 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   routed to the tokens whose ``segment_ids`` equal k (hard masks). Tokens with
   a segment id outside ``[0, K)`` (e.g. -1 for prompt/observation) or outside
   ``mask`` get 0. Sources: Blockwise Advantage Estimation, SLCA-GRPO,
-  DSS-GRPO (seed 001_5839a3671b0b4d92.txt L25, L57, L79); per-segment std
-  normalisation is not specified there (``scale`` chooses it).
+  DSS-GRPO (seed 001_5839a3671b0b4d92.txt L25, L57, L79). Paper (Blockwise
+  AE, arXiv 2602.10231 Sec. 4.2-4.3, App. B Alg. 1): ``A^(k) = r_k − b_k``
+  applied only to block k's tokens, the first block's baseline the group
+  mean, "with optional variance normalization as in GRPO"; their main runs
+  centre only (``scale="none"``), our default divides by the group std
+  (GRPO's, as SLCA/DSS-GRPO's "group-relative advantages"). Their
+  recommended baseline for later blocks is ``outcome_conditioned_baseline``
+  (route it with ``to_tokens``); the group mean here is their "Group Mean
+  Baseline" (Sec. 4.3 item 3). Their per-block token mean in the loss is an
+  aggregation choice (``rljax.objectives``), not part of the advantage.
 
   Args:
     rewards: ``[B, K]`` one reward per segment.
@@ -99,8 +107,12 @@ def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array
   whether the first block's answer was correct) and each stratum is its own
   baseline, using within-group statistics only. ``scale="group"`` divides by
   the stratum's std (+ε). A stratum with one sample gets 0. Source: Blockwise
-  Advantage Estimation (seed 001_5839a3671b0b4d92.txt L25); our reading of
-  the abstract. Returns ``[B]``; route it to a block's tokens with
+  Advantage Estimation (seed 001_5839a3671b0b4d92.txt L25); the paper's form
+  (arXiv 2602.10231 Sec. 4.3 item 4, App. B Alg. 1 lines 7-10):
+  ``b = |G_o|^{-1} Σ_{j∈G_o} r_j`` over the group's samples with the same
+  intermediate outcome, ``A = r − b``, no std in their main runs (our default
+  ``scale="none"``); a singleton stratum's mean is its own reward, so A = 0
+  there too. Returns ``[B]``; route it to a block's tokens with
   ``segment``/``to_tokens``.
 
   Args:
