@@ -50,7 +50,7 @@ def test_hadw_window_scale_matches_authors_code_over_steps():
     ref = _hadw_authors(r, gid, list(history))
     adv, _ = A.grpo(r, gid)
     out, info, state = step(state, adv, r, gid)
-    np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(float(info["anchor"]), np.mean(history), rtol=1e-6)
   assert int(state.count) == k
 
@@ -110,7 +110,7 @@ def test_step_episode_mix_turns_matches_ui_s1_code():
   want = np.zeros((b, turns * tok))
   for row, (ii, mm) in enumerate(zip(i, m)):
     want[ii, mm * tok:(mm + 1) * tok] = ref[row]
-  np.testing.assert_allclose(np.asarray(adv, np.float64), want, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(np.asarray(adv, np.float64), want, rtol=1e-6, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -175,3 +175,42 @@ def test_segment_and_outcome_conditioned_baseline_match_blockwise_ae_algorithm_1
   np.testing.assert_allclose(np.asarray(adv2), want[:, 1], rtol=1e-6, atol=1e-6)
   routed = np.asarray(A.to_tokens(adv2, seg_ids == 1))
   np.testing.assert_allclose(routed[:, tok:], np.repeat(want[:, 1:], tok, 1), rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GLPO (VAA-CSEC): github.com/HanYiton/VAA-CSEC YuYi/glpo/glpo_swift_plugin.py (_glpo_compute_advantages,
+# _compute_group_per_sample): base = (R − mean_K) / clamp(std_K, 1e-4), bonus = max(0, R − R(G)), R(G) = reward of
+# the most common answer (Counter.most_common). Groups here have a unique majority answer (the authors break ties by
+# first occurrence; we average the tied answers).
+
+def _glpo_authors(r, answers, k, bonus_scale=1.0, std_eps=1e-4):
+  r = np.asarray(r, np.float64).reshape(-1, k)
+  answers = np.asarray(answers).reshape(-1, k)
+  out = np.zeros_like(r)
+  for i in range(r.shape[0]):
+    vals, counts = np.unique(answers[i], return_counts=True)
+    vote = vals[np.argmax(counts)]
+    r_g = r[i][answers[i] == vote][0]
+    base = (r[i] - r[i].mean()) / max(r[i].std(ddof=1), std_eps)
+    out[i] = base + bonus_scale * np.maximum(r[i] - r_g, 0.0)
+  return out.reshape(-1)
+
+
+def test_vote_default_matches_glpo_code():
+  rng = np.random.default_rng(4)
+  groups, k = 6, 8
+  answers = np.zeros((groups, k), np.int32)
+  for i in range(groups):
+    answers[i] = rng.choice([0, 1, 2, 3], size=k, p=[0.55, 0.25, 0.15, 0.05])
+    answers[i, :4] = 0  # a strict majority answer
+  answer_reward = rng.uniform(-1.5, 3.7, size=(groups, 4))  # one reward per distinct answer, as the task reward is
+  r = np.take_along_axis(answer_reward, answers, axis=1).astype(np.float32).reshape(-1)
+  r[k:2 * k] = 1.0  # a zero-variance group
+  answers[1] = 0
+  gid = np.repeat(np.arange(groups), k).astype(np.int32)
+  want = _glpo_authors(r, answers.reshape(-1), k)
+  got, _ = A.vote(r, answers.reshape(-1), gid, eps=1e-4)
+  np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6)
+  got2, _ = A.vote(r, answers.reshape(-1), gid, eps=1e-4, bonus=0.3)
+  np.testing.assert_allclose(np.asarray(got2, np.float64), _glpo_authors(r, answers.reshape(-1), k, 0.3),
+                             rtol=1e-6, atol=1e-6)

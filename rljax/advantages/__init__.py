@@ -102,10 +102,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract)",
                          "centred within-group mid-ranks, tie sharing and the [−1, 1] scale are ours "
                          "(normalize='std'|'none' alternatives)")),
-    _t("vote", vote, "A_i = (r_i − r_vote(g))/(σ_g + ε), r_vote = reward of the majority answer", f"{_S1} L135",
-       fidelity=Fidelity("abstract", f"{_S1} L135 (GLPO abstract)",
-                         "identity margin map g(x) = x, GRPO std scaling and the tie rule (mean over tied "
-                         "majority answers) are ours")),
+    _t("vote", vote, "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
+       f"{_S1} L135",
+       fidelity=Fidelity("authors_code", "github.com/HanYiton/VAA-CSEC: YuYi/glpo/glpo_swift_plugin.py "
+                         "(_glpo_compute_advantages)",
+                         "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours averages "
+                         "their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + ε)")),
     _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55",
        fidelity=Fidelity("abstract", f"{_S0} L5, L55 (QwenLong-L1.5, AgentRL abstracts)",
                          "standardisation per task id over the batch (ε, ddof, optional centring) is ours")),
