@@ -214,3 +214,32 @@ def test_vote_default_matches_glpo_code():
   got2, _ = A.vote(r, answers.reshape(-1), gid, eps=1e-4, bonus=0.3)
   np.testing.assert_allclose(np.asarray(got2, np.float64), _glpo_authors(r, answers.reshape(-1), k, 0.3),
                              rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SA-MRPO (arXiv 2608.16072 Sec. 4.1, Eq. 1, Algorithm 1; no code was released): transcription of the paper's
+# pseudocode with its population std (Sec. 3) and no epsilon (groups here have non-zero variance in every column).
+
+def _sa_mrpo_paper(r, gid, lo, hi, gamma, w):
+  r = np.asarray(r, np.float64)
+  s = (r.mean(0) - lo) / (hi - lo)
+  a = np.zeros(r.shape[0])
+  for g in np.unique(gid):
+    rows = gid == g
+    a[rows] = ((r[rows] - r[rows].mean(0)) / r[rows].std(0)) @ (w * (1 - s) ** gamma)
+  return (a - a.mean()) / a.std()
+
+
+def test_sa_mrpo_default_matches_the_paper_algorithm():
+  rng = np.random.default_rng(5)
+  groups, n, k = 5, 8, 3
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  r = np.stack([rng.integers(0, 2, size=groups * n), rng.uniform(0, 2, size=groups * n),
+                (rng.uniform(size=groups * n) < 0.9)], 1).astype(np.float32)
+  for g in range(groups):  # non-zero variance in every column of every group
+    r[g * n, 2], r[g * n + 1, 2], r[g * n, 0], r[g * n + 1, 0] = 0, 1, 0, 1
+  lo, hi = np.zeros(k), np.array([1.0, 2.0, 1.0])
+  for gamma, w in ((0.25, np.ones(k)), (0.5, np.array([1.0, 0.5, 2.0]))):
+    want = _sa_mrpo_paper(r, gid, lo, hi, gamma, w)
+    got, _ = A.sa_mrpo(r, gid, reward_min=0.0, reward_max=hi.tolist(), gamma=gamma, weights=w.tolist(), eps=0.0)
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6)

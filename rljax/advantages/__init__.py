@@ -189,9 +189,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        kind="multi_reward",
        fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
                          "dara_asym)")),
-    _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward",
-       fidelity=Fidelity("abstract", f"{_S1} L85 (SA-MRPO abstract)",
-                         "weight w_k = 1 − saturation_k (batch mean of the [0,1]-normalised reward) is ours")),
+    _t("sa_mrpo", sa_mrpo, "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
+       f"{_S1} L85; arXiv 2608.16072", kind="multi_reward",
+       fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper text; "
+                         "no code released)",
+                         "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); ours adds "
+                         "ε to each std and clips s_k to [0, 1]")),
     _t("gd2po", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict", f"{_S1} L5",
        kind="multi_reward",
        fidelity=Fidelity("authors_code", "github.com/Qwen-Applications/GD2PO: tool-calling/verl/trainer/ppo/"
