@@ -243,3 +243,41 @@ def test_sa_mrpo_default_matches_the_paper_algorithm():
     want = _sa_mrpo_paper(r, gid, lo, hi, gamma, w)
     got, _ = A.sa_mrpo(r, gid, reward_min=0.0, reward_max=hi.tolist(), gamma=gamma, weights=w.tolist(), eps=0.0)
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TurnSight (arXiv 2608.04007, "Group-Normalized Weight Construction", "Advantage Integration"; its code is not in our
+# store): δ̂ = (δ̄* − μ_q)/(σ_q + ε) over the query's sibling turns, w = 1 + ε_w tanh(sign(A)·δ̂),
+# Ã = A·[(1 − λ) + λ w], λ = ε_w = 0.5. Here every turn has one token, so the paper's token-level pooling and our
+# per-turn pooling coincide.
+
+def _turnsight_paper(a_tok, delta, turn_of_tok, turn_valid, gid, lam=0.5, eps_w=0.5, eps=1e-6):
+  a_tok = np.asarray(a_tok, np.float64)
+  out = a_tok.copy()
+  for g in np.unique(gid):
+    rows = np.where(gid == g)[0]
+    vals = np.concatenate([delta[i][turn_valid[i]] for i in rows]).astype(np.float64)
+    mu, sd = vals.mean(), vals.std()
+    for i in rows:
+      for t, k in enumerate(turn_of_tok[i]):
+        if k < 0:
+          continue
+        w = 1 + eps_w * np.tanh(np.sign(a_tok[i, t]) * (delta[i, k] - mu) / (sd + eps))
+        out[i, t] = a_tok[i, t] * ((1 - lam) + lam * w)
+  return out
+
+
+def test_sign_preserving_modulation_default_matches_turnsight_paper():
+  rng = np.random.default_rng(6)
+  groups, n, turns = 3, 4, 4
+  b = groups * n
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  lengths = rng.integers(1, turns + 1, size=b)
+  turn_valid = np.arange(turns)[None, :] < lengths[:, None]
+  turn_ids = np.where(turn_valid, np.arange(turns)[None, :], -1).astype(np.int32)  # one token per turn
+  delta = rng.normal(0.0, 2.0, size=(b, turns)).astype(np.float32)
+  a_tok = rng.normal(size=(b, turns)).astype(np.float32)  # token-level base advantages of both signs
+  got, _ = A.sign_preserving_modulation(a_tok, delta, turn_ids, gid, mask=turn_ids >= 0, turn_valid=turn_valid)
+  want = _turnsight_paper(np.where(turn_ids >= 0, a_tok, 0.0), delta, turn_ids, turn_valid, gid)
+  np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-6)
+  assert np.all(np.sign(np.asarray(got)) == np.sign(np.where(turn_ids >= 0, a_tok, 0.0)))

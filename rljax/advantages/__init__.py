@@ -163,10 +163,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: turn reward "
                          "over the group's pooled turns); default: convex mix with grpo(R); no expert-mismatch "
                          "restart")),
-    _t("sign_preserving_modulation", sign_preserving_modulation, "A_turn = A·(1 + λ tanh(z_turn)), λ ≤ 1",
-       f"{_S1} L3",
-       fidelity=Fidelity("abstract", f"{_S1} L3 (TurnSight abstract)",
-                         "the tanh modulation, λ ≤ 1 and the sibling normalisation of the signal are ours")),
+    _t("sign_preserving_modulation", sign_preserving_modulation,
+       "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns", f"{_S1} L3",
+       fidelity=Fidelity("paper_formula", "arXiv 2608.04007 (TurnSight) 'Group-Normalized Weight Construction', "
+                         "'Advantage Integration' (paper text)",
+                         "defaults = paper's (λ = ε_w = 0.5, signed); it pools token-level gaps, we pool per-turn "
+                         "values; code (github.com/quchangle1/TurnSight) not in our store")),
     _t("implicit_progress_reward", implicit_progress_reward, "r_t = β(log π − log π_ref), stop-gradient",
        f"{_S1} L167; arXiv 2606.26080",
        fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "

@@ -369,26 +369,41 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
 
 @C.fast_path
 def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array, group_id: Array, *,
-                               mask: Array, lam: float = 0.5, turn_valid: Optional[Array] = None,
+                               mask: Array, lam: float = 0.5, eps_w: float = 0.5, signed: bool = True,
+                               norm: str = "pooled", turn_valid: Optional[Array] = None,
                                valid: Optional[Array] = None, num_groups: Optional[int] = None,
                                eps: float = 1e-6):
-  """TurnSight sign-preserving modulation: ``A_{i,t} = A_i·(1 + λ·tanh(z_{i,turn(t)}))``.
+  """TurnSight sign-preserving modulation of advantages by a per-turn hindsight signal.
 
-  ``z`` standardises the auxiliary per-turn signal (e.g. a hindsight score)
-  across the group's trajectories at the same turn index (population std,
-  +ε). Since 0 <= λ <= 1 and |tanh| < 1, the factor is positive, so every
-  token keeps the sign of the trajectory advantage; λ = 0 is the identity.
-  Source: TurnSight (seed 001_5839a3671b0b4d92.txt L3); the tanh form and
-  normalisation are our reading of "modulate while preserving the
-  optimisation direction".
+      z_{i,k} = (δ_{i,k} − μ_g) / (σ_g + ε)
+      w_{i,t} = 1 + ε_w·tanh(sgn(A_{i,t})·z_{i,turn(t)})          (``signed=False``: tanh(z))
+      A'_{i,t} = A_{i,t}·[(1 − λ) + λ·w_{i,t}] = A_{i,t}·(1 + λ ε_w tanh(·))
+
+  ``norm="pooled"`` (default): μ_g, σ_g (population) over all valid turns of
+  the group's sibling rollouts; ``"turn_index"``: across the group's
+  trajectories at the same turn index. Since λ, ε_w ∈ [0, 1] the factor is
+  positive, so every token keeps the sign of its advantage; λ = 0 or ε_w = 0
+  is the identity. With ``signed=True`` a hindsight signal agreeing with the
+  update direction enlarges it, a disagreeing one shrinks it.
+
+  Paper (TurnSight, arXiv 2608.04007, "Group-Normalized Weight Construction"
+  and "Advantage Integration"): exactly this with λ = ε_w = 0.5, except that
+  its μ, σ run over the selected *token-level* gaps of all valid turns
+  (token-weighted), ours over the per-turn signal (each turn once). Its code
+  (github.com/quchangle1/TurnSight) is not in our store.
+  ``signed=False, norm="turn_index", eps_w=1`` is our earlier reading
+  ``A·(1 + λ tanh(z))``. Source: seed 001_5839a3671b0b4d92.txt L3.
 
   Args:
-    advantages: ``[B]`` (broadcast over tokens) or ``[B, T]``; signal: ``[B, M]``;
-    turn_ids: ``[B, T]`` int (-1 = no turn: factor 1); mask: ``[B, T]``.
+    advantages: ``[B]`` (broadcast over tokens) or ``[B, T]``; signal: ``[B, M]``
+      (turn-level hindsight δ̄*); turn_ids: ``[B, T]`` int (-1 = no turn: factor 1); mask: ``[B, T]``.
 
   Returns:
     ``(advantages [B, T], info)`` with ``info["factor"] [B, T]``.
   """
+  if not 0.0 <= eps_w <= 1.0:
+    raise ValueError(f"eps_w must be in [0, 1] to preserve signs, got {eps_w!r}")
+  G.check_choice("norm", norm, ("pooled", "turn_index"))
   if not 0.0 <= lam <= 1.0:
     raise ValueError(f"lam must be in [0, 1] to preserve signs, got {lam!r}")
   b, nturn = G.check_rank("signal", signal, 2)
@@ -407,9 +422,12 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
     a = a * m
   tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
   tv = tv & (v[:, None] > 0)
-  z = _turn_group_normalize(jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0), tv, gid, ng, eps=eps, ddof=0)
+  sig = jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0)
+  normalize = _turn_pool_normalize if norm == "pooled" else _turn_group_normalize
+  z = normalize(sig, tv, gid, ng, eps=eps, ddof=0)
   z_tok, inside = _turn_gather(z, turn_ids, m)
-  factor = jnp.where(inside, 1 + lam * jnp.tanh(z_tok), 1.0)
+  arg = jnp.sign(a) * z_tok if signed else z_tok
+  factor = jnp.where(inside, 1 + lam * eps_w * jnp.tanh(arg), 1.0)
   adv = a * factor
   return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
 
