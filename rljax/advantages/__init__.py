@@ -99,9 +99,10 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
                          "expectation, authors leave them unchanged")),
     _t("rank", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
-       fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract)",
-                         "centred within-group mid-ranks, tie sharing and the [−1, 1] scale are ours "
-                         "(normalize='std'|'none' alternatives)")),
+       fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
+                         "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). Searched "
+                         "2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code or paper body "
+                         "(yale-nlp/RLRR is another paper)")),
     _t("vote", vote, "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
        f"{_S1} L135",
        fidelity=Fidelity("authors_code", "github.com/HanYiton/VAA-CSEC: YuYi/glpo/glpo_swift_plugin.py "
@@ -110,10 +111,13 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + ε)")),
     _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55",
        fidelity=Fidelity("abstract", f"{_S0} L5, L55 (QwenLong-L1.5, AgentRL abstracts)",
-                         "standardisation per task id over the batch (ε, ddof, optional centring) is ours")),
+                         "per-task standardisation (ε, ddof, centring) ours. Searched 2026-12: THUDM/AgentRL "
+                         "(linked) not in the store; Tongyi-Zhiwen/QwenLong-L1 snapshot (2025-05) predates L1.5; "
+                         "code search: none")),
     _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
-       fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline)",
-                         "mean over the batch rows with the same key, no std division, singleton 0: ours")),
+       fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
+                         "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 code/pages "
+                         "('AdvEvo-MARL', 'public baseline', title): no code or paper body found")),
     _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91",
        fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
                          "spiral/utils.py (EMA)",
@@ -126,14 +130,19 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the current); "
                          "default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a learning-rate change")),
     _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
-       fidelity=Fidelity("abstract", f"{_S1} L59",
-                         "the weight f(difficulty) (linear 1 + s(2d − 1) or exp) is ours")),
+       fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
+                         "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; its reviewers note the paper's "
+                         "'steep exponential' is given only in words. Searched 2026-12 code/pages (title, 'online "
+                         "advantage differentiation'): no code")),
     _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65",
        fidelity=Fidelity("abstract", f"{_S1} L65 (GAGAR abstract)",
-                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours")),
+                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours. Searched "
+                         "2026-12 code/pages ('GAGAR', 'sum-preserving redistribution', MiMo): no code, no paper "
+                         "body")),
     _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61",
-       fidelity=Fidelity("abstract", f"{_S1} L61",
-                         "renormalising the 1/|cluster| weights to mean 1 over a group's correct rollouts is ours")),
+       fidelity=Fidelity("abstract", f"{_S1} L61 (arXiv 2601.08763, 'Rewarding the Rare')",
+                         "renormalising 1/|cluster| to mean 1 over a group's correct rollouts is ours. Searched "
+                         "2026-12 code/pages (title, 'Uniqueness-Aware RL'): no code or paper body found")),
     _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193",
        fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
                          "(compute_dr_entropy_per_token_group_outcome_advantage)",
@@ -154,8 +163,9 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
     _t("tempo", tempo, "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
        f"{_S1} L23",
        fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
-                         "V(s) = mean reward of the group's rollouts sharing the prefix is the abstract's; the "
-                         "TD scale (÷σ_g) and root handling are ours (parameters)")),
+                         "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root handling "
+                         "ours. Searched 2026-12 code/pages ('TEMPO', 'Prefix-to-Tree', title): no code; only "
+                         "summaries")),
     _t("step_episode_mix", step_episode_mix, "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
        f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
        fidelity=Fidelity("authors_code", "github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py "
