@@ -147,7 +147,7 @@ def test_sa_mrpo():
   g = np.array([0, 0, 0, 0, 1, 1, 1, 1], np.int32)
   r = np.array([[1, 0], [1, 1], [1, 0], [0, 0],
                 [1, 0], [1, 0], [1, 1], [1, 0]], np.float32)
-  adv, info = A.sa_mrpo(r, g)
+  adv, info = A.sa_mrpo(r, g, gamma=1.0, whiten=False, std_ddof=1)  # the earlier reading: Σ_k (1 − s_k)·grpo_k
   sat = r.mean(0)
   np.testing.assert_allclose(info["saturation"], sat, rtol=1e-6)
   per = np.stack([np_grpo(r[:, k], g) for k in range(2)], 1)

@@ -408,16 +408,24 @@ def test_vote(jit=True):
   r = np.array([1., 1., 0., 0., 1., 1., 1., 1.], np.float32)
   ans = np.array([7, 7, 3, 9, 2, 2, 2, 2], np.int32)
   g = np.array([0, 0, 0, 0, 1, 1, 1, 1], np.int32)
-  adv, _ = run(A.vote, r, ans, g, jit=jit, scale="none")
+  adv, _ = run(A.vote, r, ans, g, jit=jit, scale="none", form="margin")
   np.testing.assert_allclose(adv[:4], r[:4] - 1.0)  # majority answer 7, reward 1
   np.testing.assert_allclose(adv[4:], 0.0)  # unanimous group
   # tie between answers -> mean reward of all tied-majority rollouts
-  adv2, _ = A.vote(np.array([1., 0., 1., 0.]), np.array([1, 2, 1, 2]), np.zeros(4, np.int32), scale="none")
+  adv2, _ = A.vote(np.array([1., 0., 1., 0.]), np.array([1, 2, 1, 2]), np.zeros(4, np.int32), scale="none",
+                   form="margin")
   np.testing.assert_allclose(adv2, [0.5, -0.5, 0.5, -0.5])
-  # default scale: the group's unbiased std (ddof=1) + eps, float64 NumPy reference
-  adv3, _ = run(A.vote, r, ans, g, jit=jit)
+  # scale="group": the group's unbiased std (ddof=1) + eps, float64 NumPy reference
+  adv3, _ = run(A.vote, r, ans, g, jit=jit, form="margin")
   sd = np.std(r[:4].astype(np.float64), ddof=1)
   np.testing.assert_allclose(adv3[:4], (r[:4] - 1.0) / (sd + 1e-6), rtol=1e-5)
+  # default form="glpo": GRPO + max(0, r − r_vote); here r <= r_vote = 1 so only the GRPO part remains
+  adv4, _ = run(A.vote, r, ans, g, jit=jit)
+  np.testing.assert_allclose(adv4[:4], (r[:4] - r[:4].mean()) / sd, rtol=1e-5)
+  np.testing.assert_allclose(adv4[4:], 0.0)
+  # a rollout above the vote reward gets the margin as a bonus
+  adv5, _ = A.vote(np.array([0., 0., 1.]), np.array([1, 1, 2]), np.zeros(3, np.int32), scale="none")
+  np.testing.assert_allclose(adv5, np.array([0., 0., 1.]) - 1 / 3 + np.array([0., 0., 1.]), rtol=1e-6)
 
 
 def test_task_normalized():

@@ -163,7 +163,8 @@ def test_sign_preserving_modulation():
   turn_ids = np.repeat(np.arange(m_turns), 3)[None, :].repeat(b, 0).astype(np.int32)
   mask = np.ones((b, t), bool)
   gid = np.array([0, 0, 0, 1, 1, 1], np.int32)
-  out, info = A.sign_preserving_modulation(adv, sig, turn_ids, gid, mask=mask, lam=1.0)
+  out, info = A.sign_preserving_modulation(adv, sig, turn_ids, gid, mask=mask, lam=1.0, eps_w=1.0, signed=False,
+                                           norm="turn_index")  # the earlier reading A·(1 + λ tanh z)
   out = np.asarray(out)
   assert np.all(np.sign(out) == np.sign(adv)[:, None])
   z = np.zeros((b, m_turns))

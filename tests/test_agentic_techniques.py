@@ -140,7 +140,7 @@ def test_step_episode_mix_segment_and_modulation_on_frozenlake_turn_ids():
 
   ep_adv = _grpo64(arr["episode_rewards"], gid, np.ones(4, bool))
   mod, info = A.sign_preserving_modulation(ep_adv.astype(np.float32), turn_r, batch["turn_ids"], gid, mask=mask,
-                                           lam=0.5, turn_valid=tv)
+                                           lam=0.5, eps_w=1.0, signed=False, norm="turn_index", turn_valid=tv)
   z = np.zeros(turn_r.shape)
   for k in range(m):
     rows = np.flatnonzero(tv[:, k])

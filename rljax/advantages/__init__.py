@@ -101,67 +101,93 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
                          "expectation, authors leave them unchanged")),
     _t("rank", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
-       fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract)",
-                         "centred within-group mid-ranks, tie sharing and the [−1, 1] scale are ours "
-                         "(normalize='std'|'none' alternatives)")),
-    _t("vote", vote, "A_i = (r_i − r_vote(g))/(σ_g + ε), r_vote = reward of the majority answer", f"{_S1} L135",
-       fidelity=Fidelity("abstract", f"{_S1} L135 (GLPO abstract)",
-                         "identity margin map g(x) = x, GRPO std scaling and the tie rule (mean over tied "
-                         "majority answers) are ours")),
+       fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
+                         "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). Searched "
+                         "2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code or paper body "
+                         "(yale-nlp/RLRR is another paper)")),
+    _t("vote", vote, "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
+       f"{_S1} L135",
+       fidelity=Fidelity("authors_code", "github.com/HanYiton/VAA-CSEC: YuYi/glpo/glpo_swift_plugin.py "
+                         "(_glpo_compute_advantages)",
+                         "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours averages "
+                         "their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + ε)")),
     _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55",
        fidelity=Fidelity("abstract", f"{_S0} L5, L55 (QwenLong-L1.5, AgentRL abstracts)",
-                         "standardisation per task id over the batch (ε, ddof, optional centring) is ours")),
+                         "per-task standardisation (ε, ddof, centring) ours. Searched 2026-12: THUDM/AgentRL "
+                         "(linked) not in the store; Tongyi-Zhiwen/QwenLong-L1 snapshot (2025-05) predates L1.5; "
+                         "code search: none")),
     _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
-       fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline)",
-                         "mean over the batch rows with the same key, no std division, singleton 0: ours")),
+       fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
+                         "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 code/pages "
+                         "('AdvEvo-MARL', 'public baseline', title): no code or paper body found")),
     _t("role_ema_baseline", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key", f"{_S0} L91",
        fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
                          "spiral/utils.py (EMA)",
                          "authors update once per game, ours once per batch with the key's mean return (equal "
                          "with one game per batch); init='batch_mean' starts at the first batch mean")),
-    _t("hadw", hadw, "A' = A·exp(λ·sgn(A)·(anchor − acc_g)); anchor ← EMA(acc)", f"{_S1} L177",
-       fidelity=Fidelity("abstract", f"{_S1} L177 (HA-DW abstract, arXiv 2601.08521)",
-                         "signed weight read from the abstract's signed bias (agrees with TRL PR #4872's summary "
-                         "of the paper); exp form, λ, plain EMA anchor ours; signed=False: unsigned")),
+    _t("hadw", hadw, "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
+       f"{_S1} L177; arXiv 2601.08521",
+       fidelity=Fidelity("authors_code", "github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py "
+                         "(compute_ha_dw_outcome_advantage)",
+                         "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the current); "
+                         "default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a learning-rate change")),
     _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
-       fidelity=Fidelity("abstract", f"{_S1} L59",
-                         "the weight f(difficulty) (linear 1 + s(2d − 1) or exp) is ours")),
+       fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
+                         "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; its reviewers note the paper's "
+                         "'steep exponential' is given only in words. Searched 2026-12 code/pages (title, 'online "
+                         "advantage differentiation'): no code")),
     _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65",
        fidelity=Fidelity("abstract", f"{_S1} L65 (GAGAR abstract)",
-                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours")),
+                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours. Searched "
+                         "2026-12 code/pages ('GAGAR', 'sum-preserving redistribution', MiMo): no code, no paper "
+                         "body")),
     _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61",
-       fidelity=Fidelity("abstract", f"{_S1} L61",
-                         "renormalising the 1/|cluster| weights to mean 1 over a group's correct rollouts is ours")),
+       fidelity=Fidelity("abstract", f"{_S1} L61 (arXiv 2601.08763, 'Rewarding the Rare')",
+                         "renormalising 1/|cluster| to mean 1 over a group's correct rollouts is ours. Searched "
+                         "2026-12 code/pages (title, 'Uniqueness-Aware RL'): no code or paper body found")),
     _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193",
        fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
                          "(compute_dr_entropy_per_token_group_outcome_advantage)",
                          "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
                          "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
-    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79",
-       fidelity=Fidelity("abstract", f"{_S1} L25, L57, L79",
-                         "GRPO normalisation per segment reward (own group baseline and std) is ours")),
+    _t("segment", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i", f"{_S1} L25, L57, L79; arXiv 2602.10231",
+       fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.2-4.3, App. B Alg. 1 (paper text; "
+                         "no code found)",
+                         "paper: A_k = r_k − group mean on block k, std optional (main runs none: scale='none'); "
+                         "default divides by the group std (GRPO, as SLCA/DSS-GRPO); later blocks: "
+                         "outcome_conditioned_baseline")),
     _t("outcome_conditioned_baseline", outcome_conditioned_baseline, "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
-       f"{_S1} L25",
-       fidelity=Fidelity("abstract", f"{_S1} L25 (Blockwise AE abstract)",
-                         "stratum = (group, outcome), optional stratum-std division, singleton stratum 0: ours")),
+       f"{_S1} L25; arXiv 2602.10231",
+       fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 lines 7-10 "
+                         "(paper text; no code found)",
+                         "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is our "
+                         "option")),
     _t("tempo", tempo, "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
        f"{_S1} L23",
        fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
-                         "V(s) = mean reward of the group's rollouts sharing the prefix is the abstract's; the "
-                         "TD scale (÷σ_g) and root handling are ours (parameters)")),
-    _t("step_episode_mix", step_episode_mix, "A = w·norm(Σ_k γ^k r_{t+k}) + (1−w)·grpo(R)",
-       f"{_S1} L127; {_S0} L67",
-       fidelity=Fidelity("abstract", f"{_S1} L127; {_S0} L67",
-                         "the mixing weight w, γ and per-turn group normalisation are ours")),
-    _t("sign_preserving_modulation", sign_preserving_modulation, "A_turn = A·(1 + λ tanh(z_turn)), λ ≤ 1",
-       f"{_S1} L3",
-       fidelity=Fidelity("abstract", f"{_S1} L3 (TurnSight abstract)",
-                         "the tanh modulation, λ ≤ 1 and the sibling normalisation of the signal are ours")),
+                         "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root handling "
+                         "ours. Searched 2026-12 code/pages ('TEMPO', 'Prefix-to-Tree', title): no code; only "
+                         "summaries")),
+    _t("step_episode_mix", step_episode_mix, "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
+       f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
+       fidelity=Fidelity("authors_code", "github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py "
+                         "(compute_uis1_outcome_advantage)",
+                         "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: turn reward "
+                         "over the group's pooled turns); default: convex mix with grpo(R); no expert-mismatch "
+                         "restart")),
+    _t("sign_preserving_modulation", sign_preserving_modulation,
+       "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns", f"{_S1} L3",
+       fidelity=Fidelity("paper_formula", "arXiv 2608.04007 (TurnSight) 'Group-Normalized Weight Construction', "
+                         "'Advantage Integration' (paper text)",
+                         "defaults = paper's (λ = ε_w = 0.5, signed); it pools token-level gaps, we pool per-turn "
+                         "values; code (github.com/quchangle1/TurnSight) not in our store")),
     _t("implicit_progress_reward", implicit_progress_reward, "r_t = β(log π − log π_ref), stop-gradient",
-       f"{_S1} L167",
-       fidelity=Fidelity("abstract", f"{_S1} L167",
-                         "the abstract states the ratio β·log(π/π_ref); stop-gradient and per-token placement "
-                         "are ours")),
+       f"{_S1} L167; arXiv 2606.26080",
+       fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "
+                         "(per_step_progress_advantage)",
+                         "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our per-step "
+                         "sum) or mean (their scripts); they score trajectories at test time, using it as a "
+                         "training reward is ours")),
     _t("oprl", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
        "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
        fidelity=Fidelity("authors_code", "github.com/Tongyi-ConvAI/Tongyi-Character: CharacterRL-iStar/istar/dp_rm.py, "
@@ -179,9 +205,12 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        kind="multi_reward",
        fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
                          "dara_asym)")),
-    _t("sa_mrpo", sa_mrpo, "A = Σ_k (1 − sat_k)·Â_k", f"{_S1} L85", kind="multi_reward",
-       fidelity=Fidelity("abstract", f"{_S1} L85 (SA-MRPO abstract)",
-                         "weight w_k = 1 − saturation_k (batch mean of the [0,1]-normalised reward) is ours")),
+    _t("sa_mrpo", sa_mrpo, "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
+       f"{_S1} L85; arXiv 2608.16072", kind="multi_reward",
+       fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper text; "
+                         "no code released)",
+                         "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); ours adds "
+                         "ε to each std and clips s_k to [0, 1]")),
     _t("gd2po", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict", f"{_S1} L5",
        kind="multi_reward",
        fidelity=Fidelity("authors_code", "github.com/Qwen-Applications/GD2PO: tool-calling/verl/trainer/ppo/"

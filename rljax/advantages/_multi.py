@@ -178,23 +178,34 @@ def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
 
 
 @C.fast_path
-def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, valid: Optional[Array] = None,
-            num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
-  """SA-MRPO saturation-aware weighting: ``A = Σ_k (1 − sat_k)·Â_k``.
+def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, gamma: float = 0.25,
+            weights: Optional[Sequence[float]] = None, whiten: bool = True, valid: Optional[Array] = None,
+            num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 0):
+  """SA-MRPO saturation-aware reweighting of per-reward group advantages.
 
-  ``Â_k`` standardises reward k within its group (GRPO); ``sat_k`` is the
-  batch mean of the reward normalised to [0, 1] by ``(r − min_k)/(max_k −
-  min_k)`` (clipped), so an objective every rollout already satisfies gets
-  weight 0 and unsaturated objectives dominate. Source: SA-MRPO (seed
-  001_5839a3671b0b4d92.txt L85); the weight form ``1 − sat`` is our reading.
+      Â_k = (r_k − μ_{g,k}) / (σ_{g,k} + ε)                      (each reward standardised in its group)
+      s_k = (mean_batch r_k − min_k) / (max_k − min_k)          (batch-level saturation, clipped to [0, 1])
+      Ã   = Σ_k w_k (1 − s_k)^γ Â_k;   A = (Ã − mean_batch Ã) / (std_batch Ã + ε)   (``whiten``)
+
+  An objective every rollout already satisfies gets weight 0 (γ > 0), so
+  unsaturated objectives dominate; γ = 0 is GDPO. Source: SA-MRPO (seed
+  001_5839a3671b0b4d92.txt L85); the paper (arXiv 2608.16072, "Learn What's
+  Left, Not What's Mastered", Sec. 4.1, Eq. 1, Algorithm 1; no code released)
+  gives exactly this with population std (our ``std_ddof=0`` default) and no
+  ε; γ = 0.25 is its Table 1 setting (0.5 was best in its γ sweep, Table 4).
+  ``gamma=1, whiten=False, std_ddof=1`` is our earlier reading ``Σ_k (1 − s_k)·grpo_k``.
 
   Args:
     rewards: ``[B, K]``; reward_min, reward_max: scalars or ``[K]`` bounds.
+    gamma: saturation exponent, >= 0; weights: optional ``[K]`` prescribed w_k (default 1).
+    whiten: the paper's final batch standardisation of the aggregate (Eq. 1).
 
   Returns:
-    ``(advantages [B], info)`` with ``info["weights"] [K]``, ``info["saturation"] [K]``.
+    ``(advantages [B], info)`` with ``info["weights"] [K]`` (w_k (1 − s_k)^γ), ``info["saturation"] [K]``.
   """
-  b, k, _ = _check_multi(rewards, None)
+  b, k, w0 = _check_multi(rewards, weights)
+  if is_concrete(gamma) and not (np.ndim(gamma) == 0 and 0.0 <= float(gamma) < np.inf):
+    raise ValueError(f"gamma must be a finite scalar >= 0, got {gamma!r}")
   lo = jnp.broadcast_to(jnp.asarray(reward_min, jnp.float32), (k,))
   hi = jnp.broadcast_to(jnp.asarray(reward_max, jnp.float32), (k,))
   if np.shape(reward_min) not in ((), (k,)) or np.shape(reward_max) not in ((), (k,)):
@@ -204,8 +215,12 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, jnp.float32), lo) - lo) / (hi - lo), 0.0, 1.0)
   sat = jnp.sum(rn * v[:, None], axis=0) / jnp.maximum(jnp.sum(v), 1.0)
-  w = 1.0 - sat
-  adv = (per @ w) * v
+  w = w0 * (1.0 - sat) ** gamma
+  agg = per @ w
+  if whiten:
+    mean, std = G.batch_mean_std(agg, v, ddof=std_ddof)
+    agg = (agg - mean) / (std + eps)
+  adv = agg * v
   return adv, _metrics(adv, adv, v, weights=w, saturation=sat, per_reward=per)
 
 

@@ -481,22 +481,40 @@ def rank(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
 
 @C.fast_path
 def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[Array] = None,
-         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group"):
-  """GLPO vote-anchored advantage: ``A_i = (r_i − r_vote(g)) / (σ_g + ε)``.
+         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
+         form: str = "glpo", bonus: float = 1.0):
+  """GLPO vote-guided advantage allocation (VAA-CSEC).
 
-  ``r_vote`` is the mean reward of the rollouts whose answer is the group's
-  majority (self-consistency) answer; if several answers tie for the
-  majority, the mean over all their rollouts. Source: GLPO / VAA-CSEC (seed
-  001_5839a3671b0b4d92.txt L135). The abstract says advantages are
-  reallocated by the margin to the vote-aggregated reward; the identity margin
-  map g(x)=x and the std scaling (``scale``) are our reading. A unanimous group
-  gets all-zero advantages.
+  ``r_vote(g)`` is the reward of the group's majority (self-consistency)
+  answer: the mean reward of the rollouts giving that answer (if several
+  answers tie for the majority, the mean over all their rollouts).
+
+  * ``form="glpo"`` (default, the authors' code): GRPO plus a one-sided
+    vote-margin bonus, ``A_i = (r_i − μ_g) / max(σ_g, eps) + bonus·max(0, r_i − r_vote(g))``.
+  * ``form="margin"``: ``A_i = (r_i − r_vote(g)) / (σ_g + eps)``, the vote
+    reward as the baseline (our earlier reading of the abstract); a rollout
+    with the vote reward gets 0.
+
+  ``scale`` picks σ (``"group"``: the group's std, ``"batch"``, ``"none"``: 1).
+  A unanimous group gets all-zero advantages in both forms.
+
+  Authors' code: github.com/HanYiton/VAA-CSEC ``YuYi/glpo/glpo_swift_plugin.py``
+  (``_glpo_compute_advantages``): base = (R − mean_K)/clamp(std_K (ddof 1),
+  min=GLPO_STD_EPS=1e-4), bonus = GLPO_BONUS_SCALE (1.0)·max(0, R − R(G)),
+  R(G) = the task reward of ``Counter.most_common(1)`` answer (the first
+  tied answer; ours averages the tied answers' rewards); pass ``eps=1e-4``
+  for their floor. Source: seed 001_5839a3671b0b4d92.txt L135.
 
   Args:
     answer_id: ``[B]`` int, any values (e.g. a hash of the normalised final
       answer); equal ids = same answer.
+    eps: added to σ (``"margin"``) or the lower bound of σ (``"glpo"``).
+    bonus: the vote-margin bonus scale (``"glpo"``), >= 0.
   """
   _check_common(eps, std_ddof, scale, "zero")
+  G.check_choice("form", form, ("glpo", "margin"))
+  if is_concrete(bonus) and not (jnp.ndim(bonus) == 0 and 0.0 <= float(bonus) < float("inf")):
+    raise ValueError(f"bonus must be a finite scalar >= 0, got {bonus!r}")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   b = r.shape[0]
   G.check_shape("answer_id", answer_id, (b,))
@@ -506,9 +524,13 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
   major = (cnt == top) & (v > 0)
   r_vote = G.seg_sum(r * major, gid, ng) / jnp.maximum(G.seg_sum(major.astype(r.dtype), gid, ng), 1.0)
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof)
-  denom = (st.std + eps) if scale == "group" else (
-      G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
-  adv = (r - r_vote[gid]) / denom * v
+  sigma = st.std if scale == "group" else (G.batch_mean_std(r, v, ddof=std_ddof)[1] if scale == "batch" else None)
+  if form == "margin":
+    denom = 1.0 if sigma is None else sigma + eps
+    adv = (r - r_vote[gid]) / denom * v
+  else:
+    denom = 1.0 if sigma is None else jnp.maximum(sigma, eps)
+    adv = ((r - st.mean) / denom + bonus * jnp.maximum(r - r_vote[gid], 0.0)) * v
   return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 

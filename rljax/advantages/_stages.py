@@ -190,13 +190,15 @@ def role_ema_baseline(*, decay: float = 0.95, update_first: bool = False, init: 
   return Advantage(unbound, name="role_ema_baseline", init=unbound, needs={"task_id"}, bind_fn=bind)
 
 
-def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True):
-  """HA-DW transform: ``A' = A·exp(λ·sgn(A)·(anchor − acc_g))`` (``signed=False``: no ``sgn(A)``), ``acc_g`` the
+def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, window: int = 0, scale: float = 1.0):
+  """HA-DW transform: ``A' = s·A·exp(λ·sgn(A)·(anchor − acc_g))`` (``signed=False``: no ``sgn(A)``), ``acc_g`` the
   group's mean of ``data.correct``.
 
-  The anchor (``HADWState``, an EMA of the batch accuracy) is checkpointed. Advantages as in ``_sequence_advantages``.
+  The anchor (``HADWState``: an EMA of the batch accuracy, or with ``window=k`` the mean of the last k batch
+  accuracies as in the authors' code; ``hadw(window=10, scale=1.5)`` after ``grpo`` is their estimator) is
+  checkpointed. Advantages as in ``_sequence_advantages``.
   """
-  est = _stateful.hadw(decay=decay, strength=strength, signed=signed)  # validates now
+  est = _stateful.hadw(decay=decay, strength=strength, signed=signed, window=window, scale=scale)  # validates now
   advantages = _sequence_advantages("hadw")
 
   def fn(data, state):

@@ -77,28 +77,40 @@ def role_ema_baseline(*, num_keys: int, decay: float = 0.95, update_first: bool 
 
 
 class HADWState(NamedTuple):
-  anchor: Array  # [] float32 EMA of batch accuracy (the difficulty anchor)
-  seen: Array    # [] bool
+  anchor: Array   # [] float32 the difficulty anchor (EMA, or window mean, of the batch accuracy)
+  seen: Array     # [] bool
+  history: Array  # [max(window, 1)] float32 the last ``window`` batch accuracies, newest last (window > 0)
+  count: Array    # [] int32 how many of ``history`` are filled
 
 
-def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True) -> StatefulEstimator:
+def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, window: int = 0,
+         scale: float = 1.0) -> StatefulEstimator:
   """HA-DW: history-anchored difficulty weighting of group-relative advantages.
 
-  With ``acc_g`` the group's accuracy and ``a`` the anchor (an EMA of past
-  batch accuracies): ``A'_i = A_i · exp(λ·sgn(A_i)·(a − acc_g(i)))``
-  (``signed=True``, default): on prompts harder than the anchor (acc < a)
-  positive advantages are up-weighted and negative ones down-weighted, the
-  reverse on easier prompts — the abstract's "underestimates advantages for
-  hard prompts, overestimates them for easy ones" read as a signed bias, and
-  the form Φ = exp(D·M), D = −sgn(Â)·sgn(p̂ − C), M = |p̂ − C| described in
-  TRL PR #4872 (closed) from the paper. ``signed=False``: ``exp(λ·(a − acc_g))``
-  for every row (hard prompts amplified in both directions). Weights are
-  positive, so signs never flip. After weighting,
-  ``a ← α·a + (1−α)·acc_batch`` (``acc_batch`` = mean of ``correct`` over
-  valid rows; the first call initialises ``a = acc_batch``, weighting with it).
-  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177, arXiv 2601.08521); the
-  exponential form, λ, the plain EMA anchor (the PR describes a Kalman-style
-  step η·σ_t) and α are our reading.
+  With ``acc_g`` the group's accuracy and ``a`` the difficulty anchor:
+
+      A'_i = s · A_i · exp(λ·sgn(A_i)·(a − acc_g(i)))          (signed=True, default)
+
+  On prompts harder than the anchor (acc < a) positive advantages are up-weighted and negative ones
+  down-weighted, the reverse on easier prompts. ``signed=False``: ``s·exp(λ·(a − acc_g))`` for every row (hard
+  prompts amplified in both directions). Weights are positive, so signs never flip.
+
+  The anchor:
+
+  * ``window=0`` (default): an EMA of past batch accuracies, used before it is updated: after weighting,
+    ``a ← α·a + (1−α)·acc_batch`` (``acc_batch`` = mean of ``correct`` over valid rows; the first call
+    initialises ``a = acc_batch``, weighting with it).
+  * ``window=k > 0``: the authors' anchor, the mean of the last k batch accuracies *including* the current
+    batch's (their ``trainer.reward_window_k``, 10 in their GSPO script).
+
+  Authors' code (github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py,
+  ``compute_ha_dw_outcome_advantage``): ``1.5·exp(−sgn(μ_g − μ_hist)·sgn(r_i − μ_g)·|μ_g − μ_hist|)`` times the
+  GRPO advantage, i.e. ``s = 1.5``, λ = 1, ``a = μ_hist`` (window mean of batch-mean rewards), signed: equal to
+  ``hadw(window=10, scale=1.5)`` applied to ``grpo`` with ``correct`` = the rewards (their statistics are of
+  the reward). The paper's own description (TRL PR #4872's summary) has a Kalman-style anchor step η·σ_t,
+  which their released code does not implement. Our default keeps the EMA anchor and ``s = 1`` (a factor
+  1.5 on every advantage is a learning-rate change, not a reweighting).
+  Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177, arXiv 2601.08521).
 
   ``update(state, advantages [B], correct [B], group_id [B], valid=None,
   num_groups=None)`` returns ``(advantages [B], info, new_state)``;
@@ -108,9 +120,15 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True) -> S
     raise ValueError(f"decay must be in [0, 1), got {decay!r}")
   if not strength >= 0:
     raise ValueError(f"strength must be >= 0, got {strength!r}")
+  if not (isinstance(window, int) and window >= 0):
+    raise ValueError(f"window must be an int >= 0, got {window!r}")
+  if not scale > 0:
+    raise ValueError(f"scale must be > 0, got {scale!r}")
+  slots = max(window, 1)
 
   def init() -> HADWState:
-    return HADWState(jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+    return HADWState(jnp.zeros((), jnp.float32), jnp.zeros((), bool), jnp.zeros((slots,), jnp.float32),
+                     jnp.zeros((), jnp.int32))
 
   def update(state: HADWState, advantages: Array, correct: Array, group_id: Array,
              valid: Optional[Array] = None, num_groups: Optional[int] = None):
@@ -119,14 +137,23 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True) -> S
     c = jnp.asarray(correct).astype(a.dtype)
     acc_g = G.row_stats(c, gid, v, ng, ddof=0).mean
     acc_b = jnp.sum(c * v) / jnp.maximum(jnp.sum(v), 1.0)
-    anchor = jnp.where(state.seen, state.anchor.astype(a.dtype), acc_b)
-    direction = jnp.sign(a) if signed else 1.0
-    w = jnp.exp(strength * direction * (anchor - acc_g))
-    adv = a * w * v
-    new_anchor = jnp.where(state.seen, decay * anchor + (1 - decay) * acc_b, acc_b)
     any_valid = jnp.sum(v) > 0
+    history, count = state.history, state.count
+    if window > 0:
+      history = jnp.where(any_valid, jnp.roll(history, -1).at[-1].set(acc_b.astype(history.dtype)), history)
+      count = jnp.where(any_valid, jnp.minimum(count + 1, window), count)
+      filled = jnp.arange(window) >= window - count
+      anchor = jnp.where(count > 0, jnp.sum(jnp.where(filled, history, 0.0)) / jnp.maximum(count, 1), acc_b)
+      anchor = anchor.astype(a.dtype)
+      new_anchor = anchor
+    else:
+      anchor = jnp.where(state.seen, state.anchor.astype(a.dtype), acc_b)
+      new_anchor = jnp.where(state.seen, decay * anchor + (1 - decay) * acc_b, acc_b)
+    direction = jnp.sign(a) if signed else 1.0
+    w = scale * jnp.exp(strength * direction * (anchor - acc_g))
+    adv = a * w * v
     new_state = HADWState(jnp.where(any_valid, new_anchor, state.anchor).astype(state.anchor.dtype),
-                          state.seen | any_valid)
+                          state.seen | any_valid, history, count.astype(jnp.int32))
     return adv, _metrics(adv, a, v, weights=w * v, anchor=anchor), new_state
 
   return StatefulEstimator(init, update)

@@ -48,8 +48,16 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   routed to the tokens whose ``segment_ids`` equal k (hard masks). Tokens with
   a segment id outside ``[0, K)`` (e.g. -1 for prompt/observation) or outside
   ``mask`` get 0. Sources: Blockwise Advantage Estimation, SLCA-GRPO,
-  DSS-GRPO (seed 001_5839a3671b0b4d92.txt L25, L57, L79); per-segment std
-  normalisation is not specified there (``scale`` chooses it).
+  DSS-GRPO (seed 001_5839a3671b0b4d92.txt L25, L57, L79). Paper (Blockwise
+  AE, arXiv 2602.10231 Sec. 4.2-4.3, App. B Alg. 1): ``A^(k) = r_k − b_k``
+  applied only to block k's tokens, the first block's baseline the group
+  mean, "with optional variance normalization as in GRPO"; their main runs
+  centre only (``scale="none"``), our default divides by the group std
+  (GRPO's, as SLCA/DSS-GRPO's "group-relative advantages"). Their
+  recommended baseline for later blocks is ``outcome_conditioned_baseline``
+  (route it with ``to_tokens``); the group mean here is their "Group Mean
+  Baseline" (Sec. 4.3 item 3). Their per-block token mean in the loss is an
+  aggregation choice (``rljax.objectives``), not part of the advantage.
 
   Args:
     rewards: ``[B, K]`` one reward per segment.
@@ -99,8 +107,12 @@ def outcome_conditioned_baseline(rewards: Array, outcome: Array, group_id: Array
   whether the first block's answer was correct) and each stratum is its own
   baseline, using within-group statistics only. ``scale="group"`` divides by
   the stratum's std (+ε). A stratum with one sample gets 0. Source: Blockwise
-  Advantage Estimation (seed 001_5839a3671b0b4d92.txt L25); our reading of
-  the abstract. Returns ``[B]``; route it to a block's tokens with
+  Advantage Estimation (seed 001_5839a3671b0b4d92.txt L25); the paper's form
+  (arXiv 2602.10231 Sec. 4.3 item 4, App. B Alg. 1 lines 7-10):
+  ``b = |G_o|^{-1} Σ_{j∈G_o} r_j`` over the group's samples with the same
+  intermediate outcome, ``A = r − b``, no std in their main runs (our default
+  ``scale="none"``); a singleton stratum's mean is its own reward, so A = 0
+  there too. Returns ``[B]``; route it to a block's tokens with
   ``segment``/``to_tokens``.
 
   Args:
@@ -271,22 +283,45 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
+def _turn_pool_normalize(x, tv, gid, ng, *, eps, ddof):
+  """Standardise ``x [B, M]`` over all the group's valid turns pooled (every row, every turn index)."""
+  b, nturn = x.shape
+  key = jnp.where(tv, gid[:, None], ng).reshape(-1)
+  st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng, ddof=ddof)
+  z = (x.reshape(-1) - st.mean) / (st.std + eps)
+  return (z * tv.reshape(-1)).reshape(b, nturn)
+
+
 @C.fast_path
 def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
                      mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
+                     episode_weight: Optional[float] = None, episode: str = "outcome",
                      turn_valid: Optional[Array] = None, valid: Optional[Array] = None,
                      num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1):
   """Mixed step/episode advantages with discounted returns over turns.
 
   ``G_{i,m} = Σ_{k≥m} γ^{k−m}·r_{i,k}`` over trajectory i's valid turns (never
   crossing trajectories); ``A^step_{i,m}`` standardises G across the group's
-  trajectories at the same turn index m; ``A^ep_i = grpo(episode_rewards)``;
-  each token of turn m gets ``w·A^step_{i,m} + (1−w)·A^ep_i`` (``w =
-  step_weight``). ``w = 0`` is episode-level GRPO broadcast over tokens.
-  Sources: Semi-online RL / UI-S1 (seed 001_5839a3671b0b4d92.txt L127), OPRL
-  (seed 000_3e503271be254a43.txt L67). The abstracts give the discounted
-  future return and the mix; the per-turn-index normalisation, w and γ are
-  our reading.
+  trajectories at the same turn index m; each token of turn m gets
+  ``w·A^step_{i,m} + w_ep·A^ep_{i,m}`` (``w = step_weight``, ``w_ep =
+  episode_weight``, default ``1 − w``). The episode term:
+
+  * ``episode="outcome"`` (default): ``A^ep_i = grpo(episode_rewards)_i``, the
+    trajectory's outcome advantage on every turn; ``w = 0`` is episode-level
+    GRPO broadcast over tokens.
+  * ``episode="turns"``: the authors' code: the turn's own reward ``r_{i,m}``
+    standardised over all valid turns of the group's trajectories pooled.
+
+  Authors' code (UI-S1, github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py,
+  ``compute_uis1_outcome_advantage``; one training row per turn):
+  ``episode_advantage_w·(r − μ_pool)/(σ_pool + ε) + step_advantage_w·(G − μ_m)/(σ_m + ε)``
+  with both weights 1 (``UI-S1/scripts/train_example.sh``: ``mode=mean_std_norm``, γ = 0.5) — here
+  ``step_episode_mix(step_weight=1, episode_weight=1, episode="turns", gamma=0.5)``. Two differences remain:
+  their return chain restarts at a turn whose action did not match the expert (``extract_match``), and a
+  pooled group with a single turn gets ``r/(1+ε)`` there, 0 here. Our default keeps a convex mix with the
+  outcome advantage, the abstract's "weighted step-level and episode-level advantages".
+  Sources: Semi-online RL / UI-S1 (seed 001_5839a3671b0b4d92.txt L127, arXiv 2509.11543), OPRL
+  (seed 000_3e503271be254a43.txt L67).
 
   Args:
     turn_rewards: ``[B, M]`` per-turn rewards; turn_ids: ``[B, T]`` int (turn of
@@ -298,6 +333,10 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   """
   if not 0.0 <= step_weight <= 1.0:
     raise ValueError(f"step_weight must be in [0, 1], got {step_weight!r}")
+  if episode_weight is not None and not (np.ndim(episode_weight) == 0 and 0.0 <= float(episode_weight) < np.inf):
+    raise ValueError(f"episode_weight must be a finite scalar >= 0 or None, got {episode_weight!r}")
+  G.check_choice("episode", episode, ("outcome", "turns"))
+  w_ep = 1.0 - step_weight if episode_weight is None else float(episode_weight)
   b, nturn = G.check_rank("turn_rewards", turn_rewards, 2)
   G.check_finite("turn_rewards", turn_rewards)
   ep, _ = grpo(
@@ -320,33 +359,51 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   returns = ret.T
   a_step = _turn_group_normalize(returns, tv, gid, ng, eps=eps, ddof=std_ddof)
   step_tok, inside = _turn_gather(a_step, turn_ids, m)
-  ep_tok = ep[:, None] * m
-  adv = step_weight * step_tok + (1 - step_weight) * ep_tok
+  if episode == "outcome":
+    ep_tok = ep[:, None] * m
+  else:
+    ep_tok, _ = _turn_gather(_turn_pool_normalize(tr, tv, gid, ng, eps=eps, ddof=std_ddof), turn_ids, m)
+  adv = step_weight * step_tok + w_ep * ep_tok
   return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
 
 
 @C.fast_path
 def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array, group_id: Array, *,
-                               mask: Array, lam: float = 0.5, turn_valid: Optional[Array] = None,
+                               mask: Array, lam: float = 0.5, eps_w: float = 0.5, signed: bool = True,
+                               norm: str = "pooled", turn_valid: Optional[Array] = None,
                                valid: Optional[Array] = None, num_groups: Optional[int] = None,
                                eps: float = 1e-6):
-  """TurnSight sign-preserving modulation: ``A_{i,t} = A_i·(1 + λ·tanh(z_{i,turn(t)}))``.
+  """TurnSight sign-preserving modulation of advantages by a per-turn hindsight signal.
 
-  ``z`` standardises the auxiliary per-turn signal (e.g. a hindsight score)
-  across the group's trajectories at the same turn index (population std,
-  +ε). Since 0 <= λ <= 1 and |tanh| < 1, the factor is positive, so every
-  token keeps the sign of the trajectory advantage; λ = 0 is the identity.
-  Source: TurnSight (seed 001_5839a3671b0b4d92.txt L3); the tanh form and
-  normalisation are our reading of "modulate while preserving the
-  optimisation direction".
+      z_{i,k} = (δ_{i,k} − μ_g) / (σ_g + ε)
+      w_{i,t} = 1 + ε_w·tanh(sgn(A_{i,t})·z_{i,turn(t)})          (``signed=False``: tanh(z))
+      A'_{i,t} = A_{i,t}·[(1 − λ) + λ·w_{i,t}] = A_{i,t}·(1 + λ ε_w tanh(·))
+
+  ``norm="pooled"`` (default): μ_g, σ_g (population) over all valid turns of
+  the group's sibling rollouts; ``"turn_index"``: across the group's
+  trajectories at the same turn index. Since λ, ε_w ∈ [0, 1] the factor is
+  positive, so every token keeps the sign of its advantage; λ = 0 or ε_w = 0
+  is the identity. With ``signed=True`` a hindsight signal agreeing with the
+  update direction enlarges it, a disagreeing one shrinks it.
+
+  Paper (TurnSight, arXiv 2608.04007, "Group-Normalized Weight Construction"
+  and "Advantage Integration"): exactly this with λ = ε_w = 0.5, except that
+  its μ, σ run over the selected *token-level* gaps of all valid turns
+  (token-weighted), ours over the per-turn signal (each turn once). Its code
+  (github.com/quchangle1/TurnSight) is not in our store.
+  ``signed=False, norm="turn_index", eps_w=1`` is our earlier reading
+  ``A·(1 + λ tanh(z))``. Source: seed 001_5839a3671b0b4d92.txt L3.
 
   Args:
-    advantages: ``[B]`` (broadcast over tokens) or ``[B, T]``; signal: ``[B, M]``;
-    turn_ids: ``[B, T]`` int (-1 = no turn: factor 1); mask: ``[B, T]``.
+    advantages: ``[B]`` (broadcast over tokens) or ``[B, T]``; signal: ``[B, M]``
+      (turn-level hindsight δ̄*); turn_ids: ``[B, T]`` int (-1 = no turn: factor 1); mask: ``[B, T]``.
 
   Returns:
     ``(advantages [B, T], info)`` with ``info["factor"] [B, T]``.
   """
+  if not 0.0 <= eps_w <= 1.0:
+    raise ValueError(f"eps_w must be in [0, 1] to preserve signs, got {eps_w!r}")
+  G.check_choice("norm", norm, ("pooled", "turn_index"))
   if not 0.0 <= lam <= 1.0:
     raise ValueError(f"lam must be in [0, 1] to preserve signs, got {lam!r}")
   b, nturn = G.check_rank("signal", signal, 2)
@@ -365,9 +422,12 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
     a = a * m
   tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
   tv = tv & (v[:, None] > 0)
-  z = _turn_group_normalize(jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0), tv, gid, ng, eps=eps, ddof=0)
+  sig = jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0)
+  normalize = _turn_pool_normalize if norm == "pooled" else _turn_group_normalize
+  z = normalize(sig, tv, gid, ng, eps=eps, ddof=0)
   z_tok, inside = _turn_gather(z, turn_ids, m)
-  factor = jnp.where(inside, 1 + lam * jnp.tanh(z_tok), 1.0)
+  arg = jnp.sign(a) * z_tok if signed else z_tok
+  factor = jnp.where(inside, 1 + lam * eps_w * jnp.tanh(arg), 1.0)
   adv = a * factor
   return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
 
@@ -380,8 +440,16 @@ def implicit_progress_reward(logp: Array, logp_ref: Array, mask: Array, *, beta:
   optimal advantage under the KL-regularised objective; it is returned with
   ``stop_gradient`` (no gradient flows into the policy through it) and 0
   outside ``mask``. It is additive over a step's tokens (sum over a turn's
-  tokens gives the step reward). Source: seed 001_5839a3671b0b4d92.txt L167
-  (related: OPRL, seed 000_3e503271be254a43.txt L67).
+  tokens gives the step reward). Source: progress advantage (seed
+  001_5839a3671b0b4d92.txt L167, arXiv 2606.26080; related: OPRL, seed
+  000_3e503271be254a43.txt L67).
+
+  Authors' code (github.com/deeplearning-wisc/progress-advantage:
+  ``pa/scoring.py``, ``per_step_progress_advantage``): a step's score is
+  ``β·(agg_t log π − agg_t log π_ref)`` over the step's action tokens, ``agg``
+  = sum (the sum of these rewards over the step) or mean (their scripts:
+  ``--token-agg mean``, the sum divided by the step's length). They use it to
+  score and rank trajectories at test time; the dense training reward is ours.
 
   Only positions in ``mask`` are read: padding may hold anything (NaN, −inf)
   and gives 0, eagerly and under ``jit`` alike. A non-finite log-prob inside

@@ -80,9 +80,10 @@ TECHNIQUES = _with_stages((
                                 "and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)")),
     Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
               f"{_S1} L163 (RoRecomp, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract)",
+              fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract, arXiv 2509.25958)",
                                 "short/long = within-group length rank among correct (incorrect) responses at "
-                                "`fraction`; the split threshold is ours")),
+                                "`fraction` (ours). Searched 2026-12 code/pages ('RoRecomp', title, 'compensation "
+                                "batch'): no code")),
     Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
               f"{_S1} L191 (A-LoL)",
               fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (sample_weights)",
@@ -91,8 +92,9 @@ TECHNIQUES = _with_stages((
     Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
               f"{_S1} L115 (VCRL, arXiv 2509.19803)",
               fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
-                                "score = var/var_max is a review's account of the paper (p = σ²/σ²_max); ours "
-                                "equals it for even G, lower for odd G; threshold rule ours")),
+                                "score = var/var_max per a review of the paper; ours equals it for even G, lower "
+                                "for odd G; threshold rule ours. Searched 2026-12 code/pages ('VCRL', title): no "
+                                "code")),
     Technique("dump", "filter", curriculum_scores,
               "p = softmax((mean_W |A|_j + c sqrt(2 ln(N+1)/(n_j+1))) / tau); arm ~ p, prompt ~ U(arm)",
               f"{_S1} L33 (DUMP, arXiv 2504.09710)",
