@@ -26,13 +26,13 @@ _S1 = "001_5839a3671b0b4d92.txt"
 
 TECHNIQUES = (
     Technique("exgrpo", "replay", exgrpo_pick,
-              "P(q) ∝ N(acc_b(q); 0.5, 1) / |b(q)|; replay argmin_entropy success of q in a group of G-1 fresh rows",
+              "P(q) ∝ N(acc_b(q); 0.5, 1/G) / |b(q)|; replay argmin_entropy success of q in a group of G-1 fresh rows",
               f"{_S0} L19, {_S1} L241 (ExGRPO, arXiv 2510.02245)",
-              fidelity=Fidelity("abstract", f"{_S1} L241 (ExGRPO abstract); the authors' README knobs "
-                                "(github.com/ElliottYan/LUFFY: ExGRPO/README.md)",
-                                "buckets = success counts, weight N(acc; 0.5, 1); entropy = the sampler's when "
-                                "sampled (paper: maybe the current policy's); p = 1 retires; experience prompts "
-                                "displace the loader's last ones")),
+              fidelity=Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/"
+                                "experience/weighted_bucket_sampler.py (normal)",
+                                "entropy: the sampler's (theirs: recomputed by the current policy); draws one by "
+                                "one without replacement (same first-draw law); a 0-success group rescores (theirs: "
+                                "kept); mu=, sigma= reachable")),
     Technique("rapo_replay", "replay", rapo_plan,
               "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
               f"{_S0} L23 (Fathom-DeepResearch / RAPO)",

@@ -11,7 +11,7 @@ row or slot index, as each docstring says, so a plan is a deterministic function
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -243,19 +243,23 @@ def positive_replay_plan(data, buf: ReplayBuffer, *, ratio: float = 0.5, max_suc
   return np.asarray(rows_out, np.int64), np.asarray(slots_out, np.int64)
 
 
-def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: float):
-  """``(bucket [N] int, weight [buckets + 1])``: bucket ``round(score * buckets)``, weight N(b / buckets; mu, sigma)."""
+def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: Optional[float]):
+  """``(bucket [N] int, weight [buckets + 1])``: bucket ``round(score * buckets)``, weight N(b / buckets; mu, sigma);
+  ``sigma=None``: one bucket, ``1 / buckets`` (the authors' ``sigma = 1`` success count)."""
+  sigma = 1.0 / buckets if sigma is None else float(sigma)
   b = np.rint(np.asarray(scores, np.float64) * buckets).astype(np.int64)
   centers = np.arange(buckets + 1) / buckets
   return b, np.exp(-0.5 * ((centers - mu) / sigma) ** 2)
 
 
-def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: Optional[float] = None) -> np.ndarray:
   """``[N]`` probability that ``exgrpo_pick``'s first draw is each of ``N`` prompts with success rates ``scores``.
 
   ``P(j) = w(b_j) / sum_{non-empty b} w(b) / |b_j|``, ``b_j = round(score_j * buckets)``,
   ``w(b) = exp(-(b / buckets - mu)^2 / (2 sigma^2))``: a bucket is drawn by its Gaussian weight, then a
-  prompt uniformly within it.
+  prompt uniformly within it. The default ``sigma = 1 / buckets`` is the authors' ``normal`` bucket weighting
+  (github.com/ElliottYan/LUFFY: ExGRPO/.../experience/weighted_bucket_sampler.py, ``_normal_mapping``:
+  ``N(k; G/2, 1)`` over the success count ``k`` of ``G`` rollouts, i.e. ``mu = 0.5``, ``sigma = 1/G`` in accuracy).
   """
   b, w = _bucket_weights(scores, buckets, mu, sigma)
   if b.size == 0:
@@ -265,13 +269,16 @@ def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: float =
   return w[b] / total / counts[b]
 
 
-def exgrpo_pick(prompts, scores, u, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+def exgrpo_pick(prompts, scores, u, *, buckets: int, mu: float = 0.5, sigma: Optional[float] = None) -> np.ndarray:
   """ExGRPO's question sampling: ``n`` distinct prompts drawn by accuracy bucket, without replacement.
 
   Draw ``i`` (``u [n, 2]`` uniforms in [0, 1)): among the buckets still holding a prompt, bucket ``b`` with
   probability ``w(b) / sum w`` (inverse CDF of ``u[i, 0]``), then the prompt at position
   ``floor(u[i, 1] * |b|)`` of that bucket's remaining prompts in ascending prompt order; the prompt leaves the
-  pool. Fewer than ``n`` prompts in the pool: every prompt, in draw order. See ``exgrpo_bucket_probs``.
+  pool. Fewer than ``n`` prompts in the pool: every prompt, in draw order. See ``exgrpo_bucket_probs`` (the first
+  draw's law, the authors' for one draw). The authors draw the ``n`` bucket counts at once (a multinomial, a full
+  bucket's excess redrawn) and then prompts without replacement within each bucket: the same first-draw law, a
+  slightly different joint law of the ``n`` draws.
 
   Returns ``[min(n, N)]`` int64 prompt ids.
   """

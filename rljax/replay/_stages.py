@@ -109,8 +109,8 @@ def positive_replay(*, capacity: int = 256, per_prompt: int = 2, ratio: float = 
                            store_group=lambda p: 0 < p <= max_success)
 
 
-def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5, sigma: float = 1.0,
-           buckets: Optional[int] = None, logp_old: str = "behavior"):
+def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5,
+           sigma: Optional[float] = None, buckets: Optional[int] = None, logp_old: str = "behavior"):
   """ExGRPO experience replay (arXiv 2510.02245; seed 000 L19, seed 001 L241).
 
   Management: after each step a prompt's fresh success rate ``p`` becomes the score of its stored rows; a prompt
@@ -120,7 +120,8 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   Selection, before the rollout (``prompts``): ``floor(ratio * P)`` of the step's ``P`` prompts (the last ones of
   the loader's batch) are replaced by experience prompts drawn by accuracy bucket with Gaussian weights
   ``N(acc_b; mu, sigma)`` (``_buffer.exgrpo_pick``; ``buckets`` default the group size, so a bucket is a
-  success count), never a prompt already in the batch. Each experience group is sampled as usual and its last
+  success count; ``sigma`` default one bucket, ``1 / buckets``: the authors' ``N(k; G/2, 1)`` over success counts,
+  ``exp_bucket_manager=normal`` in their ``exp_scripts/run_exgrpo.sh``), never a prompt already in the batch. Each experience group is sampled as usual and its last
   valid row is then replaced by the prompt's stored success with the lowest mean behaviour entropy
   (``_buffer.exgrpo_trajectory``): a mixed group of ``G - 1`` fresh rows and one replayed row, whose advantage
   is computed in that group. The displaced loader prompts are not trained on this epoch (counted:
@@ -134,8 +135,9 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   ratio = B.check_unit("ratio", ratio, lo_open=True)
   if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu):
     raise ValueError(f"mu must be a finite number, got {mu!r}")
-  if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0 or not math.isfinite(sigma):
-    raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+  if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0
+                            or not math.isfinite(sigma)):
+    raise ValueError(f"sigma must be None or a finite number > 0, got {sigma!r}")
   if buckets is not None:
     B.check_int("buckets", buckets)
   logp_old = _logp_old(logp_old)
