@@ -47,3 +47,25 @@ def test_exgrpo_stage_default_sigma_is_one_success_count():
   from rljax.replay import exgrpo
   assert inspect.signature(exgrpo).parameters["sigma"].default is None  # -> 1 / buckets (buckets = G)
   assert inspect.signature(B.exgrpo_pick).parameters["sigma"].default is None
+
+
+# ----------------------------------------------------------------------------- IRRL vs mengdi-li/internally-rewarded-rl
+
+
+def _irrl_authors_linear_clipping(p_true, num_classes):
+  """trainer.py, ``linear_clipping``: ``torch.clamp(c_pis_gt - 0.1, min=0, max=None)`` for 10 classes; disdain.py:
+  ``jnp.maximum(0, likelihood - 1 / num_skills)``."""
+  return np.maximum(np.asarray(p_true, np.float64) - 1.0 / num_classes, 0.0)
+
+
+@pytest.mark.parametrize("num_classes", [2, 10, 64])
+def test_clipped_linear_reward_is_the_authors_linear_clipping(num_classes):
+  rng = np.random.default_rng(num_classes)
+  logits = rng.normal(size=(256, num_classes)) * 3
+  p = np.exp(logits - logits.max(1, keepdims=True))
+  p /= p.sum(1, keepdims=True)
+  p_true = p[np.arange(256), rng.integers(0, num_classes, 256)]
+  ours, _ = _shaping.clipped_linear_reward(p_true.astype(np.float32), offset=-1.0 / num_classes)
+  np.testing.assert_allclose(np.asarray(ours, np.float64), _irrl_authors_linear_clipping(p_true, num_classes),
+                             rtol=0, atol=1e-6)
+  assert ROWS["clipped_linear_reward"].fidelity.basis == "authors_code"

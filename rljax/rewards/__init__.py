@@ -106,8 +106,10 @@ TECHNIQUES = _with_stages((
                                 "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours")),
     Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S0} L39 (IRRL abstract)",
-                                "scale, offset and clip range [0, 1] defaults are ours")),
+              fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "
+                                "(linear_clipping: clamp(p_y - 0.1, min=0))",
+                                "theirs: r = max(p_y − 1/K, 0), K classes (MNIST: 0.1); offset=-1/K gives it; "
+                                "default offset 0 (the class count is the caller's); high=1 never binds on p")),
     Technique("shortest_path_reward", "shaping", shortest_path_reward,
               "r' = r − 1[r ≠ 0]·max(l − L, 0)/(2l), L = fewest steps of a success in the group",
               f"{_S0} L37 (MobileRL / ADAGRPO)",
