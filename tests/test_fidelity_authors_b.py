@@ -69,3 +69,56 @@ def test_clipped_linear_reward_is_the_authors_linear_clipping(num_classes):
   np.testing.assert_allclose(np.asarray(ours, np.float64), _irrl_authors_linear_clipping(p_true, num_classes),
                              rtol=0, atol=1e-6)
   assert ROWS["clipped_linear_reward"].fidelity.basis == "authors_code"
+
+
+# ----------------------------------------------------------------------------- SPEAR vs TencentYoutuResearch/SPEAR
+
+
+def _spear_authors_recalibrated(steps, stored_rewards, baseline_buffer_size):
+  """``TrajectoryBufferBatch`` (verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py): ``update_batch`` appends the
+  step's per-group mean rewards to ``reward_mean_history`` (whole old steps popped while more than
+  ``baseline_buffer_size`` group means are held); ``maintain_reward_statistics`` takes ``reward_mean_50p =
+  np.percentile(flattened history, 50)``; ``prepare_for_selection`` recomputes the stored rows' advantages with
+  ``compute_grpo_outcome_advantage(custom_reward_mean_std=...)``, ``norm_adv_by_std_in_grpo=False``:
+  ``A = R - reward_mean_50p``, and keeps the rows with ``A >= 0``."""
+  history = []
+  for rewards, group_id in steps:
+    means = [float(np.mean(rewards[group_id == g])) for g in dict.fromkeys(group_id.tolist())]
+    while sum(len(h) for h in history) > baseline_buffer_size and history:
+      history.pop(0)
+    history.append(means)
+  p50 = np.percentile([m for h in history for m in h], 50)
+  adv = np.asarray(stored_rewards, np.float64) - p50
+  return p50, adv, adv >= 0
+
+
+def test_spear_recalibration_is_the_authors_percentile_baseline():
+  rng = np.random.default_rng(0)
+  for trial in range(20):
+    steps = []
+    for _ in range(int(rng.integers(1, 6))):
+      groups, size = int(rng.integers(1, 6)), int(rng.integers(2, 6))
+      steps.append((rng.random(groups * size) * (1 + trial % 3), np.repeat(np.arange(groups), size)))
+    window, count = np.zeros(10240), 0
+    for rewards, group_id in steps:
+      window, count, baseline = B.spear_baseline_update(
+          window, count, B.spear_group_means(rewards, group_id, np.ones(rewards.size, bool)))
+    buf = B.empty_buffer(6, 4)
+    buf.prompt_index[:5] = 0
+    buf.reward[:5] = rng.random(5) * 2
+    ours = B.spear_recalibrate(buf, baseline, step=0)
+    p50, adv, keep = _spear_authors_recalibrated(steps, buf.reward[:5], 10240)
+    assert baseline == pytest.approx(p50, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(ours[:5], adv, rtol=0, atol=1e-6)  # buffer rewards are float32
+    assert ours[5] == -np.inf
+    np.testing.assert_array_equal(ours[:5] > 0, keep)  # no ties at 0 here (ours drops A = 0, no gradient anyway)
+  assert ROWS["spear_replay"].fidelity.basis == "authors_code"
+
+
+def test_spear_defaults_follow_the_authors_code():
+  import inspect
+  from rljax.replay import spear_replay
+  params = inspect.signature(spear_replay).parameters
+  # update_batch keeps advantages.mean(-1) > 0; the baseline is the median of per-group mean rewards
+  assert params["threshold"].default == 0.0 and params["baseline"].default == "group"
+  assert params["recalibrate"].default == "median" and params["ramp_steps"].default == 200

@@ -53,11 +53,12 @@ TECHNIQUES = (
                                 "batches); FIFO, each buffered row replayed once, stored advantages; "
                                 "priority split as rorecomp")),
     Technique("spear_replay", "replay", spear_plan,
-              "store A > τ; replay stored rows with A' = R − median(recent R) > 0 as c(t)·A', c: cosine 0 → 1",
+              "store A > τ; replay stored rows with A' = R − median(recent group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
-              fidelity=Fidelity("abstract", f"{_S0} L75 (SPEAR abstract); SPEAR README knobs (trajectory_score_threshold, "
-                                "max_replay_loss_steps)",
-                                "replayed rows fill gradient-free rows of the batch (SPEAR: a separate SIL loss); "
-                                "the cosine loss coefficient is applied as an advantage scale; A' > 0 filter ours")),
+              fidelity=Fidelity("authors_code", "github.com/TencentYoutuResearch/SPEAR: verl-agent/verl/trainer/ppo/"
+                                "ray_trainer_hybrid.py (TrajectoryBufferBatch)",
+                                "replayed rows fill gradient-free rows each step, coef as an advantage scale (theirs: "
+                                "a SIL loss on a random 2^k subset when the buffer passes 1.5x size); A' > 0 (theirs "
+                                ">= 0); decay^age")),
 )
 TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

@@ -17,7 +17,8 @@ import numpy as np
 
 __all__ = ["ReplayBuffer", "empty_buffer", "store", "remove", "insert", "group_rows", "free_slots",
            "rapo_plan", "positive_replay_plan", "exgrpo_bucket_probs", "exgrpo_pick", "exgrpo_trajectory",
-           "compensation_plan", "success_store_plan", "spear_recalibrate", "spear_plan", "check_int", "check_unit"]
+           "compensation_plan", "success_store_plan", "spear_group_means", "spear_baseline_update", "spear_recalibrate",
+           "spear_plan", "check_int", "check_unit"]
 
 
 class ReplayBuffer(NamedTuple):
@@ -359,12 +360,34 @@ def check_unit(name: str, v, *, lo_open: bool = False) -> float:
   return float(v)
 
 
+def spear_group_means(rewards, group_id, valid) -> np.ndarray:
+  """``[G]`` the mean reward of each group's valid rows, in ascending group id (SPEAR's baseline samples: the
+  authors' ``TrajectoryBufferBatch.update_batch`` appends one mean reward per prompt group of the step)."""
+  r = np.asarray(rewards, np.float64)
+  return np.asarray([r[rows].mean() for rows in group_rows(group_id, valid).values()], np.float64)
+
+
+def spear_baseline_update(window: np.ndarray, count: int, new) -> tuple:
+  """``(window, count, baseline)``: ``new`` values appended to the ring ``window`` (its ``count`` values seen so
+  far; the latest ``len(window)`` kept) and the median of the kept values (0 when none): the authors' 50th
+  percentile of the flattened history (``maintain_reward_statistics``, ``reward_mean_50p``)."""
+  window, n = np.array(window), window.shape[0]
+  new = np.asarray(new, window.dtype).reshape(-1)[-n:]
+  window[(int(count) + np.arange(new.size)) % n] = new
+  count = int(count) + new.size
+  return window, count, float(np.median(window[:min(count, n)])) if count else 0.0
+
+
 def spear_recalibrate(buf: ReplayBuffer, baseline: float, *, step: int, mode: str = "median",
                       decay: float = 1.0) -> np.ndarray:
   """SPEAR's recalibrated advantage of every stored row ``[C]`` (empty slots: ``-inf``).
 
   ``mode="median"`` (the SPEAR README's default, ``weight_decay_trajectory_replay = -1``): ``A = R − b``, ``b`` the
-  median of the recent rewards (``baseline``). ``mode="decay"`` (its ``weight_decay_trajectory_replay`` in (0, 1]):
+  median of the recent group mean rewards (``baseline``; ``spear_baseline_update``): the authors'
+  ``prepare_for_selection`` (github.com/TencentYoutuResearch/SPEAR: verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py,
+  ``compute_grpo_outcome_advantage`` with ``custom_reward_mean_std`` = the 50th percentiles and
+  ``norm_adv_by_std_in_grpo=False`` as in their ``run_*_spear.sh``). ``mode="decay"`` (its
+  ``weight_decay_trajectory_replay`` in (0, 1]):
   ``A = A_stored · decay^(step − stored step)``, ``A_stored`` the row's mean stored advantage over its completion.
   """
   used = np.asarray(buf.prompt_index) >= 0

@@ -121,7 +121,8 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   the loader's batch) are replaced by experience prompts drawn by accuracy bucket with Gaussian weights
   ``N(acc_b; mu, sigma)`` (``_buffer.exgrpo_pick``; ``buckets`` default the group size, so a bucket is a
   success count; ``sigma`` default one bucket, ``1 / buckets``: the authors' ``N(k; G/2, 1)`` over success counts,
-  ``exp_bucket_manager=normal`` in their ``exp_scripts/run_exgrpo.sh``), never a prompt already in the batch. Each experience group is sampled as usual and its last
+  ``exp_bucket_manager=normal`` in their ``exp_scripts/run_exgrpo.sh``), never a prompt already in the batch.
+  Each experience group is sampled as usual and its last
   valid row is then replaced by the prompt's stored success with the lowest mean behaviour entropy
   (``_buffer.exgrpo_trajectory``): a mixed group of ``G - 1`` fresh rows and one replayed row, whose advantage
   is computed in that group. The displaced loader prompts are not trained on this epoch (counted:
@@ -239,8 +240,9 @@ def rorecomp_compensation(*, capacity: int = 256, fraction: float = 0.5, compens
 
 
 class SpearState(NamedTuple):
-  """``spear_replay``'s checkpointed state: the trajectory buffer and a ring of the latest ``N`` fresh rewards
-  (the baseline's window: ``rewards [N]`` float32, ``count []`` int64 rewards seen so far)."""
+  """``spear_replay``'s checkpointed state: the trajectory buffer and a ring of the latest ``N`` group mean rewards
+  (``baseline="reward"``: fresh rewards) (the baseline's window: ``rewards [N]`` float32, ``count []`` int64 values
+  seen so far)."""
   buffer: B.ReplayBuffer
   rewards: np.ndarray
   count: np.ndarray
@@ -255,16 +257,19 @@ def _row_advantages(data) -> np.ndarray:
   return (adv * cm).sum(1) / np.maximum(cm.sum(1), 1.0)
 
 
-def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 0.25, ramp_steps: int = 200,
-                 max_age: int = 10, baseline_size: int = 1024, recalibrate: str = "median", decay: float = 1.0,
-                 logp_old: str = "behavior"):
+def spear_replay(*, capacity: int = 256, threshold: float = 0.0, ratio: float = 0.25, ramp_steps: int = 200,
+                 max_age: int = 10, baseline_size: int = 1024, baseline: str = "group", recalibrate: str = "median",
+                 decay: float = 1.0, logp_old: str = "behavior"):
   """SPEAR self-imitation replay (seed 000_3e503271be254a43.txt L75), after the advantages.
 
-  *Store*: every fresh valid row whose advantage (mean over its completion) exceeds ``threshold`` (the SPEAR
-  README's ``trajectory_score_threshold`` = 1), with its tokens, behaviour log-probs, reward and advantages.
-  *Recalibrate* (``_buffer.spear_recalibrate``): a stored row's advantage is re-estimated against the current
-  policy's level, ``A = R − median(latest baseline_size fresh rewards)`` (the README's default), or its stored
-  advantage times ``decay^age`` (``recalibrate="decay"``). *Replay with the advantage filter*
+  *Store*: every fresh valid row whose advantage (mean over its completion) exceeds ``threshold`` (0: the authors'
+  ``TrajectoryBufferBatch.update_batch`` keeps ``advantages.mean(-1) > 0``; their README's
+  ``trajectory_score_threshold`` = 1 is not read there), with its tokens, behaviour log-probs, reward and
+  advantages. *Recalibrate* (``_buffer.spear_recalibrate``): a stored row's advantage is re-estimated against the
+  current policy's level, ``A = R − median(the latest baseline_size group mean rewards)`` (``baseline="group"``,
+  the authors' 50th percentile of per-group means, ``baseline_buffer_size``; ``baseline="reward"``: of the latest
+  fresh rewards), or its stored advantage times ``decay^age`` (``recalibrate="decay"``; the authors multiply by
+  ``weight_decay_trajectory_replay`` once). *Replay with the advantage filter*
   (``_buffer.spear_plan``): stored rows with ``A > 0``, at most ``max_age`` steps old (the README's
   ``trajectory_tolerate_steps`` = 10; older rows leave the buffer), best first, take the place of rows that carry
   no gradient (filtered-out rows, and fresh rows whose advantages are all 0, e.g. zero-variance groups), at most
@@ -273,8 +278,10 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
   README (``replay_loss_coef`` 1 reached over ``max_replay_loss_steps`` = 200 steps by a cosine schedule); for a
   loss linear in the advantage (the PPO clip family) scaling the advantage scales that row's loss exactly.
 
-  Ours: replayed rows share the step's batch and aggregation (SPEAR adds a separate self-imitation PPO loss),
-  and fill rows without gradient instead of enlarging the batch; ``logp_old="behavior"`` (default) gives them
+  Ours: replayed rows share the step's batch and aggregation (SPEAR adds a separate self-imitation PPO loss, run
+  when its buffer exceeds 1.5 × ``trajectory_buffer_size`` rows, on a random power-of-2 subset of the rows with
+  ``A >= 0``, and then emptied), and fill rows without gradient instead of enlarging the batch;
+  ``logp_old="behavior"`` (default) gives them
   the ratio against their stored behaviour log-probs, as an off-policy PPO update does. Rows stay in the buffer
   after a replay until they age out or are evicted (FIFO at ``capacity``).
   """
@@ -287,6 +294,8 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
     raise ValueError(f"threshold must be a finite number, got {threshold!r}")
   if recalibrate not in ("median", "decay"):
     raise ValueError(f"recalibrate must be 'median' or 'decay', got {recalibrate!r}")
+  if baseline not in ("group", "reward"):
+    raise ValueError(f"baseline must be 'group' or 'reward', got {baseline!r}")
   decay = B.check_unit("decay", decay, lo_open=True)
   logp_old = _logp_old(logp_old)
 
@@ -300,14 +309,12 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
       buf, step = state.buffer, int(data.step)
       fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
       row_adv = _row_advantages(data)
-      ring, count = np.array(state.rewards), int(state.count)
-      new = np.asarray(data.rewards, np.float32)[fresh][-baseline_size:]
-      ring[(count + np.arange(new.size)) % baseline_size] = new
-      count += new.size
-      baseline = float(np.median(ring[:min(count, baseline_size)])) if count else 0.0
+      new = (B.spear_group_means(data.rewards, data.group_id, fresh) if baseline == "group"
+             else np.asarray(data.rewards, np.float32)[fresh])
+      ring, count, level = B.spear_baseline_update(state.rewards, int(state.count), new)
       stale = np.flatnonzero((np.asarray(buf.prompt_index) >= 0) & (step - np.asarray(buf.step) > max_age))
       buf = B.remove(buf, stale)
-      rec = B.spear_recalibrate(buf, baseline, step=step, mode=recalibrate, decay=decay)
+      rec = B.spear_recalibrate(buf, level, step=step, mode=recalibrate, decay=decay)
       adv = np.asarray(data.require("advantages", "spear_replay"), np.float32)
       adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
       silent = ~data.valid | (fresh & ~np.any(adv_t != 0, axis=1))
@@ -321,7 +328,7 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
       buf = B.store(buf, data, keep, step=step, score=np.asarray(data.correct)[keep], advantages=adv_t[keep])
       return out, SpearState(buf, ring, np.asarray(count, np.int64)), {
           "replayed": float(rows.size), "stored": float(keep.size), "aged_out": float(stale.size),
-          "baseline": baseline, "coef": coef,
+          "baseline": level, "coef": coef,
           "replayed_advantage": float(rec[slots].mean()) if slots.size else 0.0, **_buffer_metrics(buf)}
 
     return Replay(init, fn, name="spear_replay", phase="advantages", logp_old=logp_old,
