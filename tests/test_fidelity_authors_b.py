@@ -122,3 +122,71 @@ def test_spear_defaults_follow_the_authors_code():
   # update_batch keeps advantages.mean(-1) > 0; the baseline is the median of per-group mean rewards
   assert params["threshold"].default == 0.0 and params["baseline"].default == "group"
   assert params["recalibrate"].default == "median" and params["ramp_steps"].default == 200
+
+
+# ----------------------------------------------------------------------------- format reward vs Search-R1
+
+_SR1_TAGS = ("think", "search", "information", "answer")
+_SR1_MOVES = {("<think>", "start"): "in_think", ("<think>", "information"): "in_think",
+              ("</think>", "in_think"): "after_think", ("<search>", "after_think"): "in_search",
+              ("</search>", "in_search"): "after_search", ("<information>", "after_search"): "in_information",
+              ("</information>", "in_information"): "information", ("<answer>", "after_think"): "in_answer",
+              ("</answer>", "in_answer"): "end"}
+
+
+def _search_r1_is_valid_sequence(content):
+  """``is_valid_sequence`` (verl/utils/reward_score/qa_em_format.py) on the text after the assistant marker: equal
+  opening/closing counts per tag, then a walk over the pieces split at the tags: a tag must be a legal move of
+  the state machine, text outside a block must be blank, and the walk must end in state ``end``."""
+  import re
+  for tag in _SR1_TAGS:
+    if len(re.findall(f"<{tag}>", content)) != len(re.findall(f"</{tag}>", content)):
+      return False
+  state = "start"
+  for part in re.split(r"(</?(?:think|search|information|answer)>)", content):
+    if not part.strip():
+      continue
+    if re.match(r"</?(?:think|search|information|answer)>", part):
+      if (part, state) not in _SR1_MOVES:
+        return False
+      state = _SR1_MOVES[(part, state)]
+    elif state not in ("in_think", "in_search", "in_information", "in_answer"):
+      return False
+  return state == "end"
+
+
+def _search_r1_like_text(rng):
+  """Mostly well-formed Search-R1 transcripts, then a few random edits (tags dropped, swapped, duplicated, text or
+  whitespace inserted between blocks), so both verdicts occur often."""
+  words = ["a", "b c", "\n", " ", "x<y", "</b>", "<thinking>", "\t", "answer", "<", ">"]
+  blocks = ["think"]
+  for _ in range(int(rng.integers(0, 3))):
+    blocks += ["search", "information", "think"]
+  blocks.append("answer")
+  pieces = []
+  for tag in blocks:
+    pieces += [str(rng.choice(["", " ", "\n"])), f"<{tag}>", "".join(rng.choice(words, int(rng.integers(0, 4)))),
+               f"</{tag}>"]
+  pieces.append(str(rng.choice(["", "\n", " tail"])))
+  for _ in range(int(rng.integers(0, 3))):
+    i, op = int(rng.integers(0, len(pieces))), int(rng.integers(0, 4))
+    if op == 0:
+      pieces.pop(i)
+    elif op == 1:
+      pieces.insert(i, f"<{rng.choice(_SR1_TAGS)}>" if rng.random() < 0.5 else f"</{rng.choice(_SR1_TAGS)}>")
+    elif op == 2:
+      pieces.insert(i, str(rng.choice(words)))
+    else:
+      j = int(rng.integers(0, len(pieces)))
+      pieces[i], pieces[j] = pieces[j], pieces[i]
+  return "".join(pieces)
+
+
+def test_search_r1_format_pattern_is_the_authors_is_valid_sequence():
+  from rljax.rewards import SEARCH_R1_FORMAT_PATTERN, format_regex
+  rng = np.random.default_rng(0)
+  texts = [_search_r1_like_text(rng) for _ in range(3000)]
+  ref = np.array([_search_r1_is_valid_sequence(t) for t in texts], np.float32)
+  assert 0.2 < ref.mean() < 0.8  # both verdicts are well represented
+  np.testing.assert_array_equal(format_regex(texts, pattern=SEARCH_R1_FORMAT_PATTERN), ref)
+  assert ROWS["format_regex"].fidelity.basis == "authors_code"

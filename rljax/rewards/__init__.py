@@ -24,13 +24,13 @@ from rljax.rewards._stages import with_stages as _with_stages
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
                                     length_penalty, overlong_penalty, prm_clip, prm_delta, rubric_dropout,
                                     token_counts)
-from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, exact_match, extract_math_answer, format_regex,
-                                      math_answer, normalize_math_answer, normalize_text)
+from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, SEARCH_R1_FORMAT_PATTERN, exact_match, extract_math_answer,
+                                      format_regex, math_answer, normalize_math_answer, normalize_text)
 
 __all__ = [
     "RewardError", "safe_reward", "composite", "exact_match", "math_answer", "format_regex", "code_tests",
     "extract_code",
-    "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN",
+    "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN", "SEARCH_R1_FORMAT_PATTERN",
     "token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "rubric_dropout", "prm_clip",
     "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "shortest_path_reward",
     "tool_call_reward", "cosine_weight", "count_calls", "TECHNIQUES",
@@ -54,9 +54,11 @@ TECHNIQUES = _with_stages((
                                 "number (sources=('boxed',) for verl's), exact/tolerant numeric equality")),
     Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
               f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
-              fidelity=Fidelity("abstract", f"{_S1} L161; {_S0} L15",
-                                "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
-                                "and full-match are ours")),
+              fidelity=Fidelity("authors_code", "github.com/PeterGriffinJin/Search-R1: verl/utils/reward_score/"
+                                "qa_em_format.py (is_valid_sequence)",
+                                "pattern=SEARCH_R1_FORMAT_PATTERN is theirs (on the completion, not after an "
+                                "assistant marker); default R1_FORMAT_PATTERN (think then answer, no search) ours; "
+                                "Gazal-R1's: no code")),
     Technique("code_tests", "reward", code_tests,
               "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
               "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
