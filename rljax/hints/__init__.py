@@ -44,14 +44,15 @@ TECHNIQUES = (
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
               fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
-                                "mistakes = this round's wrong answer keys of the group (paper: 'previously "
-                                "self-made'); correction as Guide's (not in the abstract)")),
+                                "mistakes = this round's wrong answer keys (paper: previous); correction as "
+                                "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
+                                "indexed; anonymous.4open.science: not stored (2026-12)")),
     Technique("adhint", "replay", adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
-              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract)",
-                                "built: the difficulty-prior hint ratio (difficulty = the round's 1 - p, linear: "
-                                "ours); hint in the prompt, not a forced prefix; not built: gradient modulation, "
-                                "hint masking, posterior advantages")),
+              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract, arXiv 2512.13095)",
+                                "built: hint ratio from the round's 1 − p (linear: ours), hint in the prompt; not "
+                                "built: gradient modulation, masking, posterior advantages. Code 'upon acceptance': "
+                                "none found (2026-12)")),
 )
 TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

@@ -37,8 +37,9 @@ TECHNIQUES = (
               "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
               f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
               fidelity=Fidelity("abstract", f"{_S0} L23 (RAPO: 'per-prompt replay buffers')",
-                                "trigger (all-failed group), per_group=1 row replaced, per_prompt=1 latest success "
-                                "kept per prompt: ours")),
+                                "trigger (all-failed group), per_group=1, per_prompt=1: ours. The authors' repo "
+                                "FractalAIResearchLabs/Fathom-DeepResearch holds inference/eval code only, no RAPO "
+                                "or replay (2026-12)")),
     Technique("positive_replay", "replay", positive_replay_plan,
               "p_g <= max_success: k = ceil(ratio (1 - p_g) n_g) failed rows <- stored successes of the prompt",
               f"{_S0} L37 (MobileRL / ADAGRPO)",
@@ -49,11 +50,11 @@ TECHNIQUES = (
               "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
               f"{_S1} L163 (RoRecomp)",
               fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
-                                "compensation rows fill the step's freed rows (the paper: separate compensation "
-                                "batches); FIFO, each buffered row replayed once, stored advantages; "
-                                "priority split as rorecomp")),
+                                "compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, "
+                                "stored A: ours. Searched code/pages ('RoRecomp', title), TencentYoutuResearch "
+                                "repos: no code (2026-12)")),
     Technique("spear_replay", "replay", spear_plan,
-              "store A > τ; replay stored rows with A' = R − median(recent group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
+              "store A > τ; replay stored rows with A' = R − median(recent group means) > 0 as c(t)·A', c: cosine 0 → 1",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
               fidelity=Fidelity("authors_code", "github.com/TencentYoutuResearch/SPEAR: verl-agent/verl/trainer/ppo/"
                                 "ray_trainer_hybrid.py (TrajectoryBufferBatch)",

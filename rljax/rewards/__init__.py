@@ -87,25 +87,32 @@ TECHNIQUES = _with_stages((
     Technique("rubric_dropout", "shaping", rubric_dropout,
               "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
               fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
-                                "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours")),
+                                "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
+                                "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
+                                "'Rubric-Dropout': no code (2026-12)")),
     Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "min(r − η, 0) is recalled from the paper (a description of its Clip figure agrees); η "
-                                "default ours")),
+                                "min(r − η, 0) recalled from the paper (a description of its Clip figure agrees); η "
+                                "ours. Searched pages (arXiv 2410.15115 v3, reviews), code (title, 'Clip Delta "
+                                "PRM'): no code link (2026-12)")),
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
               f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "r_t − r_{t+1} is recalled from the paper; keeping r_T on the last step is "
-                                "unverified")),
+                                "r_t − r_{t+1} recalled from the paper; keeping r_T on the last step unverified. "
+                                "Searched pages (arXiv 2410.15115 v3), code (title, 'Clip Delta PRM'): no code link "
+                                "(2026-12)")),
     Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
               f"{_S1} L219 (SCOPE-RL, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
-                                "additive gate r_outcome + w·1[correct]·r_process is ours; process terms are the "
-                                "caller's")),
+                                "gate r_outcome + w·1[correct]·r_process ours; process terms the caller's. Its link "
+                                "github.com/tokencraft-lab/SCOPE-RL: no snapshot, not indexed; code search "
+                                "'SCOPE-RL': other projects (2026-12)")),
     Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
               f"{_S0} L109 (OmniQuality-R, interpretation)",
               fidelity=Fidelity("abstract", f"{_S0} L109 (OmniQuality-R abstract)",
-                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours")),
+                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours. Searched pages (arXiv "
+                                "2510.10609, OpenReview) and code/repos ('OmniQuality', 'Gaussian-based reward'): "
+                                "no code (2026-12)")),
     Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
               fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "
