@@ -190,3 +190,109 @@ def test_search_r1_format_pattern_is_the_authors_is_valid_sequence():
   assert 0.2 < ref.mean() < 0.8  # both verdicts are well represented
   np.testing.assert_array_equal(format_regex(texts, pattern=SEARCH_R1_FORMAT_PATTERN), ref)
   assert ROWS["format_regex"].fidelity.basis == "authors_code"
+
+
+# ----------------------------------------------------------------------------- AdaPR vs xuyifan-0731/MobileRL-iclr
+
+
+class _MobileRLBuffer:
+  """``ReplayBuffer`` (training/verl/workers/agentic/replay_buffer.py), one row per trajectory: ``push`` purges by
+  age, inserts the top ``ceil(top_ratio * n)`` trajectories by mean advantage, evicts by the balanced score;
+  ``sample_for_training`` takes the top ``ceil(replay_ratio * B)`` by stored advantage."""
+
+  def __init__(self, max_size, top_ratio, replay_ratio, balance_alpha, max_age_steps):
+    self.max_size, self.top_ratio, self.replay_ratio = max_size, top_ratio, replay_ratio
+    self.alpha, self.max_age = balance_alpha, max_age_steps
+    self.adv, self.order, self.counter = {}, {}, 0  # dicts keep insertion order, as the authors' OrderedDict
+
+  def push(self, uuids, adv):
+    self.counter += 1
+    if self.max_age and self.max_age > 0:
+      for u in [u for u, o in self.order.items() if o <= self.counter - self.max_age]:
+        del self.adv[u], self.order[u]
+    k = max(1, math.ceil(self.top_ratio * len(uuids)))
+    for u, a in sorted(zip(uuids, adv), key=lambda kv: kv[1], reverse=True)[:k]:
+      self.adv[u], self.order[u] = a, self.counter
+    while len(self.adv) > self.max_size:
+      a, o = list(self.adv.values()), list(self.order.values())
+      da, do = max(a) - min(a) + 1e-8, max(o) - min(o) + 1e-8
+      score = {u: self.alpha * (self.adv[u] - min(a)) / da + (1 - self.alpha) * (self.order[u] - min(o)) / do
+               for u in self.adv}
+      lo = min(score.values())
+      victim = min([u for u, s_ in score.items() if abs(s_ - lo) < 1e-12], key=lambda u: self.order[u])
+      del self.adv[victim], self.order[victim]
+
+  def sample(self, batch_size):
+    k = max(1, math.ceil(self.replay_ratio * batch_size))
+    return [u for u, _ in sorted(self.adv.items(), key=lambda kv: kv[1], reverse=True)[:k]]
+
+
+def _apply_push(buf, ids, step, rows, adv, insert, remove):
+  """Our buffer after ``adapr_push_plan``: ``remove`` emptied, ``insert`` written (ids kept alongside)."""
+  buf = B.remove(buf, remove)
+  for r in insert:
+    slot = int(B.free_slots(buf, 1)[0])
+    buf.prompt_index[slot], buf.step[slot] = 0, step
+    buf.seq[slot] = int(buf.seq.max(initial=-1)) + 1
+    buf.completion_mask[slot] = [False, True, True, True]
+    buf.advantages[slot] = adv[list(rows).index(r)] * buf.completion_mask[slot]
+    ids[slot] = (step, int(r))
+  return buf
+
+
+@pytest.mark.parametrize("capacity,top_ratio,max_age,alpha", [(6, 0.25, 4, 0.5), (4, 0.5, 2, 0.3), (10, 1.0, 0, 1.0)])
+def test_adapr_buffer_is_the_authors_push_and_sample(capacity, top_ratio, max_age, alpha):
+  rng = np.random.default_rng(capacity)
+  authors = _MobileRLBuffer(capacity, top_ratio, 1.0, alpha, max_age)
+  buf, ids = B.empty_buffer(capacity, 4), {}
+  for step in range(12):
+    n = int(rng.integers(1, 12))
+    adv = rng.normal(size=n).astype(np.float32).astype(np.float64)  # float32-exact: stored as float32
+    rows = np.arange(n)
+    insert, remove = B.adapr_push_plan(buf, rows, adv, step=step, top_ratio=top_ratio, max_age=max_age,
+                                       balance_alpha=alpha)
+    buf = _apply_push(buf, ids, step, rows, adv, insert, remove)
+    authors.push([(step, int(r)) for r in rows], adv.tolist())
+    held = {ids[s] for s in np.flatnonzero(buf.prompt_index >= 0)}
+    assert held == set(authors.adv), step
+    free = np.arange(int(rng.integers(0, 2 * capacity)))
+    rows_r, slots_r = B.adapr_sample_plan(buf, free, k=math.ceil(1.0 * n))
+    expected = authors.sample(n)[:free.size]
+    assert [ids[int(s)] for s in slots_r] == expected and rows_r.tolist() == free[:len(expected)].tolist()
+
+
+def _step(rewards, advantages, *, step, t=5):
+  from rljax.stages import StepData
+  rewards = np.asarray(rewards, np.float32)
+  b = rewards.size
+  cm = np.zeros((b, t), bool)
+  cm[:, 2:] = True
+  tokens = np.repeat((100 * step + np.arange(b) + 1)[:, None], t, 1).astype(np.int32)
+  return StepData(tokens=tokens, prompt_mask=~cm, completion_mask=cm, group_id=np.arange(b, dtype=np.int32) // 4,
+                  num_groups=b // 4, valid=np.ones(b, bool), lengths=cm.sum(1).astype(np.int32),
+                  completions=("",) * b, problems=(None,) * b, prompt_index=np.arange(b, dtype=np.int64) // 4,
+                  rewards=rewards, correct=(rewards > 0.5) * 1.0, logp_behavior=np.full((b, t), -1.0, np.float32) * cm,
+                  max_new_tokens=3, step=step, advantages=np.asarray(advantages, np.float32))
+
+
+def test_positive_replay_mobilerl_mode_stores_the_top_advantages_and_fills_gradient_free_rows():
+  from rljax.replay import positive_replay
+  from rljax.stages import RunFacts
+  st = positive_replay(mode="mobilerl", capacity=4, top_ratio=0.25).bind(
+      RunFacts(num_prompts=2, group_size=4, max_new_tokens=3, seq_len=5))
+  assert st.phase == "advantages"
+  state = st.init()
+  # step 0: group 0 has one success (A = 1.5), group 1 is all-failed (A = 0, no gradient)
+  adv0 = [1.5, -0.5, -0.5, -0.5, 0, 0, 0, 0]
+  out, state, m = st.fn(_step([1, 0, 0, 0, 0, 0, 0, 0], adv0, step=0), state)
+  assert m["stored"] == 2 and state.prompt_index[state.prompt_index >= 0].size == 2  # ceil(0.25 * 8) = 2
+  # the stored rows (A = 1.5, then the first A = 0 row 4 beats -0.5) replay into the gradient-free rows 4..7
+  assert m["replayed"] == 2 and out.extras["replay_mask"].tolist() == [False] * 4 + [True, True, False, False]
+  np.testing.assert_allclose(out.advantages[4], 1.5 * out.completion_mask[4])
+  assert out.tokens[4, 0] == 1  # row 0's tokens
+  # four steps later the step-0 rows are purged by age (max_age 4)
+  for s in range(1, 5):
+    _, state, m = st.fn(_step([0] * 8, [0.0] * 8, step=s), state)
+  assert 0 not in set(state.step[state.prompt_index >= 0].tolist())
+  with pytest.raises(ValueError, match="mode"):
+    positive_replay(mode="x")

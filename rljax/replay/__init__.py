@@ -12,14 +12,16 @@ See ``docs/recipes.md`` (replay).
 import dataclasses
 
 from rljax._technique import Fidelity, Technique
-from rljax.replay._buffer import (ReplayBuffer, compensation_plan, empty_buffer, exgrpo_bucket_probs, exgrpo_pick,
-                                  exgrpo_trajectory, positive_replay_plan, rapo_plan, spear_plan, spear_recalibrate)
+from rljax.replay._buffer import (ReplayBuffer, adapr_push_plan, adapr_sample_plan, compensation_plan, empty_buffer,
+                                  exgrpo_bucket_probs, exgrpo_pick, exgrpo_trajectory, positive_replay_plan, rapo_plan,
+                                  spear_plan, spear_recalibrate)
 from rljax.replay._stages import STAGES as _STAGES
 from rljax.replay._stages import SpearState, exgrpo, positive_replay, rapo_replay, rorecomp_compensation, spear_replay
 
 __all__ = ["ReplayBuffer", "empty_buffer", "rapo_plan", "positive_replay_plan", "exgrpo_pick", "exgrpo_bucket_probs",
-           "exgrpo_trajectory", "compensation_plan", "rapo_replay", "positive_replay", "exgrpo",
-           "rorecomp_compensation", "spear_replay", "spear_plan", "spear_recalibrate", "SpearState", "TECHNIQUES"]
+           "exgrpo_trajectory", "adapr_push_plan", "adapr_sample_plan", "compensation_plan", "rapo_replay",
+           "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "spear_plan", "spear_recalibrate",
+           "SpearState", "TECHNIQUES"]
 
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
@@ -43,9 +45,11 @@ TECHNIQUES = (
     Technique("positive_replay", "replay", positive_replay_plan,
               "p_g <= max_success: k = ceil(ratio (1 - p_g) n_g) failed rows <- stored successes of the prompt",
               f"{_S0} L37 (MobileRL / ADAGRPO)",
-              fidelity=Fidelity("abstract", f"{_S0} L37 (MobileRL: 'difficulty-adaptive positive replay')",
-                                "stored: successes of hard groups (p <= max_success=0.5); replay count grows with "
-                                "1 - p (ratio=0.5): ours")),
+              fidelity=Fidelity("authors_code", "github.com/xuyifan-0731/MobileRL-iclr: "
+                                "training/verl/workers/agentic/replay_buffer.py (ReplayBuffer)",
+                                "theirs: mode='mobilerl' (top 25% mean-A rows stored, balanced eviction, age 4), "
+                                "replayed into gradient-free rows (theirs: appended); default mode='prompt' "
+                                "(same-prompt successes, before the advantages) ours")),
     Technique("rorecomp_compensation", "replay", compensation_plan,
               "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
               f"{_S1} L163 (RoRecomp)",
@@ -54,7 +58,7 @@ TECHNIQUES = (
                                 "stored A: ours. Searched code/pages ('RoRecomp', title), TencentYoutuResearch "
                                 "repos: no code (2026-12)")),
     Technique("spear_replay", "replay", spear_plan,
-              "store A > τ; replay stored rows with A' = R − median(recent group means) > 0 as c(t)·A', c: cosine 0 → 1",
+              "store A > τ; replay stored rows with A' = R − median(group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
               fidelity=Fidelity("authors_code", "github.com/TencentYoutuResearch/SPEAR: verl-agent/verl/trainer/ppo/"
                                 "ray_trainer_hybrid.py (TrajectoryBufferBatch)",

@@ -17,8 +17,8 @@ import numpy as np
 
 __all__ = ["ReplayBuffer", "empty_buffer", "store", "remove", "insert", "group_rows", "free_slots",
            "rapo_plan", "positive_replay_plan", "exgrpo_bucket_probs", "exgrpo_pick", "exgrpo_trajectory",
-           "compensation_plan", "success_store_plan", "spear_group_means", "spear_baseline_update", "spear_recalibrate",
-           "spear_plan", "check_int", "check_unit"]
+           "adapr_push_plan", "adapr_sample_plan", "compensation_plan", "success_store_plan", "spear_group_means",
+           "spear_baseline_update", "spear_recalibrate", "spear_plan", "check_int", "check_unit"]
 
 
 class ReplayBuffer(NamedTuple):
@@ -242,6 +242,67 @@ def positive_replay_plan(data, buf: ReplayBuffer, *, ratio: float = 0.5, max_suc
     rows_out += list(_worst_first(failed, rewards)[:k])
     slots_out += list(stored[:k])
   return np.asarray(rows_out, np.int64), np.asarray(slots_out, np.int64)
+
+
+def _row_means(values, mask) -> np.ndarray:
+  """``[C]`` each row's mean of ``values [C, T]`` over ``mask`` (0 for an empty mask; the authors' ``masked_row_mean``
+  divides by ``max(count, 1e-8)``)."""
+  m = np.asarray(mask, np.float64)
+  return (np.asarray(values, np.float64) * m).sum(1) / np.maximum(m.sum(1), 1e-8)
+
+
+def adapr_push_plan(buf: ReplayBuffer, rows, row_adv, *, step: int, top_ratio: float = 0.25, max_age: int = 4,
+                    balance_alpha: float = 0.5):
+  """MobileRL's Adaptive Positive Replay, the insertion (github.com/xuyifan-0731/MobileRL-iclr:
+  training/verl/workers/agentic/replay_buffer.py, ``ReplayBuffer.push``), on the batch's fresh rows ``rows [n]``
+  with mean advantages ``row_adv [n]`` (one row = one trajectory).
+
+  1. *Age purge*: stored rows with ``stored step <= step - max_age`` leave.
+  2. *Insert*: the ``k = max(1, ceil(top_ratio * n))`` rows of highest mean advantage (ties: the lower row).
+  3. *Evict* while more than ``C`` (the buffer's capacity) rows are held: the lowest
+     ``balance_alpha * adv_norm + (1 - balance_alpha) * recency_norm`` goes (both min-max normalised over the held
+     rows, ``+1e-8`` in the denominators; ties within 1e-12: the oldest, then the first held: stored rows by
+     ``seq``, then this step's by rank). A row inserted now may be evicted at once: it is then not inserted.
+
+  A stored row's advantage is its mean stored advantage over its completion. Returns ``(insert [k'] batch rows in
+  rank order, remove [m] slots)`` int64; ``store`` the first, ``remove`` the second.
+  """
+  rows, adv = np.asarray(rows, np.int64).reshape(-1), np.asarray(row_adv, np.float64).reshape(-1)
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  stored_step = np.asarray(buf.step)[used]
+  purged = used[stored_step <= int(step) - int(max_age)] if max_age and max_age > 0 else used[:0]
+  kept = np.setdiff1d(used, purged)
+  kept = kept[np.argsort(np.asarray(buf.seq)[kept], kind="stable")]
+  if rows.size == 0:
+    return np.zeros(0, np.int64), np.asarray(purged, np.int64)
+  k = max(1, math.ceil(top_ratio * rows.size - 1e-9))
+  rank = np.lexsort((rows, -adv))[:k]
+  cap = buf.tokens.shape[0]
+  # held rows: (is_new, id, adv, order); stored rows first (by seq), then the new ones by rank
+  held_adv = np.concatenate([_row_means(buf.advantages, buf.completion_mask)[kept], adv[rank]])
+  held_order = np.concatenate([np.asarray(buf.step, np.float64)[kept], np.full(rank.size, float(step))])
+  alive = np.ones(held_adv.size, bool)
+  while alive.sum() > cap:
+    a, o = held_adv[alive], held_order[alive]
+    score = (balance_alpha * (a - a.min()) / (a.max() - a.min() + 1e-8)
+             + (1.0 - balance_alpha) * (o - o.min()) / (o.max() - o.min() + 1e-8))
+    idx = np.flatnonzero(alive)
+    cand = idx[np.abs(score - score.min()) < 1e-12]
+    alive[cand[np.argmin(held_order[cand])]] = False  # argmin: the first held among the oldest
+  evicted = kept[~alive[:kept.size]]
+  return rows[rank][alive[kept.size:]], np.concatenate([purged, evicted]).astype(np.int64)
+
+
+def adapr_sample_plan(buf: ReplayBuffer, free_rows, k: int):
+  """MobileRL's Adaptive Positive Replay, the replay (``ReplayBuffer.sample_for_training``): the ``k`` held rows
+  of highest mean stored advantage (ties: the first stored) go to the batch's ``free_rows`` (ascending), as many
+  as there are free rows. Returns ``(rows [n], slots [n])`` int64."""
+  free = np.sort(np.asarray(free_rows, np.int64))
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  adv = _row_means(buf.advantages, buf.completion_mask)[used]
+  order = used[np.lexsort((np.asarray(buf.seq)[used], -adv))]
+  n = max(min(int(k), free.size, order.size), 0)
+  return free[:n], order[:n].astype(np.int64)
 
 
 def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: Optional[float]):

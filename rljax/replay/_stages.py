@@ -92,21 +92,75 @@ def rapo_replay(*, capacity: int = 256, per_prompt: int = 1, per_group: int = 1,
                            store_group=lambda p: p > 0)
 
 
-def positive_replay(*, capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5, max_success: float = 0.5,
-                    logp_old: str = "recompute"):
-  """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37): the successes of *hard* groups
-  (success rate ``0 < p <= max_success``) are stored (``per_prompt`` latest per prompt); a later hard group of
-  the same prompt takes ``ceil(ratio (1 - p) n)`` of them in place of failed rows
-  (``_buffer.positive_replay_plan``)."""
+def positive_replay(*, mode: str = "prompt", capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5,
+                    max_success: float = 0.5, top_ratio: float = 0.25, replay_ratio: float = 1.0,
+                    balance_alpha: float = 0.5, max_age: int = 4, logp_old: str = "recompute"):
+  """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37).
+
+  ``mode="prompt"`` (default, ours): the successes of *hard* groups (success rate ``0 < p <= max_success``) are
+  stored (``per_prompt`` latest per prompt); a later hard group of the same prompt takes ``ceil(ratio (1 - p) n)``
+  of them in place of failed rows (``_buffer.positive_replay_plan``), before the advantages, so the group's
+  advantages see the replayed successes.
+
+  ``mode="mobilerl"``: the authors' buffer (github.com/xuyifan-0731/MobileRL-iclr:
+  training/verl/workers/agentic/replay_buffer.py, with their ``glm_mobilerl.yaml``: ``max_size`` 256 =
+  ``capacity``, ``top_ratio`` 0.25, ``replay_ratio`` 1.0, ``balance_alpha`` 0.5, ``max_age_steps`` 4), after the
+  advantages: each step the fresh rows of highest mean advantage (the top ``top_ratio``; with group-normalised
+  advantages a success weighs more the harder its group, hence "difficulty-adaptive") are stored with their
+  advantages (``_buffer.adapr_push_plan``: age purge, balanced advantage/recency eviction); then the
+  ``ceil(replay_ratio * B)`` stored rows of highest advantage (``_buffer.adapr_sample_plan``) train with their
+  stored advantages. The authors append them to the batch (which grows); here they fill the rows that carry no
+  gradient (filtered-out rows, fresh rows whose advantages are all 0), as ``spear_replay``'s do.
+  """
+  if mode not in ("prompt", "mobilerl"):
+    raise ValueError(f"mode must be 'prompt' or 'mobilerl', got {mode!r}")
   B.check_int("capacity", capacity)
   B.check_int("per_prompt", per_prompt)
   ratio = B.check_unit("ratio", ratio, lo_open=True)
   max_success = B.check_unit("max_success", max_success)
+  top_ratio = B.check_unit("top_ratio", top_ratio, lo_open=True)
+  replay_ratio = B.check_unit("replay_ratio", replay_ratio, lo_open=True)
+  balance_alpha = B.check_unit("balance_alpha", balance_alpha)
+  B.check_int("max_age", max_age, minimum=0)
+  if mode == "mobilerl":
+    return _adapr_stage(capacity=capacity, top_ratio=top_ratio, replay_ratio=replay_ratio,
+                        balance_alpha=balance_alpha, max_age=max_age, logp_old=_logp_old(logp_old))
   return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt,
                            logp_old=_logp_old(logp_old),
                            plan=lambda data, buf: B.positive_replay_plan(data, buf, ratio=ratio,
                                                                          max_success=max_success),
                            store_group=lambda p: 0 < p <= max_success)
+
+
+def _adapr_stage(*, capacity: int, top_ratio: float, replay_ratio: float, balance_alpha: float, max_age: int,
+                 logp_old: str):
+  """``positive_replay(mode="mobilerl")``: MobileRL's Adaptive Positive Replay buffer, after the advantages."""
+
+  def build(facts):
+    def init():
+      return B.empty_buffer(capacity, _width(facts, "positive_replay"))
+
+    def fn(data, state):
+      data = _start(data)
+      fresh = np.flatnonzero(data.valid & ~np.asarray(data.extras["replay_mask"], bool))
+      adv = np.asarray(data.require("advantages", "positive_replay"), np.float32)
+      adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
+      row_adv = B._row_means(adv_t, data.completion_mask)  # pylint: disable=protected-access
+      new_rows, drop = B.adapr_push_plan(state, fresh, row_adv[fresh], step=int(data.step), top_ratio=top_ratio,
+                                         max_age=max_age, balance_alpha=balance_alpha)
+      state = B.store(B.remove(state, drop), data, new_rows, step=int(data.step),
+                      score=np.asarray(data.correct)[new_rows], advantages=adv_t[new_rows])
+      silent = ~data.valid | (data.valid & ~np.any(adv_t != 0, axis=1))
+      rows, slots = B.adapr_sample_plan(state, np.flatnonzero(silent),
+                                        math.ceil(replay_ratio * data.batch_size - 1e-9))
+      out = B.insert(data, state, rows, slots, advantages=True)
+      return out, state, {"replayed": float(rows.size), "stored": float(new_rows.size),
+                          "evicted": float(drop.size), **_buffer_metrics(state)}
+
+    return Replay(init, fn, name="positive_replay", phase="advantages", logp_old=logp_old,
+                  bind_fn=lambda stage, f: build(f))
+
+  return build(None)
 
 
 def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5,
