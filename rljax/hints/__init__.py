@@ -28,18 +28,19 @@ TECHNIQUES = (
     Technique("guide", "replay", unhinted_rows,
               f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
               f"{_S1} L183 (Guide)",
-              fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract: hints for all-failed prompts, IS ratio "
-                                "for the hint-free context)",
-                                "hint = the reference answer (fraction=1) in a template; the whole failed group "
-                                "is re-sampled (rows=1); ratio = PPO ratio with logp_old = hinted behaviour logp")),
+              fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract); code: "
+                                "github.com/vaskar-open-source-research/guide_rl (not yet compared)",
+                                "ours: answer hint, ratio vs hinted logp. Theirs (ray_trainer "
+                                "_roll_with_prompt_variant, core_algos): dataset hint, unclipped r/(r+γ), γ = q90 "
+                                "of r, r vs π_old(y|x). Follow-up")),
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
-              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract: off-context rollouts, solution-prefix "
-                                "guidance, importance correction)",
-                                "guidance = answer prefix (fraction=0.5) in the prompt; half the failed group "
-                                "(rows=0.5) is guided; correction as Guide's (the exact objective is not in "
-                                "the abstract)")),
+              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract); code: "
+                                "github.com/AgPriyank/OC-GRPO (not yet compared)",
+                                "ours: prefix f=0.5, half the group, ratio vs hinted logp. Theirs "
+                                "(verl_grpo/trainer/ray_trainer.py): prefix cascade 0.2..1.0, "
+                                "A·clamp(π(y|x)/π(y|x+h), 0.01, 1) per token. Follow-up")),
     Technique("lte", "replay", mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
