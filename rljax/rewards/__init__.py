@@ -98,9 +98,9 @@ TECHNIQUES = _with_stages((
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
               f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "r_t − r_{t+1} recalled from the paper; keeping r_T on the last step unverified. "
-                                "Searched pages (arXiv 2410.15115 v3), code (title, 'Clip Delta PRM'): no code link "
-                                "(2026-12)")),
+                                "r_t − r_{t+1} recalled; keeping r_T on the last step unverified (a figure "
+                                "description crosses the last step's delta out). Searched arXiv 2410.15115 v3, code "
+                                "(title, 'Clip Delta PRM'): no code (2026-12)")),
     Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
               f"{_S1} L219 (SCOPE-RL, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
