@@ -296,3 +296,10 @@ def test_positive_replay_mobilerl_mode_stores_the_top_advantages_and_fills_gradi
   assert 0 not in set(state.step[state.prompt_index >= 0].tolist())
   with pytest.raises(ValueError, match="mode"):
     positive_replay(mode="x")
+
+
+def test_positive_replay_logp_old_defaults_per_mode():
+  from rljax.replay import positive_replay
+  assert positive_replay().logp_old == "recompute"
+  assert positive_replay(mode="mobilerl").logp_old == "behavior"  # their rows keep the pushing step's old logp
+  assert positive_replay(mode="mobilerl", logp_old="recompute").logp_old == "recompute"

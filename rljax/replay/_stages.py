@@ -94,7 +94,7 @@ def rapo_replay(*, capacity: int = 256, per_prompt: int = 1, per_group: int = 1,
 
 def positive_replay(*, mode: str = "prompt", capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5,
                     max_success: float = 0.5, top_ratio: float = 0.25, replay_ratio: float = 1.0,
-                    balance_alpha: float = 0.5, max_age: int = 4, logp_old: str = "recompute"):
+                    balance_alpha: float = 0.5, max_age: int = 4, logp_old: Optional[str] = None):
   """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37).
 
   ``mode="prompt"`` (default, ours): the successes of *hard* groups (success rate ``0 < p <= max_success``) are
@@ -111,6 +111,9 @@ def positive_replay(*, mode: str = "prompt", capacity: int = 256, per_prompt: in
   ``ceil(replay_ratio * B)`` stored rows of highest advantage (``_buffer.adapr_sample_plan``) train with their
   stored advantages. The authors append them to the batch (which grows); here they fill the rows that carry no
   gradient (filtered-out rows, fresh rows whose advantages are all 0), as ``spear_replay``'s do.
+
+  ``logp_old``: default ``"recompute"`` for ``mode="prompt"``, ``"behavior"`` for ``mode="mobilerl"`` (the
+  authors' stored rows keep the ``old_log_probs`` of the step that pushed them).
   """
   if mode not in ("prompt", "mobilerl"):
     raise ValueError(f"mode must be 'prompt' or 'mobilerl', got {mode!r}")
@@ -122,11 +125,11 @@ def positive_replay(*, mode: str = "prompt", capacity: int = 256, per_prompt: in
   replay_ratio = B.check_unit("replay_ratio", replay_ratio, lo_open=True)
   balance_alpha = B.check_unit("balance_alpha", balance_alpha)
   B.check_int("max_age", max_age, minimum=0)
+  logp_old = _logp_old(logp_old if logp_old is not None else ("behavior" if mode == "mobilerl" else "recompute"))
   if mode == "mobilerl":
     return _adapr_stage(capacity=capacity, top_ratio=top_ratio, replay_ratio=replay_ratio,
-                        balance_alpha=balance_alpha, max_age=max_age, logp_old=_logp_old(logp_old))
-  return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt,
-                           logp_old=_logp_old(logp_old),
+                        balance_alpha=balance_alpha, max_age=max_age, logp_old=logp_old)
+  return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt, logp_old=logp_old,
                            plan=lambda data, buf: B.positive_replay_plan(data, buf, ratio=ratio,
                                                                          max_success=max_success),
                            store_group=lambda p: 0 < p <= max_success)
