@@ -303,3 +303,60 @@ def test_positive_replay_logp_old_defaults_per_mode():
   assert positive_replay().logp_old == "recompute"
   assert positive_replay(mode="mobilerl").logp_old == "behavior"  # their rows keep the pushing step's old logp
   assert positive_replay(mode="mobilerl", logp_old="recompute").logp_old == "recompute"
+
+
+# ----------------------------------------------------------------------------- Guide vs vaskar-open-source-research/guide_rl
+
+
+def _guide_authors_loss(logp, old, adv, mask, on_policy, cliprange=0.2, gamma=1.0):
+  """``compute_policy_loss`` (verl/verl/trainer/ppo/core_algos.py), ``gamma_strategy="constant"`` (their
+  ppo_trainer.yaml): ``r = exp(logp - old)`` with ``old`` the hinted-prompt log-prob of a hinted row
+  (``importance_weighted_reroll``); off-policy rows ``r <- r / (r + gamma)``, unclipped; on-policy rows PPO clip;
+  ``max`` of the two losses, masked token mean."""
+  r = np.exp(logp - old)
+  off = ~on_policy[:, None]
+  r = np.where(off, r / (r + gamma), r)
+  pg1 = -adv * r
+  pg2 = -adv * np.where(off, r, np.clip(r, 1 - cliprange, 1 + cliprange))
+  return (np.maximum(pg1, pg2) * mask).sum() / mask.sum()
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.3])
+def test_guide_off_context_loss_is_the_authors_constant_gamma_shaping(gamma):
+  import jax
+  import jax.numpy as jnp
+  import rljax.objectives as O
+  from rljax.types import PolicyOutputs, TrainBatch
+  rng = np.random.default_rng(int(gamma * 10))
+  b, t = 8, 6
+  hinted = np.array([False] * 4 + [True] * 4)  # a failed group re-sampled with the hint: rows 4..7
+  old = -rng.uniform(0.1, 2.0, (b, t))  # hinted rows: log pi_old(y | x + h), as the hints stage's logp_old
+  logp = old + rng.normal(scale=0.5, size=(b, t))
+  mask = (rng.uniform(size=(b, t)) < 0.85).astype(np.float64)
+  mask[:, 0] = 1
+  adv = np.repeat(rng.normal(size=(b, 1)), t, 1)
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                            advantages=jnp.asarray(adv, jnp.float32), group_id=jnp.arange(b) // 4,
+                            logp_old=jnp.asarray(old, jnp.float32), extras={"replay_mask": jnp.asarray(hinted)})
+  obj = O.chain(O.exgrpo_policy(0.2, 0.2, beta=gamma), aggregate=O.token_mean)
+  f = lambda lp: obj(PolicyOutputs.create(logp=lp), batch)[0]
+  got = float(f(jnp.asarray(logp, jnp.float32)))
+  np.testing.assert_allclose(got, _guide_authors_loss(logp, old, adv, mask, ~hinted, gamma=gamma), rtol=1e-5)
+  grad = np.asarray(jax.grad(f)(jnp.asarray(logp, jnp.float32)))
+  h = 1e-6
+  ref_grad = np.zeros_like(logp)
+  for idx in np.ndindex(logp.shape):
+    e = np.zeros_like(logp)
+    e[idx] = h
+    ref_grad[idx] = (_guide_authors_loss(logp + e, old, adv, mask, ~hinted, gamma=gamma)
+                     - _guide_authors_loss(logp - e, old, adv, mask, ~hinted, gamma=gamma)) / (2 * h)
+  np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6)
+
+
+def test_guide_defaults_are_the_authors_reroll():
+  import inspect
+  from rljax.hints import guide
+  params = inspect.signature(guide).parameters
+  # reroll_threshold 0.001 (all-failed groups), the whole group re-sampled, pi_old under the hinted prompt
+  assert params["rows"].default == 1.0 and params["logp_old"].default == "behavior"
+  assert ROWS["guide"].fidelity.basis == "authors_code"

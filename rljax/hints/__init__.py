@@ -28,11 +28,11 @@ TECHNIQUES = (
     Technique("guide", "replay", unhinted_rows,
               f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
               f"{_S1} L183 (Guide)",
-              fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract); code: "
-                                "github.com/vaskar-open-source-research/guide_rl (not yet compared)",
-                                "ours: answer hint, ratio vs hinted logp. Theirs (ray_trainer "
-                                "_roll_with_prompt_variant, core_algos): dataset hint, unclipped r/(r+γ), γ = q90 "
-                                "of r, r vs π_old(y|x). Follow-up")),
+              fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
+                                "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
+                                "theirs = guide + loss exgrpo_policy(beta=γ) (yaml: γ = 1; paper scripts: γ = q0.9 "
+                                "of the ratios, not built); hint = the reference answer (theirs: a dataset hint); "
+                                "hinted 0/1-accuracy groups kept (theirs: dropped)")),
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
