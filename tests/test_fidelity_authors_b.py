@@ -305,7 +305,7 @@ def test_positive_replay_logp_old_defaults_per_mode():
   assert positive_replay(mode="mobilerl", logp_old="recompute").logp_old == "recompute"
 
 
-# ----------------------------------------------------------------------------- Guide vs vaskar-open-source-research/guide_rl
+# ------------------------------------------------------------------------ Guide vs vaskar-open-source-research/guide_rl
 
 
 def _guide_authors_loss(logp, old, adv, mask, on_policy, cliprange=0.2, gamma=1.0):
