@@ -360,3 +360,54 @@ def test_guide_defaults_are_the_authors_reroll():
   # reroll_threshold 0.001 (all-failed groups), the whole group re-sampled, pi_old under the hinted prompt
   assert params["rows"].default == 1.0 and params["logp_old"].default == "behavior"
   assert ROWS["guide"].fidelity.basis == "authors_code"
+
+
+# ----------------------------------------------------------------------------- OC-GRPO vs AgPriyank/OC-GRPO
+
+
+def _oc_grpo_authors_loss(logp, old_x, old_hinted, adv, mask, replaced, clamp_min=0.01, eps=0.2, clip_c=3.0):
+  """verl_grpo/trainer/ray_trainer.py, ``is_correction_mode: per_token``: on the hint-replaced rows the advantages
+  are multiplied by ``w_t = clamp(exp(-(log pi_old(y_t | x~) - log pi_old(y_t | x))), clamp_min, 1)`` (``1`` on the
+  other rows); then verl 0.4.1's vanilla ``compute_policy_loss`` (``r = exp(logp - log pi_old(y | x))``, PPO clip,
+  dual clip ``clip_ratio_c = 3`` on negative advantages), token mean."""
+  w = np.where(replaced[:, None], np.clip(np.exp(old_x - old_hinted), clamp_min, 1.0), 1.0)
+  a = adv * w
+  r = np.exp(logp - old_x)
+  pg = np.maximum(-a * r, -a * np.clip(r, 1 - eps, 1 + eps))
+  pg = np.where(a < 0, np.minimum(-a * clip_c, pg), pg)
+  return (pg * mask).sum() / mask.sum()
+
+
+def test_oc_grpo_correction_is_the_authors_per_token_is_weight():
+  import jax
+  import jax.numpy as jnp
+  import rljax.objectives as O
+  from rljax.types import PolicyOutputs, TrainBatch
+  rng = np.random.default_rng(7)
+  b, t = 8, 6
+  replaced = np.array([False] * 4 + [True] * 4)  # an all-failed group whose responses came from x + prefix
+  old_x = -rng.uniform(0.1, 2.0, (b, t))  # log pi_old(y | x): logp_old="recompute"
+  old_hinted = np.where(replaced[:, None], old_x + rng.normal(scale=1.5, size=(b, t)), old_x)  # the sampler's
+  old_hinted[5, 1] = old_x[5, 1] + 6.0  # w = e^-6 < 0.01: the lower clamp binds
+  logp = old_x + rng.normal(scale=0.4, size=(b, t))
+  mask = (rng.uniform(size=(b, t)) < 0.85).astype(np.float64)
+  mask[:, 0] = 1
+  adv = np.repeat(rng.normal(size=(b, 1)), t, 1)
+  batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                            advantages=jnp.asarray(adv, jnp.float32), group_id=jnp.arange(b) // 4,
+                            logp_old=jnp.asarray(old_x, jnp.float32),
+                            logp_behavior=jnp.asarray(old_hinted, jnp.float32))
+  obj = O.chain(O.ppo_clip(0.2, 0.2, dual_clip=3.0, correction=O.tis(1.0, lower=0.01)), aggregate=O.token_mean)
+  f = lambda lp: obj(PolicyOutputs.create(logp=lp), batch)[0]
+  ref = lambda lp: _oc_grpo_authors_loss(lp, old_x, old_hinted, adv, mask, replaced)
+  np.testing.assert_allclose(float(f(jnp.asarray(logp, jnp.float32))), ref(logp), rtol=1e-5)
+  grad = np.asarray(jax.grad(f)(jnp.asarray(logp, jnp.float32)))
+  h, ref_grad = 1e-6, np.zeros_like(logp)
+  for idx in np.ndindex(logp.shape):
+    e = np.zeros_like(logp)
+    e[idx] = h
+    ref_grad[idx] = (ref(logp + e) - ref(logp - e)) / (2 * h)
+  np.testing.assert_allclose(grad, ref_grad, rtol=1e-4, atol=1e-6)
+  w = np.clip(np.exp(old_x - old_hinted), 0.01, 1.0)[replaced]
+  assert (w == 1).any() and (w == 0.01).any() and ((w > 0.01) & (w < 1)).any()  # both bounds and between
+  assert ROWS["oc_grpo"].fidelity.basis == "authors_code"

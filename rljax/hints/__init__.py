@@ -36,11 +36,11 @@ TECHNIQUES = (
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
-              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract); code: "
-                                "github.com/AgPriyank/OC-GRPO (not yet compared)",
-                                "ours: prefix f=0.5, half the group, ratio vs hinted logp. Theirs "
-                                "(verl_grpo/trainer/ray_trainer.py): prefix cascade 0.2..1.0, "
-                                "A·clamp(π(y|x)/π(y|x+h), 0.01, 1) per token. Follow-up")),
+              fidelity=Fidelity("authors_code", "github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py "
+                                "(is_correction_mode per_token)",
+                                "theirs = oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01); "
+                                "their prefix cascade 0.2→1.0 (first level solved) not built; f=0.5, rows=0.5, "
+                                "ratio vs hinted logp: our defaults")),
     Technique("lte", "replay", mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",

@@ -111,7 +111,15 @@ def oc_grpo(*, fraction: float = 0.5, rows: float = 0.5,
   ``pi_theta(y | x) / pi_old(y | x + h)``.
 
   Ours: the guidance is the first ``ceil(fraction * len(a))`` characters of the reference answer; ``rows`` of
-  the failed group (rounded up) take guided samples, so the group mixes unguided and guided rows."""
+  the failed group (rounded up) take guided samples, so the group mixes unguided and guided rows.
+
+  The authors' code (github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py, their "OC-GRPO-Adaptive"
+  runs): an all-failed group is re-sampled from prompts with 20%, 40%, ... 100% of the reference solution (by
+  characters, cut at a word boundary) until one level yields a success, whose ``n`` samples then replace the whole
+  group under the original prompt; ``pi_old`` is taken under the original prompt and each replaced token's
+  advantage is multiplied by ``clamp(pi_old(y_t | x) / pi_old(y_t | x + h), 0.01, 1)``. Here: ``rows=1``,
+  ``logp_old="recompute"`` and the loss's ``correction=tis(1.0, lower=0.01)`` (which also weighs fresh rows, by
+  their train/sampler ratio, about 1); the cascade is not built (one ``fraction``)."""
   fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
   return _stage("oc_grpo", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
                 max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
