@@ -463,7 +463,7 @@ def test_spear_plan_matches_a_brute_force_reference():
 
 
 def test_spear_stage_stores_recalibrates_and_replays_into_gradient_free_rows():
-  st = R.spear_replay(capacity=8, threshold=0.5, ratio=0.5, ramp_steps=4, max_age=2).bind(FACTS)
+  st = R.spear_replay(capacity=8, threshold=0.5, ratio=0.5, ramp_steps=4, max_age=2, baseline="reward").bind(FACTS)
   state = st.init()
   # step 0: group 0 learns (rows 0 and 1 are above the threshold), group 1 has no signal
   d0 = _data([1, 1, 0, 0, 0, 0, 0, 0], [0.9, 0.6, -0.7, -0.8, 0, 0, 0, 0], step=0)
@@ -490,7 +490,8 @@ def test_spear_stage_stores_recalibrates_and_replays_into_gradient_free_rows():
 
 
 def test_spear_advantage_filter_drops_stored_rows_no_better_than_the_median():
-  st = R.spear_replay(capacity=8, threshold=0.5, ratio=1.0, ramp_steps=1, max_age=100, baseline_size=8).bind(FACTS)
+  st = R.spear_replay(capacity=8, threshold=0.5, ratio=1.0, ramp_steps=1, max_age=100, baseline_size=8,
+                      baseline="reward").bind(FACTS)
   state = st.init()
   _, state, _ = st.fn(_data([1, 0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0, 0], step=0), state)
   out, state, m = st.fn(_data([0.5] * 8, [0] * 8, step=1), state)  # median 0.5: A' = 1 − 0.5 = 0.5 > 0
@@ -526,10 +527,11 @@ def test_spear_decay_recalibration_and_state_through_a_checkpoint(tmp_path):
   got = Checkpointer(str(tmp_path / "ckpt")).restore(template, parts=True)[0]["stages"]["replay"][st.name]
   for a, b in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(got)):
     assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
-  assert int(got.count) == 24
+  assert int(got.count) == 6  # 3 steps x 2 group means (baseline="group")
 
 
 @pytest.mark.parametrize("kwargs", [{"ratio": 0.0}, {"ramp_steps": 0}, {"recalibrate": "mean"}, {"decay": 0.0},
+                                    {"baseline": "x"},
                                     {"threshold": float("nan")}, {"logp_old": "proximal"}])
 def test_spear_bad_hyper_parameters_name_the_argument(kwargs):
   with pytest.raises(ValueError, match=list(kwargs)[0]):

@@ -189,7 +189,7 @@ def test_exgrpo_bucket_probabilities_hand_derived():
   w = {b: math.exp(-0.5 * (b / 4 - 0.5) ** 2) for b in (0, 1, 2, 4)}
   total = sum(w.values())
   expected = [w[0] / total, w[1] / total / 2, w[1] / total / 2, w[2] / total, w[4] / total]
-  np.testing.assert_allclose(B.exgrpo_bucket_probs(scores, buckets=4), expected, rtol=1e-12)
+  np.testing.assert_allclose(B.exgrpo_bucket_probs(scores, buckets=4, sigma=1.0), expected, rtol=1e-12)
   sharp = B.exgrpo_bucket_probs(scores, buckets=4, sigma=0.1)  # a narrow Gaussian favours medium difficulty
   assert sharp.argmax() == 3 and sharp[3] > 0.9
 

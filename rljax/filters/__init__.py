@@ -106,8 +106,8 @@ TECHNIQUES = _with_stages((
     Technique("tac", "filter", transfer_observe,
               "score_d = L_d + lambda T_d + UCB bonus, T_d = EMA of mean_{d' != d} cos(g_d, g_d')",
               f"{_S1} L97 (TAC, arXiv 2606.25178)",
-              fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract)",
-                                "score = DUMP's UCB score + lambda * T_d, T_d = EMA of the mean cosine of task d's "
-                                "loss gradient with the other tasks' on the step's batch (exact inner products; the "
-                                "paper projects them); lambda, decay ours")),
+              fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract, arXiv 2606.25178)",
+                                "UCB score + λ·T_d, T_d = EMA of mean cos(g_d, g_d') (exact; paper: projected); λ, "
+                                "decay ours. Searched code/pages/repos ('Transfer-Aware Curriculum', TAC, authors' "
+                                "lab): no code stored (2026-12)")),
 ))

@@ -28,30 +28,32 @@ TECHNIQUES = (
     Technique("guide", "replay", unhinted_rows,
               f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
               f"{_S1} L183 (Guide)",
-              fidelity=Fidelity("abstract", f"{_S1} L183 (Guide abstract: hints for all-failed prompts, IS ratio "
-                                "for the hint-free context)",
-                                "hint = the reference answer (fraction=1) in a template; the whole failed group "
-                                "is re-sampled (rows=1); ratio = PPO ratio with logp_old = hinted behaviour logp")),
+              fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
+                                "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
+                                "theirs = guide + loss exgrpo_policy(beta=γ) (yaml: γ = 1; paper scripts: γ = q0.9 "
+                                "of the ratios, not built); hint = the reference answer (theirs: a dataset hint); "
+                                "hinted 0/1-accuracy groups kept (theirs: dropped)")),
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
-              fidelity=Fidelity("abstract", f"{_S1} L235 (OC-GRPO abstract: off-context rollouts, solution-prefix "
-                                "guidance, importance correction)",
-                                "guidance = answer prefix (fraction=0.5) in the prompt; half the failed group "
-                                "(rows=0.5) is guided; correction as Guide's (the exact objective is not in "
-                                "the abstract)")),
+              fidelity=Fidelity("authors_code", "github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py "
+                                "(is_correction_mode per_token)",
+                                "theirs = oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01); "
+                                "their prefix cascade 0.2→1.0 (first level solved) not built; f=0.5, rows=0.5, "
+                                "ratio vs hinted logp: our defaults")),
     Technique("lte", "replay", mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
               fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
-                                "mistakes = this round's wrong answer keys of the group (paper: 'previously "
-                                "self-made'); correction as Guide's (not in the abstract)")),
+                                "mistakes = this round's wrong answer keys (paper: previous); correction as "
+                                "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
+                                "indexed; anonymous.4open.science: not stored (2026-12)")),
     Technique("adhint", "replay", adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
-              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract)",
-                                "built: the difficulty-prior hint ratio (difficulty = the round's 1 - p, linear: "
-                                "ours); hint in the prompt, not a forced prefix; not built: gradient modulation, "
-                                "hint masking, posterior advantages")),
+              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract, arXiv 2512.13095)",
+                                "built: hint ratio from the round's 1 − p (linear: ours), hint in the prompt; not "
+                                "built: gradient modulation, masking, posterior advantages. Code 'upon acceptance': "
+                                "none found (2026-12)")),
 )
 TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)

@@ -89,7 +89,16 @@ def guide(*, fraction: float = 1.0, rows: float = 1.0, template: str = "Hint: th
 
   The hint ``h``: the first ``ceil(fraction * len(a))`` characters of the reference answer ``a`` in ``template``
   (the paper: natural-language guidance; ours: the answer, or a prefix of it). ``rows``: the fraction of the
-  group's (failed) rows replaced by hinted samples, rounded up (1: the whole group is hinted samples)."""
+  group's (failed) rows replaced by hinted samples, rounded up (1: the whole group is hinted samples).
+
+  The authors' code (github.com/vaskar-open-source-research/guide_rl: ``ray_trainer._roll_with_prompt_variant``,
+  ``core_algos.compute_policy_loss``): a group with accuracy <= 0.001 is re-sampled whole (``n`` samples) from
+  the prompt with its dataset ``hint``; the samples train under the original prompt, ``pi_old`` taken under the
+  hinted prompt (``importance_weighted_reroll``: this stage's ``logp_old="behavior"``), with the off-policy loss
+  ``-A r / (r + gamma)``, unclipped, PPO clip on the other rows: the loss ``exgrpo_policy(beta=gamma)`` (the
+  hinted rows carry ``replay_mask``). Their default ``gamma`` is 1 (``gamma_strategy: constant``); their paper
+  scripts set ``gamma`` to the 0.9 quantile of the batch's off-policy ratios (not built). They also drop hinted
+  groups whose accuracy is 0 or 1; here those stay (no gradient, but counted by a token-mean)."""
   fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
   return _stage("guide", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
                 max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
@@ -102,7 +111,15 @@ def oc_grpo(*, fraction: float = 0.5, rows: float = 0.5,
   ``pi_theta(y | x) / pi_old(y | x + h)``.
 
   Ours: the guidance is the first ``ceil(fraction * len(a))`` characters of the reference answer; ``rows`` of
-  the failed group (rounded up) take guided samples, so the group mixes unguided and guided rows."""
+  the failed group (rounded up) take guided samples, so the group mixes unguided and guided rows.
+
+  The authors' code (github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py, their "OC-GRPO-Adaptive"
+  runs): an all-failed group is re-sampled from prompts with 20%, 40%, ... 100% of the reference solution (by
+  characters, cut at a word boundary) until one level yields a success, whose ``n`` samples then replace the whole
+  group under the original prompt; ``pi_old`` is taken under the original prompt and each replaced token's
+  advantage is multiplied by ``clamp(pi_old(y_t | x) / pi_old(y_t | x + h), 0.01, 1)``. Here: ``rows=1``,
+  ``logp_old="recompute"`` and the loss's ``correction=tis(1.0, lower=0.01)`` (which also weighs fresh rows, by
+  their train/sampler ratio, about 1); the cascade is not built (one ``fraction``)."""
   fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
   return _stage("oc_grpo", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
                 max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))

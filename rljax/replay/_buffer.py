@@ -11,13 +11,14 @@ row or slot index, as each docstring says, so a plan is a deterministic function
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 __all__ = ["ReplayBuffer", "empty_buffer", "store", "remove", "insert", "group_rows", "free_slots",
            "rapo_plan", "positive_replay_plan", "exgrpo_bucket_probs", "exgrpo_pick", "exgrpo_trajectory",
-           "compensation_plan", "success_store_plan", "spear_recalibrate", "spear_plan", "check_int", "check_unit"]
+           "adapr_push_plan", "adapr_sample_plan", "compensation_plan", "success_store_plan", "spear_group_means",
+           "spear_baseline_update", "spear_recalibrate", "spear_plan", "check_int", "check_unit"]
 
 
 class ReplayBuffer(NamedTuple):
@@ -243,19 +244,84 @@ def positive_replay_plan(data, buf: ReplayBuffer, *, ratio: float = 0.5, max_suc
   return np.asarray(rows_out, np.int64), np.asarray(slots_out, np.int64)
 
 
-def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: float):
-  """``(bucket [N] int, weight [buckets + 1])``: bucket ``round(score * buckets)``, weight N(b / buckets; mu, sigma)."""
+def _row_means(values, mask) -> np.ndarray:
+  """``[C]`` each row's mean of ``values [C, T]`` over ``mask`` (0 for an empty mask; the authors' ``masked_row_mean``
+  divides by ``max(count, 1e-8)``)."""
+  m = np.asarray(mask, np.float64)
+  return (np.asarray(values, np.float64) * m).sum(1) / np.maximum(m.sum(1), 1e-8)
+
+
+def adapr_push_plan(buf: ReplayBuffer, rows, row_adv, *, step: int, top_ratio: float = 0.25, max_age: int = 4,
+                    balance_alpha: float = 0.5):
+  """MobileRL's Adaptive Positive Replay, the insertion (github.com/xuyifan-0731/MobileRL-iclr:
+  training/verl/workers/agentic/replay_buffer.py, ``ReplayBuffer.push``), on the batch's fresh rows ``rows [n]``
+  with mean advantages ``row_adv [n]`` (one row = one trajectory).
+
+  1. *Age purge*: stored rows with ``stored step <= step - max_age`` leave.
+  2. *Insert*: the ``k = max(1, ceil(top_ratio * n))`` rows of highest mean advantage (ties: the lower row).
+  3. *Evict* while more than ``C`` (the buffer's capacity) rows are held: the lowest
+     ``balance_alpha * adv_norm + (1 - balance_alpha) * recency_norm`` goes (both min-max normalised over the held
+     rows, ``+1e-8`` in the denominators; ties within 1e-12: the oldest, then the first held: stored rows by
+     ``seq``, then this step's by rank). A row inserted now may be evicted at once: it is then not inserted.
+
+  A stored row's advantage is its mean stored advantage over its completion. Returns ``(insert [k'] batch rows in
+  rank order, remove [m] slots)`` int64; ``store`` the first, ``remove`` the second.
+  """
+  rows, adv = np.asarray(rows, np.int64).reshape(-1), np.asarray(row_adv, np.float64).reshape(-1)
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  stored_step = np.asarray(buf.step)[used]
+  purged = used[stored_step <= int(step) - int(max_age)] if max_age and max_age > 0 else used[:0]
+  kept = np.setdiff1d(used, purged)
+  kept = kept[np.argsort(np.asarray(buf.seq)[kept], kind="stable")]
+  if rows.size == 0:
+    return np.zeros(0, np.int64), np.asarray(purged, np.int64)
+  k = max(1, math.ceil(top_ratio * rows.size - 1e-9))
+  rank = np.lexsort((rows, -adv))[:k]
+  cap = buf.tokens.shape[0]
+  # held rows: (is_new, id, adv, order); stored rows first (by seq), then the new ones by rank
+  held_adv = np.concatenate([_row_means(buf.advantages, buf.completion_mask)[kept], adv[rank]])
+  held_order = np.concatenate([np.asarray(buf.step, np.float64)[kept], np.full(rank.size, float(step))])
+  alive = np.ones(held_adv.size, bool)
+  while alive.sum() > cap:
+    a, o = held_adv[alive], held_order[alive]
+    score = (balance_alpha * (a - a.min()) / (a.max() - a.min() + 1e-8)
+             + (1.0 - balance_alpha) * (o - o.min()) / (o.max() - o.min() + 1e-8))
+    idx = np.flatnonzero(alive)
+    cand = idx[np.abs(score - score.min()) < 1e-12]
+    alive[cand[np.argmin(held_order[cand])]] = False  # argmin: the first held among the oldest
+  evicted = kept[~alive[:kept.size]]
+  return rows[rank][alive[kept.size:]], np.concatenate([purged, evicted]).astype(np.int64)
+
+
+def adapr_sample_plan(buf: ReplayBuffer, free_rows, k: int):
+  """MobileRL's Adaptive Positive Replay, the replay (``ReplayBuffer.sample_for_training``): the ``k`` held rows
+  of highest mean stored advantage (ties: the first stored) go to the batch's ``free_rows`` (ascending), as many
+  as there are free rows. Returns ``(rows [n], slots [n])`` int64."""
+  free = np.sort(np.asarray(free_rows, np.int64))
+  used = np.flatnonzero(np.asarray(buf.prompt_index) >= 0)
+  adv = _row_means(buf.advantages, buf.completion_mask)[used]
+  order = used[np.lexsort((np.asarray(buf.seq)[used], -adv))]
+  n = max(min(int(k), free.size, order.size), 0)
+  return free[:n], order[:n].astype(np.int64)
+
+
+def _bucket_weights(scores: np.ndarray, buckets: int, mu: float, sigma: Optional[float]):
+  """``(bucket [N] int, weight [buckets + 1])``: bucket ``round(score * buckets)``, weight N(b / buckets; mu, sigma);
+  ``sigma=None``: one bucket, ``1 / buckets`` (the authors' ``sigma = 1`` success count)."""
+  sigma = 1.0 / buckets if sigma is None else float(sigma)
   b = np.rint(np.asarray(scores, np.float64) * buckets).astype(np.int64)
   centers = np.arange(buckets + 1) / buckets
   return b, np.exp(-0.5 * ((centers - mu) / sigma) ** 2)
 
 
-def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: Optional[float] = None) -> np.ndarray:
   """``[N]`` probability that ``exgrpo_pick``'s first draw is each of ``N`` prompts with success rates ``scores``.
 
   ``P(j) = w(b_j) / sum_{non-empty b} w(b) / |b_j|``, ``b_j = round(score_j * buckets)``,
   ``w(b) = exp(-(b / buckets - mu)^2 / (2 sigma^2))``: a bucket is drawn by its Gaussian weight, then a
-  prompt uniformly within it.
+  prompt uniformly within it. The default ``sigma = 1 / buckets`` is the authors' ``normal`` bucket weighting
+  (github.com/ElliottYan/LUFFY: ExGRPO/.../experience/weighted_bucket_sampler.py, ``_normal_mapping``:
+  ``N(k; G/2, 1)`` over the success count ``k`` of ``G`` rollouts, i.e. ``mu = 0.5``, ``sigma = 1/G`` in accuracy).
   """
   b, w = _bucket_weights(scores, buckets, mu, sigma)
   if b.size == 0:
@@ -265,13 +331,16 @@ def exgrpo_bucket_probs(scores, *, buckets: int, mu: float = 0.5, sigma: float =
   return w[b] / total / counts[b]
 
 
-def exgrpo_pick(prompts, scores, u, *, buckets: int, mu: float = 0.5, sigma: float = 1.0) -> np.ndarray:
+def exgrpo_pick(prompts, scores, u, *, buckets: int, mu: float = 0.5, sigma: Optional[float] = None) -> np.ndarray:
   """ExGRPO's question sampling: ``n`` distinct prompts drawn by accuracy bucket, without replacement.
 
   Draw ``i`` (``u [n, 2]`` uniforms in [0, 1)): among the buckets still holding a prompt, bucket ``b`` with
   probability ``w(b) / sum w`` (inverse CDF of ``u[i, 0]``), then the prompt at position
   ``floor(u[i, 1] * |b|)`` of that bucket's remaining prompts in ascending prompt order; the prompt leaves the
-  pool. Fewer than ``n`` prompts in the pool: every prompt, in draw order. See ``exgrpo_bucket_probs``.
+  pool. Fewer than ``n`` prompts in the pool: every prompt, in draw order. See ``exgrpo_bucket_probs`` (the first
+  draw's law, the authors' for one draw). The authors draw the ``n`` bucket counts at once (a multinomial, a full
+  bucket's excess redrawn) and then prompts without replacement within each bucket: the same first-draw law, a
+  slightly different joint law of the ``n`` draws.
 
   Returns ``[min(n, N)]`` int64 prompt ids.
   """
@@ -352,12 +421,34 @@ def check_unit(name: str, v, *, lo_open: bool = False) -> float:
   return float(v)
 
 
+def spear_group_means(rewards, group_id, valid) -> np.ndarray:
+  """``[G]`` the mean reward of each group's valid rows, in ascending group id (SPEAR's baseline samples: the
+  authors' ``TrajectoryBufferBatch.update_batch`` appends one mean reward per prompt group of the step)."""
+  r = np.asarray(rewards, np.float64)
+  return np.asarray([r[rows].mean() for rows in group_rows(group_id, valid).values()], np.float64)
+
+
+def spear_baseline_update(window: np.ndarray, count: int, new) -> tuple:
+  """``(window, count, baseline)``: ``new`` values appended to the ring ``window`` (its ``count`` values seen so
+  far; the latest ``len(window)`` kept) and the median of the kept values (0 when none): the authors' 50th
+  percentile of the flattened history (``maintain_reward_statistics``, ``reward_mean_50p``)."""
+  window, n = np.array(window), window.shape[0]
+  new = np.asarray(new, window.dtype).reshape(-1)[-n:]
+  window[(int(count) + np.arange(new.size)) % n] = new
+  count = int(count) + new.size
+  return window, count, float(np.median(window[:min(count, n)])) if count else 0.0
+
+
 def spear_recalibrate(buf: ReplayBuffer, baseline: float, *, step: int, mode: str = "median",
                       decay: float = 1.0) -> np.ndarray:
   """SPEAR's recalibrated advantage of every stored row ``[C]`` (empty slots: ``-inf``).
 
   ``mode="median"`` (the SPEAR README's default, ``weight_decay_trajectory_replay = -1``): ``A = R − b``, ``b`` the
-  median of the recent rewards (``baseline``). ``mode="decay"`` (its ``weight_decay_trajectory_replay`` in (0, 1]):
+  median of the recent group mean rewards (``baseline``; ``spear_baseline_update``): the authors'
+  ``prepare_for_selection`` (github.com/TencentYoutuResearch/SPEAR: verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py,
+  ``compute_grpo_outcome_advantage`` with ``custom_reward_mean_std`` = the 50th percentiles and
+  ``norm_adv_by_std_in_grpo=False`` as in their ``run_*_spear.sh``). ``mode="decay"`` (its
+  ``weight_decay_trajectory_replay`` in (0, 1]):
   ``A = A_stored · decay^(step − stored step)``, ``A_stored`` the row's mean stored advantage over its completion.
   """
   used = np.asarray(buf.prompt_index) >= 0

@@ -92,25 +92,82 @@ def rapo_replay(*, capacity: int = 256, per_prompt: int = 1, per_group: int = 1,
                            store_group=lambda p: p > 0)
 
 
-def positive_replay(*, capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5, max_success: float = 0.5,
-                    logp_old: str = "recompute"):
-  """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37): the successes of *hard* groups
-  (success rate ``0 < p <= max_success``) are stored (``per_prompt`` latest per prompt); a later hard group of
-  the same prompt takes ``ceil(ratio (1 - p) n)`` of them in place of failed rows
-  (``_buffer.positive_replay_plan``)."""
+def positive_replay(*, mode: str = "prompt", capacity: int = 256, per_prompt: int = 2, ratio: float = 0.5,
+                    max_success: float = 0.5, top_ratio: float = 0.25, replay_ratio: float = 1.0,
+                    balance_alpha: float = 0.5, max_age: int = 4, logp_old: Optional[str] = None):
+  """MobileRL difficulty-adaptive positive replay (ADAGRPO, seed 000 L37).
+
+  ``mode="prompt"`` (default, ours): the successes of *hard* groups (success rate ``0 < p <= max_success``) are
+  stored (``per_prompt`` latest per prompt); a later hard group of the same prompt takes ``ceil(ratio (1 - p) n)``
+  of them in place of failed rows (``_buffer.positive_replay_plan``), before the advantages, so the group's
+  advantages see the replayed successes.
+
+  ``mode="mobilerl"``: the authors' buffer (github.com/xuyifan-0731/MobileRL-iclr:
+  training/verl/workers/agentic/replay_buffer.py, with their ``glm_mobilerl.yaml``: ``max_size`` 256 =
+  ``capacity``, ``top_ratio`` 0.25, ``replay_ratio`` 1.0, ``balance_alpha`` 0.5, ``max_age_steps`` 4), after the
+  advantages: each step the fresh rows of highest mean advantage (the top ``top_ratio``; with group-normalised
+  advantages a success weighs more the harder its group, hence "difficulty-adaptive") are stored with their
+  advantages (``_buffer.adapr_push_plan``: age purge, balanced advantage/recency eviction); then the
+  ``ceil(replay_ratio * B)`` stored rows of highest advantage (``_buffer.adapr_sample_plan``) train with their
+  stored advantages. The authors append them to the batch (which grows); here they fill the rows that carry no
+  gradient (filtered-out rows, fresh rows whose advantages are all 0), as ``spear_replay``'s do.
+
+  ``logp_old``: default ``"recompute"`` for ``mode="prompt"``, ``"behavior"`` for ``mode="mobilerl"`` (the
+  authors' stored rows keep the ``old_log_probs`` of the step that pushed them).
+  """
+  if mode not in ("prompt", "mobilerl"):
+    raise ValueError(f"mode must be 'prompt' or 'mobilerl', got {mode!r}")
   B.check_int("capacity", capacity)
   B.check_int("per_prompt", per_prompt)
   ratio = B.check_unit("ratio", ratio, lo_open=True)
   max_success = B.check_unit("max_success", max_success)
-  return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt,
-                           logp_old=_logp_old(logp_old),
+  top_ratio = B.check_unit("top_ratio", top_ratio, lo_open=True)
+  replay_ratio = B.check_unit("replay_ratio", replay_ratio, lo_open=True)
+  balance_alpha = B.check_unit("balance_alpha", balance_alpha)
+  B.check_int("max_age", max_age, minimum=0)
+  logp_old = _logp_old(logp_old if logp_old is not None else ("behavior" if mode == "mobilerl" else "recompute"))
+  if mode == "mobilerl":
+    return _adapr_stage(capacity=capacity, top_ratio=top_ratio, replay_ratio=replay_ratio,
+                        balance_alpha=balance_alpha, max_age=max_age, logp_old=logp_old)
+  return _per_prompt_stage("positive_replay", capacity=capacity, per_prompt=per_prompt, logp_old=logp_old,
                            plan=lambda data, buf: B.positive_replay_plan(data, buf, ratio=ratio,
                                                                          max_success=max_success),
                            store_group=lambda p: 0 < p <= max_success)
 
 
-def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5, sigma: float = 1.0,
-           buckets: Optional[int] = None, logp_old: str = "behavior"):
+def _adapr_stage(*, capacity: int, top_ratio: float, replay_ratio: float, balance_alpha: float, max_age: int,
+                 logp_old: str):
+  """``positive_replay(mode="mobilerl")``: MobileRL's Adaptive Positive Replay buffer, after the advantages."""
+
+  def build(facts):
+    def init():
+      return B.empty_buffer(capacity, _width(facts, "positive_replay"))
+
+    def fn(data, state):
+      data = _start(data)
+      fresh = np.flatnonzero(data.valid & ~np.asarray(data.extras["replay_mask"], bool))
+      adv = np.asarray(data.require("advantages", "positive_replay"), np.float32)
+      adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
+      row_adv = B._row_means(adv_t, data.completion_mask)  # pylint: disable=protected-access
+      new_rows, drop = B.adapr_push_plan(state, fresh, row_adv[fresh], step=int(data.step), top_ratio=top_ratio,
+                                         max_age=max_age, balance_alpha=balance_alpha)
+      state = B.store(B.remove(state, drop), data, new_rows, step=int(data.step),
+                      score=np.asarray(data.correct)[new_rows], advantages=adv_t[new_rows])
+      silent = ~data.valid | (data.valid & ~np.any(adv_t != 0, axis=1))
+      rows, slots = B.adapr_sample_plan(state, np.flatnonzero(silent),
+                                        math.ceil(replay_ratio * data.batch_size - 1e-9))
+      out = B.insert(data, state, rows, slots, advantages=True)
+      return out, state, {"replayed": float(rows.size), "stored": float(new_rows.size),
+                          "evicted": float(drop.size), **_buffer_metrics(state)}
+
+    return Replay(init, fn, name="positive_replay", phase="advantages", logp_old=logp_old,
+                  bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: float = 0.5,
+           sigma: Optional[float] = None, buckets: Optional[int] = None, logp_old: str = "behavior"):
   """ExGRPO experience replay (arXiv 2510.02245; seed 000 L19, seed 001 L241).
 
   Management: after each step a prompt's fresh success rate ``p`` becomes the score of its stored rows; a prompt
@@ -120,7 +177,9 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   Selection, before the rollout (``prompts``): ``floor(ratio * P)`` of the step's ``P`` prompts (the last ones of
   the loader's batch) are replaced by experience prompts drawn by accuracy bucket with Gaussian weights
   ``N(acc_b; mu, sigma)`` (``_buffer.exgrpo_pick``; ``buckets`` default the group size, so a bucket is a
-  success count), never a prompt already in the batch. Each experience group is sampled as usual and its last
+  success count; ``sigma`` default one bucket, ``1 / buckets``: the authors' ``N(k; G/2, 1)`` over success counts,
+  ``exp_bucket_manager=normal`` in their ``exp_scripts/run_exgrpo.sh``), never a prompt already in the batch.
+  Each experience group is sampled as usual and its last
   valid row is then replaced by the prompt's stored success with the lowest mean behaviour entropy
   (``_buffer.exgrpo_trajectory``): a mixed group of ``G - 1`` fresh rows and one replayed row, whose advantage
   is computed in that group. The displaced loader prompts are not trained on this epoch (counted:
@@ -134,8 +193,9 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
   ratio = B.check_unit("ratio", ratio, lo_open=True)
   if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not math.isfinite(mu):
     raise ValueError(f"mu must be a finite number, got {mu!r}")
-  if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0 or not math.isfinite(sigma):
-    raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+  if sigma is not None and (isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma > 0
+                            or not math.isfinite(sigma)):
+    raise ValueError(f"sigma must be None or a finite number > 0, got {sigma!r}")
   if buckets is not None:
     B.check_int("buckets", buckets)
   logp_old = _logp_old(logp_old)
@@ -237,8 +297,9 @@ def rorecomp_compensation(*, capacity: int = 256, fraction: float = 0.5, compens
 
 
 class SpearState(NamedTuple):
-  """``spear_replay``'s checkpointed state: the trajectory buffer and a ring of the latest ``N`` fresh rewards
-  (the baseline's window: ``rewards [N]`` float32, ``count []`` int64 rewards seen so far)."""
+  """``spear_replay``'s checkpointed state: the trajectory buffer and a ring of the latest ``N`` group mean rewards
+  (``baseline="reward"``: fresh rewards) (the baseline's window: ``rewards [N]`` float32, ``count []`` int64 values
+  seen so far)."""
   buffer: B.ReplayBuffer
   rewards: np.ndarray
   count: np.ndarray
@@ -253,16 +314,19 @@ def _row_advantages(data) -> np.ndarray:
   return (adv * cm).sum(1) / np.maximum(cm.sum(1), 1.0)
 
 
-def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 0.25, ramp_steps: int = 200,
-                 max_age: int = 10, baseline_size: int = 1024, recalibrate: str = "median", decay: float = 1.0,
-                 logp_old: str = "behavior"):
+def spear_replay(*, capacity: int = 256, threshold: float = 0.0, ratio: float = 0.25, ramp_steps: int = 200,
+                 max_age: int = 10, baseline_size: int = 1024, baseline: str = "group", recalibrate: str = "median",
+                 decay: float = 1.0, logp_old: str = "behavior"):
   """SPEAR self-imitation replay (seed 000_3e503271be254a43.txt L75), after the advantages.
 
-  *Store*: every fresh valid row whose advantage (mean over its completion) exceeds ``threshold`` (the SPEAR
-  README's ``trajectory_score_threshold`` = 1), with its tokens, behaviour log-probs, reward and advantages.
-  *Recalibrate* (``_buffer.spear_recalibrate``): a stored row's advantage is re-estimated against the current
-  policy's level, ``A = R − median(latest baseline_size fresh rewards)`` (the README's default), or its stored
-  advantage times ``decay^age`` (``recalibrate="decay"``). *Replay with the advantage filter*
+  *Store*: every fresh valid row whose advantage (mean over its completion) exceeds ``threshold`` (0: the authors'
+  ``TrajectoryBufferBatch.update_batch`` keeps ``advantages.mean(-1) > 0``; their README's
+  ``trajectory_score_threshold`` = 1 is not read there), with its tokens, behaviour log-probs, reward and
+  advantages. *Recalibrate* (``_buffer.spear_recalibrate``): a stored row's advantage is re-estimated against the
+  current policy's level, ``A = R − median(the latest baseline_size group mean rewards)`` (``baseline="group"``,
+  the authors' 50th percentile of per-group means, ``baseline_buffer_size``; ``baseline="reward"``: of the latest
+  fresh rewards), or its stored advantage times ``decay^age`` (``recalibrate="decay"``; the authors multiply by
+  ``weight_decay_trajectory_replay`` once). *Replay with the advantage filter*
   (``_buffer.spear_plan``): stored rows with ``A > 0``, at most ``max_age`` steps old (the README's
   ``trajectory_tolerate_steps`` = 10; older rows leave the buffer), best first, take the place of rows that carry
   no gradient (filtered-out rows, and fresh rows whose advantages are all 0, e.g. zero-variance groups), at most
@@ -271,8 +335,10 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
   README (``replay_loss_coef`` 1 reached over ``max_replay_loss_steps`` = 200 steps by a cosine schedule); for a
   loss linear in the advantage (the PPO clip family) scaling the advantage scales that row's loss exactly.
 
-  Ours: replayed rows share the step's batch and aggregation (SPEAR adds a separate self-imitation PPO loss),
-  and fill rows without gradient instead of enlarging the batch; ``logp_old="behavior"`` (default) gives them
+  Ours: replayed rows share the step's batch and aggregation (SPEAR adds a separate self-imitation PPO loss, run
+  when its buffer exceeds 1.5 × ``trajectory_buffer_size`` rows, on a random power-of-2 subset of the rows with
+  ``A >= 0``, and then emptied), and fill rows without gradient instead of enlarging the batch;
+  ``logp_old="behavior"`` (default) gives them
   the ratio against their stored behaviour log-probs, as an off-policy PPO update does. Rows stay in the buffer
   after a replay until they age out or are evicted (FIFO at ``capacity``).
   """
@@ -285,6 +351,8 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
     raise ValueError(f"threshold must be a finite number, got {threshold!r}")
   if recalibrate not in ("median", "decay"):
     raise ValueError(f"recalibrate must be 'median' or 'decay', got {recalibrate!r}")
+  if baseline not in ("group", "reward"):
+    raise ValueError(f"baseline must be 'group' or 'reward', got {baseline!r}")
   decay = B.check_unit("decay", decay, lo_open=True)
   logp_old = _logp_old(logp_old)
 
@@ -298,14 +366,12 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
       buf, step = state.buffer, int(data.step)
       fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
       row_adv = _row_advantages(data)
-      ring, count = np.array(state.rewards), int(state.count)
-      new = np.asarray(data.rewards, np.float32)[fresh][-baseline_size:]
-      ring[(count + np.arange(new.size)) % baseline_size] = new
-      count += new.size
-      baseline = float(np.median(ring[:min(count, baseline_size)])) if count else 0.0
+      new = (B.spear_group_means(data.rewards, data.group_id, fresh) if baseline == "group"
+             else np.asarray(data.rewards, np.float32)[fresh])
+      ring, count, level = B.spear_baseline_update(state.rewards, int(state.count), new)
       stale = np.flatnonzero((np.asarray(buf.prompt_index) >= 0) & (step - np.asarray(buf.step) > max_age))
       buf = B.remove(buf, stale)
-      rec = B.spear_recalibrate(buf, baseline, step=step, mode=recalibrate, decay=decay)
+      rec = B.spear_recalibrate(buf, level, step=step, mode=recalibrate, decay=decay)
       adv = np.asarray(data.require("advantages", "spear_replay"), np.float32)
       adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
       silent = ~data.valid | (fresh & ~np.any(adv_t != 0, axis=1))
@@ -319,7 +385,7 @@ def spear_replay(*, capacity: int = 256, threshold: float = 1.0, ratio: float = 
       buf = B.store(buf, data, keep, step=step, score=np.asarray(data.correct)[keep], advantages=adv_t[keep])
       return out, SpearState(buf, ring, np.asarray(count, np.int64)), {
           "replayed": float(rows.size), "stored": float(keep.size), "aged_out": float(stale.size),
-          "baseline": baseline, "coef": coef,
+          "baseline": level, "coef": coef,
           "replayed_advantage": float(rec[slots].mean()) if slots.size else 0.0, **_buffer_metrics(buf)}
 
     return Replay(init, fn, name="spear_replay", phase="advantages", logp_old=logp_old,

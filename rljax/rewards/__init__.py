@@ -24,13 +24,13 @@ from rljax.rewards._stages import with_stages as _with_stages
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
                                     length_penalty, overlong_penalty, prm_clip, prm_delta, rubric_dropout,
                                     token_counts)
-from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, exact_match, extract_math_answer, format_regex,
-                                      math_answer, normalize_math_answer, normalize_text)
+from rljax.rewards._verifiers import (R1_FORMAT_PATTERN, SEARCH_R1_FORMAT_PATTERN, exact_match, extract_math_answer,
+                                      format_regex, math_answer, normalize_math_answer, normalize_text)
 
 __all__ = [
     "RewardError", "safe_reward", "composite", "exact_match", "math_answer", "format_regex", "code_tests",
     "extract_code",
-    "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN",
+    "normalize_text", "normalize_math_answer", "extract_math_answer", "R1_FORMAT_PATTERN", "SEARCH_R1_FORMAT_PATTERN",
     "token_counts", "overlong_penalty", "length_penalty", "grpo_lambda", "rubric_dropout", "prm_clip",
     "prm_delta", "correctness_gated", "gaussian_reward", "clipped_linear_reward", "shortest_path_reward",
     "tool_call_reward", "cosine_weight", "count_calls", "TECHNIQUES",
@@ -54,9 +54,11 @@ TECHNIQUES = _with_stages((
                                 "number (sources=('boxed',) for verl's), exact/tolerant numeric equality")),
     Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
               f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
-              fidelity=Fidelity("abstract", f"{_S1} L161; {_S0} L15",
-                                "the abstracts name a format reward only; the default R1 <think>/<answer> pattern "
-                                "and full-match are ours")),
+              fidelity=Fidelity("authors_code", "github.com/PeterGriffinJin/Search-R1: verl/utils/reward_score/"
+                                "qa_em_format.py (is_valid_sequence)",
+                                "pattern=SEARCH_R1_FORMAT_PATTERN is theirs (on the completion, not after an "
+                                "assistant marker); default R1_FORMAT_PATTERN (think then answer, no search) ours; "
+                                "Gazal-R1's: no code")),
     Technique("code_tests", "reward", code_tests,
               "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
               "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
@@ -85,29 +87,38 @@ TECHNIQUES = _with_stages((
     Technique("rubric_dropout", "shaping", rubric_dropout,
               "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
               fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
-                                "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours")),
+                                "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
+                                "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
+                                "'Rubric-Dropout': no code (2026-12)")),
     Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "min(r − η, 0) is recalled from the paper (a description of its Clip figure agrees); η "
-                                "default ours")),
+                                "min(r − η, 0) recalled from the paper (a description of its Clip figure agrees); η "
+                                "ours. Searched pages (arXiv 2410.15115 v3, reviews), code (title, 'Clip Delta "
+                                "PRM'): no code link (2026-12)")),
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
               f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "r_t − r_{t+1} is recalled from the paper; keeping r_T on the last step is "
-                                "unverified")),
+                                "r_t − r_{t+1} recalled; keeping r_T on the last step unverified (a figure "
+                                "description crosses the last step's delta out). Searched arXiv 2410.15115 v3, code "
+                                "(title, 'Clip Delta PRM'): no code (2026-12)")),
     Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
               f"{_S1} L219 (SCOPE-RL, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
-                                "additive gate r_outcome + w·1[correct]·r_process is ours; process terms are the "
-                                "caller's")),
+                                "gate r_outcome + w·1[correct]·r_process ours; process terms the caller's. Its link "
+                                "github.com/tokencraft-lab/SCOPE-RL: no snapshot, not indexed; code search "
+                                "'SCOPE-RL': other projects (2026-12)")),
     Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
               f"{_S0} L109 (OmniQuality-R, interpretation)",
               fidelity=Fidelity("abstract", f"{_S0} L109 (OmniQuality-R abstract)",
-                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours")),
+                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours. Searched pages (arXiv "
+                                "2510.10609, OpenReview) and code/repos ('OmniQuality', 'Gaussian-based reward'): "
+                                "no code (2026-12)")),
     Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S0} L39 (IRRL abstract)",
-                                "scale, offset and clip range [0, 1] defaults are ours")),
+              fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "
+                                "(linear_clipping: clamp(p_y - 0.1, min=0))",
+                                "theirs: r = max(p_y − 1/K, 0), K classes (MNIST: 0.1); offset=-1/K gives it; "
+                                "default offset 0 (the class count is the caller's); high=1 never binds on p")),
     Technique("shortest_path_reward", "shaping", shortest_path_reward,
               "r' = r − 1[r ≠ 0]·max(l − L, 0)/(2l), L = fewest steps of a success in the group",
               f"{_S0} L37 (MobileRL / ADAGRPO)",

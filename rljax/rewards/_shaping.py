@@ -312,10 +312,16 @@ def clipped_linear_reward(d: Array, *, scale: float = 1.0, offset: float = 0.0, 
 
   ``d`` is the discriminator's output (e.g. the probability it assigns to the
   true label), replacing a log-likelihood reward ``log d`` whose noise is
-  unbounded. Source: IRRL, 000_3e503271be254a43.txt L39 (arXiv:2302.00270); the
-  abstract only names a "clipped linear reward function", so the affine form
-  and its defaults are our interpretation. Monotone non-decreasing in ``d``
-  (for ``scale >= 0``) and bounded by ``[low, high]``.
+  unbounded. Source: IRRL, 000_3e503271be254a43.txt L39 (arXiv:2302.00270).
+  The authors' code (github.com/mengdi-li/internally-rewarded-rl: trainer.py,
+  ``information_maximization_reward_type == "linear_clipping"``; also
+  skill-discovery/code/disdain.py) uses ``r = max(p_y - 1/K, 0)``: the
+  probability of the true class ``y`` minus chance (``1/K``, ``K`` classes or
+  skills), clipped below at 0 and not above (``p_y <= 1``). That is this
+  function with ``offset=-1/K`` (``scale=1``, ``low=0``; ``high=1`` never binds
+  on a probability). The default ``offset=0`` is ours: the class count is the
+  caller's (``K -> inf``). Monotone non-decreasing in ``d`` (for
+  ``scale >= 0``) and bounded by ``[low, high]``.
 
   Returns:
     ``(r [B] float32, {"clipped_frac", "nonfinite"})``; a non-finite ``d``

@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 __all__ = ["exact_match", "math_answer", "format_regex", "normalize_text", "normalize_math_answer",
-           "extract_math_answer", "R1_FORMAT_PATTERN"]
+           "extract_math_answer", "R1_FORMAT_PATTERN", "SEARCH_R1_FORMAT_PATTERN"]
 
 _TEXT_MODES = ("none", "strip", "basic", "squad")
 _EXTRACTORS = ("answer_tag", "last_line")
@@ -426,6 +426,16 @@ def math_answer(completions: Sequence[str], references: Sequence[Any], *,
 R1_FORMAT_PATTERN = (r"\s*<think>(?:(?!</?think>).)*</think>\s*"
                      r"<answer>(?:(?!</?answer>).)*</answer>\s*")
 
+_SR1_TEXT = r"(?:(?!</?(?:think|search|information|answer)>).)*"  # text holding none of Search-R1's eight tags
+SEARCH_R1_FORMAT_PATTERN = (rf"\s*<think>{_SR1_TEXT}</think>\s*"
+                            rf"(?:<search>{_SR1_TEXT}</search>\s*<information>{_SR1_TEXT}</information>\s*"
+                            rf"<think>{_SR1_TEXT}</think>\s*)*"
+                            rf"<answer>{_SR1_TEXT}</answer>\s*")
+"""Search-R1's valid sequence as a regex (fullmatch, ``re.DOTALL``): ``think (search information think)* answer``,
+whitespace only between the blocks, no tag inside a block. The language the authors' ``is_valid_sequence`` state
+machine accepts on the text after the assistant marker (github.com/PeterGriffinJin/Search-R1:
+verl/utils/reward_score/qa_em_format.py)."""
+
 _REGEX_MODES = ("fullmatch", "match", "search")
 
 
@@ -440,8 +450,15 @@ def format_regex(completions: Sequence[str], references: Optional[Sequence[Any]]
   """Format reward: ``r_i = 1[pattern matches y_i]`` (``references`` ignored).
 
   Source: format rewards (Search-R1 study, 001_5839a3671b0b4d92.txt L161;
-  Gazal-R1's format component, 000_3e503271be254a43.txt L15). The default
-  pattern (``R1_FORMAT_PATTERN``) and the match mode are ours.
+  Gazal-R1's format component, 000_3e503271be254a43.txt L15). The authors'
+  format check (github.com/PeterGriffinJin/Search-R1:
+  verl/utils/reward_score/qa_em_format.py, ``is_valid_sequence``, a state
+  machine over the ``think``/``search``/``information``/``answer`` tags after
+  the assistant marker) is ``pattern=SEARCH_R1_FORMAT_PATTERN`` (fullmatch);
+  the default ``R1_FORMAT_PATTERN`` (one ``<think>`` block, one ``<answer>``
+  block: the no-search case) is ours, for tasks without a search tool. Their
+  ``compute_score_em`` mixes the indicator with answer and retrieval scores
+  (``structure_format_score`` ...): that is a ``composite`` of rewards here.
 
   Args:
     completions: ``B`` decoded completions (non-strings score 0).
