@@ -19,7 +19,7 @@ from rljax.envs._dataset import DatasetTask, jsonl_task, read_jsonl, read_tfds, 
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
 from rljax.envs._envtask import ENV_TASK_NAMES, EnvTask, get_env_task
-from rljax.envs._own import OWN_ENV_TASK, OwnEnvTask, check_env, env_spec, load_env, own_env_task
+from rljax.envs._own import ENV_MEMBERS, OWN_ENV_TASK, OwnEnvTask, check_env, env_spec, load_env, own_env_task
 from rljax.envs._runner import EpisodeBatch, RunnerConfig, run_episodes
 from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment, StepResult, advance,
                                    batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
@@ -57,5 +57,5 @@ __all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASK
            "ToolCountdownState", "VOID_TURN_PATTERNS", "is_void_turn", "FrozenLakeEnv", "LakeState", "shortest_path",
            "TicTacToeEnv", "TicTacToeState", "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
            "pack_windows",
-           "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "OWN_ENV_TASK", "OwnEnvTask", "check_env",
+           "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "ENV_MEMBERS", "OWN_ENV_TASK", "OwnEnvTask", "check_env",
            "env_spec", "load_env", "own_env_task"]
