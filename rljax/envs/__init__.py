@@ -57,5 +57,5 @@ __all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASK
            "ToolCountdownState", "VOID_TURN_PATTERNS", "is_void_turn", "FrozenLakeEnv", "LakeState", "shortest_path",
            "TicTacToeEnv", "TicTacToeState", "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
            "pack_windows",
-           "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "ENV_MEMBERS", "OWN_ENV_TASK", "OwnEnvTask", "check_env",
-           "env_spec", "load_env", "own_env_task"]
+           "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "ENV_MEMBERS", "OWN_ENV_TASK",
+           "OwnEnvTask", "check_env", "env_spec", "load_env", "own_env_task"]

@@ -273,10 +273,12 @@ def own_env_task(spec: str, *, max_turns: Optional[int] = None, context_budget: 
   """Builds the environment ``spec`` names (``load_env``), checks it (``check_env``) and resets its first training
   problem (a ``reset`` that raises is refused here, not as a run of failed episodes)."""
   env = load_env(spec)
-  check_env(env, need_demonstrations=need_demonstrations, what=f"invalid config value TaskConfig.env={spec!r}: it returned")
+  check_env(env, need_demonstrations=need_demonstrations,
+            what=f"invalid config value TaskConfig.env={spec!r}: it returned")
   task = OwnEnvTask(env, max_turns or getattr(env, "max_turns", 4), context_budget, spec)
   first = task.problems("train", 1, 0)[0]
   ep = start(env, task.env_problem(first), task.seed(first))
   if ep.failed:
-    raise ValueError(f"invalid config value TaskConfig.env={spec!r}: the environment's reset fails on its first training problem: {ep.error}")
+    raise ValueError(f"invalid config value TaskConfig.env={spec!r}: the environment's reset fails on its first "
+                     f"training problem: {ep.error}")
   return task

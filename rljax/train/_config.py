@@ -113,7 +113,8 @@ class TaskConfig:
   env: str = ""  # name=env: your environment's factory, "module:function" or "file.py:function" (docs/agents.md)
 
   def __post_init__(self):
-    from rljax.envs import DATASET_TASKS, MULTI_TURN_TASKS, OWN_ENV_TASK, TASK_NAMES  # pylint: disable=import-outside-toplevel
+    from rljax.envs import (DATASET_TASKS, MULTI_TURN_TASKS, OWN_ENV_TASK,  # pylint: disable=import-outside-toplevel
+                            TASK_NAMES)
     from rljax.envs._own import env_spec, parse_env_spec  # pylint: disable=import-outside-toplevel
     if self.name not in TASK_NAMES + MULTI_TURN_TASKS:
       _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + MULTI_TURN_TASKS)}")

@@ -199,7 +199,8 @@ def build_task(cfg: RunConfig):
   """The task of ``cfg.task`` (``rljax.envs.get_task``)."""
   from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
   t = cfg.task
-  from rljax.envs import ENV_TASK_NAMES, OWN_ENV_TASK, get_env_task, own_env_task  # pylint: disable=import-outside-toplevel
+  from rljax.envs import (ENV_TASK_NAMES, OWN_ENV_TASK, get_env_task,  # pylint: disable=import-outside-toplevel
+                          own_env_task)
   if t.name == OWN_ENV_TASK:  # your own environment: its factory, called now (at start-up, before any write)
     return own_env_task(t.env, max_turns=t.max_turns or None, context_budget=t.context_budget or None,
                         need_demonstrations=cfg.sft.steps > 0 and cfg.sft.init_from is None)

@@ -339,7 +339,8 @@ class NoSignalWatch:
       return None
     self.said = True
     values = sorted(self.values)
-    seen = f"all {round(values[0], 4)}" if len(values) == 1 else "values " + ", ".join(str(round(v, 4)) for v in values[:6])
+    shown = ", ".join(str(round(v, 4)) for v in values[:6])
+    seen = f"all {shown}" if len(values) == 1 else f"values {shown}"
     if len(values) == 1 and values[0] <= 0:
       cause = "the task may be too hard for the start policy (more SFT steps? an easier task?)"
     elif len(values) == 1:
