@@ -17,8 +17,8 @@ _GUESS = "rljax.envs.examples:make_guess(high=5, max_turns=3)"
 def _cfg(out_dir, spec=_GUESS, extra=()):
   return apply_overrides(tiny_config(str(out_dir)), [
       "task.name=env", f"task.env={spec}", "task.num_train=32", "task.num_test=2", "task.max_obs_tokens=16",
-      "rl.steps=2", "rl.num_prompts=2", "rl.group_size=2", "rl.max_new_tokens=3", "sft.steps=1", "sft.batch_size=2",
-      "eval.num_problems=2", "eval.batch_size=2", *extra])
+      "rl.steps=2", "rl.num_prompts=2", "rl.group_size=2", "rl.max_new_tokens=3", "rl.updates_per_batch=1",
+      "sft.steps=1", "sft.batch_size=2", "eval.num_problems=2", "eval.batch_size=2", *extra])
 
 
 def test_guess_trains_from_its_factory_and_resume_rebuilds_it(tmp_path):
