@@ -54,8 +54,8 @@ def test_config_files_load(name):
 
 def test_available_configs_are_the_config_files():
   names = cli.available_configs()
-  assert names == ["arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "qwen2_5_0_5b_gsm8k", "smollm2_addition",
-                   "tictactoe", "tiny", "tool_countdown"]
+  assert names == ["arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "quick", "qwen2_5_0_5b_gsm8k",
+                   "smollm2_addition", "tictactoe", "tiny", "tool_countdown"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
     assert isinstance(cli.load_config(name), RunConfig)

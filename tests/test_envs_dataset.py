@@ -225,8 +225,7 @@ def test_config_builds_the_task_in_any_override_order(tmp_path):
      r"TaskConfig.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
     (["task.name=csv"],
      r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'small_addition', 'gsm8k', 'jsonl', 'tfds', "
-     r"'tool_countdown', "
-     r"'frozenlake', 'tictactoe'\]"),
+     r"'tool_countdown', 'frozenlake', 'tictactoe', 'env'\]"),
 ])
 def test_invalid_tasks_are_refused_naming_the_problem(tmp_path, sets, match):
   paths = {"good": _additions(tmp_path / "d.jsonl"), "missing": str(tmp_path / "missing.jsonl"),

@@ -1,4 +1,6 @@
 """Fast end-to-end smoke test: tiny SFT + RL run, artefacts, CLI eval/sample on its checkpoint."""
+import contextlib
+import io
 import json
 import os
 
@@ -15,8 +17,35 @@ def run(tmp_path_factory):
   from rljax.train import train
   out = str(tmp_path_factory.mktemp("run"))
   cfg = apply_overrides(tiny_config(out), ["tensorboard=true", "plot=true", "rl.steps=3", "eval.every=2"])
-  summary = train(cfg)
+  console = io.StringIO()
+  with contextlib.redirect_stdout(console):
+    summary = train(cfg)
+  RUN_CONSOLE.append(console.getvalue())
   return cfg, summary
+
+
+RUN_CONSOLE = []  # what the module's run printed
+
+
+def test_no_learning_signal_is_said_once(run):
+  """Tiny's 4 SFT steps leave every reward 0: the console says so (once) after NO_SIGNAL_STEPS such steps."""
+  from rljax.train._rl import NO_SIGNAL_STEPS, NoSignalWatch  # pylint: disable=import-outside-toplevel
+  cfg, _ = run
+  rl = [r for r in read_jsonl(os.path.join(cfg.out_dir, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
+  flat = [r["rollout/zero_var_groups"] == r["rollout/sampled_groups"] for r in rl]
+  said = [l for l in RUN_CONSOLE[0].splitlines() if "no learning signal" in l]
+  assert len(said) == int(all(flat[:NO_SIGNAL_STEPS])), (flat, said)
+  if said:
+    assert f"equal for {NO_SIGNAL_STEPS} steps" in said[0] and "too hard" in said[0]
+  watch = NoSignalWatch(steps=2)
+  flat_step, mixed_step = {"zero_var_groups": 4, "sampled_groups": 4}, {"zero_var_groups": 3, "sampled_groups": 4}
+  assert watch.observe(flat_step, np.ones(8)) is None and watch.observe(mixed_step, np.ones(8)) is None
+  assert watch.observe(flat_step, np.ones(8)) is None  # the count restarts after a step with signal
+  msg = watch.observe(flat_step, np.ones(8))
+  assert "equal for 2 steps (all 1.0)" in msg and "too easy" in msg
+  assert watch.observe(flat_step, np.ones(8)) is None  # said once
+  watch = NoSignalWatch(steps=1)
+  assert "values 0.0, 1.0" in watch.observe(flat_step, np.array([0.0, 0.0, 1.0, 1.0]))
 
 
 def test_artefacts_and_metrics(run):

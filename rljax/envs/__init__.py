@@ -8,7 +8,9 @@ Multi-turn protocol (``MultiTurnEnv``): ``reset(problem, seed) -> (state, observ
 ``step(state, action) -> StepResult``, driven by ``start`` / ``advance`` / ``step_batch`` under an
 ``EpisodeConfig``; ``encode_episode`` turns an episode into training rows; ``run_episodes`` plays a batch of
 episodes on the model (the sampler's KV cache kept between turns). Environments: ``ToolCountdownEnv``
-(Python tool in the sandbox), ``FrozenLakeEnv`` (grid), ``TicTacToeEnv`` (self-play). See docs/agents.md.
+(Python tool in the sandbox), ``FrozenLakeEnv`` (grid), ``TicTacToeEnv`` (self-play); your own through
+``task.name="env"``, ``task.env="module:factory"`` (``OwnEnvTask``; an example: ``rljax.envs.examples``). See
+docs/agents.md.
 """
 from rljax.envs._arithmetic import ArithmeticTask
 from rljax.envs._countdown import CountdownTask, parse_expression
@@ -17,6 +19,7 @@ from rljax.envs._dataset import DatasetTask, jsonl_task, read_jsonl, read_tfds, 
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
 from rljax.envs._envtask import ENV_TASK_NAMES, EnvTask, get_env_task
+from rljax.envs._own import ENV_MEMBERS, OWN_ENV_TASK, OwnEnvTask, check_env, env_spec, load_env, own_env_task
 from rljax.envs._runner import EpisodeBatch, RunnerConfig, run_episodes
 from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment, StepResult, advance,
                                    batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
@@ -31,6 +34,7 @@ _TASKS = {"arithmetic": ArithmeticTask, "countdown": CountdownTask, "small_addit
           "tfds": tfds_task}
 TASK_NAMES = tuple(_TASKS)
 DATASET_TASKS = ("jsonl", "tfds")  # a user's own data (rljax.envs._dataset)
+MULTI_TURN_TASKS = ENV_TASK_NAMES + (OWN_ENV_TASK,)  # task names trained on episodes ("env": your own environment)
 
 
 def get_task(name: str, **kwargs) -> Task:
@@ -53,4 +57,5 @@ __all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASK
            "ToolCountdownState", "VOID_TURN_PATTERNS", "is_void_turn", "FrozenLakeEnv", "LakeState", "shortest_path",
            "TicTacToeEnv", "TicTacToeState", "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
            "pack_windows",
-           "ENV_TASK_NAMES", "EnvTask", "get_env_task"]
+           "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "ENV_MEMBERS", "OWN_ENV_TASK",
+           "OwnEnvTask", "check_env", "env_spec", "load_env", "own_env_task"]

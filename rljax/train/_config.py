@@ -65,6 +65,11 @@ class TaskConfig:
   (tool_countdown): the share of SFT demonstrations that call the tool; the rest answer directly.
   ``context_budget``: the most characters of context the model is shown (0: unlimited); over it the oldest turns
   are dropped (the environment's ``fit_context``) and the episode goes on in a new window, trained in the same row.
+  Your own environment: ``name="env"`` with ``env="module:factory"`` (or ``"path/to/file.py:factory"``, optionally
+  with literal keyword arguments, ``"mypkg.envs:make_env(size=4)"``): the factory is called with those arguments
+  when the run starts (and again on resume: the string is in ``config.json``) and returns the environment
+  (``rljax.envs.OwnEnvTask`` lists what it reads; an object that is not one is refused at start-up, naming what
+  it lacks). In a config file, ``TaskConfig(name="env", env=make_env)`` stores a module-level function's string.
 
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
   per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
@@ -105,11 +110,27 @@ class TaskConfig:
   max_obs_tokens: int = 96  # multi-turn env tasks: most tokens of one observation (longer: the episode ends, truncated)
   demo_tool_prob: float = 1.0  # tool_countdown: share of SFT demonstrations that call the tool (else a direct guess)
   context_budget: int = 0  # multi-turn env tasks: most characters of context per window (0 = unlimited; docs/agents.md)
+  env: str = ""  # name=env: your environment's factory, "module:function" or "file.py:function" (docs/agents.md)
 
   def __post_init__(self):
-    from rljax.envs import DATASET_TASKS, ENV_TASK_NAMES, TASK_NAMES  # pylint: disable=import-outside-toplevel
-    if self.name not in TASK_NAMES + ENV_TASK_NAMES:
-      _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + ENV_TASK_NAMES)}")
+    from rljax.envs import (DATASET_TASKS, MULTI_TURN_TASKS, OWN_ENV_TASK,  # pylint: disable=import-outside-toplevel
+                            TASK_NAMES)
+    from rljax.envs._own import env_spec, parse_env_spec  # pylint: disable=import-outside-toplevel
+    if self.name not in TASK_NAMES + MULTI_TURN_TASKS:
+      _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + MULTI_TURN_TASKS)}")
+    if callable(self.env):  # a config file's function: stored as the string that finds it again (resume)
+      try:
+        object.__setattr__(self, "env", env_spec(self.env))
+      except ValueError as e:
+        _fail("TaskConfig.env", self.env, str(e))
+    if self.name == OWN_ENV_TASK:
+      try:
+        parse_env_spec(self.env)
+      except ValueError as e:
+        _fail("TaskConfig.env", self.env, f"{e} (task.name=env trains on your own environment)")
+    elif self.env != "":
+      _fail("TaskConfig.env", self.env, f"left unset: it is read by task.name=env (your own environment), and this "
+            f"task is {self.name!r}")
     _pos_int(self, "max_turns", allow_zero=True)
     _pos_int(self, "max_obs_tokens")
     _pos_int(self, "context_budget", allow_zero=True)
@@ -118,18 +139,18 @@ class TaskConfig:
     if self.name != "tool_countdown" and self.demo_tool_prob != 1.0:
       _fail("TaskConfig.demo_tool_prob", self.demo_tool_prob, f"left unset (1.0): it is read by the tool_countdown "
             f"task only, and this task is {self.name!r}")
-    if self.name not in ENV_TASK_NAMES:
+    if self.name not in MULTI_TURN_TASKS:
       for name, default in (("max_turns", 0), ("max_obs_tokens", 96), ("context_budget", 0)):
         if getattr(self, name) != default:
           _fail(f"TaskConfig.{name}", getattr(self, name), f"left unset: it is read by the multi-turn tasks "
-                f"{list(ENV_TASK_NAMES)}, and this task is {self.name!r}")
+                f"{list(MULTI_TURN_TASKS)}, and this task is {self.name!r}")
     _pos_int(self, "digits", "num_train", "num_test")
     if not 0.0 <= self.sloppy_carry_prob <= 1.0:
       _fail("TaskConfig.sloppy_carry_prob", self.sloppy_carry_prob, "in [0, 1]")
     if self.chat_template is None:  # configs written before "auto": None meant plain prompts
       object.__setattr__(self, "chat_template", "none")
     _choice(self, "chat_template", CHAT_TEMPLATE_CHOICES)
-    if self.name in ENV_TASK_NAMES and self.chat_template not in ("auto", "none"):
+    if self.name in MULTI_TURN_TASKS and self.chat_template not in ("auto", "none"):
       _fail("TaskConfig.chat_template", self.chat_template, f"auto or none: the multi-turn task {self.name!r} "
             "writes its own context")
     data_fields = {"jsonl": ("path", "eval_path", "eval_fraction"), "tfds": ("dataset", "train_split", "eval_split")}

@@ -199,7 +199,11 @@ def build_task(cfg: RunConfig):
   """The task of ``cfg.task`` (``rljax.envs.get_task``)."""
   from rljax.envs import get_task  # pylint: disable=import-outside-toplevel
   t = cfg.task
-  from rljax.envs import ENV_TASK_NAMES, get_env_task  # pylint: disable=import-outside-toplevel
+  from rljax.envs import (ENV_TASK_NAMES, OWN_ENV_TASK, get_env_task,  # pylint: disable=import-outside-toplevel
+                          own_env_task)
+  if t.name == OWN_ENV_TASK:  # your own environment: its factory, called now (at start-up, before any write)
+    return own_env_task(t.env, max_turns=t.max_turns or None, context_budget=t.context_budget or None,
+                        need_demonstrations=cfg.sft.steps > 0 and cfg.sft.init_from is None)
   if t.name in ENV_TASK_NAMES:
     return get_env_task(t.name, max_turns=t.max_turns or None, demo_tool_prob=t.demo_tool_prob,
                         context_budget=t.context_budget or None)
@@ -256,7 +260,7 @@ def _template_text(template: str) -> str:
 def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Experiment:
   """Task, tokenizer, problems, a freshly initialised model and the sampler config."""
   from rljax.models import fan_in_init, ModelConfig, Transformer  # pylint: disable=import-outside-toplevel
-  from rljax.envs import ENV_TASK_NAMES  # pylint: disable=import-outside-toplevel
+  from rljax.envs import MULTI_TURN_TASKS  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
 
   task = build_task(cfg)
@@ -288,7 +292,7 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
       fan_in_init(model)
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)))
   cfg, auto_settings = resolve_auto_settings(cfg, n_params)
-  if cfg.task.name in ENV_TASK_NAMES:
+  if cfg.task.name in MULTI_TURN_TASKS:
     return _env_experiment(cfg, task, tokenizer, codec, model, train_problems, test_problems, auto_settings)
   longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
   bucket = int(-(-longest // 4) * 4)

@@ -314,6 +314,44 @@ def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -
                        "rl.share_prompt_forward=false")
 
 
+NO_SIGNAL_STEPS = 3  # consecutive RL steps in which every group's rewards were equal before the console says so
+
+
+class NoSignalWatch:
+  """Says once, on the console, that RL has no learning signal: ``steps`` consecutive steps in which every sampled
+  group's rewards were all equal (``rollout/zero_var_groups == rollout/sampled_groups``), so every group-relative
+  (GRPO-style) advantage is zero. ``observe`` returns the message the step it is first due, else None."""
+
+  def __init__(self, steps: int = NO_SIGNAL_STEPS):
+    self.steps, self.run, self.values, self.said = steps, 0, set(), False
+
+  def observe(self, stats: dict, rewards) -> "str | None":
+    """``stats``: the step's rollout statistics (``zero_var_groups``, ``sampled_groups``); ``rewards``: its valid
+    rows' rewards (the values the message quotes)."""
+    if self.said or self.steps <= 0:
+      return None
+    sampled = int(stats.get("sampled_groups", 0))
+    if sampled == 0 or int(stats.get("zero_var_groups", 0)) < sampled:
+      self.run, self.values = 0, set()
+      return None
+    self.run += 1
+    self.values |= {float(v) for v in np.unique(np.asarray(rewards, np.float64))}
+    if self.run < self.steps:
+      return None
+    self.said = True
+    values = sorted(self.values)
+    shown = ", ".join(str(round(v, 4)) for v in values[:6])
+    seen = f"all {shown}" if len(values) == 1 else f"values {shown}"
+    if len(values) == 1 and values[0] <= 0:
+      cause = "the task may be too hard for the start policy (more SFT steps? an easier task?)"
+    elif len(values) == 1:
+      cause = "the task may be too easy for the start policy (a harder task? fewer SFT steps?)"
+    else:
+      cause = "each prompt is always solved or always failed (a harder or easier task mix? more samples per group?)"
+    return (f"[rljax] no learning signal: every group's rewards were equal for {self.run} steps ({seen}); {cause}. "
+            f"Group-relative (GRPO-style) advantages are zero, so the policy does not move")
+
+
 def step_line(step: int, steps: int, row: dict, reward: float) -> str:
   """The console line of one RL step: rollout and update seconds (``time/sample_s``, ``time/update_s``: the
   sampler call with rewards and filters; the forwards, advantages and every optimizer step), the mean reward, and
@@ -344,6 +382,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
   runner = (AsyncRunner(loop, start=loop.start, stop_at=rl.steps, rollout_mesh=rollout_mesh)
             if rl.async_staleness is not None else None)
   t_stage = time.perf_counter()
+  no_signal = NoSignalWatch()
   try:
     for s in range(loop.start, rl.steps):
       t0 = time.perf_counter()
@@ -387,6 +426,11 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
       bar.update(1)
       if bar.disable and (s + 1) % cfg.log_every == 0:  # no bar (a log file, a pipe): one line per logged step
         log(cfg, step_line(s + 1, rl.steps, row, collected.stats["reward_mean"]))
+      said = no_signal.observe(collected.stats, collected.data.rewards[collected.data.valid])
+      if said and bar.disable:
+        log(cfg, said)
+      elif said:
+        bar.write(said)
       stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
       preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
       if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
