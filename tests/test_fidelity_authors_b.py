@@ -338,7 +338,8 @@ def test_guide_off_context_loss_is_the_authors_constant_gamma_shaping(gamma):
   batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
                             advantages=jnp.asarray(adv, jnp.float32), group_id=jnp.arange(b) // 4,
                             logp_old=jnp.asarray(old, jnp.float32), extras={"replay_mask": jnp.asarray(hinted)})
-  obj = O.chain(O.exgrpo_policy(0.2, 0.2, beta=gamma), aggregate=O.token_mean)
+  # their on-policy rows are PPO-clipped: clip_fresh=True
+  obj = O.chain(O.exgrpo_policy(0.2, 0.2, beta=gamma, clip_fresh=True), aggregate=O.token_mean)
   f = lambda lp: obj(PolicyOutputs.create(logp=lp), batch)[0]
   got = float(f(jnp.asarray(logp, jnp.float32)))
   np.testing.assert_allclose(got, _guide_authors_loss(logp, old, adv, mask, ~hinted, gamma=gamma), rtol=1e-5)

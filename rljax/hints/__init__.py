@@ -30,8 +30,8 @@ TECHNIQUES = (
               f"{_S1} L183 (Guide)",
               fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
                                 "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
-                                "theirs = guide + loss exgrpo_policy(beta=γ) (yaml: γ = 1; paper scripts: γ = q0.9 "
-                                "of the ratios, not built); hint = the reference answer (theirs: a dataset hint); "
+                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; paper scripts: "
+                                "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
                                 "hinted 0/1-accuracy groups kept (theirs: dropped)")),
     Technique("oc_grpo", "replay", unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",

@@ -95,9 +95,9 @@ def guide(*, fraction: float = 1.0, rows: float = 1.0, template: str = "Hint: th
   ``core_algos.compute_policy_loss``): a group with accuracy <= 0.001 is re-sampled whole (``n`` samples) from
   the prompt with its dataset ``hint``; the samples train under the original prompt, ``pi_old`` taken under the
   hinted prompt (``importance_weighted_reroll``: this stage's ``logp_old="behavior"``), with the off-policy loss
-  ``-A r / (r + gamma)``, unclipped, PPO clip on the other rows: the loss ``exgrpo_policy(beta=gamma)`` (the
-  hinted rows carry ``replay_mask``). Their default ``gamma`` is 1 (``gamma_strategy: constant``); their paper
-  scripts set ``gamma`` to the 0.9 quantile of the batch's off-policy ratios (not built). They also drop hinted
+  ``-A r / (r + gamma)``, unclipped, PPO clip on the other rows: the loss
+  ``exgrpo_policy(beta=gamma, clip_fresh=True)`` (the hinted rows carry ``replay_mask``). Their default ``gamma``
+  is 1 (``gamma_strategy: constant``); their paper scripts set ``gamma`` to the 0.9 quantile of the batch's off-policy ratios (not built). They also drop hinted
   groups whose accuracy is 0 or 1; here those stay (no gradient, but counted by a token-mean)."""
   fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
   return _stage("guide", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
