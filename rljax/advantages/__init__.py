@@ -112,10 +112,10 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours averages "
                          "their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + ε)")),
     _t("task_normalized", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)", f"{_S0} L5, L55",
-       fidelity=Fidelity("abstract", f"{_S0} L5, L55 (QwenLong-L1.5, AgentRL abstracts)",
-                         "per-task standardisation (ε, ddof, centring) ours. Searched 2026-12: THUDM/AgentRL "
-                         "(linked) not in the store; Tongyi-Zhiwen/QwenLong-L1 snapshot (2025-05) predates L1.5; "
-                         "code search: none")),
+       fidelity=Fidelity("paper_formula", "arXiv 2512.12967 (QwenLong-L1.5) Sec. 4.2 Eq. 7 (paper text: "
+                         "Tongyi-Zhiwen/Qwen-Doc QwenLong_1_5.pdf)",
+                         "paper: (r − mean_group r)/std(r ∈ B_task) = task_normalized(grpo(scale='none'), "
+                         "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours")),
     _t("key_baseline", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
        fidelity=Fidelity("abstract", f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
                          "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 code/pages "

@@ -536,23 +536,36 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
 
 @C.fast_path
 def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array] = None,
-                    num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, center: bool = True):
+                    num_tasks: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, center: bool = True,
+                    scale: str = "advantages", rewards: Optional[Array] = None):
   """Per-task advantage normalisation: ``A' = (A − mean_task A) / (std_task A + ε)``.
 
   Statistics are keyed by ``task_id`` over the batch, so one task's reward
-  scale cannot dominate. Source: QwenLong-L1.5 task-specific advantage
-  estimation and AgentRL task advantage normalisation (seed
-  000_3e503271be254a43.txt L5, L55); neither abstract gives the form —
-  this standardisation (``center`` optional) is our reading. A task with a
-  single valid sample gets 0 (``center=True``).
+  scale cannot dominate. ``scale="rewards"`` divides by the std of
+  ``rewards`` over the task's rows of the batch instead: QwenLong-L1.5's
+  task-specific advantage estimation (arXiv 2512.12967 Sec. 4.2 Eq. 7) is
+  ``A_i = (r_i − mean_group r) / std(r ∈ B_task)``, i.e.
+  ``task_normalized(grpo(r, gid, scale="none")[0], task, rewards=r,
+  scale="rewards", center=False)`` (its ``mean_group`` terms are 0 on each
+  task, so ``center`` barely matters there). AgentRL's task normalisation
+  (seed 000_3e503271be254a43.txt L55) gives no form. A task with a single
+  valid sample gets 0 (``center=True``).
 
   Args:
     advantages: ``[B]`` (e.g. from ``grpo``); task_id: ``[B]`` int in ``[0, num_tasks)``.
+    scale: ``"advantages"`` (std of the advantages, default) or ``"rewards"`` (std of ``rewards [B]``).
   """
+  G.check_choice("scale", scale, ("advantages", "rewards"))
   r, tid, v, nt = G.prepare(advantages, task_id, valid, num_tasks, rewards_name="advantages",
                             group_name="task_id")
   st = G.row_stats(r, tid, v, nt, ddof=std_ddof)
-  adv = ((r - st.mean) if center else r) / (st.std + eps) * v
+  sd = st.std
+  if scale == "rewards":
+    if rewards is None:
+      raise ValueError("task_normalized(scale='rewards') needs rewards [B]")
+    G.check_shape("rewards", rewards, r.shape)
+    sd = G.row_stats(jnp.asarray(rewards).astype(r.dtype), tid, v, nt, ddof=std_ddof).std
+  adv = ((r - st.mean) if center else r) / (sd + eps) * v
   return adv, _metrics(adv, r, v)
 
 

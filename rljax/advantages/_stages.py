@@ -234,7 +234,8 @@ STAGES = {
     "remax": _checked(_outcome.remax, inputs={"rewards": _token_rewards, "baseline_rewards": "greedy_rewards",
                                               "mask": _completion}),
     "vote": group_estimator(_outcome.vote, answer_id="answer_ids"),
-    "task_normalized": _transform(_outcome.task_normalized, task_id="task_id", valid="valid", num_tasks="num_tasks"),
+    "task_normalized": _transform(_outcome.task_normalized, task_id="task_id", rewards="rewards", valid="valid",
+                                  num_tasks="num_tasks"),
     "key_baseline": _chosen(
         _outcome.key_baseline, "key", "task_id", {
             "task_id": {"key": "task_id", "num_keys": "num_tasks"},
