@@ -98,7 +98,7 @@ def _mask(batch: TrainBatch) -> Array:
 def _masked_mean(x: Array, mask: Array) -> Array:
   """``Σ x m / max(Σ m, 1)`` (0 on an empty mask, never NaN)."""
   mask = mask.astype(jnp.float32)
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  return jnp.sum(jnp.where(mask != 0, x * mask, 0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def _seq_sum(x: Array, mask: Array) -> Array:

@@ -144,7 +144,7 @@ def float_dtype(*xs):
 
 def masked_mean(x: Array, mask: Array) -> Array:
   """``sum(x m) / max(sum(m), 1)`` over all axes (0 when nothing is masked in)."""
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  return jnp.sum(jnp.where(mask != 0, x * mask, 0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def masked_max(x: Array, mask: Array) -> Array:
