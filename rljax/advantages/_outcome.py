@@ -13,6 +13,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax import _groups as G
 from rljax.advantages import _common as C
@@ -283,9 +284,10 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
   """
   tok, shape = _token_rewards(rewards, mask)
   G.check_shape("values", values, shape)
-  G.check_finite("values", values)
-  val = jnp.asarray(values, tok.dtype)
   m = jnp.asarray(mask).astype(tok.dtype)
+  if is_concrete(values) and is_concrete(mask):  # values outside the mask (padding) are never read
+    G.check_finite("values inside mask", np.asarray(values)[np.asarray(mask) > 0])
+  val = jnp.where(m > 0, jnp.asarray(values, tok.dtype), 0.0)
 
   def step(carry, xs):
     next_v, last = carry

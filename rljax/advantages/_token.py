@@ -271,6 +271,13 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
+def _check_finite_turns(name: str, x, turn_valid) -> None:
+  """``G.check_finite`` on the turns that exist (``turn_valid``): padded turns may hold anything."""
+  if turn_valid is not None and is_concrete(x) and is_concrete(turn_valid):
+    x = np.where(np.asarray(turn_valid).astype(bool), np.asarray(x), 0.0)
+  G.check_finite(name, x)
+
+
 @C.fast_path
 def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Array, group_id: Array, *,
                      mask: Array, step_weight: float = 0.5, gamma: float = 1.0,
@@ -299,7 +306,7 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   if not 0.0 <= step_weight <= 1.0:
     raise ValueError(f"step_weight must be in [0, 1], got {step_weight!r}")
   b, nturn = G.check_rank("turn_rewards", turn_rewards, 2)
-  G.check_finite("turn_rewards", turn_rewards)
+  _check_finite_turns("turn_rewards", turn_rewards, turn_valid)
   ep, _ = grpo(
       episode_rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   r, gid, v, ng = G.prepare(episode_rewards, group_id, valid, num_groups, rewards_name="episode_rewards")
@@ -350,13 +357,14 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
   if not 0.0 <= lam <= 1.0:
     raise ValueError(f"lam must be in [0, 1] to preserve signs, got {lam!r}")
   b, nturn = G.check_rank("signal", signal, 2)
-  G.check_finite("signal", signal)
+  _check_finite_turns("signal", signal, turn_valid)
   G.check_finite("advantages", advantages)
   dummy = jnp.zeros((b,), jnp.float32)
   _, gid, v, ng = G.prepare(dummy, group_id, valid, num_groups)
   m, (_, t) = _token_mask(mask, b, v)
   _check_ids_2d("turn_ids", turn_ids, (b, t))
-  a = jnp.asarray(advantages, jnp.float32)
+  dtype = jnp.promote_types(G.float_dtype(advantages), G.float_dtype(signal))  # float64 stays float64 (x64)
+  a = jnp.asarray(advantages, dtype)
   if a.ndim == 1:
     G.check_shape("advantages", a, (b,))
     a = a[:, None] * m
@@ -365,7 +373,7 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
     a = a * m
   tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
   tv = tv & (v[:, None] > 0)
-  z = _turn_group_normalize(jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0), tv, gid, ng, eps=eps, ddof=0)
+  z = _turn_group_normalize(jnp.where(tv, jnp.asarray(signal, dtype), 0.0), tv, gid, ng, eps=eps, ddof=0)
   z_tok, inside = _turn_gather(z, turn_ids, m)
   factor = jnp.where(inside, 1 + lam * jnp.tanh(z_tok), 1.0)
   adv = a * factor

@@ -149,11 +149,15 @@ def masked_mean(x: Array, mask: Array) -> Array:
 
 def masked_max(x: Array, mask: Array) -> Array:
   """Max of ``x`` over ``mask`` (0 when the mask is empty)."""
+  if jnp.size(x) == 0:  # an empty batch
+    return jnp.zeros((), x.dtype)
   has = jnp.sum(mask) > 0
   return jnp.where(has, jnp.max(jnp.where(mask > 0, x, -jnp.inf)), 0.0)
 
 
 def masked_min(x: Array, mask: Array) -> Array:
+  if jnp.size(x) == 0:  # an empty batch
+    return jnp.zeros((), x.dtype)
   has = jnp.sum(mask) > 0
   return jnp.where(has, jnp.min(jnp.where(mask > 0, x, jnp.inf)), 0.0)
 
