@@ -27,7 +27,7 @@ stage and are listed in ``NO_STAGE_KINDS``. ``python tests/test_catalog_sweep.py
 """
 from __future__ import annotations
 
-import math
+import functools
 import re
 import sys
 import time
@@ -106,7 +106,7 @@ PROBLEMS = tuple(TASK._make(a, b) for a, b in ((3, 4), (1, 2), (4, 5), (2, 2))) 
 def _layout(case: str) -> tuple:
   """(groups, rows per group). The empty batch keeps ``num_groups=1``: a static segment count is positive (the
   library's default for B = 0 is ``max(B, 1)``, ``rljax._groups.resolve_num``)."""
-  return {"empty": (0, 4), "single_member": (4, 1)}.get(case, (3, 4))
+  return {"empty": (0, 4), "single_member": (12, 1)}.get(case, (3, 4))
 
 
 def _step(case: str, poison=False) -> StepData:
@@ -171,8 +171,8 @@ def _step(case: str, poison=False) -> StepData:
 
 def _facts(case: str, **kw) -> RunFacts:
   g, n = _layout(case)
-  return RunFacts(num_prompts=max(g, 1), group_size=n, max_new_tokens=T - P, num_dataset_prompts=8, num_tasks=2,
-                  seq_len=T, task_ids=tuple(i % 2 for i in range(8)), **kw)
+  return RunFacts(num_prompts=max(g, 1), group_size=n, max_new_tokens=T - P, num_dataset_prompts=16, num_tasks=2,
+                  seq_len=T, task_ids=tuple(i % 2 for i in range(16)), **kw)
 
 
 # ----------------------------------------------------------------------------- runners, one per kind of stage
@@ -200,19 +200,24 @@ def _outputs(data: StepData) -> PolicyOutputs:
                        entropy=data.entropy_old, values=data.values)
 
 
+_RUNS = {}  # id(stage) -> (eager, jitted) runner: cases of equal shapes and dtypes share one compile
+
+
 def _loss_term(stage, case, data, jit):
-  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in stage.initial_hparams().items()}
-  term = stage.build(hparams)
-  if stage.role == "correction":
-    term = ppo_clip(correction=term)
-  objective = chain(term)
+  if id(stage) not in _RUNS:
+    hparams = {k: jnp.asarray(v, jnp.float32) for k, v in stage.initial_hparams().items()}
+    term = stage.build(hparams)
+    if stage.role == "correction":
+      term = ppo_clip(correction=term)
+    objective = chain(term)
 
-  def run(out, batch):
-    per_token, _ = call_with_statistics(term, out, batch, None)
-    loss, metrics = objective(out, batch)
-    return {"primary": {"loss": loss, "per_token": per_token}, "metrics": metrics}
+    def run(out, batch):
+      per_token, _ = call_with_statistics(term, out, batch, None)
+      loss, metrics = objective(out, batch)
+      return {"primary": {"loss": loss, "per_token": per_token}, "metrics": metrics}
 
-  return (jax.jit(run) if jit else run)(_outputs(data), _batch(data))
+    _RUNS[id(stage)] = (run, jax.jit(run))
+  return _RUNS[id(stage)][int(jit)](_outputs(data), _batch(data))
 
 
 def _aggregation(stage, case, data, jit):
@@ -261,14 +266,14 @@ def _prompt_data(case: str, data: StepData, pilot: int) -> PromptData:
   if pilot:
     full = _step("equal_rewards" if case == "empty" else case)
     pilot_data = full.take(np.concatenate([np.flatnonzero(full.group_id == p)[:pilot] for p in range(g)]))
-  return PromptData(problems=tuple(PROBLEMS[i % 4] for i in range(g)), index=index, num_dataset_prompts=8,
+  return PromptData(problems=tuple(PROBLEMS[i % 4] for i in range(g)), index=index, num_dataset_prompts=16,
                     pilot=pilot_data)
 
 
 def _prompt_filter(stage, case, data, jit):
   del jit
   stage = stage.bind(_facts(case))
-  state = stage.init(8)
+  state = stage.init(16)
   prompts = _prompt_data(case, data, stage.pilot)
   key = jax.random.PRNGKey(1)
   out = {}
@@ -350,10 +355,16 @@ def _is_array(x) -> bool:
   return isinstance(x, (np.ndarray, np.generic, jax.Array, float, int, bool))
 
 
+@functools.lru_cache(maxsize=None)
+def _stage(name: str):
+  """The row's stage, built once (a built stage is immutable; its state, if any, comes from ``init()``)."""
+  return resolve(_spec(name), slot_of(ROWS[name]))[0]
+
+
 def run(name: str, case: str, poison: bool, jit: bool = False):
   row = ROWS[name]
   slot = slot_of(row)
-  stage = resolve(_spec(name), slot)[0]
+  stage = _stage(name)
   data = _step(case, poison and ("tokens" if slot in READS_PADDED_ROWS else "rows"))
   if case == "float64":
     with jax.enable_x64(True):

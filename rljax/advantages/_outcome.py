@@ -287,7 +287,8 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
   m = jnp.asarray(mask).astype(tok.dtype)
   if is_concrete(values) and is_concrete(mask):  # values outside the mask (padding) are never read
     G.check_finite("values inside mask", np.asarray(values)[np.asarray(mask) > 0])
-  val = jnp.where(m > 0, jnp.asarray(values, tok.dtype), 0.0)
+  val = jnp.asarray(values, tok.dtype)
+  val_in = jnp.where(m > 0, val, 0.0)  # the recursion reads V only inside the mask (padding may hold NaN)
 
   def step(carry, xs):
     next_v, last = carry
@@ -299,7 +300,7 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
     return (next_v, last), last
 
   zeros = jnp.zeros(shape[0], tok.dtype)
-  _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val.T, m.T), reverse=True)
+  _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val_in.T, m.T), reverse=True)
   raw = adv_t.T
   returns = raw + val
   adv = C.masked_whiten(raw, m, eps=whiten_eps) if whiten else raw * m

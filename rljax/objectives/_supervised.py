@@ -108,7 +108,6 @@ def gft(tau=0.1, *, rectification: str = "step", use_advantages: bool = False):
     if use_advantages:
       loss = loss * _require("batch.advantages", batch.advantages, shape)
     mask = _mask(batch)
-    loss = jnp.where(mask > 0, loss, 0.0)  # padding never leaks: -inf log-probs there would give inf * 0 = NaN
     return loss, {"nll": _nll_metric(logp, mask),
                   "frac_rectified": _masked_mean(rectified.astype(jnp.float32), mask)}
 
