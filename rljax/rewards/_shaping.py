@@ -340,7 +340,8 @@ def clipped_linear_reward(d: Array, *, scale: float = 1.0, offset: float = 0.0, 
 def _check_steps(step_rewards, step_mask):
   if np.ndim(step_rewards) != 2:
     raise ValueError(f"step_rewards must be [B, S], got shape {np.shape(step_rewards)}")
-  step_rewards = jnp.asarray(step_rewards, jnp.float32)
+  step_rewards = jnp.asarray(step_rewards)
+  step_rewards = step_rewards.astype(jnp.promote_types(step_rewards.dtype, jnp.float32))  # float64 stays (x64)
   if step_mask is None:
     step_mask = jnp.ones(step_rewards.shape, jnp.bool_)
   check_mask("step_mask", step_mask, step_rewards.shape)

@@ -161,7 +161,8 @@ def _process_mean(data) -> np.ndarray:
 def _plus_outcome_steps(out, data):
   """Shaped step rewards ``[B, S]`` -> the sequence reward ``data.rewards + sum_s r'_s`` (outcome + process)."""
   steps, metrics = out
-  return data.rewards + np.asarray(steps, np.float32).sum(1), metrics
+  steps = np.asarray(steps)
+  return data.rewards + steps.astype(np.result_type(np.float32, steps.dtype)).sum(1), metrics
 
 
 def _shaping_stage(fn, inputs, probe=None, **kw):
