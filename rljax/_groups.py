@@ -293,6 +293,8 @@ def dense_ids(*keys: Array, valid: Optional[Array] = None) -> tuple[Array, Array
   without overflow-prone arithmetic.
   """
   b = keys[0].shape[0]
+  if b == 0:  # an empty batch: no ids (``changed.at[0]`` below would be out of bounds)
+    return jnp.zeros((0,), jnp.int32), jnp.int32(0)
   vkey = jnp.zeros((b,), jnp.int32) if valid is None else (~jnp.asarray(valid, bool)).astype(jnp.int32)
   all_keys = (vkey,) + tuple(keys)
   order = jnp.lexsort(tuple(reversed(all_keys)))  # last key is primary for lexsort

@@ -771,7 +771,13 @@ def data_stage_factory(fn: Callable, cls: type, *, inputs: Mapping[str, Any], ne
     name = fn.__name__
 
     def call(data):
-      out = fn(**{arg: _input(data, src, name) for arg, src in inputs.items()}, **hyper)
+      try:
+        out = fn(**{arg: _input(data, src, name) for arg, src in inputs.items()}, **hyper)
+      except ValueError as e:  # an illegal input: the message names the technique (NeedError already does)
+        if isinstance(e, NeedError) or str(e).startswith(f"{name}:"):
+          raise
+        empty = " (an empty batch, B = 0, is not supported)" if data.batch_size == 0 else ""
+        raise ValueError(f"{name}: {e}{empty}") from e
       return out if result is None else result(out, data)
 
     call.__name__ = name

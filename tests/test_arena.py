@@ -111,6 +111,7 @@ def mini_arena(tmp_path_factory):
   return root, out, kw, arena.run_arena("tiny", **kw)
 
 
+@pytest.mark.long
 def test_arena_end_to_end_resume_and_a_failing_entry(mini_arena, tmp_path):
   _, out, kw, rows = mini_arena
   status = {r["entry"]: r["status"] for r in rows}
@@ -181,6 +182,7 @@ def test_cli_lists_entries_and_experiments(capsys):
   assert "rl.advantage=qae(quantile=0.8)" in out and "entropy        grpo_nokl, grpo, erc, clip_cov, kl_cov, entropic, entropic_h04" in out
 
 
+@pytest.mark.long
 def test_arena_notebook_runs(mini_arena, monkeypatch):
   """The arena notebook (quick mode) runs: its mini-arena (the fixture's, same config: read back, not trained
   again) is tabled, read back and the chosen entries are plotted."""

@@ -40,6 +40,7 @@ def _wait_for(path, proc, timeout=900):
     time.sleep(0.05)
 
 
+@pytest.mark.long
 def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
   full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
   ref = subprocess.Popen(_cmd(full), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

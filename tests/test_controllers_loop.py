@@ -196,6 +196,7 @@ def _rl_rows(out):
   return [r for r in read_jsonl(os.path.join(out, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
 
 
+@pytest.mark.long
 def test_adaptive_kl_moves_beta_and_resume_restores_the_controller_state(tmp_path):
   """One tiny run with adaptive KL (3 RL steps, checkpoints at 2 and 3), then --resume from step 2."""
   # step 1: KL(old || ref) = 0 exactly (old = ref) < target -> beta *= 1 - 0.2 * 16/16 (16 sequences, horizon 16);

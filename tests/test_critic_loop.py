@@ -25,6 +25,7 @@ def _rows(out):
   return [r for r in read_jsonl(os.path.join(out, "metrics.jsonl")) if r["stage"] == "rl" and r["step"] > 0]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("shared", [False, True])
 def test_critic_trains_checkpoints_and_resumes_bit_for_bit(tmp_path, shared):
   out = str(tmp_path / "run")

@@ -275,6 +275,7 @@ def _train(tmp_path, name, new_tokens, obs, extra=()):
   return summary, [r for r in rows if r.get("stage") == "rl" and "rollout/turns" in r]  # the steps' rows
 
 
+@pytest.mark.long
 @pytest.mark.skipif(bool(_NO_SANDBOX), reason=f"sandbox layers missing: {_NO_SANDBOX}")
 def test_tool_countdown_trains_end_to_end(tmp_path):
   summary, rows = _train(tmp_path, "tool_countdown", 24, 48)

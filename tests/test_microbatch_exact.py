@@ -170,6 +170,7 @@ def moe_model():
   return model
 
 
+@pytest.mark.long
 def test_moe_load_balancing_loss_is_exact():
   """``E sum_e f_e P_e`` over the whole batch: each micro-batch contributes its share with the whole batch's f
   (rows padded by ``segment_ids``, so micro-batches hold unequal token counts)."""

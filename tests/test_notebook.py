@@ -32,6 +32,7 @@ def execute_notebook(path, tmp_path, monkeypatch):
   return text
 
 
+@pytest.mark.long
 def test_quickstart_notebook_runs(tmp_path, monkeypatch):
   outputs = execute_notebook(NB, tmp_path, monkeypatch)
   assert "RL  greedy accuracy:" in outputs

@@ -474,6 +474,7 @@ def test_decode_phases_equal_one_loop():
   assert np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(b.logp_behavior), 0)).max() <= 1e-5
 
 
+@pytest.mark.long
 def test_concurrent_chunks_equal_one_call(model, monkeypatch):
   """``concurrent_chunks``: the prompts are decoded as separate calls on host threads, and the
   concatenated rollout equals one call's (tokens, masks, ids exactly; log-probs up to float32

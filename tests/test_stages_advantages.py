@@ -272,7 +272,7 @@ def test_bad_hyper_parameters_raise_when_built(name, kwargs, match):
 
 
 @pytest.mark.parametrize("name, listed", [
-    ("vote", "[eps=1e-06, std_ddof=1, scale='group']"), ("canon", "[inter_coef, intra_coef, eps=1e-06"),
+    ("vote", "[eps=1e-06, std_ddof=1, scale='group', form='glpo', bonus=1.0]"), ("canon", "[inter_coef, intra_coef, eps=1e-06"),
     ("key_baseline", "[key='task_id']"), ("role_ema_baseline", "[decay=0.95, update_first=False, init='zero']"),
     ("composite", "[weights=None]"), ("gdpo", "[weights=None, eps=1e-06")])
 def test_unknown_argument_lists_the_valid_ones(name, listed):

@@ -156,6 +156,7 @@ def test_split_eta_zero_equals_the_synchronous_loop_on_the_training_sub_mesh(tmp
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.long
 def test_split_with_staleness_and_chunked_sampler(tmp_path, monkeypatch):
   """A 4-device mesh split 2 / 2, eta = 2, 2-token chunks of 4-token responses (the interruptible sampler):
   every chunk runs on the rollout devices, the train state stays on the training devices, no trained row is

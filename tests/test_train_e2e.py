@@ -114,6 +114,7 @@ def one_device_run(tmp_path_factory):
   return {k: np.asarray(v) for k, v in params.items()}, summary
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mesh", [["mesh.data=2", "mesh.fsdp=2", "mesh.tensor=2"],
                                   pytest.param(["mesh.fsdp=4", "mesh.tensor=2"], marks=pytest.mark.slow),
                                   # scanned layers, full remat, per-layer gathers (the step: test_parallel_scan.py)

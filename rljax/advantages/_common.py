@@ -63,7 +63,7 @@ _FINITE_NAMES = ("rewards", "advantages", "episode_rewards", "scores", "metric",
 _ID_NAMES = (("group_id", "num_groups"), ("key", "num_keys"), ("task_id", "num_tasks"))
 _MASK_NAMES = ("valid", "mask", "passed", "correct", "segment_valid", "turn_valid")
 # estimators that read their [B, T] inputs only inside `mask` (padding may hold anything, e.g. NaN log-probs)
-_READ_INSIDE_MASK = ("implicit_progress_reward", "oprl")
+_READ_INSIDE_MASK = ("implicit_progress_reward", "oprl", "gae")
 
 
 def _value_checks(fn_name: str, args: dict) -> None:
@@ -86,6 +86,9 @@ def _value_checks(fn_name: str, args: dict) -> None:
         raise ValueError(f"{name} contains non-finite values (NaN or inf) inside `mask`; leave those positions "
                          f"out of `mask` or fix the function that produced them")
       continue
+    turns = args.get("turn_valid")
+    if name in ("turn_rewards", "signal") and turns is not None and vals.shape == np.shape(turns):
+      vals = np.where(np.asarray(turns).astype(bool), vals, 0.0)  # padded turns are not read
     if rows is not None and vals.ndim >= 1 and vals.shape[0] == rows.shape[0]:
       vals = vals[rows]
     if vals.size and np.issubdtype(vals.dtype, np.number) and not np.all(np.isfinite(vals)):

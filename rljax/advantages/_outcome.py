@@ -13,6 +13,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax import _groups as G
 from rljax.advantages import _common as C
@@ -206,7 +207,7 @@ def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps:
   m = jnp.asarray(mask).astype(tok.dtype)
   returns = _discounted_returns(tok, m, gamma, reset=bool(reset_at_mask))
   adv = C.masked_whiten(returns, m, eps=whiten_eps)
-  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0), "num_tokens": jnp.sum(m)}
 
 
 @C.fast_path
@@ -269,7 +270,7 @@ def remax(rewards: Array, baseline_rewards: Array, *, mask: Optional[Array] = No
   m = jnp.asarray(mask).astype(tok.dtype)
   returns = jnp.cumsum((tok * m)[:, ::-1], axis=1)[:, ::-1]
   adv = returns - base[:, None] * m
-  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0), "num_tokens": jnp.sum(m)}
 
 
 @C.fast_path
@@ -297,9 +298,11 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
   """
   tok, shape = _token_rewards(rewards, mask)
   G.check_shape("values", values, shape)
-  G.check_finite("values", values)
-  val = jnp.asarray(values, tok.dtype)
   m = jnp.asarray(mask).astype(tok.dtype)
+  if is_concrete(values) and is_concrete(mask):  # values outside the mask (padding) are never read
+    G.check_finite("values inside mask", np.asarray(values)[np.asarray(mask) > 0])
+  val = jnp.asarray(values, tok.dtype)
+  val_in = jnp.where(m > 0, val, 0.0)  # the recursion reads V only inside the mask (padding may hold NaN)
 
   def step(carry, xs):
     next_v, last = carry
@@ -311,11 +314,11 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
     return (next_v, last), last
 
   zeros = jnp.zeros(shape[0], tok.dtype)
-  _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val.T, m.T), reverse=True)
+  _, adv_t = jax.lax.scan(step, (zeros, zeros), (tok.T, val_in.T, m.T), reverse=True)
   raw = adv_t.T
   returns = raw + val
   adv = C.masked_whiten(raw, m, eps=whiten_eps) if whiten else raw * m
-  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0), "num_tokens": jnp.sum(m)}
 
 
 @C.fast_path

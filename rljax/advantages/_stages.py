@@ -74,11 +74,12 @@ def _sequence_advantages(by: str):
   rewards) are refused: a row-level transform of them is not defined.
   """
   def source(data):
-    adv = np.asarray(data.require("advantages", by), np.float32)
+    adv = np.asarray(data.require("advantages", by))
+    adv = adv.astype(np.result_type(np.float32, adv.dtype))  # float32, or float64 under jax_enable_x64
     if adv.ndim == 1:
       return adv
     m = _completion(data)
-    row = np.where(m.any(1), adv[np.arange(adv.shape[0]), np.argmax(m, 1)], 0.0).astype(np.float32)
+    row = np.where(m.any(1), adv[np.arange(adv.shape[0]), np.argmax(m, 1)], 0.0).astype(adv.dtype)
     spread = np.abs(np.where(m, adv - row[:, None], 0.0)).max(initial=0.0)
     if spread > 1e-5 * (1.0 + np.abs(row).max(initial=0.0)):
       raise ValueError(f"{by} transforms sequence-level advantages [B], but the estimator before it wrote "
@@ -334,9 +335,10 @@ def implicit_progress_reward(beta: float = 1.0):
       scores = data.token_rewards
     else:
       last = np.where(mask.any(1), mask.shape[1] - 1 - np.argmax(mask[:, ::-1], 1), 0)
-      scores = np.zeros(mask.shape, np.float32)
+      scores = np.zeros(mask.shape, np.result_type(np.float32, data.rewards.dtype))
       scores[np.arange(mask.shape[0]), last] = np.where(mask.any(1), data.rewards, 0.0)
-    return scores + np.asarray(dense, np.float32), {"mean": info["mean"]}
+    dense = np.asarray(dense)
+    return scores + dense.astype(np.result_type(np.float32, dense.dtype)), {"mean": info["mean"]}
 
   return Shaping(fn, name="implicit_progress_reward", phase="forward", needs={"logp_old", "logp_ref"})
 

@@ -94,7 +94,7 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   if valid is not None:
     inside = inside & jnp.asarray(valid, bool)[:, None]
   adv = jnp.where(inside, jnp.take_along_axis(per, jnp.clip(seg, 0, k - 1), axis=1), 0.0)
-  return adv, {"per_segment": per, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(inside)}
+  return adv, {"per_segment": per, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0), "num_tokens": jnp.sum(inside)}
 
 
 @C.fast_path
@@ -262,7 +262,7 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   td = jnp.where(gate & (denom[:, None] > 0), (v_after - v_before) / safe[:, None], 0.0)
   mf = m.astype(r.dtype)
   adv = adv_seq[:, None] * mf + td_coef * td
-  return adv, {"td": td, "num_branch_tokens": jnp.sum(td != 0), "adv_abs_max": jnp.max(jnp.abs(adv)),
+  return adv, {"td": td, "num_branch_tokens": jnp.sum(td != 0), "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0),
                "num_tokens": jnp.sum(mf)}
 
 
@@ -290,6 +290,13 @@ def _turn_pool_normalize(x, tv, gid, ng, *, eps, ddof):
   st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng, ddof=ddof)
   z = (x.reshape(-1) - st.mean) / (st.std + eps)
   return (z * tv.reshape(-1)).reshape(b, nturn)
+
+
+def _check_finite_turns(name: str, x, turn_valid) -> None:
+  """``G.check_finite`` on the turns that exist (``turn_valid``): padded turns may hold anything."""
+  if turn_valid is not None and is_concrete(x) and is_concrete(turn_valid):
+    x = np.where(np.asarray(turn_valid).astype(bool), np.asarray(x), 0.0)
+  G.check_finite(name, x)
 
 
 @C.fast_path
@@ -338,7 +345,7 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   G.check_choice("episode", episode, ("outcome", "turns"))
   w_ep = 1.0 - step_weight if episode_weight is None else float(episode_weight)
   b, nturn = G.check_rank("turn_rewards", turn_rewards, 2)
-  G.check_finite("turn_rewards", turn_rewards)
+  _check_finite_turns("turn_rewards", turn_rewards, turn_valid)
   ep, _ = grpo(
       episode_rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   r, gid, v, ng = G.prepare(episode_rewards, group_id, valid, num_groups, rewards_name="episode_rewards")
@@ -364,7 +371,7 @@ def step_episode_mix(turn_rewards: Array, turn_ids: Array, episode_rewards: Arra
   else:
     ep_tok, _ = _turn_gather(_turn_pool_normalize(tr, tv, gid, ng, eps=eps, ddof=std_ddof), turn_ids, m)
   adv = step_weight * step_tok + w_ep * ep_tok
-  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv)), "num_tokens": jnp.sum(m)}
+  return adv, {"returns": returns, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0), "num_tokens": jnp.sum(m)}
 
 
 @C.fast_path
@@ -407,13 +414,14 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
   if not 0.0 <= lam <= 1.0:
     raise ValueError(f"lam must be in [0, 1] to preserve signs, got {lam!r}")
   b, nturn = G.check_rank("signal", signal, 2)
-  G.check_finite("signal", signal)
+  _check_finite_turns("signal", signal, turn_valid)
   G.check_finite("advantages", advantages)
   dummy = jnp.zeros((b,), jnp.float32)
   _, gid, v, ng = G.prepare(dummy, group_id, valid, num_groups)
   m, (_, t) = _token_mask(mask, b, v)
   _check_ids_2d("turn_ids", turn_ids, (b, t))
-  a = jnp.asarray(advantages, jnp.float32)
+  dtype = jnp.promote_types(G.float_dtype(advantages), G.float_dtype(signal))  # float64 stays float64 (x64)
+  a = jnp.asarray(advantages, dtype)
   if a.ndim == 1:
     G.check_shape("advantages", a, (b,))
     a = a[:, None] * m
@@ -422,14 +430,14 @@ def sign_preserving_modulation(advantages: Array, signal: Array, turn_ids: Array
     a = a * m
   tv = jnp.ones((b, nturn), bool) if turn_valid is None else jnp.asarray(turn_valid).astype(bool)
   tv = tv & (v[:, None] > 0)
-  sig = jnp.where(tv, jnp.asarray(signal, jnp.float32), 0.0)
+  sig = jnp.where(tv, jnp.asarray(signal, dtype), 0.0)
   normalize = _turn_pool_normalize if norm == "pooled" else _turn_group_normalize
   z = normalize(sig, tv, gid, ng, eps=eps, ddof=0)
   z_tok, inside = _turn_gather(z, turn_ids, m)
   arg = jnp.sign(a) * z_tok if signed else z_tok
   factor = jnp.where(inside, 1 + lam * eps_w * jnp.tanh(arg), 1.0)
   adv = a * factor
-  return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv))}
+  return adv, {"factor": factor, "adv_abs_max": jnp.max(jnp.abs(adv), initial=0.0)}
 
 
 @C.fast_path

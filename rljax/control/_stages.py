@@ -65,7 +65,8 @@ def adaptive_kl(init_beta=None, target: float = 6.0, horizon: float = 10000.0, *
   @jax.jit
   def observe(logp_old, logp_ref, loss_mask):
     mask = loss_mask.astype(jnp.float32)
-    kl = jnp.sum(kl_estimate(logp_old, logp_ref, estimator) * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+    kl = jnp.where(loss_mask, kl_estimate(logp_old, logp_ref, estimator), 0.0)  # padding may hold -inf log-probs
+    kl = jnp.sum(kl * mask) / jnp.maximum(jnp.sum(mask), 1.0)
     n = jnp.sum(jnp.any(loss_mask, axis=1)).astype(jnp.float32)  # sequences with loss tokens (verl: batch size)
     return kl, n
 

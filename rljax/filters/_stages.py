@@ -90,6 +90,8 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
       return np.where(skipped, 0, n).astype(np.int64), state, {**stats, **report}
 
     def observe(state, data):
+      if data.batch_size == 0:  # an empty batch: nothing observed
+        return state, {}
       ids, rows = _per_prompt(data)
       return g.update(state, ids, data.rewards, rows.astype(np.int32))
 
@@ -207,6 +209,8 @@ def difficulty_budget(*, budget: Optional[int] = None, min_per_prompt: int = 0,
       return counts, state, {**stats, **report, "accuracy_mean": float(acc.mean())}
 
     def observe(state, data):
+      if data.batch_size == 0:  # an empty batch: nothing observed
+        return state, {"observed_prompts": 0, "step_accuracy": 0.0}
       ids, rows = _per_prompt(data)
       mean = np.bincount(rows, np.clip(np.asarray(data.correct, np.float64), 0, 1), len(ids)) / np.bincount(rows)
       acc, seen = np.array(state.accuracy, np.float32), np.array(state.seen, np.int32)

@@ -33,7 +33,9 @@ def _prep(loss: Array, mask: Array) -> tuple[Array, Array]:
   if loss.shape != mask.shape or loss.ndim != 2:
     raise ValueError(f"per-token loss and mask must both be [B, T]; got {loss.shape} and {mask.shape}")
   dtype = jnp.result_type(jnp.float32, loss.dtype)  # at least float32; float64 stays float64 (x64)
-  return loss.astype(dtype), mask.astype(dtype)
+  mask = mask.astype(dtype)
+  # padding never leaks: a -inf log-prob or NaN entropy in a padded position must not make the loss NaN (inf * 0)
+  return jnp.where(mask != 0, loss.astype(dtype), 0), mask
 
 
 def token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:

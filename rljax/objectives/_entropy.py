@@ -70,6 +70,8 @@ def masked_quantile(x: Array, mask: Array, q) -> Array:
   x = jax.lax.stop_gradient(jnp.ravel(x).astype(jnp.float32))
   m = jnp.ravel(mask).astype(bool)
   s = jnp.sort(jnp.where(m, x, jnp.inf))
+  if s.shape[0] == 0:  # an empty batch
+    return jnp.asarray(jnp.inf, jnp.float32)
   n = jnp.sum(m.astype(jnp.int32))
   pos = jnp.asarray(q, jnp.float32) * jnp.maximum(n - 1, 0).astype(jnp.float32)
   lo = jnp.clip(jnp.floor(pos).astype(jnp.int32), 0, s.shape[0] - 1)

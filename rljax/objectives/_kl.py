@@ -98,11 +98,11 @@ def _mask(batch: TrainBatch) -> Array:
 def _masked_mean(x: Array, mask: Array) -> Array:
   """``Σ x m / max(Σ m, 1)`` (0 on an empty mask, never NaN)."""
   mask = mask.astype(jnp.float32)
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  return jnp.sum(jnp.where(mask != 0, x * mask, 0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def _seq_sum(x: Array, mask: Array) -> Array:
-  return jnp.sum(x * mask.astype(jnp.float32), axis=-1)
+  return jnp.sum(jnp.where(mask != 0, x * mask.astype(jnp.float32), 0), axis=-1)
 
 
 def _log_ratio(out: PolicyOutputs, batch: TrainBatch, clamp: Optional[float] = 20.0) -> Array:
@@ -256,17 +256,18 @@ def kl_in_reward(scores: Array, logp_old: Array, logp_ref: Array, mask: Array, *
     raise ValueError(f"logp_ref must have shape {shape}, got {tuple(np.shape(logp_ref))}")
   check_mask("mask", mask, shape)
   m = jnp.asarray(mask).astype(jnp.float32)
-  scores = jnp.asarray(scores, jnp.float32)
+  scores = jnp.asarray(scores, _float(scores, logp_old, logp_ref))  # float64 stays float64 (x64)
   if scores.shape == shape[:1]:
     idx = jnp.arange(shape[1])
     last = jnp.max(jnp.where(m > 0, idx[None, :], -1), axis=1)
     scores = jnp.where(idx[None, :] == last[:, None], scores[:, None], 0.0)
   elif scores.shape != shape:
     raise ValueError(f"scores must be [B] or [B, T] = {shape}, got {scores.shape}")
-  kl = kl_estimate(jnp.asarray(logp_old), jnp.asarray(logp_ref), estimator, clamp=clamp) * m
+  # padding never leaks: -inf log-probs there would give NaN * 0
+  kl = jnp.where(m > 0, kl_estimate(jnp.asarray(logp_old), jnp.asarray(logp_ref), estimator, clamp=clamp), 0.0) * m
   b = jnp.asarray(beta, jnp.float32)
   per_seq = jnp.sum(kl, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
-  return scores - b * kl, {"kl": jnp.mean(per_seq), "beta": b}
+  return scores - b * kl, {"kl": jnp.sum(per_seq) / max(shape[0], 1), "beta": b}
 
 
 # --------------------------------------------------------------------------------------

@@ -523,9 +523,12 @@ def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="reward_segments",
     ids = _get_ids(batch, segment_ids, shape)
     n = shape[1] if max_segments is None else int(max_segments)
     v = U.concrete_value(ids) if U.is_concrete(ids) else None
+    if v is not None and U.is_concrete(mask):  # ids outside the loss mask (-1 = none: padding) are not read
+      v = v[np.asarray(U.concrete_value(mask)) > 0]
     if v is not None and v.size and (v.min() < 0 or v.max() >= n):
-      raise ValueError(f"segment_ids must lie in [0, {n}) (max_segments={max_segments}), "
-                       f"got values in [{int(v.min())}, {int(v.max())}]")
+      raise ValueError(f"segment_ratio: segment_ids must lie in [0, {n}) (max_segments={max_segments}) on the loss "
+                       f"tokens, got values in [{int(v.min())}, {int(v.max())}]")
+    ids = jnp.where(mask > 0, ids, 0)
     log_rho = jnp.clip(U.segment_mean(log_ratio, mask, ids, n), -LOG_RATIO_CLAMP, SEQ_LOG_RATIO_MAX)
     log_rho = jnp.where(mask > 0, log_rho, 0.0)
     loss, low, high, _ = ppo_clip_loss(jnp.exp(log_rho), adv, eps_low, eps_high)

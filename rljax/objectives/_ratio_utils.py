@@ -144,16 +144,20 @@ def float_dtype(*xs):
 
 def masked_mean(x: Array, mask: Array) -> Array:
   """``sum(x m) / max(sum(m), 1)`` over all axes (0 when nothing is masked in)."""
-  return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+  return jnp.sum(jnp.where(mask != 0, x * mask, 0)) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
 def masked_max(x: Array, mask: Array) -> Array:
   """Max of ``x`` over ``mask`` (0 when the mask is empty)."""
+  if jnp.size(x) == 0:  # an empty batch
+    return jnp.zeros((), x.dtype)
   has = jnp.sum(mask) > 0
   return jnp.where(has, jnp.max(jnp.where(mask > 0, x, -jnp.inf)), 0.0)
 
 
 def masked_min(x: Array, mask: Array) -> Array:
+  if jnp.size(x) == 0:  # an empty batch
+    return jnp.zeros((), x.dtype)
   has = jnp.sum(mask) > 0
   return jnp.where(has, jnp.min(jnp.where(mask > 0, x, jnp.inf)), 0.0)
 

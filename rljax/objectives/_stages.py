@@ -141,7 +141,8 @@ def _kl_in_reward_factory(beta=1e-3, *, estimator: str = "kl", clamp: bool = Tru
     rewards, metrics = _kl.kl_in_reward(scores, data.require("logp_old", "kl_in_reward"),
                                         data.require("logp_ref", "kl_in_reward"), mask, beta=beta,
                                         estimator=estimator, clamp=clamp)
-    return np.asarray(rewards, np.float32), metrics
+    rewards = np.asarray(rewards)
+    return rewards.astype(np.result_type(np.float32, rewards.dtype)), metrics  # float64 stays (x64)
 
   return Shaping(fn, name="kl_in_reward", phase="forward", needs={"logp_old", "logp_ref"})
 

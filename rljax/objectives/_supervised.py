@@ -52,7 +52,7 @@ def sft_nll(coef=1.0):
 
   def term(out: PolicyOutputs, batch: TrainBatch):
     _check_batch(out, batch)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))
     c = jnp.asarray(coef, jnp.float32)
     return -c * logp, {"nll": _nll_metric(logp, _mask(batch)), "coef": c}
 
@@ -94,8 +94,9 @@ def gft(tau=0.1, *, rectification: str = "step", use_advantages: bool = False):
 
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
-    logp = out.logp.astype(jnp.float32)
-    t = jnp.asarray(tau, jnp.float32)
+    dtype = _float(out.logp)  # float64 stays float64: a float32 cast moves p across τ at the tie p = τ
+    logp = out.logp.astype(dtype)
+    t = jnp.asarray(tau, dtype)
     p = jnp.exp(_sg(logp))
     if rectification == "step":
       rectified = p <= t
@@ -437,7 +438,7 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
       threshold = quantile(out, batch) if statistics is None else statistics["threshold"]
     gate = ((ent >= threshold) & (mask > 0)).astype(jnp.float32)
     correct = jnp.asarray(rewards, jnp.float32) > jnp.asarray(reward_threshold, jnp.float32)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))
     if negative == "logp":
       neg = logp
     else:
@@ -540,7 +541,7 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
       norm = statistics.get("weight_mean", mean_w)
       w = jnp.where(norm > 0, w / jnp.where(norm > 0, norm, 1.0), 1.0)
     metrics.update({"delta_logp/weight_mean": mean_w,
-                    "delta_logp/weight_max": jnp.max(jnp.where(mask > 0, w, 0.0))})
+                    "delta_logp/weight_max": jnp.max(jnp.where(mask > 0, w, 0.0), initial=0.0)})
     return w * loss, metrics
 
   if normalize or has_statistics(term):

@@ -75,7 +75,7 @@ def shortest_path_reward(rewards, num_steps, group_id, *, shortest=None, success
         ref[rows] = steps[won & rows].min()
   adjust = v & (r != 0) & (ref > 0) & (steps > 0)
   penalty = np.where(adjust, np.maximum(steps - ref, 0.0) / (2.0 * np.maximum(steps, 1.0)), 0.0)
-  out = (r - penalty).astype(np.float32)
+  out = (r - penalty).astype(np.result_type(np.float32, np.asarray(rewards).dtype))  # float64 stays (x64)
   return out, {"penalty": penalty.astype(np.float32), "reference": ref.astype(np.float32),
                "mean_penalty": float(penalty[v].mean()) if v.any() else 0.0}
 

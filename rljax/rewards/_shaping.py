@@ -98,8 +98,9 @@ def overlong_penalty(lengths: Array, *, max_len: int, buffer_len: int, penalty_f
   if clip:
     penalty = jnp.maximum(penalty, -factor)
   penalty = jnp.where(finite, penalty, 0.0)
-  metrics = {"overlong_frac": jnp.mean((exceed > 0).astype(jnp.float32)),
-             "penalty_mean": jnp.mean(penalty), "nonfinite": jnp.sum(~finite)}
+  n = max(penalty.size, 1)  # an empty batch: 0, not the NaN mean of nothing
+  metrics = {"overlong_frac": jnp.sum((exceed > 0).astype(jnp.float32)) / n,
+             "penalty_mean": jnp.sum(penalty) / n, "nonfinite": jnp.sum(~finite)}
   return penalty, metrics
 
 
@@ -267,7 +268,8 @@ def correctness_gated(outcome: Array, process: Array, correct: Array, *, weight:
   weight = _finite_number("weight", weight)
   outcome = check_float_vector("outcome", outcome)
   b = outcome.shape[0]
-  process = check_vector("process", process, b).astype(jnp.float32)
+  process = check_vector("process", process, b)
+  process = process.astype(jnp.promote_types(process.dtype, jnp.float32))  # float64 stays float64 (x64)
   gate = check_vector("correct", correct, b).astype(jnp.float32) > 0.5
   if is_concrete(process) and is_concrete(gate):
     p, g = np.asarray(process), np.asarray(gate)
@@ -275,7 +277,7 @@ def correctness_gated(outcome: Array, process: Array, correct: Array, *, weight:
       raise ValueError("process contains non-finite values on correct rows")
   finite = jnp.isfinite(process)
   r = outcome + jnp.where(gate & finite, weight * jnp.where(finite, process, 0.0), 0.0)
-  return r, {"gated_frac": jnp.mean(gate.astype(jnp.float32)), "nonfinite": jnp.sum(gate & ~finite)}
+  return r, {"gated_frac": jnp.sum(gate.astype(jnp.float32)) / max(b, 1), "nonfinite": jnp.sum(gate & ~finite)}
 
 
 def gaussian_reward(pred: Array, target: Array, *, sigma: float = 1.0, invalid_value: float = 0.0):
@@ -344,7 +346,8 @@ def clipped_linear_reward(d: Array, *, scale: float = 1.0, offset: float = 0.0, 
 def _check_steps(step_rewards, step_mask):
   if np.ndim(step_rewards) != 2:
     raise ValueError(f"step_rewards must be [B, S], got shape {np.shape(step_rewards)}")
-  step_rewards = jnp.asarray(step_rewards, jnp.float32)
+  step_rewards = jnp.asarray(step_rewards)
+  step_rewards = step_rewards.astype(jnp.promote_types(step_rewards.dtype, jnp.float32))  # float64 stays (x64)
   if step_mask is None:
     step_mask = jnp.ones(step_rewards.shape, jnp.bool_)
   check_mask("step_mask", step_mask, step_rewards.shape)
@@ -469,7 +472,8 @@ def rubric_dropout(key: Array, scores: Array, group_id: Array, *, drop_prob: flo
   if np.ndim(scores) != 2:
     raise ValueError(f"scores must be [B, C], got shape {np.shape(scores)}")
   b, c = np.shape(scores)
-  scores = jnp.asarray(scores, jnp.float32)
+  scores = jnp.asarray(scores)
+  scores = scores.astype(jnp.promote_types(scores.dtype, jnp.float32))  # float64 stays float64 (x64)
   check_ids("group_id", group_id, b, None)
   group_id = jnp.asarray(group_id)
   if criterion_mask is None:
@@ -519,7 +523,7 @@ def _rubric_dropout_core(key, scores, group_id, applicable, w, p, *, mode, aggre
     r = jnp.where(den > 0, num / jnp.where(den > 0, den, 1.0), 0.0)
   else:
     r = num
-  metrics = {"kept_frac": jnp.mean(keep.astype(jnp.float32)),
+  metrics = {"kept_frac": jnp.sum(keep.astype(jnp.float32)) / max(keep.size, 1),  # 0 on an empty batch
              "fallback_rows": jnp.sum(fallback & (jnp.sum(full_w, axis=1) > 0)),
              "nonfinite": jnp.sum(applicable & ~finite)}
   return r, keep, metrics

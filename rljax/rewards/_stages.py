@@ -152,7 +152,8 @@ def clipped_linear_reward(*, scale: float = 1.0, offset: float = 1.0, low: float
 
 def _process_mean(data) -> np.ndarray:
   """``[B]`` mean of each row's valid process (step) rewards; 0 for a row without a valid step."""
-  r = np.asarray(data.require("step_rewards", "correctness_gated"), np.float32)
+  r = np.asarray(data.require("step_rewards", "correctness_gated"))
+  r = r.astype(np.result_type(np.float32, r.dtype))  # float64 stays float64 (x64)
   m = np.asarray(data.step_mask if data.step_mask is not None else np.ones(r.shape, bool), bool)
   return np.where(m, r, 0.0).sum(1) / np.maximum(m.sum(1), 1)
 
@@ -160,7 +161,8 @@ def _process_mean(data) -> np.ndarray:
 def _plus_outcome_steps(out, data):
   """Shaped step rewards ``[B, S]`` -> the sequence reward ``data.rewards + sum_s r'_s`` (outcome + process)."""
   steps, metrics = out
-  return data.rewards + np.asarray(steps, np.float32).sum(1), metrics
+  steps = np.asarray(steps)
+  return data.rewards + steps.astype(np.result_type(np.float32, steps.dtype)).sum(1), metrics
 
 
 def _shaping_stage(fn, inputs, probe=None, **kw):
@@ -187,12 +189,13 @@ def composite(weights: Optional[Mapping[str, float]] = None):
     _safe.composite({n: _verifiers.exact_match for n in weights}, weights)  # validates names and weights
 
   def fn(data):
-    cols = np.asarray(data.require("reward_components", "composite"), np.float32)
+    cols = np.asarray(data.require("reward_components", "composite"))
+    cols = cols.astype(np.result_type(np.float32, cols.dtype))  # float64 stays float64 (x64)
     names = tuple(data.reward_names)
     unknown = sorted(set(weights) - set(names))
     if unknown:
       raise ValueError(f"composite: weights name {unknown}, which are not rewards of the recipe {list(names)}")
-    w = np.asarray([float(weights.get(n, 1.0)) for n in names], np.float32)
+    w = np.asarray([float(weights.get(n, 1.0)) for n in names], cols.dtype)
     v = np.asarray(data.valid, bool)
     metrics = {f"mean/{n}": float(cols[v, k].mean()) if v.any() else 0.0 for k, n in enumerate(names)}
     return cols @ w, metrics
@@ -279,7 +282,8 @@ STAGES = {
     "prm_clip": _shaping_stage(_shaping.prm_clip, _STEPS, result=_plus_outcome_steps),
     "prm_delta": _shaping_stage(_shaping.prm_delta, _STEPS, result=_plus_outcome_steps),
     "correctness_gated": _shaping_stage(_shaping.correctness_gated,
-                                        {"outcome": "rewards", "process": _process_mean, "correct": "correct"},
+                                        {"outcome": "rewards", "process": _process_mean,
+                                         "correct": lambda data: np.asarray(data.correct) * data.valid},
                                         needs=("step_rewards",)),
     "shortest_path_reward": shortest_path_reward,
     "tool_call_reward": tool_call_reward,
