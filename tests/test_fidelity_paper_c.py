@@ -53,3 +53,42 @@ def test_task_normalized_matches_qwenlong_eq7(ddof):
 def test_task_normalized_rewards_scale_needs_rewards():
   with pytest.raises(ValueError, match="needs rewards"):
     A.task_normalized(np.zeros(4), np.zeros(4, np.int32), scale="rewards")
+
+
+# ----------------------------------------------------------------------------- Rewarding the Rare Eqs. 1, 3–5
+
+
+def _uniqueness_eq5(r, group, cluster, alpha, eps):
+  """arXiv 2601.08763v2 Sec. 3: ``z = (r − μ_m)/(σ_m + ε)`` (Eq. 1), ``f`` = the size of i's strategy cluster among
+  its group's K rollouts (Eq. 3), ``A' = z / f^α`` (Eqs. 4–5)."""
+  out = np.zeros_like(r)
+  for i in range(len(r)):
+    g = group == group[i]
+    z = (r[i] - r[g].mean()) / (r[g].std() + eps)
+    f = np.sum(g & (cluster == cluster[i]))
+    out[i] = z / f ** alpha
+  return out
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 1.0])
+def test_uniqueness_all_scope_matches_rewarding_the_rare_eq5(alpha):
+  assert ROWS["uniqueness"].fidelity.basis == "paper_formula"
+  rng = np.random.RandomState(1)
+  n_groups, k = 10, 8
+  group = np.repeat(np.arange(n_groups), k).astype(np.int32)
+  r = rng.randint(0, 2, n_groups * k).astype(np.float64)
+  cluster = rng.randint(0, 4, n_groups * k).astype(np.int32) * 7 + 3  # arbitrary ids, reused across groups
+  z = np.asarray(A.grpo(r, group, eps=1e-6, std_ddof=0)[0])
+  ours = np.asarray(A.uniqueness(z, r > 0, cluster, group, alpha=alpha, scope="all")[0])
+  np.testing.assert_allclose(ours, _uniqueness_eq5(r, group, cluster, alpha, 1e-6), rtol=1e-9, atol=1e-9)
+  if alpha > 0:  # the default (correct-only, renormalised) is a different weighting
+    default = np.asarray(A.uniqueness(z, r > 0, cluster, group, alpha=alpha)[0])
+    assert not np.allclose(default, ours)
+
+
+def test_uniqueness_rejects_bad_scope_and_alpha():
+  z, c, g = np.zeros(4), np.ones(4, bool), np.zeros(4, np.int32)
+  with pytest.raises(ValueError, match="scope must be one of"):
+    A.uniqueness(z, c, g, g, scope="paper")
+  with pytest.raises(ValueError, match="alpha must be >= 0"):
+    A.uniqueness(z, c, g, g, alpha=-0.5)

@@ -133,18 +133,20 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a learning-rate change")),
     _t("difficulty_weight", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
        fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
-                         "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; its reviewers note the paper's "
-                         "'steep exponential' is given only in words. Searched 2026-12 code/pages (title, 'online "
-                         "advantage differentiation'): no code")),
+                         "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; reviewers: the paper's 'steep "
+                         "exponential' is in words only. Searched 2026-12 (2 passes) code/pages: no code; paper "
+                         "body not stored")),
     _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65",
        fidelity=Fidelity("abstract", f"{_S1} L65 (GAGAR abstract)",
                          "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours. Searched "
                          "2026-12 code/pages ('GAGAR', 'sum-preserving redistribution', MiMo): no code, no paper "
                          "body")),
-    _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|, mean 1 over correct", f"{_S1} L61",
-       fidelity=Fidelity("abstract", f"{_S1} L61 (arXiv 2601.08763, 'Rewarding the Rare')",
-                         "renormalising 1/|cluster| to mean 1 over a group's correct rollouts is ours. Searched "
-                         "2026-12 code/pages (title, 'Uniqueness-Aware RL'): no code or paper body found")),
+    _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct", f"{_S1} L61",
+       fidelity=Fidelity("paper_formula", "arXiv 2601.08763v2 Sec. 3, Eqs. 1, 3–5 (A' = z/f^α); paper text stored "
+                                          "in the code index (file id 61124452340)",
+                         "scope='all', alpha=α gives Eq. 5 (every rollout, f over all K, no renormalising); default "
+                         "scope='correct' (correct rows only, mean-1 weights) ours. Authors' repo "
+                         "zhiyuanhubj/Uniqueness-Aware-RL: README only")),
     _t("canon", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric", f"{_S1} L193",
        fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
                          "(compute_dr_entropy_per_token_group_outcome_advantage)",
@@ -166,8 +168,8 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
        f"{_S1} L23",
        fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
                          "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root handling "
-                         "ours. Searched 2026-12 code/pages ('TEMPO', 'Prefix-to-Tree', title): no code; only "
-                         "summaries")),
+                         "ours. Searched 2026-12 (2 passes) code/pages ('TEMPO', 'Prefix-to-Tree', title): no code; "
+                         "summaries, intro only")),
     _t("step_episode_mix", step_episode_mix, "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
        f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
        fidelity=Fidelity("authors_code", "github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py "

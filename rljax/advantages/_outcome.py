@@ -652,30 +652,48 @@ def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, p
 
 
 @C.fast_path
-def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: Array, *,
-               valid: Optional[Array] = None, num_groups: Optional[int] = None):
-  """Uniqueness-aware weights: ``A'_i = A_i · w_i`` for correct rollouts, ``w_i ∝ 1/|C(i)|``.
+def uniqueness(advantages: Array, correct: Array, cluster_id: Array, group_id: Array, *, alpha: float = 1.0,
+               scope: str = "correct", valid: Optional[Array] = None, num_groups: Optional[int] = None):
+  """Uniqueness-aware weights: ``A'_i = A_i · w_i``, ``w_i ∝ 1/f_i^α`` with ``f_i`` the size of i's strategy cluster.
 
-  ``C(i)`` = the correct rollouts of i's group in i's strategy cluster;
-  weights are renormalised to mean 1 over each group's correct rollouts, so
-  equal-size clusters leave the advantages unchanged; incorrect rollouts are
-  unchanged. Source: uniqueness-aware RL (seed 001_5839a3671b0b4d92.txt L61;
-  clusters come from an LLM judge); the renormalisation is our reading.
+  Source: "Rewarding the Rare: Uniqueness-Aware RL for Creative Problem Solving in LLMs" (arXiv 2601.08763v2,
+  Sec. 3.2–3.3, Eqs. 3–5); clusters come from an LLM judge, passed here as ``cluster_id``.
+
+  ``scope="all"`` is the paper's form: every valid rollout of a group is weighted by ``w_i = 1/f_i^α`` (Eq. 4),
+  ``f_i`` = the number of valid rollouts of i's group in i's cluster (Eq. 3, the judge partitions all K
+  rollouts), and ``A'_i = w_i·A_i`` (Eq. 5, with ``A`` the GRPO advantage ``(r − μ)/(σ + ε)`` of Eq. 1) — no
+  renormalisation; weights lie in ``[K^−α, 1]``.
+
+  ``scope="correct"`` (default, ours): only correct rollouts are reweighted, ``f_i`` counts the correct
+  rollouts of i's cluster, and the weights ``1/f_i^α`` are renormalised to mean 1 over each group's correct
+  rollouts, so equal-size clusters leave the advantages unchanged; incorrect rollouts are unchanged.
 
   Args:
-    cluster_id: ``[B]`` int, any values; compared only within a group.
+    advantages: ``[B]`` float (e.g. ``grpo``'s). correct: ``[B]`` bool (unused for ``scope="all"``).
+    cluster_id: ``[B]`` int, any values; compared only within a group. group_id: ``[B]`` int.
+    alpha: ``α >= 0`` (the paper uses ``α ∈ [0, 1]``; 0 leaves ``A`` unchanged).
+    scope: ``"correct"`` or ``"all"``.
+
+  Returns:
+    ``(advantages [B], info)`` with ``info["weights"] [B]``.
   """
+  G.check_choice("scope", scope, ("correct", "all"))
+  if not alpha >= 0.0:
+    raise ValueError(f"alpha must be >= 0, got {alpha!r}")
   a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
   b = a.shape[0]
   check_mask("correct", correct, (b,))
   G.check_shape("cluster_id", cluster_id, (b,))
-  c = jnp.asarray(correct).astype(bool) & (v > 0)
+  c = (jnp.asarray(correct).astype(bool) if scope == "correct" else jnp.ones((b,), bool)) & (v > 0)
   key, _ = G.dense_ids(gid, jnp.asarray(cluster_id), valid=c)
   size = jax.ops.segment_sum(c.astype(a.dtype), key, num_segments=b + 1)[key]
-  raw = jnp.where(c, 1.0 / jnp.maximum(size, 1.0), 0.0)
-  cf = c.astype(a.dtype)
-  mean_w = G.seg_sum(raw, gid, ng)[gid] / jnp.maximum(G.seg_sum(cf, gid, ng)[gid], 1.0)
-  w = jnp.where(c, raw / jnp.where(c, mean_w, 1.0), 1.0)
+  raw = jnp.where(c, jnp.maximum(size, 1.0) ** (-alpha), 0.0)
+  if scope == "all":
+    w = jnp.where(c, raw, 1.0)
+  else:
+    cf = c.astype(a.dtype)
+    mean_w = G.seg_sum(raw, gid, ng)[gid] / jnp.maximum(G.seg_sum(cf, gid, ng)[gid], 1.0)
+    w = jnp.where(c, raw / jnp.where(c, mean_w, 1.0), 1.0)
   adv = a * w * v
   return adv, _metrics(adv, a, v, weights=w * v)
 

@@ -82,8 +82,8 @@ TECHNIQUES = _with_stages((
               f"{_S1} L163 (RoRecomp, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract, arXiv 2509.25958)",
                                 "short/long = within-group length rank among correct (incorrect) responses at "
-                                "`fraction` (ours). Searched 2026-12 code/pages ('RoRecomp', title, 'compensation "
-                                "batch'): no code")),
+                                "`fraction` (ours). Searched 2026-12 (2 passes) code/pages/repos ('RoRecomp', "
+                                "title, 'compensation batch'): no code; intro only")),
     Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
               f"{_S1} L191 (A-LoL)",
               fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (sample_weights)",
@@ -93,8 +93,8 @@ TECHNIQUES = _with_stages((
               f"{_S1} L115 (VCRL, arXiv 2509.19803)",
               fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
                                 "score = var/var_max per a review of the paper; ours equals it for even G, lower "
-                                "for odd G; threshold rule ours. Searched 2026-12 code/pages ('VCRL', title): no "
-                                "code")),
+                                "for odd G; threshold rule ours. Searched 2026-12 (2 passes) code/pages/repos "
+                                "('VCRL', title): no code, no paper body")),
     Technique("dump", "filter", curriculum_scores,
               "p = softmax((mean_W |A|_j + c sqrt(2 ln(N+1)/(n_j+1))) / tau); arm ~ p, prompt ~ U(arm)",
               f"{_S1} L33 (DUMP, arXiv 2504.09710)",

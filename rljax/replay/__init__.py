@@ -54,9 +54,9 @@ TECHNIQUES = (
               "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
               f"{_S1} L163 (RoRecomp)",
               fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
-                                "compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, "
-                                "stored A: ours. Searched code/pages ('RoRecomp', title), TencentYoutuResearch "
-                                "repos: no code (2026-12)")),
+                                'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
+                                'stored A: ours. Searched 2026-12 (2 passes) code/pages, TencentYoutuResearch '
+                                'repos: no code; intro only')),
     Technique("spear_replay", "replay", spear_plan,
               "store A > τ; replay stored rows with A' = R − median(group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
               f"{_S0} L75 (SPEAR, arXiv 2509.22601)",

@@ -92,15 +92,15 @@ TECHNIQUES = _with_stages((
                                 "'Rubric-Dropout': no code (2026-12)")),
     Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "min(r − η, 0) recalled from the paper (a description of its Clip figure agrees); η "
-                                "ours. Searched pages (arXiv 2410.15115 v3, reviews), code (title, 'Clip Delta "
-                                "PRM'): no code link (2026-12)")),
+                                'min(r − η, 0) recalled (a description of its Clip figure agrees); η ours. Searched '
+                                '2026-12 (2 passes) pages, code, openpsi-project/ReaLHF (all branches): no code; '
+                                'only abstract and reviews stored')),
     Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
               f"{_S1} L157 (arXiv:2410.15115)",
               fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
-                                "r_t − r_{t+1} recalled; keeping r_T on the last step unverified (a figure "
-                                "description crosses the last step's delta out). Searched arXiv 2410.15115 v3, code "
-                                "(title, 'Clip Delta PRM'): no code (2026-12)")),
+                                'r_t − r_{t+1} recalled; r_T kept on the last step unverified (a figure description '
+                                'crosses it out). Searched 2026-12 (2 passes) pages, code, ReaLHF: no code; only '
+                                'abstract and reviews stored')),
     Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
               f"{_S1} L219 (SCOPE-RL, interpretation)",
               fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
