@@ -136,11 +136,11 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; reviewers: the paper's 'steep "
                          "exponential' is in words only. Searched 2026-12 (2 passes) code/pages: no code; paper "
                          "body not stored")),
-    _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65",
-       fidelity=Fidelity("abstract", f"{_S1} L65 (GAGAR abstract)",
-                         "rank-to-weight map w = (midrank/n_pass)^power and the zero-sum fallback are ours. Searched "
-                         "2026-12 code/pages ('GAGAR', 'sum-preserving redistribution', MiMo): no code, no paper "
-                         "body")),
+    _t("gagar", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)", f"{_S1} L65; arXiv 2609.32577",
+       fidelity=Fidelity("peer", "github.com/kekmodel/mimo-verl: verl/trainer/ppo/gar.py (redistribute, factors: "
+                         "GAGAR arXiv 2609.32577 Eqs. 6-8, App. A.1-A.2)",
+                         "weight='factor', lambda_max=1.5 on grpo(scale='none') = theirs (a⁺, λ capped, B − mean B); "
+                         "tier factors f: the caller's; default: rank weights (midrank/n_pass)^power, no cap (ours)")),
     _t("uniqueness", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct", f"{_S1} L61",
        fidelity=Fidelity("paper_formula", "arXiv 2601.08763v2 Sec. 3, Eqs. 1, 3–5 (A' = z/f^α); paper text stored "
                                           "in the code index (file id 61124452340)",

@@ -104,6 +104,12 @@ def _value_checks(fn_name: str, args: dict) -> None:
     num = resolve_num(args.get(num_name), b, num_name)
     if np.issubdtype(np.asarray(ids).dtype, np.integer):
       check_ids(name, ids, b, num, num_name)
+  if fn_name == "gagar" and args.get("weight") == "factor" and args.get("passed") is not None:
+    on = np.asarray(args["passed"]).astype(bool)
+    if rows is not None and rows.shape == on.shape:
+      on &= rows
+    if not np.all(np.asarray(args["scores"])[on] > 0):
+      raise ValueError("scores must be > 0 on passing rows for weight='factor' (they are the quality factors f)")
   if fn_name == "passk" and args.get("group_id") is not None:
     gid, k = np.asarray(args["group_id"]), args["k"]
     keep = np.ones(gid.shape, bool) if rows is None else rows

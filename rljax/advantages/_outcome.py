@@ -617,20 +617,38 @@ def difficulty_weight(advantages: Array, correct: Array, group_id: Array, *, str
 
 @C.fast_path
 def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, power: float = 1.0,
-          valid: Optional[Array] = None, num_groups: Optional[int] = None):
+          weight: str = "rank", lambda_max: Optional[float] = None, valid: Optional[Array] = None,
+          num_groups: Optional[int] = None):
   """GAGAR: sum-preserving redistribution of advantage among passing rollouts.
 
-  For passing rollouts of group g: ``A'_i = A_i·w_i·S_g / Σ_{j pass} w_j·A_j``
-  with ``S_g = Σ_{j pass} A_j`` (the passing sum is preserved) and
-  ``w_i = (ρ_i / n_pass)^power``, ρ_i the 1-based mid-rank of the grader's
-  ``scores`` among the group's passing rollouts (lower rank, smaller weight);
-  failing rollouts are unchanged. A group where ``Σ w·A`` is 0 is left
-  unchanged. Source: GAGAR (seed 001_5839a3671b0b4d92.txt L65); the
-  rank-to-weight map is not in the abstract — ``power`` (0 = identity) is ours.
+  Default (ours, ``lambda_max=None``): for passing rollouts of group g, ``A'_i = A_i·w_i·S_g / Σ_{j pass}
+  w_j·A_j`` with ``S_g = Σ_{j pass} A_j`` (the passing sum is preserved); failing rollouts are unchanged; a
+  group where ``Σ w·A`` is 0 is left unchanged.
+
+  Weights: ``weight="rank"`` (default, ours) ``w_i = (ρ_i / n_pass)^power``, ρ_i the 1-based mid-rank of the
+  grader's ``scores`` among the group's passing rollouts (lower rank, smaller weight; ``power=0`` = identity);
+  ``weight="factor"`` takes ``scores`` as the quality factors ``f_i`` themselves (must be > 0 on passing rows;
+  the paper's tier map, A.1–A.2: T1 top 1, other T1 ``f_runner`` 0.9, T2 tied groups ``f_max`` 0.85 → ``f_min``
+  0.4 linearly, T3 ``f_low`` 0.2, is the caller's).
+
+  ``lambda_max`` (float ≥ 1) gives the paper's Eqs. 7–8 as transcribed by a peer (below): with ``a⁺ =
+  max(A, 0)`` on passing rows, ``λ = min(Σ_pass a⁺ / Σ_pass f·a⁺, λ_max)``, ``B_i = λ·f_i·a⁺_i`` (passing) or
+  ``A_i`` (failing), and ``A' = B − mean_g(B)`` over the group's valid rows (0 below the cap when the A are
+  group-centred). The paper's A is ``r − mean_g(r)``: pass ``grpo(..., scale="none")``; GAGAR's Flash runs
+  use ``λ_max = 1.5``.
+
+  Source: GAGAR (seed 001_5839a3671b0b4d92.txt L65; arXiv 2609.32577 Eqs. 6–8, App. A.1–A.2, read through the
+  peer implementation github.com/kekmodel/mimo-verl: verl/trainer/ppo/gar.py ``redistribute``, ``factors``).
 
   Args:
     advantages, scores: ``[B]`` float; passed: ``[B]`` bool; group_id: ``[B]``.
+    weight: ``"rank"`` or ``"factor"``.
+    lambda_max: ``None`` or a finite float ``>= 1``.
   """
+  G.check_choice("weight", weight, ("rank", "factor"))
+  if lambda_max is not None and not (isinstance(lambda_max, (int, float)) and np.isfinite(lambda_max)
+                                     and lambda_max >= 1.0):
+    raise ValueError(f"lambda_max must be None or a finite float >= 1, got {lambda_max!r}")
   a, gid, v, ng = G.prepare(advantages, group_id, valid, num_groups, rewards_name="advantages")
   b = a.shape[0]
   check_mask("passed", passed, (b,))
@@ -639,16 +657,31 @@ def gagar(advantages: Array, passed: Array, scores: Array, group_id: Array, *, p
   p = jnp.asarray(passed).astype(bool) & (v > 0)
   pgid = jnp.where(p, gid, ng)
   s = jnp.where(p, jnp.asarray(scores, a.dtype), 0.0)
-  rk = G.group_ranks(s, pgid, ng)
-  n = jnp.maximum(rk.count.astype(a.dtype), 1.0)
-  mid = rk.less.astype(a.dtype) + (rk.equal.astype(a.dtype) + 1) / 2
-  w = jnp.where(p, (mid / n) ** power, 1.0)
+  if weight == "factor":
+    if is_concrete(s) and is_concrete(p) and not np.all(np.asarray(s)[np.asarray(p)] > 0):
+      raise ValueError("scores must be > 0 on passing rows for weight='factor' (they are the quality factors f)")
+    w = jnp.where(p, s, 1.0)
+  else:
+    rk = G.group_ranks(s, pgid, ng)
+    n = jnp.maximum(rk.count.astype(a.dtype), 1.0)
+    mid = rk.less.astype(a.dtype) + (rk.equal.astype(a.dtype) + 1) / 2
+    w = jnp.where(p, (mid / n) ** power, 1.0)
   pf = p.astype(a.dtype)
-  total = G.seg_sum(a * pf, pgid, ng)[pgid]
-  wtotal = G.seg_sum(a * w * pf, pgid, ng)[pgid]
-  ok = p & (jnp.abs(wtotal) > 1e-12)
-  adv = jnp.where(ok, a * w * total / jnp.where(ok, wtotal, 1.0), a) * v
-  return adv, _metrics(adv, a, v, weights=w * pf)
+  if lambda_max is None:
+    total = G.seg_sum(a * pf, pgid, ng)[pgid]
+    wtotal = G.seg_sum(a * w * pf, pgid, ng)[pgid]
+    ok = p & (jnp.abs(wtotal) > 1e-12)
+    adv = jnp.where(ok, a * w * total / jnp.where(ok, wtotal, 1.0), a) * v
+    return adv, _metrics(adv, a, v, weights=w * pf)
+  ap = jnp.maximum(a, 0.0) * pf
+  num = G.seg_sum(ap, gid, ng)
+  den = G.seg_sum(w * ap, gid, ng)
+  ok_g = den > 1e-12
+  lam = jnp.minimum(num / jnp.where(ok_g, den, 1.0), lambda_max)
+  bb = jnp.where(p, lam[gid] * w * ap, a) * v
+  mean_b = G.seg_sum(bb, gid, ng) / jnp.maximum(G.seg_sum(v, gid, ng), 1.0)
+  adv = jnp.where(ok_g[gid], bb - mean_b[gid], a) * v
+  return adv, _metrics(adv, a, v, weights=w * pf, lam=jnp.where(ok_g[gid], lam[gid], 1.0) * v)
 
 
 @C.fast_path

@@ -108,11 +108,12 @@ TECHNIQUES = _with_stages((
                                 "github.com/tokencraft-lab/SCOPE-RL: no snapshot, not indexed; code search "
                                 "'SCOPE-RL': other projects (2026-12)")),
     Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
-              f"{_S0} L109 (OmniQuality-R, interpretation)",
-              fidelity=Fidelity("abstract", f"{_S0} L109 (OmniQuality-R abstract)",
-                                "the unnormalised Gaussian exp(−e²/2σ²) and σ are ours. Searched pages (arXiv "
-                                "2510.10609, OpenReview) and code/repos ('OmniQuality', 'Gaussian-based reward'): "
-                                "no code (2026-12)")),
+              f"{_S0} L109 (OmniQuality-R, arXiv 2510.10609)",
+              fidelity=Fidelity("authors_code", "github.com/yeppp27/VisualScore: openrlhf/models/remote_rm/"
+                                "math_verifier_wolatex_regress_specifc.py (gaussian_rbf)",
+                                "same kernel; their scripts: sigma=0.8 (default 1.0 = their CLI default); unparsed → "
+                                "0 (invalid_value=0); their +0.5 format term: a separate reward (format_regex); "
+                                "per-dataset σ multipliers (off): not built")),
     Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
               f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
               fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "

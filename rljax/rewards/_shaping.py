@@ -284,9 +284,16 @@ def gaussian_reward(pred: Array, target: Array, *, sigma: float = 1.0, invalid_v
   """Gaussian reward for continuous targets: ``r_i = exp(-(s_hat_i - s_i)^2 / (2 sigma^2))``.
 
   Source: OmniQuality-R "Gaussian-based reward to support continuous score
-  prediction" (000_3e503271be254a43.txt L109); the exact kernel and ``sigma``
-  are our interpretation. ``r = 1`` at ``s_hat = s``, symmetric, strictly
-  decreasing in ``|s_hat - s|``, in ``(0, 1]``.
+  prediction" (000_3e503271be254a43.txt L109; arXiv 2510.10609). The kernel is
+  the authors' (github.com/yeppp27/VisualScore:
+  openrlhf/models/remote_rm/math_verifier_wolatex_regress_specifc.py,
+  ``RewardCalculator.get_reward``, ``reward_type="gaussian_rbf"``:
+  ``exp(-(pred - gt)^2 / (2 sigma^2))``, 0 for an answer that does not parse).
+  Their training scripts (examples/scripts/omniquality-R/) pass
+  ``--initial_sigma 0.8`` (``sigma=0.8`` here); our default 1.0 is their CLI
+  default. Their server adds a 0.5 format reward to it: here that is a
+  separate reward (e.g. ``format_regex``). ``r = 1`` at ``s_hat = s``,
+  symmetric, strictly decreasing in ``|s_hat - s|``, in ``(0, 1]``.
 
   Args:
     pred: ``[B]`` predicted scores; NaN marks an unparseable prediction and
