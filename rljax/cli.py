@@ -23,6 +23,9 @@ A run directory holds one run: ``train`` into a directory that holds one is
 refused unless ``--resume`` (continue it: its ``config.json`` with your
 ``--set`` changes, printed as a diff) or ``--overwrite`` (replace it). Every
 check runs before anything is written.
+
+Ctrl-C (or SIGTERM) during ``train`` finishes the current step, saves a checkpoint and prints one line with the
+resume command; the exit code is 130 (143 for SIGTERM). A second Ctrl-C stops at once.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import sys
 import warnings
 from typing import Optional, Sequence
@@ -197,10 +201,24 @@ def _cmd_train(args) -> int:
   try:
     with from_cli():  # refusals name --resume / --overwrite / --out-dir, not train()'s keyword arguments
       train(cfg, resume=args.resume, overwrite=args.overwrite, recipe=recipe)
-  except Preempted as e:
-    print(f"[rljax] {e}", file=sys.stderr)
-    return 143
+  except Preempted as e:  # SIGTERM (143) or Ctrl-C (130): stopped after a step and saved (the message says)
+    print(f"[rljax] {e}{_resume_hint(cfg, args, recipe)}", file=sys.stderr)
+    return e.exit_code
+  except KeyboardInterrupt as e:  # a second Ctrl-C: stopped at once
+    print(f"[rljax] {e or 'Ctrl-C: stopped at once'}{_resume_hint(cfg, args, recipe)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    # no interpreter shutdown: a save cut short has orbax threads running, which would print its tracebacks
+    os._exit(130)  # pylint: disable=protected-access
   return 0
+
+
+def _resume_hint(cfg, args, recipe) -> str:
+  """``"; resume with: rljax train --resume --out-dir DIR"`` when ``cfg.out_dir`` holds a run, else ``""``
+  (``--config`` too when its ``get_recipe()`` gives the recipe: ``--resume`` needs it)."""
+  if not os.path.exists(os.path.join(cfg.out_dir, "config.json")):
+    return ""
+  config = f" --config {shlex.quote(args.config)}" if recipe is not None else ""
+  return f"; resume with: rljax train --resume --out-dir {shlex.quote(cfg.out_dir)}{config}"
 
 
 def _cmd_eval(args) -> int:
@@ -271,6 +289,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   except (ValueError, FileNotFoundError) as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (train() stops cleanly, _signals.py)
+    print(f"[rljax] Ctrl-C: stopped{' before the run started (nothing written)' if args.command == 'train' else ''}",
+          file=sys.stderr)
+    return 130
 
 
 @contextlib.contextmanager

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import types
 import warnings
 from typing import Any, Optional
@@ -40,7 +41,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 from etils import epath
 
-__all__ = ["Checkpointer", "CheckpointError", "CheckpointMismatch", "CheckpointWarning"]
+__all__ = ["Checkpointer", "CheckpointError", "CheckpointMismatch", "CheckpointWarning", "remove_partial_saves"]
+
+# orbax writes checkpoint ``<step>`` into ``<step>.orbax-checkpoint-tmp`` (some versions add ``-<time>``) and
+# renames it when complete
+_PARTIAL = ".orbax-checkpoint-tmp"
 
 
 class CheckpointError(ValueError):
@@ -66,6 +71,22 @@ class _Unreadable(Exception):
   def __init__(self, path: str, error: Exception):
     path = (_bad_json_file(path) or path) if isinstance(error, ValueError) else path
     super().__init__(f"{path} ({type(error).__name__}: {str(error)[:200]})")
+
+
+def remove_partial_saves(directory: str) -> list[str]:
+  """Removes the temporary directories of saves that never completed (a process stopped at once mid-save, e.g. a
+  second Ctrl-C) from the checkpoint ``directory``; returns their names. Orbax never reads them, so they are only
+  litter. Call it only when no save into ``directory`` is under way (``train`` calls it on resume, before any)."""
+  if not os.path.isdir(directory):
+    return []
+  names = sorted(n for n in os.listdir(directory) if _PARTIAL in n)
+  for name in names:
+    path = os.path.join(directory, name)
+    if os.path.isdir(path):
+      shutil.rmtree(path, ignore_errors=True)
+    else:
+      os.remove(path)
+  return names
 
 
 def _bad_json_file(directory: str) -> Optional[str]:

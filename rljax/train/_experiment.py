@@ -1,14 +1,12 @@
 """What a run is built from: the task, tokenizer, model, sampler config and device mesh (``build_experiment``).
 
 Also the small pieces every stage of a run shares: the sharded train step (``ShardedStep``), console logging
-on process 0, the metrics writer stand-in on other processes, and the SIGTERM flag.
+on process 0 and the metrics writer stand-in on other processes (stopping on a signal: ``_signals.py``).
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 from typing import Optional
 
 import jax
@@ -21,11 +19,7 @@ from rljax.train._config import RunConfig
 from rljax.train._step import make_train_step
 
 __all__ = ["Experiment", "build_task", "build_codec", "build_experiment", "run_mesh", "ShardedStep", "NoWriter",
-           "log", "host_scalars", "sigterm_flag", "Preempted", "resolve_auto_settings"]
-
-
-class Preempted(RuntimeError):
-  """Raised after SIGTERM once a checkpoint has been saved."""
+           "log", "host_scalars", "resolve_auto_settings"]
 
 
 def log(cfg: RunConfig, *msg) -> None:
@@ -80,26 +74,6 @@ class NoWriter:
 
   def close(self):
     pass
-
-
-@contextlib.contextmanager
-def sigterm_flag():
-  """``flag["set"]`` becomes True on SIGTERM (the loops save a checkpoint and raise ``Preempted``)."""
-  flag = {"set": False}
-  previous = None
-
-  def handler(signum, frame):  # pylint: disable=unused-argument
-    flag["set"] = True
-
-  try:
-    previous = signal.signal(signal.SIGTERM, handler)
-  except ValueError:  # not in the main thread
-    previous = None
-  try:
-    yield flag
-  finally:
-    if previous is not None:
-      signal.signal(signal.SIGTERM, previous)
 
 
 def resolve_auto_settings(cfg: RunConfig, n_params: int):

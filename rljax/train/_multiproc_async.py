@@ -54,16 +54,16 @@ fix). Within the loop neither side runs a program with devices of the other side
 training processes only). The rollout side holds no train state and never reads the checkpoint. Assumed:
 ``out_dir`` is on a filesystem every training process sees.
 
-**The stop protocol (SIGTERM).** A run stops only at a version transfer ``Wv`` with ``start < v < steps``
-(:func:`stop_points`). The trainer decides there, after training ``v`` steps: SIGTERM on a training process (its
-flag) or on a rollout process (which sets the key :func:`_sigterm_key` in JAX's coordination-service key-value
-store at its next batch or version), OR-ed over the training processes. The decision travels in the ``Wv``
-message (an int32 pair ``[stop, start]`` beside the temperature), so both sides leave the schedule after the
-same transfer and no transfer is left unpaired. Then the trainer saves checkpoint ``v``, both sides meet at a
-coordination-service barrier, and both raise ``Preempted``. In-flight rollouts (batches ``v .. v + eta - 1``,
-received and scored, not trained) are discarded: the checkpoint's loader state is the one after batch
+**The stop protocol (SIGTERM or Ctrl-C: ``rljax.train._signals``).** A run stops only at a version transfer ``Wv``
+with ``start < v < steps`` (:func:`stop_points`). The trainer decides there, after training ``v`` steps: SIGTERM or
+Ctrl-C on a training process (its flag) or on a rollout process (which sets the key :func:`_sigterm_key` in JAX's
+coordination-service key-value store at its next batch or version), OR-ed over the training processes. The decision
+travels in the ``Wv`` message (an int32 pair ``[stop, start]`` beside the temperature), so both sides leave the
+schedule after the same transfer and no transfer is left unpaired. Then the trainer saves checkpoint ``v``, both
+sides meet at a coordination-service barrier, and both raise ``Preempted``. In-flight rollouts (batches ``v .. v +
+eta - 1``, received and scored, not trained) are discarded: the checkpoint's loader state is the one after batch
 ``v - 1``, so a resumed run draws those prompts again (none lost, none duplicated; tested). A SIGTERM after the
-last stop point (within ``eta`` steps of the end) lets the run finish.
+last stop point (within ``eta`` steps of the end) lets RL finish (``train`` then stops before its final evaluation).
 
 **Resume.** From checkpoint ``s0`` batch ``k`` is sampled with version ``max(s0, k - eta)`` and the transfers
 are ``transfer_schedule(steps, eta, s0)``. The trainer restores ``s0`` (``RLLoop(resume=True)``); the rollout
@@ -122,8 +122,9 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
-from rljax.train._experiment import Preempted, log
+from rljax.train._experiment import log
 from rljax.train._metrics import MetricsWriter
+from rljax.train._signals import Preempted, preempted, stop_note
 from rljax.train._step import trainable_filter
 
 __all__ = ["sample_version", "transfer_schedule", "stop_points", "check_multiprocess", "run_rl_multiprocess",
@@ -276,9 +277,7 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
       client.wait_at_barrier(f"rljax_async_stop:{os.path.abspath(cfg.out_dir)}:{start}:{stopped}",
                              timeout_in_ms=600_000)
       side.sent.clear()
-      if cfg.checkpoint.enabled:
-        raise Preempted(f"SIGTERM: saved RL checkpoint at step {stopped}")
-      raise Preempted(f"SIGTERM: stopped at RL step {stopped} (checkpoint.enabled=false: nothing saved)")
+      raise preempted(flag, stop_note("RL", stopped, cfg.checkpoint.enabled))
     graphdef, params, model_state = side.finish()
     # The rollout side has received the last version (finish waited for it); the trainer may still be serving
     # it. A device collective now (sync_global_devices) can block the trainer's device before it serves the
@@ -519,7 +518,7 @@ class _Trainer:
     if self.cfg.checkpoint.enabled:
       self.loop.save(v, self.data_state, False)
     self.loop.ckpt.close()
-    log(self.cfg, f"[rljax] SIGTERM: RL across processes stopped at step {v}; received batches "
+    log(self.cfg, f"[rljax] RL across processes stopped at step {v} (a signal); received batches "
                   f"{sorted(self.received)} are not trained (their prompts are drawn again on resume)")
     if self.own_writer:
       self.writer.close()

@@ -32,13 +32,14 @@ from rljax.train._async import AsyncRunner
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
 from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
 from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
 from rljax.train._rollout import Collector
 from rljax.train._rundir import how
 from rljax.train._sft import evaluate_state
+from rljax.train._signals import preempted, stop_note
 from rljax.train._startup import bound_recipe, check_recipe
 from rljax.train._step import init_train_state, objective_loss
 
@@ -375,6 +376,9 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
     rollout_mesh, mesh = par.split_mesh(mesh, rl.async_rollout_devices, "RLConfig.async_rollout_devices")
   loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
                 checked=checked)
+  if par.process_any(flag["set"]):  # a signal before the first step of this start: no step to finish
+    loop.ckpt.close()
+    raise preempted(flag, f"stopped before RL step {loop.start + 1}: nothing new saved")
   bar = progress_bar(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
                      leave=True)
   last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
@@ -438,7 +442,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
       if preempt:
         bar.close()
         loop.ckpt.close()
-        raise Preempted(f"SIGTERM: saved RL checkpoint at step {s + 1}")
+        raise preempted(flag, stop_note("RL", s + 1, cfg.checkpoint.enabled))
       if stop_early:
         log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
         break

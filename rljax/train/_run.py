@@ -11,8 +11,8 @@
 
 Resume (``resume=True``) restores the latest readable checkpoint of the latest stage (parameters, optimizer
 state, hparams, controller and stage states, data iterator state, step); PRNG keys are
-``fold_in(seed_key, step)``, so a resumed run reproduces an uninterrupted one bit for bit. SIGTERM saves a
-checkpoint after the current step and raises ``Preempted``.
+``fold_in(seed_key, step)``, so a resumed run reproduces an uninterrupted one bit for bit. SIGTERM or Ctrl-C
+saves a checkpoint after the current step and raises ``Preempted`` (``_signals.py``).
 """
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ from typing import Callable, Optional
 import jax
 from flax import nnx
 
-from rljax.train._checkpoint import Checkpointer, CheckpointError
+from rljax.train._checkpoint import Checkpointer, CheckpointError, remove_partial_saves
 from rljax.train._config import RunConfig, config_to_dict
-from rljax.train._experiment import (Experiment, NoWriter, Preempted, build_experiment, log, run_mesh,
-                                     sigterm_flag)
+from rljax.train._experiment import Experiment, NoWriter, build_experiment, log, run_mesh
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
@@ -36,6 +35,7 @@ from rljax.train._rl import check_group_batch, run_rl
 from rljax.train._rundir import check_run_dir, clear_run, describe_changes, how, in_cli
 from rljax.train._startup import check_recipe
 from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
+from rljax.train._signals import Preempted, preempted, stop_flag
 from rljax.train._step import init_train_state
 from rljax import parallel as par
 
@@ -131,7 +131,26 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       loss's and ``logp_old``).
     reward_fn: ``fn(completions, problems) -> [B]`` replacing the recipe's rewards (default: the task's
       verifier ``task.score``).
+
+  SIGTERM or Ctrl-C (SIGINT) stops the run cleanly (``rljax.train._signals``): the current step finishes, a
+  checkpoint is saved and ``Preempted`` is raised (its message names the step; ``e.signal``); a signal before the
+  first step stops with nothing new saved. ``train(cfg, resume=True)`` continues the run. A second Ctrl-C stops
+  at once (``KeyboardInterrupt``). The handlers are installed first (a signal during an XLA compilation waits
+  for it to end) and the previous ones restored on return.
   """
+  with stop_flag() as flag:
+    return _train(cfg, flag, resume=resume, overwrite=overwrite, recipe=recipe, objective_fn=objective_fn,
+                  reward_fn=reward_fn, objective_needs=objective_needs)
+
+
+def _stop_if_asked(flag, what: str) -> None:
+  """Raises ``Preempted`` (``what`` happened) when a signal has set ``flag`` on any process."""
+  if par.process_any(flag["set"]):
+    raise preempted(flag, what)
+
+
+def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, reward_fn, objective_needs) -> dict:
+  """``train`` with the stop flag set up."""
   recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn, objective_needs=objective_needs)
   t_start = time.perf_counter()
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
@@ -152,6 +171,7 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
     refused = e
   if par.process_any(refused is not None):  # also a barrier: no process writes before every one has checked
     raise refused or ValueError("another process refused this start (its error says why)")
+  _stop_if_asked(flag, "stopped during the start-up checks: nothing written")
   if resume:  # a finished run: nothing to train, so nothing is evaluated or written again
     finished = _finished_run(cfg, changes)
     if finished is not None:
@@ -165,6 +185,9 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
         log(cfg, f"[rljax] --overwrite: removed the previous run's {', '.join(removed)} from {cfg.out_dir}")
     if changes:
       log(cfg, f"[rljax] resuming {cfg.out_dir} with changes to its config: {describe_changes(changes)}")
+    for stage in ("sft", "rl") if resume else ():  # what a hard stop (a second Ctrl-C) left half-written
+      for name in remove_partial_saves(os.path.join(cfg.out_dir, "checkpoints", stage)):
+        log(cfg, f"[rljax] removed checkpoints/{stage}/{name}, a checkpoint left half-written by an interrupted save")
     os.makedirs(cfg.out_dir, exist_ok=True)
     if hasattr(exp.tokenizer, "save") and not cfg.model.hf_checkpoint:
       os.makedirs(os.path.join(cfg.out_dir, "tokenizer"), exist_ok=True)
@@ -189,29 +212,31 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
             f"vocab={exp.tokenizer.vocab_size} params={n_params:,}{trained} out_dir={cfg.out_dir}")
   evals: list = []
   try:
-    with sigterm_flag() as flag:
-      graphdef, state, _ = run_sft(exp, writer, resume, flag, mesh)
-      eval_path = os.path.join(cfg.out_dir, "sft_eval.json")
-      if resume and os.path.exists(eval_path):
-        with open(eval_path, encoding="utf-8") as f:
-          sft_eval = json.load(f)
-      else:
-        sft_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999))
-        if main:
-          with open(eval_path, "w", encoding="utf-8") as f:
-            json.dump(sft_eval, f)
-        writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
-        writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
-      summary["sft"] = sft_eval
-      if cfg.sft.init_from is not None:
-        summary["sft_from"] = cfg.sft.init_from
-      log(cfg, "[rljax] {}: held-out greedy accuracy {:.1%}{}".format(
-          start_label(cfg), sft_eval["greedy_accuracy"], eval_extras(sft_eval, cfg.eval.temperature)))
-      evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
-      if cfg.rl.steps > 0:
-        graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
-      # no RL steps (an SFT-only run): no after-RL evaluation, no gain, in the log, the summary or summary.json
-      rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else None
+    graphdef, state, _ = run_sft(exp, writer, resume, flag, mesh)
+    eval_path = os.path.join(cfg.out_dir, "sft_eval.json")
+    if resume and os.path.exists(eval_path):
+      with open(eval_path, encoding="utf-8") as f:
+        sft_eval = json.load(f)
+    else:
+      sft_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999))
+      if main:
+        with open(eval_path, "w", encoding="utf-8") as f:
+          json.dump(sft_eval, f)
+      writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
+      writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
+    summary["sft"] = sft_eval
+    if cfg.sft.init_from is not None:
+      summary["sft_from"] = cfg.sft.init_from
+    log(cfg, "[rljax] {}: held-out greedy accuracy {:.1%}{}".format(
+        start_label(cfg), sft_eval["greedy_accuracy"], eval_extras(sft_eval, cfg.eval.temperature)))
+    evals.append({"step": 0, "greedy_accuracy": sft_eval["greedy_accuracy"]})
+    if cfg.rl.steps > 0:
+      graphdef, state = run_rl(exp, graphdef, state, recipe, writer, resume, flag, mesh, evals, checked=True)
+      _stop_if_asked(flag, "stopped after the RL steps, before the final evaluation ("
+                     + ("the last RL checkpoint is saved)" if cfg.checkpoint.enabled else "checkpoint.enabled=false: "
+                        "nothing saved)"))
+    # no RL steps (an SFT-only run): no after-RL evaluation, no gain, in the log, the summary or summary.json
+    rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else None
   finally:
     writer.close()
   if rl_eval is not None:

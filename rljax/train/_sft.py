@@ -10,10 +10,11 @@ from rljax import parallel as par
 from rljax.train._checkpoint import Checkpointer
 from rljax.train._codec import sft_batch
 from rljax.train._eval import evaluate
-from rljax.train._experiment import Experiment, Preempted, ShardedStep, host_scalars, log
+from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
 from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
 from rljax.train._rundir import in_cli
+from rljax.train._signals import preempted, stop_note
 from rljax.train._step import init_train_state, nll_loss
 
 __all__ = ["run_sft", "evaluate_state", "check_init_from", "sft_checkpoint_dir"]
@@ -138,6 +139,9 @@ def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
   if start >= cfg.sft.steps and meta.get("done"):
     ckpt.close()
     return graphdef, state, meta
+  if par.process_any(flag["set"]):  # a signal before the first step of this start: no step to finish
+    ckpt.close()
+    raise preempted(flag, f"stopped before SFT step {start + 1}: nothing {'new ' if start else ''}saved")
   bar = progress_bar(total=cfg.sft.steps, initial=start, desc="SFT", disable=not cfg.progress or jax.process_index() != 0,
                      leave=True)
   for s in range(start, cfg.sft.steps):
@@ -157,7 +161,7 @@ def run_sft(exp: Experiment, writer, resume: bool, flag, mesh):
     if preempt:
       bar.close()
       ckpt.close()
-      raise Preempted(f"SIGTERM: saved SFT checkpoint at step {s + 1}")
+      raise preempted(flag, stop_note("SFT", s + 1, cfg.checkpoint.enabled))
   bar.close()
   meta = {"stage": "sft", "step": cfg.sft.steps, "done": True}
   if cfg.checkpoint.enabled and cfg.sft.steps > 0:
