@@ -136,6 +136,7 @@ def _reference_logp(graphdef, w, tokens):
   return out
 
 
+@pytest.mark.long
 def test_chunking_does_not_change_the_samples():
   graphdef, w0, _ = _weights()
   one, _ = _sample(graphdef, lambda i: w0, chunk=6, stop_tokens=())
@@ -208,7 +209,7 @@ def _sample_rows(graphdef, schedule, *, reuse, n, caps=None, chunk=2, stop_token
   return out, sampler.stats
 
 
-@pytest.mark.parametrize("switch", [False, True])
+@pytest.mark.parametrize("switch", [pytest.param(False, marks=pytest.mark.long), True])
 def test_reusing_the_cache_between_chunks_equals_prefilling_every_chunk(switch):
   """Chunks of one version continue the cached rows (no prefill); new weights, or few enough rows left for a
   smaller batch, prefill again. Tokens equal the prefill-every-chunk sampler's, log-probs to float rounding, and
@@ -272,6 +273,7 @@ def test_config_errors_name_the_field(tmp_path):
     train(apply_overrides(cfg, ["rl.async_staleness=2", "rl.replay=rapo_replay"]), reward_fn=dense_reward)
 
 
+@pytest.mark.long
 def test_staleness_zero_equals_the_synchronous_loop_bit_for_bit(tmp_path):
   sync = _train(tmp_path / "sync", [])
   eta0 = _train(tmp_path / "eta0", ["rl.async_staleness=0"])

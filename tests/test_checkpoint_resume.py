@@ -64,6 +64,7 @@ def test_sigkill_then_resume_is_bitwise_identical(tmp_path):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.long
 def test_sigterm_saves_a_checkpoint_and_exits_143(tmp_path):
   out = str(tmp_path / "term")
   proc = subprocess.Popen(_cmd(out, "--set", "sft.steps=100000"), env=_env(), stdout=subprocess.PIPE,

@@ -352,7 +352,9 @@ def test_free_names():
   assert free_names("with open('x') as f:\n  for a in range(2):\n    f.write(a + z)") == {"z"}
 
 
-@pytest.mark.parametrize("bid,src", BLOCKS, ids=[b for b, _ in BLOCKS])
+# the README's blocks run in the fast loop; the docs' and notebooks' blocks are long guards (`pytest -m long`)
+@pytest.mark.parametrize("bid,src", [pytest.param(b, s, id=b, marks=() if b.startswith("README.md:") else
+                                                  pytest.mark.long) for b, s in BLOCKS])
 def test_block_runs(bid, src, fixtures, tmp_path, monkeypatch, capsys):
   monkeypatch.chdir(tmp_path)
   monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "rljax_cache"))  # a GGUF file converts into the test's own cache

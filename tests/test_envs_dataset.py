@@ -267,6 +267,7 @@ def test_cli_refuses_an_invalid_task_before_writing_anything(tmp_path, capsys):
   assert not out.exists()
 
 
+@pytest.mark.long
 def test_docs_data_md_block_runs(tmp_path, monkeypatch, capsys):
   """docs/data.md, "Your own data": a tiny jsonl run with a catalog verifier and a user's reward function."""
   monkeypatch.chdir(tmp_path)

@@ -21,6 +21,7 @@ def _cfg(out_dir, spec=_GUESS, extra=()):
       "sft.steps=1", "sft.batch_size=2", "eval.num_problems=2", "eval.batch_size=2", *extra])
 
 
+@pytest.mark.long
 def test_guess_trains_from_its_factory_and_resume_rebuilds_it(tmp_path):
   summary = train(_cfg(tmp_path), overwrite=True)
   rows = [json.loads(line) for line in open(tmp_path / "metrics.jsonl", encoding="utf-8")]

@@ -153,6 +153,7 @@ def test_runner_refuses_bad_sizes(model):
     RunnerConfig(max_obs_tokens=0)
 
 
+@pytest.mark.long
 def test_rewind_continues_as_if_the_row_had_stopped_there(model):
   """Greedy: rewinding rows then resuming equals generating from the shortened sequences."""
   cfg = RC.sampler_config  # the runner's compiled sampler (and BIG for the reference)
@@ -200,6 +201,7 @@ def _rows(out):
                                        "failed", "truncated", "tool_calls")}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("greedy", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_overlapped_schedule_equals_lockstep(model, monkeypatch, greedy):
   """Env steps run while other rows decode (a sampler call is made while a step is in flight), the rows come out
@@ -281,6 +283,7 @@ def test_feed_rows_equals_resume_appending(model):
     feed_rows(model, st, [1], [[]], config=cfg)
 
 
+@pytest.mark.long
 def test_resume_with_one_key_per_row(model):
   """Row b of a call with keys [k_0, k_1] samples what it samples in a call with the single key k_b."""
   cfg = dataclasses.replace(RC, chunk_tokens=4).sampler_config

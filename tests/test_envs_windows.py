@@ -149,6 +149,7 @@ def test_packed_rows_train_each_model_token_once(source, played, request):
     envs.pack_windows(out, RC.row_length - 30)
 
 
+@pytest.mark.long
 def test_packed_forward_scores_each_window_on_its_own_context(model, played):
   """The training forward of a packed row (``segment_ids``) equals each window's row scored alone: every window
   is trained on exactly the context it was sampled in."""

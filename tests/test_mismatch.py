@@ -143,6 +143,7 @@ def test_sampler_dtype_gap(tmp_path):
   assert "rollout/routing_mismatch" not in m16  # a dense model
 
 
+@pytest.mark.long
 def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
   """A tiny MoE, float32 sampler, replay: the sampler's recorded routing is the trainer's own (so it is aligned
   with the tokens) and the replayed trainer log-probs equal the sampler's to float tolerance."""
@@ -159,6 +160,7 @@ def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
   np.testing.assert_array_equal(np.sort(np.asarray(own), -1)[pos], np.sort(data.routing, -1)[pos])
 
 
+@pytest.mark.long
 def test_routing_replay_bfloat16_sampler(tmp_path):
   """bfloat16 sampler, near-tie routers: the trainer's own router disagrees with the sampler's on some tokens;
   replayed, the trainer uses exactly the sampler's experts (the update's forward included) and its log-prob gap

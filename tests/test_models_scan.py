@@ -87,7 +87,7 @@ def test_stacked_storage_layout_and_same_seed_init(name):
       0 if cfg.lora is None else param_count(nnx.state(unrolled, nnx.LoRAParam)))
 
 
-@pytest.mark.parametrize("name", ["dense", "moe_mixed", "lora_remat_full",
+@pytest.mark.parametrize("name", ["dense", pytest.param("moe_mixed", marks=pytest.mark.long), "lora_remat_full",
                                   pytest.param("dense_remat_dots", marks=pytest.mark.slow)])  # remat: lora_remat_full
 def test_scanned_forward_and_gradient_equal_unrolled(name):
   cfg = CASES[name]

@@ -55,7 +55,7 @@ def _outputs_and_grads(cfg, tok, tp, g, weights):
   return res
 
 
-@pytest.mark.parametrize("cfg", [DENSE, GEMMA2_LIKE, dataclasses.replace(DENSE, remat="full")],
+@pytest.mark.parametrize("cfg", [pytest.param(DENSE, marks=pytest.mark.long), GEMMA2_LIKE, dataclasses.replace(DENSE, remat="full")],
                          ids=["dense_gqa", "sliding_softcap_sandwich_qknorm", "remat"])
 def test_shared_prefix_equals_per_row(cfg):
   b, g, t, tp = 6, 3, 13, 5
@@ -83,6 +83,7 @@ def test_shared_prefix_detects_different_prompts():
   np.testing.assert_allclose(c.logp[0], a.logp[0], rtol=1e-5, atol=2e-6)  # untouched rows still agree
 
 
+@pytest.mark.long
 def test_shared_prefix_train_step_matches():
   """One GRPO update (2 micro-batches) with the grouped forward = the per-row update.
 
@@ -154,6 +155,7 @@ def test_rl_loop_shares_prompt_only_when_groups_stay_whole():
     _check_shared_prefix(tok, 14, 4)
 
 
+@pytest.mark.long
 def test_rl_loop_rollouts_share_their_prompt_prefix():
   """On real rollouts of the demo task (completions start right after the prompt, inside the prompt
   bucket), the loop's shared length is the prompt, not the bucket, and the grouped forward equals the

@@ -80,6 +80,7 @@ def test_segment_ids_zero_segment_starts_and_padding():
   np.testing.assert_allclose(po.values[0, 4:6], sep.values[0, 1:3], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.long
 def test_grouped_shared_prefix_equals_ungrouped_values_and_value_loss_grad():
   model = _critic()
   p, g, tp, tc = 2, 3, 4, 5

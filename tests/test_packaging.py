@@ -96,6 +96,7 @@ def _check_installed(venv, tmp_path):
   return where
 
 
+@pytest.mark.long
 def test_wheel_install_runs_bundled_configs(wheel, tmp_path):
   venv = _venv(tmp_path, [str(wheel)])
   where = _check_installed(venv, tmp_path)

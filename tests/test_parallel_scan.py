@@ -70,6 +70,7 @@ def _flat(tree, cfg=None):
   return flat
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("cfg", [CFG, TIED, LORA], ids=["untied", "tied", "lora"])
 def test_scanned_per_layer_gathered_step_equals_single_device_unrolled_step(cfg):
   graphdef, state, batch, opt = _problem(cfg)

@@ -75,6 +75,7 @@ def _flat(tree):
   return {jax.tree_util.keystr(k): np.asarray(v) for k, v in jax.tree_util.tree_leaves_with_path(tree)}
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mesh_cfg", MESHES, ids=mesh_id)
 def test_sharded_train_step_matches_single_device(mesh_cfg):
   ref_state, ref_metrics = _reference()

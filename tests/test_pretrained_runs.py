@@ -83,6 +83,7 @@ def test_a_run_with_sft_still_says_after_sft_and_an_sft_only_run_prints_no_rl_li
     assert "sft" in s and "rl" not in s and "gain_points" not in s
 
 
+@pytest.mark.long
 def test_lora_trains_only_the_adapters(tmp_path):
   from rljax.train import build_experiment
   cfg = apply_overrides(tiny_config(str(tmp_path / "lora")),

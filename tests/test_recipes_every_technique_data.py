@@ -15,6 +15,7 @@ KINDS = ("advantage", "multi_reward", "filter", "reward", "shaping", "policy_los
          "supervised", "aggregation", "controller", "value", "replay")
 
 
+@pytest.mark.long  # ~70 short training runs; the catalog sweep covers every row in the fast loop
 @pytest.mark.parametrize("name", names(loss_side=False))
 def test_technique_trains(name, warm_start, tmp_path):  # noqa: F811
   trains(name, warm_start, str(tmp_path))

@@ -70,6 +70,7 @@ def _replay_buffer(out, cfg, step):
   return tree["stages"]["replay"]["exgrpo"]
 
 
+@pytest.mark.long
 def test_stateful_stages_resume_bit_for_bit(tmp_path):
   """hadw's EMA anchor, GRESO's per-prompt streaks and ExGRPO's replay buffer are checkpointed: resuming from
   step 2 continues exactly (the parameters, the stages' metrics and the buffer saved at step 3, bit for bit)."""

@@ -41,6 +41,7 @@ def _rl_rows(out, extra):
   return [r for r in read_jsonl(os.path.join(cfg.out_dir, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
 
 
+@pytest.mark.long
 def test_rollout_ahead_is_one_step_behind(tmp_path):
   """With a learning rate too small to move any parameter, looking ahead changes nothing (same batches,
   keys and data order); with a real one, batches from step 2 on come from the older policy."""
@@ -58,6 +59,7 @@ def test_rollout_ahead_is_one_step_behind(tmp_path):
   assert abs(ahead[1]["rollout/entropy"] - sync[1]["rollout/entropy"]) > 1e-4  # θ_0 vs θ_1
 
 
+@pytest.mark.long
 def test_concurrent_rollouts_train_like_one_call(tmp_path):
   """``rl.concurrent_rollouts=2`` reaches the sampler (and its evaluations) and samples the same batches:
   the same rewards and completion lengths, losses equal up to float32 summation order."""

@@ -401,6 +401,7 @@ def test_decode_step_equals_cached_call():
   np.testing.assert_allclose(np.asarray(got_c.v), np.asarray(ref_c.v), atol=1e-6, rtol=0)
 
 
+@pytest.mark.long
 def test_generate_logprobs_equal_forward_on_gemma_like_model():
   """``generate`` (prefill into a prompt-sized cache, padded into the per-layer
   decode layout, repeated to n rows) == the training forward on a model with
@@ -437,6 +438,7 @@ def test_argmax_last_equals_argmax_with_ties_and_inf():
   assert got.dtype == np.int32
 
 
+@pytest.mark.long
 def test_decode_phases_equal_one_loop():
   """The phased decode loop (each phase attends a cache prefix just long enough for its steps)
   gives the same tokens, log-probs, entropies and state as one loop over the whole cache: prompts
