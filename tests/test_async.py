@@ -289,6 +289,7 @@ def test_staleness_zero_equals_the_synchronous_loop_bit_for_bit(tmp_path):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+@pytest.mark.long
 def test_bounded_staleness_runs_and_never_trains_stale_rows(tmp_path):
   """eta = 2 in train(): rows carry per-token versions, none older than eta is trained on. (One chunk per
   batch here, to keep compilations few: the interruptions are tested on the sampler above.)"""

