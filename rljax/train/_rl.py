@@ -358,8 +358,13 @@ def step_line(step: int, steps: int, row: dict, reward: float) -> str:
   sampler call with rewards and filters; the forwards, advantages and every optimizer step), the mean reward, and
   the held-out greedy accuracy when the step evaluated."""
   acc = f", held-out greedy {row['eval/greedy_accuracy']:.1%}" if "eval/greedy_accuracy" in row else ""
-  return (f"[rljax] RL step {step}/{steps}: rollout {row['time/sample_s']:.1f} s, update "
-          f"{row.get('time/update_s', 0.0):.1f} s, reward {reward:.3f}{acc}")
+  return (f"[rljax] RL step {step}/{steps}: rollout {_seconds(row['time/sample_s'])}, update "
+          f"{_seconds(row.get('time/update_s', 0.0))}, reward {reward:.3f}{acc}")
+
+
+def _seconds(t: float) -> str:
+  """``2.7 s``, or milliseconds under a second (a small model's steps: ``38 ms``, not ``0.0 s``)."""
+  return f"{t:.1f} s" if t >= 1.0 else f"{t * 1000:.0f} ms"
 
 
 def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list, *,
@@ -426,7 +431,7 @@ def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: boo
       if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
         loop.writer.write("rl", s + 1, row)
       bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}",
-                      rollout=f"{row['time/sample_s']:.1f}s", update=f"{row.get('time/update_s', 0.0):.1f}s")
+                      rollout=_seconds(row["time/sample_s"]), update=_seconds(row.get("time/update_s", 0.0)))
       bar.update(1)
       if bar.disable and (s + 1) % cfg.log_every == 0:  # no bar (a log file, a pipe): one line per logged step
         log(cfg, step_line(s + 1, rl.steps, row, collected.stats["reward_mean"]))
