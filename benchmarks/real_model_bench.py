@@ -21,13 +21,14 @@ Three parts, each interleaved so that the machine's drift hits both sides alike:
    each round is ``--steps`` rljax steps, then ``--steps`` TRL steps (the order flips every round), and the
    first ``--warmup`` steps of each worker (compilation, warm-up; both workers start together) are discarded.
    rljax is ``rljax.train.train`` with ``--set`` overrides (what ``rljax train`` runs, with its CPU auto
-   settings: 4 update micro-batches, 2 concurrent rollout chunks, each group's prompt run once in the update),
+   settings: 2 update micro-batches for this model size, 2 concurrent rollout chunks, each group's prompt run
+   once in the update),
    a jsonl task of the pool and the reward as ``reward_fn``; it pauses inside its metrics writer, after the
    step's ``time/sample_s`` and ``time/update_s`` are taken, and its step is their sum (rollout = sampling,
-   decoding and reward; update = the forwards the loss needs, advantages and the jitted update). Its default
-   PPO ratio reads a proximal forward recomputed before the update (TRL with mu = 1 runs none: it uses the
-   current log-probs, detached); that forward (``StepInputs``) is timed too, and the step less it is printed
-   as an estimate of ``--set rl.loss='ppo_clip(..., old_logp="logp_behavior")'``, which drops it.
+   decoding and reward; update = the forwards the loss needs, advantages and the jitted update). With one
+   update per batch its PPO ratio reads the update forward's own log-probs, detached, as TRL with mu = 1 does
+   (``rl.proximal_forward=auto``); with ``rl.proximal_forward=separate`` (or mu > 1) a proximal forward runs
+   before the update, and that forward (``StepInputs``) is timed and reported too.
    TRL's step is timed from ``on_step_begin`` to ``on_step_end`` (generation, reward, loss forward + backward,
    optimizer step; its logging comes after, as rljax's metrics writing does), its rollout by wrapping
    ``_generate_and_score_completions`` (generation + reward + advantages). TRL runs with its default gradient
@@ -49,7 +50,7 @@ Three parts, each interleaved so that the machine's drift hits both sides alike:
    are needed (decoding: every generated token; training: completion tokens) + attention 4 * L * heads *
    head_dim * context; training = 3x forward; rollout = prefill of each row's prompt + decode of its
    generated tokens. rljax runs each group's prompt once (prefill and update), so it executes fewer FLOPs than
-   counted, and its update time includes its proximal forward, which is not counted; TRL's gradient
+   counted (a separate proximal forward, where one runs, is not counted either); TRL's gradient
    checkpointing recomputes the forward, not counted either. The model-FLOP rates are therefore a speed measure
    on a common scale, as MFU is.
 
@@ -317,8 +318,12 @@ def rljax_grpo_worker(spec: dict) -> None:
   def reward_fn(completions, problems):
     return np.array([reward(c, p.answer) for c, p in zip(completions, problems)], np.float32)
 
-  inputs_s = []
-  inner_inputs = StepInputs.__call__
+  inputs_s, proximal = [], {}
+  inner_inputs, inner_init = StepInputs.__call__, StepInputs.__init__
+
+  def init(self, graphdef, needs, **kw):  # does a separate proximal forward run (rl.proximal_forward)?
+    proximal["separate"] = bool(set(needs) & {"logp_old", "entropy_old"})
+    inner_init(self, graphdef, needs, **kw)
 
   def timed_inputs(self, *a, **k):
     t = time.perf_counter()
@@ -326,14 +331,14 @@ def rljax_grpo_worker(spec: dict) -> None:
     inputs_s.append(time.perf_counter() - t)
     return out
 
-  StepInputs.__call__ = timed_inputs
+  StepInputs.__call__, StepInputs.__init__ = timed_inputs, init
 
   class PausingWriter(run_mod.MetricsWriter):
     def write(self, stage, step, metrics):
       out = super().write(stage, step, metrics)
       if stage == "rl" and "time/sample_s" in metrics:
         _pause({"sample_s": metrics["time/sample_s"], "update_s": metrics["time/update_s"],
-                "inputs_s": inputs_s[-1] if inputs_s else 0.0,
+                "inputs_s": inputs_s[-1] if inputs_s else 0.0, "proximal_separate": proximal.get("separate"),
                 "completion_len": metrics.get("rollout/completion_len"),
                 "reward_mean": metrics.get("rollout/reward_mean"), "prompt_len": statistics.mean(lens),
                 "settings": run_settings, "jax": jax.__version__})
@@ -805,22 +810,25 @@ def _report(res: dict, args) -> None:
                rollout=_med([x["sample_s"] if rl_side else x["rollout_s"] for x in flat]),
                update=_med([x["update_s"] if rl_side else x["step_s"] - x["rollout_s"] for x in flat]),
                inputs=_med([x["inputs_s"] for x in flat]) if rl_side else None,
+               separate=bool(flat[0].get("proximal_separate", True)) if rl_side else False,
                clen=_med([x["completion_len"] for x in flat]), reward=_med([x["reward_mean"] for x in flat]),
                prompt_len=flat[0]["prompt_len"], rounds=[_med([x["step_s"] for x in r]) for r in rs], n=len(flat))
       med[name] = m
-      prox = f"{m['inputs']:.2f}" if m["inputs"] is not None else "–"
+      prox = (f"{m['inputs']:.2f}" if m["separate"] else "– (the update's own)") if rl_side else "–"
       print(f"| {name} | {m['step']:.2f} | {m['rollout']:.2f} | {m['update']:.2f} | {prox} | {m['clen']:.1f} | "
             f"{m['reward']:.3f} | {m['n']} |")
       p, c = m["prompt_len"], m["clen"]
       fr, fu = rollout_flops(s, PROMPTS * GROUP, p, c), update_flops(s, PROMPTS * GROUP, p, c)
-      if rl_side:  # executed: prompts once per group; the update's 3 passes + the proximal forward
+      if rl_side:  # executed: prompts once per group; the update's 3 passes (+ a separate proximal forward)
         er = rollout_flops_shared(s, PROMPTS, GROUP, p, c)
         f1 = forward_shared(s, PROMPTS, GROUP, p, c)
+        passes = 4 if m["separate"] else 3
         rows.append((f"{name}: rollout", fr / m["rollout"], er / m["rollout"]))
-        rows.append((f"{name}: update", fu / m["update"], 4 * f1 / m["update"]))
-        rows.append((f"{name}: update less its proximal forward", fu / (m["update"] - m["inputs"]),
-                     3 * f1 / (m["update"] - m["inputs"])))
-        rows.append((f"{name}: whole step", (fr + fu) / m["step"], (er + 4 * f1) / m["step"]))
+        rows.append((f"{name}: update", fu / m["update"], passes * f1 / m["update"]))
+        if m["separate"]:
+          rows.append((f"{name}: update less its proximal forward", fu / (m["update"] - m["inputs"]),
+                       3 * f1 / (m["update"] - m["inputs"])))
+        rows.append((f"{name}: whole step", (fr + fu) / m["step"], (er + passes * f1) / m["step"]))
       else:  # executed: gradient checkpointing recomputes the forward in the backward (4 passes, not 3)
         eu = fu * 4 / 3 if runs[name][0][0].get("gradient_checkpointing") else fu
         rows.append((f"{name}: rollout (generate + reward)", fr / m["rollout"], fr / m["rollout"]))
@@ -844,15 +852,16 @@ def _report(res: dict, args) -> None:
             f"(per round {min(pr):.2f}–{max(pr):.2f}x; goal >= 5x); rollout {b['rollout'] / a['rollout']:.2f}x, "
             f"update {b['update'] / a['update']:.2f}x")
       no_prox = a["step"] - a["inputs"]
-      print(f"without rljax's proximal forward ({a['inputs']:.2f} s of its update; TRL with mu=1 runs none, and "
-            f"rl.loss='ppo_clip(..., old_logp=\"logp_behavior\")' drops it): {no_prox:.2f} s, "
-            f"{b['step'] / no_prox:.2f}x (an estimate: the same step less the timed forward)")
+      if a["separate"]:
+        print(f"without rljax's proximal forward ({a['inputs']:.2f} s of its update; TRL with mu=1 runs none, and "
+              f"rl.loss='ppo_clip(..., old_logp=\"logp_behavior\")' drops it): {no_prox:.2f} s, "
+              f"{b['step'] / no_prox:.2f}x (an estimate: the same step less the timed forward)")
   if rows and peak_cpu:
     pk = res["sampler"]["peak_flops"]
     print(f"\nachieved FLOP/s vs the CPU's measured float32 matmul rate ({peak_cpu / 1e9:.1f} GFLOP/s; torch on "
           f"1 thread reached {pk['torch_1']['max'] / 1e9:.1f}). Model FLOPs: the same per-row formula for both sides "
-          "(docstring); executed: what each side computes (rljax: each group's prompt once, plus its proximal "
-          "forward; TRL: plus the gradient-checkpointing recompute):")
+          "(docstring); executed: what each side computes (rljax: each group's prompt once, plus a separate "
+          "proximal forward where one runs; TRL: plus the gradient-checkpointing recompute):")
     print("| phase | model GFLOP/s | of peak | executed GFLOP/s | of peak |")
     print("|---|---|---|---|---|")
     for what, rate, done in rows:

@@ -25,6 +25,10 @@ def test_defaults_are_auto_and_resolve_by_backend_cores_and_model_size(monkeypat
   # the GRPO benchmark's size: both, on 2 cores; one core: no chunks
   assert _resolve(cfg, 4_400_000, monkeypatch=monkeypatch) == (4, 2)
   assert _resolve(cfg, 4_400_000, cores=1, monkeypatch=monkeypatch) == (4, 1)
+  # a real model's size (SmolLM2-135M): 2 micro-batches; 4 rows (one group of 4) cannot be cut in 2 slices
+  assert _resolve(cfg, 134_515_008, monkeypatch=monkeypatch) == (2, 2)
+  one_group = apply_overrides(cfg, ["rl.num_prompts=1", "rl.group_size=4"])
+  assert _resolve(one_group, 134_515_008, monkeypatch=monkeypatch)[0] == 1
   # accelerators: neither
   assert _resolve(cfg, 4_400_000, backend="gpu", monkeypatch=monkeypatch) == (1, 1)
   # micro-batches must hold whole groups: 2 prompts x 8 samples = 16 rows -> 4-row slices would split groups

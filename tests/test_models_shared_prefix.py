@@ -71,6 +71,31 @@ def test_shared_prefix_equals_per_row(cfg):
     assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
 
 
+def test_prompt_scores_off_scores_only_the_continuations():
+  """``prompt_scores=False``: the continuation columns and the gradient of a loss on them equal the default call's;
+  the shared prompt's columns are 0 (their LM-head rows are skipped)."""
+  b, g, t, tp = 6, 3, 11, 5
+  tok = _tokens(b, g, t, tp, DENSE.vocab_size, seed=5)
+  model = Transformer(DENSE, rngs=nnx.Rngs(0))
+  graphdef, state = nnx.split(model)
+  weights = jnp.asarray(np.random.default_rng(6).normal(size=(b, t)) * (np.arange(t) >= tp), jnp.float32)
+
+  def loss(st, scores):
+    out = policy_outputs(nnx.merge(graphdef, st), tok, shared_prefix_len=tp, group_size=g, prompt_scores=scores)
+    return jnp.sum(out.logp * weights) + 0.3 * jnp.sum(out.entropy * weights), out
+
+  (l_on, on), g_on = jax.jit(jax.value_and_grad(loss, has_aux=True), static_argnums=1)(state, True)
+  (l_off, off), g_off = jax.jit(jax.value_and_grad(loss, has_aux=True), static_argnums=1)(state, False)
+  np.testing.assert_allclose(off.logp[:, tp:], on.logp[:, tp:], rtol=1e-6, atol=1e-6)
+  np.testing.assert_allclose(off.entropy[:, tp:], on.entropy[:, tp:], rtol=1e-6, atol=1e-6)
+  assert np.all(np.asarray(off.logp[:, :tp]) == 0) and np.all(np.asarray(off.entropy[:, :tp]) == 0)
+  assert np.all(np.abs(np.asarray(on.logp[:, 1:tp])) > 0)  # the default call does score the prompt
+  assert float(l_off) == pytest.approx(float(l_on), rel=1e-6)
+  for a, c in zip(jax.tree.leaves(g_on), jax.tree.leaves(g_off)):
+    scale = float(jnp.max(jnp.abs(a))) + 1e-12
+    assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
+
+
 def test_shared_prefix_detects_different_prompts():
   """Rows of a group with different prompts: the grouped call uses the group's first prompt, so it differs."""
   b, g, t, tp = 4, 2, 9, 4

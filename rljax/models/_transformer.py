@@ -655,7 +655,7 @@ def _kernel_fn(model=None):
 
 def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=None, temperature=1.0,
                    routing=None, impl: str = "auto", shared_prefix_len: int = 0,
-                   group_size: int = 1, batch_load=None) -> PolicyOutputs:
+                   group_size: int = 1, batch_load=None, prompt_scores: bool = True) -> PolicyOutputs:
   """Per-token log-probs and entropies of ``tokens`` under ``model`` (never full logits).
 
   ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
@@ -697,10 +697,16 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
     group_size: ``G``, rows per group sharing the prefix (``B % G == 0``).
     batch_load: MoE: the expert load of the batch these rows are a micro-batch of
       (see :meth:`Transformer.__call__`); ``aux_loss`` is then this slice's share.
+    prompt_scores: with ``shared_prefix_len``: ``False`` scores only the
+      continuation columns ``[Tp, T)``; the shared prompt's columns ``[1, Tp)`` of
+      ``logp`` / ``entropy`` / ``values`` are then 0 (the LM head and its
+      log-softmax skip ``P * (Tp - 1)`` rows). For a caller whose every reader
+      masks the prompt out, as the trainer's losses and forwards do
+      (``loss_mask`` = completion tokens). Ignored without a shared prefix.
   """
   if shared_prefix_len:
     return _grouped_policy_outputs(model, tokens, positions, temperature, impl, shared_prefix_len, group_size,
-                                   segment_ids, routing)
+                                   segment_ids, routing, prompt_scores)
   out = model(tokens, positions, segment_ids=segment_ids, routing=routing, batch_load=batch_load)
   b, t = tokens.shape
   h = out.hidden[:, :-1].reshape(b * (t - 1), -1)
@@ -725,7 +731,8 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   return PolicyOutputs(logp=logp, entropy=ent, routing=out.routing, values=values, aux_loss=aux)
 
 
-def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing):
+def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing,
+                            prompt_scores: bool = True):
   """:func:`policy_outputs` over the grouped shared-prefix layout ``[P, Tp + G * Tc]``."""
   b, t = tokens.shape
   if not (isinstance(tp, numbers.Integral) and 1 <= tp < t):
@@ -750,15 +757,19 @@ def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int
   # scores of continuation column t come from the hidden state before it: the prompt's last
   # column for t = 0, the continuation's own column t - 1 after that
   h_cont = jnp.concatenate([jnp.broadcast_to(h_pre[:, None, -1:], (p, g, 1, h_dim)), h_cont[:, :, :-1]], axis=2)
-  rows_pre = p * (tp - 1)
-  h = jnp.concatenate([h_pre[:, :-1].reshape(rows_pre, h_dim), h_cont.reshape(b * tc, h_dim)], axis=0)
-  targets = jnp.concatenate([tokens[::g, 1:tp].reshape(-1), tokens[:, tp:].reshape(-1)])
+  rows_pre = p * (tp - 1) if prompt_scores else 0  # the prompt's own scores: once per group, or none
+  h = h_cont.reshape(b * tc, h_dim)
+  targets = tokens[:, tp:].reshape(-1)
+  if prompt_scores:
+    h = jnp.concatenate([h_pre[:, :-1].reshape(rows_pre, h_dim), h], axis=0)
+    targets = jnp.concatenate([tokens[::g, 1:tp].reshape(-1), targets])
   logp, ent = _kernel_fn(model)(h, model.lm_head_weight(), targets, temperature=temperature,
                            soft_cap=model.cfg.final_logit_softcap, impl=impl)
 
   def ungroup(x):  # kernel rows -> [B, T] (prompt columns repeated over the group)
     x = x.astype(jnp.float32)
-    pre = jnp.repeat(x[:rows_pre].reshape(p, tp - 1), g, axis=0)
+    pre = (jnp.repeat(x[:rows_pre].reshape(p, tp - 1), g, axis=0) if prompt_scores
+           else jnp.zeros((b, tp - 1), jnp.float32))
     return jnp.concatenate([jnp.zeros((b, 1), jnp.float32), pre, x[rows_pre:].reshape(b, tc)], axis=1)
 
   values = ungroup(model.value(h)) if model.value_head is not None else None

@@ -378,6 +378,11 @@ class RLConfig:
   # run each group's prompt once in the update / proximal / reference forwards (same result up to float
   # summation order; used when num_minibatches == 1 and each micro-batch holds whole groups)
   share_prompt_forward: bool = True
+  # "auto": when one optimizer step trains on each batch (updates_per_batch = num_minibatches = 1) and only the loss
+  # reads logp_old / entropy_old, the update's own forward gives them, detached (the same parameters: verl's
+  # on-policy path, TRL with one iteration), instead of a separate proximal forward computing the same numbers;
+  # "separate": always the separate forward (rljax/train/_inputs.py proximal_forward_reason)
+  proximal_forward: str = "auto"
   # sample step s+1's batch on a background thread (from the parameters before step s's updates) while step s
   # trains: one-step off-policy (rljax/train/_ahead.py); single process only; resumes are not bitwise
   rollout_ahead: bool = False
@@ -442,6 +447,8 @@ class RLConfig:
     if self.async_rollout_devices and self.async_staleness is None:
       _fail("RLConfig.async_rollout_devices", self.async_rollout_devices,
             "0 unless rl.async_staleness is set (the rollout sub-mesh is the asynchronous runner's)")
+    if self.proximal_forward not in ("auto", "separate"):
+      _fail("RLConfig.proximal_forward", self.proximal_forward, "'auto' or 'separate'")
     for name in ("critic_shared", "routing_replay", "async_partial_rollouts"):
       if not isinstance(getattr(self, name), bool):
         _fail(f"RLConfig.{name}", getattr(self, name), "true or false")

@@ -76,15 +76,20 @@ class NoWriter:
     pass
 
 
+LARGE_MODEL_PARAMS = 25_000_000  # from here up, auto takes 2 update micro-batches on a CPU (not 4)
+
+
 def resolve_auto_settings(cfg: RunConfig, n_params: int):
   """``cfg`` with ``rl.num_microbatches`` / ``rl.concurrent_rollouts`` = 0 (auto) chosen for this machine.
 
   Measured on a 2-core CPU (``benchmarks/cpu_settings_bench.py``, docs/training.md): 4 update micro-batches made
   the GRPO step 4-23% faster in every condition tried (1 or 2 cores, another busy process, 133K and 4.4M
-  parameter models, 16 or 32 prompts); 2 concurrent rollout chunks helped only the 4.4M-parameter model on 2
+  parameter models, 16 or 32 prompts); on SmolLM2-135M (32 rows, groups of 4; the update alone, interleaved in one
+  process) 2 micro-batches took 4.49 s, 4 took 4.81 s, 1 took 6.5 s and 8 took 5.7 s, hence 2 from
+  ``LARGE_MODEL_PARAMS`` (25M) parameters up; 2 concurrent rollout chunks helped only the 4.4M-parameter model on 2
   cores (with micro-batches: 0.85-0.89x the default step) and were slower on 1 core (1.04x) and neutral to
-  slower on the 133K demo model. Hence, on a CPU backend: ``num_microbatches = 4`` when each micro-batch
-  holds whole groups (else 1), ``concurrent_rollouts = 2`` with at least 2 usable cores, one process and a
+  slower on the 133K demo model. Hence, on a CPU backend: ``num_microbatches = 4`` (2 from 25M parameters)
+  when each micro-batch holds whole groups (else 1), ``concurrent_rollouts = 2`` with at least 2 usable cores, one process and a
   model of at least 1M parameters (else 1). Accelerators: 1 and 1. Explicit values are kept.
 
   Returns ``(cfg, what was chosen and why)`` (``Experiment.auto_settings``; ``train`` logs it).
@@ -95,8 +100,9 @@ def resolve_auto_settings(cfg: RunConfig, n_params: int):
   mini = rl.batch_size // rl.num_minibatches
   changes, why = {}, []
   if rl.num_microbatches == 0:
-    whole = mini % 4 == 0 and (mini // 4) % rl.group_size == 0
-    changes["num_microbatches"] = 4 if cpu and whole else 1
+    k = 2 if n_params >= LARGE_MODEL_PARAMS else 4
+    whole = mini % k == 0 and (mini // k) % rl.group_size == 0
+    changes["num_microbatches"] = k if cpu and whole else 1
     why.append(f"rl.num_microbatches=auto -> {changes['num_microbatches']} "
                f"({'CPU' if cpu else jax.default_backend()}, mini-batch {mini} rows, groups of {rl.group_size})")
   if rl.concurrent_rollouts == 0:

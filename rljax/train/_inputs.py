@@ -28,27 +28,56 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import StepData
+from rljax.stages import LossTerm, StepData
 from rljax.train import _mismatch
 from rljax.types import TrainBatch
 
-__all__ = ["StepInputs", "forward_fn", "preference_pairs", "train_batch", "REFERENCE_NEEDS", "PROXIMAL_NEEDS"]
+__all__ = ["StepInputs", "forward_fn", "preference_pairs", "train_batch", "proximal_forward_reason", "REFERENCE_NEEDS",
+           "PROXIMAL_NEEDS"]
 
 PROXIMAL_NEEDS = frozenset({"logp_old", "entropy_old"})
 REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
 
 
+def proximal_forward_reason(recipe, rl, model_cfg) -> str:
+  """Why this run needs the separate proximal forward (``logp_old`` / ``entropy_old`` before the update), or ""
+  when the update's own forward gives them (``rl.proximal_forward="auto"``, ``objective_loss(proximal_from_update=
+  True)``): one optimizer step per batch (``updates_per_batch = num_minibatches = 1``), so the update's parameters
+  are the proximal policy's; only the policy loss reads them (not a host stage such as an advantage or a
+  controller); no replay stage (it swaps in stored rows' behaviour log-probs as ``logp_old``);
+  not an MoE model (its routing metrics need the trainer's own router before the update)."""
+  needs = recipe.needs & PROXIMAL_NEEDS
+  if not needs:
+    return "nothing reads logp_old / entropy_old"
+  if rl.proximal_forward == "separate":
+    return "rl.proximal_forward=separate"
+  if rl.updates_per_batch != 1 or rl.num_minibatches != 1:
+    return (f"{rl.updates_per_batch} update(s) x {rl.num_minibatches} mini-batch(es) per batch: the proximal policy "
+            "is the first update's")
+  critic = None if recipe.critic is None else recipe.critic.loss
+  outside = [s.name for s in recipe.stages()
+             if (not isinstance(s, LossTerm) or s is critic) and s.needs & PROXIMAL_NEEDS]
+  if outside:
+    return f"stage(s) {outside} read {sorted(needs)} outside the loss"
+  if recipe.replay:
+    return f"replay stage {recipe.replay[0].name!r} sets logp_old of its stored rows"
+  if getattr(model_cfg, "is_moe", False):
+    return "an MoE model (its routing metrics need the trainer's router before the update)"
+  return ""
+
+
 def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1):
   """``fn(params, model_state, tokens, routing=None, segment_ids=None) -> (logp, entropy, values or None, routing
   or None)`` jitted (``policy_outputs``; ``routing [B, T, L_moe, k]`` is replayed when given; the routing used
-  comes back; ``segment_ids [B, T]``: the attention packing, e.g. an episode's context windows)."""
+  comes back; ``segment_ids [B, T]``: the attention packing, e.g. an episode's context windows). With a shared
+  prompt its columns are 0 (``prompt_scores=False``): the stages read completion tokens only."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
   @functools.partial(jax.jit, out_shardings=out_shardings)
   def fn(params, model_state, tokens, routing=None, segment_ids=None):
     model = nnx.merge(graphdef, params, model_state)
     out = policy_outputs(model, tokens, routing=routing, segment_ids=segment_ids,
-                         shared_prefix_len=shared_prefix_len, group_size=group_size)
+                         shared_prefix_len=shared_prefix_len, group_size=group_size, prompt_scores=False)
     return out.logp, out.entropy, out.values, out.routing
 
   return fn

@@ -33,7 +33,7 @@ from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpo
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
 from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
-from rljax.train._inputs import REFERENCE_NEEDS, StepInputs, train_batch
+from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason, train_batch
 from rljax.train._optim import make_optimizer
 from rljax.train._progress import progress_bar
 from rljax.train._rollout import Collector
@@ -106,8 +106,16 @@ class RLLoop:
     if self.prefix and resampling:
       log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
       self.prefix = 0
+    # the proximal log-probs from the update's own forward when they are provably the same numbers
+    reason = proximal_forward_reason(recipe, rl, exp.model.cfg)
+    self.proximal_from_update = not reason
+    if self.proximal_from_update:
+      log(cfg, "[rljax] proximal log-probs: the update's own, detached (one update per batch; "
+          "rl.proximal_forward=auto)")
+    elif rl.updates_per_batch == 1 and rl.num_minibatches == 1 and recipe.needs & PROXIMAL_NEEDS:
+      log(cfg, f"[rljax] proximal log-probs: a separate forward before each update ({reason})")
     loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
-                          group_size=rl.group_size)
+                          group_size=rl.group_size, proximal_from_update=self.proximal_from_update)
     sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
     self.state, self.update_step = sharded.state, sharded.step
     if recipe.critic is not None and not recipe.critic.shared:
@@ -135,10 +143,12 @@ class RLLoop:
     self.collect = Collector(exp, recipe, self.loader, graphdef, prompt_rows=prompt_rows,
                              base_key=jax.random.PRNGKey(cfg.seed), num_dataset_prompts=len(exp.train_problems),
                              needs=self.needs)
-    self.inputs = StepInputs(graphdef, self.needs, rows_sharding=self.rows_sh, batch_size=rl.batch_size,
+    self.inputs = StepInputs(graphdef, self.needs - (PROXIMAL_NEEDS if self.proximal_from_update else frozenset()),
+                             rows_sharding=self.rows_sh, batch_size=rl.batch_size,
                              shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
                              critic=critic, replay=rl.routing_replay,
-                             diagnose=bool(rl.sampler_dtype or rl.routing_replay))
+                             # (with the proximal log-probs from the update, the update reports the mismatch)
+                             diagnose=bool(rl.routing_replay or (rl.sampler_dtype and not self.proximal_from_update)))
     mb = rl.batch_size // rl.num_minibatches
     self.take_rows = jax.jit(lambda tree, idx: jax.tree_util.tree_map(lambda x: x[idx], tree),
                              out_shardings=par.row_sharding(mesh, mb) if rl.num_minibatches > 1 else None)

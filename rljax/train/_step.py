@@ -319,10 +319,12 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
 
 def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: int = 0, group_size: int = 1,
                     batch_load=None):
+  """The update's ``policy_outputs``: with a shared prompt, its columns are not scored (``prompt_scores=False``:
+  every loss reads the completion tokens of ``loss_mask`` only)."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature,
                         routing=getattr(batch, "routing", None), shared_prefix_len=shared_prefix_len,
-                        group_size=group_size, batch_load=batch_load)
+                        group_size=group_size, batch_load=batch_load, prompt_scores=False)
 
 
 def _num_moe_layers(model) -> int:
@@ -348,6 +350,16 @@ class objective_loss:  # pylint: disable=invalid-name
       once per group. 0 = off.
     aux_weight: scale of the objective's auxiliary-loss term (see
       ``with_aux_weight``).
+    proximal_from_update: the proximal inputs are this forward's own,
+      detached: ``batch.logp_old = stop_gradient(out.logp)`` and
+      ``batch.entropy_old = stop_gradient(out.entropy)`` before the objective
+      (and its statistics) read them. Exact when one optimizer step trains on
+      the batch (``updates_per_batch = num_minibatches = 1``; micro-batches
+      share the step's parameters): the separate proximal forward would compute
+      the same numbers with the same parameters (verl's on-policy path, TRL with
+      ``num_iterations = 1``). The train/inference mismatch metrics that forward
+      gave (``rollout/logp_gap``, ``rollout/mismatch_kl``, see
+      ``rljax/train/_mismatch.py``) then come from this forward, per loss token.
 
   Micro-batching (``make_train_step(num_microbatches=k > 1)``) calls
   ``statistics`` on the whole batch and each micro-batch with its slice; see
@@ -355,19 +367,21 @@ class objective_loss:  # pylint: disable=invalid-name
   """
 
   def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
-               shared_prefix_len: int = 0, group_size: int = 1, aux_weight: float = 1.0):
+               shared_prefix_len: int = 0, group_size: int = 1, aux_weight: float = 1.0,
+               proximal_from_update: bool = False):
     self._objective = objective
     self._temperature = temperature
     self._forward = forward
     self._shared = (shared_prefix_len, group_size)
     self._aux_weight = float(aux_weight)
+    self._proximal_from_update = bool(proximal_from_update)
 
   def with_aux_weight(self, weight: float) -> "objective_loss":
     """The same loss with the auxiliary term (``aux_loss_coef * out.aux_loss``) scaled by ``weight``
     (on top of this loss's own ``aux_weight``)."""
     return objective_loss(self._objective, temperature=self._temperature, forward=self._forward,
                           shared_prefix_len=self._shared[0], group_size=self._shared[1],
-                          aux_weight=self._aux_weight * weight)
+                          aux_weight=self._aux_weight * weight, proximal_from_update=self._proximal_from_update)
 
   def _build(self, hparams):
     if hasattr(self._objective, "aggregate"):
@@ -383,6 +397,13 @@ class objective_loss:  # pylint: disable=invalid-name
     if self._forward is not None:
       return self._forward(model, batch)
     return _policy_outputs(model, batch, self._temperature, *self._shared, batch_load=batch_load)
+
+  def _with_proximal(self, out: PolicyOutputs, batch: TrainBatch) -> TrainBatch:
+    """``batch`` with the proximal inputs taken from ``out`` (``proximal_from_update``), else unchanged."""
+    if not self._proximal_from_update:
+      return batch
+    entropy = batch.entropy_old if out.entropy is None else jax.lax.stop_gradient(out.entropy)
+    return batch.replace(logp_old=jax.lax.stop_gradient(out.logp), entropy_old=entropy)
 
   def statistics(self, model, batch: TrainBatch, hparams) -> dict:
     """The whole batch's statistics, for exact micro-batching (the pre-pass of ``make_train_step``).
@@ -414,7 +435,7 @@ class objective_loss:  # pylint: disable=invalid-name
     if objective.needs_statistics or moe:
       out = jax.lax.stop_gradient(self._outputs(model, batch))
       if objective.needs_statistics:
-        stats["terms"] = objective.statistics(out, batch)
+        stats["terms"] = objective.statistics(out, self._with_proximal(out, batch))
       if moe:
         from rljax.models._transformer import expert_load  # pylint: disable=import-outside-toplevel
         valid = (jnp.ones(batch.tokens.shape, jnp.float32) if batch.segment_ids is None
@@ -428,6 +449,7 @@ class objective_loss:  # pylint: disable=invalid-name
     statistics = statistics or {}
     batch_load = statistics.get("batch_load")
     out = self._outputs(model, batch, batch_load)
+    batch = self._with_proximal(out, batch)
     extra = {} if self._aux_weight == 1.0 else {"aux_weight": self._aux_weight}
     if "rows" in statistics and batch_load is None:  # an auxiliary loss averaged over rows: this slice's share
       extra["aux_weight"] = self._aux_weight * batch.loss_mask.shape[0] / statistics["rows"]
@@ -450,6 +472,11 @@ class objective_loss:  # pylint: disable=invalid-name
       hi = hparams.get("clip_high", 0.2) if hparams else 0.2
       clipped = ((ratio < 1.0 - lo) & (batch.advantages < 0)) | ((ratio > 1.0 + hi) & (batch.advantages > 0))
       metrics["policy/clip_frac"] = jnp.sum(clipped * m) / count
+    if self._proximal_from_update and batch.logp_behavior is not None:
+      # the train/inference mismatch (rljax/train/_mismatch.py) from this forward: d = logp_trainer - logp_sampler
+      d = jax.lax.stop_gradient(out.logp - batch.logp_behavior) * m
+      metrics["rollout/logp_gap"] = jnp.sum(jnp.abs(d)) / count
+      metrics["rollout/mismatch_kl"] = jnp.sum((jnp.expm1(d) - d) * m) / count
     return loss, metrics
 
 
