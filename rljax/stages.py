@@ -68,6 +68,10 @@ A plain Python function in a recipe is the ``fn`` of a stage of the slot it is p
 in ``rewards``, an advantage estimator in ``advantage``, ...), with no needs (a plain loss term is assumed to
 read ``logp_old``); wrap it in the class to declare needs, a phase or state:
 ``Advantage(my_fn, needs=("answer_ids",))``.
+
+At start-up every stage runs once on a synthetic batch of the run's shapes and its return is checked against this
+table (``rljax.train._contracts``: tuple, dict keys, dtype, shape, finite values); loss terms are traced under
+``jax.jit`` first. A violation names the slot, the stage, what it returned and what was expected.
 """
 from __future__ import annotations
 

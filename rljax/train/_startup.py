@@ -2,8 +2,9 @@
 
 The recipe is bound to the run's static facts, every stage's needs are checked against what the run can
 provide (``available_needs``: a refusal names the stage and the input), unsupported combinations are refused,
-and every stage runs once on a synthetic batch of the run's shape (``dry_run``), so that a bad hyper-parameter
-or a stage that cannot run fails now, naming the stage, rather than mid-run.
+and every stage runs once on a synthetic batch of the run's shapes (``dry_run``), its return checked against its
+slot's contract (``rljax.train._contracts``) and the loss terms traced under ``jax.jit``, so that a bad
+hyper-parameter or a stage that cannot run fails now, naming the slot and the stage, rather than after SFT.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs
 from rljax.train._advantage import initial_stage_states
 from rljax.train._async import check_async
+from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import preference_pairs
 
@@ -66,7 +68,8 @@ def check_multi_turn(exp, recipe) -> None:
 def check_recipe(exp: Experiment, recipe):
   """Start-up checks of a recipe for this run, before anything is compiled or trained: binds it to the run's
   facts, refuses needs the run cannot meet (naming the stage and the input) and combinations the loop does
-  not support, and dry-runs every host stage on a synthetic batch. Returns the bound recipe."""
+  not support, and dry-runs every stage on a synthetic batch, checking each return against its slot's contract
+  (``dry_run``). Returns the bound recipe."""
   rl = exp.cfg.rl
   recipe, facts = bound_recipe(exp, recipe)
   if rl.routing_replay and not exp.model.cfg.is_moe:
@@ -166,17 +169,26 @@ def available_needs(exp: Experiment, recipe) -> dict:
 
 
 def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
-  """A small fake batch with every need filled, to dry-run host stages at start-up (bad hyper-parameters
-  fail here, before any compile, not mid-run)."""
+  """A fake batch of the run's shapes with every need filled, to dry-run the stages at start-up (bad
+  hyper-parameters and broken stages fail here, before any compile, not mid-run).
+
+  ``B = num_prompts * group_size`` rows (the global batch; each process's host stages see its own groups of it) of
+  ``T = facts.seq_len`` tokens: the rollout rows' real width, the longest tokenized prompt of the task (the sampler's
+  prompt bucket, computed by ``build_experiment``) plus ``max_new_tokens`` (``4 + max_new_tokens`` when the run
+  gives no width). The last ``min(T - 1, max_new_tokens)`` tokens are the completion, one token shorter on every
+  other row (ragged, as sampled rows are); every row is valid."""
   rng = np.random.default_rng(0)
   g, p = facts.group_size, facts.num_prompts
-  b, t = p * g, 4 + facts.max_new_tokens
-  cm = np.zeros((b, t), bool)
-  cm[:, 4:] = True
+  b = p * g
+  t = facts.seq_len if facts.seq_len and facts.seq_len > 1 else 4 + facts.max_new_tokens
+  p0 = min(max(1, t - facts.max_new_tokens), t - 1)  # prompt tokens
+  ends = t - (np.arange(b) % 2) * (t - p0 > 1)  # completion ends: ragged by one token on odd rows
+  cm = (np.arange(t)[None, :] >= p0) & (np.arange(t)[None, :] < ends[:, None])
   f = lambda *shape: rng.normal(size=shape).astype(np.float32)
   problems = tuple(exp.train_problems[i % len(exp.train_problems)] for i in range(p) for _ in range(g))
   rewards = rng.integers(0, 2, b).astype(np.float32)
-  data = StepData(tokens=rng.integers(1, 8, (b, t)).astype(np.int32), prompt_mask=~cm, completion_mask=cm,
+  pm = np.broadcast_to(np.arange(t) < p0, (b, t)).copy()
+  data = StepData(tokens=rng.integers(1, 8, (b, t)).astype(np.int32), prompt_mask=pm, completion_mask=cm,
                   group_id=np.repeat(np.arange(p, dtype=np.int32), g), num_groups=p, valid=np.ones(b, bool),
                   lengths=cm.sum(1).astype(np.int32), completions=tuple(str(i % 3) for i in range(b)),
                   problems=problems, prompt_index=np.repeat(np.arange(p), g), rewards=rewards,
@@ -191,7 +203,7 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
   if getattr(exp, "multi_turn", False):  # episodes: per-turn rewards [B, M], two turns per row
     m = exp.runner.max_turns
     data = data.replace(step_rewards=f(b, m), step_mask=np.arange(m)[None, :] < np.minimum(m, 2),
-                        turn_ids=np.where(cm, np.minimum((np.arange(t) - 4) // 2, min(m, 2) - 1), -1).astype(np.int32),
+                        turn_ids=np.where(cm, np.minimum((np.arange(t) - p0) // 2, min(m, 2) - 1), -1).astype(np.int32),
                         turns=tuple((str(i), "x") for i in range(b)))
     data = data.replace(step_mask=np.broadcast_to(data.step_mask, (b, m)).copy())
   elif hasattr(exp.task, "step_rewards"):
@@ -205,103 +217,190 @@ def _synthetic(exp: Experiment, recipe, facts: RunFacts) -> StepData:
   return data
 
 
-def _dry_replay(stage, data: StepData, key) -> None:
+_JIT_HINT = ("loss terms run inside the jitted update: compute with jax.numpy on the arrays, not NumPy, float(), "
+             "int() or a Python if on them")
+
+
+class _Checker:
+  """Runs a stage's call once and checks its return against the slot's contract (``_contracts.CONTRACTS``);
+  every error names the slot and the stage (``rl.advantage stage 'my_adv' ...``)."""
+
+  def __init__(self, dims: Dims):
+    self.dims = dims
+
+  @staticmethod
+  def label(slot: str, stage) -> str:
+    return f"rl.{slot} stage {stage.name!r}"
+
+  @staticmethod
+  def run(label: str, fn, under: str = ""):
+    """``fn()``; an exception is re-raised as ``ValueError`` naming ``label``."""
+    try:
+      return fn()
+    except Exception as e:  # noqa: BLE001 - re-raised with the stage named
+      tracer = isinstance(e, (jax.errors.JAXTypeError, jax.errors.UnexpectedTracerError))
+      text = str(e).strip().splitlines()[0] if tracer and str(e).strip() else str(e)
+      hint = f" ({_JIT_HINT})" if tracer else ""
+      raise ValueError(f"{label} fails{under} on a synthetic batch at start-up{hint}: {type(e).__name__}: "
+                       f"{text}") from e
+
+  def __call__(self, key: str, label: str, fn, dims: Dims = None):
+    """``fn()``'s return, parsed by contract ``key`` (``_contracts.check``)."""
+    return check(key, label, self.run(label, fn), dims or self.dims)
+
+  def traced(self, key: str, label: str, fn, *args):
+    """``fn(*args)`` traced under ``jax.jit`` (``jax.eval_shape``: a NumPy call or a Python conversion of a traced
+    array fails here, as in the jitted update, without compiling), then run for its values, and checked."""
+    self.run(label, lambda: jax.eval_shape(fn, *args), " under jax.jit")
+    return self(key, label, lambda: fn(*args))
+
+
+def _dry_replay(stage, data: StepData, key, checker: _Checker) -> None:
   """A replay stage's ``prompts`` and ``fn`` on ``data``, twice (the second step sees a non-empty buffer)."""
-  state = stage.init()
+  label = checker.label("replay", stage)
+  state = checker.run(label, stage.init)
   for step in range(2):
     step_data = data.replace(step=step)
     if stage.prompts is not None:
       g = int(np.sum(data.group_id == data.group_id[0]))
-      _, slots, _ = stage.prompts(state, data.prompt_index[::g], key)
+      _, slots, _ = checker("replay.prompts", label, lambda st=state: stage.prompts(st, data.prompt_index[::g], key))
       step_data = step_data.replace(extras={**data.extras, "replay_slot": np.repeat(np.asarray(slots), g)})
-    _, state, _ = stage.fn(step_data, state)
+    _, state, _ = checker("replay", label, lambda sd=step_data, st=state: stage.fn(sd, st))
+
+
+def _objective_label(recipe) -> str:
+  if recipe.objective is not None:
+    return "the objective builder (Recipe.objective)"
+  label = f"the objective composed of rl.loss {[t.name for t in recipe.loss]}"
+  wraps = [c.name for c in recipe.controllers if c.wrap_policy is not None]
+  if wraps:
+    label += f" wrapped by rl.controllers {wraps}"
+  if recipe.critic is not None and recipe.critic.shared:
+    label += f" with the shared rl.critic {recipe.critic.loss.name!r}"
+  return label + f" and rl.aggregation {recipe.aggregation.name!r}"
 
 
 def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
-  """Runs every stage of ``recipe`` once on a synthetic batch (``_synthetic``), in data-flow order: rewards (on
-  reference answers), multi-reward, shaping, filters, prompt filters, the advantage, the loss terms (evaluated
-  eagerly on synthetic policy outputs) and the controllers. Errors name the stage."""
+  """Runs every stage of ``recipe`` once on a synthetic batch of the run's shapes (``_synthetic``), in data-flow
+  order — rewards (on reference answers), multi-reward, shaping, filters, prompt filters, the advantage, replay,
+  the controllers' initial hparams, each loss term, the aggregation, the composed objective, the critic's loss and
+  the controllers' updates — and checks each return against its slot's contract (``rljax.train._contracts``:
+  type, keys, dtype, shape, finite values). Loss terms, the aggregation, the objective and the critic's loss are
+  traced under ``jax.jit`` first (as in the update), one by one, then evaluated. Errors name the slot and the
+  stage, what it returned and what was expected."""
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
+  from rljax.objectives._statistics import call_with_statistics  # pylint: disable=import-outside-toplevel
   from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
-  from rljax.train._rollout import run_filters, set_rewards  # pylint: disable=import-outside-toplevel
+  from rljax.train._rollout import set_rewards  # pylint: disable=import-outside-toplevel
   from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
   data = _synthetic(exp, recipe, facts)
-
-  def guard(stage, fn):
-    try:
-      return fn()
-    except Exception as e:  # noqa: BLE001 - re-raised with the stage named
-      raise ValueError(f"recipe stage {stage.name!r} fails on a synthetic batch at start-up: "
-                       f"{type(e).__name__}: {e}") from e
+  b, t = data.tokens.shape
+  n = max(facts.num_dataset_prompts, 1)
+  dims = Dims(b=b, t=t, p=facts.num_prompts, g=facts.group_size, n=n, valid=data.valid.copy(),
+              loss_mask=data.completion_mask.copy())
+  checker = _Checker(dims)
+  label = checker.label
 
   answers = [p.answer for p in data.problems]
   for r in recipe.rewards:  # strict: a reward that raises on the reference answers is broken
-    guard(r, lambda r=r: safe_reward(r.fn, name=r.name)(answers, list(data.problems)))
+    checker("rewards", label("rewards", r), lambda r=r: r.fn(answers, list(data.problems)))
   multi = recipe.multi_reward
   if multi is not None and multi.produces == "rewards":
-    data = guard(multi, lambda: set_rewards(data, multi.fn(data)[0], multi.name))
+    values, _ = checker("multi_reward", label("multi_reward", multi), lambda: multi.fn(data))
+    data = set_rewards(data, values, multi.name)
   for s in recipe.shaping:
-    data = guard(s, lambda s=s: set_rewards(data, s.fn(data)[0], s.name))
-  for f in recipe.filters:
+    values, _ = checker("shaping", label("shaping", s), lambda s=s: s.fn(data))
+    data = set_rewards(data, values, s.name)
+  for f in recipe.filters:  # the synthetic batch keeps every row: later stages see a full batch
     if f.phase == "rewards":
-      guard(f, lambda f=f: run_filters((f,), data, {}))
-  states = initial_stage_states(recipe, max(facts.num_dataset_prompts, 1))
-  index = np.arange(facts.num_prompts) % max(facts.num_dataset_prompts, 1)
-  prompts = PromptData(tuple(data.problems[::facts.group_size]), index, max(facts.num_dataset_prompts, 1),
+      checker("filters.refill" if f.refill else "filters", label("filters", f), lambda f=f: f.fn(data))
+  states = checker.run("the init() of a stage of rl.advantage, rl.prompt_filters or rl.replay",
+                       lambda: initial_stage_states(recipe, n))
+  index = np.arange(facts.num_prompts) % n
+  prompts = PromptData(tuple(data.problems[::facts.group_size]), index, n,
                        pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
   for pf in recipe.prompt_filters:
-    state = states["prompt_filters"][pf.name]
+    state, pf_label = states["prompt_filters"][pf.name], label("prompt_filters", pf)
     if pf.draw is not None:
-      state = guard(pf, lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0))[1])
+      state = checker("prompt_filters.draw", pf_label,
+                      lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0)))[1]
     if pf.select is not None:
-      state = guard(pf, lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0))[1])
+      state = checker("prompt_filters.select", pf_label,
+                      lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0)),
+                      dims._replace(pilot=pf.pilot))[1]
     states["prompt_filters"][pf.name] = state
     if pf.observe is not None and pf.observe_phase == "rewards":
-      guard(pf, lambda pf=pf, st=state: pf.observe(st, data))
+      checker("prompt_filters.observe", pf_label, lambda pf=pf, st=state: pf.observe(st, data))
   if multi is not None and multi.produces == "advantages":
-    data = guard(multi, lambda: data.replace(advantages=np.asarray(multi.fn(data)[0], np.float32)))
+    adv, _ = checker("multi_reward.advantages", label("multi_reward", multi), lambda: multi.fn(data))
+    data = data.replace(advantages=adv.astype(np.float32))
   for a in recipe.advantage:
     if a.init is not None:
-      out = guard(a, lambda a=a: a.fn(data, states["advantage"][a.name]))
+      adv, info, _ = checker("advantage.stateful", label("advantage", a),
+                             lambda a=a: a.fn(data, states["advantage"][a.name]))
     else:
-      out = guard(a, lambda a=a: a.fn(data))
-    data = data.replace(advantages=np.asarray(out[0], np.float32),
-                        returns=out[1].get("returns", data.returns) if isinstance(out[1], dict) else data.returns)
+      adv, info = checker("advantage", label("advantage", a), lambda a=a: a.fn(data))
+    if a.returns:  # the critic's targets, which the value loss reads
+      checker("advantage.returns", label("advantage", a), lambda info=info: info.get("returns"))
+    returns = info.get("returns")
+    data = data.replace(advantages=adv.astype(np.float32),
+                        returns=data.returns if returns is None else np.asarray(returns, np.float32))
   for f in recipe.filters:
     if f.phase == "advantages":
-      guard(f, lambda f=f: run_filters((f,), data, {}))
+      checker("filters", label("filters", f), lambda f=f: f.fn(data))
   if facts.num_tasks:  # a synthetic Gram matrix: every task present, unit gradients at 60 degrees
     k = int(facts.num_tasks)
     data = data.replace(task_gradients=TaskGradients(np.full((k, k), 0.5) + 0.5 * np.eye(k), np.ones(k, bool)))
   for pf in recipe.prompt_filters:
     if pf.observe is not None and pf.observe_phase == "advantages":
-      guard(pf, lambda pf=pf: pf.observe(states["prompt_filters"][pf.name], data))
+      checker("prompt_filters.observe", label("prompt_filters", pf),
+              lambda pf=pf: pf.observe(states["prompt_filters"][pf.name], data))
   for r in recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
     r = r.bind(dataclasses.replace(facts, seq_len=data.tokens.shape[1]))
-    guard(r, lambda r=r: _dry_replay(r, data, jax.random.PRNGKey(0)))
+    _dry_replay(r, data, jax.random.PRNGKey(0), checker)
+  # the hparams the loss reads at the first step: the loss's values, then each controller's initial ones
+  hp = checker.run("rl.loss (its hyper-parameters)", recipe.loss_hparams)
+  for c in recipe.controllers:
+    hp.update(checker("controllers.hparams", label("controllers", c), lambda c=c: c.hparams(c.init()),
+                      dims._replace(hparams=None)))  # its initial hparams join state.hparams
+  dims = checker.dims = dims._replace(hparams=tuple(hp))
   adv = np.asarray(data.advantages, np.float32)
   mask = data.completion_mask
   batch = TrainBatch(
       tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
       advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
       rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
-      logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref), entropy_old=jnp.asarray(data.entropy_old),
+      logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref),
+      entropy_old=jnp.asarray(data.entropy_old),
       values_old=jnp.asarray(data.values),
       returns=jnp.asarray(data.returns if data.returns is not None else data.values),
       task_id=None if data.task_id is None else jnp.asarray(data.task_id),
       extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
               **{k: jnp.asarray(v) for k, v in preference_pairs(data).items()}})
   out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
-  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in recipe.initial_hparams().items()}
-  loss_stage = recipe.loss[0] if recipe.loss else recipe.stages()[-1]
-  guard(loss_stage, lambda: recipe.objective_builder()(hparams)(out, batch))
+  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
+  for term in recipe.loss:  # each term alone, built from traced hparams as in the jitted update
+    checker.traced("loss", label("loss", term),
+                   lambda h, o, bt, term=term: call_with_statistics(term.build(h), o, bt), hparams, out, batch)
+  if recipe.objective is None:
+    agg = recipe.aggregation
+    checker.traced("aggregation", label("aggregation", agg), lambda o, bt: agg.fn(jnp.abs(o.logp), bt.loss_mask),
+                   out, batch)
+  builder = recipe.objective_builder()
+  checker.traced("objective", _objective_label(recipe), lambda h, o, bt: builder(h)(o, bt), hparams, out, batch)
   if recipe.critic is not None:
-    guard(recipe.critic.loss, lambda: recipe.critic.loss.build(hparams)(out, batch))
+    critic = recipe.critic.loss
+    critic_hp = {**{k: jnp.asarray(v, jnp.float32) for k, v in critic.initial_hparams().items()}, **hparams}
+    checker.traced("critic", label("critic", critic),
+                   lambda h, o, bt: call_with_statistics(critic.build(h), o, bt), critic_hp, out, batch)
   from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
   controllers = LoopControllers(recipe.controllers, facts.temperature)
   inputs = ControlInputs(batch=batch, data=data, rollout_stats={"entropy": 0.5}, update_metrics={},
                          policy_logp=lambda: out.logp)
-  states = controllers.init()
+  states = checker.run("rl.controllers (init)", controllers.init)
   for c in recipe.controllers:
-    guard(c, lambda c=c: c.update(states[c.name], inputs))
+    c_label = label("controllers", c)
+    new, _ = checker("controllers", c_label, lambda c=c: c.update(states[c.name], inputs))
+    checker("controllers.hparams", c_label, lambda c=c, new=new: c.hparams(new))
+    if c.temperature is not None:
+      checker("controllers.temperature", c_label, lambda c=c, new=new: c.temperature(new))

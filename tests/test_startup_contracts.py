@@ -1,0 +1,213 @@
+"""The start-up check proves each stage's contract (issue #34, item 5): every stage runs once on a synthetic batch of
+the run's shapes, its return is checked against its slot's contract (``rljax.train._contracts``), loss terms are
+traced under ``jax.jit`` one by one, and the error names the slot, the stage, what it returned and what was expected.
+
+Most tests run ``check_recipe`` on a stand-in experiment (the arithmetic task's problems, B = 4 x 4 = 16 rows,
+T = 9 tokens); one runs ``train`` to show that nothing is written when the check fails."""
+import os
+from types import SimpleNamespace
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rljax.envs import ArithmeticTask
+from rljax.recipes import Critic, Recipe
+from rljax.stages import Advantage, Controller, Filter, LossTerm, Shaping
+
+B, T = 16, 9  # the stand-in run: 4 prompts x 4 samples, rows of 6 prompt + 3 completion tokens
+
+
+def _exp():
+  task = ArithmeticTask(digits=1)
+  rl = SimpleNamespace(routing_replay=False, rollout_ahead=False, async_staleness=None, group_size=4, num_prompts=4,
+                       max_new_tokens=3, temperature=1.0)
+  return SimpleNamespace(cfg=SimpleNamespace(rl=rl), task=task, train_problems=task.problems("train", 12, 0),
+                         model=SimpleNamespace(cfg=SimpleNamespace(is_moe=False)), seq_len=T)
+
+
+def _check(recipe):
+  from rljax.train._startup import check_recipe  # pylint: disable=import-outside-toplevel
+  return check_recipe(_exp(), recipe)
+
+
+def _centred(data):
+  """A valid advantage: reward minus the group mean, [B] float32, with its info dict."""
+  means = np.array([data.rewards[data.group_id == g].mean() for g in data.group_id], np.float32)
+  return np.where(data.valid, data.rewards - means, 0.0).astype(np.float32), {"spread": float(means.std())}
+
+
+def _jnp_term(out, batch):
+  """A valid loss term in jax.numpy: -A * ratio on every token."""
+  return -batch.advantages * jnp.exp(out.logp - batch.logp_old), {"ratio_mean": jnp.mean(out.logp)}
+
+
+def test_an_advantage_without_its_info_dict_is_named_with_what_it_returned():
+  """np.zeros(B) alone used to pass the check, then failed after SFT with 'too many values to unpack'."""
+  no_info = Advantage(lambda data: np.zeros(data.batch_size), name="my_adv")
+  with pytest.raises(ValueError, match=r"^rl\.advantage stage 'my_adv' returned ndarray float64 shape \(16,\) "
+                                       r"\(not a tuple\); expected a tuple \(advantages \[B\] or \[B, T\] float "
+                                       r"array, info dict\) with B = 16, T = 9$"):
+    _check(Recipe(advantage=no_info))
+
+
+def test_a_loss_term_calling_numpy_on_a_tracer_is_caught_under_jit():
+  """np.asarray(out.logp) ran eagerly at start-up, then failed in the jitted update after SFT."""
+  def numpy_term(out, batch):
+    return np.asarray(out.logp) * 0.0, {}
+
+  with pytest.raises(ValueError, match=r"^rl\.loss stage 'numpy_term' fails under jax\.jit on a synthetic batch at "
+                                       r"start-up \(.*jax\.numpy.*\): TracerArrayConversionError: "):
+    _check(Recipe(loss=("ppo_clip", numpy_term)))
+
+
+def test_a_wrong_advantage_shape_names_the_stage_and_the_expected_shapes():
+  """A [B + 1] advantage used to give a bare NumPy broadcast error."""
+  wrong = Advantage(lambda data: (np.zeros(data.batch_size + 1, np.float32), {}), name="off_by_one")
+  with pytest.raises(ValueError, match=r"^rl\.advantage stage 'off_by_one' returned a tuple of 2 \(ndarray float32 "
+                                       r"shape \(17,\), dict\) \(advantages of shape \(17,\)\); expected .* with "
+                                       r"B = 16, T = 9$"):
+    _check(Recipe(advantage=wrong))
+  token_level = Advantage(lambda data: (np.zeros((data.batch_size, 4), np.float32), {}), name="short_rows")
+  with pytest.raises(ValueError, match=r"'short_rows' returned .*\(advantages of shape \(16, 4\)\)"):
+    _check(Recipe(advantage=token_level))
+
+
+def test_an_own_loss_terms_failure_names_that_term_not_the_first():
+  """A failing second term used to be reported against recipe.loss[0] ('ppo_clip')."""
+  def broken(out, batch):
+    return out.logp / 0 + {}["missing"], {}
+
+  with pytest.raises(ValueError, match=r"^rl\.loss stage 'broken' fails under jax\.jit .*KeyError: 'missing'"):
+    _check(Recipe(loss=("ppo_clip", broken)))
+
+  def per_sequence(out, batch):  # [B]: not a per-token loss
+    return jnp.sum(out.logp, 1), {}
+
+  with pytest.raises(ValueError, match=r"^rl\.loss stage 'per_sequence' returned a tuple of 2 \(Array float32 shape "
+                                       r"\(16,\), dict\) \(per-token loss of shape \(16,\)\); expected a tuple "
+                                       r"\(per_token_loss \[B, T\] float array, metrics dict\) with B = 16, T = 9$"):
+    _check(Recipe(loss=("ppo_clip", per_sequence)))
+
+  def loss_only(out, batch):  # no metrics dict
+    return out.logp * 0.0
+
+  with pytest.raises(ValueError, match=r"^rl\.loss stage 'loss_only' returned Array float32 shape \(16, 9\) "
+                                       r"\(not a tuple\)"):
+    _check(Recipe(loss=("ppo_clip", loss_only)))
+
+
+@pytest.mark.parametrize("slot", ["advantage", "shaping", "loss", "critic", "controllers"])
+def test_a_stage_returning_nan_on_the_legal_synthetic_batch_is_named(slot):
+  nan = float("nan")
+  if slot == "advantage":
+    recipe = Recipe(advantage=Advantage(lambda d: (np.full(d.batch_size, nan, np.float32), {}), name="nan_stage"))
+  elif slot == "shaping":
+    recipe = Recipe(shaping=Shaping(lambda d: (np.where(d.rewards > 0, nan, d.rewards), {}), name="nan_stage"))
+  elif slot == "loss":
+    def nan_stage(out, batch):
+      return jnp.log(out.logp), {}  # log of a negative log-prob: NaN on every completion token
+    recipe = Recipe(loss=("ppo_clip", nan_stage))
+  elif slot == "critic":
+    term = LossTerm(lambda: (lambda out, batch: (jnp.sqrt(-jnp.abs(out.values) - 1.0), {})), name="nan_stage",
+                    needs={"values", "returns"})
+    recipe = Recipe(advantage="gae", critic=Critic(loss=term))
+  else:
+    ctl = Controller(init=lambda: 0.0, update=lambda s, inputs: (s, {}), hparams=lambda s: {"clip_low": nan},
+                     writes=("clip_low",), name="nan_stage")
+    recipe = Recipe(controllers=ctl)
+  expected = {"advantage": "advantages", "shaping": "rewards", "loss": "per-token loss", "critic": "per-token loss",
+              "controllers": "hparams"}[slot]
+  with pytest.raises(ValueError, match=rf"^rl\.{slot} stage 'nan_stage' returned .*\({expected}: \d+ NaN/inf values? "
+                                       r".*\); expected"):
+    _check(recipe)
+
+
+def test_other_slots_contracts_name_the_stage():
+  keep_ints = Filter(lambda d: (np.ones(d.batch_size, np.int64), {}), name="counts_not_keep", refill=True)
+  with pytest.raises(ValueError, match=r"^rl\.filters stage 'counts_not_keep' returned .*int64.*expected a tuple "
+                                       r"\(keep \[B\] bool, metrics dict\)"):
+    _check(Recipe(filters=keep_ints))
+  shaped = Shaping(lambda d: ({"reward": d.rewards}, {}), name="dict_reward")
+  with pytest.raises(ValueError, match=r"^rl\.shaping stage 'dict_reward' returned a tuple of 2 \(dict, dict\)"):
+    _check(Recipe(shaping=shaped))
+  ctl = Controller(init=lambda: 0.0, update=lambda s, inputs: s, name="no_metrics")
+  with pytest.raises(ValueError, match=r"^rl\.controllers stage 'no_metrics' returned float 0\.0 \(not a tuple\); "
+                                       r"expected a tuple \(state, metrics dict\)"):
+    _check(Recipe(controllers=ctl))
+
+
+def test_a_valid_own_advantage_and_loss_term_pass_on_the_runs_shapes():
+  seen = []
+
+  def centred(data):
+    seen.append(data.tokens.shape)
+    return _centred(data)
+
+  recipe = _check(Recipe(advantage=Advantage(centred, name="centred"), loss=(_jnp_term, "kl_penalty(beta=0.01)")))
+  assert [s.name for s in recipe.advantage] == ["centred"]
+  assert seen == [(B, T)]  # B = num_prompts x group_size rows, T = the run's row width (seq_len)
+  # a token-level [B, T] advantage, a stateful one, and catalog stages in every slot pass too
+  token = Advantage(lambda d: (np.repeat(_centred(d)[0][:, None], d.tokens.shape[1], 1), {}), name="token")
+  counted = Advantage(lambda d, s: (*_centred(d), s + 1), init=lambda: 0, name="counted")
+  _check(Recipe(advantage=token))
+  _check(Recipe(advantage=counted, filters="zero_variance", shaping="overlong_penalty(buffer_len=2)",
+                controllers="adaptive_kl", loss="ppo_clip, kl_penalty(beta=0.01)"))
+
+
+def test_a_failed_check_writes_nothing(tmp_path):
+  """Through ``train``: the advantage without its info dict fails before SFT, and the run directory stays empty
+  (no config, no checkpoint, no metrics)."""
+  from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
+  out = tmp_path / "run"
+  cfg = apply_overrides(tiny_config(str(out)), ["task.digits=1", "rl.steps=1", "rl.num_prompts=2", "rl.group_size=2",
+                                                "progress=false"])
+  no_info = Advantage(lambda data: np.zeros(data.batch_size), name="my_adv")
+  with pytest.raises(ValueError, match=r"^rl\.advantage stage 'my_adv' returned ndarray float64 shape \(4,\)"):
+    train(cfg, recipe=Recipe(advantage=no_info))
+  assert not os.path.exists(out) or not os.listdir(out)
+
+
+@pytest.fixture(scope="module")
+def tiny_experiment(tmp_path_factory):
+  """The every-technique runs' experiment (tests/_every_technique.py: 8 prompts x 4 samples), built once."""
+  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from _every_technique import BASE  # pylint: disable=import-outside-toplevel
+  return build_experiment(apply_overrides(tiny_config(str(tmp_path_factory.mktemp("run"))), BASE))
+
+
+def _example_names():
+  from rljax.recipes._examples import SKIP, trainable_names  # pylint: disable=import-outside-toplevel
+  return [n for n in trainable_names() if n not in SKIP]
+
+
+@pytest.mark.parametrize("name", _example_names())
+def test_every_catalog_techniques_example_recipe_passes_the_contract_check(name, tiny_experiment):
+  """The start-up check of each catalog technique's smallest recipe (``rljax.recipes._examples.example``, the one the
+  long every-technique runs train) on the tiny run's real shapes: every catalog stage keeps its slot's contract."""
+  from rljax.recipes._examples import example  # pylint: disable=import-outside-toplevel
+  from rljax.train import apply_overrides  # pylint: disable=import-outside-toplevel
+  from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import check_recipe  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_experiment.cfg, [f"rl.{k}={v}" for k, v in example(name).items()])
+  exp = SimpleNamespace(**{**vars(tiny_experiment), "cfg": cfg})
+  check_recipe(exp, recipe_from_config(cfg.rl))
+
+
+def test_multi_turn_techniques_pass_the_contract_check_on_episode_rows(tmp_path):
+  """The techniques only multi-turn runs train (``SKIP`` of the single-turn examples) on a frozenlake run's episode
+  rows: per-step returns in an advantage's info (``oprl``, ``step_episode_mix``) are not critic targets."""
+  from rljax.recipes._examples import SKIP, example  # pylint: disable=import-outside-toplevel
+  from rljax.train import apply_overrides, tiny_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
+  from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import check_recipe  # pylint: disable=import-outside-toplevel
+  cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.num_prompts=2", "rl.group_size=2"])
+  exp = build_experiment(cfg)
+  for name in ("oprl", "step_episode_mix", "sign_preserving_modulation"):
+    assert name in SKIP
+    fields = {k: v for k, v in example(name).items() if k != "rewards"}  # the environment gives the rewards
+    exp.cfg = apply_overrides(cfg, [f"rl.{k}={v}" for k, v in fields.items()])
+    recipe = check_recipe(exp, recipe_from_config(exp.cfg.rl))
+    assert name in [s.name for s in recipe.stages()]
