@@ -182,6 +182,7 @@ def _example_names():
   return [n for n in trainable_names() if n not in SKIP]
 
 
+@pytest.mark.long  # 104 cases, ~35 s on one worker: the fast loop's budget (the every-technique runs check it too)
 @pytest.mark.parametrize("name", _example_names())
 def test_every_catalog_techniques_example_recipe_passes_the_contract_check(name, tiny_experiment):
   """The start-up check of each catalog technique's smallest recipe (``rljax.recipes._examples.example``, the one the
