@@ -32,14 +32,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # A persistent compilation cache per test session, shared by its pytest-xdist workers: the many tiny runs (every
 # catalog technique, the loop tests) compile the same sampler, forwards and update steps again and again; a
 # program that took >= 0.3 s to compile is loaded instead (the cache key covers the program, the compile options
-# and the XLA flags; JAX writes each entry atomically, so concurrent workers are safe).
-_XDIST_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")
-if _XDIST_RUN.isalnum():
-  _CACHE_DIR = os.path.join(tempfile.gettempdir(), f"rljax-test-jax-cache-{_XDIST_RUN}")
-  os.makedirs(_CACHE_DIR, exist_ok=True)
-else:
-  _CACHE_DIR = tempfile.mkdtemp(prefix="rljax-test-jax-cache-")
-os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE_DIR)
+# and the XLA flags; JAX writes each entry atomically, so concurrent workers are safe). The process that makes the
+# directory (pytest itself, or the xdist controller: its workers inherit the environment) removes it at the end.
+_SESSION_CACHE = "RLJAX_TEST_JAX_CACHE"
+_OWN_CACHE = not os.environ.get(_SESSION_CACHE)
+if _OWN_CACHE:
+  os.environ[_SESSION_CACHE] = tempfile.mkdtemp(prefix="rljax-test-jax-cache-")
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", os.environ[_SESSION_CACHE])
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
 
 import pytest  # noqa: E402  (after the environment above: importing pytest plugins may import JAX)
@@ -75,6 +74,13 @@ def smollm2_tokenizer_dir(tmp_path_factory):
   if done.returncode != 0:
     raise RuntimeError(f"writing SmolLM2's tokenizer failed:\n{done.stderr[-3000:]}")
   return out
+
+
+def pytest_unconfigure(config):  # pylint: disable=unused-argument
+  """Removes this session's compilation cache (made above) when this process made it."""
+  if _OWN_CACHE:
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.rmtree(os.environ[_SESSION_CACHE], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
