@@ -15,8 +15,7 @@ from typing import Any, Sequence
 import grain
 
 from rljax.data._tfds import decode_record
-from rljax.envs import Problem
-from rljax.envs._dataset import json_line
+from rljax.envs import Problem, json_line
 
 __all__ = ["prompt_loader", "jsonl_source", "to_problem"]
 

@@ -23,7 +23,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-from rljax.envs._arithmetic import ArithmeticTask
+from rljax.envs import ArithmeticTask
 from rljax.rewards import _agentic, _code, _safe, _shaping, _verifiers
 from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 

@@ -1,0 +1,92 @@
+"""The house's import rules (issue #34 item 7), as a ratchet: no room (a subpackage of ``rljax``, or a top-level
+module) imports another room's private module, and rooms import each other without cycles. The imports that break
+the rules today are listed below; a new one fails here, naming the file, line and module, and a listed one that is
+gone must leave the list (so the list only shrinks)."""
+import ast
+import os
+
+import rljax
+
+ROOT = os.path.dirname(rljax.__file__)
+
+# (importing file, imported private module) that predate this test: to be removed, never added to
+KNOWN_PRIVATE = {
+    ("arena/_runner.py", "rljax.train._progress"), ("arena/_runner.py", "rljax.train._rundir"),
+    ("catalog/__init__.py", "rljax.recipes._spec"),
+    ("cli.py", "rljax.train._checkpoint"), ("cli.py", "rljax.train._compile_cache"), ("cli.py", "rljax.train._eval"),
+    ("cli.py", "rljax.train._export"), ("cli.py", "rljax.train._run"), ("cli.py", "rljax.train._rundir"),
+    ("data/_tokenizer.py", "rljax.models._gguf"),
+    ("envs/_dataset.py", "rljax.recipes._spec"), ("envs/_runner.py", "rljax.sampling._stop"),
+    ("replay/_stages.py", "rljax.filters._selection"),
+    ("sampling/_sampler.py", "rljax.parallel._train"),
+    ("train/_async.py", "rljax.models._dtype"), ("train/_codec.py", "rljax.data._chat"),
+    ("train/_config.py", "rljax.envs._own"), ("train/_config.py", "rljax.parallel._mesh"),
+    ("train/_config.py", "rljax.recipes._legacy"), ("train/_config.py", "rljax.recipes._spec"),
+    ("train/_experiment.py", "rljax.data._chat"), ("train/_experiment.py", "rljax.models._dtype"),
+    ("train/_recipes.py", "rljax.recipes._recipe"), ("train/_rundir.py", "rljax.recipes._spec"),
+    ("train/_startup.py", "rljax.objectives._statistics"), ("train/_step.py", "rljax.models._transformer"),
+}
+# pairs of rooms on an import cycle (module-level and lazy imports alike) that predate this test
+KNOWN_CYCLES = {("catalog", "recipes"), ("data", "envs"), ("data", "parallel"), ("envs", "rewards"),
+                ("envs", "sampling"), ("parallel", "sampling")}
+
+
+def _imports():
+  """``(file relative to rljax/, line, room of the file, imported module)`` of every ``rljax`` import."""
+  out = []
+  for folder, _, files in os.walk(ROOT):
+    for name in sorted(files):
+      if not name.endswith(".py"):
+        continue
+      path = os.path.join(folder, name)
+      rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+      room = rel.split("/")[0][:-3] if "/" not in rel else rel.split("/")[0]
+      with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+      for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("rljax."):
+          out.append((rel, node.lineno, room, node.module))
+        elif isinstance(node, ast.Import):
+          out += [(rel, node.lineno, room, a.name) for a in node.names if a.name.startswith("rljax.")]
+  return out
+
+
+def _private(module: str) -> bool:
+  return any(part.startswith("_") and not part.startswith("__") for part in module.split(".")[2:])
+
+
+def test_no_new_import_of_another_rooms_private_module():
+  found = {}
+  for rel, line, room, module in _imports():
+    if module.split(".")[1] != room and _private(module):
+      found.setdefault((rel, module), line)
+  new = sorted(f"rljax/{rel}:{line} imports {module}" for (rel, module), line in found.items()
+               if (rel, module) not in KNOWN_PRIVATE)
+  assert not new, "a room imports another room's private module (import its public name instead):\n" + "\n".join(new)
+  gone = sorted(KNOWN_PRIVATE - set(found))
+  assert not gone, f"no longer imported: remove from KNOWN_PRIVATE: {gone}"
+
+
+def test_no_new_import_cycle_between_rooms():
+  edges = {}
+  for _, _, room, module in _imports():
+    target = module.split(".")[1]
+    if target != room:
+      edges.setdefault(room, set()).add(target)
+
+  def reaches(a, b):
+    seen, todo = set(), [a]
+    while todo:
+      for c in edges.get(todo.pop(), ()):
+        if c == b:
+          return True
+        if c not in seen:
+          seen.add(c)
+          todo.append(c)
+    return False
+
+  cycles = {tuple(sorted((a, b))) for a in edges for b in edges[a] if reaches(b, a)}
+  new = sorted(cycles - KNOWN_CYCLES)
+  assert not new, f"rooms that now import each other (directly or through others): {new}"
+  gone = sorted(KNOWN_CYCLES - cycles)
+  assert not gone, f"cycles no longer there: remove from KNOWN_CYCLES: {gone}"
