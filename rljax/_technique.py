@@ -106,3 +106,22 @@ class Technique:
       raise ValueError(f"Technique.stage of {self.name!r} must be callable or None")
     if self.fidelity is not None and not isinstance(self.fidelity, Fidelity):
       raise ValueError(f"Technique.fidelity of {self.name!r} must be a Fidelity or None")
+
+
+def attach_stages(rows: tuple, stages: dict, room: str) -> tuple:
+  """``rows`` (a room's ``Technique`` rows) with each row's ``stage`` factory from ``stages`` (``{name: factory}``,
+  the room's ``STAGES``); a row that declares its own ``stage`` keeps it.
+
+  Raises ``ValueError`` when a ``stages`` name matches no row (a misspelt registration would otherwise leave the
+  technique unusable from recipes, silently), or when a row of a stage kind ends with no stage (every row of the
+  RL step's kinds is a stage; kernels, samplers and models are not)."""
+  names = {r.name for r in rows}
+  unmatched = sorted(set(stages) - names)
+  if unmatched:
+    raise ValueError(f"rljax.{room}: STAGES names {unmatched} match no technique row of the room")
+  out = tuple(dataclasses.replace(r, stage=stages[r.name]) if r.name in stages and r.stage is None else r
+              for r in rows)
+  missing = sorted(r.name for r in out if r.stage is None and r.kind not in ("kernel", "sampler", "model"))
+  if missing:
+    raise ValueError(f"rljax.{room}: technique rows {missing} have no stage (add them to the room's STAGES)")
+  return out

@@ -30,7 +30,8 @@ from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
 from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
                                        outcome_to_token_rewards, passk, qae, rank, reinforce_pp,
                                        reinforce_pp_baseline, remax, rloo, task_normalized, uniqueness, vote)
-from rljax.advantages._stages import with_stages as _with_stages
+from rljax._technique import attach_stages as _attach_stages
+from rljax.advantages._stages import STAGES as _STAGES
 from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline
 from rljax.advantages._token import (implicit_progress_reward, oprl, outcome_conditioned_baseline, segment,
                                      sign_preserving_modulation, step_episode_mix, tempo)
@@ -61,7 +62,7 @@ def _t(name, fn, formula, source, kind="advantage", fidelity=None):
 _VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 
 
-TECHNIQUES: tuple[Technique, ...] = _with_stages((
+TECHNIQUES: tuple[Technique, ...] = _attach_stages((
     _t("grpo", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none", "arXiv 2402.03300; verl grpo",
        fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
                          "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) (singleton='raw')")),
@@ -219,4 +220,4 @@ TECHNIQUES: tuple[Technique, ...] = _with_stages((
                          "ray_trainer.py",
                          "authors whiten over kept tokens, ours over kept rows; sign tolerance conflict_tol=1e-6 "
                          "(authors 1e-8 on token sums); ratio_threshold selects their soft rule")),
-))
+), _STAGES, "advantages")

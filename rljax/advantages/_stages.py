@@ -15,7 +15,6 @@ so a bad hyper-parameter fails at ``stage(...)`` time, never mid-run.
 """
 from __future__ import annotations
 
-import dataclasses
 import inspect
 
 import jax
@@ -345,9 +344,3 @@ def implicit_progress_reward(beta: float = 1.0):
 
 implicit_progress_reward.slot = "shaping"
 STAGES["implicit_progress_reward"] = implicit_progress_reward
-
-
-def with_stages(rows: tuple) -> tuple:
-  """``rows`` with their ``stage`` factories attached (rows without one are unchanged)."""
-  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES and r.stage is None else r
-               for r in rows)

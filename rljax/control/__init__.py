@@ -2,6 +2,7 @@
 from rljax.control import _controllers
 from rljax.control._controllers import *  # noqa: F401,F403
 
-from rljax.control._stages import with_stages as _with_stages
+from rljax._technique import attach_stages as _attach_stages
+from rljax.control._stages import STAGES as _STAGES
 
-TECHNIQUES = _with_stages(_controllers.TECHNIQUES)
+TECHNIQUES = _attach_stages(_controllers.TECHNIQUES, _STAGES, "control")

@@ -27,7 +27,6 @@ next update.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -158,9 +157,3 @@ def temperature_control(target_entropy: float, *, init_temperature=None, kappa: 
 
 
 STAGES = {"adaptive_kl": adaptive_kl, "entropic": entropic, "bapo": bapo, "temperature_control": temperature_control}
-
-
-def with_stages(rows: tuple) -> tuple:
-  """``rows`` with their ``stage`` factories attached."""
-  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES else r for r in rows)
-

@@ -15,7 +15,8 @@ Every filter returns ``(keep_or_selection, stats)`` where ``stats`` holds the
 statistics the decision was based on. See ``docs/filters_and_rewards.md``.
 """
 from rljax._technique import Fidelity, Technique
-from rljax.filters._stages import with_stages as _with_stages
+from rljax._technique import attach_stages as _attach_stages
+from rljax.filters._stages import STAGES as _STAGES
 from rljax.filters._allocation import difficulty_budget, pilot_commit
 from rljax.filters._curriculum import (CurriculumState, arm_probs, curriculum_init, curriculum_observe,
                                        curriculum_scores, draw_prompts, transfer_observe)
@@ -35,7 +36,7 @@ _S1 = "001_5839a3671b0b4d92.txt"
 
 _VERL_DAPO = "verl 0.9.1 verl/trainer/ppo/v1/replay_buffer.py (DAPO filter_groups_metric)"
 
-TECHNIQUES = _with_stages((
+TECHNIQUES = _attach_stages((
     Technique("zero_variance", "filter", zero_variance, "keep_g = 1[std_g(metric) > 0]",
               "DAPO arXiv:2503.14476; verl algorithm.filter_groups",
               fidelity=Fidelity("peer", _VERL_DAPO,
@@ -110,4 +111,4 @@ TECHNIQUES = _with_stages((
                                 "UCB score + λ·T_d, T_d = EMA of mean cos(g_d, g_d') (exact; paper: projected); λ, "
                                 "decay ours. Searched code/pages/repos ('Transfer-Aware Curriculum', TAC, authors' "
                                 "lab): no code stored (2026-12)")),
-))
+), _STAGES, "filters")

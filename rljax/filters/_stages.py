@@ -24,7 +24,6 @@ at start-up, not mid-run.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple, Optional
 
 import jax
@@ -338,9 +337,3 @@ STAGES = {
     "dump": dump,
     "tac": tac,
 }
-
-
-def with_stages(rows: tuple) -> tuple:
-  """``rows`` with their ``stage`` factories attached (rows without one are unchanged)."""
-  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES and r.stage is None else r
-               for r in rows)

@@ -10,9 +10,7 @@ log-probs as its behaviour log-probs. The off-context importance ratio is then
 Each technique is a ``rljax.stages.Replay`` stage with a ``hints`` hook (recipe slot ``replay``,
 ``--set rl.replay='guide'``). The rules are pure functions in ``_rules``. See ``docs/recipes.md`` (hints).
 """
-import dataclasses
-
-from rljax._technique import Fidelity, Technique
+from rljax._technique import Fidelity, Technique, attach_stages
 from rljax.hints._rules import (adhint_fraction, answer_prefix, hint_groups, hinted_prompt, mistakes_hint,
                                 replaced_rows, unhinted_rows)
 from rljax.hints._stages import STAGES as _STAGES
@@ -56,4 +54,4 @@ TECHNIQUES = (
                                 "built: gradient modulation, masking, posterior advantages. Code 'upon acceptance': "
                                 "none found (2026-12)")),
 )
-TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)
+TECHNIQUES = attach_stages(TECHNIQUES, _STAGES, "hints")

@@ -15,7 +15,8 @@ from rljax.objectives._ratio import *  # noqa: F401,F403
 from rljax.objectives._supervised import *  # noqa: F401,F403
 from rljax.objectives._value import *  # noqa: F401,F403
 
-from rljax.objectives._stages import with_stages as _with_stages
+from rljax._technique import attach_stages as _attach_stages
+from rljax.objectives._stages import STAGES as _STAGES
 
-TECHNIQUES = _with_stages(_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
-                          + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES)
+TECHNIQUES = _attach_stages(_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
+                          + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES, _STAGES, "objectives")

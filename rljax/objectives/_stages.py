@@ -8,7 +8,6 @@ corrections compare it with the sampler's ``logp_behavior``.
 """
 from __future__ import annotations
 
-import dataclasses
 
 import jax.numpy as jnp
 import numpy as np
@@ -153,9 +152,3 @@ STAGES["kl_in_reward"] = _kl_in_reward_factory
 for _name in ("token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean"):
   STAGES[_name] = _aggregation_factory(getattr(_aggregation, _name))
 STAGES["seq_mean_token_sum_norm"] = _sum_norm_factory
-
-
-def with_stages(rows: tuple) -> tuple:
-  """``rows`` with their ``stage`` factories attached (rows this room has no stage for are unchanged)."""
-  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES and r.stage is None else r
-               for r in rows)

@@ -9,9 +9,7 @@ replayed row enters the batch with its *stored* behaviour log-probs (``logp_beha
 recomputed under the current policy or set to the stored behaviour log-probs (the stage's ``logp_old``).
 See ``docs/recipes.md`` (replay).
 """
-import dataclasses
-
-from rljax._technique import Fidelity, Technique
+from rljax._technique import Fidelity, Technique, attach_stages
 from rljax.replay._buffer import (ReplayBuffer, adapr_push_plan, adapr_sample_plan, compensation_plan, empty_buffer,
                                   exgrpo_bucket_probs, exgrpo_pick, exgrpo_trajectory, positive_replay_plan, rapo_plan,
                                   spear_plan, spear_recalibrate)
@@ -66,4 +64,4 @@ TECHNIQUES = (
                                 "a SIL loss on a random 2^k subset when the buffer passes 1.5x size); A' > 0 (theirs "
                                 ">= 0); decay^age")),
 )
-TECHNIQUES = tuple(dataclasses.replace(r, stage=_STAGES[r.name]) for r in TECHNIQUES)
+TECHNIQUES = attach_stages(TECHNIQUES, _STAGES, "replay")

@@ -20,7 +20,8 @@ from rljax._technique import Fidelity, Technique
 from rljax.rewards._agentic import count_calls, cosine_weight, shortest_path_reward, tool_call_reward
 from rljax.rewards._code import code_tests, extract_code
 from rljax.rewards._safe import RewardError, composite, safe_reward
-from rljax.rewards._stages import with_stages as _with_stages
+from rljax._technique import attach_stages as _attach_stages
+from rljax.rewards._stages import STAGES as _STAGES
 from rljax.rewards._shaping import (clipped_linear_reward, correctness_gated, gaussian_reward, grpo_lambda,
                                     length_penalty, overlong_penalty, prm_clip, prm_delta, rubric_dropout,
                                     token_counts)
@@ -39,7 +40,7 @@ __all__ = [
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
 
-TECHNIQUES = _with_stages((
+TECHNIQUES = _attach_stages((
     Technique("exact_match", "reward", exact_match,
               "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours",
               fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
@@ -140,4 +141,4 @@ TECHNIQUES = _with_stages((
               fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",
                                 "a failing component raises (strict) or scores 0 (lenient) instead of TRL's "
                                 "NaN-skip")),
-))
+), _STAGES, "rewards")

@@ -18,7 +18,6 @@ hyper-parameters fail at start-up.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Mapping, Optional
 
 import numpy as np
@@ -288,9 +287,3 @@ STAGES = {
     "shortest_path_reward": shortest_path_reward,
     "tool_call_reward": tool_call_reward,
 }
-
-
-def with_stages(rows: tuple) -> tuple:
-  """``rows`` with their ``stage`` factories attached (rows without one are unchanged)."""
-  return tuple(dataclasses.replace(r, stage=STAGES[r.name]) if r.name in STAGES and r.stage is None else r
-               for r in rows)
