@@ -42,9 +42,11 @@ from rljax._config_files import available_configs, load_config, load_config_and_
 
 __all__ = ["main", "load_config", "load_config_and_recipe", "available_configs"]
 
-_RECIPE_KEYS = {f"rl.{k}" for k in ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay",
-                                    "advantage", "loss", "aggregation", "controllers", "critic", "critic_shared",
-                                    "critic_coef", "critic_lr")}
+
+def _recipe_keys() -> set:
+  """The ``--set`` keys that a config file's own recipe holds (the recipe slots and the critic's settings)."""
+  from rljax.recipes import SLOTS  # pylint: disable=import-outside-toplevel
+  return {f"rl.{k}" for k in tuple(SLOTS) + ("critic_shared", "critic_coef", "critic_lr")}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -192,7 +194,7 @@ def _cmd_train(args) -> int:
   else:
     cfg, recipe = load_config_and_recipe(args.config)
     cfg = apply_overrides(cfg, list(args.overrides) + ([f"out_dir={args.out_dir}"] if args.out_dir else []))
-  if recipe is not None and any(o.split("=", 1)[0].strip() in _RECIPE_KEYS for o in args.overrides):
+  if recipe is not None and any(o.split("=", 1)[0].strip() in _recipe_keys() for o in args.overrides):
     raise ValueError(f"--config {args.config}: its get_recipe() gives the recipe, so --set of a recipe field "
                      "(rl.advantage, rl.loss, ...) would be ignored; change the recipe in the file")
   if args.print_config:

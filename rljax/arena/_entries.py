@@ -12,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping, Sequence
 
+from rljax.train import RECIPE_FIELDS, RLConfig
+
 __all__ = ["Entry", "ENTRIES", "EXPERIMENTS", "recipe_overrides", "select_entries"]
 
 # every recipe slot and the value an entry that does not name it gets (RLConfig's defaults, GRPO without KL)
-_RECIPE_DEFAULTS = {"rewards": "", "multi_reward": "", "shaping": "", "prompt_filters": "", "filters": "",
-                    "advantage": "grpo(eps=1e-4)", "loss": "ppo_clip(eps_low=0.2, eps_high=0.2)",
-                    "aggregation": "token_mean", "controllers": "", "critic": ""}
+_RECIPE_DEFAULTS = {slot: getattr(RLConfig(), slot) for slot in RECIPE_FIELDS}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,7 @@ import types
 import typing
 from typing import Any, Optional, Sequence
 
+from rljax.recipes import SLOTS
 from rljax.parallel._mesh import MeshConfig
 from rljax.train._codec import CHAT_TEMPLATE_CHOICES
 
@@ -327,9 +328,9 @@ class SFTConfig:
       _fail("SFTConfig.init_from", self.init_from, "None or the path of a run directory with a finished SFT")
 
 
-# RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes)
-RECIPE_FIELDS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage",
-                 "loss", "aggregation", "controllers", "critic")
+# RLConfig fields that hold a recipe slot (a technique spec resolved through rljax.catalog(); rljax/recipes): the
+# recipe's slots (rljax.recipes.SLOTS), each an RLConfig field of the same name
+RECIPE_FIELDS = tuple(SLOTS)
 
 
 @dataclasses.dataclass(frozen=True)

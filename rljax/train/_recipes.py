@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from rljax.recipes import Critic, Recipe
 from rljax.recipes._recipe import _normalize
+from rljax.train._config import RECIPE_FIELDS
 
 __all__ = ["recipe_from_config"]
 
-_SPEC_SLOTS = ("rewards", "multi_reward", "shaping", "prompt_filters", "filters", "replay", "advantage", "loss",
-               "aggregation", "controllers")
+_SPEC_SLOTS = tuple(slot for slot in RECIPE_FIELDS if slot != "critic")  # the critic is built from four fields
 
 
 def recipe_from_config(rl) -> Recipe:
