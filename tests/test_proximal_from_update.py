@@ -87,6 +87,7 @@ def test_update_equals_the_separate_proximal_forward(microbatches):
   assert "rollout/logp_gap" not in m_sep
 
 
+@pytest.mark.long  # two loops built and one step trained (~15 s): the fast loop keeps the unit equalities above
 def test_the_loop_skips_the_separate_forward(tmp_path):
   """``updates_per_batch=1``: the loop's forwards compute no ``logp_old`` (the update reads its own) and the step
   still logs the mismatch metrics, equal to a float64 recomputation from an independent forward; with
