@@ -347,7 +347,8 @@ class objective_loss:  # pylint: disable=invalid-name
     shared_prefix_len, group_size: passed to ``policy_outputs``: every
       ``group_size`` consecutive rows of each (micro-)batch share their first
       ``shared_prefix_len`` tokens (a GRPO group's prompt), which are then run
-      once per group. 0 = off.
+      once per group and not scored (their ``logp`` / ``entropy`` columns are
+      0: a loss reads the ``loss_mask`` tokens, never the prompt). 0 = off.
     aux_weight: scale of the objective's auxiliary-loss term (see
       ``with_aux_weight``).
     proximal_from_update: the proximal inputs are this forward's own,
