@@ -314,6 +314,7 @@ def test_bounded_staleness_runs_and_never_trains_stale_rows(tmp_path):
     assert np.isfinite(r["loss"])
 
 
+@pytest.mark.long  # ~25 s on 2 cores: the fast loop's budget
 def test_producer_crash_stops_the_run(tmp_path):
   calls = []
 

@@ -55,7 +55,8 @@ def _outputs_and_grads(cfg, tok, tp, g, weights):
   return res
 
 
-@pytest.mark.parametrize("cfg", [pytest.param(DENSE, marks=pytest.mark.long), GEMMA2_LIKE, dataclasses.replace(DENSE, remat="full")],
+@pytest.mark.parametrize("cfg", [pytest.param(DENSE, marks=pytest.mark.long), pytest.param(GEMMA2_LIKE, marks=pytest.mark.long),
+                                 dataclasses.replace(DENSE, remat="full")],
                          ids=["dense_gqa", "sliding_softcap_sandwich_qknorm", "remat"])
 def test_shared_prefix_equals_per_row(cfg):
   b, g, t, tp = 6, 3, 13, 5

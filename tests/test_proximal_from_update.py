@@ -58,7 +58,7 @@ def _batch(rng, b=8, t=10, prompt=4):
                     logp_behavior=jnp.asarray(behavior))
 
 
-@pytest.mark.parametrize("microbatches", [1, 2])
+@pytest.mark.parametrize("microbatches", [pytest.param(1, marks=pytest.mark.long), 2])
 def test_update_equals_the_separate_proximal_forward(microbatches):
   """One update from the same state: the loss, gradient norm and new parameters with ``proximal_from_update``
   equal those with ``logp_old`` from a separate forward (float tolerance: two programs), and the mismatch

@@ -31,6 +31,7 @@ def _leaves(tree):
   return [np.asarray(x) for x in jax.tree_util.tree_leaves(tree)]
 
 
+@pytest.mark.long  # ~20 s on 2 cores: the fast loop's budget
 def test_a_step_the_filters_empty_is_skipped_and_counted(tmp_path, capsys):
   """No update, no controller step, counted in train/empty_steps; the next steps train normally."""
   from rljax.train import train  # pylint: disable=import-outside-toplevel
