@@ -156,11 +156,6 @@ def _multi_rewards(x, dims):
   return _finite(a.astype(np.float64), "rewards", dims.valid, "on valid rows"), _metrics(metrics)
 
 
-def _multi_advantages(x, dims):
-  values, metrics = _tuple(x, 2)
-  return _sequence_or_token(values, dims, "advantages", "f"), _metrics(metrics)
-
-
 def _shaping(x, dims):
   values, metrics = _tuple(x, 2)
   a = _shape(_array(values, "rewards", "biuf"), "rewards", (dims.b,), (dims.b, dims.t))
@@ -199,7 +194,7 @@ def _select(x, dims):
   return _ints_in(counts, "counts", dims.p, 0, dims.g - dims.pilot), state, _metrics(metrics)
 
 
-def _observe(x, dims):  # pylint: disable=unused-argument
+def _state_and_metrics(x, dims):  # pylint: disable=unused-argument
   state, metrics = _tuple(x, 2)
   return state, _metrics(metrics)
 
@@ -255,11 +250,6 @@ def _objective(x, dims):  # pylint: disable=unused-argument
   return _scalar(loss, "loss"), _metrics(metrics)
 
 
-def _controller_update(x, dims):  # pylint: disable=unused-argument
-  state, metrics = _tuple(x, 2)
-  return state, _metrics(metrics)
-
-
 def _controller_hparams(x, dims):
   if not isinstance(x, Mapping):
     raise Violation("not a dict")
@@ -288,7 +278,7 @@ CONTRACTS: Mapping[str, Contract] = {
                         _reward, "B"),
     "multi_reward": Contract("a tuple (rewards [B] numbers, metrics dict)", _multi_rewards, "B"),
     "multi_reward.advantages": Contract("a tuple (advantages [B] or [B, T] float array, metrics dict)",
-                                        _multi_advantages, "BT"),
+                                        _advantage, "BT"),
     "shaping": Contract("a tuple (rewards [B] or token rewards [B, T] numbers, metrics dict)", _shaping, "BT"),
     "filters": Contract("a tuple (keep [B] bool or row indices [N] int in [0, B) with N <= B, metrics dict)",
                         _keep_or_rows, "B"),
@@ -296,7 +286,7 @@ CONTRACTS: Mapping[str, Contract] = {
     "prompt_filters.draw": Contract("a tuple (index [P] int in [0, N), state, metrics dict)", _draw, "PN"),
     "prompt_filters.select": Contract("a tuple (counts [P] int in [0, G - pilot], state, metrics dict)", _select,
                                       "PG"),
-    "prompt_filters.observe": Contract("a tuple (state, metrics dict)", _observe),
+    "prompt_filters.observe": Contract("a tuple (state, metrics dict)", _state_and_metrics),
     "advantage": Contract("a tuple (advantages [B] or [B, T] float array, info dict)", _advantage, "BT"),
     "advantage.stateful": Contract("a tuple (advantages [B] or [B, T] float array, info dict, state)",
                                    _stateful_advantage, "BT"),
@@ -309,7 +299,7 @@ CONTRACTS: Mapping[str, Contract] = {
     "critic": Contract("a tuple (per_token_loss [B, T] float array, metrics dict)", _loss_term, "BT"),
     "aggregation": Contract("a tuple (numerator, denominator) of float scalars", _aggregation),
     "objective": Contract("a tuple (loss float scalar, metrics dict)", _objective),
-    "controllers": Contract("a tuple (state, metrics dict)", _controller_update),
+    "controllers": Contract("a tuple (state, metrics dict)", _state_and_metrics),
     "controllers.hparams": Contract("a dict {hparam name: finite float scalar} of names in state.hparams",
                                     _controller_hparams),
     "controllers.temperature": Contract("a finite float > 0", _temperature),
