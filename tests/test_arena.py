@@ -93,6 +93,46 @@ def test_plan_shares_one_warm_start_per_seed_and_model(tmp_path):
     assert s.config.rl.steps == 0 and s.config.seed == s.seed
 
 
+def test_an_entry_that_cannot_run_on_the_base_is_refused_and_the_others_run(tmp_path, capsys):
+  """Issue #37 (bad input): an MoE entry on a checkpoint's config is refused with its reason; the others plan."""
+  base = apply_overrides(default_config(), ["model.hf_checkpoint=/ckpt/not_read_by_the_plan", "sft.steps=0"])
+  out = str(tmp_path / "a")
+  _, plan = arena.plan_arena(base, recipes=["grpo", "moe", "bf16_tis"], seeds=[0, 1], out_dir=out)
+  assert [(r.entry, r.seed, r.action) for r in plan] == [
+      ("grpo", 0, "start"), ("grpo", 1, "start"), ("moe", 0, "refused"), ("moe", 1, "refused"),
+      ("bf16_tis", 0, "start"), ("bf16_tis", 1, "start")]  # no SFT: no warm-start runs
+  moe = plan[2]
+  assert moe.config is None and moe.status == "refused"
+  assert moe.error == ("refused: invalid config value ModelSpec.num_experts=4: must be 0 with hf_checkpoint (the "
+                       "checkpoint's config decides)")
+  assert all(r.config.sft.init_from is None for r in plan if r.config is not None)
+  rows, run_rows = arena.table_rows(out, ["grpo", "moe"], [0, 1], (1,),
+                                    {("moe", 0): {"status": "refused", "error": moe.error},
+                                     ("moe", 1): {"status": "refused", "error": moe.error}})
+  assert [r["status"] for r in rows] == ["partial 0/2", "refused"]
+  assert rows[1]["error"] == moe.error[len("refused: "):]
+  assert "| moe | refused: invalid config value ModelSpec.num_experts=4" in arena.markdown_table(rows, (1,))
+  assert not os.path.exists(out)  # planning writes nothing
+  # run_arena: the refusal is printed once per entry, nothing of the refused entry is written, and a checkpoint's
+  # runs go one at a time (jobs=None); the runs themselves are not started here (the arena's own python fails)
+  rows = arena.run_arena(base, recipes=["moe", "grpo"], seeds=[0], out_dir=out, progress=False, plot=False,
+                         python="/bin/false")
+  err = capsys.readouterr().err
+  assert err.count("[rljax arena] moe: refused: invalid config value ModelSpec.num_experts=4") == 1
+  assert "the other entries run" in err
+  assert [r["status"] for r in rows] == ["refused", "failed 1/1"] and not os.path.exists(os.path.join(out, "moe"))
+  # every entry refused: the error names the first
+  with pytest.raises(ValueError, match="arena entry 'moe': invalid config value ModelSpec.num_experts=4"):
+    arena.plan_arena(base, experiment="routing_replay", out_dir=out)
+
+
+def test_a_base_without_sft_starts_every_run_from_the_model_as_loaded(tmp_path):
+  _, plan = arena.plan_arena("tiny", recipes=["grpo", "rloo"], seeds=[0, 1], out_dir=str(tmp_path),
+                             overrides=["sft.steps=0"])
+  assert [r.entry for r in plan] == ["grpo", "grpo", "rloo", "rloo"]  # no "_sft" runs
+  assert all(r.config.sft.init_from is None and r.config.sft.steps == 0 and r.after is None for r in plan)
+
+
 # the arena notebook's quick-mode runs (notebooks/02_arena.ipynb: base "tiny", these overrides, runs/mini_arena)
 NOTEBOOK_QUICK_OVERRIDES = ["rl.steps=3", "eval.num_problems=8", "eval.batch_size=8"]
 

@@ -79,8 +79,14 @@ def test_mismatch_formulas_by_hand():
   # d = (-0.5, 1.0): |d| sums to 1.5; k3 = (e^-0.5 - 1 + 0.5) + (e - 1 - 1)
   assert s["tokens"] == 2 and s["gap"] == pytest.approx(1.5)
   assert s["k3"] == pytest.approx(np.exp(-0.5) - 0.5 + np.e - 2.0, rel=1e-12)
+  assert s["out"] == 1  # |d| = 1.0 > log 2 (ratio e, outside [1/2, 2]); |d| = 0.5 inside
   m = _mismatch.finish(s)
-  assert m == pytest.approx({"rollout/logp_gap": 0.75, "rollout/mismatch_kl": (np.exp(-0.5) - 0.5 + np.e - 2) / 2})
+  assert m == pytest.approx({"rollout/logp_gap": 0.75, "rollout/mismatch_kl": (np.exp(-0.5) - 0.5 + np.e - 2) / 2,
+                             "rollout/mismatch_out_frac": 0.5})
+  # the bound is log 2 itself: a ratio of exactly 2 or 1/2 is inside
+  edge = _mismatch.logp_gap_sums(np.zeros((1, 3)), np.array([[np.log(2.0), -np.log(2.0), np.log(2.0) + 1e-9]]),
+                                 np.ones((1, 3), bool))
+  assert edge["out"] == 1
   # rows: prompt | completion | padding; the last real token of a row was never fed to the sampler
   pm = np.array([[1, 1, 0, 0, 0], [1, 0, 0, 0, 0], [1, 1, 0, 0, 0]], bool)
   cm = np.array([[0, 0, 1, 1, 0], [0, 1, 0, 0, 0], [0, 0, 1, 0, 0]], bool)

@@ -84,6 +84,7 @@ def test_update_equals_the_separate_proximal_forward(microbatches):
   d = np.asarray(out.logp, np.float64)[mask] - np.asarray(batch.logp_behavior, np.float64)[mask]
   assert float(m_own["rollout/logp_gap"]) == pytest.approx(np.mean(np.abs(d)), rel=1e-5)
   assert float(m_own["rollout/mismatch_kl"]) == pytest.approx(np.mean(np.expm1(d) - d), rel=1e-4)
+  assert float(m_own["rollout/mismatch_out_frac"]) == pytest.approx(np.mean(np.abs(d) > np.log(2.0)), abs=1e-7)
   assert "rollout/logp_gap" not in m_sep
 
 

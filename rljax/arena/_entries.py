@@ -111,6 +111,7 @@ _GRPO = dict(loss=f"ppo_clip(eps_low=0.2, eps_high=0.2), {_KL}", aggregation="se
 _BF16 = ("rl.sampler_dtype=bfloat16",)
 _MOE = ("model.num_experts=4", "model.num_experts_per_tok=2")
 _AHEAD = ("rl.rollout_ahead=true",)
+_ASYNC2 = ("rl.async_staleness=2",)
 
 
 def _grpo_with(name, about, extra=(), **slots) -> Entry:
@@ -135,6 +136,11 @@ _CLAIM_ENTRIES = (
                loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, old_logp='logp_behavior'), {_KL}"),
     _grpo_with("stale_decoupled", "one-step-off-policy rollouts; decoupled PPO (proximal policy recomputed, "
                "behaviour weight)", _AHEAD, loss=f"decoupled_ppo(eps_low=0.2, eps_high=0.2), {_KL}"),
+    _grpo_with("async_ppo", "the asynchronous runner, tokens up to 2 policy versions old (eta 2, partial "
+               "rollouts); PPO's ratio against the stale behaviour policy", _ASYNC2,
+               loss=f"ppo_clip(eps_low=0.2, eps_high=0.2, old_logp='logp_behavior'), {_KL}"),
+    _grpo_with("async_decoupled", "the asynchronous runner with eta 2; decoupled PPO (proximal policy recomputed, "
+               "behaviour weight)", _ASYNC2, loss=f"decoupled_ppo(eps_low=0.2, eps_high=0.2), {_KL}"),
 )
 ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES}
 
@@ -150,8 +156,9 @@ EXPERIMENTS: Mapping[str, tuple] = {
     "mismatch": ("grpo", "bf16_sampler", "bf16_tis", "bf16_mis", "bf16_icepop"),
     "routing_replay": ("moe", "moe_bf16", "moe_bf16_r3"),
     "staleness": ("grpo", "stale_ppo", "stale_decoupled"),
+    "staleness_async": ("grpo", "stale_ppo", "stale_decoupled", "async_ppo", "async_decoupled"),
     "claims": ("bf16_sampler", "bf16_tis", "bf16_mis", "bf16_icepop", "moe", "moe_bf16", "moe_bf16_r3", "stale_ppo",
-               "stale_decoupled"),
+               "stale_decoupled", "async_ppo", "async_decoupled"),
 }
 
 

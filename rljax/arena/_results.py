@@ -96,15 +96,19 @@ def table_rows(arena_dir: str, entries: Sequence[str], seeds: Sequence[int], pas
       results.append((seed, r))
       run_rows.append({"entry": name, "seed": seed, **r})
     ok = [r for _, r in results if r["status"] == "ok"]
-    failed = [(s, r) for s, r in results if r["status"] == "failed"]
-    if failed:
+    failed = [(s, r) for s, r in results if r["status"] in ("failed", "refused")]
+    if failed and all(r["status"] == "refused" for _, r in results):  # refused at start-up: one reason
+      status = "refused"
+      failed = failed[:1]
+    elif failed:
       status = f"failed {len(failed)}/{len(seeds)}"
     elif len(ok) == len(seeds):
       status = "ok"
     else:
       status = f"partial {len(ok)}/{len(seeds)}"
     row = {"entry": name, "status": status, "seeds_ok": len(ok), "seeds": len(seeds),
-           "error": "; ".join(f"seed{s}: {r['error']}" for s, r in failed)}
+           "error": (failed[0][1]["error"][len("refused: "):] if status == "refused"
+                     else "; ".join(f"seed{s}: {r['error']}" for s, r in failed))}
     for key, _, _ in _figure_keys(pass_k):
       for stat, value in spread(r.get(key) for r in ok).items():
         if stat != "n":

@@ -71,9 +71,9 @@ class ArenaRun:
   seed: int
   entry: Optional[str] = None
   after: Optional[str] = None  # the out_dir of the SFT run this one starts from
-  status: str = "pending"  # pending | ok | failed | running
+  status: str = "pending"  # pending | ok | failed | running | refused (its config cannot be built: ``error``)
   error: str = ""
-  action: str = "start"  # start | resume | restart | done
+  action: str = "start"  # start | resume | restart | done | refused
 
   @property
   def label(self) -> str:
@@ -127,7 +127,13 @@ def plan_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional
                seeds: Sequence[int] = (0,), out_dir: str = "runs/arena", overrides: Sequence[str] = (),
                entries: Optional[Mapping[str, Entry]] = None,
                experiments: Optional[Mapping[str, Sequence[str]]] = None) -> tuple[list[Entry], list[ArenaRun]]:
-  """``(entries, runs)``: the SFT runs first, then the RL runs; every config built and checked, nothing run."""
+  """``(entries, runs)``: the SFT runs first, then the RL runs; every config built and checked, nothing run.
+
+  An entry whose config cannot be built on this base config (e.g. an MoE entry on a Hugging Face checkpoint,
+  whose architecture is the checkpoint's) is *refused*: its runs are in the plan with ``status="refused"`` and
+  the reason in ``error``, and the other entries run. When every entry is refused, ``ValueError`` names the
+  first. A base config without SFT (``sft.steps=0``: a pretrained checkpoint) has no warm-start runs: each RL
+  run starts from the model as loaded and evaluates it itself (its summary's ``sft`` row, "zero-shot")."""
   from rljax.train import apply_overrides  # pylint: disable=import-outside-toplevel
   chosen = select_entries(recipes, experiment, entries, experiments)
   seeds = list(seeds)
@@ -147,9 +153,11 @@ def plan_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional
         cfg = apply_overrides(base, [*entry.overrides, *overrides, f"seed={seed}", "progress=false"])
         cfg = _normalised(cfg.replace(out_dir=run_dir(out_dir, entry.name, seed)))
       except ValueError as e:
-        raise ValueError(f"arena entry {entry.name!r}: {e}") from None
+        runs.append(ArenaRun(run_dir(out_dir, entry.name, seed), None, seed, entry.name, status="refused",
+                             error=f"refused: {e}", action="refused"))
+        continue
       after = None
-      if cfg.sft.init_from is None:
+      if cfg.sft.init_from is None and cfg.sft.steps > 0:  # no SFT: each run starts from the model as loaded
         key = sft_key(cfg)
         sft_dir = os.path.join(out_dir, "_sft", key, f"seed{seed}")
         if sft_dir not in sft_runs:
@@ -159,7 +167,9 @@ def plan_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional
         after = sft_dir
         cfg = cfg.replace(sft=dataclasses.replace(cfg.sft, init_from=sft_dir))
       runs.append(ArenaRun(cfg.out_dir, cfg, seed, entry.name, after))
-  for run in runs + list(sft_runs.values()):
+  if all(r.action == "refused" for r in runs):  # nothing to run: the first reason is the error
+    raise ValueError(f"arena entry {runs[0].entry!r}: {runs[0].error[len('refused: '):]}")
+  for run in [r for r in runs if r.action != "refused"] + list(sft_runs.values()):
     _decide(run)
   needed = {r.after for r in runs if r.action != "done"}  # a warm start only finished runs used is not redone
   return chosen, [r for r in sft_runs.values() if r.out_dir in needed or r.action == "done"] + runs
@@ -223,7 +233,7 @@ def run_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional[
     recipes: entry names (default: the ``default`` experiment's, or ``experiment``'s).
     experiment: a name of ``experiments`` (``rljax.arena.EXPERIMENTS``).
     seeds: the seeds; each entry runs once per seed.
-    jobs: runs at once (default ``default_jobs()``).
+    jobs: runs at once (default ``default_jobs()``; 1 when the runs train a Hugging Face checkpoint).
     out_dir: the arena directory.
     overrides: ``key=value`` overrides applied to every run, after the entry's own.
     entries, experiments: the pools to choose from (default ``rljax.arena.ENTRIES``, ``EXPERIMENTS``).
@@ -231,23 +241,28 @@ def run_arena(config=None, *, recipes: Sequence[str] = (), experiment: Optional[
     python: the interpreter of the runs (default: this one).
     plot: draw ``curves.png`` at the end.
   """
-  jobs = default_jobs() if jobs is None else jobs
-  if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+  if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
     raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
   chosen, plan = plan_arena(config, recipes=recipes, experiment=experiment, seeds=seeds, out_dir=out_dir,
                             overrides=overrides, entries=entries, experiments=experiments)
+  if jobs is None:  # a pretrained checkpoint's run keeps every core busy (and holds ~11 GB for a 135M model)
+    jobs = 1 if any(r.config is not None and r.config.model.hf_checkpoint for r in plan) else default_jobs()
   names, seeds = [e.name for e in chosen], list(seeds)
   pass_k = _pass_k(plan)
   by_dir = {r.out_dir: r for r in plan}
   python = python or sys.executable
+  for entry in dict.fromkeys(r.entry for r in plan if r.action == "refused"):
+    print(f"[rljax arena] {entry}: {next(r.error for r in plan if r.entry == entry)}; the other entries run",
+          file=sys.stderr)
 
   def write():
-    runs = {(r.entry, r.seed): read_run(r.out_dir, pass_k) for r in plan if r.entry is not None}
+    runs = {(r.entry, r.seed): ({"status": "refused", "error": r.error} if r.action == "refused"
+                                else read_run(r.out_dir, pass_k)) for r in plan if r.entry is not None}
     rows, run_rows = table_rows(out_dir, names, seeds, pass_k, runs)
     write_table(out_dir, rows, run_rows, pass_k)
     return rows
 
-  todo = [r for r in plan if r.action != "done"]
+  todo = [r for r in plan if r.action not in ("done", "refused")]
   with _sigterm_raises():
     return _schedule(plan, todo, by_dir, jobs, python, progress, write, out_dir, names, seeds, plot)
 
@@ -336,5 +351,5 @@ def _schedule(plan, todo, by_dir, jobs, python, progress, write, out_dir, names,
 
 def _pass_k(plan) -> tuple:
   """The pass@k columns: the smallest and the largest k the runs evaluate (the base config's ``eval.pass_k``)."""
-  ks = sorted({k for r in plan for k in r.config.eval.pass_k})
+  ks = sorted({k for r in plan if r.config is not None for k in r.config.eval.pass_k})
   return tuple(dict.fromkeys([ks[0], ks[-1]])) if ks else ()

@@ -9,6 +9,9 @@ Logged per RL step (``RLLoop.step``), each a mean over this step's valid rows of
   ``r = pi_trainer(y_t) / pi_sampler(y_t)``: with ``y_t`` drawn by the sampler it estimates
   ``KL(pi_sampler || pi_trainer)`` per token (verl's rollout-correction ``k3`` metric; exact for the
   untempered, untruncated sampling of the default ``rl.temperature=1``, ``top_k=0``, ``top_p=1``);
+* ``rollout/mismatch_out_frac`` = the share of completion tokens whose ratio ``r`` lies outside ``[1/2, 2]``
+  (``|log r| > log 2``): the tokens a token-level correction with those bounds (MIS ``[0.5, 2]``, TIS cap 2)
+  would change;
 * ``rollout/routing_mismatch`` (MoE models) = the share of routing decisions, one per (token, MoE layer), whose
   set of ``k`` experts differs between the sampler and the trainer's own router on the same tokens. The tokens
   are those the sampler fed through the model: every prompt and completion token except each row's last one
@@ -27,16 +30,18 @@ import numpy as np
 
 from rljax import parallel as par
 
-__all__ = ["logp_gap_sums", "routing_sums", "routed_positions", "finish"]
+__all__ = ["logp_gap_sums", "routing_sums", "routed_positions", "finish", "OUT_LOG_BOUND"]
+
+OUT_LOG_BOUND = float(np.log(2.0))  # rollout/mismatch_out_frac: |log r| beyond this, r outside [1/2, 2]
 
 
 def logp_gap_sums(logp_sampler, logp_trainer, mask, prefix: str = "") -> dict:
-  """Sums (float64) over ``mask [B, T]`` of ``|d|`` and ``exp(d) - 1 - d``, ``d = logp_trainer - logp_sampler``,
-  and the token count, keyed for :func:`finish`."""
+  """Sums (float64) over ``mask [B, T]`` of ``|d|``, ``exp(d) - 1 - d`` and ``|d| > log 2``,
+  ``d = logp_trainer - logp_sampler``, and the token count, keyed for :func:`finish`."""
   m = np.asarray(mask, bool)
   d = (np.asarray(logp_trainer, np.float64) - np.asarray(logp_sampler, np.float64))[m]
   return {f"gap{prefix}": float(np.abs(d).sum()), f"k3{prefix}": float(np.sum(np.expm1(d) - d)),
-          f"tokens{prefix}": float(m.sum())}
+          f"out{prefix}": float(np.sum(np.abs(d) > OUT_LOG_BOUND)), f"tokens{prefix}": float(m.sum())}
 
 
 def routed_positions(prompt_mask, completion_mask, valid) -> np.ndarray:
@@ -70,6 +75,8 @@ def finish(sums: dict, processes=None) -> dict:
       n = max(total[f"tokens{suffix}"], 1.0)
       out[f"rollout/logp_gap{suffix}"] = total[f"gap{suffix}"] / n
       out[f"rollout/mismatch_kl{suffix}"] = total[f"k3{suffix}"] / n
+      if f"out{suffix}" in total:
+        out[f"rollout/mismatch_out_frac{suffix}"] = total[f"out{suffix}"] / n
   if "routing_decisions" in total:
     out["rollout/routing_mismatch"] = total["routing_differ"] / max(total["routing_decisions"], 1.0)
   return out

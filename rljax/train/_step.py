@@ -41,6 +41,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
+from rljax.train._mismatch import OUT_LOG_BOUND
 from rljax.types import PolicyOutputs, TrainBatch
 
 __all__ = ["TrainState", "LossFn", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
@@ -478,6 +479,7 @@ class objective_loss:  # pylint: disable=invalid-name
       d = jax.lax.stop_gradient(out.logp - batch.logp_behavior) * m
       metrics["rollout/logp_gap"] = jnp.sum(jnp.abs(d)) / count
       metrics["rollout/mismatch_kl"] = jnp.sum((jnp.expm1(d) - d) * m) / count
+      metrics["rollout/mismatch_out_frac"] = jnp.sum((jnp.abs(d) > OUT_LOG_BOUND) * m) / count
     return loss, metrics
 
 
