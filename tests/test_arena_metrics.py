@@ -67,8 +67,11 @@ def test_run_figures_from_a_summary_and_rows():
           {"stage": "rl", "step": 0, "eval/greedy_accuracy": 0.25}]
   rows += _rows(rollout__reward_mean=[0.2] * 5 + [0.8] * 5, policy__entropy=[1.0] * 9 + [0.4],
                 train__grad_norm=[1.0, 1.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
-                gspo__clip_frac=[0.0, 0.2] * 5)
+                gspo__clip_frac=[0.0, 0.2] * 5, rollout__logp_gap=[0.01] * 5 + [0.03] * 5,
+                rollout__mismatch_out_frac=[0.0] * 8 + [0.05, 0.15])
   f = M.run_figures(summary, rows, pass_k=(1, 8, 16))
+  assert f["logp_gap"] == pytest.approx(0.02) and f["ratio_out"] == pytest.approx(0.02)  # means over the 10 steps
+  assert M.run_figures(summary, rows[:2])["logp_gap"] is None  # not logged: n/a
   assert f["gain"] == pytest.approx(25.0)
   assert f["pass@1_change"] == pytest.approx(25.0) and f["pass@8_change"] == pytest.approx(25.0)
   assert f["pass@16_change"] is None  # not evaluated

@@ -12,6 +12,10 @@ Per run (``run_figures``), from ``summary.json`` (``sft`` and ``rl`` evaluations
 - ``grad_spike``: ``max / median`` of ``train/grad_norm`` over RL steps (None when the median is 0);
 - ``clip_frac``: the mean of the policy loss's own clip fraction (``<term>/clip_frac``, critic terms aside), else
   of the generic PPO-bound ``policy/clip_frac``; None when neither is logged (an entry without a clip, never 0);
+- ``logp_gap``: the mean over RL steps of ``rollout/logp_gap``, the sampler's and the trainer's log-probs of the
+  sampled tokens apart (nats per token; ``rljax/train/_mismatch.py``); None when not logged;
+- ``ratio_out``: the mean over RL steps of ``rollout/mismatch_out_frac``, the share of tokens whose
+  trainer/sampler ratio lies outside ``[1/2, 2]``; None when not logged;
 - ``wall_s``: the run's wall time.
 
 Over seeds (``spread``): the mean and the min and max of the runs that have the figure; the count says how many.
@@ -33,6 +37,8 @@ FIGURES = (
     ("steps_to_90", "steps to 90% reward", "steps"),
     ("grad_spike", "grad-norm spike", "max/median"),
     ("clip_frac", "clip fraction", "mean"),
+    ("logp_gap", "log-prob gap", "nats/token"),
+    ("ratio_out", "ratios outside [1/2, 2]", "share"),
     ("wall_s", "wall time", "s"),
 )
 _CRITIC_PREFIXES = ("value_loss", "critic")
@@ -123,6 +129,9 @@ def run_figures(summary: dict, rows: Iterable[dict], pass_k: Sequence[int] = (1,
   out["grad_spike"] = grad_spike(_series(rows, "train/grad_norm")[1])
   out["clip_frac"] = clip_fraction(rows)
   out["clip_key"] = clip_key(rows)
+  for key, metric in (("logp_gap", "rollout/logp_gap"), ("ratio_out", "rollout/mismatch_out_frac")):
+    _, values = _series(rows, metric)
+    out[key] = float(values.mean()) if values.size else None
   out["wall_s"] = summary.get("wall_s")
   return out
 

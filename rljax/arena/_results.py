@@ -27,6 +27,7 @@ CURVE_PANELS = (
     ("gradient norm", "train/grad_norm"),
     ("clip fraction", "clip"),
     ("KL(old || new)", "policy/kl"),
+    ("log-prob gap, sampler vs trainer", "rollout/logp_gap"),
 )
 
 
@@ -128,7 +129,8 @@ def _cell(row: dict, key: str, digits: int) -> str:
   return fmt(mean) if row["seeds_ok"] == 1 or lo == hi else f"{fmt(mean)} [{fmt(lo)}, {fmt(hi)}]"
 
 
-_DIGITS = {"gain": 1, "entropy": 3, "steps_to_90": 0, "grad_spike": 1, "clip_frac": 3, "wall_s": 0}
+_DIGITS = {"gain": 1, "entropy": 3, "steps_to_90": 0, "grad_spike": 1, "clip_frac": 3, "logp_gap": 4, "ratio_out": 4,
+           "wall_s": 0}
 
 
 def table_pass_k(entry_rows: Sequence[dict]) -> tuple:
