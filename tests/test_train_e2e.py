@@ -29,7 +29,7 @@ RUN_CONSOLE = []  # what the module's run printed
 
 def test_no_learning_signal_is_said_once(run):
   """Tiny's 4 SFT steps leave every reward 0: the console says so (once) after NO_SIGNAL_STEPS such steps."""
-  from rljax.train._rl import NO_SIGNAL_STEPS, NoSignalWatch  # pylint: disable=import-outside-toplevel
+  from rljax.train._cadence import NO_SIGNAL_STEPS, NoSignalWatch  # pylint: disable=import-outside-toplevel
   cfg, _ = run
   rl = [r for r in read_jsonl(os.path.join(cfg.out_dir, "metrics.jsonl")) if r["stage"] == "rl" and "loss" in r]
   flat = [r["rollout/zero_var_groups"] == r["rollout/sampled_groups"] for r in rl]

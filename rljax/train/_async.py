@@ -362,7 +362,7 @@ class _Produced(NamedTuple):
 
 
 class AsyncRunner:
-  """``rl.async_staleness`` in the RL loop (``run_rl``): ``next(s)`` gives step ``s``'s batch (stale rows
+  """``rl.async_staleness`` in the RL loop (``rljax/train/_runners.py``): ``next(s)`` gives step ``s``'s batch (stale rows
   dropped), the loader state to checkpoint with it and the ``async/...`` metrics; ``publish(v)`` hands the
   trainer's parameters after ``v`` steps to the producer (returning the transfer's metrics); ``close()`` stops it.
 

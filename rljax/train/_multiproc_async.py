@@ -122,8 +122,11 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.train._async import drop_stale, tagged
+from rljax.train._cadence import run_steps
 from rljax.train._experiment import log
 from rljax.train._metrics import MetricsWriter
+from rljax.train._rl import RLLoop, prompt_loader
+from rljax.train._rollout import Collector
 from rljax.train._signals import Preempted, preempted, stop_note
 from rljax.train._step import trainable_filter
 
@@ -200,6 +203,10 @@ def check_multiprocess(cfg, mesh, exp, recipe) -> None:
                      "process")
   if exp.multi_turn:
     raise ValueError(f"task.name={cfg.task.name!r} (a multi-turn environment) runs on one process only")
+  if rl.target_accuracy is not None:
+    raise ValueError(f"invalid config value RLConfig.target_accuracy={rl.target_accuracy!r} with rl.async_staleness "
+                     f"and {n} processes: must be None (both sides follow a fixed schedule of rl.steps batches; an "
+                     "early stop would leave the rollout side waiting)")
 
 
 # ----------------------------------------------------------------------------- both sides
@@ -257,21 +264,25 @@ def run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, eval
   name, side = "training" if jax.process_index() in tp else "rollout", None
   client = _client()
   try:
-    if name == "training":
+    stopped = None
+    if name == "training":  # the RL loop of every runner (run_steps), with this side as its runner
       side = _Trainer(exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, checked=checked,
                       train_processes=tp, resume=resume, flag=flag)
+      start = side.begin()  # the first transfer, W(start), carries start
+      try:
+        run_steps(exp, side.loop, side, flag, evals)
+      except Preempted:  # saved checkpoint `side.stopped`
+        stopped = side.stopped
     else:
       side = _Sampler(exp, sft_graphdef, host_state, recipe, rollout, train, flag=flag)
-    start = side.begin()  # the first transfer, W(start): the trainer sends it, the rollout side learns start from it
-    stopped = None
-    for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness, start)[1:]:
-      if kind == "batch":
-        side.batch(j)
-      elif side.weights(j):  # the stop flag travelled with this version: both sides stop here
-        stopped = j
-        break
+      start = side.begin()  # the rollout side learns start from W(start)
+      for kind, j in transfer_schedule(cfg.rl.steps, cfg.rl.async_staleness, start)[1:]:
+        if kind == "batch":
+          side.batch(j)
+        elif side.weights(j):  # the stop flag travelled with this version: both sides stop here
+          stopped = j
+          break
     if stopped is not None:
-      side.stop(stopped)  # the training side saves checkpoint `stopped`
       # as below: the coordination service's barrier (no device), reached by the trainer once it saved; after it
       # the last version is received and the sent arrays may go
       client.wait_at_barrier(f"rljax_async_stop:{os.path.abspath(cfg.out_dir)}:{start}:{stopped}",
@@ -340,8 +351,6 @@ class _Sampler:
   Collector's own result here is not used."""
 
   def __init__(self, exp, sft_graphdef, host_state, recipe, rollout, train, *, flag):
-    from rljax.train._rl import prompt_loader  # pylint: disable=import-outside-toplevel
-    from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.rl, self.eta, self.flag, self.start, self.reported = exp, rl, rl.async_staleness, flag, None, False
     self.meshes = (rollout, train)
@@ -439,11 +448,16 @@ class _Sampler:
 
 
 class _Trainer:
-  """The training side: receives batches (through the Collector's sampler call), trains, sends versions."""
+  """The training side, a ``Runner`` of the RL loop (``rljax/train/_runners.py``): ``next(s)`` receives batches
+  (through the Collector's sampler call) until step ``s``'s is in hand; ``after_step(s)`` sends version ``s + 1``
+  when the schedule has it (after receiving the batches that precede it), with the stop decision at a stop point.
+
+  The transfers are made in the order of :func:`transfer_schedule`, as the rollout side makes them: the loop
+  trains step ``s`` once its batch is received, and ``Wv`` is sent right after step ``v - 1`` trained, so the
+  update of step ``k`` overlaps the sampling of batch ``k + eta``."""
 
   def __init__(self, exp, sft_graphdef, host_state, recipe, writer, rollout, train, evals, *, checked,
                train_processes, resume, flag):
-    from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
     cfg, rl = exp.cfg, exp.cfg.rl
     self.exp, self.cfg, self.rl, self.eta, self.evals = exp, cfg, rl, rl.async_staleness, evals
     self.first = jax.process_index() == min(train_processes)  # the training side's writer and log
@@ -461,17 +475,62 @@ class _Trainer:
                      par.replicated(rollout))
     self.rollout_mesh = rollout
     self.received: dict = {}  # k -> (collected, data_state, receive metrics)
-    self.version, self.sent, self.publish_row = self.start, [], {}
-    self.data_state = self.loop.loader.get_state()  # the loader after the batches of the steps trained
+    self.version, self.sent, self.publish_row, self.stopped = self.start, [], {}, None
     self.idle_s, self.t0 = 0.0, time.perf_counter()
-    self.last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
 
-  # --------------------------------------------------------------------------- transfers
+  # --------------------------------------------------------------------------- the Runner protocol
 
   def begin(self) -> int:
     """Sends the first version, ``W(start)`` (it carries ``start``); returns ``start``."""
+    assert self.ops[0] == ("weights", self.start), self.ops[:1]
+    self.i = 1
     self.weights(self.start)
     return self.start
+
+  def next(self, s: int) -> tuple:
+    """Receives the schedule's batches until batch ``s``'s is in hand; returns it (stale rows dropped), the loader
+    state after it, and the ``async/...`` metrics."""
+    while s not in self.received:
+      kind, k = self.ops[self.i]
+      assert kind == "batch", (s, self.ops[self.i])  # Wv goes right after step v - 1 (after_step)
+      self.i += 1
+      self.batch(k)
+    collected, data_state, recv = self.received.pop(s)
+    v = sample_version(s, self.eta, self.start)
+    data, dropped, stale = drop_stale(collected.data, s, self.eta, v)
+    row = {"async/dropped": float(dropped), **stale, "async/version_lag": float(s - v),
+           "async/trainer_idle_fraction": self.idle_s / max(time.perf_counter() - self.t0, 1e-9),
+           **recv, "time/sample_s": recv["async/batch_transfer_s"]}
+    return collected._replace(data=data), data_state, row
+
+  def after_step(self, s: int, row: dict) -> None:
+    """Step ``s`` trained: sends ``W(s + 1)`` if the schedule has it next (receiving the batches before it
+    first), with the stop decision at a stop point; adds the last send's metrics to ``row``."""
+    self.version = s + 1
+    later = [j for j in range(self.i, len(self.ops)) if self.ops[j][0] == "weights"]
+    if later and self.ops[later[0]][1] == self.version:
+      while self.i < later[0]:  # batches sampled with versions already sent
+        self.i += 1
+        self.batch(self.ops[self.i - 1][1])
+      self.i += 1
+      if self.weights(self.version):
+        self.stopped = self.version
+    row.update(self.publish_row)
+
+  def stop_requested(self, flag: dict) -> bool:
+    """The stop decided at the last version sent (``flag`` and the rollout side's report were read there, at a
+    stop point: both sides leave the schedule after that transfer)."""
+    del flag
+    return self.stopped is not None
+
+  def close(self) -> None:
+    if self.stopped is not None:
+      log(self.cfg, f"[rljax] RL across processes stopped at step {self.stopped} (a signal); received batches "
+                    f"{sorted(self.received)} are not trained (their prompts are drawn again on resume)")
+    if self.own_writer:
+      self.writer.close()
+
+  # --------------------------------------------------------------------------- transfers
 
   def _stop_requested(self) -> bool:
     """SIGTERM on this side (its flag) or on the rollout side (the key-value store), agreed by every training
@@ -490,11 +549,9 @@ class _Trainer:
     return stop
 
   def weights(self, v: int) -> bool:
-    """Trains up to version ``v``, then sends it (a copy: the next update donates the parameters' buffers) with
-    the stop flag (decided here, at a stop point) and ``start``; returns the stop flag."""
-    self._advance()
-    while self.version < v:
-      self._train_one()
+    """Sends version ``v``, the parameters now (a copy: the next update donates their buffers), with the stop
+    flag (decided here, at a stop point) and ``start``; returns the stop flag."""
+    assert self.version == v, (self.version, v)
     loop = self.loop
     stop = self.start < v < self.rl.steps and self._stop_requested()
     t = time.perf_counter()
@@ -511,25 +568,8 @@ class _Trainer:
                         "async/weight_transfer_bytes": float(par.tree_bytes(tree[:2]))}
     return stop
 
-  def stop(self, v: int) -> None:
-    """Saves checkpoint ``v`` (``v`` steps trained; the loader state after their batches, so the batches received
-    and not trained are drawn again on resume)."""
-    assert self.version == v, (self.version, v)
-    if self.cfg.checkpoint.enabled:
-      self.loop.save(v, self.data_state, False)
-    self.loop.ckpt.close()
-    log(self.cfg, f"[rljax] RL across processes stopped at step {v} (a signal); received batches "
-                  f"{sorted(self.received)} are not trained (their prompts are drawn again on resume)")
-    if self.own_writer:
-      self.writer.close()
-
   def batch(self, k: int) -> None:
-    """Receives batch ``k`` and runs the recipe's collection on it (rewards, shaping, filters); before blocking,
-    trains what is received, up to the next version to send."""
-    self._advance()
-    nxt = next(j for kind, j in self.ops[self.i:] if kind == "weights")
-    while self.version < nxt and self.version in self.received:
-      self._train_one()
+    """Receives batch ``k`` and runs the recipe's collection on it (rewards, shaping, filters)."""
     loop, got = self.loop, {"s": 0.0, "bytes": 0, "calls": 0}
 
     def receive(prompts, *, n, greedy, temperature, key, rows):  # the Collector's sampler call
@@ -560,45 +600,11 @@ class _Trainer:
                         {"async/batch_transfer_s": got["s"], "async/batch_transfer_bytes": float(got["bytes"]),
                          "async/sampler_calls": float(got["calls"])})
 
-  def _advance(self) -> None:
-    self.i += 1
-
-  # --------------------------------------------------------------------------- one step (run_rl's)
-
-  def _train_one(self) -> None:
-    from rljax.train._sft import evaluate_state  # pylint: disable=import-outside-toplevel
-    loop, rl, cfg, s = self.loop, self.rl, self.cfg, self.version
-    collected, self.data_state, recv = self.received.pop(s)
-    v = sample_version(s, self.eta, self.start)
-    data, dropped, stale = drop_stale(collected.data, s, self.eta, v)
-    collected = collected._replace(data=data)
-    row = loop.step(s, collected)
-    self.version = s + 1
-    row.update({"async/dropped": float(dropped), **stale, "async/version_lag": float(s - v),
-                "async/trainer_idle_fraction": self.idle_s / max(time.perf_counter() - self.t0, 1e-9),
-                **recv, **self.publish_row})
-    row["time/sample_s"] = recv["async/batch_transfer_s"]
-    row["rollout/reward_mean"] = collected.stats["reward_mean"]
-    done = s + 1 == rl.steps
-    if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
-      ev = evaluate_state(self.exp, loop.graphdef, loop.state, jax.random.PRNGKey(10_000 + s), full=False)
-      self.last_eval = ev["greedy_accuracy"]
-      self.evals.append({"step": s + 1, **ev})
-      row["eval/greedy_accuracy"] = self.last_eval
-    row["time/rl_s"] = time.perf_counter() - self.t0
-    if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
-      self.writer.write("rl", s + 1, row)
-    if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or done):  # the training processes only
-      loop.save(s + 1, self.data_state, done)
-
   def finish(self):
-    loop = self.loop
+    loop = self.loop  # run_steps closed its checkpointer; close() the writer
     if self.first and self.cfg.progress is not None:  # log() prints on process 0, a rollout process
       print(f"[rljax] RL across processes done: {self.version} steps, trainer idle fraction "
             f"{self.idle_s / max(time.perf_counter() - self.t0, 1e-9):.2f}", flush=True)
-    loop.ckpt.close()
-    if self.own_writer:
-      self.writer.close()
     # several training processes: a gather on the training devices only, like the updates' collectives (the
     # rollout side runs no program with them), while the final version may still be in flight
     return loop.graphdef, *par.to_host((loop.state.params, loop.state.model_state))

@@ -4,13 +4,13 @@ Configs written before the recipe fields existed are read through ``rljax.recipe
 """
 from __future__ import annotations
 
-from rljax.recipes import Critic, Recipe
+from rljax.recipes import SLOTS, Critic, Recipe
 from rljax.recipes._recipe import _normalize
-from rljax.train._config import RECIPE_FIELDS
 
 __all__ = ["recipe_from_config"]
 
-_SPEC_SLOTS = tuple(slot for slot in RECIPE_FIELDS if slot != "critic")  # the critic is built from four fields
+# the RLConfig fields of the recipe's slots (RECIPE_FIELDS), the critic aside: it is built from four fields
+_SPEC_SLOTS = tuple(slot for slot in SLOTS if slot != "critic")
 
 
 def recipe_from_config(rl) -> Recipe:

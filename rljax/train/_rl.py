@@ -1,4 +1,7 @@
-"""The RL stage: a recipe's stages run step after step (``RLLoop``), with checkpoints, metrics and evaluation.
+"""One RL step of a recipe (``RLLoop``): its stages in the order of the data flow, its state and checkpoints.
+
+The stage's loop over steps (which batch, when to evaluate, log and save) is ``rljax/train/_runners.py``'s
+``run_rl``, with the cadence of ``rljax/train/_cadence.py``.
 
 One step (``RLLoop.step``), in the order of the data flow::
 
@@ -27,19 +30,14 @@ from flax import nnx
 from rljax import parallel as par
 from rljax.stages import ControlInputs, TaskGradients, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
-from rljax.train._ahead import RolloutAhead
-from rljax.train._async import AsyncRunner
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
 from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
 from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason, train_batch
 from rljax.train._optim import make_optimizer
-from rljax.train._progress import progress_bar
 from rljax.train._rollout import Collector
 from rljax.train._rundir import how
-from rljax.train._sft import evaluate_state
-from rljax.train._signals import preempted, stop_note
 from rljax.train._startup import bound_recipe, check_recipe
 from rljax.train._step import init_train_state, objective_loss
 
@@ -323,149 +321,3 @@ def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -
       raise ValueError(f"rows {group_size} by {group_size} of the update's batch differ in their first {prefix_len} "
                        "tokens (a filter reordered rows: declare it Filter(resamples=True)); or set "
                        "rl.share_prompt_forward=false")
-
-
-NO_SIGNAL_STEPS = 3  # consecutive RL steps in which every group's rewards were equal before the console says so
-
-
-class NoSignalWatch:
-  """Says once, on the console, that RL has no learning signal: ``steps`` consecutive steps in which every sampled
-  group's rewards were all equal (``rollout/zero_var_groups == rollout/sampled_groups``), so every group-relative
-  (GRPO-style) advantage is zero. ``observe`` returns the message the step it is first due, else None."""
-
-  def __init__(self, steps: int = NO_SIGNAL_STEPS):
-    self.steps, self.run, self.values, self.said = steps, 0, set(), False
-
-  def observe(self, stats: dict, rewards) -> "str | None":
-    """``stats``: the step's rollout statistics (``zero_var_groups``, ``sampled_groups``); ``rewards``: its valid
-    rows' rewards (the values the message quotes)."""
-    if self.said or self.steps <= 0:
-      return None
-    sampled = int(stats.get("sampled_groups", 0))
-    if sampled == 0 or int(stats.get("zero_var_groups", 0)) < sampled:
-      self.run, self.values = 0, set()
-      return None
-    self.run += 1
-    self.values |= {float(v) for v in np.unique(np.asarray(rewards, np.float64))}
-    if self.run < self.steps:
-      return None
-    self.said = True
-    values = sorted(self.values)
-    shown = ", ".join(str(round(v, 4)) for v in values[:6])
-    seen = f"all {shown}" if len(values) == 1 else f"values {shown}"
-    if len(values) == 1 and values[0] <= 0:
-      cause = "the task may be too hard for the start policy (more SFT steps? an easier task?)"
-    elif len(values) == 1:
-      cause = "the task may be too easy for the start policy (a harder task? fewer SFT steps?)"
-    else:
-      cause = "each prompt is always solved or always failed (a harder or easier task mix? more samples per group?)"
-    return (f"[rljax] no learning signal: every group's rewards were equal for {self.run} steps ({seen}); {cause}. "
-            f"Group-relative (GRPO-style) advantages are zero, so the policy does not move")
-
-
-def step_line(step: int, steps: int, row: dict, reward: float) -> str:
-  """The console line of one RL step: rollout and update seconds (``time/sample_s``, ``time/update_s``: the
-  sampler call with rewards and filters; the forwards, advantages and every optimizer step), the mean reward, and
-  the held-out greedy accuracy when the step evaluated."""
-  acc = f", held-out greedy {row['eval/greedy_accuracy']:.1%}" if "eval/greedy_accuracy" in row else ""
-  return (f"[rljax] RL step {step}/{steps}: rollout {_seconds(row['time/sample_s'])}, update "
-          f"{_seconds(row.get('time/update_s', 0.0))}, reward {reward:.3f}{acc}")
-
-
-def _seconds(t: float) -> str:
-  """``2.7 s``, or milliseconds under a second (a small model's steps: ``38 ms``, not ``0.0 s``)."""
-  return f"{t:.1f} s" if t >= 1.0 else f"{t * 1000:.0f} ms"
-
-
-def run_rl(exp: Experiment, sft_graphdef, sft_state, recipe, writer, resume: bool, flag, mesh, evals: list, *,
-           checked: bool = False):
-  """The RL stage: ``rl.steps`` steps of ``recipe``; returns ``(graphdef, state)``. ``checked``: the recipe
-  passed ``check_recipe`` already (``train`` checks it before SFT)."""
-  cfg, rl = exp.cfg, exp.cfg.rl
-  if rl.async_staleness is not None and jax.process_count() > 1:  # rollout and training processes
-    from rljax.train._multiproc_async import run_rl_multiprocess  # pylint: disable=import-outside-toplevel
-    return run_rl_multiprocess(exp, sft_graphdef, sft_state, recipe, writer, mesh, evals, resume=resume, flag=flag,
-                               checked=checked)
-  rollout_mesh = None
-  if rl.async_staleness is not None and rl.async_rollout_devices:  # the trainer keeps the rest of the mesh
-    rollout_mesh, mesh = par.split_mesh(mesh, rl.async_rollout_devices, "RLConfig.async_rollout_devices")
-  loop = RLLoop(exp, sft_graphdef, sft_state, recipe, mesh, resume=resume, evals=evals, writer=writer,
-                checked=checked)
-  if par.process_any(flag["set"]):  # a signal before the first step of this start: no step to finish
-    loop.ckpt.close()
-    raise preempted(flag, f"stopped before RL step {loop.start + 1}: nothing new saved")
-  bar = progress_bar(total=rl.steps, initial=loop.start, desc="RL", disable=not cfg.progress or jax.process_index() != 0,
-                     leave=True)
-  last_eval = evals[-1]["greedy_accuracy"] if evals else float("nan")
-  ahead = RolloutAhead() if rl.rollout_ahead else None
-  runner = (AsyncRunner(loop, start=loop.start, stop_at=rl.steps, rollout_mesh=rollout_mesh)
-            if rl.async_staleness is not None else None)
-  t_stage = time.perf_counter()
-  no_signal = NoSignalWatch()
-  try:
-    for s in range(loop.start, rl.steps):
-      t0 = time.perf_counter()
-      lag = 0
-      temperature = loop.controllers.temperature(loop.ctl_state)
-      prompt_states = loop.stage_states["prompt_filters"]
-      async_row = {}
-      if runner is not None:  # the producer's batch s (rows older than rl.async_staleness versions dropped)
-        collected, data_state, async_row = runner.next(s)
-      elif ahead is not None and ahead.pending:
-        collected = ahead.result()  # sampled from the parameters before step s - 1's updates
-        lag = 1
-      else:
-        collected = loop.sample(s, loop.state.params, loop.state.model_state, temperature, prompt_states,
-                                loop.stage_states.get("replay"))
-      if runner is None:
-        data_state = loop.loader.get_state()  # batches consumed through step s (before any look-ahead)
-      if ahead is not None and s + 1 < rl.steps:
-        ahead.submit(loop.sample, s + 1, *RolloutAhead.snapshot((loop.state.params, loop.state.model_state)),
-                     temperature, collected.prompt_states)
-      t1 = time.perf_counter()
-      row = loop.step(s, collected)
-      if runner is not None:  # version s + 1 to the producer (a reshard onto the rollout sub-mesh, if split)
-        row.update({**async_row, **runner.publish(s + 1)})
-      row["time/sample_s"] = t1 - t0
-      row["rollout/reward_mean"] = collected.stats["reward_mean"]
-      if ahead is not None:
-        row["rollout/lag"] = float(lag)
-      done = s + 1 == rl.steps
-      if (cfg.eval.every and (s + 1) % cfg.eval.every == 0) or done:
-        ev = evaluate_state(exp, loop.graphdef, loop.state, jax.random.PRNGKey(10_000 + s), full=False)
-        last_eval = ev["greedy_accuracy"]
-        evals.append({"step": s + 1, **ev})
-        row["eval/greedy_accuracy"] = last_eval
-        row.update({f"eval/{k}": v for k, v in ev.items() if k not in ("greedy_accuracy", "failed", "truncated")})
-      row["time/rl_s"] = time.perf_counter() - t_stage  # wall time of this process's RL stage so far
-      if (s + 1) % cfg.log_every == 0 or "eval/greedy_accuracy" in row:
-        loop.writer.write("rl", s + 1, row)
-      bar.set_postfix(reward=f"{collected.stats['reward_mean']:.2f}", acc=f"{last_eval:.2f}",
-                      rollout=_seconds(row["time/sample_s"]), update=_seconds(row.get("time/update_s", 0.0)))
-      bar.update(1)
-      if bar.disable and (s + 1) % cfg.log_every == 0:  # no bar (a log file, a pipe): one line per logged step
-        log(cfg, step_line(s + 1, rl.steps, row, collected.stats["reward_mean"]))
-      said = no_signal.observe(collected.stats, collected.data.rewards[collected.data.valid])
-      if said and bar.disable:
-        log(cfg, said)
-      elif said:
-        bar.write(said)
-      stop_early = rl.target_accuracy is not None and "eval/greedy_accuracy" in row and last_eval >= rl.target_accuracy
-      preempt = par.process_any(flag["set"])  # every process stops (and saves) at the same step
-      if cfg.checkpoint.enabled and ((s + 1) % cfg.checkpoint.every == 0 or preempt or done or stop_early):
-        loop.save(s + 1, data_state, done or stop_early)
-      if preempt:
-        bar.close()
-        loop.ckpt.close()
-        raise preempted(flag, stop_note("RL", s + 1, cfg.checkpoint.enabled))
-      if stop_early:
-        log(cfg, f"[rljax] reached target accuracy {rl.target_accuracy:.2f} at RL step {s + 1}")
-        break
-  finally:
-    if ahead is not None:
-      ahead.close()
-    if runner is not None:  # batches in flight are discarded: the checkpoint's loader state precedes them
-      runner.close()
-  bar.close()
-  loop.ckpt.close()
-  return loop.graphdef, loop.state

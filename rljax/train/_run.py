@@ -31,7 +31,8 @@ from rljax.train._experiment import Experiment, NoWriter, build_experiment, log,
 from rljax.train._metrics import MetricsWriter, plot_metrics
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
-from rljax.train._rl import check_group_batch, run_rl
+from rljax.train._rl import check_group_batch
+from rljax.train._runners import run_rl
 from rljax.train._rundir import check_run_dir, clear_run, describe_changes, how, in_cli
 from rljax.train._startup import check_recipe
 from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
