@@ -124,6 +124,8 @@ def test_check_multiprocess_errors_name_the_field(tmp_path, monkeypatch):
   M.check_multiprocess(apply_overrides(cfg, ["checkpoint.enabled=true"]), mesh, exp, recipe)  # RL checkpoints too
   with pytest.raises(ValueError, match=r"RLConfig.async_chunk_tokens=2 .*must be 0"):
     M.check_multiprocess(apply_overrides(cfg, ["rl.async_chunk_tokens=2"]), mesh, exp, recipe)
+  with pytest.raises(ValueError, match=r"RLConfig.target_accuracy=0.5 .*must be None .*an early stop would leave"):
+    M.check_multiprocess(apply_overrides(cfg, ["rl.target_accuracy=0.5"]), mesh, exp, recipe)
   with pytest.raises(ValueError, match="prompt filter 'greso' keeps state the training side updates"):
     M.check_multiprocess(cfg, mesh, exp, apply_overrides(cfg, ["rl.prompt_filters=greso"]).rl.recipe())
   for accepted in (["rl.advantage=remax"], ["rl.filters=zero_variance(refill=True)"]):  # within-step sampling
