@@ -99,3 +99,30 @@ def test_concat_steps_joins_every_per_row_field():
   assert out.greedy_rewards is None  # one part lacks it
   assert out.num_groups == a.num_groups and out.reward_names == a.reward_names
   assert concat_steps([a]) is a
+
+
+def _batch(**fields):
+  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+  from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
+  b, t = 2, 3
+  base = dict(tokens=jnp.ones((b, t), jnp.int32), loss_mask=jnp.ones((b, t)), advantages=jnp.zeros((b, t)),
+              group_id=jnp.zeros(b, jnp.int32))
+  return TrainBatch(**{**base, **fields})
+
+
+def test_one_function_resolves_a_log_prob_source():
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.objectives import _ratio_utils as U  # pylint: disable=import-outside-toplevel
+  old, behavior, ref, hint = (np.full((2, 3), v, np.float32) for v in (-1.0, -2.0, -3.0, -4.0))
+  batch = _batch(logp_old=old, logp_behavior=behavior, logp_ref=ref, extras={"logp_hint": hint})
+  for source, want in ((None, old), ("proximal", old), ("logp_old", old), ("logp_behavior", behavior),
+                       ("logp_ref", ref), ("logp_hint", hint), (lambda bb: bb.logp_ref, ref)):
+    np.testing.assert_array_equal(U.get_logp(batch, source, (2, 3), name="t"), want)
+  np.testing.assert_array_equal(U.get_logp(batch.replace(logp_old=None), None, (2, 3), name="t"), behavior)
+  with pytest.raises(ValueError, match="t: TrainBatch needs logp_old or logp_behavior"):
+    U.get_logp(batch.replace(logp_old=None, logp_behavior=None), "proximal", (2, 3), name="t")
+  with pytest.raises(ValueError, match=r"batch.logp_behavior must have shape \(2, 4\)"):
+    U.get_logp(batch.replace(logp_old=None), "proximal", (2, 4), name="t")
+  assert [U.logp_need(s) for s in (None, "proximal", "logp_old", "logp_behavior", "logp_ref", "logp_hint",
+                                   lambda bb: bb.logp_ref)] == \
+      ["logp_old", "logp_old", "logp_old", "logp_behavior", "logp_ref", None, None]
