@@ -105,7 +105,7 @@ _STEP = "step"  # one value for the whole step (sizes, names, the PRNG key): kep
 
 
 def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None, batch: bool = False,
-           replayed: bool = True, default_factory=dataclasses.MISSING):
+           replayed: bool = True, train: Optional[str] = None, default_factory=dataclasses.MISSING):
   """A :class:`StepData` field of ``kind`` (``_ROWS``, ``_ROW_ITEMS``, ``_ROW_EXTRAS``, ``_STEP``).
 
   Args:
@@ -114,15 +114,19 @@ def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None
     batch: the need reaches the update, as a ``TrainBatch`` field or extras entry (:data:`BATCH_NEEDS`).
     replayed: False when a replay buffer does not store it, so a replayed row could not carry it
       (:data:`REPLAY_UNSTORED`).
+    train: the ``TrainBatch`` field the update's batch copies it into, as it is, when it is set
+      (``StepData.train_batch_fields``).
   """
   metadata = {"kind": kind}
+  if train is not None:
+    metadata["train"] = train
   if need is not None:
     metadata.update(need=need, batch=batch, replayed=replayed)
   return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
-def _rows(default=dataclasses.MISSING, **need):
-  return _field(_ROWS, default, **need)
+def _rows(default=dataclasses.MISSING, **declared):
+  return _field(_ROWS, default, **declared)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,26 +180,28 @@ class StepData:
   key: Any = _field(_STEP, None)
   logp_old: Optional[np.ndarray] = _rows(
       None, need="proximal log-probs: the policy before this step's updates, recomputed on the rollout tokens",
-      batch=True)
+      batch=True, train="logp_old")
   entropy_old: Optional[np.ndarray] = _rows(
-      None, need="token entropies of the proximal policy (the same forward as logp_old)", batch=True)
+      None, need="token entropies of the proximal policy (the same forward as logp_old)", batch=True,
+      train="entropy_old")
   logp_ref: Optional[np.ndarray] = _rows(
       None, need="reference-policy log-probs (a forward of the frozen reference: the policy at the start of RL)",
-      batch=True)
+      batch=True, train="logp_ref")
   entropy_ref: Optional[np.ndarray] = _rows(
       None, need="token entropies of the reference (base) policy (the same forward as logp_ref)", batch=True)
   logp_teacher: Optional[np.ndarray] = _rows(
       None, need="teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
       batch=True)
   values: Optional[np.ndarray] = _rows(
-      None, need="critic values V_t at sampling time (needs a critic in the recipe)", batch=True, replayed=False)
+      None, need="critic values V_t at sampling time (needs a critic in the recipe)", batch=True, replayed=False,
+      train="values_old")
   greedy_rewards: Optional[np.ndarray] = _rows(
       None, need="reward of a greedy rollout of each sample's prompt (ReMax's baseline)", replayed=False)
   answer_ids: Optional[np.ndarray] = _rows(
       None, need="per-sample answer keys: equal ids for equal extracted answers (task.answer_key)", replayed=False)
   task_id: Optional[np.ndarray] = _rows(
       None, need="per-sample task ids in [0, num_tasks) (task.task_id / task.num_tasks)", batch=True,
-      replayed=False)
+      replayed=False, train="task_id")
   num_tasks: Optional[int] = _field(_STEP, None)
   reward_components: Optional[np.ndarray] = _rows(
       None, need="[B, K] one column per reward function (a recipe with several rewards)", replayed=False)
@@ -211,15 +217,16 @@ class StepData:
                  "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
       batch=True, replayed=False)
   turn_ids: Optional[np.ndarray] = _rows(
-      None, need="[B, T] turn ids (multi-turn episodes)", batch=True, replayed=False)
+      None, need="[B, T] turn ids (multi-turn episodes)", batch=True, replayed=False, train="turn_ids")
   turns: Optional[tuple] = _field(
       _ROW_ITEMS, None, need="per-sample list of the model's turns as text (multi-turn episodes; one turn when "
                              "single-turn)", replayed=False)
-  segment_ids: Optional[np.ndarray] = _rows(None)
+  segment_ids: Optional[np.ndarray] = _rows(None, train="segment_ids")
   advantages: Optional[np.ndarray] = _rows(
       None, need="advantages written by an earlier estimator (advantage transforms)")
   returns: Optional[np.ndarray] = _rows(
-      None, need="critic targets [B, T] written by the advantage estimator (gae)", replayed=False)
+      None, need="critic targets [B, T] written by the advantage estimator (gae)", replayed=False,
+      train="returns")
   task_gradients: Optional["TaskGradients"] = _field(
       _STEP, None, need="Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
                         "step's batch, before the update (a TaskGradients; computed just before the update)")
@@ -255,6 +262,12 @@ class StepData:
       elif kind == _ROWS and isinstance(v, np.ndarray) and _array_rows(v) == b:
         changes[f.name] = v[rows]
     return self.replace(**changes)
+
+  @staticmethod
+  def train_batch_fields() -> dict:
+    """``{StepData field: TrainBatch field}`` of the fields the update's batch copies as they are when set
+    (``logp_old``, ``values`` -> ``values_old``, ...), as the fields declare them (``train=``)."""
+    return {f.name: f.metadata["train"] for f in dataclasses.fields(StepData) if "train" in f.metadata}
 
   @staticmethod
   def concat(parts: Sequence["StepData"]) -> "StepData":

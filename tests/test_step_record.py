@@ -126,3 +126,9 @@ def test_one_function_resolves_a_log_prob_source():
   assert [U.logp_need(s) for s in (None, "proximal", "logp_old", "logp_behavior", "logp_ref", "logp_hint",
                                    lambda bb: bb.logp_ref)] == \
       ["logp_old", "logp_old", "logp_old", "logp_behavior", "logp_ref", None, None]
+
+
+def test_the_update_batch_copies_the_declared_fields():
+  assert StepData.train_batch_fields() == {  # as train_batch listed them by hand (routing aside: rl.routing_replay)
+      "logp_old": "logp_old", "logp_ref": "logp_ref", "entropy_old": "entropy_old", "values": "values_old",
+      "returns": "returns", "turn_ids": "turn_ids", "task_id": "task_id", "segment_ids": "segment_ids"}
