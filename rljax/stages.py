@@ -88,43 +88,6 @@ __all__ = [
     "probe_step", "checked",
 ]
 
-# The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
-# recipe declares it; an entry the run cannot provide is refused at start-up (``check_needs``).
-NEEDS: Mapping[str, str] = {
-    "logp_old": "proximal log-probs: the policy before this step's updates, recomputed on the rollout tokens",
-    "entropy_old": "token entropies of the proximal policy (the same forward as logp_old)",
-    "logp_behavior": "the sampler's log-probs of the sampled tokens (every rollout has them)",
-    "entropy_behavior": "the sampler's token entropies (every rollout has them)",
-    "logp_ref": "reference-policy log-probs (a forward of the frozen reference: the policy at the start of RL)",
-    "entropy_ref": "token entropies of the reference (base) policy (the same forward as logp_ref)",
-    "logp_teacher": "teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
-    "values": "critic values V_t at sampling time (needs a critic in the recipe)",
-    "greedy_rewards": "reward of a greedy rollout of each sample's prompt (ReMax's baseline)",
-    "answer_ids": "per-sample answer keys: equal ids for equal extracted answers (task.answer_key)",
-    "task_id": "per-sample task ids in [0, num_tasks) (task.task_id / task.num_tasks)",
-    "reward_components": "[B, K] one column per reward function (a recipe with several rewards)",
-    "token_rewards": "[B, T] token-level rewards (written by a token-level shaping stage)",
-    "step_rewards": "[B, S] process (step) rewards with step_mask [B, S] (task.step_rewards(completions, problems))",
-    "reward_segments": "[B, T] reward-segment index of each token: column k of reward_components scores the tokens "
-                       "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
-    "turn_ids": "[B, T] turn ids (multi-turn episodes)",
-    "turns": "per-sample list of the model's turns as text (multi-turn episodes; one turn when single-turn)",
-    "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
-    "advantages": "advantages written by an earlier estimator (advantage transforms)",
-    "returns": "critic targets [B, T] written by the advantage estimator (gae)",
-    "task_gradients": "Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
-                      "step's batch, before the update (a TaskGradients; computed just before the update)",
-}
-
-# Per-row inputs a replay buffer does not store: a replayed row could not carry them, so a recipe with a replay
-# stage refuses stages that need them (start-up).
-REPLAY_UNSTORED = ("answer_ids", "task_id", "reward_components", "token_rewards", "step_rewards", "reward_segments",
-                   "turn_ids", "turns", "greedy_rewards", "values", "returns")
-
-# Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
-BATCH_NEEDS = ("logp_old", "entropy_old", "logp_ref", "logp_behavior", "entropy_ref", "logp_teacher", "values",
-               "reward_segments", "turn_ids", "task_id", "preference_pairs")
-
 
 class NeedError(ValueError):
   """A stage needs an input the run cannot provide (raised at start-up, naming the stage and the input)."""
@@ -134,72 +97,140 @@ def _array_rows(x) -> Optional[int]:
   return None if x is None or np.ndim(x) == 0 else int(np.shape(x)[0])
 
 
+# The kinds of StepData fields: what ``StepData.take`` and ``StepData.concat`` do with each.
+_ROWS = "rows"  # an array [B, ...]: indexed / concatenated along its first axis (when it has the batch's B rows)
+_ROW_ITEMS = "row items"  # a tuple of B Python objects (texts, problems, turns): taken / joined item by item
+_ROW_EXTRAS = "row extras"  # a dict: ``take`` indexes its [B, ...] entries, ``concat`` joins every entry
+_STEP = "step"  # one value for the whole step (sizes, names, the PRNG key): kept as it is
+
+
+def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None, batch: bool = False,
+           replayed: bool = True, train: Optional[str] = None, default_factory=dataclasses.MISSING):
+  """A :class:`StepData` field of ``kind`` (``_ROWS``, ``_ROW_ITEMS``, ``_ROW_EXTRAS``, ``_STEP``).
+
+  Args:
+    need: the field is an input a stage may declare (its description in :data:`NEEDS`); the loop fills it only
+      when some stage of the recipe needs it (the sampler's ``logp_behavior``/``entropy_behavior`` always).
+    batch: the need reaches the update, as a ``TrainBatch`` field or extras entry (:data:`BATCH_NEEDS`).
+    replayed: False when a replay buffer does not store it, so a replayed row could not carry it
+      (:data:`REPLAY_UNSTORED`).
+    train: the ``TrainBatch`` field the update's batch copies it into, as it is, when it is set
+      (``StepData.train_batch_fields``).
+  """
+  metadata = {"kind": kind}
+  if train is not None:
+    metadata["train"] = train
+  if need is not None:
+    metadata.update(need=need, batch=batch, replayed=replayed)
+  return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def _rows(default=dataclasses.MISSING, **declared):
+  return _field(_ROWS, default, **declared)
+
+
 @dataclasses.dataclass(frozen=True)
 class StepData:
   """Everything one RL step knows about its rollouts (host arrays, B rows = groups of samples).
 
-  Always present: ``tokens [B, T]``, ``prompt_mask``/``completion_mask [B, T]`` bool, ``group_id [B]`` int
-  in ``[0, num_groups)`` (rows of a group are consecutive), ``num_groups`` (static), ``valid [B]`` bool
-  (False: padding or filtered out), ``lengths [B]`` completion token counts, ``completions`` and
+  The rollout core, always present: ``tokens [B, T]``, ``prompt_mask``/``completion_mask [B, T]`` bool,
+  ``group_id [B]`` int in ``[0, num_groups)`` (rows of a group are consecutive), ``num_groups`` (static),
+  ``valid [B]`` bool (False: padding or filtered out), ``lengths [B]`` completion token counts, ``completions`` and
   ``problems`` (one per row), ``prompt_index [B]`` (each row's prompt's index in the training set: stable
   across steps, for per-prompt state), ``rewards [B]`` float32, ``correct [B]`` float32 (the task's verifier,
   whatever the reward), ``logp_behavior``/``entropy_behavior [B, T]`` (the sampler's), ``max_new_tokens``,
   ``step`` and ``key`` (a PRNG key for this stage call; stages never share one).
 
-  Present when a stage needs them (see :data:`NEEDS`): ``logp_old``, ``entropy_old``, ``logp_ref``,
-  ``entropy_ref``, ``logp_teacher``, ``values [B, T]``; ``greedy_rewards [B]``; ``answer_ids [B]``;
-  ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with ``reward_names``;
-  ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``; ``reward_segments``/``turn_ids [B, T]`` (a token's
-  reward segment / 0-based model turn, -1 = none; never the attention packing, which is ``TrainBatch.segment_ids``);
-  ``turns``; ``segment_ids [B, T]`` int, the attention packing (``TrainBatch.segment_ids``: 0 = padding,
-  tokens attend within equal ids; set by multi-turn rows that pack an episode's context windows,
-  ``rljax.envs.pack_windows``; None: one sequence per row); ``task_gradients`` (a :class:`TaskGradients`, set just before the update);
-  ``routing [B, T, L_moe, k]`` int32, the experts the sampler used (MoE models, when recorded:
-  ``rl.routing_replay`` replays them). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
+  The inputs stages need, each declared by its field (``need=``: its :data:`NEEDS` entry), present when a stage
+  needs them: ``logp_old``, ``entropy_old``, ``logp_ref``, ``entropy_ref``, ``logp_teacher``, ``values [B, T]``;
+  ``greedy_rewards [B]``; ``answer_ids [B]``; ``task_id [B]`` and ``num_tasks``; ``reward_components [B, K]`` with
+  ``reward_names``; ``token_rewards [B, T]``; ``step_rewards [B, S]`` with ``step_mask``;
+  ``reward_segments``/``turn_ids [B, T]`` (a token's reward segment / 0-based model turn, -1 = none; never the
+  attention packing, which is ``TrainBatch.segment_ids``); ``turns``; ``task_gradients`` (a :class:`TaskGradients`,
+  set just before the update). Written by estimators: ``advantages [B]`` or ``[B, T]``, ``returns [B, T]``
   (critic targets).
+
+  Set by the rollout when it has them: ``segment_ids [B, T]`` int, the attention packing
+  (``TrainBatch.segment_ids``: 0 = padding, tokens attend within equal ids; set by multi-turn rows that pack an
+  episode's context windows, ``rljax.envs.pack_windows``; None: one sequence per row); ``routing [B, T, L_moe, k]``
+  int32, the experts the sampler used (MoE models, when recorded: ``rl.routing_replay`` replays them).
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
+
+  Each field declares its kind (a per-row array, per-row items, per-row extras or a step-level value), which
+  ``take`` and ``concat`` follow, and, for an input, its need: adding an input is one field here.
   """
-  tokens: np.ndarray
-  prompt_mask: np.ndarray
-  completion_mask: np.ndarray
-  group_id: np.ndarray
-  num_groups: int
-  valid: np.ndarray
-  lengths: np.ndarray
-  completions: tuple
-  problems: tuple
-  prompt_index: np.ndarray
-  rewards: np.ndarray
-  correct: np.ndarray
-  logp_behavior: np.ndarray
-  entropy_behavior: Optional[np.ndarray] = None
-  routing: Optional[np.ndarray] = None
-  max_new_tokens: int = 0
-  step: int = 0
-  key: Any = None
-  logp_old: Optional[np.ndarray] = None
-  entropy_old: Optional[np.ndarray] = None
-  logp_ref: Optional[np.ndarray] = None
-  entropy_ref: Optional[np.ndarray] = None
-  logp_teacher: Optional[np.ndarray] = None
-  values: Optional[np.ndarray] = None
-  greedy_rewards: Optional[np.ndarray] = None
-  answer_ids: Optional[np.ndarray] = None
-  task_id: Optional[np.ndarray] = None
-  num_tasks: Optional[int] = None
-  reward_components: Optional[np.ndarray] = None
-  reward_names: tuple = ()
-  token_rewards: Optional[np.ndarray] = None
-  step_rewards: Optional[np.ndarray] = None
-  step_mask: Optional[np.ndarray] = None
-  reward_segments: Optional[np.ndarray] = None
-  turn_ids: Optional[np.ndarray] = None
-  turns: Optional[tuple] = None
-  segment_ids: Optional[np.ndarray] = None
-  advantages: Optional[np.ndarray] = None
-  returns: Optional[np.ndarray] = None
-  task_gradients: Optional["TaskGradients"] = None
-  extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+  tokens: np.ndarray = _rows()
+  prompt_mask: np.ndarray = _rows()
+  completion_mask: np.ndarray = _rows()
+  group_id: np.ndarray = _rows()
+  num_groups: int = _field(_STEP)
+  valid: np.ndarray = _rows()
+  lengths: np.ndarray = _rows()
+  completions: tuple = _field(_ROW_ITEMS)
+  problems: tuple = _field(_ROW_ITEMS)
+  prompt_index: np.ndarray = _rows()
+  rewards: np.ndarray = _rows()
+  correct: np.ndarray = _rows()
+  logp_behavior: np.ndarray = _rows(
+      need="the sampler's log-probs of the sampled tokens (every rollout has them)", batch=True)
+  entropy_behavior: Optional[np.ndarray] = _rows(None, need="the sampler's token entropies (every rollout has them)")
+  routing: Optional[np.ndarray] = _rows(None)
+  max_new_tokens: int = _field(_STEP, 0)
+  step: int = _field(_STEP, 0)
+  key: Any = _field(_STEP, None)
+  logp_old: Optional[np.ndarray] = _rows(
+      None, need="proximal log-probs: the policy before this step's updates, recomputed on the rollout tokens",
+      batch=True, train="logp_old")
+  entropy_old: Optional[np.ndarray] = _rows(
+      None, need="token entropies of the proximal policy (the same forward as logp_old)", batch=True,
+      train="entropy_old")
+  logp_ref: Optional[np.ndarray] = _rows(
+      None, need="reference-policy log-probs (a forward of the frozen reference: the policy at the start of RL)",
+      batch=True, train="logp_ref")
+  entropy_ref: Optional[np.ndarray] = _rows(
+      None, need="token entropies of the reference (base) policy (the same forward as logp_ref)", batch=True)
+  logp_teacher: Optional[np.ndarray] = _rows(
+      None, need="teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
+      batch=True)
+  values: Optional[np.ndarray] = _rows(
+      None, need="critic values V_t at sampling time (needs a critic in the recipe)", batch=True, replayed=False,
+      train="values_old")
+  greedy_rewards: Optional[np.ndarray] = _rows(
+      None, need="reward of a greedy rollout of each sample's prompt (ReMax's baseline)", replayed=False)
+  answer_ids: Optional[np.ndarray] = _rows(
+      None, need="per-sample answer keys: equal ids for equal extracted answers (task.answer_key)", replayed=False)
+  task_id: Optional[np.ndarray] = _rows(
+      None, need="per-sample task ids in [0, num_tasks) (task.task_id / task.num_tasks)", batch=True,
+      replayed=False, train="task_id")
+  num_tasks: Optional[int] = _field(_STEP, None)
+  reward_components: Optional[np.ndarray] = _rows(
+      None, need="[B, K] one column per reward function (a recipe with several rewards)", replayed=False)
+  reward_names: tuple = _field(_STEP, ())
+  token_rewards: Optional[np.ndarray] = _rows(
+      None, need="[B, T] token-level rewards (written by a token-level shaping stage)", replayed=False)
+  step_rewards: Optional[np.ndarray] = _rows(
+      None, need="[B, S] process (step) rewards with step_mask [B, S] (task.step_rewards(completions, problems))",
+      replayed=False)
+  step_mask: Optional[np.ndarray] = _rows(None)
+  reward_segments: Optional[np.ndarray] = _rows(
+      None, need="[B, T] reward-segment index of each token: column k of reward_components scores the tokens "
+                 "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
+      batch=True, replayed=False)
+  turn_ids: Optional[np.ndarray] = _rows(
+      None, need="[B, T] turn ids (multi-turn episodes)", batch=True, replayed=False, train="turn_ids")
+  turns: Optional[tuple] = _field(
+      _ROW_ITEMS, None, need="per-sample list of the model's turns as text (multi-turn episodes; one turn when "
+                             "single-turn)", replayed=False)
+  segment_ids: Optional[np.ndarray] = _rows(None, train="segment_ids")
+  advantages: Optional[np.ndarray] = _rows(
+      None, need="advantages written by an earlier estimator (advantage transforms)")
+  returns: Optional[np.ndarray] = _rows(
+      None, need="critic targets [B, T] written by the advantage estimator (gae)", replayed=False,
+      train="returns")
+  task_gradients: Optional["TaskGradients"] = _field(
+      _STEP, None, need="Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
+                        "step's batch, before the update (a TaskGradients; computed just before the update)")
+  extras: Mapping[str, Any] = _field(_ROW_EXTRAS, default_factory=dict)
 
   @property
   def batch_size(self) -> int:
@@ -217,19 +248,72 @@ class StepData:
     return value
 
   def take(self, rows) -> "StepData":
-    """The same step restricted to (or resampled as) ``rows`` ``[N]`` int: every per-row field indexed."""
+    """The same step restricted to (or resampled as) ``rows`` ``[N]`` int: every per-row field indexed (an array
+    field whose first axis is not the batch's ``B`` rows, and step-level fields, are kept)."""
     rows = np.asarray(rows, np.int64)
     b = self.batch_size
     changes = {}
     for f in dataclasses.fields(self):
-      v = getattr(self, f.name)
-      if f.name in ("completions", "problems", "turns") and v is not None:
+      v, kind = getattr(self, f.name), f.metadata["kind"]
+      if kind == _ROW_ITEMS and v is not None:
         changes[f.name] = tuple(v[int(i)] for i in rows)
-      elif f.name == "extras":
+      elif kind == _ROW_EXTRAS:
         changes[f.name] = {k: (np.asarray(x)[rows] if _array_rows(x) == b else x) for k, x in v.items()}
-      elif isinstance(v, np.ndarray) and _array_rows(v) == b:
+      elif kind == _ROWS and isinstance(v, np.ndarray) and _array_rows(v) == b:
         changes[f.name] = v[rows]
     return self.replace(**changes)
+
+  @staticmethod
+  def train_batch_fields() -> dict:
+    """``{StepData field: TrainBatch field}`` of the fields the update's batch copies as they are when set
+    (``logp_old``, ``values`` -> ``values_old``, ...), as the fields declare them (``train=``)."""
+    return {f.name: f.metadata["train"] for f in dataclasses.fields(StepData) if "train" in f.metadata}
+
+  @staticmethod
+  def concat(parts: Sequence["StepData"]) -> "StepData":
+    """Row-wise concatenation of ``StepData`` of the same step: every per-row field joined (``B = sum`` of the
+    parts' rows); a field some parts lack (None) is None; step-level fields are the first part's."""
+    first = parts[0]
+    if len(parts) == 1:
+      return first
+    b = first.batch_size
+    changes = {}
+    for f in dataclasses.fields(first):
+      vals, kind = [getattr(p, f.name) for p in parts], f.metadata["kind"]
+      if any(v is None for v in vals) and not all(v is None for v in vals):
+        changes[f.name] = None  # an input some part lacks (e.g. the greedy baseline of a pilot rollout)
+      elif kind == _ROW_ITEMS:
+        changes[f.name] = None if vals[0] is None else tuple(x for v in vals for x in v)
+      elif kind == _ROW_EXTRAS:
+        changes[f.name] = {k: np.concatenate([np.asarray(v[k]) for v in vals]) for k in vals[0]}
+      elif kind == _ROWS and isinstance(vals[0], np.ndarray) and vals[0].ndim >= 1 and vals[0].shape[0] == b:
+        changes[f.name] = np.concatenate(vals, 0)
+    return first.replace(**changes)
+
+
+# Inputs a stage may need that are no StepData field: the loop builds them into ``TrainBatch.extras``.
+_EXTRA_NEEDS = {
+    "preference_pairs": {"need": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
+                         "batch": True, "replayed": True},
+}
+
+
+def _declared_needs() -> dict:
+  """``{need: field metadata}`` of every need: the StepData fields that declare one, then ``_EXTRA_NEEDS``."""
+  out = {f.name: f.metadata for f in dataclasses.fields(StepData) if "need" in f.metadata}
+  return {**out, **_EXTRA_NEEDS}
+
+
+# The inputs a stage may need, and who provides them. ``rljax.train`` computes a need only when a stage of the
+# recipe declares it; an entry the run cannot provide is refused at start-up (``check_needs``).
+NEEDS: Mapping[str, str] = {n: m["need"] for n, m in _declared_needs().items()}
+
+# Per-row inputs a replay buffer does not store: a replayed row could not carry them, so a recipe with a replay
+# stage refuses stages that need them (start-up).
+REPLAY_UNSTORED = tuple(n for n, m in _declared_needs().items() if not m["replayed"])
+
+# Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
+BATCH_NEEDS = tuple(n for n, m in _declared_needs().items() if m["batch"])
 
 
 class TaskGradients(NamedTuple):

@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.objectives import _ratio_utils as U
 from rljax.types import PolicyOutputs, TrainBatch, check_mask, is_concrete
 
 Array = jax.Array
@@ -105,14 +106,15 @@ def _seq_sum(x: Array, mask: Array) -> Array:
   return jnp.sum(jnp.where(mask != 0, x * mask.astype(jnp.float32), 0), axis=-1)
 
 
+def _proximal(batch: TrainBatch, shape: tuple, name: str) -> Array:
+  """``batch.logp_proximal`` ``[B, T]`` (the ``"proximal"`` source of ``get_logp``) in the terms' float type."""
+  prox = U.get_logp(batch, U.PROXIMAL, shape, name=name)
+  return prox.astype(_float(prox))
+
+
 def _log_ratio(out: PolicyOutputs, batch: TrainBatch, clamp: Optional[float] = 20.0) -> Array:
-  """``log r = log π_θ − log π_proximal`` (``batch.logp_proximal``), clamped to ±clamp (verl: 20)."""
-  shape = tuple(np.shape(out.logp))
-  try:
-    prox = batch.logp_proximal
-  except ValueError as e:
-    raise ValueError("batch.logp_old or batch.logp_behavior is required for a ratio term") from e
-  prox = _require("batch.logp_old/logp_behavior", prox, shape)
+  """``log r = log π_θ − log π_proximal`` (``batch.logp_proximal``) ``[B, T]``, clamped to ±clamp (verl: 20)."""
+  prox = _proximal(batch, tuple(np.shape(out.logp)), "proximal log-probs")
   log_r = out.logp.astype(_float(out.logp)) - prox
   if clamp is not None:
     log_r = jnp.clip(log_r, -clamp, clamp)
@@ -355,7 +357,7 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
     adv = _require("batch.advantages", batch.advantages, shape)
     logp = out.logp.astype(jnp.float32)
     log_w = _log_ratio(out, batch, clamp)
-    old = _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
+    old = _proximal(batch, shape, "rpg")
     log_w_ref = jnp.clip(ref - old, -clamp, clamp)
     w, w_ref = jnp.exp(log_w), jnp.exp(log_w_ref)
     b = jnp.asarray(beta, jnp.float32)

@@ -22,6 +22,9 @@ LogpSource = Union[None, str, Callable[[TrainBatch], Array]]
 LOG_RATIO_CLAMP = 20.0
 """``log r`` is clamped to ``[-20, 20]`` before ``exp`` (verl's convention)."""
 
+PROXIMAL = "proximal"
+"""The log-prob source ``batch.logp_proximal``: ``logp_old`` if set, else ``logp_behavior``."""
+
 _BATCH_LOGP_FIELDS = ("logp_old", "logp_behavior", "logp_ref")
 
 
@@ -98,27 +101,26 @@ def check_inputs(out: PolicyOutputs, batch: TrainBatch, *, need_advantages: bool
   return shape
 
 
-def get_logp(batch: TrainBatch, source: LogpSource, shape: tuple, *, name: str, default: str = "proximal") -> Array:
-  """Resolves a log-prob array on ``batch``.
+def get_logp(batch: TrainBatch, source: LogpSource, shape: tuple, *, name: str, default: str = PROXIMAL) -> Array:
+  """Resolves a log-prob source to its ``[B, T]`` array on ``batch``: the one place a source name is read.
 
-  ``source`` is ``None`` (``default``: ``"proximal"`` = ``batch.logp_old`` if
-  set, else ``batch.logp_behavior``), a ``TrainBatch`` field name
-  (``"logp_old"``, ``"logp_behavior"``, ``"logp_ref"``), a key of
-  ``batch.extras`` (e.g. a behaviour log-prob computed under another prompt:
-  hints, Guide, OC-GRPO), or a callable ``batch -> [B, T]``.
+  ``source`` is ``None`` (``default``), ``"proximal"`` (``batch.logp_proximal``: ``batch.logp_old`` if set, else
+  ``batch.logp_behavior``), a ``TrainBatch`` field name (``"logp_old"``, ``"logp_behavior"``, ``"logp_ref"``), a
+  key of ``batch.extras`` (e.g. a behaviour log-prob computed under another prompt: hints, Guide, OC-GRPO), or a
+  callable ``batch -> [B, T]``. Raises ``ValueError`` naming ``name`` when the source is absent, and naming the
+  array when its shape is not ``shape`` (like ``out.logp``).
   """
   if source is None:
     source = default
   if callable(source):
     logp = source(batch)
     label = f"{name} (callable)"
-  elif source == "proximal":
-    if batch.logp_old is not None:
-      logp, label = batch.logp_old, "batch.logp_old"
-    elif batch.logp_behavior is not None:
-      logp, label = batch.logp_behavior, "batch.logp_behavior"
-    else:
-      raise ValueError(f"{name}: TrainBatch needs logp_old or logp_behavior for a ratio term")
+  elif source == PROXIMAL:
+    try:
+      logp = batch.logp_proximal
+    except ValueError as e:
+      raise ValueError(f"{name}: {e}") from None
+    label = "batch.logp_old" if logp is batch.logp_old else "batch.logp_behavior"
   elif source in _BATCH_LOGP_FIELDS:
     logp, label = getattr(batch, source), f"batch.{source}"
     if logp is None:
@@ -132,6 +134,17 @@ def get_logp(batch: TrainBatch, source: LogpSource, shape: tuple, *, name: str, 
   if tuple(np.shape(logp)) != tuple(shape):
     raise ValueError(f"{label} must have shape {tuple(shape)} (like out.logp), got {np.shape(logp)}")
   return jnp.asarray(logp)
+
+
+def logp_need(source: LogpSource) -> Optional[str]:
+  """The ``rljax.stages.NEEDS`` entry the loop must compute for a log-prob ``source`` (see ``get_logp``): ``None``
+  and ``"proximal"`` read ``logp_old``, a ``TrainBatch`` log-prob field itself; an extras key or a callable
+  needs nothing the loop computes on request (None)."""
+  if source is None or source == PROXIMAL:
+    return "logp_old"
+  if isinstance(source, str) and source in _BATCH_LOGP_FIELDS:
+    return source
+  return None
 
 
 def float_dtype(*xs):

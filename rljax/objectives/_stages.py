@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.objectives import _aggregation, _corrections, _entropy, _kl, _ratio, _supervised, _value
+from rljax.objectives import _ratio_utils as U
 from rljax.stages import Aggregation, Shaping, loss_term_factory
 
 _CLIP = {"eps_low": "clip_low", "eps_high": "clip_high"}
@@ -22,14 +23,7 @@ _EPS_HIGH = {"eps_high": "eps_low"}
 def _logp_needs(*names):
   """Needs of a term that reads log-prob sources given by argument ``names`` (``None`` = proximal)."""
   def needs(arguments):
-    out = set()
-    for n in names:
-      src = arguments.get(n)
-      if src is None or src in ("proximal", "logp_old"):
-        out.add("logp_old")
-      elif src in ("logp_behavior", "logp_ref"):
-        out.add(src)
-    return out
+    return {need for need in (U.logp_need(arguments.get(n)) for n in names) if need}
   return needs
 
 

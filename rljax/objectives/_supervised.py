@@ -16,7 +16,7 @@ import numpy as np
 from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
 from rljax.objectives._statistics import batch_statistics, has_statistics
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _float, _log_ratio, _mask,
-                                  _masked_mean, _require, _seq_sum, _with_name)
+                                  _masked_mean, _proximal, _require, _seq_sum, _with_name)
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
 Array = jax.Array
@@ -520,7 +520,7 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
 
   def weight(out, batch):
     shape = _check_batch(out, batch)
-    logp = out.logp if source == "current" else _require("batch.logp_old/logp_behavior", batch.logp_proximal, shape)
+    logp = out.logp if source == "current" else _proximal(batch, shape, "delta_logp_reweight")
     p = jnp.exp(_sg(logp.astype(jnp.float32)))
     q = jnp.clip(1.0 - p, 0.0, 1.0)
     if form == "linear":

@@ -187,8 +187,9 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
   """The update's global ``TrainBatch`` from this process's ``StepData`` rows.
 
   ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
-  ones are masked by it); optional fields are filled from the step's needs (``logp_old``, ``logp_ref``,
-  ``entropy_old``, ``values`` -> ``values_old``, ``returns``, ``turn_ids``, ``task_id``, ...);
+  ones are masked by it); optional fields are copied when set, as ``StepData`` declares them
+  (``StepData.train_batch_fields``: ``logp_old``, ``logp_ref``, ``entropy_old``, ``values`` -> ``values_old``,
+  ``returns``, ``turn_ids``, ``task_id``, ``segment_ids``);
   ``reward_segments`` -> ``extras["reward_segments"]``. ``TrainBatch.segment_ids`` is the attention packing:
   ``data.segment_ids`` when the rows pack several sequences (an episode's context windows), else None (one row =
   one sequence). ``routing``: the sampler's MoE
@@ -200,10 +201,8 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
   host = {"tokens": data.tokens, "loss_mask": loss_mask, "advantages": adv.astype(np.float32),
           "group_id": data.group_id, "rewards": np.asarray(data.rewards, np.float32),
           "logp_behavior": data.logp_behavior}
-  optional = {"logp_old": data.logp_old, "logp_ref": data.logp_ref, "entropy_old": data.entropy_old,
-              "values_old": data.values, "returns": data.returns,
-              "turn_ids": data.turn_ids, "task_id": data.task_id, "routing": data.routing if routing else None,
-              "segment_ids": data.segment_ids}
+  optional = {to: getattr(data, field) for field, to in StepData.train_batch_fields().items()}
+  optional["routing"] = data.routing if routing else None
   if routing and data.routing is None:
     raise ValueError("rl.routing_replay: the rollout has no routing (the sampler records it for MoE models only)")
   host.update({k: v for k, v in optional.items() if v is not None})

@@ -12,7 +12,6 @@ a ranking of groups) is then per process.
 """
 from __future__ import annotations
 
-import dataclasses
 import types
 from typing import NamedTuple
 import jax
@@ -26,23 +25,8 @@ __all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards
 
 
 def concat_steps(parts) -> StepData:
-  """Row-wise concatenation of ``StepData`` of the same step (every per-row field)."""
-  first = parts[0]
-  if len(parts) == 1:
-    return first
-  b = [p.batch_size for p in parts]
-  changes = {}
-  for f in dataclasses.fields(first):
-    vals = [getattr(p, f.name) for p in parts]
-    if any(v is None for v in vals) and not all(v is None for v in vals):
-      changes[f.name] = None  # an input some part lacks (e.g. the greedy baseline of a pilot rollout)
-    elif f.name in ("completions", "problems", "turns"):
-      changes[f.name] = None if vals[0] is None else tuple(x for v in vals for x in v)
-    elif f.name == "extras":
-      changes[f.name] = {k: np.concatenate([np.asarray(v[k]) for v in vals]) for k in vals[0]}
-    elif isinstance(vals[0], np.ndarray) and vals[0].ndim >= 1 and vals[0].shape[0] == b[0]:
-      changes[f.name] = np.concatenate(vals, 0)
-  return first.replace(**changes)
+  """Row-wise concatenation of ``StepData`` of the same step (every per-row field: ``StepData.concat``)."""
+  return StepData.concat(parts)
 
 
 def run_filters(filters, data: StepData, metrics: dict) -> StepData:
