@@ -132,10 +132,10 @@ def resolve_verifier(verifier: Union[str, Callable]) -> Callable:
   if callable(verifier):
     return verifier
   if not isinstance(verifier, str) or not verifier.strip():
-    from rljax.recipes._spec import names_for  # pylint: disable=import-outside-toplevel
+    from rljax.recipes import names_for  # pylint: disable=import-outside-toplevel
     raise ValueError(f"a verifier is required: a reward of the catalog ({', '.join(names_for('rewards'))}) or, "
                      "from Python, a function (completions, problems) -> [B]")
-  from rljax.recipes._spec import resolve  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import resolve  # pylint: disable=import-outside-toplevel
   stages = resolve(verifier, "rewards")
   if len(stages) != 1:
     raise ValueError(f"the verifier is one reward, got {len(stages)}: {verifier!r} (several rewards go in "
