@@ -1,4 +1,4 @@
-"""The record every catalogued technique is described by."""
+"""The record every catalogued technique is described by, and the recipe slot a row goes in (``slot_of``)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +10,13 @@ KINDS = (
     "controller", "advantage", "filter", "reward", "shaping", "multi_reward", "value",
     "replay", "kernel", "sampler", "model",
 )
+
+# a row's recipe slot (``rljax.recipes.SLOTS``) when its stage factory does not say otherwise (``factory.slot``)
+_KIND_SLOT = {
+    "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters", "replay": "replay",
+    "advantage": "advantage", "policy_loss": "loss", "correction": "loss", "entropy": "loss", "kl": "loss",
+    "supervised": "loss", "aggregation": "aggregation", "controller": "controllers", "value": "critic",
+}
 
 
 def _default_text(value) -> str:
@@ -125,3 +132,10 @@ def attach_stages(rows: tuple, stages: dict, room: str) -> tuple:
   if missing:
     raise ValueError(f"rljax.{room}: technique rows {missing} have no stage (add them to the room's STAGES)")
   return out
+
+
+def slot_of(row: Technique) -> Optional[str]:
+  """The recipe slot a catalog row goes in (its stage factory's ``slot``, else by kind); None if no stage."""
+  if row.stage is None:
+    return None
+  return getattr(row.stage, "slot", None) or _KIND_SLOT.get(row.kind)

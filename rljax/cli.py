@@ -167,7 +167,7 @@ def _resume_config(args):
   """``(cfg, recipe)`` of ``--resume``: the run's own ``config.json`` with the ``--set`` changes; ``--config``
   gives only its ``get_recipe()`` (a recipe with Python stages)."""
   from rljax.train import apply_overrides, default_config  # pylint: disable=import-outside-toplevel
-  from rljax.train._rundir import saved_config  # pylint: disable=import-outside-toplevel
+  from rljax.train import saved_config  # pylint: disable=import-outside-toplevel
   out_dir = _out_dir_of(args) or default_config().out_dir
   cfg = saved_config(out_dir)
   recipe = None
@@ -187,8 +187,7 @@ def _cmd_train(args) -> int:
     # runtime before any device is used (building a recipe may already run JAX); a no-op for one process.
     maybe_initialize_distributed()
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import Preempted, train  # pylint: disable=import-outside-toplevel
-  from rljax.train._rundir import from_cli  # pylint: disable=import-outside-toplevel
+  from rljax.train import Preempted, from_cli, train  # pylint: disable=import-outside-toplevel
   if args.resume:
     cfg, recipe = _resume_config(args)
   else:
@@ -225,8 +224,7 @@ def _resume_hint(cfg, args, recipe) -> str:
 
 def _cmd_eval(args) -> int:
   import jax  # pylint: disable=import-outside-toplevel
-  from rljax.train._eval import evaluate  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import load_run  # pylint: disable=import-outside-toplevel
+  from rljax.train import evaluate, load_run  # pylint: disable=import-outside-toplevel
   exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, step=args.step)
   if args.num_samples < 1 or any(not 1 <= k <= args.num_samples for k in args.k):
     raise ValueError(f"--k values must be in [1, --num-samples={args.num_samples}], got {args.k}")
@@ -243,7 +241,7 @@ def _cmd_eval(args) -> int:
 def _cmd_sample(args) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.envs import Problem  # pylint: disable=import-outside-toplevel
-  from rljax.train._run import load_run  # pylint: disable=import-outside-toplevel
+  from rljax.train import load_run  # pylint: disable=import-outside-toplevel
   if args.n < 1:
     raise ValueError(f"--n must be >= 1, got {args.n}")
   if not args.greedy and args.temperature <= 0:
@@ -270,7 +268,7 @@ def _cmd_sample(args) -> int:
 
 
 def _cmd_export(args) -> int:
-  from rljax.train._export import export_run  # pylint: disable=import-outside-toplevel
+  from rljax.train import export_run  # pylint: disable=import-outside-toplevel
   export_run(args.run_dir, args.out, stage=args.stage, step=args.step, dtype=args.dtype)
   return 0
 
@@ -282,7 +280,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _parser().print_help()
     return 2
   if args.command in ("train", "eval", "sample", "export"):  # a second run of the same shapes loads its compiled programs
-    from rljax.train._compile_cache import enable_compile_cache  # pylint: disable=import-outside-toplevel
+    from rljax.train import enable_compile_cache  # pylint: disable=import-outside-toplevel
     enable_compile_cache(os.environ.get("RLJAX_COMPILE_CACHE"))
   try:
     with _one_line_warnings():
@@ -300,7 +298,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 @contextlib.contextmanager
 def _one_line_warnings():
   """rljax's own warnings (unreadable checkpoints, ...) print as one ``[rljax] warning:`` line each."""
-  from rljax.train._checkpoint import CheckpointWarning  # pylint: disable=import-outside-toplevel
+  from rljax.train import CheckpointWarning  # pylint: disable=import-outside-toplevel
   with warnings.catch_warnings():
     shown = warnings.showwarning
 

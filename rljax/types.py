@@ -12,6 +12,10 @@ The three containers are frozen dataclasses registered as JAX pytrees
 validates shapes and dtypes (and, for concrete arrays, that masks are 0/1) and
 raises ``ValueError`` naming the offending field. The plain constructor does
 no checks and is what jitted code uses.
+
+``Problem`` (one prompt with its reference answer: what tasks generate, prompt
+loaders yield and verifiers score) is a plain frozen dataclass of the host; it is also
+``rljax.envs.Problem``.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ import numpy as np
 
 Array = jax.Array
 
-__all__ = ["Rollout", "TrainBatch", "PolicyOutputs", "check_mask", "is_concrete"]
+__all__ = ["Rollout", "TrainBatch", "PolicyOutputs", "Problem", "check_mask", "is_concrete"]
 
 
 def is_concrete(x) -> bool:
@@ -234,3 +238,17 @@ class PolicyOutputs:
 
   def replace(self, **changes) -> "PolicyOutputs":
     return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+  """One prompt with its reference answer.
+
+  Attributes:
+    prompt: the text the policy continues.
+    answer: the canonical correct completion (without the end token).
+    meta: task-specific fields (operands, target, ...), JSON-serialisable.
+  """
+  prompt: str
+  answer: str
+  meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -9,26 +9,10 @@ import rljax
 
 ROOT = os.path.dirname(rljax.__file__)
 
-# (importing file, imported private module) that predate this test: to be removed, never added to
-KNOWN_PRIVATE = {
-    ("arena/_runner.py", "rljax.train._progress"), ("arena/_runner.py", "rljax.train._rundir"),
-    ("catalog/__init__.py", "rljax.recipes._spec"),
-    ("cli.py", "rljax.train._checkpoint"), ("cli.py", "rljax.train._compile_cache"), ("cli.py", "rljax.train._eval"),
-    ("cli.py", "rljax.train._export"), ("cli.py", "rljax.train._run"), ("cli.py", "rljax.train._rundir"),
-    ("data/_tokenizer.py", "rljax.models._gguf"),
-    ("envs/_dataset.py", "rljax.recipes._spec"), ("envs/_runner.py", "rljax.sampling._stop"),
-    ("replay/_stages.py", "rljax.filters._selection"),
-    ("sampling/_sampler.py", "rljax.parallel._train"),
-    ("train/_async.py", "rljax.models._dtype"), ("train/_codec.py", "rljax.data._chat"),
-    ("train/_config.py", "rljax.envs._own"), ("train/_config.py", "rljax.parallel._mesh"),
-    ("train/_config.py", "rljax.recipes._legacy"), ("train/_config.py", "rljax.recipes._spec"),
-    ("train/_experiment.py", "rljax.data._chat"), ("train/_experiment.py", "rljax.models._dtype"),
-    ("train/_recipes.py", "rljax.recipes._recipe"), ("train/_rundir.py", "rljax.recipes._spec"),
-    ("train/_startup.py", "rljax.objectives._statistics"), ("train/_step.py", "rljax.models._transformer"),
-}
+# (importing file, imported private module) that predate this test: none left, never to be added to
+KNOWN_PRIVATE: set = set()
 # pairs of rooms on an import cycle (module-level and lazy imports alike) that predate this test
-KNOWN_CYCLES = {("catalog", "recipes"), ("data", "envs"), ("data", "parallel"), ("envs", "rewards"),
-                ("envs", "sampling"), ("parallel", "sampling")}
+KNOWN_CYCLES = {("envs", "rewards")}
 
 
 def _imports():

@@ -58,7 +58,7 @@ def sft_key(cfg) -> str:
   Only the values that differ from ``RunConfig()``'s enter it, so a config field added later with a default does
   not change the key of an existing arena directory."""
   from rljax.train import RunConfig, config_to_dict  # pylint: disable=import-outside-toplevel
-  from rljax.train._rundir import config_changes  # pylint: disable=import-outside-toplevel
+  from rljax.train import config_changes  # pylint: disable=import-outside-toplevel
   d = {k: new for k, _, new in config_changes(RunConfig(), cfg) if k.split(".", 1)[0] not in _NOT_SFT}
   return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:10]
 
@@ -101,7 +101,7 @@ def _base_config(config):
 
 def _decide(run: ArenaRun) -> None:
   """Sets ``run.action`` from what its directory holds (module docstring, point 3)."""
-  from rljax.train._rundir import config_changes, describe_changes, run_files, saved_config  # pylint: disable=import-outside-toplevel
+  from rljax.train import config_changes, describe_changes, run_files, saved_config  # pylint: disable=import-outside-toplevel
   d = run.out_dir
   if not os.path.exists(os.path.join(d, "config.json")):
     run.action = "restart" if run_files(d) else "start"
@@ -290,7 +290,7 @@ def _sigterm_raises():
 
 def _schedule(plan, todo, by_dir, jobs, python, progress, write, out_dir, names, seeds, plot):
   """Starts the runs of ``todo`` (at most ``jobs`` at once, each after its warm start) until all are done."""
-  from rljax.train._progress import progress_bar  # pylint: disable=import-outside-toplevel
+  from rljax.train import progress_bar  # pylint: disable=import-outside-toplevel
   bar = progress_bar(total=len(plan), initial=len(plan) - len(todo), desc="arena", unit="run",
                      disable=not progress, leave=True)
   running: dict = {}

@@ -14,7 +14,7 @@ import importlib
 import re
 import sys
 
-from rljax._technique import Technique
+from rljax._technique import Technique, slot_of
 
 _ROOMS = (
     "rljax.objectives", "rljax.control", "rljax.advantages", "rljax.filters",
@@ -89,7 +89,6 @@ def as_table(rows=None, markdown: bool = False) -> str:
 
 def describe(row: Technique) -> str:
   """One technique in full: kind, recipe slot, formula, arguments with their defaults, source, fidelity."""
-  from rljax.recipes._spec import slot_of  # pylint: disable=import-outside-toplevel
   slot = slot_of(row)
   required = [a for a in row.arguments if "=" not in a]
   first = row.arguments[0] if row.arguments else ""

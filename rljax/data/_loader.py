@@ -1,7 +1,7 @@
 """Grain pipelines over prompt sources, with checkpointable iterator state.
 
 Sources are random-access sequences of records: a TFDS data source
-(``builder.as_data_source(split)``), a list of ``rljax.envs.Problem`` or dicts,
+(``builder.as_data_source(split)``), a list of ``rljax.envs.Problem`` (``rljax.types.Problem``) or dicts,
 or a JSONL prompt file (``jsonl_source``). ``prompt_loader`` shuffles
 deterministically (a seed fixes the order of every epoch), shards by host and
 batches; its iterator's ``get_state()`` / ``set_state()`` resume it exactly.
@@ -14,8 +14,9 @@ from typing import Any, Sequence
 
 import grain
 
+from rljax._jsonl import json_line
 from rljax.data._tfds import decode_record
-from rljax.envs import Problem, json_line
+from rljax.types import Problem
 
 __all__ = ["prompt_loader", "jsonl_source", "to_problem"]
 

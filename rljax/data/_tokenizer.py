@@ -293,7 +293,7 @@ def load_tokenizer(path: str) -> Tokenizer:
   A directory with both (Gemma, Llama-2 checkpoints) gives the ``tokenizer.json``, the one transformers'
   ``AutoTokenizer`` uses."""
   if path.endswith(".gguf"):
-    from rljax.models._gguf import gguf_checkpoint  # pylint: disable=import-outside-toplevel
+    from rljax.models import gguf_checkpoint  # pylint: disable=import-outside-toplevel
     path = gguf_checkpoint(path)
   if os.path.isdir(path):
     for fname, cls in (("tokenizer.json", HFTokenizer), ("tokenizer.model", SentencePieceTokenizer)):

@@ -19,7 +19,8 @@ from rljax.envs._dataset import DatasetTask, json_line, jsonl_task, read_jsonl, 
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
 from rljax.envs._envtask import ENV_TASK_NAMES, EnvTask, get_env_task
-from rljax.envs._own import ENV_MEMBERS, OWN_ENV_TASK, OwnEnvTask, check_env, env_spec, load_env, own_env_task
+from rljax.envs._own import (ENV_MEMBERS, OWN_ENV_TASK, OwnEnvTask, check_env, env_spec, load_env, own_env_task,
+                             parse_env_spec)
 from rljax.envs._runner import EpisodeBatch, RunnerConfig, run_episodes
 from rljax.envs._multiturn import (Episode, EpisodeConfig, MultiTurnEnv, Segment, StepResult, advance,
                                    batch_summary, cut_at_stop, drop_oldest_turns, start, step_batch)
@@ -58,4 +59,4 @@ __all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASK
            "TicTacToeEnv", "TicTacToeState", "minimax_move", "EpisodeBatch", "RunnerConfig", "run_episodes",
            "pack_windows",
            "ENV_TASK_NAMES", "EnvTask", "get_env_task", "MULTI_TURN_TASKS", "ENV_MEMBERS", "OWN_ENV_TASK",
-           "OwnEnvTask", "check_env", "env_spec", "load_env", "own_env_task"]
+           "OwnEnvTask", "check_env", "env_spec", "load_env", "own_env_task", "parse_env_spec"]

@@ -31,12 +31,12 @@ when the run builds the task.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from rljax._jsonl import json_line
 from rljax.envs._task import Problem, check_split, split_of
 
 __all__ = ["DatasetTask", "jsonl_task", "tfds_task", "read_jsonl", "read_tfds", "resolve_verifier"]
@@ -53,19 +53,6 @@ def _field_value(value, field: str, where: str, *, answer: bool) -> str:
     return str(value)
   kind = "a string or a number" if answer else "a string"
   raise ValueError(f"{where}: field {field!r} must be {kind}, got {type(value).__name__}")
-
-
-def json_line(line: str, where: str):
-  """One JSONL line parsed; a ``ValueError`` naming ``where`` (``file:line``) and the column of a syntax error.
-
-  The line's own newline is dropped first: ``json`` would place an error at the line's end (a truncated object) on
-  the next line, column 1."""
-  text = line.rstrip("\r\n")
-  try:
-    return json.loads(text)
-  except json.JSONDecodeError as e:
-    at = f"column {e.colno}" + (", the end of the line" if e.pos >= len(text.rstrip()) else "")
-    raise ValueError(f"{where}: not valid JSON ({e.msg} at {at})") from None
 
 
 def read_jsonl(path: str, *, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
@@ -132,10 +119,10 @@ def resolve_verifier(verifier: Union[str, Callable]) -> Callable:
   if callable(verifier):
     return verifier
   if not isinstance(verifier, str) or not verifier.strip():
-    from rljax.recipes._spec import names_for  # pylint: disable=import-outside-toplevel
+    from rljax.recipes import names_for  # pylint: disable=import-outside-toplevel
     raise ValueError(f"a verifier is required: a reward of the catalog ({', '.join(names_for('rewards'))}) or, "
                      "from Python, a function (completions, problems) -> [B]")
-  from rljax.recipes._spec import resolve  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import resolve  # pylint: disable=import-outside-toplevel
   stages = resolve(verifier, "rewards")
   if len(stages) != 1:
     raise ValueError(f"the verifier is one reward, got {len(stages)}: {verifier!r} (several rewards go in "

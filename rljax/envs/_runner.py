@@ -57,8 +57,8 @@ import numpy as np
 
 from rljax.envs._multiturn import Episode, EpisodeConfig, advance, start
 from rljax.envs._transcript import turn_arrays
-from rljax.sampling import SamplerConfig, compact, feed_rows, generate, restart, resume, rewind
-from rljax.sampling._stop import _first_hit
+from rljax.sampling import (SamplerConfig, compact, feed_rows, first_stop_hit, generate, restart, resume,
+                            rewind)
 
 __all__ = ["RunnerConfig", "EpisodeBatch", "run_episodes"]
 
@@ -223,7 +223,7 @@ def _turn_end(ids: list, stop_strings: Sequence[str], end_ids, decode, max_new: 
   ids = ids[:max_new]
   end = next((k + 1 for k, i in enumerate(ids) if i in end_ids), None)
   body = ids if end is None else ids[:end - 1]
-  j = _first_hit(body, stop_strings, decode) if stop_strings else -1
+  j = first_stop_hit(body, stop_strings, decode) if stop_strings else -1
   if j >= 0:
     return j, decode(body[:j])
   if end is not None or len(ids) >= max_new:

@@ -7,26 +7,13 @@ output: anything unparsable scores 0.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
+from rljax.types import Problem
+
 SPLITS = ("train", "test")
-
-
-@dataclasses.dataclass(frozen=True)
-class Problem:
-  """One prompt with its reference answer.
-
-  Attributes:
-    prompt: the text the policy continues.
-    answer: the canonical correct completion (without the end token).
-    meta: task-specific fields (operands, target, ...), JSON-serialisable.
-  """
-  prompt: str
-  answer: str
-  meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Task(Protocol):

@@ -10,6 +10,7 @@ Public calls::
   po = policy_outputs(model, tokens)                                    # fused per-token logp / entropy
   critic = with_value_head(model)                                       # trunk copied + zero value head
   values = policy_outputs(critic, tokens).values                        # [B, T] V(state before token t)
+  sampler = with_dtype(model, "bfloat16")                               # a bfloat16 copy (rl.sampler_dtype)
 
 See ``docs/models.md``.
 """
@@ -23,8 +24,9 @@ from rljax.models._init import fan_in_init
 from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
-from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, convert_layout, layer_runs,
-                                       load_balancing_loss, policy_outputs, segment_positions, with_value_head)
+from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, convert_layout, expert_load,
+                                       layer_runs, load_balancing_loss, policy_outputs, segment_positions,
+                                       with_value_head)
 
 
 def logical_axes(model):
@@ -34,12 +36,20 @@ def logical_axes(model):
   return {tuple(k): v.get_metadata("logical_axes", None) for k, v in flat}
 
 
+def __getattr__(name):
+  if name == "with_dtype":  # the sampler's copy of a model in another dtype: imported on first use
+    from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+    return with_dtype
+  raise AttributeError(f"module 'rljax.models' has no attribute {name!r}")
+
+
 __all__ = ["fan_in_init", 
     "ModelConfig", "RopeScaling", "LoRAConfig", "Transformer", "KVCache", "ModelOutput",
-    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "convert_layout", "layer_runs", "load_balancing_loss", "rope_inv_freq", "PrefixGroups",
+    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "convert_layout", "layer_runs", "load_balancing_loss", "expert_load", "rope_inv_freq", "PrefixGroups",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint", "unpermute_qk",
     "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES", "SUPPORTED_GGUF_PRE_TOKENIZERS",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",
+    "with_dtype",
 ]

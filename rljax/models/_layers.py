@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -86,6 +86,14 @@ class Linear(nnx.Module):
     (``A [n, in, r]``, ``B [n, r, out]``)."""
     d = self.lora_scale * (self.lora_a[...].astype(jnp.float32) @ self.lora_b[...].astype(jnp.float32))
     return d.reshape(d.shape[:-2] + self.in_shape + self.out_shape)
+
+
+def lora_modules(model) -> Iterator[tuple[tuple, Linear]]:
+  """Yields ``(path, Linear)`` for every projection carrying an adapter (one per layer, or one per
+  layer stack ``("layer_stacks", r, ...)`` with ``[n, ...]`` adapters when the layers are stored stacked)."""
+  for path, node in nnx.iter_graph(model):
+    if isinstance(node, Linear) and node.lora_scale is not None:
+      yield tuple(path), node
 
 
 class RMSNorm(nnx.Module):

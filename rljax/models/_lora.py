@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rljax.models._layers import Linear
+from rljax.models._layers import lora_modules
 from rljax.models._transformer import layer_runs
 
 __all__ = ["LORA_FILTER", "lora_mask", "lora_modules", "merge_lora", "unmerge_lora", "save_lora_adapter",
@@ -40,14 +39,6 @@ def lora_mask(state):
 def lora_state(model):
   """``nnx.State`` of the adapter parameters only."""
   return nnx.state(model, nnx.LoRAParam)
-
-
-def lora_modules(model) -> Iterator[tuple[tuple, Linear]]:
-  """Yields ``(path, Linear)`` for every projection carrying an adapter (one per layer, or one per
-  layer stack ``("layer_stacks", r, ...)`` with ``[n, ...]`` adapters when the layers are stored stacked)."""
-  for path, node in nnx.iter_graph(model):
-    if isinstance(node, Linear) and node.lora_scale is not None:
-      yield tuple(path), node
 
 
 def merge_lora(model) -> None:

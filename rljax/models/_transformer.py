@@ -10,7 +10,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rljax.models._config import ModelConfig
-from rljax.models._layers import MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, param, rope_cos_sin
+from rljax.models._layers import (MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, lora_modules, param,
+                                  rope_cos_sin)
 from rljax.types import PolicyOutputs
 
 __all__ = ["Transformer", "KVCache", "ModelOutput", "ValueHead", "policy_outputs", "segment_positions",
@@ -790,7 +791,6 @@ def with_value_head(model: Transformer) -> Transformer:
   ``model`` is not copied (the new one is fresh). Copied arrays keep their
   placement; the new head is on the default device (``shard_state`` places it).
   """
-  from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
   if not isinstance(model, Transformer):
     raise ValueError(f"model must be a Transformer, got {type(model).__name__}")
   cfg = model.cfg.replace(value_head=True)
@@ -824,7 +824,6 @@ def convert_layout(model: Transformer, scan_layers: bool, *, copy: bool = True) 
   reuses the arrays that need no stacking or slicing: the sampler's decode loop runs on a per-layer
   view of a stacked model, sliced once before the loop (slicing the stacks in every step copies them).
   """
-  from rljax.models._lora import lora_modules  # pylint: disable=import-outside-toplevel
   if not isinstance(model, Transformer):
     raise ValueError(f"model must be a Transformer, got {type(model).__name__}")
   if not isinstance(scan_layers, bool):

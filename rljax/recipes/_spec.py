@@ -20,7 +20,7 @@ import dataclasses
 import inspect
 from typing import Any, Optional
 
-from rljax._technique import Technique
+from rljax._technique import Technique, slot_of
 
 __all__ = ["Call", "parse", "SLOTS", "slot_of", "names_for", "resolve_call", "resolve"]
 
@@ -44,13 +44,6 @@ _NOUN = {"rewards": "reward", "multi_reward": "multi-reward aggregation", "shapi
          "prompt_filters": "prompt filter", "filters": "filter",
          "replay": "replay buffer", "advantage": "advantage estimator or transform",
          "loss": "loss term", "aggregation": "aggregation", "controllers": "controller", "critic": "value loss"}
-
-# a row's slot when its stage factory does not say otherwise (``factory.slot``)
-_KIND_SLOT = {
-    "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters", "replay": "replay",
-    "advantage": "advantage", "policy_loss": "loss", "correction": "loss", "entropy": "loss", "kl": "loss",
-    "supervised": "loss", "aggregation": "aggregation", "controller": "controllers", "value": "critic",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,13 +108,6 @@ def parse(text: str) -> list:
                      "'zero_variance, vcrl(threshold=0.3)')") from None
   items = tree.elts if isinstance(tree, ast.Tuple) else [tree]
   return [_call(node, text) for node in items]
-
-
-def slot_of(row: Technique) -> Optional[str]:
-  """The recipe slot a catalog row goes in (its stage factory's ``slot``, else by kind); None if no stage."""
-  if row.stage is None:
-    return None
-  return getattr(row.stage, "slot", None) or _KIND_SLOT.get(row.kind)
 
 
 def _catalog() -> dict:

@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from rljax.filters._selection import rorecomp as _rorecomp
+from rljax.filters import rorecomp as _rorecomp
 from rljax.replay import _buffer as B
 from rljax.stages import Replay, RunFacts, StepData
 

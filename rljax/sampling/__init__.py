@@ -26,6 +26,7 @@ Signatures (the cross-room contract)::
   restart(state, rows, first, *, config) -> SamplerState   # rows start over from one token (a new context window)
 
   truncate_at_stop_strings(rollout, stop_strings, detokenize, pad_id=0) -> Rollout   # host side
+  first_stop_hit(ids, stops, detokenize) -> int   # host side: smallest j with a stop in detokenize(ids[:j]), or -1
   FinishReason: LENGTH = 0, STOP_TOKEN = 1, STOP_STRING = 2
 
 Rollout fields: tokens, prompt_mask, completion_mask, logp_behavior (untempered policy),
@@ -37,12 +38,12 @@ Also exported: ``sampling_step`` (one step's sampling math) and the exact sort-f
 from rljax.sampling._config import FinishReason, SamplerConfig, default_buckets
 from rljax.sampling._sampler import (SamplerState, compact, feed_rows, generate, restart, resume, rewind,
                                      sampling_step)
-from rljax.sampling._stop import truncate_at_stop_strings
+from rljax.sampling._stop import first_stop_hit, truncate_at_stop_strings
 from rljax.sampling._truncation import top_k_mask, top_p_mask, truncate_logits, truncation_mask
 
 __all__ = [
     "FinishReason", "SamplerConfig", "SamplerState", "compact", "default_buckets", "feed_rows", "generate",
     "restart", "resume", "rewind",
-    "sampling_step", "truncate_at_stop_strings", "top_k_mask", "top_p_mask", "truncate_logits",
+    "sampling_step", "first_stop_hit", "truncate_at_stop_strings", "top_k_mask", "top_p_mask", "truncate_logits",
     "truncation_mask",
 ]

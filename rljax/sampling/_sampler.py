@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from rljax.parallel._train import with_logical_constraint
+from rljax.parallel import with_logical_constraint
 from rljax.sampling import _truncation
 from rljax.sampling._config import FinishReason, SamplerConfig
 from rljax.types import Rollout

@@ -20,10 +20,10 @@ import numpy as np
 from rljax.sampling._config import FinishReason
 from rljax.types import Rollout
 
-__all__ = ["truncate_at_stop_strings"]
+__all__ = ["first_stop_hit", "truncate_at_stop_strings"]
 
 
-def _first_hit(ids: list, stops: Sequence[str], detokenize: Callable) -> int:
+def first_stop_hit(ids: list, stops: Sequence[str], detokenize: Callable) -> int:
   """Smallest ``j`` such that ``detokenize(ids[:j])`` contains a stop string, or -1."""
   has = lambda j: any(s in detokenize(ids[:j]) for s in stops)
   if not ids or not has(len(ids)):
@@ -67,7 +67,7 @@ def truncate_at_stop_strings(rollout: Rollout, stop_strings: Sequence[str],
             else np.full((tokens.shape[0],), int(FinishReason.LENGTH), np.int32))
   for b in range(tokens.shape[0]):
     cols = np.flatnonzero(comp[b])
-    j = _first_hit(tokens[b, cols].tolist(), stops, detokenize)
+    j = first_stop_hit(tokens[b, cols].tolist(), stops, detokenize)
     if j < 0:
       continue
     cut = cols[j:]

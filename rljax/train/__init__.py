@@ -7,11 +7,13 @@ Public API::
     step = make_train_step(graphdef, objective_loss(objective), optimizer, num_microbatches=2)
     state, metrics = step(state, batch)
 """
+import importlib as _importlib
+
 from rljax.train._config import *  # noqa: F401,F403
 from rljax.train._codec import CHAT_TEMPLATE_CHOICES, Codec, resolve_chat_template
 from rljax.train._optim import make_optimizer, make_schedule
 from rljax.train._ahead import RolloutAhead
-from rljax.train._checkpoint import Checkpointer, CheckpointError
+from rljax.train._checkpoint import Checkpointer, CheckpointError, CheckpointWarning
 from rljax.train._compile_cache import enable_compile_cache
 from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
@@ -21,12 +23,19 @@ from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, 
                                trainable_filter)
 
 
+# imported on first use: the run orchestration imports models/sampling/envs/data lazily, the rest is not needed to
+# build a config or a train step
+_LAZY = {
+    "_run": ("train", "Preempted", "Experiment", "build_experiment", "load_run", "run_recipe"),
+    "_preview": ("preview_step",),
+    "_rundir": ("from_cli", "saved_config", "run_files", "config_changes", "describe_changes"),
+    "_progress": ("progress_bar",),
+    "_export": ("export_run",),
+}
+
+
 def __getattr__(name):
-  # the run orchestration imports models/sampling/envs/data lazily
-  if name in ("train", "Preempted", "Experiment", "build_experiment", "load_run", "run_recipe"):
-    from rljax.train import _run  # pylint: disable=import-outside-toplevel
-    return getattr(_run, name)
-  if name == "preview_step":
-    from rljax.train._preview import preview_step  # pylint: disable=import-outside-toplevel
-    return preview_step
+  for module, names in _LAZY.items():
+    if name in names:
+      return getattr(_importlib.import_module(f"rljax.train.{module}"), name)
   raise AttributeError(f"module 'rljax.train' has no attribute {name!r}")

@@ -190,7 +190,7 @@ class InterruptibleSampler:
 
   def _split_model(self, w: Weights):
     if self._model_version != w.version:
-      from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+      from rljax.models import with_dtype  # pylint: disable=import-outside-toplevel
       model = nnx.merge(self.graphdef, w.params, w.model_state)
       if self.dtype:
         model = with_dtype(model, self.dtype)

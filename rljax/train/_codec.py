@@ -43,7 +43,7 @@ class Codec:
 
   def __init__(self, tokenizer, chat_template: Optional[str] = None, *, extra_stop_ids: Sequence[int] = (),
                template_name: Optional[str] = None):
-    from rljax.data._chat import TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
+    from rljax.data import TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
     self.tok = tokenizer
     self.bos_id = int(tokenizer.bos_id)
     self.use_bos = bool(getattr(tokenizer, "has_bos", True))

@@ -17,7 +17,7 @@ import typing
 from typing import Any, Optional, Sequence
 
 from rljax.recipes import SLOTS
-from rljax.parallel._mesh import MeshConfig
+from rljax.parallel import MeshConfig
 from rljax.train._codec import CHAT_TEMPLATE_CHOICES
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
@@ -115,8 +115,7 @@ class TaskConfig:
 
   def __post_init__(self):
     from rljax.envs import (DATASET_TASKS, MULTI_TURN_TASKS, OWN_ENV_TASK,  # pylint: disable=import-outside-toplevel
-                            TASK_NAMES)
-    from rljax.envs._own import env_spec, parse_env_spec  # pylint: disable=import-outside-toplevel
+                            TASK_NAMES, env_spec, parse_env_spec)
     if self.name not in TASK_NAMES + MULTI_TURN_TASKS:
       _fail("TaskConfig.name", self.name, f"one of {list(TASK_NAMES + MULTI_TURN_TASKS)}")
     if callable(self.env):  # a config file's function: stored as the string that finds it again (resume)
@@ -171,7 +170,7 @@ class TaskConfig:
       if not isinstance(getattr(self, name), str) or not getattr(self, name):
         _fail(f"TaskConfig.{name}", getattr(self, name), "a non-empty field name")
     from rljax.envs import jsonl_task, resolve_verifier  # pylint: disable=import-outside-toplevel
-    from rljax.recipes._spec import names_for  # pylint: disable=import-outside-toplevel
+    from rljax.recipes import names_for  # pylint: disable=import-outside-toplevel
     if not isinstance(self.verifier, str) or not self.verifier.strip():
       _fail("TaskConfig.verifier", self.verifier, f"a reward spec for the {self.name} task, one of "
             f"{names_for('rewards')} (e.g. task.verifier=math_answer)")
@@ -640,7 +639,7 @@ def _set(obj, path: list[str], text: str, full: str):
   name = path[0]
   if name not in fields:
     if isinstance(obj, RLConfig):
-      from rljax.recipes._legacy import MOVED  # pylint: disable=import-outside-toplevel
+      from rljax.train._legacy import MOVED  # pylint: disable=import-outside-toplevel
       if name in MOVED:
         raise ValueError(f"config field {full!r} was replaced by the recipe fields: use {MOVED[name]}")
     raise ValueError(f"unknown config field {full!r}: {type(obj).__name__} has fields {sorted(fields)}")
@@ -726,7 +725,7 @@ def config_from_dict(d: dict, cls=None):
   if cls is RunConfig:
     d = _legacy_chat_template(d)
   if cls is RLConfig:
-    from rljax.recipes._legacy import legacy_rl_fields  # pylint: disable=import-outside-toplevel
+    from rljax.train._legacy import legacy_rl_fields  # pylint: disable=import-outside-toplevel
     d = legacy_rl_fields(d)  # a run written before the recipe fields
   hints = typing.get_type_hints(cls)
   names = {f.name for f in dataclasses.fields(cls)}

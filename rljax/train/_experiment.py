@@ -136,7 +136,7 @@ class Experiment:
     """Multi-turn tasks: ``fn(problems, *, n, greedy, temperature, key, group_ids=None) -> EpisodeBatch``, the
     episodes of ``n`` samples of each problem on these parameters (``rljax.envs.run_episodes``)."""
     from rljax.envs import run_episodes  # pylint: disable=import-outside-toplevel
-    from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+    from rljax.models import with_dtype  # pylint: disable=import-outside-toplevel
     model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
     if dtype:
       model = with_dtype(model, dtype)
@@ -156,11 +156,11 @@ class Experiment:
     The rollout comes back as NumPy arrays: all rows (gathered from every
     process in a multi-host run), or only rows ``rows = (lo, hi)``. ``dtype``
     (``rl.sampler_dtype``; "" = the model's): the sampler runs a copy of the
-    model in that dtype (``rljax.models._dtype.with_dtype``). MoE models
+    model in that dtype (``rljax.models.with_dtype``). MoE models
     return the routing they used (``Rollout.routing``) when ``rl.routing_replay``
     or ``rl.sampler_dtype`` is set (replay and the mismatch metrics read it).
     """
-    from rljax.models._dtype import with_dtype  # pylint: disable=import-outside-toplevel
+    from rljax.models import with_dtype  # pylint: disable=import-outside-toplevel
     from rljax.sampling import generate  # pylint: disable=import-outside-toplevel
     model = self.model if graphdef is None else nnx.merge(graphdef, params, model_state)
     if dtype:
@@ -229,8 +229,7 @@ def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
 def _template_text(template: str) -> str:
   """Everything a built-in template writes around a system, user and assistant message (the characters a
   tokenizer trained here needs)."""
-  from rljax.data import TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
-  from rljax.data._chat import SPECIAL_TOKEN_NAMES  # pylint: disable=import-outside-toplevel
+  from rljax.data import SPECIAL_TOKEN_NAMES, TEMPLATES, ChatTemplate  # pylint: disable=import-outside-toplevel
   msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
   t = ChatTemplate(TEMPLATES.get(template, template))
   specials = dict.fromkeys(SPECIAL_TOKEN_NAMES, "")  # the tokenizer's special pieces are ids, not characters

@@ -1,11 +1,10 @@
 """``RLConfig`` recipe fields -> a ``rljax.recipes.Recipe`` (names resolved through ``rljax.catalog()``).
 
-Configs written before the recipe fields existed are read through ``rljax.recipes._legacy``.
+Configs written before the recipe fields existed are read through ``rljax.train._legacy``.
 """
 from __future__ import annotations
 
-from rljax.recipes import SLOTS, Critic, Recipe
-from rljax.recipes._recipe import _normalize
+from rljax.recipes import SLOTS, Critic, Recipe, resolve
 
 __all__ = ["recipe_from_config"]
 
@@ -19,7 +18,7 @@ def recipe_from_config(rl) -> Recipe:
   for slot in _SPEC_SLOTS:
     text = getattr(rl, slot)
     try:
-      fields[slot] = _normalize(text, slot)
+      fields[slot] = resolve(text, slot)  # a str: RLConfig checks every recipe field is one
     except ValueError as e:
       raise ValueError(f"invalid config value RLConfig.{slot}={text!r}: {e}") from None
   critic = None

@@ -108,7 +108,7 @@ def _same(key: str, old, new) -> bool:
   if old == new:
     return True
   if key in SPEC_FIELDS and isinstance(old, str) and isinstance(new, str):
-    from rljax.recipes._spec import parse  # pylint: disable=import-outside-toplevel
+    from rljax.recipes import parse  # pylint: disable=import-outside-toplevel
     try:
       return parse(old) == parse(new)
     except ValueError:

@@ -289,7 +289,7 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
   traced under ``jax.jit`` first (as in the update), one by one, then evaluated. Errors name the slot and the
   stage, what it returned and what was expected."""
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from rljax.objectives._statistics import call_with_statistics  # pylint: disable=import-outside-toplevel
+  from rljax.objectives import call_with_statistics  # pylint: disable=import-outside-toplevel
   from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
   from rljax.train._rollout import set_rewards  # pylint: disable=import-outside-toplevel
   from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel

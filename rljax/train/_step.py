@@ -439,7 +439,7 @@ class objective_loss:  # pylint: disable=invalid-name
       if objective.needs_statistics:
         stats["terms"] = objective.statistics(out, self._with_proximal(out, batch))
       if moe:
-        from rljax.models._transformer import expert_load  # pylint: disable=import-outside-toplevel
+        from rljax.models import expert_load  # pylint: disable=import-outside-toplevel
         valid = (jnp.ones(batch.tokens.shape, jnp.float32) if batch.segment_ids is None
                  else (batch.segment_ids != 0).astype(jnp.float32))
         stats["batch_load"] = expert_load(out.routing, valid, model.cfg.num_experts)
