@@ -41,9 +41,10 @@ B(eta+1), W2, ...`` and finally ``W(steps)``: version ``v`` is sent just before 
 sender's ``device_put`` returns at once (the data goes in the background, measured); the receiver's waits for
 the data. No deadlock: each side's work before its next transfer needs only transfers earlier in the
 sequence (the trainer sends ``Wv`` after training ``v`` steps, on batches ``0 .. v - 1``, all received
-earlier). The trainer trains a received batch before blocking on the next one, but never past the next
-version it must send (that version's parameters would be gone), so sampling batch ``k + eta`` overlaps the
-update of step ``k``. The final ``W(steps)`` gives the rollout side the trained parameters, which both sides
+earlier). The training side is a runner of the one-process RL loop (``rljax/train/_runners.py``,
+``run_steps``): it trains step ``s`` once batch ``s`` is received, and right after step ``v - 1`` it receives the
+batches the schedule puts before ``Wv`` and sends ``Wv`` (later, that version's parameters would be gone), so
+sampling batch ``k + eta`` overlaps the update of step ``k``. The final ``W(steps)`` gives the rollout side the trained parameters, which both sides
 then place on the whole mesh for the run's last evaluation (``train``), after meeting at a barrier of JAX's
 coordination service. Not a device collective: one entered while a send is still being served can block the
 sender's device before it serves the data, and both sides wait forever (seen in 1 or 2 of 6 runs before the
@@ -407,9 +408,6 @@ class _Sampler:
     self.wait_s = time.perf_counter() - t
     self._report_sigterm()
     return self.stop_flag
-
-  def stop(self, v: int) -> None:
-    del v  # the rollout side holds no train state; its in-flight batches are the trainer's to discard
 
   def batch(self, k: int) -> None:
     self._report_sigterm()
