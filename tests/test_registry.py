@@ -6,6 +6,7 @@ hyper-parameters and their defaults) and its recipe slot (``slot_of``), as compu
 each room's ``STAGES`` dict onto the rows. Regenerate it only for a deliberate catalog change:
 ``python tests/test_registry.py --write``.
 """
+import ast
 import inspect
 import json
 import os
@@ -15,6 +16,7 @@ import rljax
 from rljax._technique import slot_of
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "registry.json")
+ROOMS = ("objectives", "control", "advantages", "filters", "rewards", "replay", "hints")
 
 
 def snapshot() -> list:
@@ -31,6 +33,41 @@ def test_catalog_rows_and_stage_signatures_are_unchanged():
   assert [r["name"] for r in got] == [r["name"] for r in expected], "catalog rows or their order changed"
   for g, e in zip(got, expected):
     assert g == e, f"{g['name']}: {g} != recorded {e}"
+
+
+def _room_edges(room: str) -> dict:
+  """``{module: modules of the room it imports}`` (module-level and lazy imports; ``__init__`` for a name imported
+  from the package)."""
+  folder = os.path.join(os.path.dirname(rljax.__file__), room)
+  edges = {}
+  for name in sorted(os.listdir(folder)):
+    if not name.endswith(".py"):
+      continue
+    with open(os.path.join(folder, name), encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(f"rljax.{room}."):
+        edges.setdefault(name[:-3], set()).add(node.module.split(".")[2])
+      elif isinstance(node, ast.ImportFrom) and node.module == f"rljax.{room}":
+        edges.setdefault(name[:-3], set()).update(
+            a.name if os.path.exists(os.path.join(folder, a.name + ".py")) else "__init__" for a in node.names)
+  return edges
+
+
+def test_no_import_cycle_inside_a_catalog_room():
+  """A row names its stage factory directly, so the module of the rows imports the stages' module: neither may
+  import the other back (directly or through other modules of the room)."""
+  for room in ROOMS:
+    edges = _room_edges(room)
+    assert edges, room  # the walk sees the room's imports
+    for start in edges:
+      seen, todo = set(), [start]
+      while todo:
+        for nxt in edges.get(todo.pop(), ()):
+          assert nxt != start, f"rljax.{room}: {start} imports itself through the room's modules"
+          if nxt not in seen:
+            seen.add(nxt)
+            todo.append(nxt)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
