@@ -11,6 +11,9 @@ KINDS = (
     "replay", "kernel", "sampler", "model",
 )
 
+# the kinds that are not a stage of the RL step: their rows have no ``stage``; every other kind's row must
+NO_STAGE_KINDS = ("kernel", "sampler", "model")
+
 # a row's recipe slot (``rljax.recipes.SLOTS``) when its stage factory does not say otherwise (``factory.slot``)
 _KIND_SLOT = {
     "reward": "rewards", "multi_reward": "multi_reward", "shaping": "shaping", "filter": "filters", "replay": "replay",
@@ -80,8 +83,9 @@ class Technique:
     formula: one-line formula.
     source: seed file + line and/or arXiv id.
     stage: ``stage(**hyper_parameters) -> rljax.stages.Stage``: how the RL loop runs the
-      technique (``None`` for rows that are not a stage of the RL step: kernels, samplers,
-      models). Its keyword arguments are the technique's hyper-parameters; what the loop
+      technique, declared in the row itself, beside ``fn``; required (a row without one raises)
+      for every kind but ``NO_STAGE_KINDS`` (kernels, samplers, models: not a stage of the RL
+      step, ``None``). Its keyword arguments are the technique's hyper-parameters; what the loop
       supplies (rewards, group ids, masks, ...) is not among them. A recipe names the row
       (``rljax.recipes.stage("qae", quantile=0.7)`` or ``--set rl.advantage='qae(quantile=0.7)'``)
       and this factory builds the stage: adding a row with a ``stage`` makes the technique
@@ -111,27 +115,11 @@ class Technique:
       raise ValueError(f"Technique.fn of {self.name!r} must be callable")
     if self.stage is not None and not callable(self.stage):
       raise ValueError(f"Technique.stage of {self.name!r} must be callable or None")
+    if self.stage is None and self.kind not in NO_STAGE_KINDS:
+      raise ValueError(f"technique row {self.name!r} ({self.kind}) has no stage: every row but a "
+                       f"{'/'.join(NO_STAGE_KINDS)} declares the stage factory that runs it (stage=...)")
     if self.fidelity is not None and not isinstance(self.fidelity, Fidelity):
       raise ValueError(f"Technique.fidelity of {self.name!r} must be a Fidelity or None")
-
-
-def attach_stages(rows: tuple, stages: dict, room: str) -> tuple:
-  """``rows`` (a room's ``Technique`` rows) with each row's ``stage`` factory from ``stages`` (``{name: factory}``,
-  the room's ``STAGES``); a row that declares its own ``stage`` keeps it.
-
-  Raises ``ValueError`` when a ``stages`` name matches no row (a misspelt registration would otherwise leave the
-  technique unusable from recipes, silently), or when a row of a stage kind ends with no stage (every row of the
-  RL step's kinds is a stage; kernels, samplers and models are not)."""
-  names = {r.name for r in rows}
-  unmatched = sorted(set(stages) - names)
-  if unmatched:
-    raise ValueError(f"rljax.{room}: STAGES names {unmatched} match no technique row of the room")
-  out = tuple(dataclasses.replace(r, stage=stages[r.name]) if r.name in stages and r.stage is None else r
-              for r in rows)
-  missing = sorted(r.name for r in out if r.stage is None and r.kind not in ("kernel", "sampler", "model"))
-  if missing:
-    raise ValueError(f"rljax.{room}: technique rows {missing} have no stage (add them to the room's STAGES)")
-  return out
 
 
 def slot_of(row: Technique) -> Optional[str]:

@@ -118,15 +118,15 @@ def test_unknown_argument_names_the_defaults():
     stage("qae", quantil=0.7)
 
 
-def test_attach_stages_refuses_an_unmatched_name_and_a_row_without_stage():
-  """One registry per room (``rljax._technique.attach_stages``): a STAGES name that matches no row raises (a misspelt
-  registration used to be skipped silently), as does a stage-kind row left without a stage; kernels need none."""
-  from rljax._technique import Technique, attach_stages  # pylint: disable=import-outside-toplevel
+def test_a_row_declares_its_stage_and_an_unknown_name_raises():
+  """One registry (issue #34 item 4): a row of a stage kind without its ``stage`` fails when it is declared (at the
+  room's import); kernels, samplers and models have none. A name that matches no row raises where it is looked up."""
+  from rljax._technique import Technique  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import stage  # pylint: disable=import-outside-toplevel
   fn = lambda: None  # noqa: E731
-  rows = (Technique("my_adv", "advantage", fn, "A = r", "here"), Technique("my_kernel", "kernel", fn, "-", "here"))
-  attached = attach_stages(rows, {"my_adv": fn}, "advantages")
-  assert attached[0].stage is fn and attached[1].stage is None
-  with pytest.raises(ValueError, match=r"rljax\.advantages: STAGES names \['my_adv_typo'\] match no technique row"):
-    attach_stages(rows, {"my_adv": fn, "my_adv_typo": fn}, "advantages")
-  with pytest.raises(ValueError, match=r"rljax\.advantages: technique rows \['my_adv'\] have no stage"):
-    attach_stages(rows, {}, "advantages")
+  assert Technique("my_adv", "advantage", fn, "A = r", "here", stage=fn).stage is fn
+  assert Technique("my_kernel", "kernel", fn, "-", "here").stage is None
+  with pytest.raises(ValueError, match=r"technique row 'my_adv' \(advantage\) has no stage"):
+    Technique("my_adv", "advantage", fn, "A = r", "here")
+  with pytest.raises(ValueError, match=r"unknown technique 'grpoo'"):
+    stage("grpoo")

@@ -298,9 +298,9 @@ def test_delta_logp_reweight_default_matches_authors_code():
   np.testing.assert_allclose(got, ref(d["logp"]), rtol=1e-5)
   np.testing.assert_allclose(got_grad, _fd_grad(ref, d["logp"]), rtol=1e-4, atol=1e-6)
   # The stage reads the old policy's log-probs (not entropies) for the default source.
-  from rljax.objectives._stages import _delta_logp_needs
-  assert _delta_logp_needs({}) == {"logp_old"} and _delta_logp_needs({"source": "old"}) == {"logp_old"}
-  assert _delta_logp_needs({"form": "power"}) == set()
+  from rljax.objectives._stages import delta_logp_needs
+  assert delta_logp_needs({}) == {"logp_old"} and delta_logp_needs({"source": "old"}) == {"logp_old"}
+  assert delta_logp_needs({"form": "power"}) == set()
 
 
 # ---------------------------------------------------------------- E3 temperature vs LiaoMengqi/E3-RL4LLMs

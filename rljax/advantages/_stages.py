@@ -1,4 +1,4 @@
-"""How the RL loop runs each advantage estimator: an ``rljax.stages.Advantage`` stage factory per catalog name.
+"""How the RL loop runs each advantage estimator: the stage factories its catalog row names (``stage=``).
 
 Each factory takes the estimator's hyper-parameters; the loop supplies the data (``rewards``, ``group_id``,
 ``valid``, ``num_groups``, masks, and whatever the estimator needs: answer keys, task ids, critic values, a
@@ -20,7 +20,7 @@ import inspect
 import jax
 import numpy as np
 
-from rljax.advantages import _multi, _outcome, _stateful, _token
+from rljax.advantages import _outcome, _stateful, _token
 from rljax.stages import (Advantage, MultiReward, _input, _signature, data_stage_factory, keyword,
                           probe_step)
 
@@ -211,105 +211,91 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, wind
 _MULTI = {"rewards": "reward_components", **_ROWS}
 
 
-def _multi_reward(fn):
+def multi_reward(fn):
+  """Stage factory of a multi-reward advantage ``fn(rewards [B, K], group_id, *, valid, num_groups, ...)``."""
   return _checked(fn, MultiReward, inputs=_MULTI, produces="advantages",
                   doc=f"Stage factory of ``{fn.__name__}``: ``MultiReward(produces='advantages')`` over "
                       "``data.reward_components [B, K]`` (columns in ``data.reward_names`` order: per-reward "
                       "``weights`` follow it); its hyper-parameters as arguments.")
 
 
-STAGES = {
-    "grpo": group_estimator(_outcome.grpo),
-    "dr_grpo": group_estimator(_outcome.dr_grpo),
-    "rloo": group_estimator(_outcome.rloo),
-    "qae": group_estimator(_outcome.qae),
-    "passk": group_estimator(_outcome.passk),
-    "rank": group_estimator(_outcome.rank),
-    "reinforce_pp_baseline": group_estimator(_outcome.reinforce_pp_baseline, mask=_completion),
-    "reinforce_pp": _checked(_outcome.reinforce_pp, inputs={"rewards": _token_rewards, "mask": _completion}),
-    # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
-    "gae": _checked(_outcome.gae, inputs={"rewards": _token_rewards, "values": "values", "mask": _completion},
-                    returns=True),
-    # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome reward)
-    "remax": _checked(_outcome.remax, inputs={"rewards": _token_rewards, "baseline_rewards": "greedy_rewards",
-                                              "mask": _completion}),
-    "vote": group_estimator(_outcome.vote, answer_id="answer_ids"),
-    "task_normalized": _transform(_outcome.task_normalized, task_id="task_id", rewards="rewards", valid="valid",
-                                  num_tasks="num_tasks"),
-    "key_baseline": _chosen(
-        _outcome.key_baseline, "key", "task_id", {
-            "task_id": {"key": "task_id", "num_keys": "num_tasks"},
-            "answer_ids": {"key": "answer_ids", "num_keys": "batch_size"},
-            "group_id": {"key": "group_id", "num_keys": "num_groups"}},
-        inputs={"rewards": "rewards", "valid": "valid"},
-        doc="AdvEvo-MARL shared baseline ``A_i = R_i − mean{R_j : key_j = key_i}`` over the batch. The paper's key "
-            "is an agent's functional group; ours is ``key='task_id'`` (default: one baseline per task), "
-            "``'answer_ids'`` (rows with the same extracted answer, across prompts) or ``'group_id'`` (= dr_grpo)."),
-    "role_ema_baseline": role_ema_baseline,
-    "hadw": hadw,
-    "difficulty_weight": _transform(_outcome.difficulty_weight, correct="correct", **_ROWS),
-    # passing = the task verifier's verdict; the grader's ranking scores = the step's reward
-    "gagar": _transform(_outcome.gagar, passed=_passed, scores="rewards", **_ROWS),
-    # strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)
-    "uniqueness": _transform(_outcome.uniqueness, correct=_passed, cluster_id="answer_ids", **_ROWS),
-    "canon": _chosen(
-        _outcome.canon, "metric", "length", {
-            "length": {"metric": lambda data: np.asarray(data.lengths, np.float32)},
-            "entropy": {"metric": _mean_entropy}},
-        inputs={**_GROUP}, needs={"entropy": ("entropy_behavior",)},
-        doc="CANON: strata by a metric of each row, ``metric='length'`` (completion tokens, default) or "
-            "``'entropy'`` (mean sampler entropy over the completion: the paper's main choice); ``inter_coef`` and "
-            "``intra_coef`` weigh the inter- and intra-stratum terms (the decomposition is our reading)."),
-    # segments="rewards": reward k (column k of reward_components) scores segment k of each completion
-    # (reward_segments [B, T]); segments="turns" (episodes): turn k's step reward scores turn k (turn_ids), and a row
-    # without turn k (step_mask) neither gets nor gives a baseline for it
-    "segment": _chosen(
-        _token.segment, "segments", "rewards", {
-            "rewards": {"rewards": "reward_components", "segment_ids": "reward_segments", "segment_valid": _absent},
-            "turns": {"rewards": "step_rewards", "segment_ids": "turn_ids", "segment_valid": "step_mask"}},
-        inputs={"mask": _completion, **_ROWS},
-        doc="Segment-routed advantages ``A_{i,t} = Σ_k 1[seg_{i,t} = k]·grpo(r^(k))_i``. ``segments='rewards'`` "
-            "(default): the reward components and the reward segments of each completion; ``'turns'``: a "
-            "multi-turn task's per-turn step rewards routed by ``turn_ids``, ``segment_valid`` = the turns each "
-            "episode played (``step_mask``)."),
-    "outcome_conditioned_baseline": _chosen(
-        _token.outcome_conditioned_baseline, "outcome", "correct", {
-            "correct": {"outcome": lambda data: _passed(data).astype(np.int32)},
-            "answer_ids": {"outcome": "answer_ids"}},
-        inputs={**_GROUP},
-        doc="Blockwise Advantage Estimation's outcome-conditioned baseline ``A_i = r_i − mean{r_j : same group, "
-            "same outcome}``. The paper's outcome is an intermediate (prefix) result; single-turn, ours is "
-            "``outcome='correct'`` (the verifier's verdict, default: when the reward is exactly that verdict every "
-            "stratum is constant and A = 0; it ranks rows by the reward's other parts) or ``'answer_ids'``."),
-    # the prefix tree is built from the tokens of each group's valid completions
-    "tempo": _checked(_token.tempo, inputs={**_GROUP, "tokens": "tokens", "mask": _completion}),
-    # per-turn rewards = the task's step rewards (one per turn, step_mask = turns that exist); episode = rewards
-    "step_episode_mix": _checked(_token.step_episode_mix, inputs={
-        "turn_rewards": "step_rewards", "turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": _completion,
-        "turn_valid": "step_mask", **_ROWS}),
-    # per-turn signal = the task's step rewards (TurnSight's hindsight score); advantages [B] or [B, T]
-    "sign_preserving_modulation": _checked(_token.sign_preserving_modulation, inputs={
-        "advantages": "advantages", "signal": "step_rewards", "turn_ids": "turn_ids", "mask": _completion,
-        "turn_valid": "step_mask", **_ROWS}, transform=True),
-    # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the turns that
-    # exist. rljax trains no PRM: prm="policy" (default) reads β·log(π_old/π_ref), prm="extras" a PRM's log-probs
-    # from data.extras["logp_prm"] [B, T] over π_old (the paper's reward)
-    "oprl": _chosen(
-        _token.oprl, "prm", "policy", {
-            "policy": {"logp": "logp_old", "logp_ref": "logp_ref"},
-            "extras": {"logp": _prm_logp, "logp_ref": "logp_old"}},
-        inputs={"turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": _completion, "turn_valid": "step_mask",
-                **_ROWS},
-        needs={"policy": ("step_rewards",), "extras": ("step_rewards",)}, unprobed=("extras",),
-        doc="OPRL / iStar (``rljax.advantages.oprl``): implicit per-turn step rewards mixed with episode-level "
-            "GRPO. The paper's step reward is ``β·log π_φ/π_θold`` with π_φ a PRM trained by trajectory DPO; "
-            "``prm='policy'`` (default, our interpretation: no PRM is trained) uses ``β·log π_old/π_ref``, "
-            "``prm='extras'`` the PRM log-probs a stage put in ``data.extras['logp_prm'] [B, T]`` over π_old."),
-    "gdpo": _multi_reward(_multi.gdpo),
-    "dara": _multi_reward(_multi.dara),
-    "sa_mrpo": _multi_reward(_multi.sa_mrpo),
-    "gd2po": _multi_reward(_multi.gd2po),
-}
+reinforce_pp_baseline = group_estimator(_outcome.reinforce_pp_baseline, mask=_completion)
+reinforce_pp = _checked(_outcome.reinforce_pp, inputs={"rewards": _token_rewards, "mask": _completion})
+# critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
+gae = _checked(_outcome.gae, inputs={"rewards": _token_rewards, "values": "values", "mask": _completion},
+               returns=True)
+# verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome reward)
+remax = _checked(_outcome.remax, inputs={"rewards": _token_rewards, "baseline_rewards": "greedy_rewards",
+                                         "mask": _completion})
+task_normalized = _transform(_outcome.task_normalized, task_id="task_id", rewards="rewards", valid="valid",
+                             num_tasks="num_tasks")
+key_baseline = _chosen(
+    _outcome.key_baseline, "key", "task_id", {
+        "task_id": {"key": "task_id", "num_keys": "num_tasks"},
+        "answer_ids": {"key": "answer_ids", "num_keys": "batch_size"},
+        "group_id": {"key": "group_id", "num_keys": "num_groups"}},
+    inputs={"rewards": "rewards", "valid": "valid"},
+    doc="AdvEvo-MARL shared baseline ``A_i = R_i − mean{R_j : key_j = key_i}`` over the batch. The paper's key "
+        "is an agent's functional group; ours is ``key='task_id'`` (default: one baseline per task), "
+        "``'answer_ids'`` (rows with the same extracted answer, across prompts) or ``'group_id'`` (= dr_grpo).")
+difficulty_weight = _transform(_outcome.difficulty_weight, correct="correct", **_ROWS)
+# passing = the task verifier's verdict; the grader's ranking scores = the step's reward
+gagar = _transform(_outcome.gagar, passed=_passed, scores="rewards", **_ROWS)
+# strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)
+uniqueness = _transform(_outcome.uniqueness, correct=_passed, cluster_id="answer_ids", **_ROWS)
+canon = _chosen(
+    _outcome.canon, "metric", "length", {
+        "length": {"metric": lambda data: np.asarray(data.lengths, np.float32)},
+        "entropy": {"metric": _mean_entropy}},
+    inputs={**_GROUP}, needs={"entropy": ("entropy_behavior",)},
+    doc="CANON: strata by a metric of each row, ``metric='length'`` (completion tokens, default) or "
+        "``'entropy'`` (mean sampler entropy over the completion: the paper's main choice); ``inter_coef`` and "
+        "``intra_coef`` weigh the inter- and intra-stratum terms (the decomposition is our reading).")
+# segments="rewards": reward k (column k of reward_components) scores segment k of each completion
+# (reward_segments [B, T]); segments="turns" (episodes): turn k's step reward scores turn k (turn_ids), and a row
+# without turn k (step_mask) neither gets nor gives a baseline for it
+segment = _chosen(
+    _token.segment, "segments", "rewards", {
+        "rewards": {"rewards": "reward_components", "segment_ids": "reward_segments", "segment_valid": _absent},
+        "turns": {"rewards": "step_rewards", "segment_ids": "turn_ids", "segment_valid": "step_mask"}},
+    inputs={"mask": _completion, **_ROWS},
+    doc="Segment-routed advantages ``A_{i,t} = Σ_k 1[seg_{i,t} = k]·grpo(r^(k))_i``. ``segments='rewards'`` "
+        "(default): the reward components and the reward segments of each completion; ``'turns'``: a "
+        "multi-turn task's per-turn step rewards routed by ``turn_ids``, ``segment_valid`` = the turns each "
+        "episode played (``step_mask``).")
+outcome_conditioned_baseline = _chosen(
+    _token.outcome_conditioned_baseline, "outcome", "correct", {
+        "correct": {"outcome": lambda data: _passed(data).astype(np.int32)},
+        "answer_ids": {"outcome": "answer_ids"}},
+    inputs={**_GROUP},
+    doc="Blockwise Advantage Estimation's outcome-conditioned baseline ``A_i = r_i − mean{r_j : same group, "
+        "same outcome}``. The paper's outcome is an intermediate (prefix) result; single-turn, ours is "
+        "``outcome='correct'`` (the verifier's verdict, default: when the reward is exactly that verdict every "
+        "stratum is constant and A = 0; it ranks rows by the reward's other parts) or ``'answer_ids'``.")
+# the prefix tree is built from the tokens of each group's valid completions
+tempo = _checked(_token.tempo, inputs={**_GROUP, "tokens": "tokens", "mask": _completion})
+# per-turn rewards = the task's step rewards (one per turn, step_mask = turns that exist); episode = rewards
+step_episode_mix = _checked(_token.step_episode_mix, inputs={
+    "turn_rewards": "step_rewards", "turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": _completion,
+    "turn_valid": "step_mask", **_ROWS})
+# per-turn signal = the task's step rewards (TurnSight's hindsight score); advantages [B] or [B, T]
+sign_preserving_modulation = _checked(_token.sign_preserving_modulation, inputs={
+    "advantages": "advantages", "signal": "step_rewards", "turn_ids": "turn_ids", "mask": _completion,
+    "turn_valid": "step_mask", **_ROWS}, transform=True)
+# OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the turns that
+# exist. rljax trains no PRM: prm="policy" (default) reads β·log(π_old/π_ref), prm="extras" a PRM's log-probs
+# from data.extras["logp_prm"] [B, T] over π_old (the paper's reward)
+oprl = _chosen(
+    _token.oprl, "prm", "policy", {
+        "policy": {"logp": "logp_old", "logp_ref": "logp_ref"},
+        "extras": {"logp": _prm_logp, "logp_ref": "logp_old"}},
+    inputs={"turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": _completion, "turn_valid": "step_mask",
+            **_ROWS},
+    needs={"policy": ("step_rewards",), "extras": ("step_rewards",)}, unprobed=("extras",),
+    doc="OPRL / iStar (``rljax.advantages.oprl``): implicit per-turn step rewards mixed with episode-level "
+        "GRPO. The paper's step reward is ``β·log π_φ/π_θold`` with π_φ a PRM trained by trajectory DPO; "
+        "``prm='policy'`` (default, our interpretation: no PRM is trained) uses ``β·log π_old/π_ref``, "
+        "``prm='extras'`` the PRM log-probs a stage put in ``data.extras['logp_prm'] [B, T]`` over π_old.")
 
 
 def implicit_progress_reward(beta: float = 1.0):
@@ -343,4 +329,3 @@ def implicit_progress_reward(beta: float = 1.0):
 
 
 implicit_progress_reward.slot = "shaping"
-STAGES["implicit_progress_reward"] = implicit_progress_reward

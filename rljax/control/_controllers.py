@@ -458,33 +458,3 @@ def temperature_control(target_entropy: float, *, init_temperature: float = 1.0,
   """
   return TemperatureControl(target_entropy=target_entropy, init_temperature=init_temperature, kappa=kappa,
                             t_min=t_min, t_max=t_max, rule=rule, vocab_size=vocab_size)
-
-
-def _technique_rows():
-  from rljax._technique import Fidelity, Technique
-  return (
-      Technique("adaptive_kl", "controller", adaptive_kl, "β ← β·(1 + clip(KL/target − 1, ±0.2)·n/horizon)",
-                "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593",
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.AdaptiveKLController.update")),
-      Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
-                "000_3e503271be254a43.txt L107",
-                fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "
-                                  "compute_policy_loss_entropic, dp_actor.py",
-                                  "code reweights only tokens with p > 0.95, via an added α·r·|A| token-mean; we "
-                                  "scale every token's loss by 1 ± α; integral includes the current error")),
-      Technique("bapo", "controller", bapo, "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
-                "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe",
-                fidelity=Fidelity("authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
-                                  "compute_policy_loss_bapo",
-                                  "default mode='share' is the README's rule; mode='code', rho0=1 and the recipe "
-                                  "yaml's ranges (0.6, 0.8)/(1.2, 2.0) give the code's search")),
-      Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
-                "001_5839a3671b0b4d92.txt L203",
-                fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"
-                                  "temperature_scheduler.py",
-                                  "default rule 'exp' is ours (the code's needs V: rule='e3', vocab_size=V); "
-                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing")),
-  )
-
-
-TECHNIQUES = _technique_rows()

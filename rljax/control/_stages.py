@@ -1,4 +1,4 @@
-"""How the RL loop runs each controller: a ``rljax.stages.Controller`` stage factory per catalog name.
+"""How the RL loop runs each controller: its ``rljax.stages.Controller`` stage factory (the row's ``stage``).
 
 After every RL step (rollout + updates) a controller observes the step and sets the *next* step's values:
 hparams in ``state.hparams`` (float32 arrays read by the loss: changing them never recompiles) or the
@@ -155,5 +155,3 @@ def temperature_control(target_entropy: float, *, init_temperature=None, kappa: 
 
   return build(1.0 if init_temperature is None else float(init_temperature))
 
-
-STAGES = {"adaptive_kl": adaptive_kl, "entropic": entropic, "bapo": bapo, "temperature_control": temperature_control}

@@ -1,4 +1,4 @@
-"""How the RL loop runs each filter: an ``rljax.stages.Filter`` / ``PromptFilter`` stage factory per catalog name.
+"""How the RL loop runs each filter: ``rljax.stages.Filter`` / ``PromptFilter`` stage factories (rows' ``stage``).
 
 Row filters return ``keep [B]`` (dropped rows leave the batch: no loss, no statistics); padding and
 filtered-out rows (``valid`` False) never enter a statistic and are never kept. The group filters
@@ -29,11 +29,11 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from rljax.filters import _allocation, _curriculum as _C, _greso, _selection, _variance
+from rljax.filters import _allocation, _curriculum as _C, _greso
 from rljax.stages import Filter, PromptFilter, StepData, checked, data_stage_factory, keyword, probe_step
 
-_GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
-_REFILL = (keyword("refill", False),)
+GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
+REFILL = (keyword("refill", False),)
 
 
 def row_advantages(data: StepData) -> np.ndarray:
@@ -314,26 +314,7 @@ for _f in (greso, pilot_commit, difficulty_budget, dump, tac):
   _f.slot = "prompt_filters"
 
 
-def _row_filter(fn, inputs, **kw):
+def row_filter(fn, inputs, **kw):
+  """The stage factory of a row filter ``fn``: ``data_stage_factory(fn, Filter, inputs=inputs, **kw)``, whose
+  stages run once on a tiny step when built (``checked``)."""
   return checked(data_stage_factory(fn, Filter, inputs=inputs, **kw))
-
-
-STAGES = {
-    "zero_variance": _row_filter(_variance.zero_variance, {"metric": "rewards", **_GROUP}, loop_args=_REFILL),
-    "variance_topp": _row_filter(_variance.variance_topp, {"rewards": "rewards", **_GROUP}, loop_args=_REFILL),
-    "vcrl": _row_filter(_variance.vcrl, {"rewards": "rewards", **_GROUP}, loop_args=_REFILL),
-    "void_turn": _row_filter(_selection.void_turn, {"turns": "turns"}),
-    "rorecomp": _row_filter(_selection.rorecomp, {"correct": "correct", "lengths": "lengths",
-                                                  "group_id": "group_id", "valid": "valid"}),
-    "negative_advantage_drop": _row_filter(_variance.negative_advantage_drop,
-                                           {"advantages": row_advantages, "valid": "valid"},
-                                           needs=("advantages",), phase="advantages"),
-    "shuffle_pairs": _row_filter(_selection.shuffle_pairs, {"advantages": row_advantages, "group_id": "group_id",
-                                                            "valid": "valid", "key": "key"},
-                                 needs=("advantages",), phase="advantages", resamples=True),
-    "greso": greso,
-    "pilot_commit": pilot_commit,
-    "difficulty_budget": difficulty_budget,
-    "dump": dump,
-    "tac": tac,
-}

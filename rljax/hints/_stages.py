@@ -23,7 +23,7 @@ import numpy as np
 from rljax.hints import _rules as H
 from rljax.stages import Replay, StepData
 
-__all__ = ["guide", "oc_grpo", "lte", "adhint", "STAGES"]
+__all__ = ["guide", "oc_grpo", "lte", "adhint"]
 
 
 def _unit(name: str, v, *, lo_open: bool = False) -> float:
@@ -166,8 +166,3 @@ def adhint(*, min_fraction: float = 0.25, max_fraction: float = 1.0, max_success
 
   return _stage("adhint", hint_text=text, rows=rows, max_success=max_success, template=H.check_template(template),
                 logp_old=_logp_old(logp_old))
-
-
-STAGES = {"guide": guide, "oc_grpo": oc_grpo, "lte": lte, "adhint": adhint}
-for _f in STAGES.values():
-  _f.slot = "replay"

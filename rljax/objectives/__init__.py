@@ -16,8 +16,6 @@ from rljax.objectives._ratio import *  # noqa: F401,F403
 from rljax.objectives._supervised import *  # noqa: F401,F403
 from rljax.objectives._value import *  # noqa: F401,F403
 
-from rljax._technique import attach_stages as _attach_stages
-from rljax.objectives._stages import STAGES as _STAGES
-
-TECHNIQUES = _attach_stages(_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
-                          + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES, _STAGES, "objectives")
+# each module's rows declare their stage beside the function (``stage=loss_term_factory(fn, ...)``)
+TECHNIQUES = (_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
+              + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES)

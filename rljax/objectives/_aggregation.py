@@ -95,6 +95,27 @@ def get_aggregation(name_or_fn) -> Aggregation:
   return _BY_NAME[name_or_fn]
 
 
+def _aggregation_stage(fn):
+  """The stage factory of aggregation ``fn`` (no hyper-parameters): ``factory() -> Aggregation``."""
+  from rljax.stages import Aggregation  # pylint: disable=import-outside-toplevel
+
+  def factory():
+    return Aggregation(fn, name=fn.__name__)
+  factory.__name__ = fn.__name__
+  factory.__doc__ = f"Stage factory of the ``{fn.__name__}`` aggregation."
+  return factory
+
+
+def _sum_norm_stage(max_len=None):
+  """``seq_mean_token_sum_norm``: ``max_len`` defaults to the run's ``max_new_tokens`` (Dr.GRPO's L_max)."""
+  from rljax.stages import Aggregation  # pylint: disable=import-outside-toplevel
+
+  def bind(stage, facts):
+    return Aggregation(seq_mean_token_sum_norm(max_len=max_len or facts.max_new_tokens),
+                       name="seq_mean_token_sum_norm")
+  return Aggregation(seq_mean_token_sum_norm(max_len=max_len), name="seq_mean_token_sum_norm", bind_fn=bind)
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
@@ -103,15 +124,20 @@ def _technique_rows():
     return Fidelity("peer", f"verl 0.9.1 core_algos.agg_loss '{mode}'", differences)
 
   return (
-      Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src, fidelity=verl("token-mean")),
-      Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, fidelity=verl("token-sum")),
+      Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src,
+                stage=_aggregation_stage(token_mean), fidelity=verl("token-mean")),
+      Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
+                fidelity=verl("token-sum")),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
+                stage=_aggregation_stage(seq_mean_token_sum),
                 fidelity=verl("seq-mean-token-sum")),
       Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
+                stage=_aggregation_stage(seq_mean_token_mean),
                 fidelity=verl("seq-mean-token-mean", "no +1e-8 in the per-sequence denominator (empty rows are "
                               "excluded instead); relative difference ≤ 1e-8")),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
+                stage=_sum_norm_stage,
                 fidelity=verl("seq-mean-token-sum-norm", "divides by all B rows, verl by the rows with ≥ 1 token "
                               "(equal without empty rows); max_len = verl loss_scale_factor / TRL max_completion_length")),
   )

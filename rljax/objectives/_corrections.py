@@ -300,23 +300,30 @@ def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "toke
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   helper = "verl 0.9.1 rollout_corr_helper."
   return (
       Technique("tis", "correction", tis, "w = sg(min(pi_train/pi_rollout, U)) per token or sequence",
                 "TIS (Yao et al. 2025 blog); verl rollout_is; TRL *_truncate; seed 001 L51",
+                stage=loss_term_factory(tis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights (float rollout_is_threshold)",
                                   "level='geometric' and lower= are our options (not in verl)")),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",
                 "verl rollout_is_threshold 'L_U'; TRL *_mask; OpenRLHF seq-mask-tis",
+                stage=loss_term_factory(mis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights ('L_U' threshold)",
                                   "reweight=False (mask only) and level='geometric' are our options")),
       Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
                 "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop",
+                stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights (token, 'L_U': use_icepop)",
                                   "alpha/beta default 0.5/5.0 (OpenRLHF's); reweight=False is our option")),
       Technique("divergence_rejection", "correction", divergence_rejection,
                 "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
                 "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig",
+                stage=loss_term_factory(divergence_rejection, role="correction",
+                                        needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", helper + "compute_rollout_rejection_mask",
                                   "k1 bounds are log-ratio bounds: verl's ratio bounds 'L_U' = threshold=(log L, log U)")),
   )

@@ -428,32 +428,39 @@ def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   return (
       Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
                 "verl entropy_coeff; TRL entropy_coef",
+                stage=loss_term_factory(entropy_bonus, hparams={"coef": "entropy_coef"}),
                 fidelity=Fidelity("peer", "verl 0.9.1 dp_actor (pg_loss − entropy_coeff·agg(entropy))",
                                   "default c = 1e-3 (verl entropy_coeff default 0)")),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
                 "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",
+                stage=loss_term_factory(erc, role="policy", needs={"entropy_old"}),
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
                                   "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe")),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",
+                stage=loss_term_factory(clip_cov, hparams=S.CLIP, role="policy", needs={"logp_old"}),
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_clip_cov",
                                   "no implicit RNG: without key= the k largest-cov candidates are taken (code: "
                                   "randperm draw; key= draws uniformly); log r clamped ±20")),
       Technique("kl_cov", "entropy", kl_cov,
                 "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
+                stage=loss_term_factory(kl_cov, role="policy", needs={"logp_old"}),
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
                                   "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
                                   "authors' recipe (verl config 0.1)")),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
+                stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),
                 fidelity=Fidelity("peer", "TRL GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
                                   "source='old' (rollout entropy) is our option")),
   )

@@ -388,20 +388,52 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
   return _with_name(term, "rpg")
 
 
+def _kl_in_reward_stage(beta=1e-3, *, estimator: str = "kl", clamp: bool = True):
+  """KL in the reward as a shaping stage (phase ``"forward"``: after the proximal and reference forwards).
+
+  ``r_t = score_t − β·k(log π_old − log π_ref)·m_t`` on the completion tokens of valid rows, where ``score``
+  is the step's token rewards if a stage wrote some, else the sequence reward on the last token (verl
+  ``apply_kl_penalty``, applied after the reference forward and before the advantage).
+  """
+  from rljax.stages import Shaping  # pylint: disable=import-outside-toplevel
+  kl_in_reward(jnp.zeros((1,)), jnp.zeros((1, 1)), jnp.zeros((1, 1)), jnp.ones((1, 1)), beta=beta,
+               estimator=estimator, clamp=clamp)  # validates the arguments now, not mid-run
+
+  def fn(data):
+    scores = data.token_rewards if data.token_rewards is not None else data.rewards
+    mask = data.completion_mask & data.valid[:, None]
+    rewards, metrics = kl_in_reward(scores, data.require("logp_old", "kl_in_reward"),
+                                    data.require("logp_ref", "kl_in_reward"), mask, beta=beta,
+                                    estimator=estimator, clamp=clamp)
+    rewards = np.asarray(rewards)
+    return rewards.astype(np.result_type(np.float32, rewards.dtype)), metrics  # float64 stays (x64)
+
+  return Shaping(fn, name="kl_in_reward", phase="forward", needs={"logp_old", "logp_ref"})
+
+
+_kl_in_reward_stage.slot = "shaping"
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   return (
       Technique("kl_penalty", "kl", kl_penalty,
                 "β·k(Δ), Δ=logπθ−logπref; k1=Δ, abs=|Δ|, k2=½Δ², k3=e^{−Δ}+Δ−1; '+' = value of k, grad of k2",
                 "verl kl_penalty (kl_loss_type); TRL beta (k3); Schulman 2020",
+                stage=loss_term_factory(kl_penalty, hparams={"beta": "kl_beta"}, needs={"logp_ref"}),
                 fidelity=Fidelity("peer", "verl 0.9.1 core_algos.kl_penalty / kl_penalty_forward; TRL GRPOTrainer "
                                   "beta (k3, use_bias_correction_kl)")),
       Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
                 "verl algorithm.use_kl_in_reward / compute_rewards",
+                stage=_kl_in_reward_stage,
                 fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_rewards + kl_penalty (use_kl_in_reward)")),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
                 "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code",
+                stage=loss_term_factory(rpg, hparams={"beta": "kl_beta"}, role="policy",
+                                        needs={"logp_ref", "logp_old"}),
                 fidelity=Fidelity("authors_code", "github.com/complex-reasoning/RPG: verl/trainer/ppo/core_algos.py "
                                   "(compute_policy_loss_reinforce, kl_penalty rpg_*)",
                                   "π_ref ≠ π_old generalised; with clip the log term uses unclipped log π/π_ref; "

@@ -726,73 +726,90 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   verl = "verl 0.9.1 core_algos."
   rows = [
       ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
        "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
+       loss_term_factory(ppo_clip, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form")),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
+       loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
        Fidelity("peer", verl + "compute_policy_loss_reinforce (-A log pi * rollout_is_weights)",
                 "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
                 "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
+       loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
                 "open_r1/trainer/grpo_trainer.py",
                 "the code's 1/alpha loss scale (adjust_gd, alpha = valid share) belongs to the advantage (verl gpg "
                 "estimator); aggregation is chain's (code: seq-mean-token-mean)")),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
+       loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
                 "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)")),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
+       loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_gspo",
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
                 "(verl forces seq-mean-token-mean)")),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
+       loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
                 "code: one sequence per micro-batch, scalar A (we average A over the sequence); log r clamped "
                 "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
+       loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
+                         needs=lambda a: S.logp_needs("old_logp")(a) | S.segment_needs(a)),
        Fidelity("authors_code", "github.com/yaochenzhu/Rank-GRPO: libs/trl/rank_grpo_trainer.py "
                 "(importance_sampling_level='item')",
                 "log r clamped +-20 and log rho at 10 (code: none); its overflow bin is any spare id here; "
                 "eps 0.06/0.08 = train_rank_grpo.py")),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
+       loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
                 "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
                 "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form")),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
+       loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
                 "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
+       loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
                 "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
                 "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
+       loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
                 "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20")),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
+       loss_term_factory(decoupled_ppo, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
+                         needs=S.logp_needs("proximal_logp", "behavior_logp")),
        Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
                 "ppo_actor_loss_fn",
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
                 "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
       ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
        "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
+       loss_term_factory(exgrpo_policy, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py; "
                 "ExGRPO/exp_scripts/run_exgrpo.sh",
                 "mixed phase = a replay stage in the recipe (authors: once batch solve rate > 0.35); clip_fresh=True "
                 "PPO-clips fresh rows; the rho weighting is the batch composition")),
   ]
-  return tuple(Technique(name, "policy_loss", fn, formula, src, fidelity=fid)
-               for name, fn, formula, src, fid in rows)
+  return tuple(Technique(name, "policy_loss", fn, formula, src, stage=stage, fidelity=fid)
+               for name, fn, formula, src, stage, fid in rows)
 
 
 TECHNIQUES = _technique_rows()

@@ -551,35 +551,43 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   return (
       Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49",
+                stage=loss_term_factory(sft_nll),
                 fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
                                   "TRL divides by num_items_in_batch (global token count): token_mean with the "
                                   "global denominator")),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
+                stage=loss_term_factory(gft),
                 fidelity=Fidelity("authors_code", "github.com/ZJU-OmniAI/GFT: verl/trainer/ppo/core_algos.py "
                                   "compute_gft_loss",
                                   "the code always multiplies by the group advantages: use_advantages=True (off by "
                                   "default, the term also serves as an SFT addend); rectification='ramp' is ours")),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
+                stage=loss_term_factory(opd, needs={"logp_teacher", "logp_old"}),
                 fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
                                   "apply_opd_kl_to_advantages",
                                   "a standalone loss term; slime subtracts coef·(log π_old − log π_T) from the "
                                   "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
+                stage=loss_term_factory(dpo, role="policy", needs={"logp_ref", "preference_pairs"}),
                 fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
                                   "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
+                stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
                 fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (a_lol, "
                                   "a_lol_seq, a_lol_ref_free)",
                                   "A = R − V(x) comes from the batch (the code's value head); ppo_clip=0 (no clip) and "
                                   "A-LoL-KL are not offered")),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
+                stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs),
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
@@ -587,6 +595,7 @@ def _technique_rows():
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
+                stage=loss_term_factory(delta_logp_reweight, role="policy", needs=S.delta_logp_needs),
                 fidelity=Fidelity("authors_code", "github.com/Hesse73/RLVR-Directions: verl/recipe/logprl/"
                                   "logp_ray_trainer.py (reshape_reversed)",
                                   "the code's other reweight methods and advantage-sign masks are not offered; "

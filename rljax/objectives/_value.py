@@ -89,10 +89,13 @@ def value_loss(clip_eps: Optional[float] = 0.2, coef=1.0):
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _stages as S
+  from rljax.stages import loss_term_factory
   return (
       Technique("value_loss", "value", value_loss,
                 "½·coef·max((v−R)², (clip(v, v_old−ε, v_old+ε)−R)²); ε=None: ½·coef·(v−R)²",
                 "PPO arXiv:1707.06347; verl compute_value_loss (cliprange_value); OpenRLHF ValueLoss",
+                stage=loss_term_factory(value_loss, needs={"values", "returns"}),
                 fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_value_loss",
                                   "default clip_eps 0.2 (OpenRLHF/TRL; verl critic cliprange_value 0.5: pass 0.5); "
                                   "coef is ours")),

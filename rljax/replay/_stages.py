@@ -19,8 +19,7 @@ from rljax.filters import rorecomp as _rorecomp
 from rljax.replay import _buffer as B
 from rljax.stages import Replay, RunFacts, StepData
 
-__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "SpearState",
-           "STAGES"]
+__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "SpearState"]
 
 
 def _width(facts: Optional[RunFacts], name: str) -> int:
@@ -392,9 +391,3 @@ def spear_replay(*, capacity: int = 256, threshold: float = 0.0, ratio: float = 
                   bind_fn=lambda stage, f: build(f))
 
   return build(None)
-
-
-STAGES = {"rapo_replay": rapo_replay, "positive_replay": positive_replay, "exgrpo": exgrpo,
-          "rorecomp_compensation": rorecomp_compensation, "spear_replay": spear_replay}
-for _f in STAGES.values():
-  _f.slot = "replay"

@@ -1,4 +1,4 @@
-"""How the RL loop runs each reward and shaping row: a stage factory per catalog name.
+"""How the RL loop runs each reward and shaping row: the stage factories the rows name (``stage=``).
 
 Rewards are host functions ``(completions, problems) -> [B]`` (``rljax.stages.Reward``): the text verifiers
 compare each completion with its problem's reference answer (``problem.answer``). Shaping stages
@@ -23,11 +23,11 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rljax.envs import ArithmeticTask
-from rljax.rewards import _agentic, _code, _safe, _shaping, _verifiers
+from rljax.rewards import _agentic, _safe, _shaping, _verifiers
 from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 
 
-def _verifier(fn):
+def verifier(fn):
   """Stage factory of a text verifier ``fn(completions, references, **hyper)``: references = answers."""
   sig = _signature(fn, drop=("completions", "references", "return_info"))
 
@@ -157,20 +157,22 @@ def _process_mean(data) -> np.ndarray:
   return np.where(m, r, 0.0).sum(1) / np.maximum(m.sum(1), 1)
 
 
-def _plus_outcome_steps(out, data):
+def plus_outcome_steps(out, data):
   """Shaped step rewards ``[B, S]`` -> the sequence reward ``data.rewards + sum_s r'_s`` (outcome + process)."""
   steps, metrics = out
   steps = np.asarray(steps)
   return data.rewards + steps.astype(np.result_type(np.float32, steps.dtype)).sum(1), metrics
 
 
-def _shaping_stage(fn, inputs, probe=None, **kw):
+def shaping_stage(fn, inputs, probe=None, **kw):
+  """The stage factory of a shaping function ``fn``: ``data_stage_factory(fn, Shaping, inputs=inputs, **kw)``,
+  whose stages run once on a tiny step when built (``probe(hyper_parameters)`` gives that step, if passed)."""
   build = data_stage_factory(fn, Shaping, inputs=inputs, **kw)
   return checked(build) if probe is None else checked(build, probe)
 
 
 _GROUP = {"group_id": "group_id", "num_groups": "num_groups", "valid": "valid"}
-_STEPS = {"step_rewards": "step_rewards", "step_mask": "step_mask"}
+STEPS = {"step_rewards": "step_rewards", "step_mask": "step_mask"}
 
 
 def composite(weights: Optional[Mapping[str, float]] = None):
@@ -257,33 +259,19 @@ def tool_call_reward(*, coef: float = 1.0, decay_steps: int = 200, schedule: str
   return Shaping(fn, name="tool_call_reward", needs={"turns"})
 
 
-STAGES = {
-    "exact_match": _verifier(_verifiers.exact_match),
-    "math_answer": _verifier(_verifiers.math_answer),
-    "format_regex": _verifier(_verifiers.format_regex),
-    "code_tests": _verifier(_code.code_tests),
-    "overlong_penalty": overlong_penalty,
-    "gaussian_reward": gaussian_reward,
-    "clipped_linear_reward": clipped_linear_reward,
-    "composite": composite,
-    # the shaped reward replaces data.rewards (GRPO-lambda: penalised in on-groups, else 1[correct])
-    "grpo_lambda": _shaping_stage(_shaping.grpo_lambda, {"correct": "correct", "lengths": "lengths", **_GROUP,
-                                                         "penalized": lambda data: None}),
-    # Kimi's length reward is added to data.rewards
-    "length_penalty": _shaping_stage(_shaping.length_penalty, {"lengths": "lengths", "correct": "correct", **_GROUP},
-                                     result=lambda out, data: (data.rewards + np.asarray(out[0]), out[1])),
-    # criteria = the recipe's reward columns; the rubric score replaces data.rewards (their sum)
-    "rubric_dropout": _shaping_stage(
-        _shaping.rubric_dropout, {"key": "key", "scores": "reward_components", "group_id": "group_id",
-                                  "criterion_mask": lambda data: None},
-        probe=lambda kw: probe_step(components=len(kw["weights"]) if kw.get("weights") is not None else 2),
-        result=lambda out, data: (out[0], out[2])),
-    "prm_clip": _shaping_stage(_shaping.prm_clip, _STEPS, result=_plus_outcome_steps),
-    "prm_delta": _shaping_stage(_shaping.prm_delta, _STEPS, result=_plus_outcome_steps),
-    "correctness_gated": _shaping_stage(_shaping.correctness_gated,
-                                        {"outcome": "rewards", "process": _process_mean,
-                                         "correct": lambda data: np.asarray(data.correct) * data.valid},
-                                        needs=("step_rewards",)),
-    "shortest_path_reward": shortest_path_reward,
-    "tool_call_reward": tool_call_reward,
-}
+# the shaped reward replaces data.rewards (GRPO-lambda: penalised in on-groups, else 1[correct])
+grpo_lambda = shaping_stage(_shaping.grpo_lambda, {"correct": "correct", "lengths": "lengths", **_GROUP,
+                                                   "penalized": lambda data: None})
+# Kimi's length reward is added to data.rewards
+length_penalty = shaping_stage(_shaping.length_penalty, {"lengths": "lengths", "correct": "correct", **_GROUP},
+                               result=lambda out, data: (data.rewards + np.asarray(out[0]), out[1]))
+# criteria = the recipe's reward columns; the rubric score replaces data.rewards (their sum)
+rubric_dropout = shaping_stage(
+    _shaping.rubric_dropout, {"key": "key", "scores": "reward_components", "group_id": "group_id",
+                              "criterion_mask": lambda data: None},
+    probe=lambda kw: probe_step(components=len(kw["weights"]) if kw.get("weights") is not None else 2),
+    result=lambda out, data: (out[0], out[2]))
+correctness_gated = shaping_stage(_shaping.correctness_gated,
+                                  {"outcome": "rewards", "process": _process_mean,
+                                   "correct": lambda data: np.asarray(data.correct) * data.valid},
+                                  needs=("step_rewards",))
