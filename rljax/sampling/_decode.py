@@ -102,7 +102,7 @@ def _seq_keys(key, group_id: Array, sample_index: Array) -> Array:
   return jax.vmap(lambda g, i: f(key, g, i))(group_id, sample_index)
 
 
-def _decode(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
+def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
             phase_ends: Optional[tuple] = None) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
@@ -234,7 +234,7 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
   ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
-  st = _decode(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends)
+  st = _decode_loop(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends)
   rollout = st.to_rollout(w + config.max_new_tokens)
   if not want_state:
     return None, rollout
@@ -299,5 +299,5 @@ def _append_jit(graphdef, params, st: SamplerState, rows, appended, appended_len
   cache_type = type(st.cache)
   st = _feed_chunk(model, st.replace(cache=_constrain_cache(st.cache, mesh)), rows, appended, alen, pad_id)
   st = st.replace(cache=_to_layers(st.cache, mesh), policy_version=policy_version)
-  st = _decode(model, st, active, sp, max_new, key, greedy, mesh)
+  st = _decode_loop(model, st, active, sp, max_new, key, greedy, mesh)
   return st.replace(cache=_from_layers(st.cache, cache_type)), st.to_rollout()
