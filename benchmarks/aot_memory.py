@@ -208,7 +208,7 @@ def _compile_rollout(row, cfg):
   from jax.sharding import NamedSharding  # pylint: disable=import-outside-toplevel
   from rljax.models import Transformer  # pylint: disable=import-outside-toplevel
   from rljax.parallel import abstract_with_shardings, logical_to_spec, state_shardings  # pylint: disable=import-outside-toplevel
-  from rljax.sampling._sampler import LAYER_CACHE_AXES  # pylint: disable=import-outside-toplevel
+  from rljax.sampling._state import LAYER_CACHE_AXES  # pylint: disable=import-outside-toplevel
   mesh = _mesh(row)
   graphdef, params = nnx.split(nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0))))
   p_sh = state_shardings(params, mesh)

@@ -14,7 +14,7 @@ from rljax import envs
 from rljax.envs._runner import RunnerConfig, run_episodes
 from rljax.models import ModelConfig, Transformer, fan_in_init
 from rljax.envs import _runner
-from rljax.sampling import SamplerConfig, _sampler, compact, feed_rows, generate, resume, rewind
+from rljax.sampling import SamplerConfig, _decode, compact, feed_rows, generate, resume, rewind
 
 CHARS = "abcdefghko:.\n"
 
@@ -295,9 +295,9 @@ def test_resume_with_one_key_per_row(model):
     np.testing.assert_array_equal(np.asarray(both.tokens[b]), np.asarray(one.tokens[b]))
   g, i = jax.numpy.array([3, 4]), jax.numpy.array([0, 1])
   for keys in (jax.random.split(jax.random.key(1), 2), jax.random.split(jax.random.PRNGKey(1), 2)):  # typed, raw
-    per_row = jax.random.key_data(_sampler._seq_keys(keys, g, i))
+    per_row = jax.random.key_data(_decode._seq_keys(keys, g, i))
     for b in range(2):
-      np.testing.assert_array_equal(per_row[b], jax.random.key_data(_sampler._seq_keys(keys[b], g, i))[b])
+      np.testing.assert_array_equal(per_row[b], jax.random.key_data(_decode._seq_keys(keys[b], g, i))[b])
   with pytest.raises(ValueError, match="one per row"):
     resume(model, st, [[9], [10]], config=cfg, key=jax.random.split(jax.random.PRNGKey(0), 3))
   with pytest.raises(ValueError, match="RunnerConfig.chunk_tokens"):

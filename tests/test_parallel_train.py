@@ -234,7 +234,7 @@ def test_sampler_constrains_the_kv_cache_to_the_logical_layout():
   propagation leaves the rows replicated)."""
   from rljax.parallel import shard_state  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig, generate  # pylint: disable=import-outside-toplevel
-  from rljax.sampling._sampler import CACHE_AXES  # pylint: disable=import-outside-toplevel
+  from rljax.sampling._state import CACHE_AXES  # pylint: disable=import-outside-toplevel
   cfg = ModelConfig.tiny()
   graphdef, state = nnx.split(Transformer(cfg, rngs=nnx.Rngs(0)))
   mesh = make_mesh(D2F2T2)

@@ -425,7 +425,7 @@ def test_generate_logprobs_equal_forward_on_gemma_like_model():
 
 
 def test_argmax_last_equals_argmax_with_ties_and_inf():
-  from rljax.sampling._sampler import _argmax_last
+  from rljax.sampling._step import _argmax_last
   rng = np.random.default_rng(0)
   x = rng.integers(-3, 3, size=(200, 37)).astype(np.float32)  # many ties
   x[5] = -np.inf
@@ -443,7 +443,7 @@ def test_decode_phases_equal_one_loop():
   """The phased decode loop (each phase attends a cache prefix just long enough for its steps)
   gives the same tokens, log-probs, entropies and state as one loop over the whole cache: prompts
   of different lengths, a sliding-window layer, rows stopping in the first phase, then resume."""
-  from rljax.sampling._sampler import decode_phase_ends
+  from rljax.sampling._decode import decode_phase_ends
   assert decode_phase_ends(15, 48, 4) == (31, 47, 63)  # at most one phase per 16 new tokens
   assert decode_phase_ends(7, 32, 4) == (23, 39)
   assert decode_phase_ends(3, 8, 4) == (11,)

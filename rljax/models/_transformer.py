@@ -12,6 +12,7 @@ from flax import nnx
 from rljax.models._config import ModelConfig
 from rljax.models._layers import (MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, lora_modules, param,
                                   rope_cos_sin)
+from rljax.models._masks import attention_masks, decode_masks
 from rljax.types import PolicyOutputs
 
 __all__ = ["Transformer", "KVCache", "ModelOutput", "ValueHead", "policy_outputs", "segment_positions",
@@ -148,17 +149,6 @@ class Block(nnx.Module):
       y = self.attn_post_norm(y)
     x, ids, probs = self._mlp(x + y, routing, fused=True)
     return x, ids, probs, k_l, v_l
-
-
-def _window(kv_mask, q_idx, window: int, s_len: int):
-  """``[B, T, S]`` (``[1, T, S]`` without ``kv_mask``): slot ``j`` is within the sliding window of
-  the query in slot ``q_idx[t]`` iff fewer than ``window`` valid slots lie in ``(j, q]`` — the
-  position distance when a row's tokens fill its valid slots in order (masked slots are gaps).
-  Without ``kv_mask`` every slot is valid: ``q - j < window``."""
-  if kv_mask is None:
-    return ((q_idx[:, None] - jnp.arange(s_len, dtype=jnp.int32)[None, :]) < window)[None]
-  cum = jnp.cumsum(kv_mask.astype(jnp.int32), axis=1)  # [B, S]
-  return (jnp.take(cum, q_idx, axis=1)[:, :, None] - cum[:, None, :]) < window
 
 
 _REMAT_POLICIES = {
@@ -425,11 +415,7 @@ class Transformer(nnx.Module):
       raise ValueError(f"tokens must be [B, 1] for decode_step, got shape {tokens.shape}")
     s_len = k_layers[0].shape[2]
     cache_index = jnp.asarray(cache_index, jnp.int32)
-    k_idx = jnp.arange(s_len, dtype=jnp.int32)
-    base = ((k_idx <= cache_index)[None, None, :] & kv_mask[:, None, :].astype(bool))  # [B, 1, S]
-    sliding_mask = None
-    if cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      sliding_mask = base & _window(kv_mask, cache_index[None], cfg.sliding_window, s_len)
+    base, sliding_mask = decode_masks(cfg, kv_mask, cache_index, s_len)
     cos, sin = rope_cos_sin(positions, cfg)
     x = self.embed_tokens(tokens)
     ids_all = []
@@ -546,26 +532,12 @@ class Transformer(nnx.Module):
       cache_index = jnp.asarray(cache_index, jnp.int32)
       if positions is None:
         positions = jnp.broadcast_to(cache_index + jnp.arange(t, dtype=jnp.int32), (b, t))
-      q_idx = cache_index + jnp.arange(t, dtype=jnp.int32)
-      k_idx = jnp.arange(cache.max_len, dtype=jnp.int32)
-      base = jnp.broadcast_to(k_idx[None, None, :] <= q_idx[None, :, None], (b, t, cache.max_len))
-      if kv_mask is not None:
-        base = base & kv_mask[:, None, :].astype(bool)
-    elif prefix_groups is None:
-      if positions is None:
-        positions = (segment_positions(segment_ids) if segment_ids is not None
-                     else jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)))
-      q_idx = k_idx = jnp.arange(t, dtype=jnp.int32)
-      base = jnp.broadcast_to(k_idx[None, None, :] <= q_idx[None, :, None], (b, t, t))
-      if segment_ids is not None:
-        base = base & (segment_ids[:, :, None] == segment_ids[:, None, :]) & (segment_ids[:, :, None] != 0)
-    sliding_mask = None
-    if prefix_groups is not None:  # a static attention pattern instead of [B, T, T] masks
-      base = dataclasses.replace(prefix_groups, window=None)
-      sliding_mask = dataclasses.replace(prefix_groups, window=cfg.sliding_window)
-    elif cfg.layer_types is not None and "sliding_attention" in cfg.layer_types:
-      valid = kv_mask if cache is not None else None  # uncached: every slot is a token
-      sliding_mask = base & _window(valid, q_idx, cfg.sliding_window, k_idx.shape[0])
+    elif positions is None:  # (prefix_groups requires positions)
+      positions = (segment_positions(segment_ids) if segment_ids is not None
+                   else jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t)))
+    base, sliding_mask = attention_masks(cfg, b, t, cache_len=None if cache is None else cache.max_len,
+                                         cache_index=cache_index, kv_mask=kv_mask, segment_ids=segment_ids,
+                                         prefix_groups=prefix_groups)
     cos, sin = rope_cos_sin(positions, cfg)
 
     x = self.embed_tokens(tokens)
