@@ -291,11 +291,9 @@ class StepData:
     return first.replace(**changes)
 
 
-# Inputs a stage may need that are no StepData field: the loop builds them into ``TrainBatch.extras``.
-_EXTRA_NEEDS = {
-    "preference_pairs": {"need": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
-                         "batch": True, "replayed": True},
-}
+# Inputs a stage may need that are no StepData field (none today: a loss term that builds its own per-row inputs
+# declares them as ``LossTerm.batch_extras``, e.g. dpo's preference pairs).
+_EXTRA_NEEDS: dict = {}
 
 
 def _declared_needs() -> dict:
@@ -644,6 +642,9 @@ class LossTerm(Stage):
     hparams: ``{argument: hparam name}`` of its controller-movable arguments (``{"eps_low": "clip_low"}``).
     role: ``"policy"`` (a policy loss, or a term wrapping one: a controller's ``wrap_policy`` applies to
       it), ``"term"`` (added to the loss), ``"correction"`` (passed to a policy loss as ``correction=``).
+    batch_extras: ``fn(data: StepData) -> {key: [B, ...] host array}``: inputs the term provides itself, built
+      on the host from the step's data before the update and passed in ``TrainBatch.extras`` (``dpo``'s
+      preference pairs); the loop calls it for every term that declares one, nested ones included.
   """
   factory: Callable
   args: tuple = ()
@@ -652,9 +653,12 @@ class LossTerm(Stage):
   role: str = "term"
   name: str = ""
   needs: frozenset = frozenset()
+  batch_extras: Optional[Callable] = None
 
   def _check(self):
     _callable(self, "factory")
+    if self.batch_extras is not None:
+      _callable(self, "batch_extras")
     _one_of(self, "role", ("policy", "term", "correction"))
     if self.name == "lossterm":  # no fn: name it after the factory
       object.__setattr__(self, "name", _name("", self.factory, "term"))
@@ -772,7 +776,8 @@ def keyword(name: str, default) -> inspect.Parameter:
 
 
 def loss_term_factory(fn: Callable, *, hparams: Mapping[str, str] = None, needs=(), role: str = "term",
-                      fill: Mapping[str, str] = None, slot: Optional[str] = None) -> Callable:
+                      fill: Mapping[str, str] = None, slot: Optional[str] = None,
+                      batch_extras: Optional[Callable] = None) -> Callable:
   """The ``Technique.stage`` of an objective row: ``factory(*args, **kwargs) -> LossTerm``.
 
   Args:
@@ -786,6 +791,7 @@ def loss_term_factory(fn: Callable, *, hparams: Mapping[str, str] = None, needs=
     fill: ``{argument: other argument}``: a ``None`` argument takes the other's value (``ppo_clip``'s
       ``eps_high`` defaults to ``eps_low``), so that both are movable.
     slot: the recipe slot when it is not the kind's (``kl_in_reward`` is a shaping stage).
+    batch_extras: the inputs the term provides itself (see :class:`LossTerm`).
   """
   sig = inspect.signature(fn)
   hparams = dict(hparams or {})
@@ -806,7 +812,7 @@ def loss_term_factory(fn: Callable, *, hparams: Mapping[str, str] = None, needs=
       arguments[a] = float(arguments[a])
     declared = needs(dict(bound.arguments)) if callable(needs) else needs
     return LossTerm(fn, args=call_args, kwargs=arguments, hparams=movable, role=role, name=fn.__name__,
-                    needs=frozenset(declared))
+                    needs=frozenset(declared), batch_extras=batch_extras)
 
   factory.__signature__ = sig
   factory.__name__ = fn.__name__

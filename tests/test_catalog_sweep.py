@@ -48,7 +48,7 @@ from rljax.objectives._statistics import call_with_statistics
 from rljax.recipes._examples import _spec
 from rljax.recipes._spec import resolve, slot_of
 from rljax.stages import ControlInputs, PromptData, RunFacts, StepData, TaskGradients
-from rljax.train._inputs import preference_pairs
+from rljax.objectives import preference_pairs
 from rljax.types import PolicyOutputs, TrainBatch
 
 CASES = ("empty", "all_padding", "poisoned_padding", "equal_rewards", "single_member", "float64")

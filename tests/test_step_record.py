@@ -1,7 +1,10 @@
 """The step record (issue #34 item 3): ``StepData``'s field declarations are the one source of the needs
 vocabulary, of what reaches the update and what a replay buffer stores, and of what ``take`` and
 ``concat_steps`` index; one function resolves a log-prob source."""
+import types
+
 import numpy as np
+import pytest
 
 from rljax import stages
 from rljax.stages import StepData, probe_step
@@ -27,7 +30,6 @@ _NEEDS = {
                        "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
     "turn_ids": "[B, T] turn ids (multi-turn episodes)",
     "turns": "per-sample list of the model's turns as text (multi-turn episodes; one turn when single-turn)",
-    "preference_pairs": "DPO pairs built from each group: its best (chosen) and worst (rejected) sample",
     "advantages": "advantages written by an earlier estimator (advantage transforms)",
     "returns": "critic targets [B, T] written by the advantage estimator (gae)",
     "task_gradients": "Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
@@ -36,7 +38,8 @@ _NEEDS = {
 _REPLAY_UNSTORED = ("answer_ids", "task_id", "reward_components", "token_rewards", "step_rewards", "reward_segments",
                    "turn_ids", "turns", "greedy_rewards", "values", "returns")
 _BATCH_NEEDS = ("logp_old", "entropy_old", "logp_ref", "logp_behavior", "entropy_ref", "logp_teacher", "values",
-               "reward_segments", "turn_ids", "task_id", "preference_pairs")
+               "reward_segments", "turn_ids", "task_id")
+# preference_pairs left the vocabulary (issue #34 item 1): dpo's LossTerm builds its pairs itself (batch_extras)
 
 
 def test_needs_vocabulary_is_unchanged():
@@ -132,3 +135,25 @@ def test_the_update_batch_copies_the_declared_fields():
   assert StepData.train_batch_fields() == {  # as train_batch listed them by hand (routing aside: rl.routing_replay)
       "logp_old": "logp_old", "logp_ref": "logp_ref", "entropy_old": "entropy_old", "values": "values_old",
       "returns": "returns", "turn_ids": "turn_ids", "task_id": "task_id", "segment_ids": "segment_ids"}
+
+
+def test_a_loss_term_declares_the_inputs_it_builds_itself():
+  """Issue #34 item 1: dpo's preference pairs are its LossTerm's ``batch_extras`` (the trainer names no technique);
+  a recipe lists each term's once, nested and critic terms included."""
+  from rljax import recipes, stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.objectives import preference_pairs  # pylint: disable=import-outside-toplevel
+  dpo = recipes.stage("dpo", beta=0.2)
+  assert dpo.batch_extras is preference_pairs and "preference_pairs" not in dpo.needs
+  own = S.LossTerm(lambda out, batch: (out.logp, {}), name="own", batch_extras=lambda data: {"w": data.rewards})
+  recipe = recipes.Recipe(advantage="grpo", loss=[dpo, own, recipes.stage("dpo")])
+  assert recipe.batch_extras()[0] is preference_pairs and len(recipe.batch_extras()) == 2
+  assert recipes.Recipe(advantage="grpo", loss=["ppo_clip"]).batch_extras() == ()
+  with pytest.raises(ValueError, match="batch_extras"):
+    S.LossTerm(lambda out, batch: (out.logp, {}), name="bad", batch_extras="pairs")
+  # the pairs: each group's best and worst valid row (float64 by hand: group 0 rows 0..2, group 1 all equal)
+  data = types.SimpleNamespace(batch_size=6, group_id=np.array([0, 0, 0, 1, 1, 1]),
+                               valid=np.array([True, True, False, True, True, True]),
+                               rewards=np.array([0.2, 0.9, 5.0, 1.0, 1.0, 1.0]))
+  pairs = preference_pairs(data)
+  np.testing.assert_array_equal(pairs["dpo_pair_id"], [0, 0, -1, -1, -1, -1])
+  np.testing.assert_array_equal(pairs["dpo_chosen"], [False, True, False, False, False, False])

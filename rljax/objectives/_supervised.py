@@ -21,7 +21,8 @@ from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
 Array = jax.Array
 
-__all__ = ["sft_nll", "gft", "opd", "dpo", "alol", "entropy_gated_contrastive", "delta_logp_reweight"]
+__all__ = ["sft_nll", "gft", "opd", "dpo", "preference_pairs", "alol", "entropy_gated_contrastive",
+           "delta_logp_reweight"]
 
 _sg = jax.lax.stop_gradient
 
@@ -175,6 +176,31 @@ def _check_pairs(pair_id, chosen) -> None:
     if ch[rows].sum() != 1:
       raise ValueError(f"pair {int(p)} must have exactly one chosen and one rejected row "
                        f"(chosen flags / rewards give {ch[rows].tolist()})")
+
+
+def preference_pairs(data) -> dict:
+  """DPO pairs from groups: each group's highest- and lowest-reward valid samples (when they differ).
+
+  ``data``: a step's ``rljax.stages.StepData`` (``group_id``, ``valid``, ``rewards`` ``[B]``).
+
+  Returns extras ``{"dpo_pair_id": [B] int32 (the group id, -1 outside a pair), "dpo_chosen": [B] bool}``
+  (the keys :func:`dpo` reads by default): ``dpo``'s ``LossTerm.batch_extras``, built by the RL loop from each
+  step's ``StepData``. Ties go to the first row. Our reading of on-policy DPO over
+  GRPO groups: a group whose rewards are all equal gives no pair.
+  """
+  b = data.batch_size
+  pair = np.full(b, -1, np.int32)
+  chosen = np.zeros(b, bool)
+  for gid in np.unique(data.group_id):
+    rows = np.flatnonzero((data.group_id == gid) & data.valid)
+    if rows.size < 2:
+      continue
+    r = data.rewards[rows]
+    hi, lo = rows[int(np.argmax(r))], rows[int(np.argmin(r))]
+    if r.max() > r.min():
+      pair[[hi, lo]] = gid
+      chosen[hi] = True
+  return {"dpo_pair_id": pair, "dpo_chosen": chosen}
 
 
 def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_key: str = "dpo_chosen"):
@@ -575,7 +601,7 @@ def _technique_rows():
                                   "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
-                stage=loss_term_factory(dpo, role="policy", needs={"logp_ref", "preference_pairs"}),
+                stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
                 fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
                                   "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",

@@ -241,6 +241,12 @@ class Recipe:
     out.extend(self.controllers)
     return out
 
+  def batch_extras(self) -> tuple:
+    """The ``LossTerm.batch_extras`` of the recipe's loss terms (nested ones and the critic's included), each
+    once, in data-flow order: the per-row inputs the terms build themselves (``TrainBatch.extras``)."""
+    return tuple(dict.fromkeys(s.batch_extras for s in self.stages()
+                               if isinstance(s, S.LossTerm) and s.batch_extras is not None))
+
   @property
   def needs(self) -> frozenset:
     """Every input some stage needs (``rljax.stages.NEEDS``)."""

@@ -5,7 +5,7 @@
 * ``logp_ref`` / ``entropy_ref`` / ``logp_teacher``: a forward of the frozen reference (the policy at the
   start of RL; it is also the teacher of ``opd``);
 * ``values``: the separate critic's forward;
-* ``preference_pairs``: each group's best and worst valid sample as a DPO pair.
+* the extras the recipe's loss terms build themselves (``LossTerm.batch_extras``: ``dpo``'s preference pairs).
 
 Nothing here runs when nothing needs it (no reference forward without a KL term, ...). Results are host arrays
 of this process's rows, put into the step's ``StepData``; ``train_batch`` turns the ``StepData`` into the
@@ -32,7 +32,7 @@ from rljax.stages import LossTerm, StepData
 from rljax.train import _mismatch
 from rljax.types import TrainBatch
 
-__all__ = ["StepInputs", "forward_fn", "preference_pairs", "train_batch", "proximal_forward_reason", "REFERENCE_NEEDS",
+__all__ = ["StepInputs", "forward_fn", "train_batch", "proximal_forward_reason", "REFERENCE_NEEDS",
            "PROXIMAL_NEEDS"]
 
 PROXIMAL_NEEDS = frozenset({"logp_old", "entropy_old"})
@@ -83,34 +83,13 @@ def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, grou
   return fn
 
 
-def preference_pairs(data: StepData) -> dict:
-  """DPO pairs from groups: each group's highest- and lowest-reward valid samples (when they differ).
-
-  Returns extras ``{"dpo_pair_id": [B] int32 (the group id, -1 outside a pair), "dpo_chosen": [B] bool}``
-  (the keys ``rljax.objectives.dpo`` reads). Ties go to the first row. Our reading of on-policy DPO over
-  GRPO groups: a group whose rewards are all equal gives no pair.
-  """
-  b = data.batch_size
-  pair = np.full(b, -1, np.int32)
-  chosen = np.zeros(b, bool)
-  for gid in np.unique(data.group_id):
-    rows = np.flatnonzero((data.group_id == gid) & data.valid)
-    if rows.size < 2:
-      continue
-    r = data.rewards[rows]
-    hi, lo = rows[int(np.argmax(r))], rows[int(np.argmin(r))]
-    if r.max() > r.min():
-      pair[[hi, lo]] = gid
-      chosen[hi] = True
-  return {"dpo_pair_id": pair, "dpo_chosen": chosen}
-
-
 class StepInputs:
   """Computes a step's needs (see the module docstring) into its ``StepData``."""
 
   def __init__(self, graphdef, needs, *, rows_sharding, batch_size: int, shared_prefix_len: int, group_size: int,
-               ref_params=None, critic=None, replay: bool = False, diagnose: bool = False):
+               ref_params=None, critic=None, replay: bool = False, diagnose: bool = False, batch_extras=()):
     self.needs = frozenset(needs)
+    self.batch_extras = tuple(batch_extras)  # the recipe's LossTerm.batch_extras
     self.replay, self.diagnose = replay, diagnose
     self.rows_sh, self.batch_size = rows_sharding, batch_size
     self.lo, self.hi = par.process_rows(rows_sharding, batch_size)
@@ -157,8 +136,8 @@ class StepInputs:
       metrics.update(self._mismatch(data, state, tokens, replayed, trainer, seg))
     data = data.replace(**changes)
     extras = dict(data.extras)
-    if "preference_pairs" in needs:
-      extras.update(preference_pairs(data))
+    for build in self.batch_extras:  # inputs a loss term provides itself (LossTerm.batch_extras)
+      extras.update(build(data))
     if data.entropy_ref is not None:
       extras["entropy_base"] = data.entropy_ref  # rljax.objectives.entropy_gated_contrastive's default key
     if data.logp_teacher is not None:

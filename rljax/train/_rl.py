@@ -144,7 +144,7 @@ class RLLoop:
     self.inputs = StepInputs(graphdef, self.needs - (PROXIMAL_NEEDS if self.proximal_from_update else frozenset()),
                              rows_sharding=self.rows_sh, batch_size=rl.batch_size,
                              shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
-                             critic=critic, replay=rl.routing_replay,
+                             critic=critic, replay=rl.routing_replay, batch_extras=recipe.batch_extras(),
                              # (with the proximal log-probs from the update, the update reports the mismatch)
                              diagnose=bool(rl.routing_replay or (rl.sampler_dtype and not self.proximal_from_update)))
     mb = rl.batch_size // rl.num_minibatches

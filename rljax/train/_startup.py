@@ -18,7 +18,6 @@ from rljax.train._advantage import initial_stage_states
 from rljax.train._async import check_async
 from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
-from rljax.train._inputs import preference_pairs
 
 __all__ = ["check_recipe", "bound_recipe", "available_needs", "dry_run"]
 
@@ -376,7 +375,7 @@ def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
       returns=jnp.asarray(data.returns if data.returns is not None else data.values),
       task_id=None if data.task_id is None else jnp.asarray(data.task_id),
       extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
-              **{k: jnp.asarray(v) for k, v in preference_pairs(data).items()}})
+              **{k: jnp.asarray(v) for build in recipe.batch_extras() for k, v in build(data).items()}})
   out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
   hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
   for term in recipe.loss:  # each term alone, built from traced hparams as in the jitted update
