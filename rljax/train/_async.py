@@ -425,6 +425,14 @@ class AsyncRunner:
                **{f"async/{k}": float(v) for k, v in self.totals.items()}}
     return collected, item.data_state, metrics
 
+  def after_step(self, s: int, row: dict) -> None:
+    """The ``Runner`` protocol (``rljax/train/_runners.py``): step ``s`` trained, so version ``s + 1`` goes to the
+    producer; the transfer's metrics join ``row``."""
+    row.update(self.publish(s + 1))
+
+  def stop_requested(self, flag: dict) -> bool:
+    return par.process_any(flag["set"])
+
   def close(self) -> None:
     self.producer.close()
 

@@ -505,9 +505,9 @@ class _Trainer:
     """Step ``s`` trained: sends ``W(s + 1)`` if the schedule has it next (receiving the batches before it
     first), with the stop decision at a stop point; adds the last send's metrics to ``row``."""
     self.version = s + 1
-    later = [j for j in range(self.i, len(self.ops)) if self.ops[j][0] == "weights"]
-    if later and self.ops[later[0]][1] == self.version:
-      while self.i < later[0]:  # batches sampled with versions already sent
+    at = next((j for j in range(self.i, len(self.ops)) if self.ops[j][0] == "weights"), None)  # the next send
+    if at is not None and self.ops[at][1] == self.version:
+      while self.i < at:  # batches sampled with versions already sent
         self.i += 1
         self.batch(self.ops[self.i - 1][1])
       self.i += 1

@@ -16,7 +16,8 @@ The runners:
 * :class:`AheadRunner` (``rl.rollout_ahead``): step ``s + 1``'s batch is sampled on a background thread from a
   copy of the parameters before step ``s``'s updates, while step ``s`` trains (``rljax/train/_ahead.py``);
 * ``AsyncRunner`` (``rl.async_staleness``, one process; ``rljax/train/_async.py``): a producer thread samples
-  batch ``k`` once the policy version is at least ``k - eta``; stale rows are dropped;
+  batch ``k`` once the policy version is at least ``k - eta``; stale rows are dropped; ``after_step`` publishes
+  version ``s + 1`` (a reshard onto the rollout sub-mesh, if split);
 * across processes (``rl.async_staleness`` with several processes): ``run_rl`` hands the stage to
   ``rljax/train/_multiproc_async.py``, whose training side (``_Trainer``) is a runner of the same loop
   (``run_steps``) and whose rollout side walks the transfer schedule.
@@ -107,32 +108,12 @@ class AheadRunner(SyncRunner):
     self.ahead.close()
 
 
-class _AsyncSteps:
-  """``AsyncRunner`` (``rljax/train/_async.py``) as a ``Runner``: ``after_step`` publishes version ``s + 1``
-  (a reshard onto the rollout sub-mesh, if split) and adds the transfer's metrics."""
-
-  def __init__(self, loop: RLLoop, stop_at: int, rollout_mesh):
-    self.runner = AsyncRunner(loop, start=loop.start, stop_at=stop_at, rollout_mesh=rollout_mesh)
-
-  def next(self, s: int) -> tuple:
-    return self.runner.next(s)
-
-  def after_step(self, s: int, row: dict) -> None:
-    row.update(self.runner.publish(s + 1))
-
-  def stop_requested(self, flag: dict) -> bool:
-    return par.process_any(flag["set"])
-
-  def close(self) -> None:
-    self.runner.close()
-
-
 def make_runner(loop: RLLoop, rollout_mesh=None) -> Runner:
   """The runner ``loop.rl`` asks for: ``rl.async_staleness`` (the asynchronous runner, on ``rollout_mesh`` when
   split), ``rl.rollout_ahead``, or the synchronous one. The multi-process case never gets here (``run_rl``)."""
   rl = loop.rl
   if rl.async_staleness is not None:
-    return _AsyncSteps(loop, rl.steps, rollout_mesh)
+    return AsyncRunner(loop, start=loop.start, stop_at=rl.steps, rollout_mesh=rollout_mesh)
   if rl.rollout_ahead:
     return AheadRunner(loop, rl.steps)
   return SyncRunner(loop)
