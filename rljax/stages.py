@@ -575,7 +575,13 @@ class Replay(Stage):
       answer_key) -> (prompts [P] hinted prompt text or None, take [P] int, metrics)`` on a scored sampling
       round; the collector samples ``group_size`` completions of each hinted prompt, and ``take[p]`` of group
       ``p``'s failed rows become hinted samples behind the *unhinted* prompt, with the hinted sampler's
-      log-probs as ``logp_behavior`` (``extras["hint_mask"]`` and ``extras["replay_mask"]`` mark them).
+      log-probs as ``logp_behavior`` (``extras["replay_mask"]`` marks them).
+    splice: the hook that goes with ``hints`` (required with it): ``splice(data, drawn, take, *, pad_id) ->
+      (rows [K], drawn_rows [K], rebuilt)``: ``drawn`` is the extra rollout (``tokens``, ``completion_mask``,
+      ``logp_behavior``, ``entropy_behavior``, ``[P g, T']``); row ``rows[k]`` of the round is replaced by row
+      ``drawn_rows[k]`` of ``rebuilt`` (a dict of ``tokens``, ``prompt_mask``, ``completion_mask``,
+      ``logp_behavior``, ``entropy_behavior`` ``[P g, T]``, or None when ``K = 0``), which the collector scores
+      against the round's problems (``rljax.hints.splice_hinted``).
   """
   init: Callable
   fn: Callable
@@ -585,6 +591,7 @@ class Replay(Stage):
   mixes_prompts: bool = False
   prompts: Optional[Callable] = None
   hints: Optional[Callable] = None
+  splice: Optional[Callable] = None
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
 
@@ -595,8 +602,12 @@ class Replay(Stage):
     _one_of(self, "logp_old", ("recompute", "behavior"))
     if self.prompts is not None:
       _callable(self, "prompts")
+    if (self.hints is None) != (self.splice is None):
+      raise ValueError(f"Replay {self.name!r}: hints and splice go together; got "
+                       f"hints={'set' if self.hints else None}, splice={'set' if self.splice else None}")
     if self.hints is not None:
       _callable(self, "hints")
+      _callable(self, "splice")
       if self.phase != "rewards":
         raise ValueError(f"Replay {self.name!r}: a stage with hints must have phase 'rewards', got {self.phase!r}")
 

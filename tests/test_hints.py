@@ -158,9 +158,11 @@ def hinted_round(tmp_path_factory):
 def test_hinted_rows_train_under_the_unhinted_prompt_with_the_hinted_samplers_logp(hinted_round):
   from rljax.train._inputs import forward_fn  # pylint: disable=import-outside-toplevel
   exp, graphdef, params, rest, (data, _, metrics, _) = hinted_round
-  hinted = np.asarray(data.extras["hint_mask"], bool)
+  hinted = np.asarray(data.extras["replay_mask"], bool)  # the collector marks the spliced rows
   assert hinted.any() and metrics["guide/hinted_prompts"] >= 1
-  assert np.array_equal(data.extras["replay_mask"], hinted)
+  # the stage's fn (the replay phase) names them hint_mask
+  _, _, m = H.guide().fn(data, H.guide().init())
+  assert m["hinted_rows"] == float((hinted & data.valid).sum())
   forward = forward_fn(graphdef)
   logp_train = np.asarray(forward(params, rest, data.tokens)[0])  # what StepInputs and the update compute
   codec, cm = exp.codec, data.completion_mask
@@ -200,7 +202,7 @@ def test_hinted_rows_train_under_the_unhinted_prompt_with_the_hinted_samplers_lo
 
 def test_hinted_rows_replace_half_of_each_failed_group_and_are_scored_against_the_original_answer(hinted_round):
   exp, _, _, _, (data, _, metrics, _) = hinted_round
-  hinted = np.asarray(data.extras["hint_mask"], bool)
+  hinted = np.asarray(data.extras["replay_mask"], bool)
   for g in range(4):
     rows = np.arange(4 * g, 4 * g + 4)
     if hinted[rows].any():
@@ -220,7 +222,17 @@ def test_a_hinted_prompt_longer_than_the_largest_bucket_is_counted_not_sampled(h
                       num_dataset_prompts=len(exp.train_problems), needs=recipe.needs)
   data, _, metrics, _ = collect(params, rest, 0, 1.0, {})
   assert metrics["guide/too_long_prompts"] == metrics["guide/hint_candidates"] > 0
-  assert not data.extras["hint_mask"].any()
+  assert not data.extras["replay_mask"].any()
+
+
+def test_a_replay_stage_declares_hints_and_splice_together():
+  from rljax.stages import Replay  # pylint: disable=import-outside-toplevel
+  hints = H.guide().hints
+  with pytest.raises(ValueError, match="hints and splice go together"):
+    Replay(lambda: 0, lambda d, s: (d, s, {}), name="mine", hints=hints)
+  with pytest.raises(ValueError, match="hints and splice go together"):
+    Replay(lambda: 0, lambda d, s: (d, s, {}), name="mine", splice=H.splice_hinted)
+  Replay(lambda: 0, lambda d, s: (d, s, {}), name="mine", hints=hints, splice=H.splice_hinted)
 
 
 def test_the_stage_state_survives_a_checkpointer_round_trip_bit_for_bit(tmp_path):

@@ -15,6 +15,11 @@ KNOWN_PRIVATE: set = set()
 KNOWN_CYCLES = {("envs", "rewards")}
 
 
+def _is_module(module: str) -> bool:
+  path = os.path.join(ROOT, *module.split(".")[1:])
+  return os.path.isfile(path + ".py") or os.path.isdir(path)
+
+
 def _imports():
   """``(file relative to rljax/, line, room of the file, imported module)`` of every ``rljax`` import."""
   out = []
@@ -30,6 +35,10 @@ def _imports():
       for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("rljax."):
           out.append((rel, node.lineno, room, node.module))
+          # ``from rljax.room import _module`` imports that private module too (a private function is not one)
+          out += [(rel, node.lineno, room, f"{node.module}.{a.name}") for a in node.names
+                  if a.name.startswith("_") and not a.name.startswith("__")
+                  and _is_module(f"{node.module}.{a.name}")]
         elif isinstance(node, ast.Import):
           out += [(rel, node.lineno, room, a.name) for a in node.names if a.name.startswith("rljax.")]
   return out

@@ -250,3 +250,33 @@ def test_legacy_make_mesh_is_a_deprecated_data_mesh():
   assert dict(mesh.shape) == {"data": 2, "fsdp": 1, "tensor": 1, "expert": 1}
   with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="only"):
     make_mesh(len(jax.devices()) + 1)
+
+
+def test_the_generic_clip_fraction_reads_the_policy_terms_declared_bounds():
+  """``policy/clip_frac`` uses the hparams the recipe's policy term declares for its clip bounds
+  (``Recipe.clip_hparams``): with asymmetric bounds 0.05 / 0.5 in ``state.hparams`` it equals the term's own
+  ``ppo_clip/clip_frac`` and a float64 NumPy count, and differs from the count at the default 0.2 / 0.2."""
+  from rljax.objectives import ppo_clip  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.stages import loss_term_factory  # pylint: disable=import-outside-toplevel
+  assert Recipe().clip_hparams() == ("clip_low", "clip_high")  # the default policy term: ppo_clip
+  own = loss_term_factory(ppo_clip, role="policy")
+  assert Recipe(loss=(own(),)).clip_hparams() == ()  # a policy term that declares no bounds
+  b0 = make_batch(b=8, t=6, seed=1)
+  rng = np.random.default_rng(0)
+  near = np.asarray(forward(TinyLM(rngs=nnx.Rngs(0)), b0).logp) + rng.normal(0, 0.2, (8, 6))  # ratios near 1
+  batch = TrainBatch.create(tokens=b0.tokens, loss_mask=b0.loss_mask, advantages=b0.advantages,
+                            logp_old=jnp.asarray(near.astype(np.float32)), group_id=b0.group_id, extras=b0.extras)
+  opt, _ = make_optimizer(OptimConfig(learning_rate=1e-2), 10)
+  graphdef, state = init_train_state(TinyLM(rngs=nnx.Rngs(0)), opt, {"clip_low": 0.05, "clip_high": 0.5})
+  builder = lambda hp: chain(ppo_clip(hp["clip_low"], hp["clip_high"]), aggregate=token_mean)
+  loss = objective_loss(builder, forward=forward, clip_hparams=Recipe().clip_hparams())
+  m = {n: float(v) for n, v in make_train_step(graphdef, loss, opt, donate=False)(state, batch)[1].items()}
+  out = forward(TinyLM(rngs=nnx.Rngs(0)), batch)
+  ratio = np.exp(np.asarray(out.logp, np.float64) - np.asarray(batch.logp_old, np.float64))
+  adv, mask = np.asarray(batch.advantages, np.float64), np.asarray(batch.loss_mask, bool)
+  adv = adv[:, None] if adv.ndim == 1 else adv
+  frac = lambda lo, hi: (((ratio < 1 - lo) & (adv < 0)) | ((ratio > 1 + hi) & (adv > 0)))[mask].mean()
+  np.testing.assert_allclose(m["policy/clip_frac"], frac(0.05, 0.5), rtol=1e-5)
+  np.testing.assert_allclose(m["policy/clip_frac"], m["ppo_clip/clip_frac"], rtol=1e-6)
+  assert abs(frac(0.05, 0.5) - frac(0.2, 0.2)) > 0.02

@@ -12,11 +12,11 @@ Each technique is a ``rljax.stages.Replay`` stage with a ``hints`` hook (recipe 
 """
 from rljax._technique import Fidelity, Technique
 from rljax.hints._rules import (adhint_fraction, answer_prefix, hint_groups, hinted_prompt, mistakes_hint,
-                                replaced_rows, unhinted_rows)
+                                replaced_rows, splice_hinted, unhinted_rows)
 from rljax.hints._stages import adhint, guide, lte, oc_grpo
 
 __all__ = ["hint_groups", "answer_prefix", "mistakes_hint", "adhint_fraction", "hinted_prompt", "unhinted_rows",
-           "replaced_rows", "guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
+           "replaced_rows", "splice_hinted", "guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
 
 _S1 = "001_5839a3671b0b4d92.txt"
 _RATIO = "trained row = x ++ y (y ~ pi_old(. | x + h)); ratio pi_theta(y | x) / pi_old(y | x + h)"

@@ -110,3 +110,27 @@ def replaced_rows(correct, valid, group_size: int, take) -> tuple:
     rows += chosen.tolist()
     hinted += (p * group_size + np.arange(chosen.size)).tolist()
   return np.asarray(rows, np.int64), np.asarray(hinted, np.int64)
+
+
+def splice_hinted(data, drawn, take, *, pad_id: int = 0) -> tuple:
+  """The hint stages' ``Replay.splice``: which rows of the round take which hinted samples, and the hinted
+  samples moved behind the round's *unhinted* prompts.
+
+  Args:
+    data: the scored round (``StepData`` ``[B = P g]``): ``correct``, ``valid``, ``tokens``, ``prompt_mask``.
+    drawn: the hinted rollout ``[B, T_h]`` (``g`` samples of each hinted prompt): ``tokens``,
+      ``completion_mask``, ``logp_behavior``, ``entropy_behavior`` (or None).
+    take: ``[P]`` int, the failed rows of group ``p`` that take hinted samples (``replaced_rows``).
+  Returns:
+    ``(rows [K], drawn_rows [K], rebuilt)``: row ``rows[k]`` of the round becomes row ``drawn_rows[k]`` of
+    ``rebuilt`` (a dict of ``tokens``, ``prompt_mask``, ``completion_mask``, ``logp_behavior``,
+    ``entropy_behavior``, each ``[B, T]``: ``unhinted_rows``).
+  """
+  g = data.batch_size // len(take)
+  rows, drawn_rows = replaced_rows(data.correct, data.valid, g, take)
+  if not rows.size:
+    return rows, drawn_rows, None
+  tok, pm, cm, lp, ent = unhinted_rows(data.tokens, data.prompt_mask, drawn.tokens, drawn.completion_mask,
+                                       drawn.logp_behavior, drawn.entropy_behavior, pad_id=pad_id)
+  return rows, drawn_rows, {"tokens": tok, "prompt_mask": pm, "completion_mask": cm, "logp_behavior": lp,
+                            "entropy_behavior": ent}

@@ -2,9 +2,10 @@
 
 Flow (``rljax.train._rollout.Collector``): after a sampling round is scored, ``hints(data, group_size,
 answer_key)`` names the groups to hint and their hinted prompts; the collector samples ``g`` completions of each
-hinted prompt with the same policy, moves each completion behind its *unhinted* prompt
-(``_rules.unhinted_rows``), scores it against the original problem, and puts it in place of one of the group's
-failed rows (``_rules.replaced_rows``). Those rows carry ``extras["hint_mask"]`` and ``extras["replay_mask"]``
+hinted prompt with the same policy; the stage's ``splice`` (``_rules.splice_hinted``) moves each completion behind
+its *unhinted* prompt (``_rules.unhinted_rows``) and picks the group's failed rows it replaces
+(``_rules.replaced_rows``); the collector scores them against the original problem and puts them in place.
+Those rows carry ``extras["replay_mask"]`` (and, from ``fn``, ``extras["hint_mask"]``)
 and the hinted sampler's log-probs as ``logp_behavior``. The stage's ``fn`` then only counts them (its state:
 the number of hinted groups so far, checkpointed).
 
@@ -42,7 +43,7 @@ def _logp_old(v: str) -> str:
 def _count(data: StepData, state):
   """``fn``: the hinted rows pass through; ``replay_mask`` is present for the losses; the state counts groups."""
   extras = dict(data.extras)
-  hinted = np.asarray(extras.get("hint_mask", np.zeros(data.batch_size, bool)), bool)
+  hinted = np.asarray(extras.get("hint_mask", extras.get("replay_mask", np.zeros(data.batch_size, bool))), bool)
   extras.setdefault("replay_mask", hinted.copy())
   extras["hint_mask"] = hinted
   rows = hinted & data.valid
@@ -79,7 +80,8 @@ def _stage(name: str, *, hint_text, rows: float, max_success: float, template: s
         prompts.append(None)
     return prompts, take, {"hint_candidates": float(chosen.sum()), "hinted_prompts": float((take > 0).sum())}
 
-  return Replay(lambda: np.zeros(1, np.int64), _count, name=name, logp_old=logp_old, hints=hints)
+  return Replay(lambda: np.zeros(1, np.int64), _count, name=name, logp_old=logp_old, hints=hints,
+                splice=H.splice_hinted)
 
 
 def guide(*, fraction: float = 1.0, rows: float = 1.0, template: str = "Hint: the answer is {hint}\n{prompt}",

@@ -284,6 +284,15 @@ class Recipe:
       hp.update({k: float(v) for k, v in c.hparams(c.init()).items()})
     return hp
 
+  def clip_hparams(self) -> tuple:
+    """The hparam names ``(low, high)`` of the policy term's clip bounds: the names its ``eps_low`` and
+    ``eps_high`` arguments take in ``LossTerm.hparams`` (``ppo_clip``: ``("clip_low", "clip_high")``); ``()``
+    when the policy term declares no such bounds or the recipe has its own ``objective``. The generic
+    ``policy/clip_frac`` diagnostic of the update reads them (the PPO default 0.2 without)."""
+    policy = next((t for t in self.loss if t.role == "policy"), None) if self.objective is None else None
+    names = dict(policy.hparams) if policy is not None else {}
+    return (names["eps_low"], names["eps_high"]) if {"eps_low", "eps_high"} <= set(names) else ()
+
   def objective_builder(self) -> Callable:
     """``builder(hparams) -> rljax.objectives.Objective``, called inside the jitted step."""
     from rljax.objectives import chain  # pylint: disable=import-outside-toplevel

@@ -3,24 +3,30 @@
 The stage's loop over steps (which batch, when to evaluate, log and save) is ``rljax/train/_runners.py``'s
 ``run_rl``, with the cadence of ``rljax/train/_cadence.py``.
 
-One step (``RLLoop.step``), in the order of the data flow::
+One step (``RLLoop.step``) walks the train side of ``rljax/train/_phases.py``'s ``PIPELINE``, after the
+collector walked its collect side (prompts -> rollouts, scored -> a replay stage's extra rollouts -> filters)::
 
-    data  = collect(...)              # prompts -> prompt filters -> sampler -> rewards -> shaping -> filters
-    data  = replay(data, buffer)      # a replay stage (phase "rewards"): stored rows in, fresh rows stored
-    data  = inputs(data, state)       # the forwards the recipe needs (proximal, reference, critic)
-    data  = compute_advantages(...)   # forward-phase shaping -> advantage (estimator + transforms)
-    data  = filter_advantages(...)    # advantage-phase filters (then a replay stage of phase "advantages")
-    batch = train_batch(data)         # the global TrainBatch
-    state = update(state, batch)      # updates_per_batch epochs x num_minibatches jitted steps (+ critic)
-    state = controllers.step(...)     # hparams / temperature of the next step
+    observe_rewards      prompt filters observe every sampled row
+    replay_rewards       a replay stage (phase "rewards"): stored rows in, fresh rows stored
+    inputs               the forwards the recipe needs (proximal, reference, critic)
+    advantages           forward-phase shaping -> multi-reward -> advantage (estimator + transforms)
+    advantage_filters    advantage-phase filters
+    replay_advantages    a replay stage of phase "advantages"
+    train_batch          the global TrainBatch
+    task_gradients       the per-task gradients, when a stage needs them
+    observe_advantages   prompt filters observe the rows trained on
+    update               updates_per_batch epochs x num_minibatches jitted steps (+ critic)
+    controllers          hparams / temperature of the next step
 
 The recipe is checked at start-up (``_startup.check_recipe``). A step whose batch has no valid row (a filter
 emptied it) is not trained on: it is counted (``train/empty_steps``) and logged.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +42,7 @@ from rljax.train._critic import CriticTrainer, SharedCritic
 from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
 from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason, train_batch
 from rljax.train._optim import make_optimizer
+from rljax.train._phases import check_handlers, phases
 from rljax.train._rollout import Collector
 from rljax.train._rundir import how
 from rljax.train._startup import bound_recipe, check_recipe
@@ -82,6 +89,18 @@ def rl_templates(exp: Experiment, cfg, recipe, graphdef_sft=None, sft_state=None
   return graphdef, state, opt, sched, ref, critic, model, total_updates
 
 
+@dataclasses.dataclass
+class _StepRun:
+  """What the train-side phases of one step pass on: the step's rows, the update's batch and the metrics."""
+  s: int
+  data: object
+  stats: dict
+  metrics: dict
+  batch: object = None
+  update_metrics: Optional[dict] = None
+  controller_metrics: dict = dataclasses.field(default_factory=dict)
+
+
 class RLLoop:
   """Everything the RL stage runs: built once (start-up checks included), then ``step(s)`` per step."""
 
@@ -113,7 +132,8 @@ class RLLoop:
     elif rl.updates_per_batch == 1 and rl.num_minibatches == 1 and recipe.needs & PROXIMAL_NEEDS:
       log(cfg, f"[rljax] proximal log-probs: a separate forward before each update ({reason})")
     loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
-                          group_size=rl.group_size, proximal_from_update=self.proximal_from_update)
+                          group_size=rl.group_size, proximal_from_update=self.proximal_from_update,
+                          clip_hparams=recipe.clip_hparams())
     sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
     self.state, self.update_step = sharded.state, sharded.step
     if recipe.critic is not None and not recipe.critic.shared:
@@ -128,6 +148,11 @@ class RLLoop:
     self.controllers = LoopControllers(recipe.controllers, rl.temperature)
     self.ctl_state = self.controllers.init()
     self.stage_states = initial_stage_states(recipe, len(exp.train_problems))
+    self.replay = recipe.replay[0] if recipe.replay else None
+    self.train_phases = phases("train")
+    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in self.train_phases}
+    self._handlers = check_handlers("RLLoop.step", {k: h for k, h in own.items() if h is not None},
+                                    self.train_phases)
 
     self.rows_sh = par.row_sharding(mesh, rl.batch_size)
     row_ranges = par.all_process_rows(self.rows_sh, rl.batch_size)
@@ -202,45 +227,78 @@ class RLLoop:
     return self.collect(params, model_state, s, temperature, prompt_states, replay_states)
 
   def step(self, s: int, collected) -> dict:
-    """One RL step on a collected batch, in the order of the data flow; returns its metrics row."""
+    """One RL step on a collected batch: the train side of ``rljax.train._phases.PIPELINE``, walked in order
+    with one handler per phase (``_handlers``); returns its metrics row."""
     data, stats, metrics, prompt_states = collected
     t0 = time.perf_counter()
-    metrics = dict(metrics)
     self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
-    self._observe_prompts(data, metrics, "rewards")  # every sampled row counts, even in groups a filter dropped
-    replay = self.recipe.replay[0] if self.recipe.replay else None
-    if replay is not None and replay.phase == "rewards":
-      data = self._replay(replay, data, metrics)
-    if par.process_any(data.valid.any(), self.processes):
-      data = self._inputs(data, replay, metrics)
-      data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
-          self.recipe, data, self.stage_states["advantage"])
-      data = filter_advantages(self.recipe, data, metrics)
-      metrics.update(adv_metrics)
-      if replay is not None and replay.phase == "advantages":
-        data = self._replay(replay, data, metrics)
-        if data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
-          data = self._inputs(data, replay, metrics)
+    run = _StepRun(s=s, data=data, stats=stats, metrics=dict(metrics))
+    has_rows = True
+    for phase in self.train_phases:
+      if phase.checks_rows:
+        has_rows = par.process_any(run.data.valid.any(), self.processes)
+      if phase.needs_rows and not has_rows:
+        continue
+      self._handlers[phase.name](run)
     row = {f"rollout/{k}": v for k, v in stats.items()}
-    if not par.process_any(data.valid.any(), self.processes):  # nothing left to train on: no update, no controller
+    if run.update_metrics is None:  # nothing left to train on: no update, no controller
       self.empty_steps += 1
       log(self.cfg, f"[rljax] RL step {s + 1}: the filters left no valid sample; the step is skipped")
-      return {**row, **metrics, "train/empty_steps": float(self.empty_steps)}
-    _check_shared_prefix(data.tokens, self.prefix, self.rl.group_size)
-    batch = train_batch(data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
+      return {**row, **run.metrics, "train/empty_steps": float(self.empty_steps)}
+    return {**row, **run.update_metrics, **run.metrics, **run.controller_metrics,
+            "time/update_s": time.perf_counter() - t0, "train/empty_steps": float(self.empty_steps)}
+
+  # ------------------------------------------------------------------------- the train-side phases
+
+  def _phase_observe_rewards(self, run) -> None:
+    self._observe_prompts(run.data, run.metrics, "rewards")  # every sampled row counts, even in dropped groups
+
+  def _phase_replay_rewards(self, run) -> None:
+    if self.replay is not None and self.replay.phase == "rewards":
+      run.data = self._replay(self.replay, run.data, run.metrics)
+
+  def _phase_inputs(self, run) -> None:
+    run.data = self._inputs(run.data, self.replay, run.metrics)
+
+  def _phase_advantages(self, run) -> None:
+    run.data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
+        self.recipe, run.data, self.stage_states["advantage"])
+    run.metrics.update(adv_metrics)
+
+  def _phase_advantage_filters(self, run) -> None:
+    run.data = filter_advantages(self.recipe, run.data, run.metrics)
+
+  def _phase_replay_advantages(self, run) -> None:
+    if self.replay is not None and self.replay.phase == "advantages":
+      run.data = self._replay(self.replay, run.data, run.metrics)
+      if run.data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
+        run.data = self._inputs(run.data, self.replay, run.metrics)
+
+  def _phase_train_batch(self, run) -> None:
+    _check_shared_prefix(run.data.tokens, self.prefix, self.rl.group_size)
+    run.batch = train_batch(run.data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
+
+  def _phase_task_gradients(self, run) -> None:
     if self.task_grads is not None:  # the per-task gradients of this step's loss, before the update (TAC)
-      gram, present = jax.device_get(self.task_grads(self.state.params, self.state.model_state, batch,
+      gram, present = jax.device_get(self.task_grads(self.state.params, self.state.model_state, run.batch,
                                                      self.state.hparams))
-      data = data.replace(task_gradients=TaskGradients(np.asarray(gram, np.float64), np.asarray(present, bool)))
-    self._observe_prompts(data, metrics, "advantages")  # curricula learn from the rows trained on
-    um = self.update(batch, s)
-    self.state, self.ctl_state, ctl_metrics = self.controllers.step(
-        self.state, self.ctl_state, ControlInputs(batch=batch, data=data, rollout_stats=stats, update_metrics=um,
+      run.data = run.data.replace(task_gradients=TaskGradients(np.asarray(gram, np.float64),
+                                                               np.asarray(present, bool)))
+
+  def _phase_observe_advantages(self, run) -> None:
+    self._observe_prompts(run.data, run.metrics, "advantages")  # curricula learn from the rows trained on
+
+  def _phase_update(self, run) -> None:
+    run.update_metrics = self.update(run.batch, run.s)
+
+  def _phase_controllers(self, run) -> None:
+    batch = run.batch
+    self.state, self.ctl_state, run.controller_metrics = self.controllers.step(
+        self.state, self.ctl_state, ControlInputs(batch=batch, data=run.data, rollout_stats=run.stats,
+                                                  update_metrics=run.update_metrics,
                                                   policy_logp=lambda: self.inputs.policy_logp(
                                                       self.state, batch.tokens, batch.routing,
                                                       batch.segment_ids)))
-    return {**row, **um, **metrics, **ctl_metrics, "time/update_s": time.perf_counter() - t0,
-            "train/empty_steps": float(self.empty_steps)}
 
   def _replay(self, stage, data, metrics: dict):
     """The replay stage on the step's batch: stored rows in, fresh rows stored (its buffer is checkpointed)."""

@@ -1,4 +1,5 @@
-"""Collecting one RL batch: prompts -> prompt filters -> sampler -> rewards -> shaping -> filters (with refills).
+"""Collecting one RL batch: the collect side of ``rljax/train/_phases.py``'s ``PIPELINE`` (each round: prompts
+-> rollouts, scored -> a replay stage's extra rollouts -> refill filters; then the batch filters).
 
 ``Collector(...)(params, model_state, step, temperature, prompt_states)`` returns a :class:`Collected`: the
 step's :class:`rljax.stages.StepData` (host arrays of this process's rows: whole groups), rollout statistics,
@@ -12,14 +13,16 @@ a ranking of groups) is then per process.
 """
 from __future__ import annotations
 
+import dataclasses
 import types
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
 from rljax import parallel as par
 from rljax.stages import PromptData, StepData, scalar_metrics
 from rljax.train._episodes import episode_step_data
+from rljax.train._phases import check_handlers, phases
 
 __all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards", "reward_names"]
 
@@ -74,6 +77,26 @@ class _Call:
     self.episode_sums: dict = {}  # multi-turn: per statistic (sum, episodes) over the step's episodes
 
 
+@dataclasses.dataclass
+class _Round:
+  """One sampling round as its phases fill it: the prompts (``problems`` [P], dataset ``index`` [P], per group
+  the valid ``counts`` and pilot ``blocks`` of a prompt filter, a replay stage's ``replay_slots``), the scored
+  rows ``data`` and the refill filters' ``keep`` [B]."""
+  call: _Call
+  step: int
+  key: object
+  side: object
+  prompt_states: dict
+  replay_states: Optional[dict] = None
+  problems: Optional[list] = None
+  index: Optional[np.ndarray] = None
+  counts: Optional[np.ndarray] = None
+  blocks: Optional[list] = None
+  replay_slots: Optional[np.ndarray] = None
+  data: Optional[StepData] = None
+  keep: Optional[np.ndarray] = None
+
+
 class Collector:
   """Samples, scores, shapes and filters one RL batch (see the module docstring)."""
 
@@ -91,8 +114,11 @@ class Collector:
     self.batch_filters = tuple(f for f in recipe.filters if f.phase == "rewards" and not f.refill)
     self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
-    self.replay_prompts = next((r for r in getattr(recipe, "replay", ()) if r.prompts is not None), None)
-    self.hint_stage = next((r for r in getattr(recipe, "replay", ()) if getattr(r, "hints", None) is not None), None)
+    self.replay_prompts = next((r for r in recipe.replay if r.prompts is not None), None)
+    self.resample_stage = next((r for r in recipe.replay if r.hints is not None), None)
+    self.round_phases, self.after_round_phases = phases("collect", per_round=True), phases("collect", per_round=False)
+    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in phases("collect")}
+    self._handlers = check_handlers("Collector", {k: h for k, h in own.items() if h is not None}, phases("collect"))
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
     lenient = exp.cfg.task.lenient_rewards
@@ -260,65 +286,95 @@ class Collector:
     call.metrics.update(scalar_metrics(m, stage.name))
     return problems, new, slots
 
-  def _round(self, call: _Call, step: int, key, side, prompt_states: dict, replay_states=None) -> StepData:
-    """One sampling round: prompts -> sampler -> scored ``StepData`` (whole groups of ``group_size`` rows).
+  def _round(self, call: _Call, step: int, key, side, prompt_states: dict, replay_states=None) -> _Round:
+    """One sampling round: the per-round collect phases of ``PIPELINE`` (prompts -> rollouts, scored -> a
+    replay stage's extra rollouts -> refill filters' verdicts), whole groups of ``group_size`` rows.
 
     ``key`` is the sampler's key of the round; ``side`` the root of every other random draw of the round."""
-    g = self.rl.group_size
-    counts, blocks = None, None
-    if self.recipe.prompt_filters:
-      problems, index, counts, blocks = self._select_prompts(call, step, jax.random.fold_in(side, 1), prompt_states)
-    else:
-      problems, index = self._next_prompts()
-    problems, index, replay_slots = self._replay_prompts(call, problems, index, side, replay_states)
-    if self.exp.multi_turn:
-      data = self.episodes(call, problems, index, step=step, key=key, side=side)
-      if replay_slots is not None:
-        data = data.replace(extras={**data.extras, "replay_slot": np.repeat(replay_slots, g)})
-      return data
-    greedy = None
-    if "greedy_rewards" in self.needs:
-      gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
-      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=jax.random.fold_in(side, 3),
-                                    record=False).rewards, g)
-    n = g - self.pilot
-    data = self.score(call, self._sample(call, problems, n, key), problems, index, step=step,
-                      key=jax.random.fold_in(side, 4), greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
-    if self.pilot:  # each group: its prompt's pilot rows, then the committed rows
-      parts, rows, offsets = [data], [], {}
-      for p, block in enumerate(blocks):
-        pilot_data, q = block if block and block[0] is not None else (None, None)
-        if pilot_data is None:  # an unfilled group: any rows, masked out by its count 0
-          rows.append(np.concatenate([np.full(self.pilot, p * n), np.arange(p * n, (p + 1) * n)]))
-          continue
-        if id(pilot_data) not in offsets:  # one pilot rollout per draw of candidates
-          offsets[id(pilot_data)] = sum(d.batch_size for d in parts)
-          parts.append(pilot_data)
-        start = offsets[id(pilot_data)] + q * self.pilot
-        rows.append(np.concatenate([np.arange(start, start + self.pilot), np.arange(p * n, (p + 1) * n)]))
-      data = concat_steps(parts).take(np.concatenate(rows))
-      data = data.replace(group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g),
-                          greedy_rewards=greedy)
-    if counts is not None:
-      data = data.replace(valid=(np.arange(g)[None, :] < counts[:, None]).reshape(-1))
-    if replay_slots is not None:  # each group's stored row to replay (-1: none), read by the replay stage
-      data = data.replace(extras={**data.extras, "replay_slot": np.repeat(replay_slots, g)})
-    if self.hint_stage is not None:
-      data = self._hint(call, data, problems, index, step, side)
-    return data
+    r = _Round(call, step, key, side, prompt_states, replay_states)
+    for phase in self.round_phases:
+      self._handlers[phase.name](r)
+    return r
 
-  def _hint(self, call: _Call, data: StepData, problems, index, step: int, side) -> StepData:
-    """The hint stage's hinted rollouts (``rljax.hints``): failed rows of the hinted groups become samples drawn
-    from the hinted prompt, trained behind the unhinted prompt, with the hinted sampler's log-probs as
-    ``logp_behavior``; ``extras["hint_mask"]`` / ``extras["replay_mask"]`` mark them."""
-    from rljax.hints import _rules as H  # pylint: disable=import-outside-toplevel
-    stage, g = self.hint_stage, self.rl.group_size
+  def _phase_prompts(self, r: _Round) -> None:
+    """The round's prompts: the prompt filters' draw, pilot rollouts and select; a replay stage's prompt swap."""
+    if self.recipe.prompt_filters:
+      r.problems, r.index, r.counts, r.blocks = self._select_prompts(r.call, r.step, jax.random.fold_in(r.side, 1),
+                                                                     r.prompt_states)
+    else:
+      r.problems, r.index = self._next_prompts()
+    r.problems, r.index, r.replay_slots = self._replay_prompts(r.call, r.problems, r.index, r.side, r.replay_states)
+
+  def _phase_rollouts(self, r: _Round) -> None:
+    """The policy's rollouts (episodes for a multi-turn task), scored; greedy rollouts first when a stage needs
+    ``greedy_rewards``; a prompt filter's pilot rows join their groups."""
+    call, problems, index, step, side, g = r.call, r.problems, r.index, r.step, r.side, self.rl.group_size
+    if self.exp.multi_turn:
+      r.data = self.episodes(call, problems, index, step=step, key=r.key, side=side)
+    else:
+      greedy = None
+      if "greedy_rewards" in self.needs:
+        gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
+        greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=jax.random.fold_in(side, 3),
+                                      record=False).rewards, g)
+      n = g - self.pilot
+      r.data = self.score(call, self._sample(call, problems, n, r.key), problems, index, step=step,
+                          key=jax.random.fold_in(side, 4),
+                          greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
+      if self.pilot:
+        r.data = self._with_pilots(r.data, r.blocks, n).replace(greedy_rewards=greedy)
+      if r.counts is not None:
+        r.data = r.data.replace(valid=(np.arange(g)[None, :] < r.counts[:, None]).reshape(-1))
+    if r.replay_slots is not None:  # each group's stored row to replay (-1: none), read by the replay stage
+      r.data = r.data.replace(extras={**r.data.extras, "replay_slot": np.repeat(r.replay_slots, g)})
+
+  def _with_pilots(self, data: StepData, blocks, n: int) -> StepData:
+    """Each group: its prompt's pilot rows (``blocks``: per group the pilot rollout and the prompt's place in
+    it), then its ``n`` committed rows of ``data``."""
+    parts, rows, offsets = [data], [], {}
+    for p, block in enumerate(blocks):
+      pilot_data, q = block if block and block[0] is not None else (None, None)
+      if pilot_data is None:  # an unfilled group: any rows, masked out by its count 0
+        rows.append(np.concatenate([np.full(self.pilot, p * n), np.arange(p * n, (p + 1) * n)]))
+        continue
+      if id(pilot_data) not in offsets:  # one pilot rollout per draw of candidates
+        offsets[id(pilot_data)] = sum(d.batch_size for d in parts)
+        parts.append(pilot_data)
+      start = offsets[id(pilot_data)] + q * self.pilot
+      rows.append(np.concatenate([np.arange(start, start + self.pilot), np.arange(p * n, (p + 1) * n)]))
+    return concat_steps(parts).take(np.concatenate(rows)).replace(
+        group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), self.rl.group_size))
+
+  def _phase_resample(self, r: _Round) -> None:
+    if self.resample_stage is not None and not self.exp.multi_turn:
+      r.data = self._resample(r.call, r.data, r.problems, r.index, r.step, r.side)
+
+  def _phase_refill(self, r: _Round) -> None:
+    """The refill filters' verdict on the round's rows (``r.keep``): a group none of whose rows is kept is
+    dropped, and another round is drawn while groups are missing (``rl.max_refills``)."""
+    keep = r.data.valid.copy()
+    for f in self.refill_filters:
+      kf, m = f.fn(r.data.replace(key=jax.random.fold_in(r.side, 200)))
+      r.call.metrics.update(scalar_metrics(m, f.name))
+      keep &= np.asarray(kf, bool)
+    r.keep = keep
+
+  def _phase_filters(self, call: _Call, data: StepData, side) -> StepData:
+    """The rewards-phase batch filters on the kept groups."""
+    return run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(side, 300)), call.metrics)
+
+  def _resample(self, call: _Call, data: StepData, problems, index, step: int, side) -> StepData:
+    """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.
+    ``rljax.hints``): the stage names a prompt per group and how many rows it takes; the collector samples
+    ``group_size`` completions of each, the stage's ``splice`` picks the rows they replace and rebuilds them, and
+    the collector scores them against the round's problems; ``extras["replay_mask"]`` marks them."""
+    stage, g = self.resample_stage, self.rl.group_size
     answer_key = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
     prompts, take, m = stage.hints(data, g, answer_key)
     take = np.asarray(take, np.int64)
     if len(prompts) != len(problems) or take.shape != (len(problems),) or take.min(initial=0) < 0:
-      raise ValueError(f"hint stage {stage.name!r} returned {len(prompts)} prompts and take of shape {take.shape}; "
-                       f"expected {len(problems)} each, take >= 0")
+      raise ValueError(f"replay stage {stage.name!r}: hints returned {len(prompts)} prompts and take of shape "
+                       f"{take.shape}; expected {len(problems)} each, take >= 0")
     limit = self.exp.sampler_config.prompt_buckets[-1]
     too_long = [t is not None and len(self.exp.codec.prompt_ids(t)) > limit for t in prompts]
     prompts = [None if x else t for t, x in zip(prompts, too_long)]  # counted, not sampled: no bucket fits
@@ -326,24 +382,22 @@ class Collector:
     m = {**m, "too_long_prompts": float(sum(too_long))}
     call.metrics.update(scalar_metrics(m, stage.name))
     mask = np.zeros(data.batch_size, bool)
-    rows, hinted_rows = H.replaced_rows(data.correct, data.valid, g, take)
-    if rows.size:
-      hinted = self._sample(call, [t if t is not None else p for t, p in zip(prompts, problems)], g,
-                            jax.random.fold_in(side, 6))
-      tok, pm, cm, lp, ent = H.unhinted_rows(data.tokens, data.prompt_mask, hinted.tokens, hinted.completion_mask,
-                                             hinted.logp_behavior, hinted.entropy_behavior,
-                                             pad_id=self.exp.codec.pad_id)
-      rebuilt = types.SimpleNamespace(tokens=tok, prompt_mask=pm, completion_mask=cm, logp_behavior=lp,
-                                      entropy_behavior=ent, routing=None)  # routing under the hinted prompt does not apply
-      new = self.score(call, rebuilt, problems, index, step=step, key=data.key, greedy_rewards=data.greedy_rewards,
-                       record=False)
-      take_rows = np.arange(data.batch_size)
-      take_rows[rows] = data.batch_size + hinted_rows
-      mask[rows] = True
-      extras = {k: np.asarray(v) for k, v in data.extras.items()}
-      both = concat_steps([data.replace(extras=extras), new.replace(extras=dict(extras))])
-      data = both.take(take_rows).replace(group_id=data.group_id, valid=data.valid)
-    return data.replace(extras={**data.extras, "hint_mask": mask, "replay_mask": mask.copy()})
+    if take.any():
+      drawn = self._sample(call, [t if t is not None else p for t, p in zip(prompts, problems)], g,
+                           jax.random.fold_in(side, 6))
+      rows, drawn_rows, rebuilt = stage.splice(data, drawn, take, pad_id=self.exp.codec.pad_id)
+      rows, drawn_rows = np.asarray(rows, np.int64), np.asarray(drawn_rows, np.int64)
+      if rows.size:
+        # routing under the drawn prompt does not apply to the rebuilt rows
+        new = self.score(call, types.SimpleNamespace(**rebuilt, routing=None), problems, index, step=step,
+                         key=data.key, greedy_rewards=data.greedy_rewards, record=False)
+        take_rows = np.arange(data.batch_size)
+        take_rows[rows] = data.batch_size + drawn_rows
+        mask[rows] = True
+        extras = {k: np.asarray(v) for k, v in data.extras.items()}
+        both = concat_steps([data.replace(extras=extras), new.replace(extras=dict(extras))])
+        data = both.take(take_rows).replace(group_id=data.group_id, valid=data.valid)
+    return data.replace(extras={**data.extras, "replay_mask": mask})
 
   # ------------------------------------------------------------------------- one step
 
@@ -366,14 +420,10 @@ class Collector:
     rounds = self.rl.max_refills + 1 if self.refill_filters else 1
     for attempt in range(rounds):
       k, side_k = jax.random.fold_in(key, attempt), jax.random.fold_in(side, attempt)
-      data = self._round(call, step, k, side_k, prompt_states, replay_states)
+      r = self._round(call, step, k, side_k, prompt_states, replay_states)
+      data, keep = r.data, r.keep
       refills += int(attempt > 0)
       seen.append(data)
-      keep = data.valid.copy()
-      for f in self.refill_filters:
-        kf, m = f.fn(data.replace(key=jax.random.fold_in(side_k, 200)))
-        call.metrics.update(scalar_metrics(m, f.name))
-        keep &= np.asarray(kf, bool)
       for p in range(local):
         rows = np.arange(p * g, (p + 1) * g)
         r = data.rewards[rows][data.valid[rows]]
@@ -392,7 +442,8 @@ class Collector:
                         group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g))
     if data.answer_ids is not None:  # dense ids over this batch (the step's rounds numbered them together)
       data = data.replace(answer_ids=np.unique(data.answer_ids, return_inverse=True)[1].astype(np.int32))
-    data = run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(side, 300)), call.metrics)
+    for phase in self.after_round_phases:
+      data = self._handlers[phase.name](call, data, side)
     data = data.replace(key=jax.random.fold_in(side, 1 << 20))  # the root of the advantage phase's keys
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}

@@ -280,126 +280,208 @@ def _objective_label(recipe) -> str:
 
 
 def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
-  """Runs every stage of ``recipe`` once on a synthetic batch of the run's shapes (``_synthetic``), in data-flow
-  order — rewards (on reference answers), multi-reward, shaping, filters, prompt filters, the advantage, replay,
-  the controllers' initial hparams, each loss term, the aggregation, the composed objective, the critic's loss and
-  the controllers' updates — and checks each return against its slot's contract (``rljax.train._contracts``:
-  type, keys, dtype, shape, finite values). Loss terms, the aggregation, the objective and the critic's loss are
-  traced under ``jax.jit`` first (as in the update), one by one, then evaluated. Errors name the slot and the
-  stage, what it returned and what was expected."""
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from rljax.objectives import call_with_statistics  # pylint: disable=import-outside-toplevel
-  from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
-  from rljax.train._rollout import set_rewards  # pylint: disable=import-outside-toplevel
-  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
-  data = _synthetic(exp, recipe, facts)
-  b, t = data.tokens.shape
-  n = max(facts.num_dataset_prompts, 1)
-  dims = Dims(b=b, t=t, p=facts.num_prompts, g=facts.group_size, n=n, valid=data.valid.copy(),
-              loss_mask=data.completion_mask.copy())
-  checker = _Checker(dims)
-  label = checker.label
+  """Runs every stage of ``recipe`` once on a synthetic batch of the run's shapes (``_synthetic``), walking every
+  phase of ``rljax.train._phases.PIPELINE`` in order (``_DryRun``) — rewards (on reference answers),
+  multi-reward, shaping, filters, prompt filters, the advantage, replay, the controllers' initial hparams, each
+  loss term, the aggregation, the composed objective, the critic's loss and the controllers' updates — and checks
+  each return against its slot's contract (``rljax.train._contracts``: type, keys, dtype, shape, finite values).
+  Loss terms, the aggregation, the objective and the critic's loss are traced under ``jax.jit`` first (as in the
+  update), one by one, then evaluated. Errors name the slot and the stage, what it returned and what was
+  expected."""
+  run = _DryRun(exp, recipe, facts)
+  for phase in run.phases:
+    run.handlers[phase.name]()
 
-  answers = [p.answer for p in data.problems]
-  for r in recipe.rewards:  # strict: a reward that raises on the reference answers is broken
-    checker("rewards", label("rewards", r), lambda r=r: r.fn(answers, list(data.problems)))
-  multi = recipe.multi_reward
-  if multi is not None and multi.produces == "rewards":
-    values, _ = checker("multi_reward", label("multi_reward", multi), lambda: multi.fn(data))
-    data = set_rewards(data, values, multi.name)
-  for s in recipe.shaping:
-    values, _ = checker("shaping", label("shaping", s), lambda s=s: s.fn(data))
-    data = set_rewards(data, values, s.name)
-  for f in recipe.filters:  # the synthetic batch keeps every row: later stages see a full batch
-    if f.phase == "rewards":
-      checker("filters.refill" if f.refill else "filters", label("filters", f), lambda f=f: f.fn(data))
-  states = checker.run("the init() of a stage of rl.advantage, rl.prompt_filters or rl.replay",
-                       lambda: initial_stage_states(recipe, n))
-  index = np.arange(facts.num_prompts) % n
-  prompts = PromptData(tuple(data.problems[::facts.group_size]), index, n,
-                       pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
-  for pf in recipe.prompt_filters:
-    state, pf_label = states["prompt_filters"][pf.name], label("prompt_filters", pf)
-    if pf.draw is not None:
-      state = checker("prompt_filters.draw", pf_label,
-                      lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0)))[1]
-    if pf.select is not None:
-      state = checker("prompt_filters.select", pf_label,
-                      lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0)),
-                      dims._replace(pilot=pf.pilot))[1]
-    states["prompt_filters"][pf.name] = state
-    if pf.observe is not None and pf.observe_phase == "rewards":
-      checker("prompt_filters.observe", pf_label, lambda pf=pf, st=state: pf.observe(st, data))
-  if multi is not None and multi.produces == "advantages":
-    adv, _ = checker("multi_reward.advantages", label("multi_reward", multi), lambda: multi.fn(data))
-    data = data.replace(advantages=adv.astype(np.float32))
-  for a in recipe.advantage:
-    if a.init is not None:
-      adv, info, _ = checker("advantage.stateful", label("advantage", a),
-                             lambda a=a: a.fn(data, states["advantage"][a.name]))
-    else:
-      adv, info = checker("advantage", label("advantage", a), lambda a=a: a.fn(data))
-    if a.returns:  # the critic's targets, which the value loss reads
-      checker("advantage.returns", label("advantage", a), lambda info=info: info.get("returns"))
-    returns = info.get("returns")
-    data = data.replace(advantages=adv.astype(np.float32),
-                        returns=data.returns if returns is None else np.asarray(returns, np.float32))
-  for f in recipe.filters:
-    if f.phase == "advantages":
-      checker("filters", label("filters", f), lambda f=f: f.fn(data))
-  if facts.num_tasks:  # a synthetic Gram matrix: every task present, unit gradients at 60 degrees
-    k = int(facts.num_tasks)
-    data = data.replace(task_gradients=TaskGradients(np.full((k, k), 0.5) + 0.5 * np.eye(k), np.ones(k, bool)))
-  for pf in recipe.prompt_filters:
-    if pf.observe is not None and pf.observe_phase == "advantages":
-      checker("prompt_filters.observe", label("prompt_filters", pf),
-              lambda pf=pf: pf.observe(states["prompt_filters"][pf.name], data))
-  for r in recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
-    r = r.bind(dataclasses.replace(facts, seq_len=data.tokens.shape[1]))
-    _dry_replay(r, data, jax.random.PRNGKey(0), checker)
-  # the hparams the loss reads at the first step: the loss's values, then each controller's initial ones
-  hp = checker.run("rl.loss (its hyper-parameters)", recipe.loss_hparams)
-  for c in recipe.controllers:
-    hp.update(checker("controllers.hparams", label("controllers", c), lambda c=c: c.hparams(c.init()),
-                      dims._replace(hparams=None)))  # its initial hparams join state.hparams
-  dims = checker.dims = dims._replace(hparams=tuple(hp))
-  adv = np.asarray(data.advantages, np.float32)
-  mask = data.completion_mask
-  batch = TrainBatch(
-      tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
-      advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
-      rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
-      logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref),
-      entropy_old=jnp.asarray(data.entropy_old),
-      values_old=jnp.asarray(data.values),
-      returns=jnp.asarray(data.returns if data.returns is not None else data.values),
-      task_id=None if data.task_id is None else jnp.asarray(data.task_id),
-      extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
-              **{k: jnp.asarray(v) for build in recipe.batch_extras() for k, v in build(data).items()}})
-  out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
-  hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
-  for term in recipe.loss:  # each term alone, built from traced hparams as in the jitted update
-    checker.traced("loss", label("loss", term),
-                   lambda h, o, bt, term=term: call_with_statistics(term.build(h), o, bt), hparams, out, batch)
-  if recipe.objective is None:
-    agg = recipe.aggregation
-    checker.traced("aggregation", label("aggregation", agg), lambda o, bt: agg.fn(jnp.abs(o.logp), bt.loss_mask),
-                   out, batch)
-  builder = recipe.objective_builder()
-  checker.traced("objective", _objective_label(recipe), lambda h, o, bt: builder(h)(o, bt), hparams, out, batch)
-  if recipe.critic is not None:
-    critic = recipe.critic.loss
-    critic_hp = {**{k: jnp.asarray(v, jnp.float32) for k, v in critic.initial_hparams().items()}, **hparams}
-    checker.traced("critic", label("critic", critic),
-                   lambda h, o, bt: call_with_statistics(critic.build(h), o, bt), critic_hp, out, batch)
-  from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
-  controllers = LoopControllers(recipe.controllers, facts.temperature)
-  inputs = ControlInputs(batch=batch, data=data, rollout_stats={"entropy": 0.5}, update_metrics={},
-                         policy_logp=lambda: out.logp)
-  states = checker.run("rl.controllers (init)", controllers.init)
-  for c in recipe.controllers:
-    c_label = label("controllers", c)
-    new, _ = checker("controllers", c_label, lambda c=c: c.update(states[c.name], inputs))
-    checker("controllers.hparams", c_label, lambda c=c, new=new: c.hparams(new))
-    if c.temperature is not None:
-      checker("controllers.temperature", c_label, lambda c=c, new=new: c.temperature(new))
+
+class _DryRun:
+  """The start-up check's walk: one handler per phase (``_phase_<name>``), on one synthetic batch."""
+
+  def __init__(self, exp: Experiment, recipe, facts: RunFacts):
+    from rljax.train._phases import check_handlers, phases  # pylint: disable=import-outside-toplevel
+    self.recipe, self.facts = recipe, facts
+    self.data = data = _synthetic(exp, recipe, facts)
+    b, t = data.tokens.shape
+    self.n = max(facts.num_dataset_prompts, 1)
+    self.dims = Dims(b=b, t=t, p=facts.num_prompts, g=facts.group_size, n=self.n, valid=data.valid.copy(),
+                     loss_mask=data.completion_mask.copy())
+    self.checker = _Checker(self.dims)
+    self.label = self.checker.label
+    self.states = self.hp = self.batch = self.out = None
+    self.phases = phases("all")
+    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in self.phases}
+    self.handlers = check_handlers("the start-up check", {k: h for k, h in own.items() if h is not None},
+                                   self.phases)
+
+  # ------------------------------------------------------------------------- the collect side
+
+  def _phase_prompts(self) -> None:
+    """Prompt filters' ``draw`` and ``select`` (the replay stages' ``prompts`` run with their ``fn``, below)."""
+    from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
+    recipe, facts, checker, label, data = self.recipe, self.facts, self.checker, self.label, self.data
+    self.states = states = checker.run("the init() of a stage of rl.advantage, rl.prompt_filters or rl.replay",
+                                       lambda: initial_stage_states(recipe, self.n))
+    index = np.arange(facts.num_prompts) % self.n
+    prompts = PromptData(tuple(data.problems[::facts.group_size]), index, self.n,
+                         pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
+    for pf in recipe.prompt_filters:
+      state, pf_label = states["prompt_filters"][pf.name], label("prompt_filters", pf)
+      if pf.draw is not None:
+        state = checker("prompt_filters.draw", pf_label,
+                        lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0)))[1]
+      if pf.select is not None:
+        state = checker("prompt_filters.select", pf_label,
+                        lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0)),
+                        self.dims._replace(pilot=pf.pilot))[1]
+      states["prompt_filters"][pf.name] = state
+
+  def _phase_rollouts(self) -> None:
+    """Rewards (strict: one that raises on the reference answers is broken), multi-reward, shaping."""
+    from rljax.train._rollout import set_rewards  # pylint: disable=import-outside-toplevel
+    recipe, checker, label = self.recipe, self.checker, self.label
+    answers = [p.answer for p in self.data.problems]
+    for r in recipe.rewards:
+      checker("rewards", label("rewards", r), lambda r=r: r.fn(answers, list(self.data.problems)))
+    multi = recipe.multi_reward
+    if multi is not None and multi.produces == "rewards":
+      values, _ = checker("multi_reward", label("multi_reward", multi), lambda: multi.fn(self.data))
+      self.data = set_rewards(self.data, values, multi.name)
+    for s in recipe.shaping:  # every phase's shaping here: the synthetic batch has the forwards' inputs already
+      values, _ = checker("shaping", label("shaping", s), lambda s=s: s.fn(self.data))
+      self.data = set_rewards(self.data, values, s.name)
+
+  def _phase_resample(self) -> None:
+    """A replay stage's ``hints``/``splice`` need a sampler: the collector checks their returns at run time."""
+
+  def _rewards_filters(self, refill: bool) -> None:
+    for f in self.recipe.filters:  # the synthetic batch keeps every row: later stages see a full batch
+      if f.phase == "rewards" and f.refill == refill:
+        self.checker("filters.refill" if f.refill else "filters", self.label("filters", f),
+                     lambda f=f: f.fn(self.data))
+
+  def _phase_refill(self) -> None:
+    self._rewards_filters(refill=True)
+
+  def _phase_filters(self) -> None:
+    self._rewards_filters(refill=False)
+
+  # ------------------------------------------------------------------------- the train side
+
+  def _observe(self, phase: str) -> None:
+    for pf in self.recipe.prompt_filters:
+      if pf.observe is not None and pf.observe_phase == phase:
+        self.checker("prompt_filters.observe", self.label("prompt_filters", pf),
+                     lambda pf=pf: pf.observe(self.states["prompt_filters"][pf.name], self.data))
+
+  def _phase_observe_rewards(self) -> None:
+    self._observe("rewards")
+
+  def _replay(self, phase: str) -> None:
+    for r in self.recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
+      if r.phase == phase:
+        r = r.bind(dataclasses.replace(self.facts, seq_len=self.data.tokens.shape[1]))
+        _dry_replay(r, self.data, jax.random.PRNGKey(0), self.checker)
+
+  def _phase_replay_rewards(self) -> None:
+    self._replay("rewards")
+
+  def _phase_inputs(self) -> None:
+    """The synthetic batch carries every input a need can ask (``_synthetic``)."""
+
+  def _phase_advantages(self) -> None:
+    recipe, checker, label, data = self.recipe, self.checker, self.label, self.data
+    multi = recipe.multi_reward
+    if multi is not None and multi.produces == "advantages":
+      adv, _ = checker("multi_reward.advantages", label("multi_reward", multi), lambda: multi.fn(data))
+      data = data.replace(advantages=adv.astype(np.float32))
+    for a in recipe.advantage:
+      if a.init is not None:
+        adv, info, _ = checker("advantage.stateful", label("advantage", a),
+                               lambda a=a, d=data: a.fn(d, self.states["advantage"][a.name]))
+      else:
+        adv, info = checker("advantage", label("advantage", a), lambda a=a, d=data: a.fn(d))
+      if a.returns:  # the critic's targets, which the value loss reads
+        checker("advantage.returns", label("advantage", a), lambda info=info: info.get("returns"))
+      returns = info.get("returns")
+      data = data.replace(advantages=adv.astype(np.float32),
+                          returns=data.returns if returns is None else np.asarray(returns, np.float32))
+    self.data = data
+
+  def _phase_advantage_filters(self) -> None:
+    for f in self.recipe.filters:
+      if f.phase == "advantages":
+        self.checker("filters", self.label("filters", f), lambda f=f: f.fn(self.data))
+
+  def _phase_replay_advantages(self) -> None:
+    self._replay("advantages")
+
+  def _phase_train_batch(self) -> None:
+    """The update's batch from the synthetic rows, as ``train_batch`` builds it (the terms' ``batch_extras``
+    included), and the policy outputs the loss terms see."""
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+    data = self.data
+    adv = np.asarray(data.advantages, np.float32)
+    mask = data.completion_mask
+    self.batch = TrainBatch(
+        tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
+        advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
+        rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
+        logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref),
+        entropy_old=jnp.asarray(data.entropy_old),
+        values_old=jnp.asarray(data.values),
+        returns=jnp.asarray(data.returns if data.returns is not None else data.values),
+        task_id=None if data.task_id is None else jnp.asarray(data.task_id),
+        extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
+                **{k: jnp.asarray(v) for build in self.recipe.batch_extras() for k, v in build(data).items()}})
+    self.out = PolicyOutputs(logp=self.batch.logp_old + 0.01, entropy=self.batch.entropy_old,
+                             values=self.batch.values_old)
+
+  def _phase_task_gradients(self) -> None:
+    if self.facts.num_tasks:  # a synthetic Gram matrix: every task present, unit gradients at 60 degrees
+      k = int(self.facts.num_tasks)
+      self.data = self.data.replace(task_gradients=TaskGradients(np.full((k, k), 0.5) + 0.5 * np.eye(k),
+                                                                 np.ones(k, bool)))
+
+  def _phase_observe_advantages(self) -> None:
+    self._observe("advantages")
+
+  def _phase_update(self) -> None:
+    """The hparams the loss reads at the first step (the loss's values, then each controller's initial ones),
+    then each loss term, the aggregation, the objective and the critic's loss, traced as in the update."""
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    from rljax.objectives import call_with_statistics  # pylint: disable=import-outside-toplevel
+    recipe, checker, label, out, batch = self.recipe, self.checker, self.label, self.out, self.batch
+    hp = checker.run("rl.loss (its hyper-parameters)", recipe.loss_hparams)
+    for c in recipe.controllers:
+      hp.update(checker("controllers.hparams", label("controllers", c), lambda c=c: c.hparams(c.init()),
+                        self.dims._replace(hparams=None)))  # its initial hparams join state.hparams
+    self.dims = checker.dims = self.dims._replace(hparams=tuple(hp))
+    hparams = {k: jnp.asarray(v, jnp.float32) for k, v in hp.items()}
+    for term in recipe.loss:  # each term alone, built from traced hparams as in the jitted update
+      checker.traced("loss", label("loss", term),
+                     lambda h, o, bt, term=term: call_with_statistics(term.build(h), o, bt), hparams, out, batch)
+    if recipe.objective is None:
+      agg = recipe.aggregation
+      checker.traced("aggregation", label("aggregation", agg), lambda o, bt: agg.fn(jnp.abs(o.logp), bt.loss_mask),
+                     out, batch)
+    builder = recipe.objective_builder()
+    checker.traced("objective", _objective_label(recipe), lambda h, o, bt: builder(h)(o, bt), hparams, out, batch)
+    if recipe.critic is not None:
+      critic = recipe.critic.loss
+      critic_hp = {**{k: jnp.asarray(v, jnp.float32) for k, v in critic.initial_hparams().items()}, **hparams}
+      checker.traced("critic", label("critic", critic),
+                     lambda h, o, bt: call_with_statistics(critic.build(h), o, bt), critic_hp, out, batch)
+
+  def _phase_controllers(self) -> None:
+    from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
+    recipe, checker, label, out = self.recipe, self.checker, self.label, self.out
+    controllers = LoopControllers(recipe.controllers, self.facts.temperature)
+    inputs = ControlInputs(batch=self.batch, data=self.data, rollout_stats={"entropy": 0.5}, update_metrics={},
+                           policy_logp=lambda: out.logp)
+    states = checker.run("rl.controllers (init)", controllers.init)
+    for c in recipe.controllers:
+      c_label = label("controllers", c)
+      new, _ = checker("controllers", c_label, lambda c=c: c.update(states[c.name], inputs))
+      checker("controllers.hparams", c_label, lambda c=c, new=new: c.hparams(new))
+      if c.temperature is not None:
+        checker("controllers.temperature", c_label, lambda c=c, new=new: c.temperature(new))

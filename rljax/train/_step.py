@@ -32,7 +32,7 @@ the loss function, so changing them never recompiles.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -105,6 +105,18 @@ class LossFn(Protocol):
   """
 
   def __call__(self, model, batch, hparams, denominator): ...
+
+
+class LossHooks(NamedTuple):
+  """The optional hooks of a ``LossFn`` (see there), each None when the loss does not define it."""
+  denominator: Optional[Callable]
+  statistics: Optional[Callable]
+  with_aux_weight: Optional[Callable]
+
+  @classmethod
+  def of(cls, loss_fn) -> "LossHooks":
+    """The hooks ``loss_fn`` defines (``objective_loss`` defines all three)."""
+    return cls(*(getattr(loss_fn, name, None) for name in cls._fields))
 
 
 def merge_model(graphdef, params, model_state):
@@ -242,12 +254,12 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
   """
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
-  denominator_fn = getattr(loss_fn, "denominator", None)
-  statistics_fn = getattr(loss_fn, "statistics", None) if num_microbatches > 1 else None
-  if (num_microbatches > 1 and statistics_fn is None and denominator_fn is not None
-      and hasattr(loss_fn, "with_aux_weight")):
+  hooks = LossHooks.of(loss_fn)
+  denominator_fn = hooks.denominator
+  statistics_fn = hooks.statistics if num_microbatches > 1 else None
+  if num_microbatches > 1 and statistics_fn is None and denominator_fn is not None and hooks.with_aux_weight:
     # (without a global denominator mb_loss below already divides the whole loss by num_microbatches)
-    loss_fn = loss_fn.with_aux_weight(1.0 / num_microbatches)
+    loss_fn = hooks.with_aux_weight(1.0 / num_microbatches)
 
   def mb_loss(params, model_state, mb, hparams, denominator, statistics=None):
     # copy=True: the frozen variables (model_state; with LoRA the base weights) enter from outside grad_fn's trace,
@@ -362,6 +374,8 @@ class objective_loss:  # pylint: disable=invalid-name
       ``num_iterations = 1``). The train/inference mismatch metrics that forward
       gave (``rollout/logp_gap``, ``rollout/mismatch_kl``, see
       ``rljax/train/_mismatch.py``) then come from this forward, per loss token.
+    clip_hparams: the hparam names ``(low, high)`` of the policy term's clip bounds, which the
+      ``policy/clip_frac`` diagnostic reads (``Recipe.clip_hparams``); ``()``: the PPO default 0.2, 0.2.
 
   Micro-batching (``make_train_step(num_microbatches=k > 1)``) calls
   ``statistics`` on the whole batch and each micro-batch with its slice; see
@@ -370,8 +384,9 @@ class objective_loss:  # pylint: disable=invalid-name
 
   def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
                shared_prefix_len: int = 0, group_size: int = 1, aux_weight: float = 1.0,
-               proximal_from_update: bool = False):
+               proximal_from_update: bool = False, clip_hparams: tuple = ()):
     self._objective = objective
+    self._clip_hparams = tuple(clip_hparams)
     self._temperature = temperature
     self._forward = forward
     self._shared = (shared_prefix_len, group_size)
@@ -383,7 +398,8 @@ class objective_loss:  # pylint: disable=invalid-name
     (on top of this loss's own ``aux_weight``)."""
     return objective_loss(self._objective, temperature=self._temperature, forward=self._forward,
                           shared_prefix_len=self._shared[0], group_size=self._shared[1],
-                          aux_weight=self._aux_weight * weight, proximal_from_update=self._proximal_from_update)
+                          aux_weight=self._aux_weight * weight, proximal_from_update=self._proximal_from_update,
+                          clip_hparams=self._clip_hparams)
 
   def _build(self, hparams):
     if hasattr(self._objective, "aggregate"):
@@ -470,8 +486,7 @@ class objective_loss:  # pylint: disable=invalid-name
       log_ratio = jax.lax.stop_gradient(out.logp - batch.logp_old) * m
       ratio = jnp.exp(log_ratio)
       metrics["policy/kl"] = jnp.sum(((ratio - 1.0) - log_ratio) * m) / count
-      lo = hparams.get("clip_low", 0.2) if hparams else 0.2
-      hi = hparams.get("clip_high", 0.2) if hparams else 0.2
+      lo, hi = (hparams[n] for n in self._clip_hparams) if self._clip_hparams else (0.2, 0.2)
       clipped = ((ratio < 1.0 - lo) & (batch.advantages < 0)) | ((ratio > 1.0 + hi) & (batch.advantages > 0))
       metrics["policy/clip_frac"] = jnp.sum(clipped * m) / count
     if self._proximal_from_update and batch.logp_behavior is not None:
