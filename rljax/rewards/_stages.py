@@ -18,11 +18,12 @@ hyper-parameters fail at start-up.
 """
 from __future__ import annotations
 
+import functools
 from typing import Mapping, Optional
 
 import numpy as np
 
-from rljax.envs import ArithmeticTask
+from rljax._answers import digits_value
 from rljax.rewards import _agentic, _safe, _shaping, _verifiers
 from rljax.stages import MultiReward, Reward, Shaping, _signature, checked, data_stage_factory, probe_step
 
@@ -83,7 +84,7 @@ def _number(text) -> Optional[float]:
 
 # ``parse`` names: "number" for any task whose answers are numbers (GSM8K, MATH, countdown targets);
 # "arithmetic" for the built-in ArithmeticTask, whose answers are written lowest digit first.
-PARSERS = {"number": _number, "arithmetic": ArithmeticTask().answer_value}
+PARSERS = {"number": _number, "arithmetic": functools.partial(digits_value, reverse=True)}
 
 
 def _parser(parse):
