@@ -122,6 +122,13 @@ class Technique:
       raise ValueError(f"Technique.fidelity of {self.name!r} must be a Fidelity or None")
 
 
+def split_at(rows: tuple, name: str) -> tuple:
+  """``(the rows before the one called name, the rest)``: for a room whose catalog order interleaves the rows its
+  modules declare."""
+  i = [row.name for row in rows].index(name)
+  return rows[:i], rows[i:]
+
+
 def slot_of(row: Technique) -> Optional[str]:
   """The recipe slot a catalog row goes in (its stage factory's ``slot``, else by kind); None if no stage."""
   if row.stage is None:

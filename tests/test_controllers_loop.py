@@ -1,4 +1,4 @@
-"""Controllers in the RL loop (rljax/control/_stages.py, rljax/train/_controllers.py): config, update rules,
+"""Controllers in the RL loop (rljax/control/_controllers.py, rljax/train/_controllers.py): config, update rules,
 runs, resume."""
 import os
 import shutil

@@ -269,3 +269,46 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
   adv = C.masked_whiten(total, kf, eps=whiten_eps) if whiten else total
   return adv, _metrics(adv, adv, v, keep=keep, query_weight=q * v, per_reward=per,
                        frac_conflict=jnp.sum(v * (1 - kf)) / jnp.maximum(jnp.sum(v), 1.0))
+
+
+_S1 = "seed 001_5839a3671b0b4d92.txt"
+_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.advantages import _stages as S
+  return (
+      Technique("gdpo", "multi_reward", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))",
+                f"{_S1} L5, L77, L85; verl gdpo",
+                stage=S.multi_reward(gdpo),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",
+                                  "verl whitens over response tokens (token-weighted), ours over valid sequences; "
+                                  "singleton group: ours 0, verl r/(1+ε)")),
+      Technique("dara", "multi_reward", dara,
+                "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
+                "(ρ = active-group density)",
+                f"{_S1} L77; authors' code github.com/zhaihaotian/DARA math/rdgdpo/advantages.py",
+                stage=S.multi_reward(dara),
+                fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
+                                  "dara_asym)")),
+      Technique("sa_mrpo", "multi_reward", sa_mrpo,
+                "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
+                f"{_S1} L85; arXiv 2608.16072",
+                stage=S.multi_reward(sa_mrpo),
+                fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper "
+                                  "text; no code released)",
+                                  "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); "
+                                  "ours adds ε to each std and clips s_k to [0, 1]")),
+      Technique("gd2po", "multi_reward", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict",
+                f"{_S1} L5",
+                stage=S.multi_reward(gd2po),
+                fidelity=Fidelity("authors_code", "github.com/Qwen-Applications/GD2PO: tool-calling/verl/trainer/ppo/"
+                                  "ray_trainer.py",
+                                  "authors whiten over kept tokens, ours over kept rows; sign tolerance "
+                                  "conflict_tol=1e-6 (authors 1e-8 on token sums); ratio_threshold selects their soft "
+                                  "rule")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -765,3 +765,155 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
       G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
   adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean)) / denom * v
   return adv, _metrics(adv, r, v, stratum=stratum)
+
+
+_S0 = "seed 000_3e503271be254a43.txt"
+_S1 = "seed 001_5839a3671b0b4d92.txt"
+_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.advantages import _stages as S
+  return (
+      Technique("grpo", "advantage", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none",
+                "arXiv 2402.03300; verl grpo",
+                stage=S.group_estimator(grpo),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
+                                  "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
+                                  "(singleton='raw')")),
+      Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
+                "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
+                stage=S.group_estimator(dr_grpo),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+      Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
+                "arXiv 2402.14740; verl rloo",
+                stage=S.group_estimator(rloo),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+      Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
+                "arXiv 2501.03262; verl reinforce_plus_plus",
+                stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage",
+                                  "mask-0 tokens inside a response carry the running return (verl resets it there: "
+                                  "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: "
+                                  "verl's")),
+      Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
+                "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
+                stage=S.group_estimator(reinforce_pp_baseline, mask=S.completion),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
+                                  "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default "
+                                  "singleton 'zero'; without a mask ours whitens over sequences, not tokens")),
+      Technique("remax", "advantage", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)",
+                "arXiv 2310.10505; verl remax",
+                # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome
+                # reward)
+                stage=S.checked(remax, inputs={"rewards": S.token_rewards, "baseline_rewards": "greedy_rewards",
+                                               "mask": S.completion}),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_remax_outcome_advantage",
+                                  "token form identical; the [B] form (no mask) is r − b per sequence")),
+      Technique("gae", "advantage", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
+                "arXiv 1506.02438; verl gae",
+                # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
+                stage=S.checked(gae, inputs={"rewards": S.token_rewards, "values": "values", "mask": S.completion},
+                                returns=True),
+                fidelity=Fidelity("peer", f"{_VERL}: compute_gae_advantage_return",
+                                  "ours multiplies the whitened A by the mask (verl leaves values outside it); "
+                                  "equal on masked tokens")),
+      Technique("qae", "advantage", qae,
+                "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
+                f"{_S0} L21; arXiv 2509.22611",
+                stage=S.group_estimator(qae),
+                fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
+                                  "core_algos.py L315-319)",
+                                  "default = authors' torch.quantile (linear interpolation) in verl grpo (σ+1e-6); "
+                                  "interpolation='inverted_cdf' gives the abstract's exact two-regime gate")),
+      Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
+                f"{_S1} L169; arXiv 2508.10751",
+                stage=S.group_estimator(passk),
+                fidelity=Fidelity("authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
+                                  "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
+                                  "expectation, authors leave them unchanged")),
+      Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
+                stage=S.group_estimator(rank),
+                fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
+                                  "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). "
+                                  "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code or "
+                                  "paper body (yale-nlp/RLRR is another paper)")),
+      Technique("vote", "advantage", vote,
+                "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
+                f"{_S1} L135",
+                stage=S.group_estimator(vote, answer_id="answer_ids"),
+                fidelity=Fidelity("authors_code", "github.com/HanYiton/VAA-CSEC: YuYi/glpo/glpo_swift_plugin.py "
+                                  "(_glpo_compute_advantages)",
+                                  "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours "
+                                  "averages their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + "
+                                  "ε)")),
+      Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
+                f"{_S0} L5, L55",
+                stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
+                                  num_tasks="num_tasks"),
+                fidelity=Fidelity("paper_formula", "arXiv 2512.12967 (QwenLong-L1.5) Sec. 4.2 Eq. 7 (paper text: "
+                                  "Tongyi-Zhiwen/Qwen-Doc QwenLong_1_5.pdf)",
+                                  "paper: (r − mean_group r)/std(r ∈ B_task) = task_normalized(grpo(scale='none'), "
+                                  "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours")),
+      Technique("key_baseline", "advantage", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
+                stage=S.chosen(
+                    key_baseline, "key", "task_id", {
+                        "task_id": {"key": "task_id", "num_keys": "num_tasks"},
+                        "answer_ids": {"key": "answer_ids", "num_keys": "batch_size"},
+                        "group_id": {"key": "group_id", "num_keys": "num_groups"}},
+                    inputs={"rewards": "rewards", "valid": "valid"},
+                    doc="AdvEvo-MARL shared baseline ``A_i = R_i − mean{R_j : key_j = key_i}`` over the batch. The "
+                        "paper's key is an agent's functional group; ours is ``key='task_id'`` (default: one baseline "
+                        "per task), ``'answer_ids'`` (rows with the same extracted answer, across prompts) or "
+                        "``'group_id'`` (= dr_grpo)."),
+                fidelity=Fidelity("abstract",
+                                  f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
+                                  "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 "
+                                  "code/pages ('AdvEvo-MARL', 'public baseline', title): no code or paper body "
+                                  "found")),
+      Technique("difficulty_weight", "advantage", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
+                stage=S.transform(difficulty_weight, correct="correct", **S.ROWS),
+                fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
+                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; reviewers: the paper's "
+                                  "'steep exponential' is in words only. Searched 2026-12 (2 passes) code/pages: no "
+                                  "code; paper body not stored")),
+      Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",
+                f"{_S1} L65; arXiv 2609.32577",
+                # passing = the task verifier's verdict; the grader's ranking scores = the step's reward
+                stage=S.transform(gagar, passed=S.passed, scores="rewards", **S.ROWS),
+                fidelity=Fidelity("peer", "github.com/kekmodel/mimo-verl: verl/trainer/ppo/gar.py (redistribute, "
+                                  "factors: GAGAR arXiv 2609.32577 Eqs. 6-8, App. A.1-A.2)",
+                                  "weight='factor', lambda_max=1.5 on grpo(scale='none') = theirs (a⁺, λ capped, B − "
+                                  "mean B); tier factors f: the caller's; default: rank weights "
+                                  "(midrank/n_pass)^power, no cap (ours)")),
+      Technique("uniqueness", "advantage", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct",
+                f"{_S1} L61",
+                # strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)
+                stage=S.transform(uniqueness, correct=S.passed, cluster_id="answer_ids", **S.ROWS),
+                fidelity=Fidelity("paper_formula", "arXiv 2601.08763v2 Sec. 3, Eqs. 1, 3–5 (A' = z/f^α); paper text "
+                                                   "stored in the code index (file id 61124452340)",
+                                  "scope='all', alpha=α gives Eq. 5 (every rollout, f over all K, no renormalising); "
+                                  "default scope='correct' (correct rows only, mean-1 weights) ours. Authors' repo "
+                                  "zhiyuanhubj/Uniqueness-Aware-RL: README only")),
+      Technique("canon", "advantage", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric",
+                f"{_S1} L193",
+                stage=S.chosen(
+                    canon, "metric", "length", {
+                        "length": {"metric": lambda data: np.asarray(data.lengths, np.float32)},
+                        "entropy": {"metric": S.mean_entropy}},
+                    inputs={**S.GROUP}, needs={"entropy": ("entropy_behavior",)},
+                    doc="CANON: strata by a metric of each row, ``metric='length'`` (completion tokens, default) or "
+                        "``'entropy'`` (mean sampler entropy over the completion: the paper's main choice); "
+                        "``inter_coef`` and ``intra_coef`` weigh the inter- and intra-stratum terms (the decomposition "
+                        "is our reading)."),
+                fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
+                                  "(compute_dr_entropy_per_token_group_outcome_advantage)",
+                                  "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
+                                  "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -157,3 +157,80 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, wind
     return adv, _metrics(adv, a, v, weights=w * v, anchor=anchor), new_state
 
   return StatefulEstimator(init, update)
+
+
+def _role_ema_baseline_stage(*, decay: float = 0.95, update_first: bool = False, init: str = "zero"):
+  """SPIRAL role-conditioned EMA baseline, one baseline per task id: ``A_i = R_i − b_(task_i)``.
+
+  The key is ``data.task_id`` (the paper's key is a (game, role) pair; task ids are our stand-in), so
+  ``num_keys`` is the run's ``num_tasks``, bound at start-up (a task without task ids is refused then). The
+  state (``RoleEMAState``: per-task EMA baselines) is checkpointed.
+  """
+  from rljax.stages import Advantage  # pylint: disable=import-outside-toplevel
+  role_ema_baseline(num_keys=1, decay=decay, update_first=update_first, init=init)  # validates now
+
+  def unbound(*_):
+    raise ValueError("role_ema_baseline keeps one baseline per task id: bind it to the run's facts first "
+                     "(Recipe.bind / stage.bind(RunFacts(..., num_tasks=...)))")
+
+  def bind(stage, facts):  # pylint: disable=unused-argument
+    if not facts.num_tasks:
+      raise ValueError("role_ema_baseline keeps one baseline per task id, but this run's task defines none "
+                       "(task.task_id / task.num_tasks); use key_baseline(key='group_id') or a multi-task task")
+    est = role_ema_baseline(num_keys=int(facts.num_tasks), decay=decay, update_first=update_first, init=init)
+
+    def fn(data, state):
+      return est.update(state, data.rewards, data.require("task_id", "role_ema_baseline"), valid=data.valid)
+
+    return Advantage(fn, name="role_ema_baseline", init=est.init, needs={"task_id"}, bind_fn=bind)
+
+  return Advantage(unbound, name="role_ema_baseline", init=unbound, needs={"task_id"}, bind_fn=bind)
+
+
+def _hadw_stage(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, window: int = 0, scale: float = 1.0):
+  """HA-DW transform: ``A' = s·A·exp(λ·sgn(A)·(anchor − acc_g))`` (``signed=False``: no ``sgn(A)``), ``acc_g`` the
+  group's mean of ``data.correct``.
+
+  The anchor (``HADWState``: an EMA of the batch accuracy, or with ``window=k`` the mean of the last k batch
+  accuracies as in the authors' code; ``hadw(window=10, scale=1.5)`` after ``grpo`` is their estimator) is
+  checkpointed. Advantages as in ``_stages.sequence_advantages``.
+  """
+  from rljax.advantages import _stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.stages import Advantage  # pylint: disable=import-outside-toplevel
+  est = hadw(decay=decay, strength=strength, signed=signed, window=window, scale=scale)  # validates now
+  advantages = S.sequence_advantages("hadw")
+
+  def fn(data, state):
+    return est.update(state, advantages(data), data.correct, data.group_id, valid=data.valid,
+                      num_groups=data.num_groups)
+
+  return Advantage(fn, name="hadw", init=est.init, transform=True)
+
+
+_S0 = "seed 000_3e503271be254a43.txt"
+_S1 = "seed 001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("role_ema_baseline", "advantage", role_ema_baseline, "b_k ← αb_k + (1−α)mean_k R; A = R − b_key",
+                f"{_S0} L91",
+                stage=_role_ema_baseline_stage,
+                fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
+                                  "spiral/utils.py (EMA)",
+                                  "authors update once per game, ours once per batch with the key's mean return (equal "
+                                  "with one game per batch); init='batch_mean' starts at the first batch mean")),
+      Technique("hadw", "advantage", hadw,
+                "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
+                f"{_S1} L177; arXiv 2601.08521",
+                stage=_hadw_stage,
+                fidelity=Fidelity("authors_code", "github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py "
+                                  "(compute_ha_dw_outcome_advantage)",
+                                  "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the "
+                                  "current); default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a "
+                                  "learning-rate change")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -542,3 +542,151 @@ def oprl(logp: Array, logp_ref: Array, turn_ids: Array, episode_rewards: Array, 
                                num_groups=num_groups, eps=eps, std_ddof=std_ddof)
   return jax.lax.stop_gradient(adv), {**info, "step_rewards": step_r,
                                       "step_reward_mean": jnp.sum(step_r) / jnp.maximum(jnp.sum(tv), 1)}
+
+
+def _implicit_progress_reward_stage(beta: float = 1.0):
+  """The implicit progress reward as a dense reward (a ``Shaping`` stage, phase ``"forward"``).
+
+      r_t = score_t + β·(log π_old(y_t) − log π_ref(y_t))        on completion tokens of valid rows
+
+  The abstract (seed 001 L167) gives the dense reward β·log(π/π_ref); how it joins the outcome reward is ours:
+  it is added to the step's token rewards (the outcome reward on the last token when no stage wrote token
+  rewards), as ``kl_in_reward`` subtracts its KL. Token-level estimators (``reinforce_pp``, ``gae``, ``remax``)
+  then credit each token; outcome estimators see the summed reward. π_old is the policy that sampled the step.
+  """
+  from rljax.advantages import _stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.stages import Shaping  # pylint: disable=import-outside-toplevel
+  implicit_progress_reward(np.zeros((1, 1)), np.zeros((1, 1)), np.ones((1, 1)), beta=beta)  # validates
+
+  def fn(data):
+    mask = S.completion(data)
+    dense, info = implicit_progress_reward(data.require("logp_old", "implicit_progress_reward"),
+                                           data.require("logp_ref", "implicit_progress_reward"), mask, beta=beta)
+    if data.token_rewards is not None:
+      scores = data.token_rewards
+    else:
+      last = np.where(mask.any(1), mask.shape[1] - 1 - np.argmax(mask[:, ::-1], 1), 0)
+      scores = np.zeros(mask.shape, np.result_type(np.float32, data.rewards.dtype))
+      scores[np.arange(mask.shape[0]), last] = np.where(mask.any(1), data.rewards, 0.0)
+    dense = np.asarray(dense)
+    return scores + dense.astype(np.result_type(np.float32, dense.dtype)), {"mean": info["mean"]}
+
+  return Shaping(fn, name="implicit_progress_reward", phase="forward", needs={"logp_old", "logp_ref"})
+
+
+_implicit_progress_reward_stage.slot = "shaping"
+
+
+_S0 = "seed 000_3e503271be254a43.txt"
+_S1 = "seed 001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.advantages import _stages as S
+  return (
+      Technique("segment", "advantage", segment, "A_{i,t} = Σ_k 1[seg_{i,t}=k]·grpo(r^(k))_i",
+                f"{_S1} L25, L57, L79; arXiv 2602.10231",
+                # segments="rewards": reward k (column k of reward_components) scores segment k of each completion
+                # (reward_segments [B, T]); segments="turns" (episodes): turn k's step reward scores turn k (turn_ids),
+                # and a row without turn k (step_mask) neither gets nor gives a baseline for it
+                stage=S.chosen(
+                    segment, "segments", "rewards", {
+                        "rewards": {"rewards": "reward_components", "segment_ids": "reward_segments",
+                                    "segment_valid": S.absent},
+                        "turns": {"rewards": "step_rewards", "segment_ids": "turn_ids", "segment_valid": "step_mask"}},
+                    inputs={"mask": S.completion, **S.ROWS},
+                    doc="Segment-routed advantages ``A_{i,t} = Σ_k 1[seg_{i,t} = k]·grpo(r^(k))_i``. "
+                        "``segments='rewards'`` (default): the reward components and the reward segments of each "
+                        "completion; ``'turns'``: a multi-turn task's per-turn step rewards routed by ``turn_ids``, "
+                        "``segment_valid`` = the turns each episode played (``step_mask``)."),
+                fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.2-4.3, App. B Alg. 1 "
+                                  "(paper text; no code found)",
+                                  "paper: A_k = r_k − group mean on block k, std optional (main runs none: "
+                                  "scale='none'); default divides by the group std (GRPO, as SLCA/DSS-GRPO); later "
+                                  "blocks: outcome_conditioned_baseline")),
+      Technique("outcome_conditioned_baseline", "advantage", outcome_conditioned_baseline,
+                "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
+                f"{_S1} L25; arXiv 2602.10231",
+                stage=S.chosen(
+                    outcome_conditioned_baseline, "outcome", "correct", {
+                        "correct": {"outcome": lambda data: S.passed(data).astype(np.int32)},
+                        "answer_ids": {"outcome": "answer_ids"}},
+                    inputs={**S.GROUP},
+                    doc="Blockwise Advantage Estimation's outcome-conditioned baseline ``A_i = r_i − mean{r_j : same "
+                        "group, same outcome}``. The paper's outcome is an intermediate (prefix) result; single-turn, "
+                        "ours is ``outcome='correct'`` (the verifier's verdict, default: when the reward is exactly "
+                        "that verdict every stratum is constant and A = 0; it ranks rows by the reward's other parts) "
+                        "or ``'answer_ids'``."),
+                fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 "
+                                  "lines 7-10 (paper text; no code found)",
+                                  "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is "
+                                  "our option")),
+      Technique("tempo", "advantage", tempo,
+                "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
+                f"{_S1} L23",
+                # the prefix tree is built from the tokens of each group's valid completions
+                stage=S.checked(tempo, inputs={**S.GROUP, "tokens": "tokens", "mask": S.completion}),
+                fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
+                                  "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root "
+                                  "handling ours. Searched 2026-12 (2 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
+                                  "title): no code; summaries, intro only")),
+      Technique("step_episode_mix", "advantage", step_episode_mix,
+                "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
+                f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
+                # per-turn rewards = the task's step rewards (one per turn, step_mask = turns that exist); episode =
+                # rewards
+                stage=S.checked(step_episode_mix, inputs={
+                    "turn_rewards": "step_rewards", "turn_ids": "turn_ids", "episode_rewards": "rewards",
+                    "mask": S.completion, "turn_valid": "step_mask", **S.ROWS}),
+                fidelity=Fidelity("authors_code", "github.com/X-PLUG/MobileAgent: UI-S1/uis1/core_uis1.py "
+                                  "(compute_uis1_outcome_advantage)",
+                                  "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: "
+                                  "turn reward over the group's pooled turns); default: convex mix with grpo(R); no "
+                                  "expert-mismatch restart")),
+      Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
+                "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
+                f"{_S1} L3",
+                # per-turn signal = the task's step rewards (TurnSight's hindsight score); advantages [B] or [B, T]
+                stage=S.checked(sign_preserving_modulation, inputs={
+                    "advantages": "advantages", "signal": "step_rewards", "turn_ids": "turn_ids", "mask": S.completion,
+                    "turn_valid": "step_mask", **S.ROWS}, transform=True),
+                fidelity=Fidelity("paper_formula", "arXiv 2608.04007 (TurnSight) 'Group-Normalized Weight "
+                                  "Construction', 'Advantage Integration' (paper text)",
+                                  "defaults = paper's (λ = ε_w = 0.5, signed); it pools token-level gaps, we pool "
+                                  "per-turn values; code (github.com/quchangle1/TurnSight) not in our store")),
+      Technique("implicit_progress_reward", "advantage", implicit_progress_reward,
+                "r_t = β(log π − log π_ref), stop-gradient",
+                f"{_S1} L167; arXiv 2606.26080",
+                stage=_implicit_progress_reward_stage,
+                fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "
+                                  "(per_step_progress_advantage)",
+                                  "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our "
+                                  "per-step sum) or mean (their scripts); they score trajectories at test time, using "
+                                  "it as a training reward is ours")),
+      Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
+                "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
+                # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the
+                # turns that exist. rljax trains no PRM: prm="policy" (default) reads β·log(π_old/π_ref), prm="extras" a
+                # PRM's log-probs from data.extras["logp_prm"] [B, T] over π_old (the paper's reward)
+                stage=S.chosen(
+                    oprl, "prm", "policy", {
+                        "policy": {"logp": "logp_old", "logp_ref": "logp_ref"},
+                        "extras": {"logp": S.prm_logp, "logp_ref": "logp_old"}},
+                    inputs={"turn_ids": "turn_ids", "episode_rewards": "rewards", "mask": S.completion,
+                            "turn_valid": "step_mask", **S.ROWS},
+                    needs={"policy": ("step_rewards",), "extras": ("step_rewards",)}, unprobed=("extras",),
+                    doc="OPRL / iStar (``rljax.advantages.oprl``): implicit per-turn step rewards mixed with "
+                        "episode-level GRPO. The paper's step reward is ``β·log π_φ/π_θold`` with π_φ a PRM trained by "
+                        "trajectory DPO; ``prm='policy'`` (default, our interpretation: no PRM is trained) uses "
+                        "``β·log π_old/π_ref``, ``prm='extras'`` the PRM log-probs a stage put in "
+                        "``data.extras['logp_prm'] [B, T]`` over π_old."),
+                fidelity=Fidelity("authors_code", "github.com/Tongyi-ConvAI/Tongyi-Character: "
+                                  "CharacterRL-iStar/istar/dp_rm.py, istar/core_istar.py",
+                                  "no PRM trained: default β·log π_old/π_ref (prm='extras': a PRM's log-probs over "
+                                  "π_old, theirs); authors β=0.05, batch max-norm, A = RLOO(R) + w·RLOO(step r); ours "
+                                  "step_episode_mix")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from rljax._answers import digits_value
 from rljax.envs._task import Problem, sample_split
 
 
@@ -93,10 +94,7 @@ class ArithmeticTask:
   def answer_value(self, text) -> Optional[float]:
     """The number an answer written as this task writes it stands for (``"221"`` -> 122 when
     ``reverse_answer``), or None when ``text`` (whitespace-stripped) is not a string of digits."""
-    s = text.strip() if isinstance(text, str) else ""
-    if not (s.isascii() and s.isdigit()):
-      return None
-    return float(int(s[::-1] if self.reverse_answer else s))
+    return digits_value(text, reverse=self.reverse_answer)
 
   def step_rewards(self, completions: Sequence[str], problems: Sequence[Problem]):
     """Process rewards: one step per answer digit, as written (lowest digit first when ``reverse_answer``).

@@ -7,7 +7,7 @@ needs concrete counts). Inputs may be NumPy or JAX arrays.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -226,3 +226,167 @@ def difficulty_budget(accuracy, *, budget: int, min_per_prompt: int = 0, max_per
     extra += _round(_water_fill(w2, left, room.astype(np.float64)), left, room, w2, ties="index")
   n = lo + extra
   return n, {"weight": w, "allocated": int(n.sum())}
+
+
+# ----------------------------------------------------------------------------- the stages (the rows' ``stage``)
+
+def _pilot_commit_stage(*, pilot: int = 2, budget: Optional[int] = None, score: str = "std",
+                        rule: str = "proportional", min_score: float = 0.0, max_per_prompt: Optional[int] = None,
+                        window: Optional[tuple] = None):
+  """Pilot-Commit as a prompt filter: ``pilot`` rollouts per prompt first, then the commit rollouts.
+
+  ``select`` allocates ``rljax.filters.pilot_commit`` counts from the pilot rewards (``prompts.pilot``,
+  ``pilot`` consecutive rows per candidate; their rows join the group): per prompt at most ``group_size -
+  pilot`` (and ``max_per_prompt``), in total at most ``budget`` commit rollouts per step. ``budget=None``:
+  half the layout's commit rows, ``P * (group_size - pilot) // 2``. The layout is static (see
+  ``rljax.filters._stages``): the budget re-allocates the valid rows; a prompt committed 0 keeps its pilot rows.
+  """
+  from rljax.filters import _stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.stages import PromptFilter  # pylint: disable=import-outside-toplevel
+  _int("pilot", pilot, minimum=2)  # a spread needs two pilot rollouts
+  if budget is not None:
+    _int("budget", budget)
+  kw = dict(score=score, rule=rule, min_score=min_score, window=None if window is None else tuple(window))
+  pilot_commit(np.zeros(2), np.zeros(2, np.int32), num_groups=1, budget=budget or 0, max_per_prompt=max_per_prompt,
+               **kw)  # validates
+
+  def build(group_size):
+    if group_size is not None and pilot >= group_size:
+      raise ValueError(f"pilot_commit: pilot={pilot} must be < group_size={group_size} (rollouts per prompt)")
+
+    def select(state, prompts, key):  # pylint: disable=unused-argument
+      n = S.layout(group_size, "pilot_commit") - pilot
+      data = prompts.pilot
+      if data is None:
+        raise ValueError("pilot_commit: select needs the pilot rollout (prompts.pilot)")
+      p = len(prompts.problems)
+      cap = n if max_per_prompt is None else min(int(max_per_prompt), n)
+      gid = (np.arange(data.batch_size) // (data.batch_size // p)).astype(np.int32)
+      counts, stats = pilot_commit(data.rewards, gid, num_groups=p, budget=p * n // 2 if budget is None else budget,
+                                   max_per_prompt=cap, valid=data.valid, **kw)
+      report = _pilot_report(counts, stats["score"], data, gid, p, float(min_score), kw["window"])
+      return counts, state, {**stats, **report}
+
+    return PromptFilter(lambda num_dataset_prompts: (), select, name="pilot_commit", pilot=pilot,
+                        bind_fn=lambda stage, facts: build(facts.group_size))
+
+  return build(None)
+
+
+def _pilot_report(counts, score, data, gid, p: int, min_score: float, window) -> dict:
+  """Why Pilot-Commit committed no rollout to a prompt (each skipped prompt counts once, first reason first):
+  ``skipped_zero_spread`` (pilot spread <= ``min_score``: predicted zero-variance), ``skipped_window`` (its pilot
+  mean lies outside ``window``), ``skipped_budget`` (kept, but the budget ran out)."""
+  zero = np.asarray(counts) == 0
+  flat = zero & ~(np.asarray(score) > min_score)
+  out_of_window = np.zeros(p, bool)
+  if window is not None:
+    v = np.asarray(data.valid, bool)
+    mean = np.bincount(gid[v], np.asarray(data.rewards, np.float64)[v], minlength=p) / np.maximum(
+        np.bincount(gid[v], minlength=p), 1)
+    out_of_window = zero & ~flat & ((mean < window[0]) | (mean > window[1]))
+  return {"skipped": float(zero.sum()), "skipped_zero_spread": float(flat.sum()),
+          "skipped_window": float(out_of_window.sum()),
+          "skipped_budget": float((zero & ~flat & ~out_of_window).sum())}
+
+
+_pilot_commit_stage.slot = "prompt_filters"
+
+
+class DifficultyState(NamedTuple):
+  accuracy: np.ndarray  # [N] float32: running accuracy estimate per dataset prompt
+  seen: np.ndarray      # [N] int32: steps in which the prompt was observed
+
+
+def _difficulty_budget_stage(*, budget: Optional[int] = None, min_per_prompt: int = 0,
+                             max_per_prompt: Optional[int] = None, power: float = 1.0, smoothing: float = 0.0,
+                             decay: float = 0.5, prior: float = 0.5):
+  """E3 difficulty budgets as a prompt filter, with a per-prompt accuracy estimate as its state.
+
+  State: ``DifficultyState`` over the dataset prompts, ``accuracy = prior`` at first. ``select`` allocates
+  ``rljax.filters.difficulty_budget`` counts (at most ``group_size`` and ``max_per_prompt``, summing to
+  ``budget``) from the candidates' estimates; ``budget=None``: half the layout, ``P * group_size // 2``
+  (at least ``P * min_per_prompt``). ``observe``: ``acc_j <- decay * acc_j + (1 - decay) * mean(correct)``
+  over prompt ``j``'s rows of the step (``data.correct``, the task's verifier). The layout is static (see
+  ``rljax.filters._stages``): the budget re-allocates the valid rows.
+  """
+  from rljax.filters import _stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.stages import PromptFilter  # pylint: disable=import-outside-toplevel
+  if not 0.0 <= float(decay) < 1.0:
+    raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  if not 0.0 <= float(prior) <= 1.0:
+    raise ValueError(f"prior must be in [0, 1], got {prior!r}")
+  lo = _int("min_per_prompt", min_per_prompt)
+  if budget is not None:
+    _int("budget", budget)
+  kw = dict(min_per_prompt=lo, power=power, smoothing=smoothing)
+  difficulty_budget(np.array([prior]), budget=lo, max_per_prompt=max_per_prompt, **kw)  # validates
+
+  def allocate(accuracy, group_size):
+    p = accuracy.shape[0]
+    cap = group_size if max_per_prompt is None else min(int(max_per_prompt), group_size)
+    total = max(p * group_size // 2, p * lo) if budget is None else budget
+    return difficulty_budget(accuracy, budget=total, max_per_prompt=cap, **kw)
+
+  def build(facts):
+    if facts is not None:  # the run's layout must admit the budget: fail at start-up
+      allocate(np.full(facts.num_prompts, prior), facts.group_size)
+
+    def init(num_dataset_prompts):
+      return DifficultyState(np.full(num_dataset_prompts, prior, np.float32), np.zeros(num_dataset_prompts, np.int32))
+
+    def select(state, prompts, key):  # pylint: disable=unused-argument
+      n = S.layout(None if facts is None else facts.group_size, "difficulty_budget")
+      acc = np.asarray(state.accuracy, np.float64)[np.asarray(prompts.index, np.int64)]
+      counts, stats = allocate(acc, n)
+      zero = counts == 0  # why: a zero weight (estimated solved), else the budget went to harder prompts
+      report = {"skipped": float(zero.sum()), "skipped_solved": float((zero & (stats["weight"] <= 0)).sum()),
+                "skipped_budget": float((zero & (stats["weight"] > 0)).sum()),
+                "rows_cut": float(len(counts) * n - counts.sum())}
+      return counts, state, {**stats, **report, "accuracy_mean": float(acc.mean())}
+
+    def observe(state, data):
+      if data.batch_size == 0:  # an empty batch: nothing observed
+        return state, {"observed_prompts": 0, "step_accuracy": 0.0}
+      ids, rows = S.per_prompt(data)
+      mean = np.bincount(rows, np.clip(np.asarray(data.correct, np.float64), 0, 1), len(ids)) / np.bincount(rows)
+      acc, seen = np.array(state.accuracy, np.float32), np.array(state.seen, np.int32)
+      acc[ids] = decay * acc[ids] + (1.0 - decay) * mean
+      seen[ids] += 1
+      return DifficultyState(acc, seen), {"observed_prompts": len(ids), "step_accuracy": float(mean.mean())}
+
+    return PromptFilter(init, select, observe, name="difficulty_budget", bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+_difficulty_budget_stage.slot = "prompt_filters"
+
+
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("pilot_commit", "filter", pilot_commit,
+                "n_g proportional to pilot std_g, 0 if std_g = 0, sum <= budget",
+                f"{_S1} L37 (Pilot-Commit, arXiv 2605.26606)",
+                stage=_pilot_commit_stage,
+                fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "
+                                  "(filter_batch)",
+                                  "default n ∝ pilot std; window=(0.125, 0.75), rule='uniform', max_per_prompt=n is "
+                                  "the authors' rule, except their overflow waits in a replay buffer")),
+      Technique("difficulty_budget", "filter", difficulty_budget,
+                "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
+                f"{_S1} L203 (E3, arXiv 2505.18573)",
+                stage=_difficulty_budget_stage,
+                fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/trainer/ray_trainer.py "
+                                  "(get_rollout_n_per_prompt)",
+                                  "same min + proportional split; authors weight by the dataset-wide difficulty rank "
+                                  "(sorted mean reward), leftover to the hardest; ours (1 − acc)^power, largest "
+                                  "remainder")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -185,3 +185,126 @@ def draw_prompts(key, probs: np.ndarray, pools: list, num: int) -> tuple:
   arms = np.array([a if p[a] > 0 else int(np.flatnonzero(p > 0)[-1]) for a in arms], np.int64)  # float edge
   index = np.array([pools[a][min(int(v * len(pools[a])), len(pools[a]) - 1)] for a, v in zip(arms, u[1])], np.int64)
   return index, arms
+
+
+# ----------------------------------------------------------------------------- the stages (the rows' ``stage``)
+
+def _curriculum_stage(name: str, *, exploration: float, temperature: float, window: int, transfer_weight: float,
+                      decay: float):
+  """The ``PromptFilter`` of DUMP (``transfer_weight = 0``) and TAC: ``draw`` picks the step's prompts from the
+  arms' probabilities, ``observe`` (phase ``"advantages"``) learns from the trained rows' advantages (and, for
+  TAC, the per-task gradients)."""
+  from rljax.stages import PromptFilter  # pylint: disable=import-outside-toplevel
+  _pos("exploration", exploration, allow_zero=True)
+  _pos("temperature", temperature, allow_zero=True)
+  _pos("window", window, integer=True)
+  _pos("transfer_weight", transfer_weight, allow_zero=True)
+  if not 0.0 <= float(decay) < 1.0:
+    raise ValueError(f"decay must be in [0, 1), got {decay!r}")
+  tac = name == "tac"
+  needs = {"task_id", "advantages"} | ({"task_gradients"} if tac else set())
+
+  def scores(state):
+    return curriculum_scores(state, exploration=exploration, transfer_weight=transfer_weight)
+
+  def build(facts):
+    # a task without task ids leaves the stage unbound: the start-up refuses its task_id need first
+    task_ids = None if facts is None or not facts.num_tasks else facts.task_ids
+    k = 1 if task_ids is None else int(facts.num_tasks)
+    pools = None if task_ids is None else arm_pools(np.asarray(task_ids, np.int64), k)
+
+    def init(num_dataset_prompts):  # pylint: disable=unused-argument
+      return curriculum_init(k, window)
+
+    def draw(state, prompts, key):
+      if pools is None:
+        raise ValueError(f"{name} is not bound to a run with task ids (stage.bind(RunFacts(num_tasks=..., "
+                         "task_ids=...))): its arms, the task's task ids, are unknown")
+      sc = scores(state)
+      p = arm_probs(sc["score"], np.array([len(q) > 0 for q in pools]), temperature)
+      index, arms = draw_prompts(key, p, pools, len(prompts.problems))
+      chosen = np.bincount(arms, minlength=k)
+      metrics = {"skipped": 0.0, "replaced": float(len(index))}
+      for j in range(k):  # what it chose (per arm) and why: the probability and the score's parts
+        metrics.update({f"chosen_{j}": float(chosen[j]), f"prob_{j}": float(p[j]), f"score_{j}": float(sc["score"][j]),
+                        f"learnability_{j}": float(sc["learnability"][j]), f"bonus_{j}": float(sc["bonus"][j]),
+                        f"samples_{j}": float(state.count[j])})
+        if tac:
+          metrics[f"transfer_{j}"] = float(state.transfer[j])
+      return index, state, metrics
+
+    def observe(state, data):
+      arms = np.asarray(data.require("task_id", name), np.int64)
+      adv = row_mean_advantages(data.require("advantages", name), data.completion_mask)
+      state = curriculum_observe(state, arms, adv, data.valid)
+      metrics = {"observed_rows": float(np.sum(data.valid))}
+      if tac:
+        grads = data.require("task_gradients", name)
+        state, step = transfer_observe(state, grads.gram, grads.present, decay)
+        metrics.update({f"step_transfer_{j}": float(v) for j, v in enumerate(step) if np.isfinite(v)})
+      return state, metrics
+
+    return PromptFilter(init, observe=observe, draw=draw, observe_phase="advantages", name=name,
+                        needs=frozenset(needs), bind_fn=lambda stage, f: build(f))
+
+  return build(None)
+
+
+def _dump_stage(*, exploration: float = 1.0, temperature: float = 0.1, window: int = 300):
+  """DUMP as a prompt filter that draws the step's prompts (``rljax.filters._curriculum``; the arms are the task's
+  task ids).
+
+  ``draw``: each of the step's ``P`` prompts draws its arm from ``p = softmax(score / temperature)`` with
+  ``score_j = mean_window |A|_j + exploration * sqrt(2 ln(N + 1) / (n_j + 1))`` and a prompt uniformly from that
+  arm's training prompts (with replacement), with the loop's key; the loader's candidates are replaced.
+  ``observe`` (after the advantages): each trained row's ``|A|`` (mean over its completion tokens) enters its
+  arm's window of the last ``window`` samples, and ``n_j`` counts them. Defaults = the authors' (c = 1,
+  tau = 0.1, 300); ``temperature=0``: the UCB argmax. The state is checkpointed. Metrics, per arm ``j``:
+  ``chosen_j`` (prompts drawn this step), ``prob_j``, ``score_j`` = ``learnability_j + bonus_j``, ``samples_j``.
+  """
+  return _curriculum_stage("dump", exploration=exploration, temperature=temperature, window=window,
+                           transfer_weight=0.0, decay=0.0)
+
+
+def _tac_stage(*, transfer_weight: float = 1.0, decay: float = 0.9, exploration: float = 1.0,
+               temperature: float = 0.1, window: int = 300):
+  """TAC as a prompt filter: DUMP's bandit plus ``transfer_weight * T_d``, the smoothed mean cosine between task
+  ``d``'s gradient and the other tasks' on each step's batch (``rljax.filters._curriculum``: abstract only, our
+  interpretation; the loop computes the per-task gradients' Gram matrix, need ``task_gradients``, with one
+  extra backward pass per task). ``transfer_weight=0`` is ``dump``. Metrics add ``transfer_j`` (the smoothed
+  ``T_j`` behind the score) and ``step_transfer_j`` (the step's mean cosine).
+  """
+  return _curriculum_stage("tac", exploration=exploration, temperature=temperature, window=window,
+                           transfer_weight=transfer_weight, decay=decay)
+
+
+_dump_stage.slot = _tac_stage.slot = "prompt_filters"
+
+
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("dump", "filter", curriculum_scores,
+                "p = softmax((mean_W |A|_j + c sqrt(2 ln(N+1)/(n_j+1))) / tau); arm ~ p, prompt ~ U(arm)",
+                f"{_S1} L33 (DUMP, arXiv 2504.09710)",
+                stage=_dump_stage,
+                fidelity=Fidelity("authors_code", "github.com/ZhentingWang/DUMP: verl/utils/curriculum_learning.py "
+                                  "(compute_sampling_weights, CurriculumSampler)",
+                                  "authors' defaults (c = 1, tau = 0.1, window 300); arms = task ids (authors: a "
+                                  "data_source column); authors also learn from validation batches, ours from "
+                                  "training batches only; temperature=0 (argmax) is ours")),
+      Technique("tac", "filter", transfer_observe,
+                "score_d = L_d + lambda T_d + UCB bonus, T_d = EMA of mean_{d' != d} cos(g_d, g_d')",
+                f"{_S1} L97 (TAC, arXiv 2606.25178)",
+                stage=_tac_stage,
+                fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract, arXiv 2606.25178)",
+                                  "UCB score + λ·T_d, T_d = EMA of mean cos(g_d, g_d') (exact; paper: projected); λ, "
+                                  "decay ours. Searched code/pages/repos ('Transfer-Aware Curriculum', TAC, authors' "
+                                  "lab): no code stored (2026-12)")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -173,3 +173,66 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
                        "p_easy": pe, "p_hard": ph}
 
   return Greso(init, select, update)
+
+
+# ----------------------------------------------------------------------------- the stage (the row's ``stage``)
+
+def _greso_stage(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0.5,
+                 target_easy: Optional[float] = 0.25 / 3, target_hard: Optional[float] = 0.25 * 2 / 3,
+                 adapt_step: float = 0.01, p_min: float = 0.05, p_max: float = 0.95, admit_floor: float = 0.01):
+  """GRESO as a prompt filter: admitted prompts get ``group_size`` rollouts, skipped ones 0.
+
+  State: the ``GresoState`` over the dataset prompts (``init(num_dataset_prompts)``). ``select`` draws the
+  admissions of the candidates' dataset indices with the loop's key; ``observe`` records each prompt's
+  zero-variance streak from ``data.rewards`` of its rows (grouped by ``data.prompt_index``).
+  ``group_size`` comes from the run (``bind``).
+  """
+  from rljax.filters import _stages as S  # pylint: disable=import-outside-toplevel
+  from rljax.stages import PromptFilter  # pylint: disable=import-outside-toplevel
+  g = greso(p_easy=p_easy, p_hard=p_hard, easy_threshold=easy_threshold, target_easy=target_easy,
+            target_hard=target_hard, adapt_step=adapt_step, p_min=p_min, p_max=p_max,
+            admit_floor=admit_floor)  # validates
+
+  def build(group_size):
+    def select(state, prompts, key):
+      n = S.layout(group_size, "greso")
+      ids, inv = np.unique(np.asarray(prompts.index, np.int64), return_inverse=True)
+      admit, stats = g.select(state, key, ids)
+      skipped = ~np.asarray(admit)[inv]
+      kind = np.asarray(state.kind)[np.asarray(prompts.index, np.int64)]
+      report = {"skipped": float(skipped.sum()),  # per candidate; why: its zero-variance streak's kind
+                "skipped_easy": float((skipped & (kind == EASY)).sum()),
+                "skipped_hard": float((skipped & (kind == HARD)).sum())}
+      return np.where(skipped, 0, n).astype(np.int64), state, {**stats, **report}
+
+    def observe(state, data):
+      if data.batch_size == 0:  # an empty batch: nothing observed
+        return state, {}
+      ids, rows = S.per_prompt(data)
+      return g.update(state, ids, data.rewards, rows.astype(np.int32))
+
+    return PromptFilter(g.init, select, observe, name="greso", bind_fn=lambda stage, facts: build(facts.group_size))
+
+  return build(None)
+
+
+_greso_stage.slot = "prompt_filters"
+
+
+_S0 = "000_3e503271be254a43.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("greso", "filter", greso, "admit_j ~ Bernoulli(max(p_kind^z_j, 0.01)), z_j = zero-variance streak",
+                f"{_S0} L71 (GRESO, arXiv:2506.02177)",
+                stage=_greso_stage,
+                fidelity=Fidelity("authors_code", "github.com/Infini-AI-Lab/GRESO: verl/trainer/ttis/"
+                                  "presampling_selector.py (*_probabilistic_skip)",
+                                  "authors' defaults (floor 0.01; p adapts ±0.01 to 1/12, 1/6, in [0.05, 0.95]); we "
+                                  "adapt from the first step (authors: epoch 2); easy/hard = all-equal rewards")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -210,3 +210,42 @@ def rorecomp(correct, lengths, group_id, *, fraction: float = 0.5, valid=None):
   buffer = v & ~priority
   return priority, {"buffer": buffer, "num_priority": int(priority.sum()), "num_buffer": int(buffer.sum()),
                     "priority_correct": int((priority & c).sum()), "priority_incorrect": int((priority & ~c).sum())}
+
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.filters import _stages as S
+  return (
+      Technique("void_turn", "filter", void_turn, "keep_i = prod_turns 1[code block or final answer]",
+                f"{_S0} L27 (SimpleTIR)",
+                stage=S.row_filter(void_turn, {"turns": "turns"}),
+                fidelity=Fidelity("authors_code", "github.com/ltzheng/SimpleTIR: recipe/simpletir/agent_utils.py "
+                                  "(execute_predictions, mask_void_turns)",
+                                  "authors: code = ```(py|python)?\\n…\\n```, answer = \\boxed{; our default "
+                                  "patterns also accept any ``` block, <answer>, #### (code_pattern/answer_pattern)")),
+      Technique("shuffle_pairs", "filter", shuffle_pairs,
+                "pair k-th max/min advantage per group; draw rows with p ~ |A|",
+                f"{_S1} L43 (Shuffle-R1)",
+                stage=S.row_filter(shuffle_pairs, {"advantages": S.row_advantages, "group_id": "group_id",
+                                                   "valid": "valid", "key": "key"},
+                                   needs=("advantages",), phase="advantages", resamples=True),
+                fidelity=Fidelity("authors_code", "github.com/xiaomi-research/shuffle-r1: shuffle_r1/custom_algos.py "
+                                  "(compute_pairwise_purning_grpo_advantage)",
+                                  "same k-th max/min pairing; ours keeps pairs_per_group pairs (authors "
+                                  "int(n/2·(1−0.5))) and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)")),
+      Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
+                f"{_S1} L163 (RoRecomp, interpretation)",
+                stage=S.row_filter(rorecomp, {"correct": "correct", "lengths": "lengths", "group_id": "group_id",
+                                              "valid": "valid"}),
+                fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract, arXiv 2509.25958)",
+                                  "short/long = within-group length rank among correct (incorrect) responses at "
+                                  "`fraction` (ours). Searched 2026-12 (2 passes) code/pages/repos ('RoRecomp', "
+                                  "title, 'compensation batch'): no code; intro only")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -216,3 +216,47 @@ def apply_keep(loss_mask: Array, keep: Array) -> Array:
   keep = check_vector("keep", keep, jnp.shape(loss_mask)[0])
   loss_mask = jnp.asarray(loss_mask)
   return jnp.where(keep.astype(jnp.bool_)[:, None], loss_mask, jnp.zeros_like(loss_mask))
+
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+_VERL_DAPO = "verl 0.9.1 verl/trainer/ppo/v1/replay_buffer.py (DAPO filter_groups_metric)"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.filters import _stages as S
+  return (
+      Technique("zero_variance", "filter", zero_variance, "keep_g = 1[std_g(metric) > 0]",
+                "DAPO arXiv:2503.14476; verl algorithm.filter_groups",
+                stage=S.row_filter(zero_variance, {"metric": "rewards", **S.GROUP}, loop_args=S.REFILL),
+                fidelity=Fidelity("peer", _VERL_DAPO,
+                                  "ours returns the keep mask (std tested as max − min > atol); verl evicts and "
+                                  "refills the groups (refill=True in the stage)")),
+      Technique("variance_topp", "filter", variance_topp,
+                "keep the ceil(p * #groups) groups with the largest reward std",
+                f"{_S0} L13 (StarPO-S)",
+                stage=S.row_filter(variance_topp, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
+                fidelity=Fidelity("authors_code", "github.com/RAGEN-AI/RAGEN: ragen/trainer/agent_trainer.py "
+                                  "(_filter_rollout, rollout_filter_type='std')",
+                                  "ours keeps ceil(p·#groups) groups, authors int(p·#groups) (floor); ties: ours "
+                                  "lower group id, authors torch.topk order; equal when p·#groups is an integer")),
+      Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
+                f"{_S1} L191 (A-LoL)",
+                stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},
+                                   needs=("advantages",), phase="advantages"),
+                fidelity=Fidelity("authors_code",
+                                  "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (sample_weights)",
+                                  "authors clip A < 0 to 0 and sample rows ∝ A (or uniformly over A > 0); ours is the "
+                                  "keep mask only; keep_zero=True also keeps A = 0")),
+      Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
+                f"{_S1} L115 (VCRL, arXiv 2509.19803)",
+                stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
+                fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
+                                  "score = var/var_max per a review of the paper; ours equals it for even G, lower "
+                                  "for odd G; threshold rule ours. Searched 2026-12 (2 passes) code/pages/repos "
+                                  "('VCRL', title): no code, no paper body")),
+  )
+
+
+TECHNIQUES = _technique_rows()

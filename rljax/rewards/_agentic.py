@@ -1,7 +1,7 @@
 """Reward shaping of the multi-turn agent papers: MobileRL's shortest-path adjustment, SPEAR's tool-call reward.
 
 Host NumPy functions of per-episode quantities (the number of model turns, the number of tool calls, the RL
-step); ``rljax.rewards._stages`` runs them as ``Shaping`` stages. Shapes: ``[B]`` per episode row.
+step); the ``Shaping`` stages that run them are at the end of this module. Shapes: ``[B]`` per episode row.
 """
 from __future__ import annotations
 
@@ -152,3 +152,92 @@ def tool_call_reward(rewards, num_steps, step: int, *, coef: float = 1.0, decay_
   dt = _out_dtype(rewards)
   return (r + bonus).astype(dt), {"bonus": bonus.astype(dt), "weight": float(w),
                                   "call_rate": float((n > 0).mean()) if n.size else 0.0}
+
+
+# ----------------------------------------------------------------------------- the stages (the rows' ``stage``)
+
+
+def _turn_counts(data) -> np.ndarray:
+  """``[B]`` model turns of each episode: its valid step (turn) columns, ``data.step_mask [B, S]``."""
+  r = data.require("step_rewards", "a turn-count shaping stage")
+  m = data.step_mask if data.step_mask is not None else np.ones(np.shape(r), bool)
+  return np.asarray(m, bool).sum(1).astype(np.float64)
+
+
+def _shortest_path_reward_stage(*, success: float = 1.0):
+  """MobileRL shortest-path adjustment as a ``Shaping`` stage: the episode reward ``data.rewards`` less
+  ``max(l − L, 0)/(2l)``, ``l`` = the episode's turns (``data.step_mask``), ``L`` = the fewest turns of a
+  success in its group (``rljax.rewards.shortest_path_reward``)."""
+  from rljax.stages import Shaping  # pylint: disable=import-outside-toplevel
+  shortest_path_reward(np.zeros(1), np.ones(1), np.zeros(1, int), success=success)  # validates now
+
+  def fn(data):
+    out, info = shortest_path_reward(data.rewards, _turn_counts(data), data.group_id, success=success,
+                                     valid=data.valid)
+    return out, {"mean_penalty": info["mean_penalty"]}
+
+  return Shaping(fn, name="shortest_path_reward", needs={"step_rewards"})
+
+
+TOOL_CALL_COUNTS = ("turns", "calls")
+
+
+def _tool_call_reward_stage(*, coef: float = 1.0, decay_steps: int = 200, schedule: str = "cosine",
+                            max_calls: int = 10, count: str = "turns", pattern: str = DEFAULT_CALL_PATTERN):
+  """SPEAR's tool-call reward as a ``Shaping`` stage: ``data.rewards + coef·min(1, n/K)·w(step)``, ``w`` the cosine
+  decay over ``decay_steps`` RL steps (``rljax.rewards.tool_call_reward``; defaults are the authors': K = 10,
+  T = 200).
+
+  ``count="turns"`` (default, the authors' counter ``episode_lengths``): ``n`` = the episode's environment steps,
+  i.e. its model turns (``len(data.turns[i])``); ``count="calls"``: ``n`` = matches of ``pattern`` in the
+  episode's model turns (default ``<call>``, rljax.envs' tool calls).
+  """
+  from rljax.stages import Shaping  # pylint: disable=import-outside-toplevel
+  if count not in TOOL_CALL_COUNTS:
+    raise ValueError(f"count must be one of {TOOL_CALL_COUNTS}, got {count!r}")
+  tool_call_reward(np.zeros(1), np.zeros(1), 0, coef=coef, decay_steps=decay_steps, schedule=schedule,
+                   max_calls=max_calls)  # validates now
+  count_calls([[""]], pattern)
+
+  def fn(data):
+    turns = data.require("turns", "tool_call_reward")
+    if count == "calls":
+      n = count_calls(turns, pattern)
+    else:
+      if any(isinstance(t, (str, bytes)) for t in turns):
+        raise ValueError("tool_call_reward: data.turns must hold one sequence of turn strings per row")
+      n = np.array([len(t) for t in turns], np.int64)
+    out, info = tool_call_reward(data.rewards, n, data.step, coef=coef, decay_steps=decay_steps,
+                                 schedule=schedule, max_calls=max_calls)
+    return out, {"weight": info["weight"], "call_rate": info["call_rate"]}
+
+  return Shaping(fn, name="tool_call_reward", needs={"turns"})
+
+
+_S0 = "000_3e503271be254a43.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("shortest_path_reward", "shaping", shortest_path_reward,
+                "r' = r − 1[r ≠ 0]·max(l − L, 0)/(2l), L = fewest steps of a success in the group",
+                f"{_S0} L37 (MobileRL / ADAGRPO)",
+                stage=_shortest_path_reward_stage,
+                fidelity=Fidelity("authors_code", "github.com/xuyifan-0731/MobileRL-iclr: training/verl/workers/"
+                                  "reward_manager/step.py (check_uid_uuid_reward)",
+                                  "steps = model turns (authors: step rows of an episode); success = r >= 1 "
+                                  "(authors r == 1); shortest= (e.g. a true shortest path) is our option")),
+      Technique("tool_call_reward", "shaping", tool_call_reward,
+                "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
+                f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
+                stage=_tool_call_reward_stage,
+                fidelity=Fidelity("authors_code", "github.com/TencentYoutuResearch/SPEAR: verl-agent/agent_system/"
+                                  "reward_manager/episode.py L143-159; T=200: examples/*/*_spear.sh",
+                                  "n = model turns (authors: episode_lengths, the env steps); count='calls' (regex "
+                                  "tool calls) and coef (authors 1) are ours; step = rljax's RL step (authors' "
+                                  "global_steps starts at 1)")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -107,3 +107,20 @@ def code_tests(completions: Sequence[Any], references: Sequence[Any], *,
   if return_info:
     return out, {"parse_failures": failures, "timeouts": timeouts, "runs": len(jobs)}
   return out
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.rewards import _stages as S
+  return (
+      Technique("code_tests", "reward", code_tests,
+                "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
+                "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
+                stage=S.verifier(code_tests),
+                fidelity=Fidelity("peer", "verl verl/utils/reward_score/prime_code/__init__.py (compute_score)",
+                                  "verl: APPS in/out test cases, last ```python block; ours: assert tests appended "
+                                  "to the last fenced block, all-pass only, a marker after the tests")),
+  )
+
+
+TECHNIQUES = _technique_rows()

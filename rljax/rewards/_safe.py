@@ -156,3 +156,56 @@ def composite(components: Mapping[str, Callable], weights: Optional[Mapping[str,
 
   fn.__name__ = "composite_" + "_".join(names)
   return fn
+
+
+# ----------------------------------------------------------------------------- the stage (the row's ``stage``)
+
+
+def _composite_stage(weights: Optional[Mapping[str, float]] = None):
+  """``rljax.rewards.composite`` as a ``MultiReward(produces="rewards")``: ``r = sum_c w_c r_c``.
+
+  The components are the recipe's ``rewards`` (columns of ``data.reward_components [B, K]``, named by
+  ``data.reward_names``); ``weights`` maps reward names to weights, a reward it does not name weighs 1 (default:
+  equal weights 1). Weights are checked when the stage is built; a name that is not a reward of the recipe
+  raises when the stage first runs (the loop's start-up dry run). Logs ``mean/<name>`` of each component.
+  """
+  from rljax.rewards._verifiers import exact_match  # pylint: disable=import-outside-toplevel
+  from rljax.stages import MultiReward  # pylint: disable=import-outside-toplevel
+  if weights is not None and not isinstance(weights, Mapping):
+    raise ValueError(f"composite: weights must be a mapping {{reward name: weight}}, got {weights!r}")
+  weights = dict(weights or {})
+  if weights:
+    composite({n: exact_match for n in weights}, weights)  # validates names and weights
+
+  def fn(data):
+    cols = np.asarray(data.require("reward_components", "composite"))
+    cols = cols.astype(np.result_type(np.float32, cols.dtype))  # float64 stays float64 (x64)
+    names = tuple(data.reward_names)
+    unknown = sorted(set(weights) - set(names))
+    if unknown:
+      raise ValueError(f"composite: weights name {unknown}, which are not rewards of the recipe {list(names)}")
+    w = np.asarray([float(weights.get(n, 1.0)) for n in names], cols.dtype)
+    v = np.asarray(data.valid, bool)
+    metrics = {f"mean/{n}": float(cols[v, k].mean()) if v.any() else 0.0 for k, n in enumerate(names)}
+    return cols @ w, metrics
+
+  return MultiReward(fn, name="composite", produces="rewards", needs={"reward_components"})
+
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  return (
+      Technique("composite", "multi_reward", composite, "r = sum_c w_c r_c (each r_c logged)",
+                f"{_S0} L15, L79; {_S1} L41, L105 (interpretation)",
+                stage=_composite_stage,
+                fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",
+                                  "a failing component raises (strict) or scores 0 (lenient) instead of TRL's "
+                                  "NaN-skip")),
+  )
+
+
+TECHNIQUES = _technique_rows()

@@ -22,8 +22,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax._answers import digits_value
 from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_ids, check_valid,
                           check_vector, group_stats, top_groups)
+from rljax.rewards import _verifiers
 from rljax.types import check_mask, is_concrete
 
 Array = jax.Array
@@ -534,3 +536,197 @@ def _rubric_dropout_core(key, scores, group_id, applicable, w, p, *, mode, aggre
              "fallback_rows": jnp.sum(fallback & (jnp.sum(full_w, axis=1) > 0)),
              "nonfinite": jnp.sum(applicable & ~finite)}
   return r, keep, metrics
+
+
+# ----------------------------------------------------------------------------- the stages (the rows' ``stage``)
+
+
+def _overlong_penalty_stage(buffer_len: int, *, max_len=None, penalty_factor: float = 1.0, clip: bool = False):
+  """DAPO overlong shaping: ``r + min(-(len - (L_max - L_buf)) / L_buf * factor, 0)``.
+
+  ``max_len`` defaults to the run's ``max_new_tokens`` (DAPO's L_max).
+  """
+  from rljax.stages import Shaping  # pylint: disable=import-outside-toplevel
+
+  def build(l_max):
+    if l_max is not None:
+      overlong_penalty(np.zeros((1,)), max_len=l_max, buffer_len=buffer_len, penalty_factor=penalty_factor,
+                       clip=clip)  # validates now
+
+    def fn(data):
+      pen, metrics = overlong_penalty(data.lengths, max_len=l_max, buffer_len=buffer_len,
+                                      penalty_factor=penalty_factor, clip=clip)
+      return data.rewards + np.asarray(pen, np.float32), metrics
+
+    return Shaping(fn, name="overlong_penalty", bind_fn=None if l_max is not None else bind)
+
+  def bind(stage, facts):
+    return build(facts.max_new_tokens)
+
+  return build(max_len)
+
+
+def _number(text) -> Optional[float]:
+  """The final answer of a solution as a number, read as ``math_answer`` reads it (``extract_math_answer``,
+  normalised), or None."""
+  ans = _verifiers.extract_math_answer(text) if isinstance(text, str) else None
+  value = None if ans is None else _verifiers._to_number(_verifiers.normalize_math_answer(ans))
+  return None if value is None else float(value)
+
+
+# ``parse`` names: "number" for any task whose answers are numbers (GSM8K, MATH, countdown targets);
+# "arithmetic" for the built-in ArithmeticTask, whose answers are written lowest digit first.
+PARSERS = {"number": _number, "arithmetic": functools.partial(digits_value, reverse=True)}
+
+
+def _parser(parse):
+  if callable(parse):
+    return parse
+  if parse not in PARSERS:
+    raise ValueError(f"parse must be one of {sorted(PARSERS)} or a callable text -> float | None, got {parse!r}")
+  return PARSERS[parse]
+
+
+def _numbers(parser, completions, problems):
+  """``(pred [B], target [B])`` float32: NaN where a completion does not parse; an unparsable reference raises."""
+  pred = np.array([np.nan if (v := parser(c)) is None else v for c in completions], np.float32)
+  target = np.array([np.nan if (v := parser(p.answer)) is None else v for p in problems], np.float32)
+  if not np.all(np.isfinite(target)):
+    bad = int(np.flatnonzero(~np.isfinite(target))[0])
+    raise ValueError(f"the reference answer {problems[bad].answer!r} is not a number for this parse")
+  return pred, target
+
+
+def _gaussian_reward_stage(*, sigma: float = 1.0, invalid_value: float = 0.0, parse="number"):
+  """``rljax.rewards.gaussian_reward`` as a Reward: ``exp(-(s_hat - s)^2 / (2 sigma^2))``.
+
+  ``s_hat`` is the number the completion gives and ``s`` its problem's reference (``problem.answer``), both
+  read by ``parse``; a completion that does not parse scores ``invalid_value``. A Reward sees only
+  ``(completions, problems)`` and a ``Problem`` carries no code (its ``meta`` is JSON), so the parser is an
+  argument: ``"number"`` (``extract_math_answer``, as ``math_answer`` reads answers), ``"arithmetic"``
+  (``ArithmeticTask.answer_value``: digits lowest first) or, from Python, a callable ``text -> float | None``.
+  """
+  from rljax.stages import Reward  # pylint: disable=import-outside-toplevel
+  parser = _parser(parse)
+  gaussian_reward(np.zeros(1), np.zeros(1), sigma=sigma, invalid_value=invalid_value)  # validates
+
+  def reward(completions, problems):
+    pred, target = _numbers(parser, completions, problems)
+    return np.asarray(gaussian_reward(pred, target, sigma=sigma, invalid_value=invalid_value)[0])
+
+  reward.__name__ = "gaussian_reward"
+  return Reward(reward, name="gaussian_reward")
+
+
+def _clipped_linear_reward_stage(*, scale: float = 1.0, offset: float = 1.0, low: float = 0.0,
+                                 high: float = 1.0, parse="number"):
+  """``rljax.rewards.clipped_linear_reward`` as a Reward on ``d = -|s_hat - s|``: ``clip(offset - scale |s_hat -
+  s|, low, high)``.
+
+  Numbers as in :func:`_gaussian_reward_stage` (``parse``). With the defaults: 1 for the exact value, falling linearly
+  to 0 at an error of ``offset / scale``. A completion that does not parse scores ``low``.
+  """
+  from rljax.stages import Reward  # pylint: disable=import-outside-toplevel
+  parser = _parser(parse)
+  clipped_linear_reward(np.zeros(1), scale=scale, offset=offset, low=low, high=high)  # validates
+
+  def reward(completions, problems):
+    pred, target = _numbers(parser, completions, problems)
+    ok = np.isfinite(pred)
+    d = -np.abs(np.where(ok, pred, target) - target)
+    r = clipped_linear_reward(d, scale=scale, offset=offset, low=low, high=high)[0]
+    return np.where(ok, np.asarray(r), np.float32(low)).astype(np.float32)
+
+  reward.__name__ = "clipped_linear_reward"
+  return Reward(reward, name="clipped_linear_reward")
+
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.rewards import _stages as S
+  from rljax.stages import probe_step
+  return (
+      Technique("grpo_lambda", "shaping", grpo_lambda,
+                "r_i = penalized_i if group g is in the batch's top-lambda fraction by acc_g else 1[correct_i]",
+                f"{_S0} L9 (GRPO-lambda, arXiv:2505.18086)",
+                # the shaped reward replaces data.rewards (GRPO-lambda: penalised in on-groups, else 1[correct])
+                stage=S.shaping_stage(grpo_lambda, {"correct": "correct", "lengths": "lengths", **S.GROUP,
+                                                    "penalized": lambda data: None}),
+                fidelity=Fidelity("paper_formula", "arXiv 2505.18086 GRPO-λ method (top-λ fraction of groups by "
+                                  "correctness ratio)",
+                                  "λ = 0.5 default and the length-penalty form inside the selected groups "
+                                  "(length_weight) are ours; selection='threshold' gives an absolute acc ≥ τ rule")),
+      Technique("overlong_penalty", "shaping", overlong_penalty,
+                "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
+                "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
+                stage=_overlong_penalty_stage,
+                fidelity=Fidelity("peer", "verl 0.9.1 verl/workers/reward_manager/dapo.py (overlong_buffer)",
+                                  "clip=True gives TRL's clamp at −factor beyond L_max")),
+      Technique("length_penalty", "shaping", length_penalty,
+                "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
+                f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
+                # Kimi's length reward is added to data.rewards
+                stage=S.shaping_stage(length_penalty, {"lengths": "lengths", "correct": "correct", **S.GROUP},
+                                      result=lambda out, data: (data.rewards + np.asarray(out[0]), out[1])),
+                fidelity=Fidelity("peer", "github.com/huggingface/open-r1: src/open_r1/rewards.py (len_reward, "
+                                  "Kimi k1.5 form)",
+                                  "ours: token lengths, min/max per prompt group (Kimi); open-r1: character lengths "
+                                  "over the whole call's batch")),
+      Technique("rubric_dropout", "shaping", rubric_dropout,
+                "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
+                # criteria = the recipe's reward columns; the rubric score replaces data.rewards (their sum)
+                stage=S.shaping_stage(
+                    rubric_dropout, {"key": "key", "scores": "reward_components", "group_id": "group_id",
+                                     "criterion_mask": lambda data: None},
+                    probe=lambda kw: probe_step(components=len(kw["weights"]) if kw.get("weights") is not None else 2),
+                    result=lambda out, data: (out[0], out[2])),
+                fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
+                                  "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
+                                  "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
+                                  "'Rubric-Dropout': no code (2026-12)")),
+      Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
+                stage=S.shaping_stage(prm_clip, S.STEPS, result=S.plus_outcome_steps),
+                fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
+                                  'min(r − η, 0) recalled (a description of its Clip figure agrees); η ours. Searched '
+                                  '2026-12 (2 passes) pages, code, openpsi-project/ReaLHF (all branches): no code; '
+                                  'only abstract and reviews stored')),
+      Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
+                f"{_S1} L157 (arXiv:2410.15115)",
+                stage=S.shaping_stage(prm_delta, S.STEPS, result=S.plus_outcome_steps),
+                fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
+                                  'r_t − r_{t+1} recalled; r_T kept on the last step unverified (a figure description '
+                                  'crosses it out). Searched 2026-12 (2 passes) pages, code, ReaLHF: no code; only '
+                                  'abstract and reviews stored')),
+      Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
+                f"{_S1} L219 (SCOPE-RL, interpretation)",
+                stage=S.shaping_stage(correctness_gated,
+                                      {"outcome": "rewards", "process": S.process_mean,
+                                       "correct": lambda data: np.asarray(data.correct) * data.valid},
+                                      needs=("step_rewards",)),
+                fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
+                                  "gate r_outcome + w·1[correct]·r_process ours; process terms the caller's. Its link "
+                                  "github.com/tokencraft-lab/SCOPE-RL: no snapshot, not indexed; code search "
+                                  "'SCOPE-RL': other projects (2026-12)")),
+      Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
+                f"{_S0} L109 (OmniQuality-R, arXiv 2510.10609)",
+                stage=_gaussian_reward_stage,
+                fidelity=Fidelity("authors_code", "github.com/yeppp27/VisualScore: openrlhf/models/remote_rm/"
+                                  "math_verifier_wolatex_regress_specifc.py (gaussian_rbf)",
+                                  "same kernel; their scripts: sigma=0.8 (default 1.0 = their CLI default); unparsed → "
+                                  "0 (invalid_value=0); their +0.5 format term: a separate reward (format_regex); "
+                                  "per-dataset σ multipliers (off): not built")),
+      Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
+                f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
+                stage=_clipped_linear_reward_stage,
+                fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "
+                                  "(linear_clipping: clamp(p_y - 0.1, min=0))",
+                                  "theirs: r = max(p_y − 1/K, 0), K classes (MNIST: 0.1); offset=-1/K gives it; "
+                                  "default offset 0 (the class count is the caller's); high=1 never binds on p")),
+  )
+
+
+TECHNIQUES = _technique_rows()

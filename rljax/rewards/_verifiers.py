@@ -496,3 +496,39 @@ def format_regex(completions: Sequence[str], references: Optional[Sequence[Any]]
     except Exception:  # never crash the run on model output
       failures += 1
   return (out, {"parse_failures": failures}) if return_info else out
+
+
+_S0 = "000_3e503271be254a43.txt"
+_S1 = "001_5839a3671b0b4d92.txt"
+
+
+def _technique_rows():
+  from rljax._technique import Fidelity, Technique
+  from rljax.rewards import _stages as S
+  return (
+      Technique("exact_match", "reward", exact_match,
+                "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours",
+                stage=S.verifier(exact_match),
+                fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
+                                  "≈ normalize='squad', extract='answer_tag', but our 'squad' maps punctuation to a "
+                                  "space (verl deletes it: 'New-York' = 'newyork'); no /4 for > 10 tags")),
+      Technique("math_answer", "reward", math_answer,
+                "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
+                "task B design (MATH/GSM8K conventions)",
+                stage=S.verifier(math_answer),
+                fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/math_reward.py (compute_score, "
+                                  "is_equiv)",
+                                  "verl: last \\boxed only, strip_string equality; ours also ####, 'answer is', last "
+                                  "number (sources=('boxed',) for verl's), exact/tolerant numeric equality")),
+      Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
+                f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
+                stage=S.verifier(format_regex),
+                fidelity=Fidelity("authors_code", "github.com/PeterGriffinJin/Search-R1: verl/utils/reward_score/"
+                                  "qa_em_format.py (is_valid_sequence)",
+                                  "pattern=SEARCH_R1_FORMAT_PATTERN is theirs (on the completion, not after an "
+                                  "assistant marker); default R1_FORMAT_PATTERN (think then answer, no search) ours; "
+                                  "Gazal-R1's: no code")),
+  )
+
+
+TECHNIQUES = _technique_rows()
