@@ -21,10 +21,11 @@ import math
 
 import numpy as np
 
+from rljax._technique import Fidelity, Technique
 from rljax.hints import _rules as H
 from rljax.stages import Replay, StepData
 
-__all__ = ["guide", "oc_grpo", "lte", "adhint"]
+__all__ = ["guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
 
 
 def _unit(name: str, v, *, lo_open: bool = False) -> float:
@@ -168,3 +169,45 @@ def adhint(*, min_fraction: float = 0.25, max_fraction: float = 1.0, max_success
 
   return _stage("adhint", hint_text=text, rows=rows, max_success=max_success, template=H.check_template(template),
                 logp_old=_logp_old(logp_old))
+
+
+# the rows of the catalog, beside their stage factories
+_S1 = "001_5839a3671b0b4d92.txt"
+_RATIO = "trained row = x ++ y (y ~ pi_old(. | x + h)); ratio pi_theta(y | x) / pi_old(y | x + h)"
+
+TECHNIQUES = (
+    Technique("guide", "replay", H.unhinted_rows,
+              f"all-failed group: h = ceil(f·|a|)-prefix of the answer a; {_RATIO}",
+              f"{_S1} L183 (Guide)",
+              stage=guide,
+              fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
+                                "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
+                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; paper scripts: "
+                                "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
+                                "hinted 0/1-accuracy groups kept (theirs: dropped)")),
+    Technique("oc_grpo", "replay", H.unhinted_rows,
+              f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
+              f"{_S1} L235 (OC-GRPO)",
+              stage=oc_grpo,
+              fidelity=Fidelity("authors_code", "github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py "
+                                "(is_correction_mode per_token)",
+                                "theirs = oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01); "
+                                "their prefix cascade 0.2→1.0 (first level solved) not built; f=0.5, rows=0.5, "
+                                "ratio vs hinted logp: our defaults")),
+    Technique("lte", "replay", H.mistakes_hint,
+              f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
+              f"{_S1} L199 (LTE)",
+              stage=lte,
+              fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
+                                "mistakes = this round's wrong answer keys (paper: previous); correction as "
+                                "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
+                                "indexed; anonymous.4open.science: not stored (2026-12)")),
+    Technique("adhint", "replay", H.adhint_fraction,
+              "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
+              f"{_S1} L95 (ADHint)",
+              stage=adhint,
+              fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract, arXiv 2512.13095)",
+                                "built: hint ratio from the round's 1 − p (linear: ours), hint in the prompt; not "
+                                "built: gradient modulation, masking, posterior advantages. Code 'upon acceptance': "
+                                "none found (2026-12)")),
+)
