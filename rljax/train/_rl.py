@@ -279,7 +279,7 @@ class RLLoop:
     run.batch = train_batch(run.data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
 
   def _phase_task_gradients(self, run) -> None:
-    if self.task_grads is not None:  # the per-task gradients of this step's loss, before the update (TAC)
+    if self.task_grads is not None:  # the per-task gradients of this step's loss, before the update
       gram, present = jax.device_get(self.task_grads(self.state.params, self.state.model_state, run.batch,
                                                      self.state.hparams))
       run.data = run.data.replace(task_gradients=TaskGradients(np.asarray(gram, np.float64),
