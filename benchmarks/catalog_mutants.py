@@ -528,8 +528,8 @@ MUTANTS: tuple = (
     M("spear_replay", _RSTAGE, "coef = 1.0 - 0.5 * (1.0 + math.cos(", "coef = 0.5 * (1.0 + math.cos(", "ramp",
       _T_AGT, "spear"),
     # hinted rollouts (rljax/hints): the rules, and the collector's row that trains behind the unhinted prompt
-    M("guide", "rljax/train/_rollout.py", "take_rows[rows] = data.batch_size + hinted_rows",
-      "take_rows[rows] = hinted_rows", "swap", _T_HINTS, "unhinted_prompt"),
+    M("guide", "rljax/train/_rollout.py", "take_rows[rows] = data.batch_size + drawn_rows",
+      "take_rows[rows] = drawn_rows", "swap", _T_HINTS, "unhinted_prompt"),
     M("guide", _HRULE, "start = int(np.flatnonzero(pm[i]).max()) + 1 if", "start = int(np.flatnonzero(pm[i]).max()) if",
       "off_by_one", _T_HINTS, "unhinted_rows"),
     M("guide", _HRULE, "return answer[:int(math.ceil(fraction * len(answer) - 1e-9))]",
