@@ -282,3 +282,18 @@ def test_advantage_sign_weighting():
   np.testing.assert_allclose(O.advantage_sign_weighting(inner)(out, batch)[0], inner(out, batch)[0], rtol=0)
   with pytest.raises(ValueError, match="neg_weight"):
     O.advantage_sign_weighting(inner, 1.0, -1.0)
+
+
+def test_at_one_update_per_batch_erc_is_its_inner_term_and_the_cov_terms_touch_at_most_k_tokens():
+  """With the proximal inputs taken from the update's own forward (one update per batch: ``logp_old = sg(logp)``,
+  ``entropy_old = sg(entropy)``) ERC's entropy ratio is exactly 1, so its gradient is its inner term's, bit for bit;
+  Clip-Cov and KL-Cov differ from the unclipped PG gradient only on their ``k = max(floor(ratio N), 1)`` selected
+  tokens (here N = 20 masked tokens, k = 1) -- why the real-model arena (docs/arena.md) cannot test them at μ = 1."""
+  out, batch = _data(seed=3)
+  at_one = batch.replace(logp_old=jax.lax.stop_gradient(out.logp), entropy_old=jax.lax.stop_gradient(out.entropy))
+  ppo = _grad_wrt_logp(O.ppo_clip(0.2, 0.2), out, at_one)
+  np.testing.assert_array_equal(np.asarray(_grad_wrt_logp(O.erc(O.ppo_clip(0.2, 0.2)), out, at_one)), np.asarray(ppo))
+  assert np.asarray(ppo)[np.asarray(batch.loss_mask)].any()
+  for term in (O.clip_cov(), O.kl_cov()):
+    changed = np.asarray(_grad_wrt_logp(term, out, at_one)) != np.asarray(ppo)
+    assert changed.sum() == 1, term
