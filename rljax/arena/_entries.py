@@ -142,12 +142,26 @@ _CLAIM_ENTRIES = (
     _grpo_with("async_decoupled", "the asynchronous runner with eta 2; decoupled PPO (proximal policy recomputed, "
                "behaviour weight)", _ASYNC2, loss=f"decoupled_ppo(eps_low=0.2, eps_high=0.2), {_KL}"),
 )
-ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES}
+# The entropy claims with two updates per batch (``rl.updates_per_batch=2``: mu = 2, TRL's num_iterations, verl's
+# ppo_epochs): at one update per batch the proximal inputs are the update's own, so ERC's entropy ratio is exactly
+# 1 and Clip-Cov / KL-Cov change the gradient of at most k = max(floor(2e-4 N), 1) tokens
+# (tests/test_objectives_entropy.py); the second update sees a moved policy. Base: GRPO without KL.
+_MU2 = ("rl.updates_per_batch=2",)
+_ENTROPY_MU2 = tuple(
+    Entry(f"{name}_mu2", recipe_overrides(**slots) + _MU2, f"{about}; two updates per batch")
+    for name, about, slots in (
+        ("grpo_nokl", "GRPO without the KL term", {}),
+        ("erc", "ERC around PPO clip, bounds 0.95/1.05", {"loss": "erc(ppo_clip(eps_low=0.2, eps_high=0.2))"}),
+        ("clip_cov", "Clip-Cov (ratio 2e-4, bounds 1/5)", {"loss": "clip_cov"}),
+        ("kl_cov", "KL-Cov (ratio 2e-4, coef 1)", {"loss": "kl_cov"}),
+        ("entropic", "EntroPIC, target entropy 0.1", {"controllers": "entropic(target_entropy=0.1)"})))
+ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES + _ENTROPY_MU2}
 
 # Named groups of entries (``rljax arena --experiment NAME``): the seeds' claims (issue #18, item 4).
 EXPERIMENTS: Mapping[str, tuple] = {
     "default": tuple(e.name for e in _ENTRIES),
     "entropy": ("grpo_nokl", "grpo", "erc", "clip_cov", "kl_cov", "entropic", "entropic_h04"),
+    "entropy_mu2": tuple(e.name for e in _ENTROPY_MU2),
     "qae": ("grpo", "qae"),
     "passk": ("grpo", "passk"),
     "length": ("grpo", "grpo_lambda", "length_penalty"),
