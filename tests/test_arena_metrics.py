@@ -1,4 +1,6 @@
-"""The arena's figures (rljax/arena/_metrics.py) on hand-written metric rows, against hand-derived values."""
+"""The arena's figures (rljax/arena/_metrics.py) on hand-written metric rows, against hand-derived values; the curves' colours."""
+import os
+
 import pytest
 
 from rljax.arena import _metrics as M
@@ -91,3 +93,25 @@ def test_rl_rows_keep_one_row_per_step_in_order():
 def test_spread_is_mean_min_max_over_present_values():
   assert M.spread([1.0, None, 3.0, 2.0]) == {"mean": 2.0, "min": 1.0, "max": 3.0, "n": 3}
   assert M.spread([None, None]) == {"mean": None, "min": None, "max": None, "n": 0}
+
+
+def test_curves_keep_one_colour_per_entry_when_a_panel_misses_an_entry(tmp_path, monkeypatch):
+  """An entry that logged nothing for a panel must not shift the colours of the entries after it there, and the
+  legend names every entry drawn anywhere (here ``x`` is logged by ``b`` only, ``y`` by ``a`` only)."""
+  import json  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from rljax.arena import plot_curves  # pylint: disable=import-outside-toplevel
+  for name, series in (("a", {"y": [1.0, 2.0], "z": [0.0, 1.0]}), ("b", {"x": [3.0, 4.0], "z": [1.0, 0.0]})):
+    os.makedirs(tmp_path / name / "seed0")
+    with open(tmp_path / name / "seed0" / "metrics.jsonl", "w", encoding="utf-8") as f:
+      f.writelines(json.dumps(r) + "\n" for r in _rows(**series))
+  drawn = []
+  monkeypatch.setattr(Figure, "savefig", lambda self, *args, **kwargs: drawn.append(self))
+  plot_curves(str(tmp_path), ["a", "b"], [0], panels=(("x", "x"), ("y", "y"), ("z", "z")))
+  (fig,) = drawn
+  x, y, z = fig.axes[:3]
+  colour = {line.get_label(): line.get_color() for line in z.get_lines()}
+  assert colour["a"] != colour["b"]
+  assert [(line.get_label(), line.get_color()) for line in x.get_lines()] == [("b", colour["b"])]
+  assert [(line.get_label(), line.get_color()) for line in y.get_lines()] == [("a", colour["a"])]
+  assert [t.get_text() for t in fig.legends[0].get_texts()] == ["a", "b"]

@@ -330,6 +330,7 @@ def test_producer_crash_stops_the_run(tmp_path):
   assert "verifier crashed" in str(err.value) and time.perf_counter() - t < 120
 
 
+@pytest.mark.long  # ~25-29 s on 2 cores: a kill-and-resume guard, the fast loop's budget
 def test_sigterm_then_resume_loses_and_duplicates_no_prompt(tmp_path, monkeypatch):
   from rljax.train import Preempted  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel

@@ -126,6 +126,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.long  # ~10 s on 2 cores (a subprocess that compiles): the fast loop's budget
 def test_sigint_during_start_up_exits_130_without_a_traceback(tmp_path):
   out = str(tmp_path / "early")
   res = subprocess.run([sys.executable, "-c", _CTRL_C_AT_START_UP, *_cmd(out)[3:]], env=_env(), capture_output=True,

@@ -522,6 +522,31 @@ def test_decoupled_ppo_with_equal_proximal_and_behaviour_is_ppo_clip():
     O.decoupled_ppo()(out, batch.replace(logp_old=None))
 
 
+
+def test_at_one_update_per_batch_decoupled_ppo_is_behaviour_weighted_pg_with_no_clip():
+  """One update per batch on one minibatch takes the proximal log-probs from the update's own forward
+  (``logp_old`` = the current values): decoupled PPO's ratio is then exactly 1, its clip never binds, and its
+  gradient is the behaviour-weighted policy gradient  d/dlogp_t = -w_t A_t m_t / sum(m),  w_t = pi_prox / pi_behav
+  (float64 reference). PPO clip against the stale behaviour policy instead zeroes the tokens it clips -- why the
+  real-model arena's staleness entries (docs/arena.md) compare a clipped and an unclipped objective at mu = 1."""
+  d = make_data(seed=5, noise=0.6, const_adv=False)
+  d["old"] = d["logp"].copy()
+  out, batch = to_jax(d)
+
+  def grad(term):
+    obj = O.chain(term, aggregate=O.token_mean)
+    return np.asarray(jax.grad(lambda lp: obj(out.replace(logp=lp), batch)[0])(out.logp), np.float64)
+
+  w = np.exp(_clamp(d["old"] - d["behav"]))
+  want = -w * d["adv"] * d["mask"] / d["mask"].sum()
+  np.testing.assert_allclose(grad(O.decoupled_ppo(0.2, 0.2)), want, rtol=1e-5, atol=1e-8)
+  stale = grad(O.ppo_clip(0.2, 0.2, old_logp="logp_behavior"))
+  r, adv, m = np.exp(d["logp"] - d["behav"]), d["adv"], d["mask"] > 0
+  clipped = m & (((adv > 0) & (r > 1.2)) | ((adv < 0) & (r < 0.8)))
+  assert clipped.sum() >= 3 and (~clipped & m).any()
+  np.testing.assert_array_equal(stale[clipped], 0.0)
+  np.testing.assert_allclose(stale[~clipped & m], want[~clipped & m], rtol=1e-5)
+
 def test_ratio_against_a_log_prob_from_another_prompt():
   """Hints / Guide / OC-GRPO: pass the behaviour log-prob computed under the other prompt."""
   d = make_data(seed=12)

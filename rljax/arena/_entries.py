@@ -155,7 +155,19 @@ _ENTROPY_MU2 = tuple(
         ("clip_cov", "Clip-Cov (ratio 2e-4, bounds 1/5)", {"loss": "clip_cov"}),
         ("kl_cov", "KL-Cov (ratio 2e-4, coef 1)", {"loss": "kl_cov"}),
         ("entropic", "EntroPIC, target entropy 0.1", {"controllers": "entropic(target_entropy=0.1)"})))
-ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES + _ENTROPY_MU2}
+# The staleness claim with two updates per batch: at one update per batch decoupled PPO's proximal policy is the
+# update's own forward, so its ratio is exactly 1, its clip never binds and it is the behaviour-weighted policy
+# gradient with no trust region (tests/test_objectives_ratio.py); AReaL updates on several minibatches per batch,
+# whose later ones see a moved policy. Base: GRPO (with KL) at two updates per batch.
+_STALENESS_MU2 = tuple(
+    _grpo_with(f"{name}_mu2", f"{about}; two updates per batch", extra + _MU2, **slots)
+    for name, about, extra, slots in (
+        ("grpo", "GRPO (synchronous)", (), {}),
+        ("stale_ppo", "one-step-off-policy rollouts; PPO's ratio against the stale behaviour policy", _AHEAD,
+         {"loss": f"ppo_clip(eps_low=0.2, eps_high=0.2, old_logp='logp_behavior'), {_KL}"}),
+        ("stale_decoupled", "one-step-off-policy rollouts; decoupled PPO", _AHEAD,
+         {"loss": f"decoupled_ppo(eps_low=0.2, eps_high=0.2), {_KL}"})))
+ENTRIES: Mapping[str, Entry] = {e.name: e for e in _ENTRIES + _CLAIM_ENTRIES + _ENTROPY_MU2 + _STALENESS_MU2}
 
 # Named groups of entries (``rljax arena --experiment NAME``): the seeds' claims (issue #18, item 4).
 EXPERIMENTS: Mapping[str, tuple] = {
@@ -171,6 +183,7 @@ EXPERIMENTS: Mapping[str, tuple] = {
     "routing_replay": ("moe", "moe_bf16", "moe_bf16_r3"),
     "staleness": ("grpo", "stale_ppo", "stale_decoupled"),
     "staleness_async": ("grpo", "stale_ppo", "stale_decoupled", "async_ppo", "async_decoupled"),
+    "staleness_mu2": tuple(e.name for e in _STALENESS_MU2),
     "claims": ("bf16_sampler", "bf16_tis", "bf16_mis", "bf16_icepop", "moe", "moe_bf16", "moe_bf16_r3", "stale_ppo",
                "stale_decoupled", "async_ppo", "async_decoupled"),
 }

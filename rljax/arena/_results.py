@@ -215,6 +215,7 @@ def plot_curves(arena_dir: str, entries: Sequence[str], seeds: Sequence[int], pn
   as ``rljax.train.plot_metrics``). Returns the PNG's path (default ``<arena_dir>/curves.png``)."""
   from matplotlib.backends.backend_agg import FigureCanvasAgg  # pylint: disable=import-outside-toplevel
   from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib import rcParams  # pylint: disable=import-outside-toplevel
   png_path = png_path or os.path.join(arena_dir, "curves.png")
   ncols = 3
   nrows = -(-len(panels) // ncols)
@@ -226,14 +227,17 @@ def plot_curves(arena_dir: str, entries: Sequence[str], seeds: Sequence[int], pn
     for seed in seeds:
       d = run_dir(arena_dir, name, seed)
       data[(name, seed)] = (_read_rows(os.path.join(d, "metrics.jsonl")), _read_json(os.path.join(d, "summary.json")))
+  # one colour per entry in every panel (a panel where an entry logged nothing must not shift the others')
+  colors = rcParams["axes.prop_cycle"].by_key()["color"]
   for ax, (title, key) in zip(axes, panels):
     drawn = False
-    for name in entries:
+    for i, name in enumerate(entries):
       curves = [_curve(data[(name, seed)][0], key, data[(name, seed)][1]) for seed in seeds]
       curves = [c for c in curves if len(c[0])]
       if curves:
         steps, values = _mean_curve(curves)
-        ax.plot(steps, values, marker="o" if len(steps) < 20 else None, ms=3, label=name)
+        ax.plot(steps, values, marker="o" if len(steps) < 20 else None, ms=3, label=name,
+                color=colors[i % len(colors)])
         drawn = True
     if not drawn:
       ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
@@ -242,11 +246,12 @@ def plot_curves(arena_dir: str, entries: Sequence[str], seeds: Sequence[int], pn
     ax.grid(alpha=0.3)
   for ax in axes[len(panels):]:
     ax.set_visible(False)
-  handles, labels = axes[0].get_legend_handles_labels()
-  for ax in axes[1:len(panels)]:
-    h, l = ax.get_legend_handles_labels()
-    if len(l) > len(labels):
-      handles, labels = h, l
+  legend = {}  # every entry drawn in any panel, in the entries' order
+  for ax in axes[:len(panels)]:
+    for h, l in zip(*ax.get_legend_handles_labels()):
+      legend.setdefault(l, h)
+  labels = [n for n in entries if n in legend]
+  handles = [legend[n] for n in labels]
   if labels:
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 8), fontsize=8, frameon=False)
   fig.tight_layout(rect=(0, 0.04 + 0.03 * ((len(labels) - 1) // 8) if labels else 0, 1, 1))
