@@ -15,6 +15,16 @@ def _handlers():
   return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
+@pytest.fixture
+def ctrl_c_enabled():
+  """Python's own Ctrl-C handler for the test: a shell starts background jobs with SIGINT ignored, and
+  ``stop_flag`` rightly keeps an ignored SIGINT ignored (``test_an_ignored_sigint_stays_ignored``)."""
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  yield
+  signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_first_ctrl_c_sets_the_flag_a_second_raises_and_the_handlers_come_back():
   before = _handlers()
   with stop_flag() as flag:
@@ -29,6 +39,7 @@ def test_first_ctrl_c_sets_the_flag_a_second_raises_and_the_handlers_come_back()
   assert _handlers() == before
 
 
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_sigterm_sets_the_flag_then_ctrl_c_stops_at_once():
   before = _handlers()
   with stop_flag() as flag:
