@@ -265,5 +265,6 @@ def logprob_and_entropy(hidden: Array, weight: Array, targets: Array, *, tempera
                 v_total=v, block_n=blocks.block_n, block_v=blocks.block_v,
                 block_h=blocks.block_h, interpret=jax.default_backend() == "cpu")
   inv_temp = 1.0 / jnp.asarray(temperature, jnp.float32)
-  logp, ent = _fused(cfg, xp, wp, tp, vp, inv_temp)
+  with jax.named_scope("logprob_and_entropy"):  # names its ops, forward and backward, in profiles and HLO dumps
+    logp, ent = _fused(cfg, xp, wp, tp, vp, inv_temp)
   return logp[:n], ent[:n]

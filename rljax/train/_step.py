@@ -303,13 +303,14 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
         metrics["loss/denominator"] = jnp.asarray(denominator, jnp.float32)
     metrics = {k: jnp.asarray(v, jnp.float32) for k, v in dict(metrics).items() if jnp.ndim(v) == 0}
     metrics["loss"] = loss.astype(jnp.float32)
-    ok = jnp.isfinite(loss) & _all_finite(grads)
-    updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
-    new_params = optax.apply_updates(state.params, updates)
-    keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
-    new_state = state.replace(
-        params=keep(new_params, state.params), opt_state=keep(new_opt, state.opt_state),
-        step=state.step + 1, num_skipped=state.num_skipped + jnp.where(ok, 0, 1).astype(jnp.int32))
+    with jax.named_scope("optimizer"):  # names its ops in profiles (benchmarks/real_model_profile.py)
+      ok = jnp.isfinite(loss) & _all_finite(grads)
+      updates, new_opt = optimizer.update(grads, state.opt_state, state.params)
+      new_params = optax.apply_updates(state.params, updates)
+      keep = lambda new, old: jax.tree_util.tree_map(lambda n, o: jnp.where(ok, n, o), new, old)
+      new_state = state.replace(
+          params=keep(new_params, state.params), opt_state=keep(new_opt, state.opt_state),
+          step=state.step + 1, num_skipped=state.num_skipped + jnp.where(ok, 0, 1).astype(jnp.int32))
     metrics["train/grad_norm"] = optax.tree.norm(grads).astype(jnp.float32)
     metrics["train/skipped"] = jnp.where(ok, 0.0, 1.0)
     metrics["train/num_skipped"] = new_state.num_skipped.astype(jnp.float32)
