@@ -54,7 +54,7 @@ CONTAINERS = ("while", "call", "conditional")  # thunks that run other thunks: t
 
 def thunk_kind(name: str) -> str:
   """``matmul`` / ``copy`` / ``elementwise`` from an XLA:CPU thunk's name."""
-  if name.startswith(("ynn_fusion", "dot", "onednn", "custom-call")):
+  if name.startswith(("ynn_fusion", "dot", "onednn")):
     return "matmul"
   if "copy" in name or "transpose" in name:
     return "copy"
