@@ -23,8 +23,9 @@ event has closed, so that time is mostly matmul. The update's thunks are also sp
 ``backward`` (the rest of the gradient: transposes of the forward), ``forward`` (the rest of the loss's forward)
 and ``other``.
 
-The matmul rate of this machine (float32 2048^3 ``jnp.dot``, best of 5) is printed beside the report, so the
-matmul rows can be read against it. This measures rljax only; ``real_model_bench.py`` has the TRL comparison.
+The matmul rate of this machine (float32 2048^3 ``jnp.dot``, best of 5: ``real_model_bench.jax_matmul_seconds``)
+is printed beside the report, so the matmul rows can be read against it. This measures rljax only;
+``real_model_bench.py`` has the TRL comparison.
 """
 from __future__ import annotations
 
@@ -41,7 +42,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -116,19 +116,6 @@ def wall_shares(events, window, label) -> collections.Counter:
   return shares
 
 
-def matmul_rate(n: int = 2048, repeats: int = 5) -> float:
-  """Best float32 ``n^3`` ``jnp.dot`` rate of this machine, GFLOP/s."""
-  a = jnp.ones((n, n), jnp.float32)
-  f = jax.jit(jnp.dot)
-  f(a, a).block_until_ready()
-  best = float("inf")
-  for _ in range(repeats):
-    t = time.perf_counter()
-    f(a, a).block_until_ready()
-    best = min(best, time.perf_counter() - t)
-  return 2 * n ** 3 / best / 1e9
-
-
 class StepRecorder:
   """Wraps ``RLLoop.sample`` and ``RLLoop.update`` to trace step ``step`` (1-based) of a run: its rollout and
   update as two annotated windows of one ``jax.profiler`` trace, and the compiled update's HLO text."""
@@ -201,16 +188,18 @@ def report(events: list, hlo_text: str, wall: dict, top: int = 0) -> str:
   for name, window in windows.items():
     total = window[1] - window[0]
     if name == "update":
-      label = lambda e: (f"{hlo_origin(op_names[e['name']])}: {thunk_kind(e['name'])}"  # noqa: E731
-                         if e["name"] in op_names else f"(not in the update's HLO): {thunk_kind(e['name'])}")
+      label = lambda n: (f"{hlo_origin(op_names[n])}: {thunk_kind(n)}" if n in op_names  # noqa: E731
+                         else f"(not in the update's HLO): {thunk_kind(n)}")
     else:
-      label = lambda e: thunk_kind(e["name"])  # noqa: E731
-    shares = wall_shares(thunks, window, label)
+      label = thunk_kind
+    by_name = wall_shares(thunks, window, lambda e: e["name"])  # idle time keeps its own "no thunk..." keys
+    shares = collections.Counter()
+    for k, v in by_name.items():
+      shares[k if k.startswith("no thunk") else label(k)] += v
     lines += [f"\n{name}: {total / 1e6:.2f} s in the trace ({wall[name]:.2f} s timed)",
               "| part | wall s | share |", "|---|---|---|"]
     lines += [f"| {k} | {v / 1e6:.3f} | {100 * v / total:.1f}% |" for k, v in shares.most_common() if v >= 1e-3 * total]
     if name == "update" and top:
-      by_name = wall_shares(thunks, window, lambda e: e["name"])
       lines += [f"\nthe update's {top} largest instructions (wall s, runs, op_name):"]
       runs = collections.Counter(e["name"] for e in thunks if window[0] <= e["ts"] < window[1])
       lines += [f"  {v / 1e6:6.3f}  x{runs[k]:<4d} {k}: {op_names.get(k, '?')}"
@@ -234,8 +223,10 @@ def main(argv=None) -> int:
   trace_dir = os.path.join(args.out, "trace")
   with StepRecorder(args.step, trace_dir).installed() as rec:
     train(cfg, overwrite=True)
+  from real_model_bench import MATMUL_N, jax_matmul_seconds  # pylint: disable=import-outside-toplevel
+  rate = 2 * MATMUL_N ** 3 / jax_matmul_seconds() / 1e9
   print(f"\nconfig {args.config}, RL step {args.step}; jax {jax.__version__}, nproc {os.cpu_count()}; "
-        f"float32 matmul rate {matmul_rate():.1f} GFLOP/s (2048^3, best of 5); trace in {trace_dir}")
+        f"float32 matmul rate {rate:.1f} GFLOP/s ({MATMUL_N}^3, best of 5); trace in {trace_dir}")
   with open(os.path.join(args.out, "update_hlo.txt"), "w", encoding="utf-8") as f:
     f.write(rec.hlo_text)
   print(report(read_trace(trace_dir), rec.hlo_text, rec.wall, top=args.top))
