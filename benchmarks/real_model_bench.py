@@ -22,7 +22,8 @@ Three parts, each interleaved so that the machine's drift hits both sides alike:
    first ``--warmup`` steps of each worker (compilation, warm-up; both workers start together) are discarded.
    rljax is ``rljax.train.train`` with ``--set`` overrides (what ``rljax train`` runs, with its CPU auto
    settings: 2 update micro-batches for this model size, 2 concurrent rollout chunks, each group's prompt run
-   once in the update),
+   once in the update, and the tokens every prompt starts with (the system prompt) once per sampler call and
+   per update micro-batch),
    a jsonl task of the pool and the reward as ``reward_fn``; it pauses inside its metrics writer, after the
    step's ``time/sample_s`` and ``time/update_s`` are taken, and its step is their sum (rollout = sampling,
    decoding and reward; update = the forwards the loss needs, advantages and the jitted update). With one
@@ -203,16 +204,22 @@ def update_flops(s: dict, rows: int, prompt_len: float, completion_len: float) -
   return rows * 3 * fwd_flops(s, 0, prompt_len + completion_len, completion_len)
 
 
-def rollout_flops_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float) -> float:
-  """rljax's rollout as executed: each distinct prompt prefilled once (its cache repeated ``group`` times)."""
+def rollout_flops_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float,
+                         common: int = 0, calls: int = 1) -> float:
+  """rljax's rollout as executed: each distinct prompt prefilled once (its cache repeated ``group`` times), the
+  ``common`` tokens every prompt starts with once per sampler call (``calls``: the concurrent chunks)."""
   decode = fwd_flops(s, prompt_len, completion_len - 1, completion_len - 1) if completion_len > 1 else 0.0
-  return prompts * fwd_flops(s, 0, prompt_len, 1) + prompts * group * decode
+  prefill = calls * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 1)
+  return prefill + prompts * group * decode
 
 
-def forward_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float) -> float:
-  """One forward of a batch whose groups run their prompt once (``share_prompt_forward``): the prompt per group,
-  the completions per row (attending to the prompt), logits on the completion tokens."""
-  return prompts * (fwd_flops(s, 0, prompt_len, 0) + group * fwd_flops(s, prompt_len, completion_len, completion_len))
+def forward_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float, common: int = 0,
+                   microbatches: int = 1) -> float:
+  """One forward of a batch whose groups run their prompt once (``share_prompt_forward``): the ``common`` tokens
+  every prompt starts with once per micro-batch, the rest of the prompt per group, the completions per row
+  (attending to the prompt), logits on the completion tokens."""
+  return (microbatches * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 0)
+          + prompts * group * fwd_flops(s, prompt_len, completion_len, completion_len))
 
 
 _RENDER_PROMPTS = textwrap.dedent('''
@@ -356,18 +363,20 @@ def rljax_grpo_worker(spec: dict) -> None:
                 "inputs_s": inputs_s[-1] if inputs_s else 0.0, "proximal_separate": proximal.get("separate"),
                 "completion_len": metrics.get("rollout/completion_len"),
                 "reward_mean": metrics.get("rollout/reward_mean"), "prompt_len": statistics.mean(lens),
-                "settings": run_settings, "jax": jax.__version__})
+                "settings": run_settings, "shape": run_shape, "jax": jax.__version__})
       return out
 
   run_mod.MetricsWriter = PausingWriter
   cfg = apply_overrides(default_config(), list(spec["overrides"]) + [f"out_dir={os.path.join(work, 'run')}"])
-  run_settings = ""
+  run_settings, run_shape = "", {}
   inner_build = run_mod.build_experiment
 
   def build(*a, **k):  # records what the CPU auto settings resolved to
-    nonlocal run_settings
+    nonlocal run_settings, run_shape
     exp = inner_build(*a, **k)
     run_settings = exp.auto_settings
+    run_shape = {"common": len(exp.sampler_config.common_prefix), "chunks": exp.cfg.rl.concurrent_rollouts,
+                 "microbatches": exp.cfg.rl.num_microbatches}
     return exp
 
   run_mod.build_experiment = build
@@ -823,8 +832,10 @@ def _report(res: dict, args) -> None:
       p, c = m["prompt_len"], m["clen"]
       fr, fu = rollout_flops(s, PROMPTS * GROUP, p, c), update_flops(s, PROMPTS * GROUP, p, c)
       if rl_side:  # executed: prompts once per group; the update's 3 passes (+ a separate proximal forward)
-        er = rollout_flops_shared(s, PROMPTS, GROUP, p, c)
-        f1 = forward_shared(s, PROMPTS, GROUP, p, c)
+        shape = runs["rljax train"][0][0].get("shape") or {}
+        common = shape.get("common", 0)
+        er = rollout_flops_shared(s, PROMPTS, GROUP, p, c, common, shape.get("chunks", 1))
+        f1 = forward_shared(s, PROMPTS, GROUP, p, c, common, shape.get("microbatches", 1))
         passes = 4 if m["separate"] else 3
         rows.append((f"{name}: rollout", fr / m["rollout"], er / m["rollout"]))
         rows.append((f"{name}: update", fu / m["update"], passes * f1 / m["update"]))

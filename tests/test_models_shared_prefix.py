@@ -28,19 +28,22 @@ GEMMA2_LIKE = dataclasses.replace(
     sliding_window=4, attn_logit_softcap=20.0, final_logit_softcap=15.0, sandwich_norm=True, qk_norm=True)
 
 
-def _tokens(b, g, t, tp, vocab, seed=1):
+def _tokens(b, g, t, tp, vocab, seed=1, common=0):
+  """``[B, T]`` random tokens whose groups of ``g`` rows share ``tp`` prompt tokens, of which all rows share
+  the first ``common``."""
   rng = np.random.default_rng(seed)
   tok = rng.integers(0, vocab, (b, t))
   tok[:, :tp] = np.repeat(rng.integers(0, vocab, (b // g, tp)), g, 0)
+  tok[:, :common] = tok[0, :common]
   return jnp.asarray(tok, jnp.int32)
 
 
-def _outputs_and_grads(cfg, tok, tp, g, weights):
+def _outputs_and_grads(cfg, tok, tp, g, weights, common=0):
   model = Transformer(cfg, rngs=nnx.Rngs(0))
   graphdef, state = nnx.split(model)
 
   def run(st, shared):
-    kw = dict(shared_prefix_len=tp, group_size=g) if shared else {}
+    kw = dict(shared_prefix_len=tp, group_size=g, common_prefix_len=common) if shared else {}
     return policy_outputs(nnx.merge(graphdef, st), tok, **kw)
 
   def loss(st, shared):
@@ -70,6 +73,38 @@ def test_shared_prefix_equals_per_row(cfg):
   for a, c in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
     scale = float(jnp.max(jnp.abs(a))) + 1e-12
     assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
+
+
+@pytest.mark.parametrize("cfg,common", [(DENSE, 1), (DENSE, 4), (GEMMA2_LIKE, 3),
+                                        (dataclasses.replace(DENSE, scan_layers=True), 2)],
+                         ids=["dense_c1", "dense_c4", "sliding_window_across_blocks", "scanned"])
+def test_common_prefix_equals_per_row(cfg, common):
+  """``common_prefix_len``: the batch's common tokens run once, each group's prompt tail once per group; the
+  log-probs, entropies and gradients equal the per-row call's (a window of 4 crosses the common / prompt /
+  continuation blocks; prompt scores on, so the common columns' scores are checked too)."""
+  b, g, t, tp = 6, 3, 13, 5
+  tok = _tokens(b, g, t, tp, cfg.vocab_size, seed=7, common=common)
+  w = jnp.asarray(np.random.default_rng(8).normal(size=(b, t)), jnp.float32)
+  res = _outputs_and_grads(cfg, tok, tp, g, w, common=common)
+  (o0, g0), (o1, g1) = res[False], res[True]
+  np.testing.assert_allclose(o1.logp, o0.logp, rtol=1e-5, atol=2e-6)
+  np.testing.assert_allclose(o1.entropy, o0.entropy, rtol=1e-5, atol=2e-6)
+  for a, c in zip(jax.tree.leaves(g0), jax.tree.leaves(g1)):
+    scale = float(jnp.max(jnp.abs(a))) + 1e-12
+    assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
+
+
+def test_common_prefix_detects_different_rows():
+  """A row whose first tokens differ from row 0's: the common-prefix call reads row 0's, so that row (and only
+  the rows of its group, whose prompt tail attends the common keys) differ from the per-row call."""
+  b, g, t, tp, c = 4, 2, 9, 4, 2
+  tok = np.array(_tokens(b, g, t, tp, DENSE.vocab_size, seed=9, common=c))
+  tok[2:4, 1] = (tok[2:4, 1] + 1) % DENSE.vocab_size  # group 1 (rows 2-3) no longer shares token 1
+  model = Transformer(DENSE, rngs=nnx.Rngs(0))
+  a = policy_outputs(model, jnp.asarray(tok))
+  d = policy_outputs(model, jnp.asarray(tok), shared_prefix_len=tp, group_size=g, common_prefix_len=c)
+  assert float(jnp.max(jnp.abs(a.logp[2:] - d.logp[2:]))) > 1e-3
+  np.testing.assert_allclose(d.logp[:2], a.logp[:2], rtol=1e-5, atol=2e-6)
 
 
 def test_prompt_scores_off_scores_only_the_continuations():
@@ -118,26 +153,27 @@ def test_shared_prefix_train_step_matches():
   the change far above the float32 spacing of the parameters it is added to.
   """
   b, g, t, tp = 8, 4, 12, 5
-  tok = _tokens(b, g, t, tp, DENSE.vocab_size, seed=3)
+  tok = _tokens(b, g, t, tp, DENSE.vocab_size, seed=3, common=2)
   rng = np.random.default_rng(4)
   mask = jnp.asarray(np.arange(t)[None, :] >= tp).repeat(b, 0)
   adv = jnp.asarray(rng.normal(size=(b, 1)), jnp.float32) * mask
   batch = TrainBatch(tokens=tok, loss_mask=mask, advantages=adv, group_id=jnp.repeat(jnp.arange(b // g), g),
                      logp_behavior=jnp.asarray(-rng.random((b, t)), jnp.float32) * mask)
   deltas, losses = {}, {}
-  for tp_used in (0, tp):
+  for tp_used, common in ((0, 0), (tp, 0), (tp, 2)):  # per row, per group, and the common 2 tokens per batch
     opt = optax.sgd(1e4)
     graphdef, state = init_train_state(Transformer(DENSE, rngs=nnx.Rngs(0)), opt, {})
     old = jax.tree.map(np.asarray, state.params)
     loss = objective_loss(obj.chain(obj.ppo_clip(0.2, 0.2), aggregate=obj.token_mean),
-                          shared_prefix_len=tp_used, group_size=g)
+                          shared_prefix_len=tp_used, group_size=g, common_prefix_len=common)
     state, metrics = make_train_step(graphdef, loss, opt, num_microbatches=2, donate=False)(state, batch)
-    deltas[tp_used] = jax.tree.map(lambda n, o: np.asarray(n) - o, state.params, old)
-    losses[tp_used] = float(metrics["loss"])
-  assert abs(losses[0] - losses[tp]) < 1e-6
-  for a, c in zip(jax.tree.leaves(deltas[0]), jax.tree.leaves(deltas[tp])):
-    assert np.max(np.abs(a)) > 0
-    assert np.max(np.abs(a - c)) / np.max(np.abs(a)) < 1e-5
+    deltas[tp_used, common] = jax.tree.map(lambda n, o: np.asarray(n) - o, state.params, old)
+    losses[tp_used, common] = float(metrics["loss"])
+  for shared in ((tp, 0), (tp, 2)):
+    assert abs(losses[0, 0] - losses[shared]) < 1e-6
+    for a, c in zip(jax.tree.leaves(deltas[0, 0]), jax.tree.leaves(deltas[shared])):
+      assert np.max(np.abs(a)) > 0
+      assert np.max(np.abs(a - c)) / np.max(np.abs(a)) < 1e-5
 
 
 def test_shared_prefix_bad_input():
@@ -153,6 +189,14 @@ def test_shared_prefix_bad_input():
     model(tok[:2], jnp.zeros((2, 10), jnp.int32), prefix_groups=PrefixGroups(4, 4))
   with pytest.raises(ValueError, match="explicit positions"):
     model(tok[:2], prefix_groups=PrefixGroups(4, 3))
+  with pytest.raises(ValueError, match="common_prefix_len"):
+    policy_outputs(model, tok, shared_prefix_len=4, group_size=3, common_prefix_len=4)
+  with pytest.raises(ValueError, match="needs shared_prefix_len"):
+    policy_outputs(model, tok, common_prefix_len=2)
+  with pytest.raises(ValueError, match="one row"):
+    model(tok[:2], jnp.zeros((2, 10), jnp.int32), prefix_groups=PrefixGroups(1, 1, common_len=2, num_groups=2))
+  with pytest.raises(ValueError, match="num_groups=3"):
+    model(tok[:1], jnp.zeros((1, 10), jnp.int32), prefix_groups=PrefixGroups(1, 1, common_len=2, num_groups=3))
   moe = ModelConfig(vocab_size=61, hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8,
                     intermediate_size=64, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)
   with pytest.raises(ValueError, match="MoE"):
@@ -181,11 +225,35 @@ def test_rl_loop_shares_prompt_only_when_groups_stay_whole():
     _check_shared_prefix(tok, 14, 4)
 
 
+def test_rl_loop_common_prompt_len():
+  """The tokens every training prompt starts with, at most the shared length - 1, on a one-device mesh only;
+  the batch check refuses rows that differ there."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+
+  from rljax.train._experiment import common_prompt_prefix  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import _check_shared_prefix, _common_prompt_len  # pylint: disable=import-outside-toplevel
+  prompts = [[5, 6, 7, 1, 1], [5, 6, 8, 2], [5, 6, 7, 3, 3, 3]]
+  assert common_prompt_prefix(prompts) == (5, 6)
+  assert common_prompt_prefix([[5, 6, 7], [5, 6, 7, 8]]) == (5, 6)  # the shortest keeps a token of its own
+  assert common_prompt_prefix([[1, 2], [3, 2]]) == () and common_prompt_prefix([[4], [4, 1]]) == ()
+  one, two = SimpleNamespace(devices=np.zeros((1, 1))), SimpleNamespace(devices=np.zeros((2, 1)))
+  exp = SimpleNamespace(sampler_config=SimpleNamespace(common_prefix=common_prompt_prefix(prompts)))
+  assert _common_prompt_len(exp, 4, one) == 2  # [5, 6]
+  assert _common_prompt_len(exp, 2, one) == 1  # leaves each group at least one column of its own
+  assert _common_prompt_len(exp, 1, one) == 0 and _common_prompt_len(exp, 0, one) == 0
+  assert _common_prompt_len(exp, 4, two) == 0  # the one-row layout is not sharded over devices
+  tok = np.tile(np.array([5, 6, 7, 1, 9, 9], np.int32), (4, 1))
+  tok[2:, 2:4] = [8, 2]  # groups of 2 rows: group 1 has another prompt after the common [5, 6]
+  _check_shared_prefix(tok, 4, 2, 2)
+  with pytest.raises(ValueError, match="first 3 tokens"):
+    _check_shared_prefix(tok, 4, 2, 3)
+
+
 @pytest.mark.long
 def test_rl_loop_rollouts_share_their_prompt_prefix():
-  """On real rollouts of the demo task (completions start right after the prompt, inside the prompt
-  bucket), the loop's shared length is the prompt, not the bucket, and the grouped forward equals the
-  per-row one (with the bucket width, 12 here, it does not: the third column block differs)."""
+  """On real rollouts of the demo task (completions start right after the prompt), the loop's shared length is
+  the shortest prompt, the rows are the longest prompt plus the new tokens wide, and the grouped forward equals
+  the per-row one."""
   from rljax.train import RunConfig, tiny_config  # pylint: disable=import-outside-toplevel
   from rljax.train._experiment import build_experiment  # pylint: disable=import-outside-toplevel
   from rljax.train._rl import _check_shared_prefix, _shared_prompt_len  # pylint: disable=import-outside-toplevel
@@ -195,7 +263,7 @@ def test_rl_loop_rollouts_share_their_prompt_prefix():
   tp, g = _shared_prompt_len(exp, cfg.rl), cfg.rl.group_size
   assert tp >= 1
   lengths = {len(exp.codec.prompt_ids(p)) for p in exp.train_problems}
-  assert min(lengths) == tp < exp.seq_len - cfg.rl.max_new_tokens  # shorter than the bucket
+  assert min(lengths) == tp <= max(lengths) == exp.seq_len - cfg.rl.max_new_tokens
   graphdef, params, rest = nnx.split(exp.model, nnx.Param, ...)
   problems = sorted(exp.train_problems[:64], key=lambda p: len(exp.codec.prompt_ids(p)))[-4:]  # long prompts
   r = exp.sample_fn(graphdef, params, rest)([exp.codec.prompt_ids(p) for p in problems], n=g, greedy=False,

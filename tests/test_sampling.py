@@ -522,3 +522,47 @@ def test_concurrent_chunks_equal_one_call(model, monkeypatch):
     np.testing.assert_array_equal(got.tokens, one.tokens)
     np.testing.assert_array_equal(got.group_id, np.repeat(np.arange(5), 2))
     np.testing.assert_allclose(got.logp_behavior, one.logp_behavior, rtol=2e-6, atol=2e-6)
+
+
+def test_common_prefix_prefilled_once_equals_whole_prefill(monkeypatch):
+  """``SamplerConfig.common_prefix``: prompts that all start with it have it prefilled once per call and copied
+  to every prompt's cache; the rollout equals the whole-prompt prefill's (tokens, masks exactly; log-probs and
+  entropies up to float32 summation order), on a model whose sliding window (3) is shorter than the common
+  part (4), with prompts of different lengths, sampled rows and the state that ``resume`` continues. Prompts
+  that do not all start with it (or are not longer than it) are prefilled whole."""
+  from rljax.sampling import _sampler
+  cfg = ModelConfig.tiny(layer_types=("sliding_attention", "full_attention"), sliding_window=3)
+  model = Transformer(cfg, rngs=nnx.Rngs(11))
+  common = (7, 3, 9, 2)
+  prompts = [list(common) + [5], list(common) + [1, 8, 6], list(common) + [4, 4]]
+  base = SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40)
+  kw = dict(key=jax.random.key(6), n=2, temperature=1.0)
+  seen = []
+  real = _sampler._generate_jit
+
+  def spy(*args, **kwargs):
+    seen.append(kwargs["config"].common_prefix)
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(_sampler, "_generate_jit", spy)
+  a, sa = generate(model, prompts, config=base, return_state=True, **kw)
+  b, sb = generate(model, prompts, config=dataclasses.replace(base, common_prefix=common), return_state=True, **kw)
+  assert seen == [(), common]
+  for name in ("tokens", "prompt_mask", "completion_mask", "finish_reason"):
+    np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=name)
+  for name in ("logp_behavior", "logp_sampling", "entropy_behavior"):
+    np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=2e-6, atol=2e-6, err_msg=name)
+  cm = np.asarray(b.completion_mask)
+  po = _policy_outputs(model, b.tokens)
+  assert np.abs(np.where(cm, np.asarray(po.logp) - np.asarray(b.logp_behavior), 0)).max() <= 1e-5
+  ra, _ = resume(model, sa, [[3, 4]] * 6, config=base, key=jax.random.key(3))
+  rb, _ = resume(model, sb, [[3, 4]] * 6, config=base, key=jax.random.key(3))
+  np.testing.assert_array_equal(rb.tokens, ra.tokens)
+  np.testing.assert_allclose(rb.logp_behavior, ra.logp_behavior, rtol=2e-6, atol=2e-6)
+  seen.clear()
+  with_common = dataclasses.replace(base, common_prefix=common)
+  generate(model, prompts + [[7, 3, 8, 2, 1]], config=with_common, **kw)  # one prompt differs in token 2
+  generate(model, prompts + [list(common)], config=with_common, **kw)  # one prompt is only the common tokens
+  assert seen == [(), ()]
+  with pytest.raises(ValueError, match="common_prefix"):
+    SamplerConfig(common_prefix=(1, -2))

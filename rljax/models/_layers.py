@@ -232,14 +232,30 @@ class PrefixGroups:
   seen only when ``query column - j < W`` (sequence columns). This is exactly
   the causal attention of the ``group_size`` full sequences ``prompt +
   continuation_g``, computed without repeating the prompt.
+
+  With ``common_len = C > 0`` the prompts of all ``num_groups = P`` groups also
+  share their first ``C`` tokens (a system prompt, a chat template's header),
+  stored once for the whole batch: the input is one row of ``C + P * T'``
+  columns, the common tokens then the ``P`` grouped rows above, whose
+  ``prefix_len`` columns are each prompt's tokens after the common ones
+  (sequence columns ``C ..``). Every column of a group also attends the
+  ``C`` common columns, which attend causally among themselves.
   """
   prefix_len: int
   group_size: int
   window: Optional[int] = None
+  common_len: int = 0
+  num_groups: int = 1
 
   def split(self, total: int) -> int:
     """``Tc`` for a grouped row of ``total`` columns (raises when it does not divide)."""
-    rest = total - self.prefix_len
+    rest = total - self.common_len
+    if self.common_len:
+      if rest <= 0 or rest % self.num_groups:
+        raise ValueError(f"a row of {total} columns is not common_len={self.common_len} + "
+                         f"num_groups={self.num_groups} grouped rows")
+      rest //= self.num_groups
+    rest -= self.prefix_len
     if rest <= 0 or rest % self.group_size:
       raise ValueError(f"a grouped row of {total} columns is not prefix_len={self.prefix_len} + "
                        f"group_size={self.group_size} * Tc")
@@ -256,37 +272,70 @@ def _causal(n_q: int, n_k: int, offset: int, window: Optional[int]):
   return jnp.asarray(m)
 
 
+def _attend_blocks(q, lead: str, blocks, *, scale: float, softcap: Optional[float]):
+  """One softmax over several key blocks, each read in place (no key is broadcast or copied).
+
+  ``q [*lead, T, K, h, D]`` (``lead``: einsum letters of its leading dims); ``blocks``: ``(k, v, k_lead,
+  visible)`` with ``k, v [*k_lead, S, K, D]`` (``k_lead`` a subset of ``lead``: keys shared by those
+  queries) and ``visible [T, S]`` bool. Scores ``scale q.k`` in float32 (soft-capped), masked, one softmax
+  over the concatenated blocks; returns ``o [*lead, T, K, h, D]``.
+  """
+  scores = [jnp.einsum(f"{lead}tkhd,{kl}skd->{lead}khts", q, k, preferred_element_type=jnp.float32) * scale
+            for k, _, kl, _ in blocks]
+  s = jnp.concatenate(scores, axis=-1) if len(scores) > 1 else scores[0]
+  if softcap is not None:
+    s = softcap * jnp.tanh(s / softcap)
+  visible = jnp.concatenate([m for *_, m in blocks], axis=-1)
+  s = jnp.where(visible, s, _NEG)
+  prob = jax.nn.softmax(s, axis=-1)
+  out, lo = 0, 0
+  for k, v, kl, _ in blocks:
+    n = k.shape[-3]
+    out = out + jnp.einsum(f"{lead}khts,{kl}skd->{lead}tkhd", prob[..., lo:lo + n].astype(v.dtype), v)
+    lo += n
+  return out
+
+
 def attention_prefix_groups(q, k, v, groups: PrefixGroups, *, scale: float, softcap: Optional[float]):
   """:func:`attention` over the grouped shared-prefix layout (see :class:`PrefixGroups`).
 
-  ``q [P, T', N, D]``, ``k, v [P, T', K, D]`` with ``T' = Tp + G * Tc``. The
-  prefix block is ordinary causal attention over ``Tp`` columns; each
-  continuation's scores are ``[prefix keys ; own keys]`` with one softmax over
-  both, so the prefix keys/values are read by all ``G`` continuations without
-  being copied. Same float32 scores/softmax as :func:`attention`.
+  ``q [P, T', N, D]``, ``k, v [P, T', K, D]`` with ``T' = Tp + G * Tc`` (with
+  ``common_len = C``: ``[1, C + P * T', ...]``). The prefix block is ordinary
+  causal attention over ``Tp`` columns; each continuation's scores are
+  ``[prefix keys ; own keys]`` with one softmax over both, so the prefix
+  keys/values are read by all ``G`` continuations without being copied; the
+  common keys, when any, are one more block read by every column. Same float32
+  scores/softmax as :func:`attention`.
   """
-  p, t_all, n, d = q.shape
+  n, d = q.shape[2:]
   kh = k.shape[2]
-  tp, g = groups.prefix_len, groups.group_size
-  tc = groups.split(t_all)
-  w = groups.window
-  o_pre = attention(q[:, :tp], k[:, :tp], v[:, :tp], jnp.broadcast_to(_causal(tp, tp, 0, w), (p, tp, tp)),
-                    scale=scale, softcap=softcap)
-  qc = q[:, tp:].reshape(p, g, tc, kh, n // kh, d)
-  kc, vc = k[:, tp:].reshape(p, g, tc, kh, d), v[:, tp:].reshape(p, g, tc, kh, d)
+  tp, g, c, w = groups.prefix_len, groups.group_size, groups.common_len, groups.window
+  tc = groups.split(q.shape[1])
+  kw = dict(scale=scale, softcap=softcap)
+
+  def heads(x):  # [..., T, N, D] -> [..., T, K, h, D]
+    return x.reshape(x.shape[:-2] + (kh, n // kh, d))
+
+  shared = []  # the common block, seen by every group column: (k, v, lead, offset of the group's columns)
+  if c:
+    q0, k0, v0 = q[0, :c], k[0, :c], v[0, :c]
+    o_common = _attend_blocks(heads(q0), "", [(k0, v0, "", _causal(c, c, 0, w))], **kw).reshape(c, n, d)
+    p = groups.num_groups
+    q, k, v = (x[0, c:].reshape((p, -1) + x.shape[2:]) for x in (q, k, v))
+    shared = [(k0, v0, "")]
+  p = q.shape[0]
   kp, vp = k[:, :tp], v[:, :tp]
-  s_pre = jnp.einsum("pgtkhd,pskd->pgkhts", qc, kp, preferred_element_type=jnp.float32) * scale
-  s_own = jnp.einsum("pgtkhd,pgskd->pgkhts", qc, kc, preferred_element_type=jnp.float32) * scale
-  s = jnp.concatenate([s_pre, s_own], axis=-1)  # [P, G, K, h, Tc, Tp + Tc]
-  if softcap is not None:
-    s = softcap * jnp.tanh(s / softcap)
-  # continuation column t is sequence column tp + t; its own column s is sequence column tp + s
-  visible = jnp.concatenate([_causal(tc, tp, tp, w), _causal(tc, tc, 0, w)], axis=-1)
-  s = jnp.where(visible, s, _NEG)
-  prob = jax.nn.softmax(s, axis=-1).astype(v.dtype)
-  o_c = (jnp.einsum("pgkhts,pskd->pgtkhd", prob[..., :tp], vp)
-         + jnp.einsum("pgkhts,pgskd->pgtkhd", prob[..., tp:], vc))
-  return jnp.concatenate([o_pre, o_c.reshape(p, g * tc, n, d).astype(o_pre.dtype)], axis=1)
+  kc, vc = k[:, tp:].reshape(p, g, tc, kh, d), v[:, tp:].reshape(p, g, tc, kh, d)
+  # sequence columns: common 0..C-1, prefix C..C+Tp-1, continuation column t at C+Tp+t
+  o_pre = _attend_blocks(heads(q[:, :tp]), "p", [(ks, vs, kl, _causal(tp, c, c, w)) for ks, vs, kl in shared]
+                         + [(kp, vp, "p", _causal(tp, tp, 0, w))], **kw)
+  o_c = _attend_blocks(heads(q[:, tp:].reshape(p, g, tc, n, d)), "pg",
+                       [(ks, vs, kl, _causal(tc, c, c + tp, w)) for ks, vs, kl in shared]
+                       + [(kp, vp, "p", _causal(tc, tp, tp, w)), (kc, vc, "pg", _causal(tc, tc, 0, w))], **kw)
+  out = jnp.concatenate([o_pre.reshape(p, tp, n, d), o_c.reshape(p, g * tc, n, d)], axis=1).astype(q.dtype)
+  if c:
+    out = jnp.concatenate([o_common.astype(q.dtype), out.reshape(-1, n, d)])[None]
+  return out
 
 
 def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):

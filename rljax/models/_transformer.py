@@ -488,9 +488,10 @@ class Transformer(nnx.Module):
       return_logits: also return ``[B, T, V]`` float32 logits.
       prefix_groups: a :class:`PrefixGroups`: ``tokens``/``positions`` are in the
         grouped shared-prefix layout ``[P, Tp + G * Tc]`` (one prompt, then its
-        G continuations; ``positions`` required) and attention follows that
-        pattern instead of the causal mask (dense models, uncached, no
-        segment_ids). :func:`policy_outputs` builds this layout.
+        G continuations; ``positions`` required; with ``common_len`` one row
+        ``[1, C + P * (Tp + G * Tc)]``) and attention follows that pattern
+        instead of the causal mask (dense models, uncached, no segment_ids).
+        :func:`policy_outputs` builds this layout.
       batch_load: ``(f [E], R)`` = :func:`expert_load` of a batch these rows are a
         slice of (a micro-batch): ``aux_loss`` is then the slice's share of that
         batch's load-balancing loss (see :func:`load_balancing_loss`).
@@ -526,6 +527,8 @@ class Transformer(nnx.Module):
       if n_moe:
         raise ValueError("prefix_groups is not supported for MoE models (routing is per sequence)")
       prefix_groups.split(t)  # validates the row width
+      if prefix_groups.common_len and b != 1:
+        raise ValueError(f"prefix_groups with common_len={prefix_groups.common_len} takes one row [1, T], got {b} rows")
 
     # Positions and masks.
     if cache is not None:
@@ -628,7 +631,8 @@ def _kernel_fn(model=None):
 
 def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=None, temperature=1.0,
                    routing=None, impl: str = "auto", shared_prefix_len: int = 0,
-                   group_size: int = 1, batch_load=None, prompt_scores: bool = True) -> PolicyOutputs:
+                   group_size: int = 1, batch_load=None, prompt_scores: bool = True,
+                   common_prefix_len: int = 0) -> PolicyOutputs:
   """Per-token log-probs and entropies of ``tokens`` under ``model`` (never full logits).
 
   ``logp[b, t] = log softmax(z_{b, t-1} / temperature)[tokens[b, t]]`` and
@@ -658,6 +662,15 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
   models, no ``segment_ids``/``routing``; a violated promise is not detected
   under ``jit`` (each group's first row's prompt is used for the whole group).
 
+  With ``common_prefix_len = C`` (``1 <= C < Tp``) the caller also promises
+  that *every* row holds the same first ``C`` tokens (a system prompt, the chat
+  template's header): they are run once for the whole batch, and each group's
+  prompt after them once per group (``PrefixGroups.common_len``; the whole
+  batch is then one row of the model's input, which a batch sharded over
+  devices would have to gather: the trainer uses it on one device only). The
+  same equality up to float summation order holds (tested); a violated promise
+  is not detected under ``jit`` either (row 0's first ``C`` tokens are used).
+
   Args:
     model: a :class:`Transformer`.
     tokens: ``[B, T]`` int.
@@ -676,10 +689,13 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
       log-softmax skip ``P * (Tp - 1)`` rows). For a caller whose every reader
       masks the prompt out, as the trainer's losses and forwards do
       (``loss_mask`` = completion tokens). Ignored without a shared prefix.
+    common_prefix_len: ``C``, 0 (off) or ``1 <= C < shared_prefix_len``.
   """
   if shared_prefix_len:
     return _grouped_policy_outputs(model, tokens, positions, temperature, impl, shared_prefix_len, group_size,
-                                   segment_ids, routing, prompt_scores)
+                                   segment_ids, routing, prompt_scores, common_prefix_len)
+  if common_prefix_len:
+    raise ValueError("common_prefix_len needs shared_prefix_len (the grouped layout it extends)")
   out = model(tokens, positions, segment_ids=segment_ids, routing=routing, batch_load=batch_load)
   b, t = tokens.shape
   h = out.hidden[:, :-1].reshape(b * (t - 1), -1)
@@ -705,28 +721,40 @@ def policy_outputs(model: Transformer, tokens, *, positions=None, segment_ids=No
 
 
 def _grouped_policy_outputs(model, tokens, positions, temperature, impl, tp: int, g: int, segment_ids, routing,
-                            prompt_scores: bool = True):
-  """:func:`policy_outputs` over the grouped shared-prefix layout ``[P, Tp + G * Tc]``."""
+                            prompt_scores: bool = True, c: int = 0):
+  """:func:`policy_outputs` over the grouped shared-prefix layout ``[P, Tp + G * Tc]`` (with ``c`` common
+  columns: one row, ``[1, c + P * (Tp - c + G * Tc)]``)."""
   b, t = tokens.shape
   if not (isinstance(tp, numbers.Integral) and 1 <= tp < t):
     raise ValueError(f"shared_prefix_len must be an int in [1, T) = [1, {t}), got {tp!r}")
   if not (isinstance(g, numbers.Integral) and g >= 1 and b % g == 0):
     raise ValueError(f"group_size must be a positive int dividing the batch B={b}, got {g!r}")
   tp, g = int(tp), int(g)
+  if not (isinstance(c, numbers.Integral) and 0 <= c < tp):
+    raise ValueError(f"common_prefix_len must be an int in [0, shared_prefix_len) = [0, {tp}), got {c!r}")
+  c = int(c)
   if segment_ids is not None or routing is not None:
     raise ValueError("shared_prefix_len cannot be combined with segment_ids or routing")
   p, tc = b // g, t - tp
   if positions is None:
     positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
 
-  def grouped(x):  # [B, T] -> [P, Tp + G * Tc]: group's prompt once, then its G continuations
-    return jnp.concatenate([x[::g, :tp], x[:, tp:].reshape(p, g * tc)], axis=1)
+  def grouped(x):  # [B, T] -> [P, Tp - c + G * Tc]: group's prompt once, then its G continuations
+    return jnp.concatenate([x[::g, c:tp], x[:, tp:].reshape(p, g * tc)], axis=1)
 
-  out = model(grouped(tokens), grouped(positions), prefix_groups=PrefixGroups(tp, g))
-  hid = out.hidden
-  h_dim = hid.shape[-1]
-  h_pre = hid[:, :tp]  # [P, Tp, H]
-  h_cont = hid[:, tp:].reshape(p, g, tc, h_dim)
+  groups = PrefixGroups(tp - c, g, common_len=c, num_groups=p)
+  if c:  # the common columns once, then the P grouped rows, as one row
+    def flat(x):
+      return jnp.concatenate([x[0, :c], grouped(x).reshape(-1)])[None]
+    full = model(flat(tokens), flat(positions), prefix_groups=groups).hidden[0]
+    h_dim = full.shape[-1]
+    hid = full[c:].reshape(p, -1, h_dim)
+    h_pre = jnp.concatenate([jnp.broadcast_to(full[None, :c], (p, c, h_dim)), hid[:, :tp - c]], axis=1)
+  else:
+    hid = model(grouped(tokens), grouped(positions), prefix_groups=groups).hidden
+    h_dim = hid.shape[-1]
+    h_pre = hid[:, :tp]  # [P, Tp, H]
+  h_cont = hid[:, tp - c:].reshape(p, g, tc, h_dim)
   # scores of continuation column t come from the hidden state before it: the prompt's last
   # column for t = 0, the continuation's own column t - 1 after that
   h_cont = jnp.concatenate([jnp.broadcast_to(h_pre[:, None, -1:], (p, g, 1, h_dim)), h_cont[:, :, :-1]], axis=2)

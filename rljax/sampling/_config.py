@@ -5,6 +5,8 @@ import dataclasses
 import enum
 from typing import Optional
 
+import numpy as np
+
 
 class FinishReason(enum.IntEnum):
   """Why a sequence stopped (``Rollout.finish_reason``)."""
@@ -67,6 +69,14 @@ class SamplerConfig:
       managers (``jax.default_device``, ``jax.default_matmul_precision``, ...)
       entered by the caller: set such options with ``jax.config.update``.
       1 (default): one call.
+    common_prefix: token ids that the prompts of a call are expected to
+      start with (a system prompt, a chat template's header). When every
+      prompt of a ``generate`` call starts with them and has at least one
+      token more, they are prefilled once for the call and their keys/values
+      copied to every prompt's cache, whose own prefill starts after them;
+      otherwise (or with mesh-sharded parameters, or an MoE model) the call
+      prefills every prompt whole. Same tokens and log-probs up to float32
+      summation order. ``()`` (default): off.
   """
   max_new_tokens: int = 128
   prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)
@@ -78,6 +88,7 @@ class SamplerConfig:
   cache_dtype: Optional[str] = None
   decode_phases: int = 4
   concurrent_chunks: int = 1
+  common_prefix: tuple = ()
 
   def __post_init__(self):
     if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -100,6 +111,10 @@ class SamplerConfig:
       raise _err("decode_phases", self.decode_phases, "an int >= 1")
     if not isinstance(self.concurrent_chunks, int) or self.concurrent_chunks < 1:
       raise _err("concurrent_chunks", self.concurrent_chunks, "an int >= 1")
+    prefix = tuple(self.common_prefix)
+    if any(not isinstance(t, (int, np.integer)) or isinstance(t, bool) or t < 0 for t in prefix):
+      raise _err("common_prefix", self.common_prefix, "a tuple of token ids (ints >= 0)")
+    object.__setattr__(self, "common_prefix", tuple(int(t) for t in prefix))
     if self.cache_dtype is not None and not isinstance(self.cache_dtype, str):
       raise _err("cache_dtype", self.cache_dtype, "None or a dtype name such as 'bfloat16'")
 

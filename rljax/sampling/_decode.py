@@ -197,10 +197,17 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
   # by the decode phases, so the empty slots are never transposed or copied.
   s_pre = max(lp, 1)
   cache = _constrain_cache(model.init_cache(p, s_pre, dtype=dtype), mesh)
-  zero = jnp.zeros((), jnp.int32)
+  kv_mask = jnp.zeros((p, s_pre), bool)
+  c = 0 if model.cfg.is_moe else len(config.common_prefix)  # (generate checked every prompt starts with it)
+  if c:  # the common tokens once, into slots [0, c) of every prompt's cache
+    one = model(prompt[:1, :c], jnp.arange(c, dtype=jnp.int32)[None], cache=model.init_cache(1, c, dtype=dtype),
+                cache_index=jnp.zeros((), jnp.int32), kv_mask=jnp.ones((1, c), bool)).cache
+    cache = type(cache)(*(full.at[:, :, :c].set(jnp.broadcast_to(x, x.shape[:1] + (p,) + x.shape[2:]))
+                          for full, x in ((cache.k, one.k), (cache.v, one.v))))
+    kv_mask = kv_mask.at[:, :c].set(True)
   cache, kv_mask, routing = _prefill(
-      model, cache, jnp.zeros((p, s_pre), bool), zero, prompt[:, :lp], prompt_len - 1,
-      jnp.zeros((p,), jnp.int32), config.pad_id)
+      model, cache, kv_mask, jnp.asarray(c, jnp.int32), prompt[:, c:lp], prompt_len - 1 - c,
+      jnp.full((p,), c, jnp.int32), config.pad_id)
   pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
   bufs = _empty_buffers(p, s, config.return_entropy,

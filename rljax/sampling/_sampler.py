@@ -9,6 +9,7 @@ entries that edit it without the model (``rewind``, ``restart``, ``compact``) ar
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Optional, Sequence
 
@@ -101,7 +102,11 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   graphdef, params = _split(model)
   mesh = _params_mesh(params)
   max_new = _max_new(config, max_new_tokens)
-  call = functools.partial(_generate_jit, graphdef, params, config=_compiled_config(config), n=int(n),
+  compiled = _compiled_config(config)
+  c = len(config.common_prefix)
+  if c and (mesh is not None or not all(s.size > c and np.array_equal(s[:c], config.common_prefix) for s in seqs)):
+    compiled = dataclasses.replace(compiled, common_prefix=())  # prefill every prompt whole
+  call = functools.partial(_generate_jit, graphdef, params, config=compiled, n=int(n),
                            greedy=bool(greedy), mesh=mesh, want_state=bool(return_state))
 
   def prompts_slice(lo, hi):  # the call for prompts lo:hi (rows lo * n to hi * n)

@@ -31,12 +31,12 @@ class CriticTrainer:
   shared = False
 
   def __init__(self, critic, policy_model, mesh, *, total_updates: int, num_microbatches: int,
-               shared_prefix_len: int = 0, group_size: int = 1):
+               shared_prefix_len: int = 0, group_size: int = 1, common_prefix_len: int = 0):
     from rljax.objectives import chain, token_mean  # pylint: disable=import-outside-toplevel
     self.graphdef, state, opt, sched = init_critic_state(critic, policy_model, total_updates)
     term = critic.loss
     loss = objective_loss(lambda hp: chain(term.build(hp), aggregate=token_mean), shared_prefix_len=shared_prefix_len,
-                          group_size=group_size)
+                          group_size=group_size, common_prefix_len=common_prefix_len)
     sharded = ShardedStep(self.graphdef, state, loss, opt, mesh, num_microbatches=num_microbatches, schedule=sched)
     self.state, self.step = sharded.state, sharded.step
     self.shardings = sharded.shardings

@@ -273,16 +273,33 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   cfg, auto_settings = resolve_auto_settings(cfg, n_params)
   if cfg.task.name in MULTI_TURN_TASKS:
     return _env_experiment(cfg, task, tokenizer, codec, model, train_problems, test_problems, auto_settings)
-  longest = max(len(codec.prompt_ids(p)) for p in train_problems[:2000] + test_problems)
-  bucket = int(-(-longest // 4) * 4)
+  prompt_ids = [codec.prompt_ids(p) for p in train_problems + test_problems]
+  # the rows are as wide as the longest prompt plus the new tokens: a wider bucket would only add padding columns
+  # that every forward and backward of the update runs through
+  bucket = max(len(ids) for ids in prompt_ids)
   routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
   sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
                                  pad_id=codec.pad_id, return_entropy=True, return_routing=routing,
                                  concurrent_chunks=cfg.rl.concurrent_rollouts,
+                                 common_prefix=common_prompt_prefix(prompt_ids),
                                  max_stop_tokens=max(8, len(codec.stop_ids)))
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
                     seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings)
+
+
+def common_prompt_prefix(prompts) -> tuple:
+  """The token ids every prompt of ``prompts`` (lists of ids) starts with (a system prompt, the chat template's
+  header), at most the shortest prompt's length - 1, so that every prompt has a token of its own after them:
+  the sampler prefills them once per call (``SamplerConfig.common_prefix``) and the update runs them once per
+  batch (``RLLoop``, ``policy_outputs(common_prefix_len=...)``)."""
+  first = list(prompts[0])
+  common = min(len(ids) for ids in prompts) - 1
+  for ids in prompts[1:]:
+    common = next((i for i in range(common) if ids[i] != first[i]), common)
+    if common <= 0:
+      return ()
+  return tuple(int(t) for t in first[:common])
 
 
 def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problems, test_problems, auto_settings):

@@ -66,7 +66,8 @@ def proximal_forward_reason(recipe, rl, model_cfg) -> str:
   return ""
 
 
-def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1):
+def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, group_size: int = 1,
+               common_prefix_len: int = 0):
   """``fn(params, model_state, tokens, routing=None, segment_ids=None) -> (logp, entropy, values or None, routing
   or None)`` jitted (``policy_outputs``; ``routing [B, T, L_moe, k]`` is replayed when given; the routing used
   comes back; ``segment_ids [B, T]``: the attention packing, e.g. an episode's context windows). With a shared
@@ -77,7 +78,8 @@ def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, grou
   def fn(params, model_state, tokens, routing=None, segment_ids=None):
     model = nnx.merge(graphdef, params, model_state)
     out = policy_outputs(model, tokens, routing=routing, segment_ids=segment_ids,
-                         shared_prefix_len=shared_prefix_len, group_size=group_size, prompt_scores=False)
+                         shared_prefix_len=shared_prefix_len, group_size=group_size, prompt_scores=False,
+                         common_prefix_len=common_prefix_len)
     return out.logp, out.entropy, out.values, out.routing
 
   return fn
@@ -87,14 +89,15 @@ class StepInputs:
   """Computes a step's needs (see the module docstring) into its ``StepData``."""
 
   def __init__(self, graphdef, needs, *, rows_sharding, batch_size: int, shared_prefix_len: int, group_size: int,
-               ref_params=None, critic=None, replay: bool = False, diagnose: bool = False, batch_extras=()):
+               common_prefix_len: int = 0, ref_params=None, critic=None, replay: bool = False, diagnose: bool = False, batch_extras=()):
     self.needs = frozenset(needs)
     self.batch_extras = tuple(batch_extras)  # the recipe's LossTerm.batch_extras
     self.replay, self.diagnose = replay, diagnose
     self.rows_sh, self.batch_size = rows_sharding, batch_size
     self.lo, self.hi = par.process_rows(rows_sharding, batch_size)
     self.processes = tuple(sorted(par.all_process_rows(rows_sharding, batch_size)))  # the host collectives' group
-    kw = dict(out_shardings=rows_sharding, shared_prefix_len=shared_prefix_len, group_size=group_size)
+    kw = dict(out_shardings=rows_sharding, shared_prefix_len=shared_prefix_len, group_size=group_size,
+              common_prefix_len=common_prefix_len)
     self.forward = forward_fn(graphdef, **kw)
     self.ref_params = ref_params
     self.critic = critic  # a CriticTrainer (separate critic) or None

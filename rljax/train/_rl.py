@@ -123,6 +123,10 @@ class RLLoop:
     if self.prefix and resampling:
       log(cfg, f"[rljax] share_prompt_forward unused: filter(s) {resampling} resample rows across groups")
       self.prefix = 0
+    self.common = _common_prompt_len(exp, self.prefix, mesh)
+    if self.common:
+      log(cfg, f"[rljax] prompt forward: each group's {self.prefix} prompt columns once per group, of which the "
+          f"{self.common} every prompt starts with once per batch (rl.share_prompt_forward)")
     # the proximal log-probs from the update's own forward when they are provably the same numbers
     reason = proximal_forward_reason(recipe, rl, exp.model.cfg)
     self.proximal_from_update = not reason
@@ -132,13 +136,13 @@ class RLLoop:
     elif rl.updates_per_batch == 1 and rl.num_minibatches == 1 and recipe.needs & PROXIMAL_NEEDS:
       log(cfg, f"[rljax] proximal log-probs: a separate forward before each update ({reason})")
     loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
-                          group_size=rl.group_size, proximal_from_update=self.proximal_from_update,
+                          group_size=rl.group_size, common_prefix_len=self.common, proximal_from_update=self.proximal_from_update,
                           clip_hparams=recipe.clip_hparams())
     sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
     self.state, self.update_step = sharded.state, sharded.step
     if recipe.critic is not None and not recipe.critic.shared:
       critic = CriticTrainer(recipe.critic, model, mesh, total_updates=total, num_microbatches=rl.num_microbatches,
-                             shared_prefix_len=self.prefix, group_size=rl.group_size)
+                             shared_prefix_len=self.prefix, group_size=rl.group_size, common_prefix_len=self.common)
     self.critic = critic
     self.ref = ref
     self.task_grads = None
@@ -168,7 +172,8 @@ class RLLoop:
                              needs=self.needs)
     self.inputs = StepInputs(graphdef, self.needs - (PROXIMAL_NEEDS if self.proximal_from_update else frozenset()),
                              rows_sharding=self.rows_sh, batch_size=rl.batch_size,
-                             shared_prefix_len=self.prefix, group_size=rl.group_size, ref_params=ref,
+                             shared_prefix_len=self.prefix, group_size=rl.group_size,
+                             common_prefix_len=self.common, ref_params=ref,
                              critic=critic, replay=rl.routing_replay, batch_extras=recipe.batch_extras(),
                              # (with the proximal log-probs from the update, the update reports the mismatch)
                              diagnose=bool(rl.routing_replay or (rl.sampler_dtype and not self.proximal_from_update)))
@@ -275,7 +280,7 @@ class RLLoop:
         run.data = self._inputs(run.data, self.replay, run.metrics)
 
   def _phase_train_batch(self, run) -> None:
-    _check_shared_prefix(run.data.tokens, self.prefix, self.rl.group_size)
+    _check_shared_prefix(run.data.tokens, self.prefix, self.rl.group_size, self.common)
     run.batch = train_batch(run.data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
 
   def _phase_task_gradients(self, run) -> None:
@@ -369,10 +374,26 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
   return max(0, min(shortest, exp.seq_len - 1))
 
 
-def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int) -> None:
-  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens (checked on the
-  batch the update gets: a filter that resamples rows without saying so (``Filter(resamples=True)``) fails here
-  rather than training rows under another row's prompt)."""
+def _common_prompt_len(exp: Experiment, prefix_len: int, mesh) -> int:
+  """Prompt columns shared by *every* row (``rl.share_prompt_forward``): the tokens every prompt of the task starts
+  with (``exp.sampler_config.common_prefix``: a system prompt, the chat template's header), at most
+  ``prefix_len - 1``, or 0.
+
+  Run once per batch, not once per group (``policy_outputs(common_prefix_len=...)``). That layout makes the whole
+  batch one row, which a mesh would have to gather onto each device, so it is used on a one-device mesh only.
+  """
+  if prefix_len < 2 or mesh.devices.size != 1:
+    return 0
+  return min(len(exp.sampler_config.common_prefix), prefix_len - 1)
+
+
+def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int, common_len: int = 0) -> None:
+  """Raises unless every group of ``group_size`` rows agrees on its first ``prefix_len`` tokens, and every row on
+  its first ``common_len`` (checked on the batch the update gets: a filter that resamples rows without saying so
+  (``Filter(resamples=True)``) fails here rather than training rows under another row's prompt)."""
+  if common_len and not np.all(tokens[:, :common_len] == tokens[:1, :common_len]):
+    raise ValueError(f"the update's rows differ in their first {common_len} tokens, which every training prompt "
+                     "starts with; or set rl.share_prompt_forward=false")
   if prefix_len:
     head = tokens[:, :prefix_len].reshape(-1, group_size, prefix_len)
     if not np.all(head == head[:, :1]):

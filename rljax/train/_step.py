@@ -332,13 +332,14 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
 
 
 def _policy_outputs(model, batch: TrainBatch, temperature, shared_prefix_len: int = 0, group_size: int = 1,
-                    batch_load=None):
+                    common_prefix_len: int = 0, batch_load=None):
   """The update's ``policy_outputs``: with a shared prompt, its columns are not scored (``prompt_scores=False``:
   every loss reads the completion tokens of ``loss_mask`` only)."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
   return policy_outputs(model, batch.tokens, segment_ids=batch.segment_ids, temperature=temperature,
                         routing=getattr(batch, "routing", None), shared_prefix_len=shared_prefix_len,
-                        group_size=group_size, batch_load=batch_load, prompt_scores=False)
+                        group_size=group_size, batch_load=batch_load, prompt_scores=False,
+                        common_prefix_len=common_prefix_len)
 
 
 def _num_moe_layers(model) -> int:
@@ -363,6 +364,9 @@ class objective_loss:  # pylint: disable=invalid-name
       ``shared_prefix_len`` tokens (a GRPO group's prompt), which are then run
       once per group and not scored (their ``logp`` / ``entropy`` columns are
       0: a loss reads the ``loss_mask`` tokens, never the prompt). 0 = off.
+    common_prefix_len: passed to ``policy_outputs``: every row of each
+      (micro-)batch also shares its first ``common_prefix_len`` tokens
+      (``< shared_prefix_len``), run once per batch. 0 = off.
     aux_weight: scale of the objective's auxiliary-loss term (see
       ``with_aux_weight``).
     proximal_from_update: the proximal inputs are this forward's own,
@@ -384,13 +388,13 @@ class objective_loss:  # pylint: disable=invalid-name
   """
 
   def __init__(self, objective, *, temperature: float = 1.0, forward: Optional[Callable] = None,
-               shared_prefix_len: int = 0, group_size: int = 1, aux_weight: float = 1.0,
+               shared_prefix_len: int = 0, group_size: int = 1, common_prefix_len: int = 0, aux_weight: float = 1.0,
                proximal_from_update: bool = False, clip_hparams: tuple = ()):
     self._objective = objective
     self._clip_hparams = tuple(clip_hparams)
     self._temperature = temperature
     self._forward = forward
-    self._shared = (shared_prefix_len, group_size)
+    self._shared = (shared_prefix_len, group_size, common_prefix_len)
     self._aux_weight = float(aux_weight)
     self._proximal_from_update = bool(proximal_from_update)
 
@@ -399,6 +403,7 @@ class objective_loss:  # pylint: disable=invalid-name
     (on top of this loss's own ``aux_weight``)."""
     return objective_loss(self._objective, temperature=self._temperature, forward=self._forward,
                           shared_prefix_len=self._shared[0], group_size=self._shared[1],
+                          common_prefix_len=self._shared[2],
                           aux_weight=self._aux_weight * weight, proximal_from_update=self._proximal_from_update,
                           clip_hparams=self._clip_hparams)
 
