@@ -166,10 +166,11 @@ def test_hinted_rows_train_under_the_unhinted_prompt_with_the_hinted_samplers_lo
   forward = forward_fn(graphdef)
   logp_train = np.asarray(forward(params, rest, data.tokens)[0])  # what StepInputs and the update compute
   codec, cm = exp.codec, data.completion_mask
-  # independent rows built from ids, in arrays of the batch's shape (one compiled forward): row i unhinted =
-  # prompt ids + completion (left-padded as the sampler pads); row i hinted = hinted prompt ids + completion
-  # (right-padded: causal, so the padding does not change the completion's log-probs)
-  rows, h_rows, h_start = np.zeros_like(data.tokens), np.zeros_like(data.tokens), {}
+  # independent rows built from ids: row i unhinted = prompt ids + completion (left-padded as the sampler pads,
+  # the batch's shape); row i hinted = hinted prompt ids + completion (right-padded: causal, so the padding does
+  # not change the completion's log-probs; wider than the batch's rows, which fit the longest unhinted prompt)
+  rows, h_start = np.zeros_like(data.tokens), {}
+  h_rows = np.zeros((data.tokens.shape[0], data.tokens.shape[1] + 8), data.tokens.dtype)
   for i in np.flatnonzero(hinted):
     problem = data.problems[i]
     assert problem.prompt == exp.train_problems[int(data.prompt_index[i])].prompt  # the original problem

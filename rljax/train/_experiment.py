@@ -275,10 +275,12 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
     return _env_experiment(cfg, task, tokenizer, codec, model, train_problems, test_problems, auto_settings)
   prompt_ids = [codec.prompt_ids(p) for p in train_problems + test_problems]
   # the rows are as wide as the longest prompt plus the new tokens: a wider bucket would only add padding columns
-  # that every forward and backward of the update runs through
+  # that every forward and backward of the update runs through. A second bucket (rounded up to a multiple of 4)
+  # leaves the longer prompts of a hint stage (rljax.hints) a little room, as the one rounded bucket did.
   bucket = max(len(ids) for ids in prompt_ids)
+  buckets = tuple(sorted({bucket, -(-bucket // 4) * 4}))
   routing = bool(model.cfg.is_moe and (cfg.rl.routing_replay or cfg.rl.sampler_dtype))  # replay / mismatch metrics
-  sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=(bucket,),
+  sampler_config = SamplerConfig(max_new_tokens=cfg.rl.max_new_tokens, prompt_buckets=buckets,
                                  pad_id=codec.pad_id, return_entropy=True, return_routing=routing,
                                  concurrent_chunks=cfg.rl.concurrent_rollouts,
                                  common_prefix=common_prompt_prefix(prompt_ids),
