@@ -75,8 +75,10 @@ def test_shared_prefix_equals_per_row(cfg):
     assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
 
 
-@pytest.mark.parametrize("cfg,common", [(DENSE, 1), (DENSE, 4), (GEMMA2_LIKE, 3),
-                                        (dataclasses.replace(DENSE, scan_layers=True), 2)],
+@pytest.mark.parametrize("cfg,common", [pytest.param(DENSE, 1, marks=pytest.mark.long),
+                                        pytest.param(DENSE, 4, marks=pytest.mark.long), (GEMMA2_LIKE, 3),
+                                        pytest.param(dataclasses.replace(DENSE, scan_layers=True), 2,
+                                                     marks=pytest.mark.long)],
                          ids=["dense_c1", "dense_c4", "sliding_window_across_blocks", "scanned"])
 def test_common_prefix_equals_per_row(cfg, common):
   """``common_prefix_len``: the batch's common tokens run once, each group's prompt tail once per group; the
@@ -94,6 +96,7 @@ def test_common_prefix_equals_per_row(cfg, common):
     assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
 
 
+@pytest.mark.long
 def test_common_prefix_detects_different_rows():
   """A row whose first tokens differ from row 0's: the common-prefix call reads row 0's, so that row (and only
   the rows of its group, whose prompt tail attends the common keys) differ from the per-row call."""

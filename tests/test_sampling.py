@@ -560,9 +560,19 @@ def test_common_prefix_prefilled_once_equals_whole_prefill(monkeypatch):
   np.testing.assert_array_equal(rb.tokens, ra.tokens)
   np.testing.assert_allclose(rb.logp_behavior, ra.logp_behavior, rtol=2e-6, atol=2e-6)
   seen.clear()
+
+  class Seen(Exception):
+    pass
+
+  def record(*args, **kwargs):  # the program each call would compile, without compiling it
+    seen.append(kwargs["config"].common_prefix)
+    raise Seen
+
+  monkeypatch.setattr(_sampler, "_generate_jit", record)
   with_common = dataclasses.replace(base, common_prefix=common)
-  generate(model, prompts + [[7, 3, 8, 2, 1]], config=with_common, **kw)  # one prompt differs in token 2
-  generate(model, prompts + [list(common)], config=with_common, **kw)  # one prompt is only the common tokens
-  assert seen == [(), ()]
+  for other in ([7, 3, 8, 2, 1], list(common), list(common) + [2]):  # differs in token 2; no token of its own; fits
+    with pytest.raises(Seen):
+      generate(model, prompts + [other], config=with_common, **kw)
+  assert seen == [(), (), common]
   with pytest.raises(ValueError, match="common_prefix"):
     SamplerConfig(common_prefix=(1, -2))

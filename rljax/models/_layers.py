@@ -273,7 +273,7 @@ def _causal(n_q: int, n_k: int, offset: int, window: Optional[int]):
 
 
 def _attend_blocks(q, lead: str, blocks, *, scale: float, softcap: Optional[float]):
-  """One softmax over several key blocks, each read in place (no key is broadcast or copied).
+  """One softmax over several key blocks, each read as stored (no key is broadcast to the queries' leading dims).
 
   ``q [*lead, T, K, h, D]`` (``lead``: einsum letters of its leading dims); ``blocks``: ``(k, v, k_lead,
   visible)`` with ``k, v [*k_lead, S, K, D]`` (``k_lead`` a subset of ``lead``: keys shared by those
@@ -316,7 +316,7 @@ def attention_prefix_groups(q, k, v, groups: PrefixGroups, *, scale: float, soft
   def heads(x):  # [..., T, N, D] -> [..., T, K, h, D]
     return x.reshape(x.shape[:-2] + (kh, n // kh, d))
 
-  shared = []  # the common block, seen by every group column: (k, v, lead, offset of the group's columns)
+  shared = []  # the common block, seen by every column of every group: (k, v, its einsum lead)
   if c:
     q0, k0, v0 = q[0, :c], k[0, :c], v[0, :c]
     o_common = _attend_blocks(heads(q0), "", [(k0, v0, "", _causal(c, c, 0, w))], **kw).reshape(c, n, d)

@@ -89,7 +89,8 @@ class StepInputs:
   """Computes a step's needs (see the module docstring) into its ``StepData``."""
 
   def __init__(self, graphdef, needs, *, rows_sharding, batch_size: int, shared_prefix_len: int, group_size: int,
-               common_prefix_len: int = 0, ref_params=None, critic=None, replay: bool = False, diagnose: bool = False, batch_extras=()):
+               common_prefix_len: int = 0, ref_params=None, critic=None, replay: bool = False, diagnose: bool = False,
+               batch_extras=()):
     self.needs = frozenset(needs)
     self.batch_extras = tuple(batch_extras)  # the recipe's LossTerm.batch_extras
     self.replay, self.diagnose = replay, diagnose

@@ -136,8 +136,8 @@ class RLLoop:
     elif rl.updates_per_batch == 1 and rl.num_minibatches == 1 and recipe.needs & PROXIMAL_NEEDS:
       log(cfg, f"[rljax] proximal log-probs: a separate forward before each update ({reason})")
     loss = objective_loss(recipe.objective_builder(), temperature=1.0, shared_prefix_len=self.prefix,
-                          group_size=rl.group_size, common_prefix_len=self.common, proximal_from_update=self.proximal_from_update,
-                          clip_hparams=recipe.clip_hparams())
+                          group_size=rl.group_size, common_prefix_len=self.common,
+                          proximal_from_update=self.proximal_from_update, clip_hparams=recipe.clip_hparams())
     sharded = ShardedStep(graphdef, state, loss, opt, mesh, num_microbatches=rl.num_microbatches, schedule=sched)
     self.state, self.update_step = sharded.state, sharded.step
     if recipe.critic is not None and not recipe.critic.shared:
