@@ -160,8 +160,13 @@ def test_routing_replay_float32_sampler_matches_trainer(tmp_path):
   assert m["rollout/routing_mismatch"] == 0.0
   assert m["rollout/logp_gap"] < 2e-6 and abs(m["rollout/mismatch_kl"]) < 1e-10
   logp, own = _trainer(loop, data)
-  gap, _ = _reference_metrics(data, logp)
-  assert m["rollout/logp_gap_no_replay"] == pytest.approx(gap, rel=1e-3, abs=1e-9)
+  # the gap without replay is float32 rounding here (~2e-7): another compiled forward (this test's own) rounds
+  # differently by a few 1e-9 depending on the rows' width, so the float64 recomputation reads the loop's
+  # forward without replay; the independent forward checks the routing below
+  no_replay = loop.inputs.forward(loop.state.params, loop.state.model_state, jnp.asarray(data.tokens))[0]
+  gap, _ = _reference_metrics(data, np.asarray(no_replay))
+  assert m["rollout/logp_gap_no_replay"] == pytest.approx(gap, rel=1e-6, abs=1e-12)
+  np.testing.assert_allclose(np.asarray(no_replay)[cm], np.asarray(logp)[cm], atol=2e-6)
   pos = _mismatch.routed_positions(data.prompt_mask, data.completion_mask, data.valid)
   np.testing.assert_array_equal(np.sort(np.asarray(own), -1)[pos], np.sort(data.routing, -1)[pos])
 
