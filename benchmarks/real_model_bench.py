@@ -307,6 +307,8 @@ def rljax_grpo_worker(spec: dict) -> None:
   RL step. The pause sits in the metrics writer, after the step's ``time/sample_s`` and ``time/update_s`` are
   taken and before the next step's clock starts, so it is outside both; ``StepInputs`` (the forwards the loss
   needs: here the proximal forward) is timed as well."""
+  from rljax import configure_host_allocator  # pylint: disable=import-outside-toplevel
+  allocator = configure_host_allocator()  # as the rljax command line does, before JAX starts
   import numpy as np  # pylint: disable=import-outside-toplevel
   import jax  # pylint: disable=import-outside-toplevel
   import rljax.train._run as run_mod  # pylint: disable=import-outside-toplevel
@@ -363,7 +365,7 @@ def rljax_grpo_worker(spec: dict) -> None:
                 "inputs_s": inputs_s[-1] if inputs_s else 0.0, "proximal_separate": proximal.get("separate"),
                 "completion_len": metrics.get("rollout/completion_len"),
                 "reward_mean": metrics.get("rollout/reward_mean"), "prompt_len": statistics.mean(lens),
-                "settings": run_settings, "shape": run_shape, "jax": jax.__version__})
+                "settings": run_settings, "shape": run_shape, "jax": jax.__version__, "allocator": allocator})
       return out
 
   run_mod.MetricsWriter = PausingWriter
@@ -475,7 +477,12 @@ _TRL_SCRIPT = textwrap.dedent('''
 ''')
 
 
-def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int, threads: int) -> StepWorker:
+# glibc's start-up settings equal to rljax.configure_host_allocator() (--trl-host-allocator keep)
+KEEP_ALLOCATOR_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2 ** 62)}
+
+
+def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int, threads: int,
+              allocator: str = "system") -> StepWorker:
   spec = dict(checkpoint=checkpoint, pool=pool, seed=seed, threads=threads, gradient_checkpointing=True,
               prompts=PROMPTS, group=GROUP, new=NEW, lr=LR, question=QUESTION, reward_src=REWARD_SRC)
   script, spec_path = os.path.join(workdir, "trl_worker.py"), os.path.join(workdir, "trl_spec.json")
@@ -483,7 +490,10 @@ def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int,
     f.write(_TRL_SCRIPT)
   with open(spec_path, "w") as f:
     json.dump(spec, f)
-  return StepWorker("TRL", [python, script, spec_path], _peer_env())
+  env = _peer_env()
+  if allocator == "keep":
+    env.update(KEEP_ALLOCATOR_ENV)
+  return StepWorker("TRL", [python, script, spec_path], env)
 
 
 # ---------------------------------------------------------------------------------------------- HF server
@@ -667,7 +677,8 @@ def run_grpo(args, pool: list, rendered: list) -> dict:
   workdir = tempfile.mkdtemp(prefix="rljax-grpo-")
   # started together (their start-up and first steps overlap; those steps are discarded)
   rl = start_rljax(args.checkpoint, pool, rendered, workdir, seed=0)
-  trl = start_trl(args.trl_python, args.checkpoint, pool[:-8], workdir, seed=0, threads=trl_threads[0])
+  trl = start_trl(args.trl_python, args.checkpoint, pool[:-8], workdir, seed=0, threads=trl_threads[0],
+                  allocator=args.trl_host_allocator)
   out: dict = {"rljax train": [], "warmup": {}, "trl_probe": {}}
   try:
     t0 = time.perf_counter()
@@ -712,6 +723,9 @@ def main(argv=None) -> int:
   ap.add_argument("--warmup", type=int, default=1, help="GRPO steps discarded at the start of each worker")
   ap.add_argument("--trl-threads", default="auto", help="1, 2 or auto (one TRL step at each, the faster stays)")
   ap.add_argument("--hf-threads", default="auto", help="1, 2 or auto (one probe call each)")
+  ap.add_argument("--trl-host-allocator", choices=("system", "keep"), default="system",
+                  help="TRL's glibc malloc: its defaults, or the settings rljax's command line uses "
+                  "(rljax.configure_host_allocator: freed memory kept for reuse); RLJAX_HOST_ALLOCATOR sets rljax's")
   ap.add_argument("--skip-grpo", action="store_true")
   ap.add_argument("--skip-sampler", action="store_true")
   ap.add_argument("--json", default="", help="also write every figure to this file")
@@ -732,6 +746,8 @@ def main(argv=None) -> int:
     from rljax.models import smollm2_checkpoint  # pylint: disable=import-outside-toplevel
     args.checkpoint = smollm2_checkpoint()
 
+  from rljax import configure_host_allocator  # pylint: disable=import-outside-toplevel
+  allocator = configure_host_allocator()  # as the rljax command line does (the sampler part runs here)
   import jax  # pylint: disable=import-outside-toplevel
   t_start = time.perf_counter()
   ensure_checkpoint(args.checkpoint, args.trl_python, args.gguf)
@@ -741,8 +757,10 @@ def main(argv=None) -> int:
   print(f"model {args.checkpoint}: L={shape['L']} H={shape['H']} heads={shape['heads']}x{shape['head_dim']} "
         f"V={shape['V']}, non-embedding matmul parameters N={shape['N']:,}; nproc={os.cpu_count()}; "
         f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
+  print(f"rljax {allocator}; TRL's: {args.trl_host_allocator}", flush=True)
   res = {"shape": shape, "cmd": " ".join([os.path.basename(sys.executable)] + sys.argv),
-         "run_args": [args.rounds, args.steps, args.warmup]}
+         "run_args": [args.rounds, args.steps, args.warmup], "allocator": allocator,
+         "trl_allocator": args.trl_host_allocator}
 
   if not args.skip_sampler:
     res["sampler"] = bench_sampler_and_peak(args, rendered)

@@ -46,6 +46,7 @@ import jax
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from rljax.train import _rl  # pylint: disable=wrong-import-position
+from rljax import configure_host_allocator  # pylint: disable=wrong-import-position
 from rljax._config_files import load_config  # pylint: disable=wrong-import-position
 from rljax.train import train  # pylint: disable=wrong-import-position
 
@@ -216,6 +217,7 @@ def main(argv=None) -> int:
   args = ap.parse_args(argv)
   if args.step < 1:
     ap.error(f"--step must be >= 1, got {args.step}")
+  configure_host_allocator()  # as the rljax command line does, before JAX starts
   cfg = load_config(args.config)
   cfg = cfg.replace(rl=dataclasses.replace(cfg.rl, steps=args.step),
                     eval=dataclasses.replace(cfg.eval, every=args.step + 1),

@@ -9,6 +9,7 @@ import importlib
 from rljax import types
 from rljax._technique import Fidelity, Technique
 from rljax.catalog import catalog
+from rljax.host_allocator import configure_host_allocator
 
 __version__ = "0.1.0"
 
@@ -22,4 +23,4 @@ def __getattr__(name):
   raise AttributeError(f"module 'rljax' has no attribute {name!r}")
 
 
-__all__ = ["Fidelity", "Technique", "catalog", "types", *_LAZY]
+__all__ = ["Fidelity", "Technique", "catalog", "configure_host_allocator", "types", *_LAZY]

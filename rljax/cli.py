@@ -39,6 +39,7 @@ import warnings
 from typing import Optional, Sequence
 
 from rljax._config_files import available_configs, load_config, load_config_and_recipe
+from rljax.host_allocator import configure_host_allocator
 
 __all__ = ["main", "load_config", "load_config_and_recipe", "available_configs"]
 
@@ -279,10 +280,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if args.command is None:
     _parser().print_help()
     return 2
-  if args.command in ("train", "eval", "sample", "export"):  # a second run of the same shapes loads its compiled programs
-    from rljax.train import enable_compile_cache  # pylint: disable=import-outside-toplevel
-    enable_compile_cache(os.environ.get("RLJAX_COMPILE_CACHE"))
   try:
+    # before JAX starts: XLA:CPU's freed step buffers stay in the process (rljax/host_allocator.py)
+    configure_host_allocator()
+    if args.command in ("train", "eval", "sample", "export"):  # a second run of the same shapes loads its programs
+      from rljax.train import enable_compile_cache  # pylint: disable=import-outside-toplevel
+      enable_compile_cache(os.environ.get("RLJAX_COMPILE_CACHE"))
     with _one_line_warnings():
       return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
               "arena": _cmd_arena}[args.command](args)

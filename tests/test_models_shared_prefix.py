@@ -220,6 +220,9 @@ def test_rl_loop_shares_prompt_only_when_groups_stay_whole():
   assert _shared_prompt_len(exp, RLConfig(**base, num_minibatches=2)) == 0  # rows are shuffled into mini-batches
   assert _shared_prompt_len(exp, RLConfig(**base, num_microbatches=8)) == 0  # 2-row micro-batches split groups
   assert _shared_prompt_len(exp, RLConfig(**base, num_microbatches=2)) == 14
+  # the length build_experiment counted is read, not counted again (no codec needed)
+  counted = SimpleNamespace(cfg=exp.cfg, seq_len=20, train_problems=prompts, codec=None, shortest_train_prompt=12)
+  assert _shared_prompt_len(counted, RLConfig(**base)) == 12
   tok = np.zeros((8, 20), np.int32)
   tok[:, 14:] = np.arange(8)[:, None]  # continuations differ, prompts agree
   _check_shared_prefix(tok, 14, 4)

@@ -127,6 +127,7 @@ class Experiment:
   seq_len: int
   auto_settings: str = ""  # what rl.num_microbatches / rl.concurrent_rollouts = 0 (auto) resolved to, and why
   runner: Optional[object] = None  # multi-turn env tasks: the episode runner's RunnerConfig (else None)
+  shortest_train_prompt: Optional[int] = None  # tokens of the shortest training prompt (None: not counted)
 
   @property
   def multi_turn(self) -> bool:
@@ -287,7 +288,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
                                  max_stop_tokens=max(8, len(codec.stop_ids)))
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings)
+                    seq_len=bucket + cfg.rl.max_new_tokens, auto_settings=auto_settings,
+                    shortest_train_prompt=min(len(ids) for ids in prompt_ids[:len(train_problems)]))
 
 
 def common_prompt_prefix(prompts) -> tuple:

@@ -370,7 +370,9 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
   if rl.num_minibatches != 1 or (rl.batch_size // max(rl.num_microbatches, 1)) % rl.group_size:
     log(exp.cfg, "[rljax] share_prompt_forward unused: needs num_minibatches=1 and micro-batches of whole groups")
     return 0
-  shortest = min(len(exp.codec.prompt_ids(p)) for p in exp.train_problems)
+  shortest = getattr(exp, "shortest_train_prompt", None)  # counted when the experiment was built
+  if shortest is None:
+    shortest = min(len(exp.codec.prompt_ids(p)) for p in exp.train_problems)
   return max(0, min(shortest, exp.seq_len - 1))
 
 
