@@ -19,6 +19,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from rljax.host_allocator import GLIBC_ENV  # pylint: disable=wrong-import-position
+
 _STEP = """
 import json, resource, statistics, sys, time
 import rljax
@@ -40,13 +43,11 @@ for _ in range(calls):
   faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
 print(json.dumps({"s": statistics.median(times), "faults": statistics.median(faults), "message": message}))
 """
-_GLIBC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-              "GLIBC_TUNABLES")
 
 
 def run_one(mode: str, size: int, calls: int) -> dict:
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = {k: v for k, v in os.environ.items() if k not in _GLIBC_ENV}
+  env = {k: v for k, v in os.environ.items() if k not in GLIBC_ENV}
   env.update(RLJAX_HOST_ALLOCATOR=mode, PYTHONPATH=root + os.pathsep + env.get("PYTHONPATH", ""))
   out = subprocess.run([sys.executable, "-c", _STEP, str(size), str(calls)], capture_output=True, text=True,
                        env=env, check=True)

@@ -27,7 +27,7 @@ import platform
 import sys
 from typing import Optional
 
-__all__ = ["configure_host_allocator", "MODES"]
+__all__ = ["configure_host_allocator", "MODES", "GLIBC_ENV"]
 
 MODES = ("keep", "system")
 # glibc's mallopt parameter numbers (malloc.h)
@@ -36,7 +36,7 @@ _NO_TRIM = -1  # M_TRIM_THRESHOLD=-1: never trim (mallopt(3))
 _KEPT = "host allocator: freed memory kept for reuse (one malloc arena, no mmap chunks, no trimming)"
 _applied: list = []  # the options are process-wide: set once, reported as set afterwards
 # the environment variables glibc reads at start-up for the same options: a user's own setting wins
-_GLIBC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+GLIBC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
               "GLIBC_TUNABLES")
 
 
@@ -74,7 +74,7 @@ def configure_host_allocator(mode: Optional[str] = None) -> str:
     return "host allocator: glibc defaults (RLJAX_HOST_ALLOCATOR=system)"
   if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
     return f"host allocator: unchanged (not Linux with glibc: {sys.platform}, {platform.libc_ver()[0] or 'no libc'})"
-  user = [k for k in _GLIBC_ENV if k in os.environ]
+  user = [k for k in GLIBC_ENV if k in os.environ]
   if user:
     return f"host allocator: unchanged ({', '.join(user)} set in the environment)"
   if _jax_backend_started():

@@ -37,7 +37,7 @@ _PAGES = 64 * 2 ** 20 // 4096  # pages of the 64 MiB intermediate
 
 
 def _step_faults(mode: str) -> dict:
-  env = {k: v for k, v in os.environ.items() if k not in host_allocator._GLIBC_ENV}  # pylint: disable=protected-access
+  env = {k: v for k, v in os.environ.items() if k not in host_allocator.GLIBC_ENV}
   env.update(RLJAX_HOST_ALLOCATOR=mode, JAX_PLATFORMS="cpu")
   out = subprocess.run([sys.executable, "-c", _STEP], capture_output=True, text=True, env=env, check=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,7 +58,7 @@ def test_kept_memory_is_reused_without_page_faults():
 def test_too_late_once_jax_has_started(monkeypatch):
   jnp.ones(2).block_until_ready()  # this process's backend is up
   monkeypatch.setattr(host_allocator, "_applied", [])
-  for k in host_allocator._GLIBC_ENV:  # pylint: disable=protected-access
+  for k in host_allocator.GLIBC_ENV:
     monkeypatch.delenv(k, raising=False)
   message = rljax.configure_host_allocator("keep")
   assert "unchanged" in message
