@@ -135,6 +135,7 @@ def test_prompt_scores_off_scores_only_the_continuations():
     assert float(jnp.max(jnp.abs(a - c))) / scale < 1e-5
 
 
+@pytest.mark.long  # ~12 s: the fast suite keeps the equality tests and the batch check (_check_shared_prefix)
 def test_shared_prefix_detects_different_prompts():
   """Rows of a group with different prompts: the grouped call uses the group's first prompt, so it differs."""
   b, g, t, tp = 4, 2, 9, 4

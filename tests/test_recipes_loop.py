@@ -52,7 +52,7 @@ def test_a_step_the_filters_empty_is_skipped_and_counted(tmp_path, capsys):
 
 def test_a_resampling_filter_turns_the_shared_prompt_forward_off(tmp_path, capsys):
   from rljax.train import train  # pylint: disable=import-outside-toplevel
-  train(_cfg(tmp_path, "rl.steps=1", "checkpoint.enabled=false", "rl.filters=shuffle_pairs"))
+  train(_cfg(tmp_path, "sft.steps=0", "rl.steps=1", "checkpoint.enabled=false", "rl.filters=shuffle_pairs"))
   assert "share_prompt_forward unused: filter(s) ['shuffle_pairs']" in capsys.readouterr().out
 
 
