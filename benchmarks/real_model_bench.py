@@ -477,10 +477,6 @@ _TRL_SCRIPT = textwrap.dedent('''
 ''')
 
 
-# glibc's start-up settings equal to rljax.configure_host_allocator() (--trl-host-allocator keep)
-KEEP_ALLOCATOR_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2 ** 62)}
-
-
 def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int, threads: int,
               allocator: str = "system") -> StepWorker:
   spec = dict(checkpoint=checkpoint, pool=pool, seed=seed, threads=threads, gradient_checkpointing=True,
@@ -491,8 +487,9 @@ def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int,
   with open(spec_path, "w") as f:
     json.dump(spec, f)
   env = _peer_env()
-  if allocator == "keep":
-    env.update(KEEP_ALLOCATOR_ENV)
+  if allocator == "keep":  # glibc's start-up settings equal to rljax.configure_host_allocator()
+    from rljax.host_allocator import KEEP_ENV  # pylint: disable=import-outside-toplevel
+    env.update(KEEP_ENV)
   return StepWorker("TRL", [python, script, spec_path], env)
 
 

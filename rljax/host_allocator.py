@@ -27,7 +27,7 @@ import platform
 import sys
 from typing import Optional
 
-__all__ = ["configure_host_allocator", "MODES", "GLIBC_ENV"]
+__all__ = ["configure_host_allocator", "MODES", "GLIBC_ENV", "KEEP_ENV"]
 
 MODES = ("keep", "system")
 # glibc's mallopt parameter numbers (malloc.h)
@@ -37,12 +37,14 @@ _KEPT = "host allocator: freed memory kept for reuse (one malloc arena, no mmap 
 _applied: list = []  # the options are process-wide: set once, reported as set afterwards
 # the environment variables glibc reads at start-up for the same options: a user's own setting wins
 GLIBC_ENV = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-              "GLIBC_TUNABLES")
+             "GLIBC_TUNABLES")
+# the same three options as glibc environment variables, for a process started from outside (a peer's process
+# in a benchmark, a launcher): glibc reads them at start-up, so they hold for every thread
+KEEP_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(2 ** 62)}
 
 
 def _jax_backend_started() -> bool:
-  jax_mod = sys.modules.get("jax")
-  if jax_mod is None:
+  if "jax" not in sys.modules:
     return False
   try:
     from jax._src import xla_bridge  # pylint: disable=import-outside-toplevel

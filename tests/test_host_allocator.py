@@ -36,9 +36,9 @@ print(json.dumps({"faults": faults, "message": message}))
 _PAGES = 64 * 2 ** 20 // 4096  # pages of the 64 MiB intermediate
 
 
-def _step_faults(mode: str) -> dict:
+def _step_faults(mode: str, glibc_env=None) -> dict:
   env = {k: v for k, v in os.environ.items() if k not in host_allocator.GLIBC_ENV}
-  env.update(RLJAX_HOST_ALLOCATOR=mode, JAX_PLATFORMS="cpu")
+  env.update(RLJAX_HOST_ALLOCATOR=mode, JAX_PLATFORMS="cpu", **(glibc_env or {}))
   out = subprocess.run([sys.executable, "-c", _STEP], capture_output=True, text=True, env=env, check=True,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   return json.loads(out.stdout.strip().splitlines()[-1])
@@ -53,6 +53,9 @@ def test_kept_memory_is_reused_without_page_faults():
   assert min(system["faults"]) >= _PAGES, system
   assert min(kept["faults"]) < _PAGES // 10, kept
   assert sorted(kept["faults"])[len(kept["faults"]) // 2] < _PAGES // 10, kept  # and on most calls
+  # KEEP_ENV (the same options as start-up environment variables, for processes started from outside) does the same
+  by_env = _step_faults("system", host_allocator.KEEP_ENV)
+  assert min(by_env["faults"]) < _PAGES // 10 and sorted(by_env["faults"])[10] < _PAGES // 10, by_env
 
 
 def test_too_late_once_jax_has_started(monkeypatch):
