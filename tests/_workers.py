@@ -49,7 +49,7 @@ def launch_workers(script: str, worker_args: Callable[[int, int], Sequence[str]]
   :func:`wait_workers`). Returns the ``subprocess.Popen`` objects (stdout and stderr together)."""
   port = free_port()
   flags = [f"--xla_force_host_platform_device_count={devices_per_process}"]
-  flags += [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f]
+  flags += [f for f in os.environ.get("XLA_FLAGS", "").split() if "collective_call" in f or "optimization_level" in f]
   procs = []
   for i in range(processes):
     e = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1", XLA_FLAGS=" ".join(flags),
