@@ -24,13 +24,19 @@ def _jaxlib_minor() -> tuple:
     return ()
 
 
-# XLA:CPU's LLVM backend at optimization level 0: the suite's many tiny programs are dominated by their compile
-# time, which this cuts by about a third (a file of training runs: 84 s -> 62 s on 2 cores). It changes how each
-# fused elementwise kernel is compiled to machine code, not the program: XLA's HLO passes and fusions are the
-# same, and the matmuls go to the same libraries. Set XLA_FLAGS yourself to run the suite at the default level
-# (e.g. ``XLA_FLAGS=--xla_force_host_platform_device_count=8 pytest``); the demo and benchmarks run at it.
+# The fast loop (pytest.ini's default selection) compiles with XLA:CPU's LLVM backend at optimization level 0: its
+# many tiny programs are dominated by their compile time, which this cuts by about a third (a file of training runs:
+# 84 s -> 62 s on 2 cores). It changes how each fused elementwise kernel becomes machine code (LLVM's code
+# generation level), not the program: XLA's HLO passes and fusions are the same, and the matmuls go to the same
+# libraries. Results can differ in the last bits (LLVM forms fused multiply-adds only when optimizing): the fast
+# loop passes at both levels, but one long guard comparing float32 gradients of differently shaped programs at
+# rtol 1e-5 does not pass at level 0. So every other selection (``-m long``, ``-m slow``) compiles at XLA's default
+# level, as users' runs do; so does any run where you set XLA_FLAGS yourself
+# (``XLA_FLAGS=--xla_force_host_platform_device_count=8 pytest`` runs the fast loop at the default level).
 _FAST_COMPILE = "--xla_backend_optimization_level=0"
-os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8 " + _FAST_COMPILE)
+_FAST_LOOP_SELECTION = "not slow and not long"  # pytest.ini's -m
+_USER_XLA_FLAGS = "XLA_FLAGS" in os.environ  # also true in pytest-xdist workers: they inherit the controller's
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 if _jaxlib_minor() == (0, 10) and "collective_call_terminate" not in os.environ["XLA_FLAGS"]:
   os.environ["XLA_FLAGS"] += " " + _COLLECTIVE_PATIENCE
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -82,11 +88,31 @@ def smollm2_tokenizer_dir(tmp_path_factory):
   return out
 
 
+@pytest.fixture
+def ctrl_c_enabled():
+  """Python's own Ctrl-C handler in this process for the test. A shell starts background jobs (``pytest ... &`` in
+  a script) with SIGINT ignored; rljax rightly keeps an ignored SIGINT ignored (test_signals.py
+  ``test_an_ignored_sigint_stays_ignored``), and a child process inherits an ignored SIGINT (a handler is reset to
+  the default on exec): without this, a Ctrl-C test run that way would not test Ctrl-C."""
+  import signal  # pylint: disable=import-outside-toplevel
+  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+  yield
+  signal.signal(signal.SIGINT, previous)
+
+
 def pytest_unconfigure(config):  # pylint: disable=unused-argument
   """Removes this session's compilation cache (made above) when this process made it."""
   if _OWN_CACHE:
     import shutil  # pylint: disable=import-outside-toplevel
     shutil.rmtree(os.environ[_SESSION_CACHE], ignore_errors=True)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+  """Adds ``_FAST_COMPILE`` to XLA_FLAGS for the fast loop (before any test module starts JAX's backend; the
+  pytest-xdist workers, started later, inherit it)."""
+  if not _USER_XLA_FLAGS and config.option.markexpr == _FAST_LOOP_SELECTION:
+    os.environ["XLA_FLAGS"] += " " + _FAST_COMPILE
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -84,6 +84,7 @@ def _partial_saves(out):
 
 
 @pytest.mark.long
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_sigint_saves_a_checkpoint_and_exits_130(tmp_path):
   out = str(tmp_path / "int")
   proc = subprocess.Popen(_cmd(out, "--set", "rl.steps=1000", "--set", "checkpoint.every=1000"), env=_env(),
@@ -127,6 +128,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.long  # ~10 s on 2 cores (a subprocess that compiles): the fast loop's budget
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_sigint_during_start_up_exits_130_without_a_traceback(tmp_path):
   out = str(tmp_path / "early")
   res = subprocess.run([sys.executable, "-c", _CTRL_C_AT_START_UP, *_cmd(out)[3:]], env=_env(), capture_output=True,
@@ -152,6 +154,7 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.long
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_a_second_sigint_stops_at_once_and_resume_clears_the_partial_save(tmp_path):
   out = str(tmp_path / "twice")
   cmd = [sys.executable, "-c", _SECOND_CTRL_C_IN_THE_SAVE,

@@ -15,15 +15,6 @@ def _handlers():
   return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
 
-@pytest.fixture
-def ctrl_c_enabled():
-  """Python's own Ctrl-C handler for the test: a shell starts background jobs with SIGINT ignored, and
-  ``stop_flag`` rightly keeps an ignored SIGINT ignored (``test_an_ignored_sigint_stays_ignored``)."""
-  previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-  yield
-  signal.signal(signal.SIGINT, previous)
-
-
 @pytest.mark.usefixtures("ctrl_c_enabled")
 def test_first_ctrl_c_sets_the_flag_a_second_raises_and_the_handlers_come_back():
   before = _handlers()
@@ -103,6 +94,7 @@ def test_remove_partial_saves(tmp_path):
 
 
 @pytest.mark.long
+@pytest.mark.usefixtures("ctrl_c_enabled")
 def test_python_caller_gets_preempted_on_ctrl_c_at_start_up_and_keeps_its_handler(tmp_path):
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
