@@ -34,7 +34,6 @@ def _jaxlib_minor() -> tuple:
 # level, as users' runs do; so does any run where you set XLA_FLAGS yourself
 # (``XLA_FLAGS=--xla_force_host_platform_device_count=8 pytest`` runs the fast loop at the default level).
 _FAST_COMPILE = "--xla_backend_optimization_level=0"
-_FAST_LOOP_SELECTION = "not slow and not long"  # pytest.ini's -m
 _USER_XLA_FLAGS = "XLA_FLAGS" in os.environ  # also true in pytest-xdist workers: they inherit the controller's
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 if _jaxlib_minor() == (0, 10) and "collective_call_terminate" not in os.environ["XLA_FLAGS"]:
@@ -111,7 +110,9 @@ def pytest_unconfigure(config):  # pylint: disable=unused-argument
 def pytest_configure(config):
   """Adds ``_FAST_COMPILE`` to XLA_FLAGS for the fast loop (before any test module starts JAX's backend; the
   pytest-xdist workers, started later, inherit it)."""
-  if not _USER_XLA_FLAGS and config.option.markexpr == _FAST_LOOP_SELECTION:
+  addopts = config.getini("addopts")
+  fast_loop = addopts[addopts.index("-m") + 1] if "-m" in addopts else None  # pytest.ini's default selection
+  if not _USER_XLA_FLAGS and fast_loop is not None and config.option.markexpr == fast_loop:
     os.environ["XLA_FLAGS"] += " " + _FAST_COMPILE
 
 

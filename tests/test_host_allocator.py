@@ -55,7 +55,8 @@ def test_kept_memory_is_reused_without_page_faults():
   assert sorted(kept["faults"])[len(kept["faults"]) // 2] < _PAGES // 10, kept  # and on most calls
   # KEEP_ENV (the same options as start-up environment variables, for processes started from outside) does the same
   by_env = _step_faults("system", host_allocator.KEEP_ENV)
-  assert min(by_env["faults"]) < _PAGES // 10 and sorted(by_env["faults"])[10] < _PAGES // 10, by_env
+  assert min(by_env["faults"]) < _PAGES // 10, by_env
+  assert sorted(by_env["faults"])[len(by_env["faults"]) // 2] < _PAGES // 10, by_env
 
 
 def test_too_late_once_jax_has_started(monkeypatch):
