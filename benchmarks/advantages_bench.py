@@ -13,6 +13,10 @@ TEMPO has no verl counterpart; it is timed on its own at T = 64 response
 tokens (a short-answer regime; the cost is T sorts of B rows) with groups
 whose responses share random-length prefixes.
 
+The peer at its best (docs/benchmarks.md, "How we compare"): verl at ``--verl-threads`` torch threads (default:
+the machine's cores); a missing verl stops the run with the command that makes its venv (``--skip-verl`` times
+rljax only); above the core count the load average at the start withholds the ratio unless ``--allow-load``.
+
 Usage:
   python benchmarks/advantages_bench.py [--verl-python /tmp/verl-venv2/bin/python] [--repeats 10] [--T 64]
 """
@@ -28,11 +32,15 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules
+import _peer_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
+
 B, GROUPS = 65_536, 8_192
 
 VERL_SCRIPT = r"""
 import json, sys, time
 import numpy as np, torch
+torch.set_num_threads(int(sys.argv[4]))
 from verl.trainer.ppo import core_algos as C
 d = np.load(sys.argv[1])
 rew, mask, index = torch.from_numpy(d["token_rewards"]), torch.from_numpy(d["mask"]), d["group_id"]
@@ -84,12 +92,22 @@ def time_jax(fn, args, repeats):
   return float(np.median(times)), out
 
 
-def main(argv=None):
-  ap = argparse.ArgumentParser()
+def build_parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--verl-python", default=os.environ.get("VERL_PYTHON", "/tmp/verl-venv2/bin/python"))
+  ap.add_argument("--skip-verl", action="store_true", help="time rljax only")
+  rules.threads_flag(ap, "--verl-threads", "verl")
   ap.add_argument("--repeats", type=int, default=10)
   ap.add_argument("--T", type=int, default=64)
-  args = ap.parse_args(argv)
+  rules.add_rules_args(ap)
+  return ap
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  if not args.skip_verl:
+    rules.require_peer(args.verl_python, "verl")  # before anything is printed
+  guard = rules.LoadGuard.now(args.allow_load)
 
   import jax
   import jax.numpy as jnp
@@ -98,6 +116,7 @@ def main(argv=None):
   group_id, mask, rewards, token_rewards, tokens = make_inputs(args.T)
   print(f"B={B} groups={GROUPS} (size {B // GROUPS}) T={args.T} jax={jax.__version__} "
         f"device={jax.devices()[0].platform} cpus={os.cpu_count()}")
+  print(guard.header())
 
   @jax.jit
   def grpo_tokens(token_rewards, mask, group_id):
@@ -115,14 +134,13 @@ def main(argv=None):
   print(f"rljax grpo (jit, [B,T] out):   {t_grpo * 1e3:9.3f} ms")
   print(f"rljax tempo (jit, T={args.T}):     {t_tempo * 1e3:9.3f} ms")
 
-  if not os.path.exists(args.verl_python):
-    print(f"verl interpreter {args.verl_python} not found: skipping the verl comparison")
+  if args.skip_verl:
     return 0
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "inputs.npz")
     np.savez(path, token_rewards=token_rewards, mask=mask.astype(np.float32), group_id=group_id)
     proc = subprocess.run([args.verl_python, "-c", VERL_SCRIPT, path, os.path.join(tmp, "out"),
-                           str(args.repeats)], capture_output=True, text=True, cwd=tmp,  # not the repo root:
+                           str(args.repeats), str(args.verl_threads)], capture_output=True, text=True, cwd=tmp,  # not the repo root:
                           # its kernels/ folder would shadow HF's `kernels` package inside transformers
                           env={**os.environ,
                                                                                    "VERL_USE_EXTERNAL_PLUGINS": "none"})
@@ -139,11 +157,11 @@ def main(argv=None):
   print(f"verl grpo (loop version):                         {res['grpo_loop'] * 1e3:9.3f} ms   "
         f"max|diff| vs rljax = {diff_loop:.2e}")
   ratio = res["grpo_vectorized"] / t_grpo
-  print(f"speed-up rljax grpo vs verl grpo_vectorized: {ratio:.2f}x")
+  print(f"speed-up rljax grpo vs verl grpo_vectorized: {guard.ratio(ratio)}")
   print("| estimator | B / groups | rljax (jit, CPU) | verl (torch CPU) | ratio |")
   print("|---|---|---|---|---|")
   print(f"| GRPO | {B} / {GROUPS} | {t_grpo * 1e3:.2f} ms | {res['grpo_vectorized'] * 1e3:.2f} ms "
-        f"(`grpo_vectorized`) | {ratio:.1f}x |")
+        f"(`grpo_vectorized`) | {guard.ratio(ratio, '{:.1f}x')} |")
   print(f"| TEMPO (T={args.T}) | {B} / {GROUPS} | {t_tempo * 1e3:.2f} ms | — | — |")
   return 0
 

