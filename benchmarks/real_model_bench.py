@@ -741,9 +741,13 @@ def main(argv=None) -> int:
       res = json.load(f)
     args.rounds, args.steps, args.warmup = res.get("run_args", [args.rounds, args.steps, args.warmup])
     # the guard of the run that measured (older files have none: their load was not checked)
-    g = res.get("load_guard") or dict(load=float("inf"), cores=rules.core_count())
-    args.guard = rules.LoadGuard(g["load"], g["cores"], args.allow_load)
-    print(args.guard.header())
+    g = res.get("load_guard")
+    if g:
+      args.guard = rules.LoadGuard(g["load"], g["cores"], args.allow_load)
+      print(args.guard.header())
+    else:
+      args.guard = rules.LoadGuard(float("inf"), rules.core_count(), args.allow_load)
+      print("this file does not record the load at its start: ratios only with --allow-load")
     _report(res, args)
     return 0
   if args.worker:

@@ -226,3 +226,13 @@ def test_the_report_withholds_ratios_on_a_loaded_machine(bench, tiny, tmp_path, 
   assert ("**3.00x**" in out) == shown and ("**2.00x**" in out) == shown and ("**2.00x** (per round" in out) == shown
   assert ("ratio withheld" in out) == (not shown)
   assert "update: " in out and "% of the matmul roofline, rollout: " in out and "% of the bandwidth bound" in out
+
+
+def test_a_file_without_its_load_withholds_ratios(bench, tiny, tmp_path, capsys):
+  run = _synthetic_run(tiny, 0.5)
+  del run["load_guard"]  # files written before the load guard
+  path = tmp_path / "old.json"
+  path.write_text(json.dumps(run))
+  assert bench["real_model_bench"].main(["--report-from", str(path)]) == 0
+  out = capsys.readouterr().out
+  assert out.startswith("this file does not record the load") and "**3.00x**" not in out and "withheld" in out
