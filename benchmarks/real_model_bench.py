@@ -946,7 +946,7 @@ def _report_roofline(res: dict, args, peak: float, bandwidth: float, grpo: dict 
     t = _med(sm["gen_times"][f"rljax c1 b{b}"])
     out[f"sampler b{b}"] = dict(bound, measured=t, share=bound["total"] / t)
     print(f"sampler, batch {b}, rljax 1 call: {bound['total']:.2f} s at the limits vs {t:.2f} s measured: "
-          f"{bound['total'] / t:.0%} of the bandwidth bound ({bytes_per_decoded_token(s, b, p + GEN_NEW / 2) / 1e6:.1f} "
+          f"{bound['total'] / t:.0%} of the roofline bound ({bytes_per_decoded_token(s, b, p + GEN_NEW / 2) / 1e6:.1f} "
           f"MB read per decoded token at mid-length; {bound['bandwidth_bound_steps']} of {bound['decode_steps']} "
           "decode steps bandwidth-bound)")
   if grpo:
