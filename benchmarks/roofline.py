@@ -164,3 +164,31 @@ def roofline_line(update_flops_: float, update_s: float, rollout_bound_s: float,
   """``update: X% of the matmul roofline, rollout: Y% of the bandwidth bound`` (bound time over measured time)."""
   return (f"update: {update_flops_ / matmul_rate / update_s:.0%} of the matmul roofline, "
           f"rollout: {rollout_bound_s / rollout_s:.0%} of the bandwidth bound")
+
+
+def main(argv=None) -> int:
+  """``python benchmarks/roofline.py``: this machine's limits alone (the float32 matmul rate and the streaming-read
+  bandwidth, in JAX on all cores), with the load at the start; ``real_model_bench.py`` puts each phase against them."""
+  import argparse  # pylint: disable=import-outside-toplevel
+  import _peer_rules as rules  # pylint: disable=import-outside-toplevel
+  ap = argparse.ArgumentParser(description=main.__doc__.split(":")[0])
+  ap.add_argument("--n", type=int, default=2048, help="matmul size (n x n x n)")
+  ap.add_argument("--stream-bytes", type=int, default=1 << 30)
+  ap.add_argument("--repeats", type=int, default=5)
+  args = ap.parse_args(argv)
+  g = rules.LoadGuard.now()
+  print(f"load average {g.load:.2f} at start, {g.cores} cores" + (": LOADED MACHINE, figures not for publication"
+                                                                  if g.loaded else ""), flush=True)
+  rate = 2 * args.n ** 3 / jax_matmul_seconds(args.n, args.repeats)
+  bw = stream_read(args.stream_bytes, args.repeats)
+  print(f"float32 matmul {args.n}^3, best of {args.repeats}: {rate / 1e9:.1f} GFLOP/s")
+  print(f"streaming read of {bw['bytes'] / 2**20:.0f} MiB, best of {args.repeats}: {bw['bytes_per_s'] / 1e9:.1f} GB/s "
+        f"(one call {bw['one_call'] / 1e9:.1f}, {bw['parts']} calls at once {bw['per_part'] / 1e9:.1f})")
+  return 0
+
+
+if __name__ == "__main__":
+  import os  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  sys.exit(main())

@@ -236,3 +236,10 @@ def test_a_file_without_its_load_withholds_ratios(bench, tiny, tmp_path, capsys)
   assert bench["real_model_bench"].main(["--report-from", str(path)]) == 0
   out = capsys.readouterr().out
   assert out.startswith("this file does not record the load") and "**3.00x**" not in out and "withheld" in out
+
+
+def test_the_limits_command_prints_the_load_and_both_limits(bench, capsys):
+  assert bench["roofline"].main(["--n", "64", "--stream-bytes", str(1 << 20), "--repeats", "1"]) == 0
+  out = capsys.readouterr().out.splitlines()
+  assert out[0].startswith("load average ") and out[1].startswith("float32 matmul 64^3, best of 1: ")
+  assert out[2].startswith("streaming read of 1 MiB, best of 1: ")
