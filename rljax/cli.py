@@ -1,4 +1,4 @@
-"""``rljax`` command line: ``rljax train | eval | sample | export | arena``.
+"""``rljax`` command line: ``rljax train | eval | sample | export | arena | plan``.
 
     rljax train                                   # the default demo (SFT + GRPO on 3-digit addition, CPU)
     rljax train --config dapo --set rl.steps=100 --set seed=1
@@ -10,6 +10,7 @@
     rljax sample --run-dir runs/gsm8k "What is 7 + 12?"     # in the run's chat template (--raw: the text as is)
     rljax export --run-dir runs/smollm2_addition exported/   # a Hugging Face checkpoint of a real-model run
     rljax arena --recipes grpo,dapo --seeds 0,1,2 --out runs/arena   # recipes side by side (docs/arena.md)
+    rljax plan --target v5e:16x16 --set model.preset=qwen2.5-72b --prompt-len 1024   # fits a pod? (docs/scaling.md)
 
 ``--config`` takes a name from the ``configs/`` folder, installed as ``rljax.configs``
 (``default``, ``grpo``, ``dapo``, ``dr_grpo``, ``gspo``, ``tiny``,
@@ -126,7 +127,51 @@ def _parser() -> argparse.ArgumentParser:
   a.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                  help="override a config field of every run, after the entry's own (repeatable)")
   a.add_argument("--list", action="store_true", help="list the entries and experiments and exit")
+  _plan_parser(sub)
   return p
+
+
+def _plan_parser(sub) -> None:
+  pl = sub.add_parser("plan", help="compile a run's programs for a TPU slice (no TPU needed): fits? cost?",
+                      description="Compiles the run's programs (the RL update with the recipe's loss, the update's "
+                                  "reference/proximal forward, the rollout's prefill + KV cache + decode) with "
+                                  "XLA:TPU for a TPU topology, with no TPU attached, and prints per program the "
+                                  "memory per chip, whether it fits the chip's HBM with 10%% headroom, compile "
+                                  "seconds, model FLOPs and a lower-bound time at the chip's published peak "
+                                  "(an estimate). Exit code 1 when a program does not fit. Needs libtpu: "
+                                  "pip install -e \".[tpu]\".")
+  pl.add_argument("--target", required=True, help="TPU topology, e.g. v5e:16x16, v5e:8x8, v6e:16x16, v5p:8x8x4, v4:4x4x4")
+  pl.add_argument("--config", default=None, help="config name in configs/ or a .py path; default: default")
+  pl.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                  help="override a config field (model.preset, model.hf_checkpoint, mesh.*, rl.*; repeatable)")
+  pl.add_argument("--prompt-len", type=int, default=512, help="prompt tokens per row (default: %(default)s)")
+  pl.add_argument("--new-tokens", type=int, default=None, help="sampled tokens per row (default: rl.max_new_tokens)")
+  pl.add_argument("--programs", default="train,forward,rollout",
+                  help="comma list of train, forward, rollout (default: %(default)s)")
+  pl.add_argument("--max-rollout", action="store_true",
+                  help="also find the largest rollout batch that fits (bisection over compiles) and the KV-cache bound")
+
+
+def _cmd_plan(args) -> int:
+  from rljax.parallel import chip_of, topology_mesh  # pylint: disable=import-outside-toplevel
+  # pylint: disable-next=import-outside-toplevel
+  from rljax.plan import PROGRAMS, format_report, max_rollout, plan, plan_spec
+  from rljax.train import apply_overrides  # pylint: disable=import-outside-toplevel
+  chip_of(args.target)  # a typo in the target or the programs is refused before anything is built
+  programs = [p.strip() for p in args.programs.split(",") if p.strip()]
+  if not programs or set(programs) - set(PROGRAMS):
+    raise ValueError(f"--programs must be a comma list of {', '.join(PROGRAMS)}, got {args.programs!r}")
+  cfg, _ = load_config_and_recipe(args.config)
+  cfg = apply_overrides(cfg, list(args.overrides))
+  mesh = topology_mesh(args.target, cfg.mesh)
+  spec = plan_spec(cfg, prompt_len=args.prompt_len, new_tokens=args.new_tokens)
+  say = lambda msg: print(f"[rljax] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+  report = plan(spec, mesh, args.target, programs=programs, log=say)
+  if args.max_rollout:
+    import dataclasses  # pylint: disable=import-outside-toplevel
+    report = dataclasses.replace(report, rollout_search=max_rollout(spec, mesh, args.target, log=say))
+  print(format_report(report))
+  return 1 if report.failing() else 0
 
 
 def _cmd_arena(args) -> int:
@@ -280,6 +325,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   if args.command is None:
     _parser().print_help()
     return 2
+  if args.command == "plan":  # compiles for TPU devices described by libtpu; runs nothing, on no accelerator
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
   try:
     # before JAX starts: XLA:CPU's freed step buffers stay in the process (rljax/host_allocator.py)
     configure_host_allocator()
@@ -288,7 +335,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       enable_compile_cache(os.environ.get("RLJAX_COMPILE_CACHE"))
     with _one_line_warnings():
       return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
-              "arena": _cmd_arena}[args.command](args)
+              "arena": _cmd_arena, "plan": _cmd_plan}[args.command](args)
   except (ValueError, FileNotFoundError) as e:  # config / checkpoint / input errors: one clear line, no traceback
     print(f"rljax {args.command}: error: {e}", file=sys.stderr)
     return 2

@@ -6,7 +6,7 @@ Numbers follow the models' published ``config.json`` files.
 """
 from rljax.models._config import ModelConfig, RopeScaling
 
-__all__ = ["PRESETS", "get", "qwen2_5_0_5b", "qwen2_5_1_5b", "qwen2_5_7b", "qwen3_0_6b", "qwen3_4b", "qwen3_8b",
+__all__ = ["PRESETS", "get", "qwen2_5_0_5b", "qwen2_5_1_5b", "qwen2_5_7b", "qwen2_5_32b", "qwen2_5_72b", "qwen3_0_6b", "qwen3_4b", "qwen3_8b",
            "qwen3_30b_a3b", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "gemma2_2b"]
 
 
@@ -31,6 +31,16 @@ def qwen2_5_1_5b(**o):
 def qwen2_5_7b(**o):
   return _qwen2_5(**{**dict(vocab_size=152064, hidden_size=3584, num_layers=28, num_heads=28, num_kv_heads=4,
                             intermediate_size=18944, tie_embeddings=False), **o})
+
+
+def qwen2_5_32b(**o):
+  return _qwen2_5(**{**dict(vocab_size=152064, hidden_size=5120, num_layers=64, num_heads=40, num_kv_heads=8,
+                            intermediate_size=27648, tie_embeddings=False), **o})
+
+
+def qwen2_5_72b(**o):
+  return _qwen2_5(**{**dict(vocab_size=152064, hidden_size=8192, num_layers=80, num_heads=64, num_kv_heads=8,
+                            intermediate_size=29568, tie_embeddings=False), **o})
 
 
 def _qwen3(**kw):
@@ -99,6 +109,7 @@ def gemma2_2b(**o):
 
 PRESETS = {
     "qwen2.5-0.5b": qwen2_5_0_5b, "qwen2.5-1.5b": qwen2_5_1_5b, "qwen2.5-7b": qwen2_5_7b,
+    "qwen2.5-32b": qwen2_5_32b, "qwen2.5-72b": qwen2_5_72b,
     "qwen3-0.6b": qwen3_0_6b, "qwen3-4b": qwen3_4b, "qwen3-8b": qwen3_8b, "qwen3-30b-a3b": qwen3_30b_a3b,
     "llama-3.2-1b": llama3_2_1b, "llama-3.2-3b": llama3_2_3b, "llama-3.1-8b": llama3_1_8b,
     "gemma-2-2b": gemma2_2b,

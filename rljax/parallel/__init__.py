@@ -14,6 +14,9 @@ process feeds), ``process_batches`` (a grain loader of only those rows),
 ``host_rows`` (NumPy copies of global arrays), ``process_any`` / ``process_sum`` /
 ``allgather_rows`` (host collectives over every process or a process group: ``group_allgather``).
 
+TPU slices with no TPU attached (``_topology``): ``topology_mesh("v5e:16x16", MeshConfig(...))`` builds a
+mesh that programs are compiled for with XLA:TPU (``rljax plan``); ``CHIPS`` holds each generation's published figures.
+
 Rollout / training sub-meshes (``_submesh``): ``split_mesh`` (two disjoint meshes), ``transfer`` (the
 explicit, timed and byte-counted weight reshard between them), ``tree_bytes``.
 
@@ -27,6 +30,7 @@ from rljax.parallel._train import (abstract_with_shardings, batch_shardings, com
                                    shard_train_step, train_state_shardings, with_logical_constraint)
 from rljax.parallel._hlo import collectives  # noqa: E402
 from rljax.parallel._submesh import split_mesh, split_sizes, transfer, tree_bytes
+from rljax.parallel._topology import CHIPS, Chip, chip_of, topology_devices, topology_mesh
 from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch, host_rows, place_global,
                                   group_allgather, process_any, process_batches, process_rows, process_sum,
                                   row_sharding, to_host)
@@ -37,4 +41,5 @@ __all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides", "DEFAULT_RUL
            "with_logical_constraint", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
            "row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host", "host_rows",
            "allgather_rows", "process_sum", "process_any", "group_allgather", "process_batches", "split_mesh",
-           "split_sizes", "transfer", "tree_bytes"]
+           "split_sizes", "transfer", "tree_bytes", "CHIPS", "Chip", "chip_of", "topology_devices",
+           "topology_mesh"]

@@ -219,6 +219,7 @@ class ModelSpec:
   preset: Optional[str] = None
   hf_checkpoint: Optional[str] = None
   dtype: str = "float32"
+  compute_dtype: str = ""  # activations and matmuls ("" = dtype); e.g. float32 parameters, bfloat16 compute
   init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
   num_experts: int = 0  # MoE: experts per MoE layer E (0 = dense)
   num_experts_per_tok: int = 2  # MoE: experts each token is routed to, k in [1, num_experts]
@@ -260,6 +261,7 @@ class ModelSpec:
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     _choice(self, "dtype", ("float32", "bfloat16"))
+    _choice(self, "compute_dtype", ("", "float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
     _pos_int(self, "lora_rank", allow_zero=True)
     _nonneg(self, "lora_alpha")

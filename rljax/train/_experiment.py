@@ -251,7 +251,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   m = cfg.model
   if m.hf_checkpoint:
     from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
-    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers, lora=m.lora)
+    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype, compute_dtype=m.compute_dtype or None, remat=m.remat,
+                            scan_layers=m.scan_layers, lora=m.lora)
     rows = int(model.cfg.vocab_size)
     if int(tokenizer.vocab_size) > rows:
       raise ValueError(f"the tokenizer of {m.hf_checkpoint!r} has ids 0..{int(tokenizer.vocab_size) - 1} "
@@ -262,7 +263,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
     mcfg = ModelConfig(vocab_size=int(tokenizer.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
                        num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
                        intermediate_size=m.intermediate_size, max_position_embeddings=m.max_seq_len,
-                       param_dtype=m.dtype, compute_dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers,
+                       param_dtype=m.dtype, compute_dtype=m.compute_dtype or m.dtype, remat=m.remat,
+                       scan_layers=m.scan_layers,
                        bos_token_id=codec.bos_id, eos_token_id=codec.eos_id, pad_token_id=codec.pad_id, lora=m.lora,
                        **(dict(num_experts=m.num_experts, num_experts_per_tok=m.num_experts_per_tok,
                                moe_intermediate_size=m.expert_width, moe_layers=m.moe_layers)

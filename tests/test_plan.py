@@ -1,0 +1,194 @@
+"""``rljax plan`` and TPU topology meshes: the run's programs compiled by XLA:TPU with no TPU attached (libtpu).
+
+The fast loop compiles a tiny run's update, input forward and rollout for a ``v5e:2x2`` slice; the realistic shapes
+(Qwen2.5-7B on v5e-64, 72B on v5e-256) are figures in docs/scaling.md, made with the command it gives.
+"""
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from flax import nnx
+
+from rljax import cli
+from rljax.models import ModelConfig, Transformer
+from rljax.parallel import CHIPS, MeshConfig, chip_of, topology_devices, topology_mesh
+from rljax.plan import (Cost, PlanReport, ProgramPlan, format_report, kv_bound_rows, matmul_params, max_rollout,
+                        plan, plan_spec, token_flops)
+from rljax.plan import _plan as plan_module
+from rljax.train import apply_overrides, tiny_config
+
+GiB = 2 ** 30
+
+
+def _tiny(tmp_path, *overrides):
+  return apply_overrides(tiny_config(str(tmp_path / "run")), ["mesh.fsdp=-1", *overrides])
+
+
+def test_topology_devices_are_tpu_compile_targets():
+  devices = topology_devices("v5e:2x2")
+  assert len(devices) == 4 and {d.platform for d in devices} == {"tpu"}
+  assert devices[0].device_kind == CHIPS["v5e"].device_kind
+  mesh = topology_mesh("v5e:2x2", MeshConfig(data=1, fsdp=-1))
+  assert dict(mesh.shape) == {"data": 1, "fsdp": 4, "tensor": 1, "expert": 1}
+  assert dict(topology_mesh("v5e:2x2", MeshConfig(fsdp=1), devices=1).shape)["fsdp"] == 1
+
+
+@pytest.mark.parametrize("name", ["v9:2x2", "v5e", "v5e:2x2x2x2", "tpu:4"])
+def test_unknown_topology_lists_valid_names(name):
+  with pytest.raises(ValueError, match=r"unknown TPU topology .*valid names: .*v5e:16x16"):
+    topology_mesh(name)
+
+
+def test_topology_libtpu_refuses_with_its_reason():
+  with pytest.raises(ValueError, match=r"libtpu refused topology 'v5e:1x1' \(.*divisible.*valid names"):
+    topology_devices("v5e:1x1")
+
+
+def test_mesh_that_does_not_divide_the_slice_is_refused():
+  with pytest.raises(ValueError, match=r"does not fit v5e:2x2 \(4 chips\).*needs 3 devices"):
+    topology_mesh("v5e:2x2", MeshConfig(data=1, fsdp=3))
+  with pytest.raises(ValueError, match=r"not divisible by the fixed mesh axes"):
+    topology_mesh("v5e:2x2", MeshConfig(data=3, fsdp=-1))
+
+
+def test_libtpu_missing_is_one_line_with_the_install_command(monkeypatch):
+  import sys  # pylint: disable=import-outside-toplevel
+  topology_devices.cache_clear()
+  monkeypatch.setitem(sys.modules, "libtpu", None)  # import libtpu -> ImportError
+  with pytest.raises(ValueError, match=r'needs the TPU compiler \(libtpu\): pip install -e "\.\[tpu\]"'):
+    topology_devices("v5e:2x2")
+  topology_devices.cache_clear()
+
+
+def test_chip_of():
+  assert chip_of("v5e:16x16") is CHIPS["v5e"] and chip_of("v5p:8x8x4").hbm_bytes == 95 * GiB
+
+
+def _reference_matmul_params(cfg) -> int:
+  """Parameters a token multiplies by, counted from the built model's shapes (independent of the closed form):
+  every parameter with 2+ dimensions except the embedding table, plus the head (the table itself when tied)."""
+  model = nnx.eval_shape(lambda: Transformer(cfg, rngs=nnx.Rngs(0)))
+  total = 0
+  for path, x in nnx.to_flat_state(nnx.state(model, nnx.Param)):
+    name = "/".join(map(str, path))
+    if len(x.get_value().shape) >= 2 and "embed" not in name:
+      total += math.prod(x.get_value().shape)
+  return total + (cfg.vocab_size * cfg.hidden_size if cfg.tie_embeddings else 0)
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_matmul_params_match_the_models_own_shapes(tie):
+  cfg = ModelConfig(vocab_size=96, hidden_size=32, num_layers=3, num_heads=4, num_kv_heads=2, head_dim=8,
+                    intermediate_size=48, tie_embeddings=tie)
+  assert matmul_params(cfg) == _reference_matmul_params(cfg)
+
+
+def test_token_flops_hand_count():
+  cfg = ModelConfig(vocab_size=10, hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=4,
+                    intermediate_size=16, tie_embeddings=True)
+  per_layer = 8 * 4 * (2 * 2 + 2 * 1) + 3 * 8 * 16  # q, o: H x 8; k, v: H x 4; gate, up, down
+  n = 10 * 8 + 2 * per_layer
+  # seq 6: a query sees 3 keys on average (causal), 4 x (2 heads x 4) FLOPs per (query, key) pair per layer
+  assert token_flops(cfg, 6) == 2 * n + 4 * 8 * (2 * 3)
+  local = dataclasses.replace(cfg, sliding_window=2, layer_types=("sliding_attention", "full_attention"))
+  assert token_flops(local, 6) == 2 * n + 4 * 8 * (2 + 3)
+
+
+def test_kv_bound_rows_hand_count(tmp_path):
+  spec = plan_spec(_tiny(tmp_path), prompt_len=12)  # seq 16, 1 layer, 2 KV heads x 16, bf16 cache
+  mesh = topology_mesh("v5e:2x2", MeshConfig(fsdp=-1))
+  row = 1 * 2 * 2 * 16 * 16 * 2  # layers x (K, V) x heads x head_dim x slots x 2 bytes
+  weights = sum(math.prod(x.get_value().shape) for _, x in nnx.to_flat_state(nnx.state(
+      nnx.eval_shape(lambda: Transformer(spec.model, rngs=nnx.Rngs(0))), nnx.Param))) * 4 / 4
+  assert kv_bound_rows(spec, mesh, CHIPS["v5e"]) == int((0.9 * 16 * GiB - weights) * 4 // row)
+
+
+def test_tiny_run_compiles_for_v5e(tmp_path):
+  """The update with the recipe's loss (PPO clip + k3 KL), the reference + proximal forward, and the rollout, all
+  compiled by XLA:TPU for a 4-chip v5e slice; each has a TPU memory figure, a cost, and fits."""
+  cfg = _tiny(tmp_path, "rl.loss=ppo_clip(), kl_penalty(beta=0.001)")
+  spec = plan_spec(cfg, prompt_len=12)
+  report = plan(spec, topology_mesh("v5e:2x2", cfg.mesh), "v5e:2x2")
+  assert [p.name for p in report.programs] == ["train", "forward", "rollout"]
+  assert "reference + proximal" in report.programs[1].what
+  for p in report.programs:
+    assert p.args > 0 and p.total > 0 and p.cost.flops > 0 and p.need <= report.budget
+  assert report.programs[0].resident > 0  # the reference parameters beside the update
+  assert not report.failing()
+  text = format_report(report)
+  assert "compiled by XLA:TPU" in text and "an estimate, not a measured time" in text and "DOES NOT FIT" not in text
+
+
+def _fake_program(name, need_gib, resident_gib=0.0):
+  return ProgramPlan(name=name, what=name, args=int(GiB), out=0, alias=0, temp=int((need_gib - 1 - resident_gib) * GiB),
+                     resident=int(resident_gib * GiB), compile_s=1.0, cost=Cost(1e15, 1e9))
+
+
+def test_report_names_the_program_the_excess_and_two_things_to_try(tmp_path):
+  cfg = _tiny(tmp_path)
+  spec = plan_spec(cfg, prompt_len=12)
+  report = PlanReport(target="v5e:2x2", chip=CHIPS["v5e"], chips=4, mesh={"data": 1, "fsdp": 4, "tensor": 1,
+                      "expert": 1}, spec=spec, programs=(_fake_program("train", 15.4), _fake_program("rollout", 3.0)))
+  assert [p.name for p in report.failing()] == ["train"]
+  line = [l for l in format_report(report).splitlines() if l.startswith("DOES NOT FIT")]
+  assert line == ["DOES NOT FIT: train needs 15.40 GiB per chip, 1.00 GiB over; try model.remat=full; "
+                  "rl.num_microbatches=2"]
+
+
+def test_cli_plan_exit_code_is_1_when_a_program_does_not_fit(tmp_path, monkeypatch, capsys):
+  import rljax.plan  # pylint: disable=import-outside-toplevel
+
+  def fake_plan(spec, mesh, target, **_):
+    return PlanReport(target=target, chip=CHIPS["v5e"], chips=4, mesh=dict(mesh.shape), spec=spec,
+                      programs=(_fake_program("rollout", 20.0),))
+  monkeypatch.setattr(rljax.plan, "plan", fake_plan)
+  rc = cli.main(["plan", "--target", "v5e:2x2", "--config", "tiny", "--set", "mesh.fsdp=-1", "--prompt-len", "12"])
+  out = capsys.readouterr().out
+  assert rc == 1 and "DOES NOT FIT: rollout needs 20.00 GiB per chip, 5.60 GiB over; try fewer rollout rows" in out
+
+
+def test_cli_plan_refuses_bad_input(capsys):
+  assert cli.main(["plan", "--target", "v7x:2x2", "--config", "tiny"]) == 2
+  assert "rljax plan: error: unknown TPU topology 'v7x:2x2'" in capsys.readouterr().err
+  assert cli.main(["plan", "--target", "v5e:2x2", "--config", "tiny", "--set", "mesh.fsdp=1"]) == 2
+  assert "does not fit v5e:2x2 (4 chips)" in capsys.readouterr().err
+  assert cli.main(["plan", "--target", "v5e:2x2", "--config", "tiny", "--set", "mesh.fsdp=-1",
+                   "--programs", "train,backward"]) == 2
+  assert "--programs must be a comma list of train, forward, rollout, got 'train,backward'" in capsys.readouterr().err
+
+
+def test_model_dimension_the_axis_does_not_divide_is_refused(tmp_path):
+  cfg = _tiny(tmp_path, "mesh.fsdp=1", "mesh.tensor=4")  # 2 heads over tensor=4
+  spec = plan_spec(cfg, prompt_len=12)
+  with pytest.raises(ValueError, match=r"mesh axis tensor=4 does not divide the model's num_heads=2"):
+    plan(spec, topology_mesh("v5e:2x2", cfg.mesh), "v5e:2x2", programs=("train",))
+
+
+def test_max_rollout_bisection_finds_the_largest_batch_that_fits(tmp_path, monkeypatch):
+  """Against brute force: the program's total is made a known function of the prompts, and the search must land on
+  the largest multiple of the row unit under the budget (checked by enumerating every multiple)."""
+  cfg = _tiny(tmp_path)
+  spec = plan_spec(cfg, prompt_len=12)
+  mesh = topology_mesh("v5e:2x2", cfg.mesh)
+  budget = 0.9 * 16 * GiB
+  per_prompt = 0.37 * GiB
+
+  class Fake:
+    def __init__(self, prompts):
+      self.prompts = prompts
+
+    def memory_analysis(self):
+      total = self.prompts * per_prompt
+      if total > 2 * budget:
+        raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm")
+      return type("M", (), dict(argument_size_in_bytes=int(total), output_size_in_bytes=0, alias_size_in_bytes=0,
+                                temp_size_in_bytes=0))()
+  monkeypatch.setattr(plan_module, "compile_rollout", lambda spec, mesh, prompts: Fake(prompts))
+  got = max_rollout(spec, mesh, "v5e:2x2")
+  unit = 1  # 4 chips, groups of 4: one prompt keeps rows divisible by data x fsdp
+  best = max(k for k in range(1, 200) if k * unit * per_prompt <= budget)
+  assert got["prompts"] == best and got["rows"] == best * 4 and not got["capped"]
+  capped = max_rollout(spec, mesh, "v5e:2x2", max_rows=16)
+  assert capped["capped"] and capped["rows"] == 16
+  assert np.isclose(got["total"], best * per_prompt, rtol=1e-9)
