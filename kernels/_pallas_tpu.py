@@ -8,10 +8,11 @@ block and folds it into the running ``(m, s, w, z_y)`` held in the resident
 accumulator). Backward: two kernels that both recompute the tiles from the
 saved ``lse`` and ``E_p[z]`` (like the dq / dkv split of flash attention):
 ``dX`` with grid ``(n, v)`` accumulating over ``v``, and ``dW`` with grid
-``(v, n)`` accumulating over ``n``, so every output block is revisited only on
-consecutive steps. Cost 10 N H V FLOPs (one extra recompute against 8 N H V
-for a single-pass backward, which would need dW atomics that TPUs lack).
-All of H stays resident per block (no H tiling); ``BlockSizes.validate_for``
+``(v, n)`` accumulating over ``n`` in an f32 VMEM scratch block and writing
+``dW`` once per vocabulary block in the weight's dtype, so every output block is
+revisited only on consecutive steps and no f32 ``[H, V]`` buffer exists. Cost
+10 N H V FLOPs (one extra recompute against 8 N H V for a single-pass backward,
+which would need dW atomics that TPUs lack). All of H stays resident per block (no H tiling); ``BlockSizes.validate_for``
 rejects blocks over the VMEM budget.
 
 The weight is not padded: the vocabulary grid is ``cdiv(V, block_v)`` and the
@@ -125,20 +126,25 @@ def _dx_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, 
   dx_ref[...] += _math.dot_nt(draw, wb)
 
 
-def _dw_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dw_ref, **kw):
+def _dw_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dw_ref, acc_ref,
+               **kw):
   j, i = pl.program_id(0), pl.program_id(1)
 
   @pl.when(i == 0)
   def _init():
-    dw_ref[...] = jnp.zeros(dw_ref.shape, jnp.float32)
+    acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
   draw = _draw(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, j, **kw)
-  dw_ref[...] += _math.dot_tn(x_ref[...], draw)
+  acc_ref[...] += _math.dot_tn(x_ref[...], draw)
+
+  @pl.when(i == pl.num_programs(1) - 1)
+  def _write():  # f32 accumulation in VMEM; dW leaves in the weight's dtype (no [H, V] f32 buffer)
+    dw_ref[...] = acc_ref[...].astype(dw_ref.dtype)
 
 
 def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, block_n, block_v,
              interpret=False):
-  """Same contract as ``rljax.kernels._xla.backward`` (dx and dw in f32)."""
+  """Same contract as ``rljax.kernels._xla.backward`` (dx in f32, dw in ``w.dtype``)."""
   n_pad, h = x.shape
   v_cols = w.shape[1]
   nb, vb = n_pad // block_n, pl.cdiv(v_cols, block_v)
@@ -169,7 +175,8 @@ def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, bl
       grid=(vb, nb),
       in_specs=specs(lambda j, i: i, lambda j, i: j),
       out_specs=pl.BlockSpec((h, block_v), lambda j, i: (0, j)),
-      out_shape=jax.ShapeDtypeStruct((h, v_cols), jnp.float32),
+      out_shape=jax.ShapeDtypeStruct((h, v_cols), w.dtype),
+      scratch_shapes=[pltpu.VMEM((h, block_v), jnp.float32)],
       compiler_params=_params(pltpu.PARALLEL, pltpu.ARBITRARY),
       interpret=interpret,
       name="logprob_entropy_bwd_dw",
