@@ -12,9 +12,8 @@ saved ``lse`` and ``E_p[z]`` (like the dq / dkv split of flash attention):
 ``dW`` once per vocabulary block in the weight's dtype, so every output block is
 revisited only on consecutive steps and no f32 ``[H, V]`` buffer exists. Cost
 10 N H V FLOPs (one extra recompute against 8 N H V for a single-pass backward,
-which would need dW atomics that TPUs lack). All of H stays resident per block (no H
-tiling); ``BlockSizes.validate_for``
-rejects blocks over the VMEM budget.
+which would need dW atomics that TPUs lack). All of H stays resident per block
+(no H tiling); ``BlockSizes.validate_for`` rejects blocks over the VMEM budget.
 
 The weight is not padded: the vocabulary grid is ``cdiv(V, block_v)`` and the
 last block may run past the weight's end. Mosaic reads unspecified values
