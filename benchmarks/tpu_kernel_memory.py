@@ -16,7 +16,7 @@ the compiler's buffer sizes, not a measurement on a chip. ``fits`` keeps 10% of 
     JAX_PLATFORMS=cpu python benchmarks/tpu_kernel_memory.py
     JAX_PLATFORMS=cpu python benchmarks/tpu_kernel_memory.py --target v6e:2x2 --shapes 4096x896 --impls auto
 
-tests/test_kernels_tpu.py imports :func:`topology_device` and :func:`compile_program`.
+tests/test_kernels_tpu.py imports :func:`topology_devices` and :func:`compile_program`.
 """
 import argparse
 import os
@@ -41,8 +41,8 @@ PROGRAMS = ("forward", "forward+backward")
 V_QWEN = 151936
 
 
-def topology_device(name: str):
-  """One chip of the libtpu topology ``name`` (e.g. ``"v5e:2x2"``, ``"v6e:2x2"``, ``"v5p:2x2x1"``).
+def topology_devices(name: str) -> list:
+  """The chips of the libtpu topology ``name`` (e.g. ``"v5e:2x2"``, ``"v6e:2x2"``, ``"v5p:2x2x1"``).
 
   Raises ``RuntimeError`` with the install command when libtpu is missing.
   """
@@ -51,7 +51,12 @@ def topology_device(name: str):
   except ImportError as e:
     raise RuntimeError('libtpu is not installed: pip install -e ".[tpu]"') from e
   from jax.experimental import topologies
-  return topologies.get_topology_desc(topology_name=name, platform="tpu").devices[0]
+  return list(topologies.get_topology_desc(topology_name=name, platform="tpu").devices)
+
+
+def topology_device(name: str):
+  """One chip of the topology ``name`` (libtpu has no one-chip ``v5e:1x1``: a chip of a 2x2)."""
+  return topology_devices(name)[0]
 
 
 def _program(program: str, impl: str):
