@@ -9,6 +9,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import mlir
 
 from rljax.kernels import _config
 from rljax.kernels._config import BlockSizes
@@ -101,12 +103,37 @@ def _backward_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp, lse, mean_z, g_lp
   return dx[:n].astype(jnp.float32), dw[:, :v].astype(w.dtype)
 
 
+def _refuse_lowering(ctx, *args, impl, platforms):
+  raise ValueError(f"impl={impl!r} lowers for {', '.join(platforms)} only (interpreted when lowered for cpu); "
+                   f"this program is lowered for {', '.join(ctx.module_context.platforms)}: use impl='auto' "
+                   "or 'xla'")
+
+
+# Identity whose lowering raises: the default branch of an explicit kernel, so that lowering it for a platform
+# it has no branch for names the impl and the platforms instead of failing inside JAX.
+_refuse_p = Primitive("rljax_kernel_wrong_platform")
+_refuse_p.multiple_results = True
+_refuse_p.def_abstract_eval(lambda *avals, **_: avals)
+mlir.register_lowering(_refuse_p, _refuse_lowering)
+
+
+def _refusing_branch(cfg: _Static, fn, k: _Kernel, platforms):
+  def branch(*args):
+    shapes = jax.eval_shape(functools.partial(fn, cfg, k), *args)
+    leaves, tree = jax.tree.flatten(shapes)
+    zeros = [jnp.zeros(a.shape, a.dtype) for a in leaves]
+    return jax.tree.unflatten(tree, _refuse_p.bind(*zeros, impl=cfg.impl, platforms=platforms))
+  return branch
+
+
 def _per_platform(cfg: _Static, fn, *args):
   """``fn(cfg, kernel, *args)`` with the kernel of the platform being lowered for.
 
   One entry is called directly; several become a :func:`jax.lax.platform_dependent`,
   which traces every branch but lowers only the lowering platform's (and, run
-  eagerly, calls the default backend's branch directly).
+  eagerly, calls the default backend's branch directly). A table without a
+  default entry (an explicit Pallas kernel) refuses other platforms at lowering
+  with a ``ValueError``.
   """
   if len(cfg.kernels) == 1 and cfg.kernels[0][0] is None:
     return fn(cfg, cfg.kernels[0][1], *args)
@@ -117,6 +144,8 @@ def _per_platform(cfg: _Static, fn, *args):
       default = branch
     else:
       branches.update({p: branch for p in platforms})
+  if default is None:
+    default = _refusing_branch(cfg, fn, cfg.kernels[0][1], tuple(branches))
   return jax.lax.platform_dependent(*args, default=default, **branches)
 
 
@@ -217,13 +246,6 @@ def validate_inputs(hidden, weight, targets, temperature, mask, soft_cap, impl):
     if np.any(bad):
       i = int(np.argmax(bad))
       raise ValueError(f"targets must lie in [0, V={v}) where unmasked; targets[{i}] = {int(tv[i])}")
-
-
-def resolve_impl(impl: str) -> str:
-  """Checks ``impl`` by name; the platform is chosen later, per lowering (:func:`kernel_table`)."""
-  if impl not in _config.IMPLS:
-    raise ValueError(f"impl must be one of {_config.IMPLS}; got {impl!r}")
-  return impl
 
 
 def _fit(units: int, max_units: int) -> int:

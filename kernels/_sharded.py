@@ -208,7 +208,6 @@ def logprob_and_entropy_sharded(hidden, weight, targets, *, mesh: Mesh,
   if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int)
                                  or chunk_rows < 1):
     raise ValueError(f"chunk_rows must be a positive int or None; got {chunk_rows!r}")
-  impl = _api.resolve_impl(impl)
   if impl == "reference":
     raise ValueError("impl='reference' has no sharded version; use 'auto', 'xla', 'pallas_tpu' "
                      "or 'pallas_gpu'")

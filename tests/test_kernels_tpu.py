@@ -65,6 +65,15 @@ def test_no_padded_weight_copy_on_cpu(program):
   assert mem.temp_size_in_bytes < h * v * 4 / 4
 
 
+@pytest.mark.parametrize("impl,platform", [("pallas_tpu", "cuda"), ("pallas_gpu", "tpu")])
+def test_explicit_kernel_lowered_for_another_platform_is_refused(impl, platform):
+  sds = jax.ShapeDtypeStruct
+  fn = jax.jit(bench._program("forward+backward", impl))
+  with pytest.raises(ValueError, match=f"impl='{impl}' lowers for .* lowered for {platform}"):
+    jax.export.export(fn, platforms=[platform])(sds((64, 64), jnp.float32), sds((64, 256), jnp.float32),
+                                               sds((64,), jnp.int32))
+
+
 # ----------------------------------------------------------------------------- TPU (XLA:TPU + Mosaic)
 
 
