@@ -9,6 +9,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Primitive
+from jax.interpreters import mlir
 
 from rljax.kernels import _config
 from rljax.kernels._config import BlockSizes
@@ -18,25 +20,42 @@ Array = jax.Array
 
 
 @dataclasses.dataclass(frozen=True)
-class _Static:
-  """Hashable static configuration of one fused call (custom_vjp nondiff arg)."""
-  impl: str
-  soft_cap: Optional[float]
-  v_valid: int          # real (unpadded) columns of the weight given to the kernel
-  v_total: int          # full vocabulary size (entropy upper bound log V)
+class _Kernel:
+  """One implementation with its static settings, as lowered for one platform."""
+  impl: str            # "xla" | "pallas_tpu" | "pallas_gpu"
   block_n: int
   block_v: int
   block_h: int
   interpret: bool
 
-  def kwargs(self) -> dict:
-    kw = dict(soft_cap=self.soft_cap, v_valid=self.v_valid, block_n=self.block_n,
-              block_v=self.block_v)
+  def kwargs(self, soft_cap, v_valid) -> dict:
+    kw = dict(soft_cap=soft_cap, v_valid=v_valid, block_n=self.block_n, block_v=self.block_v)
     if self.impl == "pallas_gpu":
       kw["block_h"] = self.block_h
     if self.impl in ("pallas_tpu", "pallas_gpu"):
       kw["interpret"] = self.interpret
     return kw
+
+
+@dataclasses.dataclass(frozen=True)
+class _Static:
+  """Hashable static configuration of one fused call (custom_vjp nondiff arg).
+
+  ``kernels`` maps lowering platforms to the kernel lowered there:
+  ``((platforms, _Kernel), ...)``, where ``platforms`` is a tuple of
+  :func:`jax.lax.platform_dependent` names (``"cpu"``, ``"tpu"``, ``"cuda"``,
+  ``"rocm"``) or ``None`` for every other platform (last entry only).
+  """
+  impl: str             # as the user asked ("auto", "xla", "pallas_tpu", "pallas_gpu")
+  soft_cap: Optional[float]
+  v_valid: int          # real (unpadded) columns of the weight given to the kernel
+  v_total: int          # full vocabulary size (entropy upper bound log V)
+  kernels: tuple
+
+  @property
+  def block_n(self) -> int:
+    """Token block of the first platform's kernel (row chunks are rounded to it)."""
+    return self.kernels[0][1].block_n
 
 
 def _backend(impl: str):
@@ -52,14 +71,92 @@ def _backend(impl: str):
   raise ValueError(f"impl must be one of {_config.IMPLS}; got {impl!r}")
 
 
+def _pad_rows(a, rows: int, value):
+  return a if a.shape[0] == rows else jnp.pad(
+      a, ((0, rows - a.shape[0]),) + ((0, 0),) * (a.ndim - 1), constant_values=value)
+
+
+def _pad_cols(k: _Kernel, w):
+  """Only the Pallas GPU kernel needs the weight padded to a ``block_v`` multiple."""
+  v = w.shape[1]
+  vp = _config.round_up(v, k.block_v)
+  return w if k.impl != "pallas_gpu" or vp == v else jnp.pad(w, ((0, 0), (0, vp - v)))
+
+
+def _stats_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp):
+  n = x.shape[0]
+  rows = _config.round_up(n, k.block_n)
+  out = _backend(k.impl).forward_stats(_pad_rows(x, rows, 0), _pad_cols(k, w),
+                                       _pad_rows(t, rows, -1), inv_temp,
+                                       **k.kwargs(cfg.soft_cap, cfg.v_valid))
+  return tuple(a[:n] for a in out)
+
+
+def _backward_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp, lse, mean_z, g_lp, g_h):
+  n, v = x.shape[0], w.shape[1]
+  rows = _config.round_up(n, k.block_n)
+  per_tok = [_pad_rows(a, rows, 0) for a in (lse, mean_z, g_lp, g_h)]
+  dx, dw = _backend(k.impl).backward(_pad_rows(x, rows, 0), _pad_cols(k, w),
+                                     _pad_rows(t, rows, -1), inv_temp, *per_tok,
+                                     **k.kwargs(cfg.soft_cap, cfg.v_valid))
+  # One output type for every platform's branch: dX in f32, dW in the weight's dtype.
+  return dx[:n].astype(jnp.float32), dw[:, :v].astype(w.dtype)
+
+
+def _refuse_lowering(ctx, *args, impl, platforms):
+  raise ValueError(f"impl={impl!r} lowers for {', '.join(platforms)} only (interpreted when lowered for cpu); "
+                   f"this program is lowered for {', '.join(ctx.module_context.platforms)}: use impl='auto' "
+                   "or 'xla'")
+
+
+# Identity whose lowering raises: the default branch of an explicit kernel, so that lowering it for a platform
+# it has no branch for names the impl and the platforms instead of failing inside JAX.
+_refuse_p = Primitive("rljax_kernel_wrong_platform")
+_refuse_p.multiple_results = True
+_refuse_p.def_abstract_eval(lambda *avals, **_: avals)
+mlir.register_lowering(_refuse_p, _refuse_lowering)
+
+
+def _refusing_branch(cfg: _Static, fn, k: _Kernel, platforms):
+  def branch(*args):
+    shapes = jax.eval_shape(functools.partial(fn, cfg, k), *args)
+    leaves, tree = jax.tree.flatten(shapes)
+    zeros = [jnp.zeros(a.shape, a.dtype) for a in leaves]
+    return jax.tree.unflatten(tree, _refuse_p.bind(*zeros, impl=cfg.impl, platforms=platforms))
+  return branch
+
+
+def _per_platform(cfg: _Static, fn, *args):
+  """``fn(cfg, kernel, *args)`` with the kernel of the platform being lowered for.
+
+  One entry is called directly; several become a :func:`jax.lax.platform_dependent`,
+  which traces every branch but lowers only the lowering platform's (and, run
+  eagerly, calls the default backend's branch directly). A table without a
+  default entry (an explicit Pallas kernel) refuses other platforms at lowering
+  with a ``ValueError``.
+  """
+  if len(cfg.kernels) == 1 and cfg.kernels[0][0] is None:
+    return fn(cfg, cfg.kernels[0][1], *args)
+  branches, default = {}, None
+  for platforms, k in cfg.kernels:
+    branch = functools.partial(fn, cfg, k)
+    if platforms is None:
+      default = branch
+    else:
+      branches.update({p: branch for p in platforms})
+  if default is None:
+    default = _refusing_branch(cfg, fn, cfg.kernels[0][1], tuple(branches))
+  return jax.lax.platform_dependent(*args, default=default, **branches)
+
+
 def local_stats(cfg: _Static, x, w, t, inv_temp):
-  """``(m, s, w, z_y)`` per token from the implementation named by ``cfg``."""
-  return _backend(cfg.impl).forward_stats(x, w, t, inv_temp, **cfg.kwargs())
+  """``(m, s, w, z_y)`` per token from the kernel of the lowering platform."""
+  return _per_platform(cfg, _stats_one, x, w, t, inv_temp)
 
 
 def local_backward(cfg: _Static, x, w, t, inv_temp, lse, mean_z, g_lp, g_h):
-  """``(dx f32 [Np, H], dw [H, Vp])`` from the implementation named by ``cfg``."""
-  return _backend(cfg.impl).backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, **cfg.kwargs())
+  """``(dx f32 [N, H], dw [H, V] w.dtype)`` from the kernel of the lowering platform."""
+  return _per_platform(cfg, _backward_one, x, w, t, inv_temp, lse, mean_z, g_lp, g_h)
 
 
 def finish(m, s, ws, zy, valid, v_total):
@@ -151,25 +248,9 @@ def validate_inputs(hidden, weight, targets, temperature, mask, soft_cap, impl):
       raise ValueError(f"targets must lie in [0, V={v}) where unmasked; targets[{i}] = {int(tv[i])}")
 
 
-def resolve_impl(impl: str) -> str:
-  """``"auto"``: Pallas Mosaic on TPU, chunked XLA elsewhere.
-
-  The Pallas GPU kernel is opt-in (``impl="pallas_gpu"``) until
-  ``benchmarks/gpu_kernels_check.py`` has validated it on hardware.
-  """
-  backend = jax.default_backend()
-  if impl == "auto":
-    return "pallas_tpu" if backend == "tpu" else "xla"
-  needs = {"pallas_tpu": "tpu", "pallas_gpu": "gpu"}.get(impl)
-  if needs is not None and backend not in (needs, "cpu"):
-    raise ValueError(f"impl={impl!r} runs on {needs} (or interpreted on cpu); the default "
-                     f"backend is {backend!r}")
-  return impl
-
-
 def _fit(units: int, max_units: int) -> int:
   """Largest divisor of ``units`` not above ``max_units`` if it is at least half
-  of ``max_units`` (no padding needed), else ``max_units`` (pad)."""
+  of ``max_units`` (no ragged block needed), else ``max_units``."""
   if units <= max_units:
     return units
   for d in range(max_units, max_units // 2 - 1, -1):
@@ -178,28 +259,70 @@ def _fit(units: int, max_units: int) -> int:
   return max_units
 
 
-def plan_blocks(block_sizes, impl, n, v, h, itemsize) -> BlockSizes:
-  """User blocks are honoured (clamped to the problem); defaults are fitted to
-  divide ``N`` and ``V`` when that costs at most a factor 2 in tile size."""
-  blocks = _config.resolve_blocks(block_sizes, impl, n, v, h, itemsize)
-  if block_sizes is None and impl in ("xla", "pallas_tpu"):
+def _fit_vmem(blocks: BlockSizes, h: int, itemsize: int) -> BlockSizes:
+  """Halves ``block_v`` down to 512, then ``block_n`` down to 8, then ``block_v``
+  down to 128, until one Pallas TPU grid step fits the VMEM budget."""
+  bn, bv = blocks.block_n, blocks.block_v
+  while _config.tpu_vmem_bytes(bn, bv, h, itemsize) > _config.TPU_VMEM_BUDGET_BYTES:
+    if bv > 4 * _config.LANE:
+      bv = _config.round_up(bv // 2, _config.LANE)
+    elif bn > _config.SUBLANE:
+      bn = _config.round_up(bn // 2, _config.SUBLANE)
+    elif bv > _config.LANE:
+      bv = _config.round_up(bv // 2, _config.LANE)
+    else:
+      break  # H alone is too large: validate_for names the limit
+  return dataclasses.replace(blocks, block_n=bn, block_v=bv)
+
+
+def plan_blocks(block_sizes, impl, n, v, h, itemsize, platform="cpu", fit_vmem=False) -> BlockSizes:
+  """User blocks are honoured (clamped to the problem); defaults (for ``platform``)
+  are fitted to divide ``N`` and ``V`` when that costs at most a factor 2 in tile
+  size. ``fit_vmem`` shrinks Pallas TPU blocks, the user's too, to the VMEM budget
+  (``impl="auto"``: blocks chosen for another platform must not fail the TPU's)."""
+  given = block_sizes
+  if fit_vmem and impl == "pallas_tpu" and (given is None or isinstance(given, BlockSizes)):
+    block_sizes = _fit_vmem(given or _config.default_block_sizes(impl, platform), h, itemsize)
+  blocks = _config.resolve_blocks(block_sizes, impl, n, v, h, itemsize, platform)
+  if given is None and impl in ("xla", "pallas_tpu"):
     bn = _config.SUBLANE * _fit(_config.round_up(n, 8) // 8, blocks.block_n // 8)
     bv = _config.LANE * _fit(_config.round_up(v, 128) // 128, blocks.block_v // 128)
     blocks = dataclasses.replace(blocks, block_n=bn, block_v=bv)
   return blocks
 
 
-def pad_problem(hidden, weight, targets, valid, block_n, block_v):
-  """Pads rows (zero hidden, target -1, invalid) and columns (zero weight)."""
-  n, v = hidden.shape[0], weight.shape[1]
-  n_pad, v_pad = _config.round_up(n, block_n), _config.round_up(v, block_v)
-  if n_pad != n:
-    hidden = jnp.pad(hidden, ((0, n_pad - n), (0, 0)))
-    targets = jnp.pad(targets, (0, n_pad - n), constant_values=-1)
-    valid = jnp.pad(valid, (0, n_pad - n))
-  if v_pad != v:
-    weight = jnp.pad(weight, ((0, 0), (0, v_pad - v)))
-  return hidden, weight, targets, valid
+# Per impl: (lowering platforms or None for the rest, kernel, platform whose block defaults apply, interpret)
+_TABLES = {
+    "auto": ((("tpu",), "pallas_tpu", "tpu", False), (("cuda", "rocm"), "xla", "gpu", False),
+             (None, "xla", "cpu", False)),
+    "xla": ((("cuda", "rocm"), "xla", "gpu", False), (None, "xla", "cpu", False)),
+    "pallas_tpu": ((("tpu",), "pallas_tpu", "tpu", False), (("cpu",), "pallas_tpu", "tpu", True)),
+    "pallas_gpu": ((("cuda", "rocm"), "pallas_gpu", "gpu", False),
+                   (("cpu",), "pallas_gpu", "gpu", True)),
+}
+
+
+def kernel_table(impl, block_sizes, n, v, h, itemsize) -> tuple:
+  """``((platforms, _Kernel), ...)`` for ``impl`` (not ``"reference"``): what each
+  lowering platform runs. ``auto``: Mosaic on TPU, chunked XLA elsewhere (GPU
+  blocks on cuda/rocm). ``pallas_tpu`` / ``pallas_gpu``: the kernel on its
+  platform, interpreted on CPU, no lowering elsewhere. Entries with equal
+  kernels are merged (the default entry absorbs them). The unpadded-weight
+  kernels get ``block_v <= V`` (a block spanning the whole vocabulary is always
+  a legal Mosaic block, aligned or not)."""
+  merged = []
+  for platforms, name, blocks_for, interpret in _TABLES[impl]:
+    b = plan_blocks(block_sizes, name, n, v, h, itemsize, blocks_for, fit_vmem=impl == "auto")
+    bv = b.block_v if name == "pallas_gpu" else min(b.block_v, v)
+    k = _Kernel(name, b.block_n, bv, b.block_h, interpret)
+    for i, (ps, other) in enumerate(merged):
+      if other == k:
+        merged[i] = (None if ps is None or platforms is None else ps + platforms, k)
+        break
+    else:
+      merged.append((platforms, k))
+  default = [e for e in merged if e[0] is None]
+  return tuple([e for e in merged if e[0] is not None] + default)
 
 
 def logprob_and_entropy(hidden: Array, weight: Array, targets: Array, *, temperature=1.0,
@@ -232,8 +355,10 @@ def logprob_and_entropy(hidden: Array, weight: Array, targets: Array, *, tempera
     soft_cap: optional static positive float.
     impl: ``"auto"`` (Pallas Mosaic on TPU, chunked XLA elsewhere), ``"xla"``,
       ``"pallas_tpu"``, ``"pallas_gpu"`` (Triton-lowered Pallas), or
-      ``"reference"`` (materialising, autodiff). Pallas kernels run in
-      interpret mode when the default backend is CPU.
+      ``"reference"`` (materialising, autodiff). The choice follows the
+      platform the program is lowered for (``jax.lax.platform_dependent``),
+      not the host: ``auto`` compiled for TPU devices from a CPU host gets the
+      Mosaic kernel. Pallas kernels run in interpret mode when lowered for CPU.
     block_sizes: optional :class:`BlockSizes`.
 
   Returns:
@@ -246,7 +371,6 @@ def logprob_and_entropy(hidden: Array, weight: Array, targets: Array, *, tempera
       invalid block sizes.
   """
   validate_inputs(hidden, weight, targets, temperature, mask, soft_cap, impl)
-  impl = resolve_impl(impl)
   if impl == "reference":
     if block_sizes is not None and not isinstance(block_sizes, BlockSizes):
       raise ValueError(f"block_sizes must be a rljax.kernels.BlockSizes or None; got {type(block_sizes).__name__}")
@@ -254,17 +378,14 @@ def logprob_and_entropy(hidden: Array, weight: Array, targets: Array, *, tempera
                                          mask=mask, soft_cap=soft_cap)
   n, h = hidden.shape
   v = weight.shape[1]
-  blocks = plan_blocks(block_sizes, impl, n, v, h, jnp.dtype(hidden.dtype).itemsize)
+  kernels = kernel_table(impl, block_sizes, n, v, h, jnp.dtype(hidden.dtype).itemsize)
   if n == 0:
     z = jnp.zeros((0,), jnp.float32)
     return z, z
   valid = jnp.ones((n,), bool) if mask is None else jnp.asarray(mask).astype(bool)
   t = jnp.where(valid, jnp.asarray(targets).astype(jnp.int32), -1)
-  xp, wp, tp, vp = pad_problem(hidden, weight, t, valid, blocks.block_n, blocks.block_v)
   cfg = _Static(impl=impl, soft_cap=None if soft_cap is None else float(soft_cap), v_valid=v,
-                v_total=v, block_n=blocks.block_n, block_v=blocks.block_v,
-                block_h=blocks.block_h, interpret=jax.default_backend() == "cpu")
+                v_total=v, kernels=kernels)
   inv_temp = 1.0 / jnp.asarray(temperature, jnp.float32)
   with jax.named_scope("logprob_and_entropy"):  # names its ops, forward and backward, in profiles and HLO dumps
-    logp, ent = _fused(cfg, xp, wp, tp, vp, inv_temp)
-  return logp[:n], ent[:n]
+    return _fused(cfg, hidden, weight, t, valid, inv_temp)

@@ -28,8 +28,9 @@ class BlockSizes:
   (``block_h``, Pallas GPU only) loops.
 
   ``block_n`` must be a multiple of 8 and ``block_v`` of 128 (TPU sublane and
-  lane tiles; N and V are padded up to multiples of the blocks, padded vocab
-  columns are masked to ``-inf``). ``block_h`` must divide ``H`` for the
+  lane tiles). N is padded up to a multiple of ``block_n``; V is not padded:
+  the last vocabulary block may be ragged and its columns past V are masked to
+  ``-inf`` inside the kernel (the Pallas GPU kernel still pads the weight). ``block_h`` must divide ``H`` for the
   Pallas GPU kernel (H is not padded). The Pallas GPU (Triton) kernel further
   needs powers of two. Blocks larger than the padded problem are clamped to it.
   """
@@ -63,7 +64,7 @@ class BlockSizes:
                          f"H={hidden_size} (required by impl='pallas_gpu')")
     if impl == "pallas_tpu":
       bn, bv, h = self.block_n, self.block_v, hidden_size
-      vmem = 2 * (bn * h + h * bv) * itemsize + 3 * bn * bv * 4 + bn * h * 4 + h * bv * 4
+      vmem = tpu_vmem_bytes(bn, bv, h, itemsize)
       if vmem > TPU_VMEM_BUDGET_BYTES:
         raise ValueError(
             f"BlockSizes(block_n={bn}, block_v={bv}) with H={h} needs ~{vmem / 2**20:.1f} MiB of "
@@ -71,9 +72,18 @@ class BlockSizes:
             "impl='pallas_tpu'; use smaller blocks")
 
 
-def default_block_sizes(impl: str) -> BlockSizes:
-  """Per-implementation defaults (tokamax uses b=1024, v=2048 with h=512 tiles;
-  our TPU kernel keeps all of H resident, hence smaller token blocks)."""
+def tpu_vmem_bytes(block_n: int, block_v: int, hidden_size: int, itemsize: int) -> int:
+  """VMEM of one Pallas TPU grid step: double-buffered ``x [bn, H]`` and ``w [H, bv]``
+  blocks, three f32 ``[bn, bv]`` tiles and the f32 ``dX [bn, H]`` / ``dW [H, bv]`` accumulators."""
+  bn, bv, h = block_n, block_v, hidden_size
+  return 2 * (bn * h + h * bv) * itemsize + 3 * bn * bv * 4 + bn * h * 4 + h * bv * 4
+
+
+def default_block_sizes(impl: str, platform: str = "cpu") -> BlockSizes:
+  """Per-implementation defaults for the lowering ``platform`` (``"cpu"``, ``"gpu"``
+  or ``"tpu"``; only the chunked XLA path differs by platform). Tokamax uses
+  b=1024, v=2048 with h=512 tiles; our TPU kernel keeps all of H resident,
+  hence smaller token blocks."""
   if impl == "pallas_tpu":
     return BlockSizes(block_n=256, block_v=512)
   if impl == "pallas_gpu":
@@ -81,8 +91,7 @@ def default_block_sizes(impl: str) -> BlockSizes:
   # Chunked XLA: large tiles keep the GEMMs efficient while the
   # [block_n, block_v] f32 tile stays small next to N x V (GPUs want bigger
   # GEMMs per loop step than CPUs).
-  import jax  # local: keep this module importable without initialising a backend
-  if jax.default_backend() == "gpu":
+  if platform == "gpu":
     return BlockSizes(block_n=4096, block_v=8192)
   # CPU: a 1 MiB f32 tile stays in L2; measured faster than 512x2048 and
   # 1024x4096 on a 2-core host (benchmarks/logprob_bench.py).
@@ -94,10 +103,10 @@ def round_up(x: int, m: int) -> int:
 
 
 def resolve_blocks(blocks: Optional[BlockSizes], impl: str, n: int, v: int, h: int,
-                   itemsize: int) -> BlockSizes:
-  """Validates user blocks (or picks defaults) and clamps them to the problem."""
+                   itemsize: int, platform: str = "cpu") -> BlockSizes:
+  """Validates user blocks (or picks ``platform``'s defaults) and clamps them to the problem."""
   if blocks is None:
-    blocks = default_block_sizes(impl)
+    blocks = default_block_sizes(impl, platform)
   elif not isinstance(blocks, BlockSizes):
     raise ValueError(f"block_sizes must be a rljax.kernels.BlockSizes or None; got {type(blocks).__name__}")
   if impl == "pallas_gpu":  # alignment rules apply to the blocks as given

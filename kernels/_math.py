@@ -29,8 +29,11 @@ def tile_logits(raw, inv_temp, soft_cap: Optional[float]):
 def online_update(m, s, w, zy, z, col, valid, tgt):
   """One online-softmax step over a ``[bn, bv]`` tile (stats are ``[bn, 1]``).
 
-  ``col`` holds global column ids, ``valid`` marks real (unpadded) columns and
-  ``tgt`` is ``[bn, 1]`` target ids (ids outside this tile contribute nothing).
+  ``col`` holds global column ids, ``valid`` marks the columns this tile owns
+  (real, not padding, not read past the weight's end, not already counted by
+  an overlapping window) and ``tgt`` is ``[bn, 1]`` target ids (ids outside
+  this tile contribute nothing). Invalid columns may hold any value, NaN
+  included: they only enter through ``where``.
   """
   zm = jnp.where(valid, z, NEG_INF)
   m_new = jnp.maximum(m, jnp.max(zm, axis=1, keepdims=True))
@@ -38,20 +41,21 @@ def online_update(m, s, w, zy, z, col, valid, tgt):
   e = jnp.exp(zm - m_new)
   s = s * scale + jnp.sum(e, axis=1, keepdims=True)
   w = w * scale + jnp.sum(jnp.where(valid, e * z, 0.0), axis=1, keepdims=True)
-  zy = zy + jnp.sum(jnp.where(col == tgt, z, 0.0), axis=1, keepdims=True)
+  zy = zy + jnp.sum(jnp.where(valid & (col == tgt), z, 0.0), axis=1, keepdims=True)
   return m_new, s, w, zy
 
 
 def tile_draw(z, th, col, valid, tgt, lse, mean_z, g_lp, g_h, inv_temp,
               soft_cap: Optional[float]):
-  """Cotangent of ``raw`` for one tile (f32). Per-token args are ``[bn, 1]``."""
-  p = jnp.where(valid, jnp.exp(z - lse), 0.0)
+  """Cotangent of ``raw`` for one tile (f32), exactly 0 on invalid columns
+  (whatever they hold). Per-token args are ``[bn, 1]``."""
+  p = jnp.exp(z - lse)
   onehot = (col == tgt).astype(jnp.float32)
   dz = g_lp * (onehot - p) - g_h * p * (z - mean_z)
   draw = dz * inv_temp
   if soft_cap is not None:
     draw = draw * (1.0 - th * th)
-  return draw
+  return jnp.where(valid, draw, 0.0)
 
 
 def _dot(a, b, dims):

@@ -8,13 +8,22 @@ block and folds it into the running ``(m, s, w, z_y)`` held in the resident
 accumulator). Backward: two kernels that both recompute the tiles from the
 saved ``lse`` and ``E_p[z]`` (like the dq / dkv split of flash attention):
 ``dX`` with grid ``(n, v)`` accumulating over ``v``, and ``dW`` with grid
-``(v, n)`` accumulating over ``n``, so every output block is revisited only on
-consecutive steps. Cost 10 N H V FLOPs (one extra recompute against 8 N H V
-for a single-pass backward, which would need dW atomics that TPUs lack).
-All of H stays resident per block (no H tiling); ``BlockSizes.validate_for``
-rejects blocks over the VMEM budget.
+``(v, n)`` accumulating over ``n`` in an f32 VMEM scratch block and writing
+``dW`` once per vocabulary block in the weight's dtype, so every output block is
+revisited only on consecutive steps and no f32 ``[H, V]`` buffer exists. Cost
+10 N H V FLOPs (one extra recompute against 8 N H V for a single-pass backward,
+which would need dW atomics that TPUs lack). All of H stays resident per block
+(no H tiling); ``BlockSizes.validate_for`` rejects blocks over the VMEM budget.
 
-On CPU the kernels run with ``interpret=True`` (tests).
+The weight is not padded: the vocabulary grid is ``cdiv(V, block_v)`` and the
+last block may run past the weight's end. Mosaic reads unspecified values
+there (the interpreter reads NaN) and drops the out-of-range part of a written
+block, so those columns are masked out of the online log-sum-exp and given a
+zero cotangent, and the ``dX`` kernel zeroes them in the weight block before
+``dz W^T`` (``0 * NaN`` would otherwise poison it).
+
+``rljax.kernels._api`` runs the kernels with ``interpret=True`` when it lowers
+for CPU (tests) and as Mosaic kernels when it lowers for TPU.
 """
 from __future__ import annotations
 
@@ -72,8 +81,7 @@ def _smem_spec():
 def forward_stats(x, w, t, inv_temp, *, soft_cap, v_valid, block_n, block_v, interpret=False):
   """Same contract as ``rljax.kernels._xla.forward_stats``."""
   n_pad, h = x.shape
-  v_pad = w.shape[1]
-  grid = (n_pad // block_n, v_pad // block_v)
+  grid = (n_pad // block_n, pl.cdiv(w.shape[1], block_v))
   row = pl.BlockSpec((block_n, 1), lambda i, j: (i, 0))
   stat = jax.ShapeDtypeStruct((n_pad, 1), jnp.float32)
   kernel = functools.partial(_fwd_kernel, block_v=block_v, v_valid=v_valid, soft_cap=soft_cap)
@@ -102,7 +110,8 @@ def _draw(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, j, *,
   return draw.astype(mm_dtype)
 
 
-def _dx_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dx_ref, **kw):
+def _dx_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dx_ref, *, ragged,
+               **kw):
   j = pl.program_id(1)
 
   @pl.when(j == 0)
@@ -110,26 +119,35 @@ def _dx_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, 
     dx_ref[...] = jnp.zeros(dx_ref.shape, jnp.float32)
 
   draw = _draw(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, j, **kw)
-  dx_ref[...] += _math.dot_nt(draw, w_ref[...])
+  wb = w_ref[...]
+  if ragged:  # the last block reads past the weight's end: zero those columns
+    col = j * kw["block_v"] + lax.broadcasted_iota(jnp.int32, (1, wb.shape[1]), 1)
+    wb = jnp.where(col < kw["v_valid"], wb, jnp.zeros_like(wb))
+  dx_ref[...] += _math.dot_nt(draw, wb)
 
 
-def _dw_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dw_ref, **kw):
+def _dw_kernel(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, dw_ref, acc_ref,
+               **kw):
   j, i = pl.program_id(0), pl.program_id(1)
 
   @pl.when(i == 0)
   def _init():
-    dw_ref[...] = jnp.zeros(dw_ref.shape, jnp.float32)
+    acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
 
   draw = _draw(temp_ref, x_ref, w_ref, t_ref, lse_ref, mz_ref, glp_ref, gh_ref, j, **kw)
-  dw_ref[...] += _math.dot_tn(x_ref[...], draw)
+  acc_ref[...] += _math.dot_tn(x_ref[...], draw)
+
+  @pl.when(i == pl.num_programs(1) - 1)
+  def _write():  # f32 accumulation in VMEM; dW leaves in the weight's dtype (no [H, V] f32 buffer)
+    dw_ref[...] = acc_ref[...].astype(dw_ref.dtype)
 
 
 def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, block_n, block_v,
              interpret=False):
-  """Same contract as ``rljax.kernels._xla.backward`` (dx and dw in f32)."""
+  """Same contract as ``rljax.kernels._xla.backward`` (dx in f32, dw in ``w.dtype``)."""
   n_pad, h = x.shape
-  v_pad = w.shape[1]
-  nb, vb = n_pad // block_n, v_pad // block_v
+  v_cols = w.shape[1]
+  nb, vb = n_pad // block_n, pl.cdiv(v_cols, block_v)
   kw = dict(block_v=block_v, v_valid=v_valid, soft_cap=soft_cap,
             mm_dtype=jnp.promote_types(x.dtype, w.dtype))
   col2 = lambda a: a.reshape(n_pad, 1)
@@ -143,7 +161,7 @@ def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, bl
             pl.BlockSpec((h, block_v), lambda a, b: (0, voc(a, b)))] + [row] * 5
 
   dx = pl.pallas_call(
-      functools.partial(_dx_kernel, **kw),
+      functools.partial(_dx_kernel, ragged=v_cols % block_v != 0, **kw),
       grid=(nb, vb),
       in_specs=specs(lambda i, j: i, lambda i, j: j),
       out_specs=pl.BlockSpec((block_n, h), lambda i, j: (i, 0)),
@@ -157,7 +175,8 @@ def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, bl
       grid=(vb, nb),
       in_specs=specs(lambda j, i: i, lambda j, i: j),
       out_specs=pl.BlockSpec((h, block_v), lambda j, i: (0, j)),
-      out_shape=jax.ShapeDtypeStruct((h, v_pad), jnp.float32),
+      out_shape=jax.ShapeDtypeStruct((h, v_cols), w.dtype),
+      scratch_shapes=[pltpu.VMEM((h, block_v), jnp.float32)],
       compiler_params=_params(pltpu.PARALLEL, pltpu.ARBITRARY),
       interpret=interpret,
       name="logprob_entropy_bwd_dw",

@@ -50,7 +50,6 @@ class _ShardStatic:
   token_axes: tuple  # rows are split over these (() = replicated)
   shared: tuple  # token axes that also split the vocabulary: rows gathered over them per chunk
   v_local: int
-  v_local_pad: int
   chunk: int  # local rows per chunk (a block multiple; the padded local rows are a multiple of it)
 
 
@@ -72,10 +71,6 @@ def _local_targets(s: _ShardStatic, t, valid):
   lo = lax.axis_index(s.vocab_axes) * s.v_local
   own = valid & (t >= lo) & (t < lo + s.v_local)
   return jnp.where(own, t - lo, -1)
-
-
-def _pad_w(s: _ShardStatic, w):
-  return w if s.v_local_pad == s.v_local else jnp.pad(w, ((0, 0), (0, s.v_local_pad - s.v_local)))
 
 
 def _gather(s: _ShardStatic, a):
@@ -112,11 +107,9 @@ def _sharded_fwd(s, x, w, t, valid, inv_temp):
   tok, col = _specs(s)
 
   def body(x, w, t, valid, inv_temp):
-    wp = _pad_w(s, w)
-
     def chunk(args):
       xg, tg, vg = (_gather(s, a) for a in args)
-      m, sx, ws, zy = _api.local_stats(s.cfg, xg, wp, _local_targets(s, tg, vg), inv_temp)
+      m, sx, ws, zy = _api.local_stats(s.cfg, xg, w, _local_targets(s, tg, vg), inv_temp)
       m_all = lax.pmax(m, s.vocab_axes)
       scale = jnp.exp(m - m_all)
       sx, ws, zy = _sum_to_owner(s, jnp.stack([sx * scale, ws * scale, zy]), axis=1)
@@ -138,15 +131,14 @@ def _sharded_bwd(s, res, g):
   tok, col = _specs(s)
 
   def body(x, w, t, valid, inv_temp, lse, mean_z, g_lp, g_h):
-    wp = _pad_w(s, w)
     vf = valid.astype(jnp.float32)
     rows = (x, t, valid, lse, mean_z, g_lp.astype(jnp.float32) * vf, g_h.astype(jnp.float32) * vf)
 
     def chunk(dw, args):
       xg, tg, vg, lg, mg, glg, ghg = (_gather(s, a) for a in args)
-      dx, dwc = _api.local_backward(s.cfg, xg, wp, _local_targets(s, tg, vg), inv_temp, lg, mg, glg, ghg)
+      dx, dwc = _api.local_backward(s.cfg, xg, w, _local_targets(s, tg, vg), inv_temp, lg, mg, glg, ghg)
       dx = _sum_to_owner(s, dx, axis=0)
-      return dw + dwc[:, :s.v_local].astype(jnp.float32), dx.astype(x.dtype)
+      return dw + dwc.astype(jnp.float32), dx.astype(x.dtype)
 
     dw0 = jnp.zeros((x.shape[1], s.v_local), jnp.float32)
     if x.shape[0] == s.chunk:
@@ -216,7 +208,6 @@ def logprob_and_entropy_sharded(hidden, weight, targets, *, mesh: Mesh,
   if chunk_rows is not None and (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int)
                                  or chunk_rows < 1):
     raise ValueError(f"chunk_rows must be a positive int or None; got {chunk_rows!r}")
-  impl = _api.resolve_impl(impl)
   if impl == "reference":
     raise ValueError("impl='reference' has no sharded version; use 'auto', 'xla', 'pallas_tpu' "
                      "or 'pallas_gpu'")
@@ -229,8 +220,10 @@ def logprob_and_entropy_sharded(hidden, weight, targets, *, mesh: Mesh,
   if n % n_shards:
     raise ValueError(f"N={n} tokens must be divisible by the token_axes {token_axes} size {n_shards}")
   v_local, n_local = v // k, n // n_shards
-  blocks = _api.plan_blocks(block_sizes, impl, n_local, v_local, h,
-                            jnp.dtype(hidden.dtype).itemsize)
+  kernels = _api.kernel_table(impl, block_sizes, n_local, v_local, h,
+                              jnp.dtype(hidden.dtype).itemsize)
+  cfg = _api._Static(impl=impl, soft_cap=None if soft_cap is None else float(soft_cap),
+                     v_valid=v_local, v_total=v, kernels=kernels)
   if n == 0:
     z = jnp.zeros((0,), jnp.float32)
     return z, z
@@ -239,9 +232,9 @@ def logprob_and_entropy_sharded(hidden, weight, targets, *, mesh: Mesh,
   n_gather = math.prod(mesh.shape[a] for a in shared)
   if shared:
     want = chunk_rows or -(-_GATHER_ROWS // n_gather)
-    chunk = _config.round_up(min(want, n_local), blocks.block_n)
+    chunk = _config.round_up(min(want, n_local), cfg.block_n)
   else:
-    chunk = _config.round_up(n_local, blocks.block_n)
+    chunk = _config.round_up(n_local, cfg.block_n)
   # Rows are padded per token shard so every shard's slice is a whole number of chunks.
   n_local_pad = _config.round_up(n_local, chunk)
   if n_local_pad != n_local:
@@ -251,11 +244,8 @@ def logprob_and_entropy_sharded(hidden, weight, targets, *, mesh: Mesh,
     xp, tp, vp = pad(hidden, 0), pad(t, -1), pad(valid, False)
   else:
     xp, tp, vp = hidden, t, valid
-  cfg = _api._Static(impl=impl, soft_cap=None if soft_cap is None else float(soft_cap),
-                     v_valid=v_local, v_total=v, block_n=blocks.block_n, block_v=blocks.block_v,
-                     block_h=blocks.block_h, interpret=jax.default_backend() == "cpu")
   s = _ShardStatic(cfg=cfg, mesh=mesh, vocab_axes=vocab_axes, token_axes=token_axes, shared=shared,
-                   v_local=v_local, v_local_pad=_config.round_up(v_local, blocks.block_v), chunk=chunk)
+                   v_local=v_local, chunk=chunk)
   inv_temp = 1.0 / jnp.asarray(temperature, jnp.float32)
   logp, ent = _sharded(s, xp, weight, tp, vp, inv_temp)
   if n_local_pad != n_local:

@@ -1,0 +1,148 @@
+"""rljax.kernels as lowered for the hardware, not the host: Mosaic for TPU topologies (XLA:TPU compiles
+here with no TPU attached), Triton for cuda (``jax.export``); and the unpadded weight (a ragged last
+vocabulary block) against the float64 reference."""
+import importlib.util
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rljax.kernels import BlockSizes, logprob_and_entropy, logprob_and_entropy_sharded
+from test_kernels_reference import make_inputs, reference, rel_err
+
+# A program compiled for a TPU topology enters the session's persistent compilation cache (tests/conftest.py), but
+# an executable without a TPU client cannot be read back: JAX warns and compiles again.
+pytestmark = pytest.mark.filterwarnings("ignore:Error reading persistent compilation cache entry:UserWarning")
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+_SPEC = importlib.util.spec_from_file_location("tpu_kernel_memory", ROOT / "benchmarks" / "tpu_kernel_memory.py")
+bench = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(bench)
+
+
+def _chips(topology: str):
+  pytest.importorskip("libtpu", reason='compiling for TPU needs libtpu: pip install -e ".[tpu]"')
+  return bench.topology_devices(topology)
+
+
+# ----------------------------------------------------------------------------- ragged vocabulary, float64
+
+
+@pytest.mark.parametrize("impl,v,blocks", [
+    ("xla", 1000, BlockSizes(8, 256)),   # 3 whole blocks + 232 columns: the last window overlaps block 2
+    ("xla", 151936, None),               # Qwen's V = 128 * 1187: default blocks 1024, last one 384 wide
+    ("pallas_tpu", 1000, None),          # 512 + 488: the last block reads past the weight (NaN, interpreted)
+    ("pallas_tpu", 151936, None),        # blocks of 512, the last 384 wide
+])
+def test_ragged_vocabulary_matches_float64(impl, v, blocks):
+  n, h = 24, 8
+  x, w, t, mask, a, b = make_inputs(21, n, h, v)
+  # Targets in the last block, in the columns the XLA path's shifted last window re-reads, and column 0.
+  t[:5] = [v - 1, v - 200, v - 300, 750, 0]
+  mask[:5] = True
+  def loss(x, w):
+    lp, ent = logprob_and_entropy(x, w, jnp.asarray(t), mask=jnp.asarray(mask), impl=impl,
+                                  block_sizes=blocks, temperature=0.9, soft_cap=6.0)
+    return jnp.sum(lp * a) + jnp.sum(ent * b), (lp, ent)
+  (_, (lp, ent)), (gx, gw) = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(
+      jnp.asarray(x), jnp.asarray(w))
+  want = reference(x, w, t, temperature=0.9, soft_cap=6.0, mask=mask, a=a, b=b)
+  for got, ref in zip((lp, ent, gx, gw), want):
+    assert np.all(np.isfinite(np.asarray(got)))
+    assert rel_err(got, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("program", bench.PROGRAMS)
+def test_no_padded_weight_copy_on_cpu(program):
+  # V = 100_003 is a multiple of no block: padding the weight would put a second [H, V] in temp.
+  n, h, v = 64, 256, 100_003
+  sds = jax.ShapeDtypeStruct
+  fn = bench._program(program, "auto")
+  mem = jax.jit(fn).lower(sds((n, h), jnp.float32), sds((h, v), jnp.float32),
+                          sds((n,), jnp.int32)).compile().memory_analysis()
+  assert mem.temp_size_in_bytes < h * v * 4 / 4
+
+
+@pytest.mark.parametrize("impl,platform", [("pallas_tpu", "cuda"), ("pallas_gpu", "tpu")])
+def test_explicit_kernel_lowered_for_another_platform_is_refused(impl, platform):
+  sds = jax.ShapeDtypeStruct
+  fn = jax.jit(bench._program("forward+backward", impl))
+  with pytest.raises(ValueError, match=f"impl='{impl}' lowers for .* lowered for {platform}"):
+    jax.export.export(fn, platforms=[platform])(sds((64, 64), jnp.float32), sds((64, 256), jnp.float32),
+                                               sds((64,), jnp.int32))
+
+
+# ----------------------------------------------------------------------------- TPU (XLA:TPU + Mosaic)
+
+
+@pytest.fixture(scope="module")
+def v5e():
+  return _chips("v5e:2x2")
+
+
+@pytest.mark.parametrize("program", bench.PROGRAMS)
+def test_auto_compiles_the_mosaic_kernel_for_tpu(v5e, program):
+  # Host backend "cpu", target a v5e chip: auto must lower Mosaic, not the chunked XLA loop or the
+  # interpreter's loop, and no copy of the (ragged: 1000 = 512 + 488) weight.
+  n, h, v = 256, 128, 1000
+  got = bench.compile_program(v5e[0], program, "auto", n, h, v)
+  assert got["mosaic"] and got["loops"] == 0
+  assert got["temp"] < h * v * 2
+  assert not bench.compile_program(v5e[0], program, "xla", n, h, v)["mosaic"]
+
+
+def test_explicit_pallas_tpu_is_mosaic_when_lowered_for_tpu(v5e):
+  got = bench.compile_program(v5e[0], "forward+backward", "pallas_tpu", 256, 128, 1000)
+  assert got["mosaic"] and got["loops"] == 0
+
+
+def test_sharded_head_compiles_mosaic_inside_shard_map(v5e):
+  # Vocab-parallel over a 1x4 mesh of v5e chips: the Mosaic kernel runs inside shard_map.
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+  mesh = Mesh(np.array(v5e).reshape(1, 4), ("data", "tensor"))
+  n, h, v = 256, 128, 4 * 1000
+  sds = jax.ShapeDtypeStruct
+  args = (sds((n, h), jnp.bfloat16, sharding=NamedSharding(mesh, P("data"))),
+          sds((h, v), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "tensor"))),
+          sds((n,), jnp.int32, sharding=NamedSharding(mesh, P("data"))))
+
+  def loss(x, w, t):
+    lp, ent = logprob_and_entropy_sharded(x, w, t, mesh=mesh, axis_name="tensor", token_axes="data")
+    return jnp.sum(lp) + jnp.sum(ent)
+
+  text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(*args).compile().as_text()
+  assert "tpu_custom_call" in text and " while(" not in text
+
+
+# ----------------------------------------------------------------------------- long guards: realistic shapes
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("topology", ["v5e:2x2", "v6e:2x2", "v5p:2x2x1"])
+@pytest.mark.parametrize("n,h", [(4096, 896), (8192, 3584)])
+def test_qwen_head_compiles_for_tpu_without_weight_copy(topology, n, h):
+  chip = _chips(topology)[0]
+  v = bench.V_QWEN
+  weight = h * v * 2
+  for program in bench.PROGRAMS:
+    got = bench.compile_program(chip, program, "auto", n, h, v)
+    assert "error" not in got, got
+    assert got["mosaic"] and got["loops"] == 0
+    # No padded weight copy (was exactly one weight of temp in the forward) and no f32 dW (two weights).
+    assert got["temp"] < weight / 8, (program, got["temp"] / 2 ** 30)
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("h", [896, 3584])
+def test_pallas_gpu_kernel_exports_triton_for_cuda(h):
+  n, v = 4096, bench.V_QWEN
+  sds = jax.ShapeDtypeStruct
+  args = (sds((n, h), jnp.bfloat16), sds((h, v), jnp.bfloat16), sds((n,), jnp.int32))
+  triton = "__gpu$xla.gpu.triton"
+  for impl, want in (("pallas_gpu", True), ("auto", False)):
+    fn = jax.jit(bench._program("forward+backward", impl))
+    exported = jax.export.export(fn, platforms=["cuda"], disabled_checks=[
+        jax.export.DisabledSafetyCheck.custom_call(triton)])(*args)
+    assert (triton in exported.mlir_module()) == want, impl
