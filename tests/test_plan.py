@@ -115,6 +115,9 @@ def test_tiny_run_compiles_for_v5e(tmp_path):
   for p in report.programs:
     assert p.args > 0 and p.total > 0 and p.cost.flops > 0 and p.need <= report.budget
   assert report.programs[0].resident > 0  # the reference parameters beside the update
+  # the fused log-prob head is the Mosaic kernel in the update and the forward (the platform lowered for decides,
+  # not this CPU host); the rollout's sampler scores with plain logits
+  assert [p.mosaic for p in report.programs] == [True, True, False]
   assert not report.failing()
   text = format_report(report)
   assert "compiled by XLA:TPU" in text and "an estimate, not a measured time" in text and "DOES NOT FIT" not in text

@@ -297,11 +297,30 @@ class _ShardedHead:
     kw = dict(temperature=temperature, mask=mask, soft_cap=soft_cap, impl=impl)
     if not vocab or weight.shape[1] % size:
       w = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, compute_spec(stored, self.gather_axes)))
+      if on_tpu(mesh) and mesh.size > 1 and impl in ("auto", "pallas_tpu"):
+        # a Mosaic kernel is not partitioned by XLA (it must sit in a shard_map): this layout takes the chunked
+        # XLA head, which XLA partitions like any other op
+        kw["impl"] = "xla"
       return logprob_and_entropy(hidden, w, targets, **kw)
     rows = big(_axes_tuple(logical_to_spec(("batch",), mesh, hidden.shape[:1], self.rules)[0]))
     weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, stored))
     weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, PartitionSpec(None, vocab)))
     return logprob_and_entropy_sharded(hidden, weight, targets, mesh=mesh, axis_name=vocab, token_axes=rows, **kw)
+
+
+def on_tpu(mesh: Mesh) -> bool:
+  """Whether ``mesh``'s devices are TPUs (a real slice, or a topology compiled for with no TPU attached)."""
+  return mesh.devices.flat[0].platform == "tpu"
+
+
+def sharded_head(model, mesh: Mesh, rules: Rules = DEFAULT_RULES, gather_axes=("fsdp",)) -> None:
+  """Installs the vocabulary-sharded head (:class:`_ShardedHead`) on ``model`` for a multi-chip TPU mesh.
+
+  On TPU the fused head is a Pallas (Mosaic) kernel, which XLA cannot partition: under ``jit`` over a
+  multi-chip mesh it must run inside a ``shard_map``, as the vocabulary-parallel kernel does. Other platforms
+  keep their programs (the chunked XLA head, partitioned by XLA)."""
+  if on_tpu(mesh) and mesh.size > 1 and hasattr(model, "head_logprob_fn") and model.head_logprob_fn is None:
+    model.head_logprob_fn = _ShardedHead(mesh, rules, tuple(gather_axes))
 
 
 class fsdp_loss_fn:  # pylint: disable=invalid-name
@@ -369,6 +388,10 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
         skip.add("embed")
         model.embed_lookup_fn = _ShardedLookup(mesh, self.rules)
       params = nnx.from_flat_state([(k, v) for k, v in nnx.to_flat_state(params) if k[0] not in skip])
+    else:
+      sharded_head(model, mesh, self.rules, self.gather_axes)
+      if getattr(model, "head_logprob_fn", None) is not None:  # the head scored vocabulary-sharded, not gathered
+        params = nnx.from_flat_state([(k, v) for k, v in nnx.to_flat_state(params) if k[0] != "lm_head"])
     nnx.update(model, jax.tree.map(one, params, is_leaf=_is_variable))
 
   def _constrain(self, model, batch):

@@ -46,6 +46,7 @@ class ProgramPlan:
   resident: int
   compile_s: float
   cost: _estimate.Cost
+  mosaic: bool = False  # the program holds Pallas kernels compiled by Mosaic (the fused log-prob head on TPU)
 
   @property
   def total(self) -> int:
@@ -153,7 +154,8 @@ def _analyse(name, what, compiled, seconds, resident, cost) -> ProgramPlan:
   m = compiled.memory_analysis()
   return ProgramPlan(name=name, what=what, args=int(m.argument_size_in_bytes), out=int(m.output_size_in_bytes),
                      alias=int(getattr(m, "alias_size_in_bytes", 0)), temp=int(m.temp_size_in_bytes),
-                     resident=int(resident), compile_s=seconds, cost=cost)
+                     resident=int(resident), compile_s=seconds, cost=cost,
+                     mosaic="tpu_custom_call" in compiled.as_text())
 
 
 def _timed(fn, *args, **kw):
@@ -318,7 +320,8 @@ def format_report(report: PlanReport) -> str:
            "|---|---|---|---|---|---|---|---|"]
   for p in report.programs:
     fits = "yes" if p.need <= report.budget else f"NO (over by {(p.need - report.budget) / GiB:.2f})"
-    lines.append(f"| {p.what} | {p.args / GiB:.2f} / {p.temp / GiB:.2f} / {p.total / GiB:.2f} | "
+    head = " (Pallas head)" if p.mosaic else ""
+    lines.append(f"| {p.what}{head} | {p.args / GiB:.2f} / {p.temp / GiB:.2f} / {p.total / GiB:.2f} | "
                  f"{p.resident / GiB:.2f} | {p.need / GiB:.2f} | {fits} | {p.compile_s:.0f} | "
                  f"{p.cost.flops / 1e12:,.1f} | {p.cost.seconds(chip, report.chips):.3g} |")
   lines.append("")

@@ -74,9 +74,13 @@ def forward_fn(graphdef, *, out_shardings=None, shared_prefix_len: int = 0, grou
   prompt its columns are 0 (``prompt_scores=False``): the stages read completion tokens only."""
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel
 
+  mesh = getattr(out_shardings, "mesh", None)
+
   @functools.partial(jax.jit, out_shardings=out_shardings)
   def fn(params, model_state, tokens, routing=None, segment_ids=None):
     model = nnx.merge(graphdef, params, model_state)
+    if mesh is not None:  # on a multi-chip TPU mesh the fused head runs vocabulary-sharded (Mosaic needs shard_map)
+      par.sharded_head(model, mesh)
     out = policy_outputs(model, tokens, routing=routing, segment_ids=segment_ids,
                          shared_prefix_len=shared_prefix_len, group_size=group_size, prompt_scores=False,
                          common_prefix_len=common_prefix_len)
