@@ -98,22 +98,29 @@ def test_explicit_pallas_tpu_is_mosaic_when_lowered_for_tpu(v5e):
   assert got["mosaic"] and got["loops"] == 0
 
 
-def test_sharded_head_compiles_mosaic_inside_shard_map(v5e):
-  # Vocab-parallel over a 1x4 mesh of v5e chips: the Mosaic kernel runs inside shard_map.
+@pytest.mark.parametrize("shape,token_axes,axis_name,chunk_rows", [
+    ((1, 1, 4), "data", "tensor", None),                           # vocab-parallel over 4 chips
+    ((1, 2, 2), ("data", "fsdp"), ("tensor", "fsdp"), 128),        # the FSDP layout: rows gathered in 2 chunks
+])
+def test_sharded_head_compiles_mosaic_inside_shard_map(v5e, shape, token_axes, axis_name, chunk_rows):
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-  mesh = Mesh(np.array(v5e).reshape(1, 4), ("data", "tensor"))
-  n, h, v = 256, 128, 4 * 1000
+  mesh = Mesh(np.array(v5e).reshape(shape), ("data", "fsdp", "tensor"))
+  n, h, v = 1024, 128, 4 * 1000
   sds = jax.ShapeDtypeStruct
-  args = (sds((n, h), jnp.bfloat16, sharding=NamedSharding(mesh, P("data"))),
-          sds((h, v), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "tensor"))),
-          sds((n,), jnp.int32, sharding=NamedSharding(mesh, P("data"))))
+  rows = NamedSharding(mesh, P(token_axes))
+  args = (sds((n, h), jnp.bfloat16, sharding=rows),
+          sds((h, v), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, axis_name))),
+          sds((n,), jnp.int32, sharding=rows))
 
   def loss(x, w, t):
-    lp, ent = logprob_and_entropy_sharded(x, w, t, mesh=mesh, axis_name="tensor", token_axes="data")
+    lp, ent = logprob_and_entropy_sharded(x, w, t, mesh=mesh, axis_name=axis_name, token_axes=token_axes,
+                                          chunk_rows=chunk_rows)
     return jnp.sum(lp) + jnp.sum(ent)
 
   text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(*args).compile().as_text()
-  assert "tpu_custom_call" in text and " while(" not in text
+  assert "tpu_custom_call" in text
+  if chunk_rows is None:  # one chunk: no loop at all (the interpreter's would be one)
+    assert " while(" not in text
 
 
 # ----------------------------------------------------------------------------- long guards: realistic shapes
