@@ -59,7 +59,7 @@ def test_no_padded_weight_copy_on_cpu(program):
   # V = 100_003 is a multiple of no block: padding the weight would put a second [H, V] in temp.
   n, h, v = 64, 256, 100_003
   sds = jax.ShapeDtypeStruct
-  fn = bench._program(program, "auto")
+  fn = bench.program_fn(program, "auto")
   mem = jax.jit(fn).lower(sds((n, h), jnp.float32), sds((h, v), jnp.float32),
                           sds((n,), jnp.int32)).compile().memory_analysis()
   assert mem.temp_size_in_bytes < h * v * 4 / 4
@@ -68,7 +68,7 @@ def test_no_padded_weight_copy_on_cpu(program):
 @pytest.mark.parametrize("impl,platform", [("pallas_tpu", "cuda"), ("pallas_gpu", "tpu")])
 def test_explicit_kernel_lowered_for_another_platform_is_refused(impl, platform):
   sds = jax.ShapeDtypeStruct
-  fn = jax.jit(bench._program("forward+backward", impl))
+  fn = jax.jit(bench.program_fn("forward+backward", impl))
   with pytest.raises(ValueError, match=f"impl='{impl}' lowers for .* lowered for {platform}"):
     jax.export.export(fn, platforms=[platform])(sds((64, 64), jnp.float32), sds((64, 256), jnp.float32),
                                                sds((64,), jnp.int32))
@@ -149,7 +149,7 @@ def test_pallas_gpu_kernel_exports_triton_for_cuda(h):
   args = (sds((n, h), jnp.bfloat16), sds((h, v), jnp.bfloat16), sds((n,), jnp.int32))
   triton = "__gpu$xla.gpu.triton"
   for impl, want in (("pallas_gpu", True), ("auto", False)):
-    fn = jax.jit(bench._program("forward+backward", impl))
+    fn = jax.jit(bench.program_fn("forward+backward", impl))
     exported = jax.export.export(fn, platforms=["cuda"], disabled_checks=[
         jax.export.DisabledSafetyCheck.custom_call(triton)])(*args)
     assert (triton in exported.mlir_module()) == want, impl
