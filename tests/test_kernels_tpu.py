@@ -1,6 +1,7 @@
 """rljax.kernels as lowered for the hardware, not the host: Mosaic for TPU topologies (XLA:TPU compiles
 here with no TPU attached), Triton for cuda (``jax.export``); and the unpadded weight (a ragged last
 vocabulary block) against the float64 reference."""
+import functools
 import importlib.util
 import pathlib
 
@@ -63,6 +64,21 @@ def test_no_padded_weight_copy_on_cpu(program):
   mem = jax.jit(fn).lower(sds((n, h), jnp.float32), sds((h, v), jnp.float32),
                           sds((n,), jnp.int32)).compile().memory_analysis()
   assert mem.temp_size_in_bytes < h * v * 4 / 4
+
+
+@pytest.mark.parametrize("blocks,h", [(None, 8192), (BlockSizes(block_n=4096, block_v=8192), 4096)])
+def test_auto_fits_the_tpu_kernel_to_vmem(blocks, h):
+  # The TPU branch of "auto" is planned on every host: blocks that would exceed the Mosaic kernel's VMEM
+  # (a 72B head's H = 8192 at the default blocks; blocks meant for the XLA path) are shrunk, not refused,
+  # while an explicit "pallas_tpu" still refuses them (tests/test_kernels.py::test_pallas_tpu_vmem_limit).
+  from rljax.kernels import _api, _config
+  (platforms, k), = [e for e in _api.kernel_table("auto", blocks, 8192, 151936, h, 2) if e[1].impl == "pallas_tpu"]
+  assert platforms == ("tpu",) and not k.interpret
+  assert _config.tpu_vmem_bytes(k.block_n, k.block_v, h, 2) <= _config.TPU_VMEM_BUDGET_BYTES
+  assert k.block_n % 8 == 0 and k.block_v % 128 == 0
+  sds = jax.ShapeDtypeStruct
+  jax.eval_shape(functools.partial(logprob_and_entropy, impl="auto", block_sizes=blocks),
+                 sds((8192, h), jnp.bfloat16), sds((h, 151936), jnp.bfloat16), sds((8192,), jnp.int32))
 
 
 @pytest.mark.parametrize("impl,platform", [("pallas_tpu", "cuda"), ("pallas_gpu", "tpu")])
