@@ -39,7 +39,7 @@ def _vocab_blocks(v_cols, block_v):
 
 
 def forward_stats(x, w, t, inv_temp, *, soft_cap, v_valid, block_n, block_v):
-  """Per-token ``(m, s, w, z_y)`` ``[Np]`` f32 over the (padded) vocabulary.
+  """Per-token ``(m, s, w, z_y)`` ``[Np]`` f32 over the vocabulary.
 
   Args: ``x [Np, H]`` (``Np`` a multiple of ``block_n``), ``w [H, V]`` (any
   ``V >= block_v``), ``t [Np]`` int32 target ids relative to this weight
