@@ -36,9 +36,10 @@ def _chips(topology: str):
     ("xla", 151936, None),               # Qwen's V = 128 * 1187: default blocks 1024, last one 384 wide
     ("pallas_tpu", 1000, None),          # 512 + 488: the last block reads past the weight (NaN, interpreted)
     ("pallas_tpu", 151936, None),        # blocks of 512, the last 384 wide
+    ("pallas_gpu", 1000, BlockSizes(16, 256, 16)),  # Triton, interpreted: the shifted last window as in XLA
 ])
 def test_ragged_vocabulary_matches_float64(impl, v, blocks):
-  n, h = 24, 8
+  n, h = 32, 16
   x, w, t, mask, a, b = make_inputs(21, n, h, v)
   # Targets in the last block, in the columns the XLA path's shifted last window re-reads, and column 0.
   t[:5] = [v - 1, v - 200, v - 300, 750, 0]
