@@ -40,9 +40,8 @@ def _raw_tile(x_ref, w_ref, rows, cols, *, block_n, block_v, block_h, h):
 
 def _window(j, *, block_n, block_v, v_cols, v_valid):
   """``(cols, col [bn, bv], valid)`` of vocabulary block ``j`` (the last one shifted onto real columns)."""
-  start = jnp.minimum(j * block_v, v_cols - block_v)
-  col = start + lax.broadcasted_iota(jnp.int32, (block_n, block_v), 1)
-  return pl.ds(start, block_v), col, (col >= j * block_v) & (col < v_valid)
+  start, col, valid = _math.vocab_window(j, block_v, v_cols, v_valid, rows=block_n)
+  return pl.ds(start, block_v), col, valid
 
 
 def _fwd_kernel(temp_ref, x_ref, w_ref, t_ref, m_ref, s_ref, ws_ref, zy_ref, *, block_n, block_v,
