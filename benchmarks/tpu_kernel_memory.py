@@ -16,7 +16,7 @@ the compiler's buffer sizes, not a measurement on a chip. ``fits`` keeps 10% of 
     JAX_PLATFORMS=cpu python benchmarks/tpu_kernel_memory.py
     JAX_PLATFORMS=cpu python benchmarks/tpu_kernel_memory.py --target v6e:2x2 --shapes 4096x896 --impls auto
 
-tests/test_kernels_tpu.py imports :func:`topology_devices` and :func:`compile_program`.
+tests/test_kernels_tpu.py imports :func:`topology_devices`, :func:`program_fn` and :func:`compile_program`.
 """
 import argparse
 import os
@@ -59,7 +59,9 @@ def topology_device(name: str):
   return topology_devices(name)[0]
 
 
-def _program(program: str, impl: str):
+def program_fn(program: str, impl: str):
+  """``f(hidden, weight, targets)``: the op's ``(logp, entropy)`` (``"forward"``) or the gradient of
+  ``sum(logp) + sum(entropy)`` w.r.t. hidden and weight (``"forward+backward"``)."""
   def forward(x, w, t):
     return logprob_and_entropy(x, w, t, impl=impl)
 
@@ -87,7 +89,7 @@ def compile_program(device, program: str, impl: str, n: int, h: int, v: int, dty
           jax.ShapeDtypeStruct((n,), jnp.int32, sharding=sh))
   t0 = time.perf_counter()
   try:
-    compiled = jax.jit(_program(program, impl)).lower(*args).compile()
+    compiled = jax.jit(program_fn(program, impl)).lower(*args).compile()
   except Exception as e:  # XLA:TPU refuses programs over the chip's HBM
     return {"error": str(e).strip().splitlines()[0][:160], "compile_s": time.perf_counter() - t0}
   mem = compiled.memory_analysis()

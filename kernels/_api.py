@@ -77,10 +77,10 @@ def _pad_rows(a, rows: int, value):
 
 
 def _pad_cols(k: _Kernel, w):
-  """Only the Pallas GPU kernel needs the weight padded to a ``block_v`` multiple."""
+  """Only the Pallas GPU kernel, and only for a vocabulary smaller than its (power-of-two)
+  block, needs the weight padded (to one block)."""
   v = w.shape[1]
-  vp = _config.round_up(v, k.block_v)
-  return w if k.impl != "pallas_gpu" or vp == v else jnp.pad(w, ((0, 0), (0, vp - v)))
+  return w if k.impl != "pallas_gpu" or v >= k.block_v else jnp.pad(w, ((0, 0), (0, k.block_v - v)))
 
 
 def _stats_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp):

@@ -30,7 +30,7 @@ class BlockSizes:
   ``block_n`` must be a multiple of 8 and ``block_v`` of 128 (TPU sublane and
   lane tiles). N is padded up to a multiple of ``block_n``; V is not padded:
   the last vocabulary block may be ragged and its columns past V are masked to
-  ``-inf`` inside the kernel (the Pallas GPU kernel still pads the weight). ``block_h`` must divide ``H`` for the
+  ``-inf`` inside the kernel. ``block_h`` must divide ``H`` for the
   Pallas GPU kernel (H is not padded). The Pallas GPU (Triton) kernel further
   needs powers of two. Blocks larger than the padded problem are clamped to it.
   """

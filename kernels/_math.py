@@ -26,6 +26,17 @@ def tile_logits(raw, inv_temp, soft_cap: Optional[float]):
   return th * (soft_cap * inv_temp), th
 
 
+def vocab_window(j, block_v: int, v_cols: int, v_valid: int, rows: int = 1):
+  """``(start, col [rows, bv], valid)`` of vocabulary block ``j`` of a weight with
+  ``v_cols`` columns, read without padding: the block's window starts at
+  ``min(j * bv, V - bv)`` (the ragged last block is shifted left onto real
+  columns, needing ``bv <= V``); ``valid`` keeps the columns that are block
+  ``j``'s own and below ``v_valid``."""
+  start = jnp.minimum(j * block_v, v_cols - block_v)
+  col = start + jax.lax.broadcasted_iota(jnp.int32, (rows, block_v), 1)
+  return start, col, (col >= j * block_v) & (col < v_valid)
+
+
 def online_update(m, s, w, zy, z, col, valid, tgt):
   """One online-softmax step over a ``[bn, bv]`` tile (stats are ``[bn, 1]``).
 

@@ -22,16 +22,6 @@ from jax import lax
 from rljax.kernels import _math
 
 
-def _vocab_window(j, block_v, v_cols, v_valid):
-  """``(start, col [1, bv], valid [1, bv])`` of vocabulary block ``j``: the block's
-  window starts at ``min(j * bv, V - bv)`` (the ragged last block is shifted left
-  onto real columns); ``valid`` keeps the columns that are block ``j``'s own and
-  below ``v_valid``."""
-  start = jnp.minimum(j * block_v, v_cols - block_v)
-  col = start + lax.broadcasted_iota(jnp.int32, (1, block_v), 1)
-  return start, col, (col >= j * block_v) & (col < v_valid)
-
-
 def _vocab_blocks(v_cols, block_v):
   if block_v > v_cols:
     raise ValueError(f"block_v={block_v} exceeds the weight's {v_cols} columns")
@@ -39,7 +29,7 @@ def _vocab_blocks(v_cols, block_v):
 
 
 def forward_stats(x, w, t, inv_temp, *, soft_cap, v_valid, block_n, block_v):
-  """Per-token ``(m, s, w, z_y)`` ``[Np]`` f32 over the (padded) vocabulary.
+  """Per-token ``(m, s, w, z_y)`` ``[Np]`` f32 over the vocabulary.
 
   Args: ``x [Np, H]`` (``Np`` a multiple of ``block_n``), ``w [H, V]`` (any
   ``V >= block_v``), ``t [Np]`` int32 target ids relative to this weight
@@ -54,7 +44,7 @@ def forward_stats(x, w, t, inv_temp, *, soft_cap, v_valid, block_n, block_v):
     tb = tb[:, None]
 
     def body(j, carry):
-      start, col, valid = _vocab_window(j, block_v, w.shape[1], v_valid)
+      start, col, valid = _math.vocab_window(j, block_v, w.shape[1], v_valid)
       wb = lax.dynamic_slice_in_dim(w, start, block_v, axis=1)
       raw = _math.dot_nn(xb, wb)
       z, _ = _math.tile_logits(raw, inv_temp, soft_cap)
@@ -79,7 +69,7 @@ def backward(x, w, t, inv_temp, lse, mean_z, g_lp, g_h, *, soft_cap, v_valid, bl
 
   def vocab_block(j, carry):
     dx, dw = carry
-    start, col, valid = _vocab_window(j, block_v, v_cols, v_valid)
+    start, col, valid = _math.vocab_window(j, block_v, v_cols, v_valid)
     wb = lax.dynamic_slice_in_dim(w, start, block_v, axis=1)
 
     def token_block(i, inner):

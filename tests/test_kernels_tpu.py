@@ -1,6 +1,7 @@
 """rljax.kernels as lowered for the hardware, not the host: Mosaic for TPU topologies (XLA:TPU compiles
 here with no TPU attached), Triton for cuda (``jax.export``); and the unpadded weight (a ragged last
 vocabulary block) against the float64 reference."""
+import functools
 import importlib.util
 import pathlib
 
@@ -35,9 +36,10 @@ def _chips(topology: str):
     ("xla", 151936, None),               # Qwen's V = 128 * 1187: default blocks 1024, last one 384 wide
     ("pallas_tpu", 1000, None),          # 512 + 488: the last block reads past the weight (NaN, interpreted)
     ("pallas_tpu", 151936, None),        # blocks of 512, the last 384 wide
+    ("pallas_gpu", 1000, BlockSizes(16, 256, 16)),  # Triton, interpreted: the shifted last window as in XLA
 ])
 def test_ragged_vocabulary_matches_float64(impl, v, blocks):
-  n, h = 24, 8
+  n, h = 32, 16
   x, w, t, mask, a, b = make_inputs(21, n, h, v)
   # Targets in the last block, in the columns the XLA path's shifted last window re-reads, and column 0.
   t[:5] = [v - 1, v - 200, v - 300, 750, 0]
@@ -59,16 +61,31 @@ def test_no_padded_weight_copy_on_cpu(program):
   # V = 100_003 is a multiple of no block: padding the weight would put a second [H, V] in temp.
   n, h, v = 64, 256, 100_003
   sds = jax.ShapeDtypeStruct
-  fn = bench._program(program, "auto")
+  fn = bench.program_fn(program, "auto")
   mem = jax.jit(fn).lower(sds((n, h), jnp.float32), sds((h, v), jnp.float32),
                           sds((n,), jnp.int32)).compile().memory_analysis()
   assert mem.temp_size_in_bytes < h * v * 4 / 4
 
 
+@pytest.mark.parametrize("blocks,h", [(None, 8192), (BlockSizes(block_n=4096, block_v=8192), 4096)])
+def test_auto_fits_the_tpu_kernel_to_vmem(blocks, h):
+  # The TPU branch of "auto" is planned on every host: blocks that would exceed the Mosaic kernel's VMEM
+  # (a 72B head's H = 8192 at the default blocks; blocks meant for the XLA path) are shrunk, not refused,
+  # while an explicit "pallas_tpu" still refuses them (tests/test_kernels.py::test_pallas_tpu_vmem_limit).
+  from rljax.kernels import _api, _config
+  (platforms, k), = [e for e in _api.kernel_table("auto", blocks, 8192, 151936, h, 2) if e[1].impl == "pallas_tpu"]
+  assert platforms == ("tpu",) and not k.interpret
+  assert _config.tpu_vmem_bytes(k.block_n, k.block_v, h, 2) <= _config.TPU_VMEM_BUDGET_BYTES
+  assert k.block_n % 8 == 0 and k.block_v % 128 == 0
+  sds = jax.ShapeDtypeStruct
+  jax.eval_shape(functools.partial(logprob_and_entropy, impl="auto", block_sizes=blocks),
+                 sds((8192, h), jnp.bfloat16), sds((h, 151936), jnp.bfloat16), sds((8192,), jnp.int32))
+
+
 @pytest.mark.parametrize("impl,platform", [("pallas_tpu", "cuda"), ("pallas_gpu", "tpu")])
 def test_explicit_kernel_lowered_for_another_platform_is_refused(impl, platform):
   sds = jax.ShapeDtypeStruct
-  fn = jax.jit(bench._program("forward+backward", impl))
+  fn = jax.jit(bench.program_fn("forward+backward", impl))
   with pytest.raises(ValueError, match=f"impl='{impl}' lowers for .* lowered for {platform}"):
     jax.export.export(fn, platforms=[platform])(sds((64, 64), jnp.float32), sds((64, 256), jnp.float32),
                                                sds((64,), jnp.int32))
@@ -98,22 +115,29 @@ def test_explicit_pallas_tpu_is_mosaic_when_lowered_for_tpu(v5e):
   assert got["mosaic"] and got["loops"] == 0
 
 
-def test_sharded_head_compiles_mosaic_inside_shard_map(v5e):
-  # Vocab-parallel over a 1x4 mesh of v5e chips: the Mosaic kernel runs inside shard_map.
+@pytest.mark.parametrize("shape,token_axes,axis_name,chunk_rows", [
+    ((1, 1, 4), "data", "tensor", None),                           # vocab-parallel over 4 chips
+    ((1, 2, 2), ("data", "fsdp"), ("tensor", "fsdp"), 128),        # the FSDP layout: rows gathered in 2 chunks
+])
+def test_sharded_head_compiles_mosaic_inside_shard_map(v5e, shape, token_axes, axis_name, chunk_rows):
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-  mesh = Mesh(np.array(v5e).reshape(1, 4), ("data", "tensor"))
-  n, h, v = 256, 128, 4 * 1000
+  mesh = Mesh(np.array(v5e).reshape(shape), ("data", "fsdp", "tensor"))
+  n, h, v = 1024, 128, 4 * 1000
   sds = jax.ShapeDtypeStruct
-  args = (sds((n, h), jnp.bfloat16, sharding=NamedSharding(mesh, P("data"))),
-          sds((h, v), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, "tensor"))),
-          sds((n,), jnp.int32, sharding=NamedSharding(mesh, P("data"))))
+  rows = NamedSharding(mesh, P(token_axes))
+  args = (sds((n, h), jnp.bfloat16, sharding=rows),
+          sds((h, v), jnp.bfloat16, sharding=NamedSharding(mesh, P(None, axis_name))),
+          sds((n,), jnp.int32, sharding=rows))
 
   def loss(x, w, t):
-    lp, ent = logprob_and_entropy_sharded(x, w, t, mesh=mesh, axis_name="tensor", token_axes="data")
+    lp, ent = logprob_and_entropy_sharded(x, w, t, mesh=mesh, axis_name=axis_name, token_axes=token_axes,
+                                          chunk_rows=chunk_rows)
     return jnp.sum(lp) + jnp.sum(ent)
 
   text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(*args).compile().as_text()
-  assert "tpu_custom_call" in text and " while(" not in text
+  assert "tpu_custom_call" in text
+  if chunk_rows is None:  # one chunk: no loop at all (the interpreter's would be one)
+    assert " while(" not in text
 
 
 # ----------------------------------------------------------------------------- long guards: realistic shapes
@@ -142,7 +166,7 @@ def test_pallas_gpu_kernel_exports_triton_for_cuda(h):
   args = (sds((n, h), jnp.bfloat16), sds((h, v), jnp.bfloat16), sds((n,), jnp.int32))
   triton = "__gpu$xla.gpu.triton"
   for impl, want in (("pallas_gpu", True), ("auto", False)):
-    fn = jax.jit(bench._program("forward+backward", impl))
+    fn = jax.jit(bench.program_fn("forward+backward", impl))
     exported = jax.export.export(fn, platforms=["cuda"], disabled_checks=[
         jax.export.DisabledSafetyCheck.custom_call(triton)])(*args)
     assert (triton in exported.mlir_module()) == want, impl
