@@ -83,7 +83,16 @@ def _pad_cols(k: _Kernel, w):
   return w if k.impl != "pallas_gpu" or v >= k.block_v else jnp.pad(w, ((0, 0), (0, k.block_v - v)))
 
 
+def _operand(k: _Kernel, x, w):
+  """The weight as the kernel multiplies it: Mosaic's matmul takes one operand dtype, so a weight whose dtype
+  differs from the hidden states' (float32 master weights, bfloat16 compute) is cast to the hidden states'
+  dtype (the model's compute dtype, as every other matmul of the step); accumulation stays float32. The other
+  implementations multiply mixed dtypes as they are."""
+  return w.astype(x.dtype) if k.impl == "pallas_tpu" and w.dtype != x.dtype else w
+
+
 def _stats_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp):
+  w = _operand(k, x, w)
   n = x.shape[0]
   rows = _config.round_up(n, k.block_n)
   out = _backend(k.impl).forward_stats(_pad_rows(x, rows, 0), _pad_cols(k, w),
@@ -96,7 +105,7 @@ def _backward_one(cfg: _Static, k: _Kernel, x, w, t, inv_temp, lse, mean_z, g_lp
   n, v = x.shape[0], w.shape[1]
   rows = _config.round_up(n, k.block_n)
   per_tok = [_pad_rows(a, rows, 0) for a in (lse, mean_z, g_lp, g_h)]
-  dx, dw = _backend(k.impl).backward(_pad_rows(x, rows, 0), _pad_cols(k, w),
+  dx, dw = _backend(k.impl).backward(_pad_rows(x, rows, 0), _pad_cols(k, _operand(k, x, w)),
                                      _pad_rows(t, rows, -1), inv_temp, *per_tok,
                                      **k.kwargs(cfg.soft_cap, cfg.v_valid))
   # One output type for every platform's branch: dX in f32, dW in the weight's dtype.

@@ -115,6 +115,32 @@ def test_explicit_pallas_tpu_is_mosaic_when_lowered_for_tpu(v5e):
   assert got["mosaic"] and got["loops"] == 0
 
 
+def test_mixed_precision_head_compiles_for_tpu(v5e):
+  """bfloat16 hidden states with float32 master weights (the pod-scale step's head): Mosaic's matmul takes one
+  operand dtype, so the weight is multiplied in the hidden states' dtype (it refused "Bad lhs type" before)."""
+  x = jax.ShapeDtypeStruct((256, 128), jnp.bfloat16, sharding=jax.sharding.SingleDeviceSharding(v5e[0]))
+  w = jax.ShapeDtypeStruct((128, 1000), jnp.float32, sharding=jax.sharding.SingleDeviceSharding(v5e[0]))
+  t = jax.ShapeDtypeStruct((256,), jnp.int32, sharding=jax.sharding.SingleDeviceSharding(v5e[0]))
+
+  def loss(x, w, t):
+    logp, ent = logprob_and_entropy(x, w, t)
+    return jnp.sum(logp) + jnp.sum(ent)
+  text = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(x, w, t).compile().as_text()
+  assert "tpu_custom_call" in text
+
+
+def test_mixed_precision_pallas_tpu_matches_the_bf16_weight(v5e):
+  """Interpreted on CPU: a float32 weight gives what its bfloat16 rounding gives (the cast above), gradient
+  returned in float32."""
+  x, w, t, mask, _, _ = make_inputs(3, 64, 32, 300)
+  x = jnp.asarray(x, jnp.bfloat16)
+  w32 = jnp.asarray(w) + 1e-3  # not representable in bf16: the cast is what is compared
+  f = lambda w_: logprob_and_entropy(x, w_, jnp.asarray(t), mask=jnp.asarray(mask), impl="pallas_tpu")  # noqa: E731
+  np.testing.assert_array_equal(np.asarray(f(w32)[0]), np.asarray(f(w32.astype(jnp.bfloat16))[0]))
+  g = jax.grad(lambda w_: jnp.sum(f(w_)[0]))(w32)
+  assert g.dtype == jnp.float32 and g.shape == w32.shape
+
+
 @pytest.mark.parametrize("shape,token_axes,axis_name,chunk_rows", [
     ((1, 1, 4), "data", "tensor", None),                           # vocab-parallel over 4 chips
     ((1, 2, 2), ("data", "fsdp"), ("tensor", "fsdp"), 128),        # the FSDP layout: rows gathered in 2 chunks
