@@ -226,7 +226,7 @@ def _resume_hint(cfg, args, recipe) -> str:
 def _cmd_eval(args) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.train import evaluate, load_run  # pylint: disable=import-outside-toplevel
-  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, step=args.step)
+  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, step=args.step, weights_only=True)
   if args.num_samples < 1 or any(not 1 <= k <= args.num_samples for k in args.k):
     raise ValueError(f"--k values must be in [1, --num-samples={args.num_samples}], got {args.k}")
   problems = exp.test_problems[:args.num_problems or exp.cfg.eval.num_problems]
@@ -247,7 +247,7 @@ def _cmd_sample(args) -> int:
     raise ValueError(f"--n must be >= 1, got {args.n}")
   if not args.greedy and args.temperature <= 0:
     raise ValueError(f"--temperature must be > 0, got {args.temperature:g}; for greedy decoding use --greedy")
-  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage)
+  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, weights_only=True)
   unknown = getattr(exp.tokenizer, "unknown_characters", None)
   for p in args.prompts if unknown else ():
     missing = unknown(p)

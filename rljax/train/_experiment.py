@@ -214,6 +214,9 @@ def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
   if hf:
     from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
     hf = checkpoint_directory(hf)  # a .gguf file: its converted directory
+    if not os.path.exists(hf):  # named as the user set it, not as the tokenizer loader's argument
+      raise ValueError(f"model.hf_checkpoint {cfg.model.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
+                       "directory or a .gguf file)")
   if tokenizer is None and hf:
     tokenizer = load_tokenizer(hf)
   template, described = resolve_chat_template(cfg.task.chat_template, tokenizer, task_name=cfg.task.name,
