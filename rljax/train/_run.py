@@ -324,7 +324,7 @@ def _finished_run(cfg: RunConfig, changes) -> Optional[dict]:
   with warnings.catch_warnings():  # an unreadable newest checkpoint: the resume that follows warns, once
     warnings.simplefilter("ignore")
     try:
-      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage)
+      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage, weights_only=True)
     except CheckpointError:
       return None
   if info["step"] != latest:
