@@ -29,6 +29,15 @@ def test_a_missing_checkpoint_is_named_model_hf_checkpoint_and_nothing_is_writte
   assert "model_path" not in err and not out.exists()
 
 
+def test_a_missing_tfds_directory_is_named_task_tfds_dir_and_nothing_is_written(tmp_path, capsys):
+  out = tmp_path / "run"
+  assert cli.main(["train", "--config", "tiny", "--out-dir", str(out), "--set", "task.name=gsm8k", "--set",
+                   f"task.tfds_dir={tmp_path / 'no_such_dir'}"]) == 2
+  err = capsys.readouterr().err
+  assert f"task.tfds_dir '{tmp_path / 'no_such_dir'}' does not exist" in err, err
+  assert "data_dir '" not in err and not out.exists()
+
+
 def test_exported_safetensors_have_the_mode_open_gives(tmp_path):
   from flax import nnx
   from rljax.models import LoRAConfig, ModelConfig, Transformer, save_lora_adapter, save_pretrained

@@ -200,7 +200,13 @@ def build_task(cfg: RunConfig):
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
-  return get_task(t.name, **kwargs)  # the chat template is the Codec's (build_experiment), not the task's
+  task = get_task(t.name, **kwargs)  # the chat template is the Codec's (build_experiment), not the task's
+  data_dir = getattr(task, "data_dir", None)  # a task read from a local TFDS directory (gsm8k): named as set
+  if isinstance(data_dir, str) and not os.path.isdir(os.path.expanduser(data_dir)):
+    raise ValueError(f"task.tfds_dir {data_dir!r}{' (the default)' if t.tfds_dir is None else ''} does not exist: "
+                     f"the local TFDS directory of the {t.name} task; prepare it with `tfds build {t.name} "
+                     "--data_dir=<dir> --file_format=array_record` on a machine with internet and copy it here")
+  return task
 
 
 def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
