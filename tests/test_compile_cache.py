@@ -50,7 +50,7 @@ def test_second_run_resume_sample_and_eval_compile_nothing(tmp_path):
       "second run": ("train", "--out-dir", str(tmp_path / "again"), *args),
       "resume": ("train", "--resume", "--out-dir", run, "--set", "rl.steps=3"),
       "sample": sample,
-      "eval": ("eval", "--run-dir", run, "--num-samples", "2", "--k", "1", "2"),  # the run's own eval shapes
+      "eval": ("eval", "--run-dir", run),  # by default the run's own evaluation: its shapes
   }
   for name, argv in launches.items():
     counts = _launch(cache, *argv)

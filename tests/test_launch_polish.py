@@ -152,3 +152,7 @@ def test_ctrl_c_writes_the_plot_and_the_resume_counts_both_parts_and_eval_step_l
   assert cli.main(["eval", "--run-dir", out, "--step", "7"]) == 2
   err = capsys.readouterr().err
   assert f"checkpoint step 7 not in {os.path.join(out, 'checkpoints', 'rl')!r} (have {steps})" in err, err
+  # eval's defaults are the run's own evaluation (tiny: 2 samples, pass@1 and pass@2), not 8 samples
+  assert cli.main(["eval", "--run-dir", out, "--num-problems", "4"]) == 0
+  res = json.loads(capsys.readouterr().out)
+  assert sorted(k for k in res if k.startswith("pass@")) == ["pass@1", "pass@2"], res
