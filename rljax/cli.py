@@ -82,9 +82,13 @@ def _parser() -> argparse.ArgumentParser:
   e.add_argument("--step", type=int, default=None, help="checkpoint step (default: the latest readable)")
   e.add_argument("--num-problems", type=int, default=None,
                  help="held-out problems to evaluate (default: the run's eval.num_problems)")
-  e.add_argument("--num-samples", type=int, default=8, help="samples per problem for pass@k (default: %(default)s)")
-  e.add_argument("--k", type=int, nargs="+", default=[1, 4, 8], help="the k of pass@k, each <= --num-samples (default: 1 4 8)")
-  e.add_argument("--temperature", type=float, default=1.0, help="sampling temperature of the pass@k samples (default: %(default)s)")
+  e.add_argument("--num-samples", type=int, default=None,
+                 help="samples per problem for pass@k (default: the run's eval.num_samples: the programs the run "
+                      "compiled, loaded from the compile cache)")
+  e.add_argument("--k", type=int, nargs="+", default=None,
+                 help="the k of pass@k, each <= --num-samples (default: the run's eval.pass_k up to --num-samples)")
+  e.add_argument("--temperature", type=float, default=None,
+                 help="sampling temperature of the pass@k samples (default: the run's eval.temperature)")
   e.add_argument("--seed", type=int, default=0, help="PRNG seed of the samples (default: %(default)s)")
   s = sub.add_parser("sample", help="generate completions from a checkpoint",
                      description="Generates completions for prompts from a run's checkpoint; prints "
@@ -271,13 +275,16 @@ def _resume_hint(cfg, args, recipe) -> str:
 def _cmd_eval(args) -> int:
   import jax  # pylint: disable=import-outside-toplevel
   from rljax.train import evaluate, load_run  # pylint: disable=import-outside-toplevel
-  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, step=args.step)
-  if args.num_samples < 1 or any(not 1 <= k <= args.num_samples for k in args.k):
-    raise ValueError(f"--k values must be in [1, --num-samples={args.num_samples}], got {args.k}")
-  problems = exp.test_problems[:args.num_problems or exp.cfg.eval.num_problems]
+  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, step=args.step, weights_only=True)
+  run_eval = exp.cfg.eval  # the defaults: the run's own evaluation (its figures, its compiled programs)
+  n = run_eval.num_samples if args.num_samples is None else args.num_samples
+  ks = args.k if args.k is not None else ([k for k in run_eval.pass_k if k <= n] or [n])
+  if n < 1 or any(not 1 <= k <= n for k in ks):
+    raise ValueError(f"--k values must be in [1, --num-samples={n}], got {ks}")
+  problems = exp.test_problems[:args.num_problems or run_eval.num_problems]
   res = evaluate(exp.sample_fn(graphdef, state.params, state.model_state), exp.task, exp.codec, problems,
-                 batch_size=exp.cfg.eval.batch_size, key=jax.random.PRNGKey(args.seed),
-                 num_samples=args.num_samples, pass_k=args.k, temperature=args.temperature)
+                 batch_size=run_eval.batch_size, key=jax.random.PRNGKey(args.seed), num_samples=n, pass_k=ks,
+                 temperature=run_eval.temperature if args.temperature is None else args.temperature)
   res = {"run_dir": args.run_dir, "stage": info["stage"], "step": info["step"], "num_problems": len(problems),
          **res}
   print(json.dumps(res, indent=2))
@@ -292,7 +299,7 @@ def _cmd_sample(args) -> int:
     raise ValueError(f"--n must be >= 1, got {args.n}")
   if not args.greedy and args.temperature <= 0:
     raise ValueError(f"--temperature must be > 0, got {args.temperature:g}; for greedy decoding use --greedy")
-  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage)
+  exp, graphdef, state, info = load_run(args.run_dir, stage=args.stage, weights_only=True)
   unknown = getattr(exp.tokenizer, "unknown_characters", None)
   for p in args.prompts if unknown else ():
     missing = unknown(p)

@@ -113,3 +113,39 @@ def test_install_cell_without_a_url(tmp_path, monkeypatch):
   with pytest.raises(RuntimeError, match="restart"):
     exec(compile(src, "install_cell", "exec"), {})
   assert calls[-1][-1] == str(uploads / "rljax-0.2.0-py3-none-any.whl")
+
+
+# the install cell in a fresh Python without site-packages (no rljax installed, as a Colab runtime), pip replaced by
+# a stand-in that records the command and makes the package it names importable, as `pip install <checkout>` would
+_COLAB = """
+import json, subprocess, sys
+calls = []
+def pip(cmd, *a, **k):
+  calls.append(cmd)
+  sys.path.insert(0, cmd[-1])
+subprocess.check_call = pip
+exec(compile(sys.stdin.read(), "install_cell", "exec"), {})
+import importlib.util
+print(json.dumps({"calls": calls, "origin": importlib.util.find_spec("rljax").origin}))
+"""
+
+
+def test_install_cell_in_colab_installs_the_clone_its_folder_shadows(tmp_path):
+  """Colab after `!git clone <url>`: ./rljax is the clone, which ``find_spec("rljax")`` finds as a namespace
+  package (the folder has no __init__.py); the cell sees through it and installs the clone."""
+  import json
+  import subprocess
+  import sys
+  repo = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir))
+  content = tmp_path / "content"
+  content.mkdir()
+  os.symlink(repo, content / "rljax")  # the clone: a copy of the repository
+  shadow = subprocess.run([sys.executable, "-S", "-c", "import importlib.util; s = importlib.util.find_spec('rljax'); "
+                           "print(s is not None, s.origin)"], cwd=content, capture_output=True, text=True, check=True)
+  assert shadow.stdout.split() == ["True", "None"]  # the shadow this test is about: found, but not a package
+  done = subprocess.run([sys.executable, "-S", "-c", _COLAB], input=_install_cell(), cwd=content,
+                        capture_output=True, text=True)
+  assert done.returncode == 0, done.stderr[-3000:]
+  out = json.loads(done.stdout.strip().splitlines()[-1])
+  assert out["calls"] == [[sys.executable, "-m", "pip", "install", "-q", str(content / "rljax")]]
+  assert out["origin"] == str(content / "rljax" / "rljax" / "__init__.py")

@@ -447,8 +447,17 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
   return model
 
 
+def save_safetensors(tensors: dict, filename: str, metadata: Optional[dict] = None) -> None:
+  """``safetensors.numpy.save_file`` with the file mode ``open()`` gives (0644 under the usual umask 022), as
+  transformers' files have: safetensors writes through a private temporary file (mode 0600)."""
+  from safetensors.numpy import save_file as _write  # pylint: disable=import-outside-toplevel
+  _write(tensors, filename, metadata=metadata)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(filename, 0o666 & ~umask)
+
+
 def _save_tensors(tensors: dict, path: str, max_shard_bytes: int) -> None:
-  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
   names = list(tensors)
   shards, cur, size = [], {}, 0
   for name in names:
@@ -461,13 +470,13 @@ def _save_tensors(tensors: dict, path: str, max_shard_bytes: int) -> None:
   shards.append(cur)
   meta = {"format": "pt"}
   if len(shards) == 1:
-    save_file(shards[0], os.path.join(path, "model.safetensors"), metadata=meta)
+    save_safetensors(shards[0], os.path.join(path, "model.safetensors"), metadata=meta)
     return
   weight_map = {}
   total = 0
   for i, shard in enumerate(shards):
     fn = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-    save_file(shard, os.path.join(path, fn), metadata=meta)
+    save_safetensors(shard, os.path.join(path, fn), metadata=meta)
     for k, v in shard.items():
       weight_map[k] = fn
       total += v.nbytes

@@ -63,7 +63,7 @@ def save_lora_adapter(model, path: str) -> None:
   """Writes the adapter alone in the PEFT layout (``adapter_config.json`` +
   ``adapter_model.safetensors`` with ``...q_proj.lora_A.weight [r, in]`` /
   ``lora_B.weight [out, r]``)."""
-  from safetensors.numpy import save_file  # pylint: disable=import-outside-toplevel
+  from rljax.models._hf import save_safetensors  # pylint: disable=import-outside-toplevel
   cfg = model.cfg
   if cfg.lora is None:
     raise ValueError("model has no LoRA adapters (cfg.lora is None)")
@@ -81,7 +81,7 @@ def save_lora_adapter(model, path: str) -> None:
       base = f"base_model.model.model.layers.{layer}.{_HF_NAMES[mpath[-1]]}"
       tensors[base + ".lora_A.weight"] = np.ascontiguousarray(la.T)
       tensors[base + ".lora_B.weight"] = np.ascontiguousarray(lb.T)
-  save_file(tensors, os.path.join(path, "adapter_model.safetensors"), metadata={"format": "pt"})
+  save_safetensors(tensors, os.path.join(path, "adapter_model.safetensors"), metadata={"format": "pt"})
   lc = cfg.lora
   with open(os.path.join(path, "adapter_config.json"), "w") as f:
     json.dump({"peft_type": "LORA", "r": lc.rank, "lora_alpha": lc.alpha, "use_rslora": lc.rslora,

@@ -15,7 +15,7 @@ from rljax.train._optim import make_optimizer, make_schedule
 from rljax.train._ahead import RolloutAhead
 from rljax.train._checkpoint import Checkpointer, CheckpointError, CheckpointWarning
 from rljax.train._compile_cache import enable_compile_cache
-from rljax.train._metrics import MetricsWriter, plot_metrics, read_jsonl
+from rljax.train._metrics import MetricsWriter, plot_metrics, plot_panels, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
 from rljax.train._controllers import LoopControllers
 from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,

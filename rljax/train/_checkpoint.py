@@ -106,13 +106,14 @@ def _bad_json_file(directory: str) -> Optional[str]:
 
 
 def _to_numpy_dict(tree) -> dict:
-  """``{leaf_00000: array}``; ``jax.Array`` leaves stay (possibly sharded over several hosts) jax arrays."""
+  """``{leaf_00000: array}``; ``jax.Array`` leaves stay (possibly sharded over several hosts) jax arrays, and
+  ``jax.ShapeDtypeStruct`` leaves of a restore template (arrays not to read) stay as they are."""
   leaves = jax.tree_util.tree_leaves(tree)
   out = {}
   for i, x in enumerate(leaves):
     if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
       x = jax.random.key_data(x)
-    out[f"leaf_{i:05d}"] = x if isinstance(x, jax.Array) else np.asarray(x)
+    out[f"leaf_{i:05d}"] = x if isinstance(x, (jax.Array, jax.ShapeDtypeStruct)) else np.asarray(x)
   return out
 
 
@@ -145,10 +146,14 @@ def _abstract(x):
 def _fill(step: int, name: str, template, target: dict, arrays: dict):
   """The restored ``arrays`` (``{leaf_i: array}``) put back into ``template``'s structure, dtypes and shardings."""
   leaves, treedef = jax.tree_util.tree_flatten(template)
-  if set(arrays) != set(target):
-    raise CheckpointError(f"checkpoint {step} part {name!r} has {len(arrays)} arrays, expected {len(target)}")
+  wanted = {k for k, x in target.items() if not isinstance(x, jax.ShapeDtypeStruct)}
+  if set(arrays) != wanted:
+    raise CheckpointError(f"checkpoint {step} part {name!r} has {len(arrays)} arrays, expected {len(wanted)}")
   new_leaves = []
   for i, old in enumerate(leaves):
+    if isinstance(old, jax.ShapeDtypeStruct):  # not read: stays abstract
+      new_leaves.append(old)
+      continue
     value = arrays[f"leaf_{i:05d}"]
     if not isinstance(value, jax.Array):
       value = np.asarray(value)
@@ -284,6 +289,15 @@ class Checkpointer:
                                  f"{int(key[5:])} is {tuple(have.shape)} {np.dtype(have.dtype)}, this run's is "
                                  f"{tuple(want.shape)} {np.dtype(want.dtype)} {_LAYOUT_HINT}")
 
+  def _restore_args(self, target: dict):
+    """Orbax's restore arguments of one part: every array, or (``jax.ShapeDtypeStruct`` leaves in ``target``: the
+    arrays a caller does not need, e.g. the optimizer state for sampling) only the others, never read from disk."""
+    wanted = {n: self._abstract(x) for n, x in target.items() if not isinstance(x, jax.ShapeDtypeStruct)}
+    if len(wanted) == len(target):
+      return ocp.args.StandardRestore(wanted)
+    return ocp.args.PyTreeRestore(item=wanted, restore_args=ocp.checkpoint_utils.construct_restore_args(wanted),
+                                  partial_restore=True)
+
   def _restore_step(self, step: int, template, parts: bool = False):
     items = template if parts else {"state": template}
     targets = {k: _to_numpy_dict(v) for k, v in items.items()}
@@ -293,8 +307,7 @@ class Checkpointer:
     try:
       with self._host_writer():
         restored = self.manager.restore(step, args=ocp.args.Composite(
-            **{k: ocp.args.StandardRestore({n: self._abstract(x) for n, x in t.items()}) for k, t in stored.items()},
-            meta=ocp.args.JsonRestore()))
+            **{k: self._restore_args(t) for k, t in stored.items()}, meta=ocp.args.JsonRestore()))
     except Exception as e:  # pylint: disable=broad-except
       raise _Unreadable(os.path.join(self.directory, str(step)), e) from e
     out = {k: _fill(step, k, items[k], targets[k], restored[k]) if k in stored else items[k] for k in items}
@@ -337,9 +350,12 @@ class Checkpointer:
 
   def read_meta(self, step: Optional[int] = None) -> dict:
     """The JSON meta of checkpoint ``step`` (default: the latest), without reading any array."""
-    step = self.latest_step() if step is None else step
+    steps = self.all_steps()
+    step = (steps[-1] if steps else None) if step is None else step
     if step is None:
       raise CheckpointError(f"checkpoint directory {self.directory!r} holds no checkpoints")
+    if step not in steps:
+      raise CheckpointError(f"checkpoint step {step} not in {self.directory!r} (have {steps})")
     restored = self.manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
     return dict(restored["meta"] or {})
 

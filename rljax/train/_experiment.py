@@ -200,7 +200,13 @@ def build_task(cfg: RunConfig):
   kwargs = {}
   if t.tfds_dir is not None:
     kwargs["data_dir"] = t.tfds_dir
-  return get_task(t.name, **kwargs)  # the chat template is the Codec's (build_experiment), not the task's
+  task = get_task(t.name, **kwargs)  # the chat template is the Codec's (build_experiment), not the task's
+  data_dir = getattr(task, "data_dir", None)  # a task read from a local TFDS directory (gsm8k): named as set
+  if isinstance(data_dir, str) and not os.path.isdir(os.path.expanduser(data_dir)):
+    raise ValueError(f"task.tfds_dir {data_dir!r}{' (the default)' if t.tfds_dir is None else ''} does not exist: "
+                     f"the local TFDS directory of the {t.name} task; prepare it with `tfds build {t.name} "
+                     "--data_dir=<dir> --file_format=array_record` on a machine with internet and copy it here")
+  return task
 
 
 def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
@@ -214,6 +220,9 @@ def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
   if hf:
     from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
     hf = checkpoint_directory(hf)  # a .gguf file: its converted directory
+    if not os.path.exists(hf):  # named as the user set it, not as the tokenizer loader's argument
+      raise ValueError(f"model.hf_checkpoint {cfg.model.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
+                       "directory or a .gguf file)")
   if tokenizer is None and hf:
     tokenizer = load_tokenizer(hf)
   template, described = resolve_chat_template(cfg.task.chat_template, tokenizer, task_name=cfg.task.name,

@@ -28,7 +28,7 @@ def export_run(run_dir: str, out_dir: str, *, stage: Optional[str] = None, step:
   from rljax.train._run import load_run  # pylint: disable=import-outside-toplevel
   if os.path.isdir(out_dir) and os.listdir(out_dir):
     raise ValueError(f"export: {out_dir!r} is not empty; export into a new directory")
-  exp, graphdef, state, info = load_run(run_dir, stage=stage, step=step)
+  exp, graphdef, state, info = load_run(run_dir, stage=stage, step=step, weights_only=True)
   source = exp.cfg.model.hf_checkpoint
   if not source:
     raise ValueError(f"export: {run_dir!r} trained a model from scratch (model.hf_checkpoint unset); export writes "

@@ -8,14 +8,16 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-__all__ = ["MetricsWriter", "read_jsonl", "plot_metrics", "PLOT_PANELS"]
+__all__ = ["MetricsWriter", "read_jsonl", "plot_metrics", "plot_panels", "PLOT_PANELS"]
 
-# (title, candidate metric keys, first present wins)
+# (title, candidate metric keys, first present wins); ``plot_panels`` keeps those the run measures
 PLOT_PANELS = (
     ("reward", ("rollout/reward_mean",)),
     ("held-out accuracy", ("eval/greedy_accuracy",)),
+    ("held-out format", ("eval/greedy_format",)),  # tasks with a format_score (small_addition)
     ("entropy", ("policy/entropy", "rollout/entropy")),
-    ("KL(old || new)", ("policy/kl", "kl/kl")),
+    ("KL to the reference", ("kl/kl",)),  # a KL term in the loss
+    ("KL(old || new)", ("policy/kl",)),  # 0 at one update per batch: the policy has not moved yet
     ("clip fraction", ("policy/clip_frac",)),
     ("loss", ("loss",)),
 )
@@ -92,8 +94,24 @@ def read_jsonl(path: str) -> list[dict]:
   return rows
 
 
+def plot_panels(rows: list[dict]) -> list[tuple[str, str]]:
+  """``[(title, metric key)]``: the ``PLOT_PANELS`` the rows measure, in order. A panel is drawn when one of its
+  keys has a value that is not 0 in some row; a key logged as 0 throughout is a term the run does not have (KL(old
+  || new) and the clip fraction at one update per batch: the ratio is 1), a flat line that would say nothing. The
+  reward and held-out accuracy panels are drawn whenever logged, zeros included (a run that learns nothing)."""
+  out = []
+  for title, keys in PLOT_PANELS:
+    for key in keys:
+      values = [r[key] for r in rows if isinstance(r.get(key), float)]
+      if values and (title in ("reward", "held-out accuracy") or any(v != 0.0 for v in values)):
+        out.append((title, key))
+        break
+  return out
+
+
 def plot_metrics(jsonl_path: str, png_path: str, stage: str = "rl") -> str:
-  """Plots reward, held-out accuracy, entropy, KL, clip fraction and loss per step.
+  """Plots the ``plot_panels`` of the run's ``stage`` rows per step (reward, held-out accuracy and format,
+  entropy, KL, clip fraction, loss: those it measures), three panels a row, at least two rows.
 
   Draws on a ``matplotlib.figure.Figure`` with its own Agg canvas: no pyplot, and the global matplotlib
   backend is left alone (a notebook keeps showing its plots inline)."""
@@ -101,22 +119,23 @@ def plot_metrics(jsonl_path: str, png_path: str, stage: str = "rl") -> str:
   from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
 
   rows = [r for r in read_jsonl(jsonl_path) if r.get("stage") == stage]
-  fig = Figure(figsize=(13, 6.5))
+  panels = plot_panels(rows)
+  n_rows = max(2, -(-len(panels) // 3))
+  fig = Figure(figsize=(13, 3.25 * n_rows))
   FigureCanvasAgg(fig)
-  axes = fig.subplots(2, 3)
-  for ax, (title, keys) in zip(axes.ravel(), PLOT_PANELS):
-    for key in keys:
-      pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
-      if pts:
-        xs, ys = zip(*pts)
-        ax.plot(xs, ys, marker="o" if len(pts) < 20 else None, ms=3)
-        ax.set_ylabel(key, fontsize=8)
-        break
-    else:
-      ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
+  axes = fig.subplots(n_rows, 3).ravel()
+  for ax, (title, key) in zip(axes, panels):
+    pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), float)]
+    xs, ys = zip(*pts)
+    ax.plot(xs, ys, marker="o" if len(pts) < 20 else None, ms=3)
+    ax.set_ylabel(key, fontsize=8)
     ax.set_title(title)
     ax.set_xlabel(f"{stage} step")
     ax.grid(alpha=0.3)
+  for ax in axes[len(panels):]:
+    ax.set_axis_off()
+  if not panels:
+    axes[0].text(0.5, 0.5, f"no {stage} metrics logged", ha="center", va="center", transform=axes[0].transAxes)
   fig.tight_layout()
   fig.savefig(png_path, dpi=90)
   return png_path

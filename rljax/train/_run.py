@@ -33,7 +33,7 @@ from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch
 from rljax.train._runners import run_rl
-from rljax.train._rundir import check_run_dir, clear_run, describe_changes, how, in_cli
+from rljax.train._rundir import WALL_FILE, check_run_dir, clear_run, describe_changes, how, in_cli
 from rljax.train._startup import check_recipe
 from rljax.train._sft import check_init_from, evaluate_state, run_sft, sft_checkpoint_dir
 from rljax.train._signals import Preempted, preempted, stop_flag
@@ -211,7 +211,11 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
              " trained)" if lora is not None else "")
   log(cfg, f"[rljax] task={cfg.task.name} train={len(exp.train_problems)} test={len(exp.test_problems)} "
             f"vocab={exp.tokenizer.vocab_size} params={n_params:,}{trained} out_dir={cfg.out_dir}")
+  small = held_out_warning(cfg, len(exp.test_problems))
+  if small:
+    log(cfg, small)
   evals: list = []
+  prior_s = _wall_so_far(cfg.out_dir) if resume else 0.0  # the parts of the run before this resume
   try:
     graphdef, state, _ = run_sft(exp, writer, resume, flag, mesh)
     eval_path = os.path.join(cfg.out_dir, "sft_eval.json")
@@ -224,7 +228,7 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
         with open(eval_path, "w", encoding="utf-8") as f:
           json.dump(sft_eval, f)
       writer.write("sft", cfg.sft.steps, {f"eval/{k}": v for k, v in sft_eval.items()})
-      writer.write("rl", 0, {"eval/greedy_accuracy": sft_eval["greedy_accuracy"]})
+      writer.write("rl", 0, {f"eval/{k}": sft_eval[k] for k in ("greedy_accuracy", "greedy_format") if k in sft_eval})
     summary["sft"] = sft_eval
     if cfg.sft.init_from is not None:
       summary["sft_from"] = cfg.sft.init_from
@@ -238,13 +242,19 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
                         "nothing saved)"))
     # no RL steps (an SFT-only run): no after-RL evaluation, no gain, in the log, the summary or summary.json
     rl_eval = evaluate_state(exp, graphdef, state, jax.random.PRNGKey(999)) if cfg.rl.steps > 0 else None
+  except Preempted:  # stopped cleanly: the plot of what ran, and the time so far for the resume's wall_s
+    if main:
+      _write_wall(cfg.out_dir, prior_s + time.perf_counter() - t_start)
+      if cfg.plot:
+        plot_metrics(os.path.join(cfg.out_dir, "metrics.jsonl"), os.path.join(cfg.out_dir, "metrics.png"))
+    raise
   finally:
     writer.close()
   if rl_eval is not None:
     summary["rl"] = rl_eval
     summary["gain_points"] = 100.0 * (rl_eval["greedy_accuracy"] - sft_eval["greedy_accuracy"])
   summary["evals"] = evals
-  summary["wall_s"] = time.perf_counter() - t_start
+  summary["wall_s"] = prior_s + time.perf_counter() - t_start  # every part of a resumed run
   if cfg.rl.steps > 0:
     log(cfg, "[rljax] after RL:  held-out greedy accuracy {:.1%} ({:+.1f} points over {}){}".format(
         rl_eval["greedy_accuracy"], summary["gain_points"], start_label(cfg, short=True),
@@ -254,6 +264,7 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
     if main:
       plot_metrics(os.path.join(cfg.out_dir, "metrics.jsonl"), summary["plot"])
   if main:
+    _write_wall(cfg.out_dir, summary["wall_s"])
     with open(os.path.join(cfg.out_dir, "summary.json"), "w", encoding="utf-8") as f:
       json.dump(summary, f, indent=2)
   log(cfg, f"[rljax] done in {summary['wall_s']:.0f} s; metrics: {cfg.out_dir}/metrics.jsonl"
@@ -262,6 +273,37 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
   summary["graphdef"] = graphdef
   summary["model_state"] = state.model_state
   return summary
+
+
+SMALL_HELD_OUT = 50  # fewer held-out problems than this: one problem moves the accuracy by more than 2 points
+
+
+def held_out_warning(cfg: RunConfig, n_test: int) -> Optional[str]:
+  """A ``[rljax] warning:`` line when the task's data gave fewer than ``SMALL_HELD_OUT`` held-out problems and
+  fewer than ``task.num_test`` asked for (a small JSONL file split by ``task.eval_fraction``, a short
+  ``task.eval_path``), else ``None``. A generated task gives ``num_test``: a small one there is the user's choice."""
+  if n_test >= min(SMALL_HELD_OUT, cfg.task.num_test):
+    return None
+  t = cfg.task
+  source = (f"task.eval_path {t.eval_path!r}" if t.name == "jsonl" and t.eval_path
+            else f"task.eval_fraction={t.eval_fraction:g} of task.path" if t.name == "jsonl" else f"task {t.name!r}")
+  return (f"[rljax] warning: the held-out split has only {n_test} problem{'s' * (n_test != 1)} ({source}): one "
+          f"problem is {100 / max(n_test, 1):.1f} points of held-out accuracy; give more held-out problems "
+          f"(at least {SMALL_HELD_OUT}) for a figure to compare")
+
+
+def _wall_so_far(out_dir: str) -> float:
+  """Seconds the run in ``out_dir`` ran before this resume (``wall.json``; 0 when a hard stop left none)."""
+  try:
+    with open(os.path.join(out_dir, WALL_FILE), encoding="utf-8") as f:
+      return float(json.load(f)["wall_s"])
+  except (OSError, ValueError, KeyError, TypeError):
+    return 0.0
+
+
+def _write_wall(out_dir: str, wall_s: float) -> None:
+  with open(os.path.join(out_dir, WALL_FILE), "w", encoding="utf-8") as f:
+    json.dump({"wall_s": wall_s}, f)
 
 
 def _finished_run(cfg: RunConfig, changes) -> Optional[dict]:
@@ -282,7 +324,7 @@ def _finished_run(cfg: RunConfig, changes) -> Optional[dict]:
   with warnings.catch_warnings():  # an unreadable newest checkpoint: the resume that follows warns, once
     warnings.simplefilter("ignore")
     try:
-      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage)
+      _, graphdef, state, info = load_run(cfg.out_dir, stage=stage, weights_only=True)
     except CheckpointError:
       return None
   if info["step"] != latest:
@@ -315,7 +357,8 @@ def eval_extras(ev: dict, temperature: float) -> str:
   return "".join(out + [f", {k} {v:.1%}" for k, v in ev.items() if k.startswith("pass@")])
 
 
-def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None, mesh=None):
+def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] = None, mesh=None,
+             weights_only: bool = False):
   """Rebuilds a finished/interrupted run from ``run_dir`` and restores a checkpoint.
 
   Args:
@@ -325,6 +368,9 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     mesh: a ``rljax.parallel.MeshConfig`` to restore onto (default: the run's
       ``cfg.mesh``; if that does not fit the devices here, one device, with a
       warning). The state comes back sharded over it.
+    weights_only: the parameters and model state alone (``rljax sample`` / ``eval``): the optimizer state is
+      neither built nor read (``state.opt_state`` is ``None``), so memory holds the model once, not three times
+      (Adam's two moments).
 
   Returns ``(experiment, graphdef, state, info)``; raises ``CheckpointError``
   (a ``ValueError``) with a clear message when the directory or checkpoint is
@@ -364,11 +410,12 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
     if "hparams" not in meta:
       raise CheckpointError(f"{ckpt.directory!r} was written by an older rljax (no recipe metadata); "
                             "evaluate its SFT checkpoint with --stage sft")
-    graphdef, state = init_train_state(model, opt, {k: 0.0 for k in meta["hparams"]})
+    graphdef, state = init_train_state(model, _shapes_only(opt) if weights_only else opt,
+                                       {k: 0.0 for k in meta["hparams"]})
     template = {"state": state}
   else:
     opt, _ = make_optimizer(sft_cfg.sft.optim, max(sft_cfg.sft.steps, 1))
-    graphdef, state = init_train_state(exp.model, opt)
+    graphdef, state = init_train_state(exp.model, _shapes_only(opt) if weights_only else opt)
     template = {"state": state}
   if mesh is None:
     try:
@@ -379,7 +426,17 @@ def load_run(run_dir: str, *, stage: Optional[str] = None, step: Optional[int] =
   else:
     device_mesh = run_mesh(cfg.replace(mesh=mesh))
   shardings = par.train_state_shardings(template["state"], device_mesh)
-  template["state"] = par.place_global(template["state"], shardings)
+  opt_state = template["state"].opt_state  # abstract with weights_only: not placed, not read
+  template["state"] = par.place_global(template["state"].replace(opt_state=None), shardings.replace(opt_state=None))
+  template["state"] = template["state"].replace(opt_state=opt_state if weights_only else par.place_global(
+      opt_state, shardings.opt_state))
   tree, meta, got = ckpt.restore(template, step=step, parts=st == "rl")
   ckpt.close()
-  return exp, graphdef, tree["state"], {"stage": st, "step": got, "meta": meta}
+  state = tree["state"].replace(opt_state=None) if weights_only else tree["state"]
+  return exp, graphdef, state, {"stage": st, "step": got, "meta": meta}
+
+
+def _shapes_only(opt):
+  """``opt`` whose ``init`` gives the state's shapes (``jax.ShapeDtypeStruct`` leaves) without allocating it."""
+  import optax  # pylint: disable=import-outside-toplevel
+  return optax.GradientTransformation(lambda params: jax.eval_shape(opt.init, params), opt.update)

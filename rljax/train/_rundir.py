@@ -22,12 +22,14 @@ from typing import Optional
 from rljax.train._checkpoint import CheckpointError
 from rljax.train._config import RECIPE_FIELDS, RunConfig, config_from_dict, config_to_dict
 
-__all__ = ["RUN_FILES", "FIXED_SECTIONS", "run_files", "check_run_dir", "saved_config", "config_changes",
+__all__ = ["RUN_FILES", "WALL_FILE", "FIXED_SECTIONS", "run_files", "check_run_dir", "saved_config", "config_changes",
            "clear_run", "describe_changes", "from_cli", "in_cli", "how"]
 
 # every file or folder ``train`` writes into a run directory
 RUN_FILES = ("config.json", "recipe.json", "metrics.jsonl", "summary.json", "sft_eval.json", "metrics.png", "tb",
-             "checkpoints", "tokenizer")
+             "checkpoints", "tokenizer", "wall.json")
+# the run's wall time so far, written when a part of it ends (finished or stopped cleanly): a resume adds to it
+WALL_FILE = "wall.json"
 # config sections a resumed run must keep: its checkpoints and data stream depend on them
 FIXED_SECTIONS = ("model", "task", "seed")
 
