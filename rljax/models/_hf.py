@@ -21,7 +21,7 @@ from rljax.models._config import ModelConfig, RopeScaling
 from rljax.models._layers import dtype_of
 from rljax.models._transformer import Transformer, layer_runs
 
-__all__ = ["from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
+__all__ = ["load_checkpoint_dir", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
            "SUPPORTED_ARCHITECTURES", "param_count", "shard_state"]
 
 SUPPORTED_ARCHITECTURES = (
@@ -411,14 +411,14 @@ def shard_state(model: Transformer, mesh, rules=_DEFAULT_RULES) -> None:
   nnx.update(model, nnx.from_flat_state(flat))
 
 
-def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optional[str] = None, mesh=None,
-                    rules=_DEFAULT_RULES, **config_overrides) -> Transformer:
-  """Loads a local Hugging Face checkpoint directory into a :class:`Transformer`.
+def load_checkpoint_dir(path: str, dtype: str = "float32", *, compute_dtype: Optional[str] = None, mesh=None,
+                        rules=_DEFAULT_RULES, **config_overrides) -> Transformer:
+  """Loads a local Hugging Face checkpoint directory into a :class:`Transformer` (``rljax.models.from_pretrained``
+  also takes a GGUF file, through its converted directory).
 
   Args:
     path: directory with ``config.json`` and ``model.safetensors`` or
-      ``model.safetensors.index.json`` + shards; or a llama.cpp ``.gguf`` file,
-      read through its cached converted directory (``rljax.models.gguf_checkpoint``).
+      ``model.safetensors.index.json`` + shards.
     dtype: parameter dtype (``float32``/``bfloat16``/``float16``); overflow raises.
     compute_dtype: activation dtype (default: ``dtype``).
     mesh: optional ``jax.sharding.Mesh``; parameters are placed with
@@ -428,9 +428,6 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
       (``value_head=True``: zero, see :class:`rljax.models.ValueHead`), which a
       causal-LM checkpoint does not hold.
   """
-  if str(path).endswith(".gguf"):
-    from rljax.models._gguf import gguf_checkpoint  # pylint: disable=import-outside-toplevel
-    path = gguf_checkpoint(str(path))
   if isinstance(dtype, str) is False:
     dtype = jnp.dtype(dtype).name
   cfg = config_from_hf(load_hf_config(path), param_dtype=dtype, compute_dtype=compute_dtype, **config_overrides)
