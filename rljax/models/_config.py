@@ -98,7 +98,7 @@ class ModelConfig:
   rms_norm_eps: float = 1e-6  # RMSNorm epsilon
   rope_theta: float = 10000.0  # RoPE base
   rope_scaling: Optional[RopeScaling] = None  # frequency scaling variant
-  rope_local_theta: Optional[float] = None  # Gemma 3: RoPE base of sliding layers, unscaled (None: rope_theta, rope_scaling)
+  rope_local_theta: Optional[float] = None  # Gemma 3: unscaled RoPE base of sliding layers (None: as full layers)
   max_position_embeddings: int = 4096  # informational (exported to HF)
   tie_embeddings: bool = False  # unembedding = embedding^T
   qkv_bias: bool = False  # Qwen2: bias on q/k/v projections

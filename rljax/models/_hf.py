@@ -132,7 +132,8 @@ def config_from_hf(hf: dict, *, param_dtype: str = "float32", compute_dtype: Opt
       intermediate_size=int(hf["intermediate_size"]), rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
       rope_theta=theta, rope_scaling=scaling, max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
       tie_embeddings=bool(hf.get("tie_word_embeddings", gemma)), qkv_bias=(fam == "qwen2"),
-      qk_norm=fam in ("qwen3", "qwen3_moe", "gemma3_text"), activation=_ACTS[act_name], norm_plus_one=gemma, embed_scale=gemma,
+      qk_norm=fam in ("qwen3", "qwen3_moe", "gemma3_text"), activation=_ACTS[act_name], norm_plus_one=gemma,
+      embed_scale=gemma,
       architecture=arch, bos_token_id=hf.get("bos_token_id"), eos_token_id=hf.get("eos_token_id"),
       pad_token_id=hf.get("pad_token_id"), param_dtype=param_dtype, compute_dtype=compute_dtype or param_dtype)
   sliding = hf.get("sliding_window")
@@ -202,8 +203,8 @@ def config_to_hf(cfg: ModelConfig) -> dict:
   if fam == "qwen2":
     hf.pop("attention_bias")
   if fam == "gemma3_text":
-    rope = {"full_attention": rope, "sliding_attention": {
-        "rope_type": "default", "rope_theta": cfg.rope_local_theta if cfg.rope_local_theta is not None else cfg.rope_theta}}
+    local = cfg.rope_local_theta if cfg.rope_local_theta is not None else cfg.rope_theta
+    rope = {"full_attention": rope, "sliding_attention": {"rope_type": "default", "rope_theta": local}}
     hf.update(rope_parameters=rope, rope_local_base_freq=rope["sliding_attention"]["rope_theta"])
     if cfg.rope_scaling is not None and cfg.rope_local_theta is None and "sliding_attention" in (cfg.layer_types or ()):
       raise ValueError("ModelConfig.rope_local_theta=None with rope_scaling is not expressible as a Gemma 3 "
