@@ -83,7 +83,7 @@ def test_greedy_tokens_match_transformers_through_the_kv_cache(g3):
   decode past position 512 (one of them crosses it while decoding); tokens equal transformers' ``generate`` and
   the sampler's per-token log-probs equal the uncached forward over the finished rows."""
   new = 12
-  cfg = SamplerConfig(max_new_tokens=new, prompt_buckets=(32, 1024), return_entropy=False)
+  cfg = SamplerConfig(max_new_tokens=new, prompt_buckets=(32, 1088), return_entropy=False)
   rollout = generate(g3.model, g3.prompts, config=cfg, key=jax.random.PRNGKey(0), greedy=True)
   tokens = np.asarray(rollout.tokens)
   for i, p in enumerate(g3.prompts):
@@ -114,3 +114,23 @@ def test_tokenizer_matches_transformers_reading_the_gguf(g3):
     if "<" not in text:
       assert g3.tok.decode(ids) == text
   assert theirs.encode("hi")[0] == 2  # the file's add_bos_token: <bos> first
+
+
+def test_export_loads_in_transformers_and_greedy_decodes_the_same(g3, tmp_path):
+  """``save_pretrained`` (what ``rljax export`` writes) of the real model: transformers loads it as
+  ``Gemma3ForCausalLM`` and greedy-decodes rljax's tokens."""
+  from rljax.models import save_pretrained  # pylint: disable=import-outside-toplevel
+  out = str(tmp_path / "export")
+  save_pretrained(g3.model, out)
+  loaded = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+  assert type(loaded).__name__ == "Gemma3ForCausalLM" and loaded.config.layer_types == g3.ref.config.layer_types
+  prompts = g3.prompts[:2]
+  new = 8
+  rollout = generate(g3.model, prompts, config=SamplerConfig(max_new_tokens=new, prompt_buckets=(32,)),
+                     key=jax.random.PRNGKey(0), greedy=True)
+  for i, p in enumerate(prompts):
+    with torch.no_grad():
+      gen = loaded.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                            max_new_tokens=new, min_new_tokens=new, do_sample=False, eos_token_id=None,
+                            pad_token_id=0)
+    assert gen[0, len(p):].tolist() == np.asarray(rollout.tokens)[i, len(p):len(p) + new].tolist()
