@@ -3,7 +3,8 @@ once: the ``gemma3_dir`` fixture), against transformers reading the same GGUF fi
 
 Long guards (``-m long``): float32 logits (relative L2 <= 1e-5), greedy tokens through the sampler's KV cache
 (identical on 8 prompts, three of them past the 512-token sliding window, one crossing it while decoding), the
-sampler's per-token log-probs equal to the uncached forward there, and the tokenizer's ids. Memory: one
+sampler's per-token log-probs equal to the uncached forward there, the tokenizer's ids, and the export (loaded by
+transformers, same greedy tokens). Memory: one
 ``[T, 262144]`` float32 logits block is ~1 MB per position, so logits are compared on at most the last 64 positions.
 """
 import os
