@@ -2,10 +2,11 @@
 writes them (its tensor names, Gemma RMSNorm weights stored as ``1 + w``, no attention scale or RoPE base of the
 sliding layers in the metadata), from the weights of a tiny random transformers model.
 
-Reference: that transformers model's float32 logits (the file's tensors are F32, so the weights are the same
-numbers); a sequence of 12 tokens against a sliding window of 4. The Gemma SentencePiece tokenizer is compared with
+Reference (``hf`` mark: long guards): that transformers model's float32 logits (the file's tensors are F32, so
+the weights are the same numbers); a sequence of 12 tokens against a sliding window of 4. The Gemma SentencePiece tokenizer is compared with
 transformers' own GGUF tokenizer on the same file. Llama and Qwen2 are in tests/test_gguf.py; the mixture-of-experts
-families (Qwen3-MoE, Mixtral) are refused by name (``expert_count``).
+families (Qwen3-MoE, Mixtral) are refused by name (``expert_count``). Then damaged files (chunks missing or out
+of order) and the packaged Gemma 3 file's assembly checks (fast loop).
 """
 import os
 
@@ -128,6 +129,7 @@ def write_family_gguf(path, family, model=None, *, tokenizer=True, meta=None):
 _IDS = np.random.RandomState(0).randint(0, _V, (2, 12))
 
 
+@pytest.mark.hf
 @pytest.mark.parametrize("family", list(_FAMILIES))
 def test_family_logits_match_transformers(tmp_path, monkeypatch, family):
   monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "cache"))
@@ -147,6 +149,7 @@ _CORPUS = ["hello world", "the world", "  the  world", "12+12=24", "<start_of_tu
            "caf\u00e9 \U0001F642", " a", "ab  c", ""]
 
 
+@pytest.mark.hf
 def test_gemma_sentencepiece_tokenizer_matches_transformers(tmp_path, monkeypatch):
   pytest.importorskip("accelerate")
   monkeypatch.setenv("RLJAX_CACHE", str(tmp_path / "cache"))

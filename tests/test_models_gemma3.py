@@ -20,6 +20,8 @@ import jax.numpy as jnp  # noqa: E402
 from rljax.models import config_from_hf, config_to_hf, from_pretrained, policy_outputs, save_pretrained  # noqa: E402
 from rljax.sampling import SamplerConfig, generate  # noqa: E402
 
+pytestmark = pytest.mark.hf  # transformers parity: a long guard (tests/conftest.py)
+
 _WINDOW = 4
 _CFG = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, max_position_embeddings=256, sliding_window=_WINDOW,
