@@ -18,11 +18,17 @@ What is written (all float32, which the quantized weights dequantize to exactly;
   llama.cpp's converter permutes the rows of a Llama ``attn_q``/``attn_k``
   weight into its rotary layout (``convert_hf_to_gguf.py`` ``LlamaModel.permute``:
   per head, rows ``(2, D/2)`` -> ``(D/2, 2)``); it is undone here
-  (``unpermute_qk``), as transformers' ``LlamaTensorProcessor`` does. Qwen2 files
-  are not permuted.
-- ``config.json``: ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` from the
-  ``{arch}.*`` keys; ``tie_word_embeddings`` when the file has no ``output.weight``.
-- ``tokenizer.json``: byte-level BPE from ``tokenizer.ggml.tokens``/``merges``;
+  (``unpermute_qk``), as transformers' ``LlamaTensorProcessor`` does. Qwen2, Qwen3
+  and Gemma files are not permuted. Gemma-family RMSNorm weights are stored as
+  ``1 + w`` (``GemmaModel.modify_tensors``); 1 is subtracted.
+- ``config.json``: ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``Qwen3ForCausalLM`` /
+  ``GemmaForCausalLM`` / ``Gemma2ForCausalLM`` / ``Gemma3ForCausalLM`` from the
+  ``{arch}.*`` keys; ``tie_word_embeddings`` when the file has no ``output.weight``;
+  for Gemma-2/3 the values llama.cpp hard-codes instead of storing (attention scale,
+  Gemma 3's sliding-layer RoPE base 10,000 and its every-6th-layer-global pattern).
+- ``tokenizer.json``: for the Gemma family's SentencePiece files
+  (``tokenizer.ggml.model = llama``) see ``rljax.models._spm_tokenizer``; otherwise
+  byte-level BPE from ``tokenizer.ggml.tokens``/``merges``;
   tokens typed CONTROL (3) become special added tokens, USER_DEFINED (4) plain
   added tokens. The pre-tokenizer follows ``tokenizer.ggml.pre``:
 
@@ -48,7 +54,8 @@ What is written (all float32, which the quantized weights dequantize to exactly;
 
 Everything is checked before anything is written: an unsupported architecture,
 tensor type, tensor name, pre-tokenizer or rope variant raises a ``ValueError``
-naming it and the supported values. The directory is written next to its
+naming it and the supported values; so does a damaged file (no ``GGUF`` magic,
+tensor data past the end of the file, an unreadable header), naming the file. The directory is written next to its
 destination and renamed into place, so a checkpoint is never half-written.
 """
 from __future__ import annotations
