@@ -3,8 +3,8 @@ writes them (its tensor names, Gemma RMSNorm weights stored as ``1 + w``, no att
 sliding layers in the metadata), from the weights of a tiny random transformers model.
 
 Reference (``hf`` mark: long guards): that transformers model's float32 logits (the file's tensors are F32, so
-the weights are the same numbers); a sequence of 12 tokens against a sliding window of 4. The Gemma SentencePiece tokenizer is compared with
-transformers' own GGUF tokenizer on the same file. Llama and Qwen2 are in tests/test_gguf.py; the mixture-of-experts
+the weights are the same numbers); a sequence of 12 tokens against a sliding window of 4. The Gemma SentencePiece
+tokenizer is compared with transformers' own GGUF tokenizer on the same file. Llama and Qwen2 are in tests/test_gguf.py; the mixture-of-experts
 families (Qwen3-MoE, Mixtral) are refused by name (``expert_count``). Then damaged files (chunks missing or out
 of order) and the packaged Gemma 3 file's assembly checks (fast loop).
 """
