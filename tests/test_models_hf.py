@@ -35,6 +35,13 @@ _CASES = {
     "gemma": ("GemmaConfig", "GemmaForCausalLM", dict(hidden_act="gelu_pytorch_tanh")),
     "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", dict(
         sliding_window=4, attn_logit_softcapping=5.0, final_logit_softcapping=3.0, query_pre_attn_scalar=24)),
+    # sliding layers 0, 1, 3 (window 4 < 12 tokens), global layer 2; local and global RoPE bases differ, the
+    # global one linearly scaled (as Gemma 3 4B+)
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
+        num_hidden_layers=4, sliding_window=4, sliding_window_pattern=3, final_logit_softcapping=3.0,
+        query_pre_attn_scalar=24, rope_parameters={
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 50000.0},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
 }
 
 _TOKENS = np.random.RandomState(0).randint(0, 256, (2, 12))

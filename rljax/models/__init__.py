@@ -16,11 +16,13 @@ See ``docs/models.md``.
 """
 from rljax.models._config import LoRAConfig, ModelConfig, RopeScaling
 from rljax.models._gguf import (SUPPORTED_GGUF_ARCHITECTURES, SUPPORTED_GGUF_PRE_TOKENIZERS,
-                                SUPPORTED_GGUF_TENSOR_TYPES, checkpoint_directory, convert_gguf, from_gguf, gguf_checkpoint,
+                                SUPPORTED_GGUF_TENSOR_TYPES, checkpoint_directory, convert_gguf, gguf_checkpoint,
                                 smollm2_checkpoint, smollm2_gguf_path, unpermute_qk)
-from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to_hf, from_pretrained,
-                              load_hf_config, param_count, save_pretrained, shard_state)
+from rljax.models._gemma3_package import GEMMA3_PACKAGES, gemma3_checkpoint, gemma3_gguf_path
+from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to_hf, load_hf_config, param_count,
+                              save_pretrained, shard_state)
 from rljax.models._init import fan_in_init
+from rljax.models._load import from_gguf, from_pretrained
 from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
@@ -49,6 +51,7 @@ __all__ = ["fan_in_init",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint", "unpermute_qk",
+    "gemma3_gguf_path", "gemma3_checkpoint", "GEMMA3_PACKAGES",
     "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES", "SUPPORTED_GGUF_PRE_TOKENIZERS",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",
     "with_dtype",

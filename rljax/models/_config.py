@@ -1,9 +1,10 @@
 """Frozen, validated configuration of the rljax decoder family.
 
 One :class:`ModelConfig` covers Llama-3, Qwen2/2.5 (QKV bias), Qwen3 (QK-norm),
-Qwen3-MoE / Mixtral (top-k routed experts) and Gemma / Gemma-2 (scaled
+Qwen3-MoE / Mixtral (top-k routed experts), Gemma / Gemma-2 (scaled
 embeddings, ``(1 + w)`` RMSNorm, GeGLU, sandwich norms, logit soft-capping,
-sliding-window layers). Every field is validated in ``__post_init__`` and an
+sliding-window layers) and Gemma 3 (Gemma-2 plus QK-norm and a second RoPE base
+for the sliding-window layers). Every field is validated in ``__post_init__`` and an
 invalid value raises ``ValueError`` naming the field and the allowed values.
 """
 from __future__ import annotations
@@ -97,6 +98,7 @@ class ModelConfig:
   rms_norm_eps: float = 1e-6  # RMSNorm epsilon
   rope_theta: float = 10000.0  # RoPE base
   rope_scaling: Optional[RopeScaling] = None  # frequency scaling variant
+  rope_local_theta: Optional[float] = None  # Gemma 3: unscaled RoPE base of sliding layers (None: as full layers)
   max_position_embeddings: int = 4096  # informational (exported to HF)
   tie_embeddings: bool = False  # unembedding = embedding^T
   qkv_bias: bool = False  # Qwen2: bias on q/k/v projections
@@ -145,6 +147,8 @@ class ModelConfig:
       raise _err("rms_norm_eps", self.rms_norm_eps, "> 0")
     if not self.rope_theta > 0:
       raise _err("rope_theta", self.rope_theta, "> 0")
+    if self.rope_local_theta is not None and not self.rope_local_theta > 0:
+      raise _err("rope_local_theta", self.rope_local_theta, "None or > 0")
     if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
       raise _err("rope_scaling", self.rope_scaling, "a RopeScaling or None")
     if self.activation not in _ACTIVATIONS:

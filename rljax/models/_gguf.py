@@ -18,11 +18,17 @@ What is written (all float32, which the quantized weights dequantize to exactly;
   llama.cpp's converter permutes the rows of a Llama ``attn_q``/``attn_k``
   weight into its rotary layout (``convert_hf_to_gguf.py`` ``LlamaModel.permute``:
   per head, rows ``(2, D/2)`` -> ``(D/2, 2)``); it is undone here
-  (``unpermute_qk``), as transformers' ``LlamaTensorProcessor`` does. Qwen2 files
-  are not permuted.
-- ``config.json``: ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` from the
-  ``{arch}.*`` keys; ``tie_word_embeddings`` when the file has no ``output.weight``.
-- ``tokenizer.json``: byte-level BPE from ``tokenizer.ggml.tokens``/``merges``;
+  (``unpermute_qk``), as transformers' ``LlamaTensorProcessor`` does. Qwen2, Qwen3
+  and Gemma files are not permuted. Gemma-family RMSNorm weights are stored as
+  ``1 + w`` (``GemmaModel.modify_tensors``); 1 is subtracted.
+- ``config.json``: ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``Qwen3ForCausalLM`` /
+  ``GemmaForCausalLM`` / ``Gemma2ForCausalLM`` / ``Gemma3ForCausalLM`` from the
+  ``{arch}.*`` keys; ``tie_word_embeddings`` when the file has no ``output.weight``;
+  for Gemma-2/3 the values llama.cpp hard-codes instead of storing (attention scale,
+  Gemma 3's sliding-layer RoPE base 10,000 and its every-6th-layer-global pattern).
+- ``tokenizer.json``: for the Gemma family's SentencePiece files
+  (``tokenizer.ggml.model = llama``) see ``rljax.models._spm_tokenizer``; otherwise
+  byte-level BPE from ``tokenizer.ggml.tokens``/``merges``;
   tokens typed CONTROL (3) become special added tokens, USER_DEFINED (4) plain
   added tokens. The pre-tokenizer follows ``tokenizer.ggml.pre``:
 
@@ -48,7 +54,8 @@ What is written (all float32, which the quantized weights dequantize to exactly;
 
 Everything is checked before anything is written: an unsupported architecture,
 tensor type, tensor name, pre-tokenizer or rope variant raises a ``ValueError``
-naming it and the supported values. The directory is written next to its
+naming it and the supported values; so does a damaged file (no ``GGUF`` magic,
+tensor data past the end of the file, an unreadable header), naming the file. The directory is written next to its
 destination and renamed into place, so a checkpoint is never half-written.
 """
 from __future__ import annotations
@@ -64,13 +71,22 @@ from typing import Any, NoReturn, Optional
 
 import numpy as np
 
-__all__ = ["convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint",
+from rljax.models._hf import _mapping, config_from_hf
+from rljax.models._spm_tokenizer import build_spm_tokenizer
+
+__all__ = ["convert_gguf", "gguf_checkpoint", "checkpoint_directory", "smollm2_gguf_path", "smollm2_checkpoint",
            "unpermute_qk", "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES",
            "SUPPORTED_GGUF_PRE_TOKENIZERS"]
 
 _CONVERTER_VERSION = 1  # part of the cache key: bump when the written checkpoint changes
-SUPPORTED_GGUF_ARCHITECTURES = ("llama", "qwen2")
-_HF_ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+SUPPORTED_GGUF_ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3")
+_HF_ARCH = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+            "gemma": "GemmaForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM"}
+_HF_MODEL_TYPE = {"gemma3": "gemma3_text"}  # config.json model_type where it differs from the GGUF architecture
+_GEMMA = ("gemma", "gemma2", "gemma3")  # llama.cpp stores their RMSNorm weights as 1 + w (GemmaModel.modify_tensors)
+# llama.cpp's attention scale for Gemma-2/3: 1/sqrt(hidden/heads) for the 27B models (their block counts), else
+# 1/sqrt(head_dim) (llama-model.cpp, f_attention_scale); the GGUF stores no query_pre_attn_scalar
+_GEMMA_27B_BLOCKS = {"gemma2": 46, "gemma3": 62}
 SUPPORTED_GGUF_TENSOR_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
                                "Q5_K", "Q6_K")  # dequantized by gguf.quants (llama.cpp's NumPy port)
 
@@ -80,6 +96,12 @@ _BLOCK_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "a
                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
                 "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
                 "ffn_down": "mlp.down_proj"}
+_QK_NORM_NAMES = {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+_SANDWICH_NAMES = {"post_attention_norm": "post_attention_layernorm", "ffn_norm": "pre_feedforward_layernorm",
+                   "post_ffw_norm": "post_feedforward_layernorm"}
+_ARCH_BLOCK_NAMES = {"llama": _BLOCK_NAMES, "qwen2": _BLOCK_NAMES, "gemma": _BLOCK_NAMES,
+                     "qwen3": {**_BLOCK_NAMES, **_QK_NORM_NAMES}, "gemma2": {**_BLOCK_NAMES, **_SANDWICH_NAMES},
+                     "gemma3": {**_BLOCK_NAMES, **_SANDWICH_NAMES, **_QK_NORM_NAMES}}
 _BIASED = {"qwen2": ("attn_q", "attn_k", "attn_v")}  # the only GGUF tensors with a ``.bias`` per family
 _BLOCK_RE = re.compile(r"blk\.(\d+)\.([a-z_]+)\.(weight|bias)")
 
@@ -102,7 +124,39 @@ def _reader(gguf_path: str):
     raise ImportError("reading GGUF files needs the `gguf` package: pip install gguf") from e
   if not os.path.isfile(gguf_path):
     raise ValueError(f"gguf_path {gguf_path!r} is not a file")
-  return gguf.GGUFReader(gguf_path)
+  size = os.path.getsize(gguf_path)
+  with open(gguf_path, "rb") as f:
+    magic = f.read(4)
+  if magic != b"GGUF":
+    raise ValueError(f"{gguf_path!r} is not a GGUF file: it starts with {magic!r}, not b'GGUF' (a file assembled "
+                     "from chunks in the wrong order, or without its first chunk, starts this way)")
+  def truncated(name: str, end: int) -> ValueError:
+    return ValueError(f"{gguf_path!r} is truncated: the data of tensor {name!r} ends at byte {end:,}, past the end "
+                      f"of the file ({size:,} bytes); a file assembled from chunks is missing one")
+
+  class Checked(gguf.GGUFReader):
+    """Checks every tensor's byte range against the file before the reader slices (and reshapes) its data."""
+
+    def _build_tensors(self, start_offs, fields):  # pylint: disable=arguments-differ
+      for field in fields:
+        _, name, _, dims, raw_type, offset = field.parts
+        block, type_size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(int(raw_type[0]))]
+        end = int(start_offs + offset[0]) + int(np.prod(dims)) * type_size // block
+        if end > len(self.data):
+          raise truncated(str(bytes(name), encoding="utf-8", errors="replace"), end)
+      return super()._build_tensors(start_offs, fields)
+
+  try:
+    reader = Checked(gguf_path)
+  except ValueError as e:
+    if "is truncated: the data of tensor" in str(e):
+      raise
+    raise ValueError(f"{gguf_path!r} is corrupt or truncated ({size:,} bytes): reading its header and tensor table "
+                     f"failed ({type(e).__name__}: {e})") from e
+  except Exception as e:  # pylint: disable=broad-except  # numpy/struct/index errors of a cut or damaged file
+    raise ValueError(f"{gguf_path!r} is corrupt or truncated ({size:,} bytes): reading its header and tensor table "
+                     f"failed ({type(e).__name__}: {e})") from e
+  return reader
 
 
 def _metadata(reader) -> dict:
@@ -167,8 +221,8 @@ class _Plan:
       self.fail(f"{self.arch}.rope.dimension_count={rot} (partial rotary) is not supported; "
                 f"expected the head dimension {head_dim}")
     scaling = self.key("rope.scaling.type", "none")
-    if scaling != "none":
-      self.fail(f"{self.arch}.rope.scaling.type={scaling!r} is not supported (supported: none)")
+    if scaling not in ("none", "linear"):
+      self.fail(f"{self.arch}.rope.scaling.type={scaling!r} is not supported (supported: none, linear)")
     if "rope_freqs.weight" in self.tensors:
       self.fail("tensor 'rope_freqs.weight' (Llama-3.1 rope frequency factors) is not supported")
     if int(self.key("expert_count", 0) or 0) > 0:
@@ -182,28 +236,60 @@ class _Plan:
       self.fail(f"no {self.arch}.vocab_size, tokenizer.ggml.tokens or token_embd.weight to size the vocabulary")
     tok_id = lambda k: (int(self.meta[f"tokenizer.ggml.{k}"]) if f"tokenizer.ggml.{k}" in self.meta else None)
     theta = _f32(self.key("rope.freq_base", 10000.0))
+    rope = {"rope_theta": theta, "rope_type": "default"}
+    if scaling == "linear":
+      rope.update(rope_type="linear", factor=_f32(self.key("rope.scaling.factor", required=True)))
     hf = dict(
-        architectures=[_HF_ARCH[self.arch]], model_type=self.arch, vocab_size=int(vocab), hidden_size=hidden,
+        architectures=[_HF_ARCH[self.arch]], model_type=_HF_MODEL_TYPE.get(self.arch, self.arch),
+        vocab_size=int(vocab), hidden_size=hidden,
         intermediate_size=int(self.key("feed_forward_length", required=True)),
         num_hidden_layers=int(self.key("block_count", required=True)), num_attention_heads=heads,
         num_key_value_heads=kv_heads, head_dim=head_dim,
         max_position_embeddings=int(self.key("context_length", 4096)),
         rms_norm_eps=_f32(self.key("attention.layer_norm_rms_epsilon", 1e-6)), hidden_act="silu",
-        rope_theta=theta, rope_parameters={"rope_theta": theta, "rope_type": "default"},
+        rope_theta=theta, rope_parameters=rope,
         tie_word_embeddings="output.weight" not in self.tensors, bos_token_id=tok_id("bos_token_id"),
         eos_token_id=tok_id("eos_token_id"), pad_token_id=tok_id("padding_token_id"), dtype="float32")
-    if self.arch == "llama":
+    if self.arch in ("llama", "qwen3") or self.arch in _GEMMA:
       hf.update(attention_bias=False, mlp_bias=False)
-    else:
+    if self.arch in ("qwen2", "qwen3"):
       hf.update(use_sliding_window=False)
-    from rljax.models._hf import config_from_hf  # pylint: disable=import-outside-toplevel
+    if self.arch in _GEMMA:
+      self._gemma_config(hf, hidden, heads, head_dim)
     self.cfg = config_from_hf(hf)  # the loader accepts it
     return hf
 
+  def _gemma_config(self, hf: dict, hidden: int, heads: int, head_dim: int) -> None:
+    """The Gemma-family keys llama.cpp's converter drops or renames (GeGLU, attention scale, sliding window,
+    soft-caps, Gemma 3's second RoPE base)."""
+    hf.update(hidden_act="gelu_pytorch_tanh", hidden_activation="gelu_pytorch_tanh")
+    if self.arch == "gemma":
+      return
+    big = int(hf["num_hidden_layers"]) == _GEMMA_27B_BLOCKS[self.arch]
+    window = self.key("attention.sliding_window")
+    hf.update(query_pre_attn_scalar=hidden // heads if big else head_dim,
+              sliding_window=int(window) if window else None,
+              attn_logit_softcapping=self.key("attn_logit_softcapping"),
+              final_logit_softcapping=self.key("final_logit_softcapping"))
+    for k in ("attn_logit_softcapping", "final_logit_softcapping"):
+      if hf[k] is not None:
+        hf[k] = _f32(hf[k])
+    if self.arch == "gemma3":
+      if hf["attn_logit_softcapping"] is not None:
+        self.fail(f"gemma3.attn_logit_softcapping={hf['attn_logit_softcapping']} is not supported; supported: "
+                  "none (Gemma 3 does not soft-cap attention)")
+      hf.pop("attn_logit_softcapping")
+      # llama.cpp: sliding layers use an unscaled RoPE of base 10,000 and every 6th layer is global
+      hf.update(rope_parameters={"full_attention": hf["rope_parameters"],
+                                 "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                sliding_window_pattern=6)
+
   def _names(self) -> dict:
-    """GGUF tensor name -> (HF name, q/k heads to un-permute or 0); checks every tensor's type and name."""
+    """GGUF tensor name -> (HF name, q/k heads to un-permute or 0, offset added to the values); checks every
+    tensor's type and name. The offset is -1 for a Gemma RMSNorm weight (stored as ``1 + w``)."""
     out = {}
     layers = self.hf["num_hidden_layers"]
+    block_names = _ARCH_BLOCK_NAMES[self.arch]
     for name, t in self.tensors.items():
       qtype = t.tensor_type.name
       if qtype not in SUPPORTED_GGUF_TENSOR_TYPES:
@@ -213,26 +299,26 @@ class _Plan:
       m = _BLOCK_RE.fullmatch(name)
       if name in _TOP_NAMES:
         hf_name = _TOP_NAMES[name]
-      elif m and int(m.group(1)) < layers and m.group(2) in _BLOCK_NAMES and (
+      elif m and int(m.group(1)) < layers and m.group(2) in block_names and (
           m.group(3) == "weight" or m.group(2) in _BIASED.get(self.arch, ())):
-        hf_name = f"model.layers.{int(m.group(1))}.{_BLOCK_NAMES[m.group(2)]}.{m.group(3)}"
+        hf_name = f"model.layers.{int(m.group(1))}.{block_names[m.group(2)]}.{m.group(3)}"
         if self.arch == "llama" and m.group(2) in ("attn_q", "attn_k"):
           heads = self.hf["num_attention_heads"] if m.group(2) == "attn_q" else self.hf["num_key_value_heads"]
       else:
         self.fail(f"tensor {name!r} has no Hugging Face counterpart for a {self.arch} model")
-      out[name] = (hf_name, heads)
+      offset = -1.0 if self.arch in _GEMMA and name.endswith("norm.weight") else 0.0
+      out[name] = (hf_name, heads, offset)
     return out
 
   def _check_shapes(self) -> None:
     """Every tensor the loader expects is there, with the shape the metadata implies."""
-    from rljax.models._hf import _mapping  # pylint: disable=import-outside-toplevel
     want = {n: tuple(s) for e in _mapping(self.cfg) for n, s in zip(e.hf_names, e.hf_shapes)}
-    for name, (hf_name, _) in self.names.items():
+    for name, (hf_name, _, _) in self.names.items():
       shape = tuple(int(d) for d in reversed(self.tensors[name].shape))
       if want.get(hf_name, shape) != shape:
         self.fail(f"tensor {name!r} has shape {shape} (HF layout), expected {want[hf_name]} "
                   "from the metadata")
-    missing = sorted(set(want) - {hf_name for hf_name, _ in self.names.values()})
+    missing = sorted(set(want) - {hf_name for hf_name, _, _ in self.names.values()})
     if missing:
       self.fail(f"no GGUF tensor for {missing[:4]}{' ...' if len(missing) > 4 else ''}")
 
@@ -240,9 +326,13 @@ class _Plan:
     model = self.meta.get("tokenizer.ggml.model")
     if model is None:
       return None
+    if model == "llama" and self.arch in _GEMMA:  # SentencePiece BPE (rljax.models._spm_tokenizer)
+      if "tokenizer.ggml.tokens" not in self.meta:
+        self.fail("GGUF metadata has no 'tokenizer.ggml.tokens'")
+      return {k[len("tokenizer."):]: v for k, v in self.meta.items() if k.startswith("tokenizer.")}
     if model != "gpt2":
-      self.fail(f"tokenizer.ggml.model={model!r} is not supported; supported: ('gpt2',) "
-                "(byte-level BPE)")
+      self.fail(f"tokenizer.ggml.model={model!r} is not supported for a {self.arch} file; supported: ('gpt2',) "
+                f"(byte-level BPE), and ('llama',) (SentencePiece) for {_GEMMA}")
     pre = self.meta.get("tokenizer.ggml.pre")
     if pre not in _PRE_KINDS:
       self.fail(f"tokenizer.ggml.pre={pre!r} is not supported; "
@@ -350,7 +440,9 @@ def _tensor(plan: _Plan, name: str) -> np.ndarray:
   t = plan.tensors[name]
   shape = tuple(int(d) for d in reversed(t.shape))
   a = np.asarray(dequantize(t.data, t.tensor_type), np.float32).reshape(shape)
-  heads = plan.names[name][1]
+  _, heads, offset = plan.names[name]
+  if offset:
+    a = a + np.float32(offset)
   return np.ascontiguousarray(unpermute_qk(a, heads) if heads else a)
 
 
@@ -371,7 +463,8 @@ def _write(plan: _Plan, gguf_path: str, out: str, max_shard_bytes: int) -> None:
   gen = {k: plan.hf[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if plan.hf[k] is not None}
   _dump(gen, out, "generation_config.json")
   if plan.tok is not None:
-    _build_tokenizer(plan.tok).save(os.path.join(out, "tokenizer.json"))
+    build = build_spm_tokenizer if plan.tok.get("ggml.model") == "llama" else _build_tokenizer
+    build(plan.tok).save(os.path.join(out, "tokenizer.json"))
     _dump(_tokenizer_config(plan.tok, plan.hf["max_position_embeddings"]), out, "tokenizer_config.json")
   types = collections.Counter(t.tensor_type.name for t in plan.tensors.values())
   _dump(dict(source=os.path.basename(gguf_path), size=os.path.getsize(gguf_path), converter_version=_CONVERTER_VERSION,
@@ -454,12 +547,6 @@ def checkpoint_directory(path: str) -> str:
   """A checkpoint's Hugging Face directory: ``path`` itself, or, for a ``.gguf`` file, its converted cached
   directory (``gguf_checkpoint``). Everything that reads ``model.hf_checkpoint`` goes through this."""
   return gguf_checkpoint(str(path)) if str(path).endswith(".gguf") else path
-
-
-def from_gguf(gguf_path: str, *, dtype: str = "float32", cache_dir: Optional[str] = None, **kw):
-  """``from_pretrained(gguf_checkpoint(gguf_path, cache_dir), dtype=dtype, **kw)``: a ``Transformer``."""
-  from rljax.models._hf import from_pretrained  # pylint: disable=import-outside-toplevel
-  return from_pretrained(gguf_checkpoint(gguf_path, cache_dir), dtype=dtype, **kw)
 
 
 def smollm2_gguf_path() -> str:

@@ -21,17 +21,17 @@ from rljax.models._config import ModelConfig, RopeScaling
 from rljax.models._layers import dtype_of
 from rljax.models._transformer import Transformer, layer_runs
 
-__all__ = ["from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
+__all__ = ["load_checkpoint_dir", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
            "SUPPORTED_ARCHITECTURES", "param_count", "shard_state"]
 
 SUPPORTED_ARCHITECTURES = (
     "LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
+    "Qwen3MoeForCausalLM", "MixtralForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
 )
 _MODEL_TYPES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "MixtralForCausalLM": "mixtral",
-    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2",
+    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
 }
 _ACTS = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_new": "gelu_tanh",
          "gelu_fast": "gelu_tanh", "gelu": "gelu"}
@@ -75,6 +75,34 @@ def _rope_from_hf(hf: dict) -> tuple[float, Optional[RopeScaling]]:
   return theta, RopeScaling(**kw)
 
 
+def _gemma3_local_theta(hf: dict) -> float:
+  """The RoPE base of Gemma 3's sliding layers: ``rope_parameters["sliding_attention"]`` (transformers 5) or
+  ``rope_local_base_freq`` (older files), default 10,000; refuses a scaled local RoPE."""
+  params = hf.get("rope_parameters")
+  local = params.get("sliding_attention") if isinstance(params, dict) else None
+  if isinstance(local, dict):
+    rtype = local.get("rope_type", local.get("type", "default")) or "default"
+    if rtype != "default":
+      raise ValueError(f"config.json rope_parameters.sliding_attention.rope_type={rtype!r} is not supported for "
+                       "Gemma 3 (supported: default)")
+    if "rope_theta" in local:
+      return float(local["rope_theta"])
+  return float(hf.get("rope_local_base_freq") or 10000.0)
+
+
+def _gemma3_refusals(hf: dict) -> None:
+  """Gemma 3 config features rljax does not implement, refused by name."""
+  if hf.get("use_bidirectional_attention"):
+    raise ValueError("config.json use_bidirectional_attention=True (Gemma 3 encoder mode) is not supported; "
+                     "supported: False (causal)")
+  if hf.get("attn_logit_softcapping") is not None:
+    raise ValueError(f"config.json attn_logit_softcapping={hf['attn_logit_softcapping']!r} is not supported for "
+                     "Gemma 3 (transformers' Gemma3Attention does not apply it); supported: None")
+  if hf.get("vision_config") or hf.get("text_config"):
+    raise ValueError("config.json vision_config/text_config (Gemma3ForConditionalGeneration, multimodal) is not "
+                     "supported; supported: the text-only Gemma3ForCausalLM")
+
+
 def config_from_hf(hf: dict, *, param_dtype: str = "float32", compute_dtype: Optional[str] = None,
                    **overrides) -> ModelConfig:
   """Maps a Hugging Face ``config.json`` dict to a :class:`ModelConfig`."""
@@ -87,8 +115,11 @@ def config_from_hf(hf: dict, *, param_dtype: str = "float32", compute_dtype: Opt
   head_dim = hf.get("head_dim") or hidden // n_heads
   layers = int(hf["num_hidden_layers"])
   theta, scaling = _rope_from_hf(hf)
-  gemma = fam in ("gemma", "gemma2")
-  act_name = (hf.get("hidden_activation") or hf.get("hidden_act")) if fam == "gemma2" else hf.get("hidden_act", "silu")
+  gemma = fam in ("gemma", "gemma2", "gemma3_text")
+  if fam == "gemma3_text":
+    _gemma3_refusals(hf)
+  act_name = ((hf.get("hidden_activation") or hf.get("hidden_act") or "gelu_pytorch_tanh")
+              if fam in ("gemma2", "gemma3_text") else hf.get("hidden_act", "silu"))
   if act_name not in _ACTS:
     raise ValueError(f"config.json activation {act_name!r} is not supported (supported: {sorted(_ACTS)})")
   if hf.get("mlp_bias"):
@@ -101,7 +132,8 @@ def config_from_hf(hf: dict, *, param_dtype: str = "float32", compute_dtype: Opt
       intermediate_size=int(hf["intermediate_size"]), rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
       rope_theta=theta, rope_scaling=scaling, max_position_embeddings=int(hf.get("max_position_embeddings", 4096)),
       tie_embeddings=bool(hf.get("tie_word_embeddings", gemma)), qkv_bias=(fam == "qwen2"),
-      qk_norm=fam in ("qwen3", "qwen3_moe"), activation=_ACTS[act_name], norm_plus_one=gemma, embed_scale=gemma,
+      qk_norm=fam in ("qwen3", "qwen3_moe", "gemma3_text"), activation=_ACTS[act_name], norm_plus_one=gemma,
+      embed_scale=gemma,
       architecture=arch, bos_token_id=hf.get("bos_token_id"), eos_token_id=hf.get("eos_token_id"),
       pad_token_id=hf.get("pad_token_id"), param_dtype=param_dtype, compute_dtype=compute_dtype or param_dtype)
   sliding = hf.get("sliding_window")
@@ -109,13 +141,20 @@ def config_from_hf(hf: dict, *, param_dtype: str = "float32", compute_dtype: Opt
     raise ValueError("config.json use_sliding_window=True is not supported for Qwen models")
   if fam in ("mistral", "mixtral") and sliding:
     kw.update(sliding_window=int(sliding), layer_types=("sliding_attention",) * layers)
-  if fam == "gemma2":
-    types = hf.get("layer_types") or tuple("sliding_attention" if i % 2 == 0 else "full_attention"
-                                           for i in range(layers))
+  if fam in ("gemma2", "gemma3_text"):
+    if fam == "gemma2":
+      default = tuple("sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers))
+    else:  # transformers' Gemma3TextConfig: every sliding_window_pattern-th layer (default 6) is global
+      pattern = int(hf.get("sliding_window_pattern") or 6)
+      default = tuple("sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(layers))
+      kw.update(rope_local_theta=_gemma3_local_theta(hf))
+    types = hf.get("layer_types") or default
     kw.update(sandwich_norm=True, query_pre_attn_scalar=float(hf.get("query_pre_attn_scalar") or head_dim),
               attn_logit_softcap=hf.get("attn_logit_softcapping"), final_logit_softcap=hf.get("final_logit_softcapping"),
               sliding_window=int(sliding) if sliding else None,
               layer_types=tuple(types) if sliding else None)
+    if fam == "gemma3_text" and not sliding:
+      kw.update(rope_local_theta=None)  # no sliding layers: every layer uses the global RoPE
   if fam == "qwen3_moe":
     n_exp = int(hf.get("num_experts") or hf.get("num_local_experts") or 0)
     step = int(hf.get("decoder_sparse_step", 1) or 1)
@@ -163,7 +202,14 @@ def config_to_hf(cfg: ModelConfig) -> dict:
     hf["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
   if fam == "qwen2":
     hf.pop("attention_bias")
-  if fam == "gemma2":
+  if fam == "gemma3_text":
+    local = cfg.rope_local_theta if cfg.rope_local_theta is not None else cfg.rope_theta
+    rope = {"full_attention": rope, "sliding_attention": {"rope_type": "default", "rope_theta": local}}
+    hf.update(rope_parameters=rope, rope_local_base_freq=rope["sliding_attention"]["rope_theta"])
+    if cfg.rope_scaling is not None and cfg.rope_local_theta is None and "sliding_attention" in (cfg.layer_types or ()):
+      raise ValueError("ModelConfig.rope_local_theta=None with rope_scaling is not expressible as a Gemma 3 "
+                       "config: expected a rope_local_theta (the sliding layers' unscaled base)")
+  if fam in ("gemma2", "gemma3_text"):
     qpas = cfg.query_pre_attn_scalar
     if qpas is not None and float(qpas).is_integer():
       qpas = int(qpas)
@@ -366,14 +412,14 @@ def shard_state(model: Transformer, mesh, rules=_DEFAULT_RULES) -> None:
   nnx.update(model, nnx.from_flat_state(flat))
 
 
-def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optional[str] = None, mesh=None,
-                    rules=_DEFAULT_RULES, **config_overrides) -> Transformer:
-  """Loads a local Hugging Face checkpoint directory into a :class:`Transformer`.
+def load_checkpoint_dir(path: str, dtype: str = "float32", *, compute_dtype: Optional[str] = None, mesh=None,
+                        rules=_DEFAULT_RULES, **config_overrides) -> Transformer:
+  """Loads a local Hugging Face checkpoint directory into a :class:`Transformer` (``rljax.models.from_pretrained``
+  also takes a GGUF file, through its converted directory).
 
   Args:
     path: directory with ``config.json`` and ``model.safetensors`` or
-      ``model.safetensors.index.json`` + shards; or a llama.cpp ``.gguf`` file,
-      read through its cached converted directory (``rljax.models.gguf_checkpoint``).
+      ``model.safetensors.index.json`` + shards.
     dtype: parameter dtype (``float32``/``bfloat16``/``float16``); overflow raises.
     compute_dtype: activation dtype (default: ``dtype``).
     mesh: optional ``jax.sharding.Mesh``; parameters are placed with
@@ -383,9 +429,6 @@ def from_pretrained(path: str, dtype: str = "float32", *, compute_dtype: Optiona
       (``value_head=True``: zero, see :class:`rljax.models.ValueHead`), which a
       causal-LM checkpoint does not hold.
   """
-  if str(path).endswith(".gguf"):
-    from rljax.models._gguf import gguf_checkpoint  # pylint: disable=import-outside-toplevel
-    path = gguf_checkpoint(str(path))
   if isinstance(dtype, str) is False:
     dtype = jnp.dtype(dtype).name
   cfg = config_from_hf(load_hf_config(path), param_dtype=dtype, compute_dtype=compute_dtype, **config_overrides)

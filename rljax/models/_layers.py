@@ -161,8 +161,11 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: Optional[RopeScaling]) -
   return inv, float(attn)
 
 
-def rope_cos_sin(positions, cfg: ModelConfig):
+def rope_cos_sin(positions, cfg: ModelConfig, sliding: bool = False):
   """``cos, sin [B, T, D]`` float32 for integer ``positions [B, T]`` (halves convention).
+
+  ``sliding``: the tables of a sliding-window layer, which differ only when
+  ``cfg.rope_local_theta`` is set (Gemma 3: base ``rope_local_theta``, no scaling).
 
   On CPU the tables are materialised once (:func:`_materialized`): otherwise
   XLA fuses ``cos``/``sin`` into every consumer — q and k of every layer,
@@ -170,7 +173,10 @@ def rope_cos_sin(positions, cfg: ModelConfig):
   CPU ~15% of a GRPO train step went to those transcendentals; in the decode
   loop, one position per row, materialising made a 48-token rollout ~9% faster).
   """
-  inv, mult = rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
+  if sliding and cfg.rope_local_theta is not None:
+    inv, mult = rope_inv_freq(cfg.head_dim, cfg.rope_local_theta, None)
+  else:
+    inv, mult = rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
   inv = jnp.asarray(inv, jnp.float32)
   ang = positions.astype(jnp.float32)[..., None] * inv  # [B, T, D/2]
   ang = jnp.concatenate([ang, ang], axis=-1)

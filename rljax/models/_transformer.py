@@ -168,6 +168,14 @@ def _block_with_static_mask(mask):
   return call
 
 
+def rope_tables(positions, cfg: ModelConfig) -> dict:
+  """``{sliding: (cos, sin)}`` for ``sliding`` in ``(False, True)``: the RoPE tables of full-attention
+  and of sliding-window layers (the same arrays unless ``cfg.rope_local_theta`` is set, Gemma 3)."""
+  full = rope_cos_sin(positions, cfg)
+  local = rope_cos_sin(positions, cfg, sliding=True) if cfg.rope_local_theta is not None else full
+  return {False: full, True: local}
+
+
 def layer_runs(cfg: ModelConfig) -> list:
   """``[(start, stop)]``: maximal runs of consecutive layers with the same structure (MoE or dense,
   sliding or full attention; LoRA targets are the same in every layer), each of which is stored
@@ -416,13 +424,13 @@ class Transformer(nnx.Module):
     s_len = k_layers[0].shape[2]
     cache_index = jnp.asarray(cache_index, jnp.int32)
     base, sliding_mask = decode_masks(cfg, kv_mask, cache_index, s_len)
-    cos, sin = rope_cos_sin(positions, cfg)
+    rope = rope_tables(positions, cfg)
     x = self.embed_tokens(tokens)
     ids_all = []
     ks, vs = list(k_layers), list(v_layers)
     for i, block in enumerate(self.blocks()):
       mask = sliding_mask if block.sliding else base
-      x, ids, _, ks[i], vs[i] = block.decode(x, cos, sin, mask, ks[i], vs[i], cache_index)
+      x, ids, _, ks[i], vs[i] = block.decode(x, *rope[block.sliding], mask, ks[i], vs[i], cache_index)
       if block.is_moe:
         ids_all.append(ids)
     routing_out = jnp.stack(ids_all, axis=2) if ids_all else None
@@ -434,7 +442,7 @@ class Transformer(nnx.Module):
       return list(self.layers)
     return [b for stack in self.layer_stacks for b in unstack_block(stack)]
 
-  def _scanned_layers(self, x, cos, sin, base, sliding_mask, routing, k_all, v_all, cache_index):
+  def _scanned_layers(self, x, rope, base, sliding_mask, routing, k_all, v_all, cache_index):
     """The stored layer stacks (:func:`layer_runs`), each under :func:`_scan_run` (``cfg.scan_layers``).
 
     Same values as the unrolled loop (tested to float32 rounding). Returns ``(x, ids, probs, k_all,
@@ -451,7 +459,7 @@ class Transformer(nnx.Module):
         r = jnp.moveaxis(routing[:, :, moe_i:moe_i + n], 2, 0)  # [n, B, T, k]
       kv = None if k_all is None else (k_all[start:stop], v_all[start:stop])
       policy = "none" if (kv is not None or cfg.remat == "none") else _REMAT_POLICIES[cfg.remat]
-      x, ids, probs, kv = _scan_run(stack, x, mask, cos, sin, policy=policy, routing=r, cache=kv,
+      x, ids, probs, kv = _scan_run(stack, x, mask, *rope[stack.sliding], policy=policy, routing=r, cache=kv,
                                     cache_index=cache_index, weights_fn=self.layer_weights_fn)
       if ids is not None:
         ids_all.extend(list(ids))
@@ -541,7 +549,7 @@ class Transformer(nnx.Module):
     base, sliding_mask = attention_masks(cfg, b, t, cache_len=None if cache is None else cache.max_len,
                                          cache_index=cache_index, kv_mask=kv_mask, segment_ids=segment_ids,
                                          prefix_groups=prefix_groups)
-    cos, sin = rope_cos_sin(positions, cfg)
+    rope = rope_tables(positions, cfg)
 
     x = self.embed_tokens(tokens)
     ids_all, probs_all = [], []
@@ -550,10 +558,11 @@ class Transformer(nnx.Module):
     if cache is not None:
       k_all, v_all = cache.k, cache.v
     if cfg.scan_layers:
-      x, ids_all, probs_all, k_all, v_all = self._scanned_layers(x, cos, sin, base, sliding_mask, routing,
+      x, ids_all, probs_all, k_all, v_all = self._scanned_layers(x, rope, base, sliding_mask, routing,
                                                                  k_all, v_all, cache_index)
     for i, block in enumerate(() if cfg.scan_layers else self.layers):
       mask = sliding_mask if block.sliding else base
+      cos, sin = rope[block.sliding]
       r = None
       if routing is not None and block.is_moe:
         r = routing[:, :, moe_i]
