@@ -324,7 +324,7 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
 @C.fast_path
 def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
-        interpolation: str = "linear"):
+        interpolation: str = "linear", mode: str = "rljax"):
   """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
 
   ``Q_K`` is the K-quantile of the valid group rewards. ``interpolation="linear"``
@@ -339,11 +339,17 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   arXiv 2509.22611); the authors' code (github.com/junkangwu/QAE) swaps
   ``torch.quantile(scores, K)`` for the mean inside verl's GRPO advantage, so
   GRPO's std division (``scale="group"``, unbiased std, ε = 1e-6) is kept.
-  ``quantile`` is K in (0, 1].
+  ``quantile`` is K in (0, 1] (the authors' README runs K = 0.4; ours defaults to the median, 0.5).
+
+  ``mode`` picks the edge rules: ``"rljax"`` (default): a singleton group gets 0 (its quantile is its own
+  reward) and K = 1 is the group max; ``"authors"`` (their verl GRPO branch): a singleton group keeps verl's
+  mean 0 / std 1, ``A = r / (1 + ε)``, and K = 1 falls back to the group mean. A group whose denominator is 0
+  (equal rewards with ``eps=0``) gets 0, as in ``grpo`` (the authors' code divides 0 by 0 there).
   """
   if not 0.0 < quantile <= 1.0:
-    raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
+    raise ValueError(f"qae: quantile must be in (0, 1], got {quantile!r}")
   G.check_choice("interpolation", interpolation, ("linear", "inverted_cdf"))
+  G.check_choice("mode", mode, ("rljax", "authors"))
   _check_common(eps, std_ddof, scale, "zero")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   rk = G.group_ranks(r, gid, ng)
@@ -364,13 +370,20 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
     j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
     q = nth(j - 1)
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
+  std = st.std
+  if mode == "authors":
+    if quantile == 1.0:
+      q = st.mean
+    single = n == 1
+    q = jnp.where(single, 0.0, q)  # verl: a singleton group's mean 0 and std 1
+    std = jnp.where(single, 1.0, std)
   if scale == "group":
-    denom = st.std + eps
+    denom = std + eps
   elif scale == "batch":
-    denom = G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps
+    denom = jnp.broadcast_to(G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps, r.shape)
   else:
-    denom = 1.0
-  adv = (r - q) / denom * v
+    denom = jnp.ones_like(r)
+  adv = jnp.where(denom > 0, (r - q) / jnp.where(denom > 0, denom, 1.0), 0.0) * v
   return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
 
 
@@ -825,10 +838,30 @@ def _technique_rows():
                 "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
                 f"{_S0} L21; arXiv 2509.22611",
                 stage=S.group_estimator(qae),
-                fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
-                                  "core_algos.py L315-319)",
-                                  "default = authors' torch.quantile (linear interpolation) in verl grpo (σ+1e-6); "
-                                  "interpolation='inverted_cdf' gives the abstract's exact two-regime gate")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
+                    "core_algos.py L315-319)",
+                    "mode='authors' = their code (singleton r/(1+ε), K=1 mean); default mode='rljax', K=0.5 (theirs "
+                    "0.4); interpolation='inverted_cdf' gives the abstract's exact two-regime gate",
+                    read="github.com/junkangwu/QAE (branch main, commit not recorded): README.md, its quote of "
+                         "verl/trainer/ppo/core_algos.py L315-319 (compute_grpo_outcome_advantage with "
+                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass",
+                    defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
+                              ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
+                              ("interpolation", "linear", "linear (torch.quantile default)"),
+                              ("singleton group", "0 (mode='rljax')", "r/(1+ε): verl's mean 0, std 1"),
+                              ("K = 1", "group max (mode='rljax')", "group mean")),
+                    placement="theirs: verl's GRPO outcome advantage, once per step on the whole rollout batch, "
+                              "grouped by uid; ours: the advantage stage, once per step on the step's rows, grouped "
+                              "by group_id, padded rows (valid False) excluded",
+                    deviations=(
+                        "default K = 0.5 (the median: the abstract names no K); pass quantile=0.4 for the README's",
+                        "mode='rljax' gives a singleton group 0 (no within-group signal) and reads K = 1 as the max "
+                        "(the quantile's definition); mode='authors' keeps verl's singleton rule and their mean "
+                        "fallback",
+                        "a group whose σ + ε is 0 (equal rewards, eps=0) gets 0 as in grpo; their code gives NaN",
+                        "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
+                        "B = 0)"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),

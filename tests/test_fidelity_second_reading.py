@@ -1,0 +1,112 @@
+"""Fidelity, third pass (issue #51): the defects an independent audit found in records that were numerically right at
+their cited settings, each fixed or recorded, and the record's four questions (source read, defaults, placement,
+deviations). Each reference here is a float64 NumPy transcription of the cited code or equation (written for these
+tests, not copied) or a hand value.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rljax
+import rljax.advantages as A
+from rljax._technique import Fidelity
+from rljax.catalog import describe, records_markdown
+
+ROWS = {r.name: r for r in rljax.catalog()}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# QAE: github.com/junkangwu/QAE, verl compute_grpo_outcome_advantage with the mean swapped for torch.quantile(K)
+# (K = 1: the mean); verl's singleton rule (mean 0, std 1).
+
+def _qae_authors(scores, index, k, eps=1e-6):
+  scores = np.asarray(scores, np.float64)
+  out = np.zeros_like(scores)
+  for g in np.unique(index):
+    rows = np.where(index == g)[0]
+    grp = scores[rows]
+    if len(rows) == 1:
+      base, std = 0.0, 1.0
+    else:
+      base = np.quantile(grp, k) if k < 1 else grp.mean()  # numpy's default = torch.quantile's linear
+      std = grp.std(ddof=1)
+    out[rows] = (grp - base) / (std + eps)
+  return out
+
+
+@pytest.mark.parametrize("k", [0.4, 0.5, 0.8, 1.0])
+def test_qae_authors_mode_matches_their_code_with_singletons(k):
+  rng = np.random.default_rng(1)
+  gid = np.array([0, 0, 0, 0, 0, 1, 2, 2, 2, 3, 3, 3, 3, 4], np.int32)  # groups 1 and 4 are singletons
+  r = rng.normal(size=gid.size).round(1)
+  with jax.enable_x64(True):
+    got = np.asarray(jax.jit(lambda x, g: A.qae(x, g, quantile=k, mode="authors")[0])(r, gid))
+    assert got.dtype == np.float64
+  np.testing.assert_allclose(got, _qae_authors(r, gid, k), rtol=1e-12, atol=1e-12)
+
+
+def test_qae_rljax_mode_differs_only_where_recorded():
+  gid = np.array([0, 0, 0, 1], np.int32)
+  r = np.array([0.0, 1.0, 3.0, 2.0])
+  with jax.enable_x64(True):
+    ours = np.asarray(A.qae(r, gid, quantile=1.0)[0])
+    theirs = np.asarray(A.qae(r, gid, quantile=1.0, mode="authors")[0])
+  std = np.std([0.0, 1.0, 3.0], ddof=1) + 1e-6
+  np.testing.assert_allclose(ours, [(0 - 3) / std, (1 - 3) / std, 0.0, 0.0], rtol=1e-12)  # K=1: max; singleton 0
+  np.testing.assert_allclose(theirs, [(0 - 4 / 3) / std, (1 - 4 / 3) / std, (3 - 4 / 3) / std, 2 / (1 + 1e-6)],
+                             rtol=1e-12)
+  with pytest.raises(ValueError, match="mode"):
+    A.qae(r, gid, mode="paper")
+
+
+@pytest.mark.parametrize("mode", ["rljax", "authors"])
+def test_qae_eps_zero_on_equal_rewards_gives_zero_not_nan(mode):
+  r, gid = jnp.array([1.0, 1.0, 1.0, 0.0, 1.0]), jnp.array([0, 0, 0, 1, 1])
+  for f in (lambda x, g: A.qae(x, g, eps=0.0, mode=mode)[0], jax.jit(lambda x, g: A.qae(x, g, eps=0.0, mode=mode)[0])):
+    adv = np.asarray(f(r, gid))
+    assert np.all(np.isfinite(adv)), adv
+    np.testing.assert_array_equal(adv[:3], 0.0)
+    # the unequal group keeps its value: K = 0.5 of {0, 1} is 0.5, σ (ddof 1) = 1/sqrt(2)
+    np.testing.assert_allclose(adv[3:], [-0.5 * np.sqrt(2), 0.5 * np.sqrt(2)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name,kw", [("qae", {}), ("passk", {"k": 2}), ("rank", {}), ("rank", {"normalize": "std"})])
+@pytest.mark.parametrize("num_groups", [None, 1, 3])
+def test_group_order_estimators_on_an_empty_batch_give_an_empty_result(name, kw, num_groups):
+  fn = getattr(A, name)
+  adv, info = fn(jnp.zeros((0,)), jnp.zeros((0,), jnp.int32), num_groups=num_groups, **kw)
+  assert adv.shape == (0,)
+  assert all(np.all(np.isfinite(np.asarray(v))) for v in info.values() if np.ndim(v) == 0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The record format: the four questions
+
+def test_four_question_fields_are_validated():
+  with pytest.raises(ValueError, match="placement"):
+    Fidelity("peer", "verl x", read="verl@v0.5.0:a.py:1")
+  with pytest.raises(ValueError, match="defaults"):
+    Fidelity("peer", "verl x", read="verl@v0.5.0:a.py:1", placement="p", defaults=(("eps", 0.2, 0.2),))
+  with pytest.raises(ValueError, match="deviations"):
+    Fidelity("peer", "verl x", read="verl@v0.5.0:a.py:1", placement="p", deviations=("",))
+  assert not Fidelity("peer", "verl x").in_full
+  assert Fidelity("peer", "verl x", read="r", placement="p").in_full
+
+
+def test_describe_and_docs_show_the_four_questions():
+  text = describe(ROWS["qae"])
+  for label in ("read:", "defaults:", "placement:", "deviation:"):
+    assert label in text
+  assert "quantile (K): ours 0.5 / theirs 0.4" in text
+  md = records_markdown()
+  n = sum(r.fidelity is not None and r.fidelity.in_full for r in ROWS.values())
+  assert md.startswith(f"{n} of {len(ROWS)} rows are in the four-question form.")
+  assert "### `qae`" in md
+
+
+def test_docs_render_the_records_section():
+  import os  # pylint: disable=import-outside-toplevel
+  with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "catalog.md")) as f:
+    docs = f.read()
+  assert records_markdown() in docs, "docs/catalog.md is stale: python -m rljax.catalog --records"
