@@ -110,3 +110,97 @@ def test_docs_render_the_records_section():
   with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "catalog.md")) as f:
     docs = f.read()
   assert records_markdown() in docs, "docs/catalog.md is stale: python -m rljax.catalog --records"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BAPO: github.com/WooooDyy/BAPO recipe/bapo/policy_loss.py compute_policy_loss_bapo: inside the loss, on each
+# micro-batch, c_low raised from low_min by step to low_max, then c_high, until pos/(neg + eps) >= target.
+
+def _bapo_code_bounds(a, r, m, target, lo=0.6, lo_max=0.9, hi=1.2, hi_max=3.0, step=0.05, eps=1e-8):
+  a, r, m = (np.asarray(x, np.float64) for x in (a, r, m))
+
+  def crit(c_lo, c_hi):
+    eff = np.where(a >= 0, np.minimum(r, c_hi), np.maximum(r, c_lo)) * a * m
+    pos, neg = np.maximum(eff, 0).sum(), np.maximum(-eff, 0).sum()
+    return pos / (neg + eps) if neg > 0 else np.inf
+
+  cands = []
+  c = lo
+  while c < lo_max - 1e-9:
+    cands.append((c, hi))
+    c = min(c + step, lo_max)
+  cands.append((lo_max, hi))
+  h = hi
+  while h < hi_max - 1e-9:
+    h = min(h + step, hi_max)
+    cands.append((lo_max, h))
+  for c_lo, c_hi in cands:
+    if crit(c_lo, c_hi) >= target:
+      return c_lo, c_hi
+  return cands[-1]
+
+
+def _micro(seed, b=4, t=6):
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(seed)
+  mask = rng.random((b, t)) < 0.8
+  adv = (rng.normal(size=(b, 1)) + (0.4, 0.0, -0.4, -0.8)[seed % 4]) * np.ones((1, t)) * mask
+  lo = rng.normal(scale=0.3, size=(b, t)) - 1.0
+  new = lo + rng.normal(scale=0.5, size=(b, t))
+  batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask),
+                     advantages=jnp.asarray(adv), group_id=jnp.arange(b, dtype=jnp.int32), logp_old=jnp.asarray(lo))
+  return PolicyOutputs(logp=jnp.asarray(new), entropy=None), batch, (adv, np.exp(new - lo), mask.astype(float))
+
+
+def test_bapo_loss_placement_chooses_bounds_per_micro_batch_like_the_authors_code():
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.stages import RunFacts  # pylint: disable=import-outside-toplevel
+  recipe = Recipe(loss="ppo_clip", aggregation="token_sum",
+                  controllers="bapo(1.0, mode='code', placement='loss')").bind(
+                      RunFacts(num_prompts=2, group_size=2, max_new_tokens=6, temperature=1.0))
+  with jax.enable_x64(True):
+    hp = {k: jnp.asarray(v, jnp.float64) for k, v in recipe.initial_hparams().items()}
+    objective = jax.jit(lambda h, out, batch: recipe.objective_builder()(h)(out, batch)[0])
+    chosen = []
+    for seed in range(4):
+      out, batch, (a, r, m) = _micro(seed)
+      c_lo, c_hi = _bapo_code_bounds(a, r, m, 1.0)
+      chosen.append((c_lo, c_hi))
+      want = (np.maximum(-a * r, -a * np.clip(r, c_lo, c_hi)) * m).sum()
+      np.testing.assert_allclose(float(objective(hp, out, batch)), want, rtol=1e-10)
+  assert len(set(chosen)) > 1, "the micro-batches should need different bounds (the test would not see a lag)"
+
+
+@pytest.mark.parametrize("mode", ["share", "code"])
+def test_bapo_batch_without_signal_keeps_the_previous_bounds(mode):
+  from rljax import control as C  # pylint: disable=import-outside-toplevel
+  ctl = C.bapo(mode=mode)
+  prev = C.BAPOState(clip_low=jnp.float32(0.75), clip_high=jnp.float32(1.5), balance=jnp.float32(0.3))
+  b, t = 3, 4
+  cases = {"zero advantages": (np.zeros((b, t)), np.ones((b, t), bool)),
+           "all padding": (np.ones((b, t)), np.zeros((b, t), bool)),
+           "B = 0": (np.zeros((0, t)), np.zeros((0, t), bool))}
+  for name, (adv, mask) in cases.items():
+    logp = np.zeros(adv.shape)
+    new = jax.jit(lambda s, a, l, m: ctl.update(s, advantages=a, logp=l, logp_old=l, mask=m))(prev, adv, logp, mask)
+    assert (float(new.clip_low), float(new.clip_high)) == (0.75, 1.5), (name, new)
+    assert new.clip_low.dtype == jnp.float32
+  # a batch with signal moves them (from the starting grid, not from the previous bounds)
+  new = ctl.update(prev, advantages=np.ones((b, t)), logp=np.zeros((b, t)), logp_old=np.zeros((b, t)),
+                   mask=np.ones((b, t), bool))
+  assert (float(new.clip_low), float(new.clip_high)) == pytest.approx((0.6, 1.2))
+
+
+def test_bapo_statistics_keep_float64():
+  from rljax import control as C  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    a = np.array([[1.0, -2.0, 0.5]])
+    r = np.array([[1.1, 0.7, 1.3]])
+    m = np.ones((1, 3))
+    share = C.bapo_positive_share(a, r, m, 0.6 + 1e-12, 1.2)
+    ratio = C.bapo_pos_neg_ratio(a, r, m, 0.6, 1.2)
+    assert share.dtype == ratio.dtype == jnp.float64
+    # hand values: active = A>0 & r<=1.2 -> token 0 (|A| r = 1.1); A<0 & r>=0.6 -> token 1 (2*0.7 = 1.4)
+    np.testing.assert_allclose(float(share), 1.1 / 2.5, rtol=1e-14)
+    # effective: 1*min(1.1,1.2)=1.1, -2*max(0.7,0.6)=-1.4, 0.5*min(1.3,1.2)=0.6 -> 1.7/1.4
+    np.testing.assert_allclose(float(ratio), 1.7 / (1.4 + 1e-8), rtol=1e-14)
