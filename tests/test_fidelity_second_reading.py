@@ -204,3 +204,58 @@ def test_bapo_statistics_keep_float64():
     np.testing.assert_allclose(float(share), 1.1 / 2.5, rtol=1e-14)
     # effective: 1*min(1.1,1.2)=1.1, -2*max(0.7,0.6)=-1.4, 0.5*min(1.3,1.2)=0.6 -> 1.7/1.4
     np.testing.assert_allclose(float(ratio), 1.7 / (1.4 + 1e-8), rtol=1e-14)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GPG: the authors' GPG trainer (open_r1 GPGTrainer, compute_loss / _generate_and_score_completions): A = r − mean_g
+# (/(std_g + 1e-4) with scale_rewards), inverse_alpha = min(1, groups with std > 0 / groups), loss =
+# token-mean(−logp·A) / inverse_alpha (adjust_gd).
+
+def _gpg_authors(rewards, n_gen, logp, mask, scale_rewards):
+  r = np.asarray(rewards, np.float64).reshape(-1, n_gen)
+  mean, std = r.mean(1, keepdims=True), r.std(1, ddof=1, keepdims=True)
+  adv = r - mean
+  if scale_rewards:
+    adv = adv / (std + 1e-4)
+  inverse_alpha = min(1.0, float((std[:, 0] != 0).sum()) / r.shape[0])
+  per_token = -logp * adv.reshape(-1)[:, None]
+  return (per_token * mask).sum() / mask.sum() / inverse_alpha
+
+
+@pytest.mark.parametrize("scale_rewards", [False, True])
+def test_gpg_alpha_valid_groups_with_grpo_is_the_authors_loss(scale_rewards):
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(3)
+  groups, n, t = 5, 4, 6
+  rewards = rng.integers(0, 2, size=(groups, n)).astype(float)
+  rewards[1] = 1.0  # two groups without signal: alpha = 5/3
+  rewards[3] = 0.0
+  rewards[0] = [0.0, 1.0, 1.0, 0.0]
+  rewards = rewards.reshape(-1)
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  mask = rng.random((groups * n, t)) < 0.8
+  mask[:, 0] = True
+  logp = -rng.random((groups * n, t)) * 2
+  with jax.enable_x64(True):
+    adv, _ = A.grpo(rewards, gid, eps=1e-4, scale="group" if scale_rewards else "none")
+    batch = TrainBatch(tokens=jnp.zeros(mask.shape, jnp.int32), loss_mask=jnp.asarray(mask),
+                       advantages=jnp.asarray(np.asarray(adv)[:, None] * mask), group_id=jnp.asarray(gid))
+    out = PolicyOutputs(logp=jnp.asarray(logp), entropy=None)
+    objective = O.chain(O.gpg(alpha="valid_groups"), aggregate=O.token_mean)
+    loss, metrics = jax.jit(objective)(out, batch)
+    assert loss.dtype == jnp.float64
+    np.testing.assert_allclose(float(loss), _gpg_authors(rewards, n, logp, mask, scale_rewards), rtol=1e-12)
+    # exact under micro-batching: the factor is a whole-batch statistic (the halves hold 2 and 3 groups)
+    stats, denom = objective.statistics(out, batch), objective.denominator(batch)
+    cut = lambda x, s: x[s] if getattr(x, "ndim", 0) and x.shape[0] == mask.shape[0] else x
+    parts = [objective(jax.tree.map(lambda x, s=s: cut(x, s), out), jax.tree.map(lambda x, s=s: cut(x, s), batch),
+                       denominator=denom, statistics=stats)[0] for s in (slice(0, 8), slice(8, None))]
+    np.testing.assert_allclose(float(sum(parts)), float(loss), rtol=1e-6)
+    plain = O.chain(O.gpg(), aggregate=O.token_mean)(out, batch)[0]
+  valid = int((rewards.reshape(groups, n).std(1) > 0).sum())
+  assert 0 < valid <= groups - 2
+  np.testing.assert_allclose(float(loss) * valid / groups, float(plain), rtol=1e-12)
+  np.testing.assert_allclose(float(metrics["gpg/gpg_alpha"]), groups / valid, rtol=1e-12)
+  with pytest.raises(ValueError, match="gpg: alpha"):
+    O.gpg(alpha="paper")
