@@ -259,3 +259,43 @@ def test_gpg_alpha_valid_groups_with_grpo_is_the_authors_loss(scale_rewards):
   np.testing.assert_allclose(float(metrics["gpg/gpg_alpha"]), groups / valid, rtol=1e-12)
   with pytest.raises(ValueError, match="gpg: alpha"):
     O.gpg(alpha="paper")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Aggregations: volcengine/verl@v0.7.0 verl/trainer/ppo/core_algos.py agg_loss (dp_size 1, no global counts).
+
+def _verl_agg_loss(loss_mat, loss_mask, mode, loss_scale_factor=None):
+  loss_mat, loss_mask = np.asarray(loss_mat, np.float64), np.asarray(loss_mask, np.float64)
+  if mode == "token-mean":
+    return (loss_mat * loss_mask).sum() / loss_mask.sum()
+  seq_losses = (loss_mat * loss_mask).sum(-1)
+  if mode == "seq-mean-token-sum":
+    seq_mask = (loss_mask.sum(-1) > 0).astype(float)
+    return (seq_losses * seq_mask).sum() / seq_mask.sum()
+  if mode == "seq-mean-token-mean":
+    count = loss_mask.sum(-1)
+    seq_mask = (count > 0).astype(float)
+    return (seq_losses / (count + 1e-8) * seq_mask).sum() / seq_mask.sum()
+  assert mode == "seq-mean-token-sum-norm"
+  return seq_losses.sum() / (loss_mask.shape[-1] if loss_scale_factor is None else loss_scale_factor)
+
+
+def test_aggregations_against_verl_agg_loss():
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(5)
+  loss = rng.normal(size=(5, 7))
+  mask = rng.random((5, 7)) < 0.6
+  mask[2] = False  # a row without tokens
+  with jax.enable_x64(True):
+    value = lambda agg: float(np.divide(*[np.asarray(x, np.float64) for x in agg(jnp.asarray(loss), jnp.asarray(mask))]))
+    np.testing.assert_allclose(value(O.token_mean), _verl_agg_loss(loss, mask, "token-mean"), rtol=1e-14)
+    np.testing.assert_allclose(value(O.token_sum), _verl_agg_loss(loss, mask, "seq-mean-token-sum-norm", 1),
+                               rtol=1e-14)
+    np.testing.assert_allclose(value(O.seq_mean_token_sum), _verl_agg_loss(loss, mask, "seq-mean-token-sum"),
+                               rtol=1e-14)
+    np.testing.assert_allclose(value(O.seq_mean_token_mean), _verl_agg_loss(loss, mask, "seq-mean-token-mean"),
+                               rtol=1e-8)
+    # the recorded deviation: verl's seq-mean-token-sum-norm is B times ours
+    np.testing.assert_allclose(value(O.seq_mean_token_sum_norm) * loss.shape[0],
+                               _verl_agg_loss(loss, mask, "seq-mean-token-sum-norm"), rtol=1e-14)
+  assert "no 'token-sum' mode" in ROWS["token_sum"].fidelity.differences

@@ -805,7 +805,7 @@ def _technique_rows():
                     "G counts the groups of rows with a loss token in the update batch; theirs counts every "
                     "generated group; with no valid group ours uses factor 1 (theirs divides by 0; they resample)",
                     "their extra sampling rounds until min_inverse_alpha is met are not implemented (a filter's "
-                    "job: dynamic_sampling)"))),
+                    "job: zero_variance with resampling)"))),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
