@@ -904,15 +904,15 @@ def _technique_rows():
                         "``'group_id'`` (= dr_grpo)."),
                 fidelity=Fidelity("abstract",
                                   f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
-                                  "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 "
-                                  "code/pages ('AdvEvo-MARL', 'public baseline', title): no code or paper body "
-                                  "found")),
+                                  "mean over rows with the same key, no std, singleton 0: ours. No code released; "
+                                  "arXiv HTML is stored (pages: arxiv.org/html/2510.01586v1), its method section not "
+                                  "reached (issue #51)")),
       Technique("difficulty_weight", "advantage", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
                 stage=S.transform(difficulty_weight, correct="correct", **S.ROWS),
                 fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
-                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; reviewers: the paper's "
-                                  "'steep exponential' is in words only. Searched 2026-12 (2 passes) code/pages: no "
-                                  "code; paper body not stored")),
+                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours. No code; arXiv HTML is "
+                                  "stored (pages: arxiv.org/html/2505.13261v1, v2), its method section not reached "
+                                  "(issue #51)")),
       Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",
                 f"{_S1} L65; arXiv 2609.32577",
                 # passing = the task verifier's verdict; the grader's ranking scores = the step's reward
