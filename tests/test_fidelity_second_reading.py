@@ -299,3 +299,57 @@ def test_aggregations_against_verl_agg_loss():
     np.testing.assert_allclose(value(O.seq_mean_token_sum_norm) * loss.shape[0],
                                _verl_agg_loss(loss, mask, "seq-mean-token-sum-norm"), rtol=1e-14)
   assert "no 'token-sum' mode" in ROWS["token_sum"].fidelity.differences
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# float64 in, float64 out (issue #51: these were float32 under x64)
+
+def test_float64_is_kept_by_delta_logp_reweight_length_penalty_and_variance_topp():
+  from rljax import filters as F, objectives as O, rewards as R  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(7)
+  with jax.enable_x64(True):
+    logp_old = -rng.random((3, 4)) * 1e-9  # p_old within 1e-9 of 1: float32 rounds 1 − p to 0 or 6e-8
+    batch = TrainBatch(tokens=jnp.zeros((3, 4), jnp.int32), loss_mask=jnp.ones((3, 4), bool),
+                       advantages=jnp.ones((3, 4)), group_id=jnp.arange(3, dtype=jnp.int32),
+                       logp_old=jnp.asarray(logp_old))
+    out = PolicyOutputs(logp=jnp.asarray(logp_old), entropy=None)
+    loss, metrics = O.delta_logp_reweight(O.gpg(), form="linear", c=0.2)(out, batch)
+    assert loss.dtype == jnp.float64 and metrics["delta_logp/weight_mean"].dtype == jnp.float64
+    w = 1 + 0.2 * (1 - np.exp(logp_old))
+    np.testing.assert_allclose(np.asarray(loss), -w * logp_old, rtol=1e-12)
+
+    lengths = np.array([10.0, 10.0 + 1e-9, 30.0, 7.0])
+    r, _ = R.length_penalty(lengths, np.array([1, 1, 1, 0]), np.array([0, 0, 0, 1]), num_groups=2)
+    assert r.dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(r)[:2], [0.5, 0.5 - 1e-9 / 20], rtol=0, atol=1e-15)
+
+    rewards = np.array([0.0, 1e-9, 1.0, 1.0, 0.2, 0.3])
+    keep, stats = F.variance_topp(rewards, np.array([0, 0, 1, 1, 2, 2]), num_groups=3, top_p=0.34)
+    assert stats["group_std"].dtype == jnp.float64
+    np.testing.assert_allclose(np.asarray(stats["group_std"]), [0.5e-9, 0.0, 0.05], rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(keep), [True, True, False, False, True, True])  # ceil(1.02) = 2
+
+
+def _verl_grpo(scores, index, epsilon=1e-6, norm_adv_by_std_in_grpo=True):
+  """volcengine/verl@v0.7.0 core_algos.py:265-330 compute_grpo_outcome_advantage, float64."""
+  scores = np.asarray(scores, np.float64).copy()
+  groups = {}
+  for i, g in enumerate(index):
+    groups.setdefault(g, []).append(scores[i])
+  stats = {g: (0.0, 1.0) if len(v) == 1 else (np.mean(v), np.std(v, ddof=1)) for g, v in groups.items()}
+  for i, g in enumerate(index):
+    mean, std = stats[g]
+    scores[i] = (scores[i] - mean) / (std + epsilon) if norm_adv_by_std_in_grpo else scores[i] - mean
+  return scores
+
+
+@pytest.mark.parametrize("std", [True, False])
+def test_grpo_and_dr_grpo_with_verl_singletons_match_verl(std):
+  rng = np.random.default_rng(11)
+  gid = np.array([0, 0, 0, 1, 2, 2, 3, 3, 3, 3], np.int32)
+  r = rng.normal(size=gid.size)
+  with jax.enable_x64(True):
+    fn = (lambda x, g: A.grpo(x, g, singleton="raw")[0]) if std else (lambda x, g: A.dr_grpo(x, g, singleton="raw")[0])
+    got = np.asarray(jax.jit(fn)(r, gid))
+  np.testing.assert_allclose(got, _verl_grpo(r, gid, norm_adv_by_std_in_grpo=std), rtol=1e-12)

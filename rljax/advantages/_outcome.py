@@ -543,10 +543,10 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
   sigma = st.std if scale == "group" else (G.batch_mean_std(r, v, ddof=std_ddof)[1] if scale == "batch" else None)
   if form == "margin":
     denom = 1.0 if sigma is None else sigma + eps
-    adv = (r - r_vote[gid]) / denom * v
+    adv = C.safe_div(r - r_vote[gid], denom) * v
   else:
     denom = 1.0 if sigma is None else jnp.maximum(sigma, eps)
-    adv = ((r - st.mean) / denom + bonus * jnp.maximum(r - r_vote[gid], 0.0)) * v
+    adv = (C.safe_div(r - st.mean, denom) + bonus * jnp.maximum(r - r_vote[gid], 0.0)) * v
   return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
@@ -581,7 +581,7 @@ def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array]
       raise ValueError("task_normalized(scale='rewards') needs rewards [B]")
     G.check_shape("rewards", rewards, r.shape)
     sd = G.row_stats(jnp.asarray(rewards).astype(r.dtype), tid, v, nt, ddof=std_ddof).std
-  adv = ((r - st.mean) if center else r) / (sd + eps) * v
+  adv = C.safe_div((r - st.mean) if center else r, sd + eps) * v
   return adv, _metrics(adv, r, v)
 
 
@@ -776,13 +776,18 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof)
   denom = (st.std + eps) if scale == "group" else (
       G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
-  adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean)) / denom * v
+  adv = C.safe_div(intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean), denom * jnp.ones_like(r)) * v
   return adv, _metrics(adv, r, v, stratum=stratum)
 
 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
+_VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
+                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+_OUTCOME_PLACEMENT = ("theirs: once per step, after the rewards, on the whole batch grouped by uid (index), the "
+                      "advantage broadcast over response tokens; ours: the advantage stage, once per step on the "
+                      "step's rows grouped by group_id, padded rows excluded")
 
 
 def _technique_rows():
@@ -794,12 +799,26 @@ def _technique_rows():
                 stage=S.group_estimator(grpo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
                                   "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
-                                  "(singleton='raw')")),
+                                  "(singleton='raw')",
+                                  read=_VERL_GRPO_READ,
+                                  defaults=(("eps", "1e-6", "epsilon=1e-6"), ("std", "ddof 1 (std_ddof=1)",
+                                                                             "torch.std (unbiased)"),
+                                            ("scale", "'group'", "norm_adv_by_std_in_grpo=True"),
+                                            ("singleton", "'zero' (A = 0)", "mean 0, std 1 (A = r/(1+ε))")),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=(
+                                      "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
+                                      "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
+                                      "padded rows (valid False) are outside every group; verl has no padding rows"))),
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
+                                  defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_valid, check_vector,
-                          group_any, group_stats, top_groups)
+                          float_dtype, group_any, group_stats, top_groups)
 
 Array = jax.Array
 
@@ -25,7 +25,8 @@ __all__ = ["zero_variance", "variance_topp", "vcrl", "negative_advantage_drop", 
 
 
 def _check(name, x, group_id, num_groups, valid):
-  x = check_float_vector(name, x)
+  check_float_vector(name, x)
+  x = jnp.asarray(x, float_dtype(x))  # statistics in the input's float dtype (float64 stays float64 under x64)
   b = x.shape[0]
   return x, check_group_id(group_id, num_groups, b), check_valid(valid, b)
 
@@ -98,8 +99,13 @@ def variance_topp(rewards: Array, group_id: Array, *, num_groups: int, top_p: fl
   one valid row; ties go to the lower group id (stable sort), so the kept set
   depends only on the per-group statistics (permuting the batch permutes the
   mask). Source: RAGEN/StarPO-S (000_3e503271be254a43.txt L13); the abstract
-  says only "trajectory filtering" — ranking groups by reward std and
-  ``p = 0.25`` are unverified (recalled from the paper's code).
+  says only "trajectory filtering". Checked against the authors' code: RAGEN's
+  ``agent_trainer.py`` (snapshot 5eb79b82, 2025-09) keeps ``int(p·#groups)``
+  groups by reward std (``rollout_filter_type='std'``, ``p = 0.25`` in
+  ``config/base.yaml``); ours rounds up. RAGEN later moved the filter to
+  ``ragen/trainer/rollout_filter.py`` (``RolloutFilterConfig``), whose default
+  strategy ``"top_p"`` keeps the largest-std groups until their std sum reaches
+  ``p`` of the total (a mass rule, not a count): not implemented here.
 
   Args:
     rewards: ``[B]``; group_id: ``[B]``; num_groups: static int.
@@ -237,10 +243,28 @@ def _technique_rows():
                 "keep the ceil(p * #groups) groups with the largest reward std",
                 f"{_S0} L13 (StarPO-S)",
                 stage=S.row_filter(variance_topp, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
-                fidelity=Fidelity("authors_code", "github.com/RAGEN-AI/RAGEN: ragen/trainer/agent_trainer.py "
-                                  "(_filter_rollout, rollout_filter_type='std')",
-                                  "ours keeps ceil(p·#groups) groups, authors int(p·#groups) (floor); ties: ours "
-                                  "lower group id, authors torch.topk order; equal when p·#groups is an integer")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/RAGEN-AI/RAGEN: ragen/trainer/agent_trainer.py "
+                    "(_filter_rollout, rollout_filter_type='std')",
+                    "ours keeps ceil(p·#groups) groups, authors int(p·#groups) (floor); ties: ours "
+                    "lower group id, authors torch.topk order; RAGEN's newer default (rollout_filter.py top_p mass "
+                    "rule) not offered",
+                    read="RAGEN-AI/RAGEN@5eb79b82 (2025-09-06) ragen/trainer/agent_trainer.py:463-478 and "
+                         "config/base.yaml:54-55; RAGEN-AI/RAGEN@4ec25747 ragen/trainer/rollout_filter.py "
+                         "(RolloutFilterConfig, _select_top_groups), code index",
+                    defaults=(("top_p", "0.25", "rollout_filter_ratio 0.25 (base.yaml)"),
+                              ("rule", "count: ceil(p·#groups)", "5eb79b82: int(p·#groups); 4ec25747: strategy "
+                               "'top_p', top_p_prob_mode 'linear' (std mass ≥ p·Σstd − 0.01)"),
+                              ("score", "reward std (population)", "in-group reward std (torch.std, unbiased)")),
+                    placement="theirs: after the rollout, before the advantage, on the whole batch's groups "
+                              "(reshaped [groups, group_size]); ours: a filter stage on the step's rows, groups by "
+                              "group_id (ragged allowed), padded rows never kept",
+                    deviations=(
+                        "ceil instead of int(p·#groups): at least one group is kept when p·#groups < 1",
+                        "ties go to the lower group id (a stable sort); theirs follow torch.topk",
+                        "the newer RAGEN default (rollout_filter.py: keep the largest-std groups until their std "
+                        "sum reaches p of the total; metric reward_variance) is not offered yet",
+                        "std with ddof 0 vs torch.std's ddof 1: the ranking is the same for equal group sizes"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},
