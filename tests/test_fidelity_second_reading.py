@@ -353,3 +353,40 @@ def test_grpo_and_dr_grpo_with_verl_singletons_match_verl(std):
     fn = (lambda x, g: A.grpo(x, g, singleton="raw")[0]) if std else (lambda x, g: A.dr_grpo(x, g, singleton="raw")[0])
     got = np.asarray(jax.jit(fn)(r, gid))
   np.testing.assert_allclose(got, _verl_grpo(r, gid, norm_adv_by_std_in_grpo=std), rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# variance_topp(rule="mass"): RAGEN-AI/RAGEN@4ec25747 ragen/trainer/rollout_filter.py RolloutFilter._select_top_groups,
+# strategy "top_p", top_p_prob_mode "linear", filter_type "largest", include_zero True, metric reward_variance.
+
+def _ragen_top_p_linear(scores, value, selection_eps=0.01):
+  scores = np.asarray(scores, np.float64)
+  if value >= 1.0:
+    return set(range(len(scores)))
+  order = np.argsort(-scores, kind="stable")
+  threshold = value * scores.sum() - selection_eps
+  cumulative, count = 0.0, 0
+  for score in scores[order]:
+    if cumulative >= threshold or score <= 0:
+      break
+    cumulative += score
+    count += 1
+  return set(order[:count].tolist()) if cumulative >= threshold else set()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("top_p", [0.25, 0.5, 0.9, 1.0])
+def test_variance_topp_mass_rule_matches_ragens_rollout_filter(seed, top_p):
+  from rljax import filters as F  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(seed)
+  groups, n = 8, 4
+  rewards = rng.integers(0, 3, size=(groups, n)).astype(float)
+  rewards[seed % groups] = 1.0  # a zero-std group
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  with jax.enable_x64(True):
+    keep, stats = F.variance_topp(rewards.reshape(-1), gid, num_groups=groups, top_p=top_p, rule="mass")
+  want = _ragen_top_p_linear(rewards.std(1, ddof=1), top_p)
+  assert set(np.flatnonzero(np.asarray(stats["group_keep"])).tolist()) == want
+  np.testing.assert_array_equal(np.asarray(keep), np.isin(gid, list(want)))
+  with pytest.raises(ValueError, match="variance_topp: rule"):
+    F.variance_topp(rewards.reshape(-1), gid, num_groups=groups, rule="top_k")

@@ -237,7 +237,7 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   """
   _check_common(eps, std_ddof, scale, singleton)
   if np.shape(rewards)[:1] == (0,):
-    raise ValueError("tempo: an empty batch (B = 0) is not supported (its prefix-tree pass needs one row)")
+    raise ValueError("tempo: an empty batch, B = 0, is not supported (its prefix-tree pass needs one row)")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   b = r.shape[0]
   m, (_, t) = _token_mask(mask, b, v)
