@@ -823,7 +823,13 @@ def _technique_rows():
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
+                                       "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
+                                       "keeps r)",
+                                  defaults=(("singleton", "'zero' (A = 0)", "A = r"),),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),

@@ -774,7 +774,19 @@ def _technique_rows():
        "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
        loss_term_factory(ppo_clip, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
-                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form")),
+                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
+                read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
+                     "compute_policy_loss_vanilla (the per-token loss before agg_loss); TRL not re-read in issue #51",
+                defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
+                          ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
+                          ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),
+                          ("log-ratio clamp", "±20", "±20")),
+                placement="theirs: the actor's loss on each micro-batch, ratio π_θ/π_old from the rollout's "
+                          "recomputed old log-probs, aggregated by agg_loss(loss_agg_mode); ours: a loss term on "
+                          "each micro-batch, log π_old = logp_old (else logp_behavior), aggregated by chain",
+                deviations=("the dual clip is off by default (TRL has none); dual_clip=3.0 gives verl's loss",
+                            "padded tokens get log ratio 0 (ratio 1) before the mask; verl's mask is applied in "
+                            "agg_loss only"))),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
        loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
