@@ -322,6 +322,10 @@ class Ranks(NamedTuple):
 def group_ranks(values, gid, num_groups) -> Ranks:
   """Order statistics of ``values`` inside each segment of ``gid`` (ties by row index)."""
   b = values.shape[0]
+  if b == 0:  # an empty batch: every field empty (the run-length arithmetic below needs one row)
+    empty = jnp.zeros((0,), jnp.int32)
+    count = jnp.zeros((num_groups + 1,), jnp.int32)
+    return Ranks(empty, empty, empty, empty, empty, count)
   order = jnp.lexsort((values, gid))
   sg, sv = gid[order], values[order]
   idx = jnp.arange(b, dtype=jnp.int32)
@@ -340,6 +344,8 @@ def group_ranks(values, gid, num_groups) -> Ranks:
 
 def segmented_suffix_sum(x, seg):
   """Inclusive suffix sums of ``x`` restarting at every change of the (sorted) ``seg``: ``[B]``."""
+  if x.shape[0] == 0:
+    return x
   last = jnp.concatenate([seg[1:] != seg[:-1], jnp.ones((1,), bool)])  # last element of each run
 
   def combine(a, b):

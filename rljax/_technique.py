@@ -58,10 +58,24 @@ class Fidelity:
       ``"verl core_algos.compute_grpo_outcome_advantage"`` or ``"arXiv 2503.14476 Eq. 8"``.
     differences: how rljax's default departs from that reference and why, and which parameter
       selects the reference's form; ``""`` when the default matches it.
+
+    The four questions (issue #51; optional while rows move to this form, ``in_full`` says whether a row has them):
+    read: the exact source that was read: ``"owner/repo@commit:path:line"`` (or ``@tag``) for code, or
+      ``"arXiv ID Eq. N / Algorithm N (page read: URL)"`` for a paper.
+    defaults: every hyper-parameter the source sets, side by side: ``(("quantile", "0.5", "0.4"), ...)``,
+      each ``(name, ours, theirs)``.
+    placement: where in the step and on which data the source computes it, and where rljax does
+      (``"theirs: ...; ours: ..."``).
+    deviations: each difference between rljax and the source, with why (and the argument that selects theirs);
+      ``()`` when there is none.
   """
   basis: str
   reference: str
   differences: str = ""
+  read: str = ""
+  defaults: tuple = ()
+  placement: str = ""
+  deviations: tuple = ()
 
   def __post_init__(self):
     if self.basis not in FIDELITY_BASES:
@@ -70,6 +84,23 @@ class Fidelity:
       raise ValueError("Fidelity.reference must name the code, peer or equation checked against")
     if self.basis == "abstract" and not self.differences.strip():
       raise ValueError("Fidelity.differences must say what was interpreted when basis='abstract'")
+    if not isinstance(self.defaults, tuple) or not all(
+        isinstance(d, tuple) and len(d) == 3 and all(isinstance(x, str) for x in d) for d in self.defaults):
+      raise ValueError("Fidelity.defaults must be a tuple of (name, ours, theirs) string triples, got "
+                       f"{self.defaults!r}")
+    if not isinstance(self.deviations, tuple) or not all(isinstance(d, str) and d.strip() for d in self.deviations):
+      raise ValueError(f"Fidelity.deviations must be a tuple of non-empty strings, got {self.deviations!r}")
+    if self.read or self.placement or self.defaults or self.deviations:
+      missing = [f for f in ("read", "placement") if not getattr(self, f).strip()]
+      if missing:
+        raise ValueError(f"Fidelity.{missing[0]} must be filled once a record is in the four-question form "
+                         "(read, defaults, placement, deviations)")
+
+  @property
+  def in_full(self) -> bool:
+    """Whether the record answers the four questions (``read`` and ``placement`` given; ``defaults`` and
+    ``deviations`` may be empty when the source sets no hyper-parameter / nothing differs)."""
+    return bool(self.read.strip() and self.placement.strip())
 
 
 @dataclasses.dataclass(frozen=True)

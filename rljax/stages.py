@@ -61,7 +61,10 @@ Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(dat
                 ``"advantages"`` (after them: replayed rows keep their stored advantages)
 Controller      ``init() -> state``; ``hparams(state) -> dict`` (values written into ``state.hparams``);
                 ``update(state, inputs: ControlInputs) -> (state, metrics)`` after each step; optional
-                ``temperature(state)`` (sampling temperature) and ``wrap_policy(term, hparams)``
+                ``temperature(state)`` (sampling temperature), ``wrap_policy(term, hparams)`` and
+                ``policy_hparams(out, batch, hparams) -> dict``: hparams of the policy term chosen inside the
+                loss on each (micro-)batch it is called on (BAPO's authors' placement); they override
+                ``state.hparams`` there and the term is rebuilt with them
 ==============  =====================================================================================
 
 A plain Python function in a recipe is the ``fn`` of a stage of the slot it is put in (a reward function
@@ -740,6 +743,7 @@ class Controller(Stage):
   writes: tuple = ()
   temperature: Optional[Callable] = None
   wrap_policy: Optional[Callable] = None
+  policy_hparams: Optional[Callable] = None
   name: str = ""
   needs: frozenset = frozenset()
   bind_fn: Optional[Callable] = None
@@ -747,6 +751,8 @@ class Controller(Stage):
   def _check(self):
     _callable(self, "init")
     _callable(self, "update")
+    if self.policy_hparams is not None:
+      _callable(self, "policy_hparams")
     object.__setattr__(self, "writes", tuple(self.writes))
 
   def bind(self, facts):

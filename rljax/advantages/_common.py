@@ -40,6 +40,13 @@ def to_tokens(advantages: Array, mask: Array) -> Array:
   return adv[:, None] * jnp.asarray(mask).astype(adv.dtype)
 
 
+def safe_div(num, denom):
+  """``num / denom`` where ``denom > 0``, else 0 (a group of equal rewards with ``eps=0``: 0/0 would be NaN);
+  ``grpo``'s guard, shared by every estimator that divides by a std plus ``eps``."""
+  ok = denom > 0
+  return jnp.where(ok, num / jnp.where(ok, denom, 1.0), 0.0)
+
+
 def masked_whiten(x: Array, mask: Array, *, eps: float = 1e-8, ddof: int = 1, shift_mean: bool = True) -> Array:
   """verl's ``masked_whiten``: ``(x − mean_m)·rsqrt(var_m + eps)`` over entries where ``mask``.
 

@@ -170,7 +170,7 @@ def dara(rewards: Array, group_id: Array, *, valid: Optional[Array] = None, num_
     n = jnp.sum(v)
     mean = jnp.sum(combined * v) / jnp.maximum(n, 1.0)
     std = jnp.sqrt(jnp.sum(((combined - mean) * v) ** 2) / jnp.maximum(n - 1.0, 1.0))
-    adv = (combined - mean) / (std + eps) * v
+    adv = C.safe_div(combined - mean, std + eps) * v
   else:
     adv = combined
   return adv, _metrics(adv, combined, v, weights=w, density=rho, energy=jnp.sum(per * per * v[:, None], axis=0),
@@ -219,7 +219,7 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   agg = per @ w
   if whiten:
     mean, std = G.batch_mean_std(agg, v, ddof=std_ddof)
-    agg = (agg - mean) / (std + eps)
+    agg = C.safe_div(agg - mean, std + eps)
   adv = agg * v
   return adv, _metrics(adv, adv, v, weights=w, saturation=sat, per_reward=per)
 

@@ -324,7 +324,7 @@ def gae(rewards: Array, values: Array, mask: Array, *, gamma: float = 1.0, lam: 
 @C.fast_path
 def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Optional[Array] = None,
         num_groups: Optional[int] = None, eps: float = 1e-6, std_ddof: int = 1, scale: str = "group",
-        interpolation: str = "linear"):
+        interpolation: str = "linear", mode: str = "rljax"):
   """QAE: group-wise K-quantile baseline, ``A_i = (r_i − Q_K(g)) / (σ_g + ε)``.
 
   ``Q_K`` is the K-quantile of the valid group rewards. ``interpolation="linear"``
@@ -339,11 +339,17 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
   arXiv 2509.22611); the authors' code (github.com/junkangwu/QAE) swaps
   ``torch.quantile(scores, K)`` for the mean inside verl's GRPO advantage, so
   GRPO's std division (``scale="group"``, unbiased std, ε = 1e-6) is kept.
-  ``quantile`` is K in (0, 1].
+  ``quantile`` is K in (0, 1] (the authors' README runs K = 0.4; ours defaults to the median, 0.5).
+
+  ``mode`` picks the edge rules: ``"rljax"`` (default): a singleton group gets 0 (its quantile is its own
+  reward) and K = 1 is the group max; ``"authors"`` (their verl GRPO branch): a singleton group keeps verl's
+  mean 0 / std 1, ``A = r / (1 + ε)``, and K = 1 falls back to the group mean. A group whose denominator is 0
+  (equal rewards with ``eps=0``) gets 0, as in ``grpo`` (the authors' code divides 0 by 0 there).
   """
   if not 0.0 < quantile <= 1.0:
-    raise ValueError(f"quantile must be in (0, 1], got {quantile!r}")
+    raise ValueError(f"qae: quantile must be in (0, 1], got {quantile!r}")
   G.check_choice("interpolation", interpolation, ("linear", "inverted_cdf"))
+  G.check_choice("mode", mode, ("rljax", "authors"))
   _check_common(eps, std_ddof, scale, "zero")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   rk = G.group_ranks(r, gid, ng)
@@ -364,13 +370,20 @@ def qae(rewards: Array, group_id: Array, *, quantile: float = 0.5, valid: Option
     j = jnp.clip(jnp.ceil(quantile * n - 1e-6 * n), 1, jnp.maximum(n, 1)).astype(jnp.int32)
     q = nth(j - 1)
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof, singleton="zero")
+  std = st.std
+  if mode == "authors":
+    if quantile == 1.0:
+      q = st.mean
+    single = n == 1
+    q = jnp.where(single, 0.0, q)  # verl: a singleton group's mean 0 and std 1
+    std = jnp.where(single, 1.0, std)
   if scale == "group":
-    denom = st.std + eps
+    denom = std + eps
   elif scale == "batch":
-    denom = G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps
+    denom = jnp.broadcast_to(G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps, r.shape)
   else:
-    denom = 1.0
-  adv = (r - q) / denom * v
+    denom = jnp.ones_like(r)
+  adv = jnp.where(denom > 0, (r - q) / jnp.where(denom > 0, denom, 1.0), 0.0) * v
   return adv, _metrics(adv, r, v, frac_zero=jnp.sum(v * (adv == 0)) / jnp.maximum(jnp.sum(v), 1.0))
 
 
@@ -530,10 +543,10 @@ def vote(rewards: Array, answer_id: Array, group_id: Array, *, valid: Optional[A
   sigma = st.std if scale == "group" else (G.batch_mean_std(r, v, ddof=std_ddof)[1] if scale == "batch" else None)
   if form == "margin":
     denom = 1.0 if sigma is None else sigma + eps
-    adv = (r - r_vote[gid]) / denom * v
+    adv = C.safe_div(r - r_vote[gid], denom) * v
   else:
     denom = 1.0 if sigma is None else jnp.maximum(sigma, eps)
-    adv = ((r - st.mean) / denom + bonus * jnp.maximum(r - r_vote[gid], 0.0)) * v
+    adv = (C.safe_div(r - st.mean, denom) + bonus * jnp.maximum(r - r_vote[gid], 0.0)) * v
   return adv, _metrics(adv, r, v, vote_reward_mean=jnp.sum(r_vote[gid] * v) / jnp.maximum(jnp.sum(v), 1.0))
 
 
@@ -568,7 +581,7 @@ def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array]
       raise ValueError("task_normalized(scale='rewards') needs rewards [B]")
     G.check_shape("rewards", rewards, r.shape)
     sd = G.row_stats(jnp.asarray(rewards).astype(r.dtype), tid, v, nt, ddof=std_ddof).std
-  adv = ((r - st.mean) if center else r) / (sd + eps) * v
+  adv = C.safe_div((r - st.mean) if center else r, sd + eps) * v
   return adv, _metrics(adv, r, v)
 
 
@@ -763,13 +776,18 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
   st = G.row_stats(r, gid, v, ng, ddof=std_ddof)
   denom = (st.std + eps) if scale == "group" else (
       G.batch_mean_std(r, v, ddof=std_ddof)[1] + eps if scale == "batch" else 1.0)
-  adv = (intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean)) / denom * v
+  adv = C.safe_div(intra_coef * (r - mu_s) + inter_coef * (mu_s - st.mean), denom * jnp.ones_like(r)) * v
   return adv, _metrics(adv, r, v, stratum=stratum)
 
 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
+_VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
+                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+_OUTCOME_PLACEMENT = ("theirs: once per step, after the rewards, on the whole batch grouped by uid (index), the "
+                      "advantage broadcast over response tokens; ours: the advantage stage, once per step on the "
+                      "step's rows grouped by group_id, padded rows excluded")
 
 
 def _technique_rows():
@@ -781,17 +799,37 @@ def _technique_rows():
                 stage=S.group_estimator(grpo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
                                   "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
-                                  "(singleton='raw')")),
+                                  "(singleton='raw')",
+                                  read=_VERL_GRPO_READ,
+                                  defaults=(("eps", "1e-6", "epsilon=1e-6"), ("std", "ddof 1 (std_ddof=1)",
+                                                                             "torch.std (unbiased)"),
+                                            ("scale", "'group'", "norm_adv_by_std_in_grpo=True"),
+                                            ("singleton", "'zero' (A = 0)", "mean 0, std 1 (A = r/(1+ε))")),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=(
+                                      "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
+                                      "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
+                                      "padded rows (valid False) are outside every group; verl has no padding rows"))),
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
+                                  defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
                 fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')")),
+                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
+                                       "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
+                                       "keeps r)",
+                                  defaults=(("singleton", "'zero' (A = 0)", "A = r"),),
+                                  placement=_OUTCOME_PLACEMENT,
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
@@ -825,10 +863,30 @@ def _technique_rows():
                 "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
                 f"{_S0} L21; arXiv 2509.22611",
                 stage=S.group_estimator(qae),
-                fidelity=Fidelity("authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
-                                  "core_algos.py L315-319)",
-                                  "default = authors' torch.quantile (linear interpolation) in verl grpo (σ+1e-6); "
-                                  "interpolation='inverted_cdf' gives the abstract's exact two-regime gate")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/junkangwu/QAE: README.md (quotes its verl/trainer/ppo/"
+                    "core_algos.py L315-319)",
+                    "mode='authors' = their code (singleton r/(1+ε), K=1 mean); default mode='rljax', K=0.5 (theirs "
+                    "0.4); interpolation='inverted_cdf' gives the abstract's exact two-regime gate",
+                    read="github.com/junkangwu/QAE (branch main, commit not recorded): README.md, its quote of "
+                         "verl/trainer/ppo/core_algos.py L315-319 (compute_grpo_outcome_advantage with "
+                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass",
+                    defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
+                              ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
+                              ("interpolation", "linear", "linear (torch.quantile default)"),
+                              ("singleton group", "0 (mode='rljax')", "r/(1+ε): verl's mean 0, std 1"),
+                              ("K = 1", "group max (mode='rljax')", "group mean")),
+                    placement="theirs: verl's GRPO outcome advantage, once per step on the whole rollout batch, "
+                              "grouped by uid; ours: the advantage stage, once per step on the step's rows, grouped "
+                              "by group_id, padded rows (valid False) excluded",
+                    deviations=(
+                        "default K = 0.5 (the median: the abstract names no K); pass quantile=0.4 for the README's",
+                        "mode='rljax' gives a singleton group 0 (no within-group signal) and reads K = 1 as the max "
+                        "(the quantile's definition); mode='authors' keeps verl's singleton rule and their mean "
+                        "fallback",
+                        "a group whose σ + ε is 0 (equal rewards, eps=0) gets 0 as in grpo; their code gives NaN",
+                        "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
+                        "B = 0)"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),
@@ -871,15 +929,15 @@ def _technique_rows():
                         "``'group_id'`` (= dr_grpo)."),
                 fidelity=Fidelity("abstract",
                                   f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
-                                  "mean over rows with the same key, no std, singleton 0: ours. Searched 2026-12 "
-                                  "code/pages ('AdvEvo-MARL', 'public baseline', title): no code or paper body "
-                                  "found")),
+                                  "mean over rows with the same key, no std, singleton 0: ours. No code released; "
+                                  "arXiv HTML is stored (pages: arxiv.org/html/2510.01586v1), its method section not "
+                                  "reached (issue #51)")),
       Technique("difficulty_weight", "advantage", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
                 stage=S.transform(difficulty_weight, correct="correct", **S.ROWS),
                 fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
-                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours; reviewers: the paper's "
-                                  "'steep exponential' is in words only. Searched 2026-12 (2 passes) code/pages: no "
-                                  "code; paper body not stored")),
+                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours. No code; arXiv HTML is "
+                                  "stored (pages: arxiv.org/html/2505.13261v1, v2), its method section not reached "
+                                  "(issue #51)")),
       Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",
                 f"{_S1} L65; arXiv 2609.32577",
                 # passing = the task verifier's verdict; the grader's ranking scores = the step's reward

@@ -236,6 +236,8 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
     and ``info["num_branch_tokens"]``.
   """
   _check_common(eps, std_ddof, scale, singleton)
+  if np.shape(rewards)[:1] == (0,):
+    raise ValueError("tempo: an empty batch, B = 0, is not supported (its prefix-tree pass needs one row)")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
   b = r.shape[0]
   m, (_, t) = _token_mask(mask, b, v)
@@ -279,7 +281,7 @@ def _turn_group_normalize(x, tv, gid, ng, *, eps, ddof):
   b, nturn = x.shape
   key = jnp.where(tv, gid[:, None] * nturn + jnp.arange(nturn)[None, :], ng * nturn).reshape(-1)
   st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng * nturn, ddof=ddof)
-  z = (x.reshape(-1) - st.mean) / (st.std + eps)
+  z = C.safe_div(x.reshape(-1) - st.mean, st.std + eps)
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 
@@ -288,7 +290,7 @@ def _turn_pool_normalize(x, tv, gid, ng, *, eps, ddof):
   b, nturn = x.shape
   key = jnp.where(tv, gid[:, None], ng).reshape(-1)
   st = G.row_stats(x.reshape(-1), key, tv.reshape(-1).astype(x.dtype), ng, ddof=ddof)
-  z = (x.reshape(-1) - st.mean) / (st.std + eps)
+  z = C.safe_div(x.reshape(-1) - st.mean, st.std + eps)
   return (z * tv.reshape(-1)).reshape(b, nturn)
 
 

@@ -56,6 +56,43 @@ def fidelity_text(row: Technique, with_differences: bool = True) -> str:
   return text
 
 
+def record_lines(f) -> list:
+  """The four questions of a ``Fidelity`` in the four-question form (``[]`` for a row not yet in it): the source
+  read, the defaults side by side, the placement, the deviations."""
+  if f is None or not f.in_full:
+    return []
+  lines = [f"read:       {f.read}"]
+  if f.defaults:
+    lines.append("defaults:   " + "; ".join(f"{n}: ours {ours} / theirs {theirs}" for n, ours, theirs in f.defaults))
+  else:
+    lines.append("defaults:   the source sets no hyper-parameter of this row")
+  lines.append(f"placement:  {f.placement}")
+  lines += [f"deviation:  {d}" for d in f.deviations] or ["deviations: none"]
+  return lines
+
+
+def records_markdown(rows=None) -> str:
+  """The records in the four-question form, one block per row (the section of ``docs/catalog.md`` after the
+  table)."""
+  rows = catalog() if rows is None else rows
+  full = [r for r in rows if r.fidelity is not None and r.fidelity.in_full]
+  out = [f"{len(full)} of {len(rows)} rows are in the four-question form."]
+  for r in full:
+    f = r.fidelity
+    out += ["", f"### `{r.name}`", "", f"- **source read**: {f.read}"]
+    if f.defaults:
+      out.append("- **defaults** (ours / theirs): " + "; ".join(f"`{n}` {o} / {t}" for n, o, t in f.defaults))
+    else:
+      out.append("- **defaults**: the source sets no hyper-parameter of this row")
+    out.append(f"- **placement**: {f.placement}")
+    if f.deviations:
+      out.append("- **deviations**:")
+      out += [f"  - {d}" for d in f.deviations]
+    else:
+      out.append("- **deviations**: none")
+  return "\n".join(out)
+
+
 def _code(text: str) -> str:
   """``text`` as one Markdown code span, whatever backticks it holds."""
   longest = max((len(part) for part in re.findall(r"`+", text)), default=0)
@@ -102,6 +139,7 @@ def describe(row: Technique) -> str:
     lines.append(f'  use:       rl.{slot}, e.g. --set "rl.{slot}={example}" '
                  f"(Python: rljax.recipes.stage({row.name!r}, ...))")
   lines += [f"  source:    {row.source}", f"  checked against: {fidelity_text(row)}"]
+  lines += ["  " + line for line in record_lines(row.fidelity)]
   return "\n".join(lines)
 
 
@@ -118,8 +156,13 @@ def main(argv=None) -> int:
   parser.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
                       help=f"only rows of this kind (repeatable); one of: {', '.join(KINDS)}")
   parser.add_argument("--markdown", action="store_true", help="a Markdown table (the one in docs/catalog.md)")
+  parser.add_argument("--records", action="store_true",
+                      help="the records in the four-question form as Markdown (the section in docs/catalog.md)")
   args = parser.parse_args(sys.argv[1:] if argv is None else argv)
   rows = [r for r in catalog() if not args.kind or r.kind in args.kind]
+  if args.records:
+    print(records_markdown(rows))
+    return 0
   if args.names:
     by_name = {r.name: r for r in rows}
     unknown = [n for n in args.names if n not in by_name]

@@ -30,9 +30,10 @@ every RL checkpoint.
   is ours).
 * ``bapo`` — observes the ratio π_new/π_old on the step's batch after its updates, the advantages and the
   loss mask; moves ``clip_low = 1 − c_low`` and ``clip_high = c_high − 1`` (first bounds on the relaxation
-  grid whose positive share reaches ρ₀; BAPO, seed 000 L53). The BAPO recipe re-chooses the bounds inside
-  the loss for each mini-batch; here once per step from the ratio reached at its end (a one-step lag), which
-  keeps the jitted step unchanged.
+  grid whose positive share reaches ρ₀; BAPO, seed 000 L53). The authors' recipe chooses the bounds inside
+  the loss on every micro-batch from the current ratio: ``placement="loss"``. The default ``placement="step"``
+  chooses them once per step from the ratio reached at its end and applies them to the next step (a one-step
+  lag); a batch with no signal keeps the previous bounds.
 * ``temperature_control`` — observes H(π_old) as ``entropic``; moves the sampling temperature:
   T ← clip(T·exp(κ(H* − H)), t_min, t_max) (E3, seed 001 L203; the multiplicative rule is the spec's reading).
 
@@ -248,6 +249,14 @@ class BAPOState(NamedTuple):
   balance: Array    # the criterion at the chosen bounds (positive share, or pos/neg in mode "code")
 
 
+def _bapo_inputs(advantages, ratio, mask, clip_low, clip_high) -> tuple:
+  """The criterion's inputs in the float dtype of ``advantages`` and ``ratio`` (float64 stays float64; at least
+  float32), bounds with two trailing axes for the grid."""
+  dtype = jnp.promote_types(jnp.result_type(advantages, ratio), jnp.float32)
+  lo, hi = jnp.asarray(clip_low, dtype)[..., None, None], jnp.asarray(clip_high, dtype)[..., None, None]
+  return jnp.asarray(advantages, dtype), jnp.asarray(ratio, dtype), jnp.asarray(mask, dtype), lo, hi
+
+
 def bapo_positive_share(advantages, ratio, mask, clip_low, clip_high) -> Array:
   """Share of the PPO-clip loss magnitude carried by positive-advantage tokens (mode ``"share"``).
 
@@ -257,8 +266,7 @@ def bapo_positive_share(advantages, ratio, mask, clip_low, clip_high) -> Array:
   ``clip_low``/``clip_high`` may carry leading grid dimensions (broadcast
   against ``[B, T]`` via trailing axes of size 1).
   """
-  a, r, m = _f32(advantages), _f32(ratio), _f32(mask)
-  lo, hi = _f32(clip_low)[..., None, None], _f32(clip_high)[..., None, None]
+  a, r, m, lo, hi = _bapo_inputs(advantages, ratio, mask, clip_low, clip_high)
   pos = (a > 0) & (r <= hi)
   neg = (a < 0) & (r >= lo)
   mag = jnp.abs(a) * r * m
@@ -277,8 +285,7 @@ def bapo_pos_neg_ratio(advantages, ratio, mask, clip_low, clip_high, eps: float 
   (``WooooDyy/BAPO`` ``recipe/bapo/policy_loss.py::_compute_effective_advantage``.)
   Bounds may carry leading grid dimensions.
   """
-  a, r, m = _f32(advantages), _f32(ratio), _f32(mask)
-  lo, hi = _f32(clip_low)[..., None, None], _f32(clip_high)[..., None, None]
+  a, r, m, lo, hi = _bapo_inputs(advantages, ratio, mask, clip_low, clip_high)
   eff = jnp.where(a >= 0, jnp.minimum(r, hi), jnp.maximum(r, lo)) * a * m
   p = jnp.sum(jnp.maximum(eff, 0.0), axis=(-2, -1))
   n = jnp.sum(jnp.maximum(-eff, 0.0), axis=(-2, -1))
@@ -297,8 +304,8 @@ class BAPO:
   (else the last, most relaxed one). The whole grid is evaluated at once (no
   data-dependent loop, jit-friendly). Two readings (``mode``):
 
-  * ``"share"`` (default; README/paper: "target contribution ρ₀ of positive
-    signals to the policy gradient loss"): criterion
+  * ``"share"`` (default; OUR READING of the README/paper's "target contribution ρ₀ of positive
+    signals to the policy gradient loss", not the released code): criterion
     ``bapo_positive_share ≥ rho0`` over tokens whose gradient is not clipped;
     both bounds move together — candidate k is
     (min(low_min + k·low_step, low_max), min(high_min + k·high_step, high_max)).
@@ -343,8 +350,8 @@ class BAPO:
     _positive("high_step", self.high_step)
     _nonneg("eps", self.eps)
 
-  def grid(self) -> tuple:
-    """The candidate (c_low [K], c_high [K]) arrays, in search order."""
+  def grid(self, dtype=jnp.float32) -> tuple:
+    """The candidate (c_low [K], c_high [K]) arrays, in search order (in ``dtype``)."""
     n_low = int(np.ceil((self.low_max - self.low_min) / self.low_step - 1e-9))
     n_high = int(np.ceil((self.high_max - self.high_min) / self.high_step - 1e-9))
     if self.mode == "share":
@@ -356,31 +363,44 @@ class BAPO:
       high_seq = np.minimum(self.high_min + np.arange(1, n_high + 1) * self.high_step, self.high_max)
       low = np.concatenate([low_seq, np.full(n_high, self.low_max)])
       high = np.concatenate([np.full(n_low + 1, self.high_min), high_seq])
-    return jnp.asarray(low, jnp.float32), jnp.asarray(high, jnp.float32)
+    return jnp.asarray(low, dtype), jnp.asarray(high, dtype)
 
   def init(self) -> BAPOState:
     """The starting bounds (``low_min``, ``high_min``)."""
     return BAPOState(clip_low=_f32(self.low_min), clip_high=_f32(self.high_min), balance=_f32(0.0))
 
-  def update(self, state: BAPOState, *, advantages, logp, logp_old, mask) -> BAPOState:
-    """Chooses this step's bounds from the batch (``[B, T]`` arrays; ratio = exp(logp − logp_old), log clamped ±20)."""
-    del state  # BAPO re-searches from the starting bounds every step.
-    shape = tuple(np.shape(advantages))
-    if len(shape) != 2:
-      raise ValueError(f"advantages must be [B, T], got {shape}")
-    for name, x in (("logp", logp), ("logp_old", logp_old)):
-      if tuple(np.shape(x)) != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(np.shape(x))}")
-    check_mask("mask", mask, shape)
-    ratio = jnp.exp(jnp.clip(_f32(logp) - _f32(logp_old), -20.0, 20.0))
-    low, high = self.grid()
+  def choose(self, advantages, ratio, mask) -> tuple:
+    """``(c_low, c_high, criterion at them, signal)`` for one batch of ``[B, T]`` arrays: the first grid
+    candidate whose criterion reaches ``rho0`` (else the last, loosest one). ``signal`` is False when no masked
+    token carries a non-zero advantage (all-zero advantages, all padding, B = 0): the criterion is then
+    meaningless, and ``update`` keeps the previous bounds. Computed in the inputs' float dtype."""
+    low, high = self.grid(jnp.promote_types(jnp.result_type(advantages, ratio), jnp.float32))
     if self.mode == "share":
       values = bapo_positive_share(advantages, ratio, mask, low, high)
     else:
       values = bapo_pos_neg_ratio(advantages, ratio, mask, low, high, self.eps)
     ok = values >= self.rho0
     idx = jnp.where(jnp.any(ok), jnp.argmax(ok), low.shape[0] - 1)
-    return BAPOState(clip_low=low[idx], clip_high=high[idx], balance=values[idx])
+    signal = jnp.any((jnp.asarray(advantages) != 0) & (jnp.asarray(mask) > 0))
+    return low[idx], high[idx], values[idx], signal
+
+  def update(self, state: BAPOState, *, advantages, logp, logp_old, mask) -> BAPOState:
+    """Chooses the next step's bounds from the batch (``[B, T]`` arrays; ratio = exp(logp − logp_old), log
+    clamped ±20). BAPO re-searches from the starting bounds every step; a batch with no signal (``choose``) keeps
+    ``state`` (without this rule, mode ``"share"`` would move to the loosest bounds on such a batch)."""
+    shape = tuple(np.shape(advantages))
+    if len(shape) != 2:
+      raise ValueError(f"bapo: advantages must be [B, T], got {shape}")
+    for name, x in (("logp", logp), ("logp_old", logp_old)):
+      if tuple(np.shape(x)) != shape:
+        raise ValueError(f"bapo: {name} must have shape {shape}, got {tuple(np.shape(x))}")
+    check_mask("mask", mask, shape)
+    log_ratio = jnp.asarray(logp) - jnp.asarray(logp_old)
+    ratio = jnp.exp(jnp.clip(jnp.where(jnp.asarray(mask) > 0, log_ratio, 0.0), -20.0, 20.0))
+    low, high, value, signal = self.choose(advantages, ratio, mask)
+    keep = lambda new, old: jnp.where(signal, new, old).astype(jnp.result_type(old))
+    return BAPOState(clip_low=keep(low, state.clip_low), clip_high=keep(high, state.clip_high),
+                     balance=keep(value, state.balance))
 
 
 def bapo(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_step: float = 0.05,
@@ -565,10 +585,35 @@ def _entropic_stage(target_entropy: float, *, kp: float = 1.0, ki: float = 0.01,
                     wrap_policy=lambda term, hp: advantage_sign_weighting(term, hp["pos_weight"], hp["neg_weight"]))
 
 
+_BAPO_PLACEMENTS = ("step", "loss")
+
+
+def _bapo_in_loss(ctl: BAPO):
+  """``policy_hparams(out, batch, hp)`` of BAPO's authors' placement: the bounds chosen inside the loss from the
+  current ratio π_θ/π_old on the (micro-)batch the loss is called on (no gradient through the choice); a
+  micro-batch with no signal keeps the step's bounds ``hp``."""
+  def choose(out, batch, hp):
+    mask = batch.loss_mask
+    log_ratio = jax.lax.stop_gradient(out.logp) - batch.logp_proximal
+    ratio = jnp.exp(jnp.clip(jnp.where(mask > 0, log_ratio, 0.0), -20.0, 20.0))
+    low, high, _, signal = ctl.choose(batch.advantages, ratio, mask)
+    eps_low = jnp.where(signal, 1.0 - low, hp["clip_low"]).astype(jnp.result_type(hp["clip_low"]))
+    eps_high = jnp.where(signal, high - 1.0, hp["clip_high"]).astype(jnp.result_type(hp["clip_high"]))
+    return {"clip_low": eps_low, "clip_high": eps_high}
+  return choose
+
+
 def _bapo_stage(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0), low_step: float = 0.05,
-                high_step: float = 0.05, mode: str = "share", eps: float = 1e-8):
-  """Stage of ``rljax.control.bapo``: moves the policy loss's ``clip_low``/``clip_high``."""
+                high_step: float = 0.05, mode: str = "share", eps: float = 1e-8, placement: str = "step"):
+  """Stage of ``rljax.control.bapo``: moves the policy loss's ``clip_low``/``clip_high``.
+
+  ``placement="step"`` (default): once per step, after the update, from π_new/π_old on the step's batch; the
+  bounds apply to the next step (a one-step lag; a batch with no signal keeps the bounds). ``"loss"`` (the
+  authors' ``compute_policy_loss_bapo``): inside the loss, on every (micro-)batch, from the current ratio on that
+  data; the step's hparams then only log the last step-level choice."""
   from rljax.stages import Controller  # pylint: disable=import-outside-toplevel
+  if placement not in _BAPO_PLACEMENTS:
+    raise ValueError(f"bapo: placement must be one of {list(_BAPO_PLACEMENTS)}, got {placement!r}")
   ctl = bapo(rho0, low_range=tuple(low_range), high_range=tuple(high_range), low_step=low_step,
              high_step=high_step, mode=mode, eps=eps)
   observe = jax.jit(lambda state, adv, logp, logp_old, mask: ctl.update(state, advantages=adv, logp=logp,
@@ -583,7 +628,8 @@ def _bapo_stage(rho0: float = 0.5, *, low_range=(0.6, 0.9), high_range=(1.2, 3.0
 
   return Controller(ctl.init, update,
                     hparams=lambda s: {"clip_low": 1.0 - s.clip_low, "clip_high": s.clip_high - 1.0},
-                    writes=("clip_low", "clip_high"), name="bapo", needs={"logp_old"})
+                    writes=("clip_low", "clip_high"), name="bapo", needs={"logp_old"},
+                    policy_hparams=_bapo_in_loss(ctl) if placement == "loss" else None)
 
 
 def _temperature_control_stage(target_entropy: float, *, init_temperature=None, kappa: float = 0.1,
@@ -629,10 +675,38 @@ def _technique_rows():
       Technique("bapo", "controller", bapo,
                 "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
                 "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe", stage=_bapo_stage,
-                fidelity=Fidelity("authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
-                                  "compute_policy_loss_bapo",
-                                  "default mode='share' is the README's rule; mode='code', rho0=1 and the recipe "
-                                  "yaml's ranges (0.6, 0.8)/(1.2, 2.0) give the code's search")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
+                    "compute_policy_loss_bapo",
+                    "default mode='share' is our reading of the README, placement='step' ours (one-step lag); "
+                    "theirs: bapo(1.0, mode='code', low_range=(0.6, 0.8), high_range=(1.2, 2.0), placement='loss')",
+                    read="github.com/WooooDyy/BAPO (commit not recorded): recipe/bapo/policy_loss.py "
+                         "compute_policy_loss_bapo and _compute_effective_advantage; recipe/bapo/config/"
+                         "bapo_trainer.yaml; README (the ρ₀ rule), as transcribed in tests/test_control.py",
+                    defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
+                              ("rho0 (target)", "0.5", "1.0 (yaml)"),
+                              ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml)"),
+                              ("high_range", "(1.2, 3.0) (README)", "(1.2, 2.0) (yaml)"),
+                              ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml)"),
+                              ("eps", "1e-8", "1e-8"),
+                              ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
+                              ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),
+                    placement="theirs: inside compute_policy_loss_bapo, on every micro-batch, from the current "
+                              "ratio π_θ/π_old on that data (no gradient through the choice), applied at once; "
+                              "ours (placement='step'): once per step after the update, from π_new/π_old on the "
+                              "step's batch, applied to the next step; placement='loss' runs theirs "
+                              "(Controller.policy_hparams, the policy term rebuilt per micro-batch)",
+                    deviations=(
+                        "mode='share' (default) is our reading of the README's ρ₀ rule (positive share of the active "
+                        "loss mass, bounds moved in lock step); the code's criterion is mode='code'",
+                        "placement='step' (default) lags one step and sees the ratio after the update, not during it; "
+                        "kept because it leaves the loss term a plain ppo_clip that other controllers can move",
+                        "a batch with no signal (all-zero advantages, all padding, B = 0) keeps the previous bounds "
+                        "(placement='step') or the step's bounds (placement='loss'); without the rule mode='share' "
+                        "moved to the loosest (0.9, 3.0), theirs picks the tightest (pos/neg = inf)",
+                        "the criterion is computed in the inputs' float dtype; the state (the chosen grid point) "
+                        "stays float32, as every controller state (checkpointed)",
+                        "the ratio is read inside the loss mask only (padding holds no ratio)"))),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
                 "001_5839a3671b0b4d92.txt L203", stage=_temperature_control_stage,
                 fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"

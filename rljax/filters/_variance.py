@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_valid, check_vector,
-                          group_any, group_stats, top_groups)
+                          float_dtype, group_any, group_stats, top_groups)
 
 Array = jax.Array
 
@@ -25,7 +25,8 @@ __all__ = ["zero_variance", "variance_topp", "vcrl", "negative_advantage_drop", 
 
 
 def _check(name, x, group_id, num_groups, valid):
-  x = check_float_vector(name, x)
+  check_float_vector(name, x)
+  x = jnp.asarray(x, float_dtype(x))  # statistics in the input's float dtype (float64 stays float64 under x64)
   b = x.shape[0]
   return x, check_group_id(group_id, num_groups, b), check_valid(valid, b)
 
@@ -91,36 +92,68 @@ def _zero_variance_core(metric, group_id, valid, *, num_groups, keep_singletons,
 
 
 def variance_topp(rewards: Array, group_id: Array, *, num_groups: int, top_p: float = 0.25,
-                  valid: Optional[Array] = None):
+                  valid: Optional[Array] = None, rule: str = "count"):
   """StarPO-S trajectory filtering: keep the top-p fraction of groups by reward std.
 
   ``keep_g = 1[rank_g(std_g) < ceil(p * #groups)]`` over groups with at least
   one valid row; ties go to the lower group id (stable sort), so the kept set
   depends only on the per-group statistics (permuting the batch permutes the
   mask). Source: RAGEN/StarPO-S (000_3e503271be254a43.txt L13); the abstract
-  says only "trajectory filtering" — ranking groups by reward std and
-  ``p = 0.25`` are unverified (recalled from the paper's code).
+  says only "trajectory filtering". Checked against the authors' code: RAGEN's
+  ``agent_trainer.py`` (snapshot 5eb79b82, 2025-09) keeps ``int(p·#groups)``
+  groups by reward std (``rollout_filter_type='std'``, ``p = 0.25`` in
+  ``config/base.yaml``); ours rounds up. RAGEN later moved the filter to
+  ``ragen/trainer/rollout_filter.py`` (``RolloutFilterConfig``), whose default
+  strategy ``"top_p"`` keeps the largest-std groups until their std sum reaches
+  ``p`` of the total (a mass rule, not a count): ``rule="mass"``.
+
+  ``rule="mass"`` (RAGEN ``rollout_filter.py`` ``_select_top_groups``, strategy
+  ``"top_p"``, ``top_p_prob_mode="linear"``): with the groups' unbiased stds
+  sorted in decreasing order, keep the longest prefix whose std sum before
+  each member is below ``p·Σ std − 0.01`` and whose stds are > 0; if the kept
+  stds do not reach that threshold, keep no group; ``p >= 1`` keeps every group.
 
   Args:
     rewards: ``[B]``; group_id: ``[B]``; num_groups: static int.
     top_p: fraction of groups kept, in (0, 1].
     valid: optional ``[B]`` row mask.
+    rule: ``"count"`` (default: ``ceil(p·#groups)`` groups) or ``"mass"``.
 
   Returns:
     ``(keep [B] bool, stats)`` with ``"group_keep"``, ``"group_std"``, the
     counts of ``zero_variance`` and ``"kept_std_min"`` (smallest kept std).
   """
   top_p = check_fraction("top_p", top_p, allow_zero=False)
+  if rule not in ("count", "mass"):
+    raise ValueError(f"variance_topp: rule must be one of ['count', 'mass'], got {rule!r}")
   rewards, group_id, valid = _check("rewards", rewards, group_id, num_groups, valid)
-  return _variance_topp_core(rewards, group_id, valid, num_groups=num_groups, top_p=top_p)
+  return _variance_topp_core(rewards, group_id, valid, num_groups=num_groups, top_p=top_p, rule=rule)
 
 
-@functools.partial(jax.jit, static_argnames=("num_groups", "top_p"))
-def _variance_topp_core(rewards, group_id, valid, *, num_groups, top_p):
+def _mass_groups(std, present, top_p, selection_eps=0.01):
+  """``[G]`` bool: RAGEN's ``top_p`` "linear" selection over the present groups' ``std`` (see ``variance_topp``)."""
+  if top_p >= 1.0:
+    return present
+  key = jnp.where(present, std, -jnp.inf)
+  order = jnp.argsort(-key, stable=True)
+  s = jnp.where(present[order], std[order], 0.0)
+  threshold = top_p * jnp.sum(s) - selection_eps
+  before = jnp.cumsum(s) - s
+  chosen = (before < threshold) & (s > 0)
+  chosen = jnp.cumprod(chosen.astype(jnp.int32)).astype(bool)  # a prefix: the loop stops at the first miss
+  reached = jnp.sum(jnp.where(chosen, s, 0.0)) >= threshold
+  return jnp.zeros(std.shape, bool).at[order].set(chosen & reached)
+
+
+@functools.partial(jax.jit, static_argnames=("num_groups", "top_p", "rule"))
+def _variance_topp_core(rewards, group_id, valid, *, num_groups, top_p, rule="count"):
   rewards, group_id, valid, bad_g = _prep(rewards, group_id, num_groups, valid)
   st = group_stats(rewards, group_id, num_groups, valid)
   present = st.count > 0
-  group_keep = top_groups(st.std, present, top_p)
+  if rule == "count":
+    group_keep = top_groups(st.std, present, top_p)
+  else:
+    group_keep = _mass_groups(group_stats(rewards, group_id, num_groups, valid, ddof=1).std, present, top_p)
   keep = valid & group_keep[group_id]
   stats = {"group_keep": group_keep, "group_std": st.std, "nonfinite_groups": jnp.sum(bad_g),
            "kept_std_min": jnp.min(jnp.where(group_keep, st.std, jnp.inf)),
@@ -237,10 +270,30 @@ def _technique_rows():
                 "keep the ceil(p * #groups) groups with the largest reward std",
                 f"{_S0} L13 (StarPO-S)",
                 stage=S.row_filter(variance_topp, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
-                fidelity=Fidelity("authors_code", "github.com/RAGEN-AI/RAGEN: ragen/trainer/agent_trainer.py "
-                                  "(_filter_rollout, rollout_filter_type='std')",
-                                  "ours keeps ceil(p·#groups) groups, authors int(p·#groups) (floor); ties: ours "
-                                  "lower group id, authors torch.topk order; equal when p·#groups is an integer")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/RAGEN-AI/RAGEN: ragen/trainer/agent_trainer.py "
+                    "(_filter_rollout, rollout_filter_type='std')",
+                    "ours keeps ceil(p·#groups) groups, authors int(p·#groups) (floor); ties: ours "
+                    "lower group id, authors torch.topk order; RAGEN's newer default (rollout_filter.py top_p mass "
+                    "rule) is rule='mass'",
+                    read="RAGEN-AI/RAGEN@5eb79b82 (2025-09-06) ragen/trainer/agent_trainer.py:463-478 and "
+                         "config/base.yaml:54-55; RAGEN-AI/RAGEN@4ec25747 ragen/trainer/rollout_filter.py "
+                         "(RolloutFilterConfig, _select_top_groups), code index",
+                    defaults=(("top_p", "0.25", "rollout_filter_ratio 0.25 (base.yaml)"),
+                              ("rule", "'count': ceil(p·#groups)", "5eb79b82: int(p·#groups); 4ec25747: strategy "
+                               "'top_p', top_p_prob_mode 'linear' (std mass ≥ p·Σstd − 0.01)"),
+                              ("score", "reward std (population)", "in-group reward std (torch.std, unbiased)")),
+                    placement="theirs: after the rollout, before the advantage, on the whole batch's groups "
+                              "(reshaped [groups, group_size]); ours: a filter stage on the step's rows, groups by "
+                              "group_id (ragged allowed), padded rows never kept",
+                    deviations=(
+                        "ceil instead of int(p·#groups): at least one group is kept when p·#groups < 1",
+                        "ties go to the lower group id (a stable sort); theirs follow torch.topk",
+                        "the newer RAGEN default (rollout_filter.py: keep the largest-std groups until their std "
+                        "sum reaches p of the total; metric reward_variance) is rule='mass'; the default stays "
+                        "rule='count', the rule of the paper-era code",
+                        "rule='count' ranks by the population std (the ranking equals torch.std's for equal group "
+                        "sizes); rule='mass' sums torch.std's unbiased stds, as theirs"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},

@@ -116,30 +116,52 @@ def _sum_norm_stage(max_len=None):
   return Aggregation(seq_mean_token_sum_norm(max_len=max_len), name="seq_mean_token_sum_norm", bind_fn=bind)
 
 
+_VERL_AGG = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
+_AGG_PLACEMENT = ("theirs: agg_loss on each micro-batch's loss matrix, global token / sequence counts passed in "
+                  "(batch_num_tokens, global_batch_size) and × dp_size; ours: the aggregation returns (numerator, "
+                  "denominator), chain divides by the whole batch's denominator on every micro-batch")
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
 
-  def verl(mode, differences=""):
-    return Fidelity("peer", f"verl 0.9.1 core_algos.agg_loss '{mode}'", differences)
+  def verl(mode, line, differences="", deviations=(), defaults=()):
+    return Fidelity("peer", f"verl v0.7.0 core_algos.agg_loss '{mode}'", differences,
+                    read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch in v0.4.0-v0.7.0 and at "
+                         "main b178a3cd, 2026-01-29)",
+                    defaults=defaults, placement=_AGG_PLACEMENT, deviations=deviations)
 
   return (
       Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src,
-                stage=_aggregation_stage(token_mean), fidelity=verl("token-mean")),
+                stage=_aggregation_stage(token_mean), fidelity=verl("token-mean", 802)),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
-                fidelity=verl("token-sum")),
+                fidelity=verl("seq-mean-token-sum-norm", 819,
+                              "verl has no 'token-sum' mode (none in v0.1-v0.7.0 or main 2026-01): sum_bt l*m is "
+                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1",
+                              deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
+                                          "source has; the formula is our definition, equal to verl's "
+                                          "seq-mean-token-sum-norm with loss_scale_factor=1",),
+                              defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),))),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
                 stage=_aggregation_stage(seq_mean_token_sum),
-                fidelity=verl("seq-mean-token-sum")),
+                fidelity=verl("seq-mean-token-sum", 806)),
       Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
                 stage=_aggregation_stage(seq_mean_token_mean),
-                fidelity=verl("seq-mean-token-mean", "no +1e-8 in the per-sequence denominator (empty rows are "
-                              "excluded instead); relative difference ≤ 1e-8")),
+                fidelity=verl("seq-mean-token-mean", 812, "no +1e-8 in the per-sequence denominator (empty rows "
+                              "are excluded instead); relative difference ≤ 1e-8",
+                              deviations=("per-sequence token count without verl's + 1e-8 (rows without a token "
+                                          "are excluded instead): relative difference ≤ 1e-8",))),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
                 stage=_sum_norm_stage,
-                fidelity=verl("seq-mean-token-sum-norm", "divides by all B rows, verl by the rows with ≥ 1 token "
-                              "(equal without empty rows); max_len = verl loss_scale_factor / TRL max_completion_length")),
+                fidelity=verl("seq-mean-token-sum-norm", 819,
+                              "ours divides by B·L_max (Dr.GRPO's 1/G), verl by loss_scale_factor only (no 1/B); "
+                              "max_len = verl loss_scale_factor / TRL max_completion_length",
+                              deviations=("ours divides by B (all rows) as well as L_max, Dr.GRPO's 1/G; verl "
+                                          "v0.7.0 divides the token sum by loss_scale_factor only, so verl's loss "
+                                          "is B times ours (a constant learning-rate factor per batch size)",),
+                              defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),))),
   )
 
 

@@ -338,20 +338,33 @@ def reinforce(*, importance_weight: bool = True, max_weight=None, behavior_logp=
   return _named(term, "reinforce", corrections)
 
 
-def gpg(*, correction=None):
+def gpg(*, alpha: str = "none", correction=None):
   """GPG: the plain policy-gradient loss, no ratio and no clip.
 
-      L_t = -A_t log pi_theta(y_t)
+      L_t = -A_t log pi_theta(y_t)                 (alpha="none")
+      L_t = -(G / G_valid) A_t log pi_theta(y_t)   (alpha="valid_groups": the authors' 1/alpha, ``adjust_gd``)
+
+  ``G``: the groups (``batch.group_id``) of the rows with a loss token; ``G_valid``: those of them with a non-zero
+  advantage on some loss token (the authors' groups whose reward std is not 0). Counted on the whole batch (a
+  batch statistic: exact under micro-batching); ``G_valid = 0`` gives factor 1 (every advantage is 0).
 
   Source: GPG ("GPG: A Simple and Strong RL Baseline", arXiv:2504.02546;
   no abstract in the seeds); checked against the authors' code
   (github.com/AMAP-ML/GPG, VisualThinker-R1-Zero ``grpo_trainer.py``,
   ``pg_name == 'gpg'``: ``-logp · A``, seq-mean-token-mean, the loss divided by
   alpha with ``adjust_gd``) and verl ``compute_policy_loss_gpg``. GPG's
-  advantage ``alpha (r - mean_g) / f_norm`` (verl's ``gpg`` estimator) belongs
-  to the advantage room. Equals ``reinforce(importance_weight=False)``.
+  advantage ``(r - mean_g) / f_norm`` is ``grpo`` (``scale="group"``, ``eps=1e-4``, or ``scale="none"``); the
+  authors' ``1/alpha`` loss scale is ``alpha="valid_groups"`` here.
+  Equals ``reinforce(importance_weight=False)`` with ``alpha="none"``.
   """
+  if alpha not in ("none", "valid_groups"):
+    raise ValueError(f"gpg: alpha must be one of ['none', 'valid_groups'], got {alpha!r}")
   corrections = U.check_correction(correction)
+
+  def factor(batch):
+    if alpha == "none":
+      return None
+    return _gpg_alpha(batch)
 
   def term(out, batch, statistics=None):
     shape = U.check_inputs(out, batch)
@@ -360,9 +373,36 @@ def gpg(*, correction=None):
     logp = jnp.where(mask > 0, out.logp.astype(dtype), 0.0)
     loss = -sg(batch.advantages.astype(dtype)) * logp
     metrics = {"logp_mean": U.masked_mean(sg(logp), mask)}
+    own = None
+    if alpha != "none":
+      own = statistics[-1] if statistics is not None else factor(batch)
+      statistics = statistics[0] if statistics is not None else None
+      loss = loss * own.astype(dtype)
+      metrics["gpg_alpha"] = own.astype(dtype)
     return _finish(loss, mask, corrections, out, batch, shape, metrics, statistics)
 
-  return _named(term, "gpg", corrections)
+  term = _named(term, "gpg", corrections)
+  if alpha != "none":
+    inner = getattr(term, "batch_statistics", None)
+    term.batch_statistics = lambda out, batch: (inner(out, batch) if inner else None, factor(batch))
+  return term
+
+
+def _gpg_alpha(batch) -> jax.Array:
+  """``G / G_valid`` of ``gpg(alpha="valid_groups")`` over the rows of ``batch`` (1 when ``G_valid = 0``)."""
+  m = batch.loss_mask > 0
+  if batch.group_id is None:
+    raise ValueError("gpg: alpha='valid_groups' needs batch.group_id (the groups whose rewards are compared)")
+  gid = jnp.asarray(batch.group_id)
+  live = jnp.any(m, axis=1)                                            # rows with a loss token
+  signal = jnp.any(m & (batch.advantages != 0), axis=1) & live         # rows with a non-zero advantage
+  same = gid[:, None] == gid[None, :]
+  earlier = jnp.tril(jnp.ones(same.shape, bool), -1)
+  first = lambda rows: rows & ~jnp.any(same & earlier & rows[None, :], axis=1)  # first row of its group among rows
+  groups = jnp.sum(first(live))
+  valid = jnp.sum(first(jnp.any(same & signal[None, :], axis=1) & live))
+  dtype = jnp.promote_types(batch.advantages.dtype, jnp.float32)
+  return jnp.where(valid > 0, groups / jnp.maximum(valid, 1), 1).astype(dtype)
 
 
 # ----------------------------------------------------------------------------- sequence / segment ratios
@@ -734,7 +774,19 @@ def _technique_rows():
        "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
        loss_term_factory(ppo_clip, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
-                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form")),
+                "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
+                read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
+                     "compute_policy_loss_vanilla (the per-token loss before agg_loss); TRL not re-read in issue #51",
+                defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
+                          ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
+                          ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),
+                          ("log-ratio clamp", "±20", "±20")),
+                placement="theirs: the actor's loss on each micro-batch, ratio π_θ/π_old from the rollout's "
+                          "recomputed old log-probs, aggregated by agg_loss(loss_agg_mode); ours: a loss term on "
+                          "each micro-batch, log π_old = logp_old (else logp_behavior), aggregated by chain",
+                deviations=("the dual clip is off by default (TRL has none); dual_clip=3.0 gives verl's loss",
+                            "padded tokens get log ratio 0 (ratio 1) before the mask; verl's mask is applied in "
+                            "agg_loss only"))),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
        loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
@@ -745,8 +797,27 @@ def _technique_rows():
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
                 "open_r1/trainer/grpo_trainer.py",
-                "the code's 1/alpha loss scale (adjust_gd, alpha = valid share) belongs to the advantage (verl gpg "
-                "estimator); aggregation is chain's (code: seq-mean-token-mean)")),
+                "the code's 1/alpha loss scale (adjust_gd) is alpha='valid_groups' (default 'none'); advantage = "
+                "grpo(scale='none' or eps=1e-4); aggregation is chain's",
+                read="an open_r1 GPGTrainer-based learner of the authors' code (code index, find_string "
+                     "'adjust_gd': LearnerGPGTrainer.compute_loss and _generate_and_score_completions; repository "
+                     "path and commit not shown by the index); the record's grpo_trainer.py was not re-read",
+                defaults=(("alpha (adjust_gd)", "'none'", "on (1/inverse_alpha)"),
+                          ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
+                           "r − mean_g, / (std_g + 1e-4) with scale_rewards"),
+                          ("aggregation", "chain's (token_mean)", "token mean over the micro-batch"),
+                          ("min_inverse_alpha resampling", "not implemented", "resample until valid share ≥ it")),
+                placement="theirs: A and inverse_alpha computed once per generation round on all processes' "
+                          "gathered groups, the loss divided by it on every micro-batch; ours: A from the advantage "
+                          "stage, the factor G/G_valid a whole-batch statistic of the loss (same on every "
+                          "micro-batch)",
+                deviations=(
+                    "alpha='none' is the default: the plain −A log π of verl's compute_policy_loss_gpg; "
+                    "alpha='valid_groups' is the authors' adjust_gd",
+                    "G counts the groups of rows with a loss token in the update batch; theirs counts every "
+                    "generated group; with no valid group ours uses factor 1 (theirs divides by 0; they resample)",
+                    "their extra sampling rounds until min_inverse_alpha is met are not implemented (a filter's "
+                    "job: zero_variance with resampling)"))),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),

@@ -547,11 +547,12 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
   def weight(out, batch):
     shape = _check_batch(out, batch)
     logp = out.logp if source == "current" else _proximal(batch, shape, "delta_logp_reweight")
-    p = jnp.exp(_sg(logp.astype(jnp.float32)))
+    dtype = jnp.promote_types(logp.dtype, jnp.float32)  # float64 stays float64 (x64); bf16 -> float32
+    p = jnp.exp(_sg(logp.astype(dtype)))
     q = jnp.clip(1.0 - p, 0.0, 1.0)
     if form == "linear":
-      return 1.0 + jnp.asarray(c, jnp.float32) * q
-    return jnp.power(q, jnp.asarray(gamma, jnp.float32))
+      return 1.0 + jnp.asarray(c, dtype) * q
+    return jnp.power(q, jnp.asarray(gamma, dtype))
 
   def statistics_fn(out, batch):
     return {"weight_mean": _masked_mean(weight(out, batch), _mask(batch)), "inner": batch_statistics(term, out, batch)}

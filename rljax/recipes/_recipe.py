@@ -305,6 +305,9 @@ class Recipe:
     def builder(hp):
       terms = [t.build(hp) for t in loss]
       for c in controllers:
+        if c.policy_hparams is not None:
+          terms[policy] = _chosen_in_loss(loss[policy], terms[policy], c.policy_hparams, hp)
+      for c in controllers:
         if c.wrap_policy is not None:
           terms[policy] = c.wrap_policy(terms[policy], hp)
       if critic is not None and critic.shared:
@@ -378,3 +381,16 @@ def _scaled(term, coef: float):
     return coef * loss, metrics
   scaled.name = getattr(term, "name", "value_loss")
   return scaled
+
+
+def _chosen_in_loss(spec, built, choose: Callable, hp):
+  """The policy term ``spec`` rebuilt on every call with the hparams ``choose(out, batch, hp)`` picks from that
+  (micro-)batch (a controller's ``policy_hparams``); ``built`` (``spec.build(hp)``) lends its name and batch
+  statistics (which read no hparam)."""
+  def term(out, batch, **kw):
+    chosen = choose(out, batch, hp)
+    return spec.build({**hp, **chosen})(out, batch, **kw)
+  term.name = getattr(built, "name", spec.name)
+  if getattr(built, "batch_statistics", None) is not None:
+    term.batch_statistics = built.batch_statistics
+  return term

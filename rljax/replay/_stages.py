@@ -434,8 +434,8 @@ def _technique_rows():
                 stage=rorecomp_compensation,
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
                                   'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
-                                  'stored A: ours. Searched 2026-12 (2 passes) code/pages, TencentYoutuResearch '
-                                  'repos: no code; intro only')),
+                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958 summaries) gave the '
+                                  'abstract, not the method (issue #51)')),
       Technique("spear_replay", "replay", B.spear_plan,
                 "store A > τ; replay stored rows with A' = R − median(group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",

@@ -24,7 +24,7 @@ import numpy as np
 
 from rljax._answers import digits_value
 from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_ids, check_valid,
-                          check_vector, group_stats, top_groups)
+                          check_vector, float_dtype, group_stats, top_groups)
 from rljax.rewards import _verifiers
 from rljax.types import check_mask, is_concrete
 
@@ -134,12 +134,15 @@ def length_penalty(lengths: Array, correct: Array, group_id: Array, *, num_group
     mode: ``"kimi"`` | ``"correct_only"``.
 
   Returns:
-    ``(r [B] float32 in [-0.5, 0.5], {"length_reward_mean", "flat_groups", "nonfinite"})``.
+    ``(r [B] in [-0.5, 0.5], {"length_reward_mean", "flat_groups", "nonfinite"})``: float32, or float64 for
+    float64 lengths (under x64).
     Rows with non-finite lengths (under jit) are treated as invalid (0) and counted.
   """
   if mode not in _LP_MODES:
     raise ValueError(f"mode must be one of {_LP_MODES}, got {mode!r}")
-  lengths = check_float_vector("lengths", lengths)
+  dtype = float_dtype(lengths)  # float64 lengths give a float64 reward (x64); ints give float32
+  check_float_vector("lengths", lengths)
+  lengths = jnp.asarray(lengths, dtype)
   b = lengths.shape[0]
   correct = check_float_vector("correct", correct, b) > 0.5
   group_id = check_group_id(group_id, num_groups, b)
