@@ -208,7 +208,9 @@ class ModelSpec:
   ``moe_intermediate_size`` (0 = ``intermediate_size // num_experts_per_tok``: the active MLP width of the
   dense model), ``rljax.models.ModelConfig``'s fields of the same names (Qwen3-MoE-style router, gates
   renormalised over the chosen experts). ``num_experts_per_tok`` and the others are read only when
-  ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there.
+  ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there
+  (a value other than the checkpoint's is refused when the run starts, and the run's ``config.json`` records the
+  checkpoint's values: ``rljax.train._checkpoint_arch``).
   """
   num_layers: int = 2
   hidden_size: int = 64
@@ -255,7 +257,7 @@ class ModelSpec:
       for name, default in (("num_experts_per_tok", 2), ("moe_intermediate_size", 0), ("moe_layers", None)):
         if getattr(self, name) != default:
           _fail(f"ModelSpec.{name}", getattr(self, name), f"left unset ({default}) when num_experts=0 (a dense model)")
-    if self.hidden_size % self.num_heads:
+    if self.hidden_size % self.num_heads and not self.hf_checkpoint:  # a checkpoint may set its own head_dim
       _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")

@@ -26,6 +26,7 @@ import jax
 from flax import nnx
 
 from rljax.train._checkpoint import Checkpointer, CheckpointError, remove_partial_saves
+from rljax.train._checkpoint_arch import with_checkpoint_architecture
 from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._experiment import Experiment, NoWriter, build_experiment, log, run_mesh
 from rljax.train._metrics import MetricsWriter, plot_metrics
@@ -153,6 +154,7 @@ def _stop_if_asked(flag, what: str) -> None:
 def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, reward_fn, objective_needs) -> dict:
   """``train`` with the stop flag set up."""
   recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn, objective_needs=objective_needs)
+  cfg = with_checkpoint_architecture(cfg)  # config.json records the checkpoint's shape, not the toy defaults
   t_start = time.perf_counter()
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
