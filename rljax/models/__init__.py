@@ -20,6 +20,7 @@ from rljax.models._gguf import (SUPPORTED_GGUF_ARCHITECTURES, SUPPORTED_GGUF_PRE
                                 smollm2_checkpoint, smollm2_gguf_path, unpermute_qk)
 from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to_hf, from_pretrained,
                               load_hf_config, param_count, save_pretrained, shard_state)
+from rljax.models._hub import is_hub_id, resolve_checkpoint
 from rljax.models._init import fan_in_init
 from rljax.models._layers import PrefixGroups, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
@@ -51,5 +52,5 @@ __all__ = ["fan_in_init",
     "convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint", "unpermute_qk",
     "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES", "SUPPORTED_GGUF_PRE_TOKENIZERS",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",
-    "with_dtype",
+    "with_dtype", "resolve_checkpoint", "is_hub_id",
 ]

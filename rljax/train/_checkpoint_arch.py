@@ -20,11 +20,11 @@ ARCHITECTURE_FIELDS = {"num_layers": "num_layers", "hidden_size": "hidden_size",
                        "num_kv_heads": "num_kv_heads", "intermediate_size": "intermediate_size",
                        "max_seq_len": "max_position_embeddings"}
 
-def checkpoint_architecture(checkpoint: str) -> dict:
-  """``{ModelSpec field: value}`` of a checkpoint (a Hugging Face directory or a ``.gguf`` file), read from its
-  ``config.json`` (the weights are not loaded)."""
-  from rljax.models import checkpoint_directory, config_from_hf, load_hf_config  # pylint: disable=import-outside-toplevel
-  mcfg = config_from_hf(load_hf_config(checkpoint_directory(checkpoint)))
+def checkpoint_architecture(checkpoint: str, revision=None) -> dict:
+  """``{ModelSpec field: value}`` of a checkpoint (a Hugging Face directory, a ``.gguf`` file or a Hub id at
+  ``revision``), read from its ``config.json`` (the weights are not loaded)."""
+  from rljax.models import config_from_hf, load_hf_config, resolve_checkpoint  # pylint: disable=import-outside-toplevel
+  mcfg = config_from_hf(load_hf_config(resolve_checkpoint(checkpoint, revision)))
   return {field: int(getattr(mcfg, name)) for field, name in ARCHITECTURE_FIELDS.items()}
 
 
@@ -35,7 +35,7 @@ def with_checkpoint_architecture(cfg: RunConfig, set_fields=()) -> RunConfig:
   spec = cfg.model
   if not spec.hf_checkpoint:
     return cfg
-  real = checkpoint_architecture(spec.hf_checkpoint)
+  real = checkpoint_architecture(spec.hf_checkpoint, spec.hf_revision)
   for field in set_fields:
     if getattr(spec, field) != real[field]:
       raise ValueError(f"model.{field}={getattr(spec, field)} is set with model.hf_checkpoint="

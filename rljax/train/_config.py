@@ -219,7 +219,8 @@ class ModelSpec:
   intermediate_size: int = 256
   max_seq_len: int = 64
   preset: Optional[str] = None
-  hf_checkpoint: Optional[str] = None
+  hf_checkpoint: Optional[str] = None  # a local directory, a .gguf file or a Hub id ORG/NAME (rljax.models._hub)
+  hf_revision: Optional[str] = None  # a Hub id's branch, tag or commit (default: main)
   dtype: str = "float32"
   init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
   num_experts: int = 0  # MoE: experts per MoE layer E (0 = dense)
@@ -261,6 +262,8 @@ class ModelSpec:
       _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
+    if self.hf_revision is not None and (not isinstance(self.hf_revision, str) or not self.hf_checkpoint):
+      _fail("ModelSpec.hf_revision", self.hf_revision, "None, or a branch, tag or commit of a Hub id in hf_checkpoint")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
     _pos_int(self, "lora_rank", allow_zero=True)

@@ -212,8 +212,8 @@ def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
   from rljax.train._codec import checkpoint_eos_ids, resolve_chat_template  # pylint: disable=import-outside-toplevel
   hf = cfg.model.hf_checkpoint
   if hf:
-    from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
-    hf = checkpoint_directory(hf)  # a .gguf file: its converted directory
+    from rljax.models import resolve_checkpoint  # pylint: disable=import-outside-toplevel
+    hf = resolve_checkpoint(hf, cfg.model.hf_revision)  # a .gguf file: its converted directory; a Hub id: its snapshot
   if tokenizer is None and hf:
     tokenizer = load_tokenizer(hf)
   template, described = resolve_chat_template(cfg.task.chat_template, tokenizer, task_name=cfg.task.name,
@@ -250,8 +250,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
   m = cfg.model
   if m.hf_checkpoint:
-    from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
-    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers, lora=m.lora)
+    from rljax.models import from_pretrained, resolve_checkpoint  # pylint: disable=import-outside-toplevel
+    model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers, lora=m.lora)
     rows = int(model.cfg.vocab_size)
     if int(tokenizer.vocab_size) > rows:
       raise ValueError(f"the tokenizer of {m.hf_checkpoint!r} has ids 0..{int(tokenizer.vocab_size) - 1} "
