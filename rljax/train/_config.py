@@ -535,10 +535,21 @@ class RunConfig:
   tensorboard: bool = True
   plot: bool = True
   log_every: int = 1
+  # Weights & Biases (rljax.train._metrics.WandbSink; pip install -e ".[wandb]"): the run's config, every metric and
+  # metrics.png. Project: wandb_project, else $WANDB_PROJECT, else "rljax"; run name: wandb_name, else out_dir's
+  # last folder. WANDB_MODE=offline / WANDB_DIR work as in wandb.
+  wandb: bool = False
+  wandb_project: str = ""
+  wandb_name: str = ""
 
   def __post_init__(self):
     _pos_int(self, "seed", allow_zero=True)
     _pos_int(self, "log_every")
+    if not isinstance(self.wandb, bool):
+      _fail("RunConfig.wandb", self.wandb, "true or false")
+    for name in ("wandb_project", "wandb_name"):
+      if not isinstance(getattr(self, name), str):
+        _fail(f"RunConfig.{name}", getattr(self, name), "a string ('' = the default)")
     if not isinstance(self.mesh, MeshConfig):
       _fail("RunConfig.mesh", self.mesh, "a rljax.parallel.MeshConfig")
     if self.num_devices is not None:  # deprecated alias: a 1-D data-parallel mesh (0 = all devices)
