@@ -73,7 +73,8 @@ class TaskConfig:
   it lacks). In a config file, ``TaskConfig(name="env", env=make_env)`` stores a module-level function's string.
 
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
-  per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
+  per line with ``prompt_field`` and ``answer_field``; a ``.parquet`` file in verl's format: ``prompt`` a chat
+  message list, ``reward_model.ground_truth`` the answer), held out: ``eval_path`` or the share ``eval_fraction``
   of the prompts; ``name="tfds"`` reads the dataset ``dataset`` under ``tfds_dir``, splits ``train_split`` /
   ``eval_split``. Both are scored by ``verifier``, a catalog reward spec (``"math_answer"``,
   ``"exact_match(normalize='squad')"``, ...); ``num_train`` / ``num_test`` cap the problems used. These fields
@@ -98,7 +99,7 @@ class TaskConfig:
   tfds_dir: Optional[str] = None
   lenient_rewards: bool = False
   chat_template: str = "auto"  # auto / checkpoint / none / llama3 / qwen / gemma (see the docstring)
-  path: Optional[str] = None  # jsonl: the JSONL file
+  path: Optional[str] = None  # jsonl: the JSONL file (or a verl-style .parquet file: rljax.envs._parquet)
   eval_path: Optional[str] = None  # jsonl: a JSONL file of held-out problems (default: eval_fraction of path)
   eval_fraction: float = 0.1  # jsonl without eval_path: held-out share of the prompts (by prompt hash)
   dataset: Optional[str] = None  # tfds: the dataset name, optionally with a version ("my_data:1.0.0")
