@@ -251,7 +251,8 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   m = cfg.model
   if m.hf_checkpoint:
     from rljax.models import from_pretrained, resolve_checkpoint  # pylint: disable=import-outside-toplevel
-    model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype, remat=m.remat, scan_layers=m.scan_layers, lora=m.lora)
+    model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype, remat=m.remat,
+                            scan_layers=m.scan_layers, lora=m.lora)
     rows = int(model.cfg.vocab_size)
     if int(tokenizer.vocab_size) > rows:
       raise ValueError(f"the tokenizer of {m.hf_checkpoint!r} has ids 0..{int(tokenizer.vocab_size) - 1} "
