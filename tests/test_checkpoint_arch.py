@@ -41,8 +41,7 @@ def test_a_set_shape_field_other_than_the_checkpoints_is_refused(ckpt, tmp_path)
   assert {k: getattr(got.model, k) for k in TINY} == TINY
 
 
-def test_a_run_records_the_checkpoints_shape_and_refuses_another_before_writing(ckpt, tmp_path, capsys):
-  from rljax.train import train  # pylint: disable=import-outside-toplevel
+def test_the_cli_refuses_a_set_shape_field_before_writing(ckpt, tmp_path, capsys):
   data = _questions(tmp_path / "q.jsonl")
   # the CLI: --set model.hidden_size=64 (the toy default) on a checkpoint is refused too, nothing written
   sets = [a for s in ["model.hidden_size=64", "model.hf_checkpoint=" + ckpt, "task.name=jsonl", "task.path=" + data,
@@ -51,7 +50,12 @@ def test_a_run_records_the_checkpoints_shape_and_refuses_another_before_writing(
   err = capsys.readouterr().err
   assert "model.hidden_size=64 is set with model.hf_checkpoint" in err and "whose hidden_size is 16" in err
   assert not os.path.exists(tmp_path / "cli")
-  good = _run_config(tmp_path / "run", ckpt, data)
+
+
+@pytest.mark.long  # a run and its resume (~50 s on 2 loaded cores)
+def test_a_run_records_the_checkpoints_shape_and_resumes(ckpt, tmp_path, capsys):
+  from rljax.train import train  # pylint: disable=import-outside-toplevel
+  good = _run_config(tmp_path / "run", ckpt, _questions(tmp_path / "q.jsonl"))
   train(good)
   with open(tmp_path / "run" / "config.json", encoding="utf-8") as f:
     model = json.load(f)["model"]

@@ -85,6 +85,7 @@ def test_load_config_and_recipe_merges_the_files_recipe(tmp_path):
   assert d == run_recipe(cfg, reward_fn=recipe.rewards[0].fn).describe()
 
 
+@pytest.mark.long  # two training runs (~40 s on 2 loaded cores); the merge itself is tested above in the fast loop
 def test_both_routes_train_and_record_the_same_recipe(tmp_path, capsys):
   """The CLI with the config file and train(cfg, reward_fn=...): recipe.json says what ran (the config's
   advantage and KL loss, the user's reward), and config.json's recipe fields agree with it."""

@@ -82,6 +82,7 @@ def test_a_hub_id_not_in_the_cache_offline_is_one_line_with_the_download_command
   assert sorted(os.listdir(hub[0])) == ["models--tiny-org--tiny-model"]
 
 
+@pytest.mark.long  # a training run (~30 s on 2 loaded cores); the resolution is tested above in the fast loop
 def test_a_run_on_a_hub_id_trains_and_records_the_id(hub, tmp_path, capsys):
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   cfg = _run_config(tmp_path / "run", "tiny-org/tiny-model", _questions(tmp_path / "q.jsonl"), "model.hf_revision=v1")
