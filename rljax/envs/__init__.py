@@ -15,7 +15,9 @@ docs/agents.md.
 from rljax.envs._arithmetic import ArithmeticTask
 from rljax.envs._countdown import CountdownTask, parse_expression
 from rljax.envs._small_addition import SmallAdditionTask
-from rljax.envs._dataset import DatasetTask, json_line, jsonl_task, read_jsonl, read_tfds, resolve_verifier, tfds_task
+from rljax.envs._dataset import (DatasetTask, json_line, jsonl_task, read_jsonl, read_records, read_tfds, resolve_verifier,
+                                 tfds_task)
+from rljax.envs._parquet import read_parquet
 from rljax.envs._gsm8k import VERL_INSTRUCTION, GSM8KTask, gsm8k_reference
 from rljax.envs._frozenlake import FrozenLakeEnv, LakeState, shortest_path
 from rljax.envs._envtask import ENV_TASK_NAMES, EnvTask, get_env_task
@@ -49,7 +51,7 @@ def get_task(name: str, **kwargs) -> Task:
 
 
 __all__ = ["ArithmeticTask", "CountdownTask", "SmallAdditionTask", "DATASET_TASKS", "DatasetTask", "GSM8KTask", "TASK_NAMES",
-           "json_line", "jsonl_task", "read_jsonl", "read_tfds", "resolve_verifier", "tfds_task", "Problem", "SPLITS", "Task", "VERL_INSTRUCTION", "get_task",
+           "json_line", "jsonl_task", "read_jsonl", "read_records", "read_parquet", "read_tfds", "resolve_verifier", "tfds_task", "Problem", "SPLITS", "Task", "VERL_INSTRUCTION", "get_task",
            "gsm8k_reference", "parse_expression",
            # multi-turn
            "Episode", "EpisodeConfig", "MultiTurnEnv", "Segment", "StepResult", "advance", "batch_summary",

@@ -7,7 +7,8 @@ The TRL / verl workflow, "my prompts, my verifier":
 * **records**: a JSONL file, one JSON object per line with a string prompt and a reference answer (a string
   or a number) under ``prompt_field`` / ``answer_field`` (default ``"prompt"`` / ``"answer"``); blank lines
   are skipped, the other fields are kept in ``Problem.meta`` (with ``"index"``, the record's 0-based
-  position). Or a TFDS dataset prepared as array_record under a local ``data_dir``
+  position). A ``.parquet`` path (and ``eval_path``) is read in verl's format instead (``rljax.envs._parquet``:
+  ``prompt`` a chat message list, ``reward_model.ground_truth`` the answer). Or a TFDS dataset prepared as array_record under a local ``data_dir``
   (``tfds.data_source``, ``download=False``: nothing is fetched; TensorFlow is not needed), same fields.
 * **splits**: a separate eval file (``eval_path``) / the TFDS ``eval_split``; or, for one JSONL file, a
   held-out share ``eval_fraction`` chosen by a stable hash of the prompt text (``rljax.envs._task.split_of``:
@@ -39,7 +40,7 @@ import numpy as np
 from rljax._jsonl import json_line
 from rljax.envs._task import Problem, check_split, split_of
 
-__all__ = ["DatasetTask", "jsonl_task", "tfds_task", "read_jsonl", "read_tfds", "resolve_verifier"]
+__all__ = ["DatasetTask", "jsonl_task", "tfds_task", "read_jsonl", "read_records", "read_tfds", "resolve_verifier"]
 
 
 def _field_value(value, field: str, where: str, *, answer: bool) -> str:
@@ -84,6 +85,14 @@ def read_jsonl(path: str, *, prompt_field: str = "prompt", answer_field: str = "
   if not records:
     raise ValueError(f"JSONL file {path!r} is empty (no records)")
   return records
+
+
+def read_records(path: str, *, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:
+  """``read_parquet`` for a ``.parquet`` file (verl's format, ``rljax.envs._parquet``), else ``read_jsonl``."""
+  if isinstance(path, str) and path.endswith(".parquet"):
+    from rljax.envs._parquet import read_parquet  # pylint: disable=import-outside-toplevel
+    return read_parquet(path, prompt_field=prompt_field, answer_field=answer_field)
+  return read_jsonl(path, prompt_field=prompt_field, answer_field=answer_field)
 
 
 def read_tfds(data_dir: str, dataset: str, split: str, *, prompt_field: str = "prompt",
@@ -186,9 +195,9 @@ def jsonl_task(path: str, *, verifier: Union[str, Callable], eval_path: Optional
                eval_fraction: float = 0.1, prompt_field: str = "prompt", answer_field: str = "answer") -> DatasetTask:
   """A task from a JSONL file (see the module docstring): held-out problems from ``eval_path``, else the
   share ``eval_fraction`` of ``path``'s prompts (by prompt hash)."""
-  records = read_jsonl(path, prompt_field=prompt_field, answer_field=answer_field)
+  records = read_records(path, prompt_field=prompt_field, answer_field=answer_field)
   if eval_path is not None:
-    train, test = records, read_jsonl(eval_path, prompt_field=prompt_field, answer_field=answer_field)
+    train, test = records, read_records(eval_path, prompt_field=prompt_field, answer_field=answer_field)
   else:
     if isinstance(eval_fraction, bool) or not isinstance(eval_fraction, (int, float)) or not 0 < eval_fraction < 1:
       raise ValueError(f"eval_fraction must be in (0, 1) (or give an eval file), got {eval_fraction!r}")

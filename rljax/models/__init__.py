@@ -21,6 +21,7 @@ from rljax.models._gguf import (SUPPORTED_GGUF_ARCHITECTURES, SUPPORTED_GGUF_PRE
 from rljax.models._gemma3_package import GEMMA3_PACKAGES, gemma3_checkpoint, gemma3_gguf_path
 from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to_hf, load_hf_config, param_count,
                               save_pretrained, shard_state)
+from rljax.models._hub import is_hub_id, resolve_checkpoint
 from rljax.models._init import fan_in_init
 from rljax.models._load import from_gguf, from_pretrained
 from rljax.models._layers import PrefixGroups, rope_inv_freq
@@ -54,5 +55,5 @@ __all__ = ["fan_in_init",
     "gemma3_gguf_path", "gemma3_checkpoint", "GEMMA3_PACKAGES",
     "SUPPORTED_GGUF_ARCHITECTURES", "SUPPORTED_GGUF_TENSOR_TYPES", "SUPPORTED_GGUF_PRE_TOKENIZERS",
     "LORA_FILTER", "lora_mask", "lora_modules", "lora_state", "merge_lora", "unmerge_lora", "save_lora_adapter",
-    "with_dtype",
+    "with_dtype", "resolve_checkpoint", "is_hub_id",
 ]

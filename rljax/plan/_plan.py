@@ -79,7 +79,8 @@ class PlanReport:
 def plan_model_config(cfg):
   """The policy's ``ModelConfig`` from a ``RunConfig`` without building a model or loading weights.
 
-  ``model.preset`` (``rljax.models.presets``), ``model.hf_checkpoint`` (a checkpoint directory's ``config.json``),
+  ``model.preset`` (``rljax.models.presets``), ``model.hf_checkpoint`` (its ``config.json``; no weights read
+  from a directory or a cached Hub snapshot),
   else the from-scratch decoder of ``model.*`` (its vocabulary from the task's tokenizer). Dtypes:
   ``model.dtype`` for the parameters, ``model.compute_dtype`` (or ``dtype``) for activations.
   """
@@ -90,13 +91,13 @@ def plan_model_config(cfg):
                 scan_layers=m.scan_layers, lora=m.lora)
   if m.preset:
     return presets.get(m.preset, **common)
-  if m.hf_checkpoint:
-    from rljax.models._hf import config_from_hf, load_hf_config  # pylint: disable=import-outside-toplevel
-    if not os.path.isdir(m.hf_checkpoint):
-      raise ValueError(f"model.hf_checkpoint={m.hf_checkpoint!r}: rljax plan reads a checkpoint directory's "
-                       "config.json (a GGUF file: run rljax train once to convert it, then plan its cached "
-                       "directory; or set model.preset)")
-    return config_from_hf(load_hf_config(m.hf_checkpoint), **common)
+  if m.hf_checkpoint:  # a directory, a .gguf file (its converted directory) or a Hub id (its cached snapshot)
+    from rljax.models import config_from_hf, load_hf_config, resolve_checkpoint  # pylint: disable=import-outside-toplevel
+    path = resolve_checkpoint(m.hf_checkpoint, m.hf_revision)
+    if not os.path.isdir(path):
+      raise ValueError(f"model.hf_checkpoint {m.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
+                       "directory, a .gguf file or a Hub id)")
+    return config_from_hf(load_hf_config(path), **common)
   from rljax.train._experiment import build_codec, build_task  # pylint: disable=import-outside-toplevel
   codec = build_codec(cfg, build_task(cfg))
   return ModelConfig(vocab_size=int(codec.tok.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Mapping, Optional
 
 from rljax import stages as S
@@ -218,7 +219,34 @@ class Recipe:
   # ------------------------------------------------------------------------- views
 
   def replace(self, **changes) -> "Recipe":
-    return dataclasses.replace(self, **changes)
+    new = dataclasses.replace(self, **changes)
+    object.__setattr__(new, "_given", self.given | frozenset(changes))
+    return new
+
+  @property
+  def given(self) -> frozenset:
+    """The fields this recipe was given (constructor arguments and ``replace`` changes); the others hold
+    ``Recipe``'s defaults. A recipe copied with ``dataclasses.replace`` counts every field as given."""
+    return getattr(self, "_given", frozenset(f.name for f in dataclasses.fields(self)))
+
+  def over(self, base: "Recipe") -> "Recipe":
+    """This recipe's given fields over ``base``: the fields it was not given come from ``base``.
+
+    What a config file's ``get_recipe()`` means next to its ``get_config()``: ``Recipe(rewards=(fn,))`` over
+    the config's recipe replaces the rewards and keeps the config's advantage, loss (its KL term), shaping, ...,
+    exactly as ``train(cfg, reward_fn=fn)`` does. Given ``rewards`` without ``multi_reward`` clears the base's
+    multi-reward stage (it combined the base's rewards); a given ``objective`` brings its ``loss``,
+    ``aggregation``, ``hparams`` and ``objective_needs`` with it (a builder replaces the whole loss).
+    """
+    given = set(self.given)
+    if "rewards" in given:
+      given.add("multi_reward")
+    if "objective" in given:
+      given.update(("loss", "aggregation", "hparams", "objective_needs"))
+    if "loss" in given and base.objective is not None:  # a loss replaces the base's builder
+      given.update(("objective", "objective_needs", "hparams"))
+    changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in given}
+    return base.replace(**changes)
 
   def stages(self) -> list:
     """Every stage of the recipe, in data-flow order (nested loss terms included)."""
@@ -365,6 +393,20 @@ class Recipe:
             "loss": names(self.loss) if self.objective is None else ["custom objective"],
             "aggregation": show(self.aggregation) if self.aggregation else None,
             "controllers": names(self.controllers), "critic": critic}
+
+
+_DATACLASS_INIT = Recipe.__init__
+
+
+@functools.wraps(_DATACLASS_INIT)
+def _recording_init(self, *args, **kwargs):
+  """``Recipe``'s dataclass constructor, recording which fields the caller gave (``Recipe.given``)."""
+  _DATACLASS_INIT(self, *args, **kwargs)
+  names = [f.name for f in dataclasses.fields(Recipe)]
+  object.__setattr__(self, "_given", frozenset(names[:len(args)]) | frozenset(kwargs))
+
+
+Recipe.__init__ = _recording_init
 
 
 def _with_spec(new, old):

@@ -31,6 +31,7 @@ _LAZY = {
     "_rundir": ("from_cli", "saved_config", "run_files", "config_changes", "describe_changes"),
     "_progress": ("progress_bar",),
     "_export": ("export_run",),
+    "_checkpoint_arch": ("ARCHITECTURE_FIELDS", "checkpoint_architecture", "with_checkpoint_architecture"),
 }
 
 

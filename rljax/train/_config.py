@@ -73,7 +73,8 @@ class TaskConfig:
   it lacks). In a config file, ``TaskConfig(name="env", env=make_env)`` stores a module-level function's string.
 
   A user's own data (``rljax.envs._dataset``, docs/data.md): ``name="jsonl"`` reads ``path`` (one JSON object
-  per line with ``prompt_field`` and ``answer_field``), held out: ``eval_path`` or the share ``eval_fraction``
+  per line with ``prompt_field`` and ``answer_field``; a ``.parquet`` file in verl's format: ``prompt`` a chat
+  message list, ``reward_model.ground_truth`` the answer), held out: ``eval_path`` or the share ``eval_fraction``
   of the prompts; ``name="tfds"`` reads the dataset ``dataset`` under ``tfds_dir``, splits ``train_split`` /
   ``eval_split``. Both are scored by ``verifier``, a catalog reward spec (``"math_answer"``,
   ``"exact_match(normalize='squad')"``, ...); ``num_train`` / ``num_test`` cap the problems used. These fields
@@ -98,7 +99,7 @@ class TaskConfig:
   tfds_dir: Optional[str] = None
   lenient_rewards: bool = False
   chat_template: str = "auto"  # auto / checkpoint / none / llama3 / qwen / gemma (see the docstring)
-  path: Optional[str] = None  # jsonl: the JSONL file
+  path: Optional[str] = None  # jsonl: the JSONL file (or a verl-style .parquet file: rljax.envs._parquet)
   eval_path: Optional[str] = None  # jsonl: a JSONL file of held-out problems (default: eval_fraction of path)
   eval_fraction: float = 0.1  # jsonl without eval_path: held-out share of the prompts (by prompt hash)
   dataset: Optional[str] = None  # tfds: the dataset name, optionally with a version ("my_data:1.0.0")
@@ -208,7 +209,9 @@ class ModelSpec:
   ``moe_intermediate_size`` (0 = ``intermediate_size // num_experts_per_tok``: the active MLP width of the
   dense model), ``rljax.models.ModelConfig``'s fields of the same names (Qwen3-MoE-style router, gates
   renormalised over the chosen experts). ``num_experts_per_tok`` and the others are read only when
-  ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there.
+  ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there
+  (a value other than the checkpoint's is refused when the run starts, and the run's ``config.json`` records the
+  checkpoint's values: ``rljax.train._checkpoint_arch``).
   """
   num_layers: int = 2
   hidden_size: int = 64
@@ -217,7 +220,8 @@ class ModelSpec:
   intermediate_size: int = 256
   max_seq_len: int = 64
   preset: Optional[str] = None
-  hf_checkpoint: Optional[str] = None
+  hf_checkpoint: Optional[str] = None  # a local directory, a .gguf file or a Hub id ORG/NAME (rljax.models._hub)
+  hf_revision: Optional[str] = None  # a Hub id's branch, tag or commit (default: main)
   dtype: str = "float32"
   compute_dtype: str = ""  # activations and matmuls ("" = dtype); e.g. float32 parameters, bfloat16 compute
   init: str = "fan_in"  # from-scratch init: "fan_in" (1/sqrt(fan_in), embedding std 1) or "normal" (N(0, 0.02^2), the HF convention)
@@ -256,10 +260,12 @@ class ModelSpec:
       for name, default in (("num_experts_per_tok", 2), ("moe_intermediate_size", 0), ("moe_layers", None)):
         if getattr(self, name) != default:
           _fail(f"ModelSpec.{name}", getattr(self, name), f"left unset ({default}) when num_experts=0 (a dense model)")
-    if self.hidden_size % self.num_heads:
+    if self.hidden_size % self.num_heads and not self.hf_checkpoint:  # a checkpoint may set its own head_dim
       _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
     if self.num_heads % self.num_kv_heads:
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
+    if self.hf_revision is not None and (not isinstance(self.hf_revision, str) or not self.hf_checkpoint):
+      _fail("ModelSpec.hf_revision", self.hf_revision, "None, or a branch, tag or commit of a Hub id in hf_checkpoint")
     _choice(self, "dtype", ("float32", "bfloat16"))
     _choice(self, "compute_dtype", ("", "float32", "bfloat16"))
     _choice(self, "init", ("fan_in", "normal"))
@@ -532,10 +538,21 @@ class RunConfig:
   tensorboard: bool = True
   plot: bool = True
   log_every: int = 1
+  # Weights & Biases (rljax.train._metrics.WandbSink; pip install -e ".[wandb]"): the run's config, every metric and
+  # metrics.png. Project: wandb_project, else $WANDB_PROJECT, else "rljax"; run name: wandb_name, else out_dir's
+  # last folder. WANDB_MODE=offline / WANDB_DIR work as in wandb.
+  wandb: bool = False
+  wandb_project: str = ""
+  wandb_name: str = ""
 
   def __post_init__(self):
     _pos_int(self, "seed", allow_zero=True)
     _pos_int(self, "log_every")
+    if not isinstance(self.wandb, bool):
+      _fail("RunConfig.wandb", self.wandb, "true or false")
+    for name in ("wandb_project", "wandb_name"):
+      if not isinstance(getattr(self, name), str):
+        _fail(f"RunConfig.{name}", getattr(self, name), "a string ('' = the default)")
     if not isinstance(self.mesh, MeshConfig):
       _fail("RunConfig.mesh", self.mesh, "a rljax.parallel.MeshConfig")
     if self.num_devices is not None:  # deprecated alias: a 1-D data-parallel mesh (0 = all devices)

@@ -218,11 +218,11 @@ def build_codec(cfg: RunConfig, task, tokenizer=None) -> Codec:
   from rljax.train._codec import checkpoint_eos_ids, resolve_chat_template  # pylint: disable=import-outside-toplevel
   hf = cfg.model.hf_checkpoint
   if hf:
-    from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
-    hf = checkpoint_directory(hf)  # a .gguf file: its converted directory
+    from rljax.models import resolve_checkpoint  # pylint: disable=import-outside-toplevel
+    hf = resolve_checkpoint(hf, cfg.model.hf_revision)  # a .gguf file: its converted directory; a Hub id: its snapshot
     if not os.path.exists(hf):  # named as the user set it, not as the tokenizer loader's argument
       raise ValueError(f"model.hf_checkpoint {cfg.model.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
-                       "directory or a .gguf file)")
+                       "directory, a .gguf file or a Hub id)")
   if tokenizer is None and hf:
     tokenizer = load_tokenizer(hf)
   template, described = resolve_chat_template(cfg.task.chat_template, tokenizer, task_name=cfg.task.name,
@@ -259,8 +259,9 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
   m = cfg.model
   if m.hf_checkpoint:
-    from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
-    model = from_pretrained(m.hf_checkpoint, dtype=m.dtype, compute_dtype=m.compute_dtype or None, remat=m.remat,
+    from rljax.models import from_pretrained, resolve_checkpoint  # pylint: disable=import-outside-toplevel
+    model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype,
+                            compute_dtype=m.compute_dtype or None, remat=m.remat,
                             scan_layers=m.scan_layers, lora=m.lora)
     rows = int(model.cfg.vocab_size)
     if int(tokenizer.vocab_size) > rows:

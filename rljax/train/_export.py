@@ -33,8 +33,8 @@ def export_run(run_dir: str, out_dir: str, *, stage: Optional[str] = None, step:
   if not source:
     raise ValueError(f"export: {run_dir!r} trained a model from scratch (model.hf_checkpoint unset); export writes "
                      "Hugging Face checkpoints of runs that started from one")
-  from rljax.models import checkpoint_directory  # pylint: disable=import-outside-toplevel
-  source = checkpoint_directory(source)
+  from rljax.models import resolve_checkpoint  # pylint: disable=import-outside-toplevel
+  source = resolve_checkpoint(source, exp.cfg.model.hf_revision)
   model = nnx.merge(graphdef, jax.device_get(state.params), jax.device_get(state.model_state))
   tmp = out_dir.rstrip("/") + ".tmp-export"
   shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Metrics sinks: JSON lines, TensorBoard event files and a PNG plot of the curves."""
+"""Metrics sinks: JSON lines, TensorBoard event files, Weights & Biases and a PNG plot of the curves."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,10 @@ from typing import Mapping, Optional
 
 import numpy as np
 
-__all__ = ["MetricsWriter", "read_jsonl", "plot_metrics", "plot_panels", "PLOT_PANELS"]
+__all__ = ["MetricsWriter", "WandbSink", "check_trackers", "wandb_settings", "read_jsonl", "plot_metrics", "plot_panels",
+           "PLOT_PANELS"]
+
+WANDB_INSTALL = 'pip install -e ".[wandb]"'  # (or pip install wandb)
 
 # (title, candidate metric keys, first present wins); ``plot_panels`` keeps those the run measures
 PLOT_PANELS = (
@@ -40,9 +43,10 @@ class MetricsWriter:
     tensorboard: also write TensorBoard events (tensorboardX).
     append: keep an existing ``metrics.jsonl`` (resumed runs drop rows past
       the resumed step with ``truncate``).
+    wandb: ``WandbSink``'s keyword arguments to log to Weights & Biases too (None: not).
   """
 
-  def __init__(self, out_dir: str, *, tensorboard: bool = True, append: bool = True):
+  def __init__(self, out_dir: str, *, tensorboard: bool = True, append: bool = True, wandb: Optional[dict] = None):
     os.makedirs(out_dir, exist_ok=True)
     self.out_dir = out_dir
     self.path = os.path.join(out_dir, "metrics.jsonl")
@@ -51,6 +55,7 @@ class MetricsWriter:
     if tensorboard:
       from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
       self._tb = SummaryWriter(os.path.join(out_dir, "tb"))
+    self._wandb = WandbSink(jsonl=self.path, **wandb) if wandb is not None else None
 
   def truncate(self, stage: str, step: int) -> None:
     """Drops rows of ``stage`` with ``step > step`` (used when resuming)."""
@@ -73,6 +78,8 @@ class MetricsWriter:
       for k, v in row.items():
         if k not in ("stage", "step") and isinstance(v, float):
           self._tb.add_scalar(f"{stage}/{k}", v, int(step))
+    if self._wandb is not None:
+      self._wandb.log(row)
     return row
 
   def close(self):
@@ -80,6 +87,53 @@ class MetricsWriter:
     if self._tb is not None:
       self._tb.close()
       self._tb = None
+    if self._wandb is not None:
+      self._wandb.finish()
+      self._wandb = None
+
+
+def check_trackers(cfg) -> None:
+  """Refuses ``RunConfig.wandb=true`` without the ``wandb`` package, with the command that installs it (a start
+  check: nothing is written)."""
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  if cfg.wandb and importlib.util.find_spec("wandb") is None:
+    raise ValueError(f"wandb=true logs to Weights & Biases, which needs the wandb package: {WANDB_INSTALL}")
+
+
+def wandb_settings(cfg, config: dict) -> Optional[dict]:
+  """``MetricsWriter``'s ``wandb`` argument for a run config (None when ``cfg.wandb`` is off)."""
+  if not cfg.wandb:
+    return None
+  return {"project": cfg.wandb_project or os.environ.get("WANDB_PROJECT") or "rljax",
+          "name": cfg.wandb_name or os.path.basename(os.path.normpath(cfg.out_dir)), "config": config,
+          "plot": os.path.join(cfg.out_dir, "metrics.png") if cfg.plot else None}
+
+
+class WandbSink:
+  """Weights & Biases: one wandb run with the run's config; each row of ``metrics.jsonl`` logged as
+  ``<stage>/<metric>`` against the stage's own step axis (``sft/step``, ``rl/step``: ``define_metric``, so the
+  SFT and RL steps, both counted from 0, do not collide); at the end the plot ``metrics.png`` (drawn from
+  ``jsonl``) as an image. ``WANDB_MODE=offline`` writes the run under ``WANDB_DIR`` for ``wandb sync``."""
+
+  def __init__(self, *, project: str, name: str, config: dict, jsonl: str, plot: Optional[str] = None):
+    import wandb  # pylint: disable=import-outside-toplevel
+    self._wandb, self.jsonl, self.plot = wandb, jsonl, plot
+    self.run = wandb.init(project=project, name=name, config=config)
+    self._stages: set = set()
+
+  def log(self, row: Mapping) -> None:
+    stage = row["stage"]
+    if stage not in self._stages:
+      self.run.define_metric(f"{stage}/step")
+      self.run.define_metric(f"{stage}/*", step_metric=f"{stage}/step")
+      self._stages.add(stage)
+    self.run.log({f"{stage}/step": row["step"],
+                  **{f"{stage}/{k}": v for k, v in row.items() if k not in ("stage", "step") and isinstance(v, float)}})
+
+  def finish(self) -> None:
+    if self.plot is not None and read_jsonl(self.jsonl):
+      self.run.log({"metrics.png": self._wandb.Image(plot_metrics(self.jsonl, self.plot))})
+    self.run.finish()
 
 
 def read_jsonl(path: str) -> list[dict]:

@@ -26,9 +26,10 @@ import jax
 from flax import nnx
 
 from rljax.train._checkpoint import Checkpointer, CheckpointError, remove_partial_saves
+from rljax.train._checkpoint_arch import with_checkpoint_architecture
 from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._experiment import Experiment, NoWriter, build_experiment, log, run_mesh
-from rljax.train._metrics import MetricsWriter, plot_metrics
+from rljax.train._metrics import MetricsWriter, check_trackers, plot_metrics, wandb_settings
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
 from rljax.train._rl import check_group_batch
@@ -153,6 +154,8 @@ def _stop_if_asked(flag, what: str) -> None:
 def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, reward_fn, objective_needs) -> dict:
   """``train`` with the stop flag set up."""
   recipe = run_recipe(cfg, recipe, objective_fn=objective_fn, reward_fn=reward_fn, objective_needs=objective_needs)
+  cfg = with_checkpoint_architecture(cfg)  # config.json records the checkpoint's shape, not the toy defaults
+  check_trackers(cfg)  # wandb=true without wandb: the install command, nothing written
   t_start = time.perf_counter()
   if cfg.rl.rollout_ahead and jax.process_count() > 1:
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
@@ -202,7 +205,8 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
   if exp.codec.template is not None:
     log(cfg, f"[rljax] prompts in {exp.codec.template_name}; completions end at the token ids "
              f"{list(exp.codec.stop_ids)}")
-  writer = MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume) if main else NoWriter()
+  writer = (MetricsWriter(cfg.out_dir, tensorboard=cfg.tensorboard, append=resume,
+                          wandb=wandb_settings(cfg, config_to_dict(cfg))) if main else NoWriter())
   summary = {"out_dir": cfg.out_dir, "seed": cfg.seed, "recipe": recipe.describe(),
              "settings": {k: getattr(exp.cfg.rl, k) for k in ("num_microbatches", "concurrent_rollouts")}}
   n_params = sum(x.size for x in jax.tree_util.tree_leaves(nnx.state(exp.model, nnx.Param)))

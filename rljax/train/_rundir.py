@@ -154,7 +154,8 @@ def check_run_dir(cfg: RunConfig, *, resume: bool, overwrite: bool = False) -> l
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
       raise ValueError(f"{how('out_dir')} {out_dir!r} is a file, not a directory")
     return []
-  before = saved_config(out_dir)
+  from rljax.train._checkpoint_arch import with_checkpoint_architecture  # pylint: disable=import-outside-toplevel
+  before = with_checkpoint_architecture(saved_config(out_dir))  # a run saved with the toy shape fields
   changes = config_changes(before, cfg)
   fixed = _fixed_changes(changes)
   if fixed:
