@@ -98,7 +98,7 @@ def plan_model_config(cfg):
       raise ValueError(f"model.hf_checkpoint {m.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
                        "directory, a .gguf file or a Hub id)")
     return config_from_hf(load_hf_config(path), **common)
-  from rljax.train._experiment import build_codec, build_task  # pylint: disable=import-outside-toplevel
+  from rljax.train import build_codec, build_task  # pylint: disable=import-outside-toplevel
   codec = build_codec(cfg, build_task(cfg))
   return ModelConfig(vocab_size=int(codec.tok.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
                      num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
@@ -139,8 +139,8 @@ def _resident_bytes(spec: PlanSpec, mesh) -> dict:
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
   from rljax.models import Transformer  # pylint: disable=import-outside-toplevel
   from rljax.train import init_train_state  # pylint: disable=import-outside-toplevel
-  from rljax.train._inputs import REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
-  from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
+  from rljax.train import REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
+  from rljax.train import make_optimizer  # pylint: disable=import-outside-toplevel
   recipe = spec.recipe()
   opt, _ = make_optimizer(spec.rl.optim, 1)
   state = jax.eval_shape(lambda: init_train_state(Transformer(spec.model, rngs=nnx.Rngs(0)), opt,

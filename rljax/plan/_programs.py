@@ -5,7 +5,7 @@ mesh) and returns the compiled program (``jax.stages.Compiled``: ``memory_analys
 pieces are the trainer's own: the recipe from ``rljax.train.recipe_from_config``, ``make_optimizer``,
 ``init_train_state``, ``objective_loss`` through ``fsdp_loss_fn`` and ``shard_train_step`` (as
 ``rljax.train``'s ``ShardedStep``), the update's input forward ``forward_fn`` (proximal / reference
-log-probs), and the sampler's one jitted program (prefill, KV cache, decode loop: ``_generate_jit``). Inputs
+log-probs), and the sampler's one jitted program (prefill, KV cache, decode loop: ``rljax.sampling.lower_generate``). Inputs
 are ``jax.ShapeDtypeStruct``s carrying their shardings (``nnx.eval_shape`` / ``jax.eval_shape``).
 
 Not compiled (said in the report): a separate critic model's programs, and the shared-prompt layout
@@ -18,7 +18,6 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import nnx
 from jax.sharding import NamedSharding
 
@@ -57,7 +56,7 @@ class PlanSpec:
     return self.rl.num_microbatches or 1  # auto (0) is 1 on an accelerator (rljax.train resolve_auto_settings)
 
   def recipe(self):
-    from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
+    from rljax.train import recipe_from_config  # pylint: disable=import-outside-toplevel
     return recipe_from_config(self.rl)
 
 
@@ -75,13 +74,13 @@ def _check_rows(spec: PlanSpec, mesh):
 
 
 def _proximal_from_update(spec: PlanSpec, recipe) -> bool:
-  from rljax.train._inputs import proximal_forward_reason  # pylint: disable=import-outside-toplevel
+  from rljax.train import proximal_forward_reason  # pylint: disable=import-outside-toplevel
   return not proximal_forward_reason(recipe, spec.rl, spec.model)
 
 
 def input_forward_needed(spec: PlanSpec) -> str:
   """Which forward the update's inputs need before it ("reference", "proximal", "reference + proximal", or "")."""
-  from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
+  from rljax.train import PROXIMAL_NEEDS, REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
   recipe = spec.recipe()
   parts = []
   if recipe.needs & REFERENCE_NEEDS:
@@ -92,7 +91,7 @@ def input_forward_needed(spec: PlanSpec) -> str:
 
 
 def _train_batch(spec: PlanSpec, recipe, proximal_from_update: bool):
-  from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
+  from rljax.train import PROXIMAL_NEEDS, REFERENCE_NEEDS  # pylint: disable=import-outside-toplevel
   from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
   b, t = spec.rows, spec.seq
   f32 = lambda: jax.ShapeDtypeStruct((b, t), jnp.float32)  # noqa: E731
@@ -112,7 +111,7 @@ def compile_train_step(spec: PlanSpec, mesh):
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
   from rljax.models import Transformer  # pylint: disable=import-outside-toplevel
   from rljax.train import init_train_state, make_train_step, objective_loss  # pylint: disable=import-outside-toplevel
-  from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
+  from rljax.train import make_optimizer  # pylint: disable=import-outside-toplevel
   _check_rows(spec, mesh)
   par.check_mesh_divides(mesh.shape, spec.model)
   rl, recipe = spec.rl, spec.recipe()
@@ -136,7 +135,7 @@ def compile_train_step(spec: PlanSpec, mesh):
 def compile_input_forward(spec: PlanSpec, mesh):
   """The update's input forward (reference / proximal log-probs and entropies of the rollout's rows)."""
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
-  from rljax.train._inputs import forward_fn  # pylint: disable=import-outside-toplevel
+  from rljax.train import forward_fn  # pylint: disable=import-outside-toplevel
   _check_rows(spec, mesh)
   graphdef, params, model_state = nnx.split(_abstract_model(spec.model), nnx.Param, ...)
   p_sh = par.state_shardings(params, mesh)
@@ -154,9 +153,7 @@ def compile_rollout(spec: PlanSpec, mesh, prompts: Optional[int] = None):
   """The sampler's program for one rollout: prefill of ``prompts`` prompts, their KV caches repeated to
   ``prompts x group_size`` rows, and the decode loop to ``new_tokens`` (``rljax.sampling.generate``'s one call)."""
   from rljax import parallel as par  # pylint: disable=import-outside-toplevel
-  from rljax.sampling import SamplerConfig  # pylint: disable=import-outside-toplevel
-  from rljax.sampling._decode import _generate_jit  # pylint: disable=import-outside-toplevel
-  from rljax.sampling._host import _sampling_params, _stop_table  # pylint: disable=import-outside-toplevel
+  from rljax.sampling import SamplerConfig, lower_generate  # pylint: disable=import-outside-toplevel
   p = spec.prompts if prompts is None else prompts
   n = spec.rl.group_size
   split = int(mesh.shape["data"]) * int(mesh.shape["fsdp"])
@@ -170,12 +167,5 @@ def compile_rollout(spec: PlanSpec, mesh, prompts: Optional[int] = None):
   p_sh = par.state_shardings(params, mesh)
   config = SamplerConfig(max_new_tokens=spec.new_tokens, prompt_buckets=(spec.prompt_len,),
                          cache_size=spec.seq, return_routing=False)
-  spec_of = lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype)  # noqa: E731
-  sp = tuple(spec_of(a) for a in _sampling_params(p, 1.0, 0, 1.0, 0.0, False))
-  i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)  # noqa: E731
-  stop = spec_of(_stop_table(None, p, config.max_stop_tokens))
-  key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-  fn = _generate_jit.lower(graphdef, par.abstract_with_shardings(params, p_sh), i32(p, spec.prompt_len), i32(p),
-                           i32(p), key, sp, stop, jax.ShapeDtypeStruct((), jnp.int32), i32(p), config=config, n=n,
-                           greedy=False, mesh=mesh, want_state=False)
-  return fn.compile()
+  return lower_generate(graphdef, par.abstract_with_shardings(params, p_sh), config=config, prompts=p, n=n,
+                        mesh=mesh).compile()

@@ -37,13 +37,14 @@ Also exported: ``sampling_step`` (one step's sampling math) and the exact sort-f
 """
 from rljax.sampling._config import FinishReason, SamplerConfig, default_buckets
 from rljax.sampling._cache import compact, restart, rewind
-from rljax.sampling._sampler import feed_rows, generate, resume
+from rljax.sampling._sampler import feed_rows, generate, lower_generate, resume
 from rljax.sampling._state import SamplerState
 from rljax.sampling._step import sampling_step
 from rljax.sampling._stop import first_stop_hit, truncate_at_stop_strings
 from rljax.sampling._truncation import top_k_mask, top_p_mask, truncate_logits, truncation_mask
 
 __all__ = [
+    "lower_generate",
     "FinishReason", "SamplerConfig", "SamplerState", "compact", "default_buckets", "feed_rows", "generate",
     "restart", "resume", "rewind",
     "sampling_step", "first_stop_hit", "truncate_at_stop_strings", "top_k_mask", "top_p_mask", "truncate_logits",

@@ -25,7 +25,7 @@ from rljax.sampling._state import SamplerState, _params_mesh
 
 Array = jax.Array
 
-__all__ = ["feed_rows", "generate", "resume"]
+__all__ = ["feed_rows", "generate", "lower_generate", "resume"]
 
 
 def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: int = 1,
@@ -118,6 +118,24 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
     return _generate_concurrently(prompts_slice, p, chunks)
   st, rollout = prompts_slice(0, p)
   return (rollout, st) if return_state else rollout
+
+
+def lower_generate(graphdef, params, *, config: SamplerConfig, prompts: int, n: int, mesh=None):
+  """``generate``'s one jitted program lowered for abstract inputs (nothing allocated, nothing run): ``prompts``
+  prompts in ``config.prompt_buckets[-1]`` columns, ``n`` samples each, sampled (not greedy), no state returned.
+
+  ``params``: ``jax.ShapeDtypeStruct``s (with their shardings over ``mesh``, e.g. a TPU topology's). Returns a
+  ``jax.stages.Lowered``; ``.compile().memory_analysis()`` is the rollout's memory on the devices it targets
+  (``rljax plan``)."""
+  width = config.prompt_buckets[-1]
+  spec_of = lambda a: jax.ShapeDtypeStruct(np.shape(a), np.asarray(a).dtype)  # noqa: E731
+  i32 = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.int32)  # noqa: E731
+  sp = tuple(spec_of(a) for a in _sampling_params(prompts, 1.0, 0, 1.0, 0.0, False))
+  stop = spec_of(_stop_table(None, prompts, config.max_stop_tokens))
+  return _generate_jit.lower(graphdef, params, i32(prompts, width), i32(prompts), i32(prompts),
+                             jax.ShapeDtypeStruct((2,), jnp.uint32), sp, stop, jax.ShapeDtypeStruct((), jnp.int32),
+                             i32(prompts), config=_compiled_config(config), n=int(n), greedy=False, mesh=mesh,
+                             want_state=False)
 
 
 def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, key: Array,

@@ -32,6 +32,9 @@ _LAZY = {
     "_progress": ("progress_bar",),
     "_export": ("export_run",),
     "_checkpoint_arch": ("ARCHITECTURE_FIELDS", "checkpoint_architecture", "with_checkpoint_architecture"),
+    "_experiment": ("build_task", "build_codec"),
+    "_inputs": ("forward_fn", "proximal_forward_reason", "PROXIMAL_NEEDS", "REFERENCE_NEEDS"),
+    "_recipes": ("recipe_from_config",),
 }
 
 
