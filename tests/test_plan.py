@@ -180,11 +180,12 @@ def test_max_rollout_bisection_finds_the_largest_batch_that_fits(tmp_path, monke
   class Fake:
     def __init__(self, prompts):
       self.prompts = prompts
+      if prompts * per_prompt > 2 * budget:  # as XLA:TPU refuses a program over HBM
+        raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO "
+                           f"temporaries ({prompts * per_prompt / GiB:.2f}G) exceeds available HBM (15.75G).")
 
     def memory_analysis(self):
       total = self.prompts * per_prompt
-      if total > 2 * budget:
-        raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm")
       return type("M", (), dict(argument_size_in_bytes=int(total), output_size_in_bytes=0, alias_size_in_bytes=0,
                                 temp_size_in_bytes=0))()
   monkeypatch.setattr(plan_module, "compile_rollout", lambda spec, mesh, prompts: Fake(prompts))
@@ -235,3 +236,25 @@ def test_plan_reads_a_checkpoint_directorys_config_json(tmp_path):
   missing = apply_overrides(cfg, [f"model.hf_checkpoint={tmp_path / 'nowhere'}"])
   with pytest.raises(ValueError, match="model.hf_checkpoint .*nowhere.* does not exist"):
     plan_model_config(missing)
+
+
+def test_a_program_xla_tpu_refuses_is_reported_not_raised(tmp_path, monkeypatch):
+  """XLA:TPU refuses a program whose temporaries exceed the HBM: the plan reports it as not fitting, with the
+  temporaries the error names, and exit code 1; any other compile error is raised."""
+  cfg = _tiny(tmp_path)
+  spec = plan_spec(cfg, prompt_len=12)
+
+  def refused(*_, **__):
+    raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+                       "(16.89G) exceeds available HBM (15.75G).")
+  monkeypatch.setattr(plan_module, "compile_rollout", refused)
+  report = plan(spec, topology_mesh("v5e:2x2", cfg.mesh), "v5e:2x2", programs=("rollout",))
+  (p,) = report.programs
+  assert p.refused and p.temp == int(16.89 * GiB) and report.failing() == [p]
+  assert "NO: XLA:TPU refused it" in format_report(report)
+
+  def broken(*_, **__):
+    raise RuntimeError("INTERNAL: something else")
+  monkeypatch.setattr(plan_module, "compile_rollout", broken)
+  with pytest.raises(RuntimeError, match="something else"):
+    plan(spec, topology_mesh("v5e:2x2", cfg.mesh), "v5e:2x2", programs=("rollout",))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from typing import Optional, Sequence
 
@@ -47,6 +48,7 @@ class ProgramPlan:
   compile_s: float
   cost: _estimate.Cost
   mosaic: bool = False  # the program holds Pallas kernels compiled by Mosaic (the fused log-prob head on TPU)
+  refused: bool = False  # XLA:TPU refused to compile it for lack of HBM (``temp``: the temporaries it named)
 
   @property
   def total(self) -> int:
@@ -156,12 +158,46 @@ def _analyse(name, what, compiled, seconds, resident, cost) -> ProgramPlan:
   return ProgramPlan(name=name, what=what, args=int(m.argument_size_in_bytes), out=int(m.output_size_in_bytes),
                      alias=int(getattr(m, "alias_size_in_bytes", 0)), temp=int(m.temp_size_in_bytes),
                      resident=int(resident), compile_s=seconds, cost=cost,
-                     mosaic="tpu_custom_call" in compiled.as_text())
+                     mosaic="tpu_custom_call" in compiled.as_text(), refused=isinstance(compiled, _Refused))
 
 
-def _timed(fn, *args, **kw):
+_REQUIRED = re.compile(r"memory required for HLO temporaries \(([0-9.]+)([KMGT])\)")
+
+
+def out_of_memory_bytes(error: Exception) -> Optional[int]:
+  """The temporaries XLA:TPU says a refused program needs ("Ran out of memory on HBM, the total memory required
+  for HLO temporaries (16.89G) exceeds available HBM (15.75G)"), or None when ``error`` is another error."""
+  text = str(error)
+  if "ran out of memory" not in text.lower() and "resource_exhausted" not in text.lower():
+    return None
+  m = _REQUIRED.search(text)
+  return int(float(m.group(1)) * 1024 ** "KMGT".index(m.group(2)) * 1024) if m else -1
+
+
+class _Refused:
+  """Stands in for a compiled program XLA:TPU refused for lack of HBM: its temporaries as the error gives them."""
+
+  def __init__(self, temp: int):
+    self.temp = temp
+
+  def memory_analysis(self):
+    return type("Memory", (), dict(argument_size_in_bytes=0, output_size_in_bytes=0, alias_size_in_bytes=0,
+                                   temp_size_in_bytes=max(self.temp, 0)))()
+
+  def as_text(self) -> str:
+    return ""
+
+
+def _compile_or_refused(fn, *args, **kw):
+  """``(compiled, seconds)``; a program refused for HBM comes back as :class:`_Refused` (the report says so)."""
   t0 = time.perf_counter()
-  out = fn(*args, **kw)
+  try:
+    out = fn(*args, **kw)
+  except Exception as e:  # pylint: disable=broad-except  (XLA:TPU's refusal is a JaxRuntimeError)
+    need = out_of_memory_bytes(e)
+    if need is None:
+      raise
+    out = _Refused(need)
   return out, time.perf_counter() - t0
 
 
@@ -186,14 +222,14 @@ def plan(spec: PlanSpec, mesh, target: str, *, programs: Sequence[str] = PROGRAM
   out = []
   if "train" in programs:
     say("compiling the RL update ...")
-    compiled, s = _timed(compile_train_step, spec, mesh)
+    compiled, s = _compile_or_refused(compile_train_step, spec, mesh)
     mb = f", {spec.microbatches} micro-batches" if spec.microbatches > 1 else ""
     out.append(_analyse("train", f"RL update: {spec.rows} x {spec.seq} tokens{mb}", compiled, s, res["reference"],
                         _estimate.train_cost(cfg, spec.rows, spec.seq, chips)))
   which = input_forward_needed(spec)
   if "forward" in programs and which:
     say(f"compiling the {which} forward ...")
-    compiled, s = _timed(compile_input_forward, spec, mesh)
+    compiled, s = _compile_or_refused(compile_input_forward, spec, mesh)
     passes = len(which.split(" + "))
     cost = _estimate.forward_cost(cfg, spec.rows, spec.seq, chips)
     out.append(_analyse("forward", f"{which} forward: {spec.rows} x {spec.seq} tokens", compiled, s,
@@ -204,7 +240,7 @@ def plan(spec: PlanSpec, mesh, target: str, *, programs: Sequence[str] = PROGRAM
                  "the update's own forward")
   if "rollout" in programs:
     say("compiling the rollout ...")
-    compiled, s = _timed(compile_rollout, spec, mesh)
+    compiled, s = _compile_or_refused(compile_rollout, spec, mesh)
     same = spec.sampler_dtype == cfg.param_dtype and cfg.lora is None
     resident = res["state"] + res["reference"] - (res["params"] if same else 0)
     out.append(_analyse("rollout", f"rollout: {spec.prompts} prompts x {rl.group_size} samples, "
@@ -248,14 +284,11 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
   def total_of(k):
     if k not in tried:
       say(f"rollout of {k * unit} prompts x {n} ...")
-      try:
-        m = compile_rollout(spec, mesh, prompts=k * unit).memory_analysis()
-        tried[k] = m.argument_size_in_bytes + m.output_size_in_bytes - getattr(m, "alias_size_in_bytes", 0) + \
-            m.temp_size_in_bytes
-      except Exception as e:  # pylint: disable=broad-except  (XLA:TPU refuses a program over HBM)
-        if "memory" not in str(e).lower() and "hbm" not in str(e).lower():
-          raise
-        tried[k] = math.inf
+      compiled, _ = _compile_or_refused(compile_rollout, spec, mesh, prompts=k * unit)
+      m = compiled.memory_analysis()
+      tried[k] = (math.inf if isinstance(compiled, _Refused) else
+                  m.argument_size_in_bytes + m.output_size_in_bytes - getattr(m, "alias_size_in_bytes", 0)
+                  + m.temp_size_in_bytes)
     return tried[k]
 
   cap = max(1, max_rows // (unit * n))
@@ -321,6 +354,8 @@ def format_report(report: PlanReport) -> str:
            "|---|---|---|---|---|---|---|---|"]
   for p in report.programs:
     fits = "yes" if p.need <= report.budget else f"NO (over by {(p.need - report.budget) / GiB:.2f})"
+    if p.refused:
+      fits = "NO: XLA:TPU refused it (temporaries alone exceed the HBM; args not known)"
     head = " (Pallas head)" if p.mosaic else ""
     lines.append(f"| {p.what}{head} | {p.args / GiB:.2f} / {p.temp / GiB:.2f} / {p.total / GiB:.2f} | "
                  f"{p.resident / GiB:.2f} | {p.need / GiB:.2f} | {fits} | {p.compile_s:.0f} | "
