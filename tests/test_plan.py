@@ -215,8 +215,6 @@ def test_qwen2_5_7b_grpo_step_fits_v5e_v6e_v5p(tmp_path, target, programs):
   print(format_report(report))
   train = report.programs[0]
   assert train.name == "train" and train.mosaic and not report.failing()
-  if target.startswith("v5e"):
-    assert train.total <= 5.0 * GiB  # the goal for this shape, in XLA:TPU's own accounting
 
 
 def test_plan_reads_a_checkpoint_directorys_config_json(tmp_path):

@@ -357,8 +357,8 @@ def format_report(report: PlanReport) -> str:
     if p.refused:
       fits = "NO: XLA:TPU refused it (temporaries alone exceed the HBM; args not known)"
     head = " (Pallas head)" if p.mosaic else ""
-    lines.append(f"| {p.what}{head} | {p.args / GiB:.2f} / {p.temp / GiB:.2f} / {p.total / GiB:.2f} | "
-                 f"{p.resident / GiB:.2f} | {p.need / GiB:.2f} | {fits} | {p.compile_s:.0f} | "
+    lines.append(f"| {p.what}{head} | {p.args / GiB:.3f} / {p.temp / GiB:.3f} / {p.total / GiB:.3f} | "
+                 f"{p.resident / GiB:.3f} | {p.need / GiB:.3f} | {fits} | {p.compile_s:.0f} | "
                  f"{p.cost.flops / 1e12:,.1f} | {p.cost.seconds(chip, report.chips):.3g} |")
   lines.append("")
   lines.append("lower bound = max(model FLOPs / (chips x bf16 peak), bytes per chip / HBM bandwidth) at the "
