@@ -125,6 +125,9 @@ class ModelConfig:
   compute_dtype: str = "float32"  # activation / matmul dtype (norms, softmax, logits in f32)
   remat: str = "none"  # per-layer rematerialisation: none / full / dots / dots_no_batch
   scan_layers: bool = False  # run runs of identical layers under jax.lax.scan (see Transformer)
+  # attention over T query rows in chunks of this many (0 = one block): each chunk's [N, chunk, S] scores and softmax
+  # are alive alone (lax.map, each chunk checkpointed); every row's softmax is over all its keys, as unchunked
+  attention_query_chunk: int = 0
   lora: Optional[LoRAConfig] = None  # adapters (None: no adapters)
   value_head: bool = False  # critic: a zero-initialised linear head hidden -> 1 (see Transformer.value)
   # Bookkeeping for export.
@@ -187,6 +190,9 @@ class ModelConfig:
       raise _err("remat", self.remat, f"one of {_REMAT}")
     if not isinstance(self.scan_layers, bool):
       raise _err("scan_layers", self.scan_layers, "a bool")
+    if isinstance(self.attention_query_chunk, bool) or not isinstance(self.attention_query_chunk, int) \
+        or self.attention_query_chunk < 0:
+      raise _err("attention_query_chunk", self.attention_query_chunk, "an int >= 0 (0 = unchunked)")
     if self.lora is not None and not isinstance(self.lora, LoRAConfig):
       raise _err("lora", self.lora, "a LoRAConfig or None")
     if not isinstance(self.value_head, bool):

@@ -206,13 +206,25 @@ def apply_rope(x, cos, sin):
 
 
 # ------------------------------------------------------------------ attention
-def attention(q, k, v, mask, *, scale: float, softcap: Optional[float]):
+def attention(q, k, v, mask, *, scale: float, softcap: Optional[float], query_chunk: int = 0):
   """Grouped-query attention.
 
   ``q [B, T, N, D]``, ``k, v [B, S, K, D]``, ``mask [B, T, S]`` bool.
   ``s = scale q.k`` (float32), ``s = cap tanh(s / cap)`` if soft-capped, masked
   slots get a large finite negative value, ``o = softmax(s) v``.
+
+  ``query_chunk`` (``ModelConfig.attention_query_chunk``; used when it is smaller than ``T`` and divides it): the
+  query rows in chunks under ``lax.map``, each chunk checkpointed, so one chunk's ``[B, N, chunk, S]`` float32
+  scores are alive at a time in the forward and the backward; each row's softmax still runs over all its keys.
   """
+  t = q.shape[1]
+  if query_chunk and query_chunk < t and t % query_chunk == 0:
+    b, _, n, d = q.shape
+    c = t // query_chunk
+    qs = jnp.moveaxis(q.reshape(b, c, query_chunk, n, d), 1, 0)
+    ms = jnp.moveaxis(mask.reshape(b, c, query_chunk, mask.shape[-1]), 1, 0)
+    one = jax.checkpoint(lambda qm: attention(qm[0], k, v, qm[1], scale=scale, softcap=softcap))
+    return jnp.moveaxis(jax.lax.map(one, (qs, ms)), 0, 1).reshape(b, t, n, d)
   b, t, n, d = q.shape
   kh = k.shape[2]
   qg = q.reshape(b, t, kh, n // kh, d)
@@ -387,6 +399,7 @@ class Attention(nnx.Module):
       self.q_norm = self.k_norm = None
     self.scale = cfg.attn_scale
     self.softcap = cfg.attn_logit_softcap
+    self.query_chunk = cfg.attention_query_chunk
 
   def qkv(self, x, cos, sin, fused: bool = False):
     """RoPE'd ``q [.., N, D]``, ``k, v [.., K, D]``. ``fused``: one matmul against the kernels
@@ -420,7 +433,7 @@ class Attention(nnx.Module):
     """``mask``: ``[B, T, S]`` bool, or a :class:`PrefixGroups` for the grouped shared-prefix layout."""
     if isinstance(mask, PrefixGroups):
       return self.o(attention_prefix_groups(q, k, v, mask, scale=self.scale, softcap=self.softcap))
-    return self.o(attention(q, k, v, mask, scale=self.scale, softcap=self.softcap))
+    return self.o(attention(q, k, v, mask, scale=self.scale, softcap=self.softcap, query_chunk=self.query_chunk))
 
   def out_decode(self, q, k, v, mask):
     """:meth:`out` for a single query token per row over a KV cache."""

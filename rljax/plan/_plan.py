@@ -90,7 +90,7 @@ def plan_model_config(cfg):
   from rljax.models import ModelConfig, presets  # pylint: disable=import-outside-toplevel
   m = cfg.model
   common = dict(param_dtype=m.dtype, compute_dtype=m.compute_dtype or m.dtype, remat=m.remat,
-                scan_layers=m.scan_layers, lora=m.lora)
+                scan_layers=m.scan_layers, lora=m.lora, attention_query_chunk=m.attention_query_chunk)
   if m.preset:
     return presets.get(m.preset, **common)
   if m.hf_checkpoint:  # a directory, a .gguf file (its converted directory) or a Hub id (its cached snapshot)

@@ -231,6 +231,7 @@ class ModelSpec:
   moe_layers: Optional[tuple] = None  # MoE: indices of the MoE layers (None = every layer)
   remat: str = "none"  # per-layer rematerialisation (ModelConfig.remat): none / full / dots / dots_no_batch
   scan_layers: bool = False  # run the layers under jax.lax.scan (ModelConfig.scan_layers)
+  attention_query_chunk: int = 0  # attention's query rows in chunks of this many (ModelConfig.attention_query_chunk)
   # LoRA (rljax.models.LoRAConfig): rank r > 0 trains only adapters of rank r on every projection; the base
   # weights stay frozen (no gradient, no optimizer moments). lora_alpha: the scale numerator (0 = 2 r, scale 2)
   lora_rank: int = 0
@@ -276,6 +277,7 @@ class ModelSpec:
     _choice(self, "remat", ("none", "full", "dots", "dots_no_batch"))
     if not isinstance(self.scan_layers, bool):
       _fail("ModelSpec.scan_layers", self.scan_layers, "a bool")
+    _pos_int(self, "attention_query_chunk", allow_zero=True)
 
   @property
   def lora(self):

@@ -262,7 +262,7 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
     from rljax.models import from_pretrained, resolve_checkpoint  # pylint: disable=import-outside-toplevel
     model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype,
                             compute_dtype=m.compute_dtype or None, remat=m.remat,
-                            scan_layers=m.scan_layers, lora=m.lora)
+                            scan_layers=m.scan_layers, lora=m.lora, attention_query_chunk=m.attention_query_chunk)
     rows = int(model.cfg.vocab_size)
     if int(tokenizer.vocab_size) > rows:
       raise ValueError(f"the tokenizer of {m.hf_checkpoint!r} has ids 0..{int(tokenizer.vocab_size) - 1} "
@@ -274,7 +274,7 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
                        num_heads=m.num_heads, num_kv_heads=m.num_kv_heads, head_dim=m.hidden_size // m.num_heads,
                        intermediate_size=m.intermediate_size, max_position_embeddings=m.max_seq_len,
                        param_dtype=m.dtype, compute_dtype=m.compute_dtype or m.dtype, remat=m.remat,
-                       scan_layers=m.scan_layers,
+                       scan_layers=m.scan_layers, attention_query_chunk=m.attention_query_chunk,
                        bos_token_id=codec.bos_id, eos_token_id=codec.eos_id, pad_token_id=codec.pad_id, lora=m.lora,
                        **(dict(num_experts=m.num_experts, num_experts_per_tok=m.num_experts_per_tok,
                                moe_intermediate_size=m.expert_width, moe_layers=m.moe_layers)
