@@ -56,7 +56,7 @@ def test_hlo_origin_and_op_names(profile):
 def test_log_prob_head_ops_carry_their_scope_forward_and_backward(profile):
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-  from kernels import logprob_and_entropy  # pylint: disable=import-outside-toplevel
+  from rljax.kernels import logprob_and_entropy  # pylint: disable=import-outside-toplevel
 
   def loss(x, w):
     logp, ent = logprob_and_entropy(x, w, jnp.zeros((8,), jnp.int32), impl="xla")

@@ -64,6 +64,9 @@ def resolve_checkpoint(path: str, revision: Optional[str] = None) -> str:
     if revision:
       raise ValueError(f"model.hf_revision={revision!r} is set, but model.hf_checkpoint={path!r} is a local path, "
                        "not a Hugging Face Hub id (ORG/NAME): a revision applies to a Hub id only")
+    if not os.path.exists(path):  # named as the user set it, before any reader's own message
+      raise ValueError(f"model.hf_checkpoint {path!r} does not exist (a Hugging Face checkpoint directory, a .gguf "
+                       "file or a Hub id ORG/NAME)")
     return checkpoint_directory(path)
   try:
     from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel

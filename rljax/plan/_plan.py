@@ -86,7 +86,6 @@ def plan_model_config(cfg):
   else the from-scratch decoder of ``model.*`` (its vocabulary from the task's tokenizer). Dtypes:
   ``model.dtype`` for the parameters, ``model.compute_dtype`` (or ``dtype``) for activations.
   """
-  import os  # pylint: disable=import-outside-toplevel
   from rljax.models import ModelConfig, presets  # pylint: disable=import-outside-toplevel
   m = cfg.model
   common = dict(param_dtype=m.dtype, compute_dtype=m.compute_dtype or m.dtype, remat=m.remat,
@@ -95,11 +94,7 @@ def plan_model_config(cfg):
     return presets.get(m.preset, **common)
   if m.hf_checkpoint:  # a directory, a .gguf file (its converted directory) or a Hub id (its cached snapshot)
     from rljax.models import config_from_hf, load_hf_config, resolve_checkpoint  # pylint: disable=import-outside-toplevel
-    path = resolve_checkpoint(m.hf_checkpoint, m.hf_revision)
-    if not os.path.isdir(path):
-      raise ValueError(f"model.hf_checkpoint {m.hf_checkpoint!r} does not exist (a Hugging Face checkpoint "
-                       "directory, a .gguf file or a Hub id)")
-    return config_from_hf(load_hf_config(path), **common)
+    return config_from_hf(load_hf_config(resolve_checkpoint(m.hf_checkpoint, m.hf_revision)), **common)
   from rljax.train import build_codec, build_task  # pylint: disable=import-outside-toplevel
   codec = build_codec(cfg, build_task(cfg))
   return ModelConfig(vocab_size=int(codec.tok.vocab_size), hidden_size=m.hidden_size, num_layers=m.num_layers,
