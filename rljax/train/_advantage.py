@@ -1,11 +1,11 @@
 """The scoring half of an RL step after the forwards: forward-phase shaping, the advantage, advantage filters."""
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from rljax.stages import StepData, scalar_metrics
 from rljax.train._rollout import run_filters, set_rewards
+from rljax.train._streams import stream
 
 __all__ = ["compute_advantages", "filter_advantages", "initial_stage_states"]
 
@@ -41,16 +41,16 @@ def compute_advantages(recipe, data: StepData, states: dict):
   metrics, states = {}, dict(states)
   key = data.key
   for i, s in enumerate(x for x in recipe.shaping if x.phase == "forward"):
-    rewards, m = s.fn(data.replace(key=jax.random.fold_in(key, 400 + i)))
+    rewards, m = s.fn(data.replace(key=stream(key, "forward_shaping", i)))
     data = set_rewards(data, rewards, s.name)
     metrics.update(scalar_metrics(m, s.name))
   multi = recipe.multi_reward
   if multi is not None and multi.produces == "advantages":
-    adv, m = multi.fn(data.replace(key=jax.random.fold_in(key, 500)))
+    adv, m = multi.fn(data.replace(key=stream(key, "multi_reward_advantages")))
     data = data.replace(advantages=_as_advantages(adv, data, multi.name))
     metrics.update(scalar_metrics(m, multi.name))
   for i, a in enumerate(recipe.advantage):
-    view = data.replace(key=jax.random.fold_in(key, 600 + i))
+    view = data.replace(key=stream(key, "advantage", i))
     if a.init is not None:
       adv, info, states[a.name] = a.fn(view, states[a.name])
     else:
@@ -66,4 +66,4 @@ def compute_advantages(recipe, data: StepData, states: dict):
 def filter_advantages(recipe, data: StepData, metrics: dict) -> StepData:
   """The recipe's advantage-phase filters (``rljax.train._rollout.run_filters``), with their own key."""
   filters = [f for f in recipe.filters if f.phase == "advantages"]
-  return run_filters(filters, data.replace(key=jax.random.fold_in(data.key, 700)), metrics).replace(key=data.key)
+  return run_filters(filters, data.replace(key=stream(data.key, "advantage_filters")), metrics).replace(key=data.key)
