@@ -278,7 +278,8 @@ class Collector:
     stage = self.replay_prompts
     if stage is None or replay_states is None:
       return problems, index, None
-    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64), stream(side, "replay_prompts"))
+    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64),
+                                  stream(side, "replay_prompts"))
     new, slots = np.asarray(new, np.int64), np.asarray(slots, np.int64)
     if new.shape != (len(problems),) or slots.shape != (len(problems),):
       raise ValueError(f"replay stage {stage.name!r}: prompts returned {new.shape} indices and {slots.shape} slots; "
