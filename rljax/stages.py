@@ -108,7 +108,8 @@ _STEP = "step"  # one value for the whole step (sizes, names, the PRNG key): kep
 
 
 def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None, batch: bool = False,
-           replayed: bool = True, train: Optional[str] = None, default_factory=dataclasses.MISSING):
+           replayed: bool = True, train: Optional[str] = None, extra: Optional[str] = None,
+           default_factory=dataclasses.MISSING):
   """A :class:`StepData` field of ``kind`` (``_ROWS``, ``_ROW_ITEMS``, ``_ROW_EXTRAS``, ``_STEP``).
 
   Args:
@@ -119,10 +120,14 @@ def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None
       (:data:`REPLAY_UNSTORED`).
     train: the ``TrainBatch`` field the update's batch copies it into, as it is, when it is set
       (``StepData.train_batch_fields``).
+    extra: the ``TrainBatch.extras`` key the inputs phase copies it into when it is set
+      (``StepData.extras_fields``).
   """
   metadata = {"kind": kind}
   if train is not None:
     metadata["train"] = train
+  if extra is not None:
+    metadata["extra"] = extra
   if need is not None:
     metadata.update(need=need, batch=batch, replayed=replayed)
   return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
@@ -194,7 +199,7 @@ class StepData:
       None, need="token entropies of the reference (base) policy (the same forward as logp_ref)", batch=True)
   logp_teacher: Optional[np.ndarray] = _rows(
       None, need="teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
-      batch=True)
+      batch=True, extra="logp_teacher")
   values: Optional[np.ndarray] = _rows(
       None, need="critic values V_t at sampling time (needs a critic in the recipe)", batch=True, replayed=False,
       train="values_old")
@@ -271,6 +276,12 @@ class StepData:
     """``{StepData field: TrainBatch field}`` of the fields the update's batch copies as they are when set
     (``logp_old``, ``values`` -> ``values_old``, ...), as the fields declare them (``train=``)."""
     return {f.name: f.metadata["train"] for f in dataclasses.fields(StepData) if "train" in f.metadata}
+
+  @staticmethod
+  def extras_fields() -> dict:
+    """``{StepData field: TrainBatch.extras key}`` of the inputs the inputs phase copies into the update's extras
+    when set (``logp_teacher``), as the fields declare them (``extra=``)."""
+    return {f.name: f.metadata["extra"] for f in dataclasses.fields(StepData) if "extra" in f.metadata}
 
   @staticmethod
   def concat(parts: Sequence["StepData"]) -> "StepData":

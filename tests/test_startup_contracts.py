@@ -212,3 +212,35 @@ def test_multi_turn_techniques_pass_the_contract_check_on_episode_rows(tmp_path)
     exp.cfg = apply_overrides(cfg, [f"rl.{k}={v}" for k, v in fields.items()])
     recipe = check_recipe(exp, recipe_from_config(exp.cfg.rl))
     assert name in [s.name for s in recipe.stages()]
+
+
+def test_the_dry_run_builds_the_advantages_and_batch_the_live_step_builds():
+  """Written once (issue #50): the start-up check's advantages and TrainBatch are those of the live step's own
+  functions (``with_batch_extras`` -> ``compute_advantages`` -> ``train_batch``) on the same synthetic rows: the
+  same fields, extras, shapes, dtypes and values (a hand-built batch in the dry run drifted: ``returns`` filled
+  from ``values`` where the step leaves it unset)."""
+  import jax  # pylint: disable=import-outside-toplevel
+  from rljax.train._advantage import compute_advantages  # pylint: disable=import-outside-toplevel
+  from rljax.train._inputs import train_batch, with_batch_extras  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import _DryRun, bound_recipe  # pylint: disable=import-outside-toplevel
+  exp = _exp()
+  recipe, facts = bound_recipe(exp, Recipe(
+      rewards="gaussian_reward(sigma=5.0, parse='arithmetic')", shaping="overlong_penalty(buffer_len=2)",
+      advantage="grpo, hadw(decay=0.5)",
+      loss="ppo_clip, opd, entropy_gated_contrastive(rho=0.5), dpo, kl_penalty(beta=0.01)"))
+  run = _DryRun(exp, recipe, facts)
+  before = None
+  for phase in run.phases:
+    if phase.name == "inputs":
+      before, states = run.data, run.states["advantage"]
+    run.handlers[phase.name]()
+  live = with_batch_extras(before, recipe.batch_extras())
+  live, _, _ = compute_advantages(recipe, live, states)
+  live = train_batch(live, jax.sharding.SingleDeviceSharding(jax.devices()[0]), B)
+  (dry, dry_def), (want, want_def) = (jax.tree_util.tree_flatten_with_path(x) for x in (run.batch, live))
+  assert dry_def == want_def
+  assert set(run.batch.extras) == {"entropy_base", "logp_teacher", "dpo_pair_id", "dpo_chosen"}
+  for (path, a), (_, b) in zip(dry, want):
+    assert (a.shape, a.dtype) == (b.shape, b.dtype), path
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=str(path))
+  assert run.batch.returns is None and np.abs(np.asarray(run.batch.advantages)).sum() > 0

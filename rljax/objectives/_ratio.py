@@ -579,18 +579,7 @@ def segment_ratio(eps_low=0.06, eps_high=0.08, *, segment_ids="reward_segments",
 
 
 def _get_ids(batch, source, shape):
-  if callable(source):
-    ids, label = source(batch), "segment_ids (callable)"
-  elif source in ("segment_ids", "turn_ids"):
-    ids, label = getattr(batch, source), f"batch.{source}"
-    if ids is None:
-      raise ValueError(f"segment_ratio reads {label}, which is None")
-  else:
-    extras = dict(batch.extras or {})
-    if source not in extras:
-      raise ValueError(f"segment_ids={source!r} is neither 'segment_ids', 'turn_ids' nor a key of batch.extras "
-                       f"{sorted(extras)}")
-    ids, label = extras[source], f"batch.extras[{source!r}]"
+  ids, label = U.batch_source(batch, source, ("segment_ids", "turn_ids"), name="segment_ratio segment_ids")
   if tuple(np.shape(ids)) != tuple(shape):
     raise ValueError(f"{label} must have shape {tuple(shape)}, got {np.shape(ids)}")
   dtype = jnp.asarray(ids).dtype if U.is_concrete(ids) else ids.dtype

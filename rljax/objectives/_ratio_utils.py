@@ -101,6 +101,24 @@ def check_inputs(out: PolicyOutputs, batch: TrainBatch, *, need_advantages: bool
   return shape
 
 
+def batch_source(batch: TrainBatch, source, fields: tuple, *, name: str):
+  """``(array, label)`` of a source argument on ``batch``: a callable ``batch -> array``, a ``TrainBatch`` field
+  named in ``fields``, or a key of ``batch.extras``. Raises ``ValueError`` naming ``name`` when the field is None or
+  the key absent. Shared by ``get_logp`` and ``segment_ratio``'s ids."""
+  if callable(source):
+    return source(batch), f"{name} (callable)"
+  if source in fields:
+    value, label = getattr(batch, source), f"batch.{source}"
+    if value is None:
+      raise ValueError(f"{name}: {label} is None but this term reads it")
+    return value, label
+  extras = dict(batch.extras or {})
+  if source not in extras:
+    raise ValueError(f"{name}={source!r} is neither a TrainBatch field {tuple(fields)} nor a key of batch.extras "
+                     f"{sorted(extras)}")
+  return extras[source], f"batch.extras[{source!r}]"
+
+
 def get_logp(batch: TrainBatch, source: LogpSource, shape: tuple, *, name: str, default: str = PROXIMAL) -> Array:
   """Resolves a log-prob source to its ``[B, T]`` array on ``batch``: the one place a source name is read.
 
@@ -112,25 +130,14 @@ def get_logp(batch: TrainBatch, source: LogpSource, shape: tuple, *, name: str, 
   """
   if source is None:
     source = default
-  if callable(source):
-    logp = source(batch)
-    label = f"{name} (callable)"
-  elif source == PROXIMAL:
+  if source == PROXIMAL:
     try:
       logp = batch.logp_proximal
     except ValueError as e:
       raise ValueError(f"{name}: {e}") from None
     label = "batch.logp_old" if logp is batch.logp_old else "batch.logp_behavior"
-  elif source in _BATCH_LOGP_FIELDS:
-    logp, label = getattr(batch, source), f"batch.{source}"
-    if logp is None:
-      raise ValueError(f"{name}: {label} is None but this term reads it")
   else:
-    extras = dict(batch.extras or {})
-    if source not in extras:
-      raise ValueError(f"{name}={source!r} is neither a TrainBatch log-prob field {_BATCH_LOGP_FIELDS} "
-                       f"nor a key of batch.extras {sorted(extras)}")
-    logp, label = extras[source], f"batch.extras[{source!r}]"
+    logp, label = batch_source(batch, source, _BATCH_LOGP_FIELDS, name=name)
   if tuple(np.shape(logp)) != tuple(shape):
     raise ValueError(f"{label} must have shape {tuple(shape)} (like out.logp), got {np.shape(logp)}")
   return jnp.asarray(logp)

@@ -46,3 +46,9 @@ def delta_logp_needs(arguments):
 def entropy_gated_needs(arguments):
   """``entropy_gated_contrastive`` reads the reference's entropy when its ``entropy_key`` names it."""
   return {"entropy_ref"} if arguments.get("entropy_key") in ("entropy_base", "entropy_ref") else set()
+
+
+def entropy_base_extras(data) -> dict:
+  """``entropy_gated_contrastive``'s ``batch_extras``: ``{"entropy_base": entropy_ref [B, T]}`` (its default
+  ``entropy_key``: the frozen reference's token entropies) when the step computed them, else nothing."""
+  return {} if data.entropy_ref is None else {"entropy_base": data.entropy_ref}

@@ -614,7 +614,8 @@ def _technique_rows():
                                   "A-LoL-KL are not offered")),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
-                stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs),
+                stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
+                                        batch_extras=S.entropy_base_extras),
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "

@@ -158,6 +158,22 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
     raise ValueError(f"normalize must be one of {_TEXT_MODES}, got {normalize!r}")
   if extract is not None and not callable(extract) and extract not in _EXTRACTORS:
     raise ValueError(f"extract must be None, a callable or one of {_EXTRACTORS}, got {extract!r}")
+
+  def score(text, refs_i):
+    answer = None if text is None else _extract_text(text, extract)
+    if not isinstance(answer, str):
+      return None
+    answer = normalize_text(answer, normalize)
+    # an empty answer never matches (not even a reference that normalises to "", e.g. "?")
+    return float(answer in {normalize_text(r, normalize) for r in refs_i} - {""})
+
+  return _score_rows(completions, references, b, score, return_info)
+
+
+def _score_rows(completions, references, b: int, score, return_info: bool):
+  """``[B]`` float32 of ``score(text or None, reference list) -> float or None`` (None: no answer found) per row;
+  a bad reference raises (the data), a completion that fails to parse or raises scores 0 and counts in
+  ``parse_failures`` (the model's output never crashes the run)."""
   out = np.zeros((b,), np.float32)
   failures = 0
   for i in range(b):
@@ -166,15 +182,11 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
     except ValueError as e:  # the data, not the model: fail loudly
       raise ValueError(f"references[{i}]: {e}") from None
     try:
-      text = _as_text(completions[i])
-      answer = None if text is None else _extract_text(text, extract)
-      if not isinstance(answer, str):
+      value = score(_as_text(completions[i]), refs_i)
+      if value is None:
         failures += 1
-        continue
-      answer = normalize_text(answer, normalize)
-      # an empty answer never matches (not even a reference that normalises to "", e.g. "?")
-      refs = {normalize_text(r, normalize) for r in refs_i} - {""}
-      out[i] = float(answer in refs)
+      else:
+        out[i] = value
     except Exception:  # never crash the run on model output
       failures += 1
   return (out, {"parse_failures": failures}) if return_info else out
@@ -390,33 +402,23 @@ def math_answer(completions: Sequence[str], references: Sequence[Any], *,
     raise ValueError(f"sources must be a non-empty sequence of {_MATH_SOURCES}, got {sources!r}")
   if max_chars is not None and (not isinstance(max_chars, int) or max_chars <= 0):
     raise ValueError(f"max_chars must be a positive int or None, got {max_chars!r}")
-  out = np.zeros((b,), np.float32)
-  failures = 0
-  for i in range(b):
-    try:
-      refs_i = _as_reference_list(references[i])
-    except ValueError as e:  # the data, not the model: fail loudly
-      raise ValueError(f"references[{i}]: {e}") from None
-    try:
-      text = _as_text(completions[i])
-      if text is None:
-        failures += 1
-        continue
-      if max_chars is not None and len(text) > max_chars:
-        text = text[-max_chars:]
-      pred = extract_math_answer(text, sources)
-      if pred is None:
-        failures += 1
-        continue
-      for ref in refs_i:
-        if extract_reference and ("####" in ref or "\\boxed" in ref or "\\fbox" in ref):
-          ref = extract_math_answer(ref, ("boxed", "hash")) or ref
-        if _math_equal(pred, ref, rel_tol, abs_tol):
-          out[i] = 1.0
-          break
-    except Exception:  # never crash the run on model output
-      failures += 1
-  return (out, {"parse_failures": failures}) if return_info else out
+
+  def score(text, refs_i):
+    if text is None:
+      return None
+    if max_chars is not None and len(text) > max_chars:
+      text = text[-max_chars:]
+    pred = extract_math_answer(text, sources)
+    if pred is None:
+      return None
+    for ref in refs_i:
+      if extract_reference and ("####" in ref or "\\boxed" in ref or "\\fbox" in ref):
+        ref = extract_math_answer(ref, ("boxed", "hash")) or ref
+      if _math_equal(pred, ref, rel_tol, abs_tol):
+        return 1.0
+    return 0.0
+
+  return _score_rows(completions, references, b, score, return_info)
 
 
 # ----------------------------------------------------------------------------- format

@@ -5,11 +5,11 @@ there and in docs/agents.md ("Training on an environment").
 """
 from __future__ import annotations
 
-import jax
 import numpy as np
 
 from rljax.envs import pack_windows
 from rljax.stages import StepData
+from rljax.train._streams import stream
 
 __all__ = ["episode_step_data"]
 
@@ -87,4 +87,4 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
       step_rewards=np.where(step_mask, out.turn_rewards[rows], 0.0).astype(np.float32),
       step_mask=np.asarray(step_mask, bool), turn_ids=out.turn_ids[rows], turns=tuple(texts[i] for i in rows), reward_names=("environment",),
       extras=extras, segment_ids=None if out.segment_ids is None else out.segment_ids[rows],
-      **task_id).replace(key=jax.random.fold_in(side, 4))
+      **task_id).replace(key=stream(side, "score"))

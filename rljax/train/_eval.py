@@ -7,6 +7,8 @@ from typing import Sequence
 import jax
 import numpy as np
 
+from rljax.train._streams import stream
+
 __all__ = ["pass_at_k", "evaluate"]
 
 
@@ -62,7 +64,7 @@ def evaluate(sample_fn, task, codec, problems: Sequence, *, batch_size: int, key
     out["greedy_format"] = float(greedy_fmt.mean())
   if num_samples:
     s, s_fmt = _generate_scores(sample_fn, task, codec, problems, batch_size=batch_size, n=num_samples,
-                                greedy=False, temperature=temperature, key=jax.random.fold_in(key, 1 << 20))
+                                greedy=False, temperature=temperature, key=stream(key, "eval_samples"))
     if s_fmt is not None:
       out["sample_format"] = float(s_fmt.mean())
     c = s.sum(1).astype(np.int64)

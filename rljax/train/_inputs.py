@@ -3,9 +3,10 @@
 * ``logp_old`` / ``entropy_old``: a forward of the current parameters (the proximal policy, before this
   step's updates) on the rollout tokens — and, with a shared critic, its value head's ``values``;
 * ``logp_ref`` / ``entropy_ref`` / ``logp_teacher``: a forward of the frozen reference (the policy at the
-  start of RL; it is also the teacher of ``opd``);
+  start of RL; it is also the teacher, ``logp_teacher``);
 * ``values``: the separate critic's forward;
-* the extras the recipe's loss terms build themselves (``LossTerm.batch_extras``: ``dpo``'s preference pairs).
+* the extras the recipe's loss terms build themselves (``LossTerm.batch_extras``: e.g. preference pairs), and the
+  inputs that declare an extras key (``StepData.extras_fields``).
 
 Nothing here runs when nothing needs it (no reference forward without a KL term, ...). Results are host arrays
 of this process's rows, put into the step's ``StepData``; ``train_batch`` turns the ``StepData`` into the
@@ -32,8 +33,8 @@ from rljax.stages import LossTerm, StepData
 from rljax.train import _mismatch
 from rljax.types import TrainBatch
 
-__all__ = ["StepInputs", "forward_fn", "train_batch", "proximal_forward_reason", "REFERENCE_NEEDS",
-           "PROXIMAL_NEEDS"]
+__all__ = ["StepInputs", "forward_fn", "train_batch", "host_batch", "with_batch_extras", "proximal_forward_reason",
+           "REFERENCE_NEEDS", "PROXIMAL_NEEDS"]
 
 PROXIMAL_NEEDS = frozenset({"logp_old", "entropy_old"})
 REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
@@ -142,15 +143,7 @@ class StepInputs:
                                                          None, seg)[2])
     if metrics is not None and (self.diagnose or trainer is not None):
       metrics.update(self._mismatch(data, state, tokens, replayed, trainer, seg))
-    data = data.replace(**changes)
-    extras = dict(data.extras)
-    for build in self.batch_extras:  # inputs a loss term provides itself (LossTerm.batch_extras)
-      extras.update(build(data))
-    if data.entropy_ref is not None:
-      extras["entropy_base"] = data.entropy_ref  # rljax.objectives.entropy_gated_contrastive's default key
-    if data.logp_teacher is not None:
-      extras["logp_teacher"] = data.logp_teacher  # rljax.objectives.opd's default key
-    return data.replace(extras=extras)
+    return with_batch_extras(data.replace(**changes), self.batch_extras)
 
   def _mismatch(self, data: StepData, state, tokens, replayed, trainer, seg=None) -> dict:
     """The train/inference mismatch metrics (``rljax/train/_mismatch.py``) of this step's valid rows."""
@@ -170,8 +163,30 @@ class StepInputs:
     return _mismatch.finish(sums, self.processes)
 
 
+def with_batch_extras(data: StepData, batch_extras=()) -> StepData:
+  """``data`` with the ``extras`` the update reads that the step's inputs provide: each loss term's own
+  (``LossTerm.batch_extras``, ``fn(data) -> {key: [B, ...]}``: preference pairs, the reference's entropy under a
+  term's own key), then each set input that declares an extras key (``StepData.extras_fields``:
+  ``logp_teacher``). The live inputs phase and the start-up check both build them here."""
+  extras = dict(data.extras)
+  for build in batch_extras:
+    extras.update(build(data))
+  for field, key in StepData.extras_fields().items():
+    value = getattr(data, field)
+    if value is not None:
+      extras[key] = value
+  return data.replace(extras=extras)
+
+
 def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool = False) -> TrainBatch:
-  """The update's global ``TrainBatch`` from this process's ``StepData`` rows.
+  """The update's global ``TrainBatch`` from this process's ``StepData`` rows (``host_batch``, placed on
+  ``rows_sharding``)."""
+  return TrainBatch(**par.global_batch(host_batch(data, routing=routing), rows_sharding, batch_size))
+
+
+def host_batch(data: StepData, *, routing: bool = False) -> dict:
+  """The ``TrainBatch`` fields (host arrays) of this process's ``StepData`` rows: what ``train_batch`` places, and
+  what the start-up check builds its batch from.
 
   ``loss_mask`` = completion tokens of valid rows; ``advantages`` ``[B]`` are broadcast over it (``[B, T]``
   ones are masked by it); optional fields are copied when set, as ``StepData`` declares them
@@ -197,5 +212,4 @@ def train_batch(data: StepData, rows_sharding, batch_size: int, *, routing: bool
             if np.ndim(v) >= 1 and np.shape(v)[0] == data.batch_size}
   if data.reward_segments is not None:  # a reward-segment index, not the attention packing (TrainBatch.segment_ids)
     extras["reward_segments"] = np.asarray(data.reward_segments, np.int32)
-  placed = par.global_batch({**host, "extras": extras}, rows_sharding, batch_size)
-  return TrainBatch(**placed)
+  return {**host, "extras": extras}

@@ -23,6 +23,7 @@ from rljax import parallel as par
 from rljax.stages import PromptData, StepData, scalar_metrics
 from rljax.train._episodes import episode_step_data
 from rljax.train._phases import check_handlers, phases
+from rljax.train._streams import stream
 
 __all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards", "reward_names"]
 
@@ -192,11 +193,11 @@ class Collector:
                           num_tasks=int(exp.task.num_tasks))
     multi = self.recipe.multi_reward
     if multi is not None and multi.produces == "rewards":
-      value, m = multi.fn(data.replace(key=jax.random.fold_in(key, 1)))
+      value, m = multi.fn(data.replace(key=stream(key, "multi_reward")))
       data = set_rewards(data, value, multi.name)
       call.metrics.update(scalar_metrics(m, multi.name))
     for i, s in enumerate(self.rollout_shaping):
-      rewards, m = s.fn(data.replace(key=jax.random.fold_in(key, 100 + i)))
+      rewards, m = s.fn(data.replace(key=stream(key, "rollout_shaping", i)))
       data = set_rewards(data, rewards, s.name)
       call.metrics.update(scalar_metrics(m, s.name))
     return data.replace(key=key)
@@ -226,15 +227,15 @@ class Collector:
       problems, index = self._draw_prompts(call, step, k, prompt_states, problems, index)
       pilot = None
       if self.pilot:
-        pilot = self.score(call, self._sample(call, problems, self.pilot, jax.random.fold_in(k, 1)), problems, index,
-                           step=step, key=jax.random.fold_in(k, 2))
+        pilot = self.score(call, self._sample(call, problems, self.pilot, stream(k, "pilot_sample")), problems, index,
+                           step=step, key=stream(k, "pilot_score"))
       counts = np.full(len(problems), g, np.int64)
       for j, pf in enumerate(self.recipe.prompt_filters):
         if pf.select is None:
           continue
         c, prompt_states[pf.name], m = pf.select(
             prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step, pilot),
-            jax.random.fold_in(k, 10 + j))
+            stream(k, "prompt_select", j))
         c = np.asarray(c, np.int64).reshape(-1)
         limit = g - self.pilot
         if c.shape != (len(problems),) or c.min(initial=0) < 0 or c.max(initial=0) > limit:
@@ -261,7 +262,7 @@ class Collector:
         continue
       new, prompt_states[pf.name], m = pf.draw(
           prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step),
-          jax.random.fold_in(key, 40 + j))
+          stream(key, "prompt_draw", j))
       new = np.asarray(new, np.int64).reshape(-1)
       if new.shape != (len(problems),) or new.min(initial=0) < 0 or new.max(initial=0) >= self.num_dataset_prompts:
         raise ValueError(f"prompt filter {pf.name!r} drew {new.tolist()}; expected {len(problems)} dataset indices "
@@ -277,7 +278,8 @@ class Collector:
     stage = self.replay_prompts
     if stage is None or replay_states is None:
       return problems, index, None
-    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64), jax.random.fold_in(side, 5))
+    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64),
+                                  stream(side, "replay_prompts"))
     new, slots = np.asarray(new, np.int64), np.asarray(slots, np.int64)
     if new.shape != (len(problems),) or slots.shape != (len(problems),):
       raise ValueError(f"replay stage {stage.name!r}: prompts returned {new.shape} indices and {slots.shape} slots; "
@@ -299,7 +301,7 @@ class Collector:
   def _phase_prompts(self, r: _Round) -> None:
     """The round's prompts: the prompt filters' draw, pilot rollouts and select; a replay stage's prompt swap."""
     if self.recipe.prompt_filters:
-      r.problems, r.index, r.counts, r.blocks = self._select_prompts(r.call, r.step, jax.random.fold_in(r.side, 1),
+      r.problems, r.index, r.counts, r.blocks = self._select_prompts(r.call, r.step, stream(r.side, "select"),
                                                                      r.prompt_states)
     else:
       r.problems, r.index = self._next_prompts()
@@ -314,12 +316,12 @@ class Collector:
     else:
       greedy = None
       if "greedy_rewards" in self.needs:
-        gr = self._sample(call, problems, 1, jax.random.fold_in(side, 2), greedy=True)
-        greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=jax.random.fold_in(side, 3),
+        gr = self._sample(call, problems, 1, stream(side, "greedy_sample"), greedy=True)
+        greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=stream(side, "greedy_score"),
                                       record=False).rewards, g)
       n = g - self.pilot
       r.data = self.score(call, self._sample(call, problems, n, r.key), problems, index, step=step,
-                          key=jax.random.fold_in(side, 4),
+                          key=stream(side, "score"),
                           greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
       if self.pilot:
         r.data = self._with_pilots(r.data, r.blocks, n).replace(greedy_rewards=greedy)
@@ -354,14 +356,14 @@ class Collector:
     dropped, and another round is drawn while groups are missing (``rl.max_refills``)."""
     keep = r.data.valid.copy()
     for f in self.refill_filters:
-      kf, m = f.fn(r.data.replace(key=jax.random.fold_in(r.side, 200)))
+      kf, m = f.fn(r.data.replace(key=stream(r.side, "refill_filters")))
       r.call.metrics.update(scalar_metrics(m, f.name))
       keep &= np.asarray(kf, bool)
     r.keep = keep
 
   def _phase_filters(self, call: _Call, data: StepData, side) -> StepData:
     """The rewards-phase batch filters on the kept groups."""
-    return run_filters(self.batch_filters, data.replace(key=jax.random.fold_in(side, 300)), call.metrics)
+    return run_filters(self.batch_filters, data.replace(key=stream(side, "batch_filters")), call.metrics)
 
   def _resample(self, call: _Call, data: StepData, problems, index, step: int, side) -> StepData:
     """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.
@@ -384,7 +386,7 @@ class Collector:
     mask = np.zeros(data.batch_size, bool)
     if take.any():
       drawn = self._sample(call, [t if t is not None else p for t, p in zip(prompts, problems)], g,
-                           jax.random.fold_in(side, 6))
+                           stream(side, "hints"))
       rows, drawn_rows, rebuilt = stage.splice(data, drawn, take, pad_id=self.exp.codec.pad_id)
       rows, drawn_rows = np.asarray(rows, np.int64), np.asarray(drawn_rows, np.int64)
       if rows.size:
@@ -444,7 +446,7 @@ class Collector:
       data = data.replace(answer_ids=np.unique(data.answer_ids, return_inverse=True)[1].astype(np.int32))
     for phase in self.after_round_phases:
       data = self._handlers[phase.name](call, data, side)
-    data = data.replace(key=jax.random.fold_in(side, 1 << 20))  # the root of the advantage phase's keys
+    data = data.replace(key=stream(side, "advantages"))  # the root of the advantage phase's keys
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
     sums = par.process_sum({f"{k}{name}": v for name, (t, c) in call.reward_sums.items()

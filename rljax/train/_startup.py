@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs
-from rljax.train._advantage import initial_stage_states
+from rljax.train._advantage import compute_advantages, initial_stage_states
 from rljax.train._async import check_async
 from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
@@ -345,7 +345,7 @@ class _DryRun:
     if multi is not None and multi.produces == "rewards":
       values, _ = checker("multi_reward", label("multi_reward", multi), lambda: multi.fn(self.data))
       self.data = set_rewards(self.data, values, multi.name)
-    for s in recipe.shaping:  # every phase's shaping here: the synthetic batch has the forwards' inputs already
+    for s in (s for s in recipe.shaping if s.phase == "rollout"):  # forward-phase shaping: compute_advantages
       values, _ = checker("shaping", label("shaping", s), lambda s=s: s.fn(self.data))
       self.data = set_rewards(self.data, values, s.name)
 
@@ -385,26 +385,18 @@ class _DryRun:
     self._replay("rewards")
 
   def _phase_inputs(self) -> None:
-    """The synthetic batch carries every input a need can ask (``_synthetic``)."""
+    """The synthetic batch carries every input a need can ask (``_synthetic``); the extras the update reads are
+    added as the step adds them (``rljax.train._inputs.with_batch_extras``: the loss terms' ``batch_extras``)."""
+    from rljax.train._inputs import with_batch_extras  # pylint: disable=import-outside-toplevel
+    self.data = self.checker.run("the batch_extras of a term of rl.loss",
+                                 lambda: with_batch_extras(self.data, self.recipe.batch_extras()))
 
   def _phase_advantages(self) -> None:
-    recipe, checker, label, data = self.recipe, self.checker, self.label, self.data
-    multi = recipe.multi_reward
-    if multi is not None and multi.produces == "advantages":
-      adv, _ = checker("multi_reward.advantages", label("multi_reward", multi), lambda: multi.fn(data))
-      data = data.replace(advantages=adv.astype(np.float32))
-    for a in recipe.advantage:
-      if a.init is not None:
-        adv, info, _ = checker("advantage.stateful", label("advantage", a),
-                               lambda a=a, d=data: a.fn(d, self.states["advantage"][a.name]))
-      else:
-        adv, info = checker("advantage", label("advantage", a), lambda a=a, d=data: a.fn(d))
-      if a.returns:  # the critic's targets, which the value loss reads
-        checker("advantage.returns", label("advantage", a), lambda info=info: info.get("returns"))
-      returns = info.get("returns")
-      data = data.replace(advantages=adv.astype(np.float32),
-                          returns=data.returns if returns is None else np.asarray(returns, np.float32))
-    self.data = data
+    """The step's own ``compute_advantages`` (forward-phase shaping, multi-reward advantages, the estimator and
+    its transforms), each stage call checked against its slot's contract."""
+    checker, label = self.checker, self.label
+    call = lambda key, stage, fn: checker(key, label(key.split(".")[0], stage), fn)
+    self.data, _, _ = compute_advantages(self.recipe, self.data, self.states["advantage"], call)
 
   def _phase_advantage_filters(self) -> None:
     for f in self.recipe.filters:
@@ -415,24 +407,12 @@ class _DryRun:
     self._replay("advantages")
 
   def _phase_train_batch(self) -> None:
-    """The update's batch from the synthetic rows, as ``train_batch`` builds it (the terms' ``batch_extras``
-    included), and the policy outputs the loss terms see."""
+    """The update's batch from the synthetic rows, built by the step's own ``host_batch`` (``train_batch``
+    without the placement on the mesh), and the policy outputs the loss terms see."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    from rljax.train._inputs import host_batch  # pylint: disable=import-outside-toplevel
     from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
-    data = self.data
-    adv = np.asarray(data.advantages, np.float32)
-    mask = data.completion_mask
-    self.batch = TrainBatch(
-        tokens=jnp.asarray(data.tokens), loss_mask=jnp.asarray(mask),
-        advantages=jnp.asarray((adv[:, None] if adv.ndim == 1 else adv) * mask), group_id=jnp.asarray(data.group_id),
-        rewards=jnp.asarray(data.rewards), logp_behavior=jnp.asarray(data.logp_behavior),
-        logp_old=jnp.asarray(data.logp_old), logp_ref=jnp.asarray(data.logp_ref),
-        entropy_old=jnp.asarray(data.entropy_old),
-        values_old=jnp.asarray(data.values),
-        returns=jnp.asarray(data.returns if data.returns is not None else data.values),
-        task_id=None if data.task_id is None else jnp.asarray(data.task_id),
-        extras={"entropy_base": jnp.asarray(data.entropy_ref), "logp_teacher": jnp.asarray(data.logp_teacher),
-                **{k: jnp.asarray(v) for build in self.recipe.batch_extras() for k, v in build(data).items()}})
+    self.batch = TrainBatch(**jax.tree.map(jnp.asarray, host_batch(self.data)))
     self.out = PolicyOutputs(logp=self.batch.logp_old + 0.01, entropy=self.batch.entropy_old,
                              values=self.batch.values_old)
 
