@@ -38,22 +38,10 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 
 from rljax._jsonl import json_line
+from rljax.envs._fields import field_value as _field_value
 from rljax.envs._task import Problem, check_split, split_of
 
 __all__ = ["DatasetTask", "jsonl_task", "tfds_task", "read_jsonl", "read_records", "read_tfds", "resolve_verifier"]
-
-
-def _field_value(value, field: str, where: str, *, answer: bool) -> str:
-  if isinstance(value, bytes):
-    value = value.decode("utf-8")
-  elif isinstance(value, np.ndarray) and value.shape == ():
-    return _field_value(value.item(), field, where, answer=answer)
-  if isinstance(value, str):
-    return value
-  if answer and isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
-    return str(value)
-  kind = "a string or a number" if answer else "a string"
-  raise ValueError(f"{where}: field {field!r} must be {kind}, got {type(value).__name__}")
 
 
 def read_jsonl(path: str, *, prompt_field: str = "prompt", answer_field: str = "answer") -> list[dict]:

@@ -50,7 +50,7 @@ def read_parquet(path: str, *, prompt_field: str = "prompt", answer_field: str =
   """The rows of a parquet file as ``{"prompt", "answer", "meta"}`` dicts (``meta``: the other columns and
   ``"index"``). Raises ``ValueError`` naming the file: missing, unreadable, empty, a column missing (listing
   the columns it has), a prompt that is not one user message, an answer that is not text or a number."""
-  from rljax.envs._dataset import _field_value  # pylint: disable=import-outside-toplevel
+  from rljax.envs._fields import field_value as _field_value  # pylint: disable=import-outside-toplevel
   try:
     import pyarrow.parquet as pq  # pylint: disable=import-outside-toplevel
   except ImportError:

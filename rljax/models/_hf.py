@@ -19,6 +19,7 @@ from flax import nnx
 
 from rljax.models._config import ModelConfig, RopeScaling
 from rljax.models._layers import dtype_of
+from rljax.models._safetensors_file import save_safetensors
 from rljax.models._transformer import Transformer, layer_runs
 
 __all__ = ["load_checkpoint_dir", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
@@ -488,16 +489,6 @@ def load_checkpoint_dir(path: str, dtype: str = "float32", *, compute_dtype: Opt
   if mesh is not None and (cfg.lora is not None or cfg.value_head):
     shard_state(model, mesh, rules)  # places the fresh adapters / value head too
   return model
-
-
-def save_safetensors(tensors: dict, filename: str, metadata: Optional[dict] = None) -> None:
-  """``safetensors.numpy.save_file`` with the file mode ``open()`` gives (0644 under the usual umask 022), as
-  transformers' files have: safetensors writes through a private temporary file (mode 0600)."""
-  from safetensors.numpy import save_file as _write  # pylint: disable=import-outside-toplevel
-  _write(tensors, filename, metadata=metadata)
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(filename, 0o666 & ~umask)
 
 
 def _save_tensors(tensors: dict, path: str, max_shard_bytes: int) -> None:

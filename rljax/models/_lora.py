@@ -63,7 +63,7 @@ def save_lora_adapter(model, path: str) -> None:
   """Writes the adapter alone in the PEFT layout (``adapter_config.json`` +
   ``adapter_model.safetensors`` with ``...q_proj.lora_A.weight [r, in]`` /
   ``lora_B.weight [out, r]``)."""
-  from rljax.models._hf import save_safetensors  # pylint: disable=import-outside-toplevel
+  from rljax.models._safetensors_file import save_safetensors  # pylint: disable=import-outside-toplevel
   cfg = model.cfg
   if cfg.lora is None:
     raise ValueError("model has no LoRA adapters (cfg.lora is None)")

@@ -1,0 +1,15 @@
+"""Writing a safetensors file as transformers does (``_hf`` checkpoints, ``_lora`` adapters share it)."""
+import os
+from typing import Optional
+
+__all__ = ["save_safetensors"]
+
+
+def save_safetensors(tensors: dict, filename: str, metadata: Optional[dict] = None) -> None:
+  """``safetensors.numpy.save_file`` with the file mode ``open()`` gives (0644 under the usual umask 022), as
+  transformers' files have: safetensors writes through a private temporary file (mode 0600)."""
+  from safetensors.numpy import save_file as _write  # pylint: disable=import-outside-toplevel
+  _write(tensors, filename, metadata=metadata)
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(filename, 0o666 & ~umask)
