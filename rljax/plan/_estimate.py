@@ -86,7 +86,9 @@ def rollout_cost(cfg, prompts: int, samples: int, prompt_len: int, new_tokens: i
   """Prefill of ``prompts`` prompts, then ``new_tokens`` decode steps of ``prompts x samples`` rows.
 
   ``weight_bytes``: the sampler's weights (all of them: FSDP gathers the model on every chip per step)."""
-  rows, seq = prompts * samples, prompt_len + new_tokens
-  flops = prompts * prompt_len * token_flops(cfg, prompt_len) + rows * new_tokens * token_flops(cfg, 2 * prompt_len + new_tokens)
+  rows = prompts * samples
+  # a decoded token sees prompt_len + new_tokens / 2 keys on average: token_flops counts seq / 2 keys
+  decode = token_flops(cfg, 2 * prompt_len + new_tokens)
+  flops = prompts * prompt_len * token_flops(cfg, prompt_len) + rows * new_tokens * decode
   kv_per_chip = rows * kv_bytes_per_row(cfg, prompt_len + new_tokens / 2) / chips
   return Cost(flops, new_tokens * (weight_bytes + kv_per_chip))

@@ -307,7 +307,7 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
 
 def _advice(p: ProgramPlan, spec: PlanSpec, mesh_shape: dict) -> str:
   """The first two things to try when ``p`` does not fit."""
-  cfg, rl = spec.model, spec.rl
+  cfg = spec.model
   tips = []
   if p.name == "rollout":
     tips += ["fewer rollout rows (rl.num_prompts; --max-rollout finds the largest that fits)"]
