@@ -16,6 +16,9 @@ import pytest
 gguf = pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+# every test here needs torch/transformers (the dev extra), so all are long guards: none is skipped by the fast
+# loop's `test` extra and left out of `-m long`
+pytestmark = pytest.mark.long
 
 import jax.numpy as jnp  # noqa: E402
 
