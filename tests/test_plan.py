@@ -256,3 +256,11 @@ def test_a_program_xla_tpu_refuses_is_reported_not_raised(tmp_path, monkeypatch)
   monkeypatch.setattr(plan_module, "compile_rollout", broken)
   with pytest.raises(RuntimeError, match="something else"):
     plan(spec, topology_mesh("v5e:2x2", cfg.mesh), "v5e:2x2", programs=("rollout",))
+
+
+def test_train_refuses_a_preset_instead_of_ignoring_it(tmp_path, capsys):
+  """``model.preset`` is an architecture for ``rljax plan``; ``rljax train`` says so and writes nothing."""
+  out = tmp_path / "run"
+  assert cli.main(["train", "--config", "tiny", "--out-dir", str(out), "--set", "model.preset=qwen2.5-7b"]) == 2
+  assert "model.preset='qwen2.5-7b' is read by `rljax plan` only" in capsys.readouterr().err
+  assert not out.exists()

@@ -258,6 +258,9 @@ def build_experiment(cfg: RunConfig, *, model_seed: Optional[int] = None) -> Exp
   train_problems = task.problems("train", cfg.task.num_train, cfg.seed)
   test_problems = task.problems("test", cfg.task.num_test, 0)  # fixed held-out set across seeds
   m = cfg.model
+  if m.preset:  # an architecture without weights: `rljax plan` compiles it; training it from scratch is not wired
+    raise ValueError(f"model.preset={m.preset!r} is read by `rljax plan` only; to train, set model.hf_checkpoint "
+                     "(a checkpoint of that model) or the from-scratch model.* fields")
   if m.hf_checkpoint:
     from rljax.models import from_pretrained, resolve_checkpoint  # pylint: disable=import-outside-toplevel
     model = from_pretrained(resolve_checkpoint(m.hf_checkpoint, m.hf_revision), dtype=m.dtype,
