@@ -226,7 +226,28 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/ltzheng/SimpleTIR: recipe/simpletir/agent_utils.py "
                                   "(execute_predictions, mask_void_turns)",
                                   "authors: code = ```(py|python)?\\n…\\n```, answer = \\boxed{; our default "
-                                  "patterns also accept any ``` block, <answer>, #### (code_pattern/answer_pattern)")),
+                                  "patterns also accept any ``` block, <answer>, #### (code_pattern/answer_pattern)",
+                                  read="ltzheng/SimpleTIR@e7b5b443 recipe/simpletir/agent_utils.py:554-605 "
+                                       "(execute_predictions: the void-turn rule) and :379-450 (void_turn_mask over "
+                                       "the turns); recipe/simpletir/simpletir_ray_trainer.py:1146-1165 (loss_mask "
+                                       "× void_turn_mask); recipe/simpletir/config/simpletir_trainer.yaml:38",
+                                  defaults=(("code_pattern", "```.*?``` (any fenced block)",
+                                             "```(?:py|python)?\\n(.*?)\\n``` (re.DOTALL)"),
+                                            ("answer_pattern", "\\boxed\\s*\\{ | <answer>…</answer> | ####",
+                                             "the substring \\boxed{"),
+                                            ("mask_void_turns", "on (the stage)", "True (trainer yaml)")),
+                                  placement="theirs: during the multi-turn rollout, per active trajectory and "
+                                            "turn (a void turn also ends the episode); the trainer multiplies the "
+                                            "whole trajectory's loss_mask by 0, training only; ours: a row filter "
+                                            "after the rollout on each row's decoded model turns (data.turns); a "
+                                            "dropped row leaves the loss",
+                                  deviations=(
+                                      "the default patterns are wider (any ``` block; \\boxed with spaces, "
+                                      "<answer>, ####); code_pattern=r'```(?:py|python)?\\n(.*?)\\n```', "
+                                      "answer_pattern=r'\\\\boxed\\{' give theirs",
+                                      "every model turn of the row is tested; theirs stop the episode at the "
+                                      "first void turn or \\boxed, so the turns they test are the same",
+                                      "a turn that is not text counts as void; a row with no model turn is kept"))),
       Technique("shuffle_pairs", "filter", shuffle_pairs,
                 "pair k-th max/min advantage per group; draw rows with p ~ |A|",
                 f"{_S1} L43 (Shuffle-R1)",

@@ -253,7 +253,7 @@ def apply_keep(loss_mask: Array, keep: Array) -> Array:
 
 _S0 = "000_3e503271be254a43.txt"
 _S1 = "001_5839a3671b0b4d92.txt"
-_VERL_DAPO = "verl 0.9.1 verl/trainer/ppo/v1/replay_buffer.py (DAPO filter_groups_metric)"
+_VERL_DAPO = "verl v0.7.0 recipe/dapo/dapo_ray_trainer.py (algorithm.filter_groups)"
 
 
 def _technique_rows():
@@ -263,9 +263,31 @@ def _technique_rows():
       Technique("zero_variance", "filter", zero_variance, "keep_g = 1[std_g(metric) > 0]",
                 "DAPO arXiv:2503.14476; verl algorithm.filter_groups",
                 stage=S.row_filter(zero_variance, {"metric": "rewards", **S.GROUP}, loop_args=S.REFILL),
-                fidelity=Fidelity("peer", _VERL_DAPO,
-                                  "ours returns the keep mask (std tested as max − min > atol); verl evicts and "
-                                  "refills the groups (refill=True in the stage)")),
+                fidelity=Fidelity(
+                    "peer", _VERL_DAPO,
+                    "ours returns the keep mask (std tested as max − min > atol); verl evicts and "
+                    "refills the groups (refill=True in the stage)",
+                    read="volcengine/verl@v0.7.0 (f9c855f7) recipe/dapo/dapo_ray_trainer.py:229-286 (the "
+                         "filter_groups branch of fit) and recipe/dapo/config/dapo_trainer.yaml:21-25",
+                    defaults=(("metric", "rewards (the stage's metric)", "filter_groups.metric (null; acc / score "
+                               "/ seq_reward / seq_final_reward)"),
+                              ("zero test", "max − min > atol, atol = 0", "np.std(vals) > 0"),
+                              ("singleton groups", "kept (keep_singletons=True)", "kept (len == 1)"),
+                              ("refill", "off (refill=False); on: up to rl.max_refills = 3 extra rounds",
+                               "on when enabled; max_num_gen_batches = 0 (no limit)")),
+                    placement="theirs: after the reward, before the advantage, on each generation batch's groups "
+                              "(by uid); kept groups are concatenated until train_batch_size prompts, then the "
+                              "batch is cut to that size; ours: a filter stage after the reward on the step's "
+                              "rows (by group_id, padded rows never kept); refill=True runs it in the rollout "
+                              "loop, which draws new rounds for the dropped groups",
+                    deviations=(
+                        "the zero test is max − min > atol, not std > 0: equal values give 0 exactly; verl's "
+                        "np.std([0.1] * 3) = 1.4e-17 > 0 keeps such a group; atol > 0 is ours",
+                        "refill is off by default (the mask only; the batch shrinks); refill=True gives verl's "
+                        "dynamic sampling",
+                        "refill stops after rl.max_refills extra rounds and pads the missing groups (masked out); "
+                        "verl keeps generating (max_num_gen_batches = 0) or raises at its limit",
+                        "keep_singletons=False (ours) also drops 1-row groups"))),
       Technique("variance_topp", "filter", variance_topp,
                 "keep the ceil(p * #groups) groups with the largest reward std",
                 f"{_S0} L13 (StarPO-S)",

@@ -1,0 +1,84 @@
+"""Fidelity, issue #51 (the four-question records), filter / reward / shaping / replay rows: each test compares an
+rljax function, set to the cited source's form, with a float64 NumPy (or plain Python) transcription of the source
+lines its record's ``read`` names (written here, not copied, and not calling rljax), on random inputs.
+"""
+import collections
+import re
+
+import numpy as np
+import pytest
+
+import rljax
+from rljax import filters as F
+
+ROWS = {r.name: r for r in rljax.catalog()}
+
+
+# ----------------------------------------------------------------------------- zero_variance vs verl DAPO
+# volcengine/verl@v0.7.0 recipe/dapo/dapo_ray_trainer.py:243-266 (the filter_groups branch)
+
+def _verl_filter_groups(uids, metric):
+  vals = collections.defaultdict(list)
+  for uid, m in zip(uids, metric):
+    vals[uid].append(m)
+  std = {uid: np.std(v) for uid, v in vals.items()}
+  kept_uids = [uid for uid, s in std.items() if s > 0 or len(vals[uid]) == 1]
+  return [i for i, uid in enumerate(uids) if uid in kept_uids]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_zero_variance_keeps_the_rows_verl_filter_groups_keeps(seed):
+  rng = np.random.default_rng(seed)
+  sizes = rng.integers(1, 6, size=8)
+  gid = rng.permutation(np.repeat(np.arange(8), sizes)).astype(np.int32)
+  metric = rng.integers(0, 2, size=gid.size).astype(np.float64)
+  metric[gid == 0] = 0.75                                   # an equal group of non-binary scores
+  metric[gid == 1] = rng.normal(size=int((gid == 1).sum()))  # continuous scores
+  kept = _verl_filter_groups(gid.tolist(), metric.tolist())
+  keep, _ = F.zero_variance(metric, gid, num_groups=8)
+  assert np.flatnonzero(np.asarray(keep)).tolist() == kept
+  assert ROWS["zero_variance"].fidelity.in_full
+
+
+def test_zero_variance_equal_values_are_zero_spread_where_verls_std_rounds_above_zero():
+  """The recorded deviation: np.std([0.1] * 3) = 1.4e-17 > 0, so verl keeps the group; max − min drops it."""
+  metric = np.array([0.1, 0.1, 0.1, 0.0, 1.0])
+  gid = np.array([0, 0, 0, 1, 1], np.int32)
+  assert _verl_filter_groups(gid.tolist(), metric.tolist()) == [0, 1, 2, 3, 4]
+  keep, _ = F.zero_variance(metric, gid, num_groups=2)
+  assert np.asarray(keep).tolist() == [False, False, False, True, True]
+
+
+# ----------------------------------------------------------------------------- void_turn vs SimpleTIR
+# ltzheng/SimpleTIR@e7b5b443 recipe/simpletir/agent_utils.py:554-605 (execute_predictions) and :441-451
+
+def _simpletir_void(turns):
+  """One trajectory: the rollout loop stops at \\boxed{ or at a turn without a code block (void when no boxed)."""
+  pattern = r"```(?:py|python)?\n(.*?)\n```"
+  for prediction in turns:
+    done = "\\boxed{" in prediction
+    code = re.search(pattern, prediction, re.DOTALL)
+    if code is None and not done:
+      return True                      # is_void_turn = 1, and the episode ends
+    if done:
+      return False
+  return False
+
+
+def test_void_turn_with_the_authors_patterns_is_their_void_turn_mask():
+  pieces = ["```python\nprint(1)\n```", "```py\nx=1\n```", "```\ny\n```", "```print(2)```", "\\boxed{3}",
+            "\\boxed {3}", "<answer>3</answer>", "#### 3", "just text", ""]
+  rng = np.random.default_rng(0)
+  trajs = []
+  for _ in range(300):
+    n = int(rng.integers(1, 4))
+    turns = [" ".join(pieces[j] for j in rng.choice(len(pieces), size=int(rng.integers(1, 3))))
+             for _ in range(n)]
+    # a rollout stops at the first void turn or \boxed{: only such prefixes are trajectories of theirs
+    cut = next((k + 1 for k, t in enumerate(turns) if "\\boxed{" in t
+                or re.search(r"```(?:py|python)?\n(.*?)\n```", t, re.DOTALL) is None), n)
+    trajs.append(turns[:cut])
+  keep, _ = F.void_turn(trajs, code_pattern=r"```(?:py|python)?\n(.*?)\n```", answer_pattern=r"\\boxed\{")
+  assert np.asarray(keep).tolist() == [not _simpletir_void(t) for t in trajs]
+  default, _ = F.void_turn(trajs)
+  assert not np.array_equal(default, keep)  # the wider default patterns differ on these turns (recorded)
