@@ -82,3 +82,49 @@ def test_void_turn_with_the_authors_patterns_is_their_void_turn_mask():
   assert np.asarray(keep).tolist() == [not _simpletir_void(t) for t in trajs]
   default, _ = F.void_turn(trajs)
   assert not np.array_equal(default, keep)  # the wider default patterns differ on these turns (recorded)
+
+
+# ----------------------------------------------------------------------------- greso vs Infini-AI-Lab/GRESO
+# presampling_selector.py:102-148: the skip probability 1 − max(p^count, 0.01) from a prompt's reward trace
+
+def _greso_skip_probability(trace, p_easy, p_hard):
+  if not trace:
+    return 0.0
+  count = 0                                      # easy_probabilistic_skip: consecutive means >= 0.98
+  for r in reversed(trace):
+    if r < 0.98:
+      break
+    count += 1
+  easy = 1 - max(p_easy ** count, 0.01)
+  if easy > 0:
+    return easy  # one uniform draw against it (the hard test never runs when count > 0)
+  if trace[-1] > 0.11:
+    return 0.0
+  count = 0                                      # hard_probabilistic_skip: consecutive means <= 0.11
+  for r in reversed(trace):
+    if r > 0.11:
+      break
+    count += 1
+  return 1 - max(p_hard ** count, 0.01)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_greso_admission_is_the_authors_skip_rule_over_reward_traces(seed):
+  rng = np.random.default_rng(seed)
+  n_prompts, n, p_easy, p_hard = 12, 8, 0.5, 0.3
+  gr = F.greso(p_easy=p_easy, p_hard=p_hard, adapt_step=0.0)
+  state = gr.init(n_prompts)
+  traces = [[] for _ in range(n_prompts)]
+  ids = np.arange(n_prompts)
+  for _ in range(10):
+    kind = rng.integers(0, 3, size=n_prompts)  # all correct, all wrong, mixed; rewards 1 / 0.1 as theirs
+    r = np.where(kind[:, None] == 0, 1.0, 0.1) * np.ones((n_prompts, n))
+    mixed = kind == 2
+    r[mixed] = np.where(rng.uniform(size=(int(mixed.sum()), n)) < 0.5, 1.0, 0.1)
+    r[mixed, 0], r[mixed, 1] = 1.0, 0.1
+    for j in range(n_prompts):
+      traces[j].append(float(r[j].mean()))
+    state, _ = gr.update(state, ids, r.reshape(-1), np.repeat(ids, n).astype(np.int32))
+    _, st = gr.select(state, np.array([0, seed], np.uint32), ids)
+    want = [1.0 - _greso_skip_probability(t, p_easy, p_hard) for t in traces]
+    np.testing.assert_allclose(np.asarray(st["admit_prob"], np.float64), want, rtol=1e-6)

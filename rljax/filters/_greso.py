@@ -26,7 +26,9 @@ fractions (``p -= step`` when the observed fraction is >= the target, else
 ``+=``). Defaults = the authors' run: ``p_easy = p_hard = 0.5``,
 ``adapt_step = 0.01``, ``target_easy = 0.25/3``, ``target_hard = 0.25·2/3``,
 ``p_min = 0.05``, ``p_max = 0.95`` (``adapt_step = 0`` keeps the probabilities
-fixed); they adapt from the second epoch on, we from the first update. They classify a
+fixed); they adapt from the second epoch on, we from the first update. The streak
+``z`` counts the most recent observations of one kind (a hard observation after
+easy ones starts a hard streak of 1), as the authors count easy and hard runs. They classify a
 prompt as easy/hard by its group mean (>= 0.98 / <= 0.11), which for binary
 rewards and groups of fewer than 10 is our all-equal test.
 """
@@ -79,9 +81,11 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
   Admission probability of prompt ``j``: ``q_j = 1`` if ``z_j = 0`` else
   ``max(p_{kind_j} ** z_j, admit_floor)``; ``admit_j ~ Bernoulli(q_j)`` from an
   explicit key.
-  ``update``: for every group with >= 2 valid rollouts, ``z_j <- z_j + 1`` and
-  ``kind_j <- easy if mean >= easy_threshold else hard`` when the rewards
-  are all equal, else ``z_j <- 0``; prompts not rolled out (or with one
+  ``update``: for every group with >= 2 valid rollouts whose rewards are all
+  equal, ``kind_j <- easy if mean >= easy_threshold else hard`` and
+  ``z_j <- z_j + 1`` if the kind is unchanged, else ``z_j <- 1`` (an easy
+  streak and a hard streak are counted apart, as the authors' traces);
+  otherwise ``z_j <- 0``; prompts not rolled out (or with one
   rollout) are untouched. With ``adapt_step > 0`` and a target, after each
   update ``p_easy -= adapt_step`` if the observed easy zero-variance fraction
   is >= ``target_easy`` (skip more), else ``+= adapt_step``; same for hard;
@@ -158,8 +162,9 @@ def greso(*, p_easy: float = 0.5, p_hard: float = 0.5, easy_threshold: float = 0
     zero_var = observed & (st.max <= st.min)
     easy = zero_var & (st.mean >= easy_threshold)
     old_z, old_kind = state.zero_streak[ids], state.kind[ids]
-    new_z = jnp.where(observed, jnp.where(zero_var, old_z + 1, 0), old_z)
     new_kind = jnp.where(observed, jnp.where(zero_var, jnp.where(easy, EASY, HARD), INFORMATIVE), old_kind)
+    # the streak counts the most recent observations of the same kind (the authors count easy and hard apart)
+    new_z = jnp.where(observed, jnp.where(zero_var, jnp.where(new_kind == old_kind, old_z + 1, 1), 0), old_z)
     n_obs = jnp.maximum(jnp.sum(observed), 1)
     easy_frac = jnp.sum(easy) / n_obs
     hard_frac = jnp.sum(zero_var & ~easy) / n_obs
@@ -231,7 +236,35 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Infini-AI-Lab/GRESO: verl/trainer/ttis/"
                                   "presampling_selector.py (*_probabilistic_skip)",
                                   "authors' defaults (floor 0.01; p adapts ±0.01 to 1/12, 1/6, in [0.05, 0.95]); we "
-                                  "adapt from the first step (authors: epoch 2); easy/hard = all-equal rewards")),
+                                  "adapt from the first step (authors: epoch 2); easy/hard = all-equal rewards",
+                                  read="Infini-AI-Lab/GRESO@b2778431 verl/trainer/ttis/presampling_selector.py:102-148 "
+                                       "(easy_/hard_probabilistic_skip) and :230-256 (filter_examples_all_"
+                                       "probabilistic); verl/trainer/ppo/ray_trainer.py:298-299, 988-993, 1112-1132, "
+                                       "1197-1219 (targets, placement, traces, adaptation); verl/trainer/ppo/"
+                                       "metric_utils.py:205-212; train-scripts/math_qwen_7b_dm_greso.sh:19-21",
+                                  defaults=(("p_easy / p_hard", "0.5 / 0.5", "0.5 / 0.5 (train scripts)"),
+                                            ("admit_floor", "0.01", "0.01 (skip = 1 − max(p^count, 0.01))"),
+                                            ("target_easy / target_hard", "0.25/3, 0.25·2/3",
+                                             "target_zero_variance 0.25: /3 and ·2/3"),
+                                            ("adapt_step, p_min, p_max", "0.01, 0.05, 0.95", "0.01, 0.05, 0.95"),
+                                            ("easy / hard", "all-equal group, mean ≥ easy_threshold 0.5 / < 0.5",
+                                             "group mean ≥ 0.98 / ≤ 0.11 (rewards 1 correct, 0.1 wrong)")),
+                                  placement="theirs: before rollout, on each dataloader batch (skipped prompts are "
+                                            "not generated); the trace gets each rolled-out prompt's mean reward "
+                                            "after the reward; p adapts once per training step from epoch 2, from "
+                                            "the fraction of all-1 / all-0.1 groups of the step's generations; "
+                                            "ours: a prompt filter before rollout (skipped prompts get 0 rows), "
+                                            "observe after the reward on every row of the step's batch, p adapts "
+                                            "on every update from the first",
+                                  deviations=(
+                                      "easy/hard is an all-equal group split at the mean easy_threshold; theirs "
+                                      "is the group mean ≥ 0.98 / ≤ 0.11, which differs for groups of 10 or more "
+                                      "(one success of 10 is 'hard' to them) or for non-binary rewards",
+                                      "adaptation from the first update (theirs: epoch > 0); the observed fraction "
+                                      "is over the groups with ≥ 2 valid rows (theirs: reshaped [-1, 8])",
+                                      "a group with one valid row is not observed (theirs: its mean joins the trace)",
+                                      "the streak before issue #51 counted easy and hard observations together; "
+                                      "it now counts one kind, as theirs"))),
   )
 
 
