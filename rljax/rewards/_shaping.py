@@ -721,14 +721,55 @@ def _technique_rows():
                                   "math_verifier_wolatex_regress_specifc.py (gaussian_rbf)",
                                   "same kernel; their scripts: sigma=0.8 (default 1.0 = their CLI default); unparsed → "
                                   "0 (invalid_value=0); their +0.5 format term: a separate reward (format_regex); "
-                                  "per-dataset σ multipliers (off): not built")),
+                                  "per-dataset σ multipliers (off): not built",
+                                  read="yeppp27/VisualScore@479b9f3b openrlhf/models/remote_rm/math_verifier_wolatex_"
+                                       "regress_specifc.py:160-235 (RewardCalculator.get_reward, gaussian_rbf), "
+                                       ":249-260 (verify_format, 0.5), :331-352 (reward = format + accuracy), "
+                                       ":401 (--initial_sigma 1.0); examples/scripts/omniquality-R/train_grpo_ava_"
+                                       "evalmuse_koniq_7B_RLstage1.sh:71-76 (sigma 0.8)",
+                                  defaults=(("sigma", "1.0", "0.8 (train scripts); CLI default 1.0"),
+                                            ("invalid_value", "0.0", "0.0 (no tag, float() fails)"),
+                                            ("parse", "'number' (boxed / #### / 'answer is' / last number)",
+                                             "the first <answer>(.*?)</answer>, float()"),
+                                            ("dataset σ multipliers", "none", "off (enable_dataset_specific False)"),
+                                            ("format term", "none (format_regex)", "+0.5 (verify_format)")),
+                                  placement="theirs: a remote reward server scoring each response once after "
+                                            "generation, reward = 0.5·format + gaussian_rbf; ours: a completion "
+                                            "reward, once per row after the rollout",
+                                  deviations=(
+                                      "sigma defaults to 1.0 (their CLI default); sigma=0.8 is their runs'",
+                                      "the number is read by parse='number' (math_answer's extraction); theirs "
+                                      "read only the <answer> tag: a callable parse gives theirs",
+                                      "their +0.5 format term is a separate reward (format_regex with their "
+                                      "pattern); not added here"))),
       Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
                 f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
                 stage=_clipped_linear_reward_stage,
                 fidelity=Fidelity("authors_code", "github.com/mengdi-li/internally-rewarded-rl: trainer.py "
                                   "(linear_clipping: clamp(p_y - 0.1, min=0))",
                                   "theirs: r = max(p_y − 1/K, 0), K classes (MNIST: 0.1); offset=-1/K gives it; "
-                                  "default offset 0 (the class count is the caller's); high=1 never binds on p")),
+                                  "default offset 0 (the class count is the caller's); high=1 never binds on p",
+                                  read="mengdi-li/internally-rewarded-rl@f630fdbf trainer.py:489-498 (r_certainty, "
+                                       "linear_clipping: torch.clamp(c_pis_gt - 0.1, min=0)) and :521-556 (R at the "
+                                       "stop step); config.py:60 (default reward type); skill-discovery/code/"
+                                       "disdain.py:834-835 (jnp.maximum(0, skill_rewards_linear))",
+                                  defaults=(("scale", "1", "1"),
+                                            ("offset", "function 0; stage 1 (on d = −|ŝ − s|)",
+                                             "−1/K = −0.1 (10 MNIST classes, hard-coded)"),
+                                            ("low / high", "0 / 1", "0 / none")),
+                                  placement="theirs: once per episode at the stop step, on the online "
+                                            "classifier's probability of the true label; the reward goes to "
+                                            "REINFORCE with a baseline (optionally discounted by the stop time); "
+                                            "ours: the function maps any d; the catalog stage is a completion "
+                                            "reward, d = −|ŝ − s| of the parsed number and the reference",
+                                  deviations=(
+                                      "the function's default offset is 0 (K is the caller's); offset=-1/K gives "
+                                      "theirs; high = 1 is ours and never binds on a probability",
+                                      "the stage scores a number's distance (clip(1 − |ŝ − s|, 0, 1)), not a "
+                                      "classifier's probability: there is no discriminator in a text reward; "
+                                      "an unparsed completion scores low",
+                                      "their certainty threshold, latency term and classifier loss are not part "
+                                      "of this row"))),
   )
 
 
