@@ -128,3 +128,41 @@ def test_greso_admission_is_the_authors_skip_rule_over_reward_traces(seed):
     _, st = gr.select(state, np.array([0, seed], np.uint32), ids)
     want = [1.0 - _greso_skip_probability(t, p_easy, p_hard) for t in traces]
     np.testing.assert_allclose(np.asarray(st["admit_prob"], np.float64), want, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- shortest_path_reward vs MobileRL
+# xuyifan-0731/MobileRL-iclr training/verl/workers/reward_manager/step.py:18-69 (check_uid_uuid_reward)
+
+def _mobilerl_penalty(uids, uuids, scores):
+  by_uid = collections.defaultdict(lambda: collections.defaultdict(list))
+  for uid, uuid, r in zip(uids, uuids, scores):
+    by_uid[uid][uuid].append(r)
+  penalty = {}
+  for uuid_dict in by_uid.values():
+    success_lens = [len(rs) for rs in uuid_dict.values() if any(r == 1 for r in rs)]
+    min_len = min(success_lens) if success_lens else 0
+    for uuid, rs in uuid_dict.items():
+      l = len(rs)
+      if all(r == 0 for r in rs) or not success_lens:
+        penalty[uuid] = 0.0
+      else:
+        penalty[uuid] = max(l - min_len, 0) / (2 * l)
+  return penalty
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_shortest_path_reward_is_the_authors_uuid_penalty(seed):
+  from rljax import rewards as R
+  rng = np.random.default_rng(seed)
+  n_ep = 40
+  gid = rng.integers(0, 8, size=n_ep)
+  steps = rng.integers(1, 9, size=n_ep)
+  r = rng.choice([0.0, 1.0, 0.5], size=n_ep, p=[0.4, 0.4, 0.2])
+  uids, uuids, scores = [], [], []   # theirs: one row per step, every row of an episode holds its reward
+  for e in range(n_ep):
+    for _ in range(int(steps[e])):
+      uids.append(int(gid[e])); uuids.append(e); scores.append(float(r[e]))
+  pen = _mobilerl_penalty(uids, uuids, scores)
+  ours, _ = R.shortest_path_reward(r, steps, gid)
+  np.testing.assert_allclose(np.asarray(ours, np.float64), r - np.array([pen[e] for e in range(n_ep)]),
+                             rtol=0, atol=1e-12)

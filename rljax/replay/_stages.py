@@ -427,7 +427,35 @@ def _technique_rows():
                                   "training/verl/workers/agentic/replay_buffer.py (ReplayBuffer)",
                                   "theirs: mode='mobilerl' (top 25% mean-A rows stored, balanced eviction, age 4), "
                                   "replayed into gradient-free rows (theirs: appended); default mode='prompt' "
-                                  "(same-prompt successes, before the advantages) ours")),
+                                  "(same-prompt successes, before the advantages) ours",
+                                  read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
+                                       "agentic/replay_buffer.py (ReplayBuffer: __init__, push, sample_for_training, "
+                                       "_evict_until_fits; masked_row_mean) and training/configs/glm_mobilerl.yaml "
+                                       "(algorithm.replay_buffer); the trainer's call site was not found in the "
+                                       "stored copies",
+                                  defaults=(("mode", "'prompt' (ours)", "the buffer = mode='mobilerl'"),
+                                            ("capacity", "256", "max_size 256 (yaml; class default 512)"),
+                                            ("top_ratio", "0.25", "0.25 (yaml)"),
+                                            ("replay_ratio", "1.0", "1.0 (yaml; class default 0.25)"),
+                                            ("balance_alpha", "0.5", "0.5"),
+                                            ("max_age", "4", "max_age_steps 4 (class default; not in the yaml)"),
+                                            ("logp_old", "'recompute' (prompt) / 'behavior' (mobilerl)",
+                                             "the stored rows' old_log_probs")),
+                                  placement="theirs: push(batch) reads the batch's advantages (so after the "
+                                            "advantage step): the top ceil(top_ratio·#uuids) uuids by mean "
+                                            "advantage are stored; sample_for_training(B) returns the "
+                                            "ceil(replay_ratio·B) stored uuids of highest advantage, shuffled, "
+                                            "to be concatenated; ours (mobilerl): a replay stage after the "
+                                            "advantages, stored rows fill the step's gradient-free rows with "
+                                            "their stored advantages; ours (prompt): before the advantages, "
+                                            "same-prompt successes replace failed rows of hard groups",
+                                  deviations=(
+                                      "the default mode='prompt' is ours (the abstract's 'difficulty-adaptive "
+                                      "positive replay' read per prompt); mode='mobilerl' is their buffer",
+                                      "mobilerl: replayed rows take the gradient-free rows (filtered, all-zero "
+                                      "advantage) of a fixed-size batch; theirs are appended (the batch grows)",
+                                      "an episode is one row; theirs a uuid of step rows, scored by the mean of "
+                                      "its rows' token-mean advantages"))),
       Technique("rorecomp_compensation", "replay", B.compensation_plan,
                 "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
                 f"{_S1} L163 (RoRecomp)",

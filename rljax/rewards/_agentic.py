@@ -227,7 +227,28 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/xuyifan-0731/MobileRL-iclr: training/verl/workers/"
                                   "reward_manager/step.py (check_uid_uuid_reward)",
                                   "steps = model turns (authors: step rows of an episode); success = r >= 1 "
-                                  "(authors r == 1); shortest= (e.g. a true shortest path) is our option")),
+                                  "(authors r == 1); shortest= (e.g. a true shortest path) is our option",
+                                  read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
+                                       "reward_manager/step.py:18-69 (check_uid_uuid_reward) and :95-170 "
+                                       "(StepRewardManager.__call__, off in validation); training/configs/"
+                                       "glm_mobilerl.yaml (reward_model)",
+                                  defaults=(("success", "r >= 1.0", "any step score == 1"),
+                                            ("reference L", "fewest turns of a success in the group",
+                                             "fewest step rows of a successful uuid in the uid"),
+                                            ("penalty", "max(l − L, 0)/(2l) when r ≠ 0",
+                                             "max(l − L, 0)/(2l) unless every score of the uuid is 0")),
+                                  placement="theirs: the reward manager after the rollout, on each step row of "
+                                            "the batch (episode = uuid, task = uid); raw − penalty goes on the "
+                                            "row's last token (training/configs/glm_mobilerl.yaml: "
+                                            "length_normalise False, success_penalty True); training only; "
+                                            "ours: a shaping stage on the episode reward data.rewards, l = the "
+                                            "row's model turns, groups = group_id, invalid rows unchanged",
+                                  deviations=(
+                                      "success is r >= success (1.0); theirs r == 1 exactly (a reward above 1 "
+                                      "counts for us only)",
+                                      "an episode is one row with its turns counted; theirs one row per step, "
+                                      "each holding the episode's adjusted score",
+                                      "shortest= (a true shortest path) is ours"))),
       Technique("tool_call_reward", "shaping", tool_call_reward,
                 "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
