@@ -166,3 +166,26 @@ def test_shortest_path_reward_is_the_authors_uuid_penalty(seed):
   ours, _ = R.shortest_path_reward(r, steps, gid)
   np.testing.assert_allclose(np.asarray(ours, np.float64), r - np.array([pen[e] for e in range(n_ep)]),
                              rtol=0, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- tool_call_reward vs SPEAR
+# TencentYoutuResearch/SPEAR verl-agent/agent_system/reward_manager/episode.py:136-163 ("cosine")
+
+def _spear_episode_score(episode_reward, episode_length, global_steps, max_toolcall_steps):
+  score = float(episode_reward)
+  if global_steps <= max_toolcall_steps:
+    bonus = min(1.0, episode_length * 0.1)
+    bonus *= (np.cos((global_steps / max_toolcall_steps) * np.pi) + 1) / 2
+    score += max(0, bonus)
+  return score
+
+
+@pytest.mark.parametrize("t", [0, 1, 57, 199, 200, 201, 1000])
+def test_tool_call_reward_is_spears_cosine_toolcall_score(t):
+  from rljax import rewards as R
+  rng = np.random.default_rng(t)
+  r = rng.choice([0.0, 1.0], size=32).astype(np.float64)
+  n = rng.integers(0, 25, size=32)
+  ours, _ = R.tool_call_reward(r, n, t)
+  want = [_spear_episode_score(a, b, t, 200) for a, b in zip(r, n)]
+  np.testing.assert_allclose(np.asarray(ours, np.float64), want, rtol=0, atol=1e-12)

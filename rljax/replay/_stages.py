@@ -472,7 +472,41 @@ def _technique_rows():
                                   "ray_trainer_hybrid.py (TrajectoryBufferBatch)",
                                   "replayed rows fill gradient-free rows each step, coef as an advantage scale "
                                   "(theirs: a SIL loss on a random 2^k subset when the buffer passes 1.5x size); A' > "
-                                  "0 (theirs >= 0); decay^age")),
+                                  "0 (theirs >= 0); decay^age",
+                                  read="TencentYoutuResearch/SPEAR@7e843151 verl-agent/verl/trainer/ppo/"
+                                       "ray_trainer_hybrid.py:154-312 (TrajectoryBufferBatch: remove_old, "
+                                       "is_full_capacity, maintain_reward_statistics, prepare_for_selection), "
+                                       ":439-520 (update_batch), :862-873 and :1029-1070 (call sites); verl-agent/"
+                                       "verl/workers/actor/dp_actor.py:590-599 (replay loss coefficient); "
+                                       "examples/gigpo_trainer/run_alfworld_spear.sh:38-56",
+                                  defaults=(("threshold", "0 (store mean A > 0)", "mean A > 0 (update_batch)"),
+                                            ("capacity", "256 rows (FIFO)", "trajectory_buffer_size 2048; replay "
+                                             "once > 1.5 × 2048 rows, then emptied"),
+                                            ("max_age", "10 steps", "tolerate_steps 5 (scripts; class min(·, 10))"),
+                                            ("baseline_size", "1024 group means", "baseline_buffer_size 10240"),
+                                            ("recalibrate", "'median' (R − p50 of group means)",
+                                             "weight_decay_trajectory_replay −1: R − p50, keep A ≥ 0"),
+                                            ("ramp_steps", "200", "max_replay_loss_steps 100 (alfworld) / 200 "
+                                             "(webshop)"),
+                                            ("coef", "1 (c(t) → 1)", "replay_loss_coef 1 (scripts)"),
+                                            ("ratio", "0.25 of B", "a power-of-2 subset of the buffer")),
+                                  placement="theirs: after the step's advantages, update_batch stores the rows; "
+                                            "when the buffer passes 1.5 × size, a separate self-imitation PPO "
+                                            "loss (clip_cov) runs on the recalibrated rows with A ≥ 0, scaled "
+                                            "by the cosine ramp of the coefficient, then the buffer is emptied; "
+                                            "ours: a replay stage after the advantages every step, recalibrated "
+                                            "rows with A' > 0 fill the gradient-free rows of the same batch and "
+                                            "loss, their advantage scaled by c(t)",
+                                  deviations=(
+                                      "replayed rows share the step's batch and loss (theirs: a separate SIL "
+                                      "loss pass); the ramp scales the advantage, which scales a PPO-clip row's "
+                                      "loss exactly",
+                                      "replay every step into gradient-free rows, up to ratio·B; theirs only when "
+                                      "the buffer passes 1.5 × 2048 rows, on a power-of-2 subset, then emptied",
+                                      "A' > 0 kept (theirs ≥ 0: rows exactly at the median also replay)",
+                                      "defaults sized for small runs: capacity 256, baseline 1024 means, max_age "
+                                      "10 (theirs 2048, 10240, 5)",
+                                      "recalibrate='decay' multiplies by decay^age (theirs: by the factor once)"))),
   )
 
 

@@ -257,7 +257,29 @@ def _technique_rows():
                                   "reward_manager/episode.py L143-159; T=200: examples/*/*_spear.sh",
                                   "n = model turns (authors: episode_lengths, the env steps); count='calls' (regex "
                                   "tool calls) and coef (authors 1) are ours; step = rljax's RL step (authors' "
-                                  "global_steps starts at 1)")),
+                                  "global_steps starts at 1)",
+                                  read="TencentYoutuResearch/SPEAR@7e843151 verl-agent/agent_system/reward_manager/"
+                                       "episode.py:136-163 (score += min(1, 0.1·episode_lengths)·(cos(π·t/T) + 1)/2 "
+                                       "while t <= T); verl-agent/verl/trainer/main_ppo.py:159 (normalize_by_length "
+                                       "False); verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py:830-858 "
+                                       "(global_steps from 1); examples/gigpo_trainer/run_alfworld_spear.sh:59-60; "
+                                       "README.md:172-182",
+                                  defaults=(("coef", "1.0", "1 (fixed)"),
+                                            ("max_calls K", "10", "10 (0.1·episode_lengths, fixed)"),
+                                            ("decay_steps T", "200", "200 (run_*_spear.sh); README yaml 100"),
+                                            ("schedule", "'cosine'", "'cosine' (scripts); 'constant', 'none'"),
+                                            ("count", "'turns' (model turns)", "episode_lengths (environment "
+                                             "steps)")),
+                                  placement="theirs: the episode reward manager after the rollout, on each "
+                                            "episode's row, added to the episode reward (the score on the last "
+                                            "response token), with t = the trainer's global_steps; ours: a "
+                                            "shaping stage after the reward on data.rewards, t = rljax's RL step",
+                                  deviations=(
+                                      "t counts from 0 (rljax's step); theirs from 1: ours at step t is theirs "
+                                      "at global_steps t (one step later in their run)",
+                                      "n = the episode's model turns; one model turn is one environment step, as "
+                                      "their episode_lengths; count='calls' (regex matches) is ours",
+                                      "coef and K are parameters (theirs fixed at 1 and 10)"))),
   )
 
 
