@@ -410,7 +410,45 @@ def _technique_rows():
                                   "experience/weighted_bucket_sampler.py (normal)",
                                   "entropy: the sampler's (theirs: recomputed by the current policy); draws one by "
                                   "one without replacement (same first-draw law); a 0-success group rescores (theirs: "
-                                  "kept); mu=, sigma= reachable")),
+                                  "kept); mu=, sigma= reachable",
+                                  read="ElliottYan/LUFFY@01f4ae06 ExGRPO/exgrpo/verl/verl/mix_src/experience/"
+                                       "weighted_bucket_sampler.py:18-110 (normal mapping, multinomial draw), "
+                                       "experience_trainer_ops.py:20-100 (storing successes, lbound/rbound, "
+                                       "exp_is_correct), experience_collate_fn.py:20-140 (exp_ratio, argmin "
+                                       "entropy), mix_trainer_experience.py:538-542 (switch to mixed policy); "
+                                       "ExGRPO/exp_scripts/run_exgrpo.sh:28-40, 63",
+                                  defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
+                                            ("mu / sigma", "0.5 of the group / one bucket",
+                                             "N(k; n/2, 1) over success counts (exp_bucket_manager normal)"),
+                                            ("buckets stored", "0 < p < 1", "experience_lbound 0 < k ≤ rbound 7 "
+                                             "(n = 8)"),
+                                            ("per_prompt", "2 latest successes", "every distinct success text"),
+                                            ("capacity", "512 rows", "none (a dict over the dataset)"),
+                                            ("selection", "lowest mean behaviour entropy",
+                                             "exp_metric ent, exp_select_mode argmin (current policy)"),
+                                            ("logp_old", "'behavior'", "exp_is_correct True: the recorded "
+                                             "old_log_probs"),
+                                            ("start", "the first step", "experience_start_sratio 0.35: once a "
+                                             "batch's solved ratio passes it")),
+                                  placement="theirs: successes stored after the reward from each group with "
+                                            "0 < k ≤ 7 successes; the collate function (before the rollout) swaps "
+                                            "int(B·ratio) prompts for bucket-sampled experience prompts whose "
+                                            "lowest-entropy stored success joins G − 1 fresh rollouts; the "
+                                            "recorded old log-probs replace the recomputed ones; ours: the same "
+                                            "stage split (store after the step, prompt swap before the rollout, "
+                                            "splice after it), the replayed row's ratio against its stored "
+                                            "behaviour log-probs",
+                                  deviations=(
+                                      "experience mixing starts at the first step; theirs once a batch's solved "
+                                      "ratio passes experience_start_sratio 0.35 (not built)",
+                                      "the entropy that picks the replayed success is the sampler's at storage "
+                                      "time; theirs recomputed by the current policy",
+                                      "per_prompt (2) and capacity (512) bound the buffer; theirs keep every "
+                                      "distinct success",
+                                      "draws one prompt at a time without replacement (the same law for the "
+                                      "first draw as their multinomial over buckets)",
+                                      "a stored prompt whose fresh group has 0 successes gets score 0 and moves "
+                                      "bucket; theirs leave it in its bucket"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
