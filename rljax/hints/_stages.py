@@ -184,7 +184,41 @@ TECHNIQUES = (
                                 "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
                                 "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; paper scripts: "
                                 "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
-                                "hinted 0/1-accuracy groups kept (theirs: dropped)")),
+                                "hinted 0/1-accuracy groups kept (theirs: dropped)",
+                                read="vaskar-open-source-research/guide_rl@2f277152 verl/verl/trainer/ppo/"
+                                     "core_algos.py:279-360 (compute_policy_loss: gamma shaping of off-policy "
+                                     "rows, clip on on-policy rows only); verl/verl/trainer/ppo/ray_trainer.py:"
+                                     "1620-1632 (accuracy filter, reroll mask); verl/verl/trainer/config/"
+                                     "ppo_trainer.yaml:32-36, 240; verl/experiments/math_reasoning/configs/"
+                                     "guide_paper_experiments/guide_grpo_qwen.sh:71-84",
+                                defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
+                                           "(acc ≤ 0.001)"),
+                                          ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
+                                          ("hint", "the reference answer (fraction 1.0) in template",
+                                           "the dataset's hint field (use_hint)"),
+                                          ("logp_old", "'behavior' (log π_old(y | x + h))",
+                                           "importance_weighted_reroll True: the hinted prompt's log-probs"),
+                                          ("gamma (loss)", "exgrpo_policy beta = 1 (constant)",
+                                           "scripts: gamma_strategy percentile, gamma_value 0.9; yaml: "
+                                           "constant 1.0"),
+                                          ("clip", "0.2 on fresh rows (clip_fresh=True)", "clip_ratio 0.2 "
+                                           "on-policy rows; off-policy unclipped"),
+                                          ("accuracy filter", "none", "hint_accuracy bounds 0.001 / 0.999: "
+                                           "groups of accuracy 0 or 1 dropped")),
+                                placement="theirs: after the reward, groups with accuracy ≤ 0.001 are re-"
+                                          "sampled with the hint, scored, then groups outside (0.001, 0.999) are "
+                                          "dropped; in the loss the hinted rows are off-policy: r/(r + γ), "
+                                          "unclipped; ours: a replay stage after the reward re-samples all-failed "
+                                          "groups from the hinted prompt and splices the rows in as rows of the "
+                                          "unhinted prompt; the loss is a separate row (exgrpo_policy)",
+                                deviations=(
+                                    "the hint is the reference answer (a prefix of fraction f); theirs a "
+                                    "dataset-provided natural-language hint",
+                                    "the loss is composed separately: guide + exgrpo_policy(beta=1, "
+                                    "clip_fresh=True) is their constant-γ loss; their runs' γ = the 0.9 "
+                                    "quantile of the off-policy ratios is not built",
+                                    "hinted groups whose accuracy is 0 or 1 are kept (theirs dropped by the "
+                                    "accuracy filter; compose zero_variance for it)"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
@@ -193,7 +227,38 @@ TECHNIQUES = (
                                 "(is_correction_mode per_token)",
                                 "theirs = oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01); "
                                 "their prefix cascade 0.2→1.0 (first level solved) not built; f=0.5, rows=0.5, "
-                                "ratio vs hinted logp: our defaults")),
+                                "ratio vs hinted logp: our defaults",
+                                read="AgPriyank/OC-GRPO@54d61030 verl_grpo/trainer/ray_trainer.py:3082-3090 (hint "
+                                     "config), :3315-3420 (lowest solved prefix level, replacement by its correct "
+                                     "candidates) and :5262-5300 (is_correction_mode per_token: advantages × "
+                                     "clamp(exp(−Δ_t), clamp_min, 1)); verl_grpo/config/verl_run_852_n16.yaml:"
+                                     "30-68",
+                                defaults=(("fraction", "0.5 (one level)", "prefix_fractions 0.2, 0.4, 0.6, 0.8, "
+                                           "1.0: the lowest level with a correct candidate"),
+                                          ("rows", "0.5 (ceil(0.5·G) rows, any outcome)", "the level's correct "
+                                           "candidates (hint_n_candidates 2; replace_count None = all)"),
+                                          ("trigger", "all-failed group", "zero-accuracy group, hint_probability "
+                                           "1.0"),
+                                          ("logp_old", "'behavior' (ratio vs log π_old(y | x + h))",
+                                           "log π_old(y | x) recomputed under the original prompt"),
+                                          ("correction", "none (compose tis(1.0, lower=0.01))",
+                                           "per_token, is_correction_clamp_min 0.01, is_weight_power 1")),
+                                placement="theirs: after the reward, each zero-accuracy group is re-sampled at "
+                                          "every prefix level of the solution; the correct candidates of the "
+                                          "lowest solved level replace random rows of the group, trained under "
+                                          "the original prompt with advantages × the clamped per-token IS "
+                                          "weight; ours: a replay stage after the reward re-samples all-failed "
+                                          "groups from one prefix level and splices ceil(rows·G) samples in as "
+                                          "rows of the unhinted prompt",
+                                deviations=(
+                                    "one prefix level (fraction 0.5); their cascade 0.2 → 1.0 (lowest level "
+                                    "solved) is not built",
+                                    "the hinted samples replace ceil(rows·G) rows whatever their outcome; theirs "
+                                    "replace rows only by correct candidates",
+                                    "the default ratio is against the hinted log-prob (logp_old='behavior'); "
+                                    "logp_old='recompute' plus correction tis(1.0, lower=0.01) gives theirs",
+                                    "the guidance is a prefix of the reference answer; theirs of the dataset "
+                                    "solution"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
