@@ -189,3 +189,31 @@ def test_tool_call_reward_is_spears_cosine_toolcall_score(t):
   ours, _ = R.tool_call_reward(r, n, t)
   want = [_spear_episode_score(a, b, t, 200) for a, b in zip(r, n)]
   np.testing.assert_allclose(np.asarray(ours, np.float64), want, rtol=0, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- pilot_commit vs databricks/pilot-commit
+# recipe/pc/pc_ray_trainer.py:287-328 (filter_batch)
+
+def _pc_filter_batch(indices, metric, upper, lower):
+  agg = collections.defaultdict(list)
+  for idx, m in zip(indices, metric):
+    agg[idx].append(m)
+  return [idx for idx, vals in agg.items() if lower <= np.mean(vals) <= 1 - upper]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pilot_commit_window_rule_commits_the_prompts_filter_batch_passes(seed):
+  rng = np.random.default_rng(seed)
+  num, pilot, n = 20, 16, 48
+  gid = np.repeat(np.arange(num), pilot).astype(np.int32)
+  acc = (rng.uniform(size=num * pilot) < np.repeat(rng.uniform(size=num), pilot)).astype(np.float64)
+  acc[:pilot] = 0.0
+  acc[:2] = 1.0          # 2/16 = 0.125, exactly the lower bound: passes (>=)
+  acc[pilot:2 * pilot] = 0.0
+  acc[pilot:pilot + 12] = 1.0   # 12/16 = 0.75 = 1 − upper: passes (<=)
+  passed = _pc_filter_batch(gid.tolist(), acc.tolist(), upper=0.25, lower=0.125)
+  counts, _ = F.pilot_commit(acc, gid, num_groups=num, budget=num * n, window=(0.125, 0.75), rule="uniform",
+                             max_per_prompt=n)
+  want = np.array([n if g in passed else 0 for g in range(num)])
+  np.testing.assert_array_equal(np.asarray(counts), want)
+  assert 0 in passed and 1 in passed

@@ -376,7 +376,34 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "
                                   "(filter_batch)",
                                   "default n ∝ pilot std; window=(0.125, 0.75), rule='uniform', max_per_prompt=n is "
-                                  "the authors' rule, except their overflow waits in a replay buffer")),
+                                  "the authors' rule, except their overflow waits in a replay buffer",
+                                  read="databricks/pilot-commit@6def20ea recipe/pc/pc_ray_trainer.py:287-328 "
+                                       "(filter_batch: lower ≤ mean acc ≤ 1 − upper) and :608-660 (explore batch "
+                                       "→ replay buffer → commit batch); recipe/pc/config/pc_trainer.yaml:19-33; "
+                                       "recipe/pc/replay_buffer.py; train_scripts/pc_qwen2.5-1.5b_p32c96.sh:26-29",
+                                  defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
+                                             "0.25] (scripts; yaml 0.25 / 0.25)"),
+                                            ("pilot", "2 rollouts", "exploration.n 32 (p32c96) / 16 (p16c48); "
+                                             "yaml 8"),
+                                            ("commit", "group_size − pilot per prompt", "rollout.n 96 / 48"),
+                                            ("rule / score", "'proportional' to the pilot std",
+                                             "pass/fail on the window, every passing prompt gets rollout.n"),
+                                            ("budget", "P·(group_size − pilot)//2 per step",
+                                             "train_batch_size prompts per step; overflow kept in a replay "
+                                             "buffer (buffer_max_off_steps 4)")),
+                                  placement="theirs: the pilot (explore) rollouts of each generation batch are "
+                                            "scored; passing prompts wait in a replay buffer (at most 4 steps "
+                                            "old) and are committed later with rollout.n more rollouts, trained "
+                                            "on pilot + commit samples; ours: a prompt filter, the pilot rows "
+                                            "and the commit rows of a prompt are sampled in the same step (the "
+                                            "pilot rows join the group)",
+                                  deviations=(
+                                      "the default allocates ∝ the pilot std; window=(0.125, 0.75), "
+                                      "rule='uniform', max_per_prompt=n give their pass/fail rule",
+                                      "committed in the same step within a static layout (group_size rows); "
+                                      "their passing prompts wait in a replay buffer and overflow to later steps",
+                                      "their buffer's max-variance downsampling of the pilot responses "
+                                      "(n_effective) is not built: every pilot row stays in the group"))),
       Technique("difficulty_budget", "filter", difficulty_budget,
                 "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
                 f"{_S1} L203 (E3, arXiv 2505.18573)",
