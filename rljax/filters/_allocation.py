@@ -412,7 +412,39 @@ def _technique_rows():
                                   "(get_rollout_n_per_prompt)",
                                   "same min + proportional split; authors weight by the dataset-wide difficulty rank "
                                   "(sorted mean reward), leftover to the hardest; ours (1 − acc)^power, largest "
-                                  "remainder")),
+                                  "remainder",
+                                  read="LiaoMengqi/E3-RL4LLMs@7e90b8e9 e3/trainer/ray_trainer.py:391-433 "
+                                       "(get_rollout_n_per_prompt), :463-471 and :1208-1216 (min = max = rollout.n "
+                                       "at start), :1432-1448 (per-epoch min −= n_update, max += n_update, "
+                                       "update_rank); e3/data/rl_dataset.py:125-171 (prompt_stats, rank = "
+                                       "index/P by descending mean reward, unseen −100); scripts/train_7b.sh:5-13",
+                                  defaults=(("weight", "(1 − acc)^power, power 1", "rank = position/P in the "
+                                             "dataset sorted by cumulative mean reward (hardest last)"),
+                                            ("min_per_prompt", "0", "rollout.n 8 at epoch 1, − n_update 2 per "
+                                             "epoch down to n_low 4"),
+                                            ("max_per_prompt", "None (group_size)", "8 at epoch 1, + 2 per epoch "
+                                             "up to n_high 12"),
+                                            ("budget", "P·group_size//2", "rollout.n · P = 8·P"),
+                                            ("rounding", "largest remainder", "floor (shares ÷ (Σrank + 1e-8)), "
+                                             "leftover to the hardest first up to max"),
+                                            ("difficulty estimate", "EMA of correct, decay 0.5, prior 0.5",
+                                             "cumulative mean reward over all epochs, rank updated per epoch; "
+                                             "unseen prompts weight 0")),
+                                  placement="theirs: before each step's rollout, on the dataloader batch's "
+                                            "prompts (counts from the dataset-wide rank of the last epoch); "
+                                            "stats added after the reward each step; ours: a prompt filter "
+                                            "before the rollout (counts within the static layout), the estimate "
+                                            "updated after each step from data.correct",
+                                  deviations=(
+                                      "weights (1 − acc)^power from a per-prompt EMA; theirs the dataset-wide "
+                                      "difficulty rank, refreshed once per epoch",
+                                      "min/max per prompt are fixed; theirs start at min = max = rollout.n "
+                                      "(uniform in epoch 1) and widen by n_update per epoch",
+                                      "largest-remainder rounding; their 1e-8 floors exact shares one lower and "
+                                      "the leftover goes to the hardest prompts first (e.g. [2, 5, 9, 16] vs ours "
+                                      "[2, 6, 10, 14], tested)",
+                                      "the budget defaults to half the layout (ours: the layout is static); "
+                                      "theirs keep the total at rollout.n·P"))),
   )
 
 
