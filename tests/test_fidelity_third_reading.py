@@ -251,3 +251,34 @@ def test_difficulty_budget_first_epoch_is_e3s_uniform_allocation_and_the_roundin
   np.testing.assert_array_equal(_e3_rollout_n(rank, 32, 2, 16), [2, 5, 9, 16])
   ours, _ = F.difficulty_budget(1.0 - rank, budget=32, min_per_prompt=2, max_per_prompt=16)
   np.testing.assert_array_equal(np.asarray(ours), [2, 6, 10, 14])
+
+
+# ----------------------------------------------------------------------------- shuffle_pairs vs Shuffle-R1
+# xiaomi-research/shuffle-r1 shuffle_r1/custom_algos.py:98-138 (the pairing of compute_pairwise_purning_grpo_advantage)
+
+def _shuffle_r1_pairs(adv, index, purning_ratio):
+  groups = collections.defaultdict(list)
+  for i, (a, g) in enumerate(zip(adv, index)):
+    groups[g].append({"adv": a, "index": i})
+  out = []
+  for g in groups:
+    rows = sorted(groups[g], key=lambda x: x["adv"], reverse=True)
+    pairs, left, right = [], 0, len(rows) - 1
+    while left < right:
+      pairs.append((rows[left]["index"], rows[right]["index"]))
+      left += 1
+      right -= 1
+    out += pairs[:int(len(pairs) * (1.0 - purning_ratio))]
+  return out
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_shuffle_pairs_pairing_is_the_authors_pairwise_pruning(seed):
+  rng = np.random.default_rng(seed)
+  n, groups = 16, 6                       # their scripts: rollout.n 16, purning_ratio 0.5 -> 4 pairs per group
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  adv = rng.normal(size=n * groups)       # distinct advantages (no ties, no all-equal group)
+  want = _shuffle_r1_pairs(adv.tolist(), gid.tolist(), 0.5)
+  _, info = F.shuffle_pairs(adv, gid, pairs_per_group=4)
+  got = [tuple(int(x) for x in p) for p in np.asarray(info["pairs"])]
+  assert sorted(got) == sorted(want)

@@ -257,7 +257,33 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/xiaomi-research/shuffle-r1: shuffle_r1/custom_algos.py "
                                   "(compute_pairwise_purning_grpo_advantage)",
                                   "same k-th max/min pairing; ours keeps pairs_per_group pairs (authors "
-                                  "int(n/2·(1−0.5))) and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)")),
+                                  "int(n/2·(1−0.5))) and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)",
+                                  read="xiaomi-research/shuffle-r1@31d3ff03 shuffle_r1/custom_algos.py:71-146 "
+                                       "(pairing and pruning) and :148-167 (normalize_advantage); shuffle_r1/"
+                                       "ray_trainer.py:167-226 (compute_advantage → pairs) and :574-606 "
+                                       "(experience_resampling); shuffle_r1/config.py:95-100; examples/"
+                                       "qwen2_5_vl_7b.sh:24-36",
+                                  defaults=(("pairs_per_group", "1", "int(n/2 · (1 − purning_ratio 0.5)) = 4 for "
+                                             "rollout.n 16"),
+                                            ("min_gap", "0 (a pair needs A_hi − A_lo > 0)", "none (equal pairs "
+                                             "kept)"),
+                                            ("draw unit / weight", "rows ∝ |A|", "pairs ∝ adv_sum^p, "
+                                             "sampling_weight 'sum', sampling_method 'power', p 1"),
+                                            ("draws", "num_samples = selected rows, replace=True",
+                                             "replay_times 8 subsets, each without replacement"),
+                                            ("ties", "lower row index first", "Python's stable sort by adv")),
+                                  placement="theirs: inside the advantage step (GRPO advantage, then pairs per "
+                                            "uid), the pairs replace the batch; experience_resampling then draws "
+                                            "pair subsets for the update; ours: an advantage-phase row filter on "
+                                            "the step's rows (the advantages already computed), returning the "
+                                            "rows to train in order",
+                                  deviations=(
+                                      "pairs_per_group is a count (default 1); theirs keep a fraction of each "
+                                      "group's n/2 pairs (pairs_per_group=4 gives theirs for n = 16, tested)",
+                                      "a pair needs a positive gap: an all-equal group gives no pair (theirs keep "
+                                      "its pairs, which then weigh 0 in the draw)",
+                                      "the reshuffle draws rows ∝ |A| with replacement; theirs draw whole pairs ∝ "
+                                      "|A_hi| + |A_lo| without replacement, replay_times times"))),
       Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
                 f"{_S1} L163 (RoRecomp, interpretation)",
                 stage=S.row_filter(rorecomp, {"correct": "correct", "lengths": "lengths", "group_id": "group_id",
