@@ -282,3 +282,21 @@ def test_shuffle_pairs_pairing_is_the_authors_pairwise_pruning(seed):
   _, info = F.shuffle_pairs(adv, gid, pairs_per_group=4)
   got = [tuple(int(x) for x in p) for p in np.asarray(info["pairs"])]
   assert sorted(got) == sorted(want)
+
+
+# ----------------------------------------------------------------------------- negative_advantage_drop vs A-LoL
+# abaheti95/LoL-RL lolrl_qlora_llama_hh.py:589-620 (good_priority / good_random: the rows that can be drawn)
+
+def test_negative_advantage_drop_keeps_the_support_of_a_lols_sampler():
+  rng = np.random.default_rng(0)
+  adv = rng.normal(size=200)
+  adv[:10] = 0.0
+  for strategy in ("good_priority", "good_random"):
+    w = np.array(adv)
+    w[w < 0] = 0.0
+    if strategy == "good_random":
+      w[w > 0] = 1.0
+    probs = w / np.sum(w)
+    support = np.where(probs != 0.0)[0]
+    keep, _ = F.negative_advantage_drop(adv.astype(np.float32))
+    np.testing.assert_array_equal(np.flatnonzero(np.asarray(keep)), support)

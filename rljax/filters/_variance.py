@@ -323,7 +323,25 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code",
                                   "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (sample_weights)",
                                   "authors clip A < 0 to 0 and sample rows ∝ A (or uniformly over A > 0); ours is the "
-                                  "keep mask only; keep_zero=True also keeps A = 0")),
+                                  "keep mask only; keep_zero=True also keeps A = 0",
+                                  read="abaheti95/LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:259-312 (A = R − V on the "
+                                       "train set, once), :558-620 (sampling_strategy: A < 0 → 0, sample_probs ∝ "
+                                       "weights, rows with probability 0 never drawn); README.md:28",
+                                  defaults=(("rows kept", "A > 0 (keep_zero=False)", "A > 0 (probability ≠ 0)"),
+                                            ("sampling", "none: the mask only", "sampling_strategy good_priority "
+                                             "(∝ A+) or good_random (uniform over A > 0); default None = no drop"),
+                                            ("advantage", "the step's advantage (row's first completion token)",
+                                             "R − V(x) from a value head fitted once before training")),
+                                  placement="theirs: once before training, over the whole offline train set "
+                                            "(advantages precomputed); each batch is then drawn ∝ the clipped "
+                                            "advantage and max_steps is scaled by the positive ratio; ours: an "
+                                            "advantage-phase row filter on each step's rows",
+                                  deviations=(
+                                      "the mask only: rows with A > 0 are kept unweighted; their ∝ A+ draw "
+                                      "(good_priority) is not built; the kept set equals their draw's support "
+                                      "and good_random's (tested)",
+                                      "per step on fresh rows (ours is online RL); theirs once on an offline set",
+                                      "keep_zero=True (ours) also keeps A = 0"))),
       Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
                 f"{_S1} L115 (VCRL, arXiv 2509.19803)",
                 stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
