@@ -333,7 +333,7 @@ def test_curriculum_state_checkpoints_bit_for_bit(tmp_path):
   """The stage state (numpy arrays of fixed shape) round-trips through the run's checkpointer."""
   from rljax.train._checkpoint import Checkpointer  # pylint: disable=import-outside-toplevel
   state = C.curriculum_observe(C.curriculum_init(3, 4), np.array([0, 2, 2, 0, 0, 0, 0]), np.arange(7) - 3.5)
-  state = state._replace(transfer=np.array([0.25, -0.5, 0.0], np.float32))
+  state = state._replace(transfer=np.array([0.25, -0.5, 0.0], np.float64))  # the state is float64 (issue #51)
   ckpt = Checkpointer(str(tmp_path / "ckpt"))
   ckpt.save(1, {"stages": {"prompt_filters": {"dump": state}}}, {"step": 1}, parts=True)
   tree, _, _ = ckpt.restore({"stages": {"prompt_filters": {"dump": C.curriculum_init(3, 4)}}}, step=1, parts=True)

@@ -300,3 +300,45 @@ def test_negative_advantage_drop_keeps_the_support_of_a_lols_sampler():
     support = np.where(probs != 0.0)[0]
     keep, _ = F.negative_advantage_drop(adv.astype(np.float32))
     np.testing.assert_array_equal(np.flatnonzero(np.asarray(keep)), support)
+
+
+# ----------------------------------------------------------------------------- dump vs ZhentingWang/DUMP
+# verl/utils/curriculum_learning.py:50-80 (the estimator's update) and :137-185 (compute_sampling_weights)
+
+class _DumpAuthors:
+  def __init__(self, sources, window_size=300):
+    self.recent = {s: [] for s in sources}
+    self.n = {s: 0 for s in sources}
+    self.mu = {s: 0.0 for s in sources}
+    self.window_size = window_size
+
+  def update(self, source_advantages):
+    for s, adv in source_advantages.items():
+      if not adv:
+        continue
+      self.recent[s] = (self.recent[s] + list(adv))[-self.window_size:]
+      self.mu[s] = float(np.mean(np.abs(np.array(self.recent[s]))))
+      self.n[s] += len(adv)
+
+  def weights(self):
+    total = max(1, sum(self.n.values()))
+    scores = np.array([self.mu[s] + 1.0 * np.sqrt(2 * np.log(total + 1) / (self.n[s] + 1)) for s in self.recent])
+    e = np.exp((scores - scores.max()) / 0.1)
+    return e / e.sum()
+
+
+def test_dump_arm_probabilities_are_the_authors_sampling_weights_over_steps():
+  from rljax.filters import _curriculum as C
+  rng = np.random.default_rng(0)
+  k, window = 4, 30                      # a short window so that it fills and slides
+  authors = _DumpAuthors(range(k), window_size=window)
+  state = C.curriculum_init(k, window)
+  for _ in range(12):
+    arms = rng.integers(0, k - 1, size=int(rng.integers(4, 20)))   # arm 3 never drawn: its bonus grows
+    adv = rng.normal(size=arms.size) * (1 + arms)                   # float64, not float32-exact
+    authors.update({j: adv[arms == j].tolist() for j in range(k)})
+    state = C.curriculum_observe(state, arms, adv)
+    sc = C.curriculum_scores(state, exploration=1.0)
+    p = C.arm_probs(sc["score"], np.ones(k, bool), 0.1)
+    np.testing.assert_allclose(p, authors.weights(), rtol=1e-12, atol=1e-15)
+  assert state.window.dtype == np.float64

@@ -44,11 +44,11 @@ __all__ = ["CurriculumState", "curriculum_init", "learnability", "curriculum_sco
 
 
 class CurriculumState(NamedTuple):
-  window: np.ndarray    # [K, W] float32: ring buffer of the arm's most recent |A| values
+  window: np.ndarray    # [K, W] float64: ring buffer of the arm's most recent |A| values
   filled: np.ndarray    # [K] int32: entries of the window in use (<= W)
   head: np.ndarray      # [K] int32: next write position in the ring
   count: np.ndarray     # [K] int32: samples observed from the arm (n_j)
-  transfer: np.ndarray  # [K] float32: TAC's smoothed transferability T_d (0 for DUMP)
+  transfer: np.ndarray  # [K] float64: TAC's smoothed transferability T_d (0 for DUMP)
 
 
 def _pos(name: str, value, *, integer: bool = False, allow_zero: bool = False) -> float:
@@ -65,8 +65,9 @@ def _pos(name: str, value, *, integer: bool = False, allow_zero: bool = False) -
 def curriculum_init(num_arms: int, window: int = 300) -> CurriculumState:
   """The state of a curriculum over ``num_arms`` arms with ``window`` recent samples per arm."""
   k, w = int(_pos("num_arms", num_arms, integer=True)), int(_pos("window", window, integer=True))
-  return CurriculumState(np.zeros((k, w), np.float32), np.zeros(k, np.int32), np.zeros(k, np.int32),
-                         np.zeros(k, np.int32), np.zeros(k, np.float32))
+  # host state in float64 (issue #51: the window was float32, rounding the |A| it averages)
+  return CurriculumState(np.zeros((k, w), np.float64), np.zeros(k, np.int32), np.zeros(k, np.int32),
+                         np.zeros(k, np.int32), np.zeros(k, np.float64))
 
 
 def learnability(state: CurriculumState) -> np.ndarray:
@@ -130,6 +131,7 @@ def curriculum_observe(state: CurriculumState, arms: np.ndarray, values: np.ndar
   if not np.all(np.isfinite(values[valid])):
     raise ValueError("advantages of valid rows must be finite")
   window, filled, head, count = (np.array(x) for x in (state.window, state.filled, state.head, state.count))
+  window = window.astype(np.float64)  # a state built with a float32 window (before issue #51) is widened
   for j in np.unique(arms[valid]):
     new = values[valid & (arms == j)][-w:]  # only the last W can stay
     pos = (head[j] + np.arange(new.size)) % w
@@ -161,7 +163,7 @@ def transfer_observe(state: CurriculumState, gram: np.ndarray, present: np.ndarr
   upd = ~np.isnan(step)
   t = np.asarray(state.transfer, np.float64)
   t = np.where(upd, float(decay) * t + (1.0 - float(decay)) * np.nan_to_num(step), t)
-  return state._replace(transfer=t.astype(np.float32)), step
+  return state._replace(transfer=t), step
 
 
 def arm_pools(arm_of: np.ndarray, num_arms: int) -> list:
@@ -295,7 +297,32 @@ def _technique_rows():
                                   "(compute_sampling_weights, CurriculumSampler)",
                                   "authors' defaults (c = 1, tau = 0.1, window 300); arms = task ids (authors: a "
                                   "data_source column); authors also learn from validation batches, ours from "
-                                  "training batches only; temperature=0 (argmax) is ours")),
+                                  "training batches only; temperature=0 (argmax) is ours",
+                                  read="ZhentingWang/DUMP@235e85d4 verl/utils/curriculum_learning.py:40-80 (the "
+                                       "estimator: window 300 of per-sample advantages, mu = mean |A|, n_samples), "
+                                       ":137-197 (compute_sampling_weights: UCB, weights 1.0, temperature 0.1), "
+                                       ":212-330 (CurriculumSampler: source ~ weights, index ~ uniform); verl/"
+                                       "trainer/ppo/ray_trainer.py:776-793 (validation update) and :1225-1250 "
+                                       "(training update)",
+                                  defaults=(("exploration c", "1.0", "exploration_weight 1.0 (fixed)"),
+                                            ("temperature", "0.1", "0.1 (fixed)"),
+                                            ("window", "300", "window_size 300"),
+                                            ("arms", "the task's task ids", "the data_source column"),
+                                            ("sample advantage", "mean over the row's completion tokens",
+                                             "mean over the response mask")),
+                                  placement="theirs: the dataloader's sampler draws each index (source ~ "
+                                            "softmax weights, index uniform in the source); after each training "
+                                            "step's advantages the per-source estimators take every sample's "
+                                            "advantage and the weights are recomputed; validation also feeds each "
+                                            "source's mean reward and mean advantage as one sample; ours: a "
+                                            "prompt filter draws the step's prompts (arm ~ p, prompt uniform, with "
+                                            "replacement); observe after the advantages on the trained rows",
+                                  deviations=(
+                                      "learns from training rows only; their validation update (one averaged "
+                                      "sample per source) is not built",
+                                      "temperature=0 (argmax over arms) is ours",
+                                      "the window and the transfer state are float64 (issue #51: they were "
+                                      "float32); a checkpoint saved before holds float32 and is refused on restore"))),
       Technique("tac", "filter", transfer_observe,
                 "score_d = L_d + lambda T_d + UCB bonus, T_d = EMA of mean_{d' != d} cos(g_d, g_d')",
                 f"{_S1} L97 (TAC, arXiv 2606.25178)",
