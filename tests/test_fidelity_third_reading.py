@@ -342,3 +342,18 @@ def test_dump_arm_probabilities_are_the_authors_sampling_weights_over_steps():
     p = C.arm_probs(sc["score"], np.ones(k, bool), 0.1)
     np.testing.assert_allclose(p, authors.weights(), rtol=1e-12, atol=1e-15)
   assert state.window.dtype == np.float64
+
+
+# ----------------------------------------------------------------------------- overlong_penalty vs verl DAPO
+# volcengine/verl@v0.7.0 verl/workers/reward_manager/dapo.py:116-122
+
+def test_overlong_penalty_is_verls_overlong_buffer_reward():
+  import jax
+  from rljax import rewards as R
+  max_resp_len, buffer_len, factor = 20480, 4096, 1.0   # recipe/dapo/run_dapo_qwen2.5_32b.sh
+  lengths = np.array([1, 16383, 16384, 16385, 18000, 20479, 20480])
+  want = [min(-(n - (max_resp_len - buffer_len)) / buffer_len * factor, 0) for n in lengths]
+  with jax.enable_x64(True):
+    pen, _ = R.overlong_penalty(lengths.astype(np.float64), max_len=max_resp_len, buffer_len=buffer_len,
+                                penalty_factor=factor)
+    np.testing.assert_allclose(np.asarray(pen, np.float64), want, rtol=0, atol=1e-15)

@@ -667,8 +667,28 @@ def _technique_rows():
                 "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
                 "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
                 stage=_overlong_penalty_stage,
-                fidelity=Fidelity("peer", "verl 0.9.1 verl/workers/reward_manager/dapo.py (overlong_buffer)",
-                                  "clip=True gives TRL's clamp at −factor beyond L_max")),
+                fidelity=Fidelity("peer", "verl v0.7.0 verl/workers/reward_manager/dapo.py (overlong_buffer)",
+                                  "clip=True gives TRL's clamp at −factor beyond L_max",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/reward_manager/dapo.py:"
+                                       "116-127 (overlong_reward = min(−exceed/len·factor, 0), added to the "
+                                       "score); recipe/dapo/config/dapo_trainer.yaml:14-18; recipe/dapo/"
+                                       "run_dapo_qwen2.5_32b.sh:18-21; TRL not re-read in issue #51",
+                                  defaults=(("buffer_len", "required", "overlong_buffer.len 4096 (script; yaml 0, "
+                                             "off)"),
+                                            ("max_len", "the run's max_new_tokens", "max_resp_len = "
+                                             "data.max_response_length (20480 in the script)"),
+                                            ("penalty_factor", "1.0", "1.0 (script; yaml 0.0)"),
+                                            ("clip", "False (no clamp)", "none (a response cannot exceed "
+                                             "max_resp_len)")),
+                                  placement="theirs: the DAPO reward manager, once per response after the "
+                                            "rollout, added to the verifier's score on the last response token; "
+                                            "ours: a shaping stage after the reward, added to data.rewards, "
+                                            "lengths = completion token counts",
+                                  deviations=(
+                                      "the stage adds the penalty in float32 (the loop's reward dtype); the "
+                                      "function keeps float64 under x64",
+                                      "clip=True (TRL's clamp at −factor) is an option; verl's form is the "
+                                      "default"))),
       Technique("length_penalty", "shaping", length_penalty,
                 "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
                 f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
