@@ -357,3 +357,48 @@ def test_overlong_penalty_is_verls_overlong_buffer_reward():
     pen, _ = R.overlong_penalty(lengths.astype(np.float64), max_len=max_resp_len, buffer_len=buffer_len,
                                 penalty_factor=factor)
     np.testing.assert_allclose(np.asarray(pen, np.float64), want, rtol=0, atol=1e-15)
+
+
+# ----------------------------------------------------------------------------- exact_match vs verl search_r1 EM
+# volcengine/verl@v0.7.0 verl/utils/reward_score/search_r1_like_qa_em.py:23-128
+
+def _verl_normalize_answer(s):
+  import string
+  s = s.lower()
+  s = "".join(ch for ch in s if ch not in set(string.punctuation))
+  s = re.sub(r"\b(a|an|the)\b", " ", s)
+  return " ".join(s.split())
+
+
+def _verl_em_score(solution_str, targets):
+  matches = list(re.finditer(r"<answer>(.*?)</answer>", solution_str, re.DOTALL))
+  if not matches:
+    return 0.0
+  answer = _verl_normalize_answer(matches[-1].group(1).strip())
+  hit = any(_verl_normalize_answer(t) == answer for t in targets)
+  if not hit:
+    return 0.0
+  if solution_str.count("<answer>") > 10 or solution_str.count("</answer>") > 10:
+    return 0.25
+  return 1.0
+
+
+def test_exact_match_squad_answer_tag_is_verls_search_r1_em():
+  from rljax import rewards as R
+  rng = np.random.default_rng(0)
+  answers = ["New-York", "new york", "The Beatles", "beatles!", "U.S.A.", "usa", "an apple", "Apple", "42", "4 2"]
+  refs, comps = [], []
+  for _ in range(300):
+    a, b, c = (answers[int(i)] for i in rng.integers(0, len(answers), 3))
+    refs.append([a] if rng.uniform() < 0.5 else [a, b])
+    body = f"<think>x</think><answer> {c} </answer>"
+    if rng.uniform() < 0.3:
+      body = f"<answer>{b}</answer> then " + body      # the last tag counts
+    if rng.uniform() < 0.1:
+      body = "no tag: " + c
+    comps.append(body)
+  want = [_verl_em_score(c, r) for c, r in zip(comps, refs)]
+  got = np.asarray(R.exact_match(comps, refs, normalize="squad", extract="answer_tag"), np.float64)
+  np.testing.assert_array_equal(got, want)
+  assert R.exact_match(["New-York"], ["new york"], normalize="squad")[0] == 0      # deleted, as verl
+  assert R.exact_match(["New-York"], ["new york"], normalize="squad_space")[0] == 1  # the old 'squad'

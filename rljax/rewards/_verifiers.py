@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["exact_match", "math_answer", "format_regex", "normalize_text", "normalize_math_answer",
            "extract_math_answer", "R1_FORMAT_PATTERN", "SEARCH_R1_FORMAT_PATTERN"]
 
-_TEXT_MODES = ("none", "strip", "basic", "squad")
+_TEXT_MODES = ("none", "strip", "basic", "squad", "squad_space")
 _EXTRACTORS = ("answer_tag", "last_line")
 _MATH_SOURCES = ("boxed", "hash", "answer_is", "last_number")
 
@@ -83,7 +83,9 @@ def _as_reference_list(ref) -> list[str]:
 # ----------------------------------------------------------------------------- text
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT_TABLE = {ord(c): " " for c in "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"}
+_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"  # string.punctuation
+_PUNCT_DELETE = {ord(c): None for c in _PUNCTUATION}
+_PUNCT_SPACE = {ord(c): " " for c in _PUNCTUATION}
 
 
 def normalize_text(s: str, mode: str = "basic") -> str:
@@ -93,8 +95,11 @@ def normalize_text(s: str, mode: str = "basic") -> str:
   * ``"basic"`` (default): Unicode NFKC, casefold, whitespace runs collapsed to
     one space, surrounding whitespace, quotes and trailing ``. , ; : ! ?``
     removed.
-  * ``"squad"``: SQuAD's ``normalize_answer`` (lower case, punctuation and the
-    articles a/an/the removed, whitespace collapsed).
+  * ``"squad"``: SQuAD's ``normalize_answer``, as verl's ``search_r1_like_qa_em``:
+    lower case, ASCII punctuation deleted (``"New-York"`` -> ``"newyork"``), the
+    articles a/an/the removed, whitespace collapsed.
+  * ``"squad_space"``: the same with punctuation mapped to a space
+    (``"New-York"`` -> ``"new york"``): ``"squad"`` before issue #51.
   """
   if mode == "none":
     return s
@@ -105,8 +110,8 @@ def normalize_text(s: str, mode: str = "basic") -> str:
     s = " ".join(s.split())
     s = s.strip().strip("\"'`").rstrip(".,;:!?").strip()
     return s
-  if mode == "squad":
-    s = s.lower().translate(_PUNCT_TABLE)
+  if mode in ("squad", "squad_space"):
+    s = s.lower().translate(_PUNCT_DELETE if mode == "squad" else _PUNCT_SPACE)
     s = _ARTICLES.sub(" ", s)
     return " ".join(s.split())
   raise ValueError(f"normalize must be one of {_TEXT_MODES}, got {mode!r}")
@@ -144,7 +149,7 @@ def exact_match(completions: Sequence[str], references: Sequence[Any], *, normal
     references: ``B`` references; each a string, a number, or a sequence of
       acceptable answers (any match scores 1); ``None`` scores 0, a ``None``
       inside a sequence raises ``ValueError``.
-    normalize: ``"basic"`` | ``"squad"`` | ``"strip"`` | ``"none"``.
+    normalize: ``"basic"`` | ``"squad"`` | ``"squad_space"`` | ``"strip"`` | ``"none"``.
     extract: what part of the completion is compared: ``None`` (all of it),
       ``"answer_tag"`` (the last ``<answer>...</answer>``), ``"last_line"``, or a
       callable ``str -> str | None`` (``None`` or an exception scores 0).
@@ -511,9 +516,30 @@ def _technique_rows():
       Technique("exact_match", "reward", exact_match,
                 "r = 1[norm(extract(y)) in {norm(a)}]", f"{_S1} L225 (binary correctness); normaliser ours",
                 stage=S.verifier(exact_match),
-                fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
-                                  "≈ normalize='squad', extract='answer_tag', but our 'squad' maps punctuation to a "
-                                  "space (verl deletes it: 'New-York' = 'newyork'); no /4 for > 10 tags")),
+                fidelity=Fidelity("peer", "verl v0.7.0 verl/utils/reward_score/search_r1_like_qa_em.py (compute_score)",
+                                  "normalize='squad', extract='answer_tag' is verl's EM (issue #51: 'squad' deletes "
+                                  "punctuation as verl; the old space mapping is 'squad_space'); no /4 for > 10 tags",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/"
+                                       "search_r1_like_qa_em.py:23-50 (normalize_answer, em_check), :66-86 "
+                                       "(extract_solution: the last <answer>), :96-128 (compute_score)",
+                                  defaults=(("normalize", "'basic' (NFKC, casefold, trailing punctuation)",
+                                             "normalize_answer: lower, punctuation deleted, articles, "
+                                             "whitespace ('squad')"),
+                                            ("extract", "None (the whole completion)", "the last "
+                                             "<answer>…</answer>, stripped ('answer_tag')"),
+                                            ("score / format_score", "1 / 0", "1.0 / 0.0"),
+                                            ("tag spam", "none", "score/4 when > 10 <answer> or </answer> tags")),
+                                  placement="theirs: the reward function, once per response after the rollout "
+                                            "(reward manager); ours: a completion reward (verifier), once per row "
+                                            "after the rollout",
+                                  deviations=(
+                                      "the default normaliser 'basic' and extract=None are ours; normalize="
+                                      "'squad', extract='answer_tag' give verl's EM",
+                                      "no score/4 for more than 10 answer tags",
+                                      "an answer that normalises to '' never matches (verl: '' equals a "
+                                      "reference that normalises to '')",
+                                      "'squad' mapped punctuation to a space before issue #51 ('New-York' = "
+                                      "'new york'); that is now normalize='squad_space'"))),
       Technique("math_answer", "reward", math_answer,
                 "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
                 "task B design (MATH/GSM8K conventions)",
