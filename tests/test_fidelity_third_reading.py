@@ -402,3 +402,123 @@ def test_exact_match_squad_answer_tag_is_verls_search_r1_em():
   np.testing.assert_array_equal(got, want)
   assert R.exact_match(["New-York"], ["new york"], normalize="squad")[0] == 0      # deleted, as verl
   assert R.exact_match(["New-York"], ["new york"], normalize="squad_space")[0] == 1  # the old 'squad'
+
+
+# ----------------------------------------------------------------------------- math_answer vs verl math_reward
+# volcengine/verl@v0.7.0 verl/utils/reward_score/math_reward.py:17-227 (compute_score, is_equiv, strip_string)
+
+def _verl_last_boxed(s):
+  idx = s.rfind("\\boxed")
+  if "\\boxed " in s:
+    return "\\boxed " + s.split("\\boxed ")[-1].split("$")[0]
+  if idx < 0:
+    idx = s.rfind("\\fbox")
+    if idx < 0:
+      return None
+  depth = 0
+  for i in range(idx, len(s)):
+    depth += (s[i] == "{") - (s[i] == "}")
+    if s[i] == "}" and depth == 0:
+      return s[idx:i + 1]
+  return None
+
+
+def _verl_fix_fracs(s):
+  parts = s.split("\\frac")
+  out = parts[0]
+  for sub in parts[1:]:
+    out += "\\frac"
+    if sub[:1] == "{":
+      out += sub
+      continue
+    if len(sub) < 2:
+      return s
+    a, b, rest = sub[0], sub[1], sub[2:]
+    out += ("{" + a + "}{" + b + "}" + rest) if b != "{" else ("{" + a + "}" + b + rest)
+  return out
+
+
+def _verl_fix_a_slash_b(s):
+  if len(s.split("/")) != 2:
+    return s
+  a, b = s.split("/")
+  try:
+    ia, ib = int(a), int(b)
+    assert s == f"{ia}/{ib}"
+    return "\\frac{" + str(ia) + "}{" + str(ib) + "}"
+  except (ValueError, AssertionError):
+    return s
+
+
+def _verl_fix_sqrt(s):
+  if "\\sqrt" not in s:
+    return s
+  parts = s.split("\\sqrt")
+  return parts[0] + "".join(("\\sqrt{" + p[0] + "}" + p[1:]) if p[0] != "{" else ("\\sqrt" + p) for p in parts[1:])
+
+
+def _verl_strip_string(s):
+  for a, b in (("\n", ""), ("\\!", ""), ("\\\\", "\\"), ("tfrac", "frac"), ("dfrac", "frac"), ("\\left", ""),
+               ("\\right", ""), ("^{\\circ}", ""), ("^\\circ", ""), ("\\$", "")):
+    s = s.replace(a, b)
+  if "\\text{ " in s:
+    parts = s.split("\\text{ ")
+    assert len(parts) == 2
+    s = parts[0]
+  s = s.replace("\\\\%", "").replace("\\%", "").replace(" .", " 0.").replace("{.", "{0.")
+  if not s:
+    return s
+  if s[0] == ".":
+    s = "0" + s
+  if len(s.split("=")) == 2 and len(s.split("=")[0]) <= 2:
+    s = s.split("=")[1]
+  s = _verl_fix_fracs(_verl_fix_sqrt(s).replace(" ", ""))
+  if s == "0.5":
+    s = "\\frac{1}{2}"
+  return _verl_fix_a_slash_b(s)
+
+
+def _verl_math_score(solution, ground_truth):
+  try:
+    boxed = _verl_last_boxed(solution)
+    if boxed is None:
+      return 0.0
+    if "\\boxed " in boxed:
+      answer = boxed[len("\\boxed "):]
+    else:
+      assert boxed.startswith("\\boxed{") and boxed.endswith("}")
+      answer = boxed[len("\\boxed{"):-1]
+    try:
+      return float(_verl_strip_string(answer) == _verl_strip_string(ground_truth))
+    except Exception:  # pylint: disable=broad-except
+      return float(answer == ground_truth)
+  except Exception:  # pylint: disable=broad-except
+    return 0.0
+
+
+# (completion's boxed answer, reference): both normalisers agree on these
+_MATH_AGREE = [("\\frac{1}{2}", "\\frac12"), ("\\dfrac{3}{4}", "3/4"), ("0.5", "\\frac{1}{2}"), ("x = 5", "5"),
+               ("5^{\\circ}", "5"), ("10\\%", "10"), ("\\left( 1, 2 \\right)", "(1,2)"), ("7", "8"),
+               ("\\sqrt{2}", "\\sqrt{2}"), ("-3", "-3"), ("\\pi", "\\pi"), ("2", "\\frac{4}{2}"),
+               ("12", "12.0"), ("1/3", "0.333333")]
+
+
+def test_math_answer_boxed_is_verls_math_reward_where_recorded_equal():
+  from rljax import rewards as R
+  comps = [f"so the answer is \\boxed{{{a}}}." for a, _ in _MATH_AGREE]
+  refs = [r for _, r in _MATH_AGREE]
+  ours = np.asarray(R.math_answer(comps, refs, sources=("boxed",)), np.float64)
+  theirs = np.array([_verl_math_score(c, r) for c, r in zip(comps, refs)])
+  # the recorded difference: ours compares numbers by value (2 = 4/2, 12 = 12.0, 1/3 ≈ 0.333333 at rel_tol 1e-6);
+  # verl compares normalised strings
+  by_value = (("2", "\\frac{4}{2}"), ("12", "12.0"), ("1/3", "0.333333"))
+  differ = [i for i, pair in enumerate(_MATH_AGREE) if pair in by_value]
+  np.testing.assert_array_equal(np.delete(ours, differ), np.delete(theirs, differ))
+  assert ours[differ].tolist() == [1.0] * 3 and theirs[differ].tolist() == [0.0] * 3
+  assert theirs.sum() >= 7  # the agreeing set holds matches as well as misses
+  # no boxed answer: verl scores 0; ours (default sources) falls back to ####, 'the answer is', the last number
+  assert _verl_math_score("#### 5", "5") == 0.0
+  assert R.math_answer(["#### 5"], ["5"])[0] == 1.0 and R.math_answer(["#### 5"], ["5"], sources=("boxed",))[0] == 0
+  # recorded: verl's fix_sqrt rewrites \sqrt2 as \sqrt{2}; our normaliser does not
+  assert _verl_math_score("\\boxed{\\sqrt2}", "\\sqrt{2}") == 1.0
+  assert R.math_answer(["\\boxed{\\sqrt2}"], ["\\sqrt{2}"], sources=("boxed",))[0] == 0.0

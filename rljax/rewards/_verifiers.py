@@ -544,10 +544,32 @@ def _technique_rows():
                 "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
                 "task B design (MATH/GSM8K conventions)",
                 stage=S.verifier(math_answer),
-                fidelity=Fidelity("peer", "verl 0.9.1 verl/utils/reward_score/math_reward.py (compute_score, "
+                fidelity=Fidelity("peer", "verl v0.7.0 verl/utils/reward_score/math_reward.py (compute_score, "
                                   "is_equiv)",
                                   "verl: last \\boxed only, strip_string equality; ours also ####, 'answer is', last "
-                                  "number (sources=('boxed',) for verl's), exact/tolerant numeric equality")),
+                                  "number (sources=('boxed',) for verl's), exact/tolerant numeric equality",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/math_reward.py:"
+                                       "17-29 (compute_score), :32-87 (is_equiv, remove_boxed, "
+                                       "last_boxed_only_string), :90-227 (fix_fracs, fix_a_slash_b, "
+                                       "remove_right_units, fix_sqrt, strip_string: the hendrycks MATH normaliser)",
+                                  defaults=(("sources", "boxed, ####, 'the answer is', last number",
+                                             "the last \\boxed{…} / \\boxed … / \\fbox only"),
+                                            ("equality", "normalised strings, then exact numbers, then "
+                                             "isclose(rel_tol 1e-6, abs_tol 1e-9)", "strip_string(a) == "
+                                             "strip_string(b)"),
+                                            ("reference", "extract_reference=True (a full solution is reduced "
+                                             "to its answer)", "the ground truth as given"),
+                                            ("max_chars", "100000 (the completion's tail)", "none")),
+                                  placement="theirs: the reward function, once per response after the rollout; "
+                                            "ours: a completion reward (verifier), once per row after the rollout",
+                                  deviations=(
+                                      "more answer sources than the last \\boxed; sources=('boxed',) gives "
+                                      "verl's extraction",
+                                      "numbers compare by value (2 = \\frac{4}{2}, 12 = 12.0, 1/3 ≈ 0.333333 at "
+                                      "rel_tol 1e-6); verl compares the normalised strings only (tested)",
+                                      "our normaliser (normalize_math_answer) is not strip_string: it also drops "
+                                      "\\text/\\mathrm wrappers and Unicode minus, and does not rewrite "
+                                      "\\sqrt2 to \\sqrt{2}"))),
       Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
                 f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
                 stage=S.verifier(format_regex),
