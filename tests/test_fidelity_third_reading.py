@@ -522,3 +522,19 @@ def test_math_answer_boxed_is_verls_math_reward_where_recorded_equal():
   # recorded: verl's fix_sqrt rewrites \sqrt2 as \sqrt{2}; our normaliser does not
   assert _verl_math_score("\\boxed{\\sqrt2}", "\\sqrt{2}") == 1.0
   assert R.math_answer(["\\boxed{\\sqrt2}"], ["\\sqrt{2}"], sources=("boxed",))[0] == 0.0
+
+
+# ----------------------------------------------------------------------------- code_tests vs verl prime_code
+# volcengine/verl@v0.7.0 verl/utils/reward_score/prime_code/__init__.py:23 (the program a completion holds)
+
+def test_code_tests_program_is_verls_prime_code_solution_on_fenced_python():
+  from rljax.rewards import _code
+  cases = ["Here:\n```python\ndef f(x):\n    return x + 1\n```\nDone.",
+           "first\n```python\nx = 1\n```\nthen a fix\n```python\nx = 2\nprint(x)\n```\n",
+           "```python\nimport math\nprint(math.pi)\n```"]
+  for text in cases:
+    theirs = text.split("```python")[-1].split("```")[0]
+    assert _code.extract_code(text) == theirs.lstrip("\n")   # the same program (theirs keeps the fence's newline)
+  # recorded: no fence -> theirs run the whole text, ours score 0; a bare ``` block: ours take it
+  assert "no code".split("```python")[-1].split("```")[0] == "no code" and _code.extract_code("no code") is None
+  assert _code.extract_code("```\nprint(1)\n```") == "print(1)\n"

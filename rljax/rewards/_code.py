@@ -117,9 +117,31 @@ def _technique_rows():
                 "r = 1[program(y) + tests(a) exits 0 in rljax.sandbox and prints the marker after the tests]",
                 "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
                 stage=S.verifier(code_tests),
-                fidelity=Fidelity("peer", "verl verl/utils/reward_score/prime_code/__init__.py (compute_score)",
+                fidelity=Fidelity("peer", "verl v0.7.0 verl/utils/reward_score/prime_code/__init__.py (compute_score)",
                                   "verl: APPS in/out test cases, last ```python block; ours: assert tests appended "
-                                  "to the last fenced block, all-pass only, a marker after the tests")),
+                                  "to the last fenced block, all-pass only, a marker after the tests",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/prime_code/"
+                                       "__init__.py:21-80 (compute_score: the ```python split, APPS in/out cases "
+                                       "via utils.check_correctness, timeout 5 s, continuous off)",
+                                  defaults=(("extract", "'fenced': the last ```python / ```py / ``` block",
+                                             "completion.split('```python')[-1].split('```')[0] (the whole "
+                                             "text when there is no fence)"),
+                                            ("tests", "assert code appended to the program",
+                                             "APPS inputs/outputs pairs (stdin/stdout or call-based)"),
+                                            ("score", "1 if all pass, else 0", "all pass (continuous=False); "
+                                             "continuous: the pass rate of the first 10 cases"),
+                                            ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only",
+                                             "timeout 5 s for the whole set (10 s per case)")),
+                                  placement="theirs: the reward function, once per response after the rollout; "
+                                            "ours: a completion reward (verifier), once per row after the "
+                                            "rollout, run in rljax.sandbox",
+                                  deviations=(
+                                      "the tests are assert code run with the program, not APPS in/out pairs "
+                                      "(a different data format); the program's exit must be followed by the "
+                                      "marker printed after the tests",
+                                      "a completion without a fence scores 0 (theirs run the whole text); a bare "
+                                      "``` or ```py block is accepted (theirs: only ```python)",
+                                      "no continuous (pass-rate) score"))),
   )
 
 
