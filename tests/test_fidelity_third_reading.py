@@ -538,3 +538,32 @@ def test_code_tests_program_is_verls_prime_code_solution_on_fenced_python():
   # recorded: no fence -> theirs run the whole text, ours score 0; a bare ``` block: ours take it
   assert "no code".split("```python")[-1].split("```")[0] == "no code" and _code.extract_code("no code") is None
   assert _code.extract_code("```\nprint(1)\n```") == "print(1)\n"
+
+
+# ----------------------------------------------------------------------------- length_penalty vs open-r1 len_reward
+# huggingface/open-r1@1416fa0c src/open_r1/rewards.py:183-202 (after correctness is decided)
+
+def _open_r1_len_reward(contents, correctness):
+  lengths = [len(c) for c in contents]
+  lo, hi = min(lengths), max(lengths)
+  if hi == lo:
+    return [0.0] * len(contents)
+  out = []
+  for length, ok in zip(lengths, correctness):
+    lam = 0.5 - (length - lo) / (hi - lo)
+    out.append(float(lam if ok else min(0, lam)))
+  return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_length_penalty_one_group_of_character_lengths_is_open_r1_len_reward(seed):
+  import jax
+  from rljax import rewards as R
+  rng = np.random.default_rng(seed)
+  contents = ["x" * int(n) for n in rng.integers(1, 400, size=24)]
+  correct = rng.uniform(size=24) < 0.5
+  want = _open_r1_len_reward(contents, correct.tolist())
+  with jax.enable_x64(True):   # the whole call's batch is one group; lengths = characters
+    r, _ = R.length_penalty(np.array([len(c) for c in contents], np.float64), correct, np.zeros(24, np.int32),
+                            num_groups=1)
+    np.testing.assert_allclose(np.asarray(r, np.float64), want, rtol=0, atol=1e-15)

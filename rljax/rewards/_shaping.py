@@ -698,7 +698,27 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/huggingface/open-r1: src/open_r1/rewards.py (len_reward, "
                                   "Kimi k1.5 form)",
                                   "ours: token lengths, min/max per prompt group (Kimi); open-r1: character lengths "
-                                  "over the whole call's batch")),
+                                  "over the whole call's batch",
+                                  read="huggingface/open-r1@1416fa0c src/open_r1/rewards.py:132-202 (len_reward: "
+                                       "math_verify correctness, character lengths, λ = 0.5 − (len − min)/(max − "
+                                       "min) over the call's completions, 0 when all equal); Kimi k1.5 (arXiv "
+                                       "2501.12599 §2.3.3) not re-read in issue #51",
+                                  defaults=(("mode", "'kimi' (wrong: min(0, λ))", "the same rule"),
+                                            ("length unit", "tokens (data.lengths)", "characters of the content"),
+                                            ("min / max over", "the row's prompt group (group_id)",
+                                             "every completion of the reward call (a whole batch)"),
+                                            ("correctness", "the task's verifier (data.correct)",
+                                             "math_verify parse + verify; an unparseable gold counts correct")),
+                                  placement="theirs: a GRPOTrainer reward function, once per generation batch "
+                                            "after the rollout, summed with the other rewards by their weights; "
+                                            "ours: a shaping stage after the reward, added to data.rewards, per "
+                                            "prompt group",
+                                  deviations=(
+                                      "min/max per prompt group (Kimi's per-problem form); theirs over the "
+                                      "call's whole batch (one group of character lengths gives theirs, tested)",
+                                      "lengths in tokens; theirs characters",
+                                      "correctness from the run's verifier; theirs math_verify, with an "
+                                      "unparseable reference counted correct"))),
       Technique("rubric_dropout", "shaping", rubric_dropout,
                 "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
                 # criteria = the recipe's reward columns; the rubric score replaces data.rewards (their sum)
