@@ -291,7 +291,22 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp abstract, arXiv 2509.25958)",
                                   "short/long = within-group length rank among correct (incorrect) responses at "
                                   "`fraction` (ours). Searched 2026-12 (2 passes) code/pages/repos ('RoRecomp', "
-                                  "title, 'compensation batch'): no code; intro only")),
+                                  "title, 'compensation batch'): no code; intro only",
+                                  read="arXiv 2509.25958 abstract (page read: summarxiv.com/en/paper/2509.25958 and "
+                                       "sciencestack.ai/paper/2509.25958, pages corpus: abstract and a summary; seed "
+                                       "001 L163); the method section and code are not stored",
+                                  defaults=(("fraction", "0.5 (the short / long share per group)",
+                                             "not stated in the abstract"),),
+                                  placement="theirs (abstract): priority batches of short-correct and long-"
+                                            "incorrect responses are selected from the online batches; the "
+                                            "remaining responses go to a replay buffer for compensation batches; "
+                                            "ours: a row filter after the reward that keeps the priority rows of "
+                                            "each group (the rest leave the step; rorecomp_compensation replays "
+                                            "them)",
+                                  deviations=(
+                                      "short / long is a within-group length rank at `fraction` among the "
+                                      "correct (incorrect) responses: our reading; the abstract gives no rule",
+                                      "length ties are all kept (the split does not depend on row order)"))),
   )
 
 

@@ -348,7 +348,27 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
                                   "score = var/var_max per a review of the paper; ours equals it for even G, lower "
                                   "for odd G; threshold rule ours. Searched 2026-12 (2 passes) code/pages/repos "
-                                  "('VCRL', title): no code, no paper body")),
+                                  "('VCRL', title): no code, no paper body",
+                                  read="arXiv 2509.19803 abstract (page read: arxiv.org/html/2509.19803v1, pages "
+                                       "corpus: abstract and the introduction's start; seed 001 L115) and a "
+                                       "review's restatement of the method (themoonlight.io review of VCRL: "
+                                       "σ² = k(G−k)/(G(G−1)), σ²_max = G/(4(G−1)) even G, (G+1)/(4G) odd G, "
+                                       "p = σ²/σ²_max; a memory bank replays high-variance samples); the "
+                                       "method section itself is not stored",
+                                  defaults=(("threshold", "0.5 (keep p ≥ threshold)", "not in the stored text"),
+                                            ("reward_range", "(0, 1)", "binary rewards"),
+                                            ("memory bank", "none", "high-p samples replayed (review)")),
+                                  placement="theirs (review): after the rollout's rewards, each query's "
+                                            "normalised variance p selects the samples to train (dynamic "
+                                            "sampling), with a memory bank to replay them; ours: a row filter "
+                                            "after the reward keeping groups with score ≥ threshold; refill=True "
+                                            "redraws dropped groups",
+                                  deviations=(
+                                      "score = population variance / ((hi − lo)²/4): equal to their p for even "
+                                      "G, lower for odd G (4k(G−k)/G² vs 4k(G−k)/(G²−1))",
+                                      "the threshold rule and its 0.5 default are ours (the value used in the "
+                                      "paper is not in the stored text)",
+                                      "their memory-bank replay is not built"))),
   )
 
 

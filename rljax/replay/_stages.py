@@ -501,7 +501,24 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
                                   'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
                                   'stored A: ours. No code; the pages corpus (arXiv 2509.25958 summaries) gave the '
-                                  'abstract, not the method (issue #51)')),
+                                  'abstract, not the method (issue #51)',
+                                  read="arXiv 2509.25958 abstract (page read: summarxiv.com/en/paper/2509.25958 and "
+                                       "sciencestack.ai/paper/2509.25958, pages corpus: abstract and a summary; seed "
+                                       "001 L163); the method section and code are not stored",
+                                  defaults=(("fraction", "0.5 (rorecomp's split)", "not stated in the abstract"),
+                                            ("compensation", "1.0 (freed rows filled)", "not stated"),
+                                            ("capacity", "256 rows, FIFO, each replayed once", "not stated")),
+                                  placement="theirs (abstract): compensation batches are built from the remaining "
+                                            "(non-priority) responses held in a replay buffer, next to the "
+                                            "priority batches; ours: a replay stage after the advantages: the "
+                                            "non-priority fresh rows enter a FIFO buffer with their advantages and "
+                                            "the freed rows of the step take the oldest buffered rows",
+                                  deviations=(
+                                      "compensation rows share the step's static batch (the paper: separate "
+                                      "compensation batches); how they are scheduled is not stated",
+                                      "buffered rows keep the advantages computed in their own group; FIFO, each "
+                                      "replayed once, floor(c·#freed) of them: our reading",
+                                      "rows of other prompts enter a group, so the shared-prompt forward is off"))),
       Technique("spear_replay", "replay", B.spear_plan,
                 "store A > τ; replay stored rows with A' = R − median(group mean R) > 0 as c(t)·A', c: cosine 0 → 1",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
