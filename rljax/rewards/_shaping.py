@@ -730,20 +730,69 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
                                   "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
                                   "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
-                                  "'Rubric-Dropout': no code (2026-12)")),
+                                  "'Rubric-Dropout': no code (2026-12)",
+                                  read="Rubric Dropout abstract (seed 001 L81, read in full: drop a random subset "
+                                       "of the rubric's criteria at every step before computing the reward, the "
+                                       "subset shared across each rollout group, evaluation on the full rubric, "
+                                       "dropout 30% and 50% compared); no paper body or code found",
+                                  defaults=(("drop_prob", "required (no default)", "0.3 and 0.5 (compared)"),
+                                            ("mode", "'bernoulli' (each criterion kept w.p. 1 − p)",
+                                             "not stated"),
+                                            ("aggregate", "'mean' over kept criteria (weights None)",
+                                             "not stated")),
+                                  placement="theirs (abstract): at every RL step, before the reward of each "
+                                            "rollout group is computed, one dropped subset per group; the full "
+                                            "rubric at evaluation; ours: a shaping stage after the reward that "
+                                            "rescores data.reward_components (one column per criterion) with "
+                                            "one mask per group from the step's key",
+                                  deviations=(
+                                      "how kept criteria are combined (weighted mean, or sum) and the mask law "
+                                      "(Bernoulli or an exact count) are ours",
+                                      "a row whose applicable criteria were all dropped is scored on the full "
+                                      "rubric (ours)",
+                                      "the criteria are the recipe's reward columns; their LLM-judge rubric "
+                                      "grading is the caller's"))),
       Technique("prm_clip", "shaping", prm_clip, "r'_t = min(r_t - eta, 0)", f"{_S1} L157 (arXiv:2410.15115)",
                 stage=S.shaping_stage(prm_clip, S.STEPS, result=S.plus_outcome_steps),
                 fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
                                   'min(r − η, 0) recalled (a description of its Clip figure agrees); η ours. Searched '
                                   '2026-12 (2 passes) pages, code, openpsi-project/ReaLHF (all branches): no code; '
-                                  'only abstract and reviews stored')),
+                                  'only abstract and reviews stored',
+                                  read="arXiv 2410.15115 abstract (page read: arxiv.org/html/2410.15115v3, pages corpus: title and "
+                                       "abstract; seed 001 L157) and ICLR 2025 reviews (paperhub.cn/paper/F0GNv13ojF: "
+                                       "'r_process(q, p_k+1)'); the method section and code are not stored",
+                                  defaults=(("eta", "0.5", "not in the stored text"),),
+                                  placement="theirs (abstract): PRM step rewards combined with the success reward "
+                                            "during RL, refined so that a trajectory's accumulated reward is "
+                                            "bounded above; ours: a shaping stage after the reward: the clipped "
+                                            "step rewards are summed into the row's sequence reward "
+                                            "(data.rewards + Σ_s r'_s)",
+                                  deviations=(
+                                      "the form min(r − η, 0) and η = 0.5 are our reading (the abstract names "
+                                      "'Clipping' and the upper bound only)",
+                                      "the refined step rewards are summed into one sequence reward; a per-step "
+                                      "placement (each at its step's tokens) is not built"))),
       Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
                 f"{_S1} L157 (arXiv:2410.15115)",
                 stage=S.shaping_stage(prm_delta, S.STEPS, result=S.plus_outcome_steps),
                 fidelity=Fidelity("abstract", f"{_S1} L157 (arXiv 2410.15115 abstract)",
                                   'r_t − r_{t+1} recalled; r_T kept on the last step unverified (a figure description '
                                   'crosses it out). Searched 2026-12 (2 passes) pages, code, ReaLHF: no code; only '
-                                  'abstract and reviews stored')),
+                                  'abstract and reviews stored',
+                                  read="arXiv 2410.15115 abstract (page read: arxiv.org/html/2410.15115v3, pages corpus: title and "
+                                       "abstract; seed 001 L157) and ICLR 2025 reviews (paperhub.cn/paper/F0GNv13ojF: "
+                                       "'r_process(q, p_k+1)'); the method section and code are not stored",
+                                  defaults=(),
+                                  placement="theirs (abstract): PRM step rewards combined with the success reward "
+                                            "during RL, refined so that a trajectory's accumulated reward is "
+                                            "bounded; ours: a shaping stage after the reward: the delta step "
+                                            "rewards are summed into the row's sequence reward, which telescopes "
+                                            "to the first valid step's r (plus the outcome reward)",
+                                  deviations=(
+                                      "the form r_t − r_{t+1} and r_T kept on the last step are our reading "
+                                      "(a review's 'r_process(q, p_k+1)' agrees with the difference)",
+                                      "summed into one sequence reward, Delta reduces to the first step's "
+                                      "reward: its per-step credit needs a per-step placement, not built"))),
       Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
                 f"{_S1} L219 (SCOPE-RL, interpretation)",
                 stage=S.shaping_stage(correctness_gated,
@@ -753,7 +802,23 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L219 (SCOPE-RL abstract)",
                                   "gate r_outcome + w·1[correct]·r_process ours; process terms the caller's. Its link "
                                   "github.com/tokencraft-lab/SCOPE-RL: no snapshot, not indexed; code search "
-                                  "'SCOPE-RL': other projects (2026-12)")),
+                                  "'SCOPE-RL': other projects (2026-12)",
+                                  read="SCOPE-RL abstract (seed 001 L219, read in full: 'Quality-Aware Process RL "
+                                       "applies correctness-gated process-shape rewards to refine correct "
+                                       "trajectories after success', GRPO update kept; code linked at "
+                                       "github.com/tokencraft-lab/SCOPE-RL, not stored); no paper body found",
+                                  defaults=(("weight", "1.0", "not stated"),),
+                                  placement="theirs (abstract): in the second stage (after success), process-shape "
+                                            "rewards are added only on correct trajectories, then the GRPO "
+                                            "update; ours: a shaping stage after the reward: data.rewards + w · "
+                                            "1[correct] · (mean of the row's valid step rewards), needs "
+                                            "step_rewards",
+                                  deviations=(
+                                      "the additive gate and w are our reading; their process terms (useful-"
+                                      "step density, error localisation, token efficiency) are the caller's "
+                                      "step rewards, averaged per row",
+                                      "their first stage (prefix-decomposed scaffold rewards before success) "
+                                      "is not part of this row"))),
       Technique("gaussian_reward", "reward", gaussian_reward, "r = exp(-(s_hat - s)^2 / (2 sigma^2))",
                 f"{_S0} L109 (OmniQuality-R, arXiv 2510.10609)",
                 stage=_gaussian_reward_stage,
