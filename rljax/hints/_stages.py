@@ -266,7 +266,25 @@ TECHNIQUES = (
               fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
                                 "mistakes = this round's wrong answer keys (paper: previous); correction as "
                                 "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
-                                "indexed; anonymous.4open.science: not stored (2026-12)")),
+                                "indexed; anonymous.4open.science: not stored (2026-12)",
+                                read="LTE abstract (seed 001 L199, read in full: hints LMs 'with their previously "
+                                     "self-made mistakes', no external guidance, against exploration stagnation); "
+                                     "no paper body stored; code (anonymous.4open.science, github.com/JamyDon/"
+                                     "LTE) not stored (find_repos JamyDon: no LTE)",
+                                defaults=(("max_mistakes", "3 distinct wrong answers", "not stated"),
+                                          ("rows", "1.0 (the whole group re-sampled)", "not stated"),
+                                          ("logp_old", "'behavior' (log π_old(y | x + h))", "not stated")),
+                                placement="theirs (abstract): the model is hinted with mistakes it made before, "
+                                          "for problems it fails to solve; ours: a replay stage after the "
+                                          "reward: an all-failed group is re-sampled with its own wrong answers "
+                                          "of this round in the prompt, the samples trained as rows of the "
+                                          "unhinted prompt (Guide's off-context ratio)",
+                                deviations=(
+                                    "the mistakes are this round's distinct wrong answer keys (the abstract: "
+                                    "'previously self-made'); the hint template is ours",
+                                    "the off-context correction (ratio against the hinted prompt's log-prob) is "
+                                    "Guide's; the abstract states none",
+                                    "a group with no non-empty wrong answer is not hinted"))),
     Technique("adhint", "replay", H.adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
@@ -274,5 +292,27 @@ TECHNIQUES = (
               fidelity=Fidelity("abstract", f"{_S1} L95 (ADHint abstract, arXiv 2512.13095)",
                                 "built: hint ratio from the round's 1 − p (linear: ours), hint in the prompt; not "
                                 "built: gradient modulation, masking, posterior advantages. Code 'upon acceptance': "
-                                "none found (2026-12)")),
+                                "none found (2026-12)",
+                                read="ADHint abstract (seed 001 L95, arXiv 2512.13095, read in full: hint = a prefix "
+                                     "of a complete reasoning trajectory; hint ratio scheduled from each sample's "
+                                     "difficulty under the policy; gradient modulation and selective masking of "
+                                     "hint tokens; advantages from the rollout-difficulty posterior); no paper body "
+                                     "stored, code 'upon acceptance'",
+                                defaults=(("min_fraction / max_fraction", "0.25 / 1.0", "not stated"),
+                                          ("max_success", "0.5 (hard groups hinted)", "not stated"),
+                                          ("rows", "0.5 of the failed rows", "not stated"),
+                                          ("schedule", "linear in 1 − p", "'scheduled from the difficulty' "
+                                           "(form not stated)")),
+                                placement="theirs (abstract): the hint prefix is part of the trained rollout "
+                                          "(hint tokens modulated / masked), its ratio set per sample from its "
+                                          "difficulty; ours: a replay stage after the reward: a hard group's "
+                                          "failed rows take samples drawn with an answer prefix in the prompt, "
+                                          "trained as rows of the unhinted prompt",
+                                deviations=(
+                                    "the hint is a prefix of the reference answer in the prompt, not a prefix of "
+                                    "a reasoning trajectory in the response: no hint token is trained, so their "
+                                    "gradient modulation and masking have nothing to act on (not built)",
+                                    "difficulty = the group's success rate in this round; the linear schedule is "
+                                    "ours",
+                                    "their posterior advantage estimation is not built (the recipe's estimator)"))),
 )

@@ -456,7 +456,26 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S0} L23 (RAPO: 'per-prompt replay buffers')",
                                   "trigger (all-failed group), per_group=1, per_prompt=1: ours. The authors' repo "
                                   "FractalAIResearchLabs/Fathom-DeepResearch holds inference/eval code only, no RAPO "
-                                  "or replay (2026-12)")),
+                                  "or replay (2026-12)",
+                                  read="Fathom-DeepResearch abstract (seed 000 L23, read in full: RAPO, 'a zero-"
+                                       "overhead extension of GRPO ... through curriculum pruning, reward-aware "
+                                       "advantage scaling, and per-prompt replay buffers'); no paper body stored; "
+                                       "FractalAIResearchLabs/Fathom-DeepResearch (code index, 6 files): no RAPO",
+                                  defaults=(("capacity", "256 rows", "not stated"),
+                                            ("per_prompt", "1 (latest success per prompt)", "not stated"),
+                                            ("per_group", "1 row replaced", "not stated")),
+                                  placement="theirs (abstract): per-prompt replay buffers inside GRPO training; "
+                                            "when and on which rows they replay is not stated; ours: a replay "
+                                            "stage after the reward, before the advantages: a group with no "
+                                            "success swaps its lowest-reward row for its prompt's latest stored "
+                                            "success, which then joins the group's advantage",
+                                  deviations=(
+                                      "the trigger (an all-failed group), per_group = 1 and per_prompt = 1 are "
+                                      "our reading of 'per-prompt replay buffers'",
+                                      "RAPO's curriculum pruning and reward-aware advantage scaling are not part "
+                                      "of this row",
+                                      "logp_old='recompute' (the replayed row's ratio against the current "
+                                      "π_old) is ours"))),
       Technique("positive_replay", "replay", B.positive_replay_plan,
                 "p_g <= max_success: k = ceil(ratio (1 - p_g) n_g) failed rows <- stored successes of the prompt",
                 f"{_S0} L37 (MobileRL / ADAGRPO)",
