@@ -330,7 +330,28 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract, arXiv 2606.25178)",
                                   "UCB score + λ·T_d, T_d = EMA of mean cos(g_d, g_d') (exact; paper: projected); λ, "
                                   "decay ours. Searched code/pages/repos ('Transfer-Aware Curriculum', TAC, authors' "
-                                  "lab): no code stored (2026-12)")),
+                                  "lab): no code stored (2026-12)",
+                                  read="TAC abstract (seed 001 L97, arXiv 2606.25178, read in full: a bandit-style "
+                                       "online curriculum over domains; per-domain advantages give learnability, "
+                                       "projected gradients from the GRPO step estimate cross-domain "
+                                       "transferability by gradient alignment, < 1% overhead); no paper body or "
+                                       "code stored",
+                                  defaults=(("transfer_weight λ", "1.0", "not stated"),
+                                            ("decay", "0.9 (EMA of T_d)", "not stated"),
+                                            ("exploration / temperature / window", "1.0 / 0.1 / 300 (DUMP's)",
+                                             "not stated")),
+                                  placement="theirs (abstract): the domain sampling probabilities are updated "
+                                            "online from each GRPO step's per-domain advantages and projected "
+                                            "gradients taken from that same step; ours: a prompt filter draws "
+                                            "the step's prompts; observe after the advantages takes the rows' "
+                                            "|A| and the Gram matrix of per-task gradients that the loop computes "
+                                            "with one extra backward pass per task",
+                                  deviations=(
+                                      "the score form (DUMP's UCB learnability + λ·T_d) and T_d = EMA of the "
+                                      "mean cosine to the other domains are our reading",
+                                      "exact per-task gradients (an extra backward per task); theirs projected "
+                                      "gradients from the step being computed (< 1% overhead)",
+                                      "λ, decay and the bandit's settings are ours"))),
   )
 
 
