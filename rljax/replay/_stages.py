@@ -415,7 +415,9 @@ def _technique_rows():
                                        "weighted_bucket_sampler.py:18-110 (normal mapping, multinomial draw), "
                                        "experience_trainer_ops.py:20-100 (storing successes, lbound/rbound, "
                                        "exp_is_correct), experience_collate_fn.py:20-140 (exp_ratio, argmin "
-                                       "entropy), mix_trainer_experience.py:538-542 (switch to mixed policy); "
+                                       "entropy), mix_trainer_experience.py:370-392 (all-solved prompts retired to "
+                                       "skip_uid_set, all-fail / all-solved groups masked) and :538-542 (switch to "
+                                       "mixed policy); "
                                        "ExGRPO/exp_scripts/run_exgrpo.sh:28-40, 63",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
@@ -448,7 +450,9 @@ def _technique_rows():
                                       "draws one prompt at a time without replacement (the same law for the "
                                       "first draw as their multinomial over buckets)",
                                       "a stored prompt whose fresh group has 0 successes gets score 0 and moves "
-                                      "bucket; theirs leave it in its bucket"))),
+                                      "bucket; theirs leave it in its bucket",
+                                      "their trainer also masks all-fail and all-solved groups out of the loss; "
+                                      "here that is the zero_variance filter, composed separately"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
