@@ -379,7 +379,8 @@ def _technique_rows():
                                   "the authors' rule, except their overflow waits in a replay buffer",
                                   read="databricks/pilot-commit@6def20ea recipe/pc/pc_ray_trainer.py:287-328 "
                                        "(filter_batch: lower ≤ mean acc ≤ 1 − upper) and :608-660 (explore batch "
-                                       "→ replay buffer → commit batch); recipe/pc/config/pc_trainer.yaml:19-33; "
+                                       "→ replay buffer → commit batch), :378-384 (n_explore_effective); recipe/pc/config/"
+                                       "pc_trainer.yaml:19-33; "
                                        "recipe/pc/replay_buffer.py; train_scripts/pc_qwen2.5-1.5b_p32c96.sh:26-29",
                                   defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
                                              "0.25] (scripts; yaml 0.25 / 0.25)"),
@@ -393,7 +394,8 @@ def _technique_rows():
                                              "buffer (buffer_max_off_steps 4)")),
                                   placement="theirs: the pilot (explore) rollouts of each generation batch are "
                                             "scored; passing prompts wait in a replay buffer (at most 4 steps "
-                                            "old) and are committed later with rollout.n more rollouts, trained "
+                                            "old; drawn at random, buffer_sampling_method random) and are "
+                                            "committed later with rollout.n more rollouts, trained "
                                             "on pilot + commit samples; ours: a prompt filter, the pilot rows "
                                             "and the commit rows of a prompt are sampled in the same step (the "
                                             "pilot rows join the group)",
@@ -402,8 +404,9 @@ def _technique_rows():
                                       "rule='uniform', max_per_prompt=n give their pass/fail rule",
                                       "committed in the same step within a static layout (group_size rows); "
                                       "their passing prompts wait in a replay buffer and overflow to later steps",
-                                      "their buffer's max-variance downsampling of the pilot responses "
-                                      "(n_effective) is not built: every pilot row stays in the group"))),
+                                      "their optional max-variance downsampling of the pilot responses "
+                                      "(exploration.n_effective; null, off, by default) is not built: every pilot "
+                                      "row stays in the group, as their default"))),
       Technique("difficulty_budget", "filter", difficulty_budget,
                 "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
                 f"{_S1} L203 (E3, arXiv 2505.18573)",
