@@ -137,14 +137,17 @@ class Block(nnx.Module):
     Same math as :meth:`cached` with ``T = 1``. The per-layer, head-major
     cache lets the attention read it in place (on CPU a slice of the stacked
     ``[L, ...]`` cache, or a ``[B, S, K, D]`` cache under a ``(B, K)``-batched
-    matmul, is a full copy every step).
+    matmul, is a full copy every step). ``mask`` ``[B, 1, A]`` with ``A <= S``:
+    the attention reads the first ``A`` slots only (``A`` > ``cache_index``).
     """
     y = self.attn_norm(x)
     q, k, v = self.attn.qkv(y, cos, sin, fused=True)  # one matmul (decode: 64-row operands)
     start = (0, 0, cache_index, 0)
     k_l = jax.lax.dynamic_update_slice(k_l, k.transpose(0, 2, 1, 3).astype(k_l.dtype), start)
     v_l = jax.lax.dynamic_update_slice(v_l, v.transpose(0, 2, 1, 3).astype(v_l.dtype), start)
-    y = self.attn.out_decode(q, k_l, v_l, mask)
+    a = mask.shape[-1]
+    y = self.attn.out_decode(q, k_l[:, :, :a] if a < k_l.shape[2] else k_l,
+                             v_l[:, :, :a] if a < v_l.shape[2] else v_l, mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
     x, ids, probs = self._mlp(x + y, routing, fused=True)
@@ -400,7 +403,7 @@ class Transformer(nnx.Module):
     return z
 
   # ---------------------------------------------------------------- forward
-  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask):
+  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask, attend=None):
     """One token per row with a per-layer KV cache (the sampler's decode loop).
 
     Equals ``self(tokens, positions, cache=KVCache(stack(k_layers),
@@ -414,6 +417,9 @@ class Transformer(nnx.Module):
         (``KVCache.k[l].transpose(0, 2, 1, 3)``).
       cache_index: int32 scalar slot written by this token.
       kv_mask: ``[B, S]`` bool valid slots (including ``cache_index``).
+      attend: static int in ``(cache_index, S]`` or None (``S``): attend over the first ``attend`` slots only
+        (the sampler's decode phases: the cache is written in place at its full size, and early steps do
+        not read its empty tail; same values, the slots after are empty).
     Returns:
       ``(hidden [B, 1, H] after the final norm, k_layers, v_layers, routing [B, 1, L_moe, k] or None)``.
     """
@@ -421,9 +427,9 @@ class Transformer(nnx.Module):
     b, t = tokens.shape
     if t != 1:
       raise ValueError(f"tokens must be [B, 1] for decode_step, got shape {tokens.shape}")
-    s_len = k_layers[0].shape[2]
+    s_len = k_layers[0].shape[2] if attend is None else int(attend)
     cache_index = jnp.asarray(cache_index, jnp.int32)
-    base, sliding_mask = decode_masks(cfg, kv_mask, cache_index, s_len)
+    base, sliding_mask = decode_masks(cfg, kv_mask[:, :s_len], cache_index, s_len)
     rope = rope_tables(positions, cfg)
     x = self.embed_tokens(tokens)
     ids_all = []

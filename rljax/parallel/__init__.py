@@ -28,6 +28,7 @@ from rljax.parallel._rules import DEFAULT_RULES, logical_sharding, logical_to_sp
 from rljax.parallel._shard import batch_sharding, replicated, shard_state, state_shardings
 from rljax.parallel._train import (abstract_with_shardings, batch_shardings, compute_spec, fsdp_loss_fn,
                                    shard_train_step, sharded_head, train_state_shardings,
+                                   gather_per_layer, vocab_split_logits,
                                    with_logical_constraint)
 from rljax.parallel._hlo import collectives  # noqa: E402
 from rljax.parallel._submesh import split_mesh, split_sizes, transfer, tree_bytes
@@ -39,7 +40,7 @@ from rljax.parallel._data import (all_process_rows, allgather_rows, global_batch
 __all__ = ["AXES", "MeshConfig", "make_mesh", "check_mesh_divides", "DEFAULT_RULES", "logical_sharding", "logical_to_spec",
            "DistributedConfig", "maybe_initialize_distributed", "state_shardings", "shard_state",
            "batch_sharding", "replicated", "train_state_shardings", "shard_train_step", "batch_shardings",
-           "with_logical_constraint", "sharded_head", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
+           "with_logical_constraint", "sharded_head", "gather_per_layer", "vocab_split_logits", "abstract_with_shardings", "collectives", "fsdp_loss_fn", "compute_spec",
            "row_sharding", "process_rows", "all_process_rows", "global_batch", "place_global", "to_host", "host_rows",
            "allgather_rows", "process_sum", "process_any", "group_allgather", "process_batches", "split_mesh",
            "split_sizes", "transfer", "tree_bytes", "CHIPS", "Chip", "chip_of", "topology_devices",

@@ -38,7 +38,7 @@ from rljax.parallel._rules import DEFAULT_RULES, Rules, logical_to_spec
 from rljax.parallel._shard import _axes_of, _value_shape, state_shardings
 
 __all__ = ["train_state_shardings", "shard_train_step", "batch_shardings", "with_logical_constraint",
-           "abstract_with_shardings", "fsdp_loss_fn", "compute_spec"]
+           "abstract_with_shardings", "fsdp_loss_fn", "compute_spec", "gather_per_layer", "vocab_split_logits"]
 
 
 def _is_variable(x) -> bool:
@@ -306,6 +306,46 @@ class _ShardedHead:
     weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, stored))
     weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, PartitionSpec(None, vocab)))
     return logprob_and_entropy_sharded(hidden, weight, targets, mesh=mesh, axis_name=vocab, token_axes=rows, **kw)
+
+
+def gather_per_layer(model, mesh: Mesh, rules: Rules = DEFAULT_RULES, gather_axes=("fsdp",)) -> bool:
+  """Installs the per-layer weight gather (:class:`_LayerGather`) and the table-sharded embedding lookup
+  (:class:`_ShardedLookup`) on a scanned ``model``, so that a forward over rows split over the batch axes keeps
+  its activations split and gathers one layer's weights at a time (as :class:`fsdp_loss_fn` does for the
+  update; the sampler's prefill). Returns whether it did (a scanned model over a mesh whose ``gather_axes``
+  are larger than 1)."""
+  if not (getattr(model.cfg, "scan_layers", False) and hasattr(model, "layer_weights_fn")
+          and any(mesh.shape.get(a, 1) > 1 for a in gather_axes)):
+    return False
+  model.layer_weights_fn = _LayerGather(mesh, rules, tuple(gather_axes), model.cfg.compute_dtype)
+  if hasattr(model, "embed_lookup_fn"):
+    model.embed_lookup_fn = _ShardedLookup(mesh, rules)
+  return True
+
+
+def vocab_split_logits(hidden, weight, mesh: Mesh, rules: Rules = DEFAULT_RULES):
+  """``hidden @ weight`` (``[B, H] x [H, V] -> [B, V]`` float32) with the rows split over the batch axes and
+  neither the head nor a ``[B, V]`` block whole on a device.
+
+  The head's stored shard (``embed`` over ``fsdp``, ``vocab`` over ``tensor``) is re-split by vocabulary
+  over every axis that splits it (one all-to-all of the shard), the hidden rows (``[B, H]``, small) are
+  gathered, each device scores all rows on its vocabulary columns, and one all-to-all returns whole rows
+  to the batch layout. Without such a split (one device, or a vocabulary the axes do not divide) it is the
+  plain product, partitioned by XLA. Same values up to float32 summation order."""
+  plain = lambda: jnp.dot(hidden, weight, preferred_element_type=jnp.float32)
+  if mesh is None or mesh.size <= 1:
+    return plain()
+  stored = logical_to_spec(("embed", "vocab"), mesh, weight.shape, rules)
+  vocab = tuple(a for a in _axes_tuple(stored[1]) + _axes_tuple(stored[0]) if mesh.shape[a] > 1)
+  size = int(np.prod([mesh.shape[a] for a in vocab])) if vocab else 1
+  if not vocab or weight.shape[1] % size:
+    return plain()
+  weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, stored))
+  weight = jax.lax.with_sharding_constraint(weight, NamedSharding(mesh, PartitionSpec(None, vocab)))
+  hidden = jax.lax.with_sharding_constraint(hidden, NamedSharding(mesh, PartitionSpec()))
+  logits = jax.lax.with_sharding_constraint(plain(), NamedSharding(mesh, PartitionSpec(None, vocab)))
+  rows = logical_to_spec(("batch", "vocab"), mesh, logits.shape, rules)
+  return jax.lax.with_sharding_constraint(logits, NamedSharding(mesh, PartitionSpec(rows[0], None)))
 
 
 def on_tpu(mesh: Mesh) -> bool:

@@ -53,6 +53,15 @@ class SamplerConfig:
       tail; each phase is one more compiled loop body. 1: one loop over the
       ``bucket - 1 + max_new_tokens`` slots a call can fill. Same tokens and
       log-probs (up to float32 summation order) either way.
+    phase_cache: how the decode phases get their cache prefix. ``"copy"``: each
+      phase pads the cache to its length (a new buffer beside the previous one
+      at each transition: up to 1.75x the cache at the last one with 4 phases;
+      the fastest on CPU, where attention then reads a whole array).
+      ``"in_place"``: the cache is padded once to its full length and written
+      in place, and each phase attends over a static prefix of it (one cache
+      in memory; what a pod needs, e.g. the 72B rollout at 8k context). ``"auto"``
+      (default): ``"in_place"`` with mesh-sharded parameters, else ``"copy"``.
+      Same values either way.
     concurrent_chunks: ``generate`` splits its P prompts into this many
       chunks of whole prompts and decodes them as separate jitted calls, one
       host thread each, at the same time. On CPU one decode loop leaves cores
@@ -87,6 +96,7 @@ class SamplerConfig:
   pad_id: int = 0
   cache_dtype: Optional[str] = None
   decode_phases: int = 4
+  phase_cache: str = "auto"
   concurrent_chunks: int = 1
   common_prefix: tuple = ()
 
@@ -109,6 +119,8 @@ class SamplerConfig:
       raise _err("pad_id", self.pad_id, "an int >= 0")
     if not isinstance(self.decode_phases, int) or self.decode_phases < 1:
       raise _err("decode_phases", self.decode_phases, "an int >= 1")
+    if self.phase_cache not in ("auto", "copy", "in_place"):
+      raise _err("phase_cache", self.phase_cache, "'auto', 'copy' or 'in_place'")
     if not isinstance(self.concurrent_chunks, int) or self.concurrent_chunks < 1:
       raise _err("concurrent_chunks", self.concurrent_chunks, "an int >= 1")
     prefix = tuple(self.common_prefix)

@@ -27,11 +27,12 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from rljax.sampling._config import FinishReason, SamplerConfig
-from rljax.sampling._state import (SamplerState, _constrain_cache, _constrain_layers, _fit_slots, _from_layers,
-                                   _to_layers)
+from rljax.sampling._state import (SamplerState, _constrain_cache, _constrain_layers, _constrain_rows, _fit_slots,
+                                   _from_layers, _row_split, _to_layers)
 from rljax.sampling._step import _logits, sampling_step
 
 Array = jax.Array
@@ -44,9 +45,10 @@ def _set_rows(buf: Array, pos: Array, values: Array, valid: Array) -> Array:
   return buf.at[b_idx, safe].set(values.astype(buf.dtype), mode="drop")
 
 
-def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id):
+def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id, mesh=None):
   """Feeds each row's left-aligned ``chunk[b, :chunk_len[b]]`` (positions
-  ``base_pos[b] + t``) right-aligned into slots ``[slot, slot + Lb)``.
+  ``base_pos[b] + t``) right-aligned into slots ``[slot, slot + Lb)``; with a ``mesh`` the rows are split
+  over its batch axes (the activations follow: no chip holds every row's).
 
   Returns ``(cache, kv_mask, routing_left [B, Lb, ...] or None)`` where
   ``routing_left[b, t]`` belongs to ``chunk[b, t]``. The hidden states are not
@@ -64,7 +66,8 @@ def _prefill(model, cache, kv_mask, slot, chunk, chunk_len, base_pos, pad_id):
   tok = jnp.where(valid, jnp.take_along_axis(chunk, src_c, axis=1), pad_id)
   pos = base_pos[:, None] + src_c
   kv_mask = jax.lax.dynamic_update_slice(kv_mask, valid, (0, slot))
-  out = model(tok.astype(jnp.int32), pos.astype(jnp.int32), cache=cache,
+  tok, pos = _constrain_rows(tok.astype(jnp.int32), mesh), _constrain_rows(pos.astype(jnp.int32), mesh)
+  out = model(tok, pos, cache=cache,
               cache_index=slot, kv_mask=kv_mask, return_logits=False)
   routing = out.routing
   if routing is not None:  # back to the left-aligned chunk order
@@ -77,6 +80,47 @@ def _repeat(tree, n: int):
   if n == 1:
     return tree
   return jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), tree)
+
+
+def prefill_rows(prompts: int, n: int, split: int):
+  """Which prompt each prefill row holds when the ``B = prompts x n`` rows are split ``split`` ways over a mesh
+  and the prompts are not (``prompts % split != 0``; else None: the prompts' own order, each chip holding whole
+  groups).
+
+  Chip ``c`` holds rows ``[c r, (c + 1) r)`` (``r = B / split``), the samples of prompts ``first_c .. last_c``; it
+  prefills those ``q = max_c (last_c - first_c + 1)`` prompts itself (the last one repeated where it needs fewer),
+  so every chip prefills a whole share and its rows' caches are copied from its own prefill, never gathered
+  across chips. A prompt whose samples span ``k`` chips is prefilled ``k`` times (at most ``n / r + 1``).
+
+  Returns ``(index [split * q] prompt of each prefill row, local [split, r] prefill slot 0..q-1 of each row on
+  its chip)`` (numpy).
+  """
+  b = prompts * n
+  if split <= 1 or prompts % split == 0 or b % split:
+    return None
+  r = b // split
+  first = (np.arange(split) * r) // n
+  last = (np.arange(split) * r + r - 1) // n
+  q = int((last - first).max()) + 1
+  index = np.minimum(first[:, None] + np.arange(q)[None, :], last[:, None]).reshape(-1)
+  local = np.arange(b).reshape(split, r) // n - first[:, None]
+  return index.astype(np.int32), local
+
+
+def _rows_of(x, n: int, layout):
+  """``x`` ``[prefill rows, ...]`` -> ``[B, ...]``: each row's copy of its prompt's entry (``layout`` of
+  :func:`prefill_rows`; None: every prompt repeated ``n`` times)."""
+  if layout is None:
+    return _repeat(x, n)
+  local = layout[1]
+  split, r = local.shape
+  q = x.shape[0] // split
+  x = x.reshape((split, q) + x.shape[1:])
+  out = jnp.broadcast_to(x[:, :1], (split, r) + x.shape[2:])
+  for j in range(1, q):
+    pick = jnp.asarray(local == j).reshape((split, r) + (1,) * (x.ndim - 2))
+    out = jnp.where(pick, x[:, j:j + 1], out)
+  return out.reshape((split * r,) + x.shape[2:])
 
 
 def decode_phase_ends(first_slot: int, max_new: int, phases: int) -> tuple:
@@ -103,7 +147,7 @@ def _seq_keys(key, group_id: Array, sample_index: Array) -> Array:
 
 
 def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
-            phase_ends: Optional[tuple] = None) -> SamplerState:
+            phase_ends: Optional[tuple] = None, in_place: bool = False) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
   row stays pending: it is never fed, so no forward pass is wasted).
@@ -111,10 +155,14 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
   ``st.cache`` is in the per-layer layout of :func:`_to_layers` (in and out).
   ``phase_ends`` (static, increasing; see :func:`decode_phase_ends`): the loop
   is split into one loop per entry ``e``, which runs while the slot written is
-  below ``e`` over a cache padded to ``e`` slots, so early steps do not read
-  the empty tail of the cache (same values: masked slots get zero weight).
-  The cache comes out with ``phase_ends[-1]`` slots (at least its input size).
+  below ``e`` and attends over ``e`` slots only, so early steps do not read the
+  empty tail of the cache (same values: the slots after are empty): over a
+  cache padded to ``e`` slots at each phase (a new buffer), or with
+  ``in_place`` over the first ``e`` slots of one cache padded once to
+  ``phase_ends[-1]`` and written in place (``SamplerConfig.phase_cache``). The
+  cache comes out with ``phase_ends[-1]`` slots (at least its input size).
   ``None``: one loop over the cache as given.
+  With a ``mesh`` the rows' logits stay split over its batch axes.
   """
   temperature, top_k, top_p, min_p = sp
   if model.cfg.scan_layers:  # layers stored stacked: slice them once here, not in every step of the loop
@@ -128,7 +176,7 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
     _, done, _ = carry
     return ~jnp.all(done)
 
-  def body(carry):
+  def body(carry, attend=None):
     st, done, n_gen = carry
     act = ~done
     a2 = act[:, None]
@@ -136,12 +184,13 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
     kv_mask = jax.lax.dynamic_update_slice(st.kv_mask, a2, (0, st.slot))
     fed_pos = (st.length - 1)[:, None]
     ks, vs = st.cache
-    hidden, ks, vs, routing = model.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask)
+    hidden, ks, vs, routing = model.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask,
+                                                attend=attend)
     ks, vs = _constrain_layers(ks, mesh), _constrain_layers(vs, mesh)
     upd = {}
     if st.routing is not None and routing is not None:
       upd["routing"] = _set_rows(st.routing, fed_pos, routing, a2)
-    logits = _logits(model, hidden[:, 0])
+    logits = _logits(model, hidden[:, 0], mesh)
     # Sample the token at position ``length``.
     pos = st.length
     keys = jax.vmap(jax.random.fold_in)(seq_keys, pos)
@@ -169,9 +218,14 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
   carry = (st, ~active, jnp.zeros((b,), jnp.int32))
   if phase_ends is None:
     return jax.lax.while_loop(cond, body, carry)[0]
+  if in_place:
+    carry = (_fit_slots(carry[0], phase_ends[-1], mesh),) + carry[1:]
   for end in phase_ends:
-    carry = (_fit_slots(carry[0], end, mesh),) + carry[1:]
-    carry = jax.lax.while_loop(lambda c, end=end: cond(c) & (c[0].slot < end), body, carry)
+    if not in_place:
+      carry = (_fit_slots(carry[0], end, mesh),) + carry[1:]
+    size = carry[0].kv_mask.shape[1]
+    carry = jax.lax.while_loop(lambda c, end=end: cond(c) & (c[0].slot < end),
+                               functools.partial(body, attend=min(end, size)), carry)
   return carry[0]
 
 
@@ -189,48 +243,56 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
                   max_new, policy_version, *, config, n, greedy, mesh=None, want_state=True):
   """``(state or None, rollout)``; without ``want_state`` the KV cache is never restacked."""
   model = nnx.merge(graphdef, params)
+  if mesh is not None:  # the prefill's rows stay split over the mesh, one layer's weights gathered at a time
+    from rljax.parallel import gather_per_layer  # pylint: disable=import-outside-toplevel
+    gather_per_layer(model, mesh)
   p, w = prompt.shape  # w = bucket; the prefill chunk is prompt[:, :len - 1]
   lp = w - 1
   s = config.cache_size
   dtype = None if config.cache_dtype is None else jnp.dtype(config.cache_dtype)
-  # The prefill fills a cache of only the chunk's slots; it is laid out for decoding below and padded
-  # by the decode phases, so the empty slots are never transposed or copied.
+  # Over a mesh whose row split the prompts do not divide, each chip prefills the prompts of its own rows
+  # (``prefill_rows``); otherwise the P prompts are prefilled once and repeated to their n rows.
+  layout = prefill_rows(p, n, _row_split(mesh))
+  pre_prompt, pre_len = (prompt, prompt_len) if layout is None else (prompt[layout[0]], prompt_len[layout[0]])
+  q = pre_prompt.shape[0]
+  # The prefill fills a cache of only the chunk's slots; it is laid out for decoding below and padded once
+  # to the decode loop's size, so the empty slots are never transposed.
   s_pre = max(lp, 1)
-  cache = _constrain_cache(model.init_cache(p, s_pre, dtype=dtype), mesh)
-  kv_mask = jnp.zeros((p, s_pre), bool)
+  cache = _constrain_cache(model.init_cache(q, s_pre, dtype=dtype), mesh)
+  kv_mask = jnp.zeros((q, s_pre), bool)
   c = 0 if model.cfg.is_moe else len(config.common_prefix)  # (generate checked every prompt starts with it)
   if c:  # the common tokens once, into slots [0, c) of every prompt's cache
     one = model(prompt[:1, :c], jnp.arange(c, dtype=jnp.int32)[None], cache=model.init_cache(1, c, dtype=dtype),
                 cache_index=jnp.zeros((), jnp.int32), kv_mask=jnp.ones((1, c), bool)).cache
-    cache = type(cache)(*(full.at[:, :, :c].set(jnp.broadcast_to(x, x.shape[:1] + (p,) + x.shape[2:]))
+    cache = type(cache)(*(full.at[:, :, :c].set(jnp.broadcast_to(x, x.shape[:1] + (q,) + x.shape[2:]))
                           for full, x in ((cache.k, one.k), (cache.v, one.v))))
     kv_mask = kv_mask.at[:, :c].set(True)
   cache, kv_mask, routing = _prefill(
-      model, cache, kv_mask, jnp.asarray(c, jnp.int32), prompt[:, c:lp], prompt_len - 1 - c,
-      jnp.full((p,), c, jnp.int32), config.pad_id)
+      model, cache, kv_mask, jnp.asarray(c, jnp.int32), pre_prompt[:, c:lp], pre_len - 1 - c,
+      jnp.full((q,), c, jnp.int32), config.pad_id, mesh)
   pending = jnp.take_along_axis(prompt, (prompt_len - 1)[:, None], axis=1)[:, 0]
   want_routing = config.return_routing and routing is not None
-  bufs = _empty_buffers(p, s, config.return_entropy,
-                        routing.shape[2:] if want_routing else None,
-                        routing.dtype if want_routing else None)
+  bufs = _empty_buffers(p, s, config.return_entropy, None, None)
   t = jnp.arange(w)
   in_prompt = t[None, :] < prompt_len[:, None]
   bufs["tokens"] = bufs["tokens"].at[:, :w].set(jnp.where(in_prompt, prompt, config.pad_id))
   bufs["prompt_mask"] = bufs["prompt_mask"].at[:, :w].set(in_prompt)
-  if want_routing:
-    in_chunk = (t[None, :lp] < (prompt_len - 1)[:, None])
-    bufs["routing"] = bufs["routing"].at[:, :lp].set(
-        jnp.where(in_chunk.reshape(in_chunk.shape + (1,) * (routing.ndim - 2)), routing, 0))
-  # Broadcast the P prefilled prompts to the B = P * n rows of their groups.
-  per_prompt = dict(bufs, kv_mask=kv_mask, length=prompt_len.astype(jnp.int32),
+  # Broadcast the P prompts to the B = P * n rows of their groups.
+  per_prompt = dict(bufs, length=prompt_len.astype(jnp.int32),
                     group_id=prompt_ids.astype(jnp.int32), stop=stop,
                     policy_version=policy_version, pending=pending, sp=sp)
   rows = _repeat(per_prompt, n)
-  # per-layer head-major layout made on the P prompts' s_pre slots, then repeated to the B rows; the
-  # decode phases pad it to growing prefixes of the cache (``s`` slots only if the state is returned)
-  ks, vs = (_constrain_layers(tuple(_repeat(x, n) for x in layers), mesh) for layers in _to_layers(cache, mesh))
+  if want_routing:
+    in_chunk = (t[None, :lp] < (rows["length"] - 1)[:, None])
+    routing = _rows_of(routing, n, layout)
+    rows["routing"] = jnp.zeros((p * n, s) + routing.shape[2:], routing.dtype).at[:, :lp].set(
+        jnp.where(in_chunk.reshape(in_chunk.shape + (1,) * (routing.ndim - 2)), routing, 0))
+  # per-layer head-major layout made on the prefilled rows' s_pre slots, then copied to the B rows; the
+  # decode loop pads it once to its size (``s`` slots only if the state is returned)
+  ks, vs = (_constrain_layers(tuple(_rows_of(x, n, layout) for x in layers), mesh)
+            for layers in _to_layers(cache, mesh))
   st = SamplerState(
-      cache=(ks, vs), kv_mask=rows["kv_mask"],
+      cache=(ks, vs), kv_mask=_rows_of(kv_mask, n, layout),
       slot=jnp.asarray(lp, jnp.int32),
       pending=rows["pending"], length=rows["length"], tokens=rows["tokens"],
       prompt_mask=rows["prompt_mask"], completion_mask=rows["completion_mask"],
@@ -241,7 +303,8 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
       entropy=rows["entropy"], routing=rows["routing"])
   active = jnp.ones((p * n,), bool)
   ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
-  st = _decode_loop(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends)
+  in_place = config.phase_cache == "in_place" or (config.phase_cache == "auto" and mesh is not None)
+  st = _decode_loop(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends, in_place=in_place)
   rollout = st.to_rollout(w + config.max_new_tokens)
   if not want_state:
     return None, rollout

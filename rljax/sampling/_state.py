@@ -42,6 +42,26 @@ def _constrain_cache(cache, mesh):
                      with_logical_constraint(cache.v, CACHE_AXES, mesh))
 
 
+def _row_split(mesh) -> int:
+  """How many ways the rows (logical ``batch`` axis) are split over ``mesh`` (1 without a mesh)."""
+  if mesh is None:
+    return 1
+  from rljax.parallel import DEFAULT_RULES  # pylint: disable=import-outside-toplevel
+  axes = dict(DEFAULT_RULES)["batch"]
+  axes = (axes,) if isinstance(axes, str) else tuple(axes)
+  split = 1
+  for a in axes:
+    split *= int(dict(mesh.shape).get(a, 1))
+  return split
+
+
+def _constrain_rows(x, mesh):
+  """``x`` (``[B, ...]``) with its rows split over the mesh's batch axes (unchanged without a mesh)."""
+  if mesh is None or x is None:
+    return x
+  return with_logical_constraint(x, ("batch",) + (None,) * (x.ndim - 1), mesh)
+
+
 def _constrain_layers(layers, mesh):
   if mesh is None:
     return layers

@@ -13,10 +13,15 @@ Array = jax.Array
 __all__ = ["sampling_step"]
 
 
-def _logits(model, hidden: Array) -> Array:
+def _logits(model, hidden: Array, mesh=None) -> Array:
   """Untempered float32 logits ``softcap(hidden @ W)`` exactly as the fused
-  log-prob kernel computes them (``[..., H] -> [..., V]``)."""
-  raw = jnp.dot(hidden, model.lm_head_weight(), preferred_element_type=jnp.float32)
+  log-prob kernel computes them (``[..., H] -> [..., V]``); with a ``mesh`` (``[B, H]`` rows) the rows stay split
+  over its batch axes and the head is scored vocabulary-split (``rljax.parallel.vocab_split_logits``)."""
+  if mesh is not None:
+    from rljax.parallel import vocab_split_logits  # pylint: disable=import-outside-toplevel
+    raw = vocab_split_logits(hidden, model.lm_head_weight(), mesh)
+  else:
+    raw = jnp.dot(hidden, model.lm_head_weight(), preferred_element_type=jnp.float32)
   raw = raw.astype(jnp.float32)
   cap = model.cfg.final_logit_softcap
   if cap is not None:
