@@ -785,6 +785,17 @@ _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
                    "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+_VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
+_VERL07_SAME = " (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy"
+_VERL_WHITEN_READ = "; verl/utils/torch_functional.py:287-340 masked_mean (÷ (Σmask + 1e-8)), masked_var, masked_whiten"
+_VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in the "
+                    "mean and the variance); verl raises for fewer than 2 mask tokens, ours gives 0 (one token) or "
+                    "leaves zeros (none)")
+_VERL_TOKEN_PLACEMENT = ("theirs: ray_trainer.compute_advantage in the driver, once per step after the rewards (and "
+                         "the in-reward KL when use_kl_in_reward), on the whole batch's token_level_rewards, whitened "
+                         "over every response token of the batch; ours: the advantage stage, once per step on the "
+                         "step's token rewards (an outcome reward placed on the last completion token), over the "
+                         "completion tokens of valid rows")
 _OUTCOME_PLACEMENT = ("theirs: once per step, after the rewards, on the whole batch grouped by uid (index), the "
                       "advantage broadcast over response tokens; ours: the advantage stage, once per step on the "
                       "step's rows grouped by group_id, padded rows excluded")
@@ -833,32 +844,90 @@ def _technique_rows():
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage",
-                                  "mask-0 tokens inside a response carry the running return (verl resets it there: "
-                                  "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: "
-                                  "verl's")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_reinforce_plus_plus_outcome_advantage",
+                    "mask-0 tokens inside a response carry the running return (verl resets it there: "
+                    "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: verl's",
+                    read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage{_VERL07_SAME}"
+                         + _VERL_WHITEN_READ,
+                    defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
+                              ("variance", "unbiased", "unbiased (masked_var)"),
+                              ("reset_at_mask", "False (carry through mask-0 tokens)",
+                               "reset (running_return * response_mask[:, t])")),
+                    placement=_VERL_TOKEN_PLACEMENT,
+                    deviations=(
+                        "a mask-0 token inside a response (a multi-turn observation) carries the running return "
+                        "through, so an earlier turn is credited with the episode's outcome; verl resets it there "
+                        "(written for the padding after EOS); equal on hole-free masks; reset_at_mask=True is verl's",
+                        "info['returns'] is 0 outside the mask (verl keeps the running value there; neither reads it)",
+                        _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
                 stage=S.group_estimator(reinforce_pp_baseline, mask=S.completion),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
-                                  "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default "
-                                  "singleton 'zero'; without a mask ours whitens over sequences, not tokens")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_reinforce_plus_plus_baseline_outcome_advantage",
+                    "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default singleton 'zero'; "
+                    "without a mask ours whitens over sequences, not tokens",
+                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage{_VERL07_SAME}"
+                         + _VERL_WHITEN_READ,
+                    defaults=(("singleton", "'zero' (A = 0 before whitening)", "mean 0 (r kept)"),
+                              ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
+                              ("group mean", "mean over the group's valid rows", "torch.mean over the uid group"),
+                              ("variance", "unbiased", "unbiased (masked_var)")),
+                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
+                              "batch, the group (uid) mean of the summed token rewards subtracted, broadcast over "
+                              "response tokens and whitened over every response token of the batch (longer "
+                              "responses weigh more); ours: the advantage stage, once per step, grouped by "
+                              "group_id, whitened over the completion tokens of valid rows (padded rows excluded)",
+                    deviations=(
+                        "a singleton group gets 0 before whitening (no within-group signal); singleton='raw' is "
+                        "verl's mean 0",
+                        "called without a mask (Python use) it whitens over valid sequences and returns [B]; the "
+                        "stage always passes the completion mask (verl's token whitening)",
+                        _VERL_WHITEN_DEV))),
       Technique("remax", "advantage", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)",
                 "arXiv 2310.10505; verl remax",
                 # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome
                 # reward)
                 stage=S.checked(remax, inputs={"rewards": S.token_rewards, "baseline_rewards": "greedy_rewards",
                                                "mask": S.completion}),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_remax_outcome_advantage",
-                                  "token form identical; the [B] form (no mask) is r − b per sequence")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_remax_outcome_advantage",
+                    "token form identical; the [B] form (no mask) is r − b per sequence",
+                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_VERL07_SAME}; "
+                         "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout)",
+                    defaults=(),
+                    placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
+                              "the update, its summed reward is reward_baselines; the advantage in "
+                              "ray_trainer.compute_advantage, once per step on the whole batch; ours: the greedy "
+                              "rewards (greedy_rewards, a greedy rollout of the same prompts) read by the advantage "
+                              "stage, once per step on the step's rows",
+                    deviations=(
+                        "none in the token form (returns = reverse cumsum of r·m, A = returns − b·m); called "
+                        "without a mask (Python use) it returns the [B] form r − b",))),
       Technique("gae", "advantage", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
                 "arXiv 1506.02438; verl gae",
                 # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
                 stage=S.checked(gae, inputs={"rewards": S.token_rewards, "values": "values", "mask": S.completion},
                                 returns=True),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_gae_advantage_return",
-                                  "ours multiplies the whitened A by the mask (verl leaves values outside it); "
-                                  "equal on masked tokens")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_gae_advantage_return",
+                    "ours multiplies the whitened A by the mask (verl leaves values outside it); equal on masked "
+                    "tokens",
+                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_VERL07_SAME}" + _VERL_WHITEN_READ,
+                    defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("lam", "1.0", "algorithm.lam = 1.0"),
+                              ("whiten", "True", "always (masked_whiten)"), ("whiten_eps", "1e-8", "1e-8")),
+                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
+                              "batch, with the critic's values computed on the rollout before the update; returns = "
+                              "raw A + V are the critic's targets; A whitened over every response token; ours: the "
+                              "advantage stage, once per step on the step's rows with the values recorded at sampling "
+                              "time, returns in info['returns'], whitened over the completion tokens of valid rows",
+                    deviations=(
+                        "the whitened A is multiplied by the mask (0 outside it); verl leaves whitened values on "
+                        "mask-0 tokens (its loss masks them)",
+                        "values outside the mask never enter A (padding may hold NaN); verl reads them in δ_t and a NaN there "
+                        "would pass through its (1 − mask) carry",
+                        _VERL_WHITEN_DEV))),
       Technique("qae", "advantage", qae,
                 "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
                 f"{_S0} L21; arXiv 2509.22611",

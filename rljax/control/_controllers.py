@@ -665,7 +665,36 @@ def _technique_rows():
   return (
       Technique("adaptive_kl", "controller", adaptive_kl, "β ← β·(1 + clip(KL/target − 1, ±0.2)·n/horizon)",
                 "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593", stage=_adaptive_kl_stage,
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.AdaptiveKLController.update")),
+                fidelity=Fidelity(
+                    "peer", "volcengine/verl@v0.7.0 verl/trainer/ppo/core_algos.py: AdaptiveKLController.update",
+                    "target 6.0 (Ziegler et al.; verl target_kl 0.1); KL as a token mean with estimator k3 (verl: "
+                    "sequence-mean of token means of k1); moves a KL loss term's beta (verl: the in-reward KL)",
+                    read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:150-171 "
+                         "AdaptiveKLController, 190-209 get_kl_controller; verl/trainer/ppo/ray_trainer.py:126-165 "
+                         "apply_kl_penalty (the caller); verl/trainer/config/algorithm.py:36-39 and "
+                         "ppo_trainer.yaml algorithm.kl_ctrl (defaults); the same at main b178a3cd",
+                    defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
+                              ("target", "6.0 (Ziegler et al. / TRL)", "kl_ctrl.target_kl = 0.1"),
+                              ("horizon", "10000", "kl_ctrl.horizon = 10000"),
+                              ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
+                              ("estimator", "'k3'", "algorithm.kl_penalty = 'kl' (k1: log π_old − log π_ref)"),
+                              ("type", "adaptive (the controller)", "kl_ctrl.type = 'fixed' (adaptive is opt-in)")),
+                    placement="theirs: apply_kl_penalty in the driver, once per step before the advantage, only "
+                              "with use_kl_in_reward: the reward gets −β·KL(π_old‖π_ref) per token with the current "
+                              "β, then update(current_kl = batch mean of per-sequence token-mean KL, n_steps = batch "
+                              "size); ours: a controller run once per step after the update on the step's logp_old "
+                              "and logp_ref, the new β read by the next step's kl_penalty loss term (kl_beta)",
+                    deviations=(
+                        "target defaults to 6.0 (Ziegler et al.'s and TRL's), not verl's target_kl = 0.1; pass "
+                        "target=0.1",
+                        "the observed KL is the mean over all loss tokens of the step (longer responses weigh "
+                        "more); verl averages per-sequence token means over the batch",
+                        "estimator defaults to 'k3'; verl's in-reward KL is kl_penalty='kl' (k1): pass "
+                        "estimator='k1'",
+                        "β moves a KL loss term (kl_penalty(beta=...)); verl's adaptive controller moves the "
+                        "in-reward KL coefficient only (its KL loss, use_kl_loss, has a fixed kl_loss_coef)",
+                        "n_steps counts the rows with a loss token (padding rows excluded); verl: the batch size",
+                        "β is float32 state (checkpointed, as every controller state); verl keeps a Python float"))),
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
                 "000_3e503271be254a43.txt L107", stage=_entropic_stage,
                 fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "
