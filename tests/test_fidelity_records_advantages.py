@@ -136,3 +136,38 @@ def test_reinforce_pp_reset_matches_verl_lines_581_616_with_its_masked_mean():
 def test_verl_rows_are_in_full_form_and_cite_the_stored_version(name):
   fid = ROWS[name].fidelity
   assert fid.in_full and "v0.7.0" in fid.read and "0.9.1" not in fid.reference
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GDPO: NVlabs/GDPO@b080e63d trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py:1222-1248.
+
+def _gdpo_trl(rewards, num_generations, weights):
+  rewards = np.nan_to_num(rewards)
+  per = []
+  for i in range(rewards.shape[1]):
+    r = rewards[:, i].reshape(-1, num_generations)
+    mean = np.repeat(r.mean(1), num_generations)
+    std = np.repeat(r.std(1, ddof=1), num_generations)
+    per.append((rewards[:, i] - mean) / (std + 1e-4))
+  pre_bn = (np.stack(per, 1) * weights[None, :]).sum(1)
+  return pre_bn, (pre_bn - pre_bn.mean()) / (pre_bn.std(ddof=1) + 1e-4)
+
+
+def test_gdpo_matches_the_authors_trl_code_up_to_the_recorded_batch_step():
+  rng = np.random.default_rng(11)
+  n, g, k = 4, 5, 3
+  rewards = rng.integers(0, 3, size=(n * g, k)).astype(np.float64) / 2
+  gid = np.repeat(np.arange(g), n).astype(np.int32)
+  w = np.array([1.0, 0.5, 2.0])
+  pre_bn, theirs = _gdpo_trl(rewards, n, w)
+  with jax.enable_x64(True):
+    raw, _ = A.gdpo(jnp.asarray(rewards), jnp.asarray(gid), weights=tuple(w), eps=1e-4, whiten=False)
+    ours, _ = A.gdpo(jnp.asarray(rewards), jnp.asarray(gid), weights=tuple(w), eps=1e-4)
+    assert ours.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(raw), pre_bn, rtol=1e-13, atol=1e-13)  # the group step: theirs exactly
+  # the batch step: ours (x − mean)·rsqrt(var + 1e-8) (recorded), theirs (x − mean)/(std + 1e-4)
+  std = pre_bn.std(ddof=1)
+  np.testing.assert_allclose(np.asarray(ours), (pre_bn - pre_bn.mean()) / np.sqrt(std ** 2 + 1e-8), rtol=1e-13,
+                             atol=1e-13)
+  np.testing.assert_allclose(np.asarray(ours), theirs, rtol=2e-4 / std)
+  assert not np.allclose(np.asarray(ours), theirs, rtol=1e-9, atol=0)

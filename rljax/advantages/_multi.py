@@ -282,9 +282,37 @@ def _technique_rows():
       Technique("gdpo", "multi_reward", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))",
                 f"{_S1} L5, L77, L85; verl gdpo",
                 stage=S.multi_reward(gdpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",
-                                  "verl whitens over response tokens (token-weighted), ours over valid sequences; "
-                                  "singleton group: ours 0, verl r/(1+ε)")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/NVlabs/GDPO: trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py "
+                    "(GDPO branch of _generate_and_score_completions); verl-GDPO/verl/trainer/ppo/ray_trainer.py",
+                    "eps=1e-4 gives their group step; their batch step divides by std + 1e-4, ours multiplies by "
+                    "rsqrt(var + 1e-8); their verl variant whitens over tokens, unweighted, singleton r/(1+ε)",
+                    read="NVlabs/GDPO@b080e63d (2026-01-09) trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py:"
+                         "1222-1248 (the README's 'line 1222': per-reward group mean/std over num_generations, "
+                         "/(std + 1e-4), weighted nansum, batch mean/std, /(std + 1e-4)), 481-484 (apply_gdpo); "
+                         "verl-GDPO/verl/trainer/ppo/ray_trainer.py:175-199 (correctness + format GRPO summed, "
+                         "masked_whiten over response tokens) with verl-GDPO/verl/trainer/ppo/core_algos.py:111-155; "
+                         "trl-GDPO/open-r1/recipes/Qwen2.5-1.5B-Instruct/gdpo_gsm8k/config.yaml (run settings)",
+                    defaults=(("eps (group std)", "1e-6", "1e-4 (TRL); 1e-6 (verl-GDPO)"),
+                              ("std_ddof", "1", "torch.std, unbiased"),
+                              ("weights", "ones", "reward_weights, default ones (verl-GDPO: unweighted sum of two)"),
+                              ("whiten", "True, (x − mean)·rsqrt(var + 1e-8) over valid sequences",
+                               "TRL: (x − mean)/(std + 1e-4) over the batch's sequences; verl-GDPO: masked_whiten "
+                               "over response tokens"),
+                              ("num_generations", "the step's group sizes (group_id)", "16 (gdpo_gsm8k config)")),
+                    placement="theirs (TRL): _generate_and_score_completions, once per generation batch, on the "
+                              "rewards gathered from every process, groups = consecutive blocks of num_generations, "
+                              "before the local slice; ours: the advantage stage, once per step on the step's "
+                              "reward_components [B, K], grouped by group_id, padded rows excluded, the [B] result "
+                              "broadcast over completion tokens",
+                    deviations=(
+                        "eps defaults to 1e-6 (GRPO's); pass eps=1e-4 for the TRL code's group step",
+                        "the batch step is (x − mean)·rsqrt(var + whiten_eps) (verl's masked_whiten); the TRL code "
+                        "divides by std + 1e-4 (a relative difference ≤ 1e-4/std); no argument gives theirs exactly",
+                        "their verl variant whitens over response tokens (longer responses weigh more) and gives a "
+                        "singleton group r/(1+ε); ours whitens over valid sequences and gives a singleton 0",
+                        "a non-finite reward component on a valid row is refused; TRL turns None/NaN into 0 "
+                        "(nan_to_num)"))),
       Technique("dara", "multi_reward", dara,
                 "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
                 "(ρ = active-group density)",
