@@ -171,3 +171,41 @@ def test_gdpo_matches_the_authors_trl_code_up_to_the_recorded_batch_step():
                              atol=1e-13)
   np.testing.assert_allclose(np.asarray(ours), theirs, rtol=2e-4 / std)
   assert not np.allclose(np.asarray(ours), theirs, rtol=1e-9, atol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pass@k: RUCAIBox/Passk_Training@c3ba575e code/passk_adv.py:10-19 (calc_adv), 21-43 (compute_advantage).
+
+def _comb(n, k):
+  from math import comb
+  return comb(n, k) if n >= 0 and k >= 0 else 0  # scipy.special.comb: 0 for a negative N or k
+
+
+def _calc_adv(val, k):
+  c = len(np.where(val == 1)[0])
+  n = len(val)
+  rho = 1 - _comb(n - c, k) / _comb(n, k)
+  sigma = np.sqrt(rho * (1 - rho))
+  adv_p = (1 - rho) / (sigma + 1e-6)
+  adv_n = (1 - rho - _comb(n - c - 1, k - 1) / _comb(n - 1, k - 1)) / (sigma + 1e-6)
+  new_val = np.where(val == 1, adv_p, val)
+  return np.where(new_val == 0, adv_n, new_val), sigma
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_passk_matches_the_authors_calc_adv_up_to_their_sigma_eps(k):
+  rng = np.random.default_rng(12 + k)
+  sizes = [8, 8, 6, 5, 8]
+  gid = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+  r = rng.integers(0, 2, size=gid.size).astype(np.float64)
+  r[gid == 4] = 1.0  # c = n: their σ = 0 gives 0, as ours
+  ref = np.zeros_like(r)
+  scale = np.ones_like(r)
+  for g in range(len(sizes)):
+    adv, sigma = _calc_adv(r[gid == g], k)
+    ref[gid == g] = adv
+    scale[gid == g] = sigma / (sigma + 1e-6)  # ours divides by σ, theirs by σ + 1e-6 (recorded)
+  with jax.enable_x64(True):
+    got, _ = A.passk(jnp.asarray(r), jnp.asarray(gid), k=k)
+    assert got.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(got) * scale, ref, rtol=1e-12, atol=1e-12)

@@ -959,9 +959,29 @@ def _technique_rows():
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),
-                fidelity=Fidelity("authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
-                                  "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
-                                  "expectation, authors leave them unchanged")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
+                    "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max expectation, "
+                    "authors leave them unchanged",
+                    read="RUCAIBox/Passk_Training@c3ba575e (2025-08-15) code/passk_adv.py:10-19 calc_adv, 21-43 "
+                         "compute_advantage (verl-style, grouped by index); README.md (the closed form); the "
+                         "repository has no training scripts (no K of theirs to compare)",
+                    defaults=(("k", "required", "K, required (compute_advantage argument)"),
+                              ("σ floor", "σ ≤ sigma_eps = 1e-6 → A = 0, else ÷ σ", "÷ (σ + 1e-6)"),
+                              ("rewards", "any real (exact subset-max expectation)",
+                               "binary: 1 → A_pos, 0 → A_neg, any other value left unchanged")),
+                    placement="theirs: compute_advantage adapted to verl's advantage step, once per step on the "
+                              "whole batch, summed token rewards grouped by index (uid), broadcast over "
+                              "response_mask; ours: the advantage stage, once per step on the step's rows grouped by "
+                              "group_id, padded rows excluded",
+                    deviations=(
+                        "ours divides by σ (relative difference 1e-6/σ); groups with σ ≤ sigma_eps (all equal, or "
+                        "c > n − k) get 0, as theirs (0/(0 + 1e-6))",
+                        "rewards outside {0, 1}: ours is the exact expectation of the k-subset max (equal to brute "
+                        "force; our extension); theirs leaves such a reward as its advantage",
+                        "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "
+                        "info['num_groups_lt_k']); theirs divides by C(n, k) = 0",
+                        "k must be a positive int (refused naming k)"))),
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
