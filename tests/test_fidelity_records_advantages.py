@@ -209,3 +209,31 @@ def test_passk_matches_the_authors_calc_adv_up_to_their_sigma_eps(k):
     got, _ = A.passk(jnp.asarray(r), jnp.asarray(gid), k=k)
     assert got.dtype == jnp.float64
   np.testing.assert_allclose(np.asarray(got) * scale, ref, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GLPO: HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py _glpo_compute_advantages Steps 5-7:
+# base = (R − mean_K)/clamp(std_K (ddof 1), min=1e-4), bonus = scale·max(0, R − R(G)); R(G) = the task reward of
+# Counter(valid answers).most_common(1) (a unique majority here; every rollout of an answer has the same reward).
+
+def test_vote_float64_matches_glpo_steps_5_to_7():
+  rng = np.random.default_rng(21)
+  groups, k = 5, 8
+  answers = rng.integers(0, 4, size=(groups, k))
+  answers[:, :4] = 2  # a strict majority
+  answer_reward = rng.uniform(-1.5, 3.7, size=(groups, 4))
+  r = np.take_along_axis(answer_reward, answers, axis=1)
+  r[1] = 0.7  # a zero-variance group: std clamped at 1e-4
+  answers[1] = 2
+  ref = np.zeros_like(r)
+  for i in range(groups):
+    vals, counts = np.unique(answers[i], return_counts=True)
+    r_g = r[i][answers[i] == vals[np.argmax(counts)]][0]
+    base = (r[i] - r[i].mean()) / max(r[i].std(ddof=1), 1e-4)
+    ref[i] = base + 0.5 * np.maximum(r[i] - r_g, 0.0)
+  gid = np.repeat(np.arange(groups), k).astype(np.int32)
+  with jax.enable_x64(True):
+    got, _ = A.vote(jnp.asarray(r.reshape(-1)), jnp.asarray(answers.reshape(-1)), jnp.asarray(gid), eps=1e-4,
+                    bonus=0.5)
+    assert got.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(got), ref.reshape(-1), rtol=1e-13, atol=1e-13)

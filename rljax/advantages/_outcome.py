@@ -996,7 +996,35 @@ def _technique_rows():
                                   "(_glpo_compute_advantages)",
                                   "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours "
                                   "averages their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + "
-                                  "ε)")),
+                                  "ε)",
+                                  read="HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py (stored copy, "
+                                       "read_file): _compute_group_per_sample (the vote reward R(G)) and "
+                                       "_glpo_compute_advantages Steps 2-7 (base, bonus); YuYi/glpo/run_glpo.sh@"
+                                       "9bb6a1ff (run settings)",
+                                  defaults=(("eps (σ floor)", "1e-6", "GLPO_STD_EPS = 1e-4 (clamp(std, min=1e-4))"),
+                                            ("std_ddof", "1", "unbiased=True"),
+                                            ("bonus", "1.0", "GLPO_BONUS_SCALE = 1.0"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "GLPO_K = 8 consecutive samples (= num_generations 8)"),
+                                            ("form", "'glpo'", "the plugin's only form")),
+                                  placement="theirs: a monkey-patch of ms-swift GRPOTrainer._compute_advantages, "
+                                            "once per generation batch on rewards_per_func (column 1 the group "
+                                            "reward R(G), column 0 the individual reward), groups = consecutive "
+                                            "blocks of K; R(G) is computed in the reward function by scoring the "
+                                            "majority answer; ours: the advantage stage, once per step on the "
+                                            "step's rewards and answer_ids grouped by group_id, r_vote the mean "
+                                            "reward of the majority answer's rollouts, padded rows excluded",
+                                  deviations=(
+                                      "eps defaults to 1e-6; pass eps=1e-4 for their σ floor",
+                                      "r_vote is the mean reward of the rollouts giving the majority answer; theirs "
+                                      "scores the answer once, with the 0.3 format bonus if any of those rollouts "
+                                      "is well formatted: equal when the majority rollouts' rewards are equal",
+                                      "tied majority answers: ours averages their rewards, theirs takes the first "
+                                      "(Counter.most_common)",
+                                      "every answer_id votes; theirs skips empty answers (and R(G) = 0 when none "
+                                      "is left): give unparsable answers distinct ids to keep them out of the "
+                                      "majority",
+                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours"))),
       Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
