@@ -220,7 +220,31 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
                                   "spiral/utils.py (EMA)",
                                   "authors update once per game, ours once per batch with the key's mean return (equal "
-                                  "with one game per batch); init='batch_mean' starts at the first batch mean")),
+                                  "with one game per batch); init='batch_mean' starts at the first batch mean",
+                                  read="spiral-rl/spiral@a02d0ed8 (2025-07-15) train_spiral.py:78-79 "
+                                       "(use_role_baseline=True, role_baseline_ema_gamma=0.95), 99-100 (reward_scaling, "
+                                       "gamma), 158-162 (one EMA per player id 0/1 in each actor), 486-492 "
+                                       "prepare_trajectories (baseline read before its update, reward −= baseline); "
+                                       "spiral/utils.py:18-32 EMA (value starts at 0.0)",
+                                  defaults=(("decay", "0.95", "role_baseline_ema_gamma = 0.95"),
+                                            ("update_first", "False (read before the update)",
+                                             "read before the update ('to be unbiased')"),
+                                            ("init", "'zero'", "EMA.value = 0.0"),
+                                            ("key", "the stage's task_id", "the player id (role 0/1) in each actor")),
+                                  placement="theirs: in each actor's prepare_trajectories, once per finished game "
+                                            "and per trained role, on that role's scaled final reward, before the "
+                                            "turns are turned into token rewards (the shaped reward then broadcast "
+                                            "to every turn); ours: the advantage stage, once per step on the step's "
+                                            "rows keyed by task_id, b_k moved once with the key's mean return over "
+                                            "the batch's valid rows",
+                                  deviations=(
+                                      "one update per batch with the key's mean return; theirs one update per "
+                                      "game (equal with one game per key per batch)",
+                                      "the stage keys by task_id (our stand-in for (game, role)); theirs by player "
+                                      "id inside each actor process (baselines not shared across actors)",
+                                      "decay = 0 is allowed (then b = the last batch mean); theirs asserts "
+                                      "0 < decay < 1",
+                                      "the baselines are float32 state (checkpointed), also under x64"))),
       Technique("hadw", "advantage", hadw,
                 "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
                 f"{_S1} L177; arXiv 2601.08521",
