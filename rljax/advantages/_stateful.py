@@ -253,7 +253,38 @@ def _technique_rows():
                                   "(compute_ha_dw_outcome_advantage)",
                                   "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the "
                                   "current); default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a "
-                                  "learning-rate change")),
+                                  "learning-rate change",
+                                  read="yangfengkai/HA-DW@8b087945 (2026-05-01) verl/trainer/ppo/core_algos.py:742-805 "
+                                       "compute_ha_dw_outcome_advantage, 154-159 compute_reward_history_stats; "
+                                       "verl/trainer/ppo/ray_trainer.py:330-331 (deque(maxlen=reward_window_k)), "
+                                       "1452-1462 (the batch's mean reward appended before the advantage step); "
+                                       "examples/hadw_trainer/gspo_hadw.sh:17-19 (REWARD_WINDOW_K=10, adv_estimator="
+                                       "ha-dw)",
+                                  defaults=(("window", "0 (EMA anchor)", "reward_window_k = 10 (gspo_hadw.sh)"),
+                                            ("scale", "1.0", "1.5, hard-coded"),
+                                            ("strength (λ)", "1.0", "1 (exp(direction·|μ_g − μ_hist|))"),
+                                            ("signed", "True", "signed (−sgn(μ_g − μ_hist)·sgn(r − μ_g))"),
+                                            ("decay", "0.9 (EMA, window=0)", "no EMA"),
+                                            ("group step", "the incoming advantages (e.g. grpo, eps 1e-6, ddof 1)",
+                                             "GRPO in the same function: (r − μ_g)/(std_g + 1e-6), singleton "
+                                             "mean 0 std 1")),
+                                  placement="theirs: verl's advantage step, once per step on the whole batch; the "
+                                            "anchor is the mean of the last k batch-mean rewards, the current "
+                                            "batch's appended in the reward step before it; the statistics are of "
+                                            "the summed token reward; ours: a transform of the advantage stage's "
+                                            "output, once per step, acc_g = group mean of data.correct over valid "
+                                            "rows, the anchor state (EMA or window) moved after weighting",
+                                  deviations=(
+                                      "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
+                                      "hadw(window=10, scale=1.5) on grpo is theirs",
+                                      "the stage reads data.correct for accuracies; theirs the summed reward "
+                                      "(equal for a 0/1 reward)",
+                                      "batch accuracy over valid rows only; theirs over every row",
+                                      "a singleton group: ours follows the incoming estimator (grpo: 0); theirs "
+                                      "r/(1+ε)·1.5·exp(...)",
+                                      "norm_adv_by_std_in_grpo=False in theirs drops the weight (A = r − μ_g); ours "
+                                      "weights whatever advantages it gets",
+                                      "anchor state float32 (theirs: np.float32 history, a Python float mean)"))),
   )
 
 
