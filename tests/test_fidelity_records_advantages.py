@@ -238,3 +238,38 @@ def test_vote_float64_matches_glpo_steps_5_to_7():
     assert got.dtype == jnp.float64
   # atol: the mean's float64 rounding (≈1e-16) divided by the 1e-4 floor in the zero-variance group
   np.testing.assert_allclose(np.asarray(got), ref.reshape(-1), rtol=1e-13, atol=1e-11)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CANON: biuboomc/CANON@7d6f814f verl/trainer/ppo/core_algos.py:281-367 (compute_dr_length_on_mean_group_outcome_
+# advantage; 369-455, the entropy variant, splits the same way by mean token entropy): sort each group by the metric,
+# the first n//2 are "short", the rest "long"; A = (λ(r − α μ_other ± β) + (1 − λ)(r − μ_own))/max_length.
+
+def _canon_authors(scores, metric, index, alpha, beta, lam, max_length):
+  out = np.zeros_like(scores)
+  for g in np.unique(index):
+    rows = np.where(index == g)[0]
+    order = rows[np.argsort(metric[rows], kind="stable")]
+    mid = len(rows) // 2
+    short, long_ = order[:mid], order[mid:]
+    mu_s, mu_l = scores[short].mean(), scores[long_].mean()
+    for i in long_:
+      out[i] = (lam * (alpha * scores[i] - mu_s + beta) + (1 - lam) * (scores[i] - mu_l)) / max_length
+    for i in short:
+      out[i] = (lam * (scores[i] - alpha * mu_l - beta) + (1 - lam) * (scores[i] - mu_s)) / max_length
+  return out
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.3])
+def test_canon_matches_the_authors_split_at_their_settings(lam):
+  rng = np.random.default_rng(31)
+  n, groups, max_length = 8, 4, 8192.0
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  r = rng.integers(0, 2, size=gid.size).astype(np.float64)
+  length = rng.permutation(gid.size).astype(np.float64)  # distinct metric values: no ties
+  ref = _canon_authors(r, length, gid, 1.0, 0.0, lam, max_length)
+  with jax.enable_x64(True):
+    got, _ = A.canon(jnp.asarray(r), jnp.asarray(length), jnp.asarray(gid), inter_coef=2 * lam, intra_coef=1.0,
+                     scale="none")
+    assert got.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(got) / max_length, ref, rtol=1e-12, atol=1e-15)

@@ -757,8 +757,10 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
   inter term rewards the stratum whose metric trend helps (no presumed
   direction); the intra term picks the better response within its stratum.
   ``inter = intra = 1`` reduces to ``grpo``. Source: CANON (seed
-  001_5839a3671b0b4d92.txt L193); the abstract gives no formula — this
-  decomposition is our reading. Negating ``metric`` leaves A unchanged.
+  001_5839a3671b0b4d92.txt L193); authors' code github.com/biuboomc/CANON
+  ``verl/trainer/ppo/core_algos.py``: ``A = (r − λμ_other − (1−λ)μ_own)/max_length``
+  = ours with ``intra_coef=1, inter_coef=2λ, scale="none"`` on even groups
+  without metric ties. Negating ``metric`` leaves A unchanged.
   """
   _check_common(eps, std_ddof, scale, "zero")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
@@ -1087,7 +1089,39 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
                                   "(compute_dr_entropy_per_token_group_outcome_advantage)",
                                   "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
-                                  "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
+                                  "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)",
+                                  read="biuboomc/CANON@7d6f814f (2026-03-16) verl/trainer/ppo/core_algos.py:369-455 "
+                                       "compute_dr_entropy_per_token_group_outcome_advantage (metric: masked mean "
+                                       "token entropy) and 281-367 compute_dr_length_on_mean_group_outcome_advantage "
+                                       "(metric: response length); verl/trainer/ppo/ray_trainer.py:186-255 and "
+                                       "dapo_ray_trainer.py:266-282 (max_length); scripts/setups.sh:9-22",
+                                  defaults=(("intra_coef / inter_coef", "required",
+                                             "λ (_lambda, 'mu in Eq. 5') = 1.0: intra 1, inter 2λ = 2"),
+                                            ("α / β", "none (α = 1, β = 0)", "alpha = 1.0 ('Eq. 8'), beta = 0.0"),
+                                            ("scale", "'group' (÷ σ_g + ε)",
+                                             "÷ max_length = max_response_length 8192 with seq-mean-token-sum, "
+                                             "else 1; no σ"),
+                                            ("metric", "'length'", "entropy (dr_entropy_token_budget) or length "
+                                             "(dr_length_on_mean), by adv_estimator"),
+                                            ("group size", "the step's groups", "n_resp_per_prompt = 16")),
+                                  placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
+                                            "the whole batch grouped by uid, the entropy from the rollout's "
+                                            "recomputed log-probs; ours: the advantage stage, once per step on the "
+                                            "step's valid rows grouped by group_id, metric = completion length or "
+                                            "the sampler's mean entropy (entropy_behavior)",
+                                  deviations=(
+                                      "the form is A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε); theirs = "
+                                      "intra=1, inter=2λ, scale='none', times 1/max_length, for even groups with no "
+                                      "metric ties (tested)",
+                                      "an odd group: ours gives the median row its own stratum; theirs puts it in "
+                                      "the upper half (i ≥ n//2)",
+                                      "metric ties: ours splits by mid-rank (tied rows share a stratum); theirs by a "
+                                      "stable sort (batch order)",
+                                      "α ≠ 1 and β ≠ 0 (their asymmetric terms; the length and entropy variants "
+                                      "even place α differently) are not offered",
+                                      "a singleton group: ours 0; theirs r·α/max_length (means 0)",
+                                      "default ÷ (σ_g + ε) (GRPO scale); theirs never divides by σ; the "
+                                      "1/max_length factor is a learning-rate change left to the aggregation"))),
   )
 
 
