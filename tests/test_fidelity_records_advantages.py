@@ -273,3 +273,47 @@ def test_canon_matches_the_authors_split_at_their_settings(lam):
                      scale="none")
     assert got.dtype == jnp.float64
   np.testing.assert_allclose(np.asarray(got) / max_length, ref, rtol=1e-12, atol=1e-15)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GD²PO: Qwen-Applications/GD2PO@f1ad765b tool-calling/verl/trainer/ppo/ray_trainer.py:243-317 (per-reward GRPO,
+# the mixed-sign mask on token-summed advantages, the group keep ratio), 323-360 (the ratio-conflict rule),
+# 472-497 (gdpo_filter_group_ratio); the per-reward GRPO is their core_algos.py compute_grpo_outcome_advantage
+# (unbiased std + 1e-6). Compared before the final whitening (theirs over kept tokens, ours over kept rows: recorded).
+
+def _gd2po_authors_pre_whiten(rewards, index, lengths, ratio_threshold=None):
+  b, k = rewards.shape
+  per = np.zeros((k, b))
+  for j in range(k):
+    for g in np.unique(index):
+      rows = index == g
+      x = rewards[rows, j]
+      per[j, rows] = (x - x.mean()) / (x.std(ddof=1) + 1e-6)
+  rollout = per * lengths[None, :]  # (A·mask).sum(-1): the token sum of a constant A
+  conflict = (rollout > 1e-8).any(0) & (rollout < -1e-8).any(0)
+  if ratio_threshold is not None:
+    ratio = rollout.sum(0) / (np.abs(rollout).sum(0) + 1e-8)
+    conflict = conflict & (np.abs(ratio) < ratio_threshold)
+  keep = ~conflict
+  ratio_g = np.zeros(b)
+  for g in np.unique(index):
+    rows = index == g
+    ratio_g[rows] = keep[rows].sum() / rows.sum()
+  return per.sum(0) * ratio_g * keep, keep
+
+
+@pytest.mark.parametrize("tau", [None, 0.8])
+def test_gd2po_matches_the_authors_rules_before_whitening(tau):
+  rng = np.random.default_rng(41)
+  n, groups, k = 4, 6, 3
+  gid = np.repeat(np.arange(groups), n).astype(np.int32)
+  rewards = rng.normal(size=(gid.size, k))
+  lengths = rng.integers(3, 9, size=gid.size).astype(np.float64)
+  ref, keep = _gd2po_authors_pre_whiten(rewards, gid, lengths, tau)
+  assert 0 < keep.sum() < keep.size
+  with jax.enable_x64(True):
+    got, info = A.gd2po(jnp.asarray(rewards), jnp.asarray(gid), whiten=False, ratio_threshold=tau,
+                        conflict_tol=1e-8)
+    assert got.dtype == jnp.float64
+  np.testing.assert_array_equal(np.asarray(info["keep"]), keep)
+  np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)

@@ -234,7 +234,7 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
   With per-dimension GRPO advantages ``A_{i,k}``, rollout i is in conflict if
   two dimensions with ``|A| > conflict_tol`` have opposite signs; with
   ``ratio_threshold = τ`` (the authors' soft "ratio conflict" variant, τ = 0.2
-  in their config) only if also ``|Σ_k A_{i,k}| / (Σ_k |A_{i,k}| + 1e-8) < τ``.
+  in their code's default, 0.8 in their script) only if also ``|Σ_k A_{i,k}| / (Σ_k |A_{i,k}| + 1e-8) < τ``.
   Conflicting rollouts get 0 (``info["keep"]``). The query weight ``q_g`` is the
   fraction of the group's valid rollouts kept (its reward consensus), and
   ``A_i = keep_i · q_g(i) · Σ_k w_k·A_{i,k}``, then (``whiten=True``) whitened
@@ -335,7 +335,42 @@ def _technique_rows():
                                   "ray_trainer.py",
                                   "authors whiten over kept tokens, ours over kept rows; sign tolerance "
                                   "conflict_tol=1e-6 (authors 1e-8 on token sums); ratio_threshold selects their soft "
-                                  "rule")),
+                                  "rule",
+                                  read="Qwen-Applications/GD2PO@f1ad765b (2026-06-15) tool-calling/verl/trainer/ppo/"
+                                       "ray_trainer.py:215-241 (active rewards: correctness, format on; length off), "
+                                       "243-317 (_compute_active_gdpo_advantages, _get_mixed_sign_conflict_mask, "
+                                       "_apply_gdpo_keep_mask, _compute_gdpo_group_keep_ratio), 319-360 (ratio "
+                                       "conflict), 451-519 (gdpo, gdpo_filter_group_ratio, gdpo_filter_ratio_conflict_"
+                                       "group_ratio); tool-calling/verl/trainer/ppo/core_algos.py:250-310 (per-reward "
+                                       "GRPO); tool-calling/scripts/correctness_length/train_gd2po_{hard,snr}.sh",
+                                  defaults=(("eps", "1e-6", "1e-6 (compute_grpo_outcome_advantage)"),
+                                            ("std_ddof", "1", "torch.std, unbiased"),
+                                            ("weights", "ones", "none (an unweighted sum of the active rewards)"),
+                                            ("conflict_tol", "1e-6 on A", "1e-8 on the token-summed A"),
+                                            ("ratio_threshold", "None (the hard rule)",
+                                             "gdpo_filter_ratio_conflict_threshold = 0.2 in the code, TAU = 0.8 in "
+                                             "train_gd2po_snr.sh; the hard script uses none"),
+                                            ("ratio eps", "1e-8", "gdpo_filter_ratio_conflict_eps = 1e-8"),
+                                            ("query_weight", "True", "group keep ratio, always on in both variants"),
+                                            ("whiten", "True, over kept rows",
+                                             "use_masked_whiten_in_gdpo = True, over kept tokens"),
+                                            ("group size", "the step's groups", "rollout.n = 4 (scripts)")),
+                                  placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
+                                            "the whole batch grouped by uid, the per-reward token scores written by "
+                                            "the reward step; ours: the advantage stage, once per step on the step's "
+                                            "reward_components [B, K] grouped by group_id, padded rows excluded, "
+                                            "the [B] result broadcast over completion tokens",
+                                  deviations=(
+                                      "whitening over kept rows; theirs over kept response tokens (longer kept "
+                                      "responses weigh more, verl's masked_mean ÷ (n + 1e-8))",
+                                      "the sign test is |A| > conflict_tol = 1e-6 on the per-reward advantage; "
+                                      "theirs > 1e-8 on its token sum A·L (conflict_tol=1e-8 is theirs for L = 1)",
+                                      "weights apply to the reward dimensions (ours); theirs sums the active "
+                                      "dimensions unweighted",
+                                      "a singleton group: each dimension gives 0 (theirs r/(1+ε)); the query weight "
+                                      "counts valid rows only",
+                                      "ratio_threshold=None (the hard rule) is the default; the snr rule is "
+                                      "ratio_threshold=τ (their code 0.2, their script 0.8)"))),
   )
 
 
