@@ -741,7 +741,42 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"
                                   "temperature_scheduler.py",
                                   "default rule 'exp' is ours (the code's needs V: rule='e3', vocab_size=V); "
-                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing")),
+                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing",
+                                  read="LiaoMengqi/E3-RL4LLMs@7e90b8e9 (2025-11-07) e3/worker/temperature_scheduler.py:"
+                                       "6-78 TemperatureScheduler (step: the update rule, the first-step target, "
+                                       "annealing); e3/worker/fsdp_work.py:143-146, 182 (built with "
+                                       "rollout.temperature, V = the actor model's vocab_size), 481-487 (step after "
+                                       "each update with metrics['actor/entropy_loss'], T read by the next rollout); "
+                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97",
+                                  defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
+                                            ("vocab_size", "None (required for rule='e3')",
+                                             "the actor model's vocab_size"),
+                                            ("init_temperature", "rl.temperature (stage), else 1.0",
+                                             "rollout.temperature = 1"),
+                                            ("target_entropy", "required",
+                                             "None: the mean entropy of the first init_steps = 1 step"),
+                                            ("t_min / t_max", "0.1 / 2.0", "no clip"),
+                                            ("annealing", "none", "enable_annealing = True in the scripts: the "
+                                             "target cosine-decays to 0.9× over the last 40% of max_steps = 480"),
+                                            ("enable_temperature_scheduler", "on (the controller)",
+                                             "False in ppo_trainer.yaml, True in the scripts")),
+                                  placement="theirs: in the actor worker after each policy update, from that "
+                                            "update's mean policy entropy (actor/entropy_loss), the new T set on the "
+                                            "rollout's sampling params for the next generation; ours: a controller "
+                                            "once per step after the update, from the entropy the step reports "
+                                            "(the sampler's, else the update's policy/entropy), T read by the next "
+                                            "step's sampler",
+                                  deviations=(
+                                      "rule 'exp' is the default (a bare temperature_control(H*) has no "
+                                      "vocabulary size); rule='e3', vocab_size=V is theirs",
+                                      "the target is given; theirs may take the first step's mean entropy and "
+                                      "skips the update on that step",
+                                      "T is clipped to [t_min, t_max]; theirs is unclipped",
+                                      "their optional cosine annealing of the target (on in their scripts) is "
+                                      "not implemented",
+                                      "the observed entropy is the sampler's when reported (theirs: the "
+                                      "update's policy entropy)",
+                                      "T is float32 state (theirs a Python float)"))),
   )
 
 
