@@ -700,7 +700,38 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "
                                   "compute_policy_loss_entropic, dp_actor.py",
                                   "code reweights only tokens with p > 0.95, via an added α·r·|A| token-mean; we "
-                                  "scale every token's loss by 1 ± α; integral includes the current error")),
+                                  "scale every token's loss by 1 ± α; integral includes the current error",
+                                  read="yk7333/EntroPIC@2470730c core_algos.py compute_policy_loss_entropic (stored "
+                                       "copy, read_file: the dual-clip PPO loss plus control_alpha·agg_loss(−ratio·|A|, "
+                                       "mask = response_mask·[π > high_prob_thresh = 0.95])); README.md's quote of "
+                                       "dp_actor.py (α = clip(K_i·accumulated + K_p·(H − H*), −1, 1), the error "
+                                       "accumulated after use, scaled by micro/mini batch size); run_entropic.sh "
+                                       "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
+                                       "dp_actor.py itself not re-read",
+                                  defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
+                                            ("ki", "0.01", "entropy_control_i = 0.01"),
+                                            ("target_entropy", "required", "target_entropy = 0.1"),
+                                            ("weights range", "w_min 0, w_max 2 (α ∈ [−1, 1])", "α clipped to "
+                                             "[−1, 1]"),
+                                            ("high_prob_thresh", "none (every token)", "0.95"),
+                                            ("integral_limit", "1e6", "none"),
+                                            ("mode", "'symmetric'", "symmetric (both signs)")),
+                                  placement="theirs: inside the actor's update, on every micro-batch: H is that "
+                                            "micro-batch's entropy under the current policy, α from it and the "
+                                            "errors accumulated so far, the extra term added to that micro-batch's "
+                                            "loss; ours: a controller once per step after the update from the "
+                                            "step's reported entropy, the weights applied to the next step's loss "
+                                            "(advantage_sign_weighting)",
+                                  deviations=(
+                                      "every token of a positive (negative) sample is scaled by w⁺ (w⁻); theirs "
+                                      "adds α·token-mean(−r·|A|) over the tokens with π > 0.95 only (unclipped "
+                                      "ratio, its own normaliser)",
+                                      "the integral includes the current error; theirs uses the previous errors "
+                                      "(accumulated after use, scaled by micro/mini batch size)",
+                                      "one update per step, applied with a one-step lag; theirs per micro-batch, "
+                                      "at once",
+                                      "mode='positive'|'negative' and integral_limit are ours",
+                                      "the state is float32 (theirs a Python float)"))),
       Technique("bapo", "controller", bapo,
                 "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
                 "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe", stage=_bapo_stage,
