@@ -317,3 +317,38 @@ def test_gd2po_matches_the_authors_rules_before_whitening(tau):
     assert got.dtype == jnp.float64
   np.testing.assert_array_equal(np.asarray(info["keep"]), keep)
   np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# DARA: zhaihaotian/DARA@04591020 math/rdgdpo/advantages.py (standardize, normalize_responses, support_statistics,
+# compute_advantages method 'rdgdpo'): group GRPO per channel (std correction 1, + 1e-6), density = share of groups
+# whose Σ|A| > tau = 1e-8, w = min(w_max = 5, sqrt(max ρ/ρ)), positive calibration, response-level (x − mean)/(std + ε).
+
+def _rdgdpo(scores, index, calibration="positive", w_max=5.0, eps=1e-6, tau=1e-8):
+  groups = [np.where(index == g)[0] for g in np.unique(index)]
+  adv = np.zeros_like(scores)
+  for rows in groups:
+    v = scores[rows]
+    adv[rows] = (v - v.mean(0)) / (v.std(0, ddof=1) + eps)
+  active = np.stack([np.abs(adv[rows]).sum(0) > tau for rows in groups])
+  density = active.mean(0)
+  w = np.ones_like(density)
+  live = density > 0
+  w[live] = np.minimum(np.sqrt(density[live].max() / density[live]), w_max)
+  cal = w * np.clip(adv, 0, None) + np.clip(adv, None, 0) if calibration == "positive" else w * adv
+  s = cal.sum(-1)
+  return (s - s.mean()) / (s.std(ddof=1) + eps)
+
+
+@pytest.mark.parametrize("calibration", ["positive", "symmetric"])
+def test_dara_float64_matches_rdgdpo(calibration):
+  rng = np.random.default_rng(51)
+  gid = np.repeat(np.arange(12), 4).astype(np.int32)
+  r = np.zeros((gid.size, 2))
+  r[:, 0] = rng.integers(0, 2, size=gid.size)
+  r[gid < 2, 1] = rng.normal(size=8)  # a sparse second channel: density 2/12, weight capped at sqrt(6)
+  ref = _rdgdpo(r, gid, calibration)
+  with jax.enable_x64(True):
+    got, _ = A.dara(jnp.asarray(r), jnp.asarray(gid), calibration=calibration)
+    assert got.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)

@@ -319,7 +319,31 @@ def _technique_rows():
                 f"{_S1} L77; authors' code github.com/zhaihaotian/DARA math/rdgdpo/advantages.py",
                 stage=S.multi_reward(dara),
                 fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
-                                  "dara_asym)")),
+                                  "dara_asym)",
+                                  read="zhaihaotian/DARA@04591020 math/rdgdpo/advantages.py (stored copy, read_file): "
+                                       "standardize, normalize_responses, support_statistics, compute_advantages "
+                                       "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights); "
+                                       "verl_adapter.py and the run scripts not read",
+                                  defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
+                                            ("std_ddof", "1", "correction=1"),
+                                            ("active_tol", "1e-8", "tau = 1e-8"),
+                                            ("w_max", "5.0", "w_max = 5.0"),
+                                            ("calibration", "'positive'", "'positive' (config default)"),
+                                            ("scale", "'max_ratio'", "sqrt(max ρ / ρ_k)"),
+                                            ("whiten", "True", "normalize_responses, always")),
+                                  placement="theirs: compute_advantages on the full update batch before optimizer "
+                                            "micro-batching, once per step, grouped by prompt uid, two channels "
+                                            "(correctness + format or length); ours: the advantage stage, once per "
+                                            "step on the step's reward_components [B, K], grouped by group_id, "
+                                            "padded rows excluded",
+                                  deviations=(
+                                      "a group with one valid row gives 0 in each channel; theirs raises ('Each "
+                                      "prompt needs at least two responses')",
+                                      "any number of reward channels; theirs exactly two (correctness plus format "
+                                      "or length)",
+                                      "their static_weights control (fixed weights) is not offered; "
+                                      "scale='mean_one' and w_max=None are ours",
+                                      "computed in the inputs' float dtype; theirs float32"))),
       Technique("sa_mrpo", "multi_reward", sa_mrpo,
                 "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
                 f"{_S1} L85; arXiv 2608.16072",
