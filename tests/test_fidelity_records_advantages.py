@@ -352,3 +352,19 @@ def test_dara_float64_matches_rdgdpo(calibration):
     got, _ = A.dara(jnp.asarray(r), jnp.asarray(gid), calibration=calibration)
     assert got.dtype == jnp.float64
   np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# composite: huggingface/trl@f2cd5771 trl/trainer/grpo_trainer.py:2683 (rewards_per_func · reward_weights).nansum(1)
+# on finite rewards (the rows TRL scores; a None/NaN component is a recorded deviation).
+
+def test_composite_matches_trl_weighted_sum_in_float64():
+  from rljax.rewards import composite
+  rng = np.random.default_rng(61)
+  cols = rng.normal(size=(7, 3))
+  w = np.array([0.5, 2.0, -1.0])
+  fns = {n: (lambda c, r=None, _k=k, **kw: cols[:, _k]) for k, n in enumerate(("a", "b", "c"))}
+  total, info = composite(fns, dict(zip("abc", w)))(["x"] * 7)
+  ref = np.nansum(cols.astype(np.float32).astype(np.float64) * w[None, :], axis=1)  # components are float32
+  np.testing.assert_allclose(total, ref.astype(np.float32), rtol=0, atol=0)  # float64 sum, float32 result
+  np.testing.assert_array_equal(info["matrix"], cols.astype(np.float32))
