@@ -645,7 +645,38 @@ def _technique_rows():
                                   "(compute_uis1_outcome_advantage)",
                                   "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: "
                                   "turn reward over the group's pooled turns); default: convex mix with grpo(R); no "
-                                  "expert-mismatch restart")),
+                                  "expert-mismatch restart",
+                                  read="X-PLUG/MobileAgent@93afb003 UI-S1/uis1/core_uis1.py (stored copy, read_file): "
+                                       "compute_step_discounted_returns (γ return per trajectory, restarted at a turn "
+                                       "with extract_match False), compute_uis1_outcome_advantage, "
+                                       "episode_norm_reward (pooled over every row of the uid, singleton mean 0 std 1), "
+                                       "step_norm_reward (grouped by uid and step id, singleton mean = itself); "
+                                       "UI-S1/scripts/train_example.sh@12d958e9 (mode=mean_std_norm, GAMMA=0.5, "
+                                       "step_advantage_w=1.0, rollout.n=8)",
+                                  defaults=(("step_weight", "0.5", "step_advantage_w = 1.0"),
+                                            ("episode_weight", "1 − step_weight = 0.5",
+                                             "episode_advantage_w = 1.0 (function default)"),
+                                            ("episode", "'outcome' (grpo of the episode reward)",
+                                             "the turn's own reward over the uid's pooled turns ('turns')"),
+                                            ("gamma", "1.0", "algorithm.gamma = 0.5 (script)"),
+                                            ("std", "÷ (std + 1e-6), ddof 1",
+                                             "mode = 'mean_std_norm' (script; function default 'mean_norm', no σ), "
+                                             "torch.std unbiased, + 1e-6")),
+                                  placement="theirs: the driver's advantage step, once per step on the batch of "
+                                            "turn rows (one row per (trajectory, step)), grouped by uid (pooled "
+                                            "episode term) and by (uid, step id) (step term), each row's advantage "
+                                            "broadcast over its response tokens; ours: the advantage stage, once per "
+                                            "step on the step's multi-turn rows (one row per trajectory, turn_ids "
+                                            "map tokens to turns), padded rows and turns excluded",
+                                  deviations=(
+                                      "defaults are a convex mix with the outcome GRPO (the abstract's weighted "
+                                      "step- and episode-level advantages); step_weight=1, episode_weight=1, "
+                                      "episode='turns', gamma=0.5 is their script",
+                                      "their return chain restarts at a turn whose action did not match the expert "
+                                      "(extract_match False: G = r there); ours never restarts",
+                                      "a pooled group with a single turn: theirs r/(1+ε), ours 0",
+                                      "the std is always used (÷ σ + ε); their function default mode='mean_norm' "
+                                      "drops it (their script uses mean_std_norm)"))),
       Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
                 "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
                 f"{_S1} L3",
