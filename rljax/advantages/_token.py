@@ -696,7 +696,32 @@ def _technique_rows():
                                   "(per_step_progress_advantage)",
                                   "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our "
                                   "per-step sum) or mean (their scripts); they score trajectories at test time, using "
-                                  "it as a training reward is ours")),
+                                  "it as a training reward is ours",
+                                  read="deeplearning-wisc/progress-advantage@9284b4c0 pa/scoring.py (stored copy, "
+                                       "read_file): LogprobScorer.score (one forward pass, gathered token log-probs "
+                                       "per action span), per_step_progress_advantage, "
+                                       "score_trajectory_progress_advantage; scripts/tau2_bon8.sh@b1253bdd "
+                                       "(--token-agg mean --step-agg min, β not set: 1.0)",
+                                  defaults=(("beta", "1.0", "beta = 1.0"),
+                                            ("token aggregation", "sum over a step's tokens (the dense rewards "
+                                             "summed)", "--token-agg mean (scripts); sum available"),
+                                            ("step aggregation", "none (dense per-token reward)",
+                                             "--step-agg min (a trajectory score)"),
+                                            ("policy log-probs", "logp_old (the sampling policy, recorded)",
+                                             "a fresh forward pass of the policy model over the trajectory")),
+                                  placement="theirs: at test time, a scoring pass over finished trajectories "
+                                            "(best-of-n selection), each action step scored β·(agg log π − agg "
+                                            "log π_ref) and the steps aggregated to one score per trajectory; "
+                                            "ours: a Shaping stage once per step after the forward passes, the "
+                                            "per-token β·(log π_old − log π_ref) added to the step's token rewards "
+                                            "on completion tokens of valid rows, before the advantage",
+                                  deviations=(
+                                      "used as a dense training reward (ours); theirs ranks trajectories at test "
+                                      "time",
+                                      "per-token rewards whose per-step sum is their token_agg='sum' score; their "
+                                      "scripts' token mean (÷ step length) and step min are not offered",
+                                      "a truncated action span scores 0 in theirs; here every completion token in "
+                                      "the mask is scored"))),
       Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
                 "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
                 # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the
