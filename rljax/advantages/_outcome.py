@@ -1065,7 +1065,35 @@ def _technique_rows():
                                   "factors: GAGAR arXiv 2609.32577 Eqs. 6-8, App. A.1-A.2)",
                                   "weight='factor', lambda_max=1.5 on grpo(scale='none') = theirs (a⁺, λ capped, B − "
                                   "mean B); tier factors f: the caller's; default: rank weights "
-                                  "(midrank/n_pass)^power, no cap (ours)")),
+                                  "(midrank/n_pass)^power, no cap (ours)",
+                                  read="kekmodel/mimo-verl@0d88bb36 verl/trainer/ppo/gar.py (stored copy, read_file): "
+                                       "GARConfig (factor defaults, lambda_max, pass_threshold), factors (Eq. 6), "
+                                       "redistribute (Eqs. 7-8), GARStep.grade / redistribute (mixed groups only, "
+                                       "hacks zeroed, GRPO advantages replaced); the paper itself not read",
+                                  defaults=(("weight", "'rank' ((midrank/n_pass)^power)",
+                                             "quality factors from the grader's tiers (weight='factor')"),
+                                            ("lambda_max", "None (no cap)", "1.5"),
+                                            ("power", "1.0", "none (tiers)"),
+                                            ("tier factors", "the caller's scores",
+                                             "f_runner 0.9, f_max 0.85, f_min 0.4, f_low 0.2"),
+                                            ("pass_threshold", "the stage's passed (correct > 0.5)",
+                                             "outcome score ≥ 1.0"),
+                                            ("base advantage", "the incoming estimator's (e.g. grpo)",
+                                             "r − mean_g(r) (no σ), replacing GRPO's on graded groups")),
+                                  placement="theirs: two trainer hooks per step, a grader call on the mixed-outcome "
+                                            "groups before GRPO (confirmed hacks reset to reward 0), then the "
+                                            "graded groups' GRPO advantages replaced after it, broadcast to every "
+                                            "row of a session; ours: a transform of the advantage stage's output, "
+                                            "once per step on the step's rows grouped by group_id, scores from the "
+                                            "stage's grader input",
+                                  deviations=(
+                                      "default weights are ranks of the scores, no λ cap (ours); "
+                                      "weight='factor', lambda_max=1.5 on grpo(scale='none') is theirs",
+                                      "the tier → factor map (their factors(), Eq. 6) and the grader are the "
+                                      "caller's",
+                                      "every group with a passing row is redistributed; theirs only mixed groups "
+                                      "(≥ 2 valid, some pass, some fail) with a usable grader result",
+                                      "confirmed hacks are not zeroed here (a reward's job)"))),
       Technique("uniqueness", "advantage", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct",
                 f"{_S1} L61",
                 # strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)
