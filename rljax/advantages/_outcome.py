@@ -1102,7 +1102,30 @@ def _technique_rows():
                                                    "stored in the code index (file id 61124452340)",
                                   "scope='all', alpha=α gives Eq. 5 (every rollout, f over all K, no renormalising); "
                                   "default scope='correct' (correct rows only, mean-1 weights) ours. Authors' repo "
-                                  "zhiyuanhubj/Uniqueness-Aware-RL: README only")),
+                                  "zhiyuanhubj/Uniqueness-Aware-RL: README only",
+                                  read="arXiv 2601.08763v2 Sec. 3.1 Eq. 1 (z = (r − μ)/(σ + ε)), Sec. 3.2 Eqs. 2-3 "
+                                       "(the judge's partition of all K rollouts, f = cluster size), Sec. 3.3 "
+                                       "Eqs. 4-5 (w = 1/f^α, α ∈ [0, 1], advantage = w·z), Sec. 3.4, Sec. 4.1 "
+                                       "hyper-parameters (page read: the paper text in the code index, file id "
+                                       "61124452340, offsets 0-32000)",
+                                  defaults=(("scope", "'correct' (correct rows, weights renormalised to mean 1)",
+                                             "every rollout, f over all K, no renormalising ('all')"),
+                                            ("alpha", "1.0", "α ∈ [0, 1]; no value found in Sec. 3-4.1"),
+                                            ("group size", "the step's groups", "K = 8 rollouts per prompt"),
+                                            ("base advantage", "the incoming estimator's (e.g. grpo)",
+                                             "GRPO z of Eq. 1")),
+                                  placement="theirs: the GRPO advantage replaced once per step, per problem's K "
+                                            "rollouts, the judge (a larger model of the same family) clustering "
+                                            "all K traces in one query; ours: a transform of the advantage stage's "
+                                            "output, once per step on the step's rows grouped by group_id, cluster "
+                                            "ids supplied by the task (a judge outside the step)",
+                                  deviations=(
+                                      "default scope='correct': only correct rows are reweighted, f counts the "
+                                      "correct rows of the cluster and the weights are renormalised to mean 1 "
+                                      "(the paper's 'temper or normalize w within each problem' safeguard); "
+                                      "scope='all' is Eq. 5",
+                                      "alpha ≥ 0 is accepted (the paper: α ∈ [0, 1])",
+                                      "the judge is not part of rljax: cluster_id comes with the data"))),
       Technique("canon", "advantage", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric",
                 f"{_S1} L193",
                 stage=S.chosen(
