@@ -1117,15 +1117,17 @@ def _technique_rows():
                                   placement="theirs: the GRPO advantage replaced once per step, per problem's K "
                                             "rollouts, the judge (a larger model of the same family) clustering "
                                             "all K traces in one query; ours: a transform of the advantage stage's "
-                                            "output, once per step on the step's rows grouped by group_id, cluster "
-                                            "ids supplied by the task (a judge outside the step)",
+                                            "output, once per step on the step's rows grouped by group_id, the "
+                                            "stage's clusters = the rows' extracted-answer classes (answer_ids)",
                                   deviations=(
                                       "default scope='correct': only correct rows are reweighted, f counts the "
                                       "correct rows of the cluster and the weights are renormalised to mean 1 "
                                       "(the paper's 'temper or normalize w within each problem' safeguard); "
                                       "scope='all' is Eq. 5",
                                       "alpha ≥ 0 is accepted (the paper: α ∈ [0, 1])",
-                                      "the judge is not part of rljax: cluster_id comes with the data"))),
+                                      "no LLM judge: the stage clusters by extracted answer (answer_ids), a "
+                                      "stand-in for the paper's strategy clusters; call uniqueness(...) with a "
+                                      "judge's cluster_id for theirs"))),
       Technique("canon", "advantage", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric",
                 f"{_S1} L193",
                 stage=S.chosen(
