@@ -1084,13 +1084,13 @@ def _technique_rows():
                                             "groups before GRPO (confirmed hacks reset to reward 0), then the "
                                             "graded groups' GRPO advantages replaced after it, broadcast to every "
                                             "row of a session; ours: a transform of the advantage stage's output, "
-                                            "once per step on the step's rows grouped by group_id, scores from the "
-                                            "stage's grader input",
+                                            "once per step on the step's rows grouped by group_id, passed = the "
+                                            "verifier's verdict, the ranking scores = the step's rewards (no grader)",
                                   deviations=(
                                       "default weights are ranks of the scores, no λ cap (ours); "
                                       "weight='factor', lambda_max=1.5 on grpo(scale='none') is theirs",
                                       "the tier → factor map (their factors(), Eq. 6) and the grader are the "
-                                      "caller's",
+                                      "caller's; the stage ranks passing rows by their reward",
                                       "every group with a passing row is redistributed; theirs only mixed groups "
                                       "(≥ 2 valid, some pass, some fail) with a usable grader result",
                                       "confirmed hacks are not zeroed here (a reward's job)"))),
