@@ -284,7 +284,7 @@ def _technique_rows():
                 stage=S.multi_reward(gdpo),
                 fidelity=Fidelity(
                     "authors_code", "github.com/NVlabs/GDPO: trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py "
-                    "(GDPO branch of _generate_and_score_completions); verl-GDPO/verl/trainer/ppo/ray_trainer.py",
+                    "(GDPO branch); verl-GDPO ray_trainer.py",
                     "eps=1e-4 gives their group step; their batch step divides by std + 1e-4, ours multiplies by "
                     "rsqrt(var + 1e-8); their verl variant whitens over tokens, unweighted, singleton r/(1+ε)",
                     read="NVlabs/GDPO@b080e63d (2026-01-09) trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py:"

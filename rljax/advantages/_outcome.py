@@ -790,7 +790,8 @@ _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algo
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
 _VERL07_SAME = " (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy"
 _VERL_WHITEN_READ = "; verl/utils/torch_functional.py:287-340 masked_mean (÷ (Σmask + 1e-8)), masked_var, masked_whiten"
-_VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in the "
+_VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in "
+                    "the "
                     "mean and the variance); verl raises for fewer than 2 mask tokens, ours gives 0 (one token) or "
                     "leaves zeros (none)")
 _VERL_TOKEN_PLACEMENT = ("theirs: ray_trainer.compute_advantage in the driver, once per step after the rewards (and "
@@ -927,8 +928,8 @@ def _technique_rows():
                     deviations=(
                         "the whitened A is multiplied by the mask (0 outside it); verl leaves whitened values on "
                         "mask-0 tokens (its loss masks them)",
-                        "values outside the mask never enter A (padding may hold NaN); verl reads them in δ_t and a NaN there "
-                        "would pass through its (1 − mask) carry",
+                        "values outside the mask never enter A (padding may hold NaN); verl reads them in δ_t and a "
+                        "NaN there would pass through its (1 − mask) carry",
                         _VERL_WHITEN_DEV))),
       Technique("qae", "advantage", qae,
                 "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",

@@ -222,8 +222,9 @@ def _technique_rows():
                                   "authors update once per game, ours once per batch with the key's mean return (equal "
                                   "with one game per batch); init='batch_mean' starts at the first batch mean",
                                   read="spiral-rl/spiral@a02d0ed8 (2025-07-15) train_spiral.py:78-79 "
-                                       "(use_role_baseline=True, role_baseline_ema_gamma=0.95), 99-100 (reward_scaling, "
-                                       "gamma), 158-162 (one EMA per player id 0/1 in each actor), 486-492 "
+                                       "(use_role_baseline=True, role_baseline_ema_gamma=0.95), 99-100 "
+                                       "(reward_scaling, gamma), 158-162 (one EMA per player id 0/1 in each actor), "
+                                       "486-492 "
                                        "prepare_trajectories (baseline read before its update, reward −= baseline); "
                                        "spiral/utils.py:18-32 EMA (value starts at 0.0)",
                                   defaults=(("decay", "0.95", "role_baseline_ema_gamma = 0.95"),
@@ -273,7 +274,8 @@ def _technique_rows():
                                             "batch's appended in the reward step before it; the statistics are of "
                                             "the summed token reward; ours: a transform of the advantage stage's "
                                             "output, once per step, acc_g = group mean of data.correct over valid "
-                                            "rows, the anchor state (EMA or window) moved after weighting",
+                                            "rows; the EMA anchor (window=0) is moved after weighting, a window "
+                                            "(window=k) takes the current batch's accuracy first, as theirs",
                                   deviations=(
                                       "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
                                       "hadw(window=10, scale=1.5) on grpo is theirs",

@@ -649,7 +649,8 @@ def _technique_rows():
                                   read="X-PLUG/MobileAgent@93afb003 UI-S1/uis1/core_uis1.py (stored copy, read_file): "
                                        "compute_step_discounted_returns (γ return per trajectory, restarted at a turn "
                                        "with extract_match False), compute_uis1_outcome_advantage, "
-                                       "episode_norm_reward (pooled over every row of the uid, singleton mean 0 std 1), "
+                                       "episode_norm_reward (pooled over every row of the uid, singleton mean 0 std "
+                                       "1), "
                                        "step_norm_reward (grouped by uid and step id, singleton mean = itself); "
                                        "UI-S1/scripts/train_example.sh@12d958e9 (mode=mean_std_norm, GAMMA=0.5, "
                                        "step_advantage_w=1.0, rollout.n=8)",

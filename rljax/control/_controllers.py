@@ -702,7 +702,8 @@ def _technique_rows():
                                   "code reweights only tokens with p > 0.95, via an added α·r·|A| token-mean; we "
                                   "scale every token's loss by 1 ± α; integral includes the current error",
                                   read="yk7333/EntroPIC@2470730c core_algos.py compute_policy_loss_entropic (stored "
-                                       "copy, read_file: the dual-clip PPO loss plus control_alpha·agg_loss(−ratio·|A|, "
+                                       "copy, read_file: the dual-clip PPO loss plus "
+                                       "control_alpha·agg_loss(−ratio·|A|, "
                                        "mask = response_mask·[π > high_prob_thresh = 0.95])); README.md's quote of "
                                        "dp_actor.py (α = clip(K_i·accumulated + K_p·(H − H*), −1, 1), the error "
                                        "accumulated after use, scaled by micro/mini batch size); run_entropic.sh "
