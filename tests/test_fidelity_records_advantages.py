@@ -368,3 +368,53 @@ def test_composite_matches_trl_weighted_sum_in_float64():
   ref = np.nansum(cols.astype(np.float32).astype(np.float64) * w[None, :], axis=1)  # components are float32
   np.testing.assert_allclose(total, ref.astype(np.float32), rtol=0, atol=0)  # float64 sum, float32 result
   np.testing.assert_array_equal(info["matrix"], cols.astype(np.float32))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# float64 kept under x64 (issue #51, "silent float32 under x64"): the multi-reward weights, SA-MRPO's saturation and
+# GD²PO's query weight were float32 before; each is compared here with a float64 transcription at 1e-12.
+
+def _group_z(r, gid, ddof, eps):
+  out = np.zeros_like(r)
+  for g in np.unique(gid):
+    rows = gid == g
+    out[rows] = (r[rows] - r[rows].mean(0)) / (r[rows].std(0, ddof=ddof) + eps)
+  return out
+
+
+def test_gdpo_weights_stay_float64_under_x64():
+  rng = np.random.default_rng(71)
+  gid = np.repeat(np.arange(5), 4).astype(np.int32)
+  r = rng.normal(size=(gid.size, 3))
+  w = np.array([0.3, 0.7, 0.1])  # not float32-representable
+  pre = _group_z(r, gid, 1, 1e-6) @ w
+  with jax.enable_x64(True):
+    got, _ = A.gdpo(jnp.asarray(r), jnp.asarray(gid), weights=tuple(w), whiten=False)
+  np.testing.assert_allclose(np.asarray(got), pre, rtol=1e-12, atol=1e-12)
+
+
+def test_sa_mrpo_matches_eq1_and_algorithm1_in_float64():
+  """arXiv 2608.16072 Sec. 4.1: A_k = (r_k − μ_k)/σ_k (population std, Sec. 3), s_k = (mean_batch r_k − r_min)/(r_max −
+  r_min), w̃_k = w_k (1 − s_k)^γ, Eq. 1 batch standardisation; ε = 1e-6 added to each std is ours (recorded)."""
+  rng = np.random.default_rng(72)
+  gid = np.repeat(np.arange(6), 4).astype(np.int32)
+  r = rng.uniform(0.0, 1.0, size=(gid.size, 3)).round(3)
+  w, gamma = np.array([0.3, 0.7, 0.1]), 0.25
+  s = (r.mean(0) - 0.0) / (1.0 - 0.0)
+  agg = _group_z(r, gid, 0, 1e-6) @ (w * (1 - s) ** gamma)
+  ref = (agg - agg.mean()) / (agg.std() + 1e-6)
+  with jax.enable_x64(True):
+    got, info = A.sa_mrpo(jnp.asarray(r), jnp.asarray(gid), weights=tuple(w))
+    assert info["saturation"].dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(info["saturation"]), s, rtol=1e-13)
+  np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)
+
+
+def test_gd2po_query_weight_stays_float64_under_x64():
+  gid = np.repeat(np.arange(2), 3).astype(np.int32)
+  r = np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0],   # rows 0 and 1 conflict: q = 1/3 for the group
+                [1.0, 1.0], [0.0, 0.0], [0.5, 0.5]])
+  with jax.enable_x64(True):
+    _, info = A.gd2po(jnp.asarray(r), jnp.asarray(gid), whiten=False)
+  np.testing.assert_array_equal(np.asarray(info["keep"]), [False, False, True, True, True, True])
+  np.testing.assert_allclose(np.asarray(info["query_weight"]), [1 / 3] * 3 + [1.0] * 3, rtol=1e-15)

@@ -27,12 +27,13 @@ def _check_multi(rewards, weights):
   b, k = shape
   if k < 1:
     raise ValueError(f"rewards must have K >= 1 columns, got shape {shape}")
+  dt = G.float_dtype(rewards)  # float64 rewards under x64 keep float64 weights (no silent float32 downcast)
   if weights is None:
-    w = jnp.ones((k,), jnp.float32)
+    w = jnp.ones((k,), dt)
   else:
     if np.shape(weights) != (k,):
       raise ValueError(f"weights must have shape (K,) = ({k},) to match rewards [B, K], got {np.shape(weights)}")
-    w = jnp.asarray(weights, jnp.float32)
+    w = jnp.asarray(weights, dt)
   return b, k, w
 
 
@@ -206,14 +207,15 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   b, k, w0 = _check_multi(rewards, weights)
   if is_concrete(gamma) and not (np.ndim(gamma) == 0 and 0.0 <= float(gamma) < np.inf):
     raise ValueError(f"gamma must be a finite scalar >= 0, got {gamma!r}")
-  lo = jnp.broadcast_to(jnp.asarray(reward_min, jnp.float32), (k,))
-  hi = jnp.broadcast_to(jnp.asarray(reward_max, jnp.float32), (k,))
   if np.shape(reward_min) not in ((), (k,)) or np.shape(reward_max) not in ((), (k,)):
     raise ValueError(f"reward_min/reward_max must be scalars or shape ({k},)")
   if is_concrete(reward_max) and is_concrete(reward_min) and np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
     raise ValueError("reward_max must exceed reward_min for every reward")
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
-  rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, jnp.float32), lo) - lo) / (hi - lo), 0.0, 1.0)
+  dt = per.dtype  # the rewards' float dtype (float64 under x64): the saturation is not computed in float32
+  lo = jnp.broadcast_to(jnp.asarray(reward_min, dt), (k,))
+  hi = jnp.broadcast_to(jnp.asarray(reward_max, dt), (k,))
+  rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, dt), lo) - lo) / (hi - lo), 0.0, 1.0)
   sat = jnp.sum(rn * v[:, None], axis=0) / jnp.maximum(jnp.sum(v), 1.0)
   w = w0 * (1.0 - sat) ** gamma
   agg = per @ w
@@ -263,8 +265,9 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
     ratio = jnp.sum(per, axis=1) / (jnp.sum(jnp.abs(per), axis=1) + 1e-8)
     conflict = conflict & (jnp.abs(ratio) < ratio_threshold)
   keep = ~conflict & (v > 0)
-  kf = keep.astype(jnp.float32)
-  q = G.seg_sum(kf, gid, ng)[gid] / jnp.maximum(G.seg_sum(v, gid, ng)[gid], 1.0) if query_weight else jnp.ones((b,))
+  kf = keep.astype(per.dtype)  # the rewards' float dtype (a float32 keep ratio would round q under x64)
+  q = (G.seg_sum(kf, gid, ng)[gid] / jnp.maximum(G.seg_sum(v.astype(per.dtype), gid, ng)[gid], 1.0) if query_weight
+       else jnp.ones((b,), per.dtype))
   total = kf * q * (per @ w)
   adv = C.masked_whiten(total, kf, eps=whiten_eps) if whiten else total
   return adv, _metrics(adv, adv, v, keep=keep, query_weight=q * v, per_reward=per,
@@ -351,7 +354,32 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper "
                                   "text; no code released)",
                                   "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); "
-                                  "ours adds ε to each std and clips s_k to [0, 1]")),
+                                  "ours adds ε to each std and clips s_k to [0, 1]",
+                                  read="arXiv 2608.16072 Sec. 3 (mean/std: population), Sec. 4.1 (A_k, s^(k), w̃_k = "
+                                       "w_k(1 − s^(k))^γ, Eq. 1 batch standardisation), Algorithm 1, Sec. 5.1 "
+                                       "(G = 8), Sec. 5.5 and Table 4 (γ = 0.25 is Table 1's SA-MRPO_2obj) (page "
+                                       "read: the paper text in the code index, file id 59225745322, offsets "
+                                       "6000-54000)",
+                                  defaults=(("gamma", "0.25", "0.25 (Table 1, 2-objective runs; Table 4 sweeps "
+                                                              "0-1, 0.5 best on average)"),
+                                            ("weights", "ones", "w_k prescribed (no values stated in Sec. 4-5 as read)"),
+                                            ("reward_min / reward_max", "0 / 1", "the attainable bounds (their "
+                                                                                  "rewards lie in [0, 1])"),
+                                            ("std_ddof", "0 (population)", "population std (Sec. 3)"),
+                                            ("eps", "1e-6 added to each std", "none"),
+                                            ("whiten", "True", "Eq. 1, always")),
+                                  placement="theirs: the advantage construction of a verl GRPO step, once per "
+                                            "policy update on the batch of B queries × G rollouts, s^(k) from the "
+                                            "current batch; ours: the advantage stage, once per step on the step's "
+                                            "reward_components [B, K] grouped by group_id, s_k over valid rows",
+                                  deviations=(
+                                      "ε = 1e-6 is added to each group std and to the batch std; the paper divides "
+                                      "by σ (a group with equal rewards would give 0/0 there, 0 here)",
+                                      "s_k is clipped to [0, 1] (rewards outside the bounds); the paper assumes "
+                                      "rewards within them",
+                                      "a singleton group gives 0 in each column (the paper has G ≥ 2)",
+                                      "float64 under x64: the saturation and the weights were float32 before "
+                                      "issue #51's pass (fixed, tested)"))),
       Technique("gd2po", "multi_reward", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict",
                 f"{_S1} L5",
                 stage=S.multi_reward(gd2po),
