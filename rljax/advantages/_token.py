@@ -688,7 +688,36 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2608.04007 (TurnSight) 'Group-Normalized Weight "
                                   "Construction', 'Advantage Integration' (paper text)",
                                   "defaults = paper's (λ = ε_w = 0.5, signed); it pools token-level gaps, we pool "
-                                  "per-turn values; code (github.com/quchangle1/TurnSight) not in our store")),
+                                  "per-turn values; code (github.com/quchangle1/TurnSight) not in our store",
+                                  read="arXiv 2608.04007v1 'Group-Normalized Weight Construction' (δ̂ = (δ̄* − μ_q)/(σ_q "
+                                       "+ ε), μ, σ over the selected token-level gaps of all valid turns and policy "
+                                       "tokens of the query's sibling rollouts; w = 1 + ε_w tanh(sign(A_base)·δ̂)), "
+                                       "'Advantage Integration' (Ã = A_base[(1 − λ) + λw]), 'Implementation Details' "
+                                       "(λ = ε_w = 0.5, 16 trajectories per query, ≤ 10 turns, MatchTIR as the base) "
+                                       "(page read: the paper text in the code index, file id 70801290449, offsets "
+                                       "20500-36500)",
+                                  defaults=(("lam", "0.5", "λ = 0.5"), ("eps_w", "0.5", "ε_w = 0.5"),
+                                            ("signed", "True", "sign(A_base) inside the tanh"),
+                                            ("norm", "'pooled' (per-turn values)",
+                                             "pooled over the token-level gaps of all valid turns"),
+                                            ("eps", "1e-6", "ε, value not stated"),
+                                            ("std", "population", "'standard deviation', ddof not stated"),
+                                            ("signal", "the step's step_rewards (stage)",
+                                             "the selected hindsight gap δ̄* of execution-conditioned teachers "
+                                             "(3 lookahead depths)")),
+                                  placement="theirs: inside the GRPO-style step, after the base advantage "
+                                            "(MatchTIR's), per token of turn k from that turn's selected hindsight "
+                                            "gap, normalised per query over the sibling rollouts; ours: a transform "
+                                            "of the advantage stage's output, once per step, the per-turn signal "
+                                            "= the task's step rewards (turn_valid = step_mask), normalised per "
+                                            "group_id",
+                                  deviations=(
+                                      "μ, σ over the per-turn signal (each turn once); the paper's over the "
+                                      "token-level gaps (token-weighted)",
+                                      "the hindsight teachers are not part of rljax: the stage's signal is the "
+                                      "task's step rewards",
+                                      "norm='turn_index', signed=False and eps_w=1 (our earlier reading) are "
+                                      "options, not the paper's"))),
       Technique("implicit_progress_reward", "advantage", implicit_progress_reward,
                 "r_t = β(log π − log π_ref), stop-gradient",
                 f"{_S1} L167; arXiv 2606.26080",
