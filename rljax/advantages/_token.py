@@ -583,6 +583,12 @@ _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 
 
+_BAE_READ = ("arXiv 2602.10231 Sec. 3.1 (GRPO: population σ + ϵ), Sec. 4.2 (blockwise decomposition, per-block "
+             "token mean in the loss), Sec. 4.3 (baselines 1-4, OCB), Sec. 5.2 (main runs: centred, no std, β = 0), "
+             "Table 4 (group_size 32, batch 2048), App. B Algorithm 1 (page read: the paper text in the code index, "
+             "file id 60886396402, offsets 8000-24000 and 42300-58300)")
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.advantages import _stages as S
@@ -606,7 +612,29 @@ def _technique_rows():
                                   "(paper text; no code found)",
                                   "paper: A_k = r_k − group mean on block k, std optional (main runs none: "
                                   "scale='none'); default divides by the group std (GRPO, as SLCA/DSS-GRPO); later "
-                                  "blocks: outcome_conditioned_baseline")),
+                                  "blocks: outcome_conditioned_baseline",
+                                  read=_BAE_READ,
+                                  defaults=(("scale", "'group' (÷ σ_g + ε)", "none in the main runs (Sec. 5.2); "
+                                                                            "'optional variance normalization'"),
+                                            ("eps", "1e-6", "ϵ, value not stated"),
+                                            ("std_ddof", "1", "population σ (Sec. 3.1), when used"),
+                                            ("later-block baseline", "the group mean (their item 3)",
+                                             "the OCB stratum mean (Algorithm 1 lines 6-8)"),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                  placement="theirs: per prompt group, block k's advantage applied only to block "
+                                            "k's tokens, each block's token loss averaged over the block; ours: the "
+                                            "advantage stage, once per step, each reward column routed to its "
+                                            "segment's tokens (reward_segments, or turn_ids with segments='turns'), "
+                                            "padded rows excluded; the per-block token mean is the aggregation's "
+                                            "choice",
+                                  deviations=(
+                                      "default divides by the group std (GRPO's, as SLCA/DSS-GRPO's); "
+                                      "scale='none' is the paper's main runs",
+                                      "every block's baseline is its group mean (their 'Group Mean Baseline'); "
+                                      "their Algorithm 1 uses the outcome-conditioned stratum mean for blocks "
+                                      "k > 1: compute it with outcome_conditioned_baseline and route it",
+                                      "a singleton group gives 0 (singleton='zero'); the paper has G ≥ 2",
+                                      "std_ddof=1 by default; the paper's σ is the population std"))),
       Technique("outcome_conditioned_baseline", "advantage", outcome_conditioned_baseline,
                 "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
                 f"{_S1} L25; arXiv 2602.10231",
@@ -623,7 +651,24 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 "
                                   "lines 7-10 (paper text; no code found)",
                                   "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is "
-                                  "our option")),
+                                  "our option",
+                                  read=_BAE_READ,
+                                  defaults=(("scale", "'none'", "none (A = r − b)"),
+                                            ("outcome", "'correct' (the verifier's verdict)",
+                                             "o ∈ {correct, incorrect} of the prefix block (main experiments)"),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                  placement="theirs: for each block k > 1 of each prompt group, the group's rollouts "
+                                            "stratified by the intermediate outcome of their prefix X_<k, b = the "
+                                            "stratum mean of r_k, A applied to block k's tokens; ours: the advantage "
+                                            "stage, once per step on the step's rows grouped by group_id, stratified "
+                                            "by the verifier's verdict (or answer_ids), the [B] result broadcast over "
+                                            "completion tokens (route it to a block with segment/to_tokens)",
+                                  deviations=(
+                                      "single-turn use stratifies by the final verdict, not by a prefix block's "
+                                      "outcome: when the reward is exactly that verdict every stratum is constant "
+                                      "and A = 0",
+                                      "scale='group' (÷ stratum std + ε) is ours",
+                                      "a singleton stratum gives 0, as the paper's own-reward mean"))),
       Technique("tempo", "advantage", tempo,
                 "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
                 f"{_S1} L23",
