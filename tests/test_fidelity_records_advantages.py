@@ -418,3 +418,23 @@ def test_gd2po_query_weight_stays_float64_under_x64():
     _, info = A.gd2po(jnp.asarray(r), jnp.asarray(gid), whiten=False)
   np.testing.assert_array_equal(np.asarray(info["keep"]), [False, False, True, True, True, True])
   np.testing.assert_allclose(np.asarray(info["query_weight"]), [1 / 3] * 3 + [1.0] * 3, rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# QwenLong-L1.5 task-specific advantage: Tongyi-Zhiwen/Qwen-Doc@12489b07 QwenLong-L1.5/README.md
+# (compute_grpo_task_norm_outcome_advantage): (r − mean_uid r) / (std_task r (torch.std, unbiased) + 1e-6), a
+# singleton uid's mean 0, a singleton task's std 0.
+
+def test_task_normalized_matches_the_authors_task_norm_function():
+  rng = np.random.default_rng(81)
+  gid = np.repeat(np.arange(6), 4).astype(np.int32)
+  task = np.array([0, 0, 1, 1, 2, 2]).repeat(4).astype(np.int32)
+  r = rng.integers(0, 2, size=gid.size).astype(np.float64) * rng.uniform(0.5, 1.0, size=gid.size)
+  ref = np.zeros_like(r)
+  for i in range(r.size):
+    ref[i] = (r[i] - r[gid == gid[i]].mean()) / (r[task == task[i]].std(ddof=1) + 1e-6)
+  with jax.enable_x64(True):
+    a, _ = A.grpo(jnp.asarray(r), jnp.asarray(gid), scale="none")
+    got, _ = A.task_normalized(a, jnp.asarray(task), rewards=jnp.asarray(r), scale="rewards", center=False)
+    assert got.dtype == jnp.float64
+  np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12, atol=1e-12)

@@ -1032,10 +1032,33 @@ def _technique_rows():
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
                                   num_tasks="num_tasks"),
-                fidelity=Fidelity("paper_formula", "arXiv 2512.12967 (QwenLong-L1.5) Sec. 4.2 Eq. 7 (paper text: "
-                                  "Tongyi-Zhiwen/Qwen-Doc QwenLong_1_5.pdf)",
-                                  "paper: (r − mean_group r)/std(r ∈ B_task) = task_normalized(grpo(scale='none'), "
-                                  "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/Tongyi-Zhiwen/Qwen-Doc: QwenLong-L1.5/README.md "
+                    "(compute_grpo_task_norm_outcome_advantage); arXiv 2512.12967 Eq. 7",
+                    "theirs: (r − mean_group r)/(std(r ∈ B_task) + 1e-6) = task_normalized(grpo(scale='none'), "
+                    "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours",
+                    read="Tongyi-Zhiwen/Qwen-Doc@12489b07 QwenLong-L1.5/README.md 'Task-specific Advantage "
+                         "Estimation' (stored copy, read_file: the formula and compute_grpo_task_norm_outcome_"
+                         "advantage: id2mean per uid, singleton 0; task2std = torch.std over the batch's rows of the "
+                         "task, a singleton task 0; (r − mean)/(std + 1e-6)); 'Task-balanced Sampling' (equal "
+                         "domain weights per batch); the paper PDF not re-read",
+                    defaults=(("scale", "'advantages' (std of the incoming advantages)",
+                               "the std of the task's rewards in the batch ('rewards')"),
+                              ("center", "True (subtract the task mean of A)", "no (center=False)"),
+                              ("eps", "1e-6", "epsilon = 1e-6"), ("std_ddof", "1", "torch.std, unbiased"),
+                              ("group baseline", "the incoming estimator's (grpo(scale='none') for theirs)",
+                               "mean over the uid group, singleton 0 (r kept)"),
+                              ("norm_adv_by_std_in_grpo", "n/a", "True (False: r − mean, no task std)")),
+                    placement="theirs: the advantage step of their verl trainer, once per step on the whole "
+                              "batch (task-balanced: equal samples per task), grouped by uid for the mean and by "
+                              "data_source for the std; ours: a transform of the advantage stage's output, once "
+                              "per step on the step's valid rows, keyed by task_id",
+                    deviations=(
+                        "default scale='advantages', center=True: (A − mean_task A)/(std_task A + ε) (ours; AgentRL's "
+                        "task normalisation gives no form); task_normalized(grpo(r, scale='none'), task, rewards=r, "
+                        "scale='rewards', center=False) is theirs (tested)",
+                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0)",
+                        "their task-balanced sampler is a data-loader concern, not part of this row"))),
       Technique("key_baseline", "advantage", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
                 stage=S.chosen(
                     key_baseline, "key", "task_id", {
