@@ -138,6 +138,24 @@ def test_verl_rows_are_in_full_form_and_cite_the_stored_version(name):
   assert fid.in_full and "v0.7.0" in fid.read and "0.9.1" not in fid.reference
 
 
+# the rows moved to the four-question form in this pass, each with the commit (code) or the page (paper) it read
+_MOVED = {"reinforce_pp": "@v0.7.0", "reinforce_pp_baseline": "@v0.7.0", "remax": "@v0.7.0", "gae": "@v0.7.0",
+          "adaptive_kl": "@v0.7.0", "gdpo": "@b080e63d", "passk": "@c3ba575e", "vote": "@e2a32547",
+          "role_ema_baseline": "@a02d0ed8", "hadw": "@8b087945", "canon": "@7d6f814f", "gd2po": "@f1ad765b",
+          "temperature_control": "@7e90b8e9", "entropic": "@2470730c", "dara": "@04591020", "composite": "@f2cd5771",
+          "step_episode_mix": "@93afb003", "implicit_progress_reward": "@9284b4c0", "gagar": "@0d88bb36",
+          "uniqueness": "61124452340", "sa_mrpo": "59225745322", "sign_preserving_modulation": "70801290449",
+          "segment": "60886396402", "outcome_conditioned_baseline": "60886396402", "task_normalized": "@12489b07"}
+
+
+@pytest.mark.parametrize("name", sorted(_MOVED))
+def test_moved_rows_answer_the_four_questions(name):
+  fid = ROWS[name].fidelity
+  assert fid.in_full and _MOVED[name] in fid.read, fid.read
+  assert fid.placement.startswith("theirs") and "ours" in fid.placement
+  assert fid.basis != "abstract"
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # GDPO: NVlabs/GDPO@b080e63d trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py:1222-1248.
 
