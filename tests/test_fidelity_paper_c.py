@@ -33,7 +33,7 @@ def _qwenlong_task_advantage(r, group, task, ddof):
 
 @pytest.mark.parametrize("ddof", [0, 1])
 def test_task_normalized_matches_qwenlong_eq7(ddof):
-  assert ROWS["task_normalized"].fidelity.basis == "paper_formula"
+  assert ROWS["task_normalized"].fidelity.basis == "authors_code"  # the README's code states Eq. 7 (issue #51)
   rng = np.random.RandomState(0)
   n_groups, g = 12, 6
   group = np.repeat(np.arange(n_groups), g).astype(np.int32)

@@ -27,12 +27,13 @@ def _check_multi(rewards, weights):
   b, k = shape
   if k < 1:
     raise ValueError(f"rewards must have K >= 1 columns, got shape {shape}")
+  dt = G.float_dtype(rewards)  # float64 rewards under x64 keep float64 weights (no silent float32 downcast)
   if weights is None:
-    w = jnp.ones((k,), jnp.float32)
+    w = jnp.ones((k,), dt)
   else:
     if np.shape(weights) != (k,):
       raise ValueError(f"weights must have shape (K,) = ({k},) to match rewards [B, K], got {np.shape(weights)}")
-    w = jnp.asarray(weights, jnp.float32)
+    w = jnp.asarray(weights, dt)
   return b, k, w
 
 
@@ -206,14 +207,15 @@ def sa_mrpo(rewards: Array, group_id: Array, *, reward_min=0.0, reward_max=1.0, 
   b, k, w0 = _check_multi(rewards, weights)
   if is_concrete(gamma) and not (np.ndim(gamma) == 0 and 0.0 <= float(gamma) < np.inf):
     raise ValueError(f"gamma must be a finite scalar >= 0, got {gamma!r}")
-  lo = jnp.broadcast_to(jnp.asarray(reward_min, jnp.float32), (k,))
-  hi = jnp.broadcast_to(jnp.asarray(reward_max, jnp.float32), (k,))
   if np.shape(reward_min) not in ((), (k,)) or np.shape(reward_max) not in ((), (k,)):
     raise ValueError(f"reward_min/reward_max must be scalars or shape ({k},)")
   if is_concrete(reward_max) and is_concrete(reward_min) and np.any(np.asarray(reward_max) <= np.asarray(reward_min)):
     raise ValueError("reward_max must exceed reward_min for every reward")
   per, v, _, _ = per_reward_grpo(rewards, group_id, valid=valid, num_groups=num_groups, eps=eps, std_ddof=std_ddof)
-  rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, jnp.float32), lo) - lo) / (hi - lo), 0.0, 1.0)
+  dt = per.dtype  # the rewards' float dtype (float64 under x64): the saturation is not computed in float32
+  lo = jnp.broadcast_to(jnp.asarray(reward_min, dt), (k,))
+  hi = jnp.broadcast_to(jnp.asarray(reward_max, dt), (k,))
+  rn = jnp.clip((jnp.where(v[:, None] > 0, jnp.asarray(rewards, dt), lo) - lo) / (hi - lo), 0.0, 1.0)
   sat = jnp.sum(rn * v[:, None], axis=0) / jnp.maximum(jnp.sum(v), 1.0)
   w = w0 * (1.0 - sat) ** gamma
   agg = per @ w
@@ -234,7 +236,7 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
   With per-dimension GRPO advantages ``A_{i,k}``, rollout i is in conflict if
   two dimensions with ``|A| > conflict_tol`` have opposite signs; with
   ``ratio_threshold = τ`` (the authors' soft "ratio conflict" variant, τ = 0.2
-  in their config) only if also ``|Σ_k A_{i,k}| / (Σ_k |A_{i,k}| + 1e-8) < τ``.
+  in their code's default, 0.8 in their script) only if also ``|Σ_k A_{i,k}| / (Σ_k |A_{i,k}| + 1e-8) < τ``.
   Conflicting rollouts get 0 (``info["keep"]``). The query weight ``q_g`` is the
   fraction of the group's valid rollouts kept (its reward consensus), and
   ``A_i = keep_i · q_g(i) · Σ_k w_k·A_{i,k}``, then (``whiten=True``) whitened
@@ -263,8 +265,9 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
     ratio = jnp.sum(per, axis=1) / (jnp.sum(jnp.abs(per), axis=1) + 1e-8)
     conflict = conflict & (jnp.abs(ratio) < ratio_threshold)
   keep = ~conflict & (v > 0)
-  kf = keep.astype(jnp.float32)
-  q = G.seg_sum(kf, gid, ng)[gid] / jnp.maximum(G.seg_sum(v, gid, ng)[gid], 1.0) if query_weight else jnp.ones((b,))
+  kf = keep.astype(per.dtype)  # the rewards' float dtype (a float32 keep ratio would round q under x64)
+  q = (G.seg_sum(kf, gid, ng)[gid] / jnp.maximum(G.seg_sum(v.astype(per.dtype), gid, ng)[gid], 1.0) if query_weight
+       else jnp.ones((b,), per.dtype))
   total = kf * q * (per @ w)
   adv = C.masked_whiten(total, kf, eps=whiten_eps) if whiten else total
   return adv, _metrics(adv, adv, v, keep=keep, query_weight=q * v, per_reward=per,
@@ -282,16 +285,68 @@ def _technique_rows():
       Technique("gdpo", "multi_reward", gdpo, "A = whiten(Σ_k w_k (r_k − μ_{g,k})/(σ_{g,k} + ε))",
                 f"{_S1} L5, L77, L85; verl gdpo",
                 stage=S.multi_reward(gdpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_gdpo_outcome_advantage",
-                                  "verl whitens over response tokens (token-weighted), ours over valid sequences; "
-                                  "singleton group: ours 0, verl r/(1+ε)")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/NVlabs/GDPO: trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py "
+                    "(GDPO branch); verl-GDPO ray_trainer.py",
+                    "eps=1e-4 gives their group step; their batch step divides by std + 1e-4, ours multiplies by "
+                    "rsqrt(var + 1e-8); their verl variant whitens over tokens, unweighted, singleton r/(1+ε)",
+                    read="NVlabs/GDPO@b080e63d (2026-01-09) trl-GDPO/trl-0.18.0-gdpo/trl/trainer/grpo_trainer.py:"
+                         "1222-1248 (the README's 'line 1222': per-reward group mean/std over num_generations, "
+                         "/(std + 1e-4), weighted nansum, batch mean/std, /(std + 1e-4)), 481-484 (apply_gdpo); "
+                         "verl-GDPO/verl/trainer/ppo/ray_trainer.py:175-199 (correctness + format GRPO summed, "
+                         "masked_whiten over response tokens) with verl-GDPO/verl/trainer/ppo/core_algos.py:111-155; "
+                         "trl-GDPO/open-r1/recipes/Qwen2.5-1.5B-Instruct/gdpo_gsm8k/config.yaml (run settings)",
+                    defaults=(("eps (group std)", "1e-6", "1e-4 (TRL); 1e-6 (verl-GDPO)"),
+                              ("std_ddof", "1", "torch.std, unbiased"),
+                              ("weights", "ones", "reward_weights, default ones (verl-GDPO: unweighted sum of two)"),
+                              ("whiten", "True, (x − mean)·rsqrt(var + 1e-8) over valid sequences",
+                               "TRL: (x − mean)/(std + 1e-4) over the batch's sequences; verl-GDPO: masked_whiten "
+                               "over response tokens"),
+                              ("num_generations", "the step's group sizes (group_id)", "16 (gdpo_gsm8k config)")),
+                    placement="theirs (TRL): _generate_and_score_completions, once per generation batch, on the "
+                              "rewards gathered from every process, groups = consecutive blocks of num_generations, "
+                              "before the local slice; ours: the advantage stage, once per step on the step's "
+                              "reward_components [B, K], grouped by group_id, padded rows excluded, the [B] result "
+                              "broadcast over completion tokens",
+                    deviations=(
+                        "eps defaults to 1e-6 (GRPO's); pass eps=1e-4 for the TRL code's group step",
+                        "the batch step is (x − mean)·rsqrt(var + whiten_eps) (verl's masked_whiten); the TRL code "
+                        "divides by std + 1e-4 (a relative difference ≤ 1e-4/std); no argument gives theirs exactly",
+                        "their verl variant whitens over response tokens (longer responses weigh more) and gives a "
+                        "singleton group r/(1+ε); ours whitens over valid sequences and gives a singleton 0",
+                        "a non-finite reward component on a valid row is refused; TRL turns None/NaN into 0 "
+                        "(nan_to_num)"))),
       Technique("dara", "multi_reward", dara,
                 "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
                 "(ρ = active-group density)",
                 f"{_S1} L77; authors' code github.com/zhaihaotian/DARA math/rdgdpo/advantages.py",
                 stage=S.multi_reward(dara),
                 fidelity=Fidelity("authors_code", "github.com/zhaihaotian/DARA: math/rdgdpo/advantages.py (rdgdpo, "
-                                  "dara_asym)")),
+                                  "dara_asym)",
+                                  read="zhaihaotian/DARA@04591020 math/rdgdpo/advantages.py (stored copy, read_file): "
+                                       "standardize, normalize_responses, support_statistics, compute_advantages "
+                                       "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights); "
+                                       "verl_adapter.py and the run scripts not read",
+                                  defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
+                                            ("std_ddof", "1", "correction=1"),
+                                            ("active_tol", "1e-8", "tau = 1e-8"),
+                                            ("w_max", "5.0", "w_max = 5.0"),
+                                            ("calibration", "'positive'", "'positive' (config default)"),
+                                            ("scale", "'max_ratio'", "sqrt(max ρ / ρ_k)"),
+                                            ("whiten", "True", "normalize_responses, always")),
+                                  placement="theirs: compute_advantages on the full update batch before optimizer "
+                                            "micro-batching, once per step, grouped by prompt uid, two channels "
+                                            "(correctness + format or length); ours: the advantage stage, once per "
+                                            "step on the step's reward_components [B, K], grouped by group_id, "
+                                            "padded rows excluded",
+                                  deviations=(
+                                      "a group with one valid row gives 0 in each channel; theirs raises ('Each "
+                                      "prompt needs at least two responses')",
+                                      "any number of reward channels; theirs exactly two (correctness plus format "
+                                      "or length)",
+                                      "their static_weights control (fixed weights) is not offered; "
+                                      "scale='mean_one' and w_max=None are ours",
+                                      "computed in the inputs' float dtype; theirs float32"))),
       Technique("sa_mrpo", "multi_reward", sa_mrpo,
                 "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
                 f"{_S1} L85; arXiv 2608.16072",
@@ -299,7 +354,32 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper "
                                   "text; no code released)",
                                   "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); "
-                                  "ours adds ε to each std and clips s_k to [0, 1]")),
+                                  "ours adds ε to each std and clips s_k to [0, 1]",
+                                  read="arXiv 2608.16072 Sec. 3 (mean/std: population), Sec. 4.1 (A_k, s^(k), w̃_k = "
+                                       "w_k(1 − s^(k))^γ, Eq. 1 batch standardisation), Algorithm 1, Sec. 5.1 "
+                                       "(G = 8), Sec. 5.5 and Table 4 (γ = 0.25 is Table 1's SA-MRPO_2obj) (page "
+                                       "read: the paper text in the code index, file id 59225745322, offsets "
+                                       "6000-54000)",
+                                  defaults=(("gamma", "0.25", "0.25 (Table 1, 2-objective runs; Table 4 sweeps "
+                                                              "0-1, 0.5 best on average)"),
+                                            ("weights", "ones", "w_k prescribed (no values stated in Sec. 4-5 as read)"),
+                                            ("reward_min / reward_max", "0 / 1", "the attainable bounds (their "
+                                                                                  "rewards lie in [0, 1])"),
+                                            ("std_ddof", "0 (population)", "population std (Sec. 3)"),
+                                            ("eps", "1e-6 added to each std", "none"),
+                                            ("whiten", "True", "Eq. 1, always")),
+                                  placement="theirs: the advantage construction of a verl GRPO step, once per "
+                                            "policy update on the batch of B queries × G rollouts, s^(k) from the "
+                                            "current batch; ours: the advantage stage, once per step on the step's "
+                                            "reward_components [B, K] grouped by group_id, s_k over valid rows",
+                                  deviations=(
+                                      "ε = 1e-6 is added to each group std and to the batch std; the paper divides "
+                                      "by σ (a group with equal rewards would give 0/0 there, 0 here)",
+                                      "s_k is clipped to [0, 1] (rewards outside the bounds); the paper assumes "
+                                      "rewards within them",
+                                      "a singleton group gives 0 in each column (the paper has G ≥ 2)",
+                                      "float64 under x64: the saturation and the weights were float32 before "
+                                      "issue #51's pass (fixed, tested)"))),
       Technique("gd2po", "multi_reward", gd2po, "A = whiten_kept(keep_i·q_g·Σ_k w_k A_{i,k}), keep = no sign conflict",
                 f"{_S1} L5",
                 stage=S.multi_reward(gd2po),
@@ -307,7 +387,42 @@ def _technique_rows():
                                   "ray_trainer.py",
                                   "authors whiten over kept tokens, ours over kept rows; sign tolerance "
                                   "conflict_tol=1e-6 (authors 1e-8 on token sums); ratio_threshold selects their soft "
-                                  "rule")),
+                                  "rule",
+                                  read="Qwen-Applications/GD2PO@f1ad765b (2026-06-15) tool-calling/verl/trainer/ppo/"
+                                       "ray_trainer.py:215-241 (active rewards: correctness, format on; length off), "
+                                       "243-317 (_compute_active_gdpo_advantages, _get_mixed_sign_conflict_mask, "
+                                       "_apply_gdpo_keep_mask, _compute_gdpo_group_keep_ratio), 319-360 (ratio "
+                                       "conflict), 451-519 (gdpo, gdpo_filter_group_ratio, gdpo_filter_ratio_conflict_"
+                                       "group_ratio); tool-calling/verl/trainer/ppo/core_algos.py:250-310 (per-reward "
+                                       "GRPO); tool-calling/scripts/correctness_length/train_gd2po_{hard,snr}.sh",
+                                  defaults=(("eps", "1e-6", "1e-6 (compute_grpo_outcome_advantage)"),
+                                            ("std_ddof", "1", "torch.std, unbiased"),
+                                            ("weights", "ones", "none (an unweighted sum of the active rewards)"),
+                                            ("conflict_tol", "1e-6 on A", "1e-8 on the token-summed A"),
+                                            ("ratio_threshold", "None (the hard rule)",
+                                             "gdpo_filter_ratio_conflict_threshold = 0.2 in the code, TAU = 0.8 in "
+                                             "train_gd2po_snr.sh; the hard script uses none"),
+                                            ("ratio eps", "1e-8", "gdpo_filter_ratio_conflict_eps = 1e-8"),
+                                            ("query_weight", "True", "group keep ratio, always on in both variants"),
+                                            ("whiten", "True, over kept rows",
+                                             "use_masked_whiten_in_gdpo = True, over kept tokens"),
+                                            ("group size", "the step's groups", "rollout.n = 4 (scripts)")),
+                                  placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
+                                            "the whole batch grouped by uid, the per-reward token scores written by "
+                                            "the reward step; ours: the advantage stage, once per step on the step's "
+                                            "reward_components [B, K] grouped by group_id, padded rows excluded, "
+                                            "the [B] result broadcast over completion tokens",
+                                  deviations=(
+                                      "whitening over kept rows; theirs over kept response tokens (longer kept "
+                                      "responses weigh more, verl's masked_mean ÷ (n + 1e-8))",
+                                      "the sign test is |A| > conflict_tol = 1e-6 on the per-reward advantage; "
+                                      "theirs > 1e-8 on its token sum A·L (conflict_tol=1e-8 is theirs for L = 1)",
+                                      "weights apply to the reward dimensions (ours); theirs sums the active "
+                                      "dimensions unweighted",
+                                      "a singleton group: each dimension gives 0 (theirs r/(1+ε)); the query weight "
+                                      "counts valid rows only",
+                                      "ratio_threshold=None (the hard rule) is the default; the snr rule is "
+                                      "ratio_threshold=τ (their code 0.2, their script 0.8)"))),
   )
 
 

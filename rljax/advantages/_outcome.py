@@ -757,8 +757,10 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
   inter term rewards the stratum whose metric trend helps (no presumed
   direction); the intra term picks the better response within its stratum.
   ``inter = intra = 1`` reduces to ``grpo``. Source: CANON (seed
-  001_5839a3671b0b4d92.txt L193); the abstract gives no formula — this
-  decomposition is our reading. Negating ``metric`` leaves A unchanged.
+  001_5839a3671b0b4d92.txt L193); authors' code github.com/biuboomc/CANON
+  ``verl/trainer/ppo/core_algos.py``: ``A = (r − λμ_other − (1−λ)μ_own)/max_length``
+  = ours with ``intra_coef=1, inter_coef=2λ, scale="none"`` on even groups
+  without metric ties. Negating ``metric`` leaves A unchanged.
   """
   _check_common(eps, std_ddof, scale, "zero")
   r, gid, v, ng = G.prepare(rewards, group_id, valid, num_groups)
@@ -785,6 +787,18 @@ _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
                    "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+_VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
+_VERL07_SAME = " (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy"
+_VERL_WHITEN_READ = "; verl/utils/torch_functional.py:287-340 masked_mean (÷ (Σmask + 1e-8)), masked_var, masked_whiten"
+_VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in "
+                    "the "
+                    "mean and the variance); verl raises for fewer than 2 mask tokens, ours gives 0 (one token) or "
+                    "leaves zeros (none)")
+_VERL_TOKEN_PLACEMENT = ("theirs: ray_trainer.compute_advantage in the driver, once per step after the rewards (and "
+                         "the in-reward KL when use_kl_in_reward), on the whole batch's token_level_rewards, whitened "
+                         "over every response token of the batch; ours: the advantage stage, once per step on the "
+                         "step's token rewards (an outcome reward placed on the last completion token), over the "
+                         "completion tokens of valid rows")
 _OUTCOME_PLACEMENT = ("theirs: once per step, after the rewards, on the whole batch grouped by uid (index), the "
                       "advantage broadcast over response tokens; ours: the advantage stage, once per step on the "
                       "step's rows grouped by group_id, padded rows excluded")
@@ -833,32 +847,90 @@ def _technique_rows():
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_outcome_advantage",
-                                  "mask-0 tokens inside a response carry the running return (verl resets it there: "
-                                  "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: "
-                                  "verl's")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_reinforce_plus_plus_outcome_advantage",
+                    "mask-0 tokens inside a response carry the running return (verl resets it there: "
+                    "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: verl's",
+                    read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage{_VERL07_SAME}"
+                         + _VERL_WHITEN_READ,
+                    defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
+                              ("variance", "unbiased", "unbiased (masked_var)"),
+                              ("reset_at_mask", "False (carry through mask-0 tokens)",
+                               "reset (running_return * response_mask[:, t])")),
+                    placement=_VERL_TOKEN_PLACEMENT,
+                    deviations=(
+                        "a mask-0 token inside a response (a multi-turn observation) carries the running return "
+                        "through, so an earlier turn is credited with the episode's outcome; verl resets it there "
+                        "(written for the padding after EOS); equal on hole-free masks; reset_at_mask=True is verl's",
+                        "info['returns'] is 0 outside the mask (verl keeps the running value there; neither reads it)",
+                        _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
                 stage=S.group_estimator(reinforce_pp_baseline, mask=S.completion),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_reinforce_plus_plus_baseline_outcome_advantage",
-                                  "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default "
-                                  "singleton 'zero'; without a mask ours whitens over sequences, not tokens")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_reinforce_plus_plus_baseline_outcome_advantage",
+                    "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default singleton 'zero'; "
+                    "without a mask ours whitens over sequences, not tokens",
+                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage{_VERL07_SAME}"
+                         + _VERL_WHITEN_READ,
+                    defaults=(("singleton", "'zero' (A = 0 before whitening)", "mean 0 (r kept)"),
+                              ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
+                              ("group mean", "mean over the group's valid rows", "torch.mean over the uid group"),
+                              ("variance", "unbiased", "unbiased (masked_var)")),
+                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
+                              "batch, the group (uid) mean of the summed token rewards subtracted, broadcast over "
+                              "response tokens and whitened over every response token of the batch (longer "
+                              "responses weigh more); ours: the advantage stage, once per step, grouped by "
+                              "group_id, whitened over the completion tokens of valid rows (padded rows excluded)",
+                    deviations=(
+                        "a singleton group gets 0 before whitening (no within-group signal); singleton='raw' is "
+                        "verl's mean 0",
+                        "called without a mask (Python use) it whitens over valid sequences and returns [B]; the "
+                        "stage always passes the completion mask (verl's token whitening)",
+                        _VERL_WHITEN_DEV))),
       Technique("remax", "advantage", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)",
                 "arXiv 2310.10505; verl remax",
                 # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome
                 # reward)
                 stage=S.checked(remax, inputs={"rewards": S.token_rewards, "baseline_rewards": "greedy_rewards",
                                                "mask": S.completion}),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_remax_outcome_advantage",
-                                  "token form identical; the [B] form (no mask) is r − b per sequence")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_remax_outcome_advantage",
+                    "token form identical; the [B] form (no mask) is r − b per sequence",
+                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_VERL07_SAME}; "
+                         "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout)",
+                    defaults=(),
+                    placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
+                              "the update, its summed reward is reward_baselines; the advantage in "
+                              "ray_trainer.compute_advantage, once per step on the whole batch; ours: the greedy "
+                              "rewards (greedy_rewards, a greedy rollout of the same prompts) read by the advantage "
+                              "stage, once per step on the step's rows",
+                    deviations=(
+                        "none in the token form (returns = reverse cumsum of r·m, A = returns − b·m); called "
+                        "without a mask (Python use) it returns the [B] form r − b",))),
       Technique("gae", "advantage", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
                 "arXiv 1506.02438; verl gae",
                 # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
                 stage=S.checked(gae, inputs={"rewards": S.token_rewards, "values": "values", "mask": S.completion},
                                 returns=True),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_gae_advantage_return",
-                                  "ours multiplies the whitened A by the mask (verl leaves values outside it); "
-                                  "equal on masked tokens")),
+                fidelity=Fidelity(
+                    "peer", f"{_VERL07}: compute_gae_advantage_return",
+                    "ours multiplies the whitened A by the mask (verl leaves values outside it); equal on masked "
+                    "tokens",
+                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_VERL07_SAME}" + _VERL_WHITEN_READ,
+                    defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("lam", "1.0", "algorithm.lam = 1.0"),
+                              ("whiten", "True", "always (masked_whiten)"), ("whiten_eps", "1e-8", "1e-8")),
+                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
+                              "batch, with the critic's values computed on the rollout before the update; returns = "
+                              "raw A + V are the critic's targets; A whitened over every response token; ours: the "
+                              "advantage stage, once per step on the step's rows with the values recorded at sampling "
+                              "time, returns in info['returns'], whitened over the completion tokens of valid rows",
+                    deviations=(
+                        "the whitened A is multiplied by the mask (0 outside it); verl leaves whitened values on "
+                        "mask-0 tokens (its loss masks them)",
+                        "values outside the mask never enter A (padding may hold NaN); verl reads them in δ_t and a "
+                        "NaN there would pass through its (1 − mask) carry",
+                        _VERL_WHITEN_DEV))),
       Technique("qae", "advantage", qae,
                 "A_i = (r_i − Q_K(g))/(σ_g + ε), K-quantile baseline (torch.quantile linear default)",
                 f"{_S0} L21; arXiv 2509.22611",
@@ -890,9 +962,29 @@ def _technique_rows():
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),
-                fidelity=Fidelity("authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
-                                  "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max "
-                                  "expectation, authors leave them unchanged")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/RUCAIBox/Passk_Training: code/passk_adv.py (calc_adv)",
+                    "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max expectation, "
+                    "authors leave them unchanged",
+                    read="RUCAIBox/Passk_Training@c3ba575e (2025-08-15) code/passk_adv.py:10-19 calc_adv, 21-43 "
+                         "compute_advantage (verl-style, grouped by index); README.md (the closed form); the "
+                         "repository has no training scripts (no K of theirs to compare)",
+                    defaults=(("k", "required", "K, required (compute_advantage argument)"),
+                              ("σ floor", "σ ≤ sigma_eps = 1e-6 → A = 0, else ÷ σ", "÷ (σ + 1e-6)"),
+                              ("rewards", "any real (exact subset-max expectation)",
+                               "binary: 1 → A_pos, 0 → A_neg, any other value left unchanged")),
+                    placement="theirs: compute_advantage adapted to verl's advantage step, once per step on the "
+                              "whole batch, summed token rewards grouped by index (uid), broadcast over "
+                              "response_mask; ours: the advantage stage, once per step on the step's rows grouped by "
+                              "group_id, padded rows excluded",
+                    deviations=(
+                        "ours divides by σ (relative difference 1e-6/σ); groups with σ ≤ sigma_eps (all equal, or "
+                        "c > n − k) get 0, as theirs (0/(0 + 1e-6))",
+                        "rewards outside {0, 1}: ours is the exact expectation of the k-subset max (equal to brute "
+                        "force; our extension); theirs leaves such a reward as its advantage",
+                        "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "
+                        "info['num_groups_lt_k']); theirs divides by C(n, k) = 0",
+                        "k must be a positive int (refused naming k)"))),
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
@@ -907,15 +999,66 @@ def _technique_rows():
                                   "(_glpo_compute_advantages)",
                                   "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours "
                                   "averages their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + "
-                                  "ε)")),
+                                  "ε)",
+                                  read="HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py (stored copy, "
+                                       "read_file): _compute_group_per_sample (the vote reward R(G)) and "
+                                       "_glpo_compute_advantages Steps 2-7 (base, bonus); YuYi/glpo/run_glpo.sh@"
+                                       "9bb6a1ff (run settings)",
+                                  defaults=(("eps (σ floor)", "1e-6", "GLPO_STD_EPS = 1e-4 (clamp(std, min=1e-4))"),
+                                            ("std_ddof", "1", "unbiased=True"),
+                                            ("bonus", "1.0", "GLPO_BONUS_SCALE = 1.0"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "GLPO_K = 8 consecutive samples (= num_generations 8)"),
+                                            ("form", "'glpo'", "the plugin's only form")),
+                                  placement="theirs: a monkey-patch of ms-swift GRPOTrainer._compute_advantages, "
+                                            "once per generation batch on rewards_per_func (column 1 the group "
+                                            "reward R(G), column 0 the individual reward), groups = consecutive "
+                                            "blocks of K; R(G) is computed in the reward function by scoring the "
+                                            "majority answer; ours: the advantage stage, once per step on the "
+                                            "step's rewards and answer_ids grouped by group_id, r_vote the mean "
+                                            "reward of the majority answer's rollouts, padded rows excluded",
+                                  deviations=(
+                                      "eps defaults to 1e-6; pass eps=1e-4 for their σ floor",
+                                      "r_vote is the mean reward of the rollouts giving the majority answer; theirs "
+                                      "scores the answer once, with the 0.3 format bonus if any of those rollouts "
+                                      "is well formatted: equal when the majority rollouts' rewards are equal",
+                                      "tied majority answers: ours averages their rewards, theirs takes the first "
+                                      "(Counter.most_common)",
+                                      "every answer_id votes; theirs skips empty answers (and R(G) = 0 when none "
+                                      "is left): give unparsable answers distinct ids to keep them out of the "
+                                      "majority",
+                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours"))),
       Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
                                   num_tasks="num_tasks"),
-                fidelity=Fidelity("paper_formula", "arXiv 2512.12967 (QwenLong-L1.5) Sec. 4.2 Eq. 7 (paper text: "
-                                  "Tongyi-Zhiwen/Qwen-Doc QwenLong_1_5.pdf)",
-                                  "paper: (r − mean_group r)/std(r ∈ B_task) = task_normalized(grpo(scale='none'), "
-                                  "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours")),
+                fidelity=Fidelity(
+                    "authors_code", "github.com/Tongyi-Zhiwen/Qwen-Doc: QwenLong-L1.5/README.md "
+                    "(compute_grpo_task_norm_outcome_advantage); arXiv 2512.12967 Eq. 7",
+                    "theirs: (r − mean_group r)/(std(r ∈ B_task) + 1e-6) = task_normalized(grpo(scale='none'), "
+                    "scale='rewards', center=False); default std of the advantages, +ε, ddof 1: ours",
+                    read="Tongyi-Zhiwen/Qwen-Doc@12489b07 QwenLong-L1.5/README.md 'Task-specific Advantage "
+                         "Estimation' (stored copy, read_file: the formula and compute_grpo_task_norm_outcome_"
+                         "advantage: id2mean per uid, singleton 0; task2std = torch.std over the batch's rows of the "
+                         "task, a singleton task 0; (r − mean)/(std + 1e-6)); 'Task-balanced Sampling' (equal "
+                         "domain weights per batch); the paper PDF not re-read",
+                    defaults=(("scale", "'advantages' (std of the incoming advantages)",
+                               "the std of the task's rewards in the batch ('rewards')"),
+                              ("center", "True (subtract the task mean of A)", "no (center=False)"),
+                              ("eps", "1e-6", "epsilon = 1e-6"), ("std_ddof", "1", "torch.std, unbiased"),
+                              ("group baseline", "the incoming estimator's (grpo(scale='none') for theirs)",
+                               "mean over the uid group, singleton 0 (r kept)"),
+                              ("norm_adv_by_std_in_grpo", "n/a", "True (False: r − mean, no task std)")),
+                    placement="theirs: the advantage step of their verl trainer, once per step on the whole "
+                              "batch (task-balanced: equal samples per task), grouped by uid for the mean and by "
+                              "data_source for the std; ours: a transform of the advantage stage's output, once "
+                              "per step on the step's valid rows, keyed by task_id",
+                    deviations=(
+                        "default scale='advantages', center=True: (A − mean_task A)/(std_task A + ε) (ours; AgentRL's "
+                        "task normalisation gives no form); task_normalized(grpo(r, scale='none'), task, rewards=r, "
+                        "scale='rewards', center=False) is theirs (tested)",
+                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0)",
+                        "their task-balanced sampler is a data-loader concern, not part of this row"))),
       Technique("key_baseline", "advantage", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
                 stage=S.chosen(
                     key_baseline, "key", "task_id", {
@@ -946,7 +1089,35 @@ def _technique_rows():
                                   "factors: GAGAR arXiv 2609.32577 Eqs. 6-8, App. A.1-A.2)",
                                   "weight='factor', lambda_max=1.5 on grpo(scale='none') = theirs (a⁺, λ capped, B − "
                                   "mean B); tier factors f: the caller's; default: rank weights "
-                                  "(midrank/n_pass)^power, no cap (ours)")),
+                                  "(midrank/n_pass)^power, no cap (ours)",
+                                  read="kekmodel/mimo-verl@0d88bb36 verl/trainer/ppo/gar.py (stored copy, read_file): "
+                                       "GARConfig (factor defaults, lambda_max, pass_threshold), factors (Eq. 6), "
+                                       "redistribute (Eqs. 7-8), GARStep.grade / redistribute (mixed groups only, "
+                                       "hacks zeroed, GRPO advantages replaced); the paper itself not read",
+                                  defaults=(("weight", "'rank' ((midrank/n_pass)^power)",
+                                             "quality factors from the grader's tiers (weight='factor')"),
+                                            ("lambda_max", "None (no cap)", "1.5"),
+                                            ("power", "1.0", "none (tiers)"),
+                                            ("tier factors", "the caller's scores",
+                                             "f_runner 0.9, f_max 0.85, f_min 0.4, f_low 0.2"),
+                                            ("pass_threshold", "the stage's passed (correct > 0.5)",
+                                             "outcome score ≥ 1.0"),
+                                            ("base advantage", "the incoming estimator's (e.g. grpo)",
+                                             "r − mean_g(r) (no σ), replacing GRPO's on graded groups")),
+                                  placement="theirs: two trainer hooks per step, a grader call on the mixed-outcome "
+                                            "groups before GRPO (confirmed hacks reset to reward 0), then the "
+                                            "graded groups' GRPO advantages replaced after it, broadcast to every "
+                                            "row of a session; ours: a transform of the advantage stage's output, "
+                                            "once per step on the step's rows grouped by group_id, passed = the "
+                                            "verifier's verdict, the ranking scores = the step's rewards (no grader)",
+                                  deviations=(
+                                      "default weights are ranks of the scores, no λ cap (ours); "
+                                      "weight='factor', lambda_max=1.5 on grpo(scale='none') is theirs",
+                                      "the tier → factor map (their factors(), Eq. 6) and the grader are the "
+                                      "caller's; the stage ranks passing rows by their reward",
+                                      "every group with a passing row is redistributed; theirs only mixed groups "
+                                      "(≥ 2 valid, some pass, some fail) with a usable grader result",
+                                      "confirmed hacks are not zeroed here (a reward's job)"))),
       Technique("uniqueness", "advantage", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct",
                 f"{_S1} L61",
                 # strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)
@@ -955,7 +1126,32 @@ def _technique_rows():
                                                    "stored in the code index (file id 61124452340)",
                                   "scope='all', alpha=α gives Eq. 5 (every rollout, f over all K, no renormalising); "
                                   "default scope='correct' (correct rows only, mean-1 weights) ours. Authors' repo "
-                                  "zhiyuanhubj/Uniqueness-Aware-RL: README only")),
+                                  "zhiyuanhubj/Uniqueness-Aware-RL: README only",
+                                  read="arXiv 2601.08763v2 Sec. 3.1 Eq. 1 (z = (r − μ)/(σ + ε)), Sec. 3.2 Eqs. 2-3 "
+                                       "(the judge's partition of all K rollouts, f = cluster size), Sec. 3.3 "
+                                       "Eqs. 4-5 (w = 1/f^α, α ∈ [0, 1], advantage = w·z), Sec. 3.4, Sec. 4.1 "
+                                       "hyper-parameters (page read: the paper text in the code index, file id "
+                                       "61124452340, offsets 0-32000)",
+                                  defaults=(("scope", "'correct' (correct rows, weights renormalised to mean 1)",
+                                             "every rollout, f over all K, no renormalising ('all')"),
+                                            ("alpha", "1.0", "α ∈ [0, 1]; no value found in Sec. 3-4.1"),
+                                            ("group size", "the step's groups", "K = 8 rollouts per prompt"),
+                                            ("base advantage", "the incoming estimator's (e.g. grpo)",
+                                             "GRPO z of Eq. 1")),
+                                  placement="theirs: the GRPO advantage replaced once per step, per problem's K "
+                                            "rollouts, the judge (a larger model of the same family) clustering "
+                                            "all K traces in one query; ours: a transform of the advantage stage's "
+                                            "output, once per step on the step's rows grouped by group_id, the "
+                                            "stage's clusters = the rows' extracted-answer classes (answer_ids)",
+                                  deviations=(
+                                      "default scope='correct': only correct rows are reweighted, f counts the "
+                                      "correct rows of the cluster and the weights are renormalised to mean 1 "
+                                      "(the paper's 'temper or normalize w within each problem' safeguard); "
+                                      "scope='all' is Eq. 5",
+                                      "alpha ≥ 0 is accepted (the paper: α ∈ [0, 1])",
+                                      "no LLM judge: the stage clusters by extracted answer (answer_ids), a "
+                                      "stand-in for the paper's strategy clusters; call uniqueness(...) with a "
+                                      "judge's cluster_id for theirs"))),
       Technique("canon", "advantage", canon, "A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε), strata by metric",
                 f"{_S1} L193",
                 stage=S.chosen(
@@ -970,7 +1166,39 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/biuboomc/CANON: verl/trainer/ppo/core_algos.py "
                                   "(compute_dr_entropy_per_token_group_outcome_advantage)",
                                   "authors: A = r − λμ_other − (1−λ)μ_own, /max_length, median to the upper half; "
-                                  "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)")),
+                                  "= ours with intra=1, inter=2λ, scale='none' (even n, no ties)",
+                                  read="biuboomc/CANON@7d6f814f (2026-03-16) verl/trainer/ppo/core_algos.py:369-455 "
+                                       "compute_dr_entropy_per_token_group_outcome_advantage (metric: masked mean "
+                                       "token entropy) and 281-367 compute_dr_length_on_mean_group_outcome_advantage "
+                                       "(metric: response length); verl/trainer/ppo/ray_trainer.py:186-255 and "
+                                       "dapo_ray_trainer.py:266-282 (max_length); scripts/setups.sh:9-22",
+                                  defaults=(("intra_coef / inter_coef", "required",
+                                             "λ (_lambda, 'mu in Eq. 5') = 1.0: intra 1, inter 2λ = 2"),
+                                            ("α / β", "none (α = 1, β = 0)", "alpha = 1.0 ('Eq. 8'), beta = 0.0"),
+                                            ("scale", "'group' (÷ σ_g + ε)",
+                                             "÷ max_length = max_response_length 8192 with seq-mean-token-sum, "
+                                             "else 1; no σ"),
+                                            ("metric", "'length'", "entropy (dr_entropy_token_budget) or length "
+                                             "(dr_length_on_mean), by adv_estimator"),
+                                            ("group size", "the step's groups", "n_resp_per_prompt = 16")),
+                                  placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
+                                            "the whole batch grouped by uid, the entropy from the rollout's "
+                                            "recomputed log-probs; ours: the advantage stage, once per step on the "
+                                            "step's valid rows grouped by group_id, metric = completion length or "
+                                            "the sampler's mean entropy (entropy_behavior)",
+                                  deviations=(
+                                      "the form is A = (intra(r − μ_s) + inter(μ_s − μ_g))/(σ_g + ε); theirs = "
+                                      "intra=1, inter=2λ, scale='none', times 1/max_length, for even groups with no "
+                                      "metric ties (tested)",
+                                      "an odd group: ours gives the median row its own stratum; theirs puts it in "
+                                      "the upper half (i ≥ n//2)",
+                                      "metric ties: ours splits by mid-rank (tied rows share a stratum); theirs by a "
+                                      "stable sort (batch order)",
+                                      "α ≠ 1 and β ≠ 0 (their asymmetric terms; the length and entropy variants "
+                                      "even place α differently) are not offered",
+                                      "a singleton group: ours 0; theirs r·α/max_length (means 0)",
+                                      "default ÷ (σ_g + ε) (GRPO scale); theirs never divides by σ; the "
+                                      "1/max_length factor is a learning-rate change left to the aggregation"))),
   )
 
 

@@ -220,7 +220,32 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/spiral-rl/spiral: train_spiral.py (role_baseline_ema), "
                                   "spiral/utils.py (EMA)",
                                   "authors update once per game, ours once per batch with the key's mean return (equal "
-                                  "with one game per batch); init='batch_mean' starts at the first batch mean")),
+                                  "with one game per batch); init='batch_mean' starts at the first batch mean",
+                                  read="spiral-rl/spiral@a02d0ed8 (2025-07-15) train_spiral.py:78-79 "
+                                       "(use_role_baseline=True, role_baseline_ema_gamma=0.95), 99-100 "
+                                       "(reward_scaling, gamma), 158-162 (one EMA per player id 0/1 in each actor), "
+                                       "486-492 "
+                                       "prepare_trajectories (baseline read before its update, reward −= baseline); "
+                                       "spiral/utils.py:18-32 EMA (value starts at 0.0)",
+                                  defaults=(("decay", "0.95", "role_baseline_ema_gamma = 0.95"),
+                                            ("update_first", "False (read before the update)",
+                                             "read before the update ('to be unbiased')"),
+                                            ("init", "'zero'", "EMA.value = 0.0"),
+                                            ("key", "the stage's task_id", "the player id (role 0/1) in each actor")),
+                                  placement="theirs: in each actor's prepare_trajectories, once per finished game "
+                                            "and per trained role, on that role's scaled final reward, before the "
+                                            "turns are turned into token rewards (the shaped reward then broadcast "
+                                            "to every turn); ours: the advantage stage, once per step on the step's "
+                                            "rows keyed by task_id, b_k moved once with the key's mean return over "
+                                            "the batch's valid rows",
+                                  deviations=(
+                                      "one update per batch with the key's mean return; theirs one update per "
+                                      "game (equal with one game per key per batch)",
+                                      "the stage keys by task_id (our stand-in for (game, role)); theirs by player "
+                                      "id inside each actor process (baselines not shared across actors)",
+                                      "decay = 0 is allowed (then b = the last batch mean); theirs asserts "
+                                      "0 < decay < 1",
+                                      "the baselines are float32 state (checkpointed), also under x64"))),
       Technique("hadw", "advantage", hadw,
                 "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
                 f"{_S1} L177; arXiv 2601.08521",
@@ -229,7 +254,39 @@ def _technique_rows():
                                   "(compute_ha_dw_outcome_advantage)",
                                   "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the "
                                   "current); default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a "
-                                  "learning-rate change")),
+                                  "learning-rate change",
+                                  read="yangfengkai/HA-DW@8b087945 (2026-05-01) verl/trainer/ppo/core_algos.py:742-805 "
+                                       "compute_ha_dw_outcome_advantage, 154-159 compute_reward_history_stats; "
+                                       "verl/trainer/ppo/ray_trainer.py:330-331 (deque(maxlen=reward_window_k)), "
+                                       "1452-1462 (the batch's mean reward appended before the advantage step); "
+                                       "examples/hadw_trainer/gspo_hadw.sh:17-19 (REWARD_WINDOW_K=10, adv_estimator="
+                                       "ha-dw)",
+                                  defaults=(("window", "0 (EMA anchor)", "reward_window_k = 10 (gspo_hadw.sh)"),
+                                            ("scale", "1.0", "1.5, hard-coded"),
+                                            ("strength (λ)", "1.0", "1 (exp(direction·|μ_g − μ_hist|))"),
+                                            ("signed", "True", "signed (−sgn(μ_g − μ_hist)·sgn(r − μ_g))"),
+                                            ("decay", "0.9 (EMA, window=0)", "no EMA"),
+                                            ("group step", "the incoming advantages (e.g. grpo, eps 1e-6, ddof 1)",
+                                             "GRPO in the same function: (r − μ_g)/(std_g + 1e-6), singleton "
+                                             "mean 0 std 1")),
+                                  placement="theirs: verl's advantage step, once per step on the whole batch; the "
+                                            "anchor is the mean of the last k batch-mean rewards, the current "
+                                            "batch's appended in the reward step before it; the statistics are of "
+                                            "the summed token reward; ours: a transform of the advantage stage's "
+                                            "output, once per step, acc_g = group mean of data.correct over valid "
+                                            "rows; the EMA anchor (window=0) is moved after weighting, a window "
+                                            "(window=k) takes the current batch's accuracy first, as theirs",
+                                  deviations=(
+                                      "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
+                                      "hadw(window=10, scale=1.5) on grpo is theirs",
+                                      "the stage reads data.correct for accuracies; theirs the summed reward "
+                                      "(equal for a 0/1 reward)",
+                                      "batch accuracy over valid rows only; theirs over every row",
+                                      "a singleton group: ours follows the incoming estimator (grpo: 0); theirs "
+                                      "r/(1+ε)·1.5·exp(...)",
+                                      "norm_adv_by_std_in_grpo=False in theirs drops the weight (A = r − μ_g); ours "
+                                      "weights whatever advantages it gets",
+                                      "anchor state float32 (theirs: np.float32 history, a Python float mean)"))),
   )
 
 

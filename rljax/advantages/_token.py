@@ -583,6 +583,12 @@ _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 
 
+_BAE_READ = ("arXiv 2602.10231 Sec. 3.1 (GRPO: population σ + ϵ), Sec. 4.2 (blockwise decomposition, per-block "
+             "token mean in the loss), Sec. 4.3 (baselines 1-4, OCB), Sec. 5.2 (main runs: centred, no std, β = 0), "
+             "Table 4 (group_size 32, batch 2048), App. B Algorithm 1 (page read: the paper text in the code index, "
+             "file id 60886396402, offsets 8000-24000 and 42300-58300)")
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.advantages import _stages as S
@@ -606,7 +612,29 @@ def _technique_rows():
                                   "(paper text; no code found)",
                                   "paper: A_k = r_k − group mean on block k, std optional (main runs none: "
                                   "scale='none'); default divides by the group std (GRPO, as SLCA/DSS-GRPO); later "
-                                  "blocks: outcome_conditioned_baseline")),
+                                  "blocks: outcome_conditioned_baseline",
+                                  read=_BAE_READ,
+                                  defaults=(("scale", "'group' (÷ σ_g + ε)", "none in the main runs (Sec. 5.2); "
+                                                                            "'optional variance normalization'"),
+                                            ("eps", "1e-6", "ϵ, value not stated"),
+                                            ("std_ddof", "1", "population σ (Sec. 3.1), when used"),
+                                            ("later-block baseline", "the group mean (their item 3)",
+                                             "the OCB stratum mean (Algorithm 1 lines 6-8)"),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                  placement="theirs: per prompt group, block k's advantage applied only to block "
+                                            "k's tokens, each block's token loss averaged over the block; ours: the "
+                                            "advantage stage, once per step, each reward column routed to its "
+                                            "segment's tokens (reward_segments, or turn_ids with segments='turns'), "
+                                            "padded rows excluded; the per-block token mean is the aggregation's "
+                                            "choice",
+                                  deviations=(
+                                      "default divides by the group std (GRPO's, as SLCA/DSS-GRPO's); "
+                                      "scale='none' is the paper's main runs",
+                                      "every block's baseline is its group mean (their 'Group Mean Baseline'); "
+                                      "their Algorithm 1 uses the outcome-conditioned stratum mean for blocks "
+                                      "k > 1: compute it with outcome_conditioned_baseline and route it",
+                                      "a singleton group gives 0 (singleton='zero'); the paper has G ≥ 2",
+                                      "std_ddof=1 by default; the paper's σ is the population std"))),
       Technique("outcome_conditioned_baseline", "advantage", outcome_conditioned_baseline,
                 "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
                 f"{_S1} L25; arXiv 2602.10231",
@@ -623,7 +651,24 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 "
                                   "lines 7-10 (paper text; no code found)",
                                   "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is "
-                                  "our option")),
+                                  "our option",
+                                  read=_BAE_READ,
+                                  defaults=(("scale", "'none'", "none (A = r − b)"),
+                                            ("outcome", "'correct' (the verifier's verdict)",
+                                             "o ∈ {correct, incorrect} of the prefix block (main experiments)"),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                  placement="theirs: for each block k > 1 of each prompt group, the group's rollouts "
+                                            "stratified by the intermediate outcome of their prefix X_<k, b = the "
+                                            "stratum mean of r_k, A applied to block k's tokens; ours: the advantage "
+                                            "stage, once per step on the step's rows grouped by group_id, stratified "
+                                            "by the verifier's verdict (or answer_ids), the [B] result broadcast over "
+                                            "completion tokens (route it to a block with segment/to_tokens)",
+                                  deviations=(
+                                      "single-turn use stratifies by the final verdict, not by a prefix block's "
+                                      "outcome: when the reward is exactly that verdict every stratum is constant "
+                                      "and A = 0",
+                                      "scale='group' (÷ stratum std + ε) is ours",
+                                      "a singleton stratum gives 0, as the paper's own-reward mean"))),
       Technique("tempo", "advantage", tempo,
                 "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",
                 f"{_S1} L23",
@@ -645,7 +690,39 @@ def _technique_rows():
                                   "(compute_uis1_outcome_advantage)",
                                   "authors = step_weight=1, episode_weight=1, episode='turns', γ=0.5 (their A_ep: "
                                   "turn reward over the group's pooled turns); default: convex mix with grpo(R); no "
-                                  "expert-mismatch restart")),
+                                  "expert-mismatch restart",
+                                  read="X-PLUG/MobileAgent@93afb003 UI-S1/uis1/core_uis1.py (stored copy, read_file): "
+                                       "compute_step_discounted_returns (γ return per trajectory, restarted at a turn "
+                                       "with extract_match False), compute_uis1_outcome_advantage, "
+                                       "episode_norm_reward (pooled over every row of the uid, singleton mean 0 std "
+                                       "1), "
+                                       "step_norm_reward (grouped by uid and step id, singleton mean = itself); "
+                                       "UI-S1/scripts/train_example.sh@12d958e9 (mode=mean_std_norm, GAMMA=0.5, "
+                                       "step_advantage_w=1.0, rollout.n=8)",
+                                  defaults=(("step_weight", "0.5", "step_advantage_w = 1.0"),
+                                            ("episode_weight", "1 − step_weight = 0.5",
+                                             "episode_advantage_w = 1.0 (function default)"),
+                                            ("episode", "'outcome' (grpo of the episode reward)",
+                                             "the turn's own reward over the uid's pooled turns ('turns')"),
+                                            ("gamma", "1.0", "algorithm.gamma = 0.5 (script)"),
+                                            ("std", "÷ (std + 1e-6), ddof 1",
+                                             "mode = 'mean_std_norm' (script; function default 'mean_norm', no σ), "
+                                             "torch.std unbiased, + 1e-6")),
+                                  placement="theirs: the driver's advantage step, once per step on the batch of "
+                                            "turn rows (one row per (trajectory, step)), grouped by uid (pooled "
+                                            "episode term) and by (uid, step id) (step term), each row's advantage "
+                                            "broadcast over its response tokens; ours: the advantage stage, once per "
+                                            "step on the step's multi-turn rows (one row per trajectory, turn_ids "
+                                            "map tokens to turns), padded rows and turns excluded",
+                                  deviations=(
+                                      "defaults are a convex mix with the outcome GRPO (the abstract's weighted "
+                                      "step- and episode-level advantages); step_weight=1, episode_weight=1, "
+                                      "episode='turns', gamma=0.5 is their script",
+                                      "their return chain restarts at a turn whose action did not match the expert "
+                                      "(extract_match False: G = r there); ours never restarts",
+                                      "a pooled group with a single turn: theirs r/(1+ε), ours 0",
+                                      "the std is always used (÷ σ + ε); their function default mode='mean_norm' "
+                                      "drops it (their script uses mean_std_norm)"))),
       Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
                 "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
                 f"{_S1} L3",
@@ -656,7 +733,36 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2608.04007 (TurnSight) 'Group-Normalized Weight "
                                   "Construction', 'Advantage Integration' (paper text)",
                                   "defaults = paper's (λ = ε_w = 0.5, signed); it pools token-level gaps, we pool "
-                                  "per-turn values; code (github.com/quchangle1/TurnSight) not in our store")),
+                                  "per-turn values; code (github.com/quchangle1/TurnSight) not in our store",
+                                  read="arXiv 2608.04007v1 'Group-Normalized Weight Construction' (δ̂ = (δ̄* − μ_q)/(σ_q "
+                                       "+ ε), μ, σ over the selected token-level gaps of all valid turns and policy "
+                                       "tokens of the query's sibling rollouts; w = 1 + ε_w tanh(sign(A_base)·δ̂)), "
+                                       "'Advantage Integration' (Ã = A_base[(1 − λ) + λw]), 'Implementation Details' "
+                                       "(λ = ε_w = 0.5, 16 trajectories per query, ≤ 10 turns, MatchTIR as the base) "
+                                       "(page read: the paper text in the code index, file id 70801290449, offsets "
+                                       "20500-36500)",
+                                  defaults=(("lam", "0.5", "λ = 0.5"), ("eps_w", "0.5", "ε_w = 0.5"),
+                                            ("signed", "True", "sign(A_base) inside the tanh"),
+                                            ("norm", "'pooled' (per-turn values)",
+                                             "pooled over the token-level gaps of all valid turns"),
+                                            ("eps", "1e-6", "ε, value not stated"),
+                                            ("std", "population", "'standard deviation', ddof not stated"),
+                                            ("signal", "the step's step_rewards (stage)",
+                                             "the selected hindsight gap δ̄* of execution-conditioned teachers "
+                                             "(3 lookahead depths)")),
+                                  placement="theirs: inside the GRPO-style step, after the base advantage "
+                                            "(MatchTIR's), per token of turn k from that turn's selected hindsight "
+                                            "gap, normalised per query over the sibling rollouts; ours: a transform "
+                                            "of the advantage stage's output, once per step, the per-turn signal "
+                                            "= the task's step rewards (turn_valid = step_mask), normalised per "
+                                            "group_id",
+                                  deviations=(
+                                      "μ, σ over the per-turn signal (each turn once); the paper's over the "
+                                      "token-level gaps (token-weighted)",
+                                      "the hindsight teachers are not part of rljax: the stage's signal is the "
+                                      "task's step rewards",
+                                      "norm='turn_index', signed=False and eps_w=1 (our earlier reading) are "
+                                      "options, not the paper's"))),
       Technique("implicit_progress_reward", "advantage", implicit_progress_reward,
                 "r_t = β(log π − log π_ref), stop-gradient",
                 f"{_S1} L167; arXiv 2606.26080",
@@ -665,7 +771,32 @@ def _technique_rows():
                                   "(per_step_progress_advantage)",
                                   "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our "
                                   "per-step sum) or mean (their scripts); they score trajectories at test time, using "
-                                  "it as a training reward is ours")),
+                                  "it as a training reward is ours",
+                                  read="deeplearning-wisc/progress-advantage@9284b4c0 pa/scoring.py (stored copy, "
+                                       "read_file): LogprobScorer.score (one forward pass, gathered token log-probs "
+                                       "per action span), per_step_progress_advantage, "
+                                       "score_trajectory_progress_advantage; scripts/tau2_bon8.sh@b1253bdd "
+                                       "(--token-agg mean --step-agg min, β not set: 1.0)",
+                                  defaults=(("beta", "1.0", "beta = 1.0"),
+                                            ("token aggregation", "sum over a step's tokens (the dense rewards "
+                                             "summed)", "--token-agg mean (scripts); sum available"),
+                                            ("step aggregation", "none (dense per-token reward)",
+                                             "--step-agg min (a trajectory score)"),
+                                            ("policy log-probs", "logp_old (the sampling policy, recorded)",
+                                             "a fresh forward pass of the policy model over the trajectory")),
+                                  placement="theirs: at test time, a scoring pass over finished trajectories "
+                                            "(best-of-n selection), each action step scored β·(agg log π − agg "
+                                            "log π_ref) and the steps aggregated to one score per trajectory; "
+                                            "ours: a Shaping stage once per step after the forward passes, the "
+                                            "per-token β·(log π_old − log π_ref) added to the step's token rewards "
+                                            "on completion tokens of valid rows, before the advantage",
+                                  deviations=(
+                                      "used as a dense training reward (ours); theirs ranks trajectories at test "
+                                      "time",
+                                      "per-token rewards whose per-step sum is their token_agg='sum' score; their "
+                                      "scripts' token mean (÷ step length) and step min are not offered",
+                                      "a truncated action span scores 0 in theirs; here every completion token in "
+                                      "the mask is scored"))),
       Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
                 "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
                 # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the

@@ -665,13 +665,74 @@ def _technique_rows():
   return (
       Technique("adaptive_kl", "controller", adaptive_kl, "β ← β·(1 + clip(KL/target − 1, ±0.2)·n/horizon)",
                 "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593", stage=_adaptive_kl_stage,
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.AdaptiveKLController.update")),
+                fidelity=Fidelity(
+                    "peer", "volcengine/verl@v0.7.0 verl/trainer/ppo/core_algos.py: AdaptiveKLController.update",
+                    "target 6.0 (Ziegler et al.; verl target_kl 0.1); KL as a token mean with estimator k3 (verl: "
+                    "sequence-mean of token means of k1); moves a KL loss term's beta (verl: the in-reward KL)",
+                    read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:150-171 "
+                         "AdaptiveKLController, 190-209 get_kl_controller; verl/trainer/ppo/ray_trainer.py:126-165 "
+                         "apply_kl_penalty (the caller); verl/trainer/config/algorithm.py:36-39 and "
+                         "ppo_trainer.yaml algorithm.kl_ctrl (defaults); the same at main b178a3cd",
+                    defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
+                              ("target", "6.0 (Ziegler et al. / TRL)", "kl_ctrl.target_kl = 0.1"),
+                              ("horizon", "10000", "kl_ctrl.horizon = 10000"),
+                              ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
+                              ("estimator", "'k3'", "algorithm.kl_penalty = 'kl' (k1: log π_old − log π_ref)"),
+                              ("type", "adaptive (the controller)", "kl_ctrl.type = 'fixed' (adaptive is opt-in)")),
+                    placement="theirs: apply_kl_penalty in the driver, once per step before the advantage, only "
+                              "with use_kl_in_reward: the reward gets −β·KL(π_old‖π_ref) per token with the current "
+                              "β, then update(current_kl = batch mean of per-sequence token-mean KL, n_steps = batch "
+                              "size); ours: a controller run once per step after the update on the step's logp_old "
+                              "and logp_ref, the new β read by the next step's kl_penalty loss term (kl_beta)",
+                    deviations=(
+                        "target defaults to 6.0 (Ziegler et al.'s and TRL's), not verl's target_kl = 0.1; pass "
+                        "target=0.1",
+                        "the observed KL is the mean over all loss tokens of the step (longer responses weigh "
+                        "more); verl averages per-sequence token means over the batch",
+                        "estimator defaults to 'k3'; verl's in-reward KL is kl_penalty='kl' (k1): pass "
+                        "estimator='k1'",
+                        "β moves a KL loss term (kl_penalty(beta=...)); verl's adaptive controller moves the "
+                        "in-reward KL coefficient only (its KL loss, use_kl_loss, has a fixed kl_loss_coef)",
+                        "n_steps counts the rows with a loss token (padding rows excluded); verl: the batch size",
+                        "β is float32 state (checkpointed, as every controller state); verl keeps a Python float"))),
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
                 "000_3e503271be254a43.txt L107", stage=_entropic_stage,
                 fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "
                                   "compute_policy_loss_entropic, dp_actor.py",
                                   "code reweights only tokens with p > 0.95, via an added α·r·|A| token-mean; we "
-                                  "scale every token's loss by 1 ± α; integral includes the current error")),
+                                  "scale every token's loss by 1 ± α; integral includes the current error",
+                                  read="yk7333/EntroPIC@2470730c core_algos.py compute_policy_loss_entropic (stored "
+                                       "copy, read_file: the dual-clip PPO loss plus "
+                                       "control_alpha·agg_loss(−ratio·|A|, "
+                                       "mask = response_mask·[π > high_prob_thresh = 0.95])); README.md's quote of "
+                                       "dp_actor.py (α = clip(K_i·accumulated + K_p·(H − H*), −1, 1), the error "
+                                       "accumulated after use, scaled by micro/mini batch size); run_entropic.sh "
+                                       "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
+                                       "dp_actor.py itself not re-read",
+                                  defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
+                                            ("ki", "0.01", "entropy_control_i = 0.01"),
+                                            ("target_entropy", "required", "target_entropy = 0.1"),
+                                            ("weights range", "w_min 0, w_max 2 (α ∈ [−1, 1])", "α clipped to "
+                                             "[−1, 1]"),
+                                            ("high_prob_thresh", "none (every token)", "0.95"),
+                                            ("integral_limit", "1e6", "none"),
+                                            ("mode", "'symmetric'", "symmetric (both signs)")),
+                                  placement="theirs: inside the actor's update, on every micro-batch: H is that "
+                                            "micro-batch's entropy under the current policy, α from it and the "
+                                            "errors accumulated so far, the extra term added to that micro-batch's "
+                                            "loss; ours: a controller once per step after the update from the "
+                                            "step's reported entropy, the weights applied to the next step's loss "
+                                            "(advantage_sign_weighting)",
+                                  deviations=(
+                                      "every token of a positive (negative) sample is scaled by w⁺ (w⁻); theirs "
+                                      "adds α·token-mean(−r·|A|) over the tokens with π > 0.95 only (unclipped "
+                                      "ratio, its own normaliser)",
+                                      "the integral includes the current error; theirs uses the previous errors "
+                                      "(accumulated after use, scaled by micro/mini batch size)",
+                                      "one update per step, applied with a one-step lag; theirs per micro-batch, "
+                                      "at once",
+                                      "mode='positive'|'negative' and integral_limit are ours",
+                                      "the state is float32 (theirs a Python float)"))),
       Technique("bapo", "controller", bapo,
                 "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
                 "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe", stage=_bapo_stage,
@@ -712,7 +773,42 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"
                                   "temperature_scheduler.py",
                                   "default rule 'exp' is ours (the code's needs V: rule='e3', vocab_size=V); "
-                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing")),
+                                  "T clipped to [T_min, T_max]; target given, no first-step skip or annealing",
+                                  read="LiaoMengqi/E3-RL4LLMs@7e90b8e9 (2025-11-07) e3/worker/temperature_scheduler.py:"
+                                       "6-78 TemperatureScheduler (step: the update rule, the first-step target, "
+                                       "annealing); e3/worker/fsdp_work.py:143-146, 182 (built with "
+                                       "rollout.temperature, V = the actor model's vocab_size), 481-487 (step after "
+                                       "each update with metrics['actor/entropy_loss'], T read by the next rollout); "
+                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97",
+                                  defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
+                                            ("vocab_size", "None (required for rule='e3')",
+                                             "the actor model's vocab_size"),
+                                            ("init_temperature", "rl.temperature (stage), else 1.0",
+                                             "rollout.temperature = 1"),
+                                            ("target_entropy", "required",
+                                             "None: the mean entropy of the first init_steps = 1 step"),
+                                            ("t_min / t_max", "0.1 / 2.0", "no clip"),
+                                            ("annealing", "none", "enable_annealing = True in the scripts: the "
+                                             "target cosine-decays to 0.9× over the last 40% of max_steps = 480"),
+                                            ("enable_temperature_scheduler", "on (the controller)",
+                                             "False in ppo_trainer.yaml, True in the scripts")),
+                                  placement="theirs: in the actor worker after each policy update, from that "
+                                            "update's mean policy entropy (actor/entropy_loss), the new T set on the "
+                                            "rollout's sampling params for the next generation; ours: a controller "
+                                            "once per step after the update, from the entropy the step reports "
+                                            "(the sampler's, else the update's policy/entropy), T read by the next "
+                                            "step's sampler",
+                                  deviations=(
+                                      "rule 'exp' is the default (a bare temperature_control(H*) has no "
+                                      "vocabulary size); rule='e3', vocab_size=V is theirs",
+                                      "the target is given; theirs may take the first step's mean entropy and "
+                                      "skips the update on that step",
+                                      "T is clipped to [t_min, t_max]; theirs is unclipped",
+                                      "their optional cosine annealing of the target (on in their scripts) is "
+                                      "not implemented",
+                                      "the observed entropy is the sampler's when reported (theirs: the "
+                                      "update's policy entropy)",
+                                      "T is float32 state (theirs a Python float)"))),
   )
 
 

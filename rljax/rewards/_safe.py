@@ -204,7 +204,26 @@ def _technique_rows():
                 stage=_composite_stage,
                 fidelity=Fidelity("peer", "TRL grpo_trainer.py: (rewards_per_func * reward_weights).nansum(dim=1)",
                                   "a failing component raises (strict) or scores 0 (lenient) instead of TRL's "
-                                  "NaN-skip")),
+                                  "NaN-skip",
+                                  read="huggingface/trl@f2cd5771 (v1.9.0-26, 2026-07-24) trl/trainer/grpo_trainer.py:"
+                                       "528-536 (reward_weights, default ones), 2673-2690 (sum_then_normalize: "
+                                       "(rewards_per_func · w).nansum(dim=1), a row where every function returned "
+                                       "None marked unscorable); trl/trainer/grpo_config.py:760-770 (reward_weights "
+                                       "None, multi_objective_aggregation 'sum_then_normalize')",
+                                  defaults=(("weights", "1 for every reward", "reward_weights None → ones"),),
+                                  placement="theirs: _generate_and_score_completions, once per generation batch, on "
+                                            "rewards_per_func gathered from every process, before the group "
+                                            "normalisation; ours: a MultiReward stage once per step on the step's "
+                                            "reward_components [B, K] (the recipe's rewards), before the advantage",
+                                  deviations=(
+                                      "a reward function that returns None (NaN) for a row: TRL skips it in the "
+                                      "sum (nansum) and a row with no score at all gets advantage 0; here a "
+                                      "failing component raises (strict) or scores 0 (lenient, "
+                                      "composite(..., lenient=True)), and the stage sums with @ (a NaN is not "
+                                      "skipped)",
+                                      "the weighted sum is computed in float64 (composite) or the components' "
+                                      "dtype (the stage); TRL float32",
+                                      "TRL's other aggregation, normalize_then_sum, is the gdpo row"))),
   )
 
 
