@@ -599,7 +599,7 @@ def cispo(eps_low=None, eps_high=4.0, *, correction=None, old_logp=None):
   ``eps_low=None`` leaves the weight unclipped below (the paper tunes only the
   upper bound; TRL's ``cispo`` is upper-only with ``min(r, epsilon_high)``,
   ``epsilon_high = 5.0`` recommended). verl ``cispo`` clips both sides with
-  ``clip_ratio_low/high`` (defaults 0.2/0.28); verl (1.0, 4.0) equals TRL
+  ``clip_ratio_low/high`` (v0.7.0 actor.yaml defaults 0.2/0.2); verl (1.0, 4.0) equals TRL
   (5.0). Our default ``eps_high = 4.0`` is TRL's recommended cap 5.0.
   ``eps_low`` may be up to 1 (1 = no lower clip). Aggregation: the paper and
   TRL use a token mean (``token_mean``).
@@ -758,6 +758,8 @@ def _technique_rows():
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   verl = "verl 0.9.1 core_algos."
+  _V07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
+  _TRL19 = "huggingface/trl@v1.9.0 (35def3ee)"
   rows = [
       ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
        "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
@@ -779,9 +781,30 @@ def _technique_rows():
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
        loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
-       Fidelity("peer", verl + "compute_policy_loss_reinforce (-A log pi * rollout_is_weights)",
-                "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
-                "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_reinforce (bypass_mode, loss_type='reinforce')",
+                "w = pi_theta/pi_rollout untruncated by default (verl: no w unless rollout_is is set; then "
+                "truncated at rollout_is_threshold=2.0): max_weight=2.0 gives verl's rollout_is='token' form",
+                read=_V07 + ":1731-1808 compute_policy_loss_reinforce and :1811-1953 compute_policy_loss_bypass_mode "
+                     "(w from rollout_corr_helper.py:318-436 compute_rollout_correction_weights with "
+                     "old_log_prob=log_prob, under no_grad)",
+                defaults=(("importance weight", "on (importance_weight=True)",
+                           "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
+                          ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
+                          ("weight level", "token", "rollout_is: 'token' or 'sequence' (product of ratios)"),
+                          ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
+                          ("rollout_is_batch_normalize", "not offered here (tis(normalize=True) as correction)",
+                           "False"),
+                          ("aggregation", "chain's (token_mean)", "actor loss_agg_mode (token-mean)")),
+                placement="theirs: in bypass mode (old_log_prob = rollout log-prob) the actor's loss on each "
+                          "micro-batch, w from the current π_θ (detached) against the rollout log-prob, "
+                          "optional rejection rewriting response_mask; ours: a loss term on each micro-batch, w "
+                          "from sg(log π_θ) − logp_behavior",
+                deviations=("w is on by default and untruncated (the MiniRL form); verl weights only with "
+                            "rollout_is set, truncated at 2.0: importance_weight=False gives verl's default, "
+                            "max_weight=2.0 its rollout_is='token'",
+                            "verl's rollout_is='sequence' weight (product over the sequence) is not a reinforce "
+                            "option: importance_weight=False with correction=tis(2.0, level='sequence')",
+                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask"))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
@@ -810,14 +833,50 @@ def _technique_rows():
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
-                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)")),
+       Fidelity("peer", "TRL v1.9.0 GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
+                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)",
+                read=_TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (sequence log weight = masked mean of log r, "
+                     "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
+                     ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
+                     "epsilon / epsilon_high / loss_type / delta defaults",
+                defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
+                          ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
+                          ("aggregation", "chain's (token_mean)",
+                           "loss_type = 'dapo' (token sum / global token count); the paper: 'grpo' (sequence mean)"),
+                          ("delta (upper clamp of the unclipped ratio)", "not offered", "None (off)"),
+                          ("log-ratio clamps", "token log r ±20, log s [-20, 10]", "none")),
+                placement="theirs: the loss of each micro-batch, log π_old from the generation step's recomputed "
+                          "old_per_token_logps (or the detached current log-probs when num_iterations = 1); ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not TRL's 0.2: pass "
+                            "eps_low=0.2, eps_high=0.2 for TRL's defaults",
+                            "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
+                            "equal while |log r| ≤ 20 and mean log r ≤ 10",
+                            "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count; "
+                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
        loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", verl + "compute_policy_loss_gspo",
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_gspo",
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
-                "(verl forces seq-mean-token-mean)")),
+                "(verl forces seq-mean-token-mean)",
+                read=_V07 + ":1000-1073 compute_policy_loss_gspo; verl/trainer/config/actor/actor.yaml "
+                     "(clip_ratio*, loss_agg_mode)",
+                defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
+                          ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
+                          ("log s clamp", "max 10", "max 10"),
+                          ("token log r clamp", "±20 before the mean", "none"),
+                          ("aggregation", "chain's (token_mean)", "seq-mean-token-mean, forced (loss_agg_mode "
+                           "ignored)")),
+                placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
+                          "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
+                          "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
+                deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not verl's actor defaults "
+                            "0.2 / 0.2",
+                            "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
+                            "while |log r| ≤ 20",
+                            "aggregation is chain's; verl forces seq-mean-token-mean: "
+                            "chain(aggregate=seq_mean_token_mean) gives it"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
@@ -834,14 +893,44 @@ def _technique_rows():
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
+       Fidelity("peer", "TRL v1.9.0 GRPOTrainer loss_type='cispo'; verl v0.7.0 core_algos.compute_policy_loss_cispo",
                 "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
-                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form")),
+                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form",
+                read=_TRL19 + " trl/trainer/grpo_trainer.py:3080-3082 (clamp(coef_1, max=epsilon_high).detach() · A · "
+                     "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
+                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo",
+                defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
+                           "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
+                           "verl: cap 1 + clip_ratio_high = 1.2"),
+                          ("eps_low", "None (no lower clip)", "TRL: none; verl: 1 − clip_ratio_low = 0.8"),
+                          ("log-ratio clamp", "±20", "TRL: none; verl: ±20"),
+                          ("aggregation", "chain's (token_mean)",
+                           "TRL: token sum / global token count; verl: loss_agg_mode (token-mean)")),
+                placement="theirs: the loss of each micro-batch, ratio against the generation step's old "
+                          "log-probs (TRL: the detached current log-probs when num_iterations = 1); ours: a loss "
+                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("our eps_high is an offset (cap 1 + eps_high) like verl's; TRL's epsilon_high is the "
+                            "cap itself: TRL epsilon_high=5 is eps_high=4",
+                            "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
+                            "log r clamped to ±20 (verl); TRL has no clamp"))),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
-                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_sapo; TRL v1.9.0 GRPOTrainer loss_type='sapo'",
+                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)",
+                read=_V07 + ":1076-1158 compute_policy_loss_sapo, actor.yaml tau_pos/tau_neg; " + _TRL19 +
+                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717",
+                defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
+                          ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
+                          ("log-ratio clamp", "±20", "verl ±20; TRL none"),
+                          ("aggregation", "chain's (token_mean)",
+                           "verl: seq-mean-token-mean, forced; TRL: per-sequence mean, then mean")),
+                placement="theirs: the actor's loss on each micro-batch, ratio against the old log-probs; tau "
+                          "chosen by A > 0 (A = 0 takes tau_neg); ours: a loss term on each micro-batch, the same "
+                          "rule",
+                deviations=("aggregation is chain's; both peers average per sequence first: "
+                            "chain(aggregate=seq_mean_token_mean)",
+                            "log r clamped to ±20 (verl); TRL has no clamp"))),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
