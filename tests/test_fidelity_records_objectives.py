@@ -140,3 +140,172 @@ def test_sapo_matches_verl_and_trl_gate():
   loss, grad = _run(O.sapo(), d)
   np.testing.assert_allclose(loss[m > 0], (-sig * 4 / tau * a)[m > 0], rtol=1e-12)
   np.testing.assert_allclose(grad[m > 0], (-a * 4 * sig * (1 - sig) * r)[m > 0], rtol=1e-10)
+
+
+# ---------------------------------------------------------------- corrections: w · keep against the peers' weights
+
+
+def _correction(corr, d):
+  with jax.enable_x64(True):
+    b, t = d["mask"].shape
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(d["mask"]),
+                       advantages=jnp.asarray(d["adv"]), group_id=jnp.arange(b, dtype=jnp.int32),
+                       logp_old=jnp.asarray(d["old"]), logp_behavior=jnp.asarray(d["behav"]))
+    w, keep, _ = corr(PolicyOutputs(logp=jnp.asarray(d["new"])), batch)
+    return np.asarray(w) * np.asarray(keep)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_tis_matches_verl_rollout_is_and_trl_truncate(level):
+  """verl@v0.7.0 rollout_corr_helper.py:362-386 (token: exp(clamp(log r, ±20)); sequence: exp(clamp(Σ m log r, ±20)));
+  × mask; clamp(max=threshold). trl@v1.9.0 grpo_trainer.py:2580-2601 (*_truncate: clamp(exp(Σ m diff), min, max))."""
+  d = _data(6, noise=0.8)
+  m = d["mask"]
+  log_r = d["old"] - d["behav"]
+  if level == "token":
+    verl = np.exp(np.clip(log_r, -20, 20)) * m
+    trl = np.exp(log_r * m)
+  else:
+    verl = np.exp(np.clip((log_r * m).sum(-1, keepdims=True), -20, 20)) * m
+    trl = np.exp((log_r * m).sum(-1, keepdims=True)) * np.ones_like(m)
+  got = _correction(O.tis(2.0, level=level), d)
+  np.testing.assert_allclose(got[m > 0], np.minimum(verl, 2.0)[m > 0], rtol=1e-12)
+  got = _correction(O.tis(3.0, level=level, lower=0.5), d)
+  np.testing.assert_allclose(got[m > 0], np.clip(trl, 0.5, 3.0)[m > 0], rtol=1e-12)
+  assert (np.minimum(verl, 2.0)[m > 0] == 2.0).any()
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_mis_matches_trl_mask_modes(level):
+  """trl@v1.9.0 grpo_trainer.py:2580-2617 (*_mask): ratio exp(Σ m (old − sampling)) per token or sequence, set to 0
+  outside [clip_min, clip_max] (clip_min None: no lower bound); the per-token loss × that ratio (:3117-3118)."""
+  d = _data(7, noise=0.8)
+  m = d["mask"]
+  diff = (d["old"] - d["behav"]) * m
+  r = np.exp(diff) if level == "token" else np.exp(diff.sum(-1, keepdims=True)) * np.ones_like(m)
+  for lo, hi, corr in ((None, 3.0, O.mis(0.0, 3.0, level=level)), (0.5, 2.0, O.mis(0.5, 2.0, level=level))):
+    lo_ = -np.inf if lo is None else lo
+    want = np.where((r < lo_) | (r > hi), 0.0, r)
+    np.testing.assert_allclose(_correction(corr, d)[m > 0], want[m > 0], rtol=1e-12)
+  assert ((r[m > 0] < 0.5) | (r[m > 0] > 2.0)).any()
+
+
+def test_icepop_matches_openrlhf_icepop():
+  """OpenRLHF@v0.11.0 openrlhf/models/loss.py:196-204: vllm_is = exp(old − rollout); × 1[low ≤ vllm_is ≤ high];
+  loss = vllm_is · loss (low, high = 0.5, 5.0 from train_ppo_ray.py)."""
+  d = _data(8, noise=2.0)
+  m = d["mask"]
+  k = np.exp(d["old"] - d["behav"])
+  want = k * ((k >= 0.5) & (k <= 5.0))
+  np.testing.assert_allclose(_correction(O.icepop(), d)[m > 0], want[m > 0], rtol=1e-12)
+  assert (want[m > 0] == 0).any() and (want[m > 0] != 0).any()
+
+
+def _verl_rs(log_ratio, m, option, spec):
+  """verl@b178a3cd rollout_corr_helper.py:93-153 (thresholds) and :219-330 (one option): the kept-token mask."""
+  lr = np.clip(log_ratio, -20, 20)
+  k = {"k1": -lr, "k2": 0.5 * lr ** 2, "k3": np.exp(lr) - 1 - lr}[option[-2:]]
+  if option.endswith("k1"):
+    lo, hi = (float(x) for x in spec.split("_")) if "_" in spec else (1 / float(spec), float(spec))
+    ok = lambda s: (s >= np.log(lo)) & (s <= np.log(hi))  # noqa: E731
+  else:
+    ok = lambda s: s <= float(spec)  # noqa: E731
+  if option.startswith("token"):
+    return ok(k).astype(float)
+  if option.startswith("seq_sum"):
+    s = (k * m).sum(-1)
+  elif option.startswith("seq_mean"):
+    s = (k * m).sum(-1) / (m.sum(-1) + 1e-8)  # verl_F.masked_mean
+  else:
+    s = np.where(m > 0, k, -np.inf).max(-1)
+  return np.broadcast_to(ok(s)[:, None], m.shape).astype(float)
+
+
+@pytest.mark.parametrize("option,spec,kw", [
+    ("token_k1", "0.6_1.5", dict(threshold=(np.log(0.6), np.log(1.5)), estimator="k1", level="token")),
+    ("token_k1", "1.5", dict(threshold=np.log(1.5), estimator="k1", level="token")),
+    ("token_k3", "0.1", dict(threshold=0.1, estimator="k3", level="token")),
+    ("seq_sum_k2", "0.5", dict(threshold=0.5, estimator="k2", level="sequence_sum")),
+    ("seq_mean_k1", "0.8_1.1", dict(threshold=(np.log(0.8), np.log(1.1)), estimator="k1", level="sequence_mean")),
+    ("seq_mean_k3", "0.05", dict(threshold=0.05, estimator="k3", level="sequence_mean")),
+    ("seq_max_k3", "0.3", dict(threshold=0.3, estimator="k3", level="sequence_max")),
+])
+def test_divergence_rejection_matches_verl_rollout_rs(option, spec, kw):
+  d = _data(9, noise=0.6)
+  m = d["mask"]
+  want = _verl_rs(d["old"] - d["behav"], m, option, spec)
+  got = _correction(O.divergence_rejection(**kw), d)
+  np.testing.assert_array_equal(got[m > 0], want[m > 0])
+  assert (want[m > 0] == 0).any() and (want[m > 0] == 1).any()
+
+
+# ---------------------------------------------------------------- value, KL, entropy terms
+
+
+def test_value_loss_matches_verl_compute_value_loss():
+  """verl@v0.7.0 core_algos.py:1578-1582: vpredclipped = clip(v, v_old ± ε); ½ max((v − R)², (vclip − R)²)
+  (per token, before agg_loss); ε = 0.5 (critic.yaml cliprange_value)."""
+  rng = np.random.default_rng(10)
+  b, t = 5, 6
+  v, v_old, ret = rng.normal(size=(b, t)), rng.normal(size=(b, t)), rng.normal(size=(b, t))
+  m = np.ones((b, t))
+  vclip = np.clip(v, v_old - 0.5, v_old + 0.5)
+  want = 0.5 * np.maximum((v - ret) ** 2, (vclip - ret) ** 2)
+  want_grad = np.where((vclip - ret) ** 2 > (v - ret) ** 2, 0.0, v - ret)
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(m), advantages=jnp.zeros((b, t)),
+                       group_id=jnp.arange(b, dtype=jnp.int32), values_old=jnp.asarray(v_old),
+                       returns=jnp.asarray(ret))
+    f = lambda vv: O.value_loss(0.5)(PolicyOutputs(logp=jnp.zeros((b, t)), values=vv), batch)[0]  # noqa: E731
+    got = np.asarray(f(jnp.asarray(v)))
+    grad = np.asarray(jax.grad(lambda vv: jnp.sum(f(vv)))(jnp.asarray(v)))
+  assert got.dtype == np.float64
+  np.testing.assert_allclose(got, want, rtol=1e-13)
+  np.testing.assert_allclose(grad, want_grad, rtol=1e-13)
+  assert (want_grad == 0).any() and (want_grad != 0).any()
+
+
+@pytest.mark.parametrize("kind", ["low_var_kl", "k1", "k2", "abs", "low_var_kl+"])
+def test_kl_penalty_matches_verl_kl_penalty(kind):
+  """verl@v0.7.0 core_algos.py:1588-1649: k3 = clamp(exp(clamp(ref − lp, ±20)) − (ref − lp) − 1, ±10); k1 = lp − ref;
+  k2 = ½Δ²; abs = |Δ|; '+': value of k, gradient of ½Δ² (straight through). × kl_loss_coef 0.001 (dp_actor:535)."""
+  d = _data(11, noise=3.0)
+  lp, ref, m = d["new"], d["ref"], d["mask"]
+  delta = lp - ref
+  kl = np.clip(ref - lp, -20, 20)
+  k3 = np.clip(np.exp(kl) - kl - 1, -10, 10)
+  value = {"low_var_kl": k3, "k1": delta, "k2": 0.5 * delta ** 2, "abs": np.abs(delta), "low_var_kl+": k3}[kind]
+  dk3 = np.where((np.abs(ref - lp) < 20) & (np.exp(kl) - kl - 1 < 10), -np.exp(kl) + 1, 0.0)
+  grad = {"low_var_kl": dk3, "k1": np.ones_like(lp), "k2": delta, "abs": np.sign(delta), "low_var_kl+": delta}[kind]
+  loss, g = _run(O.kl_penalty(0.001, kind), d)
+  np.testing.assert_allclose(loss, 0.001 * value, rtol=1e-12)
+  np.testing.assert_allclose(g, 0.001 * grad, rtol=1e-12, atol=1e-18)
+  if kind == "low_var_kl":
+    assert (k3[m > 0] == 10).any()  # the clamp is exercised
+
+
+def test_kl_in_reward_matches_verl_apply_kl_penalty():
+  """verl@v0.7.0 ray_trainer.py:148-157: kld = kl_penalty(old, ref, 'kl') · mask; rewards = scores − β·kld;
+  current_kl = mean_b(masked_mean_t(kld)), β = kl_ctrl.kl_coef 0.001."""
+  d = _data(12, noise=0.7)
+  m = d["mask"]
+  scores = np.random.default_rng(12).normal(size=m.shape) * m
+  kld = (d["old"] - d["ref"]) * m
+  with jax.enable_x64(True):
+    got, metrics = O.kl_in_reward(jnp.asarray(scores), jnp.asarray(d["old"]), jnp.asarray(d["ref"]),
+                                  jnp.asarray(m), beta=0.001)
+  assert np.asarray(got).dtype == np.float64
+  np.testing.assert_allclose(np.asarray(got), scores - 0.001 * kld, rtol=1e-13, atol=1e-16)
+  np.testing.assert_allclose(float(metrics["kl"]), np.mean((kld * m).sum(-1) / (m.sum(-1) + 1e-8)), rtol=1e-7)
+
+
+def test_entropy_bonus_matches_verl_dp_actor_sign_and_keeps_float64():
+  """verl@v0.7.0 dp_actor.py:521-525: policy_loss −= agg_loss(entropy)·entropy_coeff: per token −c·H."""
+  rng = np.random.default_rng(13)
+  ent = rng.uniform(0, 3, (3, 4))
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((3, 4), jnp.int32), loss_mask=jnp.ones((3, 4)), advantages=jnp.zeros((3, 4)),
+                       group_id=jnp.arange(3, dtype=jnp.int32))
+    got, _ = O.entropy_bonus(1e-3)(PolicyOutputs(logp=jnp.zeros((3, 4)), entropy=jnp.asarray(ent)), batch)
+  assert np.asarray(got).dtype == np.float64
+  np.testing.assert_allclose(np.asarray(got), -1e-3 * ent, rtol=1e-15)

@@ -104,7 +104,7 @@ def entropy_bonus(coef=1e-3):
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     ent = _require("out.entropy", out.entropy, shape)
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(jnp.promote_types(ent.dtype, jnp.float32))  # float64 stays float64
     return -c * ent, {**_entropy_metric(out, _mask(batch)), "coef": c}
 
   return _with_name(term, "entropy_bonus")
@@ -434,8 +434,24 @@ def _technique_rows():
       Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
                 "verl entropy_coeff; TRL entropy_coef",
                 stage=loss_term_factory(entropy_bonus, hparams={"coef": "entropy_coef"}),
-                fidelity=Fidelity("peer", "verl 0.9.1 dp_actor (pg_loss − entropy_coeff·agg(entropy))",
-                                  "default c = 1e-3 (verl entropy_coeff default 0)")),
+                fidelity=Fidelity("peer", "verl v0.7.0 dp_actor (pg_loss − entropy_coeff·agg(entropy)); TRL v1.9.0 "
+                                  "entropy_coef",
+                                  "default c = 1e-3 (verl entropy_coeff default 0)",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/actor/dp_actor.py:459-462 and "
+                                       ":520-525 (policy_loss −= agg_loss(entropy, loss_agg_mode)·entropy_coeff), "
+                                       "actor.yaml entropy_coeff 0; huggingface/trl@v1.9.0 "
+                                       "trl/trainer/grpo_trainer.py:3152-3181 (loss − coef·mean token entropy)",
+                                  defaults=(("coef", "1e-3", "verl entropy_coeff 0; TRL entropy_coef 0.0"),
+                                            ("aggregation", "chain's (token_mean)", "verl: the actor's "
+                                             "loss_agg_mode; TRL: token mean over the (entropy-masked) tokens"),
+                                            ("adaptive coef", "not here (a controller can drive coef)",
+                                             "TRL use_adaptive_entropy False")),
+                                  placement="theirs: added to the actor's loss on each micro-batch from the "
+                                            "forward's entropies; ours: a loss term on each micro-batch from "
+                                            "out.entropy, aggregated by chain",
+                                  deviations=("default c = 1e-3; both peers default to 0 (off)",
+                                              "TRL restricts the bonus to the top-entropy tokens when "
+                                              "top_entropy_quantile < 1; here the term sees every masked token"))),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
                 "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",
