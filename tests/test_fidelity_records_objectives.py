@@ -309,3 +309,102 @@ def test_entropy_bonus_matches_verl_dp_actor_sign_and_keeps_float64():
     got, _ = O.entropy_bonus(1e-3)(PolicyOutputs(logp=jnp.zeros((3, 4)), entropy=jnp.asarray(ent)), batch)
   assert np.asarray(got).dtype == np.float64
   np.testing.assert_allclose(np.asarray(got), -1e-3 * ent, rtol=1e-15)
+
+
+# ---------------------------------------------------------------- GMPO, Rank-GRPO: the authors' code
+
+
+def test_gmpo_matches_authors_code_per_sequence():
+  """callsys/GMPO@205b2bf4 train_zero_math_gmpo.py:675-688, one sequence per micro-batch (its scripts):
+  sgn = −1 if A ≥ 0 else 1; Δ' = sgn·max(sgn·Δ, clamp(sgn·Δ, −c, c)); ratio = exp(mean over the response Δ');
+  pg_loss = −A·ratio (c = 0.4)."""
+  d = _data(14, noise=0.6)
+  a, m = d["adv"], d["mask"]
+  want = np.zeros_like(m)
+  for i in range(m.shape[0]):
+    sgn = -1.0 if a[i, 0] >= 0 else 1.0
+    diff = (d["new"][i] - d["old"][i])[m[i] > 0]
+    s = sgn * diff
+    ratio = np.exp((sgn * np.maximum(s, np.clip(s, -0.4, 0.4))).sum() / len(diff))
+    want[i] = -a[i, 0] * ratio
+  loss, _ = _run(O.gmpo(), d)
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+  assert (np.abs(d["new"] - d["old"])[m > 0] > 0.4).any()
+
+
+def test_segment_ratio_matches_rank_grpo_item_level():
+  """yaochenzhu/Rank-GRPO@0808d82c libs/trl/rank_grpo_trainer.py:2022-2075 (importance_sampling_level='item'):
+  per item, mean of Σ m·log r over its tokens (counts clamped at 1), coef_1 = exp, coef_2 = clamp(1 − 0.06,
+  1 + 0.08), per-token −min(coef_1 A, coef_2 A)."""
+  d = _data(15, noise=0.1)
+  a, m = d["adv"], d["mask"]
+  rng = np.random.default_rng(15)
+  seg = np.sort(rng.integers(0, 4, size=m.shape), axis=1)
+  lr = d["new"] - d["old"]
+  coef_1 = np.zeros_like(m)
+  for i in range(m.shape[0]):
+    for j in np.unique(seg[i]):
+      sel = seg[i] == j
+      coef_1[i, sel] = np.exp((lr[i, sel] * m[i, sel]).sum() / max(m[i, sel].sum(), 1.0))
+  want = -np.minimum(coef_1 * a, np.clip(coef_1, 0.94, 1.08) * a)
+  loss, _ = _run(O.segment_ratio(segment_ids="item_seg_ids"), d, extras={"item_seg_ids": jnp.asarray(seg)})
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+  clipped = (coef_1 < 0.94) | (coef_1 > 1.08)
+  assert clipped[m > 0].any() and (~clipped[m > 0]).any()
+
+
+# ---------------------------------------------------------------- CPGD (siiRL), PSPO (GR-PSPO), decoupled PPO (AReaL)
+
+
+def test_cpgd_gradient_matches_siirl_in_float64():
+  """sii-research/siiRL@af00a771 core_algos.py:611-617: clipped_log_prob = clamp(log π, max=log(1+ε)+old) if A > 0
+  else clamp(log π, min=log(1−ε)+old); pg = −clipped·A; dp_actor.py:490: drift = clamp(exp(sg(log π) − old) − 1,
+  max=2)·log π, × coef. Gradient: −A where log π is not clamped, + coef·min(r − 1, 2). Value: ours − (−A·old)."""
+  d = _data(16, noise=0.4)
+  a, m, lp, old = d["adv"], d["mask"], d["new"], d["old"]
+  eps, coef = 0.2, 0.001
+  clipped = np.where(a > 0, np.minimum(lp, np.log(1 + eps) + old), np.maximum(lp, np.log(1 - eps) + old))
+  pg = -clipped * a
+  free = np.where(a > 0, lp < np.log(1 + eps) + old, lp > np.log(1 - eps) + old)
+  r = np.exp(lp - old)
+  assert (r[m > 0] < 3).all()  # below siiRL's cap, where its drift gradient is k3's
+  want_grad = np.where(free, -a, 0.0) + coef * np.minimum(r - 1, 2.0)
+  loss, grad = _run(O.cpgd(eps, drift_coef=coef), d)
+  np.testing.assert_allclose(grad[m > 0], want_grad[m > 0], rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose((loss - coef * (r - 1 - (lp - old)))[m > 0], (pg + a * old)[m > 0], rtol=1e-12,
+                             atol=1e-15)
+  assert (~free[m > 0]).any() and free[m > 0].any()
+
+
+def test_pspo_matches_gr_pspo_patch_in_float64():
+  """MCDwyer/GR-PSPO@16d89d53 grpotrainer.patch:36-42: coef_2 = (1 − α)·exp(log π − old) + α; −coef_2·A (α 0.1)."""
+  d = _data(17, noise=0.7)
+  a, m = d["adv"], d["mask"]
+  coef_1 = np.exp(d["new"] - d["old"])
+  loss, grad = _run(O.pspo(), d)
+  np.testing.assert_allclose(loss[m > 0], (-(0.9 * coef_1 + 0.1) * a)[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(grad[m > 0], (-0.9 * coef_1 * a)[m > 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("rejection", [False, True])
+def test_decoupled_ppo_matches_areal_ppo_actor_loss_fn(rejection):
+  """inclusionAI/AReaL@4aef98d8 functional.py:429-545 (token level, c_clip None): ratio = exp(log π − prox) on the
+  mask; max(−A r, −A clip(r, 1 − 0.2, 1 + 0.28)); with rejection_sampling (token, mask, ratio, upper 5.0):
+  tokens with w = exp(prox − behave) > 5 leave loss_mask, × w; the sum over the original mask count."""
+  d = _data(18, noise=0.5)
+  d["behav"] = d["old"] + np.random.default_rng(18).normal(scale=2.0, size=d["old"].shape)
+  a, m = d["adv"], d["mask"]
+  r = np.exp(d["new"] - d["old"])
+  per_token = np.maximum(-a * r, -a * np.clip(r, 0.8, 1.28))
+  w = np.exp(d["old"] - d["behav"])
+  if rejection:
+    keep = (w <= 5.0).astype(float)
+    per_token = per_token * w * keep
+    term = O.decoupled_ppo(0.2, 0.28, behavior_cap=5.0)
+    assert (keep[m > 0] == 0).any()
+  else:  # w always applied here; AReaL without rejection_sampling has no w: equal once w is multiplied in
+    per_token = per_token * w
+    term = O.decoupled_ppo(0.2, 0.28)
+  loss, _ = _run(term, d)
+  np.testing.assert_allclose(loss[m > 0], per_token[m > 0], rtol=1e-12)
+  assert ((r > 1.28) & (a > 0))[m > 0].any() or ((r < 0.8) & (a < 0))[m > 0].any()

@@ -731,7 +731,7 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
   TRL 0.25.1 (github.com/MCDwyer/GR-PSPO, ``grpotrainer.patch``:
   ``-((1 - smoothing_alpha) coef_1 + smoothing_alpha) A``, no min, no clip;
   ``grpoconfig.patch``: ``smoothing_alpha = 0.1``, our default). Aggregation
-  is TRL's ``loss_type`` there (GRPO: ``seq_mean_token_mean``).
+  is TRL's ``loss_type`` there (``"dapo"`` in ``maths_finetuning.py``).
   """
   U.check_scalar("alpha", alpha, lo=0.0, hi=1.0)
   U.check_scalar("clip_eps", clip_eps, lo=0.0, hi=1.0, hi_open=True, allow_none=True)
@@ -881,7 +881,28 @@ def _technique_rows():
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
                 "code: one sequence per micro-batch, scalar A (we average A over the sequence); log r clamped "
-                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
+                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh",
+                read="callsys/GMPO@205b2bf4 (2025-07-30) train_zero_math_gmpo.py:673-701 (critic_type_modify 'gmpo': "
+                     "sgn = −1 if A ≥ 0 else 1; max(sgn·Δ, clamp(sgn·Δ, ±cliprange))·sgn; ratio = exp(masked "
+                     "mean); −A·ratio) and scripts/qwen2.5-math-7b-gmpo.sh (CLIPRANGE=0.4, "
+                     "train_batch_size_per_device 1, beta 0, num_ppo_epochs 1)",
+                defaults=(("eps_low", "0.4", "cliprange 0.4 (log space)"),
+                          ("eps_high", "0.4", "cliprange 0.4 (log space)"),
+                          ("advantage per sequence", "mean_t A over the loss tokens", "the scalar A of the row"),
+                          ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none"),
+                          ("aggregation", "chain's (token_mean; paper: seq_mean_token_mean)",
+                           "one sequence per micro-batch: the loss −A·ρ of that sequence")),
+                placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
+                          "1), log π_old recomputed by the learner before the update; the mean runs over that "
+                          "micro-batch's response tokens; ours: a loss term, ρ per row over its loss tokens, on each "
+                          "micro-batch",
+                deviations=("ρ is computed per row; the code's masked mean runs over the whole micro-batch, "
+                            "which is one row in its scripts (equal there)",
+                            "A is averaged over the row's tokens (per-token advantages allowed); the code's A is "
+                            "one scalar per row (equal for outcome advantages)",
+                            "log r clamped to ±20 and log ρ to [−20, 10] (verl geo_mean's); the code has none",
+                            "A = 0 gives 0 here (sign 0); the code treats A = 0 as positive (the loss is 0 either "
+                            "way)"))),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -889,7 +910,26 @@ def _technique_rows():
        Fidelity("authors_code", "github.com/yaochenzhu/Rank-GRPO: libs/trl/rank_grpo_trainer.py "
                 "(importance_sampling_level='item')",
                 "log r clamped +-20 and log rho at 10 (code: none); its overflow bin is any spare id here; "
-                "eps 0.06/0.08 = train_rank_grpo.py")),
+                "eps 0.06/0.08 = train_rank_grpo.py",
+                read="yaochenzhu/Rank-GRPO@0808d82c (2026-05-23) libs/trl/rank_grpo_trainer.py:2016-2088 "
+                     "(importance_sampling_level 'item': per-item mean log r via scatter_add over seg ids clamped "
+                     "to [0, rec_num], PPO clip, loss_type aggregation) and train_rank_grpo.py:117-170 "
+                     "(epsilon 0.06, epsilon_high 0.08, beta = kl_beta 1e-3, num_iterations = mu 1, rec_num 20)",
+                defaults=(("eps_low", "0.06", "epsilon 0.06"), ("eps_high", "0.08", "epsilon_high 0.08"),
+                          ("segments", "ids < max_segments (default T)", "items 0..rec_num−1 (rec_num 20) + one "
+                           "overflow bin"),
+                          ("KL to the reference", "not in this term (add kl_penalty)", "beta = kl_beta 1e-3, "
+                           "k3 per token"),
+                          ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
+                          ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type (not set by the "
+                           "script)")),
+                placement="theirs: TRL's _compute_loss on each micro-batch, log π_old = the detached current "
+                          "log-probs (mu = 1: on-policy) or the generation step's; ours: a loss term on each "
+                          "micro-batch, log π_old = logp_old (else logp_behavior), segment ids from the batch",
+                deviations=("the code's overflow bin (tokens after the last item) is any spare id here: give those "
+                            "tokens their own id",
+                            "log r clamped to ±20 and log ρ at 10; the code has none",
+                            "the KL term (beta 1e-3 in the script) is a separate kl_penalty term"))),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
@@ -936,11 +976,44 @@ def _technique_rows():
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
                 "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
-                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
+                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)",
+                read="sii-research/siiRL@af00a771 (2026-01-05) siirl/dag_worker/core_algos.py:573-624 "
+                     "compute_policy_loss_cpgd (log π clamped at log π_old + log(1 ± ε) on A's side, −A·that); "
+                     "siirl/engine/actor/dp_actor.py:488-494 (policy_drift = clamp(exp(sg(log π) − log π_old) − 1, "
+                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh",
+                defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio 0.2 (script), low/high default "
+                           "to it"),
+                          ("drift_coef", "0.1", "policy_drift_coeff 0.001 (script; config default 0.0)"),
+                          ("drift estimator", "k3: r − 1 − log r (gradient (r − 1)·∇log π)",
+                           "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
+                          ("log-ratio clamp", "±20", "none"),
+                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)")),
+                placement="theirs: the actor's loss on each micro-batch (loss_mode='cpgd'; the drift added in "
+                          "dp_actor when use_cpgd_loss), log π_old recomputed before the update; ours: one loss "
+                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("the PG value is ours − (−A log π_old): the same gradient, a different logged value",
+                            "the drift gradient is uncapped here; siiRL caps r − 1 at 2 (equal while r ≤ 3)",
+                            "drift_coef default 0.1 is ours; the siiRL scripts use 0.001 (drift_coef=0.001)",
+                            "log r clamped to ±20; siiRL has none"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
-                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20")),
+                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20",
+                read="MCDwyer/GR-PSPO@16d89d53 (2025-11-19) grpotrainer.patch:20-45 (trust_region_method 'pspo': "
+                     "coef_2 = (1 − smoothing_alpha)·coef_1 + smoothing_alpha; −coef_2·A), grpoconfig.patch "
+                     "(against trl-0.25.1: smoothing_alpha 0.1, trust_region_method 'clip'), maths_finetuning.py:"
+                     "160-215 (pspo runs: epsilon 0, loss_type 'dapo', num_iterations 2, beta 0); requirements.txt "
+                     "pins trl==0.21.0",
+                defaults=(("alpha", "0.1", "smoothing_alpha 0.1"),
+                          ("clip_eps", "None (no clip)", "none in the pspo branch (epsilon 0.0 unused)"),
+                          ("log-ratio clamp", "±20", "none (TRL's log ratio)"),
+                          ("aggregation", "chain's (token_mean)", "loss_type 'dapo' (token sum / global count)")),
+                placement="theirs: TRL GRPOTrainer._compute_loss on each micro-batch, coef_1 against the "
+                          "generation step's old log-probs (num_iterations 2: two passes over each batch); ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("clip_eps (a PPO clip on the smoothed ratio) is our option, off by default (the "
+                            "authors' form)",
+                            "log r clamped to ±20; TRL's has none"))),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
        loss_term_factory(decoupled_ppo, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -948,7 +1021,29 @@ def _technique_rows():
        Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
                 "ppo_actor_loss_fn",
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
-                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
+                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection",
+                read="inclusionAI/AReaL@4aef98d8 (v1.0.4-17, 2026-05-21) areal/utils/functional/functional.py:"
+                     "429-545 ppo_actor_loss_fn and :185-330 apply_rejection_sampling; areal/api/cli_args.py:"
+                     "1224-1320 RejectionSamplingConfig (level token, action mask, metric ratio, upper 5.0, lower "
+                     "None), :1396-1410 (eps_clip 0.2, eps_clip_higher None, c_clip None), :1485-1500 "
+                     "(use_decoupled_loss False, rejection_sampling None)",
+                defaults=(("eps_low", "0.2", "eps_clip 0.2"), ("eps_high", "eps_low", "eps_clip_higher None → "
+                           "eps_clip"),
+                          ("dual_clip", "None", "c_clip None"),
+                          ("behaviour weight w", "always applied", "only with rejection_sampling set (default None)"),
+                          ("behavior_cap, cap_mode", "None, 'mask'", "rejection_sampling upper 5.0, action "
+                           "'mask' when configured"),
+                          ("log-ratio clamp", "±20 (r and w)", "none (w's non-finite log ratios set to 0)")),
+                placement="theirs: the actor's loss on each micro-batch, π_prox recomputed by the trainer before "
+                          "the update, π_behave from the inference engine; masked tokens stay in the denominator "
+                          "(loss_mask_count before rejection); ours: a loss term on each micro-batch, π_prox = "
+                          "logp_old, π_behav = logp_behavior, the chain's denominator over loss_mask",
+                deviations=("w multiplies the loss always (the paper's objective); AReaL only with "
+                            "rejection_sampling configured; its form without it (no w) is ppo_clip with "
+                            "old_logp = the proximal log-probs",
+                            "AReaL's lower bound, sequence level and k1–k3 metrics are not options here: add "
+                            "mis / divergence_rejection as a correction",
+                            "log ratios clamped to ±20; AReaL has none"))),
       ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
        "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
        loss_term_factory(exgrpo_policy, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
