@@ -408,3 +408,51 @@ def test_decoupled_ppo_matches_areal_ppo_actor_loss_fn(rejection):
   loss, _ = _run(term, d)
   np.testing.assert_allclose(loss[m > 0], per_token[m > 0], rtol=1e-12)
   assert ((r > 1.28) & (a > 0))[m > 0].any() or ((r < 0.8) & (a < 0))[m > 0].any()
+
+
+# ---------------------------------------------------------------- KL-Cov, Clip-Cov: PRIME-RL/Entropy-Mechanism-of-RL
+
+
+def _cov_data(seed):
+  d = _data(seed, b=8, t=9, noise=0.3)
+  d["adv"] = np.random.default_rng(seed).normal(scale=3.0, size=d["adv"].shape)  # per-token A: large covariances
+  d["new"] = d["old"] + np.random.default_rng(seed + 1).normal(scale=0.3, size=d["old"].shape)
+  return d
+
+
+def test_kl_cov_matches_authors_code_in_float64():
+  """PRIME-RL/Entropy-Mechanism-of-RL@88505792 core_algos.py:426-465: cov = (A − mean A)(log π − mean log π) over
+  the valid tokens; the max(1, int(N·k_percent/100)) largest get −A r + coef·|log r|, the rest −A r
+  (k_percent 2 here, i.e. kl_cov_ratio 0.02; coef 1)."""
+  d = _cov_data(19)
+  a, m, lp = d["adv"], d["mask"], d["new"]
+  valid = m > 0
+  cov = (a[valid] - a[valid].mean()) * (lp[valid] - lp[valid].mean())
+  n_sel = max(1, int(len(cov) * 2 / 100))
+  r = np.exp(lp - d["old"])
+  want = -a * r
+  idx = np.flatnonzero(valid.ravel())[np.argsort(-cov, kind="stable")[:n_sel]]
+  want.ravel()[idx] += np.abs(lp - d["old"]).ravel()[idx]
+  loss, _ = _run(O.kl_cov(kl_cov_ratio=0.02), d)
+  assert n_sel >= 1 and len(np.unique(cov)) == len(cov)  # no ties: topk's order does not matter
+  np.testing.assert_allclose(loss[valid], want[valid], rtol=1e-12)
+
+
+def test_clip_cov_matches_authors_code_when_the_draw_takes_every_candidate():
+  """PRIME-RL/Entropy-Mechanism-of-RL@88505792 core_algos.py:469-513 (recipe eps 1/1, lb 1, ub 5): candidates are
+  valid, unclipped tokens with lb < cov < ub; randperm keeps min(clip_num, #candidates) of them, so with
+  clip_num ≥ #candidates every candidate gets corr 0 whatever the draw; the rest max(−A r, −A clip(r))."""
+  d = _cov_data(20)
+  a, m, lp = d["adv"], d["mask"], d["new"]
+  r = np.exp(lp - d["old"])
+  l1, l2 = -a * r, -a * np.clip(r, 0.0, 2.0)
+  clipped = (l2 > l1) & (m > 0)
+  am = (a * m).sum() / m.sum()
+  lm = (lp * m).sum() / m.sum()
+  cov = (a - am) * (lp - lm)
+  cand = (m > 0) & ~clipped & (cov > 1.0) & (cov < 5.0)
+  clip_num = max(int(0.5 * m.sum()), 1)
+  assert 0 < cand.sum() <= clip_num
+  want = np.where(cand, 0.0, np.maximum(l1, l2))
+  loss, _ = _run(O.clip_cov(1.0, 1.0, clip_cov_ratio=0.5), d)
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)

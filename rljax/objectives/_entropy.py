@@ -311,7 +311,7 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
   def select(out, batch):
     adv = _require("batch.advantages", batch.advantages, _check_batch(out, batch))
     mask = _mask(batch)
-    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    cov = _covariance(adv, out.logp.astype(_float(out.logp)), mask)  # float64 stays float64
     return _select(mask > 0, cov, _count(jnp.sum(mask), kl_cov_ratio))
 
   def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
@@ -466,14 +466,64 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_clip_cov",
                                   "no implicit RNG: without key= the k largest-cov candidates are taken (code: "
-                                  "randperm draw; key= draws uniformly); log r clamped ±20")),
+                                  "randperm draw; key= draws uniformly); log r clamped ±20",
+                                  read="PRIME-RL/Entropy-Mechanism-of-RL@88505792 (2025-06-26) verl/trainer/ppo/"
+                                       "core_algos.py:469-515 compute_policy_loss_clip_cov, verl/workers/actor/"
+                                       "dp_actor.py:402-415, recipe/dapo/7b_clip_cov.sh and 32b_clip_cov.sh "
+                                       "(clip_ratio_low/high 1, clip_cov_ratio 2e-4, lb 1.0, ub 5.0, token-mean), "
+                                       "verl/trainer/config/ppo_trainer.yaml:53-55",
+                                  defaults=(("eps_low / eps_high", "0.2 / 0.2", "recipes: 1 / 1 (config 0.2)"),
+                                            ("clip_cov_ratio", "2e-4", "2e-4"), ("clip_cov_lb", "1.0", "1.0"),
+                                            ("clip_cov_ub", "5.0", "5.0"),
+                                            ("selection among candidates", "the k largest cov (key=: uniform)",
+                                             "torch.randperm (uniform, global RNG)"),
+                                            ("log-ratio clamp", "±20", "none"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: inside the actor's loss on each micro-batch: cov, N and the "
+                                            "draw over that micro-batch's valid tokens; ours: the selection is a "
+                                            "batch statistic (cov means, N and the choice over the whole update "
+                                            "batch) applied on every micro-batch; called without statistics it "
+                                            "is per call",
+                                  deviations=("eps defaults 0.2/0.2 (verl's config); the authors' recipes use "
+                                              "clip_ratio 1/1: clip_cov(1.0, 1.0)",
+                                              "deterministic by default: the k candidates of largest cov; the "
+                                              "code draws k uniformly (key= does, with JAX's RNG); equal when the "
+                                              "candidates are at most k",
+                                              "selection over the whole batch, not per micro-batch (equal with one "
+                                              "micro-batch per update)",
+                                              "k = max(⌊ratio·N·(1 + 1e-6)⌋, 1) (a nudge against float error); the "
+                                              "code's int(ratio·N)",
+                                              "log r clamped to ±20; the code has none"))),
       Technique("kl_cov", "entropy", kl_cov,
                 "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
                 stage=loss_term_factory(kl_cov, role="policy", needs={"logp_old"}),
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
                                   "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
-                                  "authors' recipe (verl config 0.1)")),
+                                  "authors' recipe (verl config 0.1)",
+                                  read="PRIME-RL/Entropy-Mechanism-of-RL@88505792 (2025-06-26) verl/trainer/ppo/"
+                                       "core_algos.py:426-467 compute_policy_loss_kl_cov (k_percent is a percent: "
+                                       "max(1, int(N·k/100)) tokens by torch.topk of cov), verl/workers/actor/"
+                                       "dp_actor.py:417-426, recipe/dapo/32b_kl_cov.sh (k_percent 0.02, "
+                                       "ppo_kl_coef 1) and 7b_kl_cov.sh (k_percent 0.2), ppo_trainer.yaml:51-52",
+                                  defaults=(("kl_cov_ratio", "2e-4", "k_percent 0.02 % = 2e-4 (32b recipe); 0.2 % "
+                                             "= 2e-3 (7b recipe, config default)"),
+                                            ("ppo_kl_coef", "1.0", "1"),
+                                            ("PPO clip", "none", "none (clip_ratio unused by kl_cov)"),
+                                            ("log-ratio clamp", "±20", "none"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: inside the actor's loss on each micro-batch: cov means, N "
+                                            "and the top-k over that micro-batch's valid tokens; ours: the "
+                                            "selection is a batch statistic (over the whole update batch) "
+                                            "applied on every micro-batch; called without statistics it is per "
+                                            "call",
+                                  deviations=("selection over the whole batch, not per micro-batch (equal with one "
+                                              "micro-batch per update)",
+                                              "ties in cov go to the lower flat index; torch.topk's order is "
+                                              "unspecified",
+                                              "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
+                                              "recipe is kl_cov_ratio=2e-3",
+                                              "log r clamped to ±20; the code has none"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),
