@@ -456,3 +456,52 @@ def test_clip_cov_matches_authors_code_when_the_draw_takes_every_candidate():
   want = np.where(cand, 0.0, np.maximum(l1, l2))
   loss, _ = _run(O.clip_cov(1.0, 1.0, clip_cov_ratio=0.5), d)
   np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- ERC: Kwai-Klear/ERC
+
+
+def test_erc_matches_authors_grpo_erc_loss():
+  """Kwai-Klear/ERC@f1885c53 core_algos.py:966-1006 with the recipe's settings (clip 0.2/0.28, c 10, band
+  0.95/1.05): dual-clip PPO per token; ρ = (H + 1e-8)/(H_old + 1e-8); the loss is detached where not
+  0.95 < ρ < 1.05. Value: the dual-clip loss; gradient: its gradient inside the band, 0 outside."""
+  d = _data(21, noise=0.5)
+  a, m = d["adv"], d["mask"]
+  rng = np.random.default_rng(21)
+  h_old = rng.uniform(0.1, 2.0, m.shape)
+  h = h_old * rng.uniform(0.9, 1.1, m.shape)
+  r = np.exp(np.clip(d["new"] - d["old"], -20, 20))
+  l1, l2 = -a * r, -a * np.clip(r, 0.8, 1.28)
+  c1 = np.maximum(l1, l2)
+  loss_val = np.where(a < 0, np.minimum(-a * 10.0, c1), c1)
+  grad_pg = np.where(l1 >= l2, -a * r, 0.0)
+  grad_pg = np.where((a < 0) & (-a * 10.0 < c1), 0.0, grad_pg)
+  rho = (h + 1e-8) / (h_old + 1e-8)
+  band = (rho > 0.95) & (rho < 1.05)
+  term = O.erc(O.ppo_clip(0.2, 0.28, dual_clip=10.0))
+  loss, grad = _run(lambda out, batch: term(out.replace(entropy=jnp.asarray(h)), batch), d,
+                    entropy_old=jnp.asarray(h_old))
+  np.testing.assert_allclose(loss[m > 0], loss_val[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(grad[m > 0], np.where(band, grad_pg, 0.0)[m > 0], rtol=1e-12, atol=1e-15)
+  assert band[m > 0].any() and (~band[m > 0]).any()
+
+
+# ---------------------------------------------------------------- top-entropy mask: TRL get_high_entropy_mask
+
+
+def test_top_entropy_mask_matches_trl_high_entropy_mask():
+  """trl@v1.9.0 grpo_trainer.py:1413-1432 with top_entropy_quantile 0.2 (:3021): q = quantile(float32 valid
+  entropies, 1 − 0.2); keep = H·m ≥ q and m; per-token loss × keep (:3114-3115). 26 valid tokens: q is the 21st
+  order statistic exactly, so float32 rounding of the interpolation does not matter."""
+  d = _data(22, b=5, t=7)
+  d["mask"] = np.zeros((5, 7))
+  d["mask"].ravel()[:26] = 1
+  m = d["mask"]
+  ent = np.random.default_rng(22).uniform(0.0, 3.0, m.shape).astype(np.float32).astype(np.float64)
+  q = np.quantile(ent[m > 0].astype(np.float32), 0.8)
+  keep = (ent * m >= q) & (m > 0)
+  base, _ = _run(O.ppo_clip(), d)
+  term = O.top_entropy_mask(O.ppo_clip(), rho=0.2)
+  loss, _ = _run(lambda out, batch: term(out.replace(entropy=jnp.asarray(ent)), batch), d)
+  np.testing.assert_allclose(loss[m > 0], np.where(keep, base, 0.0)[m > 0], rtol=1e-12)
+  assert keep.sum() == 6

@@ -152,12 +152,13 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
     h = jax.lax.stop_gradient(_require("out.entropy", out.entropy, shape))
     h_old = _require("batch.entropy_old", batch.entropy_old, shape)
     loss, metrics = _call_inner(term, out, batch, shape, statistics)
-    d = jnp.float32(eps)
-    num, den = h + d, h_old + d
+    dt = jnp.promote_types(jnp.result_type(h, h_old), jnp.float32)  # float64 stays float64
+    d = jnp.asarray(eps).astype(dt)
+    num, den = h.astype(dt) + d, h_old.astype(dt) + d
     safe_den = jnp.where(den > 0, den, 1.0)
     ratio = jnp.where(den > 0, num / safe_den, jnp.where(num > 0, jnp.inf, 1.0))
-    below = ratio <= jnp.asarray(low, jnp.float32)
-    above = ratio >= jnp.asarray(high, jnp.float32)
+    below = ratio <= jnp.asarray(low).astype(dt)
+    above = ratio >= jnp.asarray(high).astype(dt)
     out_of_band = below | above
     loss = jnp.where(out_of_band, jax.lax.stop_gradient(loss), loss)
     mask = _mask(batch)
@@ -458,7 +459,25 @@ def _technique_rows():
                 stage=loss_term_factory(erc, role="policy", needs={"entropy_old"}),
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
-                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe")),
+                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe",
+                                  read="Kwai-Klear/ERC@f1885c53 (2026-01-05) verl/trainer/ppo/core_algos.py:915-1010 "
+                                       "compute_policy_loss_grpo_erc (dual-clip PPO, optional TIS, ρ = (H + 1e-8) / "
+                                       "(H_old + 1e-8), detach where not low < ρ < high), verl/workers/actor/"
+                                       "dp_actor.py:443 and :534 (old entropies from the rollout batch), recipe/"
+                                       "dapo/perf_run_dapo_ours_math_szp_ae_dapo_erc_1_05.sh (clip 0.2/0.28, "
+                                       "clip_ratio_c 10, entropy_mask_low/high 0.95/1.05, token-mean)",
+                                  defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
+                                            ("eps (δ)", "1e-8", "1e-8"),
+                                            ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
+                                             "dual-clip PPO, clip 0.2/0.28, clip_ratio_c 10, TIS off "
+                                             "(tis_imp_ratio_cap)")),
+                                  placement="theirs: inside the actor's loss on each micro-batch, H from that "
+                                            "forward, H_old the entropies stored with the old log-probs before the "
+                                            "update; ours: a wrapper of the term on each micro-batch, H = "
+                                            "out.entropy, H_old = batch.entropy_old",
+                                  deviations=("wraps any term; the code fixes dual-clip PPO: erc(ppo_clip(0.2, "
+                                              "0.28, dual_clip=10.0)) is the recipe's loss",
+                                              "ρ = 1 when both entropies and δ are 0 (the code divides 0 by 0)"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",
@@ -527,8 +546,28 @@ def _technique_rows():
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),
-                fidelity=Fidelity("peer", "TRL GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
-                                  "source='old' (rollout entropy) is our option")),
+                fidelity=Fidelity("peer", "TRL v1.9.0 GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
+                                  "source='old' (rollout entropy) is our option",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/grpo_trainer.py:1396-1432 "
+                                       "get_high_entropy_mask (float32 torch.quantile of the valid entropies "
+                                       "gathered over processes, keep H ≥ q on the mask), :3020-3021 (threshold "
+                                       "1 − top_entropy_quantile) and :3114-3115 (per-token loss × mask); "
+                                       "grpo_config.py:856-862",
+                                  defaults=(("rho", "0.2 (the paper's)", "top_entropy_quantile 1.0 (off)"),
+                                            ("source", "'current' (out.entropy)", "the current forward's "
+                                             "entropies"),
+                                            ("quantile", "linear interpolation, float32", "torch.quantile "
+                                             "(linear) on float32")),
+                                  placement="theirs: inside _compute_loss on each micro-batch, q over that "
+                                            "micro-batch's valid tokens gathered across processes; the "
+                                            "denominator keeps every token; ours: a wrapper whose kept-token "
+                                            "mask is a batch statistic (q over the whole update batch) applied "
+                                            "on every micro-batch; without statistics it is per call",
+                                  deviations=("rho defaults to the paper's 0.2; TRL's default 1.0 keeps every "
+                                              "token (rho=1.0)",
+                                              "q over the whole update batch, not per micro-batch (equal with "
+                                              "one micro-batch per update)",
+                                              "source='old' (the rollout policy's entropy) is our option"))),
   )
 
 
