@@ -505,3 +505,37 @@ def test_top_entropy_mask_matches_trl_high_entropy_mask():
   loss, _ = _run(lambda out, batch: term(out.replace(entropy=jnp.asarray(ent)), batch), d)
   np.testing.assert_allclose(loss[m > 0], np.where(keep, base, 0.0)[m > 0], rtol=1e-12)
   assert keep.sum() == 6
+
+
+# ---------------------------------------------------------------- ExGRPO: ElliottYan/LUFFY mix_core_alg
+
+
+def test_exgrpo_policy_matches_authors_mixed_loss():
+  """ElliottYan/LUFFY@01f4ae06 mix_core_alg.py:87-197 with run_exgrpo.sh (on_policy_reshape no_reshape,
+  loss_remove_clip True, off_policy_reshape p_div_p_0.1): on tokens −A·r; prefix (replayed) tokens −A·r/(r + 0.1);
+  r = exp(log π − old); per token pg_losses = off·prefix + on·(1 − prefix)."""
+  d = _data(23, noise=0.6)
+  a, m = d["adv"], d["mask"]
+  replay = np.array([True, False, True, False, False, True])
+  prefix = np.broadcast_to(replay[:, None], m.shape).astype(float)
+  r = np.exp(d["new"] - d["old"])
+  want = (-a * r / (r + 0.1)) * prefix + (-a * r) * (1 - prefix)
+  loss, _ = _run(O.exgrpo_policy(), d, extras={"replay_mask": jnp.asarray(replay)})
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- GFT: ZJU-OmniAI/GFT compute_gft_loss
+
+
+def test_gft_matches_authors_compute_gft_loss():
+  """ZJU-OmniAI/GFT@763384de core_algos.py:702-706 (tao 0.1 from the recipe): loss = −log π · sg(where(p > tao, 1, p))
+  · A with p = exp(log π) (temperature 1); gradient −sg(c)·A."""
+  d = _data(24)
+  d["new"] = np.log(np.random.default_rng(24).uniform(0.01, 1.0, d["new"].shape))
+  a, m, lp = d["adv"], d["mask"], d["new"]
+  p = np.exp(lp)
+  c = np.where(p > 0.1, 1.0, p)
+  loss, grad = _run(O.gft(use_advantages=True), d)
+  np.testing.assert_allclose(loss[m > 0], (-lp * c * a)[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(grad[m > 0], (-c * a)[m > 0], rtol=1e-12)
+  assert (p[m > 0] <= 0.1).any() and (p[m > 0] > 0.1).any()

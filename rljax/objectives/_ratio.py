@@ -1050,7 +1050,32 @@ def _technique_rows():
        Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py; "
                 "ExGRPO/exp_scripts/run_exgrpo.sh",
                 "mixed phase = a replay stage in the recipe (authors: once batch solve rate > 0.35); clip_fresh=True "
-                "PPO-clips fresh rows; the rho weighting is the batch composition")),
+                "PPO-clips fresh rows; the rho weighting is the batch composition",
+                read="ElliottYan/LUFFY@01f4ae06 (2026-03-20) ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py:36-230 "
+                     "compute_token_on_off_policy_loss (:87-127 on-policy ratio and loss_remove_clip, :129-151 "
+                     "off_ratio = r / (r + 0.1) for 'p_div_p_0.1', :197 per-token mix by prefix_mask, :215-219 "
+                     "loss_remove_token_mean: Σ loss·mask / response length) and ExGRPO/exp_scripts/run_exgrpo.sh "
+                     "(off_policy_reshape p_div_p_0.1, loss_remove_clip True, loss_remove_token_mean True, "
+                     "experience_ratio 0.5, experience_start_sratio 0.35, entropy_coeff 0.001)",
+                defaults=(("beta", "0.1", "p_div_p_0.1"),
+                          ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
+                          ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
+                           "phase)"),
+                          ("aggregation", "chain's (token_mean)", "loss_remove_token_mean: Σ over the "
+                           "micro-batch / max response length"),
+                          ("entropy bonus", "not in this term (entropy_bonus)", "entropy_coeff 0.001"),
+                          ("log-ratio clamp", "±20", "none")),
+                placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
+                          "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
+                          "once the batch solve rate passes 0.35; ours: a loss term on each micro-batch, replayed "
+                          "rows from batch.extras[replay_key], log π_old = logp_old (the exgrpo stage's behaviour "
+                          "log-probs for replayed rows)",
+                deviations=("aggregation is chain's; the recipe's form (Σ / max length) is "
+                            "chain(aggregate=seq_mean_token_sum_norm) up to the 1/B factor",
+                            "the on-policy warm-up phase is a batch without extras[replay_key] (PPO clip, as the "
+                            "authors'); the switch at solve rate 0.35 belongs to the replay stage",
+                            "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
+                            "log r clamped to ±20; the code has none"))),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, stage=stage, fidelity=fid)
                for name, fn, formula, src, stage, fid in rows)

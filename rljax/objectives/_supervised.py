@@ -592,7 +592,26 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/ZJU-OmniAI/GFT: verl/trainer/ppo/core_algos.py "
                                   "compute_gft_loss",
                                   "the code always multiplies by the group advantages: use_advantages=True (off by "
-                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours")),
+                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours",
+                                  read="ZJU-OmniAI/GFT@763384de (2026-05-19) verl/trainer/ppo/core_algos.py:668-712 "
+                                       "compute_gft_loss (−log π · sg(where(p > tao, 1, p)) · A, agg_loss), "
+                                       "verl/workers/actor/dp_actor.py:185-200 (p = softmax of the logits before "
+                                       "the temperature division) and :586-594, examples/gft_trainer/"
+                                       "run_qwen2.5-math-1.5B.sh (tao 0.1, adv_estimator grpo, use_kl_loss False, "
+                                       "entropy_coeff 0)",
+                                  defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
+                                            ("rectification", "'step'", "step (p > tao ? 1 : p)"),
+                                            ("use_advantages", "False", "always (× A)"),
+                                            ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean")),
+                                  placement="theirs: the actor's loss on each micro-batch (loss_mode 'gft'), A "
+                                            "from verl's grpo estimator, p and log π from that forward; ours: a "
+                                            "loss term on each micro-batch, p = exp(sg(log π_θ))",
+                                  deviations=("use_advantages=False by default (an SFT addend); the authors' loss is "
+                                              "gft(use_advantages=True) with grpo advantages",
+                                              "p is exp(log π) of the trained (temperature-scaled) log-prob; the "
+                                              "code's p is the softmax before the temperature division (equal at "
+                                              "temperature 1)",
+                                              "rectification='ramp' is our option"))),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
                 stage=loss_term_factory(opd, needs={"logp_teacher", "logp_old"}),
