@@ -539,3 +539,47 @@ def test_gft_matches_authors_compute_gft_loss():
   np.testing.assert_allclose(loss[m > 0], (-lp * c * a)[m > 0], rtol=1e-12)
   np.testing.assert_allclose(grad[m > 0], (-c * a)[m > 0], rtol=1e-12)
   assert (p[m > 0] <= 0.1).any() and (p[m > 0] > 0.1).any()
+
+
+# ---------------------------------------------------------------- A-LoL: abaheti95/LoL-RL
+
+
+@pytest.mark.parametrize("variant", ["a_lol", "a_lol_seq"])
+def test_alol_matches_authors_code_in_float64(variant):
+  """abaheti95/LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:866-904 (a_lol) and :927-951 (a_lol_seq), ppo_clip 0.9:
+  ratio exp(Σ m log π − Σ m log π_ref) (per token for a_lol_seq) clamped to [0.1, 1.9], detached; loss per row
+  (Σ_t −log π · m) · ratio (a_lol_seq: Σ_t −log π · ratio_t · m) · clamp(A, 0). Compared per row."""
+  d = _data(25, noise=0.8)
+  d["adv"][3] = -np.abs(d["adv"][3])
+  a, m, lp, ref = d["adv"][:, 0], d["mask"], d["new"], d["ref"]
+  aplus = np.clip(a, 0.0, None)
+  if variant == "a_lol":
+    w = np.clip(np.exp(((lp - ref) * m).sum(1)), 0.1, 1.9)
+    want_row = (-lp * m).sum(1) * w * aplus
+    want_grad = -w[:, None] * aplus[:, None] * m
+    term = O.alol(ratio="sequence")
+  else:
+    w = np.clip(np.exp(lp - ref) * m, 0.1, 1.9) * m
+    want_row = (-lp * w * m).sum(1) * aplus
+    want_grad = -w * aplus[:, None]
+    term = O.alol(ratio="token")
+  loss, grad = _run(term, d)
+  np.testing.assert_allclose((loss * m).sum(1), want_row, rtol=1e-12, atol=1e-15)
+  np.testing.assert_allclose((grad * m), want_grad * m, rtol=1e-12, atol=1e-15)
+  assert loss.dtype == np.float64 and (aplus == 0).any()
+
+
+# ---------------------------------------------------------------- Δlog p reweight: Hesse73/RLVR-Directions
+
+
+def test_delta_logp_reweight_matches_authors_advantage_reweight():
+  """Hesse73/RLVR-Directions@af8f20a6 logp_ray_trainer.py:495-505, 559-560 (reshape_reversed, c 0.2): A ← A·(1 + c −
+  c·exp(old_log_prob)); then verl's dual-clip PPO of run_7B.sh (clip 0.2/0.28, clip_ratio_c 10) on that A."""
+  d = _data(26, noise=0.5)
+  m, old = d["mask"], d["old"]
+  a = d["adv"] * (1 + 0.2 - 0.2 * np.exp(old))
+  r = np.exp(np.clip(d["new"] - old, -20, 20))
+  c1 = np.maximum(-a * r, -a * np.clip(r, 0.8, 1.28))
+  want = np.where(a < 0, np.minimum(-a * 10.0, c1), c1)
+  loss, _ = _run(O.delta_logp_reweight(O.ppo_clip(0.2, 0.28, dual_clip=10.0)), d)
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)

@@ -363,15 +363,16 @@ def alol(*, ratio: str = "sequence", eps=0.9):
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     adv = _require("batch.advantages", batch.advantages, shape)
-    mask = _mask(batch)
-    logp = out.logp.astype(jnp.float32)
+    dtype = _float(out.logp)  # float64 stays float64 (x64)
+    mask = _mask(batch).astype(dtype)
+    logp = out.logp.astype(dtype)
     n = jnp.sum(mask, axis=1)
-    has = (n > 0).astype(jnp.float32)
-    a_seq = _seq_sum(adv, mask) / jnp.maximum(n, 1.0)
-    keep = (a_seq > 0).astype(jnp.float32) * has
-    e = jnp.asarray(eps, jnp.float32)
+    has = (n > 0).astype(dtype)
+    a_seq = _seq_sum(adv.astype(dtype), mask) / jnp.maximum(n, 1.0)
+    keep = (a_seq > 0).astype(dtype) * has
+    e = jnp.asarray(eps).astype(dtype)
     if ratio == "none":
-      w = jnp.ones(shape, jnp.float32)
+      w = jnp.ones(shape, dtype)
     else:
       ref = _require("batch.logp_ref", batch.logp_ref, shape)
       log_r = _sg(logp - ref)
@@ -630,7 +631,29 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (a_lol, "
                                   "a_lol_seq, a_lol_ref_free)",
                                   "A = R − V(x) comes from the batch (the code's value head); ppo_clip=0 (no clip) and "
-                                  "A-LoL-KL are not offered")),
+                                  "A-LoL-KL are not offered",
+                                  read="abaheti95/LoL-RL@9f8d8166 (2024-03-20) lolrl_qlora_llama_hh.py:110-111 "
+                                       "(algorithm, ppo_clip 0.9), :844-905 a_lol (ratio exp(Σ log π − Σ log π_ref) "
+                                       "under no_grad, clamp [1 − 0.9, 1 + 0.9], × Σ_t −log π, × clamp(R − V, 0), "
+                                       "batch mean), :906-952 a_lol_seq (per-token clamped ratio), :953-962 "
+                                       "a_lol_ref_free",
+                                  defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
+                                             "a_lol is the paper's main method"),
+                                            ("eps", "0.9", "ppo_clip 0.9"),
+                                            ("A", "batch.advantages (its masked mean per row)",
+                                             "R − V(x) from the value head on the reference model, clamp(min=0)"),
+                                            ("aggregation", "chain's (seq_mean_token_sum gives the code's)",
+                                             "mean over the batch of the per-sequence sums")),
+                                  placement="theirs: offline, each training batch of the fixed data set: π_ref and "
+                                            "V(x) from the frozen reference model under no_grad, the loss on the "
+                                            "batch, gradient accumulation; ours: a loss term on each micro-batch, "
+                                            "π_ref = batch.logp_ref, A = batch.advantages",
+                                  deviations=("A comes from the batch: the code's value head V(x) is the advantage "
+                                              "room's job (advantages = R − V)",
+                                              "ppo_clip=0 (unclipped ratio) and A-LoL-KL (kl_beta > 0) are not "
+                                              "offered",
+                                              "the sequence ratio is clipped in log space (same value, no "
+                                              "overflow); the token ratio's log is clamped to ±20 first"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
@@ -646,7 +669,26 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Hesse73/RLVR-Directions: verl/recipe/logprl/"
                                   "logp_ray_trainer.py (reshape_reversed)",
                                   "the code's other reweight methods and advantage-sign masks are not offered; "
-                                  "form='power' is our earlier design")),
+                                  "form='power' is our earlier design",
+                                  read="Hesse73/RLVR-Directions@af8f20a6 (2026-02-22) verl/recipe/logprl/"
+                                       "logp_ray_trainer.py:493-562 (reweight: p = exp(old_log_probs); "
+                                       "reshape_reversed w = 1 + c − c·p; advantages × w, optionally under an "
+                                       "advantage-sign mask), recipe/logprl/config/logp_trainer.yaml (adv_mask "
+                                       "'none'), scripts/run_7B.sh (c 0.2, clip 0.2/0.28, clip_ratio_c 10, "
+                                       "token-mean, no KL) and run_8B.sh (c 0.1)",
+                                  defaults=(("form", "'linear'", "reshape_reversed"),
+                                            ("c", "0.2", "0.2 (run_7B.sh); 0.1 (run_8B.sh)"),
+                                            ("source", "'old' (logp_proximal)", "old_log_probs (recomputed)"),
+                                            ("normalize", "False", "none"),
+                                            ("adv_mask", "not offered (all tokens)", "'none'")),
+                                  placement="theirs: once per step on the driver, after the advantage, on the "
+                                            "whole batch: A ← A·w, then the PPO actor update; ours: a wrapper "
+                                            "multiplying the wrapped term's per-token loss by the detached w on "
+                                            "each micro-batch (equal: the PPO loss is linear in A for a fixed "
+                                            "sign and w > 0)",
+                                  deviations=("the code's other methods (reshape, middle, normalize, ppl*) and its "
+                                              "positive/negative advantage masks are not offered",
+                                              "form='power' (normalised, current p) is our earlier design"))),
   )
 
 
