@@ -583,3 +583,44 @@ def test_delta_logp_reweight_matches_authors_advantage_reweight():
   want = np.where(a < 0, np.minimum(-a * 10.0, c1), c1)
   loss, _ = _run(O.delta_logp_reweight(O.ppo_clip(0.2, 0.28, dual_clip=10.0)), d)
   np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+
+
+# ---------------------------------------------------------------- SFT NLL: TRL chunked_nll
+
+
+def test_sft_nll_matches_trl_chunked_nll():
+  """trl@v1.9.0 sft_trainer.py:110 and :226-233: Σ_valid nll_loss(log_softmax, reduction='sum') / n_valid
+  (num_items_in_batch None); per token −log π. With token_mean: the same scalar."""
+  d = _data(27)
+  m, lp = d["mask"], d["new"]
+  loss, grad = _run(O.sft_nll(), d)
+  np.testing.assert_allclose(loss[m > 0], -lp[m > 0], rtol=1e-15)
+  np.testing.assert_allclose(grad[m > 0], -1.0, rtol=1e-15)
+  with jax.enable_x64(True):
+    b, t = m.shape
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(m), advantages=jnp.zeros((b, t)),
+                       group_id=jnp.arange(b, dtype=jnp.int32))
+    total = float(O.chain(O.sft_nll(), aggregate=O.token_mean)(PolicyOutputs(logp=jnp.asarray(lp)), batch)[0])
+  np.testing.assert_allclose(total, (-lp * m).sum() / m.sum(), rtol=1e-14)
+
+
+# ---------------------------------------------------------------- DPO: TRL sigmoid
+
+
+def test_dpo_matches_trl_sigmoid_loss():
+  """trl@v1.9.0 dpo_trainer.py:1396-1435, 1578: h = Σ_completion log π − Σ log π_ref per sequence; Δ = h_chosen −
+  h_rejected; loss = mean over pairs of −logsigmoid(β Δ) (β 0.1). With seq_mean_token_mean: the same scalar."""
+  d = _data(28, noise=1.5)
+  m, lp, ref = d["mask"], d["new"], d["ref"]
+  pair = np.array([0, 0, 1, 1, 2, 2])
+  chosen = np.array([True, False, False, True, True, False])
+  h = ((lp - ref) * m).sum(1)
+  deltas = [h[(pair == k) & chosen][0] - h[(pair == k) & ~chosen][0] for k in range(3)]
+  want = np.mean([np.log1p(np.exp(-0.1 * x)) for x in deltas])
+  with jax.enable_x64(True):
+    b, t = m.shape
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(m), advantages=jnp.zeros((b, t)),
+                       group_id=jnp.arange(b, dtype=jnp.int32), logp_ref=jnp.asarray(ref),
+                       extras={"dpo_pair_id": jnp.asarray(pair), "dpo_chosen": jnp.asarray(chosen)})
+    total = float(O.chain(O.dpo(0.1), aggregate=O.seq_mean_token_mean)(PolicyOutputs(logp=jnp.asarray(lp)), batch)[0])
+  np.testing.assert_allclose(total, want, rtol=1e-12)

@@ -54,7 +54,7 @@ def sft_nll(coef=1.0):
   def term(out: PolicyOutputs, batch: TrainBatch):
     _check_batch(out, batch)
     logp = out.logp.astype(_float(out.logp))
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(logp.dtype)  # float64 stays float64 (x64)
     return -c * logp, {"nll": _nll_metric(logp, _mask(batch)), "coef": c}
 
   return _with_name(term, "sft_nll")
@@ -584,9 +584,28 @@ def _technique_rows():
   return (
       Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49",
                 stage=loss_term_factory(sft_nll),
-                fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
+                fidelity=Fidelity("peer", "TRL v1.9.0 SFTTrainer token cross-entropy "
+                                  "(sft_trainer._chunked_cross_entropy_loss)",
                                   "TRL divides by num_items_in_batch (global token count): token_mean with the "
-                                  "global denominator")),
+                                  "global denominator",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/sft_trainer.py:99-116 _chunk "
+                                       "(F.nll_loss(log_softmax, reduction='sum') per chunk of valid tokens), "
+                                       ":117-234 _chunked_cross_entropy_loss (Σ / num_items_in_batch, else / the "
+                                       "local valid count), :1286-1300 (loss_type); trl/trainer/sft_config.py:"
+                                       "283-295, 335-336 (loss_type None → 'chunked_nll')",
+                                  defaults=(("coef", "1.0", "none (1)"),
+                                            ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
+                                             "assistant_only_loss choose them)"),
+                                            ("aggregation", "chain's (token_mean over the micro-batch's loss "
+                                             "tokens)", "Σ / num_items_in_batch (valid tokens over the "
+                                             "accumulation window)")),
+                                  placement="theirs: the model forward's loss on each micro-batch (logits → "
+                                            "log_softmax at the labels); ours: a loss term from out.logp on each "
+                                            "micro-batch",
+                                  deviations=("TRL normalises by the valid-token count of the whole gradient-"
+                                              "accumulation window (num_items_in_batch); chain's token_mean by the "
+                                              "micro-batch's (equal with one micro-batch, or with the trainer's "
+                                              "whole-batch token_mean denominator)",))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
                 stage=loss_term_factory(gft),
@@ -623,8 +642,30 @@ def _technique_rows():
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
-                fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
-                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
+                fidelity=Fidelity("peer", "TRL v1.9.0 DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
+                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/dpo_trainer.py:1329-1435 "
+                                       "_compute_loss (completion log-probs summed per sequence, reference ones "
+                                       "likewise, reverse_kl scores = the log ratios, sigmoid: −logsigmoid(β·Δ)), "
+                                       ":1578 (mean over the pairs × loss weight); trl/trainer/dpo_config.py "
+                                       "(beta 0.1, loss_type ['sigmoid'], label_smoothing 0.0, f_divergence_type "
+                                       "'reverse_kl', ld_alpha None)",
+                                  defaults=(("beta", "0.1", "0.1"),
+                                            ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
+                                             "robust/exo/aot use it)"),
+                                            ("f_divergence_type", "reverse KL only", "'reverse_kl'"),
+                                            ("ld_alpha (length desensitisation)", "not offered", "None")),
+                                  placement="theirs: each micro-batch holds [chosen; rejected] halves, policy and "
+                                            "reference forwards on it (or precomputed reference log-probs); ours: a "
+                                            "loss term on each micro-batch, pairs from batch.extras, π_ref = "
+                                            "batch.logp_ref; both rows of a pair must share a micro-batch",
+                                  deviations=("label_smoothing > 0 gives the cDPO form −(1 − ε) log σ(βΔ) − ε log "
+                                              "σ(−βΔ) (TRL's 'aot' smoothing, not its 'robust'); TRL's 'sigmoid' "
+                                              "has none",
+                                              "the pair loss is spread over the pair's tokens: "
+                                              "aggregate=seq_mean_token_mean gives TRL's mean over pairs; other "
+                                              "aggregations weight pairs by length",
+                                              "TRL's other loss types and f-divergences are not offered"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
