@@ -36,10 +36,13 @@ def _run(term, d, **extra):
     batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(d["mask"]),
                        advantages=jnp.asarray(d["adv"]), group_id=jnp.arange(b, dtype=jnp.int32),
                        logp_old=jnp.asarray(d["old"]), logp_behavior=jnp.asarray(d["behav"]),
-                       logp_ref=jnp.asarray(d["ref"]), **extra)
+                       logp_ref=jnp.asarray(d["ref"]),
+                       **{k: ({kk: jnp.asarray(vv) for kk, vv in v.items()} if isinstance(v, dict) else jnp.asarray(v))
+                          for k, v in extra.items()})  # numpy in: converted under x64
     f = lambda lp: term(PolicyOutputs(logp=lp, entropy=None), batch)[0]  # noqa: E731
     loss = np.asarray(f(jnp.asarray(d["new"])))
     grad = np.asarray(jax.grad(lambda lp: jnp.sum(f(lp)))(jnp.asarray(d["new"])))
+  assert loss.dtype == np.float64 and grad.dtype == np.float64, "the term must keep float64 under x64"
   return loss, grad
 
 
@@ -347,7 +350,7 @@ def test_segment_ratio_matches_rank_grpo_item_level():
       sel = seg[i] == j
       coef_1[i, sel] = np.exp((lr[i, sel] * m[i, sel]).sum() / max(m[i, sel].sum(), 1.0))
   want = -np.minimum(coef_1 * a, np.clip(coef_1, 0.94, 1.08) * a)
-  loss, _ = _run(O.segment_ratio(segment_ids="item_seg_ids"), d, extras={"item_seg_ids": jnp.asarray(seg)})
+  loss, _ = _run(O.segment_ratio(segment_ids="item_seg_ids"), d, extras={"item_seg_ids": seg})
   np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
   clipped = (coef_1 < 0.94) | (coef_1 > 1.08)
   assert clipped[m > 0].any() and (~clipped[m > 0]).any()
@@ -480,7 +483,7 @@ def test_erc_matches_authors_grpo_erc_loss():
   band = (rho > 0.95) & (rho < 1.05)
   term = O.erc(O.ppo_clip(0.2, 0.28, dual_clip=10.0))
   loss, grad = _run(lambda out, batch: term(out.replace(entropy=jnp.asarray(h)), batch), d,
-                    entropy_old=jnp.asarray(h_old))
+                    entropy_old=h_old)
   np.testing.assert_allclose(loss[m > 0], loss_val[m > 0], rtol=1e-12)
   np.testing.assert_allclose(grad[m > 0], np.where(band, grad_pg, 0.0)[m > 0], rtol=1e-12, atol=1e-15)
   assert band[m > 0].any() and (~band[m > 0]).any()
@@ -520,7 +523,7 @@ def test_exgrpo_policy_matches_authors_mixed_loss():
   prefix = np.broadcast_to(replay[:, None], m.shape).astype(float)
   r = np.exp(d["new"] - d["old"])
   want = (-a * r / (r + 0.1)) * prefix + (-a * r) * (1 - prefix)
-  loss, _ = _run(O.exgrpo_policy(), d, extras={"replay_mask": jnp.asarray(replay)})
+  loss, _ = _run(O.exgrpo_policy(), d, extras={"replay_mask": replay})
   np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
 
 
@@ -624,3 +627,21 @@ def test_dpo_matches_trl_sigmoid_loss():
                        extras={"dpo_pair_id": jnp.asarray(pair), "dpo_chosen": jnp.asarray(chosen)})
     total = float(O.chain(O.dpo(0.1), aggregate=O.seq_mean_token_mean)(PolicyOutputs(logp=jnp.asarray(lp)), batch)[0])
   np.testing.assert_allclose(total, want, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- OPD: THUDM/slime apply_opd_kl_to_advantages
+
+
+def test_opd_matches_slime_advantage_penalty_on_policy():
+  """THUDM/slime@624b824a loss.py:694-698: A ← A − coef·(log π − log π_T), then the PPO loss −A·r (r = 1
+  on-policy, no clip active there). Base advantage 0, coef 1: value coef·(log π − log π_T), gradient the same
+  (−A' ∂r/∂log π = −A' at r = 1)."""
+  d = _data(29)
+  d["old"] = d["new"].copy()  # on-policy
+  m, lp = d["mask"], d["new"]
+  teacher = lp + np.random.default_rng(29).normal(scale=0.7, size=lp.shape)
+  a_prime = 0.0 - 1.0 * (lp - teacher)
+  loss, grad = _run(O.opd(1.0), d, extras={"logp_teacher": teacher})
+  np.testing.assert_allclose(loss[m > 0], (-a_prime)[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(grad[m > 0], (-a_prime)[m > 0], rtol=1e-12)
+  assert loss.dtype == np.float64

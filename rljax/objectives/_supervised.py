@@ -149,11 +149,11 @@ def opd(coef=1.0, *, teacher_key: str = "logp_teacher", importance_weighting: bo
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     teacher = _extra(batch, teacher_key, shape)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))  # float64 stays float64 (x64)
     has_prox = batch.logp_old is not None or batch.logp_behavior is not None
     log_w = _log_ratio(out, batch) if (importance_weighting and has_prox) else logp - _sg(logp)
     diff = _sg(logp - teacher)
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(logp.dtype)
     mask = _mask(batch)
     metrics = {"reverse_kl": _masked_mean(diff, mask), "teacher_nll": _masked_mean(-teacher, mask)}
     return c * diff * jnp.exp(log_w), metrics
@@ -638,7 +638,28 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
                                   "apply_opd_kl_to_advantages",
                                   "a standalone loss term; slime subtracts coef·(log π_old − log π_T) from the "
-                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
+                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)",
+                                  read="THUDM/slime@624b824a (2026-08-21) slime/backends/megatron_utils/loss.py:"
+                                       "663-701 apply_opd_kl_to_advantages (A ← A − opd_kl_coef·(log π − log π_T) "
+                                       "per token, log π the trainer's recomputed log-probs, or the rollout's with "
+                                       "use_rollout_logprobs), called at :810-816 after the advantage estimator "
+                                       "and before normalize_advantages; slime/utils/arguments.py:1123-1150 "
+                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0)",
+                                  defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
+                                            ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
+                                             "from an SGLang server or a Megatron teacher (opd_type)"),
+                                            ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
+                                             "the PPO ratio of the policy loss")),
+                                  placement="theirs: once per step on the whole rollout batch, folded into the "
+                                            "advantages before their normalisation; the policy loss (PPO clip) then "
+                                            "carries it on every micro-batch; ours: a separate loss term on each "
+                                            "micro-batch, the KL value detached, the gradient through w",
+                                  deviations=("a standalone term: not clipped by the PPO ratio and not part of "
+                                              "the advantage normalisation (slime's --normalize-advantages would "
+                                              "rescale it with the advantages); equal value and gradient on-policy "
+                                              "without normalisation",
+                                              "the KL uses the current log π_θ (= log π_old on-policy); slime's "
+                                              "the step's old log-probs"))),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
