@@ -645,3 +645,26 @@ def test_opd_matches_slime_advantage_penalty_on_policy():
   np.testing.assert_allclose(loss[m > 0], (-a_prime)[m > 0], rtol=1e-12)
   np.testing.assert_allclose(grad[m > 0], (-a_prime)[m > 0], rtol=1e-12)
   assert loss.dtype == np.float64
+
+
+# ---------------------------------------------------------------- entropy-gated contrastive: ReasonMaxxer adv_ce
+
+
+def test_entropy_gated_contrastive_matches_reasonmaxxer_adv_ce_at_unit_advantages():
+  """Arka04bro/ReasonMaxxer@a3bdf96b train_reasonmaxxer.py, decision_objective 'adv_ce' (kl_weight 0): token_ce =
+  −log π; decision mask = H_base > τ; weighted_ce = CE·A⁺ + CE·A⁻ with A = ±1 (inside adv_clip 2.5); decision_loss
+  = Σ over the gated tokens / their count. Ours per token: −g·c·log π with c = ±1 by reward > 0.5."""
+  d = _data(30)
+  m, lp = d["mask"], d["new"]
+  rng = np.random.default_rng(30)
+  h_base = rng.uniform(0.0, 4.0, m.shape)
+  a = np.array([1.0, -1.0, 1.0, -1.0, -1.0, 1.0])
+  gate = (h_base > 2.5) & (m > 0)
+  token_ce = -lp
+  want = np.where(gate, token_ce * a[:, None], 0.0)
+  loss, _ = _run(O.entropy_gated_contrastive(tau=2.5), d, rewards=(a > 0).astype(float),
+                 extras={"entropy_base": h_base})
+  np.testing.assert_allclose(loss[m > 0], want[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(loss[gate].sum() / gate.sum(), (token_ce * a[:, None])[gate].sum() / gate.sum(),
+                             rtol=1e-12)
+  assert gate.any() and (~gate & (m > 0)).any()

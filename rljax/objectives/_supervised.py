@@ -723,7 +723,34 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
-                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)")),
+                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)",
+                                  read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
+                                       "the code index: no snapshot can be fetched): the argparse defaults in main() "
+                                       "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
+                                       "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5) and the training loop's "
+                                       "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
+                                       "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
+                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens)",
+                                  defaults=(("tau / rho", "one of them required", "decision positions precomputed "
+                                             "(cgap_tau 2.5 for the held-out gap)"),
+                                            ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip)"),
+                                            ("gate comparison", "H ≥ τ", "H > τ"),
+                                            ("KL anchor off the gate", "none here (compose kl_penalty)",
+                                             "kl_weight 0.1 · KL(π_base ‖ π_θ), full-vocabulary"),
+                                            ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
+                                            ("aggregation", "chain's (token_mean over loss_mask)", "mean over the "
+                                             "gated tokens")),
+                                  placement="theirs: offline, on each micro-batch of the stored rollouts; the "
+                                            "frozen base model's forward gives the KL anchor, the gate comes with "
+                                            "the data; ours: a loss term on each micro-batch, the gate from "
+                                            "batch.extras[entropy_key] (base-model entropies) or entropy_old",
+                                  deviations=("c = ±1 by correctness instead of the clipped advantage (equal when "
+                                              "|A| = 1)",
+                                              "the gate keeps H = τ (≥); theirs needs H > τ",
+                                              "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
+                                              "code's full-vocabulary KL(π_base ‖ π_θ))",
+                                              "the copy's authorship is unconfirmed; the other decision objectives "
+                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
