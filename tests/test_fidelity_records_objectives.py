@@ -668,3 +668,45 @@ def test_entropy_gated_contrastive_matches_reasonmaxxer_adv_ce_at_unit_advantage
   np.testing.assert_allclose(loss[gate].sum() / gate.sum(), (token_ce * a[:, None])[gate].sum() / gate.sum(),
                              rtol=1e-12)
   assert gate.any() and (~gate & (m > 0)).any()
+
+
+# ---------------------------------------------------------------- RPG: complex-reasoning/RPG
+
+
+@pytest.mark.parametrize("kl_type,kw", [
+    ("rpg_rf_rkl", dict(kl="reverse", normalized=True)), ("rpg_rf_urkl", dict(kl="reverse", normalized=False)),
+    ("rpg_rf_fkl", dict(kl="forward", normalized=True)), ("rpg_rf_ufkl", dict(kl="forward", normalized=False))])
+def test_rpg_reinforce_matches_authors_compute_policy_loss_reinforce(kl_type, kw):
+  """complex-reasoning/RPG@ec8e30bd core_algos.py:529-571 (non-clip_ppo branch), π_ref = π_old as the code assumes:
+  w = exp(log π − old); w_ = clamp(w, 0.8, 1.28); kl_term: fkl β, rkl −β w_(log w_ + 1), ufkl β(1 − w_), urkl
+  −β w_ log w_; loss = −sg(A w_ + kl_term)·log π. Tokens where w is clipped differ for rkl/urkl (ours: the
+  unclipped log, recorded): compared on the unclipped ones there, everywhere for fkl/ufkl."""
+  d = _data(31, noise=0.4)
+  d["ref"] = d["old"].copy()
+  a, m, lp = d["adv"], d["mask"], d["new"]
+  beta = 1e-2
+  w = np.exp(lp - d["old"])
+  w_ = np.clip(w, 0.8, 1.28)
+  kl_term = {"rpg_rf_fkl": beta * np.ones_like(w_), "rpg_rf_rkl": -beta * w_ * (np.log(w_) + 1),
+             "rpg_rf_ufkl": beta * (1 - w_), "rpg_rf_urkl": -beta * w_ * np.log(w_)}[kl_type]
+  c = a * w_ + kl_term
+  loss, grad = _run(O.rpg(beta, estimator="reinforce", clip=(0.2, 0.28), **kw), d)
+  cmp = m > 0
+  if kl_type in ("rpg_rf_rkl", "rpg_rf_urkl"):
+    cmp &= w == w_
+  np.testing.assert_allclose(loss[cmp], (-c * lp)[cmp], rtol=1e-12)
+  np.testing.assert_allclose(grad[cmp], (-c)[cmp], rtol=1e-12)
+  assert (w[m > 0] != w_[m > 0]).any() and cmp.any()
+
+
+def test_rpg_surrogate_kl_matches_authors_rpg_rkl_kl_loss():
+  """complex-reasoning/RPG@ec8e30bd core_algos.py:677-680 (kl_penalty 'rpg_rkl', the use_kl_loss runs): w = exp(log π
+  − ref), clamp(w·(log π − ref), ±10), × kl_loss_coef; with π_ref = π_old ours is β·w·(log π − log π_ref)."""
+  d = _data(32, noise=0.5)
+  d["ref"] = d["old"].copy()
+  m, lp, ref = d["mask"], d["new"], d["ref"]
+  w = np.exp(lp - ref)
+  value = np.clip(w * (lp - ref), -10, 10)
+  loss, grad = _run(O.rpg(1e-4, policy_gradient=False), d)
+  np.testing.assert_allclose(loss[m > 0], 1e-4 * value[m > 0], rtol=1e-12)
+  np.testing.assert_allclose(grad[m > 0], (1e-4 * w * (lp - ref + 1))[m > 0], rtol=1e-12)

@@ -355,12 +355,12 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
     shape = _check_batch(out, batch)
     ref = _require("batch.logp_ref", batch.logp_ref, shape)
     adv = _require("batch.advantages", batch.advantages, shape)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))  # float64 stays float64 (x64)
     log_w = _log_ratio(out, batch, clamp)
     old = _proximal(batch, shape, "rpg")
     log_w_ref = jnp.clip(ref - old, -clamp, clamp)
     w, w_ref = jnp.exp(log_w), jnp.exp(log_w_ref)
-    b = jnp.asarray(beta, jnp.float32)
+    b = jnp.asarray(beta).astype(logp.dtype)
     log_q = logp - ref  # log π_θ − log π_ref
     if kl == "reverse":
       div = w * log_q if normalized else w * log_q - w + w_ref
@@ -374,8 +374,8 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
       return pg + b * div, metrics
     wt = w
     if clip is not None:
-      lo = 1.0 - jnp.asarray(clip[0], jnp.float32)
-      hi = 1.0 + jnp.asarray(clip[1], jnp.float32)
+      lo = 1.0 - jnp.asarray(clip[0]).astype(logp.dtype)
+      hi = 1.0 + jnp.asarray(clip[1]).astype(logp.dtype)
       wt = jnp.clip(w, lo, hi)
       metrics["clip_frac"] = _masked_mean(((w < lo) | (w > hi)).astype(jnp.float32), mask)
     if kl == "reverse":
@@ -476,7 +476,45 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/complex-reasoning/RPG: verl/trainer/ppo/core_algos.py "
                                   "(compute_policy_loss_reinforce, kl_penalty rpg_*)",
                                   "π_ref ≠ π_old generalised; with clip the log term uses unclipped log π/π_ref; "
-                                  "the code's ±10 clamps and clip_ppo variants are not reproduced")),
+                                  "the code's ±10 clamps and clip_ppo variants are not reproduced",
+                                  read="complex-reasoning/RPG@ec8e30bd (2026-06-14) verl/trainer/ppo/core_algos.py:"
+                                       "495-580 compute_policy_loss_reinforce (rf kl_terms; imported by verl/workers/"
+                                       "actor/dp_actor.py:26 but not called at this commit) and :629-710 kl_penalty "
+                                       "rpg_* forms (w = exp(log π − ref), values clamped ±10); dp_actor.py:336-366 "
+                                       "(dual-clip PPO + kl_loss_coef·agg(kl_penalty(log π, ref, kl_loss_type)) "
+                                       "with use_kl_loss); recipe/rpg/src/rpg_ray_trainer.py:185-199 (use_kl_in_reward: "
+                                       "apply_kl_penalty with kl_loss_type on the old log-probs); recipe/rpg/7b/"
+                                       "run_rpg_7b_rkl1e-4.sh (use_kl_loss, rpg_rkl, 1e-4, clip 0.2/0.28, c 10, "
+                                       "adv_estimator rpg) and run_rpg_7b_rkl1e-4_rf.sh (use_kl_in_reward, rpg_rf_rkl)",
+                                  defaults=(("beta", "1e-4", "kl_loss_coef / kl_coef 1e-4 (scripts)"),
+                                            ("kl, normalized", "'reverse', True", "one script per divergence: "
+                                             "rpg_rkl / fkl / ufkl / urkl (function default rpg_rf_ufkl)"),
+                                            ("estimator", "'surrogate'", "use_kl_loss runs: the differentiable "
+                                             "kl_penalty forms (our surrogate with π_ref = π_old)"),
+                                            ("policy_gradient", "True (−w·A in this term)", "the PG part is verl's "
+                                             "dual-clip PPO (clip 0.2/0.28, clip_ratio_c 10), a separate loss"),
+                                            ("clip", "None", "(0.2, 0.28) in compute_policy_loss_reinforce"),
+                                            ("clamp", "±20 on log w, log w_ref", "kl values clamped to ±10"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: use_kl_loss runs add kl_loss_coef·agg(kl_penalty) to the "
+                                            "PPO actor loss on each micro-batch (w from log π_θ and the reference "
+                                            "log-probs); rf runs fold the rpg_rf_* value into the reward once per "
+                                            "step (old log-probs vs reference) before the rpg advantage; ours: one "
+                                            "loss term on each micro-batch with the A part and the KL part, w = "
+                                            "π_θ/π_old, w_ref = π_ref/π_old",
+                                  deviations=("π_ref ≠ π_old generalised (w_ref); the code's forms assume the "
+                                              "samples' policy is the reference (w = π_θ/π_ref): equal with "
+                                              "logp_ref = logp_old",
+                                              "the scripts' PG loss is dual-clip PPO: ppo_clip(0.2, 0.28, "
+                                              "dual_clip=10.0) + rpg(policy_gradient=False) is their use_kl_loss "
+                                              "form",
+                                              "the rf variants as the stored code runs them (KL in the reward, "
+                                              "compute_policy_loss_reinforce unused) and the clip_ppo variants "
+                                              "are not reproduced; estimator='reinforce' follows the unused "
+                                              "function's non-clip_ppo branch",
+                                              "with clip the log term uses the unclipped log π/π_ref (the code "
+                                              "takes log of the clipped w); the code's ±10 value clamps are not "
+                                              "applied"))),
   )
 
 
