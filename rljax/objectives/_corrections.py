@@ -148,8 +148,10 @@ def mis(lower=0.5, upper=2.0, *, level: str = "token", reweight: bool = True,
   ``exp(mean_s log k_s)`` (geometric); in the sequence levels the mask is
   constant within a sequence. ``w`` is detached.
 
-  Source: verl ``rollout_is_threshold="L_U"`` (string form, token/sequence);
-  TRL ``token_mask`` / ``sequence_mask``; OpenRLHF ``seq-mask-tis``.
+  Source: TRL v1.9.0 ``vllm_importance_sampling_mode`` ``token_mask`` /
+  ``sequence_mask`` (ratio set to 0 outside ``[clip_min, clip_max]``); verl
+  v0.7.0 ``rollout_rs`` (token / sequence / geometric ratio bounds, a mask
+  only) with ``rollout_is`` weights; OpenRLHF ``seq-mask-tis``.
 
   Args:
     lower, upper: the kept band, ``0 <= lower <= upper`` (jax arrays allowed).
@@ -195,8 +197,8 @@ def icepop(alpha=0.5, beta=5.0, *, reweight: bool = True, train_logp=None, rollo
   Ring-1T form multiplies by ``k``).
 
   Source: Ring-1T / IcePop (seed 000 L51; mask verified beyond the abstract);
-  OpenRLHF ``is_correction_type=icepop`` (threshold ``[0.5, 5]``); verl
-  ``rollout_is_threshold="L_U"`` in token mode.
+  OpenRLHF v0.11.0 ``is_correction_type=icepop`` (threshold ``[0.5, 5]``,
+  ``openrlhf/models/loss.py``).
   """
   U.check_scalar("alpha", alpha, lo=0.0)
   U.check_scalar("beta", beta, lo=0.0, lo_open=True)
@@ -243,7 +245,7 @@ def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "toke
   ``token_k{1,2,3}``, ``seq_sum_k*``, ``seq_mean_k*``, ``seq_max_k{2,3}``; k1
   needs "lower_upper" bounds there); AReaL ``RejectionSamplingConfig``
   (``metric=kl_k1/2/3``, ``agg=sum/mean/max``). The sign convention is
-  verl 0.9.1's (checked in ``rollout_corr_helper.py``: ``log_ratio = old -
+  verl's (checked at b178a3cd, 0.8.0.dev, ``rollout_corr_helper.py``: ``log_ratio = old -
   rollout``, ``token_k1 = -log_ratio``, ``token_k3 = exp(log_ratio) - 1 -
   log_ratio``): the k's estimate KL(pi_rollout || pi_train) from the
   sampler's tokens. verl's k1 bounds are *ratio* bounds ``"L_U"``, i.e.
@@ -302,7 +304,6 @@ def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
-  helper = "verl 0.9.1 rollout_corr_helper."
   v07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/rollout_corr_helper.py"
   trl = "huggingface/trl@v1.9.0 (35def3ee) trl/trainer/grpo_trainer.py"
   theirs_place = ("theirs: verl computes w (and the rejection mask, which rewrites response_mask) once per step in "
@@ -338,7 +339,7 @@ def _technique_rows():
                                               "(distributed) batch and, at sequence level, over sequences",
                                               "log k clamped to ±20 (verl); TRL exponentiates unclamped"))),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",
-                "verl rollout_is_threshold 'L_U'; TRL *_mask; OpenRLHF seq-mask-tis",
+                "TRL *_mask; verl rollout_rs ratio bounds; OpenRLHF seq-mask-tis",
                 stage=loss_term_factory(mis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", "TRL v1.9.0 vllm_importance_sampling_mode token_mask / sequence_mask",
                                   "reweight=False (mask only) and level='geometric' are our options",

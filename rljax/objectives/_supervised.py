@@ -368,7 +368,7 @@ def alol(*, ratio: str = "sequence", eps=0.9):
     logp = out.logp.astype(dtype)
     n = jnp.sum(mask, axis=1)
     has = (n > 0).astype(dtype)
-    a_seq = _seq_sum(adv.astype(dtype), mask) / jnp.maximum(n, 1.0)
+    a_seq = _seq_sum(adv, mask) / jnp.maximum(n, 1.0)
     keep = (a_seq > 0).astype(dtype) * has
     e = jnp.asarray(eps).astype(dtype)
     if ratio == "none":
