@@ -402,7 +402,12 @@ def _technique_rows():
                                             ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
                                             ("several criteria at once", "one per correction (pass a sequence)",
                                              "comma-separated rollout_rs options, ANDed")),
-                                  placement=theirs_place,
+                                  placement="theirs: verl computes the rejection mask once per step in the trainer on the "
+                                            "whole batch (recomputed old log-probs against the rollout's) and "
+                                            "rewrites response_mask before the update; ours: a correction of a "
+                                            "ratio term on each micro-batch from logp_old (else sg(log π_θ)) and "
+                                            "logp_behavior, the aggregation denominator keeping the original "
+                                            "loss_mask",
                                   deviations=("k1 bounds are log-ratio bounds: verl's 'L_U' is threshold=(log L, "
                                               "log U); a single verl k1 value U is threshold=log U",
                                               "rejected tokens keep their place in the aggregation denominator; "

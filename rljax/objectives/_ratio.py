@@ -838,7 +838,8 @@ def _technique_rows():
                 read=_TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (sequence log weight = masked mean of log r, "
                      "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
                      ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
-                     "epsilon / epsilon_high / loss_type / delta defaults",
+                     "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:89-95 (GSPO: "
+                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0)",
                 defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
                           ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
                           ("aggregation", "chain's (token_mean)",
