@@ -450,8 +450,10 @@ MUTANTS: tuple = (
     # ------------------------------------------------------------------ objectives: value
     M("value_loss", _VAL, "per_token, clipped = jnp.maximum(err, err_clip), err_clip > err",
       "per_token, clipped = jnp.minimum(err, err_clip), err_clip > err", "min_max", _T_VAL, None),
-    M("value_loss", _VAL, "return jnp.asarray(coef, jnp.float32) * 0.5 * per_token, metrics",
-      "return jnp.asarray(coef, jnp.float32) * per_token, metrics", "constant", _T_VAL, None),
+    M("value_loss", _VAL, "return jnp.asarray(coef).astype(jnp.promote_types(per_token.dtype, jnp.float32)) * 0.5 * "
+      "per_token, metrics",
+      "return jnp.asarray(coef).astype(jnp.promote_types(per_token.dtype, jnp.float32)) * per_token, metrics",
+      "constant", _T_VAL, None),
     # ------------------------------------------------------------------ second pass: second mutants
     M("reinforce", _RATIO, "w = jnp.minimum(w, max_weight)", "w = jnp.maximum(w, max_weight)", "min_max", _T_RATIO,
       "reinforce"),
@@ -474,7 +476,7 @@ MUTANTS: tuple = (
     M("divergence_rejection", _CORR, "reject = (stat < lo) | (stat > hi)", "reject = (stat < lo) & (stat > hi)",
       "or_and", _T_CORR, "divergence_rejection"),
     M("entropy_bonus", _ENT, "return -c * ent, {**_entropy_metric", "return -ent, {**_entropy_metric", "drop_coef", _T_ENT, "entropy_bonus"),
-    M("erc", _ENT, "above = ratio >= jnp.asarray(high, jnp.float32)", "above = ratio >= jnp.asarray(low, jnp.float32)",
+    M("erc", _ENT, "above = ratio >= jnp.asarray(high).astype(dt)", "above = ratio >= jnp.asarray(low).astype(dt)",
       "swap", _T_ENT, "erc"),
     M("clip_cov", _ENT, " & (cov > clip_cov_lb) & (cov < clip_cov_ub)", " & (cov > clip_cov_lb)", "drop_bound",
       _T_ENT, "clip_cov"),

@@ -148,8 +148,10 @@ def mis(lower=0.5, upper=2.0, *, level: str = "token", reweight: bool = True,
   ``exp(mean_s log k_s)`` (geometric); in the sequence levels the mask is
   constant within a sequence. ``w`` is detached.
 
-  Source: verl ``rollout_is_threshold="L_U"`` (string form, token/sequence);
-  TRL ``token_mask`` / ``sequence_mask``; OpenRLHF ``seq-mask-tis``.
+  Source: TRL v1.9.0 ``vllm_importance_sampling_mode`` ``token_mask`` /
+  ``sequence_mask`` (ratio set to 0 outside ``[clip_min, clip_max]``); verl
+  v0.7.0 ``rollout_rs`` (token / sequence / geometric ratio bounds, a mask
+  only) with ``rollout_is`` weights; OpenRLHF ``seq-mask-tis``.
 
   Args:
     lower, upper: the kept band, ``0 <= lower <= upper`` (jax arrays allowed).
@@ -195,8 +197,8 @@ def icepop(alpha=0.5, beta=5.0, *, reweight: bool = True, train_logp=None, rollo
   Ring-1T form multiplies by ``k``).
 
   Source: Ring-1T / IcePop (seed 000 L51; mask verified beyond the abstract);
-  OpenRLHF ``is_correction_type=icepop`` (threshold ``[0.5, 5]``); verl
-  ``rollout_is_threshold="L_U"`` in token mode.
+  OpenRLHF v0.11.0 ``is_correction_type=icepop`` (threshold ``[0.5, 5]``,
+  ``openrlhf/models/loss.py``).
   """
   U.check_scalar("alpha", alpha, lo=0.0)
   U.check_scalar("beta", beta, lo=0.0, lo_open=True)
@@ -243,7 +245,7 @@ def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "toke
   ``token_k{1,2,3}``, ``seq_sum_k*``, ``seq_mean_k*``, ``seq_max_k{2,3}``; k1
   needs "lower_upper" bounds there); AReaL ``RejectionSamplingConfig``
   (``metric=kl_k1/2/3``, ``agg=sum/mean/max``). The sign convention is
-  verl 0.9.1's (checked in ``rollout_corr_helper.py``: ``log_ratio = old -
+  verl's (checked at b178a3cd, 0.8.0.dev, ``rollout_corr_helper.py``: ``log_ratio = old -
   rollout``, ``token_k1 = -log_ratio``, ``token_k3 = exp(log_ratio) - 1 -
   log_ratio``): the k's estimate KL(pi_rollout || pi_train) from the
   sampler's tokens. verl's k1 bounds are *ratio* bounds ``"L_U"``, i.e.
@@ -302,30 +304,116 @@ def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
-  helper = "verl 0.9.1 rollout_corr_helper."
+  v07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/rollout_corr_helper.py"
+  trl = "huggingface/trl@v1.9.0 (35def3ee) trl/trainer/grpo_trainer.py"
+  theirs_place = ("theirs: verl computes w (and the rejection mask, which rewrites response_mask) once per step in "
+                  "the trainer on the whole batch from the recomputed old log-probs against the rollout's, "
+                  "before the update, and the actor multiplies each micro-batch's per-token loss by it; TRL "
+                  "computes it once per generation batch (old log-probs vs the vLLM sampling log-probs) and "
+                  "multiplies the per-token loss; ours: a correction of a ratio term, evaluated on each "
+                  "micro-batch from logp_old (else sg(log π_θ)) and logp_behavior, multiplying the term's "
+                  "per-token loss (the aggregation denominator keeps the original loss_mask)")
   return (
       Technique("tis", "correction", tis, "w = sg(min(pi_train/pi_rollout, U)) per token or sequence",
                 "TIS (Yao et al. 2025 blog); verl rollout_is; TRL *_truncate; seed 001 L51",
                 stage=loss_term_factory(tis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
-                fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights (float rollout_is_threshold)",
-                                  "level='geometric' and lower= are our options (not in verl)")),
+                fidelity=Fidelity("peer", "verl v0.7.0 rollout_corr_helper.compute_rollout_correction_weights; TRL "
+                                  "v1.9.0 *_truncate",
+                                  "level='geometric' and lower= are our options (not in verl)",
+                                  read=v07 + ":318-436 compute_rollout_correction_weights (rollout_is 'token' / "
+                                       "'sequence', clamp(max=rollout_is_threshold), batch_normalize); " + trl +
+                                       ":2578-2601 (token_truncate / sequence_truncate) and grpo_config.py:924-951",
+                                  defaults=(("threshold", "2.0", "verl rollout_is_threshold = 2.0; TRL "
+                                             "vllm_importance_sampling_clip_max = 3.0"),
+                                            ("level", "'token'", "verl rollout_is (no default: set to enable); "
+                                             "TRL vllm_importance_sampling_mode = 'sequence_mask' (a mask, not tis)"),
+                                            ("lower", "None", "verl: none; TRL vllm_importance_sampling_clip_min = None"),
+                                            ("normalize", "False", "verl rollout_is_batch_normalize = False"),
+                                            ("log-ratio clamp", "±20 (token and sequence sum)",
+                                             "verl ±20 (SAFETY_BOUND); TRL none")),
+                                  placement=theirs_place,
+                                  deviations=("level='geometric' and lower= are our options (verl has neither; "
+                                              "TRL's clip_min is lower=)",
+                                              "normalize=True divides by the masked mean of the micro-batch (the "
+                                              "whole batch with batch statistics); verl normalises over the "
+                                              "(distributed) batch and, at sequence level, over sequences",
+                                              "log k clamped to ±20 (verl); TRL exponentiates unclamped"))),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",
-                "verl rollout_is_threshold 'L_U'; TRL *_mask; OpenRLHF seq-mask-tis",
+                "TRL *_mask; verl rollout_rs ratio bounds; OpenRLHF seq-mask-tis",
                 stage=loss_term_factory(mis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
-                fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights ('L_U' threshold)",
-                                  "reweight=False (mask only) and level='geometric' are our options")),
+                fidelity=Fidelity("peer", "TRL v1.9.0 vllm_importance_sampling_mode token_mask / sequence_mask",
+                                  "reweight=False (mask only) and level='geometric' are our options",
+                                  read=trl + ":2578-2621 (ratio exp(Σ m (old − sampling)) per token or sequence; "
+                                       "*_mask: set to 0 outside [clip_min, clip_max]), :3117-3118 (per-token loss "
+                                       "× the ratio); grpo_config.py:924-951; " + v07 + ":82-193 "
+                                       "compute_rollout_rejection_mask (ratio bounds, lower = 1/upper) read too",
+                                  defaults=(("lower", "0.5", "TRL clip_min = None (no lower bound); verl "
+                                             "rollout_rs_threshold_lower = 1/upper"),
+                                            ("upper", "2.0", "TRL clip_max = 3.0; verl rollout_rs_threshold (none)"),
+                                            ("level", "'token'", "TRL 'sequence_mask' (the default mode)"),
+                                            ("reweight", "True", "TRL: kept tokens × ratio (True); verl rollout_rs: "
+                                             "mask only (False), weights from rollout_is separately"),
+                                            ("log-ratio clamp", "±20", "TRL none; verl ±20")),
+                                  placement=theirs_place,
+                                  deviations=("defaults (0.5, 2.0, token) are ours: TRL's are (None, 3.0, sequence): "
+                                              "mis(0.0, 3.0, level='sequence')",
+                                              "rejected tokens keep their place in the aggregation denominator; "
+                                              "verl's rejection removes them from response_mask (multiply "
+                                              "loss_mask by keep for its form)",
+                                              "level='geometric' (verl rollout_rs='geometric') and reweight=False "
+                                              "are options; log k clamped to ±20"))),
       Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
                 "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop",
                 stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
-                fidelity=Fidelity("peer", helper + "compute_rollout_correction_weights (token, 'L_U': use_icepop)",
-                                  "alpha/beta default 0.5/5.0 (OpenRLHF's); reweight=False is our option")),
+                fidelity=Fidelity("peer", "OpenRLHF v0.11.0 openrlhf/models/loss.py PolicyLoss "
+                                  "(vllm_is_correction_type='icepop')",
+                                  "alpha/beta default 0.5/5.0 (OpenRLHF's); reweight=False is our option",
+                                  read="OpenRLHF/OpenRLHF@v0.11.0 (3c3be623) openrlhf/models/loss.py:196-207 (vllm_is "
+                                       "= exp(old − rollout), zeroed outside [low, high], × the clipped PPO loss) "
+                                       "and openrlhf/cli/train_ppo_ray.py:258-271 (is_correction_threshold "
+                                       "[0.5, 5.0], is_correction_type)",
+                                  defaults=(("alpha", "0.5", "0.5"), ("beta", "5.0", "5.0"),
+                                            ("reweight", "True", "True (kept tokens × ratio)"),
+                                            ("log-ratio clamp", "±20", "none")),
+                                  placement="theirs: inside PolicyLoss on each micro-batch (policy_loss_type='ppo' "
+                                            "only), k = exp(old_log_probs − rollout_log_probs) multiplying the "
+                                            "clipped loss before aggregation; ours: a correction of a ratio term "
+                                            "on each micro-batch, k from logp_old (else sg(log π_θ)) and "
+                                            "logp_behavior",
+                                  deviations=("log k clamped to ±20 (OpenRLHF exponentiates unclamped; equal "
+                                              "inside the band)",
+                                              "reweight=False (mask only) is our option; OpenRLHF applies icepop "
+                                              "only to its 'ppo' loss, ours to any ratio term"))),
       Technique("divergence_rejection", "correction", divergence_rejection,
                 "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
                 "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig",
                 stage=loss_term_factory(divergence_rejection, role="correction",
                                         needs=S.logp_needs("train_logp", "rollout_logp")),
-                fidelity=Fidelity("peer", helper + "compute_rollout_rejection_mask",
-                                  "k1 bounds are log-ratio bounds: verl's ratio bounds 'L_U' = threshold=(log L, log U)")),
+                fidelity=Fidelity("peer", "verl 0.8.0.dev (b178a3cd) rollout_corr_helper.compute_rollout_rejection_mask",
+                                  "k1 bounds are log-ratio bounds: verl's ratio bounds 'L_U' = threshold=(log L, log U)",
+                                  read="volcengine/verl@b178a3cd (0.8.0.dev, 2026-01-29) verl/trainer/ppo/"
+                                       "rollout_corr_helper.py:93-153 (_parse_rollout_rs_thresholds: k1 'L_U', a "
+                                       "single k1 value U means [1/U, U]) and :156-372 compute_rollout_rejection_mask "
+                                       "(token_k1/2/3, seq_sum/seq_mean_k1/2/3, seq_max_k2/3); v0.7.0 has only "
+                                       "ratio bounds (rollout_rs token/sequence/geometric)",
+                                  defaults=(("threshold", "none (required)", "rollout_rs_threshold (required)"),
+                                            ("estimator, level", "'k3', 'token'", "rollout_rs = 'token_k1' (needs "
+                                             "L_U bounds)"),
+                                            ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
+                                            ("several criteria at once", "one per correction (pass a sequence)",
+                                             "comma-separated rollout_rs options, ANDed")),
+                                  placement="theirs: verl computes the rejection mask once per step in the trainer on the "
+                                            "whole batch (recomputed old log-probs against the rollout's) and "
+                                            "rewrites response_mask before the update; ours: a correction of a "
+                                            "ratio term on each micro-batch from logp_old (else sg(log π_θ)) and "
+                                            "logp_behavior, the aggregation denominator keeping the original "
+                                            "loss_mask",
+                                  deviations=("k1 bounds are log-ratio bounds: verl's 'L_U' is threshold=(log L, "
+                                              "log U); a single verl k1 value U is threshold=log U",
+                                              "rejected tokens keep their place in the aggregation denominator; "
+                                              "verl rewrites response_mask (multiply loss_mask by keep for its form)",
+                                              "the default estimator/level (k3, token) are ours; verl's default "
+                                              "option token_k1 needs explicit bounds"))),
   )
 
 

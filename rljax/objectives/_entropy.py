@@ -104,7 +104,7 @@ def entropy_bonus(coef=1e-3):
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     ent = _require("out.entropy", out.entropy, shape)
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(jnp.promote_types(ent.dtype, jnp.float32))  # float64 stays float64
     return -c * ent, {**_entropy_metric(out, _mask(batch)), "coef": c}
 
   return _with_name(term, "entropy_bonus")
@@ -152,12 +152,13 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
     h = jax.lax.stop_gradient(_require("out.entropy", out.entropy, shape))
     h_old = _require("batch.entropy_old", batch.entropy_old, shape)
     loss, metrics = _call_inner(term, out, batch, shape, statistics)
-    d = jnp.float32(eps)
-    num, den = h + d, h_old + d
+    dt = jnp.promote_types(jnp.result_type(h, h_old), jnp.float32)  # float64 stays float64
+    d = jnp.asarray(eps).astype(dt)
+    num, den = h.astype(dt) + d, h_old.astype(dt) + d
     safe_den = jnp.where(den > 0, den, 1.0)
     ratio = jnp.where(den > 0, num / safe_den, jnp.where(num > 0, jnp.inf, 1.0))
-    below = ratio <= jnp.asarray(low, jnp.float32)
-    above = ratio >= jnp.asarray(high, jnp.float32)
+    below = ratio <= jnp.asarray(low).astype(dt)
+    above = ratio >= jnp.asarray(high).astype(dt)
     out_of_band = below | above
     loss = jnp.where(out_of_band, jax.lax.stop_gradient(loss), loss)
     mask = _mask(batch)
@@ -311,7 +312,7 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
   def select(out, batch):
     adv = _require("batch.advantages", batch.advantages, _check_batch(out, batch))
     mask = _mask(batch)
-    cov = _covariance(adv, out.logp.astype(jnp.float32), mask)
+    cov = _covariance(adv, out.logp.astype(_float(out.logp)), mask)  # float64 stays float64
     return _select(mask > 0, cov, _count(jnp.sum(mask), kl_cov_ratio))
 
   def term(out: PolicyOutputs, batch: TrainBatch, statistics=None):
@@ -434,15 +435,49 @@ def _technique_rows():
       Technique("entropy_bonus", "entropy", entropy_bonus, "L_t = −c·H_t",
                 "verl entropy_coeff; TRL entropy_coef",
                 stage=loss_term_factory(entropy_bonus, hparams={"coef": "entropy_coef"}),
-                fidelity=Fidelity("peer", "verl 0.9.1 dp_actor (pg_loss − entropy_coeff·agg(entropy))",
-                                  "default c = 1e-3 (verl entropy_coeff default 0)")),
+                fidelity=Fidelity("peer", "verl v0.7.0 dp_actor (pg_loss − entropy_coeff·agg(entropy)); TRL v1.9.0 "
+                                  "entropy_coef",
+                                  "default c = 1e-3 (verl entropy_coeff default 0)",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/actor/dp_actor.py:459-462 and "
+                                       ":520-525 (policy_loss −= agg_loss(entropy, loss_agg_mode)·entropy_coeff), "
+                                       "actor.yaml entropy_coeff 0; huggingface/trl@v1.9.0 "
+                                       "trl/trainer/grpo_trainer.py:3152-3181 (loss − coef·mean token entropy)",
+                                  defaults=(("coef", "1e-3", "verl entropy_coeff 0; TRL entropy_coef 0.0"),
+                                            ("aggregation", "chain's (token_mean)", "verl: the actor's "
+                                             "loss_agg_mode; TRL: token mean over the (entropy-masked) tokens"),
+                                            ("adaptive coef", "not here (a controller can drive coef)",
+                                             "TRL use_adaptive_entropy False")),
+                                  placement="theirs: added to the actor's loss on each micro-batch from the "
+                                            "forward's entropies; ours: a loss term on each micro-batch from "
+                                            "out.entropy, aggregated by chain",
+                                  deviations=("default c = 1e-3; both peers default to 0 (off)",
+                                              "TRL restricts the bonus to the top-entropy tokens when "
+                                              "top_entropy_quantile < 1; here the term sees every masked token"))),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
                 "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",
                 stage=loss_term_factory(erc, role="policy", needs={"entropy_old"}),
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
-                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe")),
+                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe",
+                                  read="Kwai-Klear/ERC@f1885c53 (2026-01-05) verl/trainer/ppo/core_algos.py:915-1010 "
+                                       "compute_policy_loss_grpo_erc (dual-clip PPO, optional TIS, ρ = (H + 1e-8) / "
+                                       "(H_old + 1e-8), detach where not low < ρ < high), verl/workers/actor/"
+                                       "dp_actor.py:443 and :534 (old entropies from the rollout batch), recipe/"
+                                       "dapo/perf_run_dapo_ours_math_szp_ae_dapo_erc_1_05.sh (clip 0.2/0.28, "
+                                       "clip_ratio_c 10, entropy_mask_low/high 0.95/1.05, token-mean)",
+                                  defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
+                                            ("eps (δ)", "1e-8", "1e-8"),
+                                            ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
+                                             "dual-clip PPO, clip 0.2/0.28, clip_ratio_c 10, TIS off "
+                                             "(tis_imp_ratio_cap)")),
+                                  placement="theirs: inside the actor's loss on each micro-batch, H from that "
+                                            "forward, H_old the entropies stored with the old log-probs before the "
+                                            "update; ours: a wrapper of the term on each micro-batch, H = "
+                                            "out.entropy, H_old = batch.entropy_old",
+                                  deviations=("wraps any term; the code fixes dual-clip PPO: erc(ppo_clip(0.2, "
+                                              "0.28, dual_clip=10.0)) is the recipe's loss",
+                                              "ρ = 1 when both entropies and δ are 0 (the code divides 0 by 0)"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",
@@ -450,19 +485,89 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_clip_cov",
                                   "no implicit RNG: without key= the k largest-cov candidates are taken (code: "
-                                  "randperm draw; key= draws uniformly); log r clamped ±20")),
+                                  "randperm draw; key= draws uniformly); log r clamped ±20",
+                                  read="PRIME-RL/Entropy-Mechanism-of-RL@88505792 (2025-06-26) verl/trainer/ppo/"
+                                       "core_algos.py:469-515 compute_policy_loss_clip_cov, verl/workers/actor/"
+                                       "dp_actor.py:402-415, recipe/dapo/7b_clip_cov.sh and 32b_clip_cov.sh "
+                                       "(clip_ratio_low/high 1, clip_cov_ratio 2e-4, lb 1.0, ub 5.0, token-mean), "
+                                       "verl/trainer/config/ppo_trainer.yaml:53-55",
+                                  defaults=(("eps_low / eps_high", "0.2 / 0.2", "recipes: 1 / 1 (config 0.2)"),
+                                            ("clip_cov_ratio", "2e-4", "2e-4"), ("clip_cov_lb", "1.0", "1.0"),
+                                            ("clip_cov_ub", "5.0", "5.0"),
+                                            ("selection among candidates", "the k largest cov (key=: uniform)",
+                                             "torch.randperm (uniform, global RNG)"),
+                                            ("log-ratio clamp", "±20", "none"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: inside the actor's loss on each micro-batch: cov, N and the "
+                                            "draw over that micro-batch's valid tokens; ours: the selection is a "
+                                            "batch statistic (cov means, N and the choice over the whole update "
+                                            "batch) applied on every micro-batch; called without statistics it "
+                                            "is per call",
+                                  deviations=("eps defaults 0.2/0.2 (verl's config); the authors' recipes use "
+                                              "clip_ratio 1/1: clip_cov(1.0, 1.0)",
+                                              "deterministic by default: the k candidates of largest cov; the "
+                                              "code draws k uniformly (key= does, with JAX's RNG); equal when the "
+                                              "candidates are at most k",
+                                              "selection over the whole batch, not per micro-batch (equal with one "
+                                              "micro-batch per update)",
+                                              "k = max(⌊ratio·N·(1 + 1e-6)⌋, 1) (a nudge against float error); the "
+                                              "code's int(ratio·N)",
+                                              "log r clamped to ±20; the code has none"))),
       Technique("kl_cov", "entropy", kl_cov,
                 "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
                 stage=loss_term_factory(kl_cov, role="policy", needs={"logp_old"}),
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
                                   "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
-                                  "authors' recipe (verl config 0.1)")),
+                                  "authors' recipe (verl config 0.1)",
+                                  read="PRIME-RL/Entropy-Mechanism-of-RL@88505792 (2025-06-26) verl/trainer/ppo/"
+                                       "core_algos.py:426-467 compute_policy_loss_kl_cov (k_percent is a percent: "
+                                       "max(1, int(N·k/100)) tokens by torch.topk of cov), verl/workers/actor/"
+                                       "dp_actor.py:417-426, recipe/dapo/32b_kl_cov.sh (k_percent 0.02, "
+                                       "ppo_kl_coef 1) and 7b_kl_cov.sh (k_percent 0.2), ppo_trainer.yaml:51-52",
+                                  defaults=(("kl_cov_ratio", "2e-4", "k_percent 0.02 % = 2e-4 (32b recipe); 0.2 % "
+                                             "= 2e-3 (7b recipe, config default)"),
+                                            ("ppo_kl_coef", "1.0", "1"),
+                                            ("PPO clip", "none", "none (clip_ratio unused by kl_cov)"),
+                                            ("log-ratio clamp", "±20", "none"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: inside the actor's loss on each micro-batch: cov means, N "
+                                            "and the top-k over that micro-batch's valid tokens; ours: the "
+                                            "selection is a batch statistic (over the whole update batch) "
+                                            "applied on every micro-batch; called without statistics it is per "
+                                            "call",
+                                  deviations=("selection over the whole batch, not per micro-batch (equal with one "
+                                              "micro-batch per update)",
+                                              "ties in cov go to the lower flat index; torch.topk's order is "
+                                              "unspecified",
+                                              "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
+                                              "recipe is kl_cov_ratio=2e-3",
+                                              "log r clamped to ±20; the code has none"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),
-                fidelity=Fidelity("peer", "TRL GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
-                                  "source='old' (rollout entropy) is our option")),
+                fidelity=Fidelity("peer", "TRL v1.9.0 GRPOTrainer.get_high_entropy_mask (top_entropy_quantile)",
+                                  "source='old' (rollout entropy) is our option",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/grpo_trainer.py:1396-1432 "
+                                       "get_high_entropy_mask (float32 torch.quantile of the valid entropies "
+                                       "gathered over processes, keep H ≥ q on the mask), :3020-3021 (threshold "
+                                       "1 − top_entropy_quantile) and :3114-3115 (per-token loss × mask); "
+                                       "grpo_config.py:856-862",
+                                  defaults=(("rho", "0.2 (the paper's)", "top_entropy_quantile 1.0 (off)"),
+                                            ("source", "'current' (out.entropy)", "the current forward's "
+                                             "entropies"),
+                                            ("quantile", "linear interpolation, float32", "torch.quantile "
+                                             "(linear) on float32")),
+                                  placement="theirs: inside _compute_loss on each micro-batch, q over that "
+                                            "micro-batch's valid tokens gathered across processes; the "
+                                            "denominator keeps every token; ours: a wrapper whose kept-token "
+                                            "mask is a batch statistic (q over the whole update batch) applied "
+                                            "on every micro-batch; without statistics it is per call",
+                                  deviations=("rho defaults to the paper's 0.2; TRL's default 1.0 keeps every "
+                                              "token (rho=1.0)",
+                                              "q over the whole update batch, not per micro-batch (equal with "
+                                              "one micro-batch per update)",
+                                              "source='old' (the rollout policy's entropy) is our option"))),
   )
 
 

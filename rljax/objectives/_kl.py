@@ -267,7 +267,7 @@ def kl_in_reward(scores: Array, logp_old: Array, logp_ref: Array, mask: Array, *
     raise ValueError(f"scores must be [B] or [B, T] = {shape}, got {scores.shape}")
   # padding never leaks: -inf log-probs there would give NaN * 0
   kl = jnp.where(m > 0, kl_estimate(jnp.asarray(logp_old), jnp.asarray(logp_ref), estimator, clamp=clamp), 0.0) * m
-  b = jnp.asarray(beta, jnp.float32)
+  b = jnp.asarray(beta).astype(jnp.promote_types(kl.dtype, jnp.float32))  # float64 stays float64
   per_seq = jnp.sum(kl, axis=1) / jnp.maximum(jnp.sum(m, axis=1), 1.0)
   return scores - b * kl, {"kl": jnp.sum(per_seq) / max(shape[0], 1), "beta": b}
 
@@ -355,12 +355,12 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
     shape = _check_batch(out, batch)
     ref = _require("batch.logp_ref", batch.logp_ref, shape)
     adv = _require("batch.advantages", batch.advantages, shape)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))  # float64 stays float64 (x64)
     log_w = _log_ratio(out, batch, clamp)
     old = _proximal(batch, shape, "rpg")
     log_w_ref = jnp.clip(ref - old, -clamp, clamp)
     w, w_ref = jnp.exp(log_w), jnp.exp(log_w_ref)
-    b = jnp.asarray(beta, jnp.float32)
+    b = jnp.asarray(beta).astype(logp.dtype)
     log_q = logp - ref  # log π_θ − log π_ref
     if kl == "reverse":
       div = w * log_q if normalized else w * log_q - w + w_ref
@@ -374,8 +374,8 @@ def rpg(beta=1e-4, kl: str = "reverse", *, normalized: bool = True, estimator: s
       return pg + b * div, metrics
     wt = w
     if clip is not None:
-      lo = 1.0 - jnp.asarray(clip[0], jnp.float32)
-      hi = 1.0 + jnp.asarray(clip[1], jnp.float32)
+      lo = 1.0 - jnp.asarray(clip[0]).astype(logp.dtype)
+      hi = 1.0 + jnp.asarray(clip[1]).astype(logp.dtype)
       wt = jnp.clip(w, lo, hi)
       metrics["clip_frac"] = _masked_mean(((w < lo) | (w > hi)).astype(jnp.float32), mask)
     if kl == "reverse":
@@ -423,12 +423,51 @@ def _technique_rows():
                 "β·k(Δ), Δ=logπθ−logπref; k1=Δ, abs=|Δ|, k2=½Δ², k3=e^{−Δ}+Δ−1; '+' = value of k, grad of k2",
                 "verl kl_penalty (kl_loss_type); TRL beta (k3); Schulman 2020",
                 stage=loss_term_factory(kl_penalty, hparams={"beta": "kl_beta"}, needs={"logp_ref"}),
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.kl_penalty / kl_penalty_forward; TRL GRPOTrainer "
-                                  "beta (k3, use_bias_correction_kl)")),
+                fidelity=Fidelity("peer", "verl v0.7.0 core_algos.kl_penalty / kl_penalty_forward; TRL v1.9.0 "
+                                  "GRPOTrainer beta (k3, use_bias_correction_kl)",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:1588-1649 "
+                                       "kl_penalty / kl_penalty_forward, verl/workers/actor/dp_actor.py:527-536 "
+                                       "(use_kl_loss), actor.yaml kl_loss_coef / kl_loss_type; huggingface/trl@v1.9.0 "
+                                       "trl/trainer/grpo_trainer.py:3068-3076 and :3120-3121 (k3 per token, "
+                                       "× coef_1 with use_bias_correction_kl, + beta·kl)",
+                                  defaults=(("beta", "0.001", "verl kl_loss_coef 0.001 (use_kl_loss False); "
+                                             "TRL beta 0.0"),
+                                            ("estimator", "'low_var_kl' (k3)", "verl kl_loss_type 'low_var_kl'; "
+                                             "TRL k3 only"),
+                                            ("clamp", "True (k3: −Δ to ±20, value to ±10)", "verl: same; TRL: none"),
+                                            ("bias_correction", "False", "TRL use_bias_correction_kl False")),
+                                  placement="theirs: verl adds kl_loss_coef·agg(kld) to the actor loss on each "
+                                            "micro-batch (log π_θ vs the precomputed ref log-probs, the actor's "
+                                            "loss_agg_mode); TRL adds beta·kl to the per-token loss before its "
+                                            "aggregation; ours: a loss term on each micro-batch aggregated by "
+                                            "chain with the other terms (the TRL form)",
+                                  deviations=("with bias_correction the ratio is the token ratio against "
+                                              "batch.logp_proximal; TRL multiplies by coef_1, the sequence ratio "
+                                              "under importance_sampling_level='sequence'",
+                                              "aggregated with the policy term by chain (TRL's form); verl "
+                                              "aggregates the KL separately with the same loss_agg_mode (equal "
+                                              "for a linear aggregation)"))),
       Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
                 "verl algorithm.use_kl_in_reward / compute_rewards",
                 stage=_kl_in_reward_stage,
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_rewards + kl_penalty (use_kl_in_reward)")),
+                fidelity=Fidelity("peer", "verl v0.7.0 ray_trainer.apply_kl_penalty + core_algos.kl_penalty "
+                                  "(use_kl_in_reward)",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/ray_trainer.py:126-165 "
+                                       "apply_kl_penalty (kld = kl_penalty(old, ref) · mask; rewards = scores − "
+                                       "β·kld; current_kl = batch mean of the per-sequence masked means), called "
+                                       "at :1504; core_algos.py:1588-1649; ppo_trainer.yaml:87-102 "
+                                       "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001)",
+                                  defaults=(("beta", "0.001", "kl_ctrl.kl_coef 0.001 (fixed controller)"),
+                                            ("estimator", "'kl' (k1)", "algorithm.kl_penalty 'kl'"),
+                                            ("clamp", "True (k3 only)", "k3 clamps always on")),
+                                  placement="theirs: once per step in the trainer, on the whole batch after the "
+                                            "old and ref log-probs and before the advantage; ours: a shaping "
+                                            "stage (phase 'forward') on the whole batch before the advantage, "
+                                            "from logp_old and logp_ref",
+                                  deviations=("a [B] sequence score is first put on the last mask token "
+                                              "(verl's token_level_scores are already [B, T])",
+                                              "metrics kl of an empty row counts 0 (divides by max(n, 1)); "
+                                              "verl's masked_mean divides by n + 1e-8"))),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
                 "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code",
@@ -437,7 +476,45 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/complex-reasoning/RPG: verl/trainer/ppo/core_algos.py "
                                   "(compute_policy_loss_reinforce, kl_penalty rpg_*)",
                                   "π_ref ≠ π_old generalised; with clip the log term uses unclipped log π/π_ref; "
-                                  "the code's ±10 clamps and clip_ppo variants are not reproduced")),
+                                  "the code's ±10 clamps and clip_ppo variants are not reproduced",
+                                  read="complex-reasoning/RPG@ec8e30bd (2026-06-14) verl/trainer/ppo/core_algos.py:"
+                                       "495-580 compute_policy_loss_reinforce (rf kl_terms; imported by verl/workers/"
+                                       "actor/dp_actor.py:26 but not called at this commit) and :629-710 kl_penalty "
+                                       "rpg_* forms (w = exp(log π − ref), values clamped ±10); dp_actor.py:336-366 "
+                                       "(dual-clip PPO + kl_loss_coef·agg(kl_penalty(log π, ref, kl_loss_type)) "
+                                       "with use_kl_loss); recipe/rpg/src/rpg_ray_trainer.py:185-199 (use_kl_in_reward: "
+                                       "apply_kl_penalty with kl_loss_type on the old log-probs); recipe/rpg/7b/"
+                                       "run_rpg_7b_rkl1e-4.sh (use_kl_loss, rpg_rkl, 1e-4, clip 0.2/0.28, c 10, "
+                                       "adv_estimator rpg) and run_rpg_7b_rkl1e-4_rf.sh (use_kl_in_reward, rpg_rf_rkl)",
+                                  defaults=(("beta", "1e-4", "kl_loss_coef / kl_coef 1e-4 (scripts)"),
+                                            ("kl, normalized", "'reverse', True", "one script per divergence: "
+                                             "rpg_rkl / fkl / ufkl / urkl (function default rpg_rf_ufkl)"),
+                                            ("estimator", "'surrogate'", "use_kl_loss runs: the differentiable "
+                                             "kl_penalty forms (our surrogate with π_ref = π_old)"),
+                                            ("policy_gradient", "True (−w·A in this term)", "the PG part is verl's "
+                                             "dual-clip PPO (clip 0.2/0.28, clip_ratio_c 10), a separate loss"),
+                                            ("clip", "None", "(0.2, 0.28) in compute_policy_loss_reinforce"),
+                                            ("clamp", "±20 on log w, log w_ref", "kl values clamped to ±10"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                  placement="theirs: use_kl_loss runs add kl_loss_coef·agg(kl_penalty) to the "
+                                            "PPO actor loss on each micro-batch (w from log π_θ and the reference "
+                                            "log-probs); rf runs fold the rpg_rf_* value into the reward once per "
+                                            "step (old log-probs vs reference) before the rpg advantage; ours: one "
+                                            "loss term on each micro-batch with the A part and the KL part, w = "
+                                            "π_θ/π_old, w_ref = π_ref/π_old",
+                                  deviations=("π_ref ≠ π_old generalised (w_ref); the code's forms assume the "
+                                              "samples' policy is the reference (w = π_θ/π_ref): equal with "
+                                              "logp_ref = logp_old",
+                                              "the scripts' PG loss is dual-clip PPO: ppo_clip(0.2, 0.28, "
+                                              "dual_clip=10.0) + rpg(policy_gradient=False) is their use_kl_loss "
+                                              "form",
+                                              "the rf variants as the stored code runs them (KL in the reward, "
+                                              "compute_policy_loss_reinforce unused) and the clip_ppo variants "
+                                              "are not reproduced; estimator='reinforce' follows the unused "
+                                              "function's non-clip_ppo branch",
+                                              "with clip the log term uses the unclipped log π/π_ref (the code "
+                                              "takes log of the clipped w); the code's ±10 value clamps are not "
+                                              "applied"))),
   )
 
 

@@ -599,7 +599,7 @@ def cispo(eps_low=None, eps_high=4.0, *, correction=None, old_logp=None):
   ``eps_low=None`` leaves the weight unclipped below (the paper tunes only the
   upper bound; TRL's ``cispo`` is upper-only with ``min(r, epsilon_high)``,
   ``epsilon_high = 5.0`` recommended). verl ``cispo`` clips both sides with
-  ``clip_ratio_low/high`` (defaults 0.2/0.28); verl (1.0, 4.0) equals TRL
+  ``clip_ratio_low/high`` (v0.7.0 actor.yaml defaults 0.2/0.2); verl (1.0, 4.0) equals TRL
   (5.0). Our default ``eps_high = 4.0`` is TRL's recommended cap 5.0.
   ``eps_low`` may be up to 1 (1 = no lower clip). Aggregation: the paper and
   TRL use a token mean (``token_mean``).
@@ -731,7 +731,7 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
   TRL 0.25.1 (github.com/MCDwyer/GR-PSPO, ``grpotrainer.patch``:
   ``-((1 - smoothing_alpha) coef_1 + smoothing_alpha) A``, no min, no clip;
   ``grpoconfig.patch``: ``smoothing_alpha = 0.1``, our default). Aggregation
-  is TRL's ``loss_type`` there (GRPO: ``seq_mean_token_mean``).
+  is TRL's ``loss_type`` there (``"dapo"`` in ``maths_finetuning.py``).
   """
   U.check_scalar("alpha", alpha, lo=0.0, hi=1.0)
   U.check_scalar("clip_eps", clip_eps, lo=0.0, hi=1.0, hi_open=True, allow_none=True)
@@ -758,6 +758,8 @@ def _technique_rows():
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   verl = "verl 0.9.1 core_algos."
+  _V07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
+  _TRL19 = "huggingface/trl@v1.9.0 (35def3ee)"
   rows = [
       ("ppo_clip", ppo_clip, "max(-A r, -A clip(r, 1-eps_low, 1+eps_high)); A<0: min(., -A c)",
        "PPO arXiv:1707.06347; DAPO arXiv:2503.14476; dual clip arXiv:1912.09729; verl vanilla",
@@ -779,9 +781,30 @@ def _technique_rows():
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
        loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
-       Fidelity("peer", verl + "compute_policy_loss_reinforce (-A log pi * rollout_is_weights)",
-                "w = pi_theta/pi_rollout computed in the term, untruncated by default; verl takes precomputed "
-                "rollout_is_weights (pi_old/pi_rollout, TIS-truncated when set): max_weight=U matches")),
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_reinforce (bypass_mode, loss_type='reinforce')",
+                "w = pi_theta/pi_rollout untruncated by default (verl: no w unless rollout_is is set; then "
+                "truncated at rollout_is_threshold=2.0): max_weight=2.0 gives verl's rollout_is='token' form",
+                read=_V07 + ":1731-1808 compute_policy_loss_reinforce and :1811-1953 compute_policy_loss_bypass_mode "
+                     "(w from rollout_corr_helper.py:318-436 compute_rollout_correction_weights with "
+                     "old_log_prob=log_prob, under no_grad)",
+                defaults=(("importance weight", "on (importance_weight=True)",
+                           "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
+                          ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
+                          ("weight level", "token", "rollout_is: 'token' or 'sequence' (product of ratios)"),
+                          ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
+                          ("rollout_is_batch_normalize", "not offered here (tis(normalize=True) as correction)",
+                           "False"),
+                          ("aggregation", "chain's (token_mean)", "actor loss_agg_mode (token-mean)")),
+                placement="theirs: in bypass mode (old_log_prob = rollout log-prob) the actor's loss on each "
+                          "micro-batch, w from the current π_θ (detached) against the rollout log-prob, "
+                          "optional rejection rewriting response_mask; ours: a loss term on each micro-batch, w "
+                          "from sg(log π_θ) − logp_behavior",
+                deviations=("w is on by default and untruncated (the MiniRL form); verl weights only with "
+                            "rollout_is set, truncated at 2.0: importance_weight=False gives verl's default, "
+                            "max_weight=2.0 its rollout_is='token'",
+                            "verl's rollout_is='sequence' weight (product over the sequence) is not a reinforce "
+                            "option: importance_weight=False with correction=tis(2.0, level='sequence')",
+                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask"))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
@@ -810,19 +833,77 @@ def _technique_rows():
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", "TRL GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
-                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)")),
+       Fidelity("peer", "TRL v1.9.0 GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
+                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)",
+                read=_TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (sequence log weight = masked mean of log r, "
+                     "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
+                     ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
+                     "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:89-95 (GSPO: "
+                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0)",
+                defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
+                          ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
+                          ("aggregation", "chain's (token_mean)",
+                           "loss_type = 'dapo' (token sum / global token count); the paper: 'grpo' (sequence mean)"),
+                          ("delta (upper clamp of the unclipped ratio)", "not offered", "None (off)"),
+                          ("log-ratio clamps", "token log r ±20, log s [-20, 10]", "none")),
+                placement="theirs: the loss of each micro-batch, log π_old from the generation step's recomputed "
+                          "old_per_token_logps (or the detached current log-probs when num_iterations = 1); ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not TRL's 0.2: pass "
+                            "eps_low=0.2, eps_high=0.2 for TRL's defaults",
+                            "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
+                            "equal while |log r| ≤ 20 and mean log r ≤ 10",
+                            "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count; "
+                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
        loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", verl + "compute_policy_loss_gspo",
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_gspo",
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
-                "(verl forces seq-mean-token-mean)")),
+                "(verl forces seq-mean-token-mean)",
+                read=_V07 + ":1000-1073 compute_policy_loss_gspo; verl/trainer/config/actor/actor.yaml "
+                     "(clip_ratio*, loss_agg_mode)",
+                defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
+                          ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
+                          ("log s clamp", "max 10", "max 10"),
+                          ("token log r clamp", "±20 before the mean", "none"),
+                          ("aggregation", "chain's (token_mean)", "seq-mean-token-mean, forced (loss_agg_mode "
+                           "ignored)")),
+                placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
+                          "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
+                          "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
+                deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not verl's actor defaults "
+                            "0.2 / 0.2",
+                            "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
+                            "while |log r| ≤ 20",
+                            "aggregation is chain's; verl forces seq-mean-token-mean: "
+                            "chain(aggregate=seq_mean_token_mean) gives it"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
                 "code: one sequence per micro-batch, scalar A (we average A over the sequence); log r clamped "
-                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh")),
+                "+-20, log rho [-20, 10]; eps 0.4 = scripts/qwen2.5-math-7b-gmpo.sh",
+                read="callsys/GMPO@205b2bf4 (2025-07-30) train_zero_math_gmpo.py:673-701 (critic_type_modify 'gmpo': "
+                     "sgn = −1 if A ≥ 0 else 1; max(sgn·Δ, clamp(sgn·Δ, ±cliprange))·sgn; ratio = exp(masked "
+                     "mean); −A·ratio) and scripts/qwen2.5-math-7b-gmpo.sh (CLIPRANGE=0.4, "
+                     "train_batch_size_per_device 1, beta 0, num_ppo_epochs 1)",
+                defaults=(("eps_low", "0.4", "cliprange 0.4 (log space)"),
+                          ("eps_high", "0.4", "cliprange 0.4 (log space)"),
+                          ("advantage per sequence", "mean_t A over the loss tokens", "the scalar A of the row"),
+                          ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none"),
+                          ("aggregation", "chain's (token_mean; paper: seq_mean_token_mean)",
+                           "one sequence per micro-batch: the loss −A·ρ of that sequence")),
+                placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
+                          "1), log π_old recomputed by the learner before the update; the mean runs over that "
+                          "micro-batch's response tokens; ours: a loss term, ρ per row over its loss tokens, on each "
+                          "micro-batch",
+                deviations=("ρ is computed per row; the code's masked mean runs over the whole micro-batch, "
+                            "which is one row in its scripts (equal there)",
+                            "A is averaged over the row's tokens (per-token advantages allowed); the code's A is "
+                            "one scalar per row (equal for outcome advantages)",
+                            "log r clamped to ±20 and log ρ to [−20, 10] (verl geo_mean's); the code has none",
+                            "A = 0 gives 0 here (sign 0); the code treats A = 0 as positive (the loss is 0 either "
+                            "way)"))),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -830,28 +911,110 @@ def _technique_rows():
        Fidelity("authors_code", "github.com/yaochenzhu/Rank-GRPO: libs/trl/rank_grpo_trainer.py "
                 "(importance_sampling_level='item')",
                 "log r clamped +-20 and log rho at 10 (code: none); its overflow bin is any spare id here; "
-                "eps 0.06/0.08 = train_rank_grpo.py")),
+                "eps 0.06/0.08 = train_rank_grpo.py",
+                read="yaochenzhu/Rank-GRPO@0808d82c (2026-05-23) libs/trl/rank_grpo_trainer.py:2016-2088 "
+                     "(importance_sampling_level 'item': per-item mean log r via scatter_add over seg ids clamped "
+                     "to [0, rec_num], PPO clip, loss_type aggregation) and train_rank_grpo.py:117-170 "
+                     "(epsilon 0.06, epsilon_high 0.08, beta = kl_beta 1e-3, num_iterations = mu 1, rec_num 20)",
+                defaults=(("eps_low", "0.06", "epsilon 0.06"), ("eps_high", "0.08", "epsilon_high 0.08"),
+                          ("segments", "ids < max_segments (default T)", "items 0..rec_num−1 (rec_num 20) + one "
+                           "overflow bin"),
+                          ("KL to the reference", "not in this term (add kl_penalty)", "beta = kl_beta 1e-3, "
+                           "k3 per token"),
+                          ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
+                          ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type (not set by the "
+                           "script)")),
+                placement="theirs: TRL's _compute_loss on each micro-batch, log π_old = the detached current "
+                          "log-probs (mu = 1: on-policy) or the generation step's; ours: a loss term on each "
+                          "micro-batch, log π_old = logp_old (else logp_behavior), segment ids from the batch",
+                deviations=("the code's overflow bin (tokens after the last item) is any spare id here: give those "
+                            "tokens their own id",
+                            "log r clamped to ±20 and log ρ at 10; the code has none",
+                            "the KL term (beta 1e-3 in the script) is a separate kl_penalty term"))),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", "TRL GRPOTrainer loss_type='cispo'; " + verl + "compute_policy_loss_cispo",
+       Fidelity("peer", "TRL v1.9.0 GRPOTrainer loss_type='cispo'; verl v0.7.0 core_algos.compute_policy_loss_cispo",
                 "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
-                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form")),
+                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form",
+                read=_TRL19 + " trl/trainer/grpo_trainer.py:3080-3082 (clamp(coef_1, max=epsilon_high).detach() · A · "
+                     "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
+                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo",
+                defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
+                           "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
+                           "verl: cap 1 + clip_ratio_high = 1.2"),
+                          ("eps_low", "None (no lower clip)", "TRL: none; verl: 1 − clip_ratio_low = 0.8"),
+                          ("log-ratio clamp", "±20", "TRL: none; verl: ±20"),
+                          ("aggregation", "chain's (token_mean)",
+                           "TRL: token sum / global token count; verl: loss_agg_mode (token-mean)")),
+                placement="theirs: the loss of each micro-batch, ratio against the generation step's old "
+                          "log-probs (TRL: the detached current log-probs when num_iterations = 1); ours: a loss "
+                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("our eps_high is an offset (cap 1 + eps_high) like verl's; TRL's epsilon_high is the "
+                            "cap itself: TRL epsilon_high=5 is eps_high=4",
+                            "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
+                            "log r clamped to ±20 (verl); TRL has no clamp"))),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),
-       Fidelity("peer", verl + "compute_policy_loss_sapo; TRL GRPOTrainer loss_type='sapo'",
-                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)")),
+       Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_sapo; TRL v1.9.0 GRPOTrainer loss_type='sapo'",
+                "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)",
+                read=_V07 + ":1076-1158 compute_policy_loss_sapo, actor.yaml tau_pos/tau_neg; " + _TRL19 +
+                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717",
+                defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
+                          ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
+                          ("log-ratio clamp", "±20", "verl ±20; TRL none"),
+                          ("aggregation", "chain's (token_mean)",
+                           "verl: seq-mean-token-mean, forced; TRL: per-sequence mean, then mean")),
+                placement="theirs: the actor's loss on each micro-batch, ratio against the old log-probs; tau "
+                          "chosen by A > 0 (A = 0 takes tau_neg); ours: a loss term on each micro-batch, the same "
+                          "rule",
+                deviations=("aggregation is chain's; both peers average per sequence first: "
+                            "chain(aggregate=seq_mean_token_mean)",
+                            "log r clamped to ±20 (verl); TRL has no clamp"))),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "github.com/sii-research/siiRL: siirl/dag_worker/core_algos.py compute_policy_loss_cpgd",
                 "PG term: same gradient (value shifted by -A log pi_old); drift sg(min(r-1, 2)) log pi = our k3 "
-                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)")),
+                "gradient, uncapped here; siiRL scripts: coef 0.001 (ours 0.1)",
+                read="sii-research/siiRL@af00a771 (2026-01-05) siirl/dag_worker/core_algos.py:573-624 "
+                     "compute_policy_loss_cpgd (log π clamped at log π_old + log(1 ± ε) on A's side, −A·that); "
+                     "siirl/engine/actor/dp_actor.py:488-494 (policy_drift = clamp(exp(sg(log π) − log π_old) − 1, "
+                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh",
+                defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio 0.2 (script), low/high default "
+                           "to it"),
+                          ("drift_coef", "0.1", "policy_drift_coeff 0.001 (script; config default 0.0)"),
+                          ("drift estimator", "k3: r − 1 − log r (gradient (r − 1)·∇log π)",
+                           "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
+                          ("log-ratio clamp", "±20", "none"),
+                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)")),
+                placement="theirs: the actor's loss on each micro-batch (loss_mode='cpgd'; the drift added in "
+                          "dp_actor when use_cpgd_loss), log π_old recomputed before the update; ours: one loss "
+                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("the PG value is ours − (−A log π_old): the same gradient, a different logged value",
+                            "the drift gradient is uncapped here; siiRL caps r − 1 at 2 (equal while r ≤ 3)",
+                            "drift_coef default 0.1 is ours; the siiRL scripts use 0.001 (drift_coef=0.001)",
+                            "log r clamped to ±20; siiRL has none"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
-                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20")),
+                "clip_eps (a PPO clip on the smoothed ratio) is our option, off by default; log r clamped +-20",
+                read="MCDwyer/GR-PSPO@16d89d53 (2025-11-19) grpotrainer.patch:20-45 (trust_region_method 'pspo': "
+                     "coef_2 = (1 − smoothing_alpha)·coef_1 + smoothing_alpha; −coef_2·A), grpoconfig.patch "
+                     "(against trl-0.25.1: smoothing_alpha 0.1, trust_region_method 'clip'), maths_finetuning.py:"
+                     "160-215 (pspo runs: epsilon 0, loss_type 'dapo', num_iterations 2, beta 0); requirements.txt "
+                     "pins trl==0.21.0",
+                defaults=(("alpha", "0.1", "smoothing_alpha 0.1"),
+                          ("clip_eps", "None (no clip)", "none in the pspo branch (epsilon 0.0 unused)"),
+                          ("log-ratio clamp", "±20", "none (TRL's log ratio)"),
+                          ("aggregation", "chain's (token_mean)", "loss_type 'dapo' (token sum / global count)")),
+                placement="theirs: TRL GRPOTrainer._compute_loss on each micro-batch, coef_1 against the "
+                          "generation step's old log-probs (num_iterations 2: two passes over each batch); ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                deviations=("clip_eps (a PPO clip on the smoothed ratio) is our option, off by default (the "
+                            "authors' form)",
+                            "log r clamped to ±20; TRL's has none"))),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
        loss_term_factory(decoupled_ppo, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -859,14 +1022,61 @@ def _technique_rows():
        Fidelity("authors_code", "github.com/inclusionAI/AReaL: areal/utils/functional/functional.py "
                 "ppo_actor_loss_fn",
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
-                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection")),
+                "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection",
+                read="inclusionAI/AReaL@4aef98d8 (v1.0.4-17, 2026-05-21) areal/utils/functional/functional.py:"
+                     "429-545 ppo_actor_loss_fn and :185-330 apply_rejection_sampling; areal/api/cli_args.py:"
+                     "1224-1320 RejectionSamplingConfig (level token, action mask, metric ratio, upper 5.0, lower "
+                     "None), :1396-1410 (eps_clip 0.2, eps_clip_higher None, c_clip None), :1485-1500 "
+                     "(use_decoupled_loss False, rejection_sampling None)",
+                defaults=(("eps_low", "0.2", "eps_clip 0.2"), ("eps_high", "eps_low", "eps_clip_higher None → "
+                           "eps_clip"),
+                          ("dual_clip", "None", "c_clip None"),
+                          ("behaviour weight w", "always applied", "only with rejection_sampling set (default None)"),
+                          ("behavior_cap, cap_mode", "None, 'mask'", "rejection_sampling upper 5.0, action "
+                           "'mask' when configured"),
+                          ("log-ratio clamp", "±20 (r and w)", "none (w's non-finite log ratios set to 0)")),
+                placement="theirs: the actor's loss on each micro-batch, π_prox recomputed by the trainer before "
+                          "the update, π_behave from the inference engine; masked tokens stay in the denominator "
+                          "(loss_mask_count before rejection); ours: a loss term on each micro-batch, π_prox = "
+                          "logp_old, π_behav = logp_behavior, the chain's denominator over loss_mask",
+                deviations=("w multiplies the loss always (the paper's objective); AReaL only with "
+                            "rejection_sampling configured; its form without it (no w) is ppo_clip with "
+                            "old_logp = the proximal log-probs",
+                            "AReaL's lower bound, sequence level and k1–k3 metrics are not options here: add "
+                            "mis / divergence_rejection as a correction",
+                            "log ratios clamped to ±20; AReaL has none"))),
       ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
        "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
        loss_term_factory(exgrpo_policy, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py; "
                 "ExGRPO/exp_scripts/run_exgrpo.sh",
                 "mixed phase = a replay stage in the recipe (authors: once batch solve rate > 0.35); clip_fresh=True "
-                "PPO-clips fresh rows; the rho weighting is the batch composition")),
+                "PPO-clips fresh rows; the rho weighting is the batch composition",
+                read="ElliottYan/LUFFY@01f4ae06 (2026-03-20) ExGRPO/exgrpo/verl/verl/mix_src/mix_core_alg.py:36-230 "
+                     "compute_token_on_off_policy_loss (:87-127 on-policy ratio and loss_remove_clip, :129-151 "
+                     "off_ratio = r / (r + 0.1) for 'p_div_p_0.1', :197 per-token mix by prefix_mask, :215-219 "
+                     "loss_remove_token_mean: Σ loss·mask / response length) and ExGRPO/exp_scripts/run_exgrpo.sh "
+                     "(off_policy_reshape p_div_p_0.1, loss_remove_clip True, loss_remove_token_mean True, "
+                     "experience_ratio 0.5, experience_start_sratio 0.35, entropy_coeff 0.001)",
+                defaults=(("beta", "0.1", "p_div_p_0.1"),
+                          ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
+                          ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
+                           "phase)"),
+                          ("aggregation", "chain's (token_mean)", "loss_remove_token_mean: Σ over the "
+                           "micro-batch / max response length"),
+                          ("entropy bonus", "not in this term (entropy_bonus)", "entropy_coeff 0.001"),
+                          ("log-ratio clamp", "±20", "none")),
+                placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
+                          "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
+                          "once the batch solve rate passes 0.35; ours: a loss term on each micro-batch, replayed "
+                          "rows from batch.extras[replay_key], log π_old = logp_old (the exgrpo stage's behaviour "
+                          "log-probs for replayed rows)",
+                deviations=("aggregation is chain's; the recipe's form (Σ / max length) is "
+                            "chain(aggregate=seq_mean_token_sum_norm) up to the 1/B factor",
+                            "the on-policy warm-up phase is a batch without extras[replay_key] (PPO clip, as the "
+                            "authors'); the switch at solve rate 0.35 belongs to the replay stage",
+                            "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
+                            "log r clamped to ±20; the code has none"))),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, stage=stage, fidelity=fid)
                for name, fn, formula, src, stage, fid in rows)

@@ -54,7 +54,7 @@ def sft_nll(coef=1.0):
   def term(out: PolicyOutputs, batch: TrainBatch):
     _check_batch(out, batch)
     logp = out.logp.astype(_float(out.logp))
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(logp.dtype)  # float64 stays float64 (x64)
     return -c * logp, {"nll": _nll_metric(logp, _mask(batch)), "coef": c}
 
   return _with_name(term, "sft_nll")
@@ -149,11 +149,11 @@ def opd(coef=1.0, *, teacher_key: str = "logp_teacher", importance_weighting: bo
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     teacher = _extra(batch, teacher_key, shape)
-    logp = out.logp.astype(jnp.float32)
+    logp = out.logp.astype(_float(out.logp))  # float64 stays float64 (x64)
     has_prox = batch.logp_old is not None or batch.logp_behavior is not None
     log_w = _log_ratio(out, batch) if (importance_weighting and has_prox) else logp - _sg(logp)
     diff = _sg(logp - teacher)
-    c = jnp.asarray(coef, jnp.float32)
+    c = jnp.asarray(coef).astype(logp.dtype)
     mask = _mask(batch)
     metrics = {"reverse_kl": _masked_mean(diff, mask), "teacher_nll": _masked_mean(-teacher, mask)}
     return c * diff * jnp.exp(log_w), metrics
@@ -363,15 +363,16 @@ def alol(*, ratio: str = "sequence", eps=0.9):
   def term(out: PolicyOutputs, batch: TrainBatch):
     shape = _check_batch(out, batch)
     adv = _require("batch.advantages", batch.advantages, shape)
-    mask = _mask(batch)
-    logp = out.logp.astype(jnp.float32)
+    dtype = _float(out.logp)  # float64 stays float64 (x64)
+    mask = _mask(batch).astype(dtype)
+    logp = out.logp.astype(dtype)
     n = jnp.sum(mask, axis=1)
-    has = (n > 0).astype(jnp.float32)
+    has = (n > 0).astype(dtype)
     a_seq = _seq_sum(adv, mask) / jnp.maximum(n, 1.0)
-    keep = (a_seq > 0).astype(jnp.float32) * has
-    e = jnp.asarray(eps, jnp.float32)
+    keep = (a_seq > 0).astype(dtype) * has
+    e = jnp.asarray(eps).astype(dtype)
     if ratio == "none":
-      w = jnp.ones(shape, jnp.float32)
+      w = jnp.ones(shape, dtype)
     else:
       ref = _require("batch.logp_ref", batch.logp_ref, shape)
       log_r = _sg(logp - ref)
@@ -583,35 +584,138 @@ def _technique_rows():
   return (
       Technique("sft_nll", "supervised", sft_nll, "L_t = −log π_θ(y_t)", "standard SFT; 001_5839a3671b0b4d92.txt L49",
                 stage=loss_term_factory(sft_nll),
-                fidelity=Fidelity("peer", "TRL SFTTrainer token cross-entropy (sft_trainer._chunked_cross_entropy_loss)",
+                fidelity=Fidelity("peer", "TRL v1.9.0 SFTTrainer token cross-entropy "
+                                  "(sft_trainer._chunked_cross_entropy_loss)",
                                   "TRL divides by num_items_in_batch (global token count): token_mean with the "
-                                  "global denominator")),
+                                  "global denominator",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/sft_trainer.py:99-116 _chunk "
+                                       "(F.nll_loss(log_softmax, reduction='sum') per chunk of valid tokens), "
+                                       ":117-234 _chunked_cross_entropy_loss (Σ / num_items_in_batch, else / the "
+                                       "local valid count), :1286-1300 (loss_type); trl/trainer/sft_config.py:"
+                                       "283-295, 335-336 (loss_type None → 'chunked_nll')",
+                                  defaults=(("coef", "1.0", "none (1)"),
+                                            ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
+                                             "assistant_only_loss choose them)"),
+                                            ("aggregation", "chain's (token_mean over the micro-batch's loss "
+                                             "tokens)", "Σ / num_items_in_batch (valid tokens over the "
+                                             "accumulation window)")),
+                                  placement="theirs: the model forward's loss on each micro-batch (logits → "
+                                            "log_softmax at the labels); ours: a loss term from out.logp on each "
+                                            "micro-batch",
+                                  deviations=("TRL normalises by the valid-token count of the whole gradient-"
+                                              "accumulation window (num_items_in_batch); chain's token_mean by the "
+                                              "micro-batch's (equal with one micro-batch, or with the trainer's "
+                                              "whole-batch token_mean denominator)",))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
                 stage=loss_term_factory(gft),
                 fidelity=Fidelity("authors_code", "github.com/ZJU-OmniAI/GFT: verl/trainer/ppo/core_algos.py "
                                   "compute_gft_loss",
                                   "the code always multiplies by the group advantages: use_advantages=True (off by "
-                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours")),
+                                  "default, the term also serves as an SFT addend); rectification='ramp' is ours",
+                                  read="ZJU-OmniAI/GFT@763384de (2026-05-19) verl/trainer/ppo/core_algos.py:668-712 "
+                                       "compute_gft_loss (−log π · sg(where(p > tao, 1, p)) · A, agg_loss), "
+                                       "verl/workers/actor/dp_actor.py:185-200 (p = softmax of the logits before "
+                                       "the temperature division) and :586-594, examples/gft_trainer/"
+                                       "run_qwen2.5-math-1.5B.sh (tao 0.1, adv_estimator grpo, use_kl_loss False, "
+                                       "entropy_coeff 0)",
+                                  defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
+                                            ("rectification", "'step'", "step (p > tao ? 1 : p)"),
+                                            ("use_advantages", "False", "always (× A)"),
+                                            ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean")),
+                                  placement="theirs: the actor's loss on each micro-batch (loss_mode 'gft'), A "
+                                            "from verl's grpo estimator, p and log π from that forward; ours: a "
+                                            "loss term on each micro-batch, p = exp(sg(log π_θ))",
+                                  deviations=("use_advantages=False by default (an SFT addend); the authors' loss is "
+                                              "gft(use_advantages=True) with grpo advantages",
+                                              "p is exp(log π) of the trained (temperature-scaled) log-prob; the "
+                                              "code's p is the softmax before the temperature division (equal at "
+                                              "temperature 1)",
+                                              "rectification='ramp' is our option"))),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
                 stage=loss_term_factory(opd, needs={"logp_teacher", "logp_old"}),
                 fidelity=Fidelity("peer", "github.com/THUDM/slime: slime/backends/megatron_utils/loss.py "
                                   "apply_opd_kl_to_advantages",
                                   "a standalone loss term; slime subtracts coef·(log π_old − log π_T) from the "
-                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)")),
+                                  "advantages, so it passes the PPO clip (same gradient on-policy, unclipped)",
+                                  read="THUDM/slime@624b824a (2026-08-21) slime/backends/megatron_utils/loss.py:"
+                                       "663-701 apply_opd_kl_to_advantages (A ← A − opd_kl_coef·(log π − log π_T) "
+                                       "per token, log π the trainer's recomputed log-probs, or the rollout's with "
+                                       "use_rollout_logprobs), called at :810-816 after the advantage estimator "
+                                       "and before normalize_advantages; slime/utils/arguments.py:1123-1150 "
+                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0)",
+                                  defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
+                                            ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
+                                             "from an SGLang server or a Megatron teacher (opd_type)"),
+                                            ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
+                                             "the PPO ratio of the policy loss")),
+                                  placement="theirs: once per step on the whole rollout batch, folded into the "
+                                            "advantages before their normalisation; the policy loss (PPO clip) then "
+                                            "carries it on every micro-batch; ours: a separate loss term on each "
+                                            "micro-batch, the KL value detached, the gradient through w",
+                                  deviations=("a standalone term: not clipped by the PPO ratio and not part of "
+                                              "the advantage normalisation (slime's --normalize-advantages would "
+                                              "rescale it with the advantages); equal value and gradient on-policy "
+                                              "without normalisation",
+                                              "the KL uses the current log π_θ (= log π_old on-policy); slime's "
+                                              "the step's old log-probs"))),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
-                fidelity=Fidelity("peer", "TRL DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
-                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none")),
+                fidelity=Fidelity("peer", "TRL v1.9.0 DPOTrainer loss_type='sigmoid' (f_divergence_type='reverse_kl')",
+                                  "label_smoothing (cDPO form) is our option; TRL's sigmoid loss has none",
+                                  read="huggingface/trl@v1.9.0 (35def3ee) trl/trainer/dpo_trainer.py:1329-1435 "
+                                       "_compute_loss (completion log-probs summed per sequence, reference ones "
+                                       "likewise, reverse_kl scores = the log ratios, sigmoid: −logsigmoid(β·Δ)), "
+                                       ":1578 (mean over the pairs × loss weight); trl/trainer/dpo_config.py "
+                                       "(beta 0.1, loss_type ['sigmoid'], label_smoothing 0.0, f_divergence_type "
+                                       "'reverse_kl', ld_alpha None)",
+                                  defaults=(("beta", "0.1", "0.1"),
+                                            ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
+                                             "robust/exo/aot use it)"),
+                                            ("f_divergence_type", "reverse KL only", "'reverse_kl'"),
+                                            ("ld_alpha (length desensitisation)", "not offered", "None")),
+                                  placement="theirs: each micro-batch holds [chosen; rejected] halves, policy and "
+                                            "reference forwards on it (or precomputed reference log-probs); ours: a "
+                                            "loss term on each micro-batch, pairs from batch.extras, π_ref = "
+                                            "batch.logp_ref; both rows of a pair must share a micro-batch",
+                                  deviations=("label_smoothing > 0 gives the cDPO form −(1 − ε) log σ(βΔ) − ε log "
+                                              "σ(−βΔ) (TRL's 'aot' smoothing, not its 'robust'); TRL's 'sigmoid' "
+                                              "has none",
+                                              "the pair loss is spread over the pair's tokens: "
+                                              "aggregate=seq_mean_token_mean gives TRL's mean over pairs; other "
+                                              "aggregations weight pairs by length",
+                                              "TRL's other loss types and f-divergences are not offered"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
                 fidelity=Fidelity("authors_code", "github.com/abaheti95/LoL-RL: lolrl_qlora_llama_hh.py (a_lol, "
                                   "a_lol_seq, a_lol_ref_free)",
                                   "A = R − V(x) comes from the batch (the code's value head); ppo_clip=0 (no clip) and "
-                                  "A-LoL-KL are not offered")),
+                                  "A-LoL-KL are not offered",
+                                  read="abaheti95/LoL-RL@9f8d8166 (2024-03-20) lolrl_qlora_llama_hh.py:110-111 "
+                                       "(algorithm, ppo_clip 0.9), :844-905 a_lol (ratio exp(Σ log π − Σ log π_ref) "
+                                       "under no_grad, clamp [1 − 0.9, 1 + 0.9], × Σ_t −log π, × clamp(R − V, 0), "
+                                       "batch mean), :906-952 a_lol_seq (per-token clamped ratio), :953-962 "
+                                       "a_lol_ref_free",
+                                  defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
+                                             "a_lol is the paper's main method"),
+                                            ("eps", "0.9", "ppo_clip 0.9"),
+                                            ("A", "batch.advantages (its masked mean per row)",
+                                             "R − V(x) from the value head on the reference model, clamp(min=0)"),
+                                            ("aggregation", "chain's (seq_mean_token_sum gives the code's)",
+                                             "mean over the batch of the per-sequence sums")),
+                                  placement="theirs: offline, each training batch of the fixed data set: π_ref and "
+                                            "V(x) from the frozen reference model under no_grad, the loss on the "
+                                            "batch, gradient accumulation; ours: a loss term on each micro-batch, "
+                                            "π_ref = batch.logp_ref, A = batch.advantages",
+                                  deviations=("A comes from the batch: the code's value head V(x) is the advantage "
+                                              "room's job (advantages = R − V)",
+                                              "ppo_clip=0 (unclipped ratio) and A-LoL-KL (kl_beta > 0) are not "
+                                              "offered",
+                                              "the sequence ratio is clipped in log space (same value, no "
+                                              "overflow); the token ratio's log is clamped to ±20 first"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
@@ -619,7 +723,34 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
-                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)")),
+                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)",
+                                  read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
+                                       "the code index: no snapshot can be fetched): the argparse defaults in main() "
+                                       "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
+                                       "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5) and the training loop's "
+                                       "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
+                                       "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
+                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens)",
+                                  defaults=(("tau / rho", "one of them required", "decision positions precomputed "
+                                             "(cgap_tau 2.5 for the held-out gap)"),
+                                            ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip)"),
+                                            ("gate comparison", "H ≥ τ", "H > τ"),
+                                            ("KL anchor off the gate", "none here (compose kl_penalty)",
+                                             "kl_weight 0.1 · KL(π_base ‖ π_θ), full-vocabulary"),
+                                            ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
+                                            ("aggregation", "chain's (token_mean over loss_mask)", "mean over the "
+                                             "gated tokens")),
+                                  placement="theirs: offline, on each micro-batch of the stored rollouts; the "
+                                            "frozen base model's forward gives the KL anchor, the gate comes with "
+                                            "the data; ours: a loss term on each micro-batch, the gate from "
+                                            "batch.extras[entropy_key] (base-model entropies) or entropy_old",
+                                  deviations=("c = ±1 by correctness instead of the clipped advantage (equal when "
+                                              "|A| = 1)",
+                                              "the gate keeps H = τ (≥); theirs needs H > τ",
+                                              "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
+                                              "code's full-vocabulary KL(π_base ‖ π_θ))",
+                                              "the copy's authorship is unconfirmed; the other decision objectives "
+                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
@@ -627,7 +758,26 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Hesse73/RLVR-Directions: verl/recipe/logprl/"
                                   "logp_ray_trainer.py (reshape_reversed)",
                                   "the code's other reweight methods and advantage-sign masks are not offered; "
-                                  "form='power' is our earlier design")),
+                                  "form='power' is our earlier design",
+                                  read="Hesse73/RLVR-Directions@af8f20a6 (2026-02-22) verl/recipe/logprl/"
+                                       "logp_ray_trainer.py:493-562 (reweight: p = exp(old_log_probs); "
+                                       "reshape_reversed w = 1 + c − c·p; advantages × w, optionally under an "
+                                       "advantage-sign mask), recipe/logprl/config/logp_trainer.yaml (adv_mask "
+                                       "'none'), scripts/run_7B.sh (c 0.2, clip 0.2/0.28, clip_ratio_c 10, "
+                                       "token-mean, no KL) and run_8B.sh (c 0.1)",
+                                  defaults=(("form", "'linear'", "reshape_reversed"),
+                                            ("c", "0.2", "0.2 (run_7B.sh); 0.1 (run_8B.sh)"),
+                                            ("source", "'old' (logp_proximal)", "old_log_probs (recomputed)"),
+                                            ("normalize", "False", "none"),
+                                            ("adv_mask", "not offered (all tokens)", "'none'")),
+                                  placement="theirs: once per step on the driver, after the advantage, on the "
+                                            "whole batch: A ← A·w, then the PPO actor update; ours: a wrapper "
+                                            "multiplying the wrapped term's per-token loss by the detached w on "
+                                            "each micro-batch (equal: the PPO loss is linear in A for a fixed "
+                                            "sign and w > 0)",
+                                  deviations=("the code's other methods (reshape, middle, normalize, ppl*) and its "
+                                              "positive/negative advantage masks are not offered",
+                                              "form='power' (normalised, current p) is our earlier design"))),
   )
 
 

@@ -36,10 +36,10 @@ def value_loss(clip_eps: Optional[float] = 0.2, coef=1.0):
   Convention: identical to verl's ``compute_value_loss`` (per-token
   ``max`` of the two squared errors, ½ outside, aggregated over the response
   mask by ``chain``'s ``aggregate``; verl's default ``loss_agg_mode`` is
-  token-mean = ``token_mean`` here). Default ``clip_eps=0.2`` is OpenRLHF's
-  ``--value_clip``, TRL's ``cliprange_value`` and PPO2's shared ``cliprange``;
-  verl's ``critic.cliprange_value`` defaults to 0.5 (pass ``clip_eps=0.5`` to
-  reproduce it). The ε is absolute (in units of the returns), so it should
+  token-mean = ``token_mean`` here). Default ``clip_eps=0.2`` is TRL's
+  ``cliprange_value`` and PPO2's shared ``cliprange``; verl's
+  ``critic.cliprange_value`` and OpenRLHF v0.11.0's ``--critic.value_clip``
+  default to 0.5 (pass ``clip_eps=0.5`` to reproduce them). The ε is absolute (in units of the returns), so it should
   follow the scale of the rewards.
 
   Args:
@@ -71,7 +71,7 @@ def value_loss(clip_eps: Optional[float] = 0.2, coef=1.0):
       per_token, clipped = err, jnp.zeros(shape, bool)
     else:
       old = jax.lax.stop_gradient(_require("batch.values_old", batch.values_old, shape))
-      eps = jnp.asarray(clip_eps, jnp.float32)
+      eps = jnp.asarray(clip_eps).astype(jnp.promote_types(v.dtype, jnp.float32))  # float64 stays float64
       err_clip = jnp.square(jnp.clip(v, old - eps, old + eps) - ret)
       per_token, clipped = jnp.maximum(err, err_clip), err_clip > err
     mask = _mask(batch)
@@ -82,7 +82,7 @@ def value_loss(clip_eps: Optional[float] = 0.2, coef=1.0):
     metrics = {"clip_frac": _masked_mean(clipped.astype(jnp.float32), mask),
                "value_mean": _masked_mean(vs, mask), "return_mean": _masked_mean(ret, mask),
                "explained_variance": 1.0 - var_resid / jnp.maximum(var_ret, 1e-8)}
-    return jnp.asarray(coef, jnp.float32) * 0.5 * per_token, metrics
+    return jnp.asarray(coef).astype(jnp.promote_types(per_token.dtype, jnp.float32)) * 0.5 * per_token, metrics
 
   return _with_name(term, "value_loss")
 
@@ -96,9 +96,28 @@ def _technique_rows():
                 "½·coef·max((v−R)², (clip(v, v_old−ε, v_old+ε)−R)²); ε=None: ½·coef·(v−R)²",
                 "PPO arXiv:1707.06347; verl compute_value_loss (cliprange_value); OpenRLHF ValueLoss",
                 stage=loss_term_factory(value_loss, needs={"values", "returns"}),
-                fidelity=Fidelity("peer", "verl 0.9.1 core_algos.compute_value_loss",
-                                  "default clip_eps 0.2 (OpenRLHF/TRL; verl critic cliprange_value 0.5: pass 0.5); "
-                                  "coef is ours")),
+                fidelity=Fidelity("peer", "verl v0.7.0 core_algos.compute_value_loss; OpenRLHF v0.11.0 ValueLoss",
+                                  "default clip_eps 0.2 (TRL's cliprange_value; verl cliprange_value and OpenRLHF "
+                                  "value_clip are 0.5: pass 0.5); coef is ours",
+                                  read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:1546-1585 "
+                                       "compute_value_loss and verl/trainer/config/critic/critic.yaml:80 "
+                                       "(cliprange_value 0.5); OpenRLHF/OpenRLHF@v0.11.0 (3c3be623) "
+                                       "openrlhf/models/loss.py:233-269 ValueLoss, cli/train_ppo_ray.py:390 "
+                                       "(--critic.value_clip 0.5); huggingface/trl@v1.9.0 "
+                                       "trl/experimental/ppo/ppo_config.py:257-263 (vf_coef 0.1, cliprange_value 0.2)",
+                                  defaults=(("clip_eps", "0.2", "verl 0.5; OpenRLHF 0.5; TRL 0.2"),
+                                            ("coef", "1.0", "verl: none (own critic optimiser); TRL vf_coef 0.1"),
+                                            ("½ factor", "yes", "yes (verl, OpenRLHF)"),
+                                            ("aggregation", "chain's (token_mean)", "verl loss_agg_mode token-mean; "
+                                             "OpenRLHF token-level mean")),
+                                  placement="theirs: the critic's update on each micro-batch, v_old the values "
+                                            "computed before the update on the whole batch, R = GAE returns; "
+                                            "ours: a loss term on each micro-batch, v_old = batch.values_old, "
+                                            "R = batch.returns",
+                                  deviations=("default ε 0.2 is TRL's; verl and OpenRLHF default to 0.5 "
+                                              "(clip_eps=0.5)",
+                                              "coef (TRL's vf_coef) weights the term for a shared actor-critic "
+                                              "loss; verl's separate critic has none (coef=1)"))),
   )
 
 
