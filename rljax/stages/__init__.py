@@ -76,8 +76,8 @@ At start-up every stage runs once on a synthetic batch of the run's shapes and i
 table (``rljax.train._contracts``: tuple, dict keys, dtype, shape, finite values); loss terms are traced under
 ``jax.jit`` first. A violation names the slot, the stage, what it returned and what was expected.
 """
-from rljax.stages._data import (BATCH_NEEDS, NEEDS, REPLAY_UNSTORED, ControlInputs, NeedError, PromptData, RunFacts,
-                                StepData, TaskGradients, scalar_metrics)
+from rljax.stages._data import (BATCH_NEEDS, EXTRAS, NEEDS, PRODUCERS, REPLAY_UNSTORED, ControlInputs, Extra, NeedError,
+                                PromptData, RunFacts, StepData, TaskGradients, produced_by, scalar_metrics)
 from rljax.stages._factories import checked, data_stage_factory, keyword, loss_term_factory, probe_step
 from rljax.stages._factories import _input, _signature  # noqa: F401 (the rooms' stage adapters build on them)
 from rljax.stages._kinds import _merge_hparams  # noqa: F401 (rljax.recipes merges the loss terms' hparams with it)
@@ -85,7 +85,7 @@ from rljax.stages._kinds import (Advantage, Aggregation, Controller, Filter, Los
                                  Reward, Shaping, Stage, check_needs)
 
 __all__ = [
-    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
+    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "PRODUCERS", "produced_by", "EXTRAS", "Extra", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
     "TaskGradients", "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm",
     "Aggregation", "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory",
     "keyword", "probe_step", "checked",

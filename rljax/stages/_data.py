@@ -23,14 +23,32 @@ _ROW_EXTRAS = "row extras"  # a dict: ``take`` indexes its [B, ...] entries, ``c
 _STEP = "step"  # one value for the whole step (sizes, names, the PRNG key): kept as it is
 
 
-def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None, batch: bool = False,
-           replayed: bool = True, train: Optional[str] = None, extra: Optional[str] = None,
+# Who fills each need (``_field(by=...)``): one producer per need. The loop runs a producer only when a stage of
+# the recipe needs one of its fields (``produced_by``); ``rljax.train._producers`` registers the functions of the
+# conditional ones ("scoring"; the forwards in ``rljax.train._inputs``).
+PRODUCERS: Mapping[str, str] = {
+    "sampler": "every rollout (the sampler's outputs)",
+    "rollout": "the rollout, when the run has it (several rewards; one turn per sample, or an episode's turns)",
+    "episodes": "multi-turn episodes (rljax.train._episodes)",
+    "scoring": "the host, from the scored completions and the task (a function in rljax.train._producers.SCORING)",
+    "greedy rollout": "one greedy rollout of each prompt, scored (ReMax's baseline)",
+    "policy forward": "a forward of the policy before the step's updates (the proximal policy)",
+    "reference forward": "a forward of the frozen reference policy (a teacher is the reference)",
+    "critic forward": "a forward of the critic (the policy's value head when the critic is shared)",
+    "stage": "an earlier stage of the recipe (shaping, an estimator)",
+    "task gradients": "the per-task gradient Gram matrix of the loss, just before the update",
+}
+
+
+def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None, by: Optional[str] = None,
+           batch: bool = False, replayed: bool = True, train: Optional[str] = None, extra: Optional[str] = None,
            default_factory=dataclasses.MISSING):
   """A :class:`StepData` field of ``kind`` (``_ROWS``, ``_ROW_ITEMS``, ``_ROW_EXTRAS``, ``_STEP``).
 
   Args:
     need: the field is an input a stage may declare (its description in :data:`NEEDS`); the loop fills it only
       when some stage of the recipe needs it (the sampler's ``logp_behavior``/``entropy_behavior`` always).
+    by: the need's one producer, a key of :data:`PRODUCERS` (required with ``need``).
     batch: the need reaches the update, as a ``TrainBatch`` field or extras entry (:data:`BATCH_NEEDS`).
     replayed: False when a replay buffer does not store it, so a replayed row could not carry it
       (:data:`REPLAY_UNSTORED`).
@@ -45,7 +63,9 @@ def _field(kind: str, default=dataclasses.MISSING, *, need: Optional[str] = None
   if extra is not None:
     metadata["extra"] = extra
   if need is not None:
-    metadata.update(need=need, batch=batch, replayed=replayed)
+    if by not in PRODUCERS:
+      raise ValueError(f"need field {need!r}: by={by!r} must be one of {sorted(PRODUCERS)}")
+    metadata.update(need=need, by=by, batch=batch, replayed=replayed)
   return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 
@@ -81,7 +101,9 @@ class StepData:
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
 
   Each field declares its kind (a per-row array, per-row items, per-row extras or a step-level value), which
-  ``take`` and ``concat`` follow, and, for an input, its need: adding an input is one field here.
+  ``take`` and ``concat`` follow, and, for an input, its need and its one producer (``by=``, a key of
+  :data:`PRODUCERS`): adding an input is one field here (and, for a host need computed from the scored
+  completions, its function in ``rljax.train._producers.SCORING``).
   """
   tokens: np.ndarray = _rows()
   prompt_mask: np.ndarray = _rows()
@@ -96,64 +118,69 @@ class StepData:
   rewards: np.ndarray = _rows()
   correct: np.ndarray = _rows()
   logp_behavior: np.ndarray = _rows(
-      need="the sampler's log-probs of the sampled tokens (every rollout has them)", batch=True)
-  entropy_behavior: Optional[np.ndarray] = _rows(None, need="the sampler's token entropies (every rollout has them)")
+      need="the sampler's log-probs of the sampled tokens (every rollout has them)", batch=True, by="sampler")
+  entropy_behavior: Optional[np.ndarray] = _rows(
+      None, need="the sampler's token entropies (every rollout has them)", by="sampler")
   routing: Optional[np.ndarray] = _rows(None)
   max_new_tokens: int = _field(_STEP, 0)
   step: int = _field(_STEP, 0)
   key: Any = _field(_STEP, None)
   logp_old: Optional[np.ndarray] = _rows(
       None, need="proximal log-probs: the policy before this step's updates, recomputed on the rollout tokens",
-      batch=True, train="logp_old")
+      batch=True, train="logp_old", by="policy forward")
   entropy_old: Optional[np.ndarray] = _rows(
       None, need="token entropies of the proximal policy (the same forward as logp_old)", batch=True,
-      train="entropy_old")
+      train="entropy_old", by="policy forward")
   logp_ref: Optional[np.ndarray] = _rows(
       None, need="reference-policy log-probs (a forward of the frozen reference: the policy at the start of RL)",
-      batch=True, train="logp_ref")
+      batch=True, train="logp_ref", by="reference forward")
   entropy_ref: Optional[np.ndarray] = _rows(
-      None, need="token entropies of the reference (base) policy (the same forward as logp_ref)", batch=True)
+      None, need="token entropies of the reference (base) policy (the same forward as logp_ref)", batch=True,
+      by="reference forward")
   logp_teacher: Optional[np.ndarray] = _rows(
       None, need="teacher log-probs (the teacher is the reference policy; TrainBatch.extras['logp_teacher'])",
-      batch=True, extra="logp_teacher")
+      batch=True, extra="logp_teacher", by="reference forward")
   values: Optional[np.ndarray] = _rows(
       None, need="critic values V_t at sampling time (needs a critic in the recipe)", batch=True, replayed=False,
-      train="values_old")
+      train="values_old", by="critic forward")
   greedy_rewards: Optional[np.ndarray] = _rows(
-      None, need="reward of a greedy rollout of each sample's prompt (ReMax's baseline)", replayed=False)
+      None, need="reward of a greedy rollout of each sample's prompt (ReMax's baseline)", replayed=False,
+      by="greedy rollout")
   answer_ids: Optional[np.ndarray] = _rows(
-      None, need="per-sample answer keys: equal ids for equal extracted answers (task.answer_key)", replayed=False)
+      None, need="per-sample answer keys: equal ids for equal extracted answers (task.answer_key)", replayed=False,
+      by="scoring")
   task_id: Optional[np.ndarray] = _rows(
       None, need="per-sample task ids in [0, num_tasks) (task.task_id / task.num_tasks)", batch=True,
-      replayed=False, train="task_id")
+      replayed=False, train="task_id", by="scoring")
   num_tasks: Optional[int] = _field(_STEP, None)
   reward_components: Optional[np.ndarray] = _rows(
-      None, need="[B, K] one column per reward function (a recipe with several rewards)", replayed=False)
+      None, need="[B, K] one column per reward function (a recipe with several rewards)", replayed=False, by="rollout")
   reward_names: tuple = _field(_STEP, ())
   token_rewards: Optional[np.ndarray] = _rows(
-      None, need="[B, T] token-level rewards (written by a token-level shaping stage)", replayed=False)
+      None, need="[B, T] token-level rewards (written by a token-level shaping stage)", replayed=False, by="stage")
   step_rewards: Optional[np.ndarray] = _rows(
       None, need="[B, S] process (step) rewards with step_mask [B, S] (task.step_rewards(completions, problems))",
-      replayed=False)
+      replayed=False, by="scoring")
   step_mask: Optional[np.ndarray] = _rows(None)
   reward_segments: Optional[np.ndarray] = _rows(
       None, need="[B, T] reward-segment index of each token: column k of reward_components scores the tokens "
                  "with id k (segmented tasks; TrainBatch.extras['reward_segments'], never the attention packing)",
-      batch=True, replayed=False)
+      batch=True, replayed=False, by="rollout")
   turn_ids: Optional[np.ndarray] = _rows(
-      None, need="[B, T] turn ids (multi-turn episodes)", batch=True, replayed=False, train="turn_ids")
+      None, need="[B, T] turn ids (multi-turn episodes)", batch=True, replayed=False, train="turn_ids", by="episodes")
   turns: Optional[tuple] = _field(
       _ROW_ITEMS, None, need="per-sample list of the model's turns as text (multi-turn episodes; one turn when "
-                             "single-turn)", replayed=False)
+                             "single-turn)", replayed=False, by="rollout")
   segment_ids: Optional[np.ndarray] = _rows(None, train="segment_ids")
   advantages: Optional[np.ndarray] = _rows(
-      None, need="advantages written by an earlier estimator (advantage transforms)")
+      None, need="advantages written by an earlier estimator (advantage transforms)", by="stage")
   returns: Optional[np.ndarray] = _rows(
       None, need="critic targets [B, T] written by the advantage estimator (gae)", replayed=False,
-      train="returns")
+      train="returns", by="stage")
   task_gradients: Optional["TaskGradients"] = _field(
       _STEP, None, need="Gram matrix <g_d, g_d'> [K, K] of the per-task gradients of the recipe's loss on the "
-                        "step's batch, before the update (a TaskGradients; computed just before the update)")
+                        "step's batch, before the update (a TaskGradients; computed just before the update)",
+                        by="task gradients")
   extras: Mapping[str, Any] = _field(_ROW_EXTRAS, default_factory=dict)
 
   @property
@@ -242,6 +269,41 @@ REPLAY_UNSTORED = tuple(n for n, m in _declared_needs().items() if not m["replay
 
 # Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
 BATCH_NEEDS = tuple(n for n, m in _declared_needs().items() if m["batch"])
+
+
+class Extra(NamedTuple):
+  """A declared ``StepData.extras`` entry: its dtype ``kinds`` (NumPy kinds: ``"b"`` bool, ``"iu"`` int, ``"f"``
+  float), its ``shape`` (``"B"``: ``[B]``, ``"BT"``: ``[B, T]``), who writes it (``by``) and what it holds."""
+  kinds: str
+  shape: str
+  by: str
+  doc: str
+
+
+# The extras the library's stages and runners write and read, declared once: the start-up check refuses a stage
+# that returns one of them with another dtype or shape, naming the key (``rljax.train._contracts``). A user stage
+# may add keys of its own (they reach ``TrainBatch.extras`` unchecked).
+EXTRAS: Mapping[str, Extra] = {
+    "replay_mask": Extra("b", "B", "a replay or hint stage (rljax.replay, rljax.hints)",
+                         "True on the rows the stage put into the batch (stored or hinted rows); the off-policy "
+                         "loss terms read it (exgrpo_policy's replay_key)"),
+    "replay_slot": Extra("iu", "B", "the collector, from a replay stage's prompts()",
+                         "the stored row each sampled row's group replays (-1: none); the stage's fn reads it"),
+    "hint_mask": Extra("b", "B", "a hint stage (rljax.hints)", "True on the hinted rows"),
+    "role_id": Extra("iu", "B", "self-play episodes (rljax.train._episodes); a replayed row takes the stored row's",
+                     "the row's self-play role (-1: none)"),
+    "policy_version": Extra("iu", "BT", "the asynchronous sampler (rljax.train._async)",
+                            "the policy version that sampled each token"),
+    "logp_prm": Extra("f", "BT", "the task or a user stage (a process reward model)",
+                      "a PRM's log-probs of the rollout tokens (oprl(prm='extras'))"),
+}
+
+
+def produced_by(producer: str) -> frozenset:
+  """The needs ``producer`` (a key of :data:`PRODUCERS`) fills: the loop runs it when a stage needs one of them."""
+  if producer not in PRODUCERS:
+    raise ValueError(f"unknown producer {producer!r}; producers: {sorted(PRODUCERS)}")
+  return frozenset(n for n, m in _declared_needs().items() if m["by"] == producer)
 
 
 class TaskGradients(NamedTuple):
