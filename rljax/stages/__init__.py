@@ -85,8 +85,8 @@ from rljax.stages._kinds import (Advantage, Aggregation, Controller, Filter, Los
                                  Reward, Shaping, Stage, check_needs)
 
 __all__ = [
-    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "PRODUCERS", "produced_by", "EXTRAS", "Extra", "StepData", "PromptData", "RunFacts", "ControlInputs", "Stage",
-    "TaskGradients", "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm",
+    "NEEDS", "BATCH_NEEDS", "REPLAY_UNSTORED", "PRODUCERS", "produced_by", "EXTRAS", "Extra", "StepData",
+    "PromptData", "RunFacts", "ControlInputs", "Stage", "TaskGradients", "Reward", "MultiReward", "Shaping", "Filter", "PromptFilter", "Replay", "Advantage", "LossTerm",
     "Aggregation", "Controller", "NeedError", "scalar_metrics", "check_needs", "loss_term_factory", "data_stage_factory",
     "keyword", "probe_step", "checked",
 ]
