@@ -128,3 +128,28 @@ def test_check_and_root_are_refused_without_regenerate(capsys):
 def test_a_folder_that_is_not_a_checkout_is_refused_naming_the_missing_files(tmp_path):
   with pytest.raises(FileNotFoundError, match="docs/catalog.md, docs/recipes.md, tests/data/registry.json missing"):
     regenerate(str(tmp_path))
+
+
+def test_gather_room_appends_a_new_modules_rows_and_names_and_refuses_an_unbound_extra(tmp_path, monkeypatch):
+  """``gather_room`` on a two-module room: the room's own order first, then the rows of the module it does not
+  name; that module's ``__all__`` is bound in the room; an ``extra`` name the room does not bind is refused."""
+  room = tmp_path / "fakeroom"
+  room.mkdir()
+  (room / "_a.py").write_text("__all__ = ['fa']\ndef fa():\n  pass\nTECHNIQUES = ('row_a1', 'row_a2')\n")
+  (room / "_b.py").write_text("__all__ = ['fb']\ndef fb():\n  pass\nTECHNIQUES = ('row_b',)\n")
+  (room / "_helpers.py").write_text("X = 1\n")
+  init = ("from rljax._technique import gather_room\nfrom fakeroom import _a\n"
+          "TECHNIQUES, __all__ = gather_room(globals(), _a.TECHNIQUES[::-1], extra={extra})\n")
+  (room / "__init__.py").write_text(init.format(extra="()"))
+  monkeypatch.syspath_prepend(str(tmp_path))
+  import importlib  # pylint: disable=import-outside-toplevel
+  mod = importlib.import_module("fakeroom")
+  assert mod.TECHNIQUES == ("row_a2", "row_a1", "row_b")
+  assert mod.__all__ == ["TECHNIQUES", "fa", "fb"] and mod.fb() is None
+  for name in [n for n in sys.modules if n.startswith("fakeroom")]:
+    del sys.modules[name]
+  (room / "__init__.py").write_text(init.format(extra="('not_bound',)"))
+  with pytest.raises(ImportError, match=r"fakeroom: extra names \['not_bound'\] are not bound in the room"):
+    importlib.import_module("fakeroom")
+  for name in [n for n in sys.modules if n.startswith("fakeroom")]:
+    del sys.modules[name]
