@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import pkgutil
 from typing import Callable, Optional
 
 KINDS = (
@@ -158,6 +160,36 @@ def split_at(rows: tuple, name: str) -> tuple:
   modules declare."""
   i = [row.name for row in rows].index(name)
   return rows[:i], rows[i:]
+
+
+def gather_room(namespace: dict, ordered: tuple, extra: tuple = ()) -> tuple:
+  """``(TECHNIQUES, __all__)`` of a catalog room, found from its modules: a new technique needs no edit here.
+
+  ``namespace`` is the room's ``globals()`` (its ``__name__`` and ``__path__``); ``ordered`` the rows the room puts
+  in a catalog order of its own (interleaving its modules' rows, ``split_at``). Every module of the room that
+  declares ``TECHNIQUES`` is imported (file-name order): its rows not in ``ordered`` follow them, and each name of
+  its ``__all__`` joins the room's namespace (unless the room binds it already) and the room's ``__all__``, after
+  ``extra`` (the room's public names from modules without rows) and ``"TECHNIQUES"``. So a technique is its module
+  (its function, its ``__all__`` entry, its row in ``TECHNIQUES``) and its test; ``python -m rljax.catalog
+  --regenerate`` then rewrites every derived file (docs/recipes.md lists them).
+  """
+  package = namespace["__name__"]
+  known = {id(row) for row in ordered}
+  rows, names = list(ordered), [*extra, "TECHNIQUES"]
+  for info in sorted(pkgutil.iter_modules(namespace["__path__"]), key=lambda m: m.name):
+    module = importlib.import_module(f"{package}.{info.name}")
+    if not hasattr(module, "TECHNIQUES"):
+      continue
+    rows += [row for row in module.TECHNIQUES if id(row) not in known]
+    known.update(id(row) for row in module.TECHNIQUES)
+    for name in getattr(module, "__all__", ()):
+      namespace.setdefault(name, getattr(module, name))
+      if name not in names:
+        names.append(name)
+  unbound = [name for name in names[:len(extra)] if name not in namespace]
+  if unbound:
+    raise ImportError(f"{package}: extra names {unbound} are not bound in the room")
+  return tuple(rows), names
 
 
 def slot_of(row: Technique) -> Optional[str]:

@@ -2,7 +2,7 @@
 
 Entry point (the choice: one harness covers every row): each row's ``stage``, built by name through
 ``rljax.recipes`` with the arguments of its example recipe (``rljax.recipes._examples._spec``), run the way the RL
-loop runs its kind (``rljax/stages.py``): a loss term ``build(hparams)(out, batch)`` inside ``chain`` (a correction
+loop runs its kind (``rljax/stages/``): a loss term ``build(hparams)(out, batch)`` inside ``chain`` (a correction
 inside ``ppo_clip(correction=...)``), an aggregation ``fn(per_token_loss, mask)``, a controller
 ``init``/``update``/``hparams``, a data stage ``fn(data)`` (``fn(data, state)`` with ``init``), a prompt filter's
 ``observe``/``select``/``draw``, a replay buffer's ``prompts``/``hints``/``fn`` (twice: store, then replay), a reward
@@ -57,7 +57,7 @@ T, P = 6, 2  # tokens per row, prompt tokens
 NO_STAGE_KINDS = {k: "not a stage of the RL step (no inputs of the loop): covered by its own tests"
                   for k in ("kernel", "sampler", "model")}
 
-# Recipe slots whose stages run on the host between jitted programs, on the StepData's NumPy arrays (rljax/stages.py):
+# Recipe slots whose stages run on the host between jitted programs, on the StepData's NumPy arrays (rljax/stages/):
 # jit-vs-eager applies to the slots that run inside the jitted update (loss terms, critic, aggregation).
 HOST_ONLY = {
     "rewards": "a host function of completion text",

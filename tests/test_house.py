@@ -134,3 +134,26 @@ def test_no_import_cycle_between_the_modules_of_a_room():
   cycles = {room: sorted(_cycles(_room_edges(room))) for room in _rooms()}
   cycles = {room: c for room, c in cycles.items() if c}
   assert not cycles, f"modules of a room that import each other (directly or through others): {cycles}"
+
+
+MODULE_LINES = 600
+
+
+def test_a_module_over_600_lines_says_why_in_its_docstring():
+  """Issue #50 item 7: small modules, one concern each; a module of rljax/ over ``MODULE_LINES`` lines carries a
+  line starting ``Size:`` in its docstring saying why it stays whole."""
+  unexplained = []
+  for folder, _, files in os.walk(ROOT):
+    for name in sorted(files):
+      if not name.endswith(".py"):
+        continue
+      path = os.path.join(folder, name)
+      with open(path, encoding="utf-8") as f:
+        text = f.read()
+      if text.count("\n") + (not text.endswith("\n")) <= MODULE_LINES:
+        continue
+      doc = ast.get_docstring(ast.parse(text)) or ""
+      if not any(line.startswith("Size: ") and len(line) > len("Size: ") + 20 for line in doc.split("\n")):
+        unexplained.append(f"rljax/{os.path.relpath(path, ROOT)} ({text.count(chr(10))} lines)")
+  assert not unexplained, (f"modules over {MODULE_LINES} lines without a 'Size: <reason>' line in their docstring "
+                           f"(split them by concern, or say why not): {unexplained}")

@@ -78,3 +78,134 @@ def test_the_known_list_holds_no_technique_whose_producer_moved_out():
   entropy_base (its LossTerm.batch_extras) left the trainer: they may not come back as known names."""
   for names, _ in KNOWN.values():
     assert not names & {"opd", "entropy_gated_contrastive", "dpo"}
+
+
+# ``"x" in <needs>`` tests still in rljax/train/ (file, need): none may be added. The one left reads a run fact
+# (RunFacts.task_ids, a curriculum's arms), not a producer.
+KNOWN_NEED_TESTS = {("_startup.py", "task_id")}
+
+
+def need_tests_in(src: str) -> set:
+  """The needs tested by name in ``src``: ``"x" in E`` / ``"x" not in E`` with ``E`` an expression whose source
+  mentions ``needs`` (``self.needs``, ``recipe.needs``, ``needs``)."""
+  found = set()
+  for node in ast.walk(ast.parse(src)):
+    if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+      left = node.left
+      if (isinstance(left, ast.Constant) and isinstance(left.value, str)
+          and any("needs" in ast.unparse(c) for c in node.comparators)):
+        found.add(left.value)
+  return found
+
+
+def test_the_need_scan_finds_a_branch_on_a_need():
+  src = 'def f(self, recipe, needs):\n  if "answer_ids" in self.needs:\n    pass\n  a = "x" not in recipe.needs\n' \
+        '  return "y" in needs, "z" in other\n'
+  assert need_tests_in(src) == {"answer_ids", "x", "y"}
+
+
+def test_no_branch_on_a_need_in_the_trainer():
+  """Issue #50 item 3: each need has one producer, declared beside its StepData field (``by=``); the trainer runs
+  a producer when a stage needs one of its fields (``produced_by``), never through a ``"x" in needs`` branch."""
+  found = {(path.name, n) for path in sorted(TRAIN.glob("*.py")) for n in need_tests_in(path.read_text())}
+  assert not found - KNOWN_NEED_TESTS, f"a branch on a need in rljax/train/ (register its producer): " \
+                                       f"{sorted(found - KNOWN_NEED_TESTS)}"
+  assert not KNOWN_NEED_TESTS - found, f"gone: remove from KNOWN_NEED_TESTS: {sorted(KNOWN_NEED_TESTS - found)}"
+
+
+def test_every_need_declares_one_producer_and_the_scoring_ones_are_registered():
+  import dataclasses  # pylint: disable=import-outside-toplevel
+  from rljax.stages import NEEDS, PRODUCERS, StepData, produced_by  # pylint: disable=import-outside-toplevel
+  from rljax.train._producers import SCORING  # pylint: disable=import-outside-toplevel
+  declared = {f.name: f.metadata["by"] for f in dataclasses.fields(StepData) if "need" in f.metadata}
+  assert set(declared) == set(NEEDS) and set(declared.values()) <= set(PRODUCERS)
+  assert {n for p in PRODUCERS for n in produced_by(p)} == set(NEEDS)  # each need: exactly one producer
+  assert sum(len(produced_by(p)) for p in PRODUCERS) == len(NEEDS)
+  assert set(SCORING) == produced_by("scoring") == {"answer_ids", "step_rewards", "task_id"}
+  assert produced_by("reference forward") == {"logp_ref", "entropy_ref", "logp_teacher"}
+  assert produced_by("policy forward") == {"logp_old", "entropy_old"}
+
+
+def test_a_need_without_a_known_producer_is_refused():
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.stages import produced_by  # pylint: disable=import-outside-toplevel
+  from rljax.stages._data import _field  # pylint: disable=import-outside-toplevel
+  with pytest.raises(ValueError, match="by='oracle' must be one of"):
+    _field("rows", None, need="x", by="oracle")
+  with pytest.raises(ValueError, match="unknown producer 'oracle'"):
+    produced_by("oracle")
+
+
+def test_the_scoring_producers_against_hand_values():
+  from rljax.train._producers import SCORING  # pylint: disable=import-outside-toplevel
+
+  class Task:
+    num_tasks = 3
+
+    def task_id(self, p):
+      return {"a": 0, "b": 2}[p]
+
+    def step_rewards(self, completions, problems):
+      return [[1, 0]] * len(completions), [[True, False]] * len(problems)
+
+  index = {"7": 0}
+  out = SCORING["answer_ids"](Task(), index, [" 7", "8 ", "7", "9"], ("a",) * 4)
+  assert out["answer_ids"].tolist() == [0, 1, 0, 2] and out["answer_ids"].dtype == "int32"
+  assert index == {"7": 0, "8": 1, "9": 2}  # shared by the step's rounds
+  out = SCORING["task_id"](Task(), {}, ["x", "y"], ("a", "b"))
+  assert out["task_id"].tolist() == [0, 2] and out["num_tasks"] == 3
+  out = SCORING["step_rewards"](Task(), {}, ["x", "y"], ("a", "b"))
+  assert out["step_rewards"].dtype == "float32" and out["step_mask"].tolist() == [[True, False]] * 2
+
+
+def _extras_keys(src: str) -> set:
+  """String keys read or written on an ``extras`` mapping in ``src``: ``extras["k"]``, ``extras.get("k")`` /
+  ``setdefault`` / ``pop``, ``"k" in extras`` and ``extras={"k": ...}``."""
+  keys = set()
+  for n in ast.walk(ast.parse(src)):
+    if (isinstance(n, ast.Subscript) and "extras" in ast.unparse(n.value) and isinstance(n.slice, ast.Constant)
+        and isinstance(n.slice.value, str)):
+      keys.add(n.slice.value)
+    elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("get", "setdefault", "pop")
+          and "extras" in ast.unparse(n.func.value) and n.args and isinstance(n.args[0], ast.Constant)):
+      keys.add(n.args[0].value)
+    elif (isinstance(n, ast.Compare) and isinstance(n.left, ast.Constant) and isinstance(n.left.value, str)
+          and any("extras" in ast.unparse(c) for c in n.comparators)):
+      keys.add(n.left.value)
+    elif isinstance(n, ast.keyword) and n.arg == "extras" and isinstance(n.value, ast.Dict):
+      keys |= {k.value for k in n.value.keys if isinstance(k, ast.Constant)}
+  return keys
+
+
+def test_every_extras_key_the_library_uses_is_declared():
+  """Issue #50 item 3: the extras stages write and read are declared once (``rljax.stages.EXTRAS``: dtype, shape,
+  writer), not string keys known only to the modules that use them. ``reward_segments`` is a StepData field (its
+  ``extra=`` key), declared there."""
+  from rljax.stages import EXTRAS  # pylint: disable=import-outside-toplevel
+  assert _extras_keys('d.extras["a"]; x.extras.get("b"); "c" in data.extras; d.replace(extras={"e": 1})\n') == \
+      {"a", "b", "c", "e"}
+  used = set()
+  for path in sorted((TRAIN.parent).rglob("*.py")):
+    used |= _extras_keys(path.read_text())
+  assert {"replay_mask", "replay_slot", "policy_version", "role_id"} <= used
+  assert used - {"reward_segments"} <= set(EXTRAS), f"undeclared extras keys: {sorted(used - set(EXTRAS))}"
+
+
+def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_shape():
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.stages import probe_step  # pylint: disable=import-outside-toplevel
+  from rljax.train._contracts import Dims, check  # pylint: disable=import-outside-toplevel
+  data = probe_step()
+  b, t = data.tokens.shape
+  dims = Dims(b=b, t=t, p=int(data.num_groups), g=b // int(data.num_groups), n=8, valid=np.ones(b, bool),
+              loss_mask=np.ones((b, t), bool))
+  good = data.replace(extras={"replay_mask": np.zeros(b, bool), "policy_version": np.zeros((b, t), np.int32),
+                              "mine": "a user's key is not checked"})
+  assert check("replay", "rl.replay stage 'r'", (good, None, {}), dims)[0] is good
+  for extras, match in [({"replay_mask": np.zeros(b, np.float32)}, r"extras\['replay_mask'\] .* of dtype float32, "
+                                                                      r"not bool"),
+                        ({"replay_mask": np.zeros(b + 1, bool)}, r"extras\['replay_mask'\] .* of shape \(%d,\)" % (b + 1)),
+                        ({"policy_version": np.zeros(b, np.int32)}, r"extras\['policy_version'\] .* of shape")]:
+    with pytest.raises(ValueError, match=match):
+      check("replay", "rl.replay stage 'r'", (data.replace(extras=extras), None, {}), dims)

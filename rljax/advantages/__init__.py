@@ -24,15 +24,15 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from rljax._technique import split_at
+from rljax._technique import gather_room, split_at
 from rljax.advantages import _multi, _outcome, _stateful, _token
-from rljax.advantages._common import masked_whiten, to_tokens
-from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo
-from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,
+from rljax.advantages._common import masked_whiten, to_tokens  # noqa: F401
+from rljax.advantages._multi import dara, gd2po, gdpo, per_reward_grpo, sa_mrpo  # noqa: F401
+from rljax.advantages._outcome import (canon, difficulty_weight, dr_grpo, gae, gagar, grpo, key_baseline,  # noqa: F401
                                        outcome_to_token_rewards, passk, qae, rank, reinforce_pp,
                                        reinforce_pp_baseline, remax, rloo, task_normalized, uniqueness, vote)
-from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline
-from rljax.advantages._token import (implicit_progress_reward, oprl, outcome_conditioned_baseline, segment,
+from rljax.advantages._stateful import HADWState, RoleEMAState, StatefulEstimator, hadw, role_ema_baseline  # noqa: F401
+from rljax.advantages._token import (implicit_progress_reward, oprl, outcome_conditioned_baseline, segment,  # noqa: F401
                                      sign_preserving_modulation, step_episode_mix, tempo)
 
 
@@ -41,15 +41,9 @@ def scalar_metrics(info: dict) -> dict:
   return {k: v for k, v in info.items() if jnp.ndim(v) == 0}
 
 
-__all__ = [
-    "grpo", "dr_grpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "gae", "qae", "passk", "rank",
-    "vote", "task_normalized", "key_baseline", "role_ema_baseline", "hadw", "difficulty_weight", "gagar",
-    "uniqueness", "canon", "segment", "outcome_conditioned_baseline", "tempo", "step_episode_mix",
-    "sign_preserving_modulation", "implicit_progress_reward", "oprl", "gdpo", "dara", "sa_mrpo", "gd2po",
-    "per_reward_grpo", "to_tokens", "masked_whiten", "outcome_to_token_rewards", "scalar_metrics",
-    "StatefulEstimator", "RoleEMAState", "HADWState", "TECHNIQUES",
-]
-
-# each module declares its rows beside its estimators; the catalog order puts the stateful rows after key_baseline
+# each module declares its rows beside its estimators; the catalog order puts the stateful rows after key_baseline.
+# ``__all__``: these names, then every technique module's ``__all__`` (gather_room; a new module is found there)
 _OUTCOME, _TRANSFORMS = split_at(_outcome.TECHNIQUES, "difficulty_weight")
-TECHNIQUES = _OUTCOME + _stateful.TECHNIQUES + _TRANSFORMS + _token.TECHNIQUES + _multi.TECHNIQUES
+TECHNIQUES, __all__ = gather_room(
+    globals(), _OUTCOME + _stateful.TECHNIQUES + _TRANSFORMS + _token.TECHNIQUES + _multi.TECHNIQUES,
+    extra=("to_tokens", "masked_whiten", "scalar_metrics"))

@@ -5,7 +5,8 @@
 rewards, ...) declares explicitly; there is no global registry to mutate.
 ``python -m rljax.catalog`` prints it as a table; ``python -m rljax.catalog NAME``
 prints one technique in full, with its arguments and their defaults; ``--markdown``
-writes the table used in ``docs/catalog.md``.
+writes the table used in ``docs/catalog.md``. ``python -m rljax.recipes --regenerate`` rewrites every file derived
+from the catalog (docs/catalog.md, docs/recipes.md's table, tests/data/registry.json).
 """
 from __future__ import annotations
 
@@ -144,7 +145,7 @@ def describe(row: Technique) -> str:
 
 
 def main(argv=None) -> int:
-  """``python -m rljax.catalog [NAME ...] [--kind KIND] [--markdown]``."""
+  """``python -m rljax.catalog [NAME ...] [--kind KIND] [--markdown] [--records]``."""
   import argparse  # pylint: disable=import-outside-toplevel
   from rljax._technique import KINDS  # pylint: disable=import-outside-toplevel
   parser = argparse.ArgumentParser(prog="python -m rljax.catalog",

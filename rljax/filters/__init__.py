@@ -16,23 +16,18 @@ statistics the decision was based on. See ``docs/filters_and_rewards.md``. Each 
 ``TECHNIQUES`` beside its filters, each naming the stage that runs it in the RL loop (``stage=``: built with
 ``_stages.row_filter``, or a prompt filter's factory of its own).
 """
-from rljax._technique import split_at
+from rljax._technique import gather_room, split_at
 from rljax.filters import _allocation, _curriculum, _greso, _selection, _variance
-from rljax.filters._allocation import difficulty_budget, pilot_commit
-from rljax.filters._curriculum import (CurriculumState, arm_probs, curriculum_init, curriculum_observe,
+from rljax.filters._allocation import difficulty_budget, pilot_commit  # noqa: F401
+from rljax.filters._curriculum import (CurriculumState, arm_probs, curriculum_init, curriculum_observe,  # noqa: F401
                                        curriculum_scores, draw_prompts, transfer_observe)
-from rljax.filters._greso import Greso, GresoState, greso
-from rljax.filters._selection import DEFAULT_ANSWER_PATTERN, DEFAULT_CODE_PATTERN, rorecomp, shuffle_pairs, void_turn
-from rljax.filters._variance import apply_keep, negative_advantage_drop, variance_topp, vcrl, zero_variance
+from rljax.filters._greso import Greso, GresoState, greso  # noqa: F401
+from rljax.filters._selection import DEFAULT_ANSWER_PATTERN, DEFAULT_CODE_PATTERN, rorecomp, shuffle_pairs, void_turn  # noqa: F401
+from rljax.filters._variance import apply_keep, negative_advantage_drop, variance_topp, vcrl, zero_variance  # noqa: F401
 
-__all__ = [
-    "zero_variance", "variance_topp", "void_turn", "greso", "Greso", "GresoState", "pilot_commit",
-    "difficulty_budget", "shuffle_pairs", "rorecomp", "negative_advantage_drop", "vcrl", "apply_keep",
-    "DEFAULT_CODE_PATTERN", "DEFAULT_ANSWER_PATTERN", "TECHNIQUES", "CurriculumState", "curriculum_init",
-    "curriculum_scores", "arm_probs", "curriculum_observe", "transfer_observe", "draw_prompts",
-]
-
-# each module declares its rows beside its filters; the catalog order interleaves them
+# each module declares its rows beside its filters; the catalog order interleaves them. ``__all__``: every
+# technique module's ``__all__`` (gather_room; a new module is found there)
 _VAR, _VAR_LATER = split_at(_variance.TECHNIQUES, "negative_advantage_drop")
 _SEL, _SEL_LATER = split_at(_selection.TECHNIQUES, "shuffle_pairs")
-TECHNIQUES = _VAR + _SEL + _greso.TECHNIQUES + _allocation.TECHNIQUES + _SEL_LATER + _VAR_LATER + _curriculum.TECHNIQUES
+TECHNIQUES, __all__ = gather_room(globals(), _VAR + _SEL + _greso.TECHNIQUES + _allocation.TECHNIQUES + _SEL_LATER
+                                  + _VAR_LATER + _curriculum.TECHNIQUES)

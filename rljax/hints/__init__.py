@@ -10,9 +10,13 @@ log-probs as its behaviour log-probs. The off-context importance ratio is then
 Each technique is a ``rljax.stages.Replay`` stage with a ``hints`` hook (recipe slot ``replay``,
 ``--set rl.replay='guide'``). The rules are pure functions in ``_rules``. See ``docs/recipes.md`` (hints).
 """
-from rljax.hints._rules import (adhint_fraction, answer_prefix, hint_groups, hinted_prompt, mistakes_hint,
+from rljax.hints._rules import (adhint_fraction, answer_prefix, hint_groups, hinted_prompt, mistakes_hint,  # noqa: F401
                                 replaced_rows, splice_hinted, unhinted_rows)
-from rljax.hints._stages import TECHNIQUES, adhint, guide, lte, oc_grpo
+from rljax._technique import gather_room
+from rljax.hints import _stages
+from rljax.hints._stages import adhint, guide, lte, oc_grpo  # noqa: F401
 
-__all__ = ["hint_groups", "answer_prefix", "mistakes_hint", "adhint_fraction", "hinted_prompt", "unhinted_rows",
-           "replaced_rows", "splice_hinted", "guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
+# ``__all__``: the rules, then every technique module's ``__all__`` (gather_room; a new module is found there)
+TECHNIQUES, __all__ = gather_room(globals(), _stages.TECHNIQUES, extra=(
+    "hint_groups", "answer_prefix", "mistakes_hint", "adhint_fraction", "hinted_prompt", "unhinted_rows",
+    "replaced_rows", "splice_hinted"))

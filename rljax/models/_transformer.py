@@ -1,4 +1,7 @@
-"""The decoder-only transformer, its KV cache and the policy-outputs call."""
+"""The decoder-only transformer, its KV cache and the policy-outputs call.
+
+Size: one concern, the decoder (its blocks, KV cache and policy-outputs call share private helpers).
+"""
 from __future__ import annotations
 
 import dataclasses

@@ -16,6 +16,9 @@ from rljax.objectives._ratio import *  # noqa: F401,F403
 from rljax.objectives._supervised import *  # noqa: F401,F403
 from rljax.objectives._value import *  # noqa: F401,F403
 
-# each module's rows declare their stage beside the function (``stage=loss_term_factory(fn, ...)``)
-TECHNIQUES = (_ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES + _kl.TECHNIQUES
-              + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES)
+from rljax._technique import gather_room as _gather_room
+
+# each module's rows declare their stage beside the function (``stage=loss_term_factory(fn, ...)``); a module not
+# named here is found by _gather_room (its rows follow these, its ``__all__`` joins the room)
+TECHNIQUES = _gather_room(globals(), _ratio.TECHNIQUES + _corrections.TECHNIQUES + _entropy.TECHNIQUES
+                          + _kl.TECHNIQUES + _supervised.TECHNIQUES + _value.TECHNIQUES + _AGG_TECHNIQUES)[0]

@@ -1,52 +1,37 @@
 """``python -m rljax.recipes [--markdown]``: every catalog technique with its recipe slot, needs and smallest recipe.
 
 The Markdown table is the one in ``docs/recipes.md`` ("What each technique needs"); a test checks it is current.
+``python -m rljax.recipes --regenerate [--check] [--root DIR]`` rewrites every file derived from the catalog
+(``rljax.recipes._regenerate``: docs/catalog.md, this table, tests/data/registry.json).
 """
 from __future__ import annotations
 
 import sys
 
-from rljax.recipes._examples import DENSE_REWARD, SKIP, example, trainable_names
-from rljax.recipes._recipe import Recipe
-from rljax.recipes._spec import _catalog, slot_of
-
-
-def _needs(name: str) -> list:
-  """The needs of the example recipe's stage for ``name`` (its own, nested loss terms included)."""
-  fields = example(name)
-  recipe = Recipe(**{k: v for k, v in fields.items() if k in ("rewards", "multi_reward", "shaping", "prompt_filters",
-                                                                "filters", "replay", "advantage", "loss", "aggregation",
-                                                                "controllers")})
-  own = [s for s in recipe.stages() if s.name == name]
-  if not own and "critic" in fields:
-    from rljax.recipes._spec import resolve  # pylint: disable=import-outside-toplevel
-    own = list(resolve(fields["critic"], "critic"))
-  return sorted(set().union(*(s.needs for s in own))) if own else []
-
-
-def table(markdown: bool = False) -> str:
-  rows = _catalog()
-  body = []
-  for name in trainable_names():
-    fields = example(name)
-    recipe = "; ".join(f"{k}={v}" for k, v in fields.items() if not (k == "rewards" and v == DENSE_REWARD
-                                                                      and len(fields) > 1))
-    body.append((name, slot_of(rows[name]), ", ".join(_needs(name)) or "-",
-                 f"not on single-turn tasks: {SKIP[name]}" if name in SKIP else recipe))
-  header = ("technique", "rl field", "needs", "smallest recipe (besides the dense test reward)")
-  if markdown:
-    esc = lambda s: s.replace("|", "\\|")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [f"| `{n}` | `rl.{sl}` | {esc(nd)} | `{esc(r)}` |" if n not in SKIP else
-              f"| `{n}` | `rl.{sl}` | {esc(nd)} | {esc(r)} |" for n, sl, nd, r in body]
-    return "\n".join(lines)
-  width = [max(len(str(x)) for x in col) for col in zip(header, *body)]
-  return "\n".join("  ".join(str(x).ljust(w) for x, w in zip(row, width)) for row in [header, *body])
+from rljax.recipes._table import table
 
 
 def main(argv=None) -> int:
-  argv = sys.argv[1:] if argv is None else argv
-  print(table(markdown="--markdown" in argv))
+  import argparse  # pylint: disable=import-outside-toplevel
+  parser = argparse.ArgumentParser(prog="python -m rljax.recipes",
+                                   description="Every catalog technique with its recipe slot, needs and smallest "
+                                               "recipe; --regenerate rewrites every file derived from the catalog.")
+  parser.add_argument("--markdown", action="store_true", help="the Markdown table of docs/recipes.md")
+  parser.add_argument("--regenerate", action="store_true",
+                      help="rewrite docs/catalog.md (table, fidelity counts, records), the table of docs/recipes.md "
+                           "and tests/data/registry.json from the catalog")
+  parser.add_argument("--check", action="store_true", help="with --regenerate: write nothing, exit 1 if one is stale")
+  parser.add_argument("--root", metavar="DIR", help="with --regenerate: the checkout to regenerate (default: the one "
+                                                    "this package is imported from)")
+  args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+  if (args.check or args.root) and not args.regenerate:
+    parser.error("--check and --root go with --regenerate")
+  if args.regenerate:
+    from rljax.recipes._regenerate import regenerate  # pylint: disable=import-outside-toplevel
+    stale = regenerate(args.root, check=args.check)
+    print(f"{'stale' if args.check else 'rewritten'}: {', '.join(stale)}" if stale else "every derived file is current")
+    return 1 if args.check and stale else 0
+  print(table(markdown=args.markdown))
   return 0
 
 

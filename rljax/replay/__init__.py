@@ -10,16 +10,15 @@ its proximal ``logp_old`` is recomputed under the current policy or set to the s
 stage's ``logp_old``).
 See ``docs/recipes.md`` (replay).
 """
+from rljax._technique import gather_room
 from rljax.replay import _stages
-from rljax.replay._buffer import (ReplayBuffer, adapr_push_plan, adapr_sample_plan, compensation_plan, empty_buffer,
+from rljax.replay._buffer import (ReplayBuffer, adapr_push_plan, adapr_sample_plan, compensation_plan, empty_buffer,  # noqa: F401
                                   exgrpo_bucket_probs, exgrpo_pick, exgrpo_trajectory, positive_replay_plan, rapo_plan,
                                   spear_plan, spear_recalibrate)
-from rljax.replay._stages import SpearState, exgrpo, positive_replay, rapo_replay, rorecomp_compensation, spear_replay
+from rljax.replay._stages import SpearState, exgrpo, positive_replay, rapo_replay, rorecomp_compensation, spear_replay  # noqa: F401
 
-__all__ = ["ReplayBuffer", "empty_buffer", "rapo_plan", "positive_replay_plan", "exgrpo_pick", "exgrpo_bucket_probs",
-           "exgrpo_trajectory", "adapr_push_plan", "adapr_sample_plan", "compensation_plan", "rapo_replay",
-           "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "spear_plan", "spear_recalibrate",
-           "SpearState", "TECHNIQUES"]
-
-# declared in _stages, beside the stage factories
-TECHNIQUES = _stages.TECHNIQUES
+# declared in _stages, beside the stage factories. ``__all__``: these rules of _buffer, then every technique module's
+# ``__all__`` (gather_room; a new module is found there)
+TECHNIQUES, __all__ = gather_room(globals(), _stages.TECHNIQUES, extra=(
+    "ReplayBuffer", "empty_buffer", "rapo_plan", "positive_replay_plan", "exgrpo_pick", "exgrpo_bucket_probs",
+    "exgrpo_trajectory", "adapr_push_plan", "adapr_sample_plan", "compensation_plan", "spear_plan", "spear_recalibrate"))

@@ -6,6 +6,8 @@ validates itself in ``__post_init__`` and raises ``ValueError`` naming the
 field and the allowed values. ``apply_overrides(cfg, ["rl.steps=50"])``
 returns a new, re-validated config; unknown keys and unparsable values are
 errors that name the field.
+
+Size: one concern, the typed run configuration (one frozen dataclass per section, validated where declared).
 """
 from __future__ import annotations
 

@@ -214,6 +214,15 @@ def _critic_targets(x, dims):
   return _finite(a, "critic targets", _rows_where(a, dims), "on valid rows")
 
 
+def _declared_extras(extras: Mapping, dims) -> None:
+  """The entries of ``extras`` declared in ``rljax.stages.EXTRAS`` have their declared dtype and shape."""
+  from rljax.stages import EXTRAS  # pylint: disable=import-outside-toplevel
+  for key, spec in EXTRAS.items():
+    if key in extras:
+      what = f"extras[{key!r}] ({spec.doc}; written by {spec.by})"
+      _shape(_array(extras[key], what, spec.kinds), what, (dims.b,) if spec.shape == "B" else (dims.b, dims.t))
+
+
 def _replay(x, dims):
   from rljax.stages import StepData  # pylint: disable=import-outside-toplevel
   data, state, metrics = _tuple(x, 3)
@@ -221,6 +230,7 @@ def _replay(x, dims):
     raise Violation(f"data is {describe(data, False)}, not a StepData")
   if data.batch_size != dims.b:
     raise Violation(f"data of {data.batch_size} rows")
+  _declared_extras(data.extras, dims)
   return data, state, _metrics(metrics)
 
 
@@ -292,7 +302,8 @@ CONTRACTS: Mapping[str, Contract] = {
                                    _stateful_advantage, "BT"),
     "advantage.returns": Contract("info['returns']: critic targets [B, T] float array (the stage declares "
                                   "returns=True)", _critic_targets, "BT"),
-    "replay": Contract("a tuple (data: a StepData of B rows, state, metrics dict)", _replay, "B"),
+    "replay": Contract("a tuple (data: a StepData of B rows whose extras declared in rljax.stages.EXTRAS have "
+                       "their declared dtype and shape, state, metrics dict)", _replay, "BT"),
     "replay.prompts": Contract("a tuple (index [P] int in [0, N), slots [P] int >= -1, metrics dict)",
                                _replay_prompts, "PN"),
     "loss": Contract("a tuple (per_token_loss [B, T] float array, metrics dict)", _loss_term, "BT"),

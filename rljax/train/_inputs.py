@@ -29,15 +29,20 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import LossTerm, StepData
+from rljax.stages import LossTerm, StepData, produced_by
 from rljax.train import _mismatch
 from rljax.types import TrainBatch
 
 __all__ = ["StepInputs", "forward_fn", "train_batch", "host_batch", "with_batch_extras", "proximal_forward_reason",
            "REFERENCE_NEEDS", "PROXIMAL_NEEDS"]
 
-PROXIMAL_NEEDS = frozenset({"logp_old", "entropy_old"})
-REFERENCE_NEEDS = frozenset({"logp_ref", "entropy_ref", "logp_teacher"})
+# the needs each forward produces, as their StepData fields declare them (``by=``)
+PROXIMAL_NEEDS = produced_by("policy forward")
+REFERENCE_NEEDS = produced_by("reference forward")
+CRITIC_NEEDS = produced_by("critic forward")
+# the fields a forward writes whenever it runs, from its outputs (log-probs, entropies, values); every other need
+# it produces is its log-probs under another name (``logp_teacher``: the teacher is the reference)
+_POLICY_OUT, _REFERENCE_OUT = ("logp_old", "entropy_old"), ("logp_ref", "entropy_ref")
 
 
 def proximal_forward_reason(recipe, rl, model_cfg) -> str:
@@ -127,20 +132,20 @@ class StepInputs:
                                "segment_ids": data.segment_ids}, self.rows_sh, self.batch_size)
     tokens, replayed, seg = placed["tokens"], placed["routing"], placed["segment_ids"]
     changes, trainer = {}, None  # trainer: (logp, routing used) of the current parameters on the rollout
-    if needs & PROXIMAL_NEEDS or (self.shared_values and "values" in needs):
+    if needs & PROXIMAL_NEEDS or (self.shared_values and needs & CRITIC_NEEDS):
       logp, ent, values, routing = self.forward(state.params, state.model_state, tokens, replayed, seg)
-      changes.update(logp_old=self._host(logp), entropy_old=self._host(ent))
+      changes.update(zip(_POLICY_OUT, (self._host(logp), self._host(ent))))
+      changes.update({n: changes[_POLICY_OUT[0]] for n in needs & PROXIMAL_NEEDS - set(_POLICY_OUT)})
       trainer = (logp, routing)
       if self.shared_values:
-        changes["values"] = self._host(values)
+        changes.update({n: self._host(values) for n in CRITIC_NEEDS})
     if needs & REFERENCE_NEEDS:
       logp, ent, _, _ = self.forward(self.ref_params, state.model_state, tokens, replayed, seg)
-      changes.update(logp_ref=self._host(logp), entropy_ref=self._host(ent))
-      if "logp_teacher" in needs:
-        changes["logp_teacher"] = changes["logp_ref"]
-    if self.critic_forward is not None and "values" in needs:
-      changes["values"] = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens,
-                                                         None, seg)[2])
+      changes.update(zip(_REFERENCE_OUT, (self._host(logp), self._host(ent))))
+      changes.update({n: changes[_REFERENCE_OUT[0]] for n in needs & REFERENCE_NEEDS - set(_REFERENCE_OUT)})
+    if self.critic_forward is not None and needs & CRITIC_NEEDS:
+      values = self._host(self.critic_forward(critic_state.params, critic_state.model_state, tokens, None, seg)[2])
+      changes.update({n: values for n in CRITIC_NEEDS})
     if metrics is not None and (self.diagnose or trainer is not None):
       metrics.update(self._mismatch(data, state, tokens, replayed, trainer, seg))
     return with_batch_extras(data.replace(**changes), self.batch_extras)

@@ -107,6 +107,8 @@ is killed closes its sockets the same way; JAX's distributed runtime also stops 
 heartbeat timeout (``jax.distributed.initialize(heartbeat_timeout_seconds=...)``, 100 s by default). The first transfer
 exchanges the transfer servers' addresses, with a timeout of ``jax_cross_host_transfer_timeout_seconds`` (60 s):
 it is made right after the start-up both sides run together.
+
+Size: one concern, the two-process asynchronous runner (its protocol is the 110-line docstring above).
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import ControlInputs, TaskGradients, scalar_metrics
+from rljax.stages import ControlInputs, TaskGradients, produced_by, scalar_metrics
 from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
@@ -146,7 +146,7 @@ class RLLoop:
     self.critic = critic
     self.ref = ref
     self.task_grads = None
-    if "task_gradients" in self.needs:
+    if self.needs & produced_by("task gradients"):
       from rljax.train._task_grads import task_gradient_gram  # pylint: disable=import-outside-toplevel
       self.task_grads = task_gradient_gram(graphdef, loss, exp.task.num_tasks)
     self.controllers = LoopControllers(recipe.controllers, rl.temperature)

@@ -20,9 +20,10 @@ import jax
 import numpy as np
 
 from rljax import parallel as par
-from rljax.stages import PromptData, StepData, scalar_metrics
+from rljax.stages import PromptData, StepData, produced_by, scalar_metrics
 from rljax.train._episodes import episode_step_data
 from rljax.train._phases import check_handlers, phases
+from rljax.train._producers import SCORING
 from rljax.train._streams import stream
 
 __all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards", "reward_names"]
@@ -111,6 +112,7 @@ class Collector:
     self.side_key = jax.random.split(base_key)[1]  # every other random draw (stages, pilots), never the sampler's
     self.num_dataset_prompts = num_dataset_prompts
     self.needs = needs
+    self.scoring_needs = tuple(n for n in SCORING if n in needs)  # SCORING: every need produced by "scoring"
     self.refill_filters = tuple(f for f in recipe.filters if f.refill)
     self.batch_filters = tuple(f for f in recipe.filters if f.phase == "rewards" and not f.refill)
     self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
@@ -138,12 +140,6 @@ class Collector:
                                  self.rl.num_prompts, self.processes)
     return call.sample(prompts, n=n, greedy=greedy, temperature=1.0 if greedy else call.temperature, key=key,
                        rows=(self.lo * n, self.hi * n))
-
-  def _answer_ids(self, call: _Call, completions) -> np.ndarray:
-    """Equal ids for equal answer keys (``task.answer_key``, default the stripped completion) within a step."""
-    key_fn = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
-    index = call.answer_index
-    return np.asarray([index.setdefault(key_fn(c), len(index)) for c in completions], np.int32)
 
   def score(self, call: _Call, r, problems, index, *, step: int, key, greedy_rewards=None,
             record: bool = True) -> StepData:
@@ -183,14 +179,8 @@ class Collector:
     token_version = getattr(r, "token_version", None)  # [B, T] per-token policy versions (the async sampler's)
     if token_version is not None:
       data = data.replace(extras={"policy_version": np.asarray(token_version, np.int32)})
-    if "answer_ids" in self.needs:
-      data = data.replace(answer_ids=self._answer_ids(call, completions))
-    if "step_rewards" in self.needs:
-      step_rewards, step_mask = exp.task.step_rewards(completions, list(expanded))
-      data = data.replace(step_rewards=np.asarray(step_rewards, np.float32), step_mask=np.asarray(step_mask, bool))
-    if "task_id" in self.needs:
-      data = data.replace(task_id=np.asarray([exp.task.task_id(p) for p in expanded], np.int32),
-                          num_tasks=int(exp.task.num_tasks))
+    for need in self.scoring_needs:  # each one's registered producer (rljax.train._producers)
+      data = data.replace(**SCORING[need](exp.task, call.answer_index, completions, expanded))
     multi = self.recipe.multi_reward
     if multi is not None and multi.produces == "rewards":
       value, m = multi.fn(data.replace(key=stream(key, "multi_reward")))
@@ -315,7 +305,7 @@ class Collector:
       r.data = self.episodes(call, problems, index, step=step, key=r.key, side=side)
     else:
       greedy = None
-      if "greedy_rewards" in self.needs:
+      if self.needs & produced_by("greedy rollout"):
         gr = self._sample(call, problems, 1, stream(side, "greedy_sample"), greedy=True)
         greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=stream(side, "greedy_score"),
                                       record=False).rewards, g)

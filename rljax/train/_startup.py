@@ -13,7 +13,8 @@ import dataclasses
 import jax
 import numpy as np
 
-from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs
+from rljax.stages import (NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs,
+                          produced_by)
 from rljax.train._advantage import compute_advantages, initial_stage_states
 from rljax.train._async import check_async
 from rljax.train._contracts import Dims, check
@@ -46,8 +47,7 @@ def check_multi_turn(exp, recipe) -> None:
   unsupported += [(s.name, "rollout-phase shaping") for s in (s for s in recipe.shaping if s.phase == "rollout")]
   unsupported += [(s.name, "a prompt filter") for s in recipe.prompt_filters]
   unsupported += [(r.name, "a hint stage") for r in recipe.replay if getattr(r, "hints", None) is not None]
-  if "greedy_rewards" in recipe.needs:
-    unsupported.append(("greedy_rewards", "a greedy baseline rollout"))
+  unsupported += [(n, "a greedy baseline rollout") for n in sorted(recipe.needs & produced_by("greedy rollout"))]
   if getattr(exp.task, "episode_config", None) is not None and exp.task.episode_config.context_budget is not None:
     unsupported += [(r.name, "a replay stage with task.context_budget: its buffer stores no attention packing "
                      "(segment_ids) for an episode's context windows packed in one row") for r in recipe.replay
