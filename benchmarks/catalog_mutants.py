@@ -90,6 +90,7 @@ _T_CURR = ("tests/test_curricula.py",)
 _T_FIL = ("tests/test_filters.py",)
 _SHAPE = "rljax/rewards/_shaping.py"
 _VERI = "rljax/rewards/_verifiers.py"
+_MATH = "rljax/rewards/_math_text.py"
 _T_SHAPE = ("tests/test_rewards_shaping.py",)
 _T_VERI = ("tests/test_rewards_verifiers.py",)
 _CTRL = "rljax/control/_controllers.py"
@@ -220,12 +221,12 @@ MUTANTS: tuple = (
     M("vcrl", _VAR, "group_keep = present & (score >= threshold)", "group_keep = present & (score > threshold)",
       "boundary", _T_FIL, "vcrl"),
     # ------------------------------------------------------------------ rewards
-    M("math_answer", _VERI, "if any(ch.isdigit() for ch in m.group(0))]\n  return found[-1] if found else None",
+    M("math_answer", _MATH, "if any(ch.isdigit() for ch in m.group(0))]\n  return found[-1] if found else None",
       "if any(ch.isdigit() for ch in m.group(0))]\n  return found[0] if found else None", "first_number", _T_VERI,
       "math_answer"),
-    M("math_answer", _VERI, 'idx = max(s.rfind("\\\\boxed"), s.rfind("\\\\fbox"))',
+    M("math_answer", _MATH, 'idx = max(s.rfind("\\\\boxed"), s.rfind("\\\\fbox"))',
       'idx = max(s.find("\\\\boxed"), s.find("\\\\fbox"))', "first_boxed", _T_VERI, "math_answer"),
-    M("math_answer", _VERI, "rel_tol=rel_tol, abs_tol=abs_tol)", "rel_tol=abs_tol, abs_tol=rel_tol)", "swap",
+    M("math_answer", _MATH, "rel_tol=rel_tol, abs_tol=abs_tol)", "rel_tol=abs_tol, abs_tol=rel_tol)", "swap",
       _T_VERI, "math_answer"),
     M("format_regex", _VERI, "matcher = getattr(compiled, mode)", 'matcher = getattr(compiled, "search")',
       "anchor", _T_VERI, "format_regex"),

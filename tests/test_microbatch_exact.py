@@ -160,32 +160,36 @@ def test_statistics_hooks_and_direct_calls():
   assert not hasattr(ppo_clip(0.2), "batch_statistics") and not hasattr(tis(2.0), "batch_statistics")
 
 
-def moe_model():
-  cfg = ModelConfig.tiny_moe(vocab_size=32, router_aux_loss_coef=0.5)
+def moe_model(dtype="float32"):
+  cfg = ModelConfig.tiny_moe(vocab_size=32, router_aux_loss_coef=0.5, param_dtype=dtype, compute_dtype=dtype)
   model = Transformer(cfg, rngs=nnx.Rngs(0))
   rng = np.random.RandomState(1)
   for path, var in nnx.to_flat_state(nnx.state(model, nnx.Param)):
     if "mlp" in path and path[-1] in ("router", "gate", "up", "down"):  # routes and experts that matter
-      var.set_value(jnp.asarray(0.3 * rng.standard_normal(var.shape), jnp.float32))
+      var.set_value(jnp.asarray(0.3 * rng.standard_normal(var.shape), dtype))
   return model
 
 
 @pytest.mark.long
-@pytest.mark.xfail(strict=False, reason="float32 rounding is host-dependent: on this AMD EPYC host (no AVX-512) one of "
-                   "2048 gradient elements differs by 1.19e-7 (atol 1e-7) between whole batch and micro-batches, at "
-                   "the 2026-12-06 session's base commit too; to be rewritten as a float64 check, not loosened")
 def test_moe_load_balancing_loss_is_exact():
   """``E sum_e f_e P_e`` over the whole batch: each micro-batch contributes its share with the whole batch's f
-  (rows padded by ``segment_ids``, so micro-batches hold unequal token counts)."""
-  b0 = make_batch(vocab=32, seed=5)
-  lengths = np.asarray([10, 4, 9, 3, 10, 6, 2, 8])
-  seg = (np.arange(10)[None, :] < lengths[:, None]).astype(np.int32)
-  batch = b0.replace(segment_ids=jnp.asarray(seg), loss_mask=b0.loss_mask & jnp.asarray(seg > 0))
-  loss = objective_loss(chain(ppo_clip(0.2), aux_loss_coef=1.0))
-  metrics = {}
-  off = check_exact(moe_model, loss, batch, metrics)  # aux_loss among the metrics equal to the full batch's
-  assert off > 1e-3
-  assert metrics["full"]["aux_loss"] > 0.1  # the auxiliary loss is really in the loss
+  (rows padded by ``segment_ids``, so micro-batches hold unequal token counts).
+
+  In float64 (model, batch, gradients): in float32 the whole batch and the micro-batches sum in different orders
+  and one of 2048 gradient elements may differ by a float32 ulp (1.19e-7, host-dependent), which says nothing
+  about exactness; in float64 the same order difference is ~1e-16 and the tolerance stays the file's."""
+  with jax.enable_x64(True):
+    b0 = make_batch(vocab=32, seed=5)
+    lengths = np.asarray([10, 4, 9, 3, 10, 6, 2, 8])
+    seg = (np.arange(10)[None, :] < lengths[:, None]).astype(np.int32)
+    batch = b0.replace(segment_ids=jnp.asarray(seg), loss_mask=b0.loss_mask & jnp.asarray(seg > 0))
+    batch = jax.tree.map(lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, batch)
+    loss = objective_loss(chain(ppo_clip(0.2), aux_loss_coef=1.0))
+    metrics = {}
+    off = check_exact(lambda: moe_model("float64"), loss, batch, metrics)  # aux_loss equal to the full batch's
+    assert off > 1e-3
+    assert metrics["full"]["aux_loss"] > 0.1  # the auxiliary loss is really in the loss
+    assert all(g.dtype == np.float64 for g in run(moe_model("float64"), loss, batch, 1)[1])
 
 
 def test_no_pre_pass_without_micro_batches_or_statistics():

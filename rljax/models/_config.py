@@ -15,7 +15,7 @@ from typing import Optional
 
 __all__ = ["ModelConfig", "RopeScaling", "LoRAConfig"]
 
-_DTYPES = ("float32", "bfloat16", "float16")
+_DTYPES = ("float32", "bfloat16", "float16", "float64")  # float64: reference checks under jax.enable_x64
 _ACTIVATIONS = ("silu", "gelu_tanh", "gelu")
 _REMAT = ("none", "full", "dots", "dots_no_batch")
 _ROPE_TYPES = ("default", "linear", "llama3", "yarn")

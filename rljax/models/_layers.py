@@ -22,7 +22,7 @@ _NEG = -0.7 * float(np.finfo(np.float32).max)  # finite "minus infinity": a full
 
 
 def dtype_of(name: str):
-  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}[name]
+  return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16, "float64": jnp.float64}[name]
 
 
 def param(value, axes: Sequence[Optional[str]], kind=nnx.Param):
