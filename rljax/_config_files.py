@@ -94,9 +94,12 @@ def load_config_and_recipe(name_or_path: Optional[str]):
       raise ValueError(f"--config {name_or_path!r}: no such config file")
     with open(name_or_path, encoding="utf-8") as f:
       try:
-        return tr.config_from_dict(json.load(f)), None
+        cfg = tr.config_from_dict(json.load(f))
       except json.JSONDecodeError as e:
         raise ValueError(f"--config {name_or_path}: not a JSON config ({e})") from None
+    from rljax.train._checkpoint_arch import as_shape_defaults  # pylint: disable=import-outside-toplevel
+    # a written config's shape is a record (a run's, or the defaults an arena config carries), not a user's choice
+    return cfg.replace(model=as_shape_defaults(cfg.model)), None
   if name_or_path in _BUILTIN and configs_package() is None:
     return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
   if not name_or_path.endswith(".py"):
