@@ -97,9 +97,8 @@ def load_config_and_recipe(name_or_path: Optional[str]):
         cfg = tr.config_from_dict(json.load(f))
       except json.JSONDecodeError as e:
         raise ValueError(f"--config {name_or_path}: not a JSON config ({e})") from None
-    from rljax.train._checkpoint_arch import as_shape_defaults  # pylint: disable=import-outside-toplevel
     # a written config's shape is a record (a run's, or the defaults an arena config carries), not a user's choice
-    return cfg.replace(model=as_shape_defaults(cfg.model)), None
+    return cfg.replace(model=tr.as_shape_defaults(cfg.model)), None
   if name_or_path in _BUILTIN and configs_package() is None:
     return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
   if not name_or_path.endswith(".py"):
@@ -115,7 +114,10 @@ def load_config_and_recipe(name_or_path: Optional[str]):
     spec.loader.exec_module(module)
   if not hasattr(module, "get_config"):
     raise ValueError(f"config file {path} must define get_config() -> rljax.train.RunConfig")
-  cfg = module.get_config()
+  try:
+    cfg = module.get_config()
+  except ValueError as e:  # RLConfig(loss=...) refused: named rl.loss, the field's path in the config
+    raise tr.user_named_error(e)
   if not isinstance(cfg, tr.RunConfig):
     raise ValueError(f"{path}: get_config() must return a RunConfig, got {type(cfg).__name__}")
   recipe = module.get_recipe() if hasattr(module, "get_recipe") else None

@@ -348,7 +348,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
               "arena": _cmd_arena, "plan": _cmd_plan}[args.command](args)
   except (ValueError, FileNotFoundError) as e:  # config / checkpoint / input errors: one clear line, no traceback
-    print(f"rljax {args.command}: error: {e}", file=sys.stderr)
+    from rljax.train import user_field_names  # pylint: disable=import-outside-toplevel
+    print(f"rljax {args.command}: error: {user_field_names(str(e))}", file=sys.stderr)  # rl.loss, not RLConfig.loss
     return 2
   except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (train() stops cleanly, _signals.py)
     print(f"[rljax] Ctrl-C: stopped{' before the run started (nothing written)' if args.command == 'train' else ''}",

@@ -44,7 +44,7 @@ def test_a_set_shape_field_other_than_the_checkpoints_is_refused(ckpt, tmp_path)
 
 
 def test_set_fields_are_told_from_defaults_even_at_the_default_value():
-  from rljax.train import ModelSpec, ShapeDefault, config_to_dict, tiny_config  # pylint: disable=import-outside-toplevel
+  from rljax.train import ModelSpec, ShapeDefault, config_to_dict, tiny_config  # pylint: disable=C0415
   spec = ModelSpec()
   assert all(isinstance(getattr(spec, f), ShapeDefault) for f in TINY)  # the dataclass defaults: not set
   assert all(isinstance(getattr(tiny_config().model, f), ShapeDefault) for f in TINY)  # a library config's shape

@@ -16,10 +16,6 @@ default ``hidden_size=64`` is a value a user may well write.
 from __future__ import annotations
 
 import dataclasses
-import typing
-
-if typing.TYPE_CHECKING:
-  from rljax.train._config import RunConfig
 
 __all__ = ["ARCHITECTURE_FIELDS", "ShapeDefault", "checkpoint_architecture", "with_checkpoint_architecture",
            "as_shape_defaults", "user_set_architecture"]
@@ -55,10 +51,10 @@ def checkpoint_architecture(checkpoint: str, revision=None) -> dict:
   return {field: int(getattr(mcfg, name)) for field, name in ARCHITECTURE_FIELDS.items()}
 
 
-def with_checkpoint_architecture(cfg: RunConfig) -> RunConfig:
-  """``cfg`` with ``ModelSpec``'s architecture fields set to ``model.hf_checkpoint``'s (``cfg`` itself without a
-  checkpoint). Raises ``ValueError`` naming every field the user set (``user_set_architecture``) to a value
-  other than the checkpoint's, with both values; reads only the checkpoint's ``config.json``."""
+def with_checkpoint_architecture(cfg):
+  """``cfg`` (a ``RunConfig``) with ``ModelSpec``'s architecture fields set to ``model.hf_checkpoint``'s (``cfg``
+  itself without a checkpoint). Raises ``ValueError`` naming every field the user set (``user_set_architecture``)
+  to a value other than the checkpoint's, with both values; reads only the checkpoint's ``config.json``."""
   spec = cfg.model
   if not spec.hf_checkpoint:
     return cfg

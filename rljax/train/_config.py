@@ -20,6 +20,7 @@ from rljax.recipes import SLOTS
 from rljax.parallel import MeshConfig
 from rljax.train._checkpoint_arch import ShapeDefault, as_shape_defaults
 from rljax.train._codec import CHAT_TEMPLATE_CHOICES
+from rljax.train._field_names import user_named_error
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
@@ -681,8 +682,19 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
   """Applies ``key=value`` overrides (dotted keys, e.g. ``rl.steps=50``).
 
   Values are parsed by the field's type; the result is re-validated, so an
-  invalid value raises ``ValueError`` naming the field.
+  invalid value raises ``ValueError`` naming the field as the override does
+  (``rl.loss``, not ``RLConfig.loss``: ``rljax.train._field_names``).
   """
+  keys = [item.split("=", 1)[0].strip() for item in overrides]
+  optims = {k.split(".")[0] + ".optim" for k in keys if k.startswith(("rl.optim.", "sft.optim."))}
+  try:
+    return _apply_overrides(cfg, overrides)
+  except ValueError as e:
+    raise user_named_error(e, optim=optims.pop() if len(optims) == 1 else None)
+
+
+def _apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
+  """``apply_overrides`` with the config classes' own field names in its errors."""
   pending = []
   for item in overrides:
     if "=" not in item:
