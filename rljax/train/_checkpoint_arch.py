@@ -25,6 +25,7 @@ ARCHITECTURE_FIELDS = {"num_layers": "num_layers", "hidden_size": "hidden_size",
                        "num_kv_heads": "num_kv_heads", "intermediate_size": "intermediate_size",
                        "max_seq_len": "max_position_embeddings"}
 
+
 class ShapeDefault(int):
   """An architecture field's value the user did not choose (a default, a library config's, a record): an ``int``
   in every other respect (equal, hashed, printed and written to JSON as its value). A checkpoint replaces it

@@ -27,9 +27,9 @@ from flax import nnx
 
 from rljax.train._checkpoint import Checkpointer, CheckpointError, remove_partial_saves
 from rljax.train._checkpoint_arch import with_checkpoint_architecture
-from rljax.train._field_names import user_named_error
 from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._experiment import Experiment, NoWriter, build_experiment, log, run_mesh
+from rljax.train._field_names import user_named_error
 from rljax.train._metrics import MetricsWriter, check_trackers, plot_metrics, wandb_settings
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
