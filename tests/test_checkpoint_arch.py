@@ -124,3 +124,18 @@ def test_a_run_records_the_checkpoints_shape_and_resumes(ckpt, tmp_path, capsys)
   out = train(apply_overrides(good, ["sft.steps=2"]), resume=True)
   assert out["out_dir"] == str(tmp_path / "run")
   capsys.readouterr()
+
+
+def test_a_written_config_json_records_its_shape_and_is_not_refused(ckpt, tmp_path, capsys):
+  from rljax.train import config_to_dict  # pylint: disable=import-outside-toplevel
+  # a config.json as rljax arena writes it (the toy shape beside the checkpoint) is a record, not the user's choice
+  cfg = _run_config(tmp_path / "run", ckpt, _questions(tmp_path / "q.jsonl"))
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps(config_to_dict(cfg)))
+  assert json.loads(path.read_text())["model"]["hidden_size"] != 16
+  assert cli.main(["train", "--config", str(path), "--print-config"]) == 0
+  model = json.loads(capsys.readouterr().out)["model"]
+  assert {k: model[k] for k in TINY} == TINY
+  # a --set of a shape field on top of it is the user's, and refused
+  assert cli.main(["train", "--config", str(path), "--set", "model.num_layers=2", "--print-config"]) == 2
+  assert "model.num_layers=2 is set with model.hf_checkpoint" in capsys.readouterr().err
