@@ -30,8 +30,7 @@ def get_config():
       out_dir="runs/qwen2_5_0_5b_gsm8k",
       task=TaskConfig(name="gsm8k", num_train=7473, num_test=1319, tfds_dir="~/tensorflow_datasets",
                       chat_template="auto"),  # the checkpoint's own template
-      model=ModelSpec(num_layers=24, hidden_size=896, num_heads=14, num_kv_heads=2, intermediate_size=4864,
-                      max_seq_len=1024, dtype="bfloat16",
+      model=ModelSpec(dtype="bfloat16",  # the shape (24 layers, 896 wide, ...) is the checkpoint's config.json's
                       hf_checkpoint=os.path.expanduser("~/models/Qwen2.5-0.5B-Instruct")),
       sft=SFTConfig(steps=0),
       rl=RLConfig(steps=500, num_prompts=16, group_size=8, max_new_tokens=512, temperature=1.0,

@@ -94,9 +94,11 @@ def load_config_and_recipe(name_or_path: Optional[str]):
       raise ValueError(f"--config {name_or_path!r}: no such config file")
     with open(name_or_path, encoding="utf-8") as f:
       try:
-        return tr.config_from_dict(json.load(f)), None
+        cfg = tr.config_from_dict(json.load(f))
       except json.JSONDecodeError as e:
         raise ValueError(f"--config {name_or_path}: not a JSON config ({e})") from None
+    # a written config's shape is a record (a run's, or the defaults an arena config carries), not a user's choice
+    return cfg.replace(model=tr.as_shape_defaults(cfg.model)), None
   if name_or_path in _BUILTIN and configs_package() is None:
     return (tr.default_config() if name_or_path == "default" else tr.tiny_config()), None
   if not name_or_path.endswith(".py"):
@@ -112,7 +114,10 @@ def load_config_and_recipe(name_or_path: Optional[str]):
     spec.loader.exec_module(module)
   if not hasattr(module, "get_config"):
     raise ValueError(f"config file {path} must define get_config() -> rljax.train.RunConfig")
-  cfg = module.get_config()
+  try:
+    cfg = module.get_config()
+  except ValueError as e:  # RLConfig(loss=...) refused: named rl.loss, the field's path in the config
+    raise tr.user_named_error(e)
   if not isinstance(cfg, tr.RunConfig):
     raise ValueError(f"{path}: get_config() must return a RunConfig, got {type(cfg).__name__}")
   recipe = module.get_recipe() if hasattr(module, "get_recipe") else None

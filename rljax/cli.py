@@ -238,7 +238,7 @@ def _cmd_train(args) -> int:
     maybe_initialize_distributed()
   from rljax.train import apply_overrides, config_to_dict  # pylint: disable=import-outside-toplevel
   from rljax.train import Preempted, from_cli, train  # pylint: disable=import-outside-toplevel
-  from rljax.train import ARCHITECTURE_FIELDS, with_checkpoint_architecture  # pylint: disable=import-outside-toplevel
+  from rljax.train import with_checkpoint_architecture  # pylint: disable=import-outside-toplevel
   if args.resume:
     cfg, recipe = _resume_config(args)
   else:
@@ -247,10 +247,9 @@ def _cmd_train(args) -> int:
   if recipe is not None and any(o.split("=", 1)[0].strip() in _recipe_keys() for o in args.overrides):
     raise ValueError(f"--config {args.config}: its get_recipe() gives the recipe, so --set of a recipe field "
                      "(rl.advantage, rl.loss, ...) would be ignored; change the recipe in the file")
-  shape = [k.split(".", 1)[1] for k in (o.split("=", 1)[0].strip() for o in args.overrides)
-           if k.startswith("model.") and k.split(".", 1)[1] in ARCHITECTURE_FIELDS]
-  if shape and cfg.model.hf_checkpoint:  # --set model.hidden_size=64 on a checkpoint: refused, even at the default
-    with_checkpoint_architecture(cfg, set_fields=shape)
+  # model.hidden_size=64 (--set or the config file) on a checkpoint: refused, even at the default; --print-config
+  # shows the checkpoint's shape, as config.json records it
+  cfg = with_checkpoint_architecture(cfg)
   if args.print_config:
     print(json.dumps(config_to_dict(cfg), indent=2))
     return 0
@@ -349,7 +348,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       return {"train": _cmd_train, "eval": _cmd_eval, "sample": _cmd_sample, "export": _cmd_export,
               "arena": _cmd_arena, "plan": _cmd_plan}[args.command](args)
   except (ValueError, FileNotFoundError) as e:  # config / checkpoint / input errors: one clear line, no traceback
-    print(f"rljax {args.command}: error: {e}", file=sys.stderr)
+    from rljax.train import user_field_names  # pylint: disable=import-outside-toplevel
+    print(f"rljax {args.command}: error: {user_field_names(str(e))}", file=sys.stderr)  # rl.loss, not RLConfig.loss
     return 2
   except KeyboardInterrupt:  # Ctrl-C outside a run's own handling (train() stops cleanly, _signals.py)
     print(f"[rljax] Ctrl-C: stopped{' before the run started (nothing written)' if args.command == 'train' else ''}",

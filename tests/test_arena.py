@@ -66,9 +66,9 @@ def test_unknown_names_are_errors_listing_the_known_ones(capsys):
   assert main(["arena", "--recipes", "grpo,nope", "--out", "unused"]) == 2
   err = capsys.readouterr().err
   assert "rljax arena: error: unknown arena entry 'nope'; known: grpo" in err and not os.path.exists("unused")
-  with pytest.raises(ValueError, match="arena --set: invalid config value RLConfig.group_size=1"):
+  with pytest.raises(ValueError, match="arena --set: invalid config value rl.group_size=1"):
     arena.plan_arena("tiny", recipes=["grpo"], overrides=["rl.group_size=1"], out_dir="unused")
-  with pytest.raises(ValueError, match="arena entry 'bad': invalid config value RLConfig.group_size=1"):
+  with pytest.raises(ValueError, match="arena entry 'bad': invalid config value rl.group_size=1"):
     arena.plan_arena("tiny", entries={"bad": Entry("bad", ("rl.group_size=1",))}, out_dir="unused")
   with pytest.raises(ValueError, match="arena entry name"):
     Entry("_sft", ())
@@ -103,7 +103,7 @@ def test_an_entry_that_cannot_run_on_the_base_is_refused_and_the_others_run(tmp_
       ("bf16_tis", 0, "start"), ("bf16_tis", 1, "start")]  # no SFT: no warm-start runs
   moe = plan[2]
   assert moe.config is None and moe.status == "refused"
-  assert moe.error == ("refused: invalid config value ModelSpec.num_experts=4: must be 0 with hf_checkpoint (the "
+  assert moe.error == ("refused: invalid config value model.num_experts=4: must be 0 with hf_checkpoint (the "
                        "checkpoint's config decides)")
   assert all(r.config.sft.init_from is None for r in plan if r.config is not None)
   rows, run_rows = arena.table_rows(out, ["grpo", "moe"], [0, 1], (1,),
@@ -111,18 +111,18 @@ def test_an_entry_that_cannot_run_on_the_base_is_refused_and_the_others_run(tmp_
                                      ("moe", 1): {"status": "refused", "error": moe.error}})
   assert [r["status"] for r in rows] == ["partial 0/2", "refused"]
   assert rows[1]["error"] == moe.error[len("refused: "):]
-  assert "| moe | refused: invalid config value ModelSpec.num_experts=4" in arena.markdown_table(rows, (1,))
+  assert "| moe | refused: invalid config value model.num_experts=4" in arena.markdown_table(rows, (1,))
   assert not os.path.exists(out)  # planning writes nothing
   # run_arena: the refusal is printed once per entry, nothing of the refused entry is written, and a checkpoint's
   # runs go one at a time (jobs=None); the runs themselves are not started here (the arena's own python fails)
   rows = arena.run_arena(base, recipes=["moe", "grpo"], seeds=[0], out_dir=out, progress=False, plot=False,
                          python="/bin/false")
   err = capsys.readouterr().err
-  assert err.count("[rljax arena] moe: refused: invalid config value ModelSpec.num_experts=4") == 1
+  assert err.count("[rljax arena] moe: refused: invalid config value model.num_experts=4") == 1
   assert "the other entries run" in err
   assert [r["status"] for r in rows] == ["refused", "failed 1/1"] and not os.path.exists(os.path.join(out, "moe"))
   # every entry refused: the error names the first
-  with pytest.raises(ValueError, match="arena entry 'moe': invalid config value ModelSpec.num_experts=4"):
+  with pytest.raises(ValueError, match="arena entry 'moe': invalid config value model.num_experts=4"):
     arena.plan_arena(base, experiment="routing_replay", out_dir=out)
 
 

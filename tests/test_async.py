@@ -262,11 +262,11 @@ def _train(out, extra, reward_fn=dense_reward, resume=False):
 
 def test_config_errors_name_the_field(tmp_path):
   cfg = tiny_config(str(tmp_path))
-  with pytest.raises(ValueError, match="RLConfig.async_staleness"):
+  with pytest.raises(ValueError, match="rl.async_staleness"):
     apply_overrides(cfg, ["rl.async_staleness=-1"])
-  with pytest.raises(ValueError, match="RLConfig.async_staleness.*rollout_ahead"):
+  with pytest.raises(ValueError, match="rl.async_staleness.*rollout_ahead"):
     apply_overrides(cfg, ["rl.async_staleness=1", "rl.rollout_ahead=true"])
-  with pytest.raises(ValueError, match="RLConfig.async_chunk_tokens"):
+  with pytest.raises(ValueError, match="rl.async_chunk_tokens"):
     apply_overrides(cfg, ["rl.async_chunk_tokens=-2"])
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   with pytest.raises(ValueError, match="rl.async_staleness=2"):

@@ -39,7 +39,7 @@ def test_defaults_are_auto_and_resolve_by_backend_cores_and_model_size(monkeypat
 def test_explicit_values_are_kept(monkeypatch):
   cfg = apply_overrides(default_config(), ["rl.num_microbatches=2", "rl.concurrent_rollouts=3"])
   assert _resolve(cfg, 4_400_000, monkeypatch=monkeypatch) == (2, 3)
-  with pytest.raises(ValueError, match="RLConfig.num_microbatches"):
+  with pytest.raises(ValueError, match="rl.num_microbatches"):
     apply_overrides(default_config(), ["rl.num_microbatches=-1"])
 
 

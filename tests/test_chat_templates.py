@@ -286,7 +286,7 @@ def test_task_config_chat_template_values():
     TaskConfig(chat_template="mistral")
   with pytest.raises(ValueError, match=r"TaskConfig\.chat_template.*multi-turn"):
     TaskConfig(name="frozenlake", chat_template="qwen")
-  with pytest.raises(ValueError, match=r"TaskConfig\.chat_template='checkpoint'.*hf_checkpoint"):
+  with pytest.raises(ValueError, match=r"task\.chat_template='checkpoint'.*hf_checkpoint"):
     apply_overrides(tiny_config("/tmp/x"), ["task.chat_template=checkpoint"])
   cfg = apply_overrides(tiny_config("/tmp/x"), ["task.chat_template=checkpoint", "model.hf_checkpoint=/ckpt"])
   assert cfg.task.chat_template == "checkpoint"

@@ -19,7 +19,7 @@ from rljax.types import TrainBatch
 
 
 @pytest.mark.parametrize("override, match", [
-    ("rl.controllers=pid", r"RLConfig\.controllers.*unknown controller 'pid'"),
+    ("rl.controllers=pid", r"rl\.controllers.*unknown controller 'pid'"),
     ("rl.controllers=adaptive_kl", "moves \\['kl_beta'\\], which no loss term reads"),   # no KL term in the loss
     ("rl.controllers=entropic", "missing required argument 'target_entropy'"),
     ("rl.controllers=temperature_control", "missing required argument 'target_entropy'"),

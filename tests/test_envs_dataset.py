@@ -182,7 +182,7 @@ def test_tfds_task_reads_a_local_array_record_dataset(tmp_path):
   assert "\n" not in str(err.value)  # one line
   with pytest.raises(ValueError, match="no feature 'question'"):
     tfds_task(str(tmp_path / "tfds"), dataset, verifier="exact_match", prompt_field="question")
-  with pytest.raises(ValueError, match=r"TaskConfig.dataset='nope'.*a dataset prepared under"):
+  with pytest.raises(ValueError, match=r"task.dataset='nope'.*a dataset prepared under"):
     apply_overrides(cfg, ["task.dataset=nope"])
   with pytest.raises(ValueError, match=r"TaskConfig.tfds_dir=None"):
     TaskConfig(name="tfds", dataset=dataset, verifier="exact_match")
@@ -205,14 +205,14 @@ def test_config_builds_the_task_in_any_override_order(tmp_path):
 
 @pytest.mark.parametrize("sets, match", [
     (["task.name=jsonl"],
-     r"TaskConfig.verifier='': must be a reward spec for the jsonl task, one of \['exact_match', 'math_answer'"),
-    (["task.name=jsonl", "task.verifier=math_answer"], r"TaskConfig.path=None: must be the JSONL file"),
+     r"task.verifier='': must be a reward spec for the jsonl task, one of \['exact_match', 'math_answer'"),
+    (["task.name=jsonl", "task.verifier=math_answer"], r"task.path=None: must be the JSONL file"),
     (["task.name=jsonl", "task.path={bad}", "task.verifier=math_answer"],
      r"invalid jsonl task: .*bad.jsonl:2: not valid JSON"),
     (["task.name=jsonl", "task.path={missing}", "task.verifier=math_answer"],
      r"invalid jsonl task: JSONL file .* does not exist"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=math_verify"],
-     r"TaskConfig.verifier='math_verify': unknown reward 'math_verify'; valid names for rl.rewards: exact_match, "
+     r"task.verifier='math_verify': unknown reward 'math_verify'; valid names for rl.rewards: exact_match, "
      r"math_answer"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=zero_variance"], r"'zero_variance' is a filter"),
     (["task.name=jsonl", "task.path={good}", "task.verifier=exact_match, math_answer"], "the verifier is one reward"),
@@ -220,11 +220,11 @@ def test_config_builds_the_task_in_any_override_order(tmp_path):
     (["task.name=jsonl", "task.path={good}", "task.verifier=exact_match", "task.answer_field=solution"],
      r"d.jsonl:1: no field 'solution'"),
     (["task.path={good}"],
-     r"TaskConfig.path=.*must be left unset: it is read by the task jsonl, and this task is 'arithmetic'"),
+     r"task.path=.*must be left unset: it is read by the task jsonl, and this task is 'arithmetic'"),
     (["task.verifier=exact_match"],
-     r"TaskConfig.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
+     r"task.verifier='exact_match': must be left unset: it is read by the task jsonl or tfds"),
     (["task.name=csv"],
-     r"TaskConfig.name='csv': must be one of \['arithmetic', 'countdown', 'small_addition', 'gsm8k', 'jsonl', 'tfds', "
+     r"task.name='csv': must be one of \['arithmetic', 'countdown', 'small_addition', 'gsm8k', 'jsonl', 'tfds', "
      r"'tool_countdown', 'frozenlake', 'tictactoe', 'env'\]"),
 ])
 def test_invalid_tasks_are_refused_naming_the_problem(tmp_path, sets, match):

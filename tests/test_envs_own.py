@@ -69,24 +69,24 @@ def test_an_object_that_is_not_an_environment_is_refused_before_any_write(tmp_pa
   factory.write_text("class Half:\n  def reset(self, problem, seed):\n    return 0, 'hi'\n  stop_strings = '\\n'\n\n\n"
                      "def make_nothing():\n  return object()\n\n\ndef make_half():\n  return Half()\n")
   out = tmp_path / "run"
-  with pytest.raises(ValueError, match=r"TaskConfig.env=.*make_nothing.*not an environment.*lacks reset\(problem, "
+  with pytest.raises(ValueError, match=r"task.env=.*make_nothing.*not an environment.*lacks reset\(problem, "
                                        r"seed\).*lacks step\(state, action\)"):
     train(_cfg(out, f"{factory}:make_nothing"), overwrite=True)
   with pytest.raises(ValueError, match=r"make_half.*lacks step.*lacks demonstrate\(episode\).*sft.steps=0.*"
                                        r"stop_strings='\\n'"):
     train(_cfg(out, f"{factory}:make_half"), overwrite=True)
   assert not os.path.exists(out)  # nothing written
-  with pytest.raises(ValueError, match="TaskConfig.env=.*no function 'missing'"):
+  with pytest.raises(ValueError, match="task.env=.*no function 'missing'"):
     train(_cfg(out, "rljax.envs.examples:missing"), overwrite=True)
-  with pytest.raises(ValueError, match="TaskConfig.env=.*cannot import 'no_such_pkg.envs'"):
+  with pytest.raises(ValueError, match="task.env=.*cannot import 'no_such_pkg.envs'"):
     train(_cfg(out, "no_such_pkg.envs:make"), overwrite=True)
-  with pytest.raises(ValueError, match=r"TaskConfig.env=.*make_guess\(\.\.\.\) raised TypeError"):
+  with pytest.raises(ValueError, match=r"task.env=.*make_guess\(\.\.\.\) raised TypeError"):
     train(_cfg(out, "rljax.envs.examples:make_guess(size=3)"), overwrite=True)
   assert not os.path.exists(out)
   # the string's form is checked when the config is made
-  with pytest.raises(ValueError, match="TaskConfig.env.*module:function"):
+  with pytest.raises(ValueError, match="task.env.*module:function"):
     apply_overrides(tiny_config(str(out)), ["task.name=env", "task.env=make_guess"])
-  with pytest.raises(ValueError, match="TaskConfig.env.*literals"):
+  with pytest.raises(ValueError, match="task.env.*literals"):
     apply_overrides(tiny_config(str(out)), ["task.name=env", "task.env=m:f(size=x)"])
-  with pytest.raises(ValueError, match="TaskConfig.env.*left unset.*arithmetic"):
+  with pytest.raises(ValueError, match="task.env.*left unset.*arithmetic"):
     apply_overrides(tiny_config(str(out)), [f"task.env={_GUESS}"])

@@ -236,9 +236,9 @@ def test_demo_tool_prob_is_validated_and_reaches_the_sft_batches():
       get_env_task("tool_countdown", demo_tool_prob=bad)
   with pytest.raises(ValueError, match="EnvTask.demo_tool_prob.*'frozenlake'"):
     get_env_task("frozenlake", demo_tool_prob=0.5)
-  with pytest.raises(ValueError, match="TaskConfig.demo_tool_prob"):
+  with pytest.raises(ValueError, match="task.demo_tool_prob"):
     apply_overrides(tiny_config("/tmp/x"), ["task.name=tool_countdown", "task.demo_tool_prob=2.0"])
-  with pytest.raises(ValueError, match="TaskConfig.demo_tool_prob.*'arithmetic'"):
+  with pytest.raises(ValueError, match="task.demo_tool_prob.*'arithmetic'"):
     apply_overrides(tiny_config("/tmp/x"), ["task.demo_tool_prob=0.5"])
   cfg = apply_overrides(tiny_config("/tmp/x"), ["task.name=tool_countdown", "task.demo_tool_prob=0.5"])
   task = build_task(cfg)
@@ -325,9 +325,9 @@ def test_multi_turn_refuses_what_its_episodes_do_not_run(tmp_path):
   cfg = apply_overrides(tiny_config(str(tmp_path)), ["task.name=frozenlake", "rl.async_staleness=1"])
   with pytest.raises(ValueError, match="multi-turn.*async_staleness=1"):
     train(cfg, overwrite=True)
-  with pytest.raises(ValueError, match="TaskConfig.max_turns"):
+  with pytest.raises(ValueError, match="task.max_turns"):
     apply_overrides(tiny_config(str(tmp_path)), ["task.max_turns=3"])
-  with pytest.raises(ValueError, match="TaskConfig.context_budget"):
+  with pytest.raises(ValueError, match="task.context_budget"):
     apply_overrides(tiny_config(str(tmp_path)), ["task.context_budget=100"])
 
 

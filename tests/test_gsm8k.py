@@ -173,7 +173,7 @@ def test_qwen_config_loads_and_validates():
   cfg = _load_config("qwen2_5_0_5b_gsm8k")
   assert cfg.task.name == "gsm8k" and cfg.model.hf_checkpoint and cfg.task.tfds_dir
   assert cfg.task.chat_template == "auto"  # the checkpoint's own (Qwen2.5-Instruct's) template
-  with pytest.raises(ValueError, match=r"TaskConfig\.chat_template"):
+  with pytest.raises(ValueError, match=r"task\.chat_template"):
     apply_overrides(cfg, ["task.chat_template=mistral"])
   assert cfg.task.num_train == 7473 and cfg.task.num_test == 1319  # the TFDS gsm8k split sizes
   assert cfg.rl.batch_size % cfg.rl.num_minibatches == 0

@@ -92,5 +92,5 @@ def test_a_run_on_a_hub_id_trains_and_records_the_id(hub, tmp_path, capsys):
   assert (model["hf_checkpoint"], model["hf_revision"]) == ("tiny-org/tiny-model", "v1")
   assert (model["num_layers"], model["hidden_size"]) == (1, 16)  # the checkpoint's shape
   assert f"chat template ({os.path.join(hub[1], 'snapshots', OTHER)})" in capsys.readouterr().out
-  with pytest.raises(ValueError, match=r"ModelSpec\.hf_revision"):
+  with pytest.raises(ValueError, match=r"model\.hf_revision"):
     apply_overrides(cfg, ["model.hf_checkpoint=none"])

@@ -39,10 +39,10 @@ def test_config_fields_validate_and_default_dense(tmp_path):
   again = apply_overrides(cfg, ["model.num_experts=4", "model.moe_layers=[0]", "rl.sampler_dtype=bfloat16",
                                 "rl.routing_replay=true"])
   assert config_from_dict(json.loads(json.dumps(config_to_dict(again)))) == again  # config.json round trip
-  bad = {"model.num_experts_per_tok=5": "ModelSpec.num_experts_per_tok",  # > num_experts (with num_experts=4)
-         "model.moe_layers=[1]": "ModelSpec.moe_layers",  # the tiny model has 1 layer
-         "model.num_experts=-1": "ModelSpec.num_experts",
-         "rl.sampler_dtype=float16": "RLConfig.sampler_dtype",
+  bad = {"model.num_experts_per_tok=5": "model.num_experts_per_tok",  # > num_experts (with num_experts=4)
+         "model.moe_layers=[1]": "model.moe_layers",  # the tiny model has 1 layer
+         "model.num_experts=-1": "model.num_experts",
+         "rl.sampler_dtype=float16": "rl.sampler_dtype",
          "rl.routing_replay=maybe": "rl.routing_replay"}
   for item, field in bad.items():
     extra = [] if item.startswith(("rl.", "model.num_experts=")) else ["model.num_experts=4"]
@@ -204,7 +204,7 @@ def test_routing_replay_bfloat16_sampler(tmp_path):
 def test_routing_replay_refused_on_a_dense_model(tmp_path):
   from rljax.train import train  # pylint: disable=import-outside-toplevel
   cfg = apply_overrides(tiny_config(str(tmp_path / "run")), ["rl.routing_replay=true"])
-  with pytest.raises(ValueError, match=r"RLConfig\.routing_replay=True: needs an MoE model"):
+  with pytest.raises(ValueError, match=r"rl\.routing_replay=True: needs an MoE model"):
     train(cfg)
   assert not os.path.exists(cfg.out_dir)  # refused before anything is written
 

@@ -106,9 +106,9 @@ def test_lora_trains_only_the_adapters(tmp_path):
 
 
 def test_lora_fields_are_checked():
-  with pytest.raises(ValueError, match=r"ModelSpec.lora_alpha=8.0.*lora_rank=0"):
+  with pytest.raises(ValueError, match=r"model.lora_alpha=8.0.*lora_rank=0"):
     apply_overrides(tiny_config(), ["model.lora_alpha=8"])
-  with pytest.raises(ValueError, match="ModelSpec.lora_rank"):
+  with pytest.raises(ValueError, match="model.lora_rank"):
     apply_overrides(tiny_config(), ["model.lora_rank=-1"])
   spec = apply_overrides(tiny_config(), ["model.lora_rank=8"]).model
   assert spec.lora.rank == 8 and spec.lora.alpha == 16.0

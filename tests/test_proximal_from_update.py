@@ -42,7 +42,7 @@ def test_an_moe_model_keeps_the_separate_forward(tmp_path):
 
 
 def test_bad_value_is_refused(tmp_path):
-  with pytest.raises(ValueError, match=r"RLConfig\.proximal_forward.*'auto' or 'separate'"):
+  with pytest.raises(ValueError, match=r"rl\.proximal_forward.*'auto' or 'separate'"):
     apply_overrides(tiny_config(str(tmp_path)), ["rl.proximal_forward=later"])
 
 

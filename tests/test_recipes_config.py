@@ -27,10 +27,10 @@ def test_parse_specs():
 
 
 @pytest.mark.parametrize("field, value, match", [
-    ("advantage", "qea", r"RLConfig\.advantage='qea'.*valid names for rl\.advantage: grpo, dr_grpo"),
+    ("advantage", "qea", r"rl\.advantage='qea'.*valid names for rl\.advantage: grpo, dr_grpo"),
     ("advantage", "qae(quantil=0.7)", r"qae: unknown argument 'quantil'; its arguments are \[quantile=0\.5, eps=1e-06"),
     ("advantage", "passk", r"passk: missing required argument 'k'.*its arguments are \[k, sigma_eps=1e-06\]"),
-    ("advantage", "qae(quantile=7)", r"RLConfig\.advantage.*quantile"),  # checked when built, not mid-run
+    ("advantage", "qae(quantile=7)", r"rl\.advantage.*quantile"),  # checked when built, not mid-run
     ("advantage", "zero_variance", r"'zero_variance' is a filter \(rl\.filters\), not an advantage estimator"),
     ("loss", "ppo_clip, icepop()", r"'icepop' is a correction: pass it to the policy loss"),
     ("loss", "ppo_clip(correction=grpo())", r"'grpo' is an advantage estimator or transform \(rl\.advantage\), not a loss term"),

@@ -66,7 +66,7 @@ def test_concurrent_rollouts_train_like_one_call(tmp_path):
   from rljax.train import build_experiment  # pylint: disable=import-outside-toplevel
   cfg = apply_overrides(tiny_config(str(tmp_path / "x")), ["rl.concurrent_rollouts=2"])
   assert build_experiment(cfg).sampler_config.concurrent_chunks == 2
-  with pytest.raises(ValueError, match="RLConfig.concurrent_rollouts"):
+  with pytest.raises(ValueError, match="rl.concurrent_rollouts"):
     apply_overrides(tiny_config(str(tmp_path / "y")), ["rl.concurrent_rollouts=-1"])
   one = _rl_rows(tmp_path / "one", [])
   two = _rl_rows(tmp_path / "two", ["rl.concurrent_rollouts=2"])

@@ -19,7 +19,7 @@ def _source(tmp_path, *overrides):
 
 
 def test_config_field_is_validated():
-  with pytest.raises(ValueError, match=r"invalid config value SFTConfig.init_from=''"):
+  with pytest.raises(ValueError, match=r"invalid config value sft.init_from=''"):
     apply_overrides(tiny_config(), ["sft.init_from="])
   assert apply_overrides(tiny_config(), ["sft.init_from=runs/x"]).sft.init_from == "runs/x"
   assert check_init_from(tiny_config()) is None  # unset: nothing to check

@@ -92,14 +92,14 @@ def test_config_errors_name_the_field(tmp_path):
   from _rewards import dense_reward  # pylint: disable=import-outside-toplevel
   from rljax.train import apply_overrides, tiny_config, train  # pylint: disable=import-outside-toplevel
   cfg = tiny_config(str(tmp_path))
-  with pytest.raises(ValueError, match="RLConfig.async_rollout_devices"):
+  with pytest.raises(ValueError, match="rl.async_rollout_devices"):
     apply_overrides(cfg, ["rl.async_rollout_devices=-1"])
-  with pytest.raises(ValueError, match="RLConfig.async_rollout_devices=4.*rl.async_staleness"):
+  with pytest.raises(ValueError, match="rl.async_rollout_devices=4.*rl.async_staleness"):
     apply_overrides(cfg, ["rl.async_rollout_devices=4"])
-  for extra, match in [(["rl.async_rollout_devices=1"], r"RLConfig.async_rollout_devices.*1 device"),
+  for extra, match in [(["rl.async_rollout_devices=1"], r"rl.async_rollout_devices.*1 device"),
                        (["mesh.fsdp=8", "rl.async_rollout_devices=8"], r"async_rollout_devices=8: must be one of \[1,"),
                        (["mesh.fsdp=8", "rl.async_rollout_devices=3"],  # fsdp 3 does not divide hidden 32
-                        r"RLConfig.async_rollout_devices=3 gives the rollout sub-mesh .*hidden_size=32")]:
+                        r"rl.async_rollout_devices=3 gives the rollout sub-mesh .*hidden_size=32")]:
     with pytest.raises(ValueError, match=match):
       train(apply_overrides(cfg, ["rl.async_staleness=0"] + extra), reward_fn=dense_reward)
     assert not os.path.exists(os.path.join(cfg.out_dir, "config.json"))  # refused before anything is written

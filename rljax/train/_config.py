@@ -20,7 +20,9 @@ from typing import Any, Optional, Sequence
 
 from rljax.recipes import SLOTS
 from rljax.parallel import MeshConfig
+from rljax.train._checkpoint_arch import ShapeDefault, as_shape_defaults
 from rljax.train._codec import CHAT_TEMPLATE_CHOICES
+from rljax.train._field_names import user_named_error
 
 __all__ = ["TaskConfig", "ModelSpec", "OptimConfig", "SFTConfig", "RLConfig", "EvalConfig",
            "CheckpointConfig", "RunConfig", "apply_overrides", "config_to_dict", "default_config",
@@ -213,14 +215,15 @@ class ModelSpec:
   renormalised over the chosen experts). ``num_experts_per_tok`` and the others are read only when
   ``num_experts > 0``. A Hugging Face checkpoint brings its own architecture: these fields stay unset there
   (a value other than the checkpoint's is refused when the run starts, and the run's ``config.json`` records the
-  checkpoint's values: ``rljax.train._checkpoint_arch``).
+  checkpoint's values: ``rljax.train._checkpoint_arch``). The defaults below are ``ShapeDefault`` ints, which tell
+  them from a value the user sets, even the same one.
   """
-  num_layers: int = 2
-  hidden_size: int = 64
-  num_heads: int = 4
-  num_kv_heads: int = 4
-  intermediate_size: int = 256
-  max_seq_len: int = 64
+  num_layers: int = ShapeDefault(2)
+  hidden_size: int = ShapeDefault(64)
+  num_heads: int = ShapeDefault(4)
+  num_kv_heads: int = ShapeDefault(4)
+  intermediate_size: int = ShapeDefault(256)
+  max_seq_len: int = ShapeDefault(64)
   preset: Optional[str] = None
   hf_checkpoint: Optional[str] = None  # a local directory, a .gguf file or a Hub id ORG/NAME (rljax.models._hub)
   hf_revision: Optional[str] = None  # a Hub id's branch, tag or commit (default: main)
@@ -265,7 +268,7 @@ class ModelSpec:
           _fail(f"ModelSpec.{name}", getattr(self, name), f"left unset ({default}) when num_experts=0 (a dense model)")
     if self.hidden_size % self.num_heads and not self.hf_checkpoint:  # a checkpoint may set its own head_dim
       _fail("ModelSpec.hidden_size", self.hidden_size, f"divisible by num_heads={self.num_heads}")
-    if self.num_heads % self.num_kv_heads:
+    if self.num_heads % self.num_kv_heads and not self.hf_checkpoint:  # a checkpoint's own shape is refused later
       _fail("ModelSpec.num_kv_heads", self.num_kv_heads, f"a divisor of num_heads={self.num_heads}")
     if self.hf_revision is not None and (not isinstance(self.hf_revision, str) or not self.hf_checkpoint):
       _fail("ModelSpec.hf_revision", self.hf_revision, "None, or a branch, tag or commit of a Hub id in hf_checkpoint")
@@ -586,8 +589,8 @@ def tiny_config(out_dir: str = "runs/tiny") -> RunConfig:
   return RunConfig(
       out_dir=out_dir,
       task=TaskConfig(digits=2, num_train=500, num_test=32),
-      model=ModelSpec(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=2, intermediate_size=64,
-                      max_seq_len=32),
+      model=as_shape_defaults(ModelSpec(num_layers=1, hidden_size=32, num_heads=2, num_kv_heads=2,
+                                        intermediate_size=64, max_seq_len=32)),  # a checkpoint replaces them
       sft=SFTConfig(steps=4, batch_size=16),
       rl=RLConfig(steps=4, num_prompts=4, group_size=4, max_new_tokens=4),
       eval=EvalConfig(num_problems=32, batch_size=32, every=0, num_samples=2, pass_k=(1, 2)),
@@ -681,8 +684,19 @@ def apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
   """Applies ``key=value`` overrides (dotted keys, e.g. ``rl.steps=50``).
 
   Values are parsed by the field's type; the result is re-validated, so an
-  invalid value raises ``ValueError`` naming the field.
+  invalid value raises ``ValueError`` naming the field as the override does
+  (``rl.loss``, not ``RLConfig.loss``: ``rljax.train._field_names``).
   """
+  keys = [item.split("=", 1)[0].strip() for item in overrides]
+  optims = {k.split(".")[0] + ".optim" for k in keys if k.startswith(("rl.optim.", "sft.optim."))}
+  try:
+    return _apply_overrides(cfg, overrides)
+  except ValueError as e:
+    raise user_named_error(e, optim=optims.pop() if len(optims) == 1 else None)
+
+
+def _apply_overrides(cfg: RunConfig, overrides: Sequence[str]) -> RunConfig:
+  """``apply_overrides`` with the config classes' own field names in its errors."""
   pending = []
   for item in overrides:
     if "=" not in item:

@@ -29,6 +29,7 @@ from rljax.train._checkpoint import Checkpointer, CheckpointError, remove_partia
 from rljax.train._checkpoint_arch import with_checkpoint_architecture
 from rljax.train._config import RunConfig, config_to_dict
 from rljax.train._experiment import Experiment, NoWriter, build_experiment, log, run_mesh
+from rljax.train._field_names import user_named_error
 from rljax.train._metrics import MetricsWriter, check_trackers, plot_metrics, wandb_settings
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
@@ -139,10 +140,16 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
   first step stops with nothing new saved. ``train(cfg, resume=True)`` continues the run. A second Ctrl-C stops
   at once (``KeyboardInterrupt``). The handlers are installed first (a signal during an XLA compilation waits
   for it to end) and the previous ones restored on return.
+
+  A refused config names its fields by their paths in ``cfg`` (``rl.loss``, ``model.hidden_size``), not by their
+  classes (``rljax.train._field_names``).
   """
   with stop_flag() as flag:
-    return _train(cfg, flag, resume=resume, overwrite=overwrite, recipe=recipe, objective_fn=objective_fn,
-                  reward_fn=reward_fn, objective_needs=objective_needs)
+    try:
+      return _train(cfg, flag, resume=resume, overwrite=overwrite, recipe=recipe, objective_fn=objective_fn,
+                    reward_fn=reward_fn, objective_needs=objective_needs)
+    except ValueError as e:  # config errors name rl.loss, model.hidden_size, ... as cfg's user knows them
+      raise user_named_error(e)
 
 
 def _stop_if_asked(flag, what: str) -> None:

@@ -87,7 +87,10 @@ def saved_config(out_dir: str) -> RunConfig:
       cfg = config_from_dict(json.load(f))
   except (json.JSONDecodeError, TypeError) as e:
     raise CheckpointError(f"{path} is not a readable run config ({e})") from e
-  return cfg.replace(out_dir=out_dir)
+  from rljax.train._checkpoint_arch import as_shape_defaults  # pylint: disable=import-outside-toplevel
+  # the shape a run recorded is no user's choice (a checkpoint run's is the checkpoint's; before issue #52, the
+  # toy defaults it never read): a resume neither refuses nor keeps it against the checkpoint's
+  return cfg.replace(out_dir=out_dir, model=as_shape_defaults(cfg.model))
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
