@@ -134,17 +134,18 @@ class Block(nnx.Module):
     x, ids, probs = self._mlp(x + y, routing)
     return x, ids, probs, k_l, v_l
 
-  def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None):
+  def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None, fused: bool = True):
     """One decode token per row over this layer's own cache ``k_l, v_l [B, K, S, D]``.
 
     Same math as :meth:`cached` with ``T = 1``. The per-layer, head-major
     cache lets the attention read it in place (on CPU a slice of the stacked
     ``[L, ...]`` cache, or a ``[B, S, K, D]`` cache under a ``(B, K)``-batched
     matmul, is a full copy every step). ``mask`` ``[B, 1, A]`` with ``A <= S``:
-    the attention reads the first ``A`` slots only (``A`` > ``cache_index``).
+    the attention reads the first ``A`` slots only (``A`` > ``cache_index``). ``fused``: q/k/v and gate/up
+    each from one matmul against their stacked weights (a stacked copy of the weights: see ``decode_step``).
     """
     y = self.attn_norm(x)
-    q, k, v = self.attn.qkv(y, cos, sin, fused=True)  # one matmul (decode: 64-row operands)
+    q, k, v = self.attn.qkv(y, cos, sin, fused=fused)  # one matmul (decode: 64-row operands)
     start = (0, 0, cache_index, 0)
     k_l = jax.lax.dynamic_update_slice(k_l, k.transpose(0, 2, 1, 3).astype(k_l.dtype), start)
     v_l = jax.lax.dynamic_update_slice(v_l, v.transpose(0, 2, 1, 3).astype(v_l.dtype), start)
@@ -153,7 +154,7 @@ class Block(nnx.Module):
                              v_l[:, :, :a] if a < v_l.shape[2] else v_l, mask)
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
-    x, ids, probs = self._mlp(x + y, routing, fused=True)
+    x, ids, probs = self._mlp(x + y, routing, fused=fused)
     return x, ids, probs, k_l, v_l
 
 
@@ -406,7 +407,7 @@ class Transformer(nnx.Module):
     return z
 
   # ---------------------------------------------------------------- forward
-  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask, attend=None):
+  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask, attend=None, fused=True):
     """One token per row with a per-layer KV cache (the sampler's decode loop).
 
     Equals ``self(tokens, positions, cache=KVCache(stack(k_layers),
@@ -423,6 +424,9 @@ class Transformer(nnx.Module):
       attend: static int in ``(cache_index, S]`` or None (``S``): attend over the first ``attend`` slots only
         (the sampler's decode phases: the cache is written in place at its full size, and early steps do
         not read its empty tail; same values, the slots after are empty).
+      fused: q/k/v and gate/up each from one matmul (fewer, larger matmuls; same values). The stacked
+        weights are a copy of them that XLA keeps beside the stored ones through a decode loop (on a pod,
+        4x the sharded gate/up in TPU tiles): the sampler turns it off over a mesh.
     Returns:
       ``(hidden [B, 1, H] after the final norm, k_layers, v_layers, routing [B, 1, L_moe, k] or None)``.
     """
@@ -439,7 +443,8 @@ class Transformer(nnx.Module):
     ks, vs = list(k_layers), list(v_layers)
     for i, block in enumerate(self.blocks()):
       mask = sliding_mask if block.sliding else base
-      x, ids, _, ks[i], vs[i] = block.decode(x, *rope[block.sliding], mask, ks[i], vs[i], cache_index)
+      x, ids, _, ks[i], vs[i] = block.decode(x, *rope[block.sliding], mask, ks[i], vs[i], cache_index,
+                                             fused=fused)
       if block.is_moe:
         ids_all.append(ids)
     routing_out = jnp.stack(ids_all, axis=2) if ids_all else None

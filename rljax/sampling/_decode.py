@@ -185,7 +185,7 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
     fed_pos = (st.length - 1)[:, None]
     ks, vs = st.cache
     hidden, ks, vs, routing = model.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask,
-                                                attend=attend)
+                                                attend=attend, fused=mesh is None)
     ks, vs = _constrain_layers(ks, mesh), _constrain_layers(vs, mesh)
     upd = {}
     if st.routing is not None and routing is not None:
