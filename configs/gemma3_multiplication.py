@@ -81,7 +81,8 @@ class FewShotMultiplication:
     if split not in ("train", "test"):
       raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     space = [(a, b) for a in range(self.low, self.high + 1) for b in range(self.low, self.high + 1)]
-    pool = [(a, b) for a, b in space if self.split_of(a, b) == split]
+    shown = {frozenset(pair) for pair in EXAMPLES}  # the worked examples' answers are in every prompt: asked never
+    pool = [(a, b) for a, b in space if self.split_of(a, b) == split and frozenset((a, b)) not in shown]
     if not pool:
       raise ValueError(f"the {split} split of {self} is empty")
     if split == "test":

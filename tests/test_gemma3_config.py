@@ -1,12 +1,12 @@
 """configs/gemma3_multiplication.py's task (no model): the prompt is benchmarks/gemma3_zero_shot.py's candidate E,
-word for word (the zero-shot figure was measured on it), the splits are disjoint by unordered pair and the test
-split is fixed, the reward reads the turn's first integer. Hand-written expectations."""
+word for word (the zero-shot figure was measured on it), the splits are disjoint by unordered pair, the test
+split is fixed and neither asks an example's pair, the reward reads the turn's first integer. Hand-written expectations."""
 import importlib.util
 import pathlib
 
 import pytest
 
-from rljax.configs.gemma3_multiplication import FewShotMultiplication, make_env
+from rljax.configs.gemma3_multiplication import EXAMPLES, FewShotMultiplication, make_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,9 @@ def test_splits_are_disjoint_by_unordered_pair_and_the_test_split_fixed():
   pair = lambda p: frozenset((p.meta["a"], p.meta["b"]))
   assert 10 < len(test) < 64 and len({(p.meta["a"], p.meta["b"]) for p in test}) == len(test)
   assert not {pair(p) for p in test} & {pair(p) for p in train}
-  assert {(p.meta["a"], p.meta["b"]) for p in test + train} == {(a, b) for a in range(2, 10) for b in range(2, 10)}
+  shown = {frozenset(pair) for pair in EXAMPLES}  # an example's answer is in the prompt: never asked
+  assert {(p.meta["a"], p.meta["b"]) for p in test + train} == {
+      (a, b) for a in range(2, 10) for b in range(2, 10) if frozenset((a, b)) not in shown}
   assert env.problems("test", 5, 9) == test[:5] and env.problems("train", 7, 1) == env.problems("train", 7, 1)
   assert env.problems("train", 7, 1) != env.problems("train", 7, 2)
   with pytest.raises(ValueError, match="split must be 'train' or 'test'"):
