@@ -1,6 +1,7 @@
 """configs/gemma3_multiplication.py's task (no model): the prompt is benchmarks/gemma3_zero_shot.py's candidate E,
 word for word (the zero-shot figure was measured on it), the splits are disjoint by unordered pair, the test
-split is fixed and neither asks an example's pair, the reward reads the turn's first integer. Hand-written expectations."""
+split is fixed and neither asks an example's pair, the reward reads the turn's first integer. Hand-written
+expectations."""
 import importlib.util
 import pathlib
 
@@ -20,7 +21,8 @@ def test_the_prompt_is_the_measured_candidate():
   for prompt, answer in zip(prompts[:10], answers[:10]):
     a, b = (int(x) for x in prompt.rsplit("What is ", 1)[1].split("?")[0].split(" * "))
     assert env.prompt(a, b) == prompt and str(a * b) == answer
-  assert env.prompt(6, 8).endswith("A: 45\n\nQ: What is 6 * 8?\nA:") and env.prompt(6, 8).startswith("Q: What is 3 * 4?")
+  assert env.prompt(6, 8).endswith("A: 45\n\nQ: What is 6 * 8?\nA:")
+  assert env.prompt(6, 8).startswith("Q: What is 3 * 4?")
 
 
 def test_splits_are_disjoint_by_unordered_pair_and_the_test_split_fixed():
