@@ -23,8 +23,8 @@ and the model's turn ends at its first newline (``stop_strings``). Reward 1 when
 product. Operands 2-9 in either order, the examples' pairs never asked; the held-out split is a hash-chosen share
 (``test_fraction`` 0.5) of the other unordered pairs, 22 ordered questions (``6 * 8`` and ``8 * 6`` are in the same
 split), never trained on. Measured zero-shot (the sampler alone, greedy): 4.5% of the 22 held-out questions (1 of
-22), below the 10-60% band the issue asks for; benchmarks/gemma3_zero_shot.py's candidate E (this prompt, 84 draws of all pairs, the examples'
-own included) said 10.7%. A format that lands inside the band is still to be found.
+22), below the 10-60% band the issue asks for; benchmarks/gemma3_zero_shot.py's candidate E (this prompt, 84
+draws of all pairs, the examples' own included) said 10.7%. A format that lands inside the band is still to be found.
 
 Hyper-parameters: those of ``smollm2_addition`` (``pretrained_config``'s real-model defaults, learning rate 1e-5
 constant, 8 prompts x 4 samples, no KL term), 6 new tokens (" 48" and the newline are 4 of Gemma's
