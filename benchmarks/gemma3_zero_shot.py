@@ -15,9 +15,9 @@ rljax's sampler decodes greedily (KV cache, one batch per candidate). Candidates
 
 A few-shot completion goes on with the next example ("...\\n\\nQ: ..."); scoring the first line is what a
 ``"\\n"`` stop string gives. The sums of A-C are ``SmallAdditionTask``'s test split; D-F draw their operands with a
-fixed seed. The questions are not filtered against the worked examples (E's draws include 7 * 6, whose answer
-is in the prompt; configs/gemma3_multiplication.py leaves such questions out). Accuracy figures only (no
-timings)::
+fixed seed. The questions are not filtered against the worked examples (7 of E's 84 draws ask an example's own
+question, e.g. 7 * 6, whose answer is in the prompt; configs/gemma3_multiplication.py leaves such questions
+out). Accuracy figures only (no timings)::
 
     JAX_PLATFORMS=cpu python benchmarks/gemma3_zero_shot.py            # all candidates
     JAX_PLATFORMS=cpu python benchmarks/gemma3_zero_shot.py D E        # some
