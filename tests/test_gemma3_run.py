@@ -134,7 +134,7 @@ def test_the_gemma3_config_trains_its_environment_on_a_base_model(run, tmp_path,
   assert cli.main(["train", "--config", "gemma3_multiplication", "--out-dir", out,
                    *[a for s in sets for a in ("--set", s)]]) == 0
   log = capsys.readouterr().out
-  assert "task=env" in log and "test=24" in log and "[rljax] zero-shot (no SFT): held-out greedy accuracy" in log
+  assert "task=env" in log and "test=22" in log and "[rljax] zero-shot (no SFT): held-out greedy accuracy" in log
   assert "[rljax] RL step 1/1: rollout " in log
   with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
     cfg = json.load(f)
