@@ -838,11 +838,11 @@ def _technique_rows():
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_rloo_outcome_advantage",
                                   "singleton group: ours A = 0; verl A = r (singleton='raw')",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
                                        "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
-                                       "keeps r)",
+                                       "keeps r; the epsilon argument is unused)" + _VERL07_SAME,
                                   defaults=(("singleton", "'zero' (A = 0)", "A = r"),),
                                   placement=_OUTCOME_PLACEMENT,
                                   deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),

@@ -743,9 +743,10 @@ def _technique_rows():
                     "compute_policy_loss_bapo",
                     "default mode='share' is our reading of the README, placement='step' ours (one-step lag); "
                     "theirs: bapo(1.0, mode='code', low_range=(0.6, 0.8), high_range=(1.2, 2.0), placement='loss')",
-                    read="github.com/WooooDyy/BAPO (commit not recorded): recipe/bapo/policy_loss.py "
-                         "compute_policy_loss_bapo and _compute_effective_advantage; recipe/bapo/config/"
-                         "bapo_trainer.yaml; README (the ρ₀ rule), as transcribed in tests/test_control.py",
+                    read="WooooDyy/BAPO@7287044 (re-read in the second reading, #51 item 4): "
+                         "recipe/bapo/policy_loss.py:21-62 _compute_effective_advantage and :76-185 "
+                         "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
+                         "as transcribed in tests/test_control.py",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
                               ("rho0 (target)", "0.5", "1.0 (yaml)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml)"),
