@@ -786,7 +786,6 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
-_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
                    "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
@@ -813,7 +812,7 @@ def _technique_rows():
       Technique("grpo", "advantage", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none",
                 "arXiv 2402.03300; verl grpo",
                 stage=S.group_estimator(grpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage",
                                   "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
                                   "(singleton='raw')",
                                   read=_VERL_GRPO_READ,
@@ -829,7 +828,7 @@ def _technique_rows():
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
                                   "singleton group: ours A = 0; verl A = r (singleton='raw')",
                                   read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
                                   defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),

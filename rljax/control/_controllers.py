@@ -710,7 +710,9 @@ def _technique_rows():
                                        "dp_actor.py (α = clip(K_i·accumulated + K_p·(H − H*), −1, 1), the error "
                                        "accumulated after use, scaled by micro/mini batch size); run_entropic.sh "
                                        "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
-                                       "dp_actor.py itself not re-read",
+                                       "dp_actor.py@2470730c update_policy (code index, read in the second "
+                                       "reading, #51 item 4: H = agg_loss(entropy) of each micro-batch, α as "
+                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use)",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
                                             ("target_entropy", "required", "target_entropy = 0.1"),
