@@ -452,14 +452,11 @@ def _technique_rows():
                                       "distinct success",
                                       "draws one prompt at a time without replacement (the same law for the "
                                       "first draw as their multinomial over buckets)",
-                                      "a mixed group (G − 1 fresh rows + 1 replayed success) is rescored on its "
-                                      "fresh rows, p = k_fresh/(G − 1), bucket round(p·G); theirs count the "
-                                      "successes of all G rows of the uid, the replayed one included (k = k_fresh "
-                                      "+ 1): e.g. 0 fresh successes moves the prompt to bucket 0 here, to bucket 1 "
-                                      "there; 3 of 7 gives bucket 3 here, 4 there",
-                                      "a prompt solved by every fresh row leaves the buffer but stays in the data "
-                                      "loader; theirs also drop it from the training data (skip_uid_set, applied "
-                                      "when each epoch's loader is built)",
+                                      "a mixed group (G − 1 fresh + 1 replayed success) is rescored on its fresh rows "
+                                      "(bucket round(p·G), p = k_fresh/(G − 1)); theirs count all G rows, the replayed "
+                                      "success included: 0 fresh successes gives bucket 0 here, 1 there; 3 of 7: 3, 4",
+                                      "a prompt solved by every fresh row leaves the buffer, not the loader; theirs "
+                                      "also leave the training data (skip_uid_set, when an epoch's loader is built)",
                                       "their trainer also masks all-fail and all-solved groups out of the loss; "
                                       "here that is the zero_variance filter, composed separately"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
