@@ -1181,7 +1181,11 @@ def _technique_rows():
                                              "else 1; no σ"),
                                             ("metric", "'length'", "entropy (dr_entropy_token_budget) or length "
                                              "(dr_length_on_mean), by adv_estimator"),
-                                            ("group size", "the step's groups", "n_resp_per_prompt = 16")),
+                                            ("group size", "the step's groups", "n_resp_per_prompt = 16"),
+                                            ("λ schedule", "constant (inter_coef)", "constant λ, or annealed / "
+                                             "cosine-restart λ over the steps (adv_estimator …_annel, "
+                                             "…_cosine_restart[_r]); setups.sh:10-16 assigns adv_estimator seven "
+                                             "times, the last (…_cosine_restart_r) wins when sourced")),
                                   placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
                                             "the whole batch grouped by uid, the entropy from the rollout's "
                                             "recomputed log-probs; ours: the advantage stage, once per step on the "
@@ -1199,7 +1203,10 @@ def _technique_rows():
                                       "even place α differently) are not offered",
                                       "a singleton group: ours 0; theirs r·α/max_length (means 0)",
                                       "default ÷ (σ_g + ε) (GRPO scale); theirs never divides by σ; the "
-                                      "1/max_length factor is a learning-rate change left to the aggregation"))),
+                                      "1/max_length factor is a learning-rate change left to the aggregation",
+                                      "their step-scheduled λ (annealed, cosine with restarts: the estimators "
+                                      "…_annel and …_cosine_restart[_r], ray_trainer.py:255-290) is not built; "
+                                      "inter_coef is constant"))),
   )
 
 
