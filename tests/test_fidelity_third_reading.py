@@ -359,6 +359,23 @@ def test_overlong_penalty_is_verls_overlong_buffer_reward():
     np.testing.assert_allclose(np.asarray(pen, np.float64), want, rtol=0, atol=1e-15)
 
 
+def test_overlong_penalty_keeps_float64_under_x64():
+  """Second reading (#51 item 4): the record says the function keeps float64 under x64; it cast to float32.
+  A setting whose penalties are not float32-exact (L_buf = 3, factor 0.7) shows the difference."""
+  import jax
+  from rljax import rewards as R
+  max_len, buffer_len, factor = 10, 3, 0.7
+  lengths = np.array([0.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+  want = [min(-(n - (max_len - buffer_len)) / buffer_len * factor, 0) for n in lengths]
+  with jax.enable_x64(True):
+    pen, _ = R.overlong_penalty(lengths, max_len=max_len, buffer_len=buffer_len, penalty_factor=factor)
+    assert pen.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(pen), want, rtol=0, atol=1e-15)
+    pen32, _ = R.overlong_penalty(lengths.astype(np.int32), max_len=max_len, buffer_len=buffer_len,
+                                  penalty_factor=factor)
+    assert pen32.dtype == np.float32  # integer token counts: float32, as the loop's rewards
+
+
 # ----------------------------------------------------------------------------- exact_match vs verl search_r1 EM
 # volcengine/verl@v0.7.0 verl/utils/reward_score/search_r1_like_qa_em.py:23-128
 

@@ -786,7 +786,6 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
-_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
                    "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
@@ -813,7 +812,7 @@ def _technique_rows():
       Technique("grpo", "advantage", grpo, "A_i = (r_i − μ_g)/(σ_g + ε); scale group|batch|none",
                 "arXiv 2402.03300; verl grpo",
                 stage=S.group_estimator(grpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage",
                                   "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
                                   "(singleton='raw')",
                                   read=_VERL_GRPO_READ,
@@ -829,7 +828,7 @@ def _technique_rows():
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
                                   "singleton group: ours A = 0; verl A = r (singleton='raw')",
                                   read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
                                   defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
@@ -838,11 +837,11 @@ def _technique_rows():
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
-                fidelity=Fidelity("peer", f"{_VERL}: compute_rloo_outcome_advantage",
+                fidelity=Fidelity("peer", f"{_VERL07}: compute_rloo_outcome_advantage",
                                   "singleton group: ours A = 0; verl A = r (singleton='raw')",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
                                        "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
-                                       "keeps r)",
+                                       "keeps r; the epsilon argument is unused)" + _VERL07_SAME,
                                   defaults=(("singleton", "'zero' (A = 0)", "A = r"),),
                                   placement=_OUTCOME_PLACEMENT,
                                   deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
@@ -1182,7 +1181,11 @@ def _technique_rows():
                                              "else 1; no σ"),
                                             ("metric", "'length'", "entropy (dr_entropy_token_budget) or length "
                                              "(dr_length_on_mean), by adv_estimator"),
-                                            ("group size", "the step's groups", "n_resp_per_prompt = 16")),
+                                            ("group size", "the step's groups", "n_resp_per_prompt = 16"),
+                                            ("λ schedule", "constant (inter_coef)", "constant λ, or annealed / "
+                                             "cosine-restart λ over the steps (adv_estimator …_annel, "
+                                             "…_cosine_restart[_r]); setups.sh:10-16 assigns adv_estimator seven "
+                                             "times, the last (…_cosine_restart_r) wins when sourced")),
                                   placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
                                             "the whole batch grouped by uid, the entropy from the rollout's "
                                             "recomputed log-probs; ours: the advantage stage, once per step on the "
@@ -1200,7 +1203,10 @@ def _technique_rows():
                                       "even place α differently) are not offered",
                                       "a singleton group: ours 0; theirs r·α/max_length (means 0)",
                                       "default ÷ (σ_g + ε) (GRPO scale); theirs never divides by σ; the "
-                                      "1/max_length factor is a learning-rate change left to the aggregation"))),
+                                      "1/max_length factor is a learning-rate change left to the aggregation",
+                                      "their step-scheduled λ (annealed, cosine with restarts: the estimators "
+                                      "…_annel and …_cosine_restart[_r], ray_trainer.py:255-290) is not built; "
+                                      "inter_coef is constant"))),
   )
 
 

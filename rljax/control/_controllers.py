@@ -710,7 +710,9 @@ def _technique_rows():
                                        "dp_actor.py (α = clip(K_i·accumulated + K_p·(H − H*), −1, 1), the error "
                                        "accumulated after use, scaled by micro/mini batch size); run_entropic.sh "
                                        "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
-                                       "dp_actor.py itself not re-read",
+                                       "dp_actor.py@2470730c update_policy (code index, read in the second "
+                                       "reading, #51 item 4: H = agg_loss(entropy) of each micro-batch, α as "
+                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use)",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
                                             ("target_entropy", "required", "target_entropy = 0.1"),
@@ -743,9 +745,10 @@ def _technique_rows():
                     "compute_policy_loss_bapo",
                     "default mode='share' is our reading of the README, placement='step' ours (one-step lag); "
                     "theirs: bapo(1.0, mode='code', low_range=(0.6, 0.8), high_range=(1.2, 2.0), placement='loss')",
-                    read="github.com/WooooDyy/BAPO (commit not recorded): recipe/bapo/policy_loss.py "
-                         "compute_policy_loss_bapo and _compute_effective_advantage; recipe/bapo/config/"
-                         "bapo_trainer.yaml; README (the ρ₀ rule), as transcribed in tests/test_control.py",
+                    read="WooooDyy/BAPO@7287044 (re-read in the second reading, #51 item 4): "
+                         "recipe/bapo/policy_loss.py:21-62 _compute_effective_advantage and :76-185 "
+                         "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
+                         "as transcribed in tests/test_control.py",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
                               ("rho0 (target)", "0.5", "1.0 (yaml)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml)"),

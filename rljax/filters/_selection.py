@@ -230,7 +230,8 @@ def _technique_rows():
                                   read="ltzheng/SimpleTIR@e7b5b443 recipe/simpletir/agent_utils.py:554-605 "
                                        "(execute_predictions: the void-turn rule) and :379-450 (void_turn_mask over "
                                        "the turns); recipe/simpletir/simpletir_ray_trainer.py:1146-1165 (loss_mask "
-                                       "× void_turn_mask); recipe/simpletir/config/simpletir_trainer.yaml:38",
+                                       "× void_turn_mask) and :1431-1437 (compute_advantage afterwards, on the "
+                                       "whole batch); recipe/simpletir/config/simpletir_trainer.yaml:38",
                                   defaults=(("code_pattern", "```.*?``` (any fenced block)",
                                              "```(?:py|python)?\\n(.*?)\\n``` (re.DOTALL)"),
                                             ("answer_pattern", "\\boxed\\s*\\{ | <answer>…</answer> | ####",
@@ -239,15 +240,20 @@ def _technique_rows():
                                   placement="theirs: during the multi-turn rollout, per active trajectory and "
                                             "turn (a void turn also ends the episode); the trainer multiplies the "
                                             "whole trajectory's loss_mask by 0, training only; ours: a row filter "
-                                            "after the rollout on each row's decoded model turns (data.turns); a "
-                                            "dropped row leaves the loss",
+                                            "after the rollout on each row's decoded model turns (data.turns), "
+                                            "before the advantage: a dropped row gets valid False, so it leaves "
+                                            "its group's statistics as well as the loss",
                                   deviations=(
                                       "the default patterns are wider (any ``` block; \\boxed with spaces, "
                                       "<answer>, ####); code_pattern=r'```(?:py|python)?\\n(.*?)\\n```', "
                                       "answer_pattern=r'\\\\boxed\\{' give theirs",
                                       "every model turn of the row is tested; theirs stop the episode at the "
                                       "first void turn or \\boxed, so the turns they test are the same",
-                                      "a turn that is not text counts as void; a row with no model turn is kept"))),
+                                      "a turn that is not text counts as void; a row with no model turn is kept",
+                                      "a void row leaves before the advantage (valid False), so its reward no "
+                                      "longer enters its group's mean and std and the other rows' advantages "
+                                      "change; theirs keep the void trajectory in compute_advantage (GRPO over "
+                                      "the whole batch) and only zero its loss mask"))),
       Technique("shuffle_pairs", "filter", shuffle_pairs,
                 "pair k-th max/min advantage per group; draw rows with p ~ |A|",
                 f"{_S1} L43 (Shuffle-R1)",

@@ -224,41 +224,55 @@ TECHNIQUES = (
               f"{_S1} L235 (OC-GRPO)",
               stage=oc_grpo,
               fidelity=Fidelity("authors_code", "github.com/AgPriyank/OC-GRPO: verl_grpo/trainer/ray_trainer.py "
-                                "(is_correction_mode per_token)",
-                                "theirs = oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01); "
-                                "their prefix cascade 0.2→1.0 (first level solved) not built; f=0.5, rows=0.5, "
-                                "ratio vs hinted logp: our defaults",
-                                read="AgPriyank/OC-GRPO@54d61030 verl_grpo/trainer/ray_trainer.py:3082-3090 (hint "
-                                     "config), :3315-3420 (lowest solved prefix level, replacement by its correct "
-                                     "candidates) and :5262-5300 (is_correction_mode per_token: advantages × "
-                                     "clamp(exp(−Δ_t), clamp_min, 1)); verl_grpo/config/verl_run_852_n16.yaml:"
-                                     "30-68",
+                                "(hint_mode prefix, is_correction_mode per_token)",
+                                "theirs ≈ oc_grpo(rows=1, logp_old='recompute') + correction tis(1.0, lower=0.01), "
+                                "applied only when a hinted sample is correct; their cascade 0.2→1.0 and prompt "
+                                "not built; f=0.5, rows=0.5: ours",
+                                read="AgPriyank/OC-GRPO@54d61030 verl_grpo/trainer/ray_trainer.py:3951-4188 "
+                                     "(hint_mode 'prefix': the prefix cascade; at the first level where one of the "
+                                     "n hinted samples is correct, all n rows of the group are replaced by the n "
+                                     "hinted samples, rewards recomputed) and :5262-5300 (is_correction_mode "
+                                     "per_token: advantages × clamp(exp(−Δ_t), clamp_min, 1)); "
+                                     "verl_grpo/hints/prompt_builder.py:100-150 (build_prefix_prompt_text); "
+                                     "verl_grpo/config/verl_run_852_n16.yaml:54-69 (hints). Second reading (#51 "
+                                     "item 4): the earlier record cited :3082-3090 and :3315-3420, the "
+                                     "'replacement2' mode, which the yaml does not select",
                                 defaults=(("fraction", "0.5 (one level)", "prefix_fractions 0.2, 0.4, 0.6, 0.8, "
-                                           "1.0: the lowest level with a correct candidate"),
-                                          ("rows", "0.5 (ceil(0.5·G) rows, any outcome)", "the level's correct "
-                                           "candidates (hint_n_candidates 2; replace_count None = all)"),
+                                           "1.0: the lowest level with a correct sample"),
+                                          ("rows", "0.5 (ceil(0.5·G) rows, any outcome, always)",
+                                           "all n rows of the group, by the level's n hinted samples (any "
+                                           "outcome), once one of them is correct"),
                                           ("trigger", "all-failed group", "zero-accuracy group, hint_probability "
                                            "1.0"),
+                                          ("prompt", "template 'Hint: the solution starts with {hint}\\n{prompt}', "
+                                           "no system prompt", "build_prefix_prompt_text ('Partial reference "
+                                           "solution: …'), anti_repetition_system_prompt for levels < 1.0"),
                                           ("logp_old", "'behavior' (ratio vs log π_old(y | x + h))",
-                                           "log π_old(y | x) recomputed under the original prompt"),
+                                           "log π_old(y | x) recomputed under the original prompt (prompt_mode "
+                                           "original)"),
                                           ("correction", "none (compose tis(1.0, lower=0.01))",
-                                           "per_token, is_correction_clamp_min 0.01, is_weight_power 1")),
-                                placement="theirs: after the reward, each zero-accuracy group is re-sampled at "
-                                          "every prefix level of the solution; the correct candidates of the "
-                                          "lowest solved level replace random rows of the group, trained under "
-                                          "the original prompt with advantages × the clamped per-token IS "
-                                          "weight; ours: a replay stage after the reward re-samples all-failed "
-                                          "groups from one prefix level and splices ceil(rows·G) samples in as "
-                                          "rows of the unhinted prompt",
+                                           "per_token, compute_is_ratio true, is_correction_clamp_min 0.01, "
+                                           "is_weight_power 1")),
+                                placement="theirs: after the reward, each zero-accuracy group is re-sampled with "
+                                          "solution prefixes of growing length (0.2 → 1.0); at the first level "
+                                          "where one of the n samples is correct, the group's n rows become those "
+                                          "n samples (rewards recomputed), trained under the original prompt with "
+                                          "advantages × the clamped per-token IS weight; a group no level solves "
+                                          "stays as it was; ours: a replay stage after the reward re-samples "
+                                          "all-failed groups from one prefix level and splices ceil(rows·G) "
+                                          "samples in as rows of the unhinted prompt",
                                 deviations=(
                                     "one prefix level (fraction 0.5); their cascade 0.2 → 1.0 (lowest level "
                                     "solved) is not built",
-                                    "the hinted samples replace ceil(rows·G) rows whatever their outcome; theirs "
-                                    "replace rows only by correct candidates",
+                                    "the hinted samples replace ceil(rows·G) rows whether or not one of them is "
+                                    "correct; theirs replace the whole group (all n rows, by all n hinted "
+                                    "samples) and only when at least one hinted sample is correct",
                                     "the default ratio is against the hinted log-prob (logp_old='behavior'); "
                                     "logp_old='recompute' plus correction tis(1.0, lower=0.01) gives theirs",
                                     "the guidance is a prefix of the reference answer; theirs of the dataset "
-                                    "solution"))),
+                                    "solution",
+                                    "the hinted prompt is our template without a system prompt; theirs is "
+                                    "build_prefix_prompt_text with their anti-repetition system prompt"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",

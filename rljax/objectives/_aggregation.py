@@ -120,17 +120,30 @@ _VERL_AGG = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
 _AGG_PLACEMENT = ("theirs: agg_loss on each micro-batch's loss matrix, global token / sequence counts passed in "
                   "(batch_num_tokens, global_batch_size) and × dp_size; ours: the aggregation returns (numerator, "
                   "denominator), chain divides by the whole batch's denominator on every micro-batch")
+_SUM_NORM_PLACEMENT = ("theirs: agg_loss's 'seq-mean-token-sum-norm' branch on each micro-batch's loss matrix: "
+                       "the micro-batch's token sum ÷ loss_scale_factor, with no global count and no × dp_size "
+                       "(those enter the other branches only); the legacy dp_actor then multiplies each "
+                       "micro-batch loss by 1/gradient_accumulation (use_dynamic_bsz: micro/mini batch size, "
+                       "dp_actor.py:463-467, 541-543) and FSDP averages gradients over the dp ranks; ours: the "
+                       "aggregation returns (numerator, denominator), chain divides by the whole batch's "
+                       "denominator on every micro-batch")
+_SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_factor scaled by the number of "
+                   "micro-batches (1/gradient_accumulation, legacy dp_actor) and the dp size (gradient averaging); "
+                   "ours is invariant to micro-batching and devices, so the two differ by that constant factor "
+                   "(a learning-rate factor)")
 
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
 
-  def verl(mode, line, differences="", deviations=(), defaults=()):
+  def verl(mode, line, differences="", deviations=(), defaults=(), placement=_AGG_PLACEMENT, read=""):
     return Fidelity("peer", f"verl v0.7.0 core_algos.agg_loss '{mode}'", differences,
                     read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch in v0.4.0-v0.7.0 and at "
-                         "main b178a3cd, 2026-01-29)",
-                    defaults=defaults, placement=_AGG_PLACEMENT, deviations=deviations)
+                         "main b178a3cd, 2026-01-29)" + read,
+                    defaults=defaults, placement=placement, deviations=deviations)
+
+  dp_actor = "; verl/workers/actor/dp_actor.py:440-467, 541-543 (the per-micro-batch loss scale)"
 
   return (
       Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src,
@@ -141,8 +154,10 @@ def _technique_rows():
                               "its 'seq-mean-token-sum-norm' with loss_scale_factor=1",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
                                           "source has; the formula is our definition, equal to verl's "
-                                          "seq-mean-token-sum-norm with loss_scale_factor=1",),
-                              defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),))),
+                                          "seq-mean-token-sum-norm with loss_scale_factor=1 on one micro-batch",
+                                          _SUM_NORM_SCALE),
+                              defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),),
+                              placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
                 stage=_aggregation_stage(seq_mean_token_sum),
                 fidelity=verl("seq-mean-token-sum", 806)),
@@ -160,8 +175,10 @@ def _technique_rows():
                               "max_len = verl loss_scale_factor / TRL max_completion_length",
                               deviations=("ours divides by B (all rows) as well as L_max, Dr.GRPO's 1/G; verl "
                                           "v0.7.0 divides the token sum by loss_scale_factor only, so verl's loss "
-                                          "is B times ours (a constant learning-rate factor per batch size)",),
-                              defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),))),
+                                          "is B times ours (a constant learning-rate factor per batch size)",
+                                          _SUM_NORM_SCALE),
+                              defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
+                              placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
   )
 
 

@@ -408,16 +408,17 @@ def _technique_rows():
                 stage=exgrpo,
                 fidelity=Fidelity("authors_code", "github.com/ElliottYan/LUFFY: ExGRPO/exgrpo/verl/verl/mix_src/"
                                   "experience/weighted_bucket_sampler.py (normal)",
-                                  "entropy: the sampler's (theirs: recomputed by the current policy); draws one by "
-                                  "one without replacement (same first-draw law); a 0-success group rescores (theirs: "
-                                  "kept); mu=, sigma= reachable",
+                                  "entropy: the sampler's (theirs: the current policy's); draws without "
+                                  "replacement; a mixed group rescored on its G − 1 fresh rows (theirs: all G); "
+                                  "retired prompts stay in the loader (theirs: dropped)",
                                   read="ElliottYan/LUFFY@01f4ae06 ExGRPO/exgrpo/verl/verl/mix_src/experience/"
                                        "weighted_bucket_sampler.py:18-110 (normal mapping, multinomial draw), "
                                        "experience_trainer_ops.py:20-100 (storing successes, lbound/rbound, "
                                        "exp_is_correct), experience_collate_fn.py:20-140 (exp_ratio, argmin "
                                        "entropy), mix_trainer_experience.py:370-392 (all-solved prompts retired to "
-                                       "skip_uid_set, all-fail / all-solved groups masked) and :538-542 (switch to "
-                                       "mixed policy); "
+                                       "skip_uid_set, all-fail / all-solved groups masked), :228-262 (each epoch's "
+                                       "loader rebuilt without skip_uid_set: rl_dataset_with_experience.py:40-45) "
+                                       "and :538-542 (switch to mixed policy); "
                                        "ExGRPO/exp_scripts/run_exgrpo.sh:28-40, 63",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
@@ -431,7 +432,9 @@ def _technique_rows():
                                             ("logp_old", "'behavior'", "exp_is_correct True: the recorded "
                                              "old_log_probs"),
                                             ("start", "the first step", "experience_start_sratio 0.35: once a "
-                                             "batch's solved ratio passes it")),
+                                             "batch's solved ratio passes it"),
+                                            ("sample range", "every stored prompt",
+                                             "exp_sample_range all (first_half / last_half not built)")),
                                   placement="theirs: successes stored after the reward from each group with "
                                             "0 < k ≤ 7 successes; the collate function (before the rollout) swaps "
                                             "int(B·ratio) prompts for bucket-sampled experience prompts whose "
@@ -449,8 +452,11 @@ def _technique_rows():
                                       "distinct success",
                                       "draws one prompt at a time without replacement (the same law for the "
                                       "first draw as their multinomial over buckets)",
-                                      "a stored prompt whose fresh group has 0 successes gets score 0 and moves "
-                                      "bucket; theirs leave it in its bucket",
+                                      "a mixed group (G − 1 fresh + 1 replayed success) is rescored on its fresh rows "
+                                      "(bucket round(p·G), p = k_fresh/(G − 1)); theirs count all G rows, the replayed "
+                                      "success included: 0 fresh successes gives bucket 0 here, 1 there; 3 of 7: 3, 4",
+                                      "a prompt solved by every fresh row leaves the buffer, not the loader; theirs "
+                                      "also leave the training data (skip_uid_set, when an epoch's loader is built)",
                                       "their trainer also masks all-fail and all-solved groups out of the loss; "
                                       "here that is the zero_variance filter, composed separately"))),
       Technique("rapo_replay", "replay", B.rapo_plan,

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax._answers import digits_value
-from rljax._groups import (check_float_vector, check_fraction, check_group_id, check_ids, check_valid,
-                          check_vector, float_dtype, group_stats, top_groups)
+from rljax._groups import (check_finite, check_float_vector, check_fraction, check_group_id, check_ids,
+                          check_valid, check_vector, float_dtype, group_stats, top_groups)
 from rljax.rewards import _verifiers
 from rljax.types import check_mask, is_concrete
 
@@ -85,11 +85,14 @@ def overlong_penalty(lengths: Array, *, max_len: int, buffer_len: int, penalty_f
     clip: TRL's clamp at ``-factor`` beyond ``L_max``.
 
   Returns:
-    ``(penalty [B] float32 <= 0, {"overlong_frac", "penalty_mean"})``.
+    ``(penalty [B] <= 0, {"overlong_frac", "penalty_mean"})``, the penalty in float32, or float64 for
+    float64 lengths under x64.
     Non-finite lengths (under jit) get penalty 0 and are counted in
     ``metrics["nonfinite"]``.
   """
-  lengths = check_float_vector("lengths", lengths)
+  lengths = check_vector("lengths", lengths)
+  check_finite("lengths", lengths)
+  lengths = lengths.astype(float_dtype(lengths))  # at least float32; float64 stays float64 under x64
   if isinstance(max_len, bool) or not isinstance(max_len, (int, np.integer)) or max_len <= 0:
     raise ValueError(f"max_len must be a positive int, got {max_len!r}")
   if isinstance(buffer_len, bool) or not isinstance(buffer_len, (int, np.integer)) or not 0 < buffer_len <= max_len:
