@@ -196,6 +196,13 @@ def test_max_rollout_bisection_finds_the_largest_batch_that_fits(tmp_path, monke
   capped = max_rollout(spec, mesh, "v5e:2x2", max_rows=16)
   assert capped["capped"] and capped["rows"] == 16
   assert np.isclose(got["total"], best * per_prompt, rtol=1e-9)
+  # Every start the KV-cache bound can give (below, at and above the answer) lands on the same batch.
+  for bound_prompts in (1, best - 3, best, best + 1, best + 7, 3 * best):
+    monkeypatch.setattr(plan_module, "kv_bound_rows", lambda *_, b=bound_prompts: b * 4)
+    assert max_rollout(spec, mesh, "v5e:2x2")["prompts"] == best, bound_prompts
+  # Where the bound is the answer, two compiles decide (it fits, one more unit does not): a 72B compile is minutes.
+  monkeypatch.setattr(plan_module, "kv_bound_rows", lambda *_: best * 4 + 3)
+  assert max_rollout(spec, mesh, "v5e:2x2")["compiles"] == 2
 
 
 _POD = ["model.compute_dtype=bfloat16", "model.remat=full", "model.scan_layers=true", "mesh.fsdp=-1",

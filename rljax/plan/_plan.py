@@ -263,9 +263,10 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
   """The largest rollout (prompts x ``group_size`` rows) whose program fits, by bisection over compiles.
 
   Rollouts are planned alone (the train state elsewhere or offloaded is the user's choice): the figure is the
-  rollout program's own ``total`` against the budget. The search starts at 1.25 x the KV-cache bound and stops
-  at ``max_rows`` (``capped``: even that many rows fit). Returns ``{"rows", "prompts", "total", "bound_rows",
-  "bound_share", "compiles", "capped"}``."""
+  rollout program's own ``total`` against the budget. The search starts at the KV-cache bound's last multiple of the
+  row unit (one more unit must then fail: two compiles where the bound is close), bisects below it when that does not
+  fit, doubles above it when the next does, and stops at ``max_rows`` (``capped``: even that many rows fit).
+  Returns ``{"rows", "prompts", "total", "bound_rows", "bound_share", "compiles", "capped"}``."""
   from rljax.parallel import chip_of  # pylint: disable=import-outside-toplevel
   say = log or (lambda *_: None)
   chip = chip_of(target)
@@ -287,9 +288,17 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
     return tried[k]
 
   cap = max(1, max_rows // (unit * n))
-  lo, hi = 0, min(cap, max(1, -(-int(1.25 * bound) // (unit * n))))
+  # The KV-cache bound is an upper estimate (the cache alone at the budget), so the search starts at its last
+  # multiple of the row unit: where the estimate is close, two compiles (that one fits, the next does not) decide.
+  start = min(cap, max(1, int(bound) // (unit * n)))
+  if total_of(start) <= budget:
+    lo, hi = start, min(cap, start + 1)
+  else:
+    lo, hi = 0, start
   capped = False
-  while total_of(hi) <= budget:  # the bound is an estimate: make sure hi does not fit
+  if hi == lo:  # start == cap and it fits
+    lo, capped = hi, True
+  while not capped and total_of(hi) <= budget:  # the bound is an estimate: make sure hi does not fit
     if hi >= cap:
       lo, capped = hi, True
       break
