@@ -25,7 +25,8 @@ INSTALL = {
     "trl": "python3 -m venv {venv} && {venv}/bin/pip install torch==2.13.0 trl transformers accelerate gguf",
     "tunix": "python3 -m venv {venv} && {venv}/bin/pip install google-tunix",
     "verl": "python3 -m venv {venv} && {venv}/bin/pip install torch==2.13.0 && {venv}/bin/pip install --no-deps "
-            "verl==0.9.1 && {venv}/bin/pip install omegaconf ray codetiming \"tensordict>=0.8,<=0.10,!=0.9.0\" pyvers",
+            "verl==0.9.1 && {venv}/bin/pip install \"transformers>=5.5.3,<5.11\" omegaconf ray codetiming "
+            "\"tensordict>=0.8,<=0.10,!=0.9.0\" pyvers",
 }
 # what each peer venv must import (transformers' generate runs in the TRL venv)
 IMPORTS = {"trl": ("torch", "transformers", "trl"), "tunix": ("tunix",), "verl": ("torch", "verl")}
@@ -40,6 +41,22 @@ def core_count() -> int:
     return len(os.sched_getaffinity(0))
   except AttributeError:  # no affinity masks (macOS)
     return os.cpu_count() or 1
+
+
+def cpu_line() -> str:
+  """The CPU this runs on and its bfloat16 matmul units (a peer's bfloat16 row depends on them: torch uses AMX /
+  AVX512-BF16 where the CPU has them), from /proc/cpuinfo; the processor name alone elsewhere."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      info = f.read()
+  except OSError:
+    import platform  # pylint: disable=import-outside-toplevel
+    return f"CPU {platform.processor() or 'unknown'}"
+  field = lambda key: next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith(key)), "?")
+  flags = set(field("flags").split())
+  units = [u for u in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if u in flags]
+  return (f"CPU {field('model name')} (family {field('cpu family')}, model {field('model')}); "
+          f"SIMD/matrix units: {', '.join(units) or 'none of amx_bf16, avx512_bf16, avx512f, avx2'}")
 
 
 def load_average() -> float:
@@ -73,12 +90,12 @@ class LoadGuard:
     """The report header's line about the load."""
     head = f"load average {self.load:.2f} at start, {self.cores} cores"
     if not self.loaded:
-      return head + ": a quiet machine"
+      return head + ": a quiet machine\n" + cpu_line()
     if self.allow_load:
       return (f"LOADED MACHINE: {head} (load above the core count); ratios printed anyway (--allow-load), "
-              "not for publication")
+              "not for publication\n" + cpu_line())
     return (f"LOADED MACHINE: {head} (load above the core count); raw times only, no ratios "
-            "(--allow-load prints them)")
+            "(--allow-load prints them)\n" + cpu_line())
 
   def ratio(self, value: float, fmt: str = "{:.2f}x") -> str:
     """``value`` formatted with ``fmt``, or a placeholder saying why it is withheld."""

@@ -18,7 +18,7 @@ the machine's cores); a missing verl stops the run with the command that makes i
 rljax only); above the core count the load average at the start withholds the ratio unless ``--allow-load``.
 
 Usage:
-  python benchmarks/advantages_bench.py [--verl-python /tmp/verl-venv2/bin/python] [--repeats 10] [--T 64]
+  python benchmarks/advantages_bench.py [--verl-python /tmp/verl-venv/bin/python] [--repeats 10] [--T 64]
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def time_jax(fn, args, repeats):
 
 def build_parser() -> argparse.ArgumentParser:
   ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  ap.add_argument("--verl-python", default=os.environ.get("VERL_PYTHON", "/tmp/verl-venv2/bin/python"))
+  ap.add_argument("--verl-python", default=os.environ.get("VERL_PYTHON", "/tmp/verl-venv/bin/python"))
   ap.add_argument("--skip-verl", action="store_true", help="time rljax only")
   rules.threads_flag(ap, "--verl-threads", "verl")
   ap.add_argument("--repeats", type=int, default=10)

@@ -16,10 +16,9 @@ verl: ``compute_rollout_correction_weights(..., "token", "0.5_5.0")`` ->
 verl is *never* a dependency of rljax: it runs in a throwaway virtualenv as a
 subprocess (``--verl-python``), e.g.::
 
-    python3 -m venv /tmp/verl-venv
-    echo /path/to/site-packages-with-torch > /tmp/verl-venv/lib/python3.11/site-packages/x.pth  # or pip install torch
-    /tmp/verl-venv/bin/pip install --no-deps verl==0.9.1
-    /tmp/verl-venv/bin/pip install omegaconf codetiming "tensordict>=0.8,<=0.10,!=0.9.0" ray pyvers
+    python3 -m venv /tmp/verl-venv && /tmp/verl-venv/bin/pip install torch==2.13.0 && \
+      /tmp/verl-venv/bin/pip install --no-deps verl==0.9.1 && \
+      /tmp/verl-venv/bin/pip install "transformers>=5.5.3,<5.11" omegaconf ray codetiming "tensordict>=0.8,<=0.10,!=0.9.0" pyvers
 
 Rounds alternate rljax / verl (A/B/A/B, ``--rounds``); each round times
 ``--iters`` calls; the per-round time ratio verl / rljax is reported as median

@@ -68,6 +68,18 @@ def test_load_guard_refuses_a_ratio_above_the_core_count_without_allow_load(benc
   assert "LOADED" not in quiet.header()
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="the CPU line reads /proc/cpuinfo (Linux)")
+def test_report_header_names_the_cpu_and_its_bf16_matrix_units(bench):
+  """A peer's bfloat16 row depends on the CPU's AMX / AVX512-BF16 units: each header names them as cpuinfo does."""
+  rules = bench["_peer_rules"]
+  flags = set(next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split(":", 1)[1].split())
+  line = rules.cpu_line()
+  assert line.startswith("CPU ") and rules.LoadGuard(load=0.0, cores=2).header().endswith(line)
+  present = {u for u in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if u in flags}
+  listed = line.split("units: ", 1)[1]
+  assert set(listed.split(", ")) == present if present else listed.startswith("none of")
+
+
 def test_an_auto_probe_runs_only_on_a_quiet_machine(bench, capsys):
   rules, rmb = bench["_peer_rules"], bench["real_model_bench"]
   assert rmb._threads("3", rules.LoadGuard(9.0, 2)) == 3  # an explicit count stands
