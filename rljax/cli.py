@@ -173,7 +173,10 @@ def _cmd_plan(args) -> int:
   report = plan(spec, mesh, args.target, programs=programs, log=say)
   if args.max_rollout:
     import dataclasses  # pylint: disable=import-outside-toplevel
-    report = dataclasses.replace(report, rollout_search=max_rollout(spec, mesh, args.target, log=say))
+    # the plan's own rollout (cfg.rl.num_prompts) is one point of the search: not compiled twice
+    known = {spec.rl.num_prompts: float("inf") if p.refused else p.total for p in report.programs
+             if p.name == "rollout"}
+    report = dataclasses.replace(report, rollout_search=max_rollout(spec, mesh, args.target, log=say, known=known))
   print(format_report(report))
   return 1 if report.failing() else 0
 

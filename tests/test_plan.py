@@ -203,6 +203,9 @@ def test_max_rollout_bisection_finds_the_largest_batch_that_fits(tmp_path, monke
   # Where the bound is the answer, two compiles decide (it fits, one more unit does not): a 72B compile is minutes.
   monkeypatch.setattr(plan_module, "kv_bound_rows", lambda *_: best * 4 + 3)
   assert max_rollout(spec, mesh, "v5e:2x2")["compiles"] == 2
+  # a rollout the plan already compiled is not compiled again (and is trusted: a wrong total would steer the search)
+  assert max_rollout(spec, mesh, "v5e:2x2", known={best: best * per_prompt})["compiles"] == 1
+  assert max_rollout(spec, mesh, "v5e:2x2", known={best: math.inf})["prompts"] == best - 1
 
 
 _POD = ["model.compute_dtype=bfloat16", "model.remat=full", "model.scan_layers=true", "mesh.fsdp=-1",

@@ -259,13 +259,16 @@ def kv_bound_rows(spec: PlanSpec, mesh, chip) -> int:
   return max(int(room * split // row), 0)
 
 
-def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, log=None) -> dict:
+def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, log=None,
+                known: Optional[dict] = None) -> dict:
   """The largest rollout (prompts x ``group_size`` rows) whose program fits, by bisection over compiles.
 
   Rollouts are planned alone (the train state elsewhere or offloaded is the user's choice): the figure is the
   rollout program's own ``total`` against the budget. The search starts at the KV-cache bound's last multiple of the
   row unit (one more unit must then fail: two compiles where the bound is close), bisects below it when that does not
   fit, doubles above it when the next does, and stops at ``max_rows`` (``capped``: even that many rows fit).
+  ``known``: ``{prompts: total bytes}`` of rollouts already compiled (``math.inf``: refused), e.g. the plan's own
+  rollout, so that the search does not compile them again; ``compiles`` counts the search's own.
   Returns ``{"rows", "prompts", "total", "bound_rows", "bound_share", "compiles", "capped"}``."""
   from rljax.parallel import chip_of  # pylint: disable=import-outside-toplevel
   say = log or (lambda *_: None)
@@ -275,7 +278,8 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
   split = int(mesh.shape["data"]) * int(mesh.shape["fsdp"])
   unit = split // math.gcd(n, split)  # prompts per step that keep rows divisible by data x fsdp
   bound = kv_bound_rows(spec, mesh, chip)
-  tried = {}
+  tried = {p // unit: t for p, t in (known or {}).items() if p % unit == 0}
+  reused = len(tried)
 
   def total_of(k):
     if k not in tried:
@@ -311,7 +315,7 @@ def max_rollout(spec: PlanSpec, mesh, target: str, *, max_rows: int = 1 << 16, l
       hi = mid
   rows = lo * unit * n
   return {"rows": rows, "prompts": lo * unit, "total": tried.get(lo, 0), "bound_rows": bound,
-          "bound_share": rows / bound if bound else 0.0, "compiles": len(tried), "capped": capped}
+          "bound_share": rows / bound if bound else 0.0, "compiles": len(tried) - reused, "capped": capped}
 
 
 def _advice(p: ProgramPlan, spec: PlanSpec, mesh_shape: dict) -> str:
