@@ -67,6 +67,13 @@ def test_every_row_says_what_it_was_checked_against(row):
         f"{row.name}: name the peer implementation"
 
 
+
+@pytest.mark.parametrize("row", rljax.catalog(), ids=lambda r: r.name)
+def test_every_row_is_in_the_four_question_form(row):
+  """Issue #51: every record names the source it read and the placement (``in_full``); since the last six rows
+  (rank, key_baseline, difficulty_weight, tempo, oprl, grpo_lambda) moved, no row is allowed outside the form."""
+  assert row.fidelity.in_full, f"{row.name}: fill read, defaults, placement and deviations (issue #51)"
+
 def test_fidelity_rejects_incomplete_records():
   with pytest.raises(ValueError, match="basis"):
     Fidelity("paper", "x")

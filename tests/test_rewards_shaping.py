@@ -214,6 +214,61 @@ def test_grpo_lambda_default_is_the_papers_top_fraction():
   np.testing.assert_array_equal(np.asarray(r_abs), np.where(np.repeat([0, 1, 0, 0, 1, 0], 2).astype(bool), pen, weak))
 
 
+def _grpo_lambda_paper(correct, lengths, gid, lam, alpha):
+  """GRPO-λ's reward as its method section gives it (read in a stored Chinese translation, code index file id
+  49297942322): groups sorted by correctness ratio, the top ceil(λ·#groups) get the efficiency reward
+  r = 1 − α·σ((L − mean(L)_correct)/std(L)_correct) for a correct completion, 0 for a wrong one; the rest 0/1.
+  float64, plain Python loops; ties in the ratio broken by the lower group id; std population, z = 0 if it is 0."""
+  groups = sorted(set(gid.tolist()))
+  ratio = {g: correct[gid == g].mean() for g in groups}
+  order = sorted(groups, key=lambda g: (-ratio[g], g))
+  top = set(order[:int(np.ceil(lam * len(groups)))])
+  out = np.zeros(len(gid))
+  for i in range(len(gid)):
+    g = int(gid[i])
+    if g not in top:
+      out[i] = float(correct[i])
+      continue
+    if not correct[i]:
+      continue
+    lc = lengths[(gid == g) & correct.astype(bool)].astype(np.float64)
+    sd = lc.std()
+    z = (lengths[i] - lc.mean()) / sd if sd > 0 else 0.0
+    out[i] = 1.0 - alpha * (1.0 / (1.0 + np.exp(-z)))
+  return out
+
+
+def test_grpo_lambda_sigmoid_penalty_is_the_papers_form_in_float64():
+  gid = np.repeat(np.arange(5), 6).astype(np.int32)
+  correct = np.array([1, 1, 1, 1, 1, 0,  1, 1, 0, 0, 0, 0,  1, 1, 1, 1, 1, 1,  1, 0, 0, 0, 0, 0,
+                      1, 1, 1, 0, 0, 0])  # ratios 5/6, 2/6, 1, 1/6, 3/6: distinct, no tie at the cut
+  lengths = np.random.default_rng(51).permutation(np.arange(20, 400))[:30]  # distinct lengths
+  lengths[18] = 77  # group 3's single correct answer: std 0, z = 0
+  for lam, alpha in ((0.2, 0.6), (0.6, 0.6), (1.0, 0.3)):
+    with jax.enable_x64(True):
+      r, m = both(R.grpo_lambda, correct, lengths.astype(np.float64), gid, num_groups=5, threshold=lam,
+                  penalty="sigmoid", alpha=alpha)
+    ref = _grpo_lambda_paper(correct, lengths, gid, lam, alpha)
+    np.testing.assert_allclose(np.asarray(r), ref, rtol=1e-6, atol=1e-6)
+    assert float(m["penalty_on_frac"]) == pytest.approx(np.ceil(lam * 5) / 5)
+  # λ = 1: group 3 (one correct answer) is on and its correct row gets 1 − α/2
+  assert np.asarray(r)[18] == pytest.approx(1 - 0.3 / 2, abs=1e-6)
+  # longer correct completions get less; every correct row of an on group lies in (1 − α, 1)
+  on = np.asarray(r)[:5]
+  assert np.argsort(on).tolist() == np.argsort(-lengths[:5]).tolist()
+  assert np.all((on > 1 - 0.3) & (on < 1))
+  with pytest.raises(ValueError, match="grpo_lambda: alpha is required"):
+    R.grpo_lambda(correct, lengths, gid, num_groups=5, penalty="sigmoid")
+  with pytest.raises(ValueError, match="grpo_lambda: alpha"):
+    R.grpo_lambda(correct, lengths, gid, num_groups=5, penalty="sigmoid", alpha=-0.1)
+  with pytest.raises(ValueError, match="grpo_lambda: alpha applies"):
+    R.grpo_lambda(correct, lengths, gid, num_groups=5, alpha=0.5)
+  with pytest.raises(ValueError, match="grpo_lambda: penalty"):
+    R.grpo_lambda(correct, lengths, gid, num_groups=5, penalty="linear")
+  with pytest.raises(ValueError, match="not both"):
+    R.grpo_lambda(correct, lengths, gid, num_groups=5, penalty="sigmoid", alpha=0.5, penalized=np.ones(30))
+
+
 def test_grpo_lambda_top_fraction_and_custom_penalized():
   gid = np.array([0, 0, 1, 1, 2, 2, 3, 3], np.int32)
   correct = np.array([1, 1, 1, 0, 0, 0, 1, 1])       # ratios 1, .5, 0, 1

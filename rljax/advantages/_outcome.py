@@ -990,8 +990,36 @@ def _technique_rows():
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
                                   "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). "
-                                  "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code or "
-                                  "paper body (yale-nlp/RLRR is another paper)")),
+                                  "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code; "
+                                  "paper body beyond §1's opening not stored",
+                                  read="arXiv 2601.23058v1 (page read: arxiv.org/html/2601.23058v1, pages corpus): "
+                                       "title, abstract, the opening of §1 and the Figure 1 caption (sparse 0/1 "
+                                       "rewards give zero intra-group variance; scalar RMs' score range drifts). "
+                                       "The corpus returns only a page's opening (~2,000 characters), so the method "
+                                       "(how the Ranking Reward Model's ranking becomes a reward or advantage) was "
+                                       "not read. Code searched (issue #51, 2 passes): code corpus and find_repos "
+                                       "'RLRR' (yale-nlp/RLRR, zstarN70/RLRR, ff-raw-war/RLRR are other work), "
+                                       "'Ranking Reward Model', the title: none",
+                                  defaults=(("rank → advantage", "(midrank − (n+1)/2)/((n−1)/2) in [−1, 1] "
+                                             "(normalize='range')", "not read (method section not stored)"),
+                                            ("ties", "mid-rank, shared", "not read"),
+                                            ("singleton group", "0", "not read"),
+                                            ("ranking source", "the step's scalar rewards",
+                                             "a listwise Ranking Reward Model ranking the group's responses "
+                                             "(abstract)")),
+                                  placement="theirs (abstract): in group-based RL (GRPO-style), the group's "
+                                            "responses to a prompt are ranked (a listwise Ranking Reward Model, "
+                                            "or raw evaluations turned into ranks) and the relative ranking "
+                                            "replaces the absolute reward; the step position beyond that not "
+                                            "read; ours: the advantage stage, once per step on the step's "
+                                            "rewards, ranked within each group_id, padded rows excluded",
+                                  deviations=(
+                                      "the rank → advantage map (centred mid-ranks, range/std/none scale) is our "
+                                      "reading: the paper's mapping was not reached",
+                                      "ranks are taken from the step's scalar rewards; the paper's listwise Ranking "
+                                      "Reward Model is not part of rljax (a stage that writes its ranks, higher = "
+                                      "better, as rewards gives the same advantages: rank is invariant to any "
+                                      "increasing transform)"))),
       Technique("vote", "advantage", vote,
                 "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
                 f"{_S1} L135",
@@ -1073,15 +1101,65 @@ def _technique_rows():
                         "``'group_id'`` (= dr_grpo)."),
                 fidelity=Fidelity("abstract",
                                   f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
-                                  "mean over rows with the same key, no std, singleton 0: ours. No code released; "
-                                  "arXiv HTML is stored (pages: arxiv.org/html/2510.01586v1), its method section not "
-                                  "reached (issue #51)")),
+                                  "mean over rows with the same key, no std, singleton 0: ours. No code found; the "
+                                  "stored arXiv HTML (pages corpus) gives only the title and abstract",
+                                  read="arXiv 2510.01586v1 (page read: arxiv.org/html/2510.01586v1, pages corpus): "
+                                       "title, authors, abstract ('a public baseline for advantage estimation: "
+                                       "agents within the same functional group share a group-level mean-return "
+                                       "baseline'); the corpus returns only a page's opening (~2,000 characters), "
+                                       "so the method section (the baseline's equation) was not read; "
+                                       "arxiv.org/abs/2510.01586 (same abstract). Code searched (issue #51): code "
+                                       "corpus and find_string 'AdvEvo-MARL', 'public baseline': reading lists and "
+                                       "summaries only, no release",
+                                  defaults=(("key", "'task_id' (one baseline per task)",
+                                             "the agent's functional group (attackers / defenders)"),
+                                            ("baseline", "mean of R over valid rows with the same key",
+                                             "group-level mean return (abstract)"),
+                                            ("std scaling", "none", "none stated in the abstract"),
+                                            ("singleton key", "0 (R − R)", "not read")),
+                                  placement="theirs (abstract): multi-agent RL in which attacker and defender "
+                                            "LLM agents are co-trained; each agent's advantage uses the mean "
+                                            "return of the agents in its functional group as baseline; where in "
+                                            "the step and over which episodes the mean is taken not read; ours: "
+                                            "the advantage stage, once per step over the step's valid rows, one "
+                                            "mean per key value (task_id, answer_ids or group_id)",
+                                  deviations=(
+                                      "the key is the caller's choice; rljax has no multi-agent roles, so "
+                                      "the paper's functional group maps to whatever id the task puts in "
+                                      "task_id (default), answer_ids or group_id (key='group_id' = dr_grpo)",
+                                      "the mean is over the step's rows only and the baseline includes the row's "
+                                      "own return (not leave-one-out): the abstract says 'mean-return baseline', "
+                                      "its exact form was not read"))),
       Technique("difficulty_weight", "advantage", difficulty_weight, "A' = A·(1 + s(2(1 − acc_g) − 1))", f"{_S1} L59",
                 stage=S.transform(difficulty_weight, correct="correct", **S.ROWS),
                 fidelity=Fidelity("abstract", f"{_S1} L59 (arXiv 2505.13261; OpenReview 0xewM6o97m)",
-                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours. No code; arXiv HTML is "
-                                  "stored (pages: arxiv.org/html/2505.13261v1, v2), its method section not reached "
-                                  "(issue #51)")),
+                                  "weight f(difficulty) (linear 1 + s(2d − 1) or exp) ours. No code found; the "
+                                  "stored arXiv HTML (v1, v2) gives only the abstract and §1's opening",
+                                  read="arXiv 2505.13261v1 and v2 (pages read: arxiv.org/html/2505.13261v1, "
+                                       "arxiv.org/html/2505.13261v2, pages corpus): title, authors, abstract "
+                                       "('online advantage differentiation, computing group-wise empirical "
+                                       "accuracy as a difficulty proxy to adaptively reweight advantages "
+                                       "estimation, providing stronger learning signals for more challenging "
+                                       "problems') and the opening of §1; openreview.net/forum?id=0xewM6o97m (the "
+                                       "ICLR 2026 withdrawn version, same abstract). The corpus returns only a "
+                                       "page's opening (~2,000 characters): the weighting function was not read. "
+                                       "Code searched (issue #51): code corpus by title: paper notes only "
+                                       "(mbeliaev1/vlm-notes lists no code)",
+                                  defaults=(("difficulty", "d = 1 − acc_g, acc_g = mean correct over the group",
+                                             "group-wise empirical accuracy as the proxy (abstract)"),
+                                            ("form", "'linear': f = 1 + s(2d − 1)", "not read"),
+                                            ("strength s", "0.5", "not read")),
+                                  placement="theirs (abstract): in GRPO training, online, per prompt group: the "
+                                            "group's empirical accuracy reweights the group's advantages (harder "
+                                            "groups get larger weights); their offline difficulty filtering and "
+                                            "difficulty hints are separate parts of the recipe; ours: a "
+                                            "transform of the advantage stage's output, once per step on the "
+                                            "step's valid rows, acc_g from the verifier's correct",
+                                  deviations=(
+                                      "the weight function (linear or exp in 2d − 1, weights in [1 − s, 1 + s]) and "
+                                      "s = 0.5 are ours: the paper's function was not reached",
+                                      "only the online reweighting is this row; the offline U-shaped difficulty "
+                                      "filter and the difficulty-hint prompts are not part of it"))),
       Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",
                 f"{_S1} L65; arXiv 2609.32577",
                 # passing = the task verifier's verdict; the grader's ranking scores = the step's reward

@@ -678,8 +678,38 @@ def _technique_rows():
                 stage=S.checked(tempo, inputs={**S.GROUP, "tokens": "tokens", "mask": S.completion}),
                 fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
                                   "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root "
-                                  "handling ours. Searched 2026-12 (2 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
-                                  "title): no code; summaries, intro only")),
+                                  "handling ours. Searched 2026-12 (3 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
+                                  "title): no code; summaries, intro only",
+                                  read="arXiv 2509.18314v2 'Exploiting Tree Structure for Credit Assignment in RL "
+                                       "Training of LLMs' (page read: arxiv.org/html/2509.18314v2, pages corpus): "
+                                       "title, authors, abstract (P2T: V(s) by aggregating descendant outcomes; TD "
+                                       "zero at non-branch tokens, so TEMPO reduces to GRPO there); "
+                                       "openreview.net/forum?id=GRbI7kqA6S (TL;DR, abstract). The corpus returns "
+                                       "only a page's opening (~2,000 characters): the equations were not read. "
+                                       "Secondary, not the paper: alphaxiv.org/overview/2509.18314 ('the value is "
+                                       "the average normalized reward of all descendant completions'; its formulas "
+                                       "are lost in the stored text). Code searched (issue #51, 3 passes): code "
+                                       "corpus 'TEMPO', 'Prefix-to-Tree', the title: none (JoeLuker/tempo is "
+                                       "another method)",
+                                  defaults=(("V(s)", "mean raw reward of the group's valid responses below s",
+                                             "average of descendant outcomes (abstract); 'normalized' (summary)"),
+                                            ("TD scale", "÷ (σ_g + ε) (scale='group'), c = td_coef = 1.0",
+                                             "not read"),
+                                            ("root branch", "counted (root_branch=True)", "not read"),
+                                            ("eps, std_ddof", "1e-6, 1 (GRPO's)", "not read"),
+                                            ("singleton group", "0 (singleton='zero')", "not read")),
+                                  placement="theirs (abstract): GRPO training, per prompt group: the group's "
+                                            "responses form a prefix tree, prefix values from descendant "
+                                            "outcomes, a TD correction added to GRPO's advantage at branching "
+                                            "tokens; ours: the advantage stage, once per step on the step's "
+                                            "valid rows grouped by group_id, prefixes compared token by token "
+                                            "from the completion's first column (responses aligned)",
+                                  deviations=(
+                                      "the TD term is divided by GRPO's σ_g + ε (= the TD of V over "
+                                      "group-normalised rewards, which the summary describes); scale='none' "
+                                      "keeps raw-reward TD; neither was checked against the paper's equations",
+                                      "root_branch=True counts a branch right after the prompt; False drops it: "
+                                      "the paper's choice was not read"))),
       Technique("step_episode_mix", "advantage", step_episode_mix,
                 "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
                 f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
@@ -820,7 +850,59 @@ def _technique_rows():
                                   "CharacterRL-iStar/istar/dp_rm.py, istar/core_istar.py",
                                   "no PRM trained: default β·log π_old/π_ref (prm='extras': a PRM's log-probs over "
                                   "π_old, theirs); authors β=0.05, batch max-norm, A = RLOO(R) + w·RLOO(step r); ours "
-                                  "step_episode_mix")),
+                                  "step_episode_mix",
+                                  read="Tongyi-ConvAI/Tongyi-Character@dfee104e (2025-12-25, fetched snapshot) "
+                                       "CharacterRL-iStar/istar/dp_rm.py:53-208 _forward_micro_batch (q = "
+                                       "rm_log_labels − old_log_probs when ref_module is None, r = β·q, "
+                                       "step_granularity 'step': summed onto the step's last token), 220-224 "
+                                       "istar_norm ('batch_norm': ÷ (max |reverse cumsum| over the batch + "
+                                       "1e-6)); istar/core_istar.py:28-149 compute_istar_rloo_advantage, "
+                                       "episode_rloo_reward, step_rloo_reward; verl/trainer/config/"
+                                       "ppo_trainer.yaml:233-236, 267-273; examples/istar_trainer/"
+                                       "run_sokoban.sh:22-78; verl/trainer/ppo/ray_trainer.py:373-396 (dispatch), 1242-1262 "
+                                       "(update=after with loss_type eto: update_rm_eto returns the scores of its "
+                                       "update forward)",
+                                  defaults=(("beta", "1.0", "beta_train = 0.05 (yaml, script)"),
+                                            ("step_weight", "0.5 (A = w·A_step + (1 − w)·A_ep)",
+                                             "step_advantage_w = 1.0 (A = A_ep + 1.0·A_step)"),
+                                            ("estimator", "step_episode_mix (grpo(R) + per-turn-index "
+                                             "standardised step returns)",
+                                             "adv_estimator = istar_rloo: RLOO(R) + w·RLOO(step r)"),
+                                            ("gamma", "1.0 (returns over later turns)", "none: a step's own reward"),
+                                            ("step reward normalisation", "none",
+                                             "istar_norm = batch_norm (÷ (batch max |r| + 1e-6))"),
+                                            ("step reward numerator", "prm='policy': log π_old (no PRM)",
+                                             "the PRM π_φ (Qwen2.5-7B-Instruct in the script, trained by the "
+                                             "trajectory DPO loss, loss_type eto, lr 1e-6)"),
+                                            ("step reward denominator", "log π_ref (prm='policy'); log π_old "
+                                             "(prm='extras')", "old_log_probs (ref_path null)"),
+                                            ("step_granularity", "per turn (turn_ids)", "step (a step = one "
+                                             "environment turn)"),
+                                            ("lambda (GAE over q)", "none", "0.0 (config.get default)"),
+                                            ("group size", "the step's groups", "env.rollout.n = 8"),
+                                            ("eps, std_ddof", "1e-6, 1 (step_episode_mix)", "none (RLOO)")),
+                                  placement="theirs: verl-agent trainer, one batch row per environment step of a "
+                                            "trajectory (uid = prompt group, traj_uid = trajectory); each training "
+                                            "step after the rollout the PRM scores the batch (update=after: the "
+                                            "same forward feeds its DPO update on that batch), rm_scores are "
+                                            "batch-normalised, then the advantage groups rows by uid; ours: the "
+                                            "advantage stage, once per step on the step's rows (one row per "
+                                            "trajectory, turn_ids map tokens to turns), no PRM trained, padded "
+                                            "rows and turns excluded",
+                                  deviations=(
+                                      "no PRM is trained: prm='policy' (default, our reading) uses β·log π_old/π_ref; "
+                                      "prm='extras' reads a PRM's log-probs over π_old, their step reward "
+                                      "(transcribed in tests/test_agentic_techniques.py::"
+                                      "test_oprl_paper_reward_from_prm_log_probs_in_float64)",
+                                      "the advantage is step_episode_mix's convex mix of grpo(R) and per-turn-index "
+                                      "standardised discounted step returns; their RLOO(R) + 1.0·RLOO(step r) per "
+                                      "step row (no return, no σ) is not offered",
+                                      "their step RLOO baseline is the mean over the first row seen of each "
+                                      "(uid, traj_uid) pair, i.e. one step per trajectory (core_istar.py:127-146), "
+                                      "applied to every step row; ours standardises each turn index across the "
+                                      "group's trajectories",
+                                      "the batch max-norm of step rewards and β = 0.05 are not applied: under our "
+                                      "per-turn standardisation a positive batch-wide factor cancels up to ε"))),
   )
 
 

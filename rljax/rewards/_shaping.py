@@ -176,11 +176,13 @@ def _length_penalty_core(lengths, correct, group_id, valid, *, num_groups, mode)
 
 
 _GL_SELECTIONS = ("threshold", "top_fraction")
+_GL_PENALTIES = ("kimi", "sigmoid")
 
 
 def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: int,
                 threshold: float = 0.5, selection: str = "top_fraction", length_weight: float = 1.0,
-                penalized: Optional[Array] = None, valid: Optional[Array] = None):
+                penalized: Optional[Array] = None, valid: Optional[Array] = None, penalty: str = "kimi",
+                alpha: Optional[float] = None):
   """GRPO-λ: length-penalised reward only in groups with a high correctness ratio.
 
   ``acc_g = mean_{i in g} correct_i``; ``r_i = penalized_i`` if ``g`` is
@@ -189,14 +191,20 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
   on for the ``ceil(λ · #groups)`` groups of the batch with the highest
   ``acc_g`` (``λ = threshold``; ties to the lower group id);
   ``selection="threshold"``: on iff ``acc_g >= threshold`` (an absolute τ).
-  Default ``penalized_i = correct_i + length_weight * length_penalty_i``
-  (Kimi-style ``length_penalty``).
+  Default (``penalty="kimi"``) ``penalized_i = correct_i + length_weight *
+  length_penalty_i`` (Kimi-style ``length_penalty``). ``penalty="sigmoid"``:
+  the paper's efficiency reward as transcribed in a stored translation of its
+  method section, ``penalized_i = 1 − α·sigmoid((L_i − mean_g L)/std_g L)`` for
+  a correct row and 0 for a wrong one, mean and std (population; z = 0 when
+  the std is 0 or the length is not finite) over the correct valid rows of the
+  row's group.
 
   Source: GRPO-λ, 000_3e503271be254a43.txt L9 (arXiv:2505.18086). The abstract
   gives the switch on the group correctness ratio; the paper selects the top-λ
-  fraction of the batch's groups by that ratio. The default λ = 0.5, the
-  absolute-τ alternative and the penalty form are ours (pass your own
-  ``penalized`` to change the latter).
+  fraction of the batch's groups by that ratio (its example: the top 20 %,
+  ``threshold=0.2``). The default λ = 0.5, the absolute-τ alternative and the
+  default Kimi penalty are ours; ``penalty="sigmoid", alpha=α`` is the paper's
+  form (α required: its value was not read), or pass your own ``penalized``.
 
   Args:
     correct: ``[B]`` bool or 0/1.
@@ -205,8 +213,10 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
     threshold: the fraction λ for ``top_fraction`` (or ``tau`` for ``threshold``), in [0, 1].
     selection: ``"top_fraction"`` | ``"threshold"``.
     length_weight: weight of the default length penalty.
-    penalized: optional ``[B]`` length-penalised reward to use instead.
+    penalized: optional ``[B]`` length-penalised reward to use instead (only with ``penalty="kimi"``).
     valid: optional ``[B]`` row mask (invalid rows get 0).
+    penalty: ``"kimi"`` | ``"sigmoid"``, the built-in penalised reward when ``penalized`` is None.
+    alpha: α of ``penalty="sigmoid"`` (required there, finite, >= 0; refused with ``"kimi"``).
 
   Returns:
     ``(r [B] float32, {"penalty_on_frac" (fraction of present groups switched on),
@@ -214,6 +224,17 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
   """
   if selection not in _GL_SELECTIONS:
     raise ValueError(f"selection must be one of {_GL_SELECTIONS}, got {selection!r}")
+  if penalty not in _GL_PENALTIES:
+    raise ValueError(f"grpo_lambda: penalty must be one of {_GL_PENALTIES}, got {penalty!r}")
+  if penalty == "sigmoid":
+    if alpha is None:
+      raise ValueError("grpo_lambda: alpha is required with penalty='sigmoid' (the paper's α was not read)")
+    if penalized is not None:
+      raise ValueError("grpo_lambda: pass either penalized or penalty='sigmoid', not both")
+    alpha = _pos_number("grpo_lambda: alpha", alpha, allow_zero=True)
+  elif alpha is not None:
+    raise ValueError(f"grpo_lambda: alpha applies to penalty='sigmoid' only, got alpha={alpha!r} with "
+                     f"penalty={penalty!r}")
   threshold = check_fraction("threshold", threshold)
   length_weight = _finite_number("length_weight", length_weight)
   correct_f = check_float_vector("correct", correct)
@@ -225,13 +246,23 @@ def grpo_lambda(correct: Array, lengths: Array, group_id: Array, *, num_groups: 
   if penalized is not None:
     penalized = check_float_vector("penalized", penalized, b)
   return _grpo_lambda_core(correct01, lengths, group_id, valid, penalized, num_groups=num_groups,
-                           threshold=threshold, selection=selection, length_weight=length_weight)
+                           threshold=threshold, selection=selection, length_weight=length_weight,
+                           penalty=penalty, alpha=alpha)
 
 
-@functools.partial(jax.jit, static_argnames=("num_groups", "threshold", "selection", "length_weight"))
+@functools.partial(jax.jit, static_argnames=("num_groups", "threshold", "selection", "length_weight", "penalty",
+                                             "alpha"))
 def _grpo_lambda_core(correct01, lengths, group_id, valid, penalized, *, num_groups, threshold, selection,
-                      length_weight):
-  if penalized is None:
+                      length_weight, penalty, alpha):
+  if penalized is None and penalty == "sigmoid":
+    ok = correct01 > 0.5
+    finite = jnp.isfinite(lengths)
+    ls = group_stats(jnp.where(finite, lengths, 0.0), group_id, num_groups, valid & ok & finite)
+    mu, sd = ls.mean[group_id], ls.std[group_id]
+    z = jnp.where(finite & (sd > 0), (lengths - mu) / jnp.where(sd > 0, sd, 1.0), 0.0)
+    penalized = jnp.where(ok, 1.0 - alpha * jax.nn.sigmoid(z), 0.0)
+    nonfinite = jnp.sum(valid & ~finite)
+  elif penalized is None:
     lp, lp_metrics = _length_penalty_core(lengths, correct01 > 0.5, group_id, valid, num_groups=num_groups,
                                           mode="kimi")
     penalized = correct01 + length_weight * lp
@@ -665,9 +696,46 @@ def _technique_rows():
                 stage=S.shaping_stage(grpo_lambda, {"correct": "correct", "lengths": "lengths", **S.GROUP,
                                                     "penalized": lambda data: None}),
                 fidelity=Fidelity("paper_formula", "arXiv 2505.18086 GRPO-λ method (top-λ fraction of groups by "
-                                  "correctness ratio)",
-                                  "λ = 0.5 default and the length-penalty form inside the selected groups "
-                                  "(length_weight) are ours; selection='threshold' gives an absolute acc ≥ τ rule")),
+                                  "correctness ratio; efficiency reward 1 − α·σ(z))",
+                                  "λ = 0.5 default and the Kimi penalty inside the selected groups are ours; "
+                                  "penalty='sigmoid', alpha=α, threshold=0.2 is the paper's as translated; "
+                                  "selection='threshold' an absolute τ",
+                                  read="arXiv 2505.18086v1 (pages read: arxiv.org/html/2505.18086v1 and "
+                                       "hf-mirror.puppyis.cool/papers/2505.18086.md, pages corpus: title, "
+                                       "authors, abstract, Figure 1 caption; the corpus returns only a page's "
+                                       "opening). The method section as translated into Chinese in a stored "
+                                       "write-up 'GRPO-λ (动态长度惩罚)' (code index file id 49297942322, "
+                                       "read_file): batch-wise top-λ selection (groups sorted by correctness "
+                                       "ratio, e.g. the top 20 %), efficiency-priority reward r = 1 − α·σ((L − "
+                                       "mean(L)_correct)/std(L)_correct) if correct else 0 in the top-λ groups, "
+                                       "0/1 elsewhere, then GRPO's (r − mean)/std. The paper's own equation "
+                                       "numbers, α and the run's λ were not read; the write-up's own code "
+                                       "(α = 0.6, λ = 0.2, np.std) is the writer's, not the authors'",
+                                  defaults=(("threshold (λ)", "0.5", "top 20 % in the method's example"),
+                                            ("selection", "'top_fraction' (ceil(λ·#groups), ties to the lower "
+                                             "group id)", "batch-wise top-λ by correctness ratio"),
+                                            ("penalty", "'kimi': 1[correct] + length_weight·Kimi length reward",
+                                             "1 − α·σ((L − mean_correct L)/std_correct L), wrong 0 "
+                                             "(penalty='sigmoid')"),
+                                            ("alpha", "required with penalty='sigmoid'", "not read"),
+                                            ("length_weight", "1.0", "none (Kimi form is ours)"),
+                                            ("std of the lengths", "population (penalty='sigmoid')",
+                                             "std, ddof not stated")),
+                                  placement="theirs: the reward step of GRPO training, once per batch of query "
+                                            "groups after the rollout: groups ranked by correctness ratio, the "
+                                            "top λ get the efficiency reward, the rest 0/1, then GRPO's group "
+                                            "advantage; ours: a shaping stage after the verifier, once per step "
+                                            "on the step's valid rows, replacing data.rewards before the "
+                                            "advantage stage",
+                                  deviations=(
+                                      "default penalty='kimi' (Kimi k1.5 length reward added to 1[correct]) is "
+                                      "ours; penalty='sigmoid', alpha=α gives the translated paper form (tested "
+                                      "against a float64 transcription)",
+                                      "default λ = 0.5; the method's example is 0.2 (threshold=0.2)",
+                                      "the paper form was read in a translation, not the paper: its std's ddof "
+                                      "and a single correct answer (std 0: ours z = 0, reward 1 − α/2) are our "
+                                      "choices",
+                                      "selection='threshold' (an absolute acc ≥ τ) is ours"))),
       Technique("overlong_penalty", "shaping", overlong_penalty,
                 "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
                 "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
