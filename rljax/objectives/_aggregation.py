@@ -185,9 +185,10 @@ def _technique_rows():
                 fidelity=verl("seq-mean-token-mean", 812,
                               older_seq + "no + 1e-8 and torch.mean over all its rows (an empty row gives 0/0 = NaN)",
                               "no +1e-8 in the per-sequence denominator (empty rows "
-                              "are excluded instead); relative difference ≤ 1e-8",
+                              "are excluded instead); each sequence mean differs by ≤ 1e-8 relative",
                               deviations=("per-sequence token count without verl's + 1e-8 (rows without a token "
-                                          "are excluded instead): relative difference ≤ 1e-8", legacy_seq))),
+                                          "are excluded instead): each sequence mean differs by ≤ 1e-8 relative",
+                                          legacy_seq))),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
                 stage=_sum_norm_stage,
