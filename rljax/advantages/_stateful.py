@@ -221,17 +221,27 @@ def _technique_rows():
                                   "spiral/utils.py (EMA)",
                                   "authors update once per game, ours once per batch with the key's mean return (equal "
                                   "with one game per batch); init='batch_mean' starts at the first batch mean",
-                                  read="spiral-rl/spiral@a02d0ed8 (2025-07-15) train_spiral.py:78-79 "
-                                       "(use_role_baseline=True, role_baseline_ema_gamma=0.95), 99-100 "
-                                       "(reward_scaling, gamma), 158-162 (one EMA per player id 0/1 in each actor), "
-                                       "486-492 "
-                                       "prepare_trajectories (baseline read before its update, reward −= baseline); "
+                                  read="spiral-rl/spiral@a02d0ed8 (2025-07-15) train_spiral.py:75-79 "
+                                       "(filter_zero_adv=True, use_role_baseline=True, role_baseline_ema_gamma=0.95), "
+                                       "99-100 (reward_scaling, gamma), 105 (use_intermediate_rewards), 158-162 "
+                                       "(one EMA per player id 0/1 in each actor), "
+                                       "486-514 "
+                                       "prepare_trajectories (baseline read before its update, reward −= baseline, "
+                                       "× gamma^(turns to the end), a turn with 0 dropped); run.sh (--gamma 1); "
                                        "spiral/utils.py:18-32 EMA (value starts at 0.0)",
                                   defaults=(("decay", "0.95", "role_baseline_ema_gamma = 0.95"),
                                             ("update_first", "False (read before the update)",
                                              "read before the update ('to be unbiased')"),
                                             ("init", "'zero'", "EMA.value = 0.0"),
-                                            ("key", "the stage's task_id", "the player id (role 0/1) in each actor")),
+                                            ("key", "the stage's task_id", "the player id (role 0/1) in each actor"),
+                                            ("reward scale", "none (the task's reward)",
+                                             "reward_scaling = 1.0 (the baseline tracks the scaled reward)"),
+                                            ("turn discount", "none",
+                                             "gamma = 1.0 (run.sh --gamma 1), use_intermediate_rewards True: "
+                                             "turn i gets (R − b)·γ^(turns after it)"),
+                                            ("zero-advantage turns", "kept",
+                                             "filter_zero_adv = True: a turn whose shaped reward is exactly 0 is "
+                                             "dropped")),
                                   placement="theirs: in each actor's prepare_trajectories, once per finished game "
                                             "and per trained role, on that role's scaled final reward, before the "
                                             "turns are turned into token rewards (the shaped reward then broadcast "
@@ -245,7 +255,11 @@ def _technique_rows():
                                       "id inside each actor process (baselines not shared across actors)",
                                       "decay = 0 is allowed (then b = the last batch mean); theirs asserts "
                                       "0 < decay < 1",
-                                      "the baselines are float32 state (checkpointed), also under x64"))),
+                                      "the baselines are float32 state (checkpointed), also under x64",
+                                      "no turn discount (theirs γ^(turns to the end), γ = 1 in their defaults and "
+                                      "script: equal there); no reward scale (theirs 1.0)",
+                                      "rows with A = 0 stay in the batch (they add no gradient but count in the "
+                                      "aggregation's denominator); theirs drop such turns (filter_zero_adv)"))),
       Technique("hadw", "advantage", hadw,
                 "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
                 f"{_S1} L177; arXiv 2601.08521",

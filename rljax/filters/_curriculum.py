@@ -334,8 +334,12 @@ def _technique_rows():
                                   read="TAC abstract (seed 001 L97, arXiv 2606.25178, read in full: a bandit-style "
                                        "online curriculum over domains; per-domain advantages give learnability, "
                                        "projected gradients from the GRPO step estimate cross-domain "
-                                       "transferability by gradient alignment, < 1% overhead); no paper body or "
-                                       "code stored",
+                                       "transferability by gradient alignment, < 1% overhead); the arXiv HTML "
+                                       "(2606.25178v2) is stored in the search tool's pages corpus, but its "
+                                       "excerpts reach only the abstract and the start of §1 (the method section "
+                                       "was not reached: searched 'Algorithm 1', 'projection', 'exploration "
+                                       "bonus'); an index page's comment says code is on GitHub, no such "
+                                       "repository is stored (find_repos, code search, 2026-12)",
                                   defaults=(("transfer_weight λ", "1.0", "not stated"),
                                             ("decay", "0.9 (EMA of T_d)", "not stated"),
                                             ("exploration / temperature / window", "1.0 / 0.1 / 300 (DUMP's)",

@@ -231,12 +231,15 @@ def _technique_rows():
                                        "(execute_predictions: the void-turn rule) and :379-450 (void_turn_mask over "
                                        "the turns); recipe/simpletir/simpletir_ray_trainer.py:1146-1165 (loss_mask "
                                        "× void_turn_mask) and :1431-1437 (compute_advantage afterwards, on the "
-                                       "whole batch); recipe/simpletir/config/simpletir_trainer.yaml:38",
+                                       "whole batch); recipe/simpletir/config/simpletir_trainer.yaml:38; train.sh:47, "
+                                       "420; README.md:53-71 (the training command)",
                                   defaults=(("code_pattern", "```.*?``` (any fenced block)",
                                              "```(?:py|python)?\\n(.*?)\\n``` (re.DOTALL)"),
                                             ("answer_pattern", "\\boxed\\s*\\{ | <answer>…</answer> | ####",
                                              "the substring \\boxed{"),
-                                            ("mask_void_turns", "on (the stage)", "True (trainer yaml)")),
+                                            ("mask_void_turns", "on (the stage)",
+                                             "True (trainer yaml; README's training command passes "
+                                             "--mask_void_turns True; train.sh's own default is False)")),
                                   placement="theirs: during the multi-turn rollout, per active trajectory and "
                                             "turn (a void turn also ends the episode); the trainer multiplies the "
                                             "whole trajectory's loss_mask by 0, training only; ours: a row filter "

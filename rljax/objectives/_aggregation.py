@@ -117,9 +117,14 @@ def _sum_norm_stage(max_len=None):
 
 
 _VERL_AGG = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
-_AGG_PLACEMENT = ("theirs: agg_loss on each micro-batch's loss matrix, global token / sequence counts passed in "
-                  "(batch_num_tokens, global_batch_size) and × dp_size; ours: the aggregation returns (numerator, "
-                  "denominator), chain divides by the whole batch's denominator on every micro-batch")
+_AGG_PLACEMENT = ("theirs: agg_loss on each micro-batch's loss matrix; the default worker (legacy dp_actor, "
+                  "use_legacy_worker_impl 'auto', main_ppo.py:123-164) passes no global counts, so each micro-batch "
+                  "is divided by its own token / sequence count and its loss scaled by 1/gradient_accumulation "
+                  "(use_dynamic_bsz: micro/mini batch size; dp_actor.py:440-467, 536-543), FSDP averaging the "
+                  "gradients over the dp ranks; the new engine worker (use_legacy_worker_impl 'disable', "
+                  "workers/utils/losses.py:101-105) passes the global counts (batch_num_tokens, global_batch_size) "
+                  "and × dp_size; ours: the aggregation returns (numerator, denominator), chain divides by the whole "
+                  "batch's denominator on every micro-batch")
 _SUM_NORM_PLACEMENT = ("theirs: agg_loss's 'seq-mean-token-sum-norm' branch on each micro-batch's loss matrix: "
                        "the micro-batch's token sum ÷ loss_scale_factor, with no global count and no × dp_size "
                        "(those enter the other branches only); the legacy dp_actor then multiplies each "
@@ -137,19 +142,31 @@ def _technique_rows():
   from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
 
-  def verl(mode, line, differences="", deviations=(), defaults=(), placement=_AGG_PLACEMENT, read=""):
+  def verl(mode, line, older, differences="", deviations=(), defaults=(), placement=_AGG_PLACEMENT, read=""):
     return Fidelity("peer", f"verl v0.7.0 core_algos.agg_loss '{mode}'", differences,
-                    read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch in v0.4.0-v0.7.0 and at "
-                         "main b178a3cd, 2026-01-29)" + read,
+                    read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch at main b178a3cd, "
+                         f"2026-01-29; older tags differ: {older})" + read,
                     defaults=defaults, placement=placement, deviations=deviations)
 
   dp_actor = "; verl/workers/actor/dp_actor.py:440-467, 541-543 (the per-micro-batch loss scale)"
+  older_seq = "v0.6.1 masked_mean over the micro-batch's non-empty rows, no global count; v0.4.0-v0.6.0 "
+  older_norm = "v0.4.0-v0.6.1 always ÷ loss_mask.shape[-1] (no loss_scale_factor), no global counts"
+  legacy_seq = ("verl's default (legacy) worker divides each micro-batch by its own number of non-empty rows and "
+                "scales it by 1/gradient_accumulation (use_dynamic_bsz: its share of the mini-batch's rows): equal "
+                "to ours when no row is empty; otherwise a row weighs 1/(k·n_m), more in a micro-batch with fewer "
+                "non-empty rows (ours: 1/n over the batch); verl's new engine worker (global_batch_size) gives ours")
 
   return (
       Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src,
-                stage=_aggregation_stage(token_mean), fidelity=verl("token-mean", 802)),
+                stage=_aggregation_stage(token_mean),
+                fidelity=verl("token-mean", 802, "v0.4.0-v0.6.1 masked_mean over the micro-batch, no global count",
+                              deviations=("verl's default (legacy) worker divides each micro-batch by its own token "
+                                          "count and scales it by 1/gradient_accumulation (use_dynamic_bsz: its "
+                                          "share of the mini-batch's rows), so a micro-batch's weight does not "
+                                          "follow its token count (ours: every token the same); "
+                                          "verl's new engine worker (batch_num_tokens) gives ours",))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
-                fidelity=verl("seq-mean-token-sum-norm", 819,
+                fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
                               "verl has no 'token-sum' mode (none in v0.1-v0.7.0 or main 2026-01): sum_bt l*m is "
                               "its 'seq-mean-token-sum-norm' with loss_scale_factor=1",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
@@ -160,17 +177,22 @@ def _technique_rows():
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
                 stage=_aggregation_stage(seq_mean_token_sum),
-                fidelity=verl("seq-mean-token-sum", 806)),
+                fidelity=verl("seq-mean-token-sum", 806,
+                              older_seq + "torch.mean over all its rows, empty rows included",
+                              deviations=(legacy_seq,))),
       Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
                 stage=_aggregation_stage(seq_mean_token_mean),
-                fidelity=verl("seq-mean-token-mean", 812, "no +1e-8 in the per-sequence denominator (empty rows "
-                              "are excluded instead); relative difference ≤ 1e-8",
+                fidelity=verl("seq-mean-token-mean", 812,
+                              older_seq + "no + 1e-8 and torch.mean over all its rows (an empty row gives 0/0 = NaN)",
+                              "no +1e-8 in the per-sequence denominator (empty rows "
+                              "are excluded instead); each sequence mean differs by ≤ 1e-8 relative",
                               deviations=("per-sequence token count without verl's + 1e-8 (rows without a token "
-                                          "are excluded instead): relative difference ≤ 1e-8",))),
+                                          "are excluded instead): each sequence mean differs by ≤ 1e-8 relative",
+                                          legacy_seq))),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
                 stage=_sum_norm_stage,
-                fidelity=verl("seq-mean-token-sum-norm", 819,
+                fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
                               "ours divides by B·L_max (Dr.GRPO's 1/G), verl by loss_scale_factor only (no 1/B); "
                               "max_len = verl loss_scale_factor / TRL max_completion_length",
                               deviations=("ours divides by B (all rows) as well as L_max, Dr.GRPO's 1/G; verl "

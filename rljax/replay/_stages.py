@@ -413,9 +413,11 @@ def _technique_rows():
                                   "retired prompts stay in the loader (theirs: dropped)",
                                   read="ElliottYan/LUFFY@01f4ae06 ExGRPO/exgrpo/verl/verl/mix_src/experience/"
                                        "weighted_bucket_sampler.py:18-110 (normal mapping, multinomial draw), "
-                                       "experience_trainer_ops.py:20-100 (storing successes, lbound/rbound, "
-                                       "exp_is_correct), experience_collate_fn.py:20-140 (exp_ratio, argmin "
-                                       "entropy), mix_trainer_experience.py:370-392 (all-solved prompts retired to "
+                                       "experience_trainer_ops.py:20-100 (storing successes with the "
+                                       "trainer's old_log_probs, :51-52; lbound/rbound; exp_is_correct), "
+                                       "experience_collate_fn.py:20-183 (exp_ratio, argmin entropy, no check against "
+                                       "the batch's own prompts), experience_helpers.py:15-38 (bucket sampling), "
+                                       "mix_trainer_experience.py:370-392 (all-solved prompts retired to "
                                        "skip_uid_set, all-fail / all-solved groups masked), :228-262 (each epoch's "
                                        "loader rebuilt without skip_uid_set: rl_dataset_with_experience.py:40-45) "
                                        "and :538-542 (switch to mixed policy); "
@@ -429,8 +431,9 @@ def _technique_rows():
                                             ("capacity", "512 rows", "none (a dict over the dataset)"),
                                             ("selection", "lowest mean behaviour entropy",
                                              "exp_metric ent, exp_select_mode argmin (current policy)"),
-                                            ("logp_old", "'behavior'", "exp_is_correct True: the recorded "
-                                             "old_log_probs"),
+                                            ("logp_old", "'behavior' (the sampler's log-probs, stored)",
+                                             "exp_is_correct True: the recorded old_log_probs (the trainer's "
+                                             "recomputed π_old of the storing step)"),
                                             ("start", "the first step", "experience_start_sratio 0.35: once a "
                                              "batch's solved ratio passes it"),
                                             ("sample range", "every stored prompt",
@@ -458,7 +461,15 @@ def _technique_rows():
                                       "a prompt solved by every fresh row leaves the buffer, not the loader; theirs "
                                       "also leave the training data (skip_uid_set, when an epoch's loader is built)",
                                       "their trainer also masks all-fail and all-solved groups out of the loss; "
-                                      "here that is the zero_variance filter, composed separately"))),
+                                      "here that is the zero_variance filter, composed separately",
+                                      "the stored log-probs are the sampler's (logp_behavior); theirs the trainer's "
+                                      "recomputed old_log_probs of the storing step (experience_trainer_ops.py:51-52), "
+                                      "so theirs carry no sampler-trainer mismatch",
+                                      "a stored prompt whose fresh group (a loader group too) has no success is "
+                                      "rescored to 0 here (bucket 0); theirs skip such a group (k ≤ "
+                                      "experience_lbound) and the prompt keeps its bucket",
+                                      "an experience prompt is never one of the batch's own prompts here; theirs "
+                                      "can draw a prompt that is also among the batch's fresh prompts"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
@@ -558,26 +569,46 @@ def _technique_rows():
                                   "(theirs: a SIL loss on a random 2^k subset when the buffer passes 1.5x size); A' > "
                                   "0 (theirs >= 0); decay^age",
                                   read="TencentYoutuResearch/SPEAR@7e843151 verl-agent/verl/trainer/ppo/"
-                                       "ray_trainer_hybrid.py:154-312 (TrajectoryBufferBatch: remove_old, "
-                                       "is_full_capacity, maintain_reward_statistics, prepare_for_selection), "
-                                       ":439-520 (update_batch), :862-873 and :1029-1070 (call sites); verl-agent/"
-                                       "verl/workers/actor/dp_actor.py:590-599 (replay loss coefficient); "
-                                       "examples/gigpo_trainer/run_alfworld_spear.sh:38-56",
-                                  defaults=(("threshold", "0 (store mean A > 0)", "mean A > 0 (update_batch)"),
+                                       "ray_trainer_hybrid.py:154-434 (TrajectoryBufferBatch: remove_old, "
+                                       "is_full_capacity, maintain_reward_statistics, prepare_for_selection, "
+                                       "get_buffer: a random power-of-2 subset), :439-553 (update_batch), :555-577 "
+                                       "(get_buffer_size), :862-874 and :1029-1070 (call sites); verl-agent/verl/"
+                                       "trainer/ppo/core_algos.py:240-287 (GRPO advantage with the custom mean / "
+                                       "std); verl-agent/verl/workers/actor/dp_actor.py:501-614 (the replay pass: "
+                                       "its own loss and optimizer step; :590-599 the coefficient ramp); verl-agent/"
+                                       "verl/trainer/config/ppo_trainer.yaml:53-71, 95-98, 273; "
+                                       "examples/gigpo_trainer/run_alfworld_spear.sh:38-74, 114-118, 145-155",
+                                  defaults=(("threshold", "0 (store mean A > 0)", "mean A > 0 (update_batch); "
+                                             "trajectory_score_threshold 1 (the scripts' advantage_threshold) is "
+                                             "set but never read"),
                                             ("capacity", "256 rows (FIFO)", "trajectory_buffer_size 2048; replay "
-                                             "once > 1.5 × 2048 rows, then emptied"),
+                                             "once more than 1.5 × 2048 stored rows have R above the p50 of group "
+                                             "means (get_buffer_size), then emptied"),
                                             ("max_age", "10 steps", "tolerate_steps 5 (scripts; class min(·, 10))"),
                                             ("baseline_size", "1024 group means", "baseline_buffer_size 10240"),
                                             ("recalibrate", "'median' (R − p50 of group means)",
                                              "weight_decay_trajectory_replay −1: R − p50, keep A ≥ 0"),
-                                            ("ramp_steps", "200", "max_replay_loss_steps 100 (alfworld) / 200 "
-                                             "(webshop)"),
+                                            ("recalibration scale", "none (R − p50)",
+                                             "norm_adv_by_std_in_grpo False (scripts; ppo_trainer.yaml True: "
+                                             "(R − p50) / (p50 of the group stds + 1e-6))"),
+                                            ("ramp_steps", "200", "max_replay_loss_steps 200 (ppo_trainer.yaml:98; "
+                                             "the scripts' max_replay_loss_ascending_steps 100 / 200 is never "
+                                             "passed)"),
                                             ("coef", "1 (c(t) → 1)", "replay_loss_coef 1 (scripts)"),
-                                            ("ratio", "0.25 of B", "a power-of-2 subset of the buffer")),
-                                  placement="theirs: after the step's advantages, update_batch stores the rows; "
-                                            "when the buffer passes 1.5 × size, a separate self-imitation PPO "
-                                            "loss (clip_cov) runs on the recalibrated rows with A ≥ 0, scaled "
-                                            "by the cosine ramp of the coefficient, then the buffer is emptied; "
+                                            ("ratio", "0.25 of B", "a power-of-2 subset of the buffer"),
+                                            ("replay loss", "the step's loss term and aggregation",
+                                             "loss_mode clip_cov with clip_cov_ratio_replay 0.02, "
+                                             "clip_cov_lb_replay 2, clip_cov_ub_replay 60 (scripts), "
+                                             "loss_agg_mode seq-mean-token-sum-norm, its own optimizer step"),
+                                            ("replayed log π_old", "'behavior': the sampler's stored log-probs",
+                                             "the stored batch's old_log_probs (recomputed by the trainer at the "
+                                             "storing step)")),
+                                  placement="theirs: after the actor update, update_batch stores the step's rows "
+                                            "with mean A > 0; at the start of a later step's update, when the buffer "
+                                            "passes 1.5 × size, a separate self-imitation PPO loss (clip_cov) runs "
+                                            "inside update_actor after the main mini-batches on the recalibrated "
+                                            "rows with A ≥ 0, scaled by the cosine ramp of the coefficient, then "
+                                            "the buffer is emptied; "
                                             "ours: a replay stage after the advantages every step, recalibrated "
                                             "rows with A' > 0 fill the gradient-free rows of the same batch and "
                                             "loss, their advantage scaled by c(t)",
@@ -590,7 +621,12 @@ def _technique_rows():
                                       "A' > 0 kept (theirs ≥ 0: rows exactly at the median also replay)",
                                       "defaults sized for small runs: capacity 256, baseline 1024 means, max_age "
                                       "10 (theirs 2048, 10240, 5)",
-                                      "recalibrate='decay' multiplies by decay^age (theirs: by the factor once)"))),
+                                      "recalibrate='decay' multiplies by decay^age (theirs: by the factor once)",
+                                      "replayed rows take the step's loss term (and its clip range); theirs a "
+                                      "clip_cov loss with the replay settings (0.02, 2, 60) and a separate "
+                                      "optimizer step after the main update",
+                                      "the replayed ratio is against the sampler's stored log-probs; theirs "
+                                      "against the trainer's recomputed old_log_probs of the storing step"))),
   )
 
 

@@ -937,7 +937,9 @@ def _technique_rows():
                                             ("low / high", "0 / 1", "0 / none")),
                                   placement="theirs: once per episode at the stop step, on the online "
                                             "classifier's probability of the true label; the reward goes to "
-                                            "REINFORCE with a baseline (optionally discounted by the stop time); "
+                                            "REINFORCE with a baseline, discounted by 0.99^(stop step) by default "
+                                            "(config.py:35-39: use_implict_lat_penalty True, "
+                                            "discount_factor_lat_penalty 0.99); "
                                             "ours: the function maps any d; the catalog stage is a completion "
                                             "reward, d = −|ŝ − s| of the parsed number and the reference",
                                   deviations=(

@@ -410,16 +410,20 @@ def _technique_rows():
                                   "Gazal-R1's: no code",
                                   read="PeterGriffinJin/Search-R1@a14dc3a4 verl/utils/reward_score/qa_em_format.py:"
                                        "49-122 (is_valid_sequence) and :154-197 (compute_score_em: the format "
-                                       "scores); scripts/nq_hotpotqa/v0.3/train_grpo_format.sh:81-82; verl/trainer/"
-                                       "config/ppo_trainer.yaml:144-145",
+                                       "scores; :124-136 extract_solution: the last of ≥ 2 <answer> blocks in "
+                                       "prompt + response); scripts/nq_hotpotqa/v0.3/train_grpo_format.sh:81-83; "
+                                       "verl/trainer/config/ppo_trainer.yaml:144-146",
                                   defaults=(("pattern", "R1_FORMAT_PATTERN (think, answer)",
                                              "is_valid_sequence: think (search information think)* answer "
                                              "(SEARCH_R1_FORMAT_PATTERN)"),
                                             ("text checked", "the completion", "the text after "
                                              "<|im_start|>assistant (prompt + response decoded)"),
                                             ("score", "1 / 0", "combined with EM: 1 valid+correct, 0.8 correct "
-                                             "only, 0.2 valid, 0.1 neither (structure_format_score 0.2, "
-                                             "final_format_score 0.1; 0 in ppo_trainer.yaml)")),
+                                             "only, 0.2 (+ retrieval_score if an <information> block holds a gold "
+                                             "answer) valid and not correct, 0.1 invalid with a wrong extracted "
+                                             "answer, 0 invalid with no extracted answer (structure_format_score "
+                                             "0.2, final_format_score 0.1, retrieval_score 0; all 0 in "
+                                             "ppo_trainer.yaml)")),
                                   placement="theirs: inside the EM reward, once per response after the rollout "
                                             "(reward manager on the decoded sequence); ours: a completion reward "
                                             "(verifier), once per row after the rollout; the recipe sums rewards",
@@ -428,7 +432,7 @@ def _technique_rows():
                                       "pattern=SEARCH_R1_FORMAT_PATTERN gives their accepted language",
                                       "the regex runs on the completion; theirs on the decoded text after the "
                                       "assistant marker (no marker: invalid)",
-                                      "a 0/1 format reward; their 0.2 / 0.1 / 0.8 blend with EM is not built (a "
+                                      "a 0/1 format reward; their 0.2 / 0.1 / 0.8 / 0 blend with EM is not built (a "
                                       "weighted sum of format_regex and exact_match is not the same table)",
                                       "max_chars (off by default) scores overlong completions 0: ours"))),
   )
