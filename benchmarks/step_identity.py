@@ -24,11 +24,10 @@ BASE = ["task.digits=1", "sft.steps=50", "sft.optim.learning_rate=0.01", "rl.ste
         "checkpoint.enabled=false", "progress=false"]
 
 # techniques whose catalog example recipe (``rljax.recipes._examples.example``) exercises one phase's path
-EXAMPLES = ("pilot_commit", "dump", "greso", "difficulty_budget", "tac", "vcrl", "shuffle_pairs",
-            "negative_advantage_drop", "exgrpo", "exgrpo_policy", "guide", "positive_replay", "rapo_replay",
-            "remax", "opd", "entropy_gated_contrastive", "dpo", "role_ema_baseline", "task_normalized", "prm_clip",
-            "gae", "entropic", "temperature_control", "adaptive_kl", "composite", "gdpo", "overlong_penalty",
-            "kl_in_reward", "vote", "rloo")
+EXAMPLES = ("pilot_commit", "dump", "greso", "difficulty_budget", "shuffle_pairs", "negative_advantage_drop", "exgrpo",
+            "guide", "positive_replay", "remax", "opd", "entropy_gated_contrastive", "role_ema_baseline", "prm_clip",
+            "gae", "temperature_control", "adaptive_kl", "composite", "gdpo", "overlong_penalty", "kl_in_reward",
+            "vote")
 
 # hand-written cases: {name: overrides}
 EXTRA = {
