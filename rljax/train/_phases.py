@@ -25,7 +25,7 @@ What a context provides, and nothing else differs between the two:
   ``group_size``, ``local_groups``, ``max_refills``, ``roll_out(r)`` (the round's rollouts, scored by
   :func:`score_tail`), ``resample(r, stage)`` (a replay stage's hinted rollouts);
 * the train side's devices: ``forwards(data, metrics)`` (the forwards the needs ask, and the update's extras),
-  ``place(host)`` (the ``TrainBatch`` fields on the run's mesh), ``task_gradients(batch)``, ``update(run)``,
+  ``place(host)`` (the ``TrainBatch`` fields on the run's mesh), ``task_gradients(batch)``, ``optimize(run)``,
   ``control_inputs(run)``, ``set_controllers(new)``, ``ctl_state``, ``routing_replay``.
 
 The trainer's row gates (``needs_rows``, ``checks_rows``): a phase with ``needs_rows`` runs only while some row
@@ -162,7 +162,7 @@ def _rollouts(ctx, r, st) -> None:
   """The policy's rollouts (episodes for a multi-turn task), scored (rewards -> :func:`score_tail`); greedy
   rollouts first when a stage needs ``greedy_rewards``; a prompt filter's pilot rows join their groups. Each
   group's stored row to replay (a replay stage's prompt swap) goes with its rows (``extras["replay_slot"]``)."""
-  r.data = ctx.roll_out(r)
+  r.data = ctx.roll_out(r, st)
   if r.replay_slots is not None:
     r.data = r.data.replace(extras={**r.data.extras, "replay_slot": np.repeat(r.replay_slots, ctx.group_size)})
 
@@ -289,7 +289,7 @@ def _task_gradients(ctx, run, st) -> None:
 def _update(ctx, run, st) -> None:
   """The loss and the optimizer step (and the critic's): ``run.update_metrics``."""
   del st
-  ctx.update(run)
+  ctx.optimize(run)
 
 
 def _controllers(ctx, run, st) -> None:
@@ -361,7 +361,9 @@ PIPELINE: tuple = (
           "the policy's rollouts (and greedy ones when a stage needs greedy_rewards), scored: rewards, "
           "multi-reward (rewards), rollout-phase shaping", _rollouts,
           lambda r: {"rewards": tuple(r.rewards), "multi_reward": _multi(r, "rewards"),
-                     "shaping": tuple(s for s in r.shaping if s.phase == "rollout")}, per_round=True),
+                     "shaping": tuple(s for s in r.shaping if s.phase == "rollout"),
+                     "greedy": tuple(s for s in r.stages() if s.needs & produced_by("greedy rollout")),
+                     "pilot": tuple(pf for pf in r.prompt_filters if pf.pilot)[:1]}, per_round=True),
     Phase("resample", "collect", ("replay",),
           "a replay stage's extra rollouts (its hints and splice hooks) in place of some rows", _resample,
           lambda r: {"replay": tuple(x for x in r.replay if x.hints is not None)[:1]}, per_round=True),

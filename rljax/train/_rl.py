@@ -282,11 +282,11 @@ class RLLoop:
     """The controllers' new states, and their hparams written into the train state."""
     self.state, self.ctl_state = self.controllers.apply(self.state, new), new
 
-  def update(self, run) -> None:
-    """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (``update_batch``): ``run``'s metrics."""
-    run.update_metrics = self.update_batch(run.batch, run.s)
+  def optimize(self, run) -> None:
+    """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (``update``): ``run``'s metrics."""
+    run.update_metrics = self.update(run.batch, run.s)
 
-  def update_batch(self, batch, s: int) -> dict:
+  def update(self, batch, s: int) -> dict:
     """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (policy, then the separate critic)."""
     rl = self.rl
     mb = rl.batch_size // rl.num_minibatches

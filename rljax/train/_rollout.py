@@ -20,8 +20,9 @@ import jax
 import numpy as np
 
 from rljax import parallel as par
-from rljax.stages import StepData, produced_by, scalar_metrics
+from rljax.stages import StepData, scalar_metrics
 from rljax.train._episodes import episode_step_data
+from rljax.train._mechanics import greedy_baseline, join_pilots, pilot_rollouts
 from rljax.train._phases import phases, score_tail, select_all, walk
 from rljax.train._producers import SCORING
 from rljax.train._rows import concat_steps, run_filters, set_rewards, unchecked
@@ -169,9 +170,15 @@ class Collector:
     return [p for p, _ in batch], np.asarray([i for _, i in batch], np.int64)
 
   def pilot_rows(self, r: _Round, problems, index, key) -> StepData:
-    """A prompt filter's pilot rollouts of ``problems`` (``pilot`` per prompt), scored."""
-    return self.score(r.call, self._sample(r.call, problems, self.pilot, stream(key, "pilot_sample")), problems,
-                      index, step=r.step, key=stream(key, "pilot_score"))
+    """A prompt filter's pilot rollouts of ``problems`` (``rljax.train._mechanics``)."""
+    return pilot_rollouts(self, r, problems, index, key, self.pilot)
+
+  def sample_scored(self, r: _Round, problems, index, n: int, sample_key, score_key, *, greedy: bool = False,
+                    record: bool = True, greedy_rewards=None) -> StepData:
+    """This process's rows of ``n`` samples of each of ``problems`` (sampler key ``sample_key``), scored (stage
+    keys from ``score_key``)."""
+    return self.score(r.call, self._sample(r.call, problems, n, sample_key, greedy=greedy), problems, index,
+                      step=r.step, key=score_key, greedy_rewards=greedy_rewards, record=record)
 
   # ------------------------------------------------------------------------- one round
 
@@ -184,42 +191,23 @@ class Collector:
     walk(self.round_phases, self, r)
     return r
 
-  def roll_out(self, r: _Round) -> StepData:
-    """The round's rollouts (episodes for a multi-turn task), scored; greedy rollouts first when a stage needs
-    ``greedy_rewards``; a prompt filter's pilot rows join their groups."""
-    call, problems, index, step, side, g = r.call, r.problems, r.index, r.step, r.side, self.rl.group_size
-    if self.exp.multi_turn:
+  def roll_out(self, r: _Round, st) -> StepData:
+    """The round's rollouts (episodes for a multi-turn task), scored, and padding groups (a prompt filter's count
+    0) masked out; the technique mechanics its stages declare (``st``: the ``"rollouts"`` row's selection) run
+    from ``rljax.train._mechanics``: a greedy baseline first, a prompt filter's pilot rows joining their
+    groups."""
+    call, problems, index, step, side, g = r.call, r.problems, r.index, r.step, r.side, self.group_size
+    if self.multi_turn:
       return self.episodes(call, problems, index, step=step, key=r.key, side=side)
-    greedy = None
-    if self.needs & produced_by("greedy rollout"):
-      gr = self._sample(call, problems, 1, stream(side, "greedy_sample"), greedy=True)
-      greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=stream(side, "greedy_score"),
-                                    record=False).rewards, g)
+    greedy = greedy_baseline(self, r) if st["greedy"] else None
     n = g - self.pilot
-    data = self.score(call, self._sample(call, problems, n, r.key), problems, index, step=step,
-                      key=stream(side, "score"), greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
-    if self.pilot:
-      data = self._with_pilots(data, r.blocks, n).replace(greedy_rewards=greedy)
+    data = self.sample_scored(r, problems, index, n, r.key, stream(side, "score"),
+                              greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
+    for pf in st["pilot"]:
+      data = join_pilots(self, data, r.blocks, n, pf.pilot).replace(greedy_rewards=greedy)
     if r.counts is not None:
       data = data.replace(valid=(np.arange(g)[None, :] < r.counts[:, None]).reshape(-1))
     return data
-
-  def _with_pilots(self, data: StepData, blocks, n: int) -> StepData:
-    """Each group: its prompt's pilot rows (``blocks``: per group the pilot rollout and the prompt's place in
-    it), then its ``n`` committed rows of ``data``."""
-    parts, rows, offsets = [data], [], {}
-    for p, block in enumerate(blocks):
-      pilot_data, q = block if block and block[0] is not None else (None, None)
-      if pilot_data is None:  # an unfilled group: any rows, masked out by its count 0
-        rows.append(np.concatenate([np.full(self.pilot, p * n), np.arange(p * n, (p + 1) * n)]))
-        continue
-      if id(pilot_data) not in offsets:  # one pilot rollout per draw of candidates
-        offsets[id(pilot_data)] = sum(d.batch_size for d in parts)
-        parts.append(pilot_data)
-      start = offsets[id(pilot_data)] + q * self.pilot
-      rows.append(np.concatenate([np.arange(start, start + self.pilot), np.arange(p * n, (p + 1) * n)]))
-    return concat_steps(parts).take(np.concatenate(rows)).replace(
-        group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), self.rl.group_size))
 
   def resample(self, r: _Round, stage) -> StepData:
     """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.

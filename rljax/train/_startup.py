@@ -377,10 +377,10 @@ class _DryRun:
     del problems, index, key
     return r.data  # the synthetic rows stand for the pilot rollouts
 
-  def roll_out(self, r) -> StepData:
+  def roll_out(self, r, st) -> StepData:
     """The rewards on the reference answers (strict: one that raises on them is broken), then the scoring's
-    tail (``score_tail``: multi-reward, rollout-phase shaping) on the synthetic rows."""
-    st = self.stages["rollouts"]
+    tail (``score_tail``: multi-reward, rollout-phase shaping) on the synthetic rows (which carry a greedy
+    baseline's rewards, and stand for pilot rows)."""
     answers = [p.answer for p in r.data.problems]
     for reward in st["rewards"]:
       self.call("rewards", reward, lambda reward=reward: reward.fn(answers, list(r.data.problems)))
@@ -412,7 +412,7 @@ class _DryRun:
     k = int(self.facts.num_tasks)
     return np.full((k, k), 0.5) + 0.5 * np.eye(k), np.ones(k, bool)
 
-  def update(self, run) -> None:
+  def optimize(self, run) -> None:
     """The hparams the loss reads at the first step (the loss's values, then each controller's initial ones),
     then each loss term, the aggregation, the objective and the critic's loss, traced as in the update, on the
     policy outputs ``logp_old + 0.01``."""
