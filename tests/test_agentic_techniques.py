@@ -568,21 +568,29 @@ def test_the_forwards_before_an_advantages_phase_replay_stage_need_no_replay_mas
   """Regression: the loop's first forwards run before an ``advantages``-phase replay stage has marked any row; with
   ``logp_old="behavior"`` (spear_replay's default) they must leave ``logp_old`` as computed, then give the rows the
   stage replays their stored behaviour log-probs."""
-  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train import _phases as P  # pylint: disable=import-outside-toplevel
 
-  class Loop:
-    state, critic = None, None
-
+  class Loop:  # the live context's forwards (RLLoop.forwards), stood in for
     @staticmethod
-    def inputs(data, state, critic_state, metrics):  # pylint: disable=unused-argument
+    def forwards(data, metrics):  # pylint: disable=unused-argument
       return data.replace(logp_old=np.full(data.tokens.shape, -9.0, np.float32))
 
   st = R.spear_replay().bind(FACTS)
+  selected = P.select_all(Recipe(replay=st))["inputs"]
+  assert selected["behavior_logp_old"] == (st,)
+
+  def inputs(data):
+    run = SimpleNamespace(data=data, metrics={})
+    P.PIPELINE[[p.name for p in P.PIPELINE].index("inputs")].fn(Loop, run, selected)
+    return run.data
+
   d = _data([1] * 8, [0] * 8, step=0)
-  out = RLLoop._inputs(Loop, d, st, {})
+  out = inputs(d)
   assert np.all(out.logp_old == -9.0)
   marked = d.replace(extras={"replay_mask": np.arange(8) == 2})
-  out = RLLoop._inputs(Loop, marked, st, {})
+  out = inputs(marked)
   np.testing.assert_array_equal(out.logp_old[2], d.logp_behavior[2])
   assert np.all(out.logp_old[np.arange(8) != 2] == -9.0)
 

@@ -290,43 +290,48 @@ def _curriculum_state(out, cfg, step):
 
 
 def test_collector_rolls_out_the_drawn_prompts():
-  """``Collector._draw_prompts``: the curriculum's indices replace the loader's candidates (problems looked up in
-  the training set), its metrics are logged under its name, and a draw out of range is refused."""
+  """The prompts phase's draw (``rljax.train._phases._draw_prompts``, in the collector's context): the curriculum's
+  indices replace the loader's candidates (problems looked up in the training set), its metrics are logged under
+  its name, and a draw out of range is refused."""
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
-  from rljax.train._rollout import Collector, _Call  # pylint: disable=import-outside-toplevel
+  from rljax.train._phases import _draw_prompts  # pylint: disable=import-outside-toplevel
+  from rljax.train._rows import unchecked  # pylint: disable=import-outside-toplevel
   problems = [f"p{i}" for i in range(10)]
   stage = recipes.stage("dump").bind(FACTS)
-  fake = SimpleNamespace(recipe=SimpleNamespace(prompt_filters=(recipes.stage("greso").bind(FACTS), stage)),
-                         num_dataset_prompts=10, exp=SimpleNamespace(train_problems=problems))
-  call = _Call(None, 1.0)
-  states = {"greso": None, "dump": stage.init(10)}
+  ctx = SimpleNamespace(call=unchecked, num_dataset_prompts=10, train_problems=problems)
+  r = SimpleNamespace(step=0, metrics={}, prompt_states={"greso": None, "dump": stage.init(10)})
+  st = {"prompt_filters": (recipes.stage("greso").bind(FACTS), stage)}
   key = jax.random.PRNGKey(2)
-  got, index = Collector._draw_prompts(fake, call, 0, key, states, ["x", "y", "z"], np.array([7, 8, 9]))
+  got, index = _draw_prompts(ctx, r, st, key, ["x", "y", "z"], np.array([7, 8, 9]))
   expected, _, _ = stage.draw(stage.init(10), _prompts(), jax.random.fold_in(key, 41))  # dump is filter 1
   np.testing.assert_array_equal(index, expected)
   assert got == [problems[i] for i in expected]
-  assert call.metrics["dump/replaced"] == 3.0 and "dump/prob_0" in call.metrics
+  assert r.metrics["dump/replaced"] == 3.0 and "dump/prob_0" in r.metrics
   bad = PromptFilter(lambda n: (), draw=lambda st, pr, k: (np.array([0, 1, 10]), st, {}), name="bad")
-  fake.recipe = SimpleNamespace(prompt_filters=(bad,))
+  r.prompt_states = {"bad": ()}
   with pytest.raises(ValueError, match="dataset indices"):
-    Collector._draw_prompts(fake, call, 0, key, {"bad": ()}, ["x", "y", "z"], np.array([7, 8, 9]))
+    _draw_prompts(ctx, r, {"prompt_filters": (bad,)}, key, ["x", "y", "z"], np.array([7, 8, 9]))
 
 
 def test_the_loop_observes_each_prompt_filter_in_its_phase():
-  """``RLLoop._observe_prompts(data, metrics, phase)`` runs the observe of the stages of that phase only."""
+  """The observe phases (``observe_rewards``, ``observe_advantages``) run the observe of the prompt filters their
+  selectors pick: the stages of that phase only."""
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
-  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train import _phases as P  # pylint: disable=import-outside-toplevel
+  from rljax.train._rows import unchecked  # pylint: disable=import-outside-toplevel
   seen = []
   mk = lambda name, phase: PromptFilter(lambda n: 0, select=lambda st, pr, k: (None, st, {}), name=name,
                                         observe=lambda st, d: (st + 1, {"n": seen.append(name) or st + 1}),
                                         observe_phase=phase)
-  fake = SimpleNamespace(recipe=SimpleNamespace(prompt_filters=(mk("early", "rewards"), mk("late", "advantages"))),
-                         stage_states={"prompt_filters": {"early": 0, "late": 0}})
-  metrics = {}
-  RLLoop._observe_prompts(fake, None, metrics, "rewards")
-  assert seen == ["early"] and metrics == {"early/n": 1.0}
-  RLLoop._observe_prompts(fake, None, metrics, "advantages")
-  assert seen == ["early", "late"] and fake.stage_states["prompt_filters"] == {"early": 1, "late": 1}
+  selected = P.select_all(Recipe(prompt_filters=(mk("early", "rewards"), mk("late", "advantages"))))
+  ctx = SimpleNamespace(call=unchecked, states={"prompt_filters": {"early": 0, "late": 0}})
+  run = SimpleNamespace(data=None, metrics={})
+  rows = {p.name: p for p in P.PIPELINE}
+  rows["observe_rewards"].fn(ctx, run, selected["observe_rewards"])
+  assert seen == ["early"] and run.metrics == {"early/n": 1.0}
+  rows["observe_advantages"].fn(ctx, run, selected["observe_advantages"])
+  assert seen == ["early", "late"] and ctx.states["prompt_filters"] == {"early": 1, "late": 1}
 
 
 def test_curriculum_state_checkpoints_bit_for_bit(tmp_path):

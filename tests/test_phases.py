@@ -1,6 +1,6 @@
-"""The RL step as one declared pipeline (issue #34, item 1): ``rljax.train._phases.PIPELINE`` is the only place
-the phase order is written, and its three walkers (the collector, ``RLLoop.step``, the start-up dry run) have
-one handler per phase of their side and walk the table in its order."""
+"""The RL step as one declared pipeline (issues #34 item 1, #50 item 1): ``rljax.train._phases.PIPELINE`` is the
+only place the phase order and each phase's stages are written; its rows carry their phase functions, and one
+executor (``walk``) runs them in every context (the collector, ``RLLoop.step``, the start-up dry run)."""
 import inspect
 import re
 
@@ -33,31 +33,76 @@ def test_the_table_runs_collect_then_train_in_the_issues_order():
     P.phases("rollout")
 
 
-def test_each_walker_has_exactly_one_handler_per_phase_of_its_side():
+def test_each_row_carries_its_phase_function_and_selector_and_no_walker_has_handlers():
+  """Issue #50 item 1: the table runs the step. Every row names its phase function and its stage selector; the
+  live collector, the trainer and the start-up check are contexts of one executor (``walk``) with no handler of
+  their own (no ``_phase_<name>`` method, no handler dict)."""
   from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
   from rljax.train._rollout import Collector  # pylint: disable=import-outside-toplevel
   from rljax.train._startup import _DryRun  # pylint: disable=import-outside-toplevel
-  assert _handlers(Collector) == {p.name for p in P.phases("collect")}
-  assert _handlers(RLLoop) == {p.name for p in P.phases("train")}
-  assert _handlers(_DryRun) == {p.name for p in P.PIPELINE}
+  for p in P.PIPELINE:
+    assert callable(p.fn) and p.fn.__module__ == P.__name__, p.name
+    assert isinstance(p.select(Recipe()), dict), p.name
+  for cls in (Collector, RLLoop, _DryRun):
+    assert not _handlers(cls), cls
+    assert "_handlers" not in inspect.getsource(cls), cls
 
 
-def test_a_walker_missing_or_inventing_a_phase_is_refused_by_name():
-  expected = P.phases("train")
-  full = {p.name: print for p in expected}
-  assert P.check_handlers("w", full, expected) is full
-  with pytest.raises(ValueError, match=r"^w: its handlers must be one per phase .*; missing \['update'\], "
-                                       r"unknown \[\]$"):
-    P.check_handlers("w", {k: v for k, v in full.items() if k != "update"}, expected)
-  with pytest.raises(ValueError, match=r"missing \[\], unknown \['rewards'\]$"):
-    P.check_handlers("w", {**full, "rewards": print}, expected)
+def test_the_selectors_are_the_only_place_a_stage_is_assigned_a_phase():
+  """The walkers test no stage's phase or hook by string: those tests are the rows' selectors (``_phases``)."""
+  from rljax.train import _advantage, _rl, _rollout, _startup  # pylint: disable=import-outside-toplevel
+  pattern = re.compile(r'\.phase ==|observe_phase ==|produces ==|\.refill\b(?!")|\.(prompts|hints|draw|observe) is '
+                       r"(not )?None")
+  for source in (_advantage, _rl, _rollout, _startup._DryRun, _startup.dry_run):
+    assert not pattern.search(inspect.getsource(source)), source
+
+
+def test_the_selectors_pick_each_stage_for_its_phase():
+  keep = lambda d: (d.valid, {})
+  refill = Filter(keep, name="refill", refill=True)
+  batch = Filter(keep, name="batch")
+  late = Filter(keep, name="late", phase="advantages")
+  rollout = Shaping(lambda d: (d.rewards, {}), name="rollout")
+  forward = Shaping(lambda d: (d.rewards, {}), name="forward", phase="forward")
+  got = P.select_all(Recipe(filters=(refill, batch, late), shaping=(rollout, forward)))
+  names = lambda part: [s.name for s in part]
+  assert names(got["refill"]["filters"]) == ["refill"]
+  assert names(got["filters"]["filters"]) == ["batch"]
+  assert names(got["advantage_filters"]["filters"]) == ["late"]
+  assert names(got["rollouts"]["shaping"]) == ["rollout"]
+  assert names(got["advantages"]["shaping"]) == ["forward"]
+  assert got["replay_rewards"]["replay"] == () and got["task_gradients"]["needs"] == ()
+
+
+def test_the_executor_skips_row_gated_phases_when_no_row_is_valid():
+  """``walk``: a ``needs_rows`` phase runs only while ``ctx.any_rows`` said yes at the last ``checks_rows``."""
+  calls = []
+  rows = tuple(P.Phase(n, "train", (), "", lambda ctx, run, st, n=n: calls.append(n), lambda r: {},
+                       needs_rows=gated, checks_rows=checks)
+               for n, gated, checks in (("a", False, False), ("b", True, True), ("c", True, False)))
+
+  class Ctx:
+    stages = {r.name: {} for r in rows}
+
+    @staticmethod
+    def any_rows(data):
+      calls.append("any_rows")
+      return bool(data)
+
+  for data, want in ((True, ["a", "any_rows", "b", "c"]), (False, ["a", "any_rows"])):
+    calls.clear()
+    P.walk(rows, Ctx, type("Run", (), {"data": data}))
+    assert calls == want
 
 
 def test_the_trainer_orders_nothing_itself():
-  """The phase order is the table's: RLLoop.step and dry_run call no phase handler by name."""
-  from rljax.train import _rl, _startup  # pylint: disable=import-outside-toplevel
-  for fn in (_rl.RLLoop.step, _startup.dry_run):
-    assert not re.search(r"_phase_\w+\(", inspect.getsource(fn)), fn.__qualname__
+  """The phase order is the table's: RLLoop.step, the collector and dry_run walk it and call no phase function by
+  name."""
+  from rljax.train import _rl, _rollout, _startup  # pylint: disable=import-outside-toplevel
+  for fn in (_rl.RLLoop.step, _rollout.Collector.__call__, _rollout.Collector._round, _startup.dry_run):
+    src = inspect.getsource(fn)
+    assert "walk(" in src and not re.search(r"_phase_\w+\(|\._(prompts|rollouts|refill|filters|update)\(", src), \
+        fn.__qualname__
 
 
 def test_the_dry_run_walks_the_stages_in_the_tables_order():

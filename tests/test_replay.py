@@ -419,20 +419,25 @@ def test_a_buffer_survives_a_checkpointer_round_trip_bit_for_bit(factory, tmp_pa
 
 
 class _FakeLoop:
-  """What ``RLLoop._inputs`` reads: the forwards (here: logp_old = -9 everywhere), a state and no critic."""
-  state, critic = None, None
+  """The live context's forwards (``RLLoop.forwards``; here: logp_old = -9 everywhere)."""
 
   @staticmethod
-  def inputs(data, state, critic_state, metrics):  # pylint: disable=unused-argument
+  def forwards(data, metrics):  # pylint: disable=unused-argument
     return data.replace(logp_old=np.full(data.tokens.shape, -9.0, np.float32))
 
 
 @pytest.mark.parametrize("reading", ["recompute", "behavior"])
 def test_replayed_rows_logp_old_is_recomputed_or_their_stored_behaviour_logp(reading):
-  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  """The inputs phase (``rljax.train._phases``), its stages as its selector picks them from the recipe."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
+  from rljax.train import _phases as P  # pylint: disable=import-outside-toplevel
   stage = R.rapo_replay(logp_old=reading).bind(FACTS)
   d = _step([0, 0, 0, 0, 1, 0, 1, 0], extras={"replay_mask": np.array([0, 0, 0, 1, 0, 0, 0, 0], bool)})
-  out = RLLoop._inputs(_FakeLoop, d, stage, {})
+  run = SimpleNamespace(data=d, metrics={})
+  row = next(p for p in P.PIPELINE if p.name == "inputs")
+  row.fn(_FakeLoop, run, row.select(Recipe(replay=stage)))
+  out = run.data
   fresh = ~d.extras["replay_mask"]
   assert np.all(out.logp_old[fresh] == -9.0)
   np.testing.assert_array_equal(out.logp_old[3], d.logp_behavior[3] if reading == "behavior" else np.full(T, -9.0))

@@ -4,9 +4,11 @@ traced under ``jax.jit`` one by one, and the error names the slot, the stage, wh
 
 Most tests run ``check_recipe`` on a stand-in experiment (the arithmetic task's problems, B = 4 x 4 = 16 rows,
 T = 9 tokens); one runs ``train`` to show that nothing is written when the check fails."""
+import dataclasses
 import os
 from types import SimpleNamespace
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -214,33 +216,114 @@ def test_multi_turn_techniques_pass_the_contract_check_on_episode_rows(tmp_path)
     assert name in [s.name for s in recipe.stages()]
 
 
-def test_the_dry_run_builds_the_advantages_and_batch_the_live_step_builds():
-  """Written once (issue #50): the start-up check's advantages and TrainBatch are those of the live step's own
-  functions (``with_batch_extras`` -> ``compute_advantages`` -> ``train_batch``) on the same synthetic rows: the
-  same fields, extras, shapes, dtypes and values (a hand-built batch in the dry run drifted: ``returns`` filled
-  from ``values`` where the step leaves it unset)."""
-  import jax  # pylint: disable=import-outside-toplevel
-  from rljax.train._advantage import compute_advantages  # pylint: disable=import-outside-toplevel
-  from rljax.train._inputs import train_batch, with_batch_extras  # pylint: disable=import-outside-toplevel
+def _same(a, b, where: str) -> None:
+  """``a`` and ``b`` equal exactly: arrays by dtype, shape and value (NaN equal to NaN), containers item by item."""
+  if isinstance(a, dict) or isinstance(b, dict):
+    assert isinstance(a, dict) and isinstance(b, dict) and sorted(a) == sorted(b), (where, a, b)
+    for k in a:
+      _same(a[k], b[k], f"{where}[{k!r}]")
+  elif hasattr(a, "shape") or hasattr(b, "shape"):
+    a, b = np.asarray(a), np.asarray(b)
+    assert (a.dtype, a.shape) == (b.dtype, b.shape), (where, a.dtype, a.shape, b.dtype, b.shape)
+    np.testing.assert_array_equal(a, b, err_msg=where)
+  elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+    assert type(a) is type(b), where
+    for f in dataclasses.fields(a):
+      _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+  elif isinstance(a, tuple) and hasattr(a, "_fields"):  # a NamedTuple (a stage's state)
+    assert type(a) is type(b), where
+    for f in a._fields:
+      _same(getattr(a, f), getattr(b, f), f"{where}.{f}")
+  elif isinstance(a, (tuple, list)):
+    assert type(a) is type(b) and len(a) == len(b), (where, a, b)
+    for i, (x, y) in enumerate(zip(a, b)):
+      _same(x, y, f"{where}[{i}]")
+  else:
+    assert a == b, (where, a, b)
+
+
+def _walked(cls, recipe, facts, exp):
+  from rljax.train._phases import PIPELINE, walk  # pylint: disable=import-outside-toplevel
+  run = cls(exp, recipe, facts)
+  walk(PIPELINE, run, run.record)
+  return run
+
+
+def _live_context():
+  """The start-up check's context with the live step's stage call (``unchecked``) and the live step's placement
+  of the TrainBatch (``RLLoop.place``, on one device)."""
+  from rljax.train._rl import RLLoop  # pylint: disable=import-outside-toplevel
+  from rljax.train._rows import unchecked  # pylint: disable=import-outside-toplevel
+  from rljax.train._startup import _DryRun  # pylint: disable=import-outside-toplevel
+  loop = SimpleNamespace(prefix=0, common=0, rl=SimpleNamespace(group_size=4, batch_size=B),
+                         rows_sh=jax.sharding.SingleDeviceSharding(jax.devices()[0]))
+
+  class Live(_DryRun):
+    call = staticmethod(unchecked)
+
+    def place(self, host):
+      return RLLoop.place(loop, host)
+
+  return Live
+
+
+_KEEP_ALL = lambda data: (np.ones(data.batch_size, bool), {"seen": float(data.valid.sum())})
+
+WRITTEN_ONCE = {
+    "loss side": dict(
+        rewards="gaussian_reward(sigma=5.0, parse='arithmetic')", shaping="overlong_penalty(buffer_len=2), kl_in_reward",
+        advantage="grpo, hadw(decay=0.5)", prompt_filters="greso",
+        filters=(Filter(_KEEP_ALL, name="refill_all", refill=True), Filter(_KEEP_ALL, name="keep_all"),
+                 Filter(_KEEP_ALL, name="late_all", phase="advantages")),
+        loss="ppo_clip, opd, entropy_gated_contrastive(rho=0.5), dpo, kl_penalty(beta=0.01)",
+        controllers="temperature_control(target_entropy=1.0)"),
+    "replay": dict(rewards="gaussian_reward(sigma=5.0, parse='arithmetic')", replay="exgrpo", advantage="grpo",
+                   loss="ppo_clip"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WRITTEN_ONCE))
+def test_the_dry_run_builds_every_field_the_live_step_builds(case):
+  """Written once (issue #50 item 2): the start-up check walks the step's own phase functions; only its context
+  differs (every stage call checked against its contract; the TrainBatch left on the host). Walked on the same
+  synthetic batch with the live step's stage call and placement instead, every phase builds the same thing: the
+  rewards, needs, extras, advantages and every other ``StepData`` field, the ``TrainBatch``, the stages' metrics,
+  the stage states and the controllers' states, field by field, exactly. A contract check that changed a value
+  on its way through (the dry run once built the batch by hand and filled ``returns`` from ``values``) fails
+  here."""
   from rljax.train._startup import _DryRun, bound_recipe  # pylint: disable=import-outside-toplevel
   exp = _exp()
-  recipe, facts = bound_recipe(exp, Recipe(
-      rewards="gaussian_reward(sigma=5.0, parse='arithmetic')", shaping="overlong_penalty(buffer_len=2)",
-      advantage="grpo, hadw(decay=0.5)",
-      loss="ppo_clip, opd, entropy_gated_contrastive(rho=0.5), dpo, kl_penalty(beta=0.01)"))
-  run = _DryRun(exp, recipe, facts)
-  before = None
-  for phase in run.phases:
-    if phase.name == "inputs":
-      before, states = run.data, run.states["advantage"]
-    run.handlers[phase.name]()
-  live = with_batch_extras(before, recipe.batch_extras())
-  live, _, _ = compute_advantages(recipe, live, states)
-  live = train_batch(live, jax.sharding.SingleDeviceSharding(jax.devices()[0]), B)
-  (dry, dry_def), (want, want_def) = (jax.tree_util.tree_flatten_with_path(x) for x in (run.batch, live))
-  assert dry_def == want_def
-  assert set(run.batch.extras) == {"entropy_base", "logp_teacher", "dpo_pair_id", "dpo_chosen"}
-  for (path, a), (_, b) in zip(dry, want):
-    assert (a.shape, a.dtype) == (b.shape, b.dtype), path
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=str(path))
-  assert run.batch.returns is None and np.abs(np.asarray(run.batch.advantages)).sum() > 0
+  recipe, facts = bound_recipe(exp, Recipe(**WRITTEN_ONCE[case]))
+  dry, live = (_walked(cls, recipe, facts, exp) for cls in (_DryRun, _live_context()))
+  _same(dry.record.data, live.record.data, "data")
+  _same(dry.record.batch, live.record.batch, "batch")
+  _same(dry.record.metrics, live.record.metrics, "metrics")
+  _same(dry.states, live.states, "states")
+  _same(dry.ctl_state, live.ctl_state, "controller states")
+  assert dry.record.batch is not live.record.batch and np.abs(np.asarray(dry.record.batch.advantages)).sum() > 0
+  if case == "loss side":
+    assert set(dry.record.batch.extras) == {"entropy_base", "logp_teacher", "dpo_pair_id", "dpo_chosen"}
+    assert dry.record.batch.returns is None
+  else:
+    assert dry.record.data.extras["replay_mask"].shape == (B,)
+
+
+def test_the_written_once_comparison_sees_a_value_the_check_changes(monkeypatch):
+  """The comparison above can fail: a checked call that hands on the advantages scaled by 2 is caught, naming
+  the field."""
+  from rljax.train._startup import _DryRun, bound_recipe  # pylint: disable=import-outside-toplevel
+  exp = _exp()
+  recipe, facts = bound_recipe(exp, Recipe(**WRITTEN_ONCE["replay"]))
+  checked = _DryRun.call
+
+  def doubling(self, key, stage, fn):
+    out = checked(self, key, stage, fn)
+    return (out[0] * 2, *out[1:]) if key == "advantage" else out
+
+  monkeypatch.setattr(_DryRun, "call", doubling)
+  dry = _walked(_DryRun, recipe, facts, exp)
+  monkeypatch.undo()
+  live = _walked(_live_context(), recipe, facts, exp)
+  with pytest.raises(AssertionError, match="data.advantages"):
+    _same(dry.record.data, live.record.data, "data")
+

@@ -1,13 +1,12 @@
-"""The scoring half of an RL step after the forwards: forward-phase shaping, the advantage, advantage filters."""
+"""The advantage phase's pieces that are not the walk: the stage states a step starts from, and an advantage
+stage's return made the step's ``advantages`` (the phase itself: ``rljax.train._phases.compute_advantages``)."""
 from __future__ import annotations
 
 import numpy as np
 
-from rljax.stages import StepData, scalar_metrics
-from rljax.train._rollout import run_filters, set_rewards
-from rljax.train._streams import stream
+from rljax.stages import StepData
 
-__all__ = ["compute_advantages", "filter_advantages", "initial_stage_states", "unchecked"]
+__all__ = ["as_advantages", "initial_stage_states"]
 
 
 def initial_stage_states(recipe, num_dataset_prompts: int) -> dict:
@@ -21,7 +20,9 @@ def initial_stage_states(recipe, num_dataset_prompts: int) -> dict:
   return states
 
 
-def _as_advantages(adv, data: StepData, name: str) -> np.ndarray:
+def as_advantages(adv, data: StepData, name: str) -> np.ndarray:
+  """Stage ``name``'s advantages ``[B]`` or ``[B, T]`` as float32, 0 on invalid rows; ValueError naming the stage
+  on another shape or a non-finite value on a valid row."""
   adv = np.asarray(adv, np.float32)
   b, t = data.tokens.shape
   if adv.shape not in ((b,), (b, t)):
@@ -30,53 +31,3 @@ def _as_advantages(adv, data: StepData, name: str) -> np.ndarray:
     raise ValueError(f"advantage stage {name!r} returned non-finite advantages on valid rows")
   valid = data.valid if adv.ndim == 1 else data.valid[:, None]
   return np.where(valid, adv, 0.0).astype(np.float32)
-
-
-def unchecked(key: str, stage, fn):
-  """The live step's stage call: ``fn()``. The start-up check (``rljax.train._startup``) passes a ``call`` that
-  also checks the return against contract ``key`` (``rljax.train._contracts``), naming the stage."""
-  del key, stage
-  return fn()
-
-
-def compute_advantages(recipe, data: StepData, states: dict, call=unchecked):
-  """Forward-phase shaping -> advantage estimator and transforms.
-
-  Returns ``(data with advantages [and returns], metrics, new advantage states)``. Each stage gets its own
-  PRNG key folded from the step's (``rljax.train._streams``). ``call(contract key, stage, fn)`` runs each stage
-  call ``fn()``: ``unchecked`` in the step, a checking one in the start-up check (the same code on its synthetic
-  batch).
-  """
-  metrics, states = {}, dict(states)
-  key = data.key
-  for i, s in enumerate(x for x in recipe.shaping if x.phase == "forward"):
-    view = data.replace(key=stream(key, "forward_shaping", i))
-    rewards, m = call("shaping", s, lambda s=s, view=view: s.fn(view))
-    data = set_rewards(data, rewards, s.name)
-    metrics.update(scalar_metrics(m, s.name))
-  multi = recipe.multi_reward
-  if multi is not None and multi.produces == "advantages":
-    view = data.replace(key=stream(key, "multi_reward_advantages"))
-    adv, m = call("multi_reward.advantages", multi, lambda: multi.fn(view))
-    data = data.replace(advantages=_as_advantages(adv, data, multi.name))
-    metrics.update(scalar_metrics(m, multi.name))
-  for i, a in enumerate(recipe.advantage):
-    view = data.replace(key=stream(key, "advantage", i))
-    if a.init is not None:
-      adv, info, states[a.name] = call("advantage.stateful", a, lambda a=a, view=view: a.fn(view, states[a.name]))
-    else:
-      adv, info = call("advantage", a, lambda a=a, view=view: a.fn(view))
-    info = dict(info or {})
-    if a.returns:  # the critic's targets, which the value loss reads
-      call("advantage.returns", a, lambda info=info: info.get("returns"))
-    returns = info.get("returns")
-    data = data.replace(advantages=_as_advantages(adv, data, a.name),
-                        returns=data.returns if returns is None else np.asarray(returns, np.float32))
-    metrics.update(scalar_metrics(info, a.name))
-  return data, metrics, states
-
-
-def filter_advantages(recipe, data: StepData, metrics: dict) -> StepData:
-  """The recipe's advantage-phase filters (``rljax.train._rollout.run_filters``), with their own key."""
-  filters = [f for f in recipe.filters if f.phase == "advantages"]
-  return run_filters(filters, data.replace(key=stream(data.key, "advantage_filters")), metrics).replace(key=data.key)

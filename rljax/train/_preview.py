@@ -21,7 +21,7 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   Returns ``{"data": StepData (after the advantages), "batch": TrainBatch, "rollout": rollout statistics,
   "stages": the stages' metrics, "loss": float, "metrics": the loss terms' metrics}`` (host values).
   """
-  from rljax.train._advantage import compute_advantages, filter_advantages  # pylint: disable=import-outside-toplevel
+  from rljax.train._phases import compute_advantages, filter_advantages  # pylint: disable=import-outside-toplevel
   from rljax.train._experiment import NoWriter, build_experiment, run_mesh  # pylint: disable=import-outside-toplevel
   from rljax.train._inputs import train_batch  # pylint: disable=import-outside-toplevel
   from rljax.train._optim import make_optimizer  # pylint: disable=import-outside-toplevel
@@ -40,9 +40,9 @@ def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int =
   collected = loop.sample(step, loop.state.params, loop.state.model_state,
                           loop.controllers.temperature(loop.ctl_state), loop.stage_states["prompt_filters"])
   data = loop.inputs(collected.data, loop.state, getattr(loop.critic, "state", None))
-  data, stage_metrics, _ = compute_advantages(loop.recipe, data, loop.stage_states["advantage"])
+  data, stage_metrics, _ = compute_advantages(loop.stages["advantages"], data, loop.stage_states["advantage"])
   stage_metrics = {**collected.stage_metrics, **stage_metrics}
-  data = filter_advantages(loop.recipe, data, stage_metrics)
+  data = filter_advantages(loop.stages["advantage_filters"], data, stage_metrics)
   stats = collected.stats
   batch = train_batch(data, loop.rows_sh, cfg.rl.batch_size, routing=cfg.rl.routing_replay)
   from rljax.models import policy_outputs  # pylint: disable=import-outside-toplevel

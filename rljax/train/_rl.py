@@ -34,16 +34,17 @@ import numpy as np
 from flax import nnx
 
 from rljax import parallel as par
-from rljax.stages import ControlInputs, TaskGradients, produced_by, scalar_metrics
-from rljax.train._advantage import compute_advantages, filter_advantages, initial_stage_states
+from rljax.stages import ControlInputs, produced_by
+from rljax.train._advantage import initial_stage_states
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
 from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
-from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason, train_batch
+from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason
 from rljax.train._optim import make_optimizer
-from rljax.train._phases import check_handlers, phases
+from rljax.train._phases import phases, select_all, walk
 from rljax.train._rollout import Collector
+from rljax.train._rows import unchecked
 from rljax.train._rundir import how
 from rljax.train._startup import bound_recipe, check_recipe
 from rljax.train._step import init_train_state, objective_loss
@@ -102,7 +103,10 @@ class _StepRun:
 
 
 class RLLoop:
-  """Everything the RL stage runs: built once (start-up checks included), then ``step(s)`` per step."""
+  """Everything the RL stage runs: built once (start-up checks included), then ``step(s)`` per step; the live
+  context of the train phases of ``rljax.train._phases.PIPELINE`` (what it provides: that module's docstring)."""
+
+  call = staticmethod(unchecked)  # the live step's stage call
 
   def __init__(self, exp: Experiment, sft_graphdef, sft_state, recipe, mesh, *, resume: bool, evals: list, writer,
                checked: bool = False):
@@ -152,11 +156,8 @@ class RLLoop:
     self.controllers = LoopControllers(recipe.controllers, rl.temperature)
     self.ctl_state = self.controllers.init()
     self.stage_states = initial_stage_states(recipe, len(exp.train_problems))
-    self.replay = recipe.replay[0] if recipe.replay else None
-    self.train_phases = phases("train")
-    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in self.train_phases}
-    self._handlers = check_handlers("RLLoop.step", {k: h for k, h in own.items() if h is not None},
-                                    self.train_phases)
+    self.train_phases, self.stages = phases("train"), select_all(recipe)
+    self.routing_replay = rl.routing_replay
 
     self.rows_sh = par.row_sharding(mesh, rl.batch_size)
     row_ranges = par.all_process_rows(self.rows_sh, rl.batch_size)
@@ -232,19 +233,13 @@ class RLLoop:
     return self.collect(params, model_state, s, temperature, prompt_states, replay_states)
 
   def step(self, s: int, collected) -> dict:
-    """One RL step on a collected batch: the train side of ``rljax.train._phases.PIPELINE``, walked in order
-    with one handler per phase (``_handlers``); returns its metrics row."""
+    """One RL step on a collected batch: the train rows of ``rljax.train._phases.PIPELINE``, walked in order by
+    its executor in this context; returns its metrics row."""
     data, stats, metrics, prompt_states = collected
     t0 = time.perf_counter()
     self.stage_states = {**self.stage_states, "prompt_filters": dict(prompt_states)}
     run = _StepRun(s=s, data=data, stats=stats, metrics=dict(metrics))
-    has_rows = True
-    for phase in self.train_phases:
-      if phase.checks_rows:
-        has_rows = par.process_any(run.data.valid.any(), self.processes)
-      if phase.needs_rows and not has_rows:
-        continue
-      self._handlers[phase.name](run)
+    walk(self.train_phases, self, run)
     row = {f"rollout/{k}": v for k, v in stats.items()}
     if run.update_metrics is None:  # nothing left to train on: no update, no controller
       self.empty_steps += 1
@@ -253,81 +248,43 @@ class RLLoop:
     return {**row, **run.update_metrics, **run.metrics, **run.controller_metrics,
             "time/update_s": time.perf_counter() - t0, "train/empty_steps": float(self.empty_steps)}
 
-  # ------------------------------------------------------------------------- the train-side phases
+  # ------------------------------------------------------------------------- the context of the train phases
 
-  def _phase_observe_rewards(self, run) -> None:
-    self._observe_prompts(run.data, run.metrics, "rewards")  # every sampled row counts, even in dropped groups
+  @property
+  def states(self) -> dict:
+    """The stage states (``"advantage"``, ``"prompt_filters"``, ``"replay"``), checkpointed with the run."""
+    return self.stage_states
 
-  def _phase_replay_rewards(self, run) -> None:
-    if self.replay is not None and self.replay.phase == "rewards":
-      run.data = self._replay(self.replay, run.data, run.metrics)
+  def any_rows(self, data) -> bool:
+    """Whether some row of the step's batch is valid on some process (one host collective)."""
+    return par.process_any(data.valid.any(), self.processes)
 
-  def _phase_inputs(self, run) -> None:
-    run.data = self._inputs(run.data, self.replay, run.metrics)
+  def forwards(self, data, metrics: dict):
+    """The forwards the recipe needs, and the update's extras (``StepInputs``)."""
+    return self.inputs(data, self.state, getattr(self.critic, "state", None), metrics)
 
-  def _phase_advantages(self, run) -> None:
-    run.data, adv_metrics, self.stage_states["advantage"] = compute_advantages(
-        self.recipe, run.data, self.stage_states["advantage"])
-    run.metrics.update(adv_metrics)
+  def place(self, host: dict) -> dict:
+    """The ``TrainBatch`` fields of this process's rows on the run's mesh (the shared-prompt layout checked)."""
+    _check_shared_prefix(host["tokens"], self.prefix, self.rl.group_size, self.common)
+    return par.global_batch(host, self.rows_sh, self.rl.batch_size)
 
-  def _phase_advantage_filters(self, run) -> None:
-    run.data = filter_advantages(self.recipe, run.data, run.metrics)
+  def task_gradients(self, batch):
+    """``(gram [K, K], present [K])`` of this step's loss, per task, at the current parameters."""
+    return jax.device_get(self.task_grads(self.state.params, self.state.model_state, batch, self.state.hparams))
 
-  def _phase_replay_advantages(self, run) -> None:
-    if self.replay is not None and self.replay.phase == "advantages":
-      run.data = self._replay(self.replay, run.data, run.metrics)
-      if run.data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, reference, ...)
-        run.data = self._inputs(run.data, self.replay, run.metrics)
-
-  def _phase_train_batch(self, run) -> None:
-    _check_shared_prefix(run.data.tokens, self.prefix, self.rl.group_size, self.common)
-    run.batch = train_batch(run.data, self.rows_sh, self.rl.batch_size, routing=self.rl.routing_replay)
-
-  def _phase_task_gradients(self, run) -> None:
-    if self.task_grads is not None:  # the per-task gradients of this step's loss, before the update
-      gram, present = jax.device_get(self.task_grads(self.state.params, self.state.model_state, run.batch,
-                                                     self.state.hparams))
-      run.data = run.data.replace(task_gradients=TaskGradients(np.asarray(gram, np.float64),
-                                                               np.asarray(present, bool)))
-
-  def _phase_observe_advantages(self, run) -> None:
-    self._observe_prompts(run.data, run.metrics, "advantages")  # curricula learn from the rows trained on
-
-  def _phase_update(self, run) -> None:
-    run.update_metrics = self.update(run.batch, run.s)
-
-  def _phase_controllers(self, run) -> None:
+  def control_inputs(self, run) -> ControlInputs:
     batch = run.batch
-    self.state, self.ctl_state, run.controller_metrics = self.controllers.step(
-        self.state, self.ctl_state, ControlInputs(batch=batch, data=run.data, rollout_stats=run.stats,
-                                                  update_metrics=run.update_metrics,
-                                                  policy_logp=lambda: self.inputs.policy_logp(
-                                                      self.state, batch.tokens, batch.routing,
-                                                      batch.segment_ids)))
+    return ControlInputs(batch=batch, data=run.data, rollout_stats=run.stats, update_metrics=run.update_metrics,
+                         policy_logp=lambda: self.inputs.policy_logp(self.state, batch.tokens, batch.routing,
+                                                                     batch.segment_ids))
 
-  def _replay(self, stage, data, metrics: dict):
-    """The replay stage on the step's batch: stored rows in, fresh rows stored (its buffer is checkpointed)."""
-    states = self.stage_states["replay"]
-    data, states[stage.name], m = stage.fn(data, states[stage.name])
-    metrics.update(scalar_metrics(m, stage.name))
-    return data
+  def set_controllers(self, new: dict) -> None:
+    """The controllers' new states, and their hparams written into the train state."""
+    self.state, self.ctl_state = self.controllers.apply(self.state, new), new
 
-  def _inputs(self, data, replay, metrics: dict):
-    """The forwards the recipe needs; replayed rows then take their stored behaviour log-probs as ``logp_old``
-    when the replay stage says ``logp_old="behavior"``."""
-    data = self.inputs(data, self.state, getattr(self.critic, "state", None), metrics)
-    marked = data.extras.get("replay_mask")  # absent before an "advantages"-phase replay stage has run
-    if replay is not None and replay.logp_old == "behavior" and data.logp_old is not None and marked is not None:
-      rows = np.asarray(marked, bool)[:, None]
-      data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))
-    return data
-
-  def _observe_prompts(self, data, metrics: dict, phase: str) -> None:
-    states = self.stage_states["prompt_filters"]
-    for pf in self.recipe.prompt_filters:
-      if pf.observe is not None and pf.observe_phase == phase:
-        states[pf.name], m = pf.observe(states[pf.name], data)
-        metrics.update(scalar_metrics(m, pf.name))
+  def optimize(self, run) -> None:
+    """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (``update``): ``run``'s metrics."""
+    run.update_metrics = self.update(run.batch, run.s)
 
   def update(self, batch, s: int) -> dict:
     """``updates_per_batch`` epochs of ``num_minibatches`` jitted updates (policy, then the separate critic)."""

@@ -20,41 +20,15 @@ import jax
 import numpy as np
 
 from rljax import parallel as par
-from rljax.stages import PromptData, StepData, produced_by, scalar_metrics
+from rljax.stages import StepData, scalar_metrics
 from rljax.train._episodes import episode_step_data
-from rljax.train._phases import check_handlers, phases
+from rljax.train._mechanics import greedy_baseline, join_pilots, pilot_rollouts
+from rljax.train._phases import phases, score_tail, select_all, walk
 from rljax.train._producers import SCORING
+from rljax.train._rows import concat_steps, run_filters, set_rewards, unchecked
 from rljax.train._streams import stream
 
 __all__ = ["Collector", "Collected", "concat_steps", "run_filters", "set_rewards", "reward_names"]
-
-
-def concat_steps(parts) -> StepData:
-  """Row-wise concatenation of ``StepData`` of the same step (every per-row field: ``StepData.concat``)."""
-  return StepData.concat(parts)
-
-
-def run_filters(filters, data: StepData, metrics: dict) -> StepData:
-  """Applies row filters in order: a bool ``keep [B]`` gives ``valid &= keep``; an integer ``[N]`` result is a
-  row selection (a resampling of the batch, padded with masked rows to ``B``)."""
-  for f in filters:
-    keep, m = f.fn(data)
-    metrics.update(scalar_metrics(m, f.name))
-    keep = np.asarray(keep)
-    if keep.dtype == bool:
-      if keep.shape != (data.batch_size,):
-        raise ValueError(f"filter {f.name!r} returned keep of shape {keep.shape}, expected ({data.batch_size},)")
-      data = data.replace(valid=data.valid & keep.astype(bool))
-    else:
-      rows = keep.astype(np.int64).reshape(-1)
-      if rows.size > data.batch_size or (rows.size and (rows.min() < 0 or rows.max() >= data.batch_size)):
-        raise ValueError(f"filter {f.name!r} returned {rows.size} row indices; expected at most "
-                         f"{data.batch_size} indices in [0, {data.batch_size})")
-      pad = np.arange(data.batch_size - rows.size) % data.batch_size  # filler rows, masked out below
-      new_valid = np.concatenate([data.valid[rows], np.zeros(pad.size, bool)])
-      data = data.take(np.concatenate([rows, pad])).replace(valid=new_valid)
-    metrics[f"{f.name}/kept_rows"] = float(data.valid.sum())
-  return data
 
 
 class Collected(NamedTuple):
@@ -81,15 +55,17 @@ class _Call:
 
 @dataclasses.dataclass
 class _Round:
-  """One sampling round as its phases fill it: the prompts (``problems`` [P], dataset ``index`` [P], per group
-  the valid ``counts`` and pilot ``blocks`` of a prompt filter, a replay stage's ``replay_slots``), the scored
-  rows ``data`` and the refill filters' ``keep`` [B]."""
+  """One sampling round as its phases fill it (``rljax.train._phases``): the prompts (``problems`` [P], dataset
+  ``index`` [P], per group the valid ``counts`` and pilot ``blocks`` of a prompt filter, a replay stage's
+  ``replay_slots``), the scored rows ``data`` and the refill filters' ``keep`` [B]; ``metrics``: the call's.
+  After the rounds, the kept groups walk the other collect phases in one more (``data``, ``side``, ``metrics``)."""
   call: _Call
   step: int
   key: object
   side: object
   prompt_states: dict
   replay_states: Optional[dict] = None
+  metrics: dict = dataclasses.field(default_factory=dict)
   problems: Optional[list] = None
   index: Optional[np.ndarray] = None
   counts: Optional[np.ndarray] = None
@@ -100,7 +76,10 @@ class _Round:
 
 
 class Collector:
-  """Samples, scores, shapes and filters one RL batch (see the module docstring)."""
+  """Samples, scores, shapes and filters one RL batch (see the module docstring): the live context of the collect
+  phases of ``rljax.train._phases.PIPELINE`` (what it provides: that module's docstring)."""
+
+  call = staticmethod(unchecked)  # the live step's stage call
 
   def __init__(self, exp, recipe, loader, graphdef, *, prompt_rows, base_key, num_dataset_prompts: int, needs):
     rl = exp.cfg.rl
@@ -113,15 +92,11 @@ class Collector:
     self.num_dataset_prompts = num_dataset_prompts
     self.needs = needs
     self.scoring_needs = tuple(n for n in SCORING if n in needs)  # SCORING: every need produced by "scoring"
-    self.refill_filters = tuple(f for f in recipe.filters if f.refill)
-    self.batch_filters = tuple(f for f in recipe.filters if f.phase == "rewards" and not f.refill)
-    self.rollout_shaping = tuple(s for s in recipe.shaping if s.phase == "rollout")
+    self.stages = select_all(recipe)  # what each phase runs (its row's selector)
     self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
-    self.replay_prompts = next((r for r in recipe.replay if r.prompts is not None), None)
-    self.resample_stage = next((r for r in recipe.replay if r.hints is not None), None)
+    self.group_size, self.local_groups, self.max_refills = rl.group_size, self.hi - self.lo, rl.max_refills
+    self.train_problems, self.multi_turn = exp.train_problems, exp.multi_turn
     self.round_phases, self.after_round_phases = phases("collect", per_round=True), phases("collect", per_round=False)
-    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in phases("collect")}
-    self._handlers = check_handlers("Collector", {k: h for k, h in own.items() if h is not None}, phases("collect"))
     from rljax.rewards import safe_reward  # pylint: disable=import-outside-toplevel
     task = exp.task
     lenient = exp.cfg.task.lenient_rewards
@@ -181,16 +156,7 @@ class Collector:
       data = data.replace(extras={"policy_version": np.asarray(token_version, np.int32)})
     for need in self.scoring_needs:  # each one's registered producer (rljax.train._producers)
       data = data.replace(**SCORING[need](exp.task, call.answer_index, completions, expanded))
-    multi = self.recipe.multi_reward
-    if multi is not None and multi.produces == "rewards":
-      value, m = multi.fn(data.replace(key=stream(key, "multi_reward")))
-      data = set_rewards(data, value, multi.name)
-      call.metrics.update(scalar_metrics(m, multi.name))
-    for i, s in enumerate(self.rollout_shaping):
-      rewards, m = s.fn(data.replace(key=stream(key, "rollout_shaping", i)))
-      data = set_rewards(data, rewards, s.name)
-      call.metrics.update(scalar_metrics(m, s.name))
-    return data.replace(key=key)
+    return score_tail(self, data, key, self.stages["rollouts"], call.metrics).replace(key=key)
 
   def episodes(self, call: _Call, problems, index, *, step: int, key, side) -> StepData:
     """Multi-turn: ``group_size`` episodes of each problem as ``StepData`` (``rljax.train._episodes``)."""
@@ -198,169 +164,60 @@ class Collector:
 
   # ------------------------------------------------------------------------- prompts
 
-  def _next_prompts(self):
+  def next_prompts(self):
+    """The loader's next candidates: ``(problems, dataset indices)``."""
     batch = next(self.loader)
     return [p for p, _ in batch], np.asarray([i for _, i in batch], np.int64)
 
-  def _select_prompts(self, call: _Call, step: int, key, prompt_states: dict):
-    """Pre-rollout selection (single process): draws candidates until every group has an admitted prompt.
+  def pilot_rows(self, r: _Round, problems, index, key) -> StepData:
+    """A prompt filter's pilot rollouts of ``problems`` (``rljax.train._mechanics``)."""
+    return pilot_rollouts(self, r, problems, index, key, self.pilot)
 
-    Returns ``(problems, dataset indices, counts [P] valid rows per group, pilot blocks)``; a group left without an
-    admitted prompt after ``rl.max_refills`` extra draws is padding (count 0), reported as
-    ``prompt_filters/unfilled_groups``.
-    """
-    g, local = self.rl.group_size, self.hi - self.lo
-    chosen, draws = [], 0
-    while len(chosen) < local and draws <= self.rl.max_refills:
-      problems, index = self._next_prompts()
-      k = jax.random.fold_in(key, draws)
-      problems, index = self._draw_prompts(call, step, k, prompt_states, problems, index)
-      pilot = None
-      if self.pilot:
-        pilot = self.score(call, self._sample(call, problems, self.pilot, stream(k, "pilot_sample")), problems, index,
-                           step=step, key=stream(k, "pilot_score"))
-      counts = np.full(len(problems), g, np.int64)
-      for j, pf in enumerate(self.recipe.prompt_filters):
-        if pf.select is None:
-          continue
-        c, prompt_states[pf.name], m = pf.select(
-            prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step, pilot),
-            stream(k, "prompt_select", j))
-        c = np.asarray(c, np.int64).reshape(-1)
-        limit = g - self.pilot
-        if c.shape != (len(problems),) or c.min(initial=0) < 0 or c.max(initial=0) > limit:
-          raise ValueError(f"prompt filter {pf.name!r} returned counts {c.tolist()}; expected {len(problems)} "
-                           f"ints in [0, {limit}] (rollouts per prompt{' after the pilot' if self.pilot else ''})")
-        counts = np.minimum(counts, c + self.pilot)
-        call.metrics.update(scalar_metrics(m, pf.name))
-      chosen += [(problems[p], int(index[p]), int(counts[p]), (pilot, p)) for p in range(len(problems))
-                 if counts[p] > 0]
-      draws += 1
-    unfilled = max(0, local - len(chosen))
-    filler = chosen[0][:2] if chosen else (problems[0], int(index[0]))
-    chosen = chosen[:local] + [(*filler, 0, None)] * unfilled  # padding groups: count 0, masked out
-    call.metrics["prompt_filters/draws"] = float(draws)
-    call.metrics["prompt_filters/unfilled_groups"] = float(unfilled)
-    return ([c[0] for c in chosen], np.asarray([c[1] for c in chosen], np.int64),
-            np.asarray([c[2] for c in chosen], np.int64), [c[3] for c in chosen])
-
-  def _draw_prompts(self, call: _Call, step: int, key, prompt_states: dict, problems, index):
-    """A curriculum's ``draw`` (at most one prompt filter has one): the dataset prompts it picks replace the
-    loader's candidates ``(problems, index)``."""
-    for j, pf in enumerate(self.recipe.prompt_filters):
-      if pf.draw is None:
-        continue
-      new, prompt_states[pf.name], m = pf.draw(
-          prompt_states[pf.name], PromptData(tuple(problems), index, self.num_dataset_prompts, step),
-          stream(key, "prompt_draw", j))
-      new = np.asarray(new, np.int64).reshape(-1)
-      if new.shape != (len(problems),) or new.min(initial=0) < 0 or new.max(initial=0) >= self.num_dataset_prompts:
-        raise ValueError(f"prompt filter {pf.name!r} drew {new.tolist()}; expected {len(problems)} dataset indices "
-                         f"in [0, {self.num_dataset_prompts})")
-      problems, index = [self.exp.train_problems[int(i)] for i in new], new
-      call.metrics.update(scalar_metrics(m, pf.name))
-    return problems, index
+  def sample_scored(self, r: _Round, problems, index, n: int, sample_key, score_key, *, greedy: bool = False,
+                    record: bool = True, greedy_rewards=None) -> StepData:
+    """This process's rows of ``n`` samples of each of ``problems`` (sampler key ``sample_key``), scored (stage
+    keys from ``score_key``)."""
+    return self.score(r.call, self._sample(r.call, problems, n, sample_key, greedy=greedy), problems, index,
+                      step=r.step, key=score_key, greedy_rewards=greedy_rewards, record=record)
 
   # ------------------------------------------------------------------------- one round
-
-  def _replay_prompts(self, call: _Call, problems, index, side, replay_states):
-    """A replay stage's pre-rollout swap of prompts: ``(problems, index, slots [P] or None)``."""
-    stage = self.replay_prompts
-    if stage is None or replay_states is None:
-      return problems, index, None
-    new, slots, m = stage.prompts(replay_states[stage.name], np.asarray(index, np.int64),
-                                  stream(side, "replay_prompts"))
-    new, slots = np.asarray(new, np.int64), np.asarray(slots, np.int64)
-    if new.shape != (len(problems),) or slots.shape != (len(problems),):
-      raise ValueError(f"replay stage {stage.name!r}: prompts returned {new.shape} indices and {slots.shape} slots; "
-                       f"expected ({len(problems)},) each")
-    problems = [p if int(i) == int(j) else self.exp.train_problems[int(i)] for p, i, j in zip(problems, new, index)]
-    call.metrics.update(scalar_metrics(m, stage.name))
-    return problems, new, slots
 
   def _round(self, call: _Call, step: int, key, side, prompt_states: dict, replay_states=None) -> _Round:
     """One sampling round: the per-round collect phases of ``PIPELINE`` (prompts -> rollouts, scored -> a
     replay stage's extra rollouts -> refill filters' verdicts), whole groups of ``group_size`` rows.
 
     ``key`` is the sampler's key of the round; ``side`` the root of every other random draw of the round."""
-    r = _Round(call, step, key, side, prompt_states, replay_states)
-    for phase in self.round_phases:
-      self._handlers[phase.name](r)
+    r = _Round(call, step, key, side, prompt_states, replay_states, call.metrics)
+    walk(self.round_phases, self, r)
     return r
 
-  def _phase_prompts(self, r: _Round) -> None:
-    """The round's prompts: the prompt filters' draw, pilot rollouts and select; a replay stage's prompt swap."""
-    if self.recipe.prompt_filters:
-      r.problems, r.index, r.counts, r.blocks = self._select_prompts(r.call, r.step, stream(r.side, "select"),
-                                                                     r.prompt_states)
-    else:
-      r.problems, r.index = self._next_prompts()
-    r.problems, r.index, r.replay_slots = self._replay_prompts(r.call, r.problems, r.index, r.side, r.replay_states)
+  def roll_out(self, r: _Round, st) -> StepData:
+    """The round's rollouts (episodes for a multi-turn task), scored, and padding groups (a prompt filter's count
+    0) masked out; the technique mechanics its stages declare (``st``: the ``"rollouts"`` row's selection) run
+    from ``rljax.train._mechanics``: a greedy baseline first, a prompt filter's pilot rows joining their
+    groups."""
+    call, problems, index, step, side, g = r.call, r.problems, r.index, r.step, r.side, self.group_size
+    if self.multi_turn:
+      return self.episodes(call, problems, index, step=step, key=r.key, side=side)
+    greedy = greedy_baseline(self, r) if st["greedy"] else None
+    n = g - self.pilot
+    data = self.sample_scored(r, problems, index, n, r.key, stream(side, "score"),
+                              greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
+    for pf in st["pilot"]:
+      data = join_pilots(self, data, r.blocks, n, pf.pilot).replace(greedy_rewards=greedy)
+    if r.counts is not None:
+      data = data.replace(valid=(np.arange(g)[None, :] < r.counts[:, None]).reshape(-1))
+    return data
 
-  def _phase_rollouts(self, r: _Round) -> None:
-    """The policy's rollouts (episodes for a multi-turn task), scored; greedy rollouts first when a stage needs
-    ``greedy_rewards``; a prompt filter's pilot rows join their groups."""
-    call, problems, index, step, side, g = r.call, r.problems, r.index, r.step, r.side, self.rl.group_size
-    if self.exp.multi_turn:
-      r.data = self.episodes(call, problems, index, step=step, key=r.key, side=side)
-    else:
-      greedy = None
-      if self.needs & produced_by("greedy rollout"):
-        gr = self._sample(call, problems, 1, stream(side, "greedy_sample"), greedy=True)
-        greedy = np.repeat(self.score(call, gr, problems, index, step=step, key=stream(side, "greedy_score"),
-                                      record=False).rewards, g)
-      n = g - self.pilot
-      r.data = self.score(call, self._sample(call, problems, n, r.key), problems, index, step=step,
-                          key=stream(side, "score"),
-                          greedy_rewards=None if greedy is None else np.repeat(greedy[::g], n))
-      if self.pilot:
-        r.data = self._with_pilots(r.data, r.blocks, n).replace(greedy_rewards=greedy)
-      if r.counts is not None:
-        r.data = r.data.replace(valid=(np.arange(g)[None, :] < r.counts[:, None]).reshape(-1))
-    if r.replay_slots is not None:  # each group's stored row to replay (-1: none), read by the replay stage
-      r.data = r.data.replace(extras={**r.data.extras, "replay_slot": np.repeat(r.replay_slots, g)})
-
-  def _with_pilots(self, data: StepData, blocks, n: int) -> StepData:
-    """Each group: its prompt's pilot rows (``blocks``: per group the pilot rollout and the prompt's place in
-    it), then its ``n`` committed rows of ``data``."""
-    parts, rows, offsets = [data], [], {}
-    for p, block in enumerate(blocks):
-      pilot_data, q = block if block and block[0] is not None else (None, None)
-      if pilot_data is None:  # an unfilled group: any rows, masked out by its count 0
-        rows.append(np.concatenate([np.full(self.pilot, p * n), np.arange(p * n, (p + 1) * n)]))
-        continue
-      if id(pilot_data) not in offsets:  # one pilot rollout per draw of candidates
-        offsets[id(pilot_data)] = sum(d.batch_size for d in parts)
-        parts.append(pilot_data)
-      start = offsets[id(pilot_data)] + q * self.pilot
-      rows.append(np.concatenate([np.arange(start, start + self.pilot), np.arange(p * n, (p + 1) * n)]))
-    return concat_steps(parts).take(np.concatenate(rows)).replace(
-        group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), self.rl.group_size))
-
-  def _phase_resample(self, r: _Round) -> None:
-    if self.resample_stage is not None and not self.exp.multi_turn:
-      r.data = self._resample(r.call, r.data, r.problems, r.index, r.step, r.side)
-
-  def _phase_refill(self, r: _Round) -> None:
-    """The refill filters' verdict on the round's rows (``r.keep``): a group none of whose rows is kept is
-    dropped, and another round is drawn while groups are missing (``rl.max_refills``)."""
-    keep = r.data.valid.copy()
-    for f in self.refill_filters:
-      kf, m = f.fn(r.data.replace(key=stream(r.side, "refill_filters")))
-      r.call.metrics.update(scalar_metrics(m, f.name))
-      keep &= np.asarray(kf, bool)
-    r.keep = keep
-
-  def _phase_filters(self, call: _Call, data: StepData, side) -> StepData:
-    """The rewards-phase batch filters on the kept groups."""
-    return run_filters(self.batch_filters, data.replace(key=stream(side, "batch_filters")), call.metrics)
-
-  def _resample(self, call: _Call, data: StepData, problems, index, step: int, side) -> StepData:
+  def resample(self, r: _Round, stage) -> StepData:
     """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.
     ``rljax.hints``): the stage names a prompt per group and how many rows it takes; the collector samples
     ``group_size`` completions of each, the stage's ``splice`` picks the rows they replace and rebuilds them, and
-    the collector scores them against the round's problems; ``extras["replay_mask"]`` marks them."""
-    stage, g = self.resample_stage, self.rl.group_size
+    the collector scores them against the round's problems; ``extras["replay_mask"]`` marks them. A multi-turn
+    task's episodes are not resampled (refused at start-up)."""
+    call, data, problems, index, step, side, g = r.call, r.data, r.problems, r.index, r.step, r.side, self.group_size
+    if self.multi_turn:
+      return data
     answer_key = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
     prompts, take, m = stage.hints(data, g, answer_key)
     take = np.asarray(take, np.int64)
@@ -409,7 +266,7 @@ class Collector:
     prompt_states = dict(prompt_states)
     kept, dropped, seen = [], [], []
     refills = zero_var = sampled = 0
-    rounds = self.rl.max_refills + 1 if self.refill_filters else 1
+    rounds = self.rl.max_refills + 1 if self.stages["refill"]["filters"] else 1
     for attempt in range(rounds):
       k, side_k = jax.random.fold_in(key, attempt), jax.random.fold_in(side, attempt)
       r = self._round(call, step, k, side_k, prompt_states, replay_states)
@@ -434,8 +291,9 @@ class Collector:
                         group_id=np.repeat(np.arange(self.lo, self.hi, dtype=np.int32), g))
     if data.answer_ids is not None:  # dense ids over this batch (the step's rounds numbered them together)
       data = data.replace(answer_ids=np.unique(data.answer_ids, return_inverse=True)[1].astype(np.int32))
-    for phase in self.after_round_phases:
-      data = self._handlers[phase.name](call, data, side)
+    after = _Round(call, step, key, side, prompt_states, replay_states, call.metrics, data=data)
+    walk(self.after_round_phases, self, after)
+    data = after.data
     data = data.replace(key=stream(side, "advantages"))  # the root of the advantage phase's keys
     counts = {"refills": refills, "zero_var_groups": zero_var, "sampled_groups": sampled, "kept_groups": num_real,
               "reward_errors": call.reward_errors}
@@ -478,14 +336,3 @@ def reward_names(recipe, verifier: str = "task") -> tuple:
     seen[n] = seen.get(n, 0) + 1
     out.append(n if seen[n] == 1 else f"{n}_{seen[n] - 1}")
   return tuple(out)
-
-
-def set_rewards(data: StepData, rewards, name: str) -> StepData:
-  """``data`` with a stage's new rewards: ``[B]`` sequence rewards, or ``[B, T]`` token rewards (summed)."""
-  rewards = np.asarray(rewards, np.float32)
-  if rewards.shape == (data.batch_size,):
-    return data.replace(rewards=rewards)
-  if rewards.shape == data.tokens.shape:
-    return data.replace(token_rewards=rewards, rewards=rewards.sum(1))
-  raise ValueError(f"stage {name!r} returned rewards of shape {rewards.shape}; expected ({data.batch_size},) or "
-                   f"{data.tokens.shape}")

@@ -9,16 +9,18 @@ hyper-parameter or a stage that cannot run fails now, naming the slot and the st
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 import jax
 import numpy as np
 
-from rljax.stages import (NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, TaskGradients, check_needs,
-                          produced_by)
-from rljax.train._advantage import compute_advantages, initial_stage_states
+from rljax.stages import NEEDS, REPLAY_UNSTORED, ControlInputs, RunFacts, StepData, check_needs, produced_by
+from rljax.train._advantage import initial_stage_states
 from rljax.train._async import check_async
 from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
+from rljax.train._inputs import with_batch_extras
+from rljax.train._phases import PIPELINE, score_tail, select_all, walk
 
 __all__ = ["check_recipe", "bound_recipe", "available_needs", "dry_run"]
 
@@ -254,19 +256,6 @@ class _Checker:
     return self(key, label, lambda: fn(*args))
 
 
-def _dry_replay(stage, data: StepData, key, checker: _Checker) -> None:
-  """A replay stage's ``prompts`` and ``fn`` on ``data``, twice (the second step sees a non-empty buffer)."""
-  label = checker.label("replay", stage)
-  state = checker.run(label, stage.init)
-  for step in range(2):
-    step_data = data.replace(step=step)
-    if stage.prompts is not None:
-      g = int(np.sum(data.group_id == data.group_id[0]))
-      _, slots, _ = checker("replay.prompts", label, lambda st=state: stage.prompts(st, data.prompt_index[::g], key))
-      step_data = step_data.replace(extras={**data.extras, "replay_slot": np.repeat(np.asarray(slots), g)})
-    _, state, _ = checker("replay", label, lambda sd=step_data, st=state: stage.fn(sd, st))
-
-
 def _objective_label(recipe) -> str:
   if recipe.objective is not None:
     return "the objective builder (Recipe.objective)"
@@ -280,157 +269,158 @@ def _objective_label(recipe) -> str:
 
 
 def dry_run(exp: Experiment, recipe, facts: RunFacts) -> None:
-  """Runs every stage of ``recipe`` once on a synthetic batch of the run's shapes (``_synthetic``), walking every
-  phase of ``rljax.train._phases.PIPELINE`` in order (``_DryRun``) — rewards (on reference answers),
-  multi-reward, shaping, filters, prompt filters, the advantage, replay, the controllers' initial hparams, each
-  loss term, the aggregation, the composed objective, the critic's loss and the controllers' updates — and checks
-  each return against its slot's contract (``rljax.train._contracts``: type, keys, dtype, shape, finite values).
-  Loss terms, the aggregation, the objective and the critic's loss are traced under ``jax.jit`` first (as in the
-  update), one by one, then evaluated. Errors name the slot and the stage, what it returned and what was
-  expected."""
+  """Runs every phase of ``rljax.train._phases.PIPELINE`` once, in order, on a synthetic batch of the run's shapes
+  (``_synthetic``): the step's own phase functions, walked by its executor in the checking context ``_DryRun`` —
+  prompt filters, rewards (on reference answers), multi-reward, shaping, filters, replay, the forwards' extras, the
+  advantage, the TrainBatch, the controllers' initial hparams, each loss term, the aggregation, the composed
+  objective, the critic's loss and the controllers' updates — and checks each stage's return against its slot's
+  contract (``rljax.train._contracts``: type, keys, dtype, shape, finite values). Loss terms, the aggregation, the
+  objective and the critic's loss are traced under ``jax.jit`` first (as in the update), one by one, then
+  evaluated. Errors name the slot and the stage, what it returned and what was expected."""
   run = _DryRun(exp, recipe, facts)
-  for phase in run.phases:
-    run.handlers[phase.name]()
+  walk(PIPELINE, run, run.record)
+
+
+@dataclasses.dataclass
+class _Record:
+  """The dry run's one batch through every phase (the fields the live step's ``_Round`` and ``_StepRun`` have)."""
+  data: StepData
+  prompt_states: dict
+  replay_states: Optional[dict]
+  step: int = 0
+  s: int = 0
+  key: object = None
+  side: object = None
+  metrics: dict = dataclasses.field(default_factory=dict)
+  stats: dict = dataclasses.field(default_factory=lambda: {"entropy": 0.5})
+  problems: Optional[list] = None
+  index: Optional[np.ndarray] = None
+  counts: Optional[np.ndarray] = None
+  blocks: Optional[list] = None
+  replay_slots: Optional[np.ndarray] = None
+  keep: Optional[np.ndarray] = None
+  batch: object = None
+  update_metrics: Optional[dict] = None
+  controller_metrics: dict = dataclasses.field(default_factory=dict)
 
 
 class _DryRun:
-  """The start-up check's walk: one handler per phase (``_phase_<name>``), on one synthetic batch."""
+  """The start-up check's context of the step's phase functions (``rljax.train._phases``; what a context provides:
+  that module's docstring): one synthetic batch, every stage call checked against its slot's contract
+  (``call``), the sampler replaced by the synthetic rows (rewards are checked on the reference answers), the
+  forwards by the synthetic batch's inputs, the update by tracing the loss."""
+
+  routing_replay = False
+  max_refills = 0  # one draw of candidates
 
   def __init__(self, exp: Experiment, recipe, facts: RunFacts):
-    from rljax.train._phases import check_handlers, phases  # pylint: disable=import-outside-toplevel
-    self.recipe, self.facts = recipe, facts
-    self.data = data = _synthetic(exp, recipe, facts)
+    data = _synthetic(exp, recipe, facts)
     b, t = data.tokens.shape
+    # a replay stage bound to the synthetic rows' width
+    recipe = dataclasses.replace(recipe, replay=tuple(r.bind(dataclasses.replace(facts, seq_len=t))
+                                                      for r in recipe.replay))
+    self.recipe, self.facts = recipe, facts
     self.n = max(facts.num_dataset_prompts, 1)
     self.dims = Dims(b=b, t=t, p=facts.num_prompts, g=facts.group_size, n=self.n, valid=data.valid.copy(),
                      loss_mask=data.completion_mask.copy())
     self.checker = _Checker(self.dims)
     self.label = self.checker.label
-    self.states = self.hp = self.batch = self.out = None
-    self.phases = phases("all")
-    own = {p.name: getattr(self, f"_phase_{p.name}", None) for p in self.phases}
-    self.handlers = check_handlers("the start-up check", {k: h for k, h in own.items() if h is not None},
-                                   self.phases)
+    self.stages = select_all(recipe)
+    self.group_size, self.local_groups, self.num_dataset_prompts = facts.group_size, facts.num_prompts, self.n
+    self.pilot = max([pf.pilot for pf in recipe.prompt_filters], default=0)
+    self.train_problems = exp.train_problems
+    self.states = self.checker.run("the init() of a stage of rl.advantage, rl.prompt_filters or rl.replay",
+                                   lambda: initial_stage_states(recipe, self.n))
+    from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
+    self.ctl_state = self.checker.run("rl.controllers (init)",
+                                      LoopControllers(recipe.controllers, facts.temperature).init)
+    self.out = None
+    key = jax.random.PRNGKey(0)
+    if recipe.replay:  # the walk is the second step: its replay buffer holds the first step's rows
+      self._first_replay_step(data, key)
+      data = data.replace(step=1)
+    self.record = _Record(data, self.states["prompt_filters"], self.states.get("replay"), step=data.step,
+                          s=data.step, key=key, side=key)
 
-  # ------------------------------------------------------------------------- the collect side
+  def _first_replay_step(self, data: StepData, key) -> None:
+    """A replay stage's ``prompts`` and ``fn`` on its empty buffer, at step 0."""
+    for stage in self.recipe.replay:
+      state = self.states["replay"][stage.name]
+      if stage in self.stages["prompts"]["swap"]:  # its prompt swap
+        _, slots, _ = self.call("replay.prompts", stage,
+                                lambda st=state: stage.prompts(st, data.prompt_index[::self.group_size], key))
+        data = data.replace(extras={**data.extras, "replay_slot": np.repeat(np.asarray(slots), self.group_size)})
+      _, self.states["replay"][stage.name], _ = self.call("replay", stage, lambda st=state: stage.fn(data, st))
 
-  def _phase_prompts(self) -> None:
-    """Prompt filters' ``draw`` and ``select`` (the replay stages' ``prompts`` run with their ``fn``, below)."""
-    from rljax.stages import PromptData  # pylint: disable=import-outside-toplevel
-    recipe, facts, checker, label, data = self.recipe, self.facts, self.checker, self.label, self.data
-    self.states = states = checker.run("the init() of a stage of rl.advantage, rl.prompt_filters or rl.replay",
-                                       lambda: initial_stage_states(recipe, self.n))
-    index = np.arange(facts.num_prompts) % self.n
-    prompts = PromptData(tuple(data.problems[::facts.group_size]), index, self.n,
-                         pilot=data if any(pf.pilot for pf in recipe.prompt_filters) else None)
-    for pf in recipe.prompt_filters:
-      state, pf_label = states["prompt_filters"][pf.name], label("prompt_filters", pf)
-      if pf.draw is not None:
-        state = checker("prompt_filters.draw", pf_label,
-                        lambda pf=pf, st=state: pf.draw(st, prompts, jax.random.PRNGKey(0)))[1]
-      if pf.select is not None:
-        state = checker("prompt_filters.select", pf_label,
-                        lambda pf=pf, st=state: pf.select(st, prompts, jax.random.PRNGKey(0)),
-                        self.dims._replace(pilot=pf.pilot))[1]
-      states["prompt_filters"][pf.name] = state
+  def call(self, key: str, stage, fn):
+    """``fn()`` checked against contract ``key``, naming the slot and the stage. A filter's verdict is checked,
+    not applied: the synthetic batch keeps every row, so that every later stage sees a full batch."""
+    dims = self.dims._replace(pilot=stage.pilot) if key == "prompt_filters.select" else None
+    out = self.checker(key, self.label(key.split(".")[0], stage), fn, dims)
+    if key in ("filters", "filters.refill"):
+      return np.ones(self.dims.b, bool), out[1]
+    return out
 
-  def _phase_rollouts(self) -> None:
-    """Rewards (strict: one that raises on the reference answers is broken), multi-reward, shaping."""
-    from rljax.train._rollout import set_rewards  # pylint: disable=import-outside-toplevel
-    recipe, checker, label = self.recipe, self.checker, self.label
-    answers = [p.answer for p in self.data.problems]
-    for r in recipe.rewards:
-      checker("rewards", label("rewards", r), lambda r=r: r.fn(answers, list(self.data.problems)))
-    multi = recipe.multi_reward
-    if multi is not None and multi.produces == "rewards":
-      values, _ = checker("multi_reward", label("multi_reward", multi), lambda: multi.fn(self.data))
-      self.data = set_rewards(self.data, values, multi.name)
-    for s in (s for s in recipe.shaping if s.phase == "rollout"):  # forward-phase shaping: compute_advantages
-      values, _ = checker("shaping", label("shaping", s), lambda s=s: s.fn(self.data))
-      self.data = set_rewards(self.data, values, s.name)
+  @staticmethod
+  def any_rows(data) -> bool:
+    del data
+    return True  # every row of the synthetic batch stays valid: every phase runs
 
-  def _phase_resample(self) -> None:
+  # ------------------------------------------------------------------------- the collect side's sources
+
+  def next_prompts(self):
+    """The synthetic batch's prompts (one per group) and dataset indices."""
+    data = self.record.data
+    return list(data.problems[::self.group_size]), np.arange(self.facts.num_prompts) % self.n
+
+  def pilot_rows(self, r, problems, index, key):
+    del problems, index, key
+    return r.data  # the synthetic rows stand for the pilot rollouts
+
+  def roll_out(self, r, st) -> StepData:
+    """The rewards on the reference answers (strict: one that raises on them is broken), then the scoring's
+    tail (``score_tail``: multi-reward, rollout-phase shaping) on the synthetic rows (which carry a greedy
+    baseline's rewards, and stand for pilot rows)."""
+    answers = [p.answer for p in r.data.problems]
+    for reward in st["rewards"]:
+      self.call("rewards", reward, lambda reward=reward: reward.fn(answers, list(r.data.problems)))
+    return score_tail(self, r.data, r.side, st, r.metrics)
+
+  @staticmethod
+  def resample(r, stage):
     """A replay stage's ``hints``/``splice`` need a sampler: the collector checks their returns at run time."""
+    del stage
+    return r.data
 
-  def _rewards_filters(self, refill: bool) -> None:
-    for f in self.recipe.filters:  # the synthetic batch keeps every row: later stages see a full batch
-      if f.phase == "rewards" and f.refill == refill:
-        self.checker("filters.refill" if f.refill else "filters", self.label("filters", f),
-                     lambda f=f: f.fn(self.data))
+  # ------------------------------------------------------------------------- the train side's devices
 
-  def _phase_refill(self) -> None:
-    self._rewards_filters(refill=True)
-
-  def _phase_filters(self) -> None:
-    self._rewards_filters(refill=False)
-
-  # ------------------------------------------------------------------------- the train side
-
-  def _observe(self, phase: str) -> None:
-    for pf in self.recipe.prompt_filters:
-      if pf.observe is not None and pf.observe_phase == phase:
-        self.checker("prompt_filters.observe", self.label("prompt_filters", pf),
-                     lambda pf=pf: pf.observe(self.states["prompt_filters"][pf.name], self.data))
-
-  def _phase_observe_rewards(self) -> None:
-    self._observe("rewards")
-
-  def _replay(self, phase: str) -> None:
-    for r in self.recipe.replay:  # twice on the synthetic batch: the second call replays what the first stored
-      if r.phase == phase:
-        r = r.bind(dataclasses.replace(self.facts, seq_len=self.data.tokens.shape[1]))
-        _dry_replay(r, self.data, jax.random.PRNGKey(0), self.checker)
-
-  def _phase_replay_rewards(self) -> None:
-    self._replay("rewards")
-
-  def _phase_inputs(self) -> None:
+  def forwards(self, data: StepData, metrics: dict) -> StepData:
     """The synthetic batch carries every input a need can ask (``_synthetic``); the extras the update reads are
     added as the step adds them (``rljax.train._inputs.with_batch_extras``: the loss terms' ``batch_extras``)."""
-    from rljax.train._inputs import with_batch_extras  # pylint: disable=import-outside-toplevel
-    self.data = self.checker.run("the batch_extras of a term of rl.loss",
-                                 lambda: with_batch_extras(self.data, self.recipe.batch_extras()))
+    del metrics
+    return self.checker.run("the batch_extras of a term of rl.loss",
+                            lambda: with_batch_extras(data, self.recipe.batch_extras()))
 
-  def _phase_advantages(self) -> None:
-    """The step's own ``compute_advantages`` (forward-phase shaping, multi-reward advantages, the estimator and
-    its transforms), each stage call checked against its slot's contract."""
-    checker, label = self.checker, self.label
-    call = lambda key, stage, fn: checker(key, label(key.split(".")[0], stage), fn)
-    self.data, _, _ = compute_advantages(self.recipe, self.data, self.states["advantage"], call)
-
-  def _phase_advantage_filters(self) -> None:
-    for f in self.recipe.filters:
-      if f.phase == "advantages":
-        self.checker("filters", self.label("filters", f), lambda f=f: f.fn(self.data))
-
-  def _phase_replay_advantages(self) -> None:
-    self._replay("advantages")
-
-  def _phase_train_batch(self) -> None:
-    """The update's batch from the synthetic rows, built by the step's own ``host_batch`` (``train_batch``
-    without the placement on the mesh), and the policy outputs the loss terms see."""
+  @staticmethod
+  def place(host: dict) -> dict:
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-    from rljax.train._inputs import host_batch  # pylint: disable=import-outside-toplevel
-    from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
-    self.batch = TrainBatch(**jax.tree.map(jnp.asarray, host_batch(self.data)))
-    self.out = PolicyOutputs(logp=self.batch.logp_old + 0.01, entropy=self.batch.entropy_old,
-                             values=self.batch.values_old)
+    return jax.tree.map(jnp.asarray, host)
 
-  def _phase_task_gradients(self) -> None:
-    if self.facts.num_tasks:  # a synthetic Gram matrix: every task present, unit gradients at 60 degrees
-      k = int(self.facts.num_tasks)
-      self.data = self.data.replace(task_gradients=TaskGradients(np.full((k, k), 0.5) + 0.5 * np.eye(k),
-                                                                 np.ones(k, bool)))
+  def task_gradients(self, batch):
+    """A synthetic Gram matrix: every task present, unit gradients at 60 degrees."""
+    del batch
+    k = int(self.facts.num_tasks)
+    return np.full((k, k), 0.5) + 0.5 * np.eye(k), np.ones(k, bool)
 
-  def _phase_observe_advantages(self) -> None:
-    self._observe("advantages")
-
-  def _phase_update(self) -> None:
+  def optimize(self, run) -> None:
     """The hparams the loss reads at the first step (the loss's values, then each controller's initial ones),
-    then each loss term, the aggregation, the objective and the critic's loss, traced as in the update."""
+    then each loss term, the aggregation, the objective and the critic's loss, traced as in the update, on the
+    policy outputs ``logp_old + 0.01``."""
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     from rljax.objectives import call_with_statistics  # pylint: disable=import-outside-toplevel
-    recipe, checker, label, out, batch = self.recipe, self.checker, self.label, self.out, self.batch
+    from rljax.types import PolicyOutputs  # pylint: disable=import-outside-toplevel
+    recipe, checker, label, batch = self.recipe, self.checker, self.label, run.batch
+    self.out = out = PolicyOutputs(logp=batch.logp_old + 0.01, entropy=batch.entropy_old, values=batch.values_old)
     hp = checker.run("rl.loss (its hyper-parameters)", recipe.loss_hparams)
     for c in recipe.controllers:
       hp.update(checker("controllers.hparams", label("controllers", c), lambda c=c: c.hparams(c.init()),
@@ -451,17 +441,17 @@ class _DryRun:
       critic_hp = {**{k: jnp.asarray(v, jnp.float32) for k, v in critic.initial_hparams().items()}, **hparams}
       checker.traced("critic", label("critic", critic),
                      lambda h, o, bt: call_with_statistics(critic.build(h), o, bt), critic_hp, out, batch)
+    run.update_metrics = {}
 
-  def _phase_controllers(self) -> None:
-    from rljax.train._controllers import LoopControllers  # pylint: disable=import-outside-toplevel
-    recipe, checker, label, out = self.recipe, self.checker, self.label, self.out
-    controllers = LoopControllers(recipe.controllers, self.facts.temperature)
-    inputs = ControlInputs(batch=self.batch, data=self.data, rollout_stats={"entropy": 0.5}, update_metrics={},
-                           policy_logp=lambda: out.logp)
-    states = checker.run("rl.controllers (init)", controllers.init)
-    for c in recipe.controllers:
-      c_label = label("controllers", c)
-      new, _ = checker("controllers", c_label, lambda c=c: c.update(states[c.name], inputs))
-      checker("controllers.hparams", c_label, lambda c=c, new=new: c.hparams(new))
+  def control_inputs(self, run) -> ControlInputs:
+    return ControlInputs(batch=run.batch, data=run.data, rollout_stats=run.stats, update_metrics={},
+                         policy_logp=lambda: self.out.logp)
+
+  def set_controllers(self, new: dict) -> None:
+    """Each controller's hparams and temperature of its new state, checked."""
+    for c in self.recipe.controllers:
+      c_label = self.label("controllers", c)
+      self.checker("controllers.hparams", c_label, lambda c=c: c.hparams(new[c.name]))
       if c.temperature is not None:
-        checker("controllers.temperature", c_label, lambda c=c, new=new: c.temperature(new))
+        self.checker("controllers.temperature", c_label, lambda c=c: c.temperature(new[c.name]))
+    self.ctl_state = new
