@@ -7,6 +7,9 @@ bit. ``fn(data, state)`` first plans from the buffer as it was before the step (
 stored rows: ``_buffer``'s pure rules), puts the stored rows into the batch (``extras["replay_mask"]`` marks
 them), then stores the step's fresh rows. Replayed rows are never stored again. The catalog rows (``TECHNIQUES``, at
 the end) are declared beside these factories; each names the ``_buffer`` rule its stage applies as its ``fn``.
+
+Size: five stages and their five fidelity records (each citing its source line by line: 230 of the lines); a record
+stays beside the stage it describes, as in every room.
 """
 from __future__ import annotations
 
