@@ -25,8 +25,8 @@ example's answer (copying an example never scores), and the questions are distin
 A few-shot completion goes on with the next example ("...\\n\\nQ: ..."); scoring the first line is what a
 ``"\\n"`` stop string gives. The sums of A-C are ``SmallAdditionTask``'s test split; D-F draw their operands with a
 fixed seed. The questions are not filtered against the worked examples (7 of E's 84 draws ask an example's own
-question, e.g. 7 * 6, whose answer is in the prompt; configs/gemma3_multiplication.py leaves such questions
-out). Accuracy figures only (no timings)::
+question, e.g. 7 * 6, whose answer is in the prompt). ``I`` is configs/gemma3_sequences.py's prompt. Accuracy
+figures only (no timings)::
 
     JAX_PLATFORMS=cpu python benchmarks/gemma3_zero_shot.py            # all candidates
     JAX_PLATFORMS=cpu python benchmarks/gemma3_zero_shot.py D E        # some
