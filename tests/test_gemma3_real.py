@@ -117,6 +117,35 @@ def test_tokenizer_matches_transformers_reading_the_gguf(g3):
   assert theirs.encode("hi")[0] == 2  # the file's add_bos_token: <bos> first
 
 
+_FEW_SHOT = ["Q: What is 3 * 4?\nA: 12\n\nQ: What is 7 * 6?\nA: 42\n\nQ: What is 5 * 9?\nA: 45\n\nQ: What is 6 * 8?\nA:",
+             "2 + 7 = 9\n8 + 5 = 13\n4 + 4 = 8\n9 + 6 = 15\n3 + 8 = 11\n6 + 1 = 7\n5 + 3 =",
+             "2, 5, 8, 11, 14\n20, 27, 34, 41, 48\n9, 13, 17, 21, 25\n3, 11, 19, 27, 35\n4, 10, 16, 22,"]
+
+
+def test_a_few_shot_plain_prompt_is_what_transformers_encodes_and_decodes(g3):
+  """A run's plain prompt (``task.chat_template=none``: ``Codec.text_ids``) is transformers' ``tokenizer(text)``
+  for the GGUF's own tokenizer: ``<bos>`` once, then the text's tokens ("\n\n" included); greedy decoding
+  through the sampler from those ids gives transformers' ``generate`` tokens."""
+  from rljax.train._codec import Codec  # pylint: disable=import-outside-toplevel
+  theirs = transformers.AutoTokenizer.from_pretrained(os.path.dirname(g3.gguf), gguf_file=os.path.basename(g3.gguf))
+  codec = Codec(g3.tok)
+  ids = [codec.text_ids(text) for text in _FEW_SHOT]
+  for text, got in zip(_FEW_SHOT, ids):
+    assert got == theirs(text).input_ids, text
+    assert got[0] == 2 and got.count(2) == 1 and g3.tok.decode(got) == text
+  new = 8
+  rollout = generate(g3.model, ids, config=SamplerConfig(max_new_tokens=new, prompt_buckets=(128,)),
+                     key=jax.random.PRNGKey(0), greedy=True)
+  for i, p in enumerate(ids):
+    with torch.no_grad():
+      out = g3.ref.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
+                            max_new_tokens=new, min_new_tokens=new, do_sample=False, eos_token_id=None,
+                            pad_token_id=0)
+    ours = np.asarray(rollout.tokens)[i, len(p):len(p) + new].tolist()
+    print(f"{_FEW_SHOT[i][-12:]!r} -> {g3.tok.decode(ours)!r}")
+    assert ours == out[0, len(p):].tolist(), (i, g3.tok.decode(ours), g3.tok.decode(out[0, len(p):].tolist()))
+
+
 def test_export_loads_in_transformers_and_greedy_decodes_the_same(g3, tmp_path):
   """``save_pretrained`` (what ``rljax export`` writes) of the real model: transformers loads it as
   ``Gemma3ForCausalLM`` and greedy-decodes rljax's tokens."""

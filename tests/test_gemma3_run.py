@@ -3,7 +3,7 @@ GGUF file (the ``gguf`` package, a SentencePiece vocabulary in its metadata and 
 the real 270M file is) -> ``rljax train`` (1 SFT step and 2 RL steps on small additions, the prompt text as is)
 -> ``rljax export`` -> transformers loads the directory as ``Gemma3ForCausalLM`` with its tokenizer, encodes the
 run's prompts to the ids rljax trained on, and greedy-decodes the same tokens as rljax's sampler from the trained
-state. Then ``rljax train --config gemma3_multiplication`` on the same tiny file (its environment's route).
+state. Then ``rljax train --config gemma3_sequences`` on the same tiny file (its environment's route).
 
 References: transformers' (torch CPU, float32) ``AutoTokenizer`` and ``generate`` on the exported directory, and
 the exported weights against the run's own checkpoint. Long guard (two tiny runs, 5-10 min on 2 loaded cores).
@@ -122,21 +122,21 @@ def test_export_loads_as_gemma3_and_greedy_decodes_rljax_tokens(run, tmp_path):
 
 
 def test_the_gemma3_config_trains_its_environment_on_a_base_model(run, tmp_path, monkeypatch, capsys):
-  """``rljax train --config gemma3_multiplication`` start to end (the real file swapped for the tiny one): the
+  """``rljax train --config gemma3_sequences`` start to end (the real file swapped for the tiny one): the
   config's own environment (few-shot prompt as plain text, newline stop) runs through the start-up check, the
   zero-shot eval, one RL step and the final eval."""
   import rljax.models  # pylint: disable=import-outside-toplevel
   _, gguf_file, _ = run
   monkeypatch.setattr(rljax.models, "gemma3_gguf_path", lambda: gguf_file)
-  out = str(tmp_path / "mul")
+  out = str(tmp_path / "seq")
   sets = ["rl.steps=1", "rl.num_prompts=2", "rl.group_size=2", "eval.num_problems=4", "eval.batch_size=4",
           "eval.num_samples=1", "eval.pass_k=1", "progress=false", "plot=false", "tensorboard=false"]
-  assert cli.main(["train", "--config", "gemma3_multiplication", "--out-dir", out,
+  assert cli.main(["train", "--config", "gemma3_sequences", "--out-dir", out,
                    *[a for s in sets for a in ("--set", s)]]) == 0
   log = capsys.readouterr().out
-  assert "task=env" in log and "test=22" in log and "[rljax] zero-shot (no SFT): held-out greedy accuracy" in log
+  assert "task=env" in log and "test=72" in log and "[rljax] zero-shot (no SFT): held-out greedy accuracy" in log
   assert "[rljax] RL step 1/1: rollout " in log
   with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
     cfg = json.load(f)
-  assert cfg["task"]["env"] == "rljax.configs.gemma3_multiplication:make_env"
+  assert cfg["task"]["env"] == "rljax.configs.gemma3_sequences:make_env"
   assert cfg["model"]["hf_checkpoint"] == gguf_file

@@ -91,7 +91,7 @@ def _check_installed(venv, tmp_path):
                         capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
   where, names = proc.stdout.strip().splitlines()
-  assert names == ("['arena', 'dapo', 'default', 'dr_grpo', 'gemma3_multiplication', 'grpo', 'gspo', 'quick', "
+  assert names == ("['arena', 'dapo', 'default', 'dr_grpo', 'gemma3_sequences', 'grpo', 'gspo', 'quick', "
                    "'qwen2_5_0_5b_gsm8k', 'smollm2_addition', 'smollm2_arena', 'tictactoe', 'tiny', 'tool_countdown']")
   return where
 
