@@ -20,7 +20,7 @@ from rljax.train._async import check_async
 from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import with_batch_extras
-from rljax.train._phases import PIPELINE, score_tail, select_all, walk
+from rljax.train._phases import PIPELINE, compute_advantages, score_tail, select_all, walk
 
 __all__ = ["check_recipe", "bound_recipe", "available_needs", "dry_run"]
 
@@ -343,7 +343,11 @@ class _DryRun:
                           s=data.step, key=key, side=key)
 
   def _first_replay_step(self, data: StepData, key) -> None:
-    """A replay stage's ``prompts`` and ``fn`` on its empty buffer, at step 0."""
+    """A replay stage's ``prompts`` and ``fn`` on its empty buffer, at step 0. A stage of phase ``"advantages"``
+    gets the step's advantages first, computed by the step's own estimators (their states are not kept: the walk
+    that follows is the checked step)."""
+    if any(stage.phase == "advantages" for stage in self.recipe.replay) and data.advantages is None:
+      data, _, _ = compute_advantages(self.stages["advantages"], data, self.states["advantage"])
     for stage in self.recipe.replay:
       state = self.states["replay"][stage.name]
       if stage in self.stages["prompts"]["swap"]:  # its prompt swap
