@@ -377,9 +377,10 @@ def format_report(report: PlanReport) -> str:
   lines += [f"note: {n}" for n in report.notes]
   if report.rollout_search:
     r = report.rollout_search
-    lines.append(f"largest rollout that fits: {'at least ' if r['capped'] else ''}{r['rows']} rows ({r['prompts']} prompts x {spec.rl.group_size}), "
-                 f"{r['total'] / GiB:.2f} GiB per chip; KV-cache bound {r['bound_rows']} rows "
-                 f"({r['bound_share']:.0%} of it; {r['compiles']} compiles)")
+    lines.append(f"largest rollout that fits: {'at least ' if r['capped'] else ''}{r['rows']} rows ({r['prompts']} "
+                 f"prompts x {spec.rl.group_size}), {r['total'] / GiB:.2f} GiB per chip; KV-cache bound "
+                 f"{r['bound_rows']} rows ({r['bound_share']:.1%} of it; the search compiled {r['compiles']} "
+                 "rollout(s) beyond the plan's own)")
   for p in report.failing():
     lines.append(f"DOES NOT FIT: {p.name} needs {p.need / GiB:.2f} GiB per chip, {(p.need - report.budget) / GiB:.2f} "
                  f"GiB over; try {_advice(p, spec, report.mesh)}")
