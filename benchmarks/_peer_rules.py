@@ -52,7 +52,8 @@ def cpu_line() -> str:
   except OSError:
     import platform  # pylint: disable=import-outside-toplevel
     return f"CPU {platform.processor() or 'unknown'}"
-  field = lambda key: next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith(key)), "?")
+  field = lambda key: next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                            if ":" in ln and ln.split(":", 1)[0].strip() == key), "?")
   flags = set(field("flags").split())
   units = [u for u in ("amx_bf16", "avx512_bf16", "avx512f", "avx2") if u in flags]
   return (f"CPU {field('model name')} (family {field('cpu family')}, model {field('model')}); "
