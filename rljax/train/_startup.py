@@ -346,7 +346,7 @@ class _DryRun:
     """A replay stage's ``prompts`` and ``fn`` on its empty buffer, at step 0. A stage of phase ``"advantages"``
     gets the step's advantages first, computed by the step's own estimators (their states are not kept: the walk
     that follows is the checked step)."""
-    if any(stage.phase == "advantages" for stage in self.recipe.replay) and data.advantages is None:
+    if self.stages["replay_advantages"]["replay"] and data.advantages is None:
       data, _, _ = compute_advantages(self.stages["advantages"], data, self.states["advantage"])
     for stage in self.recipe.replay:
       state = self.states["replay"][stage.name]
