@@ -281,3 +281,64 @@ def test_rl_loop_rollouts_share_their_prompt_prefix():
   c = policy_outputs(exp.model, jnp.asarray(tok), shared_prefix_len=tp, group_size=g)
   np.testing.assert_allclose(c.logp, a.logp, rtol=1e-5, atol=2e-6)
   np.testing.assert_allclose(c.entropy, a.entropy, rtol=1e-5, atol=2e-6)
+
+
+@dataclasses.dataclass(frozen=True)
+class _FewShotEcho:
+  """A one-turn environment whose opening is a fixed few-shot preamble and the problem's own short prompt (as
+  configs/gemma3_sequences.py's): the update shares the whole opening per group, and the preamble per batch."""
+  stop_strings: tuple = ("\n",)
+  max_turns: int = 1
+
+  def problems(self, split, num, seed):
+    from rljax.envs import Problem  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng([seed, split == "test"])
+    return [Problem(prompt=str(int(k)), answer=str(int(k)), meta={}) for k in rng.integers(1, 10 ** 4, size=num)]
+
+  def reset(self, problem, seed):
+    del seed
+    return problem.answer, "say 12: 12\nsay 345: 345\nsay " + problem.prompt + ":"
+
+  def step(self, answer, action):
+    from rljax.envs import StepResult  # pylint: disable=import-outside-toplevel
+    return StepResult(answer, "", float(action.strip() == answer), True)
+
+
+def _few_shot_echo():
+  return _FewShotEcho()
+
+
+def test_an_environments_openings_are_what_the_update_shares():
+  """For ``task.name=env`` the shared columns are counted over every training problem's opening context (the
+  env's ``reset``), not its ``prompt`` field: the shortest opening per group, the common preamble per batch; real
+  episodes satisfy the shared-prompt check at those lengths, and the grouped forward equals the per-row one."""
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+
+  from rljax.envs import start  # pylint: disable=import-outside-toplevel
+  from rljax.train import TaskConfig, tiny_config  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import build_experiment, common_prompt_prefix  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import _check_shared_prefix, _common_prompt_len, _shared_prompt_len  # pylint: disable=import-outside-toplevel
+  cfg = tiny_config()
+  cfg = cfg.replace(task=TaskConfig(name="env", env=_few_shot_echo, num_train=40, num_test=4, max_obs_tokens=8),
+                    sft=dataclasses.replace(cfg.sft, steps=0),
+                    rl=dataclasses.replace(cfg.rl, num_prompts=2, group_size=3, max_new_tokens=4))
+  exp = build_experiment(cfg)
+  openings = [exp.codec.prompt_ids(start(exp.task.env, exp.task.env_problem(p), exp.task.seed(p)).context)
+              for p in exp.train_problems]
+  own = max(len(exp.codec.prompt_ids(p.prompt)) for p in exp.train_problems)
+  assert exp.shortest_train_prompt == min(len(ids) for ids in openings) > own  # the opening, not the prompt field
+  assert exp.common_train_prefix == len(common_prompt_prefix(openings)) >= len("say 12: 12\nsay 345: 345\nsay ")
+  tp, g = _shared_prompt_len(exp, cfg.rl), cfg.rl.group_size
+  common = _common_prompt_len(exp, tp, SimpleNamespace(devices=np.zeros((1, 1))))
+  assert tp == exp.shortest_train_prompt and common == exp.common_train_prefix
+  graphdef, params, rest = nnx.split(exp.model, nnx.Param, ...)
+  problems = sorted(exp.train_problems, key=lambda p: len(p.prompt))[:1] + exp.train_problems[:1]
+  tok = np.asarray(exp.episode_fn(graphdef, params, rest)(problems, n=g, greedy=False, temperature=1.0,
+                                                            key=jax.random.PRNGKey(0)).tokens)
+  _check_shared_prefix(tok, tp, g, common)
+  a = policy_outputs(exp.model, jnp.asarray(tok))
+  c = policy_outputs(exp.model, jnp.asarray(tok), shared_prefix_len=tp, group_size=g, common_prefix_len=common)
+  np.testing.assert_allclose(c.logp, a.logp, rtol=1e-5, atol=2e-6)
+  np.testing.assert_allclose(c.entropy, a.entropy, rtol=1e-5, atol=2e-6)
+  off = build_experiment(cfg.replace(rl=dataclasses.replace(cfg.rl, share_prompt_forward=False)))
+  assert off.shortest_train_prompt is None and off.common_train_prefix is None  # nothing started for it

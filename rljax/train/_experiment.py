@@ -128,6 +128,8 @@ class Experiment:
   auto_settings: str = ""  # what rl.num_microbatches / rl.concurrent_rollouts = 0 (auto) resolved to, and why
   runner: Optional[object] = None  # multi-turn env tasks: the episode runner's RunnerConfig (else None)
   shortest_train_prompt: Optional[int] = None  # tokens of the shortest training prompt (None: not counted)
+  # tokens every training prompt starts with, for the update (None: the sampler's ``common_prefix``)
+  common_train_prefix: Optional[int] = None
 
   @property
   def multi_turn(self) -> bool:
@@ -345,4 +347,27 @@ def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problem
                     max_obs_tokens=cfg.task.max_obs_tokens, pad_id=codec.pad_id)
   return Experiment(cfg=cfg, task=task, tokenizer=tokenizer, codec=codec, model=model,
                     sampler_config=rc.sampler_config, train_problems=train_problems, test_problems=test_problems,
-                    seq_len=rc.packed_row_length if windows else rc.row_length, auto_settings=auto_settings, runner=rc)
+                    seq_len=rc.packed_row_length if windows else rc.row_length, auto_settings=auto_settings, runner=rc,
+                    **(_shared_openings(task, codec, train_problems) if cfg.rl.share_prompt_forward and not windows
+                       else {}))
+
+
+def _shared_openings(task, codec, problems) -> dict:
+  """``shortest_train_prompt`` and ``common_train_prefix`` over the opening contexts (``start(...).context``) of every problem of ``problems``:
+  the tokens of the shortest, and how many tokens every one starts with (``common_prompt_prefix``): the columns
+  each group's rows share in the update, and those every row shares (``rl.share_prompt_forward``; a group's rows
+  are one problem reset with one seed).
+
+  Every problem is started, not a sample: a group whose opening were shorter than the shared columns would fail
+  the update's shared-prompt check. Without this count the update would share only the problems' own ``prompt``
+  fields (for a few-shot environment, a small part of the opening, whose rest every forward and backward would
+  then run once per row).
+  """
+  from rljax.envs import start  # pylint: disable=import-outside-toplevel
+  ids = {}
+  for p in problems:
+    context = start(task.env, task.env_problem(p), task.seed(p)).context
+    if context not in ids:
+      ids[context] = codec.prompt_ids(context)
+  return dict(shortest_train_prompt=min(len(v) for v in ids.values()),
+              common_train_prefix=len(common_prompt_prefix(list(ids.values()))))

@@ -335,7 +335,8 @@ def _shared_prompt_len(exp: Experiment, rl) -> int:
 
 def _common_prompt_len(exp: Experiment, prefix_len: int, mesh) -> int:
   """Prompt columns shared by *every* row (``rl.share_prompt_forward``): the tokens every prompt of the task starts
-  with (``exp.sampler_config.common_prefix``: a system prompt, the chat template's header), at most
+  with (``exp.sampler_config.common_prefix``: a system prompt, the chat template's header; an environment's
+  ``exp.common_train_prefix``, counted over its openings: a few-shot preamble), at most
   ``prefix_len - 1``, or 0.
 
   Run once per batch, not once per group (``policy_outputs(common_prefix_len=...)``). That layout makes the whole
@@ -343,7 +344,10 @@ def _common_prompt_len(exp: Experiment, prefix_len: int, mesh) -> int:
   """
   if prefix_len < 2 or mesh.devices.size != 1:
     return 0
-  return min(len(exp.sampler_config.common_prefix), prefix_len - 1)
+  common = getattr(exp, "common_train_prefix", None)  # counted over an environment's openings
+  if common is None:
+    common = len(exp.sampler_config.common_prefix)
+  return min(common, prefix_len - 1)
 
 
 def _check_shared_prefix(tokens: np.ndarray, prefix_len: int, group_size: int, common_len: int = 0) -> None:
