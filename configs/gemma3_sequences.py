@@ -116,7 +116,7 @@ def get_config():
   held_out = len(make_env().problems("test", 10 ** 6, 0))
   return base.replace(
       task=TaskConfig(name="env", env=make_env, num_train=4000, num_test=held_out, max_obs_tokens=96),
-      rl=dataclasses.replace(base.rl, steps=30, num_prompts=8, group_size=4, max_new_tokens=6,
+      rl=dataclasses.replace(base.rl, steps=40, num_prompts=4, group_size=8, max_new_tokens=6,
                              loss="ppo_clip(eps_low=0.2, eps_high=0.28)",
-                             optim=OptimConfig(learning_rate=1e-5, schedule="constant", warmup_steps=0, grad_clip=1.0)),
+                             optim=OptimConfig(learning_rate=2e-6, schedule="constant", warmup_steps=0, grad_clip=1.0)),
       eval=EvalConfig(num_problems=held_out, batch_size=held_out, every=10, num_samples=4, pass_k=(1, 4)))
