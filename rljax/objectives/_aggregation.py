@@ -167,11 +167,14 @@ def _technique_rows():
                                           "verl's new engine worker (batch_num_tokens) gives ours",))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
-                              "verl has no 'token-sum' mode (none in v0.1-v0.7.0 or main 2026-01): sum_bt l*m is "
-                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1",
+                              "verl v0.7.0 has no 'token-sum' mode (none in the tags v0.1-v0.7.0 or main "
+                              "b178a3cd, 2026-01): sum_bt l*m is its 'seq-mean-token-sum-norm' with "
+                              "loss_scale_factor=1; the verl 0.9.1 wheel adds 'token-sum' (the same sum × dp_size)",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
-                                          "source has; the formula is our definition, equal to verl's "
-                                          "seq-mean-token-sum-norm with loss_scale_factor=1 on one micro-batch",
+                                          "source has; in v0.7.0 the formula equals verl's seq-mean-token-sum-norm "
+                                          "with loss_scale_factor=1 on one micro-batch; the verl 0.9.1 PyPI wheel "
+                                          "(core_algos.py:1176-1180, read in the #51 error-class sweep) has a "
+                                          "'token-sum' branch, masked_sum(l, m)·dp_size: ours on one device",
                                           _SUM_NORM_SCALE),
                               defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
@@ -198,6 +201,10 @@ def _technique_rows():
                               deviations=("ours divides by B (all rows) as well as L_max, Dr.GRPO's 1/G; verl "
                                           "v0.7.0 divides the token sum by loss_scale_factor only, so verl's loss "
                                           "is B times ours (a constant learning-rate factor per batch size)",
+                                          "the verl 0.9.1 PyPI wheel (core_algos.py:1181-1192, not the cited "
+                                          "v0.7.0) changed this branch to the seq-mean over the non-empty rows "
+                                          "(global_batch_size) ÷ loss_scale_factor: ours when no row is empty "
+                                          "(ours also counts all-padding rows in B)",
                                           _SUM_NORM_SCALE),
                               defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),

@@ -759,7 +759,7 @@ def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
-  verl = "verl 0.9.1 core_algos."
+  verl = "verl v0.7.0 core_algos."
   _V07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
   _TRL19 = "huggingface/trl@v1.9.0 (35def3ee)"
   rows = [
@@ -769,7 +769,8 @@ def _technique_rows():
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
                 read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
-                     "compute_policy_loss_vanilla (the per-token loss before agg_loss); TRL not re-read in issue #51",
+                     "compute_policy_loss_vanilla (the per-token loss before agg_loss; the same function, line for "
+                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); TRL not re-read in issue #51",
                 defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
                           ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
                           ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),

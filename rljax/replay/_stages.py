@@ -483,7 +483,12 @@ def _technique_rows():
                                   "or replay (2026-12)",
                                   read="Fathom-DeepResearch abstract (seed 000 L23, read in full: RAPO, 'a zero-"
                                        "overhead extension of GRPO ... through curriculum pruning, reward-aware "
-                                       "advantage scaling, and per-prompt replay buffers'); no paper body stored; "
+                                       "advantage scaling, and per-prompt replay buffers'); arXiv 2509.24107v1 "
+                                       "(pages corpus, arxiv.org/html/2509.24107v1: the abstract) and the "
+                                       "OpenReview forum (openreview.net/forum?id=X2oH64LWHO, pages corpus: its "
+                                       "abstract: 'a per-prompt replay buffer that injects the latest successful "
+                                       "rollout into failed groups, restoring reward variance'); the method "
+                                       "section was not reached (the corpus returns a page's opening); "
                                        "FractalAIResearchLabs/Fathom-DeepResearch (code index, 6 files): no RAPO",
                                   defaults=(("capacity", "256 rows", "not stated"),
                                             ("per_prompt", "1 (latest success per prompt)", "not stated"),
@@ -495,7 +500,9 @@ def _technique_rows():
                                             "success, which then joins the group's advantage",
                                   deviations=(
                                       "the trigger (an all-failed group), per_group = 1 and per_prompt = 1 are "
-                                      "our reading of 'per-prompt replay buffers'",
+                                      "our reading of the OpenReview abstract's 'injects the latest successful "
+                                      "rollout into failed groups' ('failed' read as no success; which row it "
+                                      "replaces is not stated: ours the lowest-reward one)",
                                       "RAPO's curriculum pruning and reward-aware advantage scaling are not part "
                                       "of this row",
                                       "logp_old='recompute' (the replayed row's ratio against the current "
@@ -543,11 +550,13 @@ def _technique_rows():
                 stage=rorecomp_compensation,
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
                                   'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
-                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958 summaries) gave the '
-                                  'abstract, not the method (issue #51)',
-                                  read="arXiv 2509.25958 abstract (page read: summarxiv.com/en/paper/2509.25958 and "
-                                       "sciencestack.ai/paper/2509.25958, pages corpus: abstract and a summary; seed "
-                                       "001 L163); the method section and code are not stored",
+                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958v1 HTML and summaries) gave '
+                                  'the abstract and the opening of §1, not the method (issue #51)',
+                                  read="arXiv 2509.25958v1 (page read: arxiv.org/html/2509.25958v1, pages corpus: abstract "
+                                       "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
+                                       "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
+                                       "the corpus returns a page's opening, so the method section was not "
+                                       "reached; no code found",
                                   defaults=(("fraction", "0.5 (rorecomp's split)", "not stated in the abstract"),
                                             ("compensation", "1.0 (freed rows filled)", "not stated"),
                                             ("capacity", "256 rows, FIFO, each replayed once", "not stated")),
