@@ -167,9 +167,8 @@ def _technique_rows():
                                           "verl's new engine worker (batch_num_tokens) gives ours",))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
-                              "verl v0.7.0 has no 'token-sum' mode (none in the tags v0.1-v0.7.0 or main "
-                              "b178a3cd, 2026-01): sum_bt l*m is its 'seq-mean-token-sum-norm' with "
-                              "loss_scale_factor=1; the verl 0.9.1 wheel adds 'token-sum' (the same sum × dp_size)",
+                              "verl v0.7.0 has no 'token-sum' mode (nor v0.1-v0.6.1, main 2026-01): sum_bt l*m is "
+                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1; verl 0.9.1 has 'token-sum'",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
                                           "source has; in v0.7.0 the formula equals verl's seq-mean-token-sum-norm "
                                           "with loss_scale_factor=1 on one micro-batch; the verl 0.9.1 PyPI wheel "

@@ -550,8 +550,8 @@ def _technique_rows():
                 stage=rorecomp_compensation,
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
                                   'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
-                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958v1 HTML and summaries) gave '
-                                  'the abstract and the opening of §1, not the method (issue #51)',
+                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958v1 HTML, summaries) gave '
+                                  'the abstract and the opening of §1, not the method',
                                   read="arXiv 2509.25958v1 (page read: arxiv.org/html/2509.25958v1, pages corpus: abstract "
                                        "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
                                        "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
