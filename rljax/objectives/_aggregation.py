@@ -47,13 +47,13 @@ def token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
 def token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
   """``sum_{b,t} l m`` (denominator 1)."""
   loss, mask = _prep(loss, mask)
-  return jnp.sum(loss * mask), jnp.ones((), jnp.float32)
+  return jnp.sum(loss * mask), jnp.ones((), mask.dtype)
 
 
 def seq_mean_token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
   """``mean_b sum_t l m`` over sequences that have at least one token."""
   loss, mask = _prep(loss, mask)
-  has = (jnp.sum(mask, axis=1) > 0).astype(jnp.float32)
+  has = (jnp.sum(mask, axis=1) > 0).astype(mask.dtype)
   return jnp.sum(loss * mask), jnp.sum(has)
 
 
@@ -62,7 +62,7 @@ def seq_mean_token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
   loss, mask = _prep(loss, mask)
   count = jnp.sum(mask, axis=1)
   per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)
-  has = (count > 0).astype(jnp.float32)
+  has = (count > 0).astype(mask.dtype)
   return jnp.sum(per_seq * has), jnp.sum(has)
 
 
@@ -79,7 +79,7 @@ def seq_mean_token_sum_norm(loss: Optional[Array] = None, mask: Optional[Array] 
     return lambda l, m: seq_mean_token_sum_norm(l, m, max_len=max_len)
   loss, mask = _prep(loss, mask)
   norm = loss.shape[1] if max_len is None else max_len
-  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0] * norm, jnp.float32)
+  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0] * norm, mask.dtype)
 
 
 _BY_NAME = {f.__name__: f for f in (token_mean, token_sum, seq_mean_token_sum,

@@ -566,6 +566,9 @@ def _technique_rows():
                                             "non-priority fresh rows enter a FIFO buffer with their advantages and "
                                             "the freed rows of the step take the oldest buffered rows",
                                   deviations=(
+                                      "buffered rows (advantages, rewards, log-probs) are stored as float32, also "
+                                      "under x64 (a fixed-shape checkpointed buffer): a replayed row is "
+                                      "float32-rounded",
                                       "compensation rows share the step's static batch (the paper: separate "
                                       "compensation batches); how they are scheduled is not stated",
                                       "buffered rows keep the advantages computed in their own group; FIFO, each "
@@ -625,6 +628,9 @@ def _technique_rows():
                                             "rows with A' > 0 fill the gradient-free rows of the same batch and "
                                             "loss, their advantage scaled by c(t)",
                                   deviations=(
+                                      "buffered rows (advantages, rewards, log-probs) are stored as float32, also "
+                                      "under x64 (a fixed-shape checkpointed buffer): a replayed row is "
+                                      "float32-rounded",
                                       "replayed rows share the step's batch and loss (theirs: a separate SIL "
                                       "loss pass); the ramp scales the advantage, which scales a PPO-clip row's "
                                       "loss exactly",
