@@ -61,3 +61,11 @@ def test_abstract_rows_cite_the_stored_arxiv_html():
                      ("rorecomp_compensation", "arxiv.org/html/2509.25958")):
     read = ROWS[name].fidelity.read
     assert page in read and "no paper body stored" not in read, name
+
+
+def test_segment_ratio_names_the_pinned_trl_default_aggregation():
+  """Class 4: Rank-GRPO's script leaves loss_type unset; its README pins trl 0.21.0, whose default is 'bnpo'."""
+  fid = ROWS["segment_ratio"].fidelity
+  theirs = {name: t for name, _, t in fid.defaults}
+  assert "'bnpo'" in theirs["aggregation"] and "trl" in fid.read and "v0.21.0" in fid.read
+  assert any("bnpo" in d for d in fid.deviations)
