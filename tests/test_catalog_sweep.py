@@ -21,8 +21,8 @@ advantages), and checks:
   stage raises a ``ValueError`` naming the technique (``ERROR_BY_DESIGN``);
 * padding never leaks: every output on real positions (valid rows; completion tokens of valid rows) is equal
   (``READS_PADDED_ROWS``: slots that read padded rows by design, whose padded tokens only are poisoned);
-* float64 in gives float64 out on the primary outputs (``F32_BY_DESIGN``: slots and rows whose float32 is by design,
-  with the reason);
+* float64 in gives float64 out on the primary outputs, an aggregation's denominator and the entropy metrics
+  (``F32_BY_DESIGN``: slots and rows whose float32 is by design, with the reason);
 * jit equals eager for the stages that run inside the jitted update (loss terms, critic, aggregations; ``HOST_ONLY``
   lists the slots that run on the host with NumPy and are never traced, with the reason).
 
@@ -80,6 +80,11 @@ F32_BY_DESIGN = {
     "prompt_filters": "outputs are prompt indices and counts (ints); the state is float32 (checkpointed)",
     "grpo_lambda": "its reward is built from 0/1 correctness and integer lengths (no float reward is read)",
 }
+
+# Outputs besides the primary ones that must keep float64 (issue #51 error-class sweep: these were float32): an
+# aggregation's denominator and every entropy metric (a mean of the float64 entropies). Count-valued metrics (fractions
+# of tokens or rows, numbers of valid groups) stay float32 and are not checked.
+X64_ALSO = {"/denominator"}
 
 # Slots whose stages read the padded rows' values by design (only their padded *tokens* are poisoned), with the reason
 READS_PADDED_ROWS = {
@@ -393,7 +398,7 @@ def check(name: str, case: str) -> str:
       ok = np.isfinite if k.startswith("/primary") else lambda x: ~np.isnan(x)  # a metric may be +-inf ("none")
       assert np.all(ok(a)), f"{name}/{case}: {k} is not finite: {a}"
       assert np.all(ok(_real(p, pdata))), f"{name}/{case}: {k} is not finite with poisoned padding: {p}"
-      if case == "float64" and k.startswith("/primary") and not f32:
+      if case == "float64" and not f32 and (k.startswith("/primary") or k in X64_ALSO or k.endswith("/entropy")):
         assert a.dtype == np.float64, f"{name}/{case}: {k} is {a.dtype} under float64 inputs"
     np.testing.assert_array_equal(_real(a, data), _real(p, pdata), err_msg=f"{name}/{case}: padding leaks into {k}")
   if slot_of(ROWS[name]) not in HOST_ONLY:

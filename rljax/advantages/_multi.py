@@ -275,7 +275,6 @@ def gd2po(rewards: Array, group_id: Array, *, weights: Optional[Sequence[float]]
 
 
 _S1 = "seed 001_5839a3671b0b4d92.txt"
-_VERL = "verl 0.9.1 verl/trainer/ppo/core_algos.py"
 
 
 def _technique_rows():

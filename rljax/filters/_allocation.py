@@ -439,6 +439,8 @@ def _technique_rows():
                                             "before the rollout (counts within the static layout), the estimate "
                                             "updated after each step from data.correct",
                                   deviations=(
+                                      "the running accuracy per dataset prompt is float32 state, also under x64 "
+                                      "(checkpointed host state)",
                                       "weights (1 − acc)^power from a per-prompt EMA; theirs the dataset-wide "
                                       "difficulty rank, refreshed once per epoch",
                                       "min/max per prompt are fixed; theirs start at min = max = rollout.n "

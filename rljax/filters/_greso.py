@@ -257,6 +257,8 @@ def _technique_rows():
                                             "observe after the reward on every row of the step's batch, p adapts "
                                             "on every update from the first",
                                   deviations=(
+                                      "p_easy, p_hard and the admission probabilities are float32 state, also under "
+                                      "x64 (checkpointed host state); theirs Python floats",
                                       "easy/hard is an all-equal group split at the mean easy_threshold; theirs "
                                       "is the group mean ≥ 0.98 / ≤ 0.11, which differs for groups of 10 or more "
                                       "(one success of 10 is 'hard' to them) or for non-binary rewards",

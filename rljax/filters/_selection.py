@@ -301,9 +301,11 @@ def _technique_rows():
                                   "short/long = within-group length rank among correct (incorrect) responses at "
                                   "`fraction` (ours). Searched 2026-12 (2 passes) code/pages/repos ('RoRecomp', "
                                   "title, 'compensation batch'): no code; intro only",
-                                  read="arXiv 2509.25958 abstract (page read: summarxiv.com/en/paper/2509.25958 and "
-                                       "sciencestack.ai/paper/2509.25958, pages corpus: abstract and a summary; seed "
-                                       "001 L163); the method section and code are not stored",
+                                  read="arXiv 2509.25958v1 (page read: arxiv.org/html/2509.25958v1, pages corpus: abstract "
+                                       "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
+                                       "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
+                                       "the corpus returns a page's opening, so the method section was not "
+                                       "reached; no code found",
                                   defaults=(("fraction", "0.5 (the short / long share per group)",
                                              "not stated in the abstract"),),
                                   placement="theirs (abstract): priority batches of short-correct and long-"

@@ -348,7 +348,7 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
                                   "score = var/var_max per a review of the paper; ours equals it for even G, lower "
                                   "for odd G; threshold rule ours. Searched 2026-12 (2 passes) code/pages/repos "
-                                  "('VCRL', title): no code, no paper body",
+                                  "('VCRL', title): no code; arXiv HTML: abstract and intro only",
                                   read="arXiv 2509.19803 abstract (page read: arxiv.org/html/2509.19803v1, pages "
                                        "corpus: abstract and the introduction's start; seed 001 L115) and a "
                                        "review's restatement of the method (themoonlight.io review of VCRL: "

@@ -283,8 +283,12 @@ TECHNIQUES = (
                                 "indexed; anonymous.4open.science: not stored (2026-12)",
                                 read="LTE abstract (seed 001 L199, read in full: hints LMs 'with their previously "
                                      "self-made mistakes', no external guidance, against exploration stagnation); "
-                                     "no paper body stored; code (anonymous.4open.science, github.com/JamyDon/"
-                                     "LTE) not stored (find_repos JamyDon: no LTE)",
+                                     "arXiv 2510.26109 v1, v3 and the unversioned page (pages corpus, "
+                                     "arxiv.org/html/2510.26109v1, v3, 2510.26109: abstract and the opening of §1; "
+                                     "the corpus returns a page's opening, the method section was not reached); "
+                                     "v1's abstract: hints from 'previously self-generated incorrect answers and "
+                                     "problem of overlong responses'; code (anonymous.4open.science, "
+                                     "github.com/JamyDon/LTE) not stored (find_repos JamyDon: no LTE)",
                                 defaults=(("max_mistakes", "3 distinct wrong answers", "not stated"),
                                           ("rows", "1.0 (the whole group re-sampled)", "not stated"),
                                           ("logp_old", "'behavior' (log π_old(y | x + h))", "not stated")),
@@ -298,7 +302,10 @@ TECHNIQUES = (
                                     "'previously self-made'); the hint template is ours",
                                     "the off-context correction (ratio against the hinted prompt's log-prob) is "
                                     "Guide's; the abstract states none",
-                                    "a group with no non-empty wrong answer is not hinted"))),
+                                    "a group with no non-empty wrong answer is not hinted",
+                                    "v1's abstract also hints the problem of overlong responses; ours hints "
+                                    "wrong answer keys only (a truncated response with no answer gives no "
+                                    "hint)"))),
     Technique("adhint", "replay", H.adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
@@ -310,8 +317,10 @@ TECHNIQUES = (
                                 read="ADHint abstract (seed 001 L95, arXiv 2512.13095, read in full: hint = a prefix "
                                      "of a complete reasoning trajectory; hint ratio scheduled from each sample's "
                                      "difficulty under the policy; gradient modulation and selective masking of "
-                                     "hint tokens; advantages from the rollout-difficulty posterior); no paper body "
-                                     "stored, code 'upon acceptance'",
+                                     "hint tokens; advantages from the rollout-difficulty posterior); arXiv "
+                                     "2512.13095 v1 and v2 (pages corpus, arxiv.org/html/2512.13095v1, v2: "
+                                     "abstract and the opening of §1; the corpus returns a page's opening, the "
+                                     "method section was not reached); code 'upon acceptance' (v2), none found",
                                 defaults=(("min_fraction / max_fraction", "0.25 / 1.0", "not stated"),
                                           ("max_success", "0.5 (hard groups hinted)", "not stated"),
                                           ("rows", "0.5 of the failed rows", "not stated"),

@@ -47,13 +47,13 @@ def token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
 def token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
   """``sum_{b,t} l m`` (denominator 1)."""
   loss, mask = _prep(loss, mask)
-  return jnp.sum(loss * mask), jnp.ones((), jnp.float32)
+  return jnp.sum(loss * mask), jnp.ones((), mask.dtype)
 
 
 def seq_mean_token_sum(loss: Array, mask: Array) -> tuple[Array, Array]:
   """``mean_b sum_t l m`` over sequences that have at least one token."""
   loss, mask = _prep(loss, mask)
-  has = (jnp.sum(mask, axis=1) > 0).astype(jnp.float32)
+  has = (jnp.sum(mask, axis=1) > 0).astype(mask.dtype)
   return jnp.sum(loss * mask), jnp.sum(has)
 
 
@@ -62,7 +62,7 @@ def seq_mean_token_mean(loss: Array, mask: Array) -> tuple[Array, Array]:
   loss, mask = _prep(loss, mask)
   count = jnp.sum(mask, axis=1)
   per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)
-  has = (count > 0).astype(jnp.float32)
+  has = (count > 0).astype(mask.dtype)
   return jnp.sum(per_seq * has), jnp.sum(has)
 
 
@@ -79,7 +79,7 @@ def seq_mean_token_sum_norm(loss: Optional[Array] = None, mask: Optional[Array] 
     return lambda l, m: seq_mean_token_sum_norm(l, m, max_len=max_len)
   loss, mask = _prep(loss, mask)
   norm = loss.shape[1] if max_len is None else max_len
-  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0] * norm, jnp.float32)
+  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0] * norm, mask.dtype)
 
 
 _BY_NAME = {f.__name__: f for f in (token_mean, token_sum, seq_mean_token_sum,
@@ -167,11 +167,13 @@ def _technique_rows():
                                           "verl's new engine worker (batch_num_tokens) gives ours",))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
-                              "verl has no 'token-sum' mode (none in v0.1-v0.7.0 or main 2026-01): sum_bt l*m is "
-                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1",
+                              "verl v0.7.0 has no 'token-sum' mode (nor v0.1-v0.6.1, main 2026-01): sum_bt l*m is "
+                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1; verl 0.9.1 has 'token-sum'",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
-                                          "source has; the formula is our definition, equal to verl's "
-                                          "seq-mean-token-sum-norm with loss_scale_factor=1 on one micro-batch",
+                                          "source has; in v0.7.0 the formula equals verl's seq-mean-token-sum-norm "
+                                          "with loss_scale_factor=1 on one micro-batch; the verl 0.9.1 PyPI wheel "
+                                          "(core_algos.py:1176-1180, read in the #51 error-class sweep) has a "
+                                          "'token-sum' branch, masked_sum(l, m)·dp_size: ours on one device",
                                           _SUM_NORM_SCALE),
                               defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
@@ -198,6 +200,10 @@ def _technique_rows():
                               deviations=("ours divides by B (all rows) as well as L_max, Dr.GRPO's 1/G; verl "
                                           "v0.7.0 divides the token sum by loss_scale_factor only, so verl's loss "
                                           "is B times ours (a constant learning-rate factor per batch size)",
+                                          "the verl 0.9.1 PyPI wheel (core_algos.py:1181-1192, not the cited "
+                                          "v0.7.0) changed this branch to the seq-mean over the non-empty rows "
+                                          "(global_batch_size) ÷ loss_scale_factor: ours when no row is empty "
+                                          "(ours also counts all-padding rows in B)",
                                           _SUM_NORM_SCALE),
                               defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),

@@ -41,7 +41,7 @@ __all__ = ["entropy_bonus", "erc", "clip_cov", "kl_cov", "top_entropy_mask", "ad
 def _entropy_metric(out: PolicyOutputs, mask: Array) -> dict:
   if out.entropy is None:
     return {}
-  return {"entropy": _masked_mean(jax.lax.stop_gradient(out.entropy.astype(jnp.float32)), mask)}
+  return {"entropy": _masked_mean(jax.lax.stop_gradient(out.entropy.astype(_float(out.entropy))), mask)}
 
 
 def _term_name(term) -> str:

@@ -759,7 +759,7 @@ def _technique_rows():
   from rljax._technique import Fidelity, Technique
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
-  verl = "verl 0.9.1 core_algos."
+  verl = "verl v0.7.0 core_algos."
   _V07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
   _TRL19 = "huggingface/trl@v1.9.0 (35def3ee)"
   rows = [
@@ -769,7 +769,8 @@ def _technique_rows():
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
                 read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
-                     "compute_policy_loss_vanilla (the per-token loss before agg_loss); TRL not re-read in issue #51",
+                     "compute_policy_loss_vanilla (the per-token loss before agg_loss; the same function, line for "
+                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); TRL not re-read in issue #51",
                 defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
                           ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
                           ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),
@@ -917,22 +918,27 @@ def _technique_rows():
                 read="yaochenzhu/Rank-GRPO@0808d82c (2026-05-23) libs/trl/rank_grpo_trainer.py:2016-2088 "
                      "(importance_sampling_level 'item': per-item mean log r via scatter_add over seg ids clamped "
                      "to [0, rec_num], PPO clip, loss_type aggregation) and train_rank_grpo.py:117-170 "
-                     "(epsilon 0.06, epsilon_high 0.08, beta = kl_beta 1e-3, num_iterations = mu 1, rec_num 20)",
+                     "(epsilon 0.06, epsilon_high 0.08, beta = kl_beta 1e-3, num_iterations = mu 1, rec_num 20); "
+                     "README.MD:27 (trl[vllm]==0.21.0) and huggingface/trl@v0.21.0 grpo_config.py (loss_type "
+                     "'bnpo')",
                 defaults=(("eps_low", "0.06", "epsilon 0.06"), ("eps_high", "0.08", "epsilon_high 0.08"),
                           ("segments", "ids < max_segments (default T)", "items 0..rec_num−1 (rec_num 20) + one "
                            "overflow bin"),
                           ("KL to the reference", "not in this term (add kl_penalty)", "beta = kl_beta 1e-3, "
                            "k3 per token"),
                           ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
-                          ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type (not set by the "
-                           "script)")),
+                          ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type, not set by the "
+                           "script: 'bnpo' (trl 0.21.0, README.MD:27), the micro-batch's token mean")),
                 placement="theirs: TRL's _compute_loss on each micro-batch, log π_old = the detached current "
                           "log-probs (mu = 1: on-policy) or the generation step's; ours: a loss term on each "
                           "micro-batch, log π_old = logp_old (else logp_behavior), segment ids from the batch",
                 deviations=("the code's overflow bin (tokens after the last item) is any spare id here: give those "
                             "tokens their own id",
                             "log r clamped to ±20 and log ρ at 10; the code has none",
-                            "the KL term (beta 1e-3 in the script) is a separate kl_penalty term"))),
+                            "the KL term (beta 1e-3 in the script) is a separate kl_penalty term",
+                            "their loss_type 'bnpo' (trl 0.21.0's default) divides each micro-batch by its own "
+                            "token count (rank_grpo_trainer.py:2083-2084); chain's token_mean by the whole "
+                            "batch's: equal with one micro-batch per update"))),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),

@@ -483,7 +483,12 @@ def _technique_rows():
                                   "or replay (2026-12)",
                                   read="Fathom-DeepResearch abstract (seed 000 L23, read in full: RAPO, 'a zero-"
                                        "overhead extension of GRPO ... through curriculum pruning, reward-aware "
-                                       "advantage scaling, and per-prompt replay buffers'); no paper body stored; "
+                                       "advantage scaling, and per-prompt replay buffers'); arXiv 2509.24107v1 "
+                                       "(pages corpus, arxiv.org/html/2509.24107v1: the abstract) and the "
+                                       "OpenReview forum (openreview.net/forum?id=X2oH64LWHO, pages corpus: its "
+                                       "abstract: 'a per-prompt replay buffer that injects the latest successful "
+                                       "rollout into failed groups, restoring reward variance'); the method "
+                                       "section was not reached (the corpus returns a page's opening); "
                                        "FractalAIResearchLabs/Fathom-DeepResearch (code index, 6 files): no RAPO",
                                   defaults=(("capacity", "256 rows", "not stated"),
                                             ("per_prompt", "1 (latest success per prompt)", "not stated"),
@@ -495,7 +500,9 @@ def _technique_rows():
                                             "success, which then joins the group's advantage",
                                   deviations=(
                                       "the trigger (an all-failed group), per_group = 1 and per_prompt = 1 are "
-                                      "our reading of 'per-prompt replay buffers'",
+                                      "our reading of the OpenReview abstract's 'injects the latest successful "
+                                      "rollout into failed groups' ('failed' read as no success; which row it "
+                                      "replaces is not stated: ours the lowest-reward one)",
                                       "RAPO's curriculum pruning and reward-aware advantage scaling are not part "
                                       "of this row",
                                       "logp_old='recompute' (the replayed row's ratio against the current "
@@ -543,11 +550,13 @@ def _technique_rows():
                 stage=rorecomp_compensation,
                 fidelity=Fidelity("abstract", f"{_S1} L163 (RoRecomp: 'compensation batches ... from a replay buffer')",
                                   'compensation rows fill freed rows (paper: separate batches); FIFO, replayed once, '
-                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958 summaries) gave the '
-                                  'abstract, not the method (issue #51)',
-                                  read="arXiv 2509.25958 abstract (page read: summarxiv.com/en/paper/2509.25958 and "
-                                       "sciencestack.ai/paper/2509.25958, pages corpus: abstract and a summary; seed "
-                                       "001 L163); the method section and code are not stored",
+                                  'stored A: ours. No code; the pages corpus (arXiv 2509.25958v1 HTML, summaries) gave '
+                                  'the abstract and the opening of §1, not the method',
+                                  read="arXiv 2509.25958v1 (page read: arxiv.org/html/2509.25958v1, pages corpus: abstract "
+                                       "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
+                                       "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
+                                       "the corpus returns a page's opening, so the method section was not "
+                                       "reached; no code found",
                                   defaults=(("fraction", "0.5 (rorecomp's split)", "not stated in the abstract"),
                                             ("compensation", "1.0 (freed rows filled)", "not stated"),
                                             ("capacity", "256 rows, FIFO, each replayed once", "not stated")),
@@ -557,6 +566,9 @@ def _technique_rows():
                                             "non-priority fresh rows enter a FIFO buffer with their advantages and "
                                             "the freed rows of the step take the oldest buffered rows",
                                   deviations=(
+                                      "buffered rows (advantages, rewards, log-probs) are stored as float32, also "
+                                      "under x64 (a fixed-shape checkpointed buffer): a replayed row is "
+                                      "float32-rounded",
                                       "compensation rows share the step's static batch (the paper: separate "
                                       "compensation batches); how they are scheduled is not stated",
                                       "buffered rows keep the advantages computed in their own group; FIFO, each "
@@ -616,6 +628,9 @@ def _technique_rows():
                                             "rows with A' > 0 fill the gradient-free rows of the same batch and "
                                             "loss, their advantage scaled by c(t)",
                                   deviations=(
+                                      "buffered rows (advantages, rewards, log-probs) are stored as float32, also "
+                                      "under x64 (a fixed-shape checkpointed buffer): a replayed row is "
+                                      "float32-rounded",
                                       "replayed rows share the step's batch and loss (theirs: a separate SIL "
                                       "loss pass); the ramp scales the advantage, which scales a PPO-clip row's "
                                       "loss exactly",

@@ -136,6 +136,8 @@ def _technique_rows():
                                             "ours: a completion reward (verifier), once per row after the "
                                             "rollout, run in rljax.sandbox",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "the tests are assert code run with the program, not APPS in/out pairs "
                                       "(a different data format); the program's exit must be followed by the "
                                       "marker printed after the tests",

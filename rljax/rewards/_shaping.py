@@ -728,6 +728,8 @@ def _technique_rows():
                                             "on the step's valid rows, replacing data.rewards before the "
                                             "advantage stage",
                                   deviations=(
+                                      "the shaped reward is float32, also under x64 (built from 0/1 correctness and "
+                                      "integer lengths; the StepData rewards contract)",
                                       "default penalty='kimi' (Kimi k1.5 length reward added to 1[correct]) is "
                                       "ours; penalty='sigmoid', alpha=α gives the translated paper form (tested "
                                       "against a float64 transcription)",
@@ -915,6 +917,8 @@ def _technique_rows():
                                             "generation, reward = 0.5·format + gaussian_rbf; ours: a completion "
                                             "reward, once per row after the rollout",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "sigma defaults to 1.0 (their CLI default); sigma=0.8 is their runs'",
                                       "the number is read by parse='number' (math_answer's extraction); theirs "
                                       "read only the <answer> tag: a callable parse gives theirs",
@@ -943,6 +947,8 @@ def _technique_rows():
                                             "ours: the function maps any d; the catalog stage is a completion "
                                             "reward, d = −|ŝ − s| of the parsed number and the reference",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "the function's default offset is 0 (K is the caller's); offset=-1/K gives "
                                       "theirs; high = 1 is ours and never binds on a probability",
                                       "the stage scores a number's distance (clip(1 − |ŝ − s|, 0, 1)), not a "

@@ -363,6 +363,8 @@ def _technique_rows():
                                             "(reward manager); ours: a completion reward (verifier), once per row "
                                             "after the rollout",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "the default normaliser 'basic' and extract=None are ours; normalize="
                                       "'squad', extract='answer_tag' give verl's EM",
                                       "no score/4 for more than 10 answer tags",
@@ -393,6 +395,8 @@ def _technique_rows():
                                   placement="theirs: the reward function, once per response after the rollout; "
                                             "ours: a completion reward (verifier), once per row after the rollout",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "more answer sources than the last \\boxed; sources=('boxed',) gives "
                                       "verl's extraction",
                                       "numbers compare by value (2 = \\frac{4}{2}, 12 = 12.0, 1/3 ≈ 0.333333 at "
@@ -428,6 +432,8 @@ def _technique_rows():
                                             "(reward manager on the decoded sequence); ours: a completion reward "
                                             "(verifier), once per row after the rollout; the recipe sums rewards",
                                   deviations=(
+                                      "the reward is float32, also under x64 (the StepData contract: rewards [B] "
+                                      "float32, a host function of the text)",
                                       "the default pattern is R1's think-then-answer (no search turns); "
                                       "pattern=SEARCH_R1_FORMAT_PATTERN gives their accepted language",
                                       "the regex runs on the completion; theirs on the decoded text after the "
