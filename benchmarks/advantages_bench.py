@@ -13,12 +13,20 @@ TEMPO has no verl counterpart; it is timed on its own at T = 64 response
 tokens (a short-answer regime; the cost is T sorts of B rows) with groups
 whose responses share random-length prefixes.
 
+Timing: rljax runs under ``rljax.configure_host_allocator()``, as the rljax command line does (glibc keeps freed
+memory: each call's 16 MB ``[B, T]`` output is not faulted in again page by page; under glibc's defaults 6 of
+30 calls after the compile took ~4,096 minor page faults each, with it 1 of 30). verl runs as one long-lived worker per
+``--verl-allocators`` row: ``system`` (glibc's defaults, as verl ships) and ``keep`` (the same glibc settings, given
+at its start; of its 30 calls after a warm-up: 8 with ~4,096 faults under ``system``, 2 under ``keep``). After one warm-up round
+per side, ``--rounds`` rounds alternate rljax and the verl rows (the order reversed every other round); a round is
+the median of ``--repeats`` calls; the ratio is the median over rounds with the per-round range.
+
 The peer at its best (docs/benchmarks.md, "How we compare"): verl at ``--verl-threads`` torch threads (default:
 the machine's cores); a missing verl stops the run with the command that makes its venv (``--skip-verl`` times
 rljax only); above the core count the load average at the start withholds the ratio unless ``--allow-load``.
 
 Usage:
-  python benchmarks/advantages_bench.py [--verl-python /tmp/verl-venv/bin/python] [--repeats 10] [--T 64]
+  python benchmarks/advantages_bench.py [--verl-python /tmp/verl-venv/bin/python] [--rounds 7] [--repeats 20]
 """
 from __future__ import annotations
 
