@@ -205,7 +205,7 @@ def host_batch(data: StepData, *, routing: bool = False) -> dict:
   loss_mask = data.completion_mask & data.valid[:, None]
   adv = np.asarray(data.advantages, np.float32)
   adv = (adv[:, None] if adv.ndim == 1 else adv) * loss_mask
-  host = {"tokens": data.tokens, "loss_mask": loss_mask, "advantages": adv.astype(np.float32),
+  host = {"tokens": data.tokens, "loss_mask": loss_mask, "advantages": adv.astype(np.float32, copy=False),
           "group_id": data.group_id, "rewards": np.asarray(data.rewards, np.float32),
           "logp_behavior": data.logp_behavior}
   optional = {to: getattr(data, field) for field, to in StepData.train_batch_fields().items()}
