@@ -118,8 +118,9 @@ def _technique_rows():
                 "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
                 stage=S.verifier(code_tests),
                 fidelity=Fidelity("peer", "verl v0.7.0 verl/utils/reward_score/prime_code/__init__.py (compute_score)",
-                                  "verl: APPS in/out test cases, last ```python block, continuous (pass rate) as verl calls it; "
-                                  "ours: assert tests appended to the last fenced block, all-pass only, a marker",
+                                  "verl: APPS in/out test cases, last ```python block, continuous (pass rate) as "
+                                  "verl calls it; ours: assert tests appended to the last fenced block, all-pass "
+                                  "only, a marker",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/prime_code/"
                                        "__init__.py:21-73 (compute_score: the ```python split, APPS in/out cases "
                                        "via utils.check_correctness, timeout 5, the continuous branch); "
