@@ -58,8 +58,9 @@ def segment(rewards: Array, segment_ids: Array, group_id: Array, *, mask: Option
   (GRPO's, as SLCA/DSS-GRPO's "group-relative advantages"). Their
   recommended baseline for later blocks is ``outcome_conditioned_baseline``
   (route it with ``to_tokens``); the group mean here is their "Group Mean
-  Baseline" (Sec. 4.3 item 3). Their per-block token mean in the loss is an
-  aggregation choice (``rljax.objectives``), not part of the advantage.
+  Baseline" (Sec. 4.3 item 3). Their per-block token mean in the loss (each
+  block's tokens averaged over the block) is not built: no aggregation in
+  ``rljax.objectives`` sees the segment ids.
 
   Args:
     rewards: ``[B, K]`` one reward per segment.
@@ -627,8 +628,8 @@ def _technique_rows():
                                             "k's tokens, each block's token loss averaged over the block; ours: the "
                                             "advantage stage, once per step, each reward column routed to its "
                                             "segment's tokens (reward_segments, or turn_ids with segments='turns'), "
-                                            "padded rows excluded; the per-block token mean is the aggregation's "
-                                            "choice",
+                                            "padded rows excluded; the loss aggregates every token alike (the "
+                                            "recipe's aggregation: no aggregation sees the segment ids)",
                                   deviations=(
                                       "default divides by the group std (GRPO's, as SLCA/DSS-GRPO's); "
                                       "scale='none' is the paper's main runs",
@@ -636,7 +637,12 @@ def _technique_rows():
                                       "their Algorithm 1 uses the outcome-conditioned stratum mean for blocks "
                                       "k > 1: compute it with outcome_conditioned_baseline and route it",
                                       "a singleton group gives 0 (singleton='zero'); the paper has G ≥ 2",
-                                      "std_ddof=1 by default; the paper's σ is the population std"))),
+                                      "std_ddof=1 by default; the paper's σ is the population std",
+                                      "their loss averages each block's tokens over that block (Σ_k |T_k|⁻¹ "
+                                      "Σ_{t∈T_k}, w_k = 1, Sec. 4.2), so a short block weighs as much as a long "
+                                      "one; no rljax aggregation does (they take (loss, mask), not the segment "
+                                      "ids): token_mean weighs blocks by their length. Fifth draw (#51 item 4): "
+                                      "the record called it 'the aggregation's choice'"))),
       Technique("outcome_conditioned_baseline", "advantage", outcome_conditioned_baseline,
                 "A_i = r_i − mean{r_j : g_j = g_i, o_j = o_i}",
                 f"{_S1} L25; arXiv 2602.10231",

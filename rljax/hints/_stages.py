@@ -236,7 +236,13 @@ TECHNIQUES = (
                                      "verl_grpo/hints/prompt_builder.py:100-150 (build_prefix_prompt_text); "
                                      "verl_grpo/config/verl_run_852_n16.yaml:54-69 (hints). Second reading (#51 "
                                      "item 4): the earlier record cited :3082-3090 and :3315-3420, the "
-                                     "'replacement2' mode, which the yaml does not select",
+                                     "'replacement2' mode, which the yaml does not select. Fifth draw: "
+                                     "ray_trainer.py:4831-4900 (compute_is_ratio: log π_old(y | x̃) from an extra "
+                                     "actor forward of the hinted prompt + response, replaced rows only; "
+                                     "is_log_diff_token = that − old_log_probs); verl_grpo/hints/hint_generator.py:"
+                                     "461-490 (get_solution_prefix: int(f·len) characters, Asymptote stripped, cut "
+                                     "back to a word boundary); ppo_trainer_7b.yaml:352-392 (hints defaults: "
+                                     "hint_trigger_threshold 0, is_weight_power 1.0)",
                                 defaults=(("fraction", "0.5 (one level)", "prefix_fractions 0.2, 0.4, 0.6, 0.8, "
                                            "1.0: the lowest level with a correct sample"),
                                           ("rows", "0.5 (ceil(0.5·G) rows, any outcome, always)",
@@ -268,9 +274,15 @@ TECHNIQUES = (
                                     "correct; theirs replace the whole group (all n rows, by all n hinted "
                                     "samples) and only when at least one hinted sample is correct",
                                     "the default ratio is against the hinted log-prob (logp_old='behavior'); "
-                                    "logp_old='recompute' plus correction tis(1.0, lower=0.01) gives theirs",
-                                    "the guidance is a prefix of the reference answer; theirs of the dataset "
-                                    "solution",
+                                    "logp_old='recompute' plus correction tis(1.0, lower=0.01) is their weight "
+                                    "clamp(π_old(y_t | x)/π(y_t | x̃), 0.01, 1) on the hinted rows",
+                                    "that composition's weight differs from theirs in two ways: tis divides by "
+                                    "the sampler's log-prob under x + h (logp_behavior), theirs by an extra "
+                                    "trainer forward of log π_old(y | x̃); and tis also weighs every fresh row by "
+                                    "min(π_old/π_sampler, 1) (≈ 1), theirs leaves fresh rows at weight 1",
+                                    "the guidance is the first ceil(f·|a|) characters of the reference answer; "
+                                    "theirs the first int(f·|s|) characters of the dataset solution s (Asymptote "
+                                    "stripped), cut back to a word boundary",
                                     "the hinted prompt is our template without a system prompt; theirs is "
                                     "build_prefix_prompt_text with their anti-repetition system prompt"))),
     Technique("lte", "replay", H.mistakes_hint,

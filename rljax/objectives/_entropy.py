@@ -128,7 +128,9 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
   ``verl/trainer/ppo/core_algos.py::compute_policy_loss_grpo_erc``, bounds
   ``entropy_mask_low`` / ``entropy_mask_high``); the defaults 0.95 / 1.05 are
   the released recipes' (``recipe/dapo/*_erc_1_05.sh``). There the wrapped
-  loss is verl's dual-clip PPO with optional TIS; here any term.
+  loss is verl's dual-clip PPO with optional TIS (``grpo_erc``) or GPPO's
+  gradient-preserving clip (``gppo_erc``; no GPPO term is offered here); here
+  any term.
   ρ_t = 1 when both entropies are 0.
 
   Args:
@@ -459,24 +461,35 @@ def _technique_rows():
                 stage=loss_term_factory(erc, role="policy", needs={"entropy_old"}),
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
-                                  "wraps any term (the code: dual-clip PPO); bounds 0.95/1.05 = released recipe",
+                                  "wraps any term (the code: dual-clip PPO, grpo_erc, or GPPO, gppo_erc: not offered); "
+                                  "bounds 0.95/1.05 = released recipes",
                                   read="Kwai-Klear/ERC@f1885c53 (2026-01-05) verl/trainer/ppo/core_algos.py:915-1010 "
                                        "compute_policy_loss_grpo_erc (dual-clip PPO, optional TIS, ρ = (H + 1e-8) / "
                                        "(H_old + 1e-8), detach where not low < ρ < high), verl/workers/actor/"
                                        "dp_actor.py:443 and :534 (old entropies from the rollout batch), recipe/"
                                        "dapo/perf_run_dapo_ours_math_szp_ae_dapo_erc_1_05.sh (clip 0.2/0.28, "
-                                       "clip_ratio_c 10, entropy_mask_low/high 0.95/1.05, token-mean)",
+                                       "clip_ratio_c 10, entropy_mask_low/high 0.95/1.05, token-mean); "
+                                       "core_algos.py:807-912 compute_policy_loss_gppo_erc (the same ERC mask around "
+                                       "GPPO's gradient-preserving clip: clamp(r, (1 − ε_l)·r/sg(r), (1 + ε_h)·r/"
+                                       "sg(r)), dual-clip c) with recipe/dapo/perf_run_dapo_ours_math_szp_ae_gppo_"
+                                       "erc_1_05.sh (loss_mode gppo_erc, clip 0.2/0.2, clip_ratio_c 10, 0.95/1.05, "
+                                       "token-mean); README 'We integrate ERC into both DAPO and GPPO'. Fifth draw "
+                                       "(#51 item 4): gppo_erc was not in the record",
                                   defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
                                             ("eps (δ)", "1e-8", "1e-8"),
                                             ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
-                                             "dual-clip PPO, clip 0.2/0.28, clip_ratio_c 10, TIS off "
-                                             "(tis_imp_ratio_cap)")),
+                                             "loss_mode grpo_erc: dual-clip PPO, clip 0.2/0.28, clip_ratio_c 10; or "
+                                             "gppo_erc: GPPO's gradient-preserving clip, clip 0.2/0.2, clip_ratio_c "
+                                             "10; TIS off (tis_imp_ratio_cap -1)")),
                                   placement="theirs: inside the actor's loss on each micro-batch, H from that "
                                             "forward, H_old the entropies stored with the old log-probs before the "
                                             "update; ours: a wrapper of the term on each micro-batch, H = "
                                             "out.entropy, H_old = batch.entropy_old",
-                                  deviations=("wraps any term; the code fixes dual-clip PPO: erc(ppo_clip(0.2, "
-                                              "0.28, dual_clip=10.0)) is the recipe's loss",
+                                  deviations=("wraps any term; the code has two ERC losses: grpo_erc (dual-clip "
+                                              "PPO: erc(ppo_clip(0.2, 0.28, dual_clip=10.0)) is its recipe's loss) "
+                                              "and gppo_erc (GPPO's gradient-preserving clip, whose clipped tokens "
+                                              "keep a gradient): no GPPO term is offered, so that recipe cannot be "
+                                              "composed",
                                               "ρ = 1 when both entropies and δ are 0 (the code divides 0 by 0)"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",

@@ -118,20 +118,31 @@ def _technique_rows():
                 "issue #20 item 3 (code verifiers; PRIME-style unit-test reward)",
                 stage=S.verifier(code_tests),
                 fidelity=Fidelity("peer", "verl v0.7.0 verl/utils/reward_score/prime_code/__init__.py (compute_score)",
-                                  "verl: APPS in/out test cases, last ```python block; ours: assert tests appended "
-                                  "to the last fenced block, all-pass only, a marker after the tests",
+                                  "verl: APPS in/out test cases, last ```python block, continuous (pass rate) as "
+                                  "verl calls it; ours: assert tests appended to the last fenced block, all-pass "
+                                  "only, a marker",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/prime_code/"
-                                       "__init__.py:21-80 (compute_score: the ```python split, APPS in/out cases "
-                                       "via utils.check_correctness, timeout 5 s, continuous off)",
+                                       "__init__.py:21-73 (compute_score: the ```python split, APPS in/out cases "
+                                       "via utils.check_correctness, timeout 5, the continuous branch); "
+                                       "verl/utils/reward_score/__init__.py:74-88 (default_compute_score, the "
+                                       "caller for data sources codecontests / apps / codeforces / taco: "
+                                       "prime_code.compute_score(..., continuous=True), sandbox_fusion likewise "
+                                       "when sandbox_fusion_url is set); prime_code/utils.py:41-60 "
+                                       "(check_correctness: the run killed after timeout + 1 s). Fifth draw (#51 "
+                                       "item 4): the caller was not read before; 'continuous off' was the "
+                                       "function's default, not verl's",
                                   defaults=(("extract", "'fenced': the last ```python / ```py / ``` block",
                                              "completion.split('```python')[-1].split('```')[0] (the whole "
                                              "text when there is no fence)"),
                                             ("tests", "assert code appended to the program",
                                              "APPS inputs/outputs pairs (stdin/stdout or call-based)"),
-                                            ("score", "1 if all pass, else 0", "all pass (continuous=False); "
-                                             "continuous: the pass rate of the first 10 cases"),
+                                            ("score", "1 if all pass, else 0", "continuous=True (the "
+                                             "caller's): 1 if all pass, else the pass rate of the first 10 cases, "
+                                             "each run alone; the function's own default continuous=False gives "
+                                             "1 / 0"),
                                             ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only",
-                                             "timeout 5 s for the whole set (10 s per case)")),
+                                             "all cases: timeout=5 (a 5 s alarm per case, the run killed after "
+                                             "6 s); per case (continuous): timeout=10, killed after 11 s")),
                                   placement="theirs: the reward function, once per response after the rollout; "
                                             "ours: a completion reward (verifier), once per row after the "
                                             "rollout, run in rljax.sandbox",
@@ -143,7 +154,9 @@ def _technique_rows():
                                       "marker printed after the tests",
                                       "a completion without a fence scores 0 (theirs run the whole text); a bare "
                                       "``` or ```py block is accepted (theirs: only ```python)",
-                                      "no continuous (pass-rate) score"))),
+                                      "no continuous (pass-rate) score: verl's reward for code data sources "
+                                      "is continuous=True (a failed set scores the pass rate of its first 10 "
+                                      "cases); ours scores such a completion 0"))),
   )
 
 
