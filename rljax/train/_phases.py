@@ -161,10 +161,10 @@ def score_tail(ctx, data: StepData, key, st, metrics: dict) -> StepData:
 def _rollouts(ctx, r, st) -> None:
   """The policy's rollouts (episodes for a multi-turn task), scored (rewards -> :func:`score_tail`); greedy
   rollouts first when a stage needs ``greedy_rewards``; a prompt filter's pilot rows join their groups. Each
-  group's stored row to replay (a replay stage's prompt swap) goes with its rows (``extras["replay_slot"]``)."""
+  group's stored row to replay (a replay stage's prompt swap) goes with its rows (``data.replay_slot``)."""
   r.data = ctx.roll_out(r, st)
   if r.replay_slots is not None:
-    r.data = r.data.replace(extras={**r.data.extras, "replay_slot": np.repeat(r.replay_slots, ctx.group_size)})
+    r.data = r.data.with_extras(replay_slot=np.repeat(r.replay_slots, ctx.group_size))
 
 
 def _resample(ctx, r, st) -> None:
@@ -207,7 +207,7 @@ def _replay(ctx, run, st) -> None:
     run.data, states[stage.name], m = ctx.call("replay", stage, lambda stage=stage: stage.fn(run.data,
                                                                                            states[stage.name]))
     run.metrics.update(scalar_metrics(m, stage.name))
-    if st["forwards"] and run.data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, ...)
+    if st["forwards"] and run.data.replay_mask.any():  # the stored rows' forwards (proximal, ...)
       _inputs(ctx, run, st)
 
 
@@ -215,7 +215,7 @@ def _inputs(ctx, run, st) -> None:
   """The forwards the needs ask and the update's extras (``ctx.forwards``); replayed rows then take their stored
   behaviour log-probs as ``logp_old`` when the replay stage says ``logp_old="behavior"``."""
   data = ctx.forwards(run.data, run.metrics)
-  marked = data.extras.get("replay_mask")  # absent before an "advantages"-phase replay stage has run
+  marked = data.replay_mask  # absent before an "advantages"-phase replay stage has run
   if st["behavior_logp_old"] and data.logp_old is not None and marked is not None:
     rows = np.asarray(marked, bool)[:, None]
     data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))

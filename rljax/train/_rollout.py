@@ -153,7 +153,7 @@ class Collector:
         reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
     token_version = getattr(r, "token_version", None)  # [B, T] per-token policy versions (the async sampler's)
     if token_version is not None:
-      data = data.replace(extras={"policy_version": np.asarray(token_version, np.int32)})
+      data = data.with_extras(policy_version=np.asarray(token_version, np.int32))
     for need in self.scoring_needs:  # each one's registered producer (rljax.train._producers)
       data = data.replace(**SCORING[need](exp.task, call.answer_index, completions, expanded))
     return score_tail(self, data, key, self.stages["rollouts"], call.metrics).replace(key=key)
@@ -213,7 +213,7 @@ class Collector:
     """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.
     ``rljax.hints``): the stage names a prompt per group and how many rows it takes; the collector samples
     ``group_size`` completions of each, the stage's ``splice`` picks the rows they replace and rebuilds them, and
-    the collector scores them against the round's problems; ``extras["replay_mask"]`` marks them. A multi-turn
+    the collector scores them against the round's problems; ``data.replay_mask`` marks them. A multi-turn
     task's episodes are not resampled (refused at start-up)."""
     call, data, problems, index, step, side, g = r.call, r.data, r.problems, r.index, r.step, r.side, self.group_size
     if self.multi_turn:
@@ -246,7 +246,7 @@ class Collector:
         extras = {k: np.asarray(v) for k, v in data.extras.items()}
         both = concat_steps([data.replace(extras=extras), new.replace(extras=dict(extras))])
         data = both.take(take_rows).replace(group_id=data.group_id, valid=data.valid)
-    return data.replace(extras={**data.extras, "replay_mask": mask})
+    return data.with_extras(replay_mask=mask)
 
   # ------------------------------------------------------------------------- one step
 
