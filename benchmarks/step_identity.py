@@ -3,14 +3,20 @@
 Each case is a tiny run (1-digit addition, 50 SFT steps, 3 RL steps of 8 prompts x 4) of a recipe that walks
 some phase of ``rljax.train._phases.PIPELINE`` in a particular way (pilots, a curriculum's draw, refills, replay
 and its prompt swap, hints, the greedy baseline, critics, controllers, multi-reward, shaping, advantage filters,
-a multi-turn task). ``run`` writes each case's RL rows, without the wall-clock keys (``time/...``), to
-``OUT/<case>.jsonl``; ``compare`` says which cases differ, key by key (exactly: ``==`` on the parsed JSON)::
+a multi-turn task): the group ``recipes``. The group ``arena`` is the arena's default entries
+(``rljax.arena.EXPERIMENTS["default"]``, 26), each with the entry's own overrides at the same tiny sizes, so that
+every entry runs its real code path (its loss, advantage, critic, controllers, filters with refills, prompt filter,
+shaping). They run on the cases' task, not the arena's countdown: at these sizes countdown's rewards are all 0
+(advantages 0, nothing filtered or refilled), while 1-digit addition gives mixed groups. ``run`` writes each case's RL rows, without the
+wall-clock keys (``time/...``), to ``OUT/<case>.jsonl``; ``compare`` says which cases differ, key by key (exactly:
+``==`` on the parsed JSON)::
 
     JAX_PLATFORMS=cpu python benchmarks/step_identity.py run /tmp/before      # on the old commit
     JAX_PLATFORMS=cpu python benchmarks/step_identity.py run /tmp/after       # on the new one
     python benchmarks/step_identity.py compare /tmp/before /tmp/after        # exit 1 on any difference
 
-``run OUT CASE...`` runs only the named cases; ``list`` prints them.
+``run OUT NAME...`` runs only the named cases or groups (``recipes``: the default; ``arena``; ``all``), e.g.
+``run /tmp/before-arena arena``; ``list [GROUP]`` prints the cases.
 """
 from __future__ import annotations
 
@@ -37,7 +43,18 @@ EXTRA = {
 }
 
 
-def cases() -> dict:
+GROUPS = ("recipes", "arena")
+
+
+def cases(group: str = "recipes") -> dict:
+  """``{case: overrides after BASE}`` of ``group`` (``"recipes"``, ``"arena"``, ``"all"``)."""
+  if group == "all":
+    return {n: o for g in GROUPS for n, o in cases(g).items()}
+  if group == "arena":
+    from rljax.arena import ENTRIES, EXPERIMENTS  # pylint: disable=import-outside-toplevel
+    return {f"arena_{n}": list(ENTRIES[n].overrides) for n in EXPERIMENTS["default"]}
+  if group != "recipes":
+    raise SystemExit(f"unknown group {group!r}; groups: {list(GROUPS) + ['all']}")
   from rljax.recipes._examples import example  # pylint: disable=import-outside-toplevel
   out = {n: [f"rl.{k}={v}" for k, v in example(n).items()] for n in EXAMPLES}
   out.update(EXTRA)
@@ -50,13 +67,14 @@ def run(out: str, names=()) -> None:
   jax.config.update("jax_compilation_cache_dir", os.path.join(tempfile.gettempdir(), "rljax_step_identity_cache"))
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
   os.makedirs(out, exist_ok=True)
-  todo = cases()
-  unknown = sorted(set(names) - set(todo))
+  every = cases("all")
+  groups = [n for n in names if n in (*GROUPS, "all")] or ([] if names else ["recipes"])
+  todo = {n: o for g in groups for n, o in cases(g).items()}
+  unknown = sorted(set(names) - set(every) - {*GROUPS, "all"})
   if unknown:
-    raise SystemExit(f"unknown cases {unknown}; cases: {sorted(todo)}")
+    raise SystemExit(f"unknown cases {unknown}; cases: {sorted(every)}; groups: {list(GROUPS) + ['all']}")
+  todo.update({n: every[n] for n in names if n in every})
   for name, overrides in todo.items():
-    if names and name not in names:
-      continue
     with tempfile.TemporaryDirectory() as d:
       train(apply_overrides(tiny_config(d), BASE + overrides))
       rows = [{k: v for k, v in r.items() if not k.startswith("time/")}
@@ -95,7 +113,7 @@ if __name__ == "__main__":
     run(args[0], args[1:])
   elif cmd == "compare" and len(args) == 2:
     sys.exit(compare(*args))
-  elif cmd == "list":
-    print("\n".join(cases()))
+  elif cmd == "list" and len(args) <= 1:
+    print("\n".join(cases(*args)))
   else:
     sys.exit(__doc__)

@@ -290,19 +290,19 @@ def _curriculum_state(out, cfg, step):
 
 
 def test_collector_rolls_out_the_drawn_prompts():
-  """The prompts phase's draw (``rljax.train._phases._draw_prompts``, in the collector's context): the curriculum's
+  """The prompts phase's draw (``rljax.train._mechanics.curriculum_draw``, in the collector's context): the curriculum's
   indices replace the loader's candidates (problems looked up in the training set), its metrics are logged under
   its name, and a draw out of range is refused."""
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
-  from rljax.train._phases import _draw_prompts  # pylint: disable=import-outside-toplevel
+  from rljax.train._mechanics import curriculum_draw  # pylint: disable=import-outside-toplevel
   from rljax.train._rows import unchecked  # pylint: disable=import-outside-toplevel
   problems = [f"p{i}" for i in range(10)]
   stage = recipes.stage("dump").bind(FACTS)
   ctx = SimpleNamespace(call=unchecked, num_dataset_prompts=10, train_problems=problems)
   r = SimpleNamespace(step=0, metrics={}, prompt_states={"greso": None, "dump": stage.init(10)})
-  st = {"prompt_filters": (recipes.stage("greso").bind(FACTS), stage)}
+  filters = (recipes.stage("greso").bind(FACTS), stage)
   key = jax.random.PRNGKey(2)
-  got, index = _draw_prompts(ctx, r, st, key, ["x", "y", "z"], np.array([7, 8, 9]))
+  got, index = curriculum_draw(ctx, r, filters, key, ["x", "y", "z"], np.array([7, 8, 9]))
   expected, _, _ = stage.draw(stage.init(10), _prompts(), jax.random.fold_in(key, 41))  # dump is filter 1
   np.testing.assert_array_equal(index, expected)
   assert got == [problems[i] for i in expected]
@@ -310,7 +310,7 @@ def test_collector_rolls_out_the_drawn_prompts():
   bad = PromptFilter(lambda n: (), draw=lambda st, pr, k: (np.array([0, 1, 10]), st, {}), name="bad")
   r.prompt_states = {"bad": ()}
   with pytest.raises(ValueError, match="dataset indices"):
-    _draw_prompts(ctx, r, {"prompt_filters": (bad,)}, key, ["x", "y", "z"], np.array([7, 8, 9]))
+    curriculum_draw(ctx, r, (bad,), key, ["x", "y", "z"], np.array([7, 8, 9]))
 
 
 def test_the_loop_observes_each_prompt_filter_in_its_phase():

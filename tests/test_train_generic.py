@@ -184,11 +184,44 @@ def test_every_extras_key_the_library_uses_is_declared():
   from rljax.stages import EXTRAS  # pylint: disable=import-outside-toplevel
   assert _extras_keys('d.extras["a"]; x.extras.get("b"); "c" in data.extras; d.replace(extras={"e": 1})\n') == \
       {"a", "b", "c", "e"}
-  used = set()
+  used = {}
   for path in sorted((TRAIN.parent).rglob("*.py")):
-    used |= _extras_keys(path.read_text())
-  assert {"replay_mask", "replay_slot", "policy_version", "role_id"} <= used
-  assert used - {"reward_segments"} <= set(EXTRAS), f"undeclared extras keys: {sorted(used - set(EXTRAS))}"
+    for key in _extras_keys(path.read_text()):
+      used.setdefault(key, []).append(str(path.relative_to(TRAIN.parent.parent)))
+  assert set(used) - {"reward_segments"} <= set(EXTRAS), f"undeclared extras keys: {sorted(set(used) - set(EXTRAS))}"
+  # the declared ones are typed attributes (data.replay_mask) written by with_extras: no string key anywhere
+  # (before: replay_mask 17 reads, role_id 5, logp_prm 4, replay_slot / policy_version / hint_mask 3 each)
+  strings = {k: v for k, v in used.items() if k in EXTRAS}
+  assert not strings, f"declared extras read or written by string key (use data.<name> / with_extras): {strings}"
+
+
+def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudly():
+  """Issue #50 item 3: ``data.<extra>`` for each entry of ``EXTRAS`` (None when absent), ``with_extras`` checks the
+  name, the NumPy kind and the shape against the declaration; a misspelt name raises instead of reading None."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.stages import EXTRAS, StepData, probe_step  # pylint: disable=import-outside-toplevel
+  typed = {n for n, v in vars(StepData).items() if isinstance(v, property) and n in EXTRAS}
+  assert typed == set(EXTRAS)
+  data = probe_step()
+  b, t = data.tokens.shape
+  assert all(getattr(data, n) is None for n in EXTRAS)
+  mask, version = np.arange(b) % 2 == 0, np.full((b, t), 3, np.int32)
+  out = data.with_extras(replay_mask=mask, policy_version=version)
+  assert out.replay_mask is mask and out.policy_version is version and out.hint_mask is None
+  assert list(out.extras) == ["replay_mask", "policy_version"] and data.extras == {}  # a new step, in order
+  assert out.replace(extras={**out.extras, "mine": 1}).with_extras(replay_mask=None).extras.keys() == \
+      {"policy_version", "mine"}  # None removes; a stage's own key is kept
+  assert out.take(np.arange(2)).replay_mask.tolist() == mask[:2].tolist()  # a per-row extra follows the rows
+  with pytest.raises(AttributeError):
+    _ = data.replay_msk  # noqa: F841 - a misspelt read
+  with pytest.raises(ValueError, match=r"undeclared extras \['replay_msk'\]; the declared ones .*'replay_mask'"):
+    data.with_extras(replay_msk=mask)
+  with pytest.raises(ValueError, match=r"extras\['replay_mask'\] .* kind 'b' and shape \(%d,\), got float32" % b):
+    data.with_extras(replay_mask=mask.astype(np.float32))
+  with pytest.raises(ValueError, match=r"extras\['policy_version'\] .* shape \(%d, %d\), got int32 of shape \(%d,\)"
+                     % (b, t, b)):
+    data.with_extras(policy_version=np.zeros(b, np.int32))
 
 
 def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_shape():
@@ -206,6 +239,8 @@ def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_sh
   for extras, match in [({"replay_mask": np.zeros(b, np.float32)}, r"extras\['replay_mask'\] .* of dtype float32, "
                                                                       r"not bool"),
                         ({"replay_mask": np.zeros(b + 1, bool)}, r"extras\['replay_mask'\] .* of shape \(%d,\)" % (b + 1)),
-                        ({"policy_version": np.zeros(b, np.int32)}, r"extras\['policy_version'\] .* of shape")]:
+                        ({"policy_version": np.zeros(b, np.int32)}, r"extras\['policy_version'\] .* of shape"),
+                        ({"replay_masks": np.zeros(b, bool)}, r"extras\['replay_masks'\] is not declared .* did you "
+                                                              r"mean 'replay_mask'")]:
     with pytest.raises(ValueError, match=match):
       check("replay", "rl.replay stage 'r'", (data.replace(extras=extras), None, {}), dims)

@@ -49,11 +49,11 @@ def absent(data):  # pylint: disable=unused-argument
 
 
 def prm_logp(data) -> np.ndarray:
-  """``data.extras["logp_prm"] [B, T]``: a process reward model's log-probs of the rollout tokens (``oprl``)."""
-  x = data.extras.get("logp_prm") if data.extras else None
+  """``data.logp_prm [B, T]``: a process reward model's log-probs of the rollout tokens (``oprl``)."""
+  x = data.logp_prm
   if x is None:
-    raise ValueError("oprl(prm='extras') needs data.extras['logp_prm'] [B, T], the PRM's log-probs of the rollout "
-                     "tokens, written by an earlier stage; use prm='policy' without a PRM")
+    raise ValueError("oprl(prm='extras') needs data.extras['logp_prm'] [B, T] (data.logp_prm), the PRM's log-probs "
+                     "of the rollout tokens, written by an earlier stage; use prm='policy' without a PRM")
   return np.asarray(x)
 
 

@@ -5,7 +5,7 @@ answer_key)`` names the groups to hint and their hinted prompts; the collector s
 hinted prompt with the same policy; the stage's ``splice`` (``_rules.splice_hinted``) moves each completion behind
 its *unhinted* prompt (``_rules.unhinted_rows``) and picks the group's failed rows it replaces
 (``_rules.replaced_rows``); the collector scores them against the original problem and puts them in place.
-Those rows carry ``extras["replay_mask"]`` (and, from ``fn``, ``extras["hint_mask"]``)
+Those rows carry ``data.replay_mask`` (and, from ``fn``, ``data.hint_mask``; declared extras: ``rljax.stages.EXTRAS``)
 and the hinted sampler's log-probs as ``logp_behavior``. The stage's ``fn`` then only counts them (its state:
 the number of hinted groups so far, checkpointed).
 
@@ -43,14 +43,14 @@ def _logp_old(v: str) -> str:
 
 def _count(data: StepData, state):
   """``fn``: the hinted rows pass through; ``replay_mask`` is present for the losses; the state counts groups."""
-  extras = dict(data.extras)
-  hinted = np.asarray(extras.get("hint_mask", extras.get("replay_mask", np.zeros(data.batch_size, bool))), bool)
-  extras.setdefault("replay_mask", hinted.copy())
-  extras["hint_mask"] = hinted
+  marked = data.hint_mask if data.hint_mask is not None else data.replay_mask
+  hinted = np.asarray(np.zeros(data.batch_size, bool) if marked is None else marked, bool)
+  data = data.with_extras(replay_mask=hinted.copy() if data.replay_mask is None else data.replay_mask,
+                          hint_mask=hinted)
   rows = hinted & data.valid
   groups = np.unique(data.group_id[rows]).size
   state = np.asarray(state, np.int64) + groups
-  return data.replace(extras=extras), state, {
+  return data, state, {
       "hinted_rows": float(rows.sum()), "hinted_groups": float(groups),
       "hinted_success": float(np.mean(data.correct[rows] > 0.5)) if rows.any() else 0.0,
       "hinted_groups_total": float(state[0])}

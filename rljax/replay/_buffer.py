@@ -32,7 +32,7 @@ class ReplayBuffer(NamedTuple):
     reward, correct: ``[C]`` float32 the row's reward and verdict.
     score: ``[C]`` float32, the success rate of the row's prompt when last observed.
     step: ``[C]`` int64, the RL step that stored the row; seq: ``[C]`` int64 insertion number (-1 empty).
-    role_id: ``[C]`` int32, the row's self-play role (``extras["role_id"]``, rljax/train/_episodes.py); -1 none.
+    role_id: ``[C]`` int32, the row's self-play role (``StepData.role_id``, rljax/train/_episodes.py); -1 none.
   """
   tokens: np.ndarray
   prompt_mask: np.ndarray
@@ -114,26 +114,26 @@ def store(buf: ReplayBuffer, data, rows, *, step: int, score=None, advantages=No
   out.score[slots] = score
   out.step[slots] = int(step)
   out.seq[slots] = nxt + np.arange(rows.size)
-  role = data.extras.get("role_id")
+  role = data.role_id
   out.role_id[slots] = -1 if role is None else np.asarray(role, np.int32)[rows]
   return out
 
 
 def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
-  """``data`` with stored ``slots`` put in place of batch ``rows`` (valid, ``extras["replay_mask"]`` True).
+  """``data`` with stored ``slots`` put in place of batch ``rows`` (valid, ``data.replay_mask`` True).
 
   The rows take the stored tokens, masks, behaviour log-probs/entropies, reward, correctness and prompt index,
   and ``completions`` entry ``""`` (the text is not stored); ``group_id`` stays the row's. A multi-turn step's
   turn structure is not stored either: the rows get ``turn_ids`` -1, no ``step_mask`` turns, ``step_rewards`` 0
   and ``turns`` ``()`` (never the fresh row's, which describe other tokens). A batch with self-play roles
-  (``extras["role_id"]``) gives the rows the stored row's role (-1 if it had none). ``advantages=True``:
+  (``data.role_id``) gives the rows the stored row's role (-1 if it had none). ``advantages=True``:
   the rows also take the stored token advantages (``data.advantages`` becomes ``[B, T]``).
   """
   rows, slots = np.asarray(rows, np.int64).reshape(-1), np.asarray(slots, np.int64).reshape(-1)
   b, t = data.tokens.shape
-  mask = np.array(data.extras.get("replay_mask", np.zeros(b, bool)), bool)
+  mask = np.array(np.zeros(b, bool) if data.replay_mask is None else data.replay_mask, bool)
   if rows.size == 0:
-    return data.replace(extras={**data.extras, "replay_mask": mask})
+    return data.with_extras(replay_mask=mask)
   if buf.tokens.shape[1] != t:
     raise ValueError(f"replay buffer rows are {buf.tokens.shape[1]} tokens wide, the batch's {t}")
   take = lambda field, dtype: np.array(field, dtype)
@@ -154,12 +154,10 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
     completions[int(r)] = ""
   changes = dict(tokens=tokens, prompt_mask=pm, completion_mask=cm, logp_behavior=logp, entropy_behavior=ent,
                  rewards=rewards, correct=correct, prompt_index=pidx, valid=valid,
-                 lengths=cm.sum(1).astype(np.int32), completions=tuple(completions),
-                 extras={**data.extras, "replay_mask": mask})
-  if "role_id" in data.extras:  # a self-play row's role is the stored row's, not the fresh row's it replaces
-    role = np.array(data.extras["role_id"], np.int32)
+                 lengths=cm.sum(1).astype(np.int32), completions=tuple(completions))
+  role = None if data.role_id is None else np.array(data.role_id, np.int32)
+  if role is not None:  # a self-play row's role is the stored row's, not the fresh row's it replaces
     role[rows] = buf.role_id[slots]
-    changes["extras"] = {**changes["extras"], "role_id": role}
   # the turn structure is not stored: a replayed row has none (turn -1 on every token, no turns), never the fresh
   # row's, which belongs to other tokens (a stage that needs it after the replay is refused at start-up)
   if data.turn_ids is not None:
@@ -176,7 +174,7 @@ def insert(data, buf: ReplayBuffer, rows, slots, *, advantages: bool = False):
     adv = np.array(np.broadcast_to(adv[:, None], (b, t)) if adv.ndim == 1 else adv, np.float32)
     adv[rows] = buf.advantages[slots]
     changes["advantages"] = adv * cm
-  return data.replace(**changes)
+  return data.replace(**changes).with_extras(replay_mask=mask, role_id=role)
 
 
 def group_rows(group_id, valid) -> dict:
@@ -393,7 +391,7 @@ def success_store_plan(data, buf: ReplayBuffer, groups, *, per_prompt: int):
 
   Returns ``(rows [n] to store, slots [m] to empty)`` int64.
   """
-  fresh = ~np.asarray(data.extras.get("replay_mask", np.zeros(data.batch_size, bool)), bool)
+  fresh = ~np.asarray(np.zeros(data.batch_size, bool) if data.replay_mask is None else data.replay_mask, bool)
   correct, rewards = np.asarray(data.correct, np.float64), np.asarray(data.rewards, np.float64)
   rows_out, drop = [], []
   for rows in groups.values():

@@ -4,7 +4,7 @@ Each factory validates its hyper-parameters and returns a stage that the loop bi
 (``RunFacts.seq_len``: the buffer's row width; ``group_size``: ExGRPO's accuracy buckets). The buffer is the
 stage's state (``init()``): a ``ReplayBuffer`` of fixed-shape arrays, kept in the checkpoint and restored bit for
 bit. ``fn(data, state)`` first plans from the buffer as it was before the step (which fresh rows take which
-stored rows: ``_buffer``'s pure rules), puts the stored rows into the batch (``extras["replay_mask"]`` marks
+stored rows: ``_buffer``'s pure rules), puts the stored rows into the batch (``data.replay_mask`` marks
 them), then stores the step's fresh rows. Replayed rows are never stored again. The catalog rows (``TECHNIQUES``, at
 the end) are declared beside these factories; each names the ``_buffer`` rule its stage applies as its ``fn``.
 
@@ -34,15 +34,14 @@ def _width(facts: Optional[RunFacts], name: str) -> int:
 
 
 def _start(data: StepData) -> StepData:
-  """``data`` with ``extras["replay_mask"]`` present (all False for the fresh rows) and no ``replay_slot``."""
-  extras = {k: v for k, v in data.extras.items() if k != "replay_slot"}
-  extras.setdefault("replay_mask", np.zeros(data.batch_size, bool))
-  return data.replace(extras=extras)
+  """``data`` with ``replay_mask`` present (all False for the fresh rows) and no ``replay_slot``."""
+  mask = np.zeros(data.batch_size, bool) if data.replay_mask is None else data.replay_mask
+  return data.with_extras(replay_slot=None, replay_mask=mask)
 
 
 def _fresh_groups(data: StepData) -> dict:
   """``{group id: rows}`` over the valid rows that were sampled this step (not replayed)."""
-  fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+  fresh = data.valid & ~np.asarray(data.replay_mask, bool)
   return B.group_rows(data.group_id, fresh)
 
 
@@ -148,7 +147,7 @@ def _adapr_stage(*, capacity: int, top_ratio: float, replay_ratio: float, balanc
 
     def fn(data, state):
       data = _start(data)
-      fresh = np.flatnonzero(data.valid & ~np.asarray(data.extras["replay_mask"], bool))
+      fresh = np.flatnonzero(data.valid & ~np.asarray(data.replay_mask, bool))
       adv = np.asarray(data.require("advantages", "positive_replay"), np.float32)
       adv_t = (adv[:, None] if adv.ndim == 1 else adv) * data.completion_mask
       row_adv = B._row_means(adv_t, data.completion_mask)  # pylint: disable=protected-access
@@ -227,7 +226,8 @@ def exgrpo(*, capacity: int = 512, ratio: float = 0.5, per_prompt: int = 2, mu: 
                           "pool_prompts": float(pool.size)}
 
     def fn(data, state):
-      slot_of_row = np.asarray(data.extras.get("replay_slot", np.full(data.batch_size, -1)), np.int64)
+      slot_of_row = np.asarray(np.full(data.batch_size, -1) if data.replay_slot is None else data.replay_slot,
+                               np.int64)
       data = _start(data)
       rows, slots = [], []
       for g, r in B.group_rows(data.group_id, data.valid).items():
@@ -280,7 +280,7 @@ def rorecomp_compensation(*, capacity: int = 256, fraction: float = 0.5, compens
 
     def fn(data, state):
       data = _start(data)
-      fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+      fresh = data.valid & ~np.asarray(data.replay_mask, bool)
       priority, _ = _rorecomp(data.correct, data.lengths, data.group_id, fraction=fraction, valid=fresh)
       freed = np.flatnonzero(fresh & ~priority)
       adv = np.asarray(data.require("advantages", "rorecomp_compensation"), np.float32)
@@ -367,7 +367,7 @@ def spear_replay(*, capacity: int = 256, threshold: float = 0.0, ratio: float = 
     def fn(data, state):
       data = _start(data)
       buf, step = state.buffer, int(data.step)
-      fresh = data.valid & ~np.asarray(data.extras["replay_mask"], bool)
+      fresh = data.valid & ~np.asarray(data.replay_mask, bool)
       row_adv = _row_advantages(data)
       new = (B.spear_group_means(data.rewards, data.group_id, fresh) if baseline == "group"
              else np.asarray(data.rewards, np.float32)[fresh])

@@ -52,9 +52,9 @@ LossTerm        ``build(hparams) -> term`` with ``term(out, batch) -> (per_token
                 hparam names (``eps_low -> clip_low``), so a controller changes them without recompiling
 Replay          ``init() -> state`` (fixed-shape arrays: checkpointed); ``fn(data, state) -> (data, state,
                 metrics)``: puts stored rows into the batch in place of fresh ones (marked
-                ``data.extras["replay_mask"] [B]``) and stores fresh rows; optional ``prompts(state, index [P],
+                ``data.replay_mask [B]``, ``with_extras``) and stores fresh rows; optional ``prompts(state, index [P],
                 key) -> (index [P], slots [P], metrics)`` swaps prompts before the rollout (``slots``: the
-                stored row each group will replay, -1 none; ``fn`` reads them as ``extras["replay_slot"]``);
+                stored row each group will replay, -1 none; ``fn`` reads them as ``data.replay_slot``);
                 optional ``hints(data, group_size, answer_key) -> (prompts [P], take [P], metrics)`` re-samples
                 failed groups with a hinted prompt, trained behind the unhinted one (``rljax.hints``).
                 ``phase`` ``"rewards"`` (before the forwards: replayed rows get advantages in their group) or

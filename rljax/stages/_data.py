@@ -73,6 +73,47 @@ def _rows(default=dataclasses.MISSING, **declared):
   return _field(_ROWS, default, **declared)
 
 
+class Extra(NamedTuple):
+  """A declared ``StepData.extras`` entry: its dtype ``kinds`` (NumPy kinds: ``"b"`` bool, ``"iu"`` int, ``"f"``
+  float), its ``shape`` (``"B"``: ``[B]``, ``"BT"``: ``[B, T]``), who writes it (``by``) and what it holds."""
+  kinds: str
+  shape: str
+  by: str
+  doc: str
+
+
+# The extras the library's stages and runners write and read, declared once, each by its writer: ``StepData`` reads
+# each as a typed attribute (``data.replay_mask``) and writes it with ``StepData.with_extras``, which refuses a name
+# not declared here and a value of another dtype or shape; the start-up check refuses a stage that returns one of
+# them with another dtype or shape, naming the stage and the key (``rljax.train._contracts``). A user stage may add
+# keys of its own (``replace(extras=...)``: they reach ``TrainBatch.extras`` unchecked).
+EXTRAS: Mapping[str, Extra] = {
+    "replay_mask": Extra("b", "B", "a replay or hint stage (rljax.replay, rljax.hints)",
+                         "True on the rows the stage put into the batch (stored or hinted rows); the off-policy "
+                         "loss terms read it (exgrpo_policy's replay_key)"),
+    "replay_slot": Extra("iu", "B", "the collector, from a replay stage's prompts()",
+                         "the stored row each sampled row's group replays (-1: none); the stage's fn reads it"),
+    "hint_mask": Extra("b", "B", "a hint stage (rljax.hints)", "True on the hinted rows"),
+    "role_id": Extra("iu", "B", "self-play episodes (rljax.train._episodes); a replayed row takes the stored row's",
+                     "the row's self-play role (-1: none)"),
+    "policy_version": Extra("iu", "BT", "the asynchronous sampler (rljax.train._async)",
+                            "the policy version that sampled each token"),
+    "logp_prm": Extra("f", "BT", "the task or a user stage (a process reward model)",
+                      "a PRM's log-probs of the rollout tokens (oprl(prm='extras'))"),
+}
+
+
+def _extra(name: str) -> property:
+  """``StepData.<name>``: the declared extra ``name`` of :data:`EXTRAS` (its array, or None when the step has none)."""
+  spec = EXTRAS[name]
+
+  def get(self) -> Optional[np.ndarray]:
+    return self.extras.get(name)
+  shape = "[B]" if spec.shape == "B" else "[B, T]"
+  return property(get, doc=f"``extras[{name!r}]`` {shape} ({spec.kinds} kind) or None: {spec.doc}; written by "
+                           f"{spec.by}.")
+
+
 @dataclasses.dataclass(frozen=True)
 class StepData:
   """Everything one RL step knows about its rollouts (host arrays, B rows = groups of samples).
@@ -98,7 +139,9 @@ class StepData:
   (``TrainBatch.segment_ids``: 0 = padding, tokens attend within equal ids; set by multi-turn rows that pack an
   episode's context windows, ``rljax.envs.pack_windows``; None: one sequence per row); ``routing [B, T, L_moe, k]``
   int32, the experts the sampler used (MoE models, when recorded: ``rl.routing_replay`` replays them).
-  ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids).
+  ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids); the extras the library writes are declared in
+  :data:`EXTRAS` by their writers and read as typed attributes (``replay_mask``, ``replay_slot``, ``hint_mask``,
+  ``role_id``, ``policy_version``, ``logp_prm``; None when absent), written with ``with_extras`` (checked).
 
   Each field declares its kind (a per-row array, per-row items, per-row extras or a step-level value), which
   ``take`` and ``concat`` follow, and, for an input, its need and its one producer (``by=``, a key of
@@ -183,12 +226,44 @@ class StepData:
                         by="task gradients")
   extras: Mapping[str, Any] = _field(_ROW_EXTRAS, default_factory=dict)
 
+  # The declared extras (:data:`EXTRAS`), read as typed attributes (None when the step has none); a misspelt
+  # name is an AttributeError here and a ValueError in ``with_extras``, never a silent None.
+  replay_mask = _extra("replay_mask")
+  replay_slot = _extra("replay_slot")
+  hint_mask = _extra("hint_mask")
+  role_id = _extra("role_id")
+  policy_version = _extra("policy_version")
+  logp_prm = _extra("logp_prm")
+
   @property
   def batch_size(self) -> int:
     return int(self.tokens.shape[0])
 
   def replace(self, **changes) -> "StepData":
     return dataclasses.replace(self, **changes)
+
+  def with_extras(self, **values) -> "StepData":
+    """This step with the declared extras ``values`` set (a value None removes the entry), each checked against
+    its :data:`EXTRAS` declaration: NumPy kind and shape (``[B]`` or ``[B, T]`` of this step).
+
+    Raises ``ValueError`` for a name not declared in ``EXTRAS`` (naming the declared ones) and for a value of
+    another kind or shape (naming the extra and its writer)."""
+    unknown = sorted(set(values) - set(EXTRAS))
+    if unknown:
+      raise ValueError(f"undeclared extras {unknown}; the declared ones (rljax.stages.EXTRAS): {sorted(EXTRAS)} "
+                       "(a stage's own keys go into replace(extras=...))")
+    extras = dict(self.extras)
+    for name, value in values.items():
+      if value is None:
+        extras.pop(name, None)
+        continue
+      spec, value = EXTRAS[name], np.asarray(value)
+      shape = (self.batch_size,) if spec.shape == "B" else tuple(np.shape(self.tokens))
+      if value.dtype.kind not in spec.kinds or value.shape != shape:
+        raise ValueError(f"extras[{name!r}] ({spec.doc}; written by {spec.by}) must be of NumPy kind "
+                         f"{spec.kinds!r} and shape {shape}, got {value.dtype} of shape {value.shape}")
+      extras[name] = value
+    return self.replace(extras=extras)
 
   def require(self, name: str, by: str = "a stage"):
     """``getattr(self, name)``, or a ``NeedError`` naming the need and the stage that asked for it."""
@@ -269,34 +344,6 @@ REPLAY_UNSTORED = tuple(n for n, m in _declared_needs().items() if not m["replay
 
 # Needs that reach the update as TrainBatch fields or extras (the others are host-side inputs of stages).
 BATCH_NEEDS = tuple(n for n, m in _declared_needs().items() if m["batch"])
-
-
-class Extra(NamedTuple):
-  """A declared ``StepData.extras`` entry: its dtype ``kinds`` (NumPy kinds: ``"b"`` bool, ``"iu"`` int, ``"f"``
-  float), its ``shape`` (``"B"``: ``[B]``, ``"BT"``: ``[B, T]``), who writes it (``by``) and what it holds."""
-  kinds: str
-  shape: str
-  by: str
-  doc: str
-
-
-# The extras the library's stages and runners write and read, declared once: the start-up check refuses a stage
-# that returns one of them with another dtype or shape, naming the key (``rljax.train._contracts``). A user stage
-# may add keys of its own (they reach ``TrainBatch.extras`` unchecked).
-EXTRAS: Mapping[str, Extra] = {
-    "replay_mask": Extra("b", "B", "a replay or hint stage (rljax.replay, rljax.hints)",
-                         "True on the rows the stage put into the batch (stored or hinted rows); the off-policy "
-                         "loss terms read it (exgrpo_policy's replay_key)"),
-    "replay_slot": Extra("iu", "B", "the collector, from a replay stage's prompts()",
-                         "the stored row each sampled row's group replays (-1: none); the stage's fn reads it"),
-    "hint_mask": Extra("b", "B", "a hint stage (rljax.hints)", "True on the hinted rows"),
-    "role_id": Extra("iu", "B", "self-play episodes (rljax.train._episodes); a replayed row takes the stored row's",
-                     "the row's self-play role (-1: none)"),
-    "policy_version": Extra("iu", "BT", "the asynchronous sampler (rljax.train._async)",
-                            "the policy version that sampled each token"),
-    "logp_prm": Extra("f", "BT", "the task or a user stage (a process reward model)",
-                      "a PRM's log-probs of the rollout tokens (oprl(prm='extras'))"),
-}
 
 
 def produced_by(producer: str) -> frozenset:

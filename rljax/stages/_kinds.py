@@ -164,7 +164,7 @@ class Replay(Stage):
 
   ``fn`` returns the step's batch with stored rows in place of some fresh ones (their tokens, masks, rewards,
   correctness and the *stored* behaviour log-probs/entropies; ``completions`` entries ``""``) and
-  ``data.extras["replay_mask"] [B]`` bool marking them (it reaches ``TrainBatch.extras``), and the new state
+  ``data.replay_mask [B]`` bool marking them (``with_extras``; it reaches ``TrainBatch.extras``), and the new state
   (fresh rows stored). Replayed rows never go back into the buffer.
 
   Attributes:
@@ -178,12 +178,12 @@ class Replay(Stage):
     mixes_prompts: rows of another prompt may enter a group (no shared-prompt forward then).
     prompts: optional pre-rollout hook ``prompts(state, index [P] int, key) -> (index [P], slots [P], metrics)``:
       the step's prompts (dataset indices) with some replaced, and per group the stored row to replay (-1:
-      none); the sampled rows of group ``p`` carry ``slots[p]`` as ``data.extras["replay_slot"]`` into ``fn``.
+      none); the sampled rows of group ``p`` carry ``slots[p]`` as ``data.replay_slot`` into ``fn``.
     hints: optional post-rollout hook of the hinted rollouts (``rljax.hints``): ``hints(data, group_size,
       answer_key) -> (prompts [P] hinted prompt text or None, take [P] int, metrics)`` on a scored sampling
       round; the collector samples ``group_size`` completions of each hinted prompt, and ``take[p]`` of group
       ``p``'s failed rows become hinted samples behind the *unhinted* prompt, with the hinted sampler's
-      log-probs as ``logp_behavior`` (``extras["replay_mask"]`` marks them).
+      log-probs as ``logp_behavior`` (``data.replay_mask`` marks them).
     splice: the hook that goes with ``hints`` (required with it): ``splice(data, drawn, take, *, pad_id) ->
       (rows [K], drawn_rows [K], rebuilt)``: ``drawn`` is the extra rollout (``tokens``, ``completion_mask``,
       ``logp_behavior``, ``entropy_behavior``, ``[P g, T']``); row ``rows[k]`` of the round is replaced by row

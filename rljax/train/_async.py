@@ -113,10 +113,10 @@ def row_staleness(token_version: np.ndarray, completion_mask: np.ndarray, curren
 
 def drop_stale(data, current: int, eta: int, start_version: int):
   """The trainer's guard: ``(data, dropped, metrics)`` with ``valid = False`` on every valid row whose
-  staleness at version ``current`` (:func:`row_staleness` of ``data.extras["policy_version"]``; without it,
+  staleness at version ``current`` (:func:`row_staleness` of ``data.policy_version``; without it,
   every token is ``start_version``'s) is above ``eta``; ``dropped`` counts them; ``metrics``:
   ``async/staleness_mean`` (over the kept rows' completion tokens) and ``async/staleness_max`` (kept rows)."""
-  version = data.extras.get("policy_version")
+  version = data.policy_version
   if version is None:  # the ordinary sampler (eta = 0): every token of the batch's starting version
     version = np.full(data.tokens.shape, start_version, np.int32)
   stale = row_staleness(version, data.completion_mask, current)

@@ -16,6 +16,7 @@ may be ``None`` (the trainer reads ``dict(m or {})``); its values are logged, no
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
@@ -215,8 +216,14 @@ def _critic_targets(x, dims):
 
 
 def _declared_extras(extras: Mapping, dims) -> None:
-  """The entries of ``extras`` declared in ``rljax.stages.EXTRAS`` have their declared dtype and shape."""
+  """The entries of ``extras`` declared in ``rljax.stages.EXTRAS`` have their declared dtype and shape; a key of
+  the stage's own that is a near miss of a declared one (``replay_masks``) is a misspelling, refused."""
   from rljax.stages import EXTRAS  # pylint: disable=import-outside-toplevel
+  for key in extras:
+    near = [] if key in EXTRAS else difflib.get_close_matches(str(key), EXTRAS, n=1, cutoff=0.85)
+    if near:
+      raise Violation(f"extras[{key!r}] is not declared in rljax.stages.EXTRAS; did you mean {near[0]!r} "
+                      f"({EXTRAS[near[0]].doc})?")
   for key, spec in EXTRAS.items():
     if key in extras:
       what = f"extras[{key!r}] ({spec.doc}; written by {spec.by})"

@@ -24,7 +24,7 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
   texts (``void_turn`` reads them). A failed episode's row is invalid. An environment that counts void
   turns (``info["void_turns"]``, the tool countdown) also gives the share of episodes with one (``void_turn``). A self-play task (``task.roles``) gives
   one row per role of each of ``group_size / len(roles)`` games: only that role's turns are trained and its
-  reward is the game's outcome for it (``extras["role_id"]`` and ``task_id``: the role's index, ``num_tasks`` =
+  reward is the game's outcome for it (``data.role_id`` and ``task_id``: the role's index, ``num_tasks`` =
   the number of roles: the key of a role-conditioned baseline, SPIRAL's RAE).
 
   With a context budget (``EpisodeConfig.context_budget``) an episode that moved to new context windows is
@@ -57,11 +57,11 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
     step_mask = out.turn_valid[rows] & (turn_role[rows] == role_of_row[:, None])
     rewards = np.asarray([0.0 if eps[i].failed else float(dict(eps[i].info).get("role_rewards", {}).get(
         roles[r], 0.0)) for i, r in zip(rows, role_of_row)], np.float32)
-    extras = {"role_id": role_of_row.astype(np.int32)}
+    role = role_of_row.astype(np.int32)
     task_id = {"task_id": role_of_row.astype(np.int32), "num_tasks": len(roles)}  # a role-conditioned baseline's key
   else:
     rows = np.arange(b_eps)
-    model_mask, step_mask, rewards, extras, task_id = out.model_mask, out.turn_valid, out.episode_rewards, {}, {}
+    model_mask, step_mask, rewards, role, task_id = out.model_mask, out.turn_valid, out.episode_rewards, None, {}
   b = rows.size
   expanded = tuple(problems[i // n] for i in rows)
   cm = np.asarray(model_mask, bool)
@@ -86,5 +86,5 @@ def episode_step_data(collector, call, problems, index, *, step: int, key, side)
       max_new_tokens=collector.exp.runner.max_turns * collector.exp.runner.max_new_tokens, step=step, key=key,
       step_rewards=np.where(step_mask, out.turn_rewards[rows], 0.0).astype(np.float32),
       step_mask=np.asarray(step_mask, bool), turn_ids=out.turn_ids[rows], turns=tuple(texts[i] for i in rows), reward_names=("environment",),
-      extras=extras, segment_ids=None if out.segment_ids is None else out.segment_ids[rows],
-      **task_id).replace(key=stream(side, "score"))
+      segment_ids=None if out.segment_ids is None else out.segment_ids[rows],
+      **task_id).with_extras(role_id=role).replace(key=stream(side, "score"))

@@ -24,7 +24,7 @@ training, a version's parameters, model state and sampling temperature training
 -> rollout.
 
 **Staleness: a deterministic schedule.** Batch ``k`` is sampled with version :func:`sample_version` ``(k, eta)
-= max(0, k - eta)``, and its tokens are tagged with it (``StepData.extras["policy_version"]``, ``eta >= 1``). The
+= max(0, k - eta)``, and its tokens are tagged with it (``StepData.policy_version``, ``eta >= 1``). The
 one-process runner's gate (``rljax.train._async``) starts batch ``k`` once version ``k - eta`` is published and
 samples it with the *latest* version, possibly newer, and its chunked sampler may switch versions inside a
 row; here batch ``k`` always uses exactly version ``max(0, k - eta)``, so the staleness of every row of step

@@ -43,6 +43,7 @@ import numpy as np
 from rljax.stages import ControlInputs, PromptData, StepData, TaskGradients, produced_by, scalar_metrics
 from rljax.train._advantage import as_advantages
 from rljax.train._inputs import host_batch
+from rljax.train._mechanics import curriculum_draw, replay_swap
 from rljax.train._rows import run_filters, set_rewards, unchecked
 from rljax.train._streams import stream
 from rljax.types import TrainBatch
@@ -62,7 +63,7 @@ def _prompts(ctx, r, st) -> None:
     r.problems, r.index = ctx.next_prompts()
   for stage in st["swap"]:
     if r.replay_states is not None:
-      r.problems, r.index, r.replay_slots = _swap_prompts(ctx, r, stage)
+      r.problems, r.index, r.replay_slots = replay_swap(ctx, r, stage)
 
 
 def _select_prompts(ctx, r, st, key):
@@ -77,7 +78,7 @@ def _select_prompts(ctx, r, st, key):
   while len(chosen) < local and draws <= ctx.max_refills:
     problems, index = ctx.next_prompts()
     k = jax.random.fold_in(key, draws)
-    problems, index = _draw_prompts(ctx, r, st, k, problems, index)
+    problems, index = curriculum_draw(ctx, r, st["prompt_filters"], k, problems, index)
     pilot = ctx.pilot_rows(r, problems, index, k) if ctx.pilot else None
     counts = np.full(len(problems), g, np.int64)
     for j, pf in enumerate(st["prompt_filters"]):
@@ -107,41 +108,6 @@ def _select_prompts(ctx, r, st, key):
           np.asarray([c[2] for c in chosen], np.int64), [c[3] for c in chosen])
 
 
-def _draw_prompts(ctx, r, st, key, problems, index):
-  """A curriculum's ``draw`` (at most one prompt filter has one): the dataset prompts it picks replace the
-  candidates ``(problems, index)``."""
-  for j, pf in enumerate(st["prompt_filters"]):
-    if pf.draw is None:
-      continue
-    new, r.prompt_states[pf.name], m = ctx.call(
-        "prompt_filters.draw", pf,
-        lambda pf=pf, problems=problems, index=index: pf.draw(
-            r.prompt_states[pf.name], PromptData(tuple(problems), index, ctx.num_dataset_prompts, r.step),
-            stream(key, "prompt_draw", j)))
-    new = np.asarray(new, np.int64).reshape(-1)
-    n = ctx.num_dataset_prompts
-    if new.shape != (len(problems),) or new.min(initial=0) < 0 or new.max(initial=0) >= n:
-      raise ValueError(f"prompt filter {pf.name!r} drew {new.tolist()}; expected {len(problems)} dataset indices "
-                       f"in [0, {n})")
-    problems, index = [ctx.train_problems[int(i)] for i in new], new
-    r.metrics.update(scalar_metrics(m, pf.name))
-  return problems, index
-
-
-def _swap_prompts(ctx, r, stage):
-  """A replay stage's pre-rollout swap of prompts: ``(problems, index, slots [P])``."""
-  problems = r.problems
-  new, slots, m = ctx.call("replay.prompts", stage, lambda: stage.prompts(
-      r.replay_states[stage.name], np.asarray(r.index, np.int64), stream(r.side, "replay_prompts")))
-  new, slots = np.asarray(new, np.int64), np.asarray(slots, np.int64)
-  if new.shape != (len(problems),) or slots.shape != (len(problems),):
-    raise ValueError(f"replay stage {stage.name!r}: prompts returned {new.shape} indices and {slots.shape} slots; "
-                     f"expected ({len(problems)},) each")
-  problems = [p if int(i) == int(j) else ctx.train_problems[int(i)] for p, i, j in zip(problems, new, r.index)]
-  r.metrics.update(scalar_metrics(m, stage.name))
-  return problems, new, slots
-
-
 def score_tail(ctx, data: StepData, key, st, metrics: dict) -> StepData:
   """The end of scoring a sampled batch, after the reward functions: the multi-reward aggregation (a stage that
   produces rewards), then the rollout-phase shaping, each with its own key (``stream``)."""
@@ -161,14 +127,15 @@ def score_tail(ctx, data: StepData, key, st, metrics: dict) -> StepData:
 def _rollouts(ctx, r, st) -> None:
   """The policy's rollouts (episodes for a multi-turn task), scored (rewards -> :func:`score_tail`); greedy
   rollouts first when a stage needs ``greedy_rewards``; a prompt filter's pilot rows join their groups. Each
-  group's stored row to replay (a replay stage's prompt swap) goes with its rows (``extras["replay_slot"]``)."""
+  group's stored row to replay (a replay stage's prompt swap) goes with its rows (``data.replay_slot``)."""
   r.data = ctx.roll_out(r, st)
   if r.replay_slots is not None:
-    r.data = r.data.replace(extras={**r.data.extras, "replay_slot": np.repeat(r.replay_slots, ctx.group_size)})
+    r.data = r.data.with_extras(replay_slot=np.repeat(r.replay_slots, ctx.group_size))
 
 
 def _resample(ctx, r, st) -> None:
-  """A replay stage's hinted rollouts in place of some rows (``ctx.resample``: they need the sampler)."""
+  """A replay stage's hinted rollouts in place of some rows (``ctx.resample``: the collector's is
+  ``rljax.train._mechanics.hint_rollouts``; the start-up check has no sampler)."""
   for stage in st["replay"]:
     r.data = ctx.resample(r, stage)
 
@@ -207,7 +174,7 @@ def _replay(ctx, run, st) -> None:
     run.data, states[stage.name], m = ctx.call("replay", stage, lambda stage=stage: stage.fn(run.data,
                                                                                            states[stage.name]))
     run.metrics.update(scalar_metrics(m, stage.name))
-    if st["forwards"] and run.data.extras["replay_mask"].any():  # the stored rows' forwards (proximal, ...)
+    if st["forwards"] and run.data.replay_mask.any():  # the stored rows' forwards (proximal, ...)
       _inputs(ctx, run, st)
 
 
@@ -215,7 +182,7 @@ def _inputs(ctx, run, st) -> None:
   """The forwards the needs ask and the update's extras (``ctx.forwards``); replayed rows then take their stored
   behaviour log-probs as ``logp_old`` when the replay stage says ``logp_old="behavior"``."""
   data = ctx.forwards(run.data, run.metrics)
-  marked = data.extras.get("replay_mask")  # absent before an "advantages"-phase replay stage has run
+  marked = data.replay_mask  # absent before an "advantages"-phase replay stage has run
   if st["behavior_logp_old"] and data.logp_old is not None and marked is not None:
     rows = np.asarray(marked, bool)[:, None]
     data = data.replace(logp_old=np.where(rows, data.logp_behavior, data.logp_old).astype(np.float32))

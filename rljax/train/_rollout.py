@@ -14,15 +14,14 @@ a ranking of groups) is then per process.
 from __future__ import annotations
 
 import dataclasses
-import types
 from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
 from rljax import parallel as par
-from rljax.stages import StepData, scalar_metrics
+from rljax.stages import StepData
 from rljax.train._episodes import episode_step_data
-from rljax.train._mechanics import greedy_baseline, join_pilots, pilot_rollouts
+from rljax.train._mechanics import greedy_baseline, hint_rollouts, join_pilots, pilot_rollouts
 from rljax.train._phases import phases, score_tail, select_all, walk
 from rljax.train._producers import SCORING
 from rljax.train._rows import concat_steps, run_filters, set_rewards, unchecked
@@ -109,7 +108,7 @@ class Collector:
 
   # ------------------------------------------------------------------------- sampling and scoring
 
-  def _sample(self, call: _Call, problems, n: int, key, *, greedy: bool = False):
+  def sample(self, call: _Call, problems, n: int, key, *, greedy: bool = False):
     """This process's rows of ``n`` samples of each of ``problems`` (the prompts of every process sampled)."""
     prompts = par.allgather_rows([self.exp.codec.prompt_ids(p) for p in problems], self.prompt_rows,
                                  self.rl.num_prompts, self.processes)
@@ -153,7 +152,7 @@ class Collector:
         reward_names=tuple(n for n, _ in self.reward_fns), turns=tuple((c,) for c in completions))
     token_version = getattr(r, "token_version", None)  # [B, T] per-token policy versions (the async sampler's)
     if token_version is not None:
-      data = data.replace(extras={"policy_version": np.asarray(token_version, np.int32)})
+      data = data.with_extras(policy_version=np.asarray(token_version, np.int32))
     for need in self.scoring_needs:  # each one's registered producer (rljax.train._producers)
       data = data.replace(**SCORING[need](exp.task, call.answer_index, completions, expanded))
     return score_tail(self, data, key, self.stages["rollouts"], call.metrics).replace(key=key)
@@ -177,7 +176,7 @@ class Collector:
                     record: bool = True, greedy_rewards=None) -> StepData:
     """This process's rows of ``n`` samples of each of ``problems`` (sampler key ``sample_key``), scored (stage
     keys from ``score_key``)."""
-    return self.score(r.call, self._sample(r.call, problems, n, sample_key, greedy=greedy), problems, index,
+    return self.score(r.call, self.sample(r.call, problems, n, sample_key, greedy=greedy), problems, index,
                       step=r.step, key=score_key, greedy_rewards=greedy_rewards, record=record)
 
   # ------------------------------------------------------------------------- one round
@@ -210,43 +209,8 @@ class Collector:
     return data
 
   def resample(self, r: _Round, stage) -> StepData:
-    """A replay stage's extra rollouts after the scored round (its ``hints`` and ``splice`` hooks, e.g.
-    ``rljax.hints``): the stage names a prompt per group and how many rows it takes; the collector samples
-    ``group_size`` completions of each, the stage's ``splice`` picks the rows they replace and rebuilds them, and
-    the collector scores them against the round's problems; ``extras["replay_mask"]`` marks them. A multi-turn
-    task's episodes are not resampled (refused at start-up)."""
-    call, data, problems, index, step, side, g = r.call, r.data, r.problems, r.index, r.step, r.side, self.group_size
-    if self.multi_turn:
-      return data
-    answer_key = getattr(self.exp.task, "answer_key", None) or (lambda c: c.strip())
-    prompts, take, m = stage.hints(data, g, answer_key)
-    take = np.asarray(take, np.int64)
-    if len(prompts) != len(problems) or take.shape != (len(problems),) or take.min(initial=0) < 0:
-      raise ValueError(f"replay stage {stage.name!r}: hints returned {len(prompts)} prompts and take of shape "
-                       f"{take.shape}; expected {len(problems)} each, take >= 0")
-    limit = self.exp.sampler_config.prompt_buckets[-1]
-    too_long = [t is not None and len(self.exp.codec.prompt_ids(t)) > limit for t in prompts]
-    prompts = [None if x else t for t, x in zip(prompts, too_long)]  # counted, not sampled: no bucket fits
-    take = np.where(too_long, 0, take)
-    m = {**m, "too_long_prompts": float(sum(too_long))}
-    call.metrics.update(scalar_metrics(m, stage.name))
-    mask = np.zeros(data.batch_size, bool)
-    if take.any():
-      drawn = self._sample(call, [t if t is not None else p for t, p in zip(prompts, problems)], g,
-                           stream(side, "hints"))
-      rows, drawn_rows, rebuilt = stage.splice(data, drawn, take, pad_id=self.exp.codec.pad_id)
-      rows, drawn_rows = np.asarray(rows, np.int64), np.asarray(drawn_rows, np.int64)
-      if rows.size:
-        # routing under the drawn prompt does not apply to the rebuilt rows
-        new = self.score(call, types.SimpleNamespace(**rebuilt, routing=None), problems, index, step=step,
-                         key=data.key, greedy_rewards=data.greedy_rewards, record=False)
-        take_rows = np.arange(data.batch_size)
-        take_rows[rows] = data.batch_size + drawn_rows
-        mask[rows] = True
-        extras = {k: np.asarray(v) for k, v in data.extras.items()}
-        both = concat_steps([data.replace(extras=extras), new.replace(extras=dict(extras))])
-        data = both.take(take_rows).replace(group_id=data.group_id, valid=data.valid)
-    return data.replace(extras={**data.extras, "replay_mask": mask})
+    """A replay stage's hinted rollouts in place of some of the round's rows (``rljax.train._mechanics``)."""
+    return hint_rollouts(self, r, stage)
 
   # ------------------------------------------------------------------------- one step
 

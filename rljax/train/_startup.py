@@ -353,7 +353,7 @@ class _DryRun:
       if stage in self.stages["prompts"]["swap"]:  # its prompt swap
         _, slots, _ = self.call("replay.prompts", stage,
                                 lambda st=state: stage.prompts(st, data.prompt_index[::self.group_size], key))
-        data = data.replace(extras={**data.extras, "replay_slot": np.repeat(np.asarray(slots), self.group_size)})
+        data = data.with_extras(replay_slot=np.repeat(np.asarray(slots), self.group_size))
       _, self.states["replay"][stage.name], _ = self.call("replay", stage, lambda st=state: stage.fn(data, st))
 
   def call(self, key: str, stage, fn):
