@@ -317,7 +317,8 @@ def test_an_environments_openings_are_what_the_update_shares():
   from rljax.envs import start  # pylint: disable=import-outside-toplevel
   from rljax.train import TaskConfig, tiny_config  # pylint: disable=import-outside-toplevel
   from rljax.train._experiment import build_experiment, common_prompt_prefix  # pylint: disable=import-outside-toplevel
-  from rljax.train._rl import _check_shared_prefix, _common_prompt_len, _shared_prompt_len  # pylint: disable=import-outside-toplevel
+  from rljax.train._rl import (_check_shared_prefix, _common_prompt_len,  # pylint: disable=import-outside-toplevel
+                                _shared_prompt_len)
   cfg = tiny_config()
   cfg = cfg.replace(task=TaskConfig(name="env", env=_few_shot_echo, num_train=40, num_test=4, max_obs_tokens=8),
                     sft=dataclasses.replace(cfg.sft, steps=0),

@@ -353,10 +353,10 @@ def _env_experiment(cfg: RunConfig, task, tokenizer, codec, model, train_problem
 
 
 def _shared_openings(task, codec, problems) -> dict:
-  """``shortest_train_prompt`` and ``common_train_prefix`` over the opening contexts (``start(...).context``) of every problem of ``problems``:
-  the tokens of the shortest, and how many tokens every one starts with (``common_prompt_prefix``): the columns
-  each group's rows share in the update, and those every row shares (``rl.share_prompt_forward``; a group's rows
-  are one problem reset with one seed).
+  """``shortest_train_prompt`` and ``common_train_prefix`` over the opening contexts (``start(...).context``) of
+  every problem of ``problems``: the tokens of the shortest, and how many tokens every one starts with
+  (``common_prompt_prefix``): the columns each group's rows share in the update, and those every row shares
+  (``rl.share_prompt_forward``; a group's rows are one problem reset with one seed).
 
   Every problem is started, not a sample: a group whose opening were shorter than the shared columns would fail
   the update's shared-prompt check. Without this count the update would share only the problems' own ``prompt``
