@@ -52,7 +52,8 @@ def test_erc_recipe_adds_a_positive_sample_nll_that_no_chain_composes():
   mask[:, 0] = 1
   with jax.enable_x64(True):
     batch = TrainBatch.create(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
-                              advantages=jnp.asarray(adv), logp_old=jnp.asarray(old), entropy_old=jnp.asarray(h_old))
+                              advantages=jnp.asarray(adv), group_id=jnp.arange(b, dtype=jnp.int32),
+                              logp_old=jnp.asarray(old), entropy_old=jnp.asarray(h_old))
     out = PolicyOutputs.create(logp=jnp.asarray(new), entropy=jnp.asarray(h))
     erc_only = O.chain(O.erc(O.ppo_clip(0.2, 0.28, dual_clip=10.0)))
     with_nll = O.chain(O.erc(O.ppo_clip(0.2, 0.28, dual_clip=10.0)), O.sft_nll(0.1))
