@@ -185,9 +185,9 @@ TECHNIQUES = (
               stage=guide,
               fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
                                 "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
-                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; paper scripts: "
+                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; scripts: "
                                 "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
-                                "hinted 0/1-accuracy groups kept (theirs: dropped)",
+                                "0/1-accuracy groups kept (theirs: dropped)",
                                 read="vaskar-open-source-research/guide_rl@2f277152 verl/verl/trainer/ppo/"
                                      "core_algos.py:279-360 (compute_policy_loss: gamma shaping of off-policy "
                                      "rows, clip on on-policy rows only); verl/verl/trainer/ppo/ray_trainer.py:"

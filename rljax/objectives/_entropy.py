@@ -463,7 +463,8 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
                                   "wraps any term (the code: dual-clip PPO, grpo_erc, or GPPO, gppo_erc: not offered); "
-                                  "bounds 0.95/1.05 = released recipes",
+                                  "bounds 0.95/1.05 = released recipes; their 0.1 positive-sample NLL "
+                                  "(postive_loss_coeff) not built",
                                   read="Kwai-Klear/ERC@f1885c53 (2026-01-05) verl/trainer/ppo/core_algos.py:915-1010 "
                                        "compute_policy_loss_grpo_erc (dual-clip PPO, optional TIS, ρ = (H + 1e-8) / "
                                        "(H_old + 1e-8), detach where not low < ρ < high), verl/workers/actor/"
