@@ -856,7 +856,10 @@ def _technique_rows():
                                   'abstract and reviews stored',
                                   read="arXiv 2410.15115 abstract (page read: arxiv.org/html/2410.15115v3, pages corpus: title and "
                                        "abstract; seed 001 L157) and ICLR 2025 reviews (paperhub.cn/paper/F0GNv13ojF: "
-                                       "'r_process(q, p_k+1)'); the method section and code are not stored",
+                                       "'r_process(q, p_k+1)'); a machine description of the Clip/Delta figure "
+                                       "(pages corpus, subtext.edge.nugit.net/image/4e28d956...: steps s1-s4, "
+                                       "the Delta panel's s4 marked X, s3's delta positive though its bar is "
+                                       "below s4's); the method section and code are not stored",
                                   defaults=(),
                                   placement="theirs (abstract): PRM step rewards combined with the success reward "
                                             "during RL, refined so that a trajectory's accumulated reward is "
@@ -865,7 +868,10 @@ def _technique_rows():
                                             "to the first valid step's r (plus the outcome reward)",
                                   deviations=(
                                       "the form r_t − r_{t+1} and r_T kept on the last step are our reading "
-                                      "(a review's 'r_process(q, p_k+1)' agrees with the difference)",
+                                      "(a review's 'r_process(q, p_k+1)' agrees with the difference); the "
+                                      "figure description suggests the last step gets no process reward and "
+                                      "step T − 1 keeps r_{T−1}: summed, r_1 as here for rows of ≥ 2 steps, 0 "
+                                      "for a one-step row (ours: r_1)",
                                       "summed into one sequence reward, Delta reduces to the first step's "
                                       "reward: its per-step credit needs a per-step placement, not built"))),
       Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
