@@ -218,7 +218,11 @@ TECHNIQUES = (
                                     "clip_fresh=True) is their constant-γ loss; their runs' γ = the 0.9 "
                                     "quantile of the off-policy ratios is not built",
                                     "hinted groups whose accuracy is 0 or 1 are kept (theirs dropped by the "
-                                    "accuracy filter; compose zero_variance for it)"))),
+                                    "accuracy filter; compose zero_variance for it)",
+                                    "their gamma_strategy 'power' (off-policy ratio r^γ, core_algos.py:339-340) "
+                                    "and scale_reasoning.reroll_with_cot (a second re-sampling of still-failed "
+                                    "groups from the prompt's chain-of-thought variant, ray_trainer.py:1536-1549; "
+                                    "False in the scripts) are not built"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
