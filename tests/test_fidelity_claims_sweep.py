@@ -120,6 +120,7 @@ def test_records_list_the_authors_other_variants():
       "oprl": ["istar_grpo", "process_outcome_combined"],
       "gd2po": ["safe-alignment"],
       "implicit_progress_reward": ["bottom10"],
+      "oc_grpo": ["hierarchical_replacement", "hint_SFT"],
   }
   for name, words in needles.items():
     text = " ".join(ROWS[name].fidelity.deviations)

@@ -288,7 +288,12 @@ TECHNIQUES = (
                                     "theirs the first int(f·|s|) characters of the dataset solution s (Asymptote "
                                     "stripped), cut back to a word boundary",
                                     "the hinted prompt is our template without a system prompt; theirs is "
-                                    "build_prefix_prompt_text with their anti-repetition system prompt"))),
+                                    "build_prefix_prompt_text with their anti-repetition system prompt",
+                                    "their trainer's other hint_mode branches are not built (ray_trainer.py:1545, "
+                                    "1664, 1974, 2789, 3070, 3572, 4180, 4333-4339): prompt_masked, hierarchical, "
+                                    "hierarchical2, hierarchical_replacement, replacement2, hint_SFT, "
+                                    "prefix_continuation_cascade and the single-hint solution_aware / solution_blind "
+                                    "/ solution_aware_failed_conditional; their config selects prefix"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
