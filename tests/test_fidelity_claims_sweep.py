@@ -121,6 +121,7 @@ def test_records_list_the_authors_other_variants():
       "gd2po": ["safe-alignment"],
       "implicit_progress_reward": ["bottom10"],
       "oc_grpo": ["hierarchical_replacement", "hint_SFT"],
+      "canon": ["dr_random"],
   }
   for name, words in needles.items():
     text = " ".join(ROWS[name].fidelity.deviations)
