@@ -237,7 +237,11 @@ TECHNIQUES = (
                                     "the loader; compose zero_variance for the drop)",
                                     "every all-failed group is hinted; theirs hints floor(#failed / world_size)·"
                                     "world_size of them (none when fewer than world_size failed) and drops the "
-                                    "rest"))),
+                                    "rest",
+                                    "their gamma_strategy 'power' (off-policy ratio r^γ, core_algos.py:339-340) "
+                                    "and scale_reasoning.reroll_with_cot (a second re-sampling of still-failed "
+                                    "groups from the prompt's chain-of-thought variant, ray_trainer.py:1536-1549; "
+                                    "False in the scripts) are not built"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
@@ -303,7 +307,12 @@ TECHNIQUES = (
                                     "theirs the first int(f·|s|) characters of the dataset solution s (Asymptote "
                                     "stripped), cut back to a word boundary",
                                     "the hinted prompt is our template without a system prompt; theirs is "
-                                    "build_prefix_prompt_text with their anti-repetition system prompt"))),
+                                    "build_prefix_prompt_text with their anti-repetition system prompt",
+                                    "their trainer's other hint_mode branches are not built (ray_trainer.py:1545, "
+                                    "1664, 1974, 2789, 3070, 3572, 4180, 4333-4339): prompt_masked, hierarchical, "
+                                    "hierarchical2, hierarchical_replacement, replacement2, hint_SFT, "
+                                    "prefix_continuation_cascade and the single-hint solution_aware / solution_blind "
+                                    "/ solution_aware_failed_conditional; their config selects prefix"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",

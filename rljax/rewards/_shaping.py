@@ -929,7 +929,11 @@ def _technique_rows():
                                       "the number is read by parse='number' (math_answer's extraction); theirs "
                                       "read only the <answer> tag: a callable parse gives theirs",
                                       "their +0.5 format term is a separate reward (format_regex with their "
-                                      "pattern); not added here"))),
+                                      "pattern); not added here",
+                                      "their server's other --reward_type rules (:184-212: negative_mae, "
+                                      "negative_mse, bounded_reward 1 − |e|/max_error, hybrid_mae_bonus, and "
+                                      "original_binary 1[|e| < 0.3], the CLI default, :399) are not built; the "
+                                      "train scripts pass gaussian_rbf"))),
       Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
                 f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
                 stage=_clipped_linear_reward_stage,
@@ -961,7 +965,13 @@ def _technique_rows():
                                       "classifier's probability: there is no discriminator in a text reward; "
                                       "an unparsed completion scores low",
                                       "their certainty threshold, latency term and classifier loss are not part "
-                                      "of this row"))),
+                                      "of this row",
+                                      "their other reward rules are not built: information_maximization_"
+                                      "reward_type linear_noclipping (p − 0.1), log_clipping (max(log p − log 0.1, "
+                                      "0)) and log_noclipping (log(p/0.1)) (trainer.py:495-504), and the accuracy "
+                                      "rewards acc_reward_type zero_and_one / minus_one_and_one (:509-514; "
+                                      "use_information_maximization_reward defaults to False); each has its own "
+                                      "script (scripts/training/), this row is dtram_linear_clipping.sh's"))),
   )
 
 
