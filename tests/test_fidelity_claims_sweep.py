@@ -160,3 +160,11 @@ def test_bapo_record_gives_the_example_scripts_bounds():
   theirs = {n: t for n, _, t in ROWS["bapo"].fidelity.defaults}
   assert "0.5 (run_bapo_example.sh)" in theirs["rho0 (target)"]
   assert "(0.8, 0.95) (script)" in theirs["low_range"] and "0.1 (script)" in theirs["low_step / high_step"]
+
+
+def test_gd2po_record_names_the_scripts_reward_channels():
+  """Qwen-Applications/GD2PO@f1ad765b: the cited correctness_length scripts export WITHFORMAT=0 WITHLENGTH=1; the
+  code's defaults (no env) are correctness + format."""
+  theirs = {n: t for n, _, t in ROWS["gd2po"].fidelity.defaults}["reward channels"]
+  assert "WITHLENGTH=1" in theirs and "correctness + format" in theirs
+  assert "correctness_length_format" in ROWS["gd2po"].fidelity.read

@@ -398,7 +398,9 @@ def _technique_rows():
                                   "conflict_tol=1e-6 (authors 1e-8 on token sums); ratio_threshold selects their soft "
                                   "rule",
                                   read="Qwen-Applications/GD2PO@f1ad765b (2026-06-15) tool-calling/verl/trainer/ppo/"
-                                       "ray_trainer.py:215-241 (active rewards: correctness, format on; length off), "
+                                       "ray_trainer.py:215-241 (active rewards by env: WITHCORRECT, WITHFORMAT on, WITHLENGTH off by "
+                                       "default; the correctness_length scripts export 1 / 0 / 1, the "
+                                       "correctness_length_format scripts 1 / 1 / 1), "
                                        "243-317 (_compute_active_gdpo_advantages, _get_mixed_sign_conflict_mask, "
                                        "_apply_gdpo_keep_mask, _compute_gdpo_group_keep_ratio), 319-360 (ratio "
                                        "conflict), 451-519 (gdpo, gdpo_filter_group_ratio, gdpo_filter_ratio_conflict_"
@@ -407,6 +409,10 @@ def _technique_rows():
                                   defaults=(("eps", "1e-6", "1e-6 (compute_grpo_outcome_advantage)"),
                                             ("std_ddof", "1", "torch.std, unbiased"),
                                             ("weights", "ones", "none (an unweighted sum of the active rewards)"),
+                                            ("reward channels", "the stage's reward_components",
+                                             "correctness + length (scripts/correctness_length: WITHFORMAT=0, "
+                                             "WITHLENGTH=1) or all three (correctness_length_format); the code's "
+                                             "default without the scripts: correctness + format"),
                                             ("conflict_tol", "1e-6 on A", "1e-8 on the token-summed A"),
                                             ("ratio_threshold", "None (the hard rule)",
                                              "gdpo_filter_ratio_conflict_threshold = 0.2 in the code, TAU = 0.8 in "

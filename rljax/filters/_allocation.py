@@ -394,7 +394,9 @@ def _technique_rows():
                                             ("rule / score", "'proportional' to the pilot std",
                                              "pass/fail on the window, every passing prompt gets rollout.n"),
                                             ("budget", "P·(group_size − pilot)//2 per step",
-                                             "train_batch_size prompts per step; overflow kept in a replay "
+                                             "train_batch_size prompts per step (128 in p32c96), explored from "
+                                             "generation batches of gen_batch_size = 3 × 128 prompts, up to "
+                                             "max_num_gen_batches 10 per step; overflow kept in a replay "
                                              "buffer (buffer_max_off_steps 4)"),
                                             ("buffer draw", "none (committed in the same step)",
                                              "buffer_sampling_method max_variance (p32c96: the largest pilot "
