@@ -168,3 +168,10 @@ def test_gd2po_record_names_the_scripts_reward_channels():
   theirs = {n: t for n, _, t in ROWS["gd2po"].fidelity.defaults}["reward channels"]
   assert "WITHLENGTH=1" in theirs and "correctness + format" in theirs
   assert "correctness_length_format" in ROWS["gd2po"].fidelity.read
+
+
+def test_cov_records_name_the_recipes_group_filter():
+  """PRIME-RL/Entropy-Mechanism-of-RL@88505792 recipe/dapo/{7b,32b}_{clip,kl}_cov.sh run DAPO's group filter."""
+  for name in ("clip_cov", "kl_cov"):
+    theirs = {n: t for n, _, t in ROWS[name].fidelity.defaults}["zero-variance filter (not this term's)"]
+    assert "enable_filter_groups True" in theirs, name

@@ -525,7 +525,10 @@ def _technique_rows():
                                             ("selection among candidates", "the k largest cov (key=: uniform)",
                                              "torch.randperm (uniform, global RNG)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("zero-variance filter (not this term's)", "compose zero_variance",
+                                             "recipe/dapo/*_cov.sh: enable_filter_groups True (metric acc, "
+                                             "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo")),
                                   placement="theirs: inside the actor's loss on each micro-batch: cov, N and the "
                                             "draw over that micro-batch's valid tokens; ours: the selection is a "
                                             "batch statistic (cov means, N and the choice over the whole update "
@@ -558,7 +561,10 @@ def _technique_rows():
                                             ("ppo_kl_coef", "1.0", "1"),
                                             ("PPO clip", "none", "none (clip_ratio unused by kl_cov)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("zero-variance filter (not this term's)", "compose zero_variance",
+                                             "recipe/dapo/*_cov.sh: enable_filter_groups True (metric acc, "
+                                             "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo")),
                                   placement="theirs: inside the actor's loss on each micro-batch: cov means, N "
                                             "and the top-k over that micro-batch's valid tokens; ours: the "
                                             "selection is a batch statistic (over the whole update batch) "
