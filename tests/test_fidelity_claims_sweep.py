@@ -175,3 +175,12 @@ def test_cov_records_name_the_recipes_group_filter():
   for name in ("clip_cov", "kl_cov"):
     theirs = {n: t for n, _, t in ROWS[name].fidelity.defaults}["zero-variance filter (not this term's)"]
     assert "enable_filter_groups True" in theirs, name
+
+
+def test_rpg_record_says_the_scripts_reference_is_the_old_policy():
+  """complex-reasoning/RPG@ec8e30bd: the scripts set use_iterative_ref_model=True; dp_actor.py:315-318 then uses the
+  old log-probs as the reference."""
+  f = ROWS["rpg"].fidelity
+  theirs = {n: t for n, _, t in f.defaults}
+  assert "use_iterative_ref_model True" in theirs["reference"] and "old_log_probs" in theirs["reference"]
+  assert "enable_filter_groups True" in theirs["group filter / overlong (not this term's)"]

@@ -485,7 +485,11 @@ def _technique_rows():
                                        "with use_kl_loss); recipe/rpg/src/rpg_ray_trainer.py:185-199 (use_kl_in_reward: "
                                        "apply_kl_penalty with kl_loss_type on the old log-probs); recipe/rpg/7b/"
                                        "run_rpg_7b_rkl1e-4.sh (use_kl_loss, rpg_rkl, 1e-4, clip 0.2/0.28, c 10, "
-                                       "adv_estimator rpg) and run_rpg_7b_rkl1e-4_rf.sh (use_kl_in_reward, rpg_rf_rkl)",
+                                       "adv_estimator rpg, use_iterative_ref_model True, DAPO group filter and "
+                                       "overlong buffer) and run_rpg_7b_rkl1e-4_rf.sh (use_kl_in_reward, "
+                                       "rpg_rf_rkl); dp_actor.py:315-318 and rpg_ray_trainer.py:140-150, 270-280 "
+                                       "(use_iterative_ref_model: ref_log_prob = old_log_probs, no reference "
+                                       "forward)",
                                   defaults=(("beta", "1e-4", "kl_loss_coef / kl_coef 1e-4 (scripts)"),
                                             ("kl, normalized", "'reverse', True", "one script per divergence: "
                                              "rpg_rkl / fkl / ufkl / urkl (function default rpg_rf_ufkl)"),
@@ -495,7 +499,15 @@ def _technique_rows():
                                              "dual-clip PPO (clip 0.2/0.28, clip_ratio_c 10), a separate loss"),
                                             ("clip", "None", "(0.2, 0.28) in compute_policy_loss_reinforce"),
                                             ("clamp", "±20 on log w, log w_ref", "kl values clamped to ±10"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean")),
+                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("reference", "batch.logp_ref (the reference model's)",
+                                             "use_iterative_ref_model True (the scripts; rpg_trainer.yaml False): "
+                                             "the reference is the step's old policy, ref_log_prob = "
+                                             "old_log_probs"),
+                                            ("group filter / overlong (not this term's)", "compose zero_variance, "
+                                             "overlong_penalty", "enable_filter_groups True (acc, up to 20 "
+                                             "generation batches of 3 × 512 prompts), overlong buffer 512 of 2048, "
+                                             "16 responses per prompt (run_rpg_7b_rkl1e-4.sh)")),
                                   placement="theirs: use_kl_loss runs add kl_loss_coef·agg(kl_penalty) to the "
                                             "PPO actor loss on each micro-batch (w from log π_θ and the reference "
                                             "log-probs); rf runs fold the rpg_rf_* value into the reward once per "
@@ -504,7 +516,8 @@ def _technique_rows():
                                             "π_θ/π_old, w_ref = π_ref/π_old",
                                   deviations=("π_ref ≠ π_old generalised (w_ref); the code's forms assume the "
                                               "samples' policy is the reference (w = π_θ/π_ref): equal with "
-                                              "logp_ref = logp_old",
+                                              "logp_ref = logp_old, which is what their scripts run "
+                                              "(use_iterative_ref_model True)",
                                               "the scripts' PG loss is dual-clip PPO: ppo_clip(0.2, 0.28, "
                                               "dual_clip=10.0) + rpg(policy_gradient=False) is their use_kl_loss "
                                               "form",
