@@ -184,3 +184,10 @@ def test_rpg_record_says_the_scripts_reference_is_the_old_policy():
   theirs = {n: t for n, _, t in f.defaults}
   assert "use_iterative_ref_model True" in theirs["reference"] and "old_log_probs" in theirs["reference"]
   assert "enable_filter_groups True" in theirs["group filter / overlong (not this term's)"]
+
+
+def test_decoupled_ppo_record_gives_the_example_configs():
+  """inclusionAI/AReaL@4aef98d8 examples/math/gsm8k_grpo.yaml: eps_clip 0.4, use_decoupled_loss, rejection upper 5."""
+  f = ROWS["decoupled_ppo"].fidelity
+  assert "gsm8k_grpo.yaml" in f.read
+  assert "0.4" in {n: t for n, _, t in f.defaults}["eps_low"]

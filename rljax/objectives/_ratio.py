@@ -1056,13 +1056,17 @@ def _technique_rows():
                      "429-545 ppo_actor_loss_fn and :185-330 apply_rejection_sampling; areal/api/cli_args.py:"
                      "1224-1320 RejectionSamplingConfig (level token, action mask, metric ratio, upper 5.0, lower "
                      "None), :1396-1410 (eps_clip 0.2, eps_clip_higher None, c_clip None), :1485-1500 "
-                     "(use_decoupled_loss False, rejection_sampling None)",
-                defaults=(("eps_low", "0.2", "eps_clip 0.2"), ("eps_high", "eps_low", "eps_clip_higher None → "
+                     "(use_decoupled_loss False, rejection_sampling None); examples/math/gsm8k_grpo.yaml:64-79 "
+                     "and boba_grpo.yaml (the launch configs: eps_clip 0.4, recompute_logprob and "
+                     "use_decoupled_loss true, rejection_sampling metric ratio upper 5.0)",
+                defaults=(("eps_low", "0.2", "eps_clip 0.2 (cli_args); 0.4 in the math example configs"),
+                          ("eps_high", "eps_low", "eps_clip_higher None → "
                            "eps_clip"),
                           ("dual_clip", "None", "c_clip None"),
-                          ("behaviour weight w", "always applied", "only with rejection_sampling set (default None)"),
+                          ("behaviour weight w", "always applied", "only with rejection_sampling set (default None; "
+                           "set in the example configs)"),
                           ("behavior_cap, cap_mode", "None, 'mask'", "rejection_sampling upper 5.0, action "
-                           "'mask' when configured"),
+                           "'mask' when configured (the example configs: ratio, upper 5.0)"),
                           ("log-ratio clamp", "±20 (r and w)", "none (w's non-finite log ratios set to 0)")),
                 placement="theirs: the actor's loss on each micro-batch, π_prox recomputed by the trainer before "
                           "the update, π_behave from the inference engine; masked tokens stay in the denominator "
