@@ -200,9 +200,7 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   name, the NumPy kind and the shape against the declaration; a misspelt name raises instead of reading None."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import pytest  # pylint: disable=import-outside-toplevel
-  from rljax.stages import EXTRAS, StepData, probe_step  # pylint: disable=import-outside-toplevel
-  typed = {n for n, v in vars(StepData).items() if isinstance(v, property) and n in EXTRAS}
-  assert typed == set(EXTRAS)
+  from rljax.stages import EXTRAS, probe_step  # pylint: disable=import-outside-toplevel
   data = probe_step()
   b, t = data.tokens.shape
   assert all(getattr(data, n) is None for n in EXTRAS)
@@ -213,8 +211,10 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   assert out.replace(extras={**out.extras, "mine": 1}).with_extras(replay_mask=None).extras.keys() == \
       {"policy_version", "mine"}  # None removes; a stage's own key is kept
   assert out.take(np.arange(2)).replay_mask.tolist() == mask[:2].tolist()  # a per-row extra follows the rows
-  with pytest.raises(AttributeError):
+  with pytest.raises(AttributeError, match=r"no field or declared extra 'replay_msk'; .*'replay_mask'"):
     _ = data.replay_msk  # noqa: F841 - a misspelt read
+  with pytest.raises(AttributeError):
+    _ = data._replay_mask  # noqa: F841 - a private name is never an extra
   with pytest.raises(ValueError, match=r"undeclared extras \['replay_msk'\]; the declared ones .*'replay_mask'"):
     data.with_extras(replay_msk=mask)
   with pytest.raises(ValueError, match=r"extras\['replay_mask'\] .* kind 'b' and shape \(%d,\), got float32" % b):
@@ -222,6 +222,54 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   with pytest.raises(ValueError, match=r"extras\['policy_version'\] .* shape \(%d, %d\), got int32 of shape \(%d,\)"
                      % (b, t, b)):
     data.with_extras(policy_version=np.zeros(b, np.int32))
+
+
+def test_each_extra_is_declared_by_its_writers_module_and_gathered_like_the_rooms_techniques():
+  """Issue #50 item 3: each declared extra lives in the module that writes it (a module-level ``EXTRAS``), not in a
+  central table; ``rljax.stages.EXTRAS`` gathers them from every module of the rooms (as ``gather_room`` gathers
+  ``TECHNIQUES``), and the readers read them typed (``data.<name>``, ``REPLAY_MASK.of(batch)``)."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  from rljax.stages import EXTRAS, Extra  # pylint: disable=import-outside-toplevel
+  writers = {"replay_mask": "rljax.replay._stages", "replay_slot": "rljax.replay._stages",
+             "hint_mask": "rljax.hints._stages", "role_id": "rljax.train._episodes",
+             "policy_version": "rljax.train._async", "logp_prm": "rljax.advantages._stages"}
+  assert set(EXTRAS) == set(writers)
+  for name, module in writers.items():
+    assert any(e is EXTRAS[name] for e in importlib.import_module(module).EXTRAS), (name, module)
+  # no declaration left in rljax/stages: the package defines the record and gathers, nothing more
+  stages = TRAIN.parent / "stages"
+  calls = [(p.name, n.lineno) for p in stages.glob("*.py") for n in ast.walk(ast.parse(p.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Extra"]
+  assert not calls, f"extras declared in rljax/stages (declare them in the writer's module): {calls}"
+  assert all(isinstance(e, Extra) and e.name == n for n, e in EXTRAS.items())
+
+
+def test_a_new_modules_extras_are_gathered_and_a_name_declared_twice_raises(tmp_path, monkeypatch):
+  import sys  # pylint: disable=import-outside-toplevel
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.stages import _extras  # pylint: disable=import-outside-toplevel
+  room = tmp_path / "w50room"
+  room.mkdir()
+  (room / "__init__.py").write_text("")
+  (room / "_writer.py").write_text("from rljax.stages import Extra\n"
+                                   "MINE = Extra('mine_mask', 'b', 'B', 'a test writer', 'a test extra')\n"
+                                   "EXTRAS = (MINE,)\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setattr(_extras, "EXTRA_ROOMS", (*_extras.EXTRA_ROOMS, "w50room"))
+  table, complete = _extras.gather()
+  assert complete and table["mine_mask"] is sys.modules["w50room._writer"].MINE
+  assert {"replay_mask", "role_id"} <= set(table)
+  (room / "_again.py").write_text("from rljax.stages import Extra\n"
+                                  "EXTRAS = (Extra('mine_mask', 'b', 'B', 'another writer', 'the same name'),)\n")
+  with pytest.raises(ValueError, match=r"extra 'mine_mask' is declared twice: in w50room._again and "
+                                       r"w50room._writer"):
+    _extras.gather()
+  (room / "_again.py").write_text("EXTRAS = ('mine_mask',)\n")
+  sys.modules.pop("w50room._again")
+  with pytest.raises(TypeError, match=r"w50room._again.EXTRAS must hold rljax.stages.Extra records"):
+    _extras.gather()
+  for name in [n for n in sys.modules if n.split(".")[0] == "w50room"]:
+    monkeypatch.delitem(sys.modules, name)
 
 
 def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_shape():
