@@ -80,9 +80,9 @@ def test_the_known_list_holds_no_technique_whose_producer_moved_out():
     assert not names & {"opd", "entropy_gated_contrastive", "dpo"}
 
 
-# ``"x" in <needs>`` tests still in rljax/train/ (file, need): none may be added. The one left reads a run fact
-# (RunFacts.task_ids, a curriculum's arms), not a producer.
-KNOWN_NEED_TESTS = {("_startup.py", "task_id")}
+# ``"x" in <needs>`` tests still in rljax/train/ (file, need): none left, none may be added (the start-up's
+# ``RunFacts.task_ids`` comes from ``task_id``'s producer, ``rljax.train._producers.FACTS``).
+KNOWN_NEED_TESTS: set = set()
 
 
 def need_tests_in(src: str) -> set:
@@ -113,6 +113,16 @@ def test_no_branch_on_a_need_in_the_trainer():
   assert not KNOWN_NEED_TESTS - found, f"gone: remove from KNOWN_NEED_TESTS: {sorted(KNOWN_NEED_TESTS - found)}"
 
 
+def test_the_run_facts_of_a_need_come_from_its_producer():
+  """Issue #50 item 3: ``RunFacts.task_ids`` (a curriculum's arms) is given by ``task_id``'s producer at start-up,
+  for a recipe that needs ``task_id`` and a task that defines task ids; nothing for a task without them."""
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax.train._producers import FACTS  # pylint: disable=import-outside-toplevel
+  task = types.SimpleNamespace(task_id=lambda p: p % 3, num_tasks=3)
+  assert FACTS["task_id"](task, [4, 5, 6, 9]) == {"task_ids": (1, 2, 0, 0)}
+  assert FACTS["task_id"](types.SimpleNamespace(task_id=lambda p: 0), [1]) == {}  # no num_tasks: no task ids
+
+
 def test_every_need_declares_one_producer_and_the_scoring_ones_are_registered():
   import dataclasses  # pylint: disable=import-outside-toplevel
   from rljax.stages import NEEDS, PRODUCERS, StepData, produced_by  # pylint: disable=import-outside-toplevel
@@ -122,6 +132,8 @@ def test_every_need_declares_one_producer_and_the_scoring_ones_are_registered():
   assert {n for p in PRODUCERS for n in produced_by(p)} == set(NEEDS)  # each need: exactly one producer
   assert sum(len(produced_by(p)) for p in PRODUCERS) == len(NEEDS)
   assert set(SCORING) == produced_by("scoring") == {"answer_ids", "step_rewards", "task_id"}
+  from rljax.train._producers import FACTS  # pylint: disable=import-outside-toplevel
+  assert set(FACTS) <= set(SCORING)  # the run facts come from a need's one producer
   assert produced_by("reference forward") == {"logp_ref", "entropy_ref", "logp_teacher"}
   assert produced_by("policy forward") == {"logp_old", "entropy_old"}
 
