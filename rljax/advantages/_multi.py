@@ -324,15 +324,22 @@ def _technique_rows():
                                   "dara_asym)",
                                   read="zhaihaotian/DARA@04591020 math/rdgdpo/advantages.py (stored copy, read_file): "
                                        "standardize, normalize_responses, support_statistics, compute_advantages "
-                                       "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights); "
-                                       "verl_adapter.py and the run scripts not read",
+                                       "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights), "
+                                       "METHODS (grpo, gdpo, dvao, gd2po_hard, rdgdpo); math/scripts/train.py "
+                                       "(stored copy, read_file: the launcher's METHODS dara_asym / dara_sym / "
+                                       "static_asym / static_sym and its overrides); verl_adapter.py not read",
                                   defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
                                             ("std_ddof", "1", "correction=1"),
                                             ("active_tol", "1e-8", "tau = 1e-8"),
                                             ("w_max", "5.0", "w_max = 5.0"),
                                             ("calibration", "'positive'", "'positive' (config default)"),
                                             ("scale", "'max_ratio'", "sqrt(max ρ / ρ_k)"),
-                                            ("whiten", "True", "normalize_responses, always")),
+                                            ("whiten", "True", "normalize_responses, always"),
+                                            ("group size", "the step's groups", "rollout.n = --group-size, 16 "
+                                             "(train.py)"),
+                                            ("zero-variance filter (not this stage's)", "compose zero_variance",
+                                             "filter_groups enable True, metric seq_reward, max_num_gen_batches 2 "
+                                             "(train.py)")),
                                   placement="theirs: compute_advantages on the full update batch before optimizer "
                                             "micro-batching, once per step, grouped by prompt uid, two channels "
                                             "(correctness + format or length); ours: the advantage stage, once per "
@@ -343,8 +350,11 @@ def _technique_rows():
                                       "prompt needs at least two responses')",
                                       "any number of reward channels; theirs exactly two (correctness plus format "
                                       "or length)",
-                                      "their static_weights control (fixed weights) is not offered; "
-                                      "scale='mean_one' and w_max=None are ours",
+                                      "their static_weights control (fixed weights; the launcher's static_asym / "
+                                      "static_sym: [1, 5]) is not offered; scale='mean_one' and w_max=None are ours",
+                                      "their advantages.py also holds the comparison methods grpo, gdpo, "
+                                      "gd2po_hard and dvao (Σ_k w_k (r_k − μ_k) / Σ_k w_k σ_k per group, "
+                                      "base_weights 0.5 / 0.5); dvao is not built (gdpo and gd2po are rows here)",
                                       "computed in the inputs' float dtype; theirs float32"))),
       Technique("sa_mrpo", "multi_reward", sa_mrpo,
                 "A = whiten(Σ_k w_k (1 − s_k)^γ Â_k), s_k = batch-mean normalised reward k",
@@ -421,7 +431,13 @@ def _technique_rows():
                                       "a singleton group: each dimension gives 0 (theirs r/(1+ε)); the query weight "
                                       "counts valid rows only",
                                       "ratio_threshold=None (the hard rule) is the default; the snr rule is "
-                                      "ratio_threshold=τ (their code 0.2, their script 0.8)"))),
+                                      "ratio_threshold=τ (their code 0.2, their script 0.8)",
+                                      "their repository's second application, safe-alignment/ (two reward "
+                                      "models, useful and harmless; scripts/run_gd2po_hard.sh, run_gd2po_snr.sh "
+                                      "with SNR_THRESHOLD 0.8), has its own copy of the rules "
+                                      "(safe-alignment/verl/trainer/ppo/ray_trainer.py:300-470) whose "
+                                      "gdpo_filter_ratio_conflict_eps defaults to 1e-6 (tool-calling's 1e-8); "
+                                      "only the tool-calling copy was read line by line"))),
   )
 
 

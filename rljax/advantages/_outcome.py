@@ -1284,7 +1284,11 @@ def _technique_rows():
                                       "1/max_length factor is a learning-rate change left to the aggregation",
                                       "their step-scheduled λ (annealed, cosine with restarts: the estimators "
                                       "…_annel and …_cosine_restart[_r], ray_trainer.py:255-290) is not built; "
-                                      "inter_coef is constant"))),
+                                      "inter_coef is constant",
+                                      "their control estimator dr_random (setups.sh; core_algos.py:779-840: the "
+                                      "halves split by the rows' batch order, not by a metric) is not a stage "
+                                      "metric here; the function takes any metric array, the row order gives its "
+                                      "strata (the rest of its formula was not compared)"))),
   )
 
 

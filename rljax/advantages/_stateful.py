@@ -273,8 +273,11 @@ def _technique_rows():
                                        "compute_ha_dw_outcome_advantage, 154-159 compute_reward_history_stats; "
                                        "verl/trainer/ppo/ray_trainer.py:330-331 (deque(maxlen=reward_window_k)), "
                                        "1452-1462 (the batch's mean reward appended before the advantage step); "
-                                       "examples/hadw_trainer/gspo_hadw.sh:17-19 (REWARD_WINDOW_K=10, adv_estimator="
-                                       "ha-dw)",
+                                       "examples/hadw_trainer/gspo_hadw.sh:17-61 (REWARD_WINDOW_K=10, adv_estimator="
+                                       "ha-dw, loss_mode gspo, rollout.n 8, loss_agg_mode seq-mean-token-mean, "
+                                       "reward_manager dapo; grpo_hadw.sh and dapo_hadw.sh are empty at this "
+                                       "commit); verl/utils/reward_score/__init__.py:59-62, math_dapo.py:265 "
+                                       "(math / math_dapo / aime data: +1 correct, −1 wrong)",
                                   defaults=(("window", "0 (EMA anchor)", "reward_window_k = 10 (gspo_hadw.sh)"),
                                             ("scale", "1.0", "1.5, hard-coded"),
                                             ("strength (λ)", "1.0", "1 (exp(direction·|μ_g − μ_hist|))"),
@@ -282,7 +285,14 @@ def _technique_rows():
                                             ("decay", "0.9 (EMA, window=0)", "no EMA"),
                                             ("group step", "the incoming advantages (e.g. grpo, eps 1e-6, ddof 1)",
                                              "GRPO in the same function: (r − μ_g)/(std_g + 1e-6), singleton "
-                                             "mean 0 std 1")),
+                                             "mean 0 std 1"),
+                                            ("policy loss (not this stage's)", "the recipe's",
+                                             "loss_mode gspo at actor.yaml's clip_ratio 0.2 / 0.2, "
+                                             "seq-mean-token-mean (gspo_hadw.sh)"),
+                                            ("reward the statistics read", "data.correct (0/1)",
+                                             "the summed token reward; reward_manager dapo → default_compute_score: "
+                                             "+1 / −1 on math, math_dapo and aime data (the script names no "
+                                             "training file)")),
                                   placement="theirs: verl's advantage step, once per step on the whole batch; the "
                                             "anchor is the mean of the last k batch-mean rewards, the current "
                                             "batch's appended in the reward step before it; the statistics are of "
@@ -294,7 +304,8 @@ def _technique_rows():
                                       "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
                                       "hadw(window=10, scale=1.5) on grpo is theirs",
                                       "the stage reads data.correct for accuracies; theirs the summed reward "
-                                      "(equal for a 0/1 reward)",
+                                      "(equal for a 0/1 reward; with their script's ±1 math reward μ = 2·acc − 1, "
+                                      "so |μ_g − μ_hist| and the weight exp(λ·|Δ|) are those of acc with 2λ)",
                                       "batch accuracy over valid rows only; theirs over every row",
                                       "a singleton group: ours follows the incoming estimator (grpo: 0); theirs "
                                       "r/(1+ε)·1.5·exp(...)",

@@ -814,12 +814,16 @@ def _technique_rows():
                                        "read_file): LogprobScorer.score (one forward pass, gathered token log-probs "
                                        "per action span), per_step_progress_advantage, "
                                        "score_trajectory_progress_advantage; scripts/tau2_bon8.sh@b1253bdd "
-                                       "(--token-agg mean --step-agg min, β not set: 1.0)",
+                                       "(--token-agg mean --step-agg min, β not set: 1.0), scripts/webshop_bon8.sh "
+                                       "(per-backbone aggregations), pa/aggregations.py (the choices)",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
-                                             "summed)", "--token-agg mean (scripts); sum available"),
+                                             "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
+                                             "backbone: min (qwen3.5-9b, its default), max (gemma4-4b), mean "
+                                             "otherwise; sum available"),
                                             ("step aggregation", "none (dense per-token reward)",
-                                             "--step-agg min (a trajectory score)"),
+                                             "--step-agg min (tau2_bon8.sh; a trajectory score); webshop_bon8.sh: "
+                                             "last (qwen3.5-9b), min (gemma4-4b), mean otherwise"),
                                             ("policy log-probs", "logp_old (the sampling policy, recorded)",
                                              "a fresh forward pass of the policy model over the trajectory")),
                                   placement="theirs: at test time, a scoring pass over finished trajectories "
@@ -832,7 +836,9 @@ def _technique_rows():
                                       "used as a dense training reward (ours); theirs ranks trajectories at test "
                                       "time",
                                       "per-token rewards whose per-step sum is their token_agg='sum' score; their "
-                                      "scripts' token mean (÷ step length) and step min are not offered",
+                                      "scripts' token mean (÷ step length) and step min are not offered, nor the "
+                                      "other choices of pa/aggregations.py (tokens last / min / max; steps mean / "
+                                      "sum / last / max / bottom10)",
                                       "a truncated action span scores 0 in theirs; here every completion token in "
                                       "the mask is scored"))),
       Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
@@ -908,7 +914,12 @@ def _technique_rows():
                                       "applied to every step row; ours standardises each turn index across the "
                                       "group's trajectories",
                                       "the batch max-norm of step rewards and β = 0.05 are not applied: under our "
-                                      "per-turn standardisation a positive batch-wide factor cancels up to ε"))),
+                                      "per-turn standardisation a positive batch-wide factor cancels up to ε",
+                                      "their core_istar.py has three more estimators, none built: istar_grpo "
+                                      "(mode mean_std_norm / mean_norm), istar_reinforce_plus_baseline and "
+                                      "process_outcome_combined (RLOO of the outcome reward + w·step reward) "
+                                      "(core_istar.py:153-350, ray_trainer.py:373-400); both scripts "
+                                      "(run_sokoban.sh, run_webshop.sh) select istar_rloo"))),
   )
 
 

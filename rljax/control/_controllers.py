@@ -743,17 +743,22 @@ def _technique_rows():
                 fidelity=Fidelity(
                     "authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
                     "compute_policy_loss_bapo",
-                    "default mode='share' is our reading of the README, placement='step' ours (one-step lag); "
-                    "theirs: bapo(1.0, mode='code', low_range=(0.6, 0.8), high_range=(1.2, 2.0), placement='loss')",
+                    "default mode='share' is our reading of the README, placement='step' ours; theirs: "
+                    "mode='code', placement='loss', rho0 / low_range 1.0 / (0.6, 0.8) (yaml), 0.5 / (0.8, 0.95) "
+                    "and high_step 0.1 (script)",
                     read="WooooDyy/BAPO@7287044 (re-read in the second reading, #51 item 4): "
                          "recipe/bapo/policy_loss.py:21-62 _compute_effective_advantage and :76-185 "
                          "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
-                         "as transcribed in tests/test_control.py",
+                         "as transcribed in tests/test_control.py; recipe/bapo/run_bapo_example.sh:12-25, 76-128 "
+                         "(target_pos_ratio 0.5, lower 0.8 → 0.95 step 0.05, upper 1.2 → 2.0 step 0.1, ppo_epochs 2, "
+                         "rollout.n 16, clip_ratio 0.2 / 0.2)",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
-                              ("rho0 (target)", "0.5", "1.0 (yaml)"),
-                              ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml)"),
-                              ("high_range", "(1.2, 3.0) (README)", "(1.2, 2.0) (yaml)"),
-                              ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml)"),
+                              ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh)"),
+                              ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml); (0.8, 0.95) (script)"),
+                              ("high_range", "(1.2, 3.0) (README)", "(1.2, 2.0) (yaml and script)"),
+                              ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml); 0.05 / 0.1 (script)"),
+                              ("ppo_epochs (not this controller's)", "the trainer's", "2 (script): the bounds "
+                               "chosen again on each epoch's micro-batches"),
                               ("eps", "1e-8", "1e-8"),
                               ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
                               ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),

@@ -381,7 +381,11 @@ def _technique_rows():
                                        "(filter_batch: lower ≤ mean acc ≤ 1 − upper) and :608-660 (explore batch "
                                        "→ replay buffer → commit batch), :378-384 (n_explore_effective); recipe/pc/config/"
                                        "pc_trainer.yaml:19-33; "
-                                       "recipe/pc/replay_buffer.py; train_scripts/pc_qwen2.5-1.5b_p32c96.sh:26-29",
+                                       "recipe/pc/replay_buffer.py (:135-150 prompt draw: random / max_variance "
+                                       "/ most_recent / least_recent, :242-260 max_variance); pc_ray_trainer.py:"
+                                       "168-214, 330-351, 642-651 (exclude_threshold_upper: easy prompts leave "
+                                       "the data set); train_scripts/pc_qwen2.5-1.5b_p32c96.sh:19-33 and "
+                                       "pc_qwen3-4b_p16c48.sh",
                                   defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
                                              "0.25] (scripts; yaml 0.25 / 0.25)"),
                                             ("pilot", "2 rollouts", "exploration.n 32 (p32c96) / 16 (p16c48); "
@@ -391,10 +395,19 @@ def _technique_rows():
                                              "pass/fail on the window, every passing prompt gets rollout.n"),
                                             ("budget", "P·(group_size − pilot)//2 per step",
                                              "train_batch_size prompts per step; overflow kept in a replay "
-                                             "buffer (buffer_max_off_steps 4)")),
+                                             "buffer (buffer_max_off_steps 4)"),
+                                            ("buffer draw", "none (committed in the same step)",
+                                             "buffer_sampling_method max_variance (p32c96: the largest pilot "
+                                             "std first, newer first on ties) / random (p16c48; the yaml's)"),
+                                            ("exclude_threshold_upper", "none",
+                                             "1.0 (both scripts; yaml null): a prompt whose pilot rollouts all "
+                                             "succeed is removed from the data set from the next epoch"),
+                                            ("overlong penalty (not this stage's)", "compose overlong_penalty",
+                                             "overlong_buffer on, len 4096, factor 1.0 (p32c96)")),
                                   placement="theirs: the pilot (explore) rollouts of each generation batch are "
                                             "scored; passing prompts wait in a replay buffer (at most 4 steps "
-                                            "old; drawn at random, buffer_sampling_method random) and are "
+                                            "old; drawn by buffer_sampling_method: max_variance in p32c96, "
+                                            "random in p16c48) and are "
                                             "committed later with rollout.n more rollouts, trained "
                                             "on pilot + commit samples; ours: a prompt filter, the pilot rows "
                                             "and the commit rows of a prompt are sampled in the same step (the "
@@ -406,7 +419,9 @@ def _technique_rows():
                                       "their passing prompts wait in a replay buffer and overflow to later steps",
                                       "their optional max-variance downsampling of the pilot responses "
                                       "(exploration.n_effective; null, off, by default) is not built: every pilot "
-                                      "row stays in the group, as their default"))),
+                                      "row stays in the group, as their default",
+                                      "their scripts' exclusion of solved prompts from later epochs "
+                                      "(exclude_threshold_upper 1.0) is not built"))),
       Technique("difficulty_budget", "filter", difficulty_budget,
                 "n_j = min + largest-remainder(R * w_j / sum w), w_j = (1 - acc_j)^power",
                 f"{_S1} L203 (E3, arXiv 2505.18573)",

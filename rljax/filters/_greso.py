@@ -266,7 +266,19 @@ def _technique_rows():
                                       "is over the groups with ≥ 2 valid rows (theirs: reshaped [-1, 8])",
                                       "a group with one valid row is not observed (theirs: its mean joins the trace)",
                                       "the streak before issue #51 counted easy and hard observations together; "
-                                      "it now counts one kind, as theirs"))),
+                                      "it now counts one kind, as theirs",
+                                      "their other selection strategy, data.dynamic_filtering_strategy "
+                                      "'linear_backoff' (skip a prompt solved by every sample within the last "
+                                      "filter_easy_n epochs, plus a random back-off for hard ones whose call lacks "
+                                      "its k argument at this commit; ray_trainer.py:988-996, "
+                                      "presampling_selector.py:38-100, 169-188), is not built; their scripts "
+                                      "select all_probabilistic, ours",
+                                      "their scripts also run dynamic sampling after the reward (ttis.type "
+                                      "dynamic_sampling, ray_trainer.py:1140-1175: zero-variance groups dropped "
+                                      "and more prompts generated, the generation batch sized from the observed "
+                                      "zero-variance ratio × 1.25 up to sampling_batch_size 384, until "
+                                      "real_train_batch_size 256 prompts); compose zero_variance(refill=True) "
+                                      "for the drop; the adaptive generation batch is not built"))),
   )
 
 

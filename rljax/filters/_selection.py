@@ -292,7 +292,12 @@ def _technique_rows():
                                       "a pair needs a positive gap: an all-equal group gives no pair (theirs keep "
                                       "its pairs, which then weigh 0 in the draw)",
                                       "the reshuffle draws rows ∝ |A| with replacement; theirs draw whole pairs ∝ "
-                                      "|A_hi| + |A_lo| without replacement, replay_times times"))),
+                                      "|A_hi| + |A_lo| without replacement, replay_times times",
+                                      "their other pair weights, trainer.sampling_weight 'max' / 'mean' / 'pos' "
+                                      "(ray_trainer.py:584-594), and draw laws, sampling_method 'softmax' / "
+                                      "'log_softmax' (a step-scheduled temperature) / 'inverse' "
+                                      "(custom_algos.py:148-167), are not built; the script uses the defaults "
+                                      "'sum' and 'power' (p 1)"))),
       Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
                 f"{_S1} L163 (RoRecomp, interpretation)",
                 stage=S.row_filter(rorecomp, {"correct": "correct", "lengths": "lengths", "group_id": "group_id",

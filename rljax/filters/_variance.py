@@ -315,7 +315,11 @@ def _technique_rows():
                         "sum reaches p of the total; metric reward_variance) is rule='mass'; the default stays "
                         "rule='count', the rule of the paper-era code",
                         "rule='count' ranks by the population std (the ranking equals torch.std's for equal group "
-                        "sizes); rule='mass' sums torch.std's unbiased stds, as theirs"))),
+                        "sizes); rule='mass' sums torch.std's unbiased stds, as theirs",
+                        "not built: 5eb79b82's rollout_filter_type 'std_rev' (keep the lowest-std groups, "
+                        "agent_trainer.py:472-473); 4ec25747's other RolloutFilterConfig choices: top_p_prob_mode "
+                        "'softmax', strategies top_k / top_k_abs / min_p, filter_type 'smallest', metrics reward / "
+                        "reward_sum / length, include_zero False (groups scoring 0 dropped first)"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},
@@ -341,7 +345,10 @@ def _technique_rows():
                                       "(good_priority) is not built; the kept set equals their draw's support "
                                       "and good_random's (tested)",
                                       "per step on fresh rows (ours is online RL); theirs once on an offline set",
-                                      "keep_zero=True (ours) also keeps A = 0"))),
+                                      "keep_zero=True (ours) also keeps A = 0",
+                                      "their third strategy, sampling_strategy 'all_priority' (the data set's "
+                                      "rejected responses with A > 0 drawn too, all ∝ A+; "
+                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built"))),
       Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
                 f"{_S1} L115 (VCRL, arXiv 2509.19803)",
                 stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),

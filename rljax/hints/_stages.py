@@ -105,8 +105,11 @@ def guide(*, fraction: float = 1.0, rows: float = 1.0, template: str = "Hint: th
   hinted prompt (``importance_weighted_reroll``: this stage's ``logp_old="behavior"``), with the off-policy loss
   ``-A r / (r + gamma)``, unclipped, PPO clip on the other rows: the loss
   ``exgrpo_policy(beta=gamma, clip_fresh=True)`` (the hinted rows carry ``replay_mask``). Their default ``gamma``
-  is 1 (``gamma_strategy: constant``); their paper scripts set ``gamma`` to the 0.9 quantile of the batch's off-policy ratios (not built). They also drop hinted
-  groups whose accuracy is 0 or 1; here those stay (no gradient, but counted by a token-mean)."""
+  is 1 (``gamma_strategy: constant``); their paper scripts set ``gamma`` to the 0.9 quantile of the
+  off-policy ratios of each micro-batch (one sequence per GPU in their scripts; not built). They also drop every
+  group, unhinted or hinted, whose accuracy is 0 or 1 (refilling the batch from the loader) and hint only a
+  multiple of ``world_size`` of the failed groups; here every failed group is hinted and 0/1 groups stay (no
+  gradient, but counted by a token-mean)."""
   fraction, rows = _unit("fraction", fraction, lo_open=True), _unit("rows", rows, lo_open=True)
   return _stage("guide", hint_text=lambda problem, keys, p: H.answer_prefix(problem.answer, fraction), rows=rows,
                 max_success=0.0, template=H.check_template(template), logp_old=_logp_old(logp_old))
@@ -187,15 +190,18 @@ TECHNIQUES = (
               stage=guide,
               fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
                                 "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
-                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; paper scripts: "
+                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; scripts: "
                                 "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
-                                "hinted 0/1-accuracy groups kept (theirs: dropped)",
+                                "0/1-accuracy groups kept (theirs: dropped)",
                                 read="vaskar-open-source-research/guide_rl@2f277152 verl/verl/trainer/ppo/"
                                      "core_algos.py:279-360 (compute_policy_loss: gamma shaping of off-policy "
                                      "rows, clip on on-policy rows only); verl/verl/trainer/ppo/ray_trainer.py:"
                                      "1620-1632 (accuracy filter, reroll mask); verl/verl/trainer/config/"
-                                     "ppo_trainer.yaml:32-36, 240; verl/experiments/math_reasoning/configs/"
-                                     "guide_paper_experiments/guide_grpo_qwen.sh:71-84",
+                                     "ppo_trainer.yaml:15-20, 32-36, 240; verl/experiments/math_reasoning/configs/"
+                                     "guide_paper_experiments/guide_grpo_qwen.sh:67-84; ray_trainer.py:1488-1586 "
+                                     "(batches drawn until train_batch_size groups pass, excess buffered), "
+                                     ":1686-1693 (hinted groups: a multiple of world_size). Sixth draw (#51 item "
+                                     "4): the unhinted groups' accuracy filter (:67-70) was not in the record",
                                 defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
                                            "(acc ≤ 0.001)"),
                                           ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
@@ -208,11 +214,19 @@ TECHNIQUES = (
                                            "constant 1.0"),
                                           ("clip", "0.2 on fresh rows (clip_fresh=True)", "clip_ratio 0.2 "
                                            "on-policy rows; off-policy unclipped"),
-                                          ("accuracy filter", "none", "hint_accuracy bounds 0.001 / 0.999: "
-                                           "groups of accuracy 0 or 1 dropped")),
-                                placement="theirs: after the reward, groups with accuracy ≤ 0.001 are re-"
-                                          "sampled with the hint, scored, then groups outside (0.001, 0.999) are "
-                                          "dropped; in the loss the hinted rows are off-policy: r/(r + γ), "
+                                          ("accuracy filter", "none", "filter_accuracy True, accuracy bounds "
+                                           "0.001 / 0.999 on the unhinted groups (script :67-70; yaml 0.2 / 0.8) "
+                                           "and hint_accuracy bounds 0.001 / 0.999 on the hinted ones: groups of "
+                                           "accuracy 0 or 1 dropped, the batch refilled from the loader"),
+                                          ("groups hinted", "every all-failed group", "only when at least "
+                                           "world_size groups failed: floor(#failed / world_size)·world_size of "
+                                           "them, the other failed groups dropped")),
+                                placement="theirs: after the reward, unhinted groups with accuracy outside "
+                                          "[0.001, 0.999] are dropped and those with accuracy ≤ 0.001 (a "
+                                          "multiple of world_size of them) re-sampled with the hint, scored, the "
+                                          "hinted groups outside [0.001, 0.999] dropped, until the batch holds "
+                                          "train_batch_size groups; in the loss the hinted rows are off-policy: "
+                                          "r/(r + γ), "
                                           "unclipped; ours: a replay stage after the reward re-samples all-failed "
                                           "groups from the hinted prompt and splices the rows in as rows of the "
                                           "unhinted prompt; the loss is a separate row (exgrpo_policy)",
@@ -221,9 +235,18 @@ TECHNIQUES = (
                                     "dataset-provided natural-language hint",
                                     "the loss is composed separately: guide + exgrpo_policy(beta=1, "
                                     "clip_fresh=True) is their constant-γ loss; their runs' γ = the 0.9 "
-                                    "quantile of the off-policy ratios is not built",
-                                    "hinted groups whose accuracy is 0 or 1 are kept (theirs dropped by the "
-                                    "accuracy filter; compose zero_variance for it)"))),
+                                    "quantile of the off-policy ratios (of each micro-batch: one sequence per "
+                                    "GPU, ppo_micro_batch_size_per_gpu 1) is not built",
+                                    "groups whose accuracy is 0 or 1 are kept, unhinted (all correct) and hinted "
+                                    "alike (theirs dropped by the two accuracy filters, the batch refilled from "
+                                    "the loader; compose zero_variance for the drop)",
+                                    "every all-failed group is hinted; theirs hints floor(#failed / world_size)·"
+                                    "world_size of them (none when fewer than world_size failed) and drops the "
+                                    "rest",
+                                    "their gamma_strategy 'power' (off-policy ratio r^γ, core_algos.py:339-340) "
+                                    "and scale_reasoning.reroll_with_cot (a second re-sampling of still-failed "
+                                    "groups from the prompt's chain-of-thought variant, ray_trainer.py:1536-1549; "
+                                    "False in the scripts) are not built"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
@@ -289,7 +312,12 @@ TECHNIQUES = (
                                     "theirs the first int(f·|s|) characters of the dataset solution s (Asymptote "
                                     "stripped), cut back to a word boundary",
                                     "the hinted prompt is our template without a system prompt; theirs is "
-                                    "build_prefix_prompt_text with their anti-repetition system prompt"))),
+                                    "build_prefix_prompt_text with their anti-repetition system prompt",
+                                    "their trainer's other hint_mode branches are not built (ray_trainer.py:1545, "
+                                    "1664, 1974, 2789, 3070, 3572, 4180, 4333-4339): prompt_masked, hierarchical, "
+                                    "hierarchical2, hierarchical_replacement, replacement2, hint_SFT, "
+                                    "prefix_continuation_cascade and the single-hint solution_aware / solution_blind "
+                                    "/ solution_aware_failed_conditional; their config selects prefix"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",

@@ -308,7 +308,9 @@ def _technique_rows():
   trl = "huggingface/trl@v1.9.0 (35def3ee) trl/trainer/grpo_trainer.py"
   theirs_place = ("theirs: verl computes w (and the rejection mask, which rewrites response_mask) once per step in "
                   "the trainer on the whole batch from the recomputed old log-probs against the rollout's, "
-                  "before the update, and the actor multiplies each micro-batch's per-token loss by it; TRL "
+                  "before the update, and the actor multiplies each micro-batch's per-token loss by it (in "
+                  "bypass mode, the bypass_* presets, inside the loss on each micro-batch from the current "
+                  "log-probs against the rollout's); TRL "
                   "computes it once per generation batch (old log-probs vs the vLLM sampling log-probs) and "
                   "multiplies the per-token loss; ours: a correction of a ratio term, evaluated on each "
                   "micro-batch from logp_old (else sg(log π_θ)) and logp_behavior, multiplying the term's "
@@ -395,16 +397,26 @@ def _technique_rows():
                                        "rollout_corr_helper.py:93-153 (_parse_rollout_rs_thresholds: k1 'L_U', a "
                                        "single k1 value U means [1/U, U]) and :156-372 compute_rollout_rejection_mask "
                                        "(token_k1/2/3, seq_sum/seq_mean_k1/2/3, seq_max_k2/3); v0.7.0 has only "
-                                       "ratio bounds (rollout_rs token/sequence/geometric)",
+                                       "ratio bounds (rollout_rs token/sequence/geometric); verl/trainer/config/"
+                                       "algorithm.py:176 and algorithm/rollout_correction.yaml:12 (rollout_rs null), "
+                                       ":210-565 (the presets), core_algos.py:2065-2200 "
+                                       "compute_policy_loss_bypass_mode. Sixth draw (#51 item 4): the record gave "
+                                       "the helper's signature default token_k1 as verl's default",
                                   defaults=(("threshold", "none (required)", "rollout_rs_threshold (required)"),
-                                            ("estimator, level", "'k3', 'token'", "rollout_rs = 'token_k1' (needs "
-                                             "L_U bounds)"),
+                                            ("estimator, level", "'k3', 'token'", "none: rollout_rs null in "
+                                             "RolloutCorrectionConfig and rollout_correction.yaml (no rejection; "
+                                             "'token_k1' is only compute_rollout_rejection_mask's signature "
+                                             "default, the trainer passes the config's); presets: seq_sum_k1 "
+                                             "'0.5_2.0' (decoupled_seq_is_rs), seq_mean_k1 '0.999_1.001' (the "
+                                             "geo_rs presets), seq_mean_k3 0.01 (the k3_rs presets)"),
                                             ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
                                             ("several criteria at once", "one per correction (pass a sequence)",
                                              "comma-separated rollout_rs options, ANDed")),
                                   placement="theirs: verl computes the rejection mask once per step in the trainer on the "
                                             "whole batch (recomputed old log-probs against the rollout's) and "
-                                            "rewrites response_mask before the update; ours: a correction of a "
+                                            "rewrites response_mask before the update; in bypass mode (the "
+                                            "bypass_* presets) inside the loss on each micro-batch, from the "
+                                            "current log-probs against the rollout's; ours: a correction of a "
                                             "ratio term on each micro-batch from logp_old (else sg(log π_θ)) and "
                                             "logp_behavior, the aggregation denominator keeping the original "
                                             "loss_mask",
@@ -412,8 +424,9 @@ def _technique_rows():
                                               "log U); a single verl k1 value U is threshold=log U",
                                               "rejected tokens keep their place in the aggregation denominator; "
                                               "verl rewrites response_mask (multiply loss_mask by keep for its form)",
-                                              "the default estimator/level (k3, token) are ours; verl's default "
-                                              "option token_k1 needs explicit bounds"))),
+                                              "the default estimator/level (k3, token) are ours; verl rejects "
+                                              "nothing unless rollout_rs is set (its presets: seq_sum_k1, "
+                                              "seq_mean_k1, seq_mean_k3)"))),
   )
 
 

@@ -130,7 +130,8 @@ def erc(term, *, low=0.95, high=1.05, eps: float = 1e-8):
   the released recipes' (``recipe/dapo/*_erc_1_05.sh``). There the wrapped
   loss is verl's dual-clip PPO with optional TIS (``grpo_erc``) or GPPO's
   gradient-preserving clip (``gppo_erc``; no GPPO term is offered here); here
-  any term.
+  any term. Their recipes also add ``0.1 ×`` the token-mean NLL of the rows
+  whose reward is exactly 1 (``postive_loss_coeff``; not built).
   ρ_t = 1 when both entropies are 0.
 
   Args:
@@ -462,7 +463,8 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Kwai-Klear/ERC: verl/trainer/ppo/core_algos.py "
                                   "compute_policy_loss_grpo_erc",
                                   "wraps any term (the code: dual-clip PPO, grpo_erc, or GPPO, gppo_erc: not offered); "
-                                  "bounds 0.95/1.05 = released recipes",
+                                  "bounds 0.95/1.05 = released recipes; their 0.1 positive-sample NLL "
+                                  "(postive_loss_coeff) not built",
                                   read="Kwai-Klear/ERC@f1885c53 (2026-01-05) verl/trainer/ppo/core_algos.py:915-1010 "
                                        "compute_policy_loss_grpo_erc (dual-clip PPO, optional TIS, ρ = (H + 1e-8) / "
                                        "(H_old + 1e-8), detach where not low < ρ < high), verl/workers/actor/"
@@ -474,13 +476,21 @@ def _technique_rows():
                                        "sg(r)), dual-clip c) with recipe/dapo/perf_run_dapo_ours_math_szp_ae_gppo_"
                                        "erc_1_05.sh (loss_mode gppo_erc, clip 0.2/0.2, clip_ratio_c 10, 0.95/1.05, "
                                        "token-mean); README 'We integrate ERC into both DAPO and GPPO'. Fifth draw "
-                                       "(#51 item 4): gppo_erc was not in the record",
+                                       "(#51 item 4): gppo_erc was not in the record; dp_actor.py:510-518, "
+                                       "549-550 (postive_loss: −log π over the rows whose summed token reward is "
+                                       "exactly 1.0, agg_loss token-mean over those rows, × postive_loss_coeff, "
+                                       "added to the policy loss), set to 0.1 by all four erc recipes (:106 in "
+                                       "three, :110 in the 1_5B gppo one; actor.yaml:13 default 0.1). Sixth draw "
+                                       "(#51 item 4): the positive-sample NLL was not in the record",
                                   defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
                                             ("eps (δ)", "1e-8", "1e-8"),
                                             ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
                                              "loss_mode grpo_erc: dual-clip PPO, clip 0.2/0.28, clip_ratio_c 10; or "
                                              "gppo_erc: GPPO's gradient-preserving clip, clip 0.2/0.2, clip_ratio_c "
-                                             "10; TIS off (tis_imp_ratio_cap -1)")),
+                                             "10; TIS off (tis_imp_ratio_cap -1)"),
+                                            ("positive-sample NLL", "not in this term",
+                                             "postive_loss_coeff 0.1 (every erc recipe): 0.1 × the token-mean of "
+                                             "−log π over the rows with reward exactly 1.0, added to the loss")),
                                   placement="theirs: inside the actor's loss on each micro-batch, H from that "
                                             "forward, H_old the entropies stored with the old log-probs before the "
                                             "update; ours: a wrapper of the term on each micro-batch, H = "
@@ -490,7 +500,12 @@ def _technique_rows():
                                               "and gppo_erc (GPPO's gradient-preserving clip, whose clipped tokens "
                                               "keep a gradient): no GPPO term is offered, so that recipe cannot be "
                                               "composed",
-                                              "ρ = 1 when both entropies and δ are 0 (the code divides 0 by 0)"))),
+                                              "ρ = 1 when both entropies and δ are 0 (the code divides 0 by 0)",
+                                              "their recipes add 0.1 × the token-mean NLL of the rows whose reward "
+                                              "is exactly 1.0 (postive_loss_coeff, dp_actor.py:510-518, 549-550; "
+                                              "not masked by ERC) to the loss; not part of erc and not built: "
+                                              "sft_nll in a chain weighs every row and shares the chain's "
+                                              "denominator"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",

@@ -363,7 +363,8 @@ def gpg(*, alpha: str = "none", correction=None):
   ``pg_name == 'gpg'``: ``-logp · A``, seq-mean-token-mean, the loss divided by
   alpha with ``adjust_gd``) and verl ``compute_policy_loss_gpg``. GPG's
   advantage ``(r - mean_g) / f_norm`` is ``grpo`` (``scale="group"``, ``eps=1e-4``, or ``scale="none"``); the
-  authors' ``1/alpha`` loss scale is ``alpha="valid_groups"`` here.
+  authors' ``1/alpha`` loss scale is ``alpha="valid_groups"`` here. Their open-r1 ``train.sh`` launches
+  ``gpg_trainer.py`` with ``--scale_rewards False --adjust_gd``: ``dr_grpo`` advantages, ``alpha="valid_groups"``.
   Equals ``reinforce(importance_weight=False)`` with ``alpha="none"``.
   """
   if alpha not in ("none", "valid_groups"):
@@ -817,18 +818,25 @@ def _technique_rows():
                             "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask"))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
-       Fidelity("authors_code", "github.com/AMAP-ML/GPG: VisualThinker-R1-Zero/src/open-r1-multimodal/src/"
-                "open_r1/trainer/grpo_trainer.py",
+       Fidelity("authors_code", "github.com/AMAP-ML/GPG: open-r1/src/open_r1/gpg_trainer.py (GPGTrainer)",
                 "the code's 1/alpha loss scale (adjust_gd) is alpha='valid_groups' (default 'none'); advantage = "
                 "grpo(scale='none' or eps=1e-4); aggregation is chain's",
-                read="an open_r1 GPGTrainer-based learner of the authors' code (code index, find_string "
-                     "'adjust_gd': LearnerGPGTrainer.compute_loss and _generate_and_score_completions; repository "
-                     "path and commit not shown by the index); the record's grpo_trainer.py was not re-read",
-                defaults=(("alpha (adjust_gd)", "'none'", "on (1/inverse_alpha)"),
+                read="AMAP-ML/GPG@e096da8c (2025-05-21, fetched snapshot) open-r1/src/open_r1/gpg_trainer.py:"
+                     "280-318 (compute_loss: −log π·A, token mean over the micro-batch, ÷ inverse_alpha with "
+                     "adjust_gd), :540-627 (resampling until n_valid ≥ min_inverse_alpha·groups; A = r − mean_g, "
+                     "÷ (std_g + 1e-4) with scale_rewards; inverse_alpha = min(1, n_valid / groups)), :130-150, "
+                     ":225-235 (weighted_sample sampler); open-r1/src/open_r1/configs.py:55-68 (GPGConfig "
+                     "defaults); open-r1/train.sh (--scale_rewards False --adjust_gd --min_inverse_alpha 0.5, "
+                     "recipe config_simple_rl_math_l35_v1.yaml: num_generations 8, beta 0); the multimodal copies "
+                     "(R1-V, Visual-RFT, VisualThinker-R1-Zero grpo_trainer.py) divide by inverse_alpha + 1e-5",
+                defaults=(("alpha (adjust_gd)", "'none'", "on (train.sh --adjust_gd; GPGConfig default False)"),
                           ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
-                           "r − mean_g, / (std_g + 1e-4) with scale_rewards"),
+                           "none: train.sh --scale_rewards False (r − mean_g, dr_grpo's form); with scale_rewards "
+                           "(TRL's default, the recipes without train.sh) ÷ (std_g + 1e-4)"),
+                          ("beta (KL)", "not in this term", "0.0 (recipe)"),
                           ("aggregation", "chain's (token_mean)", "token mean over the micro-batch"),
-                          ("min_inverse_alpha resampling", "not implemented", "resample until valid share ≥ it")),
+                          ("min_inverse_alpha resampling", "not implemented",
+                           "0.5 (train.sh, GPGConfig): resample until the valid share ≥ it")),
                 placement="theirs: A and inverse_alpha computed once per generation round on all processes' "
                           "gathered groups, the loss divided by it on every micro-batch; ours: A from the advantage "
                           "stage, the factor G/G_valid a whole-batch statistic of the loss (same on every "
@@ -839,7 +847,10 @@ def _technique_rows():
                     "G counts the groups of rows with a loss token in the update batch; theirs counts every "
                     "generated group; with no valid group ours uses factor 1 (theirs divides by 0; they resample)",
                     "their extra sampling rounds until min_inverse_alpha is met are not implemented (a filter's "
-                    "job: zero_variance with resampling)"))),
+                    "job: zero_variance with resampling)",
+                    "their weighted_sample sampler (sample_strategy uniform / hard / soft / medium, prompts "
+                    "weighted by their running accuracy, gpg_trainer.py:130-150, 225-235; off by default and in "
+                    "train.sh) is not built; scale_batch is declared but unused in the loss at this commit"))),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
@@ -896,13 +907,19 @@ def _technique_rows():
                 read="callsys/GMPO@205b2bf4 (2025-07-30) train_zero_math_gmpo.py:673-701 (critic_type_modify 'gmpo': "
                      "sgn = −1 if A ≥ 0 else 1; max(sgn·Δ, clamp(sgn·Δ, ±cliprange))·sgn; ratio = exp(masked "
                      "mean); −A·ratio) and scripts/qwen2.5-math-7b-gmpo.sh (CLIPRANGE=0.4, "
-                     "train_batch_size_per_device 1, beta 0, num_ppo_epochs 1)",
+                     "train_batch_size_per_device 1, beta 0, num_ppo_epochs 1, N_SAMPLE 8, --critic_type grpo: "
+                     "compute_monte_carlo_advantages :405-421); the variants at :702-800 (gmpo_noclip, "
+                     "gmpo_seqclip, gmpo_without_norm, grpo_clip_wider; scripts/ablation/) and "
+                     "train_zero_math_hmpo.py:675-702 (hmpo, scripts/qwen2.5-math-7b-hmpo.sh)",
                 defaults=(("eps_low", "0.4", "cliprange 0.4 (log space)"),
                           ("eps_high", "0.4", "cliprange 0.4 (log space)"),
                           ("advantage per sequence", "mean_t A over the loss tokens", "the scalar A of the row"),
                           ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none"),
                           ("aggregation", "chain's (token_mean; paper: seq_mean_token_mean)",
-                           "one sequence per micro-batch: the loss −A·ρ of that sequence")),
+                           "one sequence per micro-batch: the loss −A·ρ of that sequence"),
+                          ("advantage (not this term's)", "the recipe's advantage stage",
+                           "--critic_type grpo: (r − mean_g)/(std_g + 1e-8), unbiased std, 8 samples; "
+                           "grpo(eps=1e-8) gives it")),
                 placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
                           "1), log π_old recomputed by the learner before the update; the mean runs over that "
                           "micro-batch's response tokens; ours: a loss term, ρ per row over its loss tokens, on each "
@@ -913,7 +930,11 @@ def _technique_rows():
                             "one scalar per row (equal for outcome advantages)",
                             "log r clamped to ±20 and log ρ to [−20, 10] (verl geo_mean's); the code has none",
                             "A = 0 gives 0 here (sign 0); the code treats A = 0 as positive (the loss is 0 either "
-                            "way)"))),
+                            "way)",
+                            "their ablation variants are not built: gmpo_noclip (cliprange 1000), gmpo_seqclip (the "
+                            "clip on the sequence's summed log ratio), gmpo_without_norm (exp of the sum, not the "
+                            "mean), grpo_clip_wider, and HMPO (train_zero_math_hmpo.py: the harmonic mean of the "
+                            "clipped token ratios)"))),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -1059,7 +1080,11 @@ def _technique_rows():
                             "old_logp = the proximal log-probs",
                             "AReaL's lower bound, sequence level and k1–k3 metrics are not options here: add "
                             "mis / divergence_rejection as a correction",
-                            "log ratios clamped to ±20; AReaL has none"))),
+                            "log ratios clamped to ±20; AReaL has none",
+                            "AReaL's importance_sampling_level='sequence' (the geometric mean of the token "
+                            "ratios, GSPO-style) and prox_logp_method='loglinear' (π_prox interpolated between the "
+                            "behaviour and current log-probs, no forward pass) are not built "
+                            "(cli_args.py:1499-1517); ours takes π_prox from logp_old, their default 'recompute'"))),
       ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
        "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
        loss_term_factory(exgrpo_policy, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
@@ -1091,7 +1116,12 @@ def _technique_rows():
                             "the on-policy warm-up phase is a batch without extras['replay_mask'] (PPO clip, as the "
                             "authors'); the switch at solve rate 0.35 belongs to the replay stage",
                             "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
-                            "log r clamped to ±20; the code has none"))),
+                            "log r clamped to ±20; the code has none",
+                            "their loss also has other ratio shapings, selected by actor.off_policy_reshape / "
+                            "on_policy_reshape (mix_core_alg.py:89-117, :134-150): no_reshape (the yaml default), "
+                            "logp, p_logp, square_root, pow, p_div_p_0.1 / 0.3 / 0.5 (the script: off p_div_p_0.1, "
+                            "on no_reshape), and off_policy_max_clip / min_clip / all_max_clip (-1: off); beta "
+                            "gives p_div_p_β on replayed rows; the other shapings and clips are not built"))),
   ]
   return tuple(Technique(name, "policy_loss", fn, formula, src, stage=stage, fidelity=fid)
                for name, fn, formula, src, stage, fid in rows)

@@ -618,22 +618,37 @@ def _technique_rows():
                                   read="ZJU-OmniAI/GFT@763384de (2026-05-19) verl/trainer/ppo/core_algos.py:668-712 "
                                        "compute_gft_loss (−log π · sg(where(p > tao, 1, p)) · A, agg_loss), "
                                        "verl/workers/actor/dp_actor.py:185-200 (p = softmax of the logits before "
-                                       "the temperature division) and :586-594, examples/gft_trainer/"
+                                       "the temperature division), :538 (loss_mode = 'gft' hard-coded) and "
+                                       ":586-594; verl/trainer/ppo/ray_trainer.py:276-306 "
+                                       "(build_dataprop_from_gen_batch: the prompt's stored model_answer_id "
+                                       "candidates as responses), :1518, :1570-1576 (expert rows concatenated with "
+                                       "the rollouts under the same uid); examples/gft_trainer/"
                                        "run_qwen2.5-math-1.5B.sh (tao 0.1, adv_estimator grpo, use_kl_loss False, "
-                                       "entropy_coeff 0)",
+                                       "entropy_coeff 0, rollout.n 4, data.teacher_count 4)",
                                   defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
                                             ("rectification", "'step'", "step (p > tao ? 1 : p)"),
                                             ("use_advantages", "False", "always (× A)"),
-                                            ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean")),
+                                            ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean"),
+                                            ("group", "the step's rows", "rollout.n 4 samples + teacher_count 4 "
+                                             "expert responses from the data set, one uid")),
                                   placement="theirs: the actor's loss on each micro-batch (loss_mode 'gft'), A "
-                                            "from verl's grpo estimator, p and log π from that forward; ours: a "
+                                            "from verl's grpo estimator over each group of 4 rollouts and 4 expert "
+                                            "(data-set) responses, p and log π from that forward, the loss on "
+                                            "both kinds of rows; ours: a "
                                             "loss term on each micro-batch, p = exp(sg(log π_θ))",
                                   deviations=("use_advantages=False by default (an SFT addend); the authors' loss is "
                                               "gft(use_advantages=True) with grpo advantages",
                                               "p is exp(log π) of the trained (temperature-scaled) log-prob; the "
                                               "code's p is the softmax before the temperature division (equal at "
                                               "temperature 1)",
-                                              "rectification='ramp' is our option"))),
+                                              "rectification='ramp' is our option",
+                                              "their groups mix rollout.n = 4 samples with teacher_count = 4 "
+                                              "expert responses read from the data set (extra_info "
+                                              "model_answer_id), all scored and trained on; no rljax stage adds a "
+                                              "data set's responses to a group, so their run is not composable",
+                                              "their dp_actor also has loss modes vanilla, raft, raft_scale and sft "
+                                              "(compute_policy_loss_raft*, compute_sft_loss), unreachable at this "
+                                              "commit: loss_mode is overwritten with 'gft' (dp_actor.py:538)"))),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
                 stage=loss_term_factory(opd, needs={"logp_teacher", "logp_old"}),
@@ -717,7 +732,12 @@ def _technique_rows():
                                               "ppo_clip=0 (unclipped ratio) and A-LoL-KL (kl_beta > 0) are not "
                                               "offered",
                                               "the sequence ratio is clipped in log space (same value, no "
-                                              "overflow); the token ratio's log is clamped to ±20 first"))),
+                                              "overflow); the token ratio's log is clamped to ±20 first",
+                                              "the script's other --algorithm choices (lolrl_qlora_llama_hh.py:110, "
+                                              ":756-800) are not built: nll (the default: the sequence NLL summed "
+                                              "over tokens), wbc (that NLL × the reward), r_gold (GOLD: the token "
+                                              "probability floored at 0.1 × the reward) and r_lol (the reward in "
+                                              "place of the advantage)"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,

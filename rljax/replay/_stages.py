@@ -434,7 +434,8 @@ def _technique_rows():
                                        "skip_uid_set, all-fail / all-solved groups masked), :228-262 (each epoch's "
                                        "loader rebuilt without skip_uid_set: rl_dataset_with_experience.py:40-45) "
                                        "and :538-542 (switch to mixed policy); "
-                                       "ExGRPO/exp_scripts/run_exgrpo.sh:28-40, 63",
+                                       "ExGRPO/exp_scripts/run_exgrpo.sh:27-40, 63, 92 (grpo_use_std False: "
+                                       "mix_trainer.py:88-116 → core_algos.py:110-160 use_std)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
                                              "N(k; n/2, 1) over success counts (exp_bucket_manager normal)"),
@@ -450,7 +451,11 @@ def _technique_rows():
                                             ("start", "the first step", "experience_start_sratio 0.35: once a "
                                              "batch's solved ratio passes it"),
                                             ("sample range", "every stored prompt",
-                                             "exp_sample_range all (first_half / last_half not built)")),
+                                             "exp_sample_range all (first_half / last_half not built)"),
+                                            ("advantage (not this stage's)", "the recipe's advantage stage",
+                                             "adv_estimator grpo with grpo_use_std False (run_exgrpo.sh:92; the "
+                                             "yaml's True): r − mean_g, no ÷ std, a singleton keeps r: "
+                                             "dr_grpo(singleton='raw') (tested)")),
                                   placement="theirs: successes stored after the reward from each group with "
                                             "0 < k ≤ 7 successes; the collate function (before the rollout) swaps "
                                             "int(B·ratio) prompts for bucket-sampled experience prompts whose "

@@ -248,7 +248,11 @@ def _technique_rows():
                                       "counts for us only)",
                                       "an episode is one row with its turns counted; theirs one row per step, "
                                       "each holding the episode's adjusted score",
-                                      "shortest= (a true shortest path) is ours"))),
+                                      "shortest= (a true shortest path) is ours",
+                                      "their StepRewardManager's length_normalise modes 'token' (the class "
+                                      "default: the score spread evenly over the response tokens) and 'step' (÷ "
+                                      "the episode's step rows in the batch) are not built; glm_mobilerl.yaml "
+                                      "sets False (the score on the last token), ours"))),
       Technique("tool_call_reward", "shaping", tool_call_reward,
                 "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",

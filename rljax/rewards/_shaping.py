@@ -856,7 +856,10 @@ def _technique_rows():
                                   'abstract and reviews stored',
                                   read="arXiv 2410.15115 abstract (page read: arxiv.org/html/2410.15115v3, pages corpus: title and "
                                        "abstract; seed 001 L157) and ICLR 2025 reviews (paperhub.cn/paper/F0GNv13ojF: "
-                                       "'r_process(q, p_k+1)'); the method section and code are not stored",
+                                       "'r_process(q, p_k+1)'); a machine description of the Clip/Delta figure "
+                                       "(pages corpus, subtext.edge.nugit.net/image/4e28d956...: steps s1-s4, "
+                                       "the Delta panel's s4 marked X, s3's delta positive though its bar is "
+                                       "below s4's); the method section and code are not stored",
                                   defaults=(),
                                   placement="theirs (abstract): PRM step rewards combined with the success reward "
                                             "during RL, refined so that a trajectory's accumulated reward is "
@@ -865,7 +868,10 @@ def _technique_rows():
                                             "to the first valid step's r (plus the outcome reward)",
                                   deviations=(
                                       "the form r_t − r_{t+1} and r_T kept on the last step are our reading "
-                                      "(a review's 'r_process(q, p_k+1)' agrees with the difference)",
+                                      "(a review's 'r_process(q, p_k+1)' agrees with the difference); the "
+                                      "figure description suggests the last step gets no process reward and "
+                                      "step T − 1 keeps r_{T−1}: summed, r_1 as here for rows of ≥ 2 steps, 0 "
+                                      "for a one-step row (ours: r_1)",
                                       "summed into one sequence reward, Delta reduces to the first step's "
                                       "reward: its per-step credit needs a per-step placement, not built"))),
       Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
@@ -923,7 +929,11 @@ def _technique_rows():
                                       "the number is read by parse='number' (math_answer's extraction); theirs "
                                       "read only the <answer> tag: a callable parse gives theirs",
                                       "their +0.5 format term is a separate reward (format_regex with their "
-                                      "pattern); not added here"))),
+                                      "pattern); not added here",
+                                      "their server's other --reward_type rules (:184-212: negative_mae, "
+                                      "negative_mse, bounded_reward 1 − |e|/max_error, hybrid_mae_bonus, and "
+                                      "original_binary 1[|e| < 0.3], the CLI default, :399) are not built; the "
+                                      "train scripts pass gaussian_rbf"))),
       Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
                 f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
                 stage=_clipped_linear_reward_stage,
@@ -955,7 +965,13 @@ def _technique_rows():
                                       "classifier's probability: there is no discriminator in a text reward; "
                                       "an unparsed completion scores low",
                                       "their certainty threshold, latency term and classifier loss are not part "
-                                      "of this row"))),
+                                      "of this row",
+                                      "their other reward rules are not built: information_maximization_"
+                                      "reward_type linear_noclipping (p − 0.1), log_clipping (max(log p − log 0.1, "
+                                      "0)) and log_noclipping (log(p/0.1)) (trainer.py:495-504), and the accuracy "
+                                      "rewards acc_reward_type zero_and_one / minus_one_and_one (:509-514; "
+                                      "use_information_maximization_reward defaults to False); each has its own "
+                                      "script (scripts/training/), this row is dtram_linear_clipping.sh's"))),
   )
 
 
