@@ -284,6 +284,27 @@ def test_a_new_modules_extras_are_gathered_and_a_name_declared_twice_raises(tmp_
     monkeypatch.delitem(sys.modules, name)
 
 
+def test_the_extras_rooms_are_the_catalogs_and_no_table_is_kept_while_an_rljax_module_imports(monkeypatch):
+  """The rooms read are the catalog's and the trainer; a table gathered while some rljax module is being imported
+  (a stage read at import time) imports nothing, reads the loaded modules and is not kept."""
+  import importlib.machinery  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax.catalog import _ROOMS  # pylint: disable=import-outside-toplevel
+  from rljax.stages import _extras  # pylint: disable=import-outside-toplevel
+  assert set(_extras.EXTRA_ROOMS) == {*_ROOMS, "rljax.train"}
+  partial = types.ModuleType("rljax._w50_partial")
+  partial.__spec__ = importlib.machinery.ModuleSpec("rljax._w50_partial", None)
+  partial.__spec__._initializing = True  # pylint: disable=protected-access
+  monkeypatch.setitem(sys.modules, "rljax._w50_partial", partial)
+  table, complete = _extras.gather()
+  assert not complete and "replay_mask" in table  # the rooms already loaded are read
+  fresh = _extras._Table()  # pylint: disable=protected-access
+  assert "replay_mask" in fresh and fresh._kept is None  # pylint: disable=protected-access
+  monkeypatch.delitem(sys.modules, "rljax._w50_partial")
+  assert "replay_mask" in fresh and fresh._kept is not None  # pylint: disable=protected-access
+
+
 def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_shape():
   import numpy as np  # pylint: disable=import-outside-toplevel
   import pytest  # pylint: disable=import-outside-toplevel

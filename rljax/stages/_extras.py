@@ -34,13 +34,9 @@ class Extra(NamedTuple):
     extras = record.extras
     return None if not extras else extras.get(self.name)
 
-  @property
-  def shape_text(self) -> str:
-    return "[B]" if self.shape == "B" else "[B, T]"
 
-
-# The rooms whose modules may declare extras: the catalog's rooms (their stages) and the trainer (its runners and
-# episodes), as ``rljax.catalog`` lists the rooms whose modules declare techniques.
+# The rooms whose modules may declare extras: the catalog's rooms (their stages; the same list as ``rljax.catalog``'s,
+# tested) and the trainer (its runners and episodes).
 EXTRA_ROOMS = ("rljax.objectives", "rljax.control", "rljax.advantages", "rljax.filters", "rljax.rewards",
                "rljax.replay", "rljax.hints", "rljax.train")
 
