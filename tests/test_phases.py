@@ -105,6 +105,28 @@ def test_the_trainer_orders_nothing_itself():
         fn.__qualname__
 
 
+def test_the_multi_process_runner_is_a_context_of_the_one_executor():
+  """Issue #50 item 1: the multi-process runner re-implements no phase. Both of its sides run the one
+  ``Collector`` (which walks the table's collect rows) with their own sampler call (the rollout side's samples and
+  sends, the training side's receives), and the training side trains through ``run_steps`` -> ``RLLoop.step`` (the
+  train rows); it imports no phase function or selector and calls no stage hook itself."""
+  import ast  # pylint: disable=import-outside-toplevel
+  from rljax.train import _multiproc_async as M  # pylint: disable=import-outside-toplevel
+  tree = ast.parse(inspect.getsource(M))
+  imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+  assert {("rljax.train._rollout", "Collector"), ("rljax.train._rl", "RLLoop"),
+          ("rljax.train._cadence", "run_steps")} <= imported
+  assert not {m for m, _ in imported} & {"rljax.train._phases", "rljax.train._advantage", "rljax.train._inputs",
+                                          "rljax.train._mechanics", "rljax.train._rows", "rljax.stages"}
+  hooks = {"fn", "select", "draw", "observe", "prompts", "hints", "splice", "init"}  # a stage's hooks
+  called = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+  assert not called & hooks, sorted(called & hooks)
+  for cls in (M._Sampler, M._Trainer):
+    src = inspect.getsource(cls)
+    assert "sample_fn=" in src and not _handlers(cls) and "_handlers" not in src, cls  # the Collector's sampler call
+  assert "self.loop.collect" not in inspect.getsource(M._Sampler) and "loop.collect(" in inspect.getsource(M._Trainer)
+
+
 def test_the_dry_run_walks_the_stages_in_the_tables_order():
   """Recording stages in five slots: the start-up check calls them in PIPELINE order (shaping in "rollouts",
   the refill filter in "refill", the rewards-phase filter in "filters", the advantage in "advantages", the

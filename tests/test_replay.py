@@ -340,6 +340,29 @@ def test_exgrpo_policy_clips_fresh_rows_and_shapes_replayed_rows():
   np.testing.assert_allclose(loss, [[-2.0, -1.0], [2 * 0.5 / 0.6, -3 * 2 / 2.1]], rtol=1e-6)
 
 
+def test_exgrpo_policy_reads_the_declared_replay_mask_typed_or_a_user_key():
+  """Issue #50: the default reads the declared extra (``rljax.replay.REPLAY_MASK.of(batch)``); ``replay_key`` names
+  a user stage's own key instead; a bad ``replay_key`` is refused when the term is built, and a mask of another
+  shape names the key."""
+  logp = jnp.log(jnp.array([[0.5, 0.4], [0.2, 0.6]]))
+  old = jnp.log(jnp.array([[0.25, 0.4], [0.4, 0.3]]))
+  batch = TrainBatch(tokens=jnp.zeros((2, 2), jnp.int32), loss_mask=jnp.ones((2, 2)),
+                     advantages=jnp.array([[1.0, 1.0], [-2.0, 3.0]]), group_id=jnp.zeros(2, jnp.int32),
+                     logp_old=old, extras={"replay_mask": jnp.array([False, True])})
+  out = PolicyOutputs(logp=logp, entropy=None)
+  assert R.REPLAY_MASK.name == "replay_mask" and R.REPLAY_MASK.of(batch) is batch.extras["replay_mask"]
+  assert R.REPLAY_MASK.of(batch.replace(extras={})) is None
+  default, _ = O.exgrpo_policy(beta=0.1)(out, batch)
+  mine, _ = O.exgrpo_policy(beta=0.1, replay_key="mine")(out, batch.replace(extras={"mine": jnp.array([False, True])}))
+  np.testing.assert_array_equal(default, mine)
+  ignored, _ = O.exgrpo_policy(beta=0.1, replay_key="mine")(out, batch)  # no "mine": the on-policy (clipped) phase
+  np.testing.assert_array_equal(ignored, O.ppo_clip()(out, batch)[0])
+  with pytest.raises(ValueError, match="replay_key must be None"):
+    O.exgrpo_policy(replay_key="")
+  with pytest.raises(ValueError, match=r"batch.extras\['replay_mask'\] must have shape \(2,\)"):
+    O.exgrpo_policy()(out, batch.replace(extras={"replay_mask": jnp.array([[False, True]] * 2)}))
+
+
 def _exgrpo_authors_loss(old_log_prob, log_prob, advantages, prefix_mask, cliprange=0.2, clip_upper_bound=1.0,
                          loss_remove_clip=True, off_policy_reshape="p_div_p_0.1"):
   """Per-token ``pg_losses`` of ExGRPO's compute_token_on_off_policy_loss (github.com/ElliottYan/LUFFY,

@@ -80,9 +80,9 @@ def test_the_known_list_holds_no_technique_whose_producer_moved_out():
     assert not names & {"opd", "entropy_gated_contrastive", "dpo"}
 
 
-# ``"x" in <needs>`` tests still in rljax/train/ (file, need): none may be added. The one left reads a run fact
-# (RunFacts.task_ids, a curriculum's arms), not a producer.
-KNOWN_NEED_TESTS = {("_startup.py", "task_id")}
+# ``"x" in <needs>`` tests still in rljax/train/ (file, need): none left, none may be added (the start-up's
+# ``RunFacts.task_ids`` comes from ``task_id``'s producer, ``rljax.train._producers.FACTS``).
+KNOWN_NEED_TESTS: set = set()
 
 
 def need_tests_in(src: str) -> set:
@@ -113,6 +113,16 @@ def test_no_branch_on_a_need_in_the_trainer():
   assert not KNOWN_NEED_TESTS - found, f"gone: remove from KNOWN_NEED_TESTS: {sorted(KNOWN_NEED_TESTS - found)}"
 
 
+def test_the_run_facts_of_a_need_come_from_its_producer():
+  """Issue #50 item 3: ``RunFacts.task_ids`` (a curriculum's arms) is given by ``task_id``'s producer at start-up,
+  for a recipe that needs ``task_id`` and a task that defines task ids; nothing for a task without them."""
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax.train._producers import FACTS  # pylint: disable=import-outside-toplevel
+  task = types.SimpleNamespace(task_id=lambda p: p % 3, num_tasks=3)
+  assert FACTS["task_id"](task, [4, 5, 6, 9]) == {"task_ids": (1, 2, 0, 0)}
+  assert FACTS["task_id"](types.SimpleNamespace(task_id=lambda p: 0), [1]) == {}  # no num_tasks: no task ids
+
+
 def test_every_need_declares_one_producer_and_the_scoring_ones_are_registered():
   import dataclasses  # pylint: disable=import-outside-toplevel
   from rljax.stages import NEEDS, PRODUCERS, StepData, produced_by  # pylint: disable=import-outside-toplevel
@@ -122,6 +132,8 @@ def test_every_need_declares_one_producer_and_the_scoring_ones_are_registered():
   assert {n for p in PRODUCERS for n in produced_by(p)} == set(NEEDS)  # each need: exactly one producer
   assert sum(len(produced_by(p)) for p in PRODUCERS) == len(NEEDS)
   assert set(SCORING) == produced_by("scoring") == {"answer_ids", "step_rewards", "task_id"}
+  from rljax.train._producers import FACTS  # pylint: disable=import-outside-toplevel
+  assert set(FACTS) <= set(SCORING)  # the run facts come from a need's one producer
   assert produced_by("reference forward") == {"logp_ref", "entropy_ref", "logp_teacher"}
   assert produced_by("policy forward") == {"logp_old", "entropy_old"}
 
@@ -200,9 +212,7 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   name, the NumPy kind and the shape against the declaration; a misspelt name raises instead of reading None."""
   import numpy as np  # pylint: disable=import-outside-toplevel
   import pytest  # pylint: disable=import-outside-toplevel
-  from rljax.stages import EXTRAS, StepData, probe_step  # pylint: disable=import-outside-toplevel
-  typed = {n for n, v in vars(StepData).items() if isinstance(v, property) and n in EXTRAS}
-  assert typed == set(EXTRAS)
+  from rljax.stages import EXTRAS, probe_step  # pylint: disable=import-outside-toplevel
   data = probe_step()
   b, t = data.tokens.shape
   assert all(getattr(data, n) is None for n in EXTRAS)
@@ -213,8 +223,10 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   assert out.replace(extras={**out.extras, "mine": 1}).with_extras(replay_mask=None).extras.keys() == \
       {"policy_version", "mine"}  # None removes; a stage's own key is kept
   assert out.take(np.arange(2)).replay_mask.tolist() == mask[:2].tolist()  # a per-row extra follows the rows
-  with pytest.raises(AttributeError):
+  with pytest.raises(AttributeError, match=r"no field or declared extra 'replay_msk'; .*'replay_mask'"):
     _ = data.replay_msk  # noqa: F841 - a misspelt read
+  with pytest.raises(AttributeError):
+    _ = data._replay_mask  # noqa: F841 - a private name is never an extra
   with pytest.raises(ValueError, match=r"undeclared extras \['replay_msk'\]; the declared ones .*'replay_mask'"):
     data.with_extras(replay_msk=mask)
   with pytest.raises(ValueError, match=r"extras\['replay_mask'\] .* kind 'b' and shape \(%d,\), got float32" % b):
@@ -222,6 +234,75 @@ def test_the_declared_extras_are_typed_attributes_and_a_misspelt_one_fails_loudl
   with pytest.raises(ValueError, match=r"extras\['policy_version'\] .* shape \(%d, %d\), got int32 of shape \(%d,\)"
                      % (b, t, b)):
     data.with_extras(policy_version=np.zeros(b, np.int32))
+
+
+def test_each_extra_is_declared_by_its_writers_module_and_gathered_like_the_rooms_techniques():
+  """Issue #50 item 3: each declared extra lives in the module that writes it (a module-level ``EXTRAS``), not in a
+  central table; ``rljax.stages.EXTRAS`` gathers them from every module of the rooms (as ``gather_room`` gathers
+  ``TECHNIQUES``), and the readers read them typed (``data.<name>``, ``REPLAY_MASK.of(batch)``)."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  from rljax.stages import EXTRAS, Extra  # pylint: disable=import-outside-toplevel
+  writers = {"replay_mask": "rljax.replay._stages", "replay_slot": "rljax.replay._stages",
+             "hint_mask": "rljax.hints._stages", "role_id": "rljax.train._episodes",
+             "policy_version": "rljax.train._async", "logp_prm": "rljax.advantages._stages"}
+  assert set(EXTRAS) == set(writers)
+  for name, module in writers.items():
+    assert any(e is EXTRAS[name] for e in importlib.import_module(module).EXTRAS), (name, module)
+  # no declaration left in rljax/stages: the package defines the record and gathers, nothing more
+  stages = TRAIN.parent / "stages"
+  calls = [(p.name, n.lineno) for p in stages.glob("*.py") for n in ast.walk(ast.parse(p.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Extra"]
+  assert not calls, f"extras declared in rljax/stages (declare them in the writer's module): {calls}"
+  assert all(isinstance(e, Extra) and e.name == n for n, e in EXTRAS.items())
+
+
+def test_a_new_modules_extras_are_gathered_and_a_name_declared_twice_raises(tmp_path, monkeypatch):
+  import sys  # pylint: disable=import-outside-toplevel
+  import pytest  # pylint: disable=import-outside-toplevel
+  from rljax.stages import _extras  # pylint: disable=import-outside-toplevel
+  room = tmp_path / "w50room"
+  room.mkdir()
+  (room / "__init__.py").write_text("")
+  (room / "_writer.py").write_text("from rljax.stages import Extra\n"
+                                   "MINE = Extra('mine_mask', 'b', 'B', 'a test writer', 'a test extra')\n"
+                                   "EXTRAS = (MINE,)\n")
+  monkeypatch.syspath_prepend(str(tmp_path))
+  monkeypatch.setattr(_extras, "EXTRA_ROOMS", (*_extras.EXTRA_ROOMS, "w50room"))
+  table, complete = _extras.gather()
+  assert complete and table["mine_mask"] is sys.modules["w50room._writer"].MINE
+  assert {"replay_mask", "role_id"} <= set(table)
+  (room / "_again.py").write_text("from rljax.stages import Extra\n"
+                                  "EXTRAS = (Extra('mine_mask', 'b', 'B', 'another writer', 'the same name'),)\n")
+  with pytest.raises(ValueError, match=r"extra 'mine_mask' is declared twice: in w50room._again and "
+                                       r"w50room._writer"):
+    _extras.gather()
+  (room / "_again.py").write_text("EXTRAS = ('mine_mask',)\n")
+  sys.modules.pop("w50room._again")
+  with pytest.raises(TypeError, match=r"w50room._again.EXTRAS must hold rljax.stages.Extra records"):
+    _extras.gather()
+  for name in [n for n in sys.modules if n.split(".")[0] == "w50room"]:
+    monkeypatch.delitem(sys.modules, name)
+
+
+def test_the_extras_rooms_are_the_catalogs_and_no_table_is_kept_while_an_rljax_module_imports(monkeypatch):
+  """The rooms read are the catalog's and the trainer; a table gathered while some rljax module is being imported
+  (a stage read at import time) imports nothing, reads the loaded modules and is not kept."""
+  import importlib.machinery  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  from rljax.catalog import _ROOMS  # pylint: disable=import-outside-toplevel
+  from rljax.stages import _extras  # pylint: disable=import-outside-toplevel
+  assert set(_extras.EXTRA_ROOMS) == {*_ROOMS, "rljax.train"}
+  partial = types.ModuleType("rljax._w50_partial")
+  partial.__spec__ = importlib.machinery.ModuleSpec("rljax._w50_partial", None)
+  partial.__spec__._initializing = True  # pylint: disable=protected-access
+  monkeypatch.setitem(sys.modules, "rljax._w50_partial", partial)
+  table, complete = _extras.gather()
+  assert not complete and "replay_mask" in table  # the rooms already loaded are read
+  fresh = _extras._Table()  # pylint: disable=protected-access
+  assert "replay_mask" in fresh and fresh._kept is None  # pylint: disable=protected-access
+  monkeypatch.delitem(sys.modules, "rljax._w50_partial")
+  assert "replay_mask" in fresh and fresh._kept is not None  # pylint: disable=protected-access
 
 
 def test_the_start_up_contract_refuses_a_declared_extra_of_the_wrong_dtype_or_shape():

@@ -21,8 +21,14 @@ import inspect
 import jax
 import numpy as np
 
-from rljax.stages import (Advantage, MultiReward, _input, _signature, data_stage_factory, keyword,
+from rljax.stages import (Advantage, Extra, MultiReward, _input, _signature, data_stage_factory, keyword,
                           probe_step)
+
+# The extra ``oprl(prm='extras')`` reads (``data.logp_prm``; gathered into ``rljax.stages.EXTRAS``), declared by its
+# reader: its writer is the task or a user stage (a process reward model), outside the library.
+LOGP_PRM = Extra("logp_prm", "f", "BT", "the task or a user stage (a process reward model)",
+                 "a PRM's log-probs of the rollout tokens (oprl(prm='extras'))")
+EXTRAS = (LOGP_PRM,)
 
 GROUP = {"rewards": "rewards", "group_id": "group_id", "valid": "valid", "num_groups": "num_groups"}
 ROWS = {"group_id": "group_id", "valid": "valid", "num_groups": "num_groups"}

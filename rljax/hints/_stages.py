@@ -5,7 +5,7 @@ answer_key)`` names the groups to hint and their hinted prompts; the collector s
 hinted prompt with the same policy; the stage's ``splice`` (``_rules.splice_hinted``) moves each completion behind
 its *unhinted* prompt (``_rules.unhinted_rows``) and picks the group's failed rows it replaces
 (``_rules.replaced_rows``); the collector scores them against the original problem and puts them in place.
-Those rows carry ``data.replay_mask`` (and, from ``fn``, ``data.hint_mask``; declared extras: ``rljax.stages.EXTRAS``)
+Those rows carry ``data.replay_mask`` (and, from ``fn``, ``data.hint_mask``: ``HINT_MASK`` below)
 and the hinted sampler's log-probs as ``logp_behavior``. The stage's ``fn`` then only counts them (its state:
 the number of hinted groups so far, checkpointed).
 
@@ -23,9 +23,14 @@ import numpy as np
 
 from rljax._technique import Fidelity, Technique
 from rljax.hints import _rules as H
-from rljax.stages import Replay, StepData
+from rljax.stages import Extra, Replay, StepData
 
-__all__ = ["guide", "oc_grpo", "lte", "adhint", "TECHNIQUES"]
+__all__ = ["guide", "oc_grpo", "lte", "adhint", "TECHNIQUES", "HINT_MASK"]
+
+# The extra a hint stage's ``fn`` writes (``data.hint_mask``; gathered into ``rljax.stages.EXTRAS``); its hinted rows
+# are also marked in the replay stages' ``replay_mask`` (``rljax.replay``), which the off-policy losses read.
+HINT_MASK = Extra("hint_mask", "b", "B", "a hint stage (rljax.hints)", "True on the hinted rows")
+EXTRAS = (HINT_MASK,)
 
 
 def _unit(name: str, v, *, lo_open: bool = False) -> float:

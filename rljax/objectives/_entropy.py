@@ -19,6 +19,8 @@ selection made on the whole batch, see ``rljax.objectives._statistics``), so
 that ``rljax.train.make_train_step`` gives every micro-batch the full batch's
 selection; peers compute them over their local batch (TRL gathers the
 entropies across processes for ``top_entropy_quantile``).
+
+Size: one family (entropy terms and wrappers); the catalog rows with their fidelity records are the last ~170 lines.
 """
 from __future__ import annotations
 

@@ -228,33 +228,35 @@ def decoupled_ppo(eps_low=0.2, eps_high=None, dual_clip=None, *, behavior_cap=No
   return _named(term, "decoupled_ppo", corrections)
 
 
-def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, clip_fresh: bool = False, replay_key: str = "replay_mask",
+def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, clip_fresh: bool = False, replay_key=None,
                   correction=None, old_logp=None):
   """ExGRPO's mixed-policy objective: an unclipped ratio on fresh rows, a shaped importance weight on replayed rows.
 
       fresh rows:     L_t = -A_t r_t,                r_t = pi_theta / pi_old    (the authors' mixed batches)
       replayed rows:  L_t = -A_t f(w_t),  f(w) = w / (w + beta),  w_t = pi_theta / pi_old
 
-  ``batch.extras[replay_key] [B]`` bool marks the replayed rows (a replay stage writes it, all False on steps
-  that replay nothing). With the ``exgrpo`` replay stage's default ``logp_old="behavior"``, ``pi_old`` of a replayed
-  row is its stored behaviour policy, so ``w`` is the importance weight of the off-policy trajectory; ``f`` (no
-  clip) damps large weights and boosts low-probability tokens, as LUFFY's policy shaping. The (1 - rho) / rho
-  weighting of fresh and experience questions is the batch composition (the replay stage's ``ratio``), each
-  experience group being G - 1 fresh rows and one replayed row, averaged by the aggregation like any other rows.
+  ``batch.extras["replay_mask"] [B]`` bool marks the replayed rows (the declared extra ``rljax.replay.REPLAY_MASK``: a
+  replay or hint stage writes it, all False on steps that replay nothing). With the ``exgrpo`` replay stage's default
+  ``logp_old="behavior"``, ``pi_old`` of a replayed row is its stored behaviour policy, so ``w`` is the importance
+  weight of the off-policy trajectory; ``f`` (no clip) damps large weights and boosts low-probability tokens, as
+  LUFFY's policy shaping. The (1 - rho) / rho weighting of fresh and experience questions is the batch composition
+  (the replay stage's ``ratio``), each experience group being G - 1 fresh rows and one replayed row, averaged by the
+  aggregation like any other rows.
 
   Source: ExGRPO (arXiv 2510.02245; seed 001 L241); the authors' code (github.com/ElliottYan/LUFFY, ExGRPO/exgrpo/
   verl/verl/mix_src/mix_core_alg.py ``compute_token_on_off_policy_loss`` with ``exp_scripts/run_exgrpo.sh``:
   ``off_policy_reshape="p_div_p_0.1"``, i.e. f(w) = w/(w + 0.1) on experience rows, and ``loss_remove_clip=True``,
   i.e. ``-A r`` unclipped on the fresh rows of a mixed batch). The authors clip (PPO, ``1 ± 0.2``, no reshape) only
   in their on-policy warm-up before the first experience batch (``is_mixed_policy`` False); here a batch without
-  ``extras[replay_key]`` (no replay stage in the recipe) is that phase: every row is fresh and PPO-clipped, as
+  the mask (no replay stage in the recipe) is that phase: every row is fresh and PPO-clipped, as
   ``ppo_clip``. ``clip_fresh=True`` PPO-clips the fresh rows of mixed batches too (rljax's earlier default).
 
   Args:
     eps_low, eps_high: PPO clip of the clipped fresh rows (``eps_high`` defaults to ``eps_low``).
     beta: the shaping constant ``> 0`` (authors 0.1).
-    clip_fresh: PPO-clip the fresh rows of batches that carry ``extras[replay_key]`` (default False: the authors').
-    replay_key: the ``batch.extras`` key of the replayed-row mask.
+    clip_fresh: PPO-clip the fresh rows of batches that carry the mask (default False: the authors').
+    replay_key: None (default): the mask is the declared extra ``replay_mask`` (``REPLAY_MASK.of(batch)``); a
+      string: a user stage's own ``batch.extras`` key holding it instead (unchecked).
     correction: corrections applied to both kinds of rows (``rljax.objectives.tis`` ...).
     old_logp: source of ``log pi_old`` (default ``logp_old``).
   """
@@ -265,17 +267,22 @@ def exgrpo_policy(eps_low=0.2, eps_high=None, beta=0.1, *, clip_fresh: bool = Fa
     raise ValueError(f"clip_fresh must be a bool, got {clip_fresh!r}")
   U.check_logp_source("old_logp", old_logp)
   corrections = U.check_correction(correction)
+  from rljax.replay import REPLAY_MASK  # pylint: disable=import-outside-toplevel (the declared extra, typed)
+  if replay_key is not None and (not isinstance(replay_key, str) or not replay_key):
+    raise ValueError(f"replay_key must be None (the declared extra 'replay_mask') or a non-empty extras key, got "
+                     f"{replay_key!r}")
+  mask_of = REPLAY_MASK.of if replay_key is None else REPLAY_MASK._replace(name=replay_key).of
+  what = f"batch.extras[{REPLAY_MASK.name if replay_key is None else replay_key!r}]"
 
   def term(out, batch, statistics=None):
     _, log_ratio, adv, mask, shape = _prepare(out, batch, old_logp, "exgrpo_policy")
     ratio = jnp.exp(log_ratio)
     clipped, low, high, _ = ppo_clip_loss(ratio, adv, eps_low, eps_high)
-    replayed = batch.extras.get(replay_key) if batch.extras else None
+    replayed = mask_of(batch)
     mixed = replayed is not None
     replayed = jnp.zeros(shape[:1], bool) if replayed is None else jnp.asarray(replayed).astype(bool)
     if replayed.shape != tuple(shape[:1]):
-      raise ValueError(f"exgrpo_policy: batch.extras[{replay_key!r}] must have shape {tuple(shape[:1])}, "
-                       f"got {replayed.shape}")
+      raise ValueError(f"exgrpo_policy: {what} must have shape {tuple(shape[:1])}, got {replayed.shape}")
     rep = jnp.broadcast_to(replayed[:, None], shape)
     shaped = -adv * ratio / (ratio + beta)
     clip = clip_fresh or not mixed  # static: the authors clip only outside mixed batches
@@ -1106,11 +1113,11 @@ def _technique_rows():
                 placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
                           "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
                           "once the batch solve rate passes 0.35; ours: a loss term on each micro-batch, replayed "
-                          "rows from batch.extras[replay_key], log π_old = logp_old (the exgrpo stage's behaviour "
-                          "log-probs for replayed rows)",
+                          "rows from batch.extras['replay_mask'] (REPLAY_MASK), log π_old = logp_old (the exgrpo "
+                          "stage's behaviour log-probs for replayed rows)",
                 deviations=("aggregation is chain's; the recipe's form (Σ / max length) is "
                             "chain(aggregate=seq_mean_token_sum_norm) up to the 1/B factor",
-                            "the on-policy warm-up phase is a batch without extras[replay_key] (PPO clip, as the "
+                            "the on-policy warm-up phase is a batch without extras['replay_mask'] (PPO clip, as the "
                             "authors'); the switch at solve rate 0.35 belongs to the replay stage",
                             "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
                             "log r clamped to ±20; the code has none",

@@ -21,9 +21,19 @@ import numpy as np
 
 from rljax.filters import rorecomp as _rorecomp
 from rljax.replay import _buffer as B
-from rljax.stages import Replay, RunFacts, StepData
+from rljax.stages import Extra, Replay, RunFacts, StepData
 
-__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "SpearState"]
+__all__ = ["rapo_replay", "positive_replay", "exgrpo", "rorecomp_compensation", "spear_replay", "SpearState",
+           "REPLAY_MASK", "REPLAY_SLOT"]
+
+# The extras a replay stage writes and reads (``data.replay_mask``, ``data.replay_slot``; gathered into
+# ``rljax.stages.EXTRAS``). A hint stage (``rljax.hints``) marks its hinted rows in ``replay_mask`` too.
+REPLAY_MASK = Extra("replay_mask", "b", "B", "a replay or hint stage (rljax.replay, rljax.hints)",
+                    "True on the rows the stage put into the batch (stored or hinted rows); the off-policy loss "
+                    "terms read it (exgrpo_policy)")
+REPLAY_SLOT = Extra("replay_slot", "iu", "B", "the collector, from a replay stage's prompts()",
+                    "the stored row each sampled row's group replays (-1: none); the stage's fn reads it")
+EXTRAS = (REPLAY_MASK, REPLAY_SLOT)
 
 
 def _width(facts: Optional[RunFacts], name: str) -> int:

@@ -76,8 +76,9 @@ At start-up every stage runs once on a synthetic batch of the run's shapes and i
 table (``rljax.train._contracts``: tuple, dict keys, dtype, shape, finite values); loss terms are traced under
 ``jax.jit`` first. A violation names the slot, the stage, what it returned and what was expected.
 """
-from rljax.stages._data import (BATCH_NEEDS, EXTRAS, NEEDS, PRODUCERS, REPLAY_UNSTORED, ControlInputs, Extra, NeedError,
-                                PromptData, RunFacts, StepData, TaskGradients, produced_by, scalar_metrics)
+from rljax.stages._data import (BATCH_NEEDS, NEEDS, PRODUCERS, REPLAY_UNSTORED, ControlInputs, NeedError, PromptData,
+                                RunFacts, StepData, TaskGradients, produced_by, scalar_metrics)
+from rljax.stages._extras import EXTRAS, Extra
 from rljax.stages._factories import checked, data_stage_factory, keyword, loss_term_factory, probe_step
 from rljax.stages._factories import _input, _signature  # noqa: F401 (the rooms' stage adapters build on them)
 from rljax.stages._kinds import _merge_hparams  # noqa: F401 (rljax.recipes merges the loss terms' hparams with it)

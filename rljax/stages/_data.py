@@ -7,6 +7,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from rljax.stages._extras import EXTRAS
+
 
 class NeedError(ValueError):
   """A stage needs an input the run cannot provide (raised at start-up, naming the stage and the input)."""
@@ -73,47 +75,6 @@ def _rows(default=dataclasses.MISSING, **declared):
   return _field(_ROWS, default, **declared)
 
 
-class Extra(NamedTuple):
-  """A declared ``StepData.extras`` entry: its dtype ``kinds`` (NumPy kinds: ``"b"`` bool, ``"iu"`` int, ``"f"``
-  float), its ``shape`` (``"B"``: ``[B]``, ``"BT"``: ``[B, T]``), who writes it (``by``) and what it holds."""
-  kinds: str
-  shape: str
-  by: str
-  doc: str
-
-
-# The extras the library's stages and runners write and read, declared once, each by its writer: ``StepData`` reads
-# each as a typed attribute (``data.replay_mask``) and writes it with ``StepData.with_extras``, which refuses a name
-# not declared here and a value of another dtype or shape; the start-up check refuses a stage that returns one of
-# them with another dtype or shape, naming the stage and the key (``rljax.train._contracts``). A user stage may add
-# keys of its own (``replace(extras=...)``: they reach ``TrainBatch.extras`` unchecked).
-EXTRAS: Mapping[str, Extra] = {
-    "replay_mask": Extra("b", "B", "a replay or hint stage (rljax.replay, rljax.hints)",
-                         "True on the rows the stage put into the batch (stored or hinted rows); the off-policy "
-                         "loss terms read it (exgrpo_policy's replay_key)"),
-    "replay_slot": Extra("iu", "B", "the collector, from a replay stage's prompts()",
-                         "the stored row each sampled row's group replays (-1: none); the stage's fn reads it"),
-    "hint_mask": Extra("b", "B", "a hint stage (rljax.hints)", "True on the hinted rows"),
-    "role_id": Extra("iu", "B", "self-play episodes (rljax.train._episodes); a replayed row takes the stored row's",
-                     "the row's self-play role (-1: none)"),
-    "policy_version": Extra("iu", "BT", "the asynchronous sampler (rljax.train._async)",
-                            "the policy version that sampled each token"),
-    "logp_prm": Extra("f", "BT", "the task or a user stage (a process reward model)",
-                      "a PRM's log-probs of the rollout tokens (oprl(prm='extras'))"),
-}
-
-
-def _extra(name: str) -> property:
-  """``StepData.<name>``: the declared extra ``name`` of :data:`EXTRAS` (its array, or None when the step has none)."""
-  spec = EXTRAS[name]
-
-  def get(self) -> Optional[np.ndarray]:
-    return self.extras.get(name)
-  shape = "[B]" if spec.shape == "B" else "[B, T]"
-  return property(get, doc=f"``extras[{name!r}]`` {shape} ({spec.kinds} kind) or None: {spec.doc}; written by "
-                           f"{spec.by}.")
-
-
 @dataclasses.dataclass(frozen=True)
 class StepData:
   """Everything one RL step knows about its rollouts (host arrays, B rows = groups of samples).
@@ -140,8 +101,9 @@ class StepData:
   episode's context windows, ``rljax.envs.pack_windows``; None: one sequence per row); ``routing [B, T, L_moe, k]``
   int32, the experts the sampler used (MoE models, when recorded: ``rl.routing_replay`` replays them).
   ``extras`` go to ``TrainBatch.extras`` (e.g. DPO pair ids); the extras the library writes are declared in
-  :data:`EXTRAS` by their writers and read as typed attributes (``replay_mask``, ``replay_slot``, ``hint_mask``,
-  ``role_id``, ``policy_version``, ``logp_prm``; None when absent), written with ``with_extras`` (checked).
+  :data:`EXTRAS` by their writers' modules and read as typed attributes (``replay_mask``, ``replay_slot``,
+  ``hint_mask``, ``role_id``, ``policy_version``, ``logp_prm``; None when absent), written with ``with_extras``
+  (checked).
 
   Each field declares its kind (a per-row array, per-row items, per-row extras or a step-level value), which
   ``take`` and ``concat`` follow, and, for an input, its need and its one producer (``by=``, a key of
@@ -226,14 +188,18 @@ class StepData:
                         by="task gradients")
   extras: Mapping[str, Any] = _field(_ROW_EXTRAS, default_factory=dict)
 
-  # The declared extras (:data:`EXTRAS`), read as typed attributes (None when the step has none); a misspelt
-  # name is an AttributeError here and a ValueError in ``with_extras``, never a silent None.
-  replay_mask = _extra("replay_mask")
-  replay_slot = _extra("replay_slot")
-  hint_mask = _extra("hint_mask")
-  role_id = _extra("role_id")
-  policy_version = _extra("policy_version")
-  logp_prm = _extra("logp_prm")
+  def __getattr__(self, name: str):
+    """A declared extra read as an attribute: ``data.replay_mask`` is ``extras["replay_mask"]`` (None when the
+    step has none) for each entry of :data:`EXTRAS` (declared by its writer's module, ``rljax.stages._extras``).
+    Any other name raises ``AttributeError`` naming the declared extras: a misspelt extra is never a silent None
+    (and a ``ValueError`` in ``with_extras``)."""
+    if name.startswith("_"):  # dunder / private lookups (copy, pickle): never an extra
+      raise AttributeError(name)
+    spec = EXTRAS.get(name)
+    if spec is None:
+      raise AttributeError(f"StepData has no field or declared extra {name!r}; its declared extras "
+                           f"(rljax.stages.EXTRAS): {sorted(EXTRAS)}")
+    return spec.of(self)
 
   @property
   def batch_size(self) -> int:

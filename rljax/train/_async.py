@@ -6,8 +6,8 @@ a bound ``eta``:
 
 * the producer starts batch ``k`` only once version ``k - eta`` is published (AReaL's gate on new rollout
   requests), so at most ``eta + 1`` batches are sampled ahead of the trainer;
-* every sampled token carries the version of the weights that produced it (``StepData.extras
-  ["policy_version"] [B, T]``, -1 off the completion), and its sampler log-prob stays in ``logp_behavior``;
+* every sampled token carries the version of the weights that produced it (``StepData.policy_version [B, T]``,
+  -1 off the completion: :data:`POLICY_VERSION`), and its sampler log-prob stays in ``logp_behavior``;
 * a row's staleness at step ``k`` is ``k - min_t version_t`` over its completion tokens; the trainer never trains
   on a row with staleness ``> eta``: such rows are dropped (``valid = False``) and counted (``async/dropped``).
   The gate makes this a guard: the runner's own rows are never older than ``eta``.
@@ -58,9 +58,16 @@ from flax import nnx
 
 from rljax import parallel as par
 from rljax.sampling import FinishReason, SamplerConfig, generate, resume
+from rljax.stages import Extra
 
 __all__ = ["Weights", "WeightBox", "InterruptibleSampler", "Producer", "ProducerStopped", "AsyncRunner",
-           "row_staleness", "drop_stale", "continuation_buckets", "auto_chunk_tokens"]
+           "row_staleness", "drop_stale", "continuation_buckets", "auto_chunk_tokens", "POLICY_VERSION"]
+
+# The extra the asynchronous sampler's rows carry (``data.policy_version``; gathered into ``rljax.stages.EXTRAS``):
+# its per-token versions (``token_version``), which the collector writes into the scored rows.
+POLICY_VERSION = Extra("policy_version", "iu", "BT", "the asynchronous sampler (rljax.train._async)",
+                       "the policy version that sampled each token")
+EXTRAS = (POLICY_VERSION,)
 
 
 class ProducerStopped(Exception):

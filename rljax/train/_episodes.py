@@ -8,10 +8,16 @@ from __future__ import annotations
 import numpy as np
 
 from rljax.envs import pack_windows
-from rljax.stages import StepData
+from rljax.stages import Extra, StepData
 from rljax.train._streams import stream
 
-__all__ = ["episode_step_data"]
+__all__ = ["episode_step_data", "ROLE_ID"]
+
+# The extra a self-play episode's rows carry (``data.role_id``; gathered into ``rljax.stages.EXTRAS``); a replay
+# stage gives a replayed row the stored row's (``rljax.replay``).
+ROLE_ID = Extra("role_id", "iu", "B", "self-play episodes (rljax.train._episodes); a replayed row takes the stored "
+                "row's", "the row's self-play role (-1: none)")
+EXTRAS = (ROLE_ID,)
 
 
 def episode_step_data(collector, call, problems, index, *, step: int, key, side) -> StepData:

@@ -11,7 +11,10 @@ The phase functions are written once and run in two kinds of *context* (``ctx``)
 * the live step: the collector (``rljax.train._rollout.Collector``: the ``"collect"`` rows, each sampling round
   walking the ``per_round`` ones, then the kept groups the others), run by every runner (synchronous,
   rollout-ahead, asynchronous, multi-process), and the trainer (``rljax.train._rl.RLLoop.step``: the ``"train"``
-  rows);
+  rows). The multi-process runner (``rljax.train._multiproc_async``) is this context with another sampler call
+  (``Collector(..., sample_fn=...)``): its rollout side's call samples and sends each call's rollouts, its
+  training side's receives them, and its training side trains through ``run_steps`` -> ``RLLoop.step``; it has no
+  phase code of its own;
 * the start-up check (``rljax.train._startup.dry_run``: every row): a synthetic batch of the run's shapes, each
   stage call wrapped by its slot's contract check (``ctx.call``), naming the stage and the field.
 

@@ -6,12 +6,16 @@ completions, problems) -> {StepData field: value}``, run by the collector for ea
 declares (``rljax.train._rollout.Collector.score``); the forwards' needs are produced in ``rljax.train._inputs``,
 the greedy rollout's in the collector's rollout phase, the task gradients before the update. Adding a host need
 is its field (``by="scoring"``) and its function here: the trainer has no branch per need.
+
+A need's producer may also give the run's static facts over the training set at start-up (``FACTS[need](task,
+problems) -> {RunFacts field: value}``, run by ``rljax.train._startup.bound_recipe`` for each need a stage of the
+recipe declares): ``task_id``'s gives ``RunFacts.task_ids`` (a curriculum's arms).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SCORING"]
+__all__ = ["SCORING", "FACTS"]
 
 
 def answer_ids(task, answer_index: dict, completions, problems) -> dict:  # pylint: disable=unused-argument
@@ -34,3 +38,14 @@ def task_id(task, answer_index: dict, completions, problems) -> dict:  # pylint:
 
 
 SCORING = {"answer_ids": answer_ids, "step_rewards": step_rewards, "task_id": task_id}
+
+
+def task_ids(task, problems) -> dict:
+  """``RunFacts.task_ids``: each training prompt's ``task.task_id`` (a tuple of ints), when the task defines task
+  ids (``task_id`` and ``num_tasks``); nothing otherwise (a self-play task's roles are no prompt's task)."""
+  if not (hasattr(task, "task_id") and hasattr(task, "num_tasks")):
+    return {}
+  return {"task_ids": tuple(int(task.task_id(p)) for p in problems)}
+
+
+FACTS = {"task_id": task_ids}

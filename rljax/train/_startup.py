@@ -21,6 +21,7 @@ from rljax.train._contracts import Dims, check
 from rljax.train._experiment import Experiment
 from rljax.train._inputs import with_batch_extras
 from rljax.train._phases import PIPELINE, compute_advantages, score_tail, select_all, walk
+from rljax.train._producers import FACTS
 
 __all__ = ["check_recipe", "bound_recipe", "available_needs", "dry_run"]
 
@@ -31,12 +32,12 @@ def bound_recipe(exp: Experiment, recipe):
   """``recipe`` bound to the run's static facts (``rljax.stages.RunFacts``)."""
   rl = exp.cfg.rl
   task = exp.task
-  task_ids = None
-  if "task_id" in recipe.needs and hasattr(task, "task_id") and hasattr(task, "num_tasks"):
-    task_ids = tuple(int(task.task_id(p)) for p in exp.train_problems)  # a curriculum's arms
+  given = {}  # the facts the needs' producers give over the training set (``_producers.FACTS``: task_ids)
+  for need in sorted(recipe.needs & set(FACTS)):
+    given.update(FACTS[need](task, exp.train_problems))
   facts = RunFacts(num_prompts=rl.num_prompts, group_size=rl.group_size, max_new_tokens=rl.max_new_tokens,
                    temperature=rl.temperature, num_dataset_prompts=len(exp.train_problems),
-                   num_tasks=getattr(task, "num_tasks", None), seq_len=exp.seq_len, task_ids=task_ids)
+                   num_tasks=getattr(task, "num_tasks", None), seq_len=exp.seq_len, **given)
   return recipe.bind(facts), facts
 
 
