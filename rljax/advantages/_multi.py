@@ -327,7 +327,12 @@ def _technique_rows():
                                        "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights), "
                                        "METHODS (grpo, gdpo, dvao, gd2po_hard, rdgdpo); math/scripts/train.py "
                                        "(stored copy, read_file: the launcher's METHODS dara_asym / dara_sym / "
-                                       "static_asym / static_sym and its overrides); verl_adapter.py not read",
+                                       "static_asym / static_sym and its overrides); verl_adapter.py not read. The "
+                                       "repository's second, tool-calling implementation (the BFCL runs, read_file "
+                                       "in the #51 seventh draw): vendor/verl/verl/trainer/ppo/core_algos.py@54024d0e "
+                                       "compute_dara_combined_advantage and compute_grpo_outcome_advantage, "
+                                       "docs/ALGORITHMS.md@878c983d (dara_asym / dara_sym through "
+                                       "algorithm.dara.calibration, 'token whitening')",
                                   defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
                                             ("std_ddof", "1", "correction=1"),
                                             ("active_tol", "1e-8", "tau = 1e-8"),
@@ -348,8 +353,17 @@ def _technique_rows():
                                   deviations=(
                                       "a group with one valid row gives 0 in each channel; theirs raises ('Each "
                                       "prompt needs at least two responses')",
-                                      "any number of reward channels; theirs exactly two (correctness plus format "
-                                      "or length)",
+                                      "any number of reward channels; theirs (math/) exactly two (correctness plus "
+                                      "format or length); their tool-calling code takes K channels (a third, "
+                                      "length, in configs/three_rewards.json)",
+                                      "their tool-calling implementation (vendor/verl core_algos.py "
+                                      "compute_dara_combined_advantage, docs/ALGORITHMS.md) differs from the math/ "
+                                      "one that ours follows: the final normalisation is token whitening (mean and "
+                                      "sample variance over all valid response tokens, ÷ sqrt(var + 1e-8): a long "
+                                      "response weighs more) where ours and math/ normalise each response once "
+                                      "(÷ std + ε); a group with one response keeps r / (1 + 1e-6) per channel "
+                                      "(compute_grpo_outcome_advantage: mean 0, std 1), ours 0; the token whitening "
+                                      "is not built",
                                       "their static_weights control (fixed weights; the launcher's static_asym / "
                                       "static_sym: [1, 5]) is not offered; scale='mean_one' and w_max=None are ours",
                                       "their advantages.py also holds the comparison methods grpo, gdpo, "

@@ -127,7 +127,10 @@ _AGG_PLACEMENT = ("theirs: agg_loss on each micro-batch's loss matrix; the defau
                   "batch's denominator on every micro-batch")
 _SUM_NORM_PLACEMENT = ("theirs: agg_loss's 'seq-mean-token-sum-norm' branch on each micro-batch's loss matrix: "
                        "the micro-batch's token sum ÷ loss_scale_factor, with no global count and no × dp_size "
-                       "(those enter the other branches only); the legacy dp_actor then multiplies each "
+                       "(those enter the other branches only); on the default legacy dp_actor agg_loss gets no "
+                       "loss_scale_factor (its config.global_batch_info is empty; actor.loss_scale_factor reaches "
+                       "agg_loss only on the engine worker, workers/utils/losses.py:105), so the divisor there is "
+                       "always T = loss_mask.shape[-1]; the legacy dp_actor then multiplies each "
                        "micro-batch loss by 1/gradient_accumulation (use_dynamic_bsz: micro/mini batch size, "
                        "dp_actor.py:463-467, 541-543) and FSDP averages gradients over the dp ranks; ours: the "
                        "aggregation returns (numerator, denominator), chain divides by the whole batch's "
@@ -154,7 +157,10 @@ def _technique_rows():
   legacy_seq = ("verl's default (legacy) worker divides each micro-batch by its own number of non-empty rows and "
                 "scales it by 1/gradient_accumulation (use_dynamic_bsz: its share of the mini-batch's rows): equal "
                 "to ours when no row is empty; otherwise a row weighs 1/(k·n_m), more in a micro-batch with fewer "
-                "non-empty rows (ours: 1/n over the batch); verl's new engine worker (global_batch_size) gives ours")
+                "non-empty rows (ours: 1/n over the batch); verl's new engine worker divides by global_batch_size = "
+                "ppo_mini_batch_size × rollout.n (ray_trainer.py:1217-1225), every row of the mini-batch, empty "
+                "rows included: ours when no row is empty, otherwise each row weighs 1/n_all there (ours: "
+                "1/n_non-empty)")
 
   return (
       Technique("token_mean", "aggregation", token_mean, "sum_bt l*m / sum_bt m", src,
@@ -168,14 +174,19 @@ def _technique_rows():
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
                               "verl v0.7.0 has no 'token-sum' mode (nor v0.1-v0.6.1, main 2026-01): sum_bt l*m is "
-                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1; verl 0.9.1 has 'token-sum'",
+                              "its 'seq-mean-token-sum-norm' with loss_scale_factor=1 (engine worker only; legacy "
+                              "dp_actor: ÷ T); verl 0.9.1 has 'token-sum'",
                               deviations=("the earlier record cited a verl 'token-sum' mode that no stored verl "
                                           "source has; in v0.7.0 the formula equals verl's seq-mean-token-sum-norm "
-                                          "with loss_scale_factor=1 on one micro-batch; the verl 0.9.1 PyPI wheel "
+                                          "with loss_scale_factor=1 on one micro-batch, a setting only the engine "
+                                          "worker (use_legacy_worker_impl 'disable') passes to agg_loss: on the "
+                                          "default legacy dp_actor verl's branch is sum_bt l*m / T (ours ÷ T), "
+                                          "whatever actor.loss_scale_factor says; the verl 0.9.1 PyPI wheel "
                                           "(core_algos.py:1176-1180, read in the #51 error-class sweep) has a "
                                           "'token-sum' branch, masked_sum(l, m)·dp_size: ours on one device",
                                           _SUM_NORM_SCALE),
-                              defaults=(("scale", "1", "loss_scale_factor=1 (default None: T)"),),
+                              defaults=(("scale", "1", "loss_scale_factor=1 (default None: T; read by agg_loss only on "
+                                                   "the engine worker, the legacy dp_actor always divides by T)"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
                 stage=_aggregation_stage(seq_mean_token_sum),
