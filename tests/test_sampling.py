@@ -244,6 +244,8 @@ def test_sampler_config_validation():
     SamplerConfig(decode_phases=0)
   with pytest.raises(ValueError, match="concurrent_chunks"):
     SamplerConfig(concurrent_chunks=0)
+  with pytest.raises(ValueError, match="decode_weights.*'auto', 'stored' or 'transposed'"):
+    SamplerConfig(decode_weights="column_major")
   assert SamplerConfig(max_new_tokens=8, prompt_buckets=(8, 16)).cache_size == 24
   assert hash(CFG) == hash(SamplerConfig(max_new_tokens=M, prompt_buckets=(8, 16), cache_size=40))
 
@@ -576,3 +578,51 @@ def test_common_prefix_prefilled_once_equals_whole_prefill(monkeypatch):
   assert seen == [(), (), common]
   with pytest.raises(ValueError, match="common_prefix"):
     SamplerConfig(common_prefix=(1, -2))
+
+
+@pytest.mark.parametrize("overrides", [dict(), dict(tie_embeddings=True, qkv_bias=True),
+                                       dict(sandwich_norm=True, sliding_window=3, final_logit_softcap=5.0)])
+def test_decode_weights_transposed_equals_stored(overrides):
+  """``SamplerConfig.decode_weights``: the decode loop on ``[out, in]`` copies of the weights (the head: the tied
+  embedding itself, or ``lm_head.T``) gives the stored layout's tokens and masks exactly and its log-probs and
+  entropies up to float32 summation order, in ``generate`` (greedy and sampled) and in ``resume``."""
+  model = Transformer(ModelConfig.tiny(**overrides), rngs=nnx.Rngs(3))
+  cfgs = {m: dataclasses.replace(CFG, decode_weights=m) for m in ("stored", "transposed")}
+  for kw in (dict(greedy=True, temperature=0.0), dict(temperature=1.0, top_p=0.9, n=2)):
+    out = {}
+    for m, c in cfgs.items():
+      r, st = generate(model, PROMPTS, config=c, key=jax.random.key(4), return_state=True, **kw)
+      r2, _ = resume(model, st, [[5, 6]] * st.pending.shape[0], config=c, key=jax.random.key(5))
+      out[m] = (r, r2)
+    for a, b in zip(out["stored"], out["transposed"]):
+      for name in ("tokens", "prompt_mask", "completion_mask", "finish_reason"):
+        np.testing.assert_array_equal(getattr(b, name), getattr(a, name), err_msg=name)
+      for name in ("logp_behavior", "logp_sampling", "entropy_behavior"):
+        np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_decode_weights_auto_and_what_is_transposed(monkeypatch):
+  """``"auto"`` resolves to ``"transposed"`` on CPU for a small model and to ``"stored"`` above the size limit;
+  ``Block.decode_weights`` holds the transposed fused weights, and leaves out projections with an unmerged LoRA
+  adapter (they run as stored)."""
+  from rljax.models import LoRAConfig
+  from rljax.sampling import _host
+  model = Transformer(ModelConfig.tiny(), rngs=nnx.Rngs(0))
+  _, params = nnx.split(model)
+  assert _host._compiled_config(CFG, params, None).decode_weights == "transposed"
+  assert _host._compiled_config(dataclasses.replace(CFG, decode_weights="stored"), params, None).decode_weights == (
+      "stored")
+  monkeypatch.setattr(_host, "AUTO_TRANSPOSED_BYTES", 1024)
+  assert _host._compiled_config(CFG, params, None).decode_weights == "stored"
+  block = model.layers[0]
+  w = block.decode_weights()
+  np.testing.assert_array_equal(w["qkv"], np.asarray(block.attn.fused_qkv_weight()).T)
+  np.testing.assert_array_equal(w["o"], np.asarray(block.attn.o.kernel[...]).reshape(-1, 64).T)
+  gate_up, down = w["mlp"]
+  np.testing.assert_array_equal(gate_up[0::2], np.asarray(block.mlp.gate.kernel[...]).T)  # rows 2j: gate j
+  np.testing.assert_array_equal(gate_up[1::2], np.asarray(block.mlp.up.kernel[...]).T)
+  np.testing.assert_array_equal(down, np.asarray(block.mlp.down.kernel[...]).T)
+  _, head = model.decode_weights()
+  np.testing.assert_array_equal(head, np.asarray(model.lm_head_weight()).T)
+  lora = Transformer(ModelConfig.tiny(lora=LoRAConfig(rank=2, alpha=4.0, targets=("q", "down"))), rngs=nnx.Rngs(0))
+  assert set(lora.layers[0].decode_weights()) == {"o"}

@@ -377,6 +377,14 @@ def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):
   return o.reshape(b, t, n, d)
 
 
+def dot_t(x, w_t, preferred_element_type=None):
+  """``x @ w_t.T`` (``x [M, K]``, ``w_t [N, K]`` -> ``[M, N]``) computed as ``(w_t @ x.T).T``: the decode loop's
+  few-row matmuls with the weight stored ``[N, K]`` as the left operand. On XLA:CPU (YNNPACK) that form streams
+  the weight 1.5-3x faster at 8-32 rows than ``x @ W`` with ``W [K, N]`` (docs/benchmarks.md, issue #53)."""
+  # the barrier keeps XLA from folding the outer transpose into the dot (back to ``x @ w_t.T``, the slow form)
+  return jax.lax.optimization_barrier(jnp.dot(w_t, x.T, preferred_element_type=preferred_element_type)).T
+
+
 def _lora_for(cfg: ModelConfig, name: str) -> Optional[LoRAConfig]:
   return cfg.lora if (cfg.lora is not None and name in cfg.lora.targets) else None
 
@@ -401,28 +409,38 @@ class Attention(nnx.Module):
     self.softcap = cfg.attn_logit_softcap
     self.query_chunk = cfg.attention_query_chunk
 
-  def qkv(self, x, cos, sin, fused: bool = False):
+  def qkv(self, x, cos, sin, fused: bool = False, w_t=None):
     """RoPE'd ``q [.., N, D]``, ``k, v [.., K, D]``. ``fused``: one matmul against the kernels
     concatenated per kv head (``[H, K, G + 2, D]``: a K-sharded layout stays K-sharded), used by
-    the decode loop where three small matmuls cost more than one; same values."""
-    if fused and _plain(self.q, self.k, self.v):
-      q, k, v = self._qkv_fused(x)
+    the decode loop where three small matmuls cost more than one; same values. ``w_t``: that fused
+    weight already transposed (``fused_qkv_weight().T``, the decode loop's, see :func:`dot_t`)."""
+    if w_t is not None or (fused and _plain(self.q, self.k, self.v)):
+      q, k, v = self._qkv_fused(x, w_t)
     else:
       q, k, v = self.q(x), self.k(x), self.v(x)
     if self.q_norm is not None:
       q, k = self.q_norm(q), self.k_norm(k)
     return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-  def _qkv_fused(self, x):
-    """q, k, v from one matmul against ``[H, K, G + 2, D]`` (per kv head: its G query heads, k, v)."""
+  def fused_qkv_weight(self):
+    """``[H, K * (G + 2) * D]`` in compute dtype: per kv head its G query heads' kernels, then k's and v's."""
+    h, n, d = self.q.kernel.shape
+    kh = self.k.kernel.shape[1]
+    w = jnp.concatenate([self.q.kernel[...].reshape(h, kh, n // kh, d), self.k.kernel[...][:, :, None],
+                         self.v.kernel[...][:, :, None]], axis=2).astype(self.q.compute_dtype)
+    return w.reshape(h, -1)
+
+  def _qkv_fused(self, x, w_t=None):
+    """q, k, v from one matmul against ``[H, K, G + 2, D]`` (per kv head: its G query heads, k, v); ``w_t``:
+    :meth:`fused_qkv_weight` transposed."""
     cd = self.q.compute_dtype
     h, n, d = self.q.kernel.shape
     kh = self.k.kernel.shape[1]
     g = n // kh
-    w = jnp.concatenate([self.q.kernel[...].reshape(h, kh, g, d), self.k.kernel[...][:, :, None],
-                         self.v.kernel[...][:, :, None]], axis=2).astype(cd)
     lead = x.shape[:-1]
-    y = (x.astype(cd).reshape(-1, h) @ w.reshape(h, -1)).reshape(lead + (kh, g + 2, d))
+    x2 = x.astype(cd).reshape(-1, h)
+    y = (x2 @ self.fused_qkv_weight()) if w_t is None else dot_t(x2, w_t)
+    y = y.reshape(lead + (kh, g + 2, d))
     if self.q.bias is not None:
       bias = jnp.concatenate([self.q.bias[...].reshape(kh, g, d), self.k.bias[...][:, None],
                               self.v.bias[...][:, None]], axis=1).astype(cd)
@@ -435,9 +453,13 @@ class Attention(nnx.Module):
       return self.o(attention_prefix_groups(q, k, v, mask, scale=self.scale, softcap=self.softcap))
     return self.o(attention(q, k, v, mask, scale=self.scale, softcap=self.softcap, query_chunk=self.query_chunk))
 
-  def out_decode(self, q, k, v, mask):
-    """:meth:`out` for a single query token per row over a KV cache."""
-    return self.o(attention_decode(q, k, v, mask, scale=self.scale, softcap=self.softcap))
+  def out_decode(self, q, k, v, mask, o_t=None):
+    """:meth:`out` for a single query token per row over a KV cache; ``o_t``: the output projection's kernel as
+    ``[H, N * D]`` in compute dtype (the decode loop's transposed weight, see :func:`dot_t`)."""
+    a = attention_decode(q, k, v, mask, scale=self.scale, softcap=self.softcap)
+    if o_t is None:
+      return self.o(a)
+    return dot_t(a.astype(o_t.dtype).reshape(-1, o_t.shape[1]), o_t).reshape(a.shape[:-2] + (o_t.shape[0],))
 
 
 def _act(name: str, x):
@@ -458,14 +480,26 @@ class MLP(nnx.Module):
     self.down = Linear((f,), (h,), ("mlp",), ("embed",), cfg=cfg, rngs=rngs, lora=_lora_for(cfg, "down"))
     self.activation = cfg.activation
 
-  def __call__(self, x, fused: bool = False):
+  def fused_gate_up_weight(self):
+    """``stack([gate, up], -1)`` as ``[H, 2 F]`` in compute dtype (column ``2 j``: gate ``j``, ``2 j + 1``: up)."""
+    h, f = self.gate.kernel.shape
+    return jnp.stack([self.gate.kernel[...], self.up.kernel[...]], axis=-1).astype(self.gate.compute_dtype).reshape(
+        h, 2 * f)
+
+  def __call__(self, x, fused: bool = False, w_t=None):
     """``fused``: gate and up from one matmul against ``stack([gate, up], -1)`` (``[H, F, 2]``, an
-    F-sharded layout stays F-sharded); same values."""
+    F-sharded layout stays F-sharded); same values. ``w_t``: ``(fused_gate_up_weight().T [2 F, H], down [H, F])``
+    in compute dtype (the decode loop's transposed weights, see :func:`dot_t`)."""
+    if w_t is not None:
+      gu_t, down_t = w_t
+      f = down_t.shape[1]
+      gu = dot_t(x.astype(gu_t.dtype).reshape(-1, gu_t.shape[1]), gu_t).reshape(x.shape[:-1] + (f, 2))
+      y = _act(self.activation, gu[..., 0]) * gu[..., 1]
+      return dot_t(y.reshape(-1, f), down_t).reshape(x.shape[:-1] + (down_t.shape[0],))
     if fused and _plain(self.gate, self.up) and self.gate.bias is None:  # (the MLP's projections have no bias)
-      cd = self.gate.compute_dtype
-      h, f = self.gate.kernel.shape
-      w = jnp.stack([self.gate.kernel[...], self.up.kernel[...]], axis=-1).astype(cd)  # [H, F, 2]
-      gu = (x.astype(cd).reshape(-1, h) @ w.reshape(h, 2 * f)).reshape(x.shape[:-1] + (f, 2))
+      f = self.gate.kernel.shape[1]
+      w = self.fused_gate_up_weight()
+      gu = (x.astype(w.dtype).reshape(-1, w.shape[0]) @ w).reshape(x.shape[:-1] + (f, 2))
       return self.down(_act(self.activation, gu[..., 0]) * gu[..., 1])
     return self.down(_act(self.activation, self.gate(x)) * self.up(x))
 

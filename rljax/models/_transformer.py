@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from rljax.models._config import ModelConfig
-from rljax.models._layers import (MLP, Attention, MoE, PrefixGroups, RMSNorm, dtype_of, lora_modules, param,
+from rljax.models._layers import (MLP, Attention, MoE, PrefixGroups, RMSNorm, _plain, dtype_of, lora_modules, param,
                                   rope_cos_sin)
 from rljax.models._masks import attention_masks, decode_masks
 from rljax.types import PolicyOutputs
@@ -86,12 +86,12 @@ class Block(nnx.Module):
       self.attn_post_norm = self.mlp_post_norm = None
     self.sliding = cfg.is_sliding(layer)
 
-  def _mlp(self, x, routing, fused: bool = False):
+  def _mlp(self, x, routing, fused: bool = False, w_t=None):
     y = self.mlp_norm(x)
     if self.is_moe:
       y, ids, probs = self.mlp(y, routing)
     else:
-      y, ids, probs = self.mlp(y, fused=fused), None, None
+      y, ids, probs = self.mlp(y, fused=fused, w_t=w_t), None, None
     if self.mlp_post_norm is not None:
       y = self.mlp_post_norm(y)
     return x + y, ids, probs
@@ -134,7 +134,23 @@ class Block(nnx.Module):
     x, ids, probs = self._mlp(x + y, routing)
     return x, ids, probs, k_l, v_l
 
-  def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None, fused: bool = True):
+  def decode_weights(self) -> dict:
+    """This layer's decode-loop matmul weights stored ``[out, in]`` in compute dtype (a transposed copy, made once
+    before the loop; :func:`rljax.models._layers.dot_t`): ``qkv`` (the fused q/k/v weight), ``o``, and for a dense
+    MLP ``mlp`` = ``(fused gate/up, down)``; a projection with an unmerged LoRA adapter is left out (it runs as
+    stored)."""
+    attn, out = self.attn, {}
+    if _plain(attn.q, attn.k, attn.v):
+      out["qkv"] = attn.fused_qkv_weight().T
+    if _plain(attn.o) and attn.o.bias is None:
+      k_in = attn.o.kernel.shape[0] * attn.o.kernel.shape[1]
+      out["o"] = attn.o.kernel[...].astype(attn.o.compute_dtype).reshape(k_in, -1).T
+    mlp = self.mlp
+    if not self.is_moe and _plain(mlp.gate, mlp.up, mlp.down) and mlp.gate.bias is None and mlp.down.bias is None:
+      out["mlp"] = (mlp.fused_gate_up_weight().T, mlp.down.kernel[...].astype(mlp.down.compute_dtype).T)
+    return out
+
+  def decode(self, x, cos, sin, mask, k_l, v_l, cache_index, routing=None, fused: bool = True, w_t=None):
     """One decode token per row over this layer's own cache ``k_l, v_l [B, K, S, D]``.
 
     Same math as :meth:`cached` with ``T = 1``. The per-layer, head-major
@@ -143,18 +159,20 @@ class Block(nnx.Module):
     matmul, is a full copy every step). ``mask`` ``[B, 1, A]`` with ``A <= S``:
     the attention reads the first ``A`` slots only (``A`` > ``cache_index``). ``fused``: q/k/v and gate/up
     each from one matmul against their stacked weights (a stacked copy of the weights: see ``decode_step``).
+    ``w_t``: :meth:`decode_weights` (or None: the stored weights).
     """
+    w_t = w_t or {}
     y = self.attn_norm(x)
-    q, k, v = self.attn.qkv(y, cos, sin, fused=fused)  # one matmul (decode: 64-row operands)
+    q, k, v = self.attn.qkv(y, cos, sin, fused=fused, w_t=w_t.get("qkv"))  # one matmul (decode: 64-row operands)
     start = (0, 0, cache_index, 0)
     k_l = jax.lax.dynamic_update_slice(k_l, k.transpose(0, 2, 1, 3).astype(k_l.dtype), start)
     v_l = jax.lax.dynamic_update_slice(v_l, v.transpose(0, 2, 1, 3).astype(v_l.dtype), start)
     a = mask.shape[-1]
     y = self.attn.out_decode(q, k_l[:, :, :a] if a < k_l.shape[2] else k_l,
-                             v_l[:, :, :a] if a < v_l.shape[2] else v_l, mask)
+                             v_l[:, :, :a] if a < v_l.shape[2] else v_l, mask, o_t=w_t.get("o"))
     if self.attn_post_norm is not None:
       y = self.attn_post_norm(y)
-    x, ids, probs = self._mlp(x + y, routing, fused=fused)
+    x, ids, probs = self._mlp(x + y, routing, fused=fused, w_t=w_t.get("mlp"))
     return x, ids, probs, k_l, v_l
 
 
@@ -407,7 +425,8 @@ class Transformer(nnx.Module):
     return z
 
   # ---------------------------------------------------------------- forward
-  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask, attend=None, fused=True):
+  def decode_step(self, tokens, positions, k_layers, v_layers, cache_index, kv_mask, attend=None, fused=True,
+                  weights_t=None):
     """One token per row with a per-layer KV cache (the sampler's decode loop).
 
     Equals ``self(tokens, positions, cache=KVCache(stack(k_layers),
@@ -427,6 +446,8 @@ class Transformer(nnx.Module):
       fused: q/k/v and gate/up each from one matmul (fewer, larger matmuls; same values). The stacked
         weights are a copy of them that XLA keeps beside the stored ones through a decode loop (on a pod,
         4x the sharded gate/up in TPU tiles): the sampler turns it off over a mesh.
+      weights_t: None, or one :meth:`Block.decode_weights` dict per layer (made before the decode loop: the
+        layers' matmuls then read their weights as ``[out, in]``, see ``rljax.models._layers.dot_t``; same math).
     Returns:
       ``(hidden [B, 1, H] after the final norm, k_layers, v_layers, routing [B, 1, L_moe, k] or None)``.
     """
@@ -444,11 +465,18 @@ class Transformer(nnx.Module):
     for i, block in enumerate(self.blocks()):
       mask = sliding_mask if block.sliding else base
       x, ids, _, ks[i], vs[i] = block.decode(x, *rope[block.sliding], mask, ks[i], vs[i], cache_index,
-                                             fused=fused)
+                                             fused=fused, w_t=None if weights_t is None else weights_t[i])
       if block.is_moe:
         ids_all.append(ids)
     routing_out = jnp.stack(ids_all, axis=2) if ids_all else None
     return self.final_norm(x), tuple(ks), tuple(vs), routing_out
+
+  def decode_weights(self) -> tuple:
+    """``(per-layer Block.decode_weights dicts, head [V, H])``: the decode loop's weights stored ``[out, in]``
+    (``decode_step(weights_t=...)`` and the head's ``dot_t``): a transposed copy of the layers' matmul weights;
+    the head is the embedding itself when tied (no copy), else ``lm_head.T``."""
+    head = self.embed[...] if self.lm_head is None else self.lm_head[...].T
+    return tuple(b.decode_weights() for b in self.blocks()), head
 
   def blocks(self) -> list:
     """The ``L`` per-layer :class:`Block` s: ``layers``, or the slices of ``layer_stacks`` (scanned storage)."""

@@ -86,6 +86,14 @@ class SamplerConfig:
       otherwise (or with mesh-sharded parameters, or an MoE model) the call
       prefills every prompt whole. Same tokens and log-probs up to float32
       summation order. ``()`` (default): off.
+    decode_weights: how the decode loop reads the layers' matmul weights and the LM head. ``"transposed"``:
+      from ``[out, in]`` copies made once per call before the loop (``Transformer.decode_weights``; a tied
+      head is the embedding itself, no copy), each few-row matmul streaming its weight as the left operand:
+      on XLA:CPU 1.5-3x faster per matmul at 8-32 rows than the stored ``[in, out]`` layout (issue #53,
+      docs/benchmarks.md), at the cost of that copy in memory for the call (one per concurrent chunk).
+      ``"stored"``: the weights as stored. ``"auto"`` (default): ``"transposed"`` on CPU without a mesh
+      when the parameters take at most 2 GiB, else ``"stored"``. Same math (the matmuls' summation order
+      may differ: tokens equal unless a rounding difference flips a near-tie).
   """
   max_new_tokens: int = 128
   prompt_buckets: tuple = (16, 32, 64, 128, 256, 512)
@@ -99,6 +107,7 @@ class SamplerConfig:
   phase_cache: str = "auto"
   concurrent_chunks: int = 1
   common_prefix: tuple = ()
+  decode_weights: str = "auto"
 
   def __post_init__(self):
     if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -123,6 +132,8 @@ class SamplerConfig:
       raise _err("phase_cache", self.phase_cache, "'auto', 'copy' or 'in_place'")
     if not isinstance(self.concurrent_chunks, int) or self.concurrent_chunks < 1:
       raise _err("concurrent_chunks", self.concurrent_chunks, "an int >= 1")
+    if self.decode_weights not in ("auto", "stored", "transposed"):
+      raise _err("decode_weights", self.decode_weights, "'auto', 'stored' or 'transposed'")
     prefix = tuple(self.common_prefix)
     if any(not isinstance(t, (int, np.integer)) or isinstance(t, bool) or t < 0 for t in prefix):
       raise _err("common_prefix", self.common_prefix, "a tuple of token ids (ints >= 0)")

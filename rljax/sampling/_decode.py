@@ -147,7 +147,8 @@ def _seq_keys(key, group_id: Array, sample_index: Array) -> Array:
 
 
 def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool, mesh=None,
-            phase_ends: Optional[tuple] = None, in_place: bool = False) -> SamplerState:
+            phase_ends: Optional[tuple] = None, in_place: bool = False,
+            transposed: bool = False) -> SamplerState:
   """Loops ``feed pending token -> logits -> sample`` until every active row
   has sampled a stop token or ``max_new`` tokens (the last sampled token of a
   row stays pending: it is never fed, so no forward pass is wasted).
@@ -163,6 +164,8 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
   cache comes out with ``phase_ends[-1]`` slots (at least its input size).
   ``None``: one loop over the cache as given.
   With a ``mesh`` the rows' logits stay split over its batch axes.
+  ``transposed`` (no mesh): the matmul weights are read as ``[out, in]`` copies made once before the loop
+  (``Transformer.decode_weights``, ``SamplerConfig.decode_weights``).
   """
   temperature, top_k, top_p, min_p = sp
   from rljax.models import convert_layout  # pylint: disable=import-outside-toplevel
@@ -174,6 +177,7 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
   per_step = model.cfg.scan_layers and mesh is not None
   if model.cfg.scan_layers and not per_step:
     model = convert_layout(model, False, copy=False)
+  weights_t, head_t = model.decode_weights() if transposed and mesh is None else (None, None)
   seq_keys = _seq_keys(key, st.group_id, st.sample_index)
   b = st.pending.shape[0]
   want_entropy = st.entropy is not None
@@ -192,12 +196,12 @@ def _decode_loop(model, st: SamplerState, active, sp, max_new, key, greedy: bool
     ks, vs = st.cache
     m = convert_layout(stacked, False, copy=False) if per_step else model
     hidden, ks, vs, routing = m.decode_step(st.pending[:, None], fed_pos, ks, vs, st.slot, kv_mask,
-                                                attend=attend, fused=mesh is None)
+                                                attend=attend, fused=mesh is None, weights_t=weights_t)
     ks, vs = _constrain_layers(ks, mesh), _constrain_layers(vs, mesh)
     upd = {}
     if st.routing is not None and routing is not None:
       upd["routing"] = _set_rows(st.routing, fed_pos, routing, a2)
-    logits = _logits(m, hidden[:, 0], mesh)
+    logits = _logits(m, hidden[:, 0], mesh, head_t)
     # Sample the token at position ``length``.
     pos = st.length
     keys = jax.vmap(jax.random.fold_in)(seq_keys, pos)
@@ -311,7 +315,8 @@ def _generate_jit(graphdef, params, prompt, prompt_len, prompt_ids, key, sp, sto
   active = jnp.ones((p * n,), bool)
   ends = decode_phase_ends(lp, config.max_new_tokens, config.decode_phases)
   in_place = config.phase_cache == "in_place" or (config.phase_cache == "auto" and mesh is not None)
-  st = _decode_loop(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends, in_place=in_place)
+  st = _decode_loop(model, st, active, rows["sp"], max_new, key, greedy, mesh, phase_ends=ends, in_place=in_place,
+                    transposed=config.decode_weights == "transposed")
   rollout = st.to_rollout(w + config.max_new_tokens)
   if not want_state:
     return None, rollout
@@ -376,5 +381,5 @@ def _append_jit(graphdef, params, st: SamplerState, rows, appended, appended_len
   cache_type = type(st.cache)
   st = _feed_chunk(model, st.replace(cache=_constrain_cache(st.cache, mesh)), rows, appended, alen, pad_id)
   st = st.replace(cache=_to_layers(st.cache, mesh), policy_version=policy_version)
-  st = _decode_loop(model, st, active, sp, max_new, key, greedy, mesh)
+  st = _decode_loop(model, st, active, sp, max_new, key, greedy, mesh, transposed=config.decode_weights == "transposed")
   return st.replace(cache=_from_layers(st.cache, cache_type)), st.to_rollout()

@@ -95,10 +95,21 @@ def _max_new(config: SamplerConfig, max_new_tokens) -> np.ndarray:
   return np.asarray(m, np.int32)
 
 
-def _compiled_config(config: SamplerConfig) -> SamplerConfig:
+AUTO_TRANSPOSED_BYTES = 2 << 30  # SamplerConfig.decode_weights="auto": transposed copies up to this model size
+
+
+def _compiled_config(config: SamplerConfig, params, mesh) -> SamplerConfig:
   """``config`` as a static jit argument: ``concurrent_chunks`` only matters on the host, so it is reset
-  to 1 and does not compile a duplicate of the same program."""
-  return config if config.concurrent_chunks == 1 else dataclasses.replace(config, concurrent_chunks=1)
+  to 1 and does not compile a duplicate of the same program; ``decode_weights="auto"`` is resolved for
+  ``params`` (``"transposed"`` on CPU without a mesh up to ``AUTO_TRANSPOSED_BYTES`` of parameters)."""
+  changes = {}
+  if config.concurrent_chunks != 1:
+    changes["concurrent_chunks"] = 1
+  if config.decode_weights == "auto":
+    size = sum(int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(params))
+    small = mesh is None and size <= AUTO_TRANSPOSED_BYTES and _on_cpu(params)
+    changes["decode_weights"] = "transposed" if small else "stored"
+  return dataclasses.replace(config, **changes) if changes else config
 
 
 def _on_cpu(params) -> bool:
@@ -107,6 +118,9 @@ def _on_cpu(params) -> bool:
     devices = getattr(x, "devices", None)
     if devices is not None:
       return all(d.platform == "cpu" for d in devices())
+    sharding = getattr(x, "sharding", None)  # a jax.ShapeDtypeStruct placed on a (possibly abstract) device set
+    if sharding is not None:
+      return all(d.platform == "cpu" for d in sharding.device_set)
   return jax.default_backend() == "cpu"
 
 

@@ -102,7 +102,7 @@ def generate(model, prompts: Sequence, *, config: SamplerConfig, key: Array, n: 
   graphdef, params = _split(model)
   mesh = _params_mesh(params)
   max_new = _max_new(config, max_new_tokens)
-  compiled = _compiled_config(config)
+  compiled = _compiled_config(config, params, mesh)
   c = len(config.common_prefix)
   if c and (mesh is not None or not all(s.size > c and np.array_equal(s[:c], config.common_prefix) for s in seqs)):
     compiled = dataclasses.replace(compiled, common_prefix=())  # prefill every prompt whole
@@ -134,8 +134,8 @@ def lower_generate(graphdef, params, *, config: SamplerConfig, prompts: int, n: 
   stop = spec_of(_stop_table(None, prompts, config.max_stop_tokens))
   return _generate_jit.lower(graphdef, params, i32(prompts, width), i32(prompts), i32(prompts),
                              jax.ShapeDtypeStruct((2,), jnp.uint32), sp, stop, jax.ShapeDtypeStruct((), jnp.int32),
-                             i32(prompts), config=_compiled_config(config), n=int(n), greedy=False, mesh=mesh,
-                             want_state=False)
+                             i32(prompts), config=_compiled_config(config, params, mesh), n=int(n), greedy=False,
+                             mesh=mesh, want_state=False)
 
 
 def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, key: Array,
@@ -188,7 +188,8 @@ def resume(model, state: SamplerState, appended=None, *, config: SamplerConfig, 
   graphdef, params = _split(model)
   turn = (act, key, sp, _max_new(config, max_new_tokens), version)
   st, rollout = _append_jit(graphdef, params, state, None, app, alen, turn, pad_id=config.pad_id,
-                            config=_compiled_config(config), greedy=bool(greedy), mesh=_params_mesh(params))
+                            config=_compiled_config(config, params, _params_mesh(params)), greedy=bool(greedy),
+                            mesh=_params_mesh(params))
   return rollout, st
 
 

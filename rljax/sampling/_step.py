@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rljax.models._layers import dot_t
 from rljax.sampling import _truncation
 
 Array = jax.Array
@@ -13,11 +14,15 @@ Array = jax.Array
 __all__ = ["sampling_step"]
 
 
-def _logits(model, hidden: Array, mesh=None) -> Array:
+def _logits(model, hidden: Array, mesh=None, head_t=None) -> Array:
   """Untempered float32 logits ``softcap(hidden @ W)`` exactly as the fused
   log-prob kernel computes them (``[..., H] -> [..., V]``); with a ``mesh`` (``[B, H]`` rows) the rows stay split
-  over its batch axes and the head is scored vocabulary-split (``rljax.parallel.vocab_split_logits``)."""
-  if mesh is not None:
+  over its batch axes and the head is scored vocabulary-split (``rljax.parallel.vocab_split_logits``).
+  ``head_t``: ``W`` stored ``[V, H]`` (``Transformer.decode_weights``; ``hidden [B, H]``), scored as
+  ``(W^T hidden^T)^T`` (``rljax.models._layers.dot_t``)."""
+  if head_t is not None:
+    raw = dot_t(hidden, head_t, preferred_element_type=jnp.float32)
+  elif mesh is not None:
     from rljax.parallel import vocab_split_logits  # pylint: disable=import-outside-toplevel
     raw = vocab_split_logits(hidden, model.lm_head_weight(), mesh)
   else:
