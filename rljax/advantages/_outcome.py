@@ -839,7 +839,8 @@ def _technique_rows():
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
                 fidelity=Fidelity("peer", f"{_VERL07}: compute_rloo_outcome_advantage",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  "singleton group: ours A = 0 (verl 'rloo_vectorized'); verl 'rloo' A = r "
+                                  "(singleton='raw')",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
                                        "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
                                        "keeps r; the epsilon argument is unused) and :718-753 "
@@ -862,8 +863,8 @@ def _technique_rows():
                     "b178a3cd reset it there: running_return * response_mask); equal on hole-free masks; "
                     "reset_at_mask=True: v0.7.0's",
                     read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage (the same at main "
-                         "b178a3cd, 2026-01-29)" + _VERL_WHITEN_READ + "; the verl 0.9.1 PyPI wheel (installed for the peer benchmarks) "
-                         "core_algos.py:693-731: the running return is carried through mask-0 (observation) tokens "
+                         "b178a3cd, 2026-01-29)" + _VERL_WHITEN_READ + "; the verl 0.9.1 PyPI wheel (installed for "
+                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 (observation) tokens "
                          "and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t + running · "
                          "(1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / masked_whiten "
                          "as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and gave the "
