@@ -112,7 +112,7 @@ def test_gpg_alpha_per_micro_step_differs_from_one_batch_factor():
   batch = types.SimpleNamespace(loss_mask=jnp.ones((8, t), bool), group_id=jnp.asarray(gid),
                                 advantages=jnp.asarray(np.repeat(adv[:, None], t, 1)))
   factor = float(_gpg_alpha(batch))
-  assert factor == 4 / 3
+  assert np.isclose(factor, 4 / 3, rtol=1e-6)
   ours = loss.sum() * factor
   assert not np.isclose(ours, theirs)  # 36·4/3 = 48 vs 10 + 26·2 = 62
   # the same valid share in every micro-step: equal
