@@ -186,12 +186,13 @@ def reinforce_pp(rewards: Array, mask: Array, *, gamma: float = 1.0, whiten_eps:
 
   Mask-0 tokens inside a response (multi-turn tool observations) neither receive a return nor, by default, break
   the recursion: the running return is carried through them, so an earlier turn is credited with the outcome
-  reward of the episode's last turn. verl instead resets the running return at every mask-0 token
-  (``running_return = running_return * response_mask[:, t]``, written for the padding after EOS), which with
-  holes in the mask cuts the return at each observation: an earlier turn then sees only its own turn's rewards
-  (0 under an outcome reward). ``reset_at_mask=True`` is verl's form. The two agree on masks without holes
-  (a prefix of ones per row), i.e. single-turn responses. ``info["returns"]`` is 0 outside the mask (verl keeps
-  the unmasked running value there; whitening and the returned advantages never read it).
+  reward of the episode's last turn, as verl 0.9.1 does. verl v0.7.0 (and main b178a3cd) instead resets the
+  running return at every mask-0 token (``running_return = running_return * response_mask[:, t]``, written for
+  the padding after EOS), which with holes in the mask cuts the return at each observation: an earlier turn then
+  sees only its own turn's rewards (0 under an outcome reward). ``reset_at_mask=True`` is v0.7.0's form. The two
+  agree on masks without holes (a prefix of ones per row), i.e. single-turn responses. ``info["returns"]`` is 0
+  outside the mask, as in verl 0.9.1 (v0.7.0 keeps the unmasked running value there; whitening and the returned
+  advantages never read it).
 
   Args:
     rewards: ``[B]`` outcome rewards (placed on the last valid token) or
@@ -838,32 +839,49 @@ def _technique_rows():
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
                 fidelity=Fidelity("peer", f"{_VERL07}: compute_rloo_outcome_advantage",
-                                  "singleton group: ours A = 0; verl A = r (singleton='raw')",
+                                  "singleton group: ours A = 0 (verl 'rloo_vectorized'); verl 'rloo' A = r "
+                                  "(singleton='raw')",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:475-525 "
                                        "compute_rloo_outcome_advantage (r·n/(n−1) − mean·n/(n−1); a singleton "
-                                       "keeps r; the epsilon argument is unused)" + _VERL07_SAME,
-                                  defaults=(("singleton", "'zero' (A = 0)", "A = r"),),
+                                       "keeps r; the epsilon argument is unused) and :718-753 "
+                                       "compute_rloo_vectorized_outcome_advantage (adv_estimator 'rloo_vectorized': "
+                                       "(c·r − Σ_g r)/max(c − 1, 1)·(c > 1), a singleton gets 0) (both the same at "
+                                       "main b178a3cd, 2026-01-29, and in the verl 0.9.1 PyPI wheel, core_algos.py:"
+                                       "587-637 and :833-866). Eighth draw (#51 item 4): the vectorized variant "
+                                       "and the 0.9.1 wheel were not in the record",
+                                  defaults=(("singleton", "'zero' (A = 0)",
+                                             "A = r ('rloo'); A = 0 ('rloo_vectorized')"),),
                                   placement=_OUTCOME_PLACEMENT,
-                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
+                                  deviations=("a singleton group gets 0, as verl's 'rloo_vectorized'; singleton='raw' "
+                                              "is verl's 'rloo' (A = r)",))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
                 fidelity=Fidelity(
                     "peer", f"{_VERL07}: compute_reinforce_plus_plus_outcome_advantage",
-                    "mask-0 tokens inside a response carry the running return (verl resets it there: "
-                    "running_return * response_mask); equal on hole-free masks; reset_at_mask=True: verl's",
-                    read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage{_VERL07_SAME}"
-                         + _VERL_WHITEN_READ,
+                    "mask-0 tokens inside a response carry the running return, as verl 0.9.1 (v0.7.0 and main "
+                    "b178a3cd reset it there: running_return * response_mask); equal on hole-free masks; "
+                    "reset_at_mask=True: v0.7.0's",
+                    read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage (the same at main "
+                         "b178a3cd, 2026-01-29)" + _VERL_WHITEN_READ + "; the verl 0.9.1 PyPI wheel (installed for "
+                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 (observation) tokens "
+                         "and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t + running · "
+                         "(1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / masked_whiten "
+                         "as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and gave the "
+                         "v0.7.0 reset as verl's",
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
                               ("variance", "unbiased", "unbiased (masked_var)"),
                               ("reset_at_mask", "False (carry through mask-0 tokens)",
-                               "reset (running_return * response_mask[:, t])")),
+                               "0.9.1: carry through (returns 0 on mask-0 tokens); v0.7.0 / main b178a3cd: reset "
+                               "(running_return * response_mask[:, t])")),
                     placement=_VERL_TOKEN_PLACEMENT,
                     deviations=(
-                        "a mask-0 token inside a response (a multi-turn observation) carries the running return "
-                        "through, so an earlier turn is credited with the episode's outcome; verl resets it there "
-                        "(written for the padding after EOS); equal on hole-free masks; reset_at_mask=True is verl's",
-                        "info['returns'] is 0 outside the mask (verl keeps the running value there; neither reads it)",
+                        "none against verl 0.9.1 on the return (a mask-0 token inside a response carries the running "
+                        "return through there too); v0.7.0 and main b178a3cd reset it at every mask-0 token "
+                        "(written for the padding after EOS), so an earlier turn sees only its own turn's rewards: "
+                        "reset_at_mask=True is that form; all agree on hole-free masks",
+                        "info['returns'] is 0 outside the mask, as 0.9.1 (v0.7.0 keeps the running value there; "
+                        "neither reads it)",
                         _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",

@@ -873,7 +873,9 @@ def _technique_rows():
                                        "ppo_trainer.yaml:233-236, 267-273; examples/istar_trainer/"
                                        "run_sokoban.sh:22-78; verl/trainer/ppo/ray_trainer.py:373-396 (dispatch), 1242-1262 "
                                        "(update=after with loss_type eto: update_rm_eto returns the scores of its "
-                                       "update forward)",
+                                       "update forward), 1289-1303 (compute_advantage's arguments, use_process_only "
+                                       "from algorithm.istar). Eighth draw (#51 item 4): use_process_only was not in "
+                                       "the record",
                                   defaults=(("beta", "1.0", "beta_train = 0.05 (yaml, script)"),
                                             ("step_weight", "0.5 (A = w·A_step + (1 − w)·A_ep)",
                                              "step_advantage_w = 1.0 (A = A_ep + 1.0·A_step)"),
@@ -891,6 +893,8 @@ def _technique_rows():
                                             ("step_granularity", "per turn (turn_ids)", "step (a step = one "
                                              "environment turn)"),
                                             ("lambda (GAE over q)", "none", "0.0 (config.get default)"),
+                                            ("use_process_only", "none (the episode term is always in the mix)",
+                                             "algorithm.istar.use_process_only = False (yaml:272-273)"),
                                             ("group size", "the step's groups", "env.rollout.n = 8"),
                                             ("eps, std_ddof", "1e-6, 1 (step_episode_mix)", "none (RLOO)")),
                                   placement="theirs: verl-agent trainer, one batch row per environment step of a "
@@ -919,7 +923,11 @@ def _technique_rows():
                                       "(mode mean_std_norm / mean_norm), istar_reinforce_plus_baseline and "
                                       "process_outcome_combined (RLOO of the outcome reward + w·step reward) "
                                       "(core_istar.py:153-350, ray_trainer.py:373-400); both scripts "
-                                      "(run_sokoban.sh, run_webshop.sh) select istar_rloo"))),
+                                      "(run_sokoban.sh, run_webshop.sh) select istar_rloo",
+                                      "their use_process_only switch (algorithm.istar.use_process_only, read at "
+                                      "ray_trainer.py:1302; core_istar.py:39-40: the step RLOO alone, no episode "
+                                      "term) is not built (step_weight=1 is the step term alone but standardised per "
+                                      "turn index, not RLOO); False in the yaml, set by neither script"))),
   )
 
 

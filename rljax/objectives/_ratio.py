@@ -828,7 +828,12 @@ def _technique_rows():
                      ":225-235 (weighted_sample sampler); open-r1/src/open_r1/configs.py:55-68 (GPGConfig "
                      "defaults); open-r1/train.sh (--scale_rewards False --adjust_gd --min_inverse_alpha 0.5, "
                      "recipe config_simple_rl_math_l35_v1.yaml: num_generations 8, beta 0); the multimodal copies "
-                     "(R1-V, Visual-RFT, VisualThinker-R1-Zero grpo_trainer.py) divide by inverse_alpha + 1e-5",
+                     "(R1-V, Visual-RFT, VisualThinker-R1-Zero grpo_trainer.py) divide by inverse_alpha + 1e-5; "
+                     "gpg_trainer.py:247-265 (_prepare_inputs: every gradient-accumulation micro-step generates "
+                     "and scores its own batch, so each micro-step has its own inverse_alpha), train.sh "
+                     "--gradient_accumulation_steps 4, recipe per_device_train_batch_size 8 (one group of 8 per "
+                     "process per micro-step). Eighth draw (#51 item 4): the per-micro-step alpha was not in the "
+                     "record",
                 defaults=(("alpha (adjust_gd)", "'none'", "on (train.sh --adjust_gd; GPGConfig default False)"),
                           ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
                            "none: train.sh --scale_rewards False (r − mean_g, dr_grpo's form); with scale_rewards "
@@ -836,16 +841,25 @@ def _technique_rows():
                           ("beta (KL)", "not in this term", "0.0 (recipe)"),
                           ("aggregation", "chain's (token_mean)", "token mean over the micro-batch"),
                           ("min_inverse_alpha resampling", "not implemented",
-                           "0.5 (train.sh, GPGConfig): resample until the valid share ≥ it")),
+                           "0.5 (train.sh, GPGConfig): resample until the valid share ≥ it"),
+                          ("groups per alpha", "every group of the update batch",
+                           "the groups of one micro-step's generation, gathered over the processes "
+                           "(per_device_train_batch_size 8 = num_generations: one group per process; "
+                           "gradient_accumulation_steps 4 micro-steps per optimizer step)")),
                 placement="theirs: A and inverse_alpha computed once per generation round on all processes' "
-                          "gathered groups, the loss divided by it on every micro-batch; ours: A from the advantage "
-                          "stage, the factor G/G_valid a whole-batch statistic of the loss (same on every "
+                          "gathered groups, and every gradient-accumulation micro-step is its own generation round "
+                          "(_prepare_inputs), so each micro-batch's loss is divided by its own round's "
+                          "inverse_alpha before the micro-batches' gradients are accumulated; ours: A from the "
+                          "advantage stage, the factor G/G_valid a whole-batch statistic of the loss (same on every "
                           "micro-batch)",
                 deviations=(
                     "alpha='none' is the default: the plain −A log π of verl's compute_policy_loss_gpg; "
                     "alpha='valid_groups' is the authors' adjust_gd",
                     "G counts the groups of rows with a loss token in the update batch; theirs counts every "
                     "generated group; with no valid group ours uses factor 1 (theirs divides by 0; they resample)",
+                    "one factor per update batch; theirs one per gradient-accumulation micro-step (4 in train.sh), "
+                    "each over that micro-step's groups: Σ_k L_k/α_k where ours gives (Σ_k L_k)·G/G_valid; equal "
+                    "when every micro-step has the same valid share (or with one micro-step per update)",
                     "their extra sampling rounds until min_inverse_alpha is met are not implemented (a filter's "
                     "job: zero_variance with resampling)",
                     "their weighted_sample sampler (sample_strategy uniform / hard / soft / medium, prompts "
