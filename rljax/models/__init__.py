@@ -24,7 +24,7 @@ from rljax.models._hf import (SUPPORTED_ARCHITECTURES, config_from_hf, config_to
 from rljax.models._hub import is_hub_id, resolve_checkpoint
 from rljax.models._init import fan_in_init
 from rljax.models._load import from_gguf, from_pretrained
-from rljax.models._layers import PrefixGroups, rope_inv_freq
+from rljax.models._layers import PrefixGroups, dot_t, rope_inv_freq
 from rljax.models._lora import (LORA_FILTER, lora_mask, lora_modules, lora_state, merge_lora, save_lora_adapter,
                                 unmerge_lora)
 from rljax.models._transformer import (KVCache, ModelOutput, Transformer, ValueHead, convert_layout, expert_load,
@@ -48,7 +48,7 @@ def __getattr__(name):
 
 __all__ = ["fan_in_init", 
     "ModelConfig", "RopeScaling", "LoRAConfig", "Transformer", "KVCache", "ModelOutput",
-    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "convert_layout", "layer_runs", "load_balancing_loss", "expert_load", "rope_inv_freq", "PrefixGroups",
+    "policy_outputs", "segment_positions", "ValueHead", "with_value_head", "convert_layout", "layer_runs", "load_balancing_loss", "expert_load", "rope_inv_freq", "PrefixGroups", "dot_t",
     "from_pretrained", "save_pretrained", "config_from_hf", "config_to_hf", "load_hf_config",
     "SUPPORTED_ARCHITECTURES", "param_count", "shard_state", "logical_axes",
     "convert_gguf", "gguf_checkpoint", "checkpoint_directory", "from_gguf", "smollm2_gguf_path", "smollm2_checkpoint", "unpermute_qk",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rljax.models._layers import dot_t
+from rljax.models import dot_t
 from rljax.sampling import _truncation
 
 Array = jax.Array
