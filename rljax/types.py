@@ -13,6 +13,9 @@ validates shapes and dtypes (and, for concrete arrays, that masks are 0/1) and
 raises ``ValueError`` naming the offending field. The plain constructor does
 no checks and is what jitted code uses.
 
+``LossHooks`` / ``HookedLoss`` are how a loss function declares its micro-batching hooks to the train step
+(``rljax.train.LossFn``), shared by the step and the wrappers that forward them (``rljax.parallel.fsdp_loss_fn``).
+
 ``Problem`` (one prompt with its reference answer: what tasks generate, prompt
 loaders yield and verifiers score) is a plain frozen dataclass of the host; it is also
 ``rljax.envs.Problem``.
@@ -20,7 +23,7 @@ loaders yield and verifiers score) is a plain frozen dataclass of the host; it i
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -28,7 +31,8 @@ import numpy as np
 
 Array = jax.Array
 
-__all__ = ["Rollout", "TrainBatch", "PolicyOutputs", "Problem", "check_mask", "is_concrete"]
+__all__ = ["Rollout", "TrainBatch", "PolicyOutputs", "Problem", "LossHooks", "HookedLoss", "loss_hooks", "check_mask",
+           "is_concrete"]
 
 
 def is_concrete(x) -> bool:
@@ -252,3 +256,37 @@ class Problem:
   prompt: str
   answer: str
   meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+class LossHooks(NamedTuple):
+  """The micro-batching hooks of a loss function (``rljax.train.LossFn`` says what each does), each None when the
+  loss has none."""
+  denominator: Optional[Callable] = None
+  statistics: Optional[Callable] = None
+  with_aux_weight: Optional[Callable] = None
+
+
+class HookedLoss:
+  """Base of a loss function with micro-batching hooks: it declares them in one typed record, ``hooks() ->
+  LossHooks``, the only thing ``make_train_step`` reads besides the call (``objective_loss`` and
+  ``rljax.parallel.fsdp_loss_fn`` are ones). A plain callable is a loss without hooks."""
+
+  def hooks(self) -> LossHooks:
+    """The hooks this loss has (default: none)."""
+    return LossHooks()
+
+
+def loss_hooks(loss_fn) -> LossHooks:
+  """``loss_fn.hooks()`` for a ``HookedLoss``; none for a plain callable.
+
+  Raises:
+    TypeError: a plain callable carrying a hook as an attribute (``loss_fn.denominator = ...``, the convention
+      before ``HookedLoss``): it would be ignored, so micro-batching would silently stop being exact.
+  """
+  if isinstance(loss_fn, HookedLoss):
+    return loss_fn.hooks()
+  stray = [name for name in LossHooks._fields if callable(getattr(loss_fn, name, None))]
+  if stray:
+    raise TypeError(f"the loss function {loss_fn!r} defines {stray} as attribute(s), which make_train_step no "
+                    "longer reads: subclass rljax.train.HookedLoss and return them from hooks() -> LossHooks(...)")
+  return LossHooks()

@@ -12,6 +12,7 @@ from flax import nnx
 from rljax import recipes
 from rljax.filters import _curriculum as C
 from rljax.stages import PromptData, PromptFilter, RunFacts, StepData, TaskGradients
+from rljax.train import HookedLoss, LossHooks
 
 
 def _ref_probs(windows, counts, c, tau, transfer=None, lam=0.0):
@@ -232,8 +233,11 @@ class _Lin(nnx.Module):
     self.w = nnx.Param(jnp.array([0.5, -1.0], jnp.float32))
 
 
-class _SquareLoss:
+class _SquareLoss(HookedLoss):
   """loss = sum_i mask_i (w . x_i)^2 / denominator, denominator = the number of trained rows."""
+
+  def hooks(self):
+    return LossHooks(denominator=self.denominator)
 
   def denominator(self, batch, hparams):  # pylint: disable=unused-argument
     return jnp.maximum(jnp.sum(batch.loss_mask[:, 0]), 1.0)

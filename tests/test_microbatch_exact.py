@@ -17,7 +17,7 @@ from flax import nnx
 from rljax.models import ModelConfig, Transformer
 from rljax.objectives import (advantage_sign_weighting, chain, clip_cov, delta_logp_reweight, dpo,
                               entropy_gated_contrastive, kl_cov, ppo_clip, tis, top_entropy_mask)
-from rljax.train import init_train_state, make_train_step, objective_loss, split_statistics
+from rljax.train import HookedLoss, LossHooks, init_train_state, make_train_step, objective_loss, split_statistics
 from rljax.types import PolicyOutputs, TrainBatch
 
 K = 4
@@ -68,13 +68,15 @@ def record_grads():
                                       lambda g, state, params=None: (jax.tree_util.tree_map(jnp.zeros_like, g), g))
 
 
-class without_statistics:  # pylint: disable=invalid-name
+class without_statistics(HookedLoss):  # pylint: disable=invalid-name
   """The old path: the same loss, without the ``statistics`` hook (each micro-batch uses its own rows'
   statistics; a batch-level auxiliary loss is averaged with weight 1/k)."""
 
   def __init__(self, loss):
-    self.loss, self.denominator = loss, loss.denominator
-    self.with_aux_weight = lambda w: without_statistics(loss.with_aux_weight(w))
+    self.loss = loss
+
+  def hooks(self):
+    return LossHooks(self.loss.denominator, None, lambda w: without_statistics(self.loss.with_aux_weight(w)))
 
   def __call__(self, model, batch, hparams, denominator):
     return self.loss(model, batch, hparams, denominator)
@@ -219,7 +221,7 @@ def test_data_parallel_fsdp_wrapper_forwards_the_statistics():
   mesh = make_mesh(MeshConfig(data=2, fsdp=1), jax.devices()[:2])
   loss = objective_loss(chain(TERMS["nested"]()), forward=forward)
   wrapped = fsdp_loss_fn(loss, mesh)
-  assert callable(wrapped.statistics) and not hasattr(fsdp_loss_fn(without_statistics(loss), mesh), "statistics")
+  assert callable(wrapped.hooks().statistics) and fsdp_loss_fn(without_statistics(loss), mesh).hooks().statistics is None
   batch = make_batch()
   m1, g1 = run(TinyLM(rngs=nnx.Rngs(0)), loss, batch, 1)
   graphdef, state = init_train_state(TinyLM(rngs=nnx.Rngs(0)), record_grads())
@@ -242,3 +244,14 @@ def test_dpo_pair_scale_is_exact_with_unpaired_rows():
                         extras={"dpo_pair_id": jnp.asarray(pairs), "dpo_chosen": jnp.asarray(chosen)})
   loss = objective_loss(chain(dpo(0.5), aggregate="seq_mean_token_mean"), forward=forward)
   check_exact(lambda: TinyLM(rngs=nnx.Rngs(0)), loss, batch)
+
+
+def test_a_hook_set_as_an_attribute_is_refused_not_ignored():
+  """``make_train_step`` reads a loss's hooks from ``HookedLoss.hooks()`` only: a plain callable carrying one as an
+  attribute (the convention before) would lose exact micro-batching without a word, so it is refused."""
+  def plain(model, batch, hparams, denominator):  # pylint: disable=unused-argument
+    return jnp.zeros(()), {}
+  plain.denominator = lambda batch, hparams: jnp.ones(())
+  graphdef, _ = init_train_state(TinyLM(rngs=nnx.Rngs(0)), record_grads())
+  with pytest.raises(TypeError, match=r"\['denominator'\].*HookedLoss"):
+    make_train_step(graphdef, plain, record_grads(), num_microbatches=2)

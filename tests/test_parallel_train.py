@@ -323,12 +323,12 @@ def test_with_logical_constraint_and_batch_shardings():
 
 
 def test_fsdp_loss_fn_forwards_the_micro_batch_hooks():
-  """``make_train_step`` finds ``denominator`` and ``with_aux_weight`` on the FSDP wrapper too, so a sharded
-  micro-batched step also uses the global denominator and averages the auxiliary loss."""
+  """``make_train_step`` finds ``denominator`` and ``with_aux_weight`` in the FSDP wrapper's ``hooks()`` too, so a
+  sharded micro-batched step also uses the global denominator and averages the auxiliary loss."""
   mesh = make_mesh(MESHES[0])
   loss = nll_loss()
-  wrapped = fsdp_loss_fn(loss, mesh)
-  assert wrapped.denominator == loss.denominator
-  half = wrapped.with_aux_weight(0.5)
+  hooks = fsdp_loss_fn(loss, mesh).hooks()
+  assert hooks.denominator == loss.denominator
+  half = hooks.with_aux_weight(0.5)
   assert isinstance(half, fsdp_loss_fn) and half.mesh is mesh and half.loss_fn._aux_weight == 0.5
-  assert not hasattr(fsdp_loss_fn(lambda model, batch, hparams, denominator: None, mesh), "with_aux_weight")
+  assert fsdp_loss_fn(lambda model, batch, hparams, denominator: None, mesh).hooks() == (None, None, None)

@@ -8,7 +8,7 @@ from rljax.objectives import _corrections, _entropy, _kl, _ratio, _supervised, _
 from rljax.objectives._aggregation import (TECHNIQUES as _AGG_TECHNIQUES, get_aggregation, seq_mean_token_mean,
                                            seq_mean_token_sum, seq_mean_token_sum_norm, token_mean, token_sum)
 from rljax.objectives._chain import Objective, chain, named
-from rljax.objectives._statistics import call_with_statistics
+from rljax.objectives._statistics import StatisticTerm, call_with_statistics, has_statistics, with_statistics
 from rljax.objectives._corrections import *  # noqa: F401,F403
 from rljax.objectives._entropy import *  # noqa: F401,F403
 from rljax.objectives._kl import *  # noqa: F401,F403

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax.objectives import _ratio_utils as U
+from rljax.objectives._statistics import with_statistics
 from rljax.objectives._ratio_utils import LOG_RATIO_CLAMP
 
 __all__ = ["tis", "mis", "icepop", "divergence_rejection", "mismatch_log_ratio"]
@@ -133,9 +134,7 @@ def tis(threshold=2.0, *, level: str = "token", lower=None, normalize: bool = Fa
     }
     return w, jnp.ones_like(mask), U.stop_metrics(metrics)
 
-  if normalize:
-    correction.batch_statistics = weight_mean
-  return U.set_name(correction, "tis")
+  return U.set_name(with_statistics(correction, weight_mean if normalize else None), "tis")
 
 
 def mis(lower=0.5, upper=2.0, *, level: str = "token", reweight: bool = True,

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _float, _log_ratio, _mask, _masked_mean,
                                   _require, _with_name)
-from rljax.objectives._statistics import batch_statistics, call_with_statistics, forward_statistics
+from rljax.objectives._statistics import batch_statistics, call_with_statistics, forward_statistics, with_statistics
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
 
 Array = jax.Array
@@ -281,8 +281,7 @@ def clip_cov(eps_low=0.2, eps_high=0.2, *, clip_cov_ratio: float = 2e-4, clip_co
                **_entropy_metric(out, mask)}
     return loss, metrics
 
-  term.batch_statistics = statistics_fn
-  return _with_name(term, "clip_cov")
+  return _with_name(with_statistics(term, statistics_fn), "clip_cov")
 
 
 def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
@@ -334,8 +333,7 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
                **_entropy_metric(out, mask)}
     return loss, metrics
 
-  term.batch_statistics = lambda out, batch: {"selected": select(out, batch)}
-  return _with_name(term, "kl_cov")
+  return _with_name(with_statistics(term, lambda out, batch: {"selected": select(out, batch)}), "kl_cov")
 
 
 # --------------------------------------------------------------------------------------
@@ -402,8 +400,7 @@ def top_entropy_mask(term, rho=0.2, *, source: str = "current"):
                     "top_entropy/threshold": threshold})
     return jnp.where(keep, loss, 0.0), metrics
 
-  wrapped.batch_statistics = statistics_fn
-  return _with_name(wrapped, _term_name(term))
+  return _with_name(with_statistics(wrapped, statistics_fn), _term_name(term))
 
 
 def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.objectives import _ratio_utils as U
+from rljax.objectives._statistics import batch_statistics, with_statistics
 from rljax.objectives._ratio_utils import LOG_RATIO_CLAMP
 
 __all__ = ["ppo_clip", "reinforce", "gpg", "gspo", "gspo_token", "gmpo", "segment_ratio", "cispo", "sapo",
@@ -113,10 +114,7 @@ def _finish(loss, mask, corrections, out, batch, shape, metrics, statistics=None
 def _named(term, name, corrections):
   """``U.set_name``; a term whose corrections read a batch statistic (``tis(normalize=True)``) gets
   their ``batch_statistics`` (``term(out, batch, statistics=...)`` passes them on)."""
-  statistics_fn = U.corrections_statistics(corrections)
-  if statistics_fn is not None:
-    term.batch_statistics = statistics_fn
-  return U.set_name(term, name)
+  return U.set_name(with_statistics(term, U.corrections_statistics(corrections)), name)
 
 
 def _entropy_metric(out, mask, shape):
@@ -393,8 +391,8 @@ def gpg(*, alpha: str = "none", correction=None):
 
   term = _named(term, "gpg", corrections)
   if alpha != "none":
-    inner = getattr(term, "batch_statistics", None)
-    term.batch_statistics = lambda out, batch: (inner(out, batch) if inner else None, factor(batch))
+    inner = term
+    term = with_statistics(term, lambda out, batch: (batch_statistics(inner, out, batch), factor(batch)))
   return term
 
 

@@ -6,7 +6,7 @@ exact. A few normalise by a statistic of the rows they see: a top-k selection
 (``clip_cov``, ``kl_cov``), an entropy quantile (``top_entropy_mask``,
 ``entropy_gated_contrastive(rho=...)``) or a mean weight
 (``tis(normalize=True)``, ``delta_logp_reweight(normalize=True)``). Such a term
-(or correction) exposes
+(or correction) is a ``StatisticTerm`` (``with_statistics(fn, statistics_fn)``):
 
     term.batch_statistics(out, batch) -> statistics            (a pytree)
     term(out, batch, statistics=statistics) -> (per_token_loss [B, T], metrics)
@@ -23,12 +23,43 @@ statistics, ratio terms their corrections', ``chain`` gathers its terms'
 """
 from __future__ import annotations
 
-__all__ = ["has_statistics", "batch_statistics", "call_with_statistics", "forward_statistics"]
+import functools
+
+__all__ = ["StatisticTerm", "with_statistics", "has_statistics", "batch_statistics", "call_with_statistics",
+           "forward_statistics"]
+
+
+class StatisticTerm:
+  """A term (or correction) that reads a statistic of the whole batch, with that statistic declared beside it:
+  ``fn(out, batch, statistics=None)`` (what a call runs) and ``batch_statistics(out, batch) -> pytree``.
+
+  The one form such a term has (no attribute set on a function and looked up by name): ``has_statistics`` is an
+  ``isinstance`` test. The term's ``name`` / ``__name__`` and other attributes are copied from ``fn``, and
+  attributes set on it later (``set_name``) stay on it.
+  """
+
+  def __init__(self, fn, batch_statistics):
+    if not callable(fn) or not callable(batch_statistics):
+      raise TypeError(f"StatisticTerm needs two callables, got fn={fn!r}, batch_statistics={batch_statistics!r}")
+    functools.update_wrapper(self, fn)  # name, __name__, __doc__ and the term's other attributes
+    self.fn = fn.fn if isinstance(fn, StatisticTerm) else fn
+    self.batch_statistics = batch_statistics
+
+  def __call__(self, *args, **kwargs):
+    return self.fn(*args, **kwargs)
+
+
+def with_statistics(fn, statistics_fn):
+  """``fn`` with its whole-batch statistics ``statistics_fn(out, batch)`` (a ``StatisticTerm``); ``fn`` unchanged
+  when ``statistics_fn`` is None (a term that reads none, or its statistics dropped when ``fn`` already had some)."""
+  if statistics_fn is None:
+    return fn
+  return StatisticTerm(fn, statistics_fn)
 
 
 def has_statistics(fn) -> bool:
   """Whether the term / correction ``fn`` reads a statistic of the whole batch."""
-  return callable(getattr(fn, "batch_statistics", None))
+  return isinstance(fn, StatisticTerm)
 
 
 def batch_statistics(fn, out, batch):
@@ -42,7 +73,5 @@ def call_with_statistics(fn, out, batch, statistics=None):
 
 
 def forward_statistics(wrapper, inner):
-  """Gives ``wrapper`` (which has no statistic of its own) the statistics of the term it wraps."""
-  if has_statistics(inner):
-    wrapper.batch_statistics = inner.batch_statistics
-  return wrapper
+  """``wrapper`` (which has no statistic of its own) with the statistics of the term it wraps."""
+  return with_statistics(wrapper, inner.batch_statistics if has_statistics(inner) else None)

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.objectives._entropy import _call_inner, _term_name, masked_quantile
-from rljax.objectives._statistics import batch_statistics, has_statistics
+from rljax.objectives._statistics import batch_statistics, has_statistics, with_statistics
 from rljax.objectives._kl import (_check_batch, _check_choice, _check_value, _extra, _float, _log_ratio, _mask,
                                   _masked_mean, _proximal, _require, _seq_sum, _with_name)
 from rljax.types import PolicyOutputs, TrainBatch, is_concrete
@@ -315,8 +315,7 @@ def dpo(beta=0.1, *, label_smoothing=0.0, pair_key: str = "dpo_pair_id", chosen_
     metrics["pair_scale"] = scale
     return jnp.broadcast_to((scale * pair_loss)[:, None], shape), metrics
 
-  term.batch_statistics = statistics_fn
-  return _with_name(term, "dpo")
+  return _with_name(with_statistics(term, statistics_fn), "dpo")
 
 
 # --------------------------------------------------------------------------------------
@@ -478,9 +477,8 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
                "frac_correct": jnp.sum(correct * has) / jnp.maximum(jnp.sum(has), 1.0)}
     return loss, metrics
 
-  if rho is not None:
-    term.batch_statistics = lambda out, batch: {"threshold": quantile(out, batch)}
-  return _with_name(term, "entropy_gated_contrastive")
+  statistics_fn = None if rho is None else (lambda out, batch: {"threshold": quantile(out, batch)})
+  return _with_name(with_statistics(term, statistics_fn), "entropy_gated_contrastive")
 
 
 # --------------------------------------------------------------------------------------
@@ -574,9 +572,8 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
                     "delta_logp/weight_max": jnp.max(jnp.where(mask > 0, w, 0.0), initial=0.0)})
     return w * loss, metrics
 
-  if normalize or has_statistics(term):
-    wrapped.batch_statistics = statistics_fn
-  return _with_name(wrapped, _term_name(term))
+  return _with_name(with_statistics(wrapped, statistics_fn if normalize or has_statistics(term) else None),
+                    _term_name(term))
 
 
 def _technique_rows():

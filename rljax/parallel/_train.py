@@ -36,6 +36,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax.parallel._rules import DEFAULT_RULES, Rules, logical_to_spec
 from rljax.parallel._shard import _axes_of, _value_shape, state_shardings
+from rljax.types import HookedLoss, LossHooks, loss_hooks
 
 __all__ = ["train_state_shardings", "shard_train_step", "batch_shardings", "with_logical_constraint",
            "abstract_with_shardings", "fsdp_loss_fn", "compute_spec", "gather_per_layer", "vocab_split_logits"]
@@ -363,7 +364,7 @@ def sharded_head(model, mesh: Mesh, rules: Rules = DEFAULT_RULES, gather_axes=("
     model.head_logprob_fn = _ShardedHead(mesh, rules, tuple(gather_axes))
 
 
-class fsdp_loss_fn:  # pylint: disable=invalid-name
+class fsdp_loss_fn(HookedLoss):  # pylint: disable=invalid-name
   """Wraps a ``rljax.train.LossFn`` so that the step follows the FSDP (ZeRO-3) pattern.
 
   Stored parameters are sharded over ``fsdp`` (and ``tensor``); inside the
@@ -398,12 +399,15 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
 
   def __init__(self, loss_fn, mesh: Mesh, rules: Rules = DEFAULT_RULES, gather_axes=("fsdp",)):
     self.loss_fn, self.mesh, self.rules, self.gather_axes = loss_fn, mesh, rules, tuple(gather_axes)
-    if hasattr(loss_fn, "denominator"):
-      self.denominator = loss_fn.denominator
-    if hasattr(loss_fn, "statistics"):
-      self.statistics = self._statistics
-    if hasattr(loss_fn, "with_aux_weight"):
-      self.with_aux_weight = lambda w: fsdp_loss_fn(loss_fn.with_aux_weight(w), mesh, rules, gather_axes)
+    self._inner = loss_hooks(loss_fn)
+
+  def hooks(self) -> LossHooks:
+    """The wrapped loss's hooks: the statistics pre-pass through this wrapper, ``with_aux_weight`` wrapped again."""
+    inner = self._inner
+    return LossHooks(
+        inner.denominator, None if inner.statistics is None else self._statistics,
+        None if inner.with_aux_weight is None else
+        (lambda w: fsdp_loss_fn(inner.with_aux_weight(w), self.mesh, self.rules, self.gather_axes)))
 
   def _constrain_params(self, model):
     mesh = self.mesh
@@ -440,7 +444,7 @@ class fsdp_loss_fn:  # pylint: disable=invalid-name
     return jax.lax.with_sharding_constraint(batch, batch_shardings(batch, self.mesh, self.rules))
 
   def _statistics(self, model, batch, hparams):
-    return self.loss_fn.statistics(model, self._constrain(model, batch), hparams)
+    return self._inner.statistics(model, self._constrain(model, batch), hparams)
 
   def __call__(self, model, batch, hparams, denominator, statistics=None):
     batch = self._constrain(model, batch)

@@ -432,7 +432,6 @@ def _chosen_in_loss(spec, built, choose: Callable, hp):
   def term(out, batch, **kw):
     chosen = choose(out, batch, hp)
     return spec.build({**hp, **chosen})(out, batch, **kw)
+  from rljax.objectives import has_statistics, with_statistics  # pylint: disable=import-outside-toplevel
   term.name = getattr(built, "name", spec.name)
-  if getattr(built, "batch_statistics", None) is not None:
-    term.batch_statistics = built.batch_statistics
-  return term
+  return with_statistics(term, built.batch_statistics if has_statistics(built) else None)

@@ -245,6 +245,15 @@ class Advantage(Stage):
   def bind(self, facts):
     return self if self.bind_fn is None else self.bind_fn(self, facts)
 
+  def apply(self, data, state, call) -> tuple:
+    """``(advantages, info, state)``: the one call the step makes, whichever of the two forms ``fn`` has (a
+    stateless ``fn`` leaves ``state`` as given). ``call(contract, stage, thunk)`` runs ``fn`` under its contract,
+    ``"advantage"`` or ``"advantage.stateful"`` (``rljax.train._contracts``: the start-up check's context)."""
+    if self.init is None:
+      advantages, info = call("advantage", self, lambda: self.fn(data))
+      return advantages, info, state
+    return call("advantage.stateful", self, lambda: self.fn(data, state))
+
 
 @_frozen_stage
 class LossTerm(Stage):

@@ -18,8 +18,8 @@ from rljax.train._compile_cache import enable_compile_cache
 from rljax.train._metrics import MetricsWriter, plot_metrics, plot_panels, read_jsonl
 from rljax.train._eval import evaluate, pass_at_k
 from rljax.train._controllers import LoopControllers
-from rljax.train._step import (LossFn, TrainState, init_train_state, make_mesh, make_train_step, merge_model,
-                               nll_loss, nll_term, objective_loss, split_microbatches, split_statistics,
+from rljax.train._step import (HookedLoss, LossFn, LossHooks, TrainState, init_train_state, make_mesh,
+                               make_train_step, merge_model, nll_loss, nll_term, objective_loss, split_microbatches, split_statistics,
                                trainable_filter)
 
 

@@ -213,10 +213,9 @@ def compute_advantages(st, data: StepData, states: dict, call=unchecked):
     metrics.update(scalar_metrics(m, multi.name))
   for i, a in enumerate(st["advantage"]):
     view = data.replace(key=stream(key, "advantage", i))
-    if a.init is not None:
-      adv, info, states[a.name] = call("advantage.stateful", a, lambda a=a, view=view: a.fn(view, states[a.name]))
-    else:
-      adv, info = call("advantage", a, lambda a=a, view=view: a.fn(view))
+    adv, info, state = a.apply(view, states.get(a.name), call)
+    if a.name in states:
+      states[a.name] = state
     info = dict(info or {})
     if a.returns:  # the critic's targets, which the value loss reads
       call("advantage.returns", a, lambda info=info: info.get("returns"))

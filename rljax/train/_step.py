@@ -32,7 +32,7 @@ the loss function, so changing them never recompiles.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -42,9 +42,9 @@ from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from rljax.train._mismatch import OUT_LOG_BOUND
-from rljax.types import PolicyOutputs, TrainBatch
+from rljax.types import HookedLoss, LossHooks, PolicyOutputs, TrainBatch, loss_hooks
 
-__all__ = ["TrainState", "LossFn", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
+__all__ = ["TrainState", "LossFn", "LossHooks", "HookedLoss", "init_train_state", "make_train_step", "objective_loss", "nll_loss",
            "make_mesh", "merge_model", "split_microbatches", "split_statistics",
            "combine_microbatch_metrics"]
 
@@ -86,18 +86,19 @@ class LossFn(Protocol):
   """``loss_fn(model, batch, hparams, denominator) -> (loss, metrics)``.
 
   ``denominator`` is the global aggregation denominator of the whole batch
-  (or ``None``). A loss function may define ``loss_fn.denominator(batch,
-  hparams) -> scalar`` to make micro-batching exact; without it the
-  per-micro-batch losses are averaged (exact only when micro-batches have equal
-  denominators).
+  (or ``None``). A loss function may declare micro-batching hooks: it is then a
+  ``HookedLoss`` whose ``hooks()`` returns a ``LossHooks`` record. Its
+  ``denominator(batch, hparams) -> scalar`` makes micro-batching exact; without
+  it the per-micro-batch losses are averaged (exact only when micro-batches have
+  equal denominators).
 
-  It may define ``loss_fn.statistics(model, batch, hparams) -> pytree``: with
+  Its ``statistics(model, batch, hparams) -> pytree``: with
   ``num_microbatches > 1`` the step calls it once on the whole batch (the
   pre-pass, no gradient) and calls ``loss_fn(model, mb, hparams, denominator,
   statistics=s)`` with each micro-batch's slice ``s`` (``split_statistics``);
   the loss must then be the micro-batch's exact share of the whole batch's
-  loss, batch-level auxiliary terms included. Without it, a loss may define
-  ``loss_fn.with_aux_weight(w) -> LossFn``, the same loss with its batch-level
+  loss, batch-level auxiliary terms included. Without it, its
+  ``with_aux_weight(w) -> LossFn``: the same loss with its batch-level
   auxiliary term (an MoE load-balancing loss) scaled by ``w``: micro-batching
   uses ``w = 1 / num_microbatches`` so that term is averaged over the
   micro-batches instead of counted once per micro-batch (exact for a mean over
@@ -105,18 +106,6 @@ class LossFn(Protocol):
   """
 
   def __call__(self, model, batch, hparams, denominator): ...
-
-
-class LossHooks(NamedTuple):
-  """The optional hooks of a ``LossFn`` (see there), each None when the loss does not define it."""
-  denominator: Optional[Callable]
-  statistics: Optional[Callable]
-  with_aux_weight: Optional[Callable]
-
-  @classmethod
-  def of(cls, loss_fn) -> "LossHooks":
-    """The hooks ``loss_fn`` defines (``objective_loss`` defines all three)."""
-    return cls(*(getattr(loss_fn, name, None) for name in cls._fields))
 
 
 def merge_model(graphdef, params, model_state):
@@ -254,7 +243,7 @@ def make_train_step(graphdef, loss_fn: LossFn, optimizer: optax.GradientTransfor
   """
   if num_microbatches < 1:
     raise ValueError(f"num_microbatches must be >= 1, got {num_microbatches}")
-  hooks = LossHooks.of(loss_fn)
+  hooks = loss_hooks(loss_fn)
   denominator_fn = hooks.denominator
   statistics_fn = hooks.statistics if num_microbatches > 1 else None
   if num_microbatches > 1 and statistics_fn is None and denominator_fn is not None and hooks.with_aux_weight:
@@ -346,7 +335,7 @@ def _num_moe_layers(model) -> int:
   return int(getattr(getattr(model, "cfg", None), "num_moe_layers", 0) or 0)
 
 
-class objective_loss:  # pylint: disable=invalid-name
+class objective_loss(HookedLoss):  # pylint: disable=invalid-name
   """Adapts an objective to a ``LossFn``: model forward -> ``PolicyOutputs`` -> objective.
 
       loss = objective(policy_outputs(model, batch.tokens), batch, denominator)
@@ -406,6 +395,10 @@ class objective_loss:  # pylint: disable=invalid-name
                           common_prefix_len=self._shared[2],
                           aux_weight=self._aux_weight * weight, proximal_from_update=self._proximal_from_update,
                           clip_hparams=self._clip_hparams)
+
+  def hooks(self) -> LossHooks:
+    """All three: the global denominator, the whole batch's statistics and the auxiliary term's weight."""
+    return LossHooks(self.denominator, self.statistics, self.with_aux_weight)
 
   def _build(self, hparams):
     if hasattr(self._objective, "aggregate"):

@@ -13,19 +13,25 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from rljax.types import loss_hooks
+
 __all__ = ["task_gradient_gram"]
 
 
 def task_gradient_gram(graphdef, loss, num_tasks: int):
   """See the module docstring."""
   k = int(num_tasks)
+  denominator_of = loss_hooks(loss).denominator
+  if denominator_of is None:
+    raise ValueError(f"task_gradient_gram needs a loss with a denominator hook (rljax.train.objective_loss), got "
+                     f"{loss!r}")
 
   @jax.jit
   def fn(params, model_state, batch, hparams):
     def task_grad(d):
       mask = batch.loss_mask & (batch.task_id == d)[:, None]
       sub = batch.replace(loss_mask=mask)
-      denominator = loss.denominator(sub, hparams)
+      denominator = denominator_of(sub, hparams)
 
       def value(p):
         return loss(nnx.merge(graphdef, p, model_state), sub, hparams, denominator)[0]
