@@ -1,0 +1,139 @@
+"""Issue #51 "read whole" pass, slice rA: each row's cited source read whole, the record errors fixed here.
+
+Rows and errors (each test below fails on the old record or on a wrong transcription):
+  - tis, mis, icepop: the verl 0.9.1 PyPI wheel (/work/peers/verl) was not read. Its rollout_is_threshold 'L_U'
+    string is IcePop (weights = ratio inside [L, U], 0 outside; token or sequence; response_mask kept), a second
+    mode not in the records (= mis(L, U, level)); its rollout_rs has no ratio bounds any more (token_k1 'L_U' bounds
+    the inverse ratio); tis's "verl rollout_is: no default" omitted the dataclass default 'sequence' (yaml null).
+Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rljax
+from rljax.catalog import describe
+
+ROWS = {r.name: r for r in rljax.catalog()}
+
+
+def _record(name):
+  return describe(ROWS[name])
+
+
+def _corr_inputs(seed, b=5, t=7):
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(seed)
+  mask = rng.random((b, t)) < 0.8
+  mask[:, 0] = True
+  old = -rng.random((b, t)) * 2
+  roll = old + rng.normal(scale=0.6, size=(b, t))
+  batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.zeros((b, t)),
+                     group_id=jnp.arange(b, dtype=jnp.int32), logp_old=jnp.asarray(old),
+                     logp_behavior=jnp.asarray(roll))
+  return PolicyOutputs(logp=jnp.asarray(old), entropy=None), batch, old, roll, mask.astype(np.float64)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# verl 0.9.1 rollout_corr_helper.py:522-657 compute_rollout_correction_weights with rollout_is_threshold 'L_U'
+
+def _verl091_icepop(log_ratio, mask, level, lower, upper):
+  if level == "token":
+    raw = np.exp(np.clip(log_ratio, -20.0, 20.0))
+  else:
+    s = (log_ratio * mask).sum(-1, keepdims=True)
+    raw = np.broadcast_to(np.exp(np.clip(s, -20.0, 20.0)), log_ratio.shape)
+  raw = raw * mask
+  keep = (raw >= lower) & (raw <= upper)
+  return np.where(keep, raw, 0.0)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_mis_is_verl_091_icepop_threshold_string(level):
+  from rljax.objectives import mis  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    out, batch, old, roll, m = _corr_inputs(3)
+    lower, upper = (0.5, 5.0) if level == "token" else (0.2, 3.0)
+    w, keep, _ = mis(lower, upper, level=level)(out, batch)
+    assert w.dtype == jnp.float64
+    ours = np.asarray(w) * np.asarray(keep) * m
+  theirs = _verl091_icepop(old - roll, m, level, lower, upper)
+  assert 0 < (theirs == 0).sum() < m.sum()  # the band bites
+  np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+
+
+def test_correction_records_name_the_verl_091_modes():
+  for row in ("tis", "mis", "icepop"):
+    text = _record(row)
+    assert "0.9.1" in text and "'L_U'" in text, row
+  assert "dataclass default is 'sequence'" in _record("tis")
+  assert "mis(1/U, 1/L" in _record("mis")
+  assert "level='sequence'" in _record("icepop")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# verl 0.9.1 core_algos.py:1140-1206 agg_loss, called by its only worker (workers/utils/losses.py ppo_loss) with
+# batch_num_tokens = the mini-batch's tokens, global_batch_size = all its rows, dp_size; each micro-batch's loss is
+# backpropagated unscaled, so the mini-batch loss is the sum of the micro-batch losses (dp_size = 1 here).
+
+def _verl091_agg(l, m, mode, batch_num_tokens, global_batch_size, loss_scale_factor=None, dp_size=1):
+  if mode == "token-mean":
+    return (l * m).sum() / batch_num_tokens * dp_size
+  if mode == "token-sum":
+    return (l * m).sum() * dp_size
+  seq_mask = (m.sum(-1) > 0).astype(np.float64)
+  if mode in ("seq-mean-token-sum", "seq-mean-token-sum-norm"):
+    loss = ((l * m).sum(-1) * seq_mask).sum() / global_batch_size * dp_size
+    if mode == "seq-mean-token-sum-norm":
+      loss /= (m.shape[-1] if loss_scale_factor is None else loss_scale_factor)
+    return loss
+  seq = (l * m).sum(-1) / (m.sum(-1) + 1e-8)
+  return (seq * seq_mask).sum() / global_batch_size * dp_size
+
+
+def _micro_batches(seed, rows=8, t=9, empty_row=False):
+  rng = np.random.default_rng(seed)
+  loss = rng.normal(size=(rows, t))
+  lens = rng.integers(1, t + 1, size=rows)
+  if empty_row:
+    lens[2] = 0
+  mask = (np.arange(t)[None] < lens[:, None]).astype(np.float64)
+  return loss, mask
+
+
+@pytest.mark.parametrize("mode,ours_name", [("token-mean", "token_mean"), ("token-sum", "token_sum"),
+                                            ("seq-mean-token-sum", "seq_mean_token_sum")])
+def test_aggregations_equal_verl_091_engine_worker_over_micro_batches(mode, ours_name):
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  loss, mask = _micro_batches(5)
+  theirs = sum(_verl091_agg(loss[i:i + 2], mask[i:i + 2], mode, mask.sum(), loss.shape[0]) for i in range(0, 8, 2))
+  with jax.enable_x64(True):
+    num, den = getattr(O, ours_name)(jnp.asarray(loss), jnp.asarray(mask))
+    ours = float(num / den)
+  np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+def test_seq_mean_token_sum_norm_is_verl_091_with_empty_rows_and_a_fixed_scale():
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  loss, mask = _micro_batches(6, empty_row=True)
+  # the engine worker's micro-batch is padded to its longest response (to_padded_tensor): trim each to that width
+  def trimmed(i, scale):
+    l, m = loss[i:i + 2], mask[i:i + 2]
+    w = max(int(m.sum(-1).max()), 1)
+    return _verl091_agg(l[:, :w], m[:, :w], "seq-mean-token-sum-norm", mask.sum(), loss.shape[0], scale)
+  with jax.enable_x64(True):
+    num, den = O.seq_mean_token_sum_norm(max_len=9)(jnp.asarray(loss), jnp.asarray(mask))
+    ours = float(num / den)
+  np.testing.assert_allclose(ours, sum(trimmed(i, 9) for i in range(0, 8, 2)), rtol=1e-12)  # empty row counted
+  assert abs(ours - sum(trimmed(i, None) for i in range(0, 8, 2))) > 1e-3  # null scale: per-micro-batch width
+
+
+def test_aggregation_records_read_verl_091():
+  for row in ("token_mean", "token_sum", "seq_mean_token_sum", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+    text = _record(row)
+    assert "no legacy worker at all" in text and "ppo_mini_batch_size × rollout.n" in text, row
+  assert "the only worker of verl 0.9.1: there token-mean is ours" in _record("token_mean")
+  assert "longest response of that micro-batch" in _record("seq_mean_token_sum_norm")
+  assert "over the non-empty rows (global_batch_size)" not in _record("seq_mean_token_sum_norm")
+  assert "on any number of devices and micro-batches" in _record("token_sum")
