@@ -137,3 +137,44 @@ def test_aggregation_records_read_verl_091():
   assert "longest response of that micro-batch" in _record("seq_mean_token_sum_norm")
   assert "over the non-empty rows (global_batch_size)" not in _record("seq_mean_token_sum_norm")
   assert "on any number of devices and micro-batches" in _record("token_sum")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TRL v1.9.0 grpo_trainer.py:3054-3091, 3143-3148: loss_type 'luspo' with importance_sampling_level 'sequence'
+
+def _trl_luspo(new, old, adv, mask, eps_low, eps_high):
+  log_w = ((new - old) * mask).sum(-1) / np.maximum(mask.sum(-1), 1.0)
+  coef_1 = np.exp(log_w)[:, None]
+  coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+  per_token_loss = -np.minimum(coef_1 * adv[:, None], coef_2 * adv[:, None])  # (B, 1)
+  return (per_token_loss * mask.sum(1, keepdims=True)).mean()
+
+
+def test_gspo_with_seq_mean_token_sum_is_trl_luspo():
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(11)
+  b, t = 6, 8
+  mask = (np.arange(t)[None] < rng.integers(1, t + 1, size=b)[:, None]).astype(np.float64)
+  old = -rng.random((b, t)) * 2
+  new = old + rng.normal(scale=1e-3, size=(b, t))
+  adv = rng.normal(size=b)
+  theirs = _trl_luspo(new, old, adv, mask, 3e-4, 4e-4)
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask > 0),
+                       advantages=jnp.asarray(adv[:, None] * mask), group_id=jnp.arange(b, dtype=jnp.int32),
+                       logp_old=jnp.asarray(old))
+    out = PolicyOutputs(logp=jnp.asarray(new), entropy=None)
+    loss, _ = O.chain(O.gspo(3e-4, 4e-4), aggregate=O.seq_mean_token_sum)(out, batch)
+    assert loss.dtype == jnp.float64
+  np.testing.assert_allclose(float(loss), theirs, rtol=1e-10)
+  ratio_dev = np.abs(np.exp(((new - old) * mask).sum(-1) / mask.sum(-1)) - 1)
+  assert (ratio_dev > 4e-4).any() and (ratio_dev < 3e-4).any()  # some rows clipped, some not
+
+
+def test_ratio_records_name_the_variants_read_whole():
+  assert "'luspo'" in _record("gspo") and "aggregate=seq_mean_token_sum" in _record("gspo")
+  assert "'vespo'" in _record("gspo")
+  text = _record("gspo_token")
+  assert "0.9.1" in text and "test_gspo_3b_math.sh" in text and "verl 0.9.1 uses loss_agg_mode" in text
+  assert "importance_sampling_level='sequence' with loss_type 'sapo'" in _record("sapo")

@@ -874,7 +874,11 @@ def _technique_rows():
                      "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
                      ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
                      "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:89-95 (GSPO: "
-                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0)",
+                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0); read whole (#51): the same "
+                     "_compute_loss's loss_type 'luspo' (grpo_trainer.py:3143-3148, grpo_config.py:268-271, "
+                     "817-820: LUSPO, 'a modification of GSPO', needs importance_sampling_level='sequence': "
+                     "(ℓ_b·|y_b|).mean() over the micro-batch's rows, ÷ gradient_accumulation_steps) and 'vespo' "
+                     "(:3096-3107, Gamma weights on the sequence ratio)",
                 defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
                           ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
                           ("aggregation", "chain's (token_mean)",
@@ -889,7 +893,11 @@ def _technique_rows():
                             "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
                             "equal while |log r| ≤ 20 and mean log r ≤ 10",
                             "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count; "
-                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')"))),
+                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')",
+                            "TRL's loss_type='luspo' (LUSPO: each sequence's GSPO loss × its length, mean over the "
+                            "rows) is gspo with aggregate=seq_mean_token_sum (TRL's mean counts empty rows and runs "
+                            "per micro-batch ÷ gradient_accumulation_steps: equal with no empty row and equal "
+                            "micro-batches); TRL's 'vespo' (Gamma-weighted sequence ratio) is not built"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
        loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
@@ -897,13 +905,18 @@ def _technique_rows():
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
                 "(verl forces seq-mean-token-mean)",
                 read=_V07 + ":1000-1073 compute_policy_loss_gspo; verl/trainer/config/actor/actor.yaml "
-                     "(clip_ratio*, loss_agg_mode)",
+                     "(clip_ratio*, loss_agg_mode); examples/gspo_trainer/test_gspo_3b_math.sh:44-73, 159 "
+                     "(clip_ratio_low 3e-4, clip_ratio_high 4e-4, loss_agg_mode seq-mean-token-mean, kl 0) and "
+                     "run_qwen30b_gspo.sh:14-24, 93-98 (3e-4 / 4e-4, clip_ratio_c 10, loss_agg_mode not set); "
+                     "the verl 0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:1546-1619: the same loss, but "
+                     "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone)",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
                           ("log s clamp", "max 10", "max 10"),
                           ("token log r clamp", "±20 before the mean", "none"),
-                          ("aggregation", "chain's (token_mean)", "seq-mean-token-mean, forced (loss_agg_mode "
-                           "ignored)")),
+                          ("aggregation", "chain's (token_mean)", "v0.7.0: seq-mean-token-mean, forced "
+                           "(loss_agg_mode ignored); 0.9.1: loss_agg_mode (actor.yaml token-mean; "
+                           "test_gspo_3b_math.sh sets seq-mean-token-mean)")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
                           "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
                           "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
@@ -911,8 +924,9 @@ def _technique_rows():
                             "0.2 / 0.2",
                             "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
                             "while |log r| ≤ 20",
-                            "aggregation is chain's; verl forces seq-mean-token-mean: "
-                            "chain(aggregate=seq_mean_token_mean) gives it"))),
+                            "aggregation is chain's; verl v0.7.0 forces seq-mean-token-mean: "
+                            "chain(aggregate=seq_mean_token_mean) gives it; verl 0.9.1 uses loss_agg_mode "
+                            "(default token-mean: ours)"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
@@ -1010,7 +1024,10 @@ def _technique_rows():
        Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_sapo; TRL v1.9.0 GRPOTrainer loss_type='sapo'",
                 "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)",
                 read=_V07 + ":1076-1158 compute_policy_loss_sapo, actor.yaml tau_pos/tau_neg; " + _TRL19 +
-                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717",
+                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717; read whole (#51): "
+                     "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds the gate: the "
+                     "sequence's mean log r), the verl 0.9.1 PyPI wheel core_algos.py:1623-1704 (the same loss, "
+                     "seq-mean-token-mean still forced)",
                 defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
                           ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
                           ("log-ratio clamp", "±20", "verl ±20; TRL none"),
@@ -1021,7 +1038,9 @@ def _technique_rows():
                           "rule",
                 deviations=("aggregation is chain's; both peers average per sequence first: "
                             "chain(aggregate=seq_mean_token_mean)",
-                            "log r clamped to ±20 (verl); TRL has no clamp"))),
+                            "log r clamped to ±20 (verl); TRL has no clamp",
+                            "TRL's importance_sampling_level='sequence' with loss_type 'sapo' (the gate on "
+                            "exp(mean_t log r)) is not built: ours gates each token's ratio (TRL's default 'token')"))),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
