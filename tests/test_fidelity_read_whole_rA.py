@@ -178,3 +178,28 @@ def test_ratio_records_name_the_variants_read_whole():
   text = _record("gspo_token")
   assert "0.9.1" in text and "test_gspo_3b_math.sh" in text and "verl 0.9.1 uses loss_agg_mode" in text
   assert "importance_sampling_level='sequence' with loss_type 'sapo'" in _record("sapo")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# siiRL@af00a771 siirl/dag_worker/core_algos.py:461-515 compute_cpgd_outcome_advantage (the scripts' 'STD_weight')
+
+def _siirl_cpgd_std_weight(scores, index, eps=1e-6):
+  out = np.empty_like(scores)
+  for g in np.unique(index):
+    rows = np.where(index == g)[0]
+    mean, std = (0.0, 1.0) if rows.size == 1 else (scores[rows].mean(), scores[rows].std(ddof=1))
+    out[rows] = (scores[rows] - mean) / (std + eps)
+  return out
+
+
+def test_cpgd_std_weight_advantage_is_grpo_with_raw_singletons():
+  import rljax.advantages as A  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(2)
+  gid = np.array([0, 0, 0, 1, 2, 2, 2, 2, 3, 3], np.int32)  # group 1 is a singleton
+  r = rng.normal(size=gid.size)
+  with jax.enable_x64(True):
+    ours = np.asarray(A.grpo(jnp.asarray(r), jnp.asarray(gid), eps=1e-6, singleton="raw")[0])
+  np.testing.assert_allclose(ours, _siirl_cpgd_std_weight(r, gid), rtol=1e-12)
+  text = _record("cpgd")
+  assert "weight_factor_in_cpgd" in text and "clip_filter_like_weight" in text and "'naive'" in text
+  assert "kl_loss_coef 0.01" in text and "singleton='raw'" in text and "1/gradient_accumulation" in text

@@ -323,7 +323,8 @@ def _technique_rows():
                                   "v1.9.0 *_truncate",
                                   "level='geometric' and lower= are our options (not in verl)",
                                   read=v07 + ":318-436 compute_rollout_correction_weights (rollout_is 'token' / "
-                                       "'sequence', clamp(max=rollout_is_threshold), batch_normalize); the verl 0.9.1 PyPI wheel "
+                                       "'sequence', clamp(max=rollout_is_threshold), batch_normalize); the verl 0.9.1 "
+                                       "PyPI wheel "
                                        "(/work/peers/verl) rollout_corr_helper.py:93-130 _parse_rollout_is_threshold "
                                        "and :522-657 (a float threshold: the same TIS; a 'L_U' string: IcePop, "
                                        "weights zeroed outside [L, U], kept × ratio; presets decoupled_token_icepop / "
@@ -332,7 +333,8 @@ def _technique_rows():
                                        ":2578-2601 (token_truncate / sequence_truncate) and grpo_config.py:924-951",
                                   defaults=(("threshold", "2.0", "verl rollout_is_threshold = 2.0; TRL "
                                              "vllm_importance_sampling_clip_max = 3.0"),
-                                            ("level", "'token'", "verl rollout_is null in rollout_correction.yaml (off: set to enable; "
+                                            ("level", "'token'", "verl rollout_is null in rollout_correction.yaml "
+                                             "(off: set to enable; "
                                              "the RolloutCorrectionConfig dataclass default is 'sequence'); "
                                              "TRL vllm_importance_sampling_mode = 'sequence_mask' (a mask, not tis)"),
                                             ("lower", "None", "verl: none; TRL vllm_importance_sampling_clip_min = None"),
@@ -356,7 +358,8 @@ def _technique_rows():
                                   read=trl + ":2578-2621 (ratio exp(Σ m (old − sampling)) per token or sequence; "
                                        "*_mask: set to 0 outside [clip_min, clip_max]), :3117-3118 (per-token loss "
                                        "× the ratio); grpo_config.py:924-951; " + v07 + ":82-193 "
-                                       "compute_rollout_rejection_mask (ratio bounds, lower = 1/upper) read too; the verl 0.9.1 PyPI "
+                                       "compute_rollout_rejection_mask (ratio bounds, lower = 1/upper) read too; "
+                                       "the verl 0.9.1 PyPI "
                                        "wheel (/work/peers/verl) rollout_corr_helper.py:132-413: rollout_rs has no "
                                        "ratio bounds any more (token_k1 'L_U' keeps L ≤ π_rollout/π_train ≤ U, i.e. "
                                        "mis(1/U, 1/L) as a mask; seq_mean_k1 is the geometric level; see "

@@ -1050,21 +1050,44 @@ def _technique_rows():
                 read="sii-research/siiRL@af00a771 (2026-01-05) siirl/dag_worker/core_algos.py:573-624 "
                      "compute_policy_loss_cpgd (log π clamped at log π_old + log(1 ± ε) on A's side, −A·that); "
                      "siirl/engine/actor/dp_actor.py:488-494 (policy_drift = clamp(exp(sg(log π) − log π_old) − 1, "
-                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh",
+                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh; read whole (#51): "
+                     "core_algos.py:461-515 compute_cpgd_outcome_advantage (adv_estimator 'cpgd', "
+                     "weight_factor_in_cpgd 'STD_weight' = (r − mean_g)/(std_g + 1e-6), unbiased std, a singleton "
+                     "gets r/(1 + 1e-6); 'clip_filter_like_weight' = (r − mean_g)·min(bsz / #groups with std ≠ 0, 3); "
+                     "'naive' = r − mean_g), siirl/main_dag.py:109-111 (adv_estimator cpgd sets use_cpgd_loss), "
+                     "siirl/params/model_args.py:282, 310-313, 668-675 (clip_ratio 0.2, loss_agg_mode token-mean, "
+                     "policy_drift_coeff 0.0, weight_factor_in_cpgd 'STD_weight'), dp_actor.py:414-500 (each "
+                     "micro-batch's loss × 1/gradient_accumulation), the other four cpgd_trainer scripts "
+                     "(run_qwen3-8b.sh, run_qwen3-1.7b.sh, run_qwen2_5_vl-72b.sh: use_kl_loss True, kl_loss_coef "
+                     "0.01, low_var_kl; run_qwen2_5_vl-7b.sh and run_qwen2_5-7b.sh: use_kl_loss False; all: "
+                     "policy_drift_coeff 0.001, clip_ratio 0.2, STD_weight, rollout.n 8)",
                 defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio 0.2 (script), low/high default "
                            "to it"),
                           ("drift_coef", "0.1", "policy_drift_coeff 0.001 (script; config default 0.0)"),
                           ("drift estimator", "k3: r − 1 − log r (gradient (r − 1)·∇log π)",
                            "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
                           ("log-ratio clamp", "±20", "none"),
-                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)")),
+                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)"),
+                          ("advantage (not this term's)", "the recipe's advantage stage",
+                           "adv_estimator cpgd, weight_factor_in_cpgd 'STD_weight': grpo's (r − mean)/(std + 1e-6) "
+                           "(all five scripts)"),
+                          ("KL to the reference (not this term's)", "a separate kl_penalty term",
+                           "use_kl_loss True, kl_loss_coef 0.01, low_var_kl in run_qwen3-8b / qwen3-1.7b / "
+                           "qwen2_5_vl-72b; off in run_qwen2_5-7b / qwen2_5_vl-7b")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='cpgd'; the drift added in "
-                          "dp_actor when use_cpgd_loss), log π_old recomputed before the update; ours: one loss "
-                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                          "dp_actor when use_cpgd_loss, which adv_estimator='cpgd' switches on), log π_old "
+                          "recomputed before the update, each term token-mean over the micro-batch and the "
+                          "micro-batch loss × 1/gradient_accumulation; ours: one loss term on each micro-batch, "
+                          "log π_old = logp_old (else logp_behavior), chain's denominator the whole batch's",
                 deviations=("the PG value is ours − (−A log π_old): the same gradient, a different logged value",
                             "the drift gradient is uncapped here; siiRL caps r − 1 at 2 (equal while r ≤ 3)",
                             "drift_coef default 0.1 is ours; the siiRL scripts use 0.001 (drift_coef=0.001)",
-                            "log r clamped to ±20; siiRL has none"))),
+                            "log r clamped to ±20; siiRL has none",
+                            "siiRL's advantage modes 'clip_filter_like_weight' and 'naive' (weight_factor_in_cpgd) "
+                            "are not built as such ('naive' is grpo(scale='none')); its default 'STD_weight' is "
+                            "grpo(eps=1e-6, singleton='raw') (a singleton gets r/(1 + 1e-6): mean 0, std 1)",
+                            "siiRL's token-mean is per micro-batch (× 1/gradient_accumulation); chain's token_mean "
+                            "divides by the whole batch's tokens: equal with one micro-batch or equal token counts"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
