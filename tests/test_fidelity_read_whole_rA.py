@@ -203,3 +203,28 @@ def test_cpgd_std_weight_advantage_is_grpo_with_raw_singletons():
   text = _record("cpgd")
   assert "weight_factor_in_cpgd" in text and "clip_filter_like_weight" in text and "'naive'" in text
   assert "kl_loss_coef 0.01" in text and "singleton='raw'" in text and "1/gradient_accumulation" in text
+
+
+def test_entropy_bonus_record_read_whole():
+  text = _record("entropy_bonus")
+  assert "a controller can drive coef" not in text  # no rljax controller drives it
+  assert "use_adaptive_entropy (Skywork-OR1" in text and "entropy_target 0.2" in text
+  assert "whatever loss_type" in text and "0.9.1" in text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# verl 0.9.1 core_algos.py:2188-2251 kl_penalty: '+' stripped for the value, k2's gradient (v0.7.0 raises on '+')
+
+def test_kl_plus_estimators_are_verl_091_and_recorded():
+  from rljax.objectives import kl_estimate  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(4)
+  logp, ref = -rng.random(7) * 3, -rng.random(7) * 3
+  kl = ref - logp
+  k3 = np.clip(np.exp(np.clip(kl, -20, 20)) - np.clip(kl, -20, 20) - 1, -10, 10)
+  with jax.enable_x64(True):
+    value = np.asarray(kl_estimate(jnp.asarray(logp), jnp.asarray(ref), "k3+"))
+    grad = np.asarray(jax.grad(lambda x: kl_estimate(x, jnp.asarray(ref), "k3+").sum())(jnp.asarray(logp)))
+  np.testing.assert_allclose(value, k3, rtol=1e-12)
+  np.testing.assert_allclose(grad, logp - ref, rtol=1e-12)  # d/dlogp of 0.5 (logp - ref)^2
+  assert "raises NotImplementedError" in _record("kl_penalty")
+  assert "raises NotImplementedError" in _record("kl_in_reward") and "0.9.1" in _record("kl_in_reward")
