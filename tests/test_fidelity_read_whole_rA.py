@@ -22,13 +22,13 @@ def _record(name):
   return describe(ROWS[name])
 
 
-def _corr_inputs(seed, b=5, t=7):
+def _corr_inputs(seed, b=5, t=7, scale=0.6):
   from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(seed)
   mask = rng.random((b, t)) < 0.8
   mask[:, 0] = True
   old = -rng.random((b, t)) * 2
-  roll = old + rng.normal(scale=0.6, size=(b, t))
+  roll = old + rng.normal(scale=scale, size=(b, t))
   batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.zeros((b, t)),
                      group_id=jnp.arange(b, dtype=jnp.int32), logp_old=jnp.asarray(old),
                      logp_behavior=jnp.asarray(roll))
@@ -228,3 +228,47 @@ def test_kl_plus_estimators_are_verl_091_and_recorded():
   np.testing.assert_allclose(grad, logp - ref, rtol=1e-12)  # d/dlogp of 0.5 (logp - ref)^2
   assert "raises NotImplementedError" in _record("kl_penalty")
   assert "raises NotImplementedError" in _record("kl_in_reward") and "0.9.1" in _record("kl_in_reward")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TRL v1.9.0 sft_trainer.py:773-787 dft_loss (loss_type='dft'): −sg(p)·log p summed over valid tokens ÷ their count
+
+def test_trl_sft_dft_mode_is_gft_tau_1():
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(8)
+  b, t = 3, 6
+  logp = -rng.random((b, t)) * 4
+  mask = rng.random((b, t)) < 0.7
+  mask[:, 0] = True
+  theirs = (-np.exp(logp) * logp * mask).sum() / mask.sum()
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask),
+                       advantages=jnp.zeros((b, t)), group_id=jnp.arange(b, dtype=jnp.int32))
+    loss, _ = O.chain(O.gft(1.0))(PolicyOutputs(logp=jnp.asarray(logp), entropy=None), batch)
+  np.testing.assert_allclose(float(loss), theirs, rtol=1e-12)
+  assert "gft(tau=1.0)" in _record("sft_nll") and "'dft'" in _record("sft_nll")
+
+
+def test_dpo_record_names_trl_weighting_and_ref_sync():
+  text = _record("dpo")
+  assert "use_weighting (WPO" in text and "sync_ref_model (TR-DPO" in text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# OpenRLHF@3c3be623 (v0.11.0) openrlhf/models/loss.py:209-216 seq-mask-tis
+
+def test_openrlhf_seq_mask_tis_is_geometric_mis_times_token_tis():
+  from rljax.objectives import mis, tis  # pylint: disable=import-outside-toplevel
+  with jax.enable_x64(True):
+    out, batch, old, roll, m = _corr_inputs(9, b=8, scale=1.2)
+    w1, k1, _ = mis(0.8, 1.25, level="geometric", reweight=False)(out, batch)
+    w2, k2, _ = tis(threshold=1e30)(out, batch)
+    ours = np.asarray(w1 * k1 * w2 * k2) * m
+  log_r = old - roll
+  seq = np.exp((log_r * m).sum(-1) / m.sum(-1))
+  seq_mask = (seq >= 0.8) & (seq <= 1.25)
+  theirs = seq_mask[:, None] * np.exp(log_r) * m
+  assert 0 < seq_mask.sum() < seq_mask.size  # the band bites
+  np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
+  assert "seq-mask-tis" in _record("mis") and "tis(threshold=1e30)" in _record("mis")

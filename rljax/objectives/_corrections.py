@@ -384,7 +384,12 @@ def _technique_rows():
                                               "verl 0.9.1 rollout_rs token_k1/seq_sum_k1 'L_U' bound π_rollout/π_train "
                                               "(the inverse ratio): verl 'L_U' is mis(1/U, 1/L, reweight=False) with "
                                               "loss_mask × keep; its rollout_is 'L_U' (IcePop) is mis(L, U, level) "
-                                              "as is"))),
+                                              "as is",
+                                              "OpenRLHF v0.11.0 seq-mask-tis (openrlhf/models/loss.py:209-216, "
+                                              "3c3be623; 'ppo' loss only; cli default [0.5, 5.0]) masks by the "
+                                              "sequence's geometric-mean ratio but weights each kept token by its "
+                                              "own token ratio, unclamped: not one mis but correction=(mis(0.5, 5.0, "
+                                              "level='geometric', reweight=False), tis(threshold=1e30))"))),
       Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
                 "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop",
                 stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),

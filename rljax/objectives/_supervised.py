@@ -594,7 +594,10 @@ def _technique_rows():
                                        "(F.nll_loss(log_softmax, reduction='sum') per chunk of valid tokens), "
                                        ":117-234 _chunked_cross_entropy_loss (Σ / num_items_in_batch, else / the "
                                        "local valid count), :1286-1300 (loss_type); trl/trainer/sft_config.py:"
-                                       "283-295, 335-336 (loss_type None → 'chunked_nll')",
+                                       "283-295, 335-336 (loss_type None → 'chunked_nll'); read whole (#51): "
+                                       "sft_trainer.py:773-787 dft_loss and :1287-1296 (loss_type 'dft': −sg(p)·"
+                                       "log p, Σ / num_items_in_batch; 'nll' the model's own loss), "
+                                       "sft_config.py:100-115",
                                   defaults=(("coef", "1.0", "none (1)"),
                                             ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
                                              "assistant_only_loss choose them)"),
@@ -607,7 +610,9 @@ def _technique_rows():
                                   deviations=("TRL normalises by the valid-token count of the whole gradient-"
                                               "accumulation window (num_items_in_batch); chain's token_mean by the "
                                               "micro-batch's (equal with one micro-batch, or with the trainer's "
-                                              "whole-batch token_mean denominator)",))),
+                                              "whole-batch token_mean denominator)",
+                                              "TRL's loss_type='dft' (Dynamic Fine-Tuning, −sg(p_t)·log p_t) is "
+                                              "not this row: it is gft(tau=1.0) (c_t = p_t everywhere)"))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
                 stage=loss_term_factory(gft),
@@ -703,7 +708,11 @@ def _technique_rows():
                                               "the pair loss is spread over the pair's tokens: "
                                               "aggregate=seq_mean_token_mean gives TRL's mean over pairs; other "
                                               "aggregations weight pairs by length",
-                                              "TRL's other loss types and f-divergences are not offered"))),
+                                              "TRL's other loss types and f-divergences are not offered",
+                                              "TRL's use_weighting (WPO: each pair × the product of its two rows' "
+                                              "length-normalised probabilities, dpo_trainer.py:1565-1576) and "
+                                              "sync_ref_model (TR-DPO: π_ref ← 0.6·π_θ + 0.4·π_ref every 512 steps) "
+                                              "are not offered (both off by default, dpo_config.py:107-125)"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
