@@ -272,3 +272,35 @@ def test_openrlhf_seq_mask_tis_is_geometric_mis_times_token_tis():
   assert 0 < seq_mask.sum() < seq_mask.size  # the band bites
   np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=0)
   assert "seq-mask-tis" in _record("mis") and "tis(threshold=1e30)" in _record("mis")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# TRL v1.9.0 grpo_trainer.py:3083-3091: two-sided clip with delta; verl v0.7.0 / 0.9.1 vanilla dual clip
+
+@pytest.mark.parametrize("delta", [1.5, 3.0])
+def test_ppo_clip_dual_clip_equals_trl_delta(delta):
+  from rljax import objectives as O  # pylint: disable=import-outside-toplevel
+  from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(12)
+  b, t = 6, 9
+  old = -rng.random((b, t)) * 2
+  new = old + rng.normal(scale=0.9, size=(b, t))
+  adv = rng.normal(size=(b, t))
+  mask = np.ones((b, t), bool)
+  eps_low, eps_high = 0.2, 0.28
+  coef_1 = np.exp(new - old)
+  coef_2 = np.clip(coef_1, 1 - eps_low, 1 + eps_high)
+  theirs = -np.minimum(np.minimum(coef_1, delta) * adv, coef_2 * adv)
+  with jax.enable_x64(True):
+    batch = TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.asarray(adv),
+                       group_id=jnp.arange(b, dtype=jnp.int32), logp_old=jnp.asarray(old))
+    ours, _ = O.ppo_clip(eps_low, eps_high, dual_clip=delta)(PolicyOutputs(logp=jnp.asarray(new), entropy=None), batch)
+  assert ((coef_1 > delta) & (adv < 0)).any() and ((coef_1 > delta) & (adv > 0)).any()
+  np.testing.assert_allclose(np.asarray(ours), theirs, rtol=1e-12, atol=1e-15)
+  text = _record("ppo_clip")
+  assert "TRL not re-read" not in text and "TRL's delta" in text and "TRL none" in text
+
+
+def test_reinforce_record_names_verl_091_presets():
+  text = _record("reinforce")
+  assert "bypass_pg_token_icepop" in text and "correction=icepop(0.5, 5.0)" in text and "0.9.1" in text

@@ -778,15 +778,25 @@ def _technique_rows():
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
                 read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
                      "compute_policy_loss_vanilla (the per-token loss before agg_loss; the same function, line for "
-                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); TRL not re-read in issue #51",
-                defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
-                          ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
-                          ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),
-                          ("log-ratio clamp", "±20", "±20")),
+                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); verl/trainer/config/actor/actor.yaml:"
+                     "36-42, 79 (clip_ratio / clip_ratio_low / clip_ratio_high 0.2, clip_ratio_c 3.0; 0.9.1: :36-42, "
+                     ":83); read whole (#51): " + _TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (coef_1 = "
+                     "exp(log r), unclamped; coef_2 = clamp(coef_1, 1 − epsilon_low, 1 + epsilon_high); with delta "
+                     "coef_1 = clamp(coef_1, max=delta); −min(coef_1·A, coef_2·A)), :918-921, grpo_config.py:187-193, "
+                     "680-700 (epsilon 0.2, epsilon_high None → epsilon, delta None)",
+                defaults=(("eps_low", "0.2", "verl clip_ratio_low 0.2 (actor.yaml; None → clip_ratio 0.2); TRL "
+                           "epsilon 0.2"),
+                          ("eps_high", "eps_low", "verl clip_ratio_high 0.2 (else clip_ratio); TRL epsilon_high None "
+                           "→ epsilon"),
+                          ("dual_clip", "None (off)", "verl clip_ratio_c = 3.0, always on; TRL delta None (off)"),
+                          ("log-ratio clamp", "±20", "verl ±20; TRL none")),
                 placement="theirs: the actor's loss on each micro-batch, ratio π_θ/π_old from the rollout's "
                           "recomputed old log-probs, aggregated by agg_loss(loss_agg_mode); ours: a loss term on "
                           "each micro-batch, log π_old = logp_old (else logp_behavior), aggregated by chain",
-                deviations=("the dual clip is off by default (TRL has none); dual_clip=3.0 gives verl's loss",
+                deviations=("the dual clip is off by default (TRL's delta is off by default); dual_clip=3.0 gives "
+                            "verl's loss; TRL's delta (INTELLECT-2: the unclipped ratio capped at delta) gives the "
+                            "same per-token loss as dual_clip=delta when delta ≥ 1 + eps_high (its recommended range)",
+                            "log r clamped to ±20 (verl); TRL exponentiates unclamped (equal while |log r| ≤ 20)",
                             "padded tokens get log ratio 0 (ratio 1) before the mask; verl's mask is applied in "
                             "agg_loss only"))),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
@@ -797,7 +807,11 @@ def _technique_rows():
                 "truncated at rollout_is_threshold=2.0): max_weight=2.0 gives verl's rollout_is='token' form",
                 read=_V07 + ":1731-1808 compute_policy_loss_reinforce and :1811-1953 compute_policy_loss_bypass_mode "
                      "(w from rollout_corr_helper.py:318-436 compute_rollout_correction_weights with "
-                     "old_log_prob=log_prob, under no_grad)",
+                     "old_log_prob=log_prob, under no_grad); read whole (#51): the verl 0.9.1 PyPI wheel "
+                     "(/work/peers/verl) core_algos.py:2333-2410 and :2414-2520 (the same loss and bypass path), "
+                     "trainer/config/algorithm.py:353-397 (presets bypass_pg_is: rollout_is 'sequence', 2.0; "
+                     "bypass_pg_token_icepop: rollout_is 'token', '0.5_5.0', the IcePop weight), "
+                     "rollout_corr_helper.py:522-657",
                 defaults=(("importance weight", "on (importance_weight=True)",
                            "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
                           ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
@@ -815,7 +829,10 @@ def _technique_rows():
                             "max_weight=2.0 its rollout_is='token'",
                             "verl's rollout_is='sequence' weight (product over the sequence) is not a reinforce "
                             "option: importance_weight=False with correction=tis(2.0, level='sequence')",
-                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask"))),
+                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask",
+                            "verl 0.9.1's IcePop weight (rollout_is_threshold 'L_U', preset bypass_pg_token_icepop "
+                            "'0.5_5.0': the ratio inside [L, U], 0 outside) is importance_weight=False with "
+                            "correction=icepop(0.5, 5.0); its preset bypass_pg_is is the sequence form above"))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: open-r1/src/open_r1/gpg_trainer.py (GPGTrainer)",
