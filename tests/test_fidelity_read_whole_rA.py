@@ -304,3 +304,9 @@ def test_ppo_clip_dual_clip_equals_trl_delta(delta):
 def test_reinforce_record_names_verl_091_presets():
   text = _record("reinforce")
   assert "bypass_pg_token_icepop" in text and "correction=icepop(0.5, 5.0)" in text and "0.9.1" in text
+
+
+def test_adaptive_kl_record_does_not_credit_trl_190():
+  text = _record("adaptive_kl")
+  assert "Ziegler et al. / TRL)" not in text and "Ziegler et al.'s and TRL's)" not in text
+  assert "TRL 1.9.0 no longer has" in text and "no adaptive KL controller" in text

@@ -429,9 +429,9 @@ def _technique_rows():
                                        "kl_penalty / kl_penalty_forward, verl/workers/actor/dp_actor.py:527-536 "
                                        "(use_kl_loss), actor.yaml kl_loss_coef / kl_loss_type; huggingface/trl@v1.9.0 "
                                        "trl/trainer/grpo_trainer.py:3068-3076 and :3120-3121 (k3 per token, "
-                                       "× coef_1 with use_bias_correction_kl, + beta·kl); read whole (#51): the verl 0.9.1 "
-                                       "PyPI wheel (/work/peers/verl) core_algos.py:2188-2251 (kl_penalty strips a "
-                                       "'+' before kl_penalty_forward; v0.7.0 passes 'k3+' on and raises "
+                                       "× coef_1 with use_bias_correction_kl, + beta·kl); read whole (#51): the verl "
+                                       "0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:2188-2251 (kl_penalty "
+                                       "strips a '+' before kl_penalty_forward; v0.7.0 passes 'k3+' on and raises "
                                        "NotImplementedError), workers/utils/losses.py:132-142 (use_kl_loss: "
                                        "kl_loss_coef·agg_loss(kld, loss_agg_mode, global counts)), actor.yaml:103-116 "
                                        "(use_kl_loss false, kl_loss_coef 0.001, kl_loss_type low_var_kl)",
@@ -464,9 +464,9 @@ def _technique_rows():
                                        "apply_kl_penalty (kld = kl_penalty(old, ref) · mask; rewards = scores − "
                                        "β·kld; current_kl = batch mean of the per-sequence masked means), called "
                                        "at :1504; core_algos.py:1588-1649; ppo_trainer.yaml:87-102 "
-                                       "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001); read whole (#51): the "
-                                       "verl 0.9.1 PyPI wheel ray_trainer.py:78-117 apply_kl_penalty (the same), "
-                                       "called at :1638-1644 after the values and before the rollout correction "
+                                       "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001); read whole "
+                                       "(#51): the verl 0.9.1 PyPI wheel ray_trainer.py:78-117 apply_kl_penalty (the "
+                                       "same), called at :1638-1644 after the values and before the rollout correction "
                                        "and the advantage, core_algos.py:2188-2251",
                                   defaults=(("beta", "0.001", "kl_ctrl.kl_coef 0.001 (fixed controller)"),
                                             ("estimator", "'kl' (k1)", "algorithm.kl_penalty 'kl'"),
