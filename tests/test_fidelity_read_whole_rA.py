@@ -310,3 +310,13 @@ def test_adaptive_kl_record_does_not_credit_trl_190():
   text = _record("adaptive_kl")
   assert "Ziegler et al. / TRL)" not in text and "Ziegler et al.'s and TRL's)" not in text
   assert "TRL 1.9.0 no longer has" in text and "no adaptive KL controller" in text
+
+
+def test_cispo_record_names_trl_sequence_level():
+  text = _record("cispo")
+  assert "importance_sampling_level='sequence' with loss_type 'cispo'" in text and "0.9.1" in text
+
+
+def test_opd_record_names_the_pure_distillation_runs():
+  text = _record("opd")
+  assert "post_process_rewards" in text and "run-qwen3-8B-opd.sh" in text and "0.0 for every sample" in text

@@ -1020,7 +1020,9 @@ def _technique_rows():
                 "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form",
                 read=_TRL19 + " trl/trainer/grpo_trainer.py:3080-3082 (clamp(coef_1, max=epsilon_high).detach() · A · "
                      "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
-                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo",
+                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo; read whole (#51): TRL "
+                     "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds cispo's coef_1) and "
+                     "the verl 0.9.1 PyPI wheel core_algos.py:2048-2105 (the same loss, agg_loss(loss_agg_mode))",
                 defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
                            "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
                            "verl: cap 1 + clip_ratio_high = 1.2"),
@@ -1034,7 +1036,9 @@ def _technique_rows():
                 deviations=("our eps_high is an offset (cap 1 + eps_high) like verl's; TRL's epsilon_high is the "
                             "cap itself: TRL epsilon_high=5 is eps_high=4",
                             "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
-                            "log r clamped to ±20 (verl); TRL has no clamp"))),
+                            "log r clamped to ±20 (verl); TRL has no clamp",
+                            "TRL's importance_sampling_level='sequence' with loss_type 'cispo' (the capped weight "
+                            "from exp(mean_t log r), one per sequence) is not built: ours caps each token's ratio"))),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),

@@ -666,12 +666,22 @@ def _technique_rows():
                                        "per token, log π the trainer's recomputed log-probs, or the rollout's with "
                                        "use_rollout_logprobs), called at :810-816 after the advantage estimator "
                                        "and before normalize_advantages; slime/utils/arguments.py:1123-1150 "
-                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0)",
+                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0); read whole (#51): "
+                                       "examples/on_policy_distillation/run-qwen3-8B-opd.sh:65, 74-75, 104-113 and "
+                                       "run-qwen3-8B-opd-megatron.sh:42, 80-92 (--advantage-estimator grpo, "
+                                       "--opd-kl-coef 1.0, n-samples-per-prompt 4, --use-kl-loss with kl-loss-coef "
+                                       "0.00, entropy 0; no --normalize-advantages, arguments.py:1004 default "
+                                       "False; --eps-clip 0.2 default, :899), slime/rollout/"
+                                       "on_policy_distillation.py:32-67 (post_process_rewards: every task reward "
+                                       "0.0, so the grpo advantage is 0 and the signal is −coef·KL alone)",
                                   defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
                                             ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
                                              "from an SGLang server or a Megatron teacher (opd_type)"),
                                             ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
-                                             "the PPO ratio of the policy loss")),
+                                             "the PPO ratio of the policy loss"),
+                                            ("task reward in the published runs", "the recipe's reward (OPD added "
+                                             "to the policy loss)", "0.0 for every sample (post_process_rewards): "
+                                             "pure distillation, grpo advantages 0, PPO clip eps 0.2 on −coef·KL")),
                                   placement="theirs: once per step on the whole rollout batch, folded into the "
                                             "advantages before their normalisation; the policy loss (PPO clip) then "
                                             "carries it on every micro-batch; ours: a separate loss term on each "
