@@ -320,3 +320,9 @@ def test_cispo_record_names_trl_sequence_level():
 def test_opd_record_names_the_pure_distillation_runs():
   text = _record("opd")
   assert "post_process_rewards" in text and "run-qwen3-8B-opd.sh" in text and "0.0 for every sample" in text
+
+
+def test_entropy_gated_contrastive_record_read_the_launch_scripts():
+  text = _record("entropy_gated_contrastive")
+  assert "KL_WEIGHT 0.2" in text and "prepare_training_data.py" in text and "gating.py" in text
+  assert "τ_pos / τ_neg" in text and "entropy_quantile" in text and "pstdev" in text

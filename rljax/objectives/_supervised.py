@@ -764,20 +764,38 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
-                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)",
+                                  "off the gate (0.2 in the pilot scripts); ours: ±1 by correctness, no anchor (add "
+                                  "kl_penalty)",
                                   read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
                                        "the code index: no snapshot can be fetched): the argparse defaults in main() "
                                        "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
                                        "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5) and the training loop's "
                                        "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
                                        "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
-                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens)",
+                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens); "
+                                       "read whole (#51, read_file): scripts/prepare_training_data.py@f1651992 "
+                                       "(the gate and the advantage: per problem A = (r − mean)/max(pstdev, 1e-8) "
+                                       "on 0/1 correctness; problems with pass rate in [min_pass 0.25, max_pass "
+                                       "0.75], at most 50, closest to 0.5; decision positions = generated "
+                                       "positions with H_base > τ_pos (correct rows) / τ_neg (wrong rows), --tau "
+                                       "0.8; --gate entropy_tau default), reasonmaxxer/gating.py@f1651992 (gates "
+                                       "entropy_tau, entropy_topk, entropy_quantile, random, low_entropy, first_k, "
+                                       "last_k, stride, all; budgets per rollout), examples/qwen25_0p5b_pilot/"
+                                       "00_config.sh and 05_phase1_gates.sh@7088ef51 (KL_WEIGHT 0.2, adv_clip "
+                                       "2.5, adv_ce, τ calibrated to TARGET_TOKENS_PER_ROLLOUT 10, pass range "
+                                       "[0, 1], the control gates budget-matched per rollout)",
                                   defaults=(("tau / rho", "one of them required", "decision positions precomputed "
-                                             "(cgap_tau 2.5 for the held-out gap)"),
+                                             "by prepare_training_data.py: H_base > τ, --tau 0.8 (τ_pos / τ_neg "
+                                             "may differ by correctness); the pilot scripts calibrate τ to ~10 "
+                                             "tokens per rollout; cgap_tau 2.5 only for the held-out gap"),
+                                            ("advantage behind c", "none (c = ±1 from batch.rewards)",
+                                             "per problem (r − mean)/max(population std, 1e-8) on 0/1 "
+                                             "correctness, problems with pass rate in [0.25, 0.75] (pilot [0, 1])"),
                                             ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip)"),
                                             ("gate comparison", "H ≥ τ", "H > τ"),
                                             ("KL anchor off the gate", "none here (compose kl_penalty)",
-                                             "kl_weight 0.1 · KL(π_base ‖ π_θ), full-vocabulary"),
+                                             "kl_weight 0.1 (argparse; the pilot scripts KL_WEIGHT 0.2) · "
+                                             "KL(π_base ‖ π_θ), full-vocabulary"),
                                             ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
                                             ("aggregation", "chain's (token_mean over loss_mask)", "mean over the "
                                              "gated tokens")),
@@ -791,7 +809,12 @@ def _technique_rows():
                                               "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
                                               "code's full-vocabulary KL(π_base ‖ π_θ))",
                                               "the copy's authorship is unconfirmed; the other decision objectives "
-                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered"))),
+                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered",
+                                              "rho is a quantile over the batch's masked tokens; their "
+                                              "entropy_quantile gate keeps round(budget_frac·n) top-entropy "
+                                              "positions per rollout, and their other gates (entropy_topk, random, "
+                                              "low_entropy, first_k, last_k, stride, all) and per-correctness "
+                                              "τ_pos / τ_neg are not offered"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
