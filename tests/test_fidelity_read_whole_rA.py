@@ -1,10 +1,29 @@
 """Issue #51 "read whole" pass, slice rA: each row's cited source read whole, the record errors fixed here.
 
-Rows and errors (each test below fails on the old record or on a wrong transcription):
-  - tis, mis, icepop: the verl 0.9.1 PyPI wheel (/work/peers/verl) was not read. Its rollout_is_threshold 'L_U'
-    string is IcePop (weights = ratio inside [L, U], 0 outside; token or sequence; response_mask kept), a second
-    mode not in the records (= mis(L, U, level)); its rollout_rs has no ratio bounds any more (token_k1 'L_U' bounds
-    the inverse ratio); tis's "verl rollout_is: no default" omitted the dataclass default 'sequence' (yaml null).
+Rows and errors (each test below fails on the old record, or on a wrong transcription of the cited lines):
+  - tis, mis, icepop: the verl 0.9.1 PyPI wheel (/work/peers/verl) not read: its rollout_is_threshold 'L_U' string is
+    IcePop (ratio inside [L, U], 0 outside; token or sequence; response_mask kept) = mis(L, U, level), a mode in
+    none of the records; its rollout_rs has no ratio bounds (token_k1 'L_U' bounds the inverse ratio); tis's "verl
+    rollout_is: no default" omitted the dataclass default 'sequence'. mis: OpenRLHF seq-mask-tis (cited as a source)
+    is not one mis: geometric mask × token ratio.
+  - token_mean, token_sum, seq_mean_token_sum, seq_mean_token_mean, seq_mean_token_sum_norm: verl 0.9.1 has no legacy
+    worker (only the engine path with global counts); seq_mean_token_sum_norm's 0.9.1 deviation was wrong (the worker
+    passes global_batch_size = all rows, as our B; T is the micro-batch's padded width when loss_scale_factor is null).
+  - gspo: TRL's loss_type 'luspo' (a GSPO modification in the cited file) and 'vespo' not mentioned;
+    luspo = gspo + seq_mean_token_sum. gspo_token: verl 0.9.1 no longer forces seq-mean-token-mean; the gspo scripts
+    were not cited. sapo, cispo: TRL importance_sampling_level='sequence' for these loss types not mentioned.
+  - cpgd: siiRL's advantage (adv_estimator cpgd, STD_weight = grpo(eps=1e-6, singleton='raw'), the modes
+    clip_filter_like_weight / naive), the KL in three of the five scripts and the per-micro-batch token-mean missing.
+  - entropy_bonus: TRL's bonus has its own normaliser (always the token mean); its adaptive mode (Skywork-OR1) is
+    not built (the record said a controller can drive coef). kl_penalty, kl_in_reward: the '+' estimators raise in
+    the cited verl v0.7.0 (they are 0.9.1's).
+  - sft_nll: TRL's loss_type 'dft' not mentioned (= gft(tau=1.0)). dpo: TRL's use_weighting (WPO) and
+    sync_ref_model (TR-DPO) not mentioned.
+  - ppo_clip: TRL not read (its delta = dual_clip, no log-ratio clamp). reinforce: verl 0.9.1's IcePop preset.
+  - adaptive_kl: credited TRL with target 6.0 (TRL 1.9.0 has no adaptive KL controller).
+  - opd: slime's published runs (pure distillation: task reward 0) not in the record.
+  - entropy_gated_contrastive: the launch scripts (KL_WEIGHT 0.2), the gate / advantage of prepare_training_data.py
+    and the gate variants of gating.py not read.
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
 import jax
