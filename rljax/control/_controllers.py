@@ -674,9 +674,12 @@ def _technique_rows():
                     read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:150-171 "
                          "AdaptiveKLController, 190-209 get_kl_controller; verl/trainer/ppo/ray_trainer.py:126-165 "
                          "apply_kl_penalty (the caller); verl/trainer/config/algorithm.py:36-39 and "
-                         "ppo_trainer.yaml algorithm.kl_ctrl (defaults); the same at main b178a3cd",
+                         "ppo_trainer.yaml algorithm.kl_ctrl (defaults); the same at main b178a3cd and in the verl "
+                         "0.9.1 PyPI wheel (read whole, #51: core_algos.py:153-212, ray_trainer.py:78-117 and :365, "
+                         "ppo_trainer.yaml:108-123); huggingface/trl@v1.9.0 searched: no adaptive KL controller",
                     defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
-                              ("target", "6.0 (Ziegler et al. / TRL)", "kl_ctrl.target_kl = 0.1"),
+                              ("target", "6.0 (Ziegler et al.; TRL's legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
+                               "kl_ctrl.target_kl = 0.1"),
                               ("horizon", "10000", "kl_ctrl.horizon = 10000"),
                               ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
                               ("estimator", "'k3'", "algorithm.kl_penalty = 'kl' (k1: log π_old − log π_ref)"),
@@ -687,7 +690,9 @@ def _technique_rows():
                               "size); ours: a controller run once per step after the update on the step's logp_old "
                               "and logp_ref, the new β read by the next step's kl_penalty loss term (kl_beta)",
                     deviations=(
-                        "target defaults to 6.0 (Ziegler et al.'s and TRL's), not verl's target_kl = 0.1; pass "
+                        "target defaults to 6.0 (Ziegler et al.'s; TRL's legacy PPOConfig, adap_kl_ctrl / target 6 / "
+                        "horizon 10000 / init_kl_coef 0.2, which TRL 1.9.0 no longer has: its trl/ has no adaptive KL "
+                        "controller), not verl's target_kl = 0.1; pass "
                         "target=0.1",
                         "the observed KL is the mean over all loss tokens of the step (longer responses weigh "
                         "more); verl averages per-sequence token means over the batch",

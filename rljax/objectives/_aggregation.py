@@ -135,6 +135,16 @@ _SUM_NORM_PLACEMENT = ("theirs: agg_loss's 'seq-mean-token-sum-norm' branch on e
                        "dp_actor.py:463-467, 541-543) and FSDP averages gradients over the dp ranks; ours: the "
                        "aggregation returns (numerator, denominator), chain divides by the whole batch's "
                        "denominator on every micro-batch")
+_V091 = ("; the verl 0.9.1 PyPI wheel (/work/peers/verl, read whole in the #51 read-whole pass): "
+         "core_algos.py:1140-1206 "
+         "agg_loss, and no legacy worker at all (verl/workers/ has engine_workers.py, no actor/dp_actor.py): every "
+         "loss goes through workers/utils/losses.py:57-145 ppo_loss, which passes dp_size, batch_num_tokens (the "
+         "mini-batch's loss tokens, all-reduced over dp: engine/fsdp/transformer_impl.py:729-735), "
+         "global_batch_size = ppo_mini_batch_size × rollout.n (trainer/ppo/ray_trainer.py:1352-1362) and "
+         "actor.loss_scale_factor (actor.yaml:90, null)")
+_V091_PLACEMENT = ("; verl 0.9.1 (the PyPI wheel) has only that engine path: the global counts always reach agg_loss "
+                   "(token-mean ÷ the mini-batch's tokens × dp_size, seq-mean ÷ ppo_mini_batch_size × rollout.n "
+                   "× dp_size), FSDP averaging over the dp ranks")
 _SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_factor scaled by the number of "
                    "micro-batches (1/gradient_accumulation, legacy dp_actor) and the dp size (gradient averaging); "
                    "ours is invariant to micro-batching and devices, so the two differ by that constant factor "
@@ -148,8 +158,8 @@ def _technique_rows():
   def verl(mode, line, older, differences="", deviations=(), defaults=(), placement=_AGG_PLACEMENT, read=""):
     return Fidelity("peer", f"verl v0.7.0 core_algos.agg_loss '{mode}'", differences,
                     read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch at main b178a3cd, "
-                         f"2026-01-29; older tags differ: {older})" + read,
-                    defaults=defaults, placement=placement, deviations=deviations)
+                         f"2026-01-29; older tags differ: {older})" + read + _V091,
+                    defaults=defaults, placement=placement + _V091_PLACEMENT, deviations=deviations)
 
   dp_actor = "; verl/workers/actor/dp_actor.py:440-467, 541-543 (the per-micro-batch loss scale)"
   older_seq = "v0.6.1 masked_mean over the micro-batch's non-empty rows, no global count; v0.4.0-v0.6.0 "
@@ -170,7 +180,8 @@ def _technique_rows():
                                           "count and scales it by 1/gradient_accumulation (use_dynamic_bsz: its "
                                           "share of the mini-batch's rows), so a micro-batch's weight does not "
                                           "follow its token count (ours: every token the same); "
-                                          "verl's new engine worker (batch_num_tokens) gives ours",))),
+                                          "verl's new engine worker (batch_num_tokens) gives ours, and it is "
+                                          "the only worker of verl 0.9.1: there token-mean is ours",))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
                               "verl v0.7.0 has no 'token-sum' mode (nor v0.1-v0.6.1, main 2026-01): sum_bt l*m is "
@@ -183,7 +194,12 @@ def _technique_rows():
                                           "default legacy dp_actor verl's branch is sum_bt l*m / T (ours ÷ T), "
                                           "whatever actor.loss_scale_factor says; the verl 0.9.1 PyPI wheel "
                                           "(core_algos.py:1176-1180, read in the #51 error-class sweep) has a "
-                                          "'token-sum' branch, masked_sum(l, m)·dp_size: ours on one device",
+                                          "'token-sum' branch, masked_sum(l, m)·dp_size; its only (engine) worker "
+                                          "backpropagates each micro-batch loss unscaled (engine/fsdp/"
+                                          "transformer_impl.py:760-767, no 1/gradient_accumulation) and FSDP "
+                                          "averages over dp, so verl 0.9.1 'token-sum' is ours on any number of "
+                                          "devices and micro-batches; the factor in the next deviation is the "
+                                          "v0.7.0 legacy worker's",
                                           _SUM_NORM_SCALE),
                               defaults=(("scale", "1", "loss_scale_factor=1 (default None: T; read by agg_loss only on "
                                                    "the engine worker, the legacy dp_actor always divides by T)"),),
@@ -212,9 +228,16 @@ def _technique_rows():
                                           "v0.7.0 divides the token sum by loss_scale_factor only, so verl's loss "
                                           "is B times ours (a constant learning-rate factor per batch size)",
                                           "the verl 0.9.1 PyPI wheel (core_algos.py:1181-1192, not the cited "
-                                          "v0.7.0) changed this branch to the seq-mean over the non-empty rows "
-                                          "(global_batch_size) ÷ loss_scale_factor: ours when no row is empty "
-                                          "(ours also counts all-padding rows in B)",
+                                          "v0.7.0) changed this branch to Σ_b Σ_t l·m ÷ global_batch_size × "
+                                          "dp_size ÷ loss_scale_factor; its only worker passes global_batch_size "
+                                          "= ppo_mini_batch_size × rollout.n (all rows, empty ones included, as "
+                                          "our B), so with loss_scale_factor = max_len it is ours; with "
+                                          "loss_scale_factor null (actor.yaml:90, the default) its T is "
+                                          "loss_mask.shape[-1] of the micro-batch after to_padded_tensor "
+                                          "(workers/utils/losses.py:59, 91; utils/padding.py:113-119: the "
+                                          "longest response of that micro-batch), ours the run's max_new_tokens "
+                                          "(pass max_len to fix it); the seq-mean over non-empty rows is only "
+                                          "agg_loss's fallback when no global_batch_size is passed",
                                           _SUM_NORM_SCALE),
                               defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),

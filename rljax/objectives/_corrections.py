@@ -322,11 +322,19 @@ def _technique_rows():
                                   "v1.9.0 *_truncate",
                                   "level='geometric' and lower= are our options (not in verl)",
                                   read=v07 + ":318-436 compute_rollout_correction_weights (rollout_is 'token' / "
-                                       "'sequence', clamp(max=rollout_is_threshold), batch_normalize); " + trl +
+                                       "'sequence', clamp(max=rollout_is_threshold), batch_normalize); the verl 0.9.1 "
+                                       "PyPI wheel "
+                                       "(/work/peers/verl) rollout_corr_helper.py:93-130 _parse_rollout_is_threshold "
+                                       "and :522-657 (a float threshold: the same TIS; a 'L_U' string: IcePop, "
+                                       "weights zeroed outside [L, U], kept × ratio; presets decoupled_token_icepop / "
+                                       "bypass_pg_token_icepop '0.5_5.0'), config/algorithm.py:179-185 and "
+                                       "config/algorithm/rollout_correction.yaml:6-28; " + trl +
                                        ":2578-2601 (token_truncate / sequence_truncate) and grpo_config.py:924-951",
                                   defaults=(("threshold", "2.0", "verl rollout_is_threshold = 2.0; TRL "
                                              "vllm_importance_sampling_clip_max = 3.0"),
-                                            ("level", "'token'", "verl rollout_is (no default: set to enable); "
+                                            ("level", "'token'", "verl rollout_is null in rollout_correction.yaml "
+                                             "(off: set to enable; "
+                                             "the RolloutCorrectionConfig dataclass default is 'sequence'); "
                                              "TRL vllm_importance_sampling_mode = 'sequence_mask' (a mask, not tis)"),
                                             ("lower", "None", "verl: none; TRL vllm_importance_sampling_clip_min = None"),
                                             ("normalize", "False", "verl rollout_is_batch_normalize = False"),
@@ -335,6 +343,8 @@ def _technique_rows():
                                   placement=theirs_place,
                                   deviations=("level='geometric' and lower= are our options (verl has neither; "
                                               "TRL's clip_min is lower=)",
+                                              "verl 0.9.1's 'L_U' rollout_is_threshold (IcePop: zero outside [L, U]) "
+                                              "is not tis: it is mis(L, U, level='token'|'sequence') or icepop",
                                               "normalize=True divides by the masked mean of the micro-batch (the "
                                               "whole batch with batch statistics); verl normalises over the "
                                               "(distributed) batch and, at sequence level, over sequences",
@@ -347,7 +357,14 @@ def _technique_rows():
                                   read=trl + ":2578-2621 (ratio exp(Σ m (old − sampling)) per token or sequence; "
                                        "*_mask: set to 0 outside [clip_min, clip_max]), :3117-3118 (per-token loss "
                                        "× the ratio); grpo_config.py:924-951; " + v07 + ":82-193 "
-                                       "compute_rollout_rejection_mask (ratio bounds, lower = 1/upper) read too",
+                                       "compute_rollout_rejection_mask (ratio bounds, lower = 1/upper) read too; "
+                                       "the verl 0.9.1 PyPI "
+                                       "wheel (/work/peers/verl) rollout_corr_helper.py:132-413: rollout_rs has no "
+                                       "ratio bounds any more (token_k1 'L_U' keeps L ≤ π_rollout/π_train ≤ U, i.e. "
+                                       "mis(1/U, 1/L) as a mask; seq_mean_k1 is the geometric level; see "
+                                       "divergence_rejection), and :522-657: rollout_is_threshold 'L_U' is IcePop "
+                                       "(weight = ratio inside [L, U], 0 outside, token or sequence, response_mask "
+                                       "kept) = mis(L, U, level) with reweight=True",
                                   defaults=(("lower", "0.5", "TRL clip_min = None (no lower bound); verl "
                                              "rollout_rs_threshold_lower = 1/upper"),
                                             ("upper", "2.0", "TRL clip_max = 3.0; verl rollout_rs_threshold (none)"),
@@ -362,7 +379,16 @@ def _technique_rows():
                                               "verl's rejection removes them from response_mask (multiply "
                                               "loss_mask by keep for its form)",
                                               "level='geometric' (verl rollout_rs='geometric') and reweight=False "
-                                              "are options; log k clamped to ±20"))),
+                                              "are options; log k clamped to ±20",
+                                              "verl 0.9.1 rollout_rs token_k1/seq_sum_k1 'L_U' bound π_rollout/π_train "
+                                              "(the inverse ratio): verl 'L_U' is mis(1/U, 1/L, reweight=False) with "
+                                              "loss_mask × keep; its rollout_is 'L_U' (IcePop) is mis(L, U, level) "
+                                              "as is",
+                                              "OpenRLHF v0.11.0 seq-mask-tis (openrlhf/models/loss.py:209-216, "
+                                              "3c3be623; 'ppo' loss only; cli default [0.5, 5.0]) masks by the "
+                                              "sequence's geometric-mean ratio but weights each kept token by its "
+                                              "own token ratio, unclamped: not one mis but correction=(mis(0.5, 5.0, "
+                                              "level='geometric', reweight=False), tis(threshold=1e30))"))),
       Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
                 "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop",
                 stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
@@ -372,7 +398,12 @@ def _technique_rows():
                                   read="OpenRLHF/OpenRLHF@v0.11.0 (3c3be623) openrlhf/models/loss.py:196-207 (vllm_is "
                                        "= exp(old − rollout), zeroed outside [low, high], × the clipped PPO loss) "
                                        "and openrlhf/cli/train_ppo_ray.py:258-271 (is_correction_threshold "
-                                       "[0.5, 5.0], is_correction_type)",
+                                       "[0.5, 5.0], is_correction_type); the verl 0.9.1 PyPI wheel "
+                                       "(/work/peers/verl) rollout_corr_helper.py:522-657 (rollout_is_threshold "
+                                       "'L_U': the same mask at token or sequence level, response_mask kept) and "
+                                       "config/algorithm.py:216-234, :374-397 (decoupled_token_icepop / "
+                                       "bypass_pg_token_icepop: 0.5 / 5.0; in bypass mode a policy-gradient loss, "
+                                       "not PPO clip)",
                                   defaults=(("alpha", "0.5", "0.5"), ("beta", "5.0", "5.0"),
                                             ("reweight", "True", "True (kept tokens × ratio)"),
                                             ("log-ratio clamp", "±20", "none")),
@@ -384,7 +415,9 @@ def _technique_rows():
                                   deviations=("log k clamped to ±20 (OpenRLHF exponentiates unclamped; equal "
                                               "inside the band)",
                                               "reweight=False (mask only) is our option; OpenRLHF applies icepop "
-                                              "only to its 'ppo' loss, ours to any ratio term"))),
+                                              "only to its 'ppo' loss, ours to any ratio term",
+                                              "icepop is token level only; verl 0.9.1's sequence-level IcePop "
+                                              "(rollout_is='sequence', 'L_U') is mis(L, U, level='sequence')"))),
       Technique("divergence_rejection", "correction", divergence_rejection,
                 "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
                 "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig",

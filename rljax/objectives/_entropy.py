@@ -443,18 +443,38 @@ def _technique_rows():
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/actor/dp_actor.py:459-462 and "
                                        ":520-525 (policy_loss −= agg_loss(entropy, loss_agg_mode)·entropy_coeff), "
                                        "actor.yaml entropy_coeff 0; huggingface/trl@v1.9.0 "
-                                       "trl/trainer/grpo_trainer.py:3152-3181 (loss − coef·mean token entropy)",
+                                       "trl/trainer/grpo_trainer.py:3152-3181 (loss − coef·mean token entropy); read "
+                                       "whole (#51): grpo_trainer.py:3152-3215 (the bonus's own normaliser: per "
+                                       "micro-batch token mean ÷ gradient_accumulation_steps, or Σ ÷ the global "
+                                       "token count for loss_type cispo / dapo / vespo, whatever the policy "
+                                       "term's loss_type; use_adaptive_entropy: the Skywork-OR1 controller) and "
+                                       "grpo_config.py:292-325 (entropy_coef 0.0, use_adaptive_entropy False, "
+                                       "entropy_coef_min 0.0, entropy_coef_max 1.0, entropy_coef_delta 0.005, "
+                                       "entropy_target 0.2); the verl 0.9.1 PyPI wheel (/work/peers/verl) "
+                                       "workers/utils/losses.py:122-130 (policy_loss −= entropy_coeff·agg_loss("
+                                       "entropy, loss_agg_mode, global counts)), actor.yaml:93 entropy_coeff 0, "
+                                       "trainer/ppo/ray_trainer.py:1336-1338 (entropy computed when "
+                                       "entropy_coeff ≠ 0)",
                                   defaults=(("coef", "1e-3", "verl entropy_coeff 0; TRL entropy_coef 0.0"),
                                             ("aggregation", "chain's (token_mean)", "verl: the actor's "
                                              "loss_agg_mode; TRL: token mean over the (entropy-masked) tokens"),
-                                            ("adaptive coef", "not here (a controller can drive coef)",
-                                             "TRL use_adaptive_entropy False")),
+                                            ("adaptive coef", "not built (coef is fixed for the run)",
+                                             "TRL use_adaptive_entropy False; when on: entropy_coef_delta 0.005, "
+                                             "[entropy_coef_min 0.0, entropy_coef_max 1.0], entropy_target 0.2")),
                                   placement="theirs: added to the actor's loss on each micro-batch from the "
                                             "forward's entropies; ours: a loss term on each micro-batch from "
                                             "out.entropy, aggregated by chain",
                                   deviations=("default c = 1e-3; both peers default to 0 (off)",
                                               "TRL restricts the bonus to the top-entropy tokens when "
-                                              "top_entropy_quantile < 1; here the term sees every masked token"))),
+                                              "top_entropy_quantile < 1; here the term sees every masked token",
+                                              "TRL's bonus is always the mean per-token entropy, whatever loss_type "
+                                              "aggregates the policy term; ours is aggregated by chain with the "
+                                              "other terms (equal under token_mean; under seq_mean_token_mean ours "
+                                              "averages per sequence first); verl uses loss_agg_mode, as ours",
+                                              "TRL's use_adaptive_entropy (Skywork-OR1: after each optimizer step "
+                                              "coef += 0.005 if the window's mean entropy ≤ entropy_target 0.2 "
+                                              "else −= 0.005, clipped to [0, 1], the bonus applied only while "
+                                              "that entropy ≤ the target) is not built"))),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
                 "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",

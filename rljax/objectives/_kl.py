@@ -429,7 +429,12 @@ def _technique_rows():
                                        "kl_penalty / kl_penalty_forward, verl/workers/actor/dp_actor.py:527-536 "
                                        "(use_kl_loss), actor.yaml kl_loss_coef / kl_loss_type; huggingface/trl@v1.9.0 "
                                        "trl/trainer/grpo_trainer.py:3068-3076 and :3120-3121 (k3 per token, "
-                                       "× coef_1 with use_bias_correction_kl, + beta·kl)",
+                                       "× coef_1 with use_bias_correction_kl, + beta·kl); read whole (#51): the verl "
+                                       "0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:2188-2251 (kl_penalty "
+                                       "strips a '+' before kl_penalty_forward; v0.7.0 passes 'k3+' on and raises "
+                                       "NotImplementedError), workers/utils/losses.py:132-142 (use_kl_loss: "
+                                       "kl_loss_coef·agg_loss(kld, loss_agg_mode, global counts)), actor.yaml:103-116 "
+                                       "(use_kl_loss false, kl_loss_coef 0.001, kl_loss_type low_var_kl)",
                                   defaults=(("beta", "0.001", "verl kl_loss_coef 0.001 (use_kl_loss False); "
                                              "TRL beta 0.0"),
                                             ("estimator", "'low_var_kl' (k3)", "verl kl_loss_type 'low_var_kl'; "
@@ -446,7 +451,10 @@ def _technique_rows():
                                               "under importance_sampling_level='sequence'",
                                               "aggregated with the policy term by chain (TRL's form); verl "
                                               "aggregates the KL separately with the same loss_agg_mode (equal "
-                                              "for a linear aggregation)"))),
+                                              "for a linear aggregation)",
+                                              "the '+' estimators (value of k, gradient of k2) are verl 0.9.1's; in "
+                                              "the cited v0.7.0 kl_penalty('k3+') raises NotImplementedError "
+                                              "(kl_penalty_forward gets the name with its '+')"))),
       Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
                 "verl algorithm.use_kl_in_reward / compute_rewards",
                 stage=_kl_in_reward_stage,
@@ -456,7 +464,10 @@ def _technique_rows():
                                        "apply_kl_penalty (kld = kl_penalty(old, ref) · mask; rewards = scores − "
                                        "β·kld; current_kl = batch mean of the per-sequence masked means), called "
                                        "at :1504; core_algos.py:1588-1649; ppo_trainer.yaml:87-102 "
-                                       "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001)",
+                                       "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001); read whole "
+                                       "(#51): the verl 0.9.1 PyPI wheel ray_trainer.py:78-117 apply_kl_penalty (the "
+                                       "same), called at :1638-1644 after the values and before the rollout correction "
+                                       "and the advantage, core_algos.py:2188-2251",
                                   defaults=(("beta", "0.001", "kl_ctrl.kl_coef 0.001 (fixed controller)"),
                                             ("estimator", "'kl' (k1)", "algorithm.kl_penalty 'kl'"),
                                             ("clamp", "True (k3 only)", "k3 clamps always on")),
@@ -467,7 +478,9 @@ def _technique_rows():
                                   deviations=("a [B] sequence score is first put on the last mask token "
                                               "(verl's token_level_scores are already [B, T])",
                                               "metrics kl of an empty row counts 0 (divides by max(n, 1)); "
-                                              "verl's masked_mean divides by n + 1e-8"))),
+                                              "verl's masked_mean divides by n + 1e-8",
+                                              "a '+' estimator ('k3+') gives the base estimator's value here and "
+                                              "in verl 0.9.1; the cited v0.7.0 raises NotImplementedError on it"))),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
                 "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code",

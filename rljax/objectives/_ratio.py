@@ -776,15 +776,25 @@ def _technique_rows():
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
                 read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
                      "compute_policy_loss_vanilla (the per-token loss before agg_loss; the same function, line for "
-                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); TRL not re-read in issue #51",
-                defaults=(("eps_low", "0.2", "clip_ratio_low, else clip_ratio (0.2 per spec/peer-conventions.md)"),
-                          ("eps_high", "eps_low", "clip_ratio_high, else clip_ratio"),
-                          ("dual_clip", "None (off)", "clip_ratio_c = 3.0, always on"),
-                          ("log-ratio clamp", "±20", "±20")),
+                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); verl/trainer/config/actor/actor.yaml:"
+                     "36-42, 79 (clip_ratio / clip_ratio_low / clip_ratio_high 0.2, clip_ratio_c 3.0; 0.9.1: :36-42, "
+                     ":83); read whole (#51): " + _TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (coef_1 = "
+                     "exp(log r), unclamped; coef_2 = clamp(coef_1, 1 − epsilon_low, 1 + epsilon_high); with delta "
+                     "coef_1 = clamp(coef_1, max=delta); −min(coef_1·A, coef_2·A)), :918-921, grpo_config.py:187-193, "
+                     "680-700 (epsilon 0.2, epsilon_high None → epsilon, delta None)",
+                defaults=(("eps_low", "0.2", "verl clip_ratio_low 0.2 (actor.yaml; None → clip_ratio 0.2); TRL "
+                           "epsilon 0.2"),
+                          ("eps_high", "eps_low", "verl clip_ratio_high 0.2 (else clip_ratio); TRL epsilon_high None "
+                           "→ epsilon"),
+                          ("dual_clip", "None (off)", "verl clip_ratio_c = 3.0, always on; TRL delta None (off)"),
+                          ("log-ratio clamp", "±20", "verl ±20; TRL none")),
                 placement="theirs: the actor's loss on each micro-batch, ratio π_θ/π_old from the rollout's "
                           "recomputed old log-probs, aggregated by agg_loss(loss_agg_mode); ours: a loss term on "
                           "each micro-batch, log π_old = logp_old (else logp_behavior), aggregated by chain",
-                deviations=("the dual clip is off by default (TRL has none); dual_clip=3.0 gives verl's loss",
+                deviations=("the dual clip is off by default (TRL's delta is off by default); dual_clip=3.0 gives "
+                            "verl's loss; TRL's delta (INTELLECT-2: the unclipped ratio capped at delta) gives the "
+                            "same per-token loss as dual_clip=delta when delta ≥ 1 + eps_high (its recommended range)",
+                            "log r clamped to ±20 (verl); TRL exponentiates unclamped (equal while |log r| ≤ 20)",
                             "padded tokens get log ratio 0 (ratio 1) before the mask; verl's mask is applied in "
                             "agg_loss only"))),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
@@ -795,7 +805,11 @@ def _technique_rows():
                 "truncated at rollout_is_threshold=2.0): max_weight=2.0 gives verl's rollout_is='token' form",
                 read=_V07 + ":1731-1808 compute_policy_loss_reinforce and :1811-1953 compute_policy_loss_bypass_mode "
                      "(w from rollout_corr_helper.py:318-436 compute_rollout_correction_weights with "
-                     "old_log_prob=log_prob, under no_grad)",
+                     "old_log_prob=log_prob, under no_grad); read whole (#51): the verl 0.9.1 PyPI wheel "
+                     "(/work/peers/verl) core_algos.py:2333-2410 and :2414-2520 (the same loss and bypass path), "
+                     "trainer/config/algorithm.py:353-397 (presets bypass_pg_is: rollout_is 'sequence', 2.0; "
+                     "bypass_pg_token_icepop: rollout_is 'token', '0.5_5.0', the IcePop weight), "
+                     "rollout_corr_helper.py:522-657",
                 defaults=(("importance weight", "on (importance_weight=True)",
                            "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
                           ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
@@ -813,7 +827,10 @@ def _technique_rows():
                             "max_weight=2.0 its rollout_is='token'",
                             "verl's rollout_is='sequence' weight (product over the sequence) is not a reinforce "
                             "option: importance_weight=False with correction=tis(2.0, level='sequence')",
-                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask"))),
+                            "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask",
+                            "verl 0.9.1's IcePop weight (rollout_is_threshold 'L_U', preset bypass_pg_token_icepop "
+                            "'0.5_5.0': the ratio inside [L, U], 0 outside) is importance_weight=False with "
+                            "correction=icepop(0.5, 5.0); its preset bypass_pg_is is the sequence form above"))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: open-r1/src/open_r1/gpg_trainer.py (GPGTrainer)",
@@ -872,7 +889,11 @@ def _technique_rows():
                      "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
                      ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
                      "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:89-95 (GSPO: "
-                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0)",
+                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0); read whole (#51): the same "
+                     "_compute_loss's loss_type 'luspo' (grpo_trainer.py:3143-3148, grpo_config.py:268-271, "
+                     "817-820: LUSPO, 'a modification of GSPO', needs importance_sampling_level='sequence': "
+                     "(ℓ_b·|y_b|).mean() over the micro-batch's rows, ÷ gradient_accumulation_steps) and 'vespo' "
+                     "(:3096-3107, Gamma weights on the sequence ratio)",
                 defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
                           ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
                           ("aggregation", "chain's (token_mean)",
@@ -887,7 +908,11 @@ def _technique_rows():
                             "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
                             "equal while |log r| ≤ 20 and mean log r ≤ 10",
                             "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count; "
-                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')"))),
+                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')",
+                            "TRL's loss_type='luspo' (LUSPO: each sequence's GSPO loss × its length, mean over the "
+                            "rows) is gspo with aggregate=seq_mean_token_sum (TRL's mean counts empty rows and runs "
+                            "per micro-batch ÷ gradient_accumulation_steps: equal with no empty row and equal "
+                            "micro-batches); TRL's 'vespo' (Gamma-weighted sequence ratio) is not built"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
        loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
@@ -895,13 +920,18 @@ def _technique_rows():
                 "token log r clamped to +-20 before the mean (verl: no token clamp); aggregation is chain's "
                 "(verl forces seq-mean-token-mean)",
                 read=_V07 + ":1000-1073 compute_policy_loss_gspo; verl/trainer/config/actor/actor.yaml "
-                     "(clip_ratio*, loss_agg_mode)",
+                     "(clip_ratio*, loss_agg_mode); examples/gspo_trainer/test_gspo_3b_math.sh:44-73, 159 "
+                     "(clip_ratio_low 3e-4, clip_ratio_high 4e-4, loss_agg_mode seq-mean-token-mean, kl 0) and "
+                     "run_qwen30b_gspo.sh:14-24, 93-98 (3e-4 / 4e-4, clip_ratio_c 10, loss_agg_mode not set); "
+                     "the verl 0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:1546-1619: the same loss, but "
+                     "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone)",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
                           ("log s clamp", "max 10", "max 10"),
                           ("token log r clamp", "±20 before the mean", "none"),
-                          ("aggregation", "chain's (token_mean)", "seq-mean-token-mean, forced (loss_agg_mode "
-                           "ignored)")),
+                          ("aggregation", "chain's (token_mean)", "v0.7.0: seq-mean-token-mean, forced "
+                           "(loss_agg_mode ignored); 0.9.1: loss_agg_mode (actor.yaml token-mean; "
+                           "test_gspo_3b_math.sh sets seq-mean-token-mean)")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
                           "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
                           "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
@@ -909,8 +939,9 @@ def _technique_rows():
                             "0.2 / 0.2",
                             "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
                             "while |log r| ≤ 20",
-                            "aggregation is chain's; verl forces seq-mean-token-mean: "
-                            "chain(aggregate=seq_mean_token_mean) gives it"))),
+                            "aggregation is chain's; verl v0.7.0 forces seq-mean-token-mean: "
+                            "chain(aggregate=seq_mean_token_mean) gives it; verl 0.9.1 uses loss_agg_mode "
+                            "(default token-mean: ours)"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
@@ -987,7 +1018,9 @@ def _technique_rows():
                 "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form",
                 read=_TRL19 + " trl/trainer/grpo_trainer.py:3080-3082 (clamp(coef_1, max=epsilon_high).detach() · A · "
                      "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
-                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo",
+                     "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo; read whole (#51): TRL "
+                     "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds cispo's coef_1) and "
+                     "the verl 0.9.1 PyPI wheel core_algos.py:2048-2105 (the same loss, agg_loss(loss_agg_mode))",
                 defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
                            "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
                            "verl: cap 1 + clip_ratio_high = 1.2"),
@@ -1001,14 +1034,19 @@ def _technique_rows():
                 deviations=("our eps_high is an offset (cap 1 + eps_high) like verl's; TRL's epsilon_high is the "
                             "cap itself: TRL epsilon_high=5 is eps_high=4",
                             "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
-                            "log r clamped to ±20 (verl); TRL has no clamp"))),
+                            "log r clamped to ±20 (verl); TRL has no clamp",
+                            "TRL's importance_sampling_level='sequence' with loss_type 'cispo' (the capped weight "
+                            "from exp(mean_t log r), one per sequence) is not built: ours caps each token's ratio"))),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "verl v0.7.0 core_algos.compute_policy_loss_sapo; TRL v1.9.0 GRPOTrainer loss_type='sapo'",
                 "aggregation is chain's (verl forces seq-mean-token-mean; TRL 'sapo' is a sequence mean)",
                 read=_V07 + ":1076-1158 compute_policy_loss_sapo, actor.yaml tau_pos/tau_neg; " + _TRL19 +
-                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717",
+                     " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717; read whole (#51): "
+                     "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds the gate: the "
+                     "sequence's mean log r), the verl 0.9.1 PyPI wheel core_algos.py:1623-1704 (the same loss, "
+                     "seq-mean-token-mean still forced)",
                 defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
                           ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
                           ("log-ratio clamp", "±20", "verl ±20; TRL none"),
@@ -1019,7 +1057,9 @@ def _technique_rows():
                           "rule",
                 deviations=("aggregation is chain's; both peers average per sequence first: "
                             "chain(aggregate=seq_mean_token_mean)",
-                            "log r clamped to ±20 (verl); TRL has no clamp"))),
+                            "log r clamped to ±20 (verl); TRL has no clamp",
+                            "TRL's importance_sampling_level='sequence' with loss_type 'sapo' (the gate on "
+                            "exp(mean_t log r)) is not built: ours gates each token's ratio (TRL's default 'token')"))),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
@@ -1029,21 +1069,44 @@ def _technique_rows():
                 read="sii-research/siiRL@af00a771 (2026-01-05) siirl/dag_worker/core_algos.py:573-624 "
                      "compute_policy_loss_cpgd (log π clamped at log π_old + log(1 ± ε) on A's side, −A·that); "
                      "siirl/engine/actor/dp_actor.py:488-494 (policy_drift = clamp(exp(sg(log π) − log π_old) − 1, "
-                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh",
+                     "max=2)·log π, × policy_drift_coeff); examples/cpgd_trainer/run_qwen2_5-7b.sh; read whole (#51): "
+                     "core_algos.py:461-515 compute_cpgd_outcome_advantage (adv_estimator 'cpgd', "
+                     "weight_factor_in_cpgd 'STD_weight' = (r − mean_g)/(std_g + 1e-6), unbiased std, a singleton "
+                     "gets r/(1 + 1e-6); 'clip_filter_like_weight' = (r − mean_g)·min(bsz / #groups with std ≠ 0, 3); "
+                     "'naive' = r − mean_g), siirl/main_dag.py:109-111 (adv_estimator cpgd sets use_cpgd_loss), "
+                     "siirl/params/model_args.py:282, 310-313, 668-675 (clip_ratio 0.2, loss_agg_mode token-mean, "
+                     "policy_drift_coeff 0.0, weight_factor_in_cpgd 'STD_weight'), dp_actor.py:414-500 (each "
+                     "micro-batch's loss × 1/gradient_accumulation), the other four cpgd_trainer scripts "
+                     "(run_qwen3-8b.sh, run_qwen3-1.7b.sh, run_qwen2_5_vl-72b.sh: use_kl_loss True, kl_loss_coef "
+                     "0.01, low_var_kl; run_qwen2_5_vl-7b.sh and run_qwen2_5-7b.sh: use_kl_loss False; all: "
+                     "policy_drift_coeff 0.001, clip_ratio 0.2, STD_weight, rollout.n 8)",
                 defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio 0.2 (script), low/high default "
                            "to it"),
                           ("drift_coef", "0.1", "policy_drift_coeff 0.001 (script; config default 0.0)"),
                           ("drift estimator", "k3: r − 1 − log r (gradient (r − 1)·∇log π)",
                            "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
                           ("log-ratio clamp", "±20", "none"),
-                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)")),
+                          ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)"),
+                          ("advantage (not this term's)", "the recipe's advantage stage",
+                           "adv_estimator cpgd, weight_factor_in_cpgd 'STD_weight': grpo's (r − mean)/(std + 1e-6) "
+                           "(all five scripts)"),
+                          ("KL to the reference (not this term's)", "a separate kl_penalty term",
+                           "use_kl_loss True, kl_loss_coef 0.01, low_var_kl in run_qwen3-8b / qwen3-1.7b / "
+                           "qwen2_5_vl-72b; off in run_qwen2_5-7b / qwen2_5_vl-7b")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='cpgd'; the drift added in "
-                          "dp_actor when use_cpgd_loss), log π_old recomputed before the update; ours: one loss "
-                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                          "dp_actor when use_cpgd_loss, which adv_estimator='cpgd' switches on), log π_old "
+                          "recomputed before the update, each term token-mean over the micro-batch and the "
+                          "micro-batch loss × 1/gradient_accumulation; ours: one loss term on each micro-batch, "
+                          "log π_old = logp_old (else logp_behavior), chain's denominator the whole batch's",
                 deviations=("the PG value is ours − (−A log π_old): the same gradient, a different logged value",
                             "the drift gradient is uncapped here; siiRL caps r − 1 at 2 (equal while r ≤ 3)",
                             "drift_coef default 0.1 is ours; the siiRL scripts use 0.001 (drift_coef=0.001)",
-                            "log r clamped to ±20; siiRL has none"))),
+                            "log r clamped to ±20; siiRL has none",
+                            "siiRL's advantage modes 'clip_filter_like_weight' and 'naive' (weight_factor_in_cpgd) "
+                            "are not built as such ('naive' is grpo(scale='none')); its default 'STD_weight' is "
+                            "grpo(eps=1e-6, singleton='raw') (a singleton gets r/(1 + 1e-6): mean 0, std 1)",
+                            "siiRL's token-mean is per micro-batch (× 1/gradient_accumulation); chain's token_mean "
+                            "divides by the whole batch's tokens: equal with one micro-batch or equal token counts"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",

@@ -591,7 +591,10 @@ def _technique_rows():
                                        "(F.nll_loss(log_softmax, reduction='sum') per chunk of valid tokens), "
                                        ":117-234 _chunked_cross_entropy_loss (Σ / num_items_in_batch, else / the "
                                        "local valid count), :1286-1300 (loss_type); trl/trainer/sft_config.py:"
-                                       "283-295, 335-336 (loss_type None → 'chunked_nll')",
+                                       "283-295, 335-336 (loss_type None → 'chunked_nll'); read whole (#51): "
+                                       "sft_trainer.py:773-787 dft_loss and :1287-1296 (loss_type 'dft': −sg(p)·"
+                                       "log p, Σ / num_items_in_batch; 'nll' the model's own loss), "
+                                       "sft_config.py:100-115",
                                   defaults=(("coef", "1.0", "none (1)"),
                                             ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
                                              "assistant_only_loss choose them)"),
@@ -604,7 +607,9 @@ def _technique_rows():
                                   deviations=("TRL normalises by the valid-token count of the whole gradient-"
                                               "accumulation window (num_items_in_batch); chain's token_mean by the "
                                               "micro-batch's (equal with one micro-batch, or with the trainer's "
-                                              "whole-batch token_mean denominator)",))),
+                                              "whole-batch token_mean denominator)",
+                                              "TRL's loss_type='dft' (Dynamic Fine-Tuning, −sg(p_t)·log p_t) is "
+                                              "not this row: it is gft(tau=1.0) (c_t = p_t everywhere)"))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
                 stage=loss_term_factory(gft),
@@ -658,12 +663,22 @@ def _technique_rows():
                                        "per token, log π the trainer's recomputed log-probs, or the rollout's with "
                                        "use_rollout_logprobs), called at :810-816 after the advantage estimator "
                                        "and before normalize_advantages; slime/utils/arguments.py:1123-1150 "
-                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0)",
+                                       "(--use-opd, --opd-type, --opd-kl-coef 1.0); read whole (#51): "
+                                       "examples/on_policy_distillation/run-qwen3-8B-opd.sh:65, 74-75, 104-113 and "
+                                       "run-qwen3-8B-opd-megatron.sh:42, 80-92 (--advantage-estimator grpo, "
+                                       "--opd-kl-coef 1.0, n-samples-per-prompt 4, --use-kl-loss with kl-loss-coef "
+                                       "0.00, entropy 0; no --normalize-advantages, arguments.py:1004 default "
+                                       "False; --eps-clip 0.2 default, :899), slime/rollout/"
+                                       "on_policy_distillation.py:32-67 (post_process_rewards: every task reward "
+                                       "0.0, so the grpo advantage is 0 and the signal is −coef·KL alone)",
                                   defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
                                             ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
                                              "from an SGLang server or a Megatron teacher (opd_type)"),
                                             ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
-                                             "the PPO ratio of the policy loss")),
+                                             "the PPO ratio of the policy loss"),
+                                            ("task reward in the published runs", "the recipe's reward (OPD added "
+                                             "to the policy loss)", "0.0 for every sample (post_process_rewards): "
+                                             "pure distillation, grpo advantages 0, PPO clip eps 0.2 on −coef·KL")),
                                   placement="theirs: once per step on the whole rollout batch, folded into the "
                                             "advantages before their normalisation; the policy loss (PPO clip) then "
                                             "carries it on every micro-batch; ours: a separate loss term on each "
@@ -700,7 +715,11 @@ def _technique_rows():
                                               "the pair loss is spread over the pair's tokens: "
                                               "aggregate=seq_mean_token_mean gives TRL's mean over pairs; other "
                                               "aggregations weight pairs by length",
-                                              "TRL's other loss types and f-divergences are not offered"))),
+                                              "TRL's other loss types and f-divergences are not offered",
+                                              "TRL's use_weighting (WPO: each pair × the product of its two rows' "
+                                              "length-normalised probabilities, dpo_trainer.py:1565-1576) and "
+                                              "sync_ref_model (TR-DPO: π_ref ← 0.6·π_θ + 0.4·π_ref every 512 steps) "
+                                              "are not offered (both off by default, dpo_config.py:107-125)"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
@@ -742,20 +761,38 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
                                   "public copy; authorship unconfirmed)",
                                   "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
-                                  "off the gate; ours: ±1 by correctness, no anchor (add kl_penalty)",
+                                  "off the gate (0.2 in the pilot scripts); ours: ±1 by correctness, no anchor (add "
+                                  "kl_penalty)",
                                   read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
                                        "the code index: no snapshot can be fetched): the argparse defaults in main() "
                                        "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
                                        "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5) and the training loop's "
                                        "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
                                        "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
-                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens)",
+                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens); "
+                                       "read whole (#51, read_file): scripts/prepare_training_data.py@f1651992 "
+                                       "(the gate and the advantage: per problem A = (r − mean)/max(pstdev, 1e-8) "
+                                       "on 0/1 correctness; problems with pass rate in [min_pass 0.25, max_pass "
+                                       "0.75], at most 50, closest to 0.5; decision positions = generated "
+                                       "positions with H_base > τ_pos (correct rows) / τ_neg (wrong rows), --tau "
+                                       "0.8; --gate entropy_tau default), reasonmaxxer/gating.py@f1651992 (gates "
+                                       "entropy_tau, entropy_topk, entropy_quantile, random, low_entropy, first_k, "
+                                       "last_k, stride, all; budgets per rollout), examples/qwen25_0p5b_pilot/"
+                                       "00_config.sh and 05_phase1_gates.sh@7088ef51 (KL_WEIGHT 0.2, adv_clip "
+                                       "2.5, adv_ce, τ calibrated to TARGET_TOKENS_PER_ROLLOUT 10, pass range "
+                                       "[0, 1], the control gates budget-matched per rollout)",
                                   defaults=(("tau / rho", "one of them required", "decision positions precomputed "
-                                             "(cgap_tau 2.5 for the held-out gap)"),
+                                             "by prepare_training_data.py: H_base > τ, --tau 0.8 (τ_pos / τ_neg "
+                                             "may differ by correctness); the pilot scripts calibrate τ to ~10 "
+                                             "tokens per rollout; cgap_tau 2.5 only for the held-out gap"),
+                                            ("advantage behind c", "none (c = ±1 from batch.rewards)",
+                                             "per problem (r − mean)/max(population std, 1e-8) on 0/1 "
+                                             "correctness, problems with pass rate in [0.25, 0.75] (pilot [0, 1])"),
                                             ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip)"),
                                             ("gate comparison", "H ≥ τ", "H > τ"),
                                             ("KL anchor off the gate", "none here (compose kl_penalty)",
-                                             "kl_weight 0.1 · KL(π_base ‖ π_θ), full-vocabulary"),
+                                             "kl_weight 0.1 (argparse; the pilot scripts KL_WEIGHT 0.2) · "
+                                             "KL(π_base ‖ π_θ), full-vocabulary"),
                                             ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
                                             ("aggregation", "chain's (token_mean over loss_mask)", "mean over the "
                                              "gated tokens")),
@@ -769,7 +806,12 @@ def _technique_rows():
                                               "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
                                               "code's full-vocabulary KL(π_base ‖ π_θ))",
                                               "the copy's authorship is unconfirmed; the other decision objectives "
-                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered"))),
+                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered",
+                                              "rho is a quantile over the batch's masked tokens; their "
+                                              "entropy_quantile gate keeps round(budget_frac·n) top-entropy "
+                                              "positions per rollout, and their other gates (entropy_topk, random, "
+                                              "low_entropy, first_k, last_k, stride, all) and per-correctness "
+                                              "τ_pos / τ_neg are not offered"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
