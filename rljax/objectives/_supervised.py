@@ -715,10 +715,20 @@ def _technique_rows():
                                        "(algorithm, ppo_clip 0.9), :844-905 a_lol (ratio exp(Σ log π − Σ log π_ref) "
                                        "under no_grad, clamp [1 − 0.9, 1 + 0.9], × Σ_t −log π, × clamp(R − V, 0), "
                                        "batch mean), :906-952 a_lol_seq (per-token clamped ratio), :953-962 "
-                                       "a_lol_ref_free",
+                                       "a_lol_ref_free; :113, :539-600 (R = sigmoid(reward-model score); "
+                                       "--sampling_strategy: None (argparse), good_priority = draw the training "
+                                       "rows ∝ A⁺, good_random, all_priority; max_steps × the positive-A share); "
+                                       "README.md:6, 25-30; train_generation_task_with_off_policy_PG.py:49-54, "
+                                       "575, 662-698 (the COMET / Reddit implementation: --ppo_clip default None = "
+                                       "the unclipped ratio, --train_sampling off; the README's commands for those "
+                                       "tasks pass neither)",
                                   defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
                                              "a_lol is the paper's main method"),
-                                            ("eps", "0.9", "ppo_clip 0.9"),
+                                            ("eps", "0.9", "ppo_clip 0.9 (lolrl_qlora_llama_hh.py); None, no "
+                                             "clip, in train_generation_task_with_off_policy_PG.py (COMET, Reddit)"),
+                                            ("sampling", "the step's rows, each once", "sampling_strategy None "
+                                             "(argparse: shuffled); README: 'only train on that subset [A > 0] with "
+                                             "prioritized sampling' = good_priority (rows drawn ∝ A⁺)"),
                                             ("A", "batch.advantages (its masked mean per row)",
                                              "R − V(x) from the value head on the reference model, clamp(min=0)"),
                                             ("aggregation", "chain's (seq_mean_token_sum gives the code's)",
@@ -737,7 +747,14 @@ def _technique_rows():
                                               ":756-800) are not built: nll (the default: the sequence NLL summed "
                                               "over tokens), wbc (that NLL × the reward), r_gold (GOLD: the token "
                                               "probability floored at 0.1 × the reward) and r_lol (the reward in "
-                                              "place of the advantage)"))),
+                                              "place of the advantage)",
+                                              "their prioritized sampling (good_priority: training rows drawn ∝ "
+                                              "A⁺, max_steps scaled by the positive share; good_random, "
+                                              "all_priority) is not built: here every row of the step is used once "
+                                              "and an A ≤ 0 row gets zero loss",
+                                              "their second implementation (train_generation_task_with_off_policy_"
+                                              "PG.py, the COMET and Reddit tasks) leaves the ratio unclipped "
+                                              "(--ppo_clip None), which is not offered here"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,

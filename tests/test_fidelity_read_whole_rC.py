@@ -1,0 +1,92 @@
+"""Issue #51 "read whole" pass, slice rC: each row's implementation and its cited source read whole at the cited
+commit, the record fixed where it was wrong. One check per record error fixed (a float64 NumPy transcription of the
+cited lines where a number is involved, else an assertion on the record's text).
+
+Rows and the errors fixed:
+- rpg: the record said every kl_penalty rpg_* value is clamped to ±10 (rpg_fkl and rpg_rf_fkl are not); the rf
+  scripts' reward coefficient was given as 1e-4 (the *_rf_clip_ppo_* scripts set algorithm.kl_ctrl.kl_coef 0.0);
+  the rpg_js / rpg_ujs forms in the cited kl_penalty were not mentioned; the rpg advantage was not stated.
+- gmpo: the actor's reward 0 for truncated outputs and the clip0.8 ablation script were not listed.
+- segment_ratio: the per-item advantage their loss reads (rank-k reward normalized over the group, 0 on overflow
+  and EOS tokens) was not stated.
+- alol: the authors' prioritized sampling (sampling_strategy good_priority, the README's method) and their
+  second implementation (train_generation_task_with_off_policy_PG.py: ppo_clip None, unclipped) were not listed.
+"""
+import numpy as np
+
+import rljax
+
+ROWS = {r.name: r for r in rljax.catalog()}
+
+
+def _record(name):
+  f = ROWS[name].fidelity
+  defaults = {d[0]: d for d in f.defaults}
+  return f, defaults, " ".join(f.deviations)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# rpg: complex-reasoning/RPG@ec8e30bd verl/trainer/ppo/core_algos.py kl_penalty, recipe/rpg/7b scripts
+
+def _rpg_kl_penalty(logp, ref, kind):
+  """float64 transcription of core_algos.py kl_penalty's rpg forms (ec8e30bd)."""
+  lr = logp - ref
+  w = np.exp(lr)
+  if kind == "rpg_fkl":
+    return -logp + ref
+  if kind == "rpg_rf_fkl":
+    return -np.ones_like(logp)
+  forms = {"rpg_rkl": w * lr, "rpg_ufkl": w - lr - 1, "rpg_urkl": w * (lr - 1) + 1,
+           "rpg_js": 0.5 * (w * lr + lr), "rpg_ujs": 0.5 * (w * lr - lr)}
+  return np.clip(forms[kind], -10, 10)
+
+
+def test_rpg_record_names_the_unclamped_forms():
+  logp, ref = np.array([-0.1, -20.0]), np.array([-20.0, -0.1])
+  assert np.abs(_rpg_kl_penalty(logp, ref, "rpg_fkl")).max() > 10  # the code does not clamp rpg_fkl
+  assert np.abs(_rpg_kl_penalty(logp, ref, "rpg_rkl")).max() <= 10
+  f, d, dev = _record("rpg")
+  assert "rpg_fkl" in d["clamp"][2] and "unclamped" in d["clamp"][2]
+  assert "except rpg_fkl" in f.read
+
+
+def test_rpg_record_gives_the_rf_scripts_zero_reward_coefficient_and_the_js_forms():
+  f, d, dev = _record("rpg")
+  assert "0.0 in every *_rf_clip_ppo_* script" in d["beta"][2]
+  assert "rpg_js" in dev and "rpg_ujs" in dev
+  # with use_iterative_ref_model the rf values of old vs old are constants (as the deviation says)
+  z = np.zeros(3)
+  np.testing.assert_array_equal(_rpg_kl_penalty(z, z, "rpg_rf_fkl"), -1.0)
+  assert "rkl 1, fkl −1, ufkl and urkl 0" in dev
+  assert "r − mean_g, no std" in d["advantage (not this term's)"][2]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# gmpo: callsys/GMPO@205b2bf4 train_zero_math_gmpo.py (the actor zeroes the reward of truncated outputs) and
+# scripts/ablation/qwen2.5-math-7b-gmpo-clip0.8.sh
+
+def test_gmpo_record_lists_the_truncation_reward_and_the_clip_ablation():
+  _, d, _ = _record("gmpo")
+  assert "reward 0" in d["truncated responses (not this term's)"][2]
+  assert "CLIPRANGE 0.8" in d["cliprange ablation"][2]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# segment_ratio: yaochenzhu/Rank-GRPO@0808d82c rank_grpo_trainer.py:1781-1851 (the per-item advantage the loss reads)
+
+def test_segment_ratio_record_states_their_per_item_advantage():
+  _, d, _ = _record("segment_ratio")
+  theirs = d["advantage (not this term's)"][2]
+  assert "std + 1e-4" in theirs and "overflow" in theirs and "EOS" in theirs
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# alol: abaheti95/LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:539-600 (sampling_strategy) and
+# train_generation_task_with_off_policy_PG.py:52 (--ppo_clip default None)
+
+def test_alol_record_lists_prioritized_sampling_and_the_unclipped_second_script():
+  f, d, dev = _record("alol")
+  assert "good_priority" in d["sampling"][2]
+  assert "None, no clip" in d["eps"][2]
+  assert "good_priority" in dev and "--ppo_clip None" in dev
+  assert "train_generation_task_with_off_policy_PG.py" in f.read
