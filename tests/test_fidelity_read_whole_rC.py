@@ -11,6 +11,11 @@ Rows and the errors fixed:
   and EOS tokens) was not stated.
 - alol: the authors' prioritized sampling (sampling_strategy good_priority, the README's method) and their
   second implementation (train_generation_task_with_off_policy_PG.py: ppo_clip None, unclipped) were not listed.
+- temperature_control: at the cited commit their scheduler is never fed in their own runs (entropy_coeff 0: no
+  actor/entropy_loss metric; with a non-zero coefficient the metric line raises); the record said it steps on the
+  update's entropy.
+- variance_topp: rollout_filter.py's EntropyRolloutFilter (entropy / entropy_variance metrics) and its
+  turn-level episode mode were not mentioned.
 """
 import numpy as np
 
@@ -90,3 +95,62 @@ def test_alol_record_lists_prioritized_sampling_and_the_unclipped_second_script(
   assert "None, no clip" in d["eps"][2]
   assert "good_priority" in dev and "--ppo_clip None" in dev
   assert "train_generation_task_with_off_policy_PG.py" in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# temperature_control: LiaoMengqi/E3-RL4LLMs@7e90b8e9 e3/worker/actor/dp_actor.py:380-406, fsdp_work.py:487,
+# temperature_scheduler.py step()
+
+class _E3Scheduler:
+  """float64 transcription of temperature_scheduler.py TemperatureScheduler.step (annealing off)."""
+
+  def __init__(self, t0, vocab, enabled=True, init_steps=1):
+    self.t, self.steps, self.init, self.target, self.on = t0, 1, [], None, enabled
+    self.init_steps, self.factor = init_steps, np.log(vocab) + np.log(np.log(vocab))
+
+  def step(self, entropy):
+    if entropy is None:
+      return
+    if self.steps <= self.init_steps:
+      self.init.append(entropy)
+    elif self.on:
+      if self.target is None:
+        self.target = sum(self.init) / len(self.init)
+      self.t = self.t * (1 + self.t * np.log(self.target / entropy) / self.factor)
+    self.steps += 1
+
+
+def _e3_update_policy_metrics(entropy_coeff, entropy):
+  """dp_actor.py:380-406 at 7e90b8e9: the metric exists only with entropy_coeff ≠ 0, and that line raises."""
+  metrics = {}
+  if entropy_coeff != 0:
+    new = {"actor/entropy_loss", entropy}  # a set literal, as in the source
+    for key, val in new.items():  # verl append_to_dict
+      metrics.setdefault(key, []).append(val)
+  return metrics
+
+
+def test_temperature_control_record_says_their_scripts_never_move_t():
+  s = _E3Scheduler(1.0, 152064)
+  for h in (0.5, 0.3, 0.2, 0.9):  # entropy_coeff 0 (their scripts): fsdp_work steps with metrics.get(...) = None
+    s.step(_e3_update_policy_metrics(0, h).get("actor/entropy_loss"))
+  assert s.t == 1.0
+  try:
+    _e3_update_policy_metrics(0.001, 0.5)
+    raised = False
+  except AttributeError:
+    raised = True
+  assert raised
+  s.step(0.5), s.step(0.25)  # fed directly, the rule moves T (what ours implements)
+  assert s.t > 1.0
+  f, _, dev = _record("temperature_control")
+  assert "never moves T in their own runs" in dev and "entropy_coeff 0" in dev
+  assert "dp_actor.py:380-406" in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# variance_topp: RAGEN-AI/RAGEN@4ec25747 ragen/trainer/rollout_filter.py (EntropyRolloutFilter, episode_ids mode)
+
+def test_variance_topp_record_names_the_entropy_filter():
+  _, _, dev = _record("variance_topp")
+  assert "EntropyRolloutFilter" in dev and "entropy_variance" in dev and "episode_ids" in dev

@@ -789,7 +789,11 @@ def _technique_rows():
                                        "annealing); e3/worker/fsdp_work.py:143-146, 182 (built with "
                                        "rollout.temperature, V = the actor model's vocab_size), 481-487 (step after "
                                        "each update with metrics['actor/entropy_loss'], T read by the next rollout); "
-                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97",
+                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97; "
+                                       "e3/worker/actor/dp_actor.py:380-406 (actor/entropy_loss is recorded only "
+                                       "when entropy_coeff ≠ 0, through append_to_dict(metrics, {set}), which "
+                                       "raises: set has no .items(); verl/verl/utils/py_functional.py:159); "
+                                       "scripts/train_1_5b.sh and train_7b.sh set entropy_coeff 0",
                                   defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
                                             ("vocab_size", "None (required for rule='e3')",
                                              "the actor model's vocab_size"),
@@ -818,7 +822,13 @@ def _technique_rows():
                                       "not implemented",
                                       "the observed entropy is the sampler's when reported (theirs: the "
                                       "update's policy entropy)",
-                                      "T is float32 state (theirs a Python float)"))),
+                                      "T is float32 state (theirs a Python float)",
+                                      "at the cited commit their scheduler never moves T in their own runs: the "
+                                      "scripts set entropy_coeff 0, so update_policy records no "
+                                      "actor/entropy_loss and step(None) returns (T stays rollout.temperature "
+                                      "1); with entropy_coeff ≠ 0 the recording line passes a set to "
+                                      "append_to_dict and raises. Ours is the rule as the paper and the "
+                                      "scheduler describe it, fed every step"))),
   )
 
 

@@ -319,7 +319,10 @@ def _technique_rows():
                         "not built: 5eb79b82's rollout_filter_type 'std_rev' (keep the lowest-std groups, "
                         "agent_trainer.py:472-473); 4ec25747's other RolloutFilterConfig choices: top_p_prob_mode "
                         "'softmax', strategies top_k / top_k_abs / min_p, filter_type 'smallest', metrics reward / "
-                        "reward_sum / length, include_zero False (groups scoring 0 dropped first)"))),
+                        "reward_sum / length, include_zero False (groups scoring 0 dropped first); its "
+                        "EntropyRolloutFilter (metrics entropy / entropy_variance: groups ranked by the mean or std "
+                        "of the policy's per-trajectory token-mean entropy, from an extra compute_log_prob pass) and "
+                        "the turn-level mode (episode_ids: one score per episode, its first turn's reward)"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},
