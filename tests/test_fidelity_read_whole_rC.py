@@ -16,6 +16,8 @@ Rows and the errors fixed:
   update's entropy.
 - variance_topp: rollout_filter.py's EntropyRolloutFilter (entropy / entropy_variance metrics) and its
   turn-level episode mode were not mentioned.
+- delta_logp_reweight: the cited trainer's logp_diff token masks (method clip / reweight, eight mask_by modes;
+  the scripts run method 'none') were not mentioned.
 """
 import numpy as np
 
@@ -154,3 +156,13 @@ def test_temperature_control_record_says_their_scripts_never_move_t():
 def test_variance_topp_record_names_the_entropy_filter():
   _, _, dev = _record("variance_topp")
   assert "EntropyRolloutFilter" in dev and "entropy_variance" in dev and "episode_ids" in dev
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# delta_logp_reweight: Hesse73/RLVR-Directions@af8f20a6 logp_ray_trainer.py:296-480 (logp_diff masks), run_7B.sh
+
+def test_delta_logp_reweight_record_names_the_logp_diff_masks():
+  f, d, dev = _record("delta_logp_reweight")
+  assert "method 'none'" in d["logp_diff token mask"][2]
+  assert "logp_diff token masks are not built" in dev and "old-prob-middle" in dev
+  assert "logp_ray_trainer.py:296-480" in f.read

@@ -803,12 +803,18 @@ def _technique_rows():
                                        "reshape_reversed w = 1 + c − c·p; advantages × w, optionally under an "
                                        "advantage-sign mask), recipe/logprl/config/logp_trainer.yaml (adv_mask "
                                        "'none'), scripts/run_7B.sh (c 0.2, clip 0.2/0.28, clip_ratio_c 10, "
-                                       "token-mean, no KL) and run_8B.sh (c 0.1)",
+                                       "token-mean, no KL) and run_8B.sh (c 0.1); logp_ray_trainer.py:296-480 "
+                                       "(algorithm.logp_diff: token masks by old log-prob / probability / "
+                                       "logp difference quantiles, method clip or reweight; the scripts: enable "
+                                       "True, quantile 0.2, mask_by 'old', method 'none' = statistics only)",
                                   defaults=(("form", "'linear'", "reshape_reversed"),
                                             ("c", "0.2", "0.2 (run_7B.sh); 0.1 (run_8B.sh)"),
                                             ("source", "'old' (logp_proximal)", "old_log_probs (recomputed)"),
                                             ("normalize", "False", "none"),
-                                            ("adv_mask", "not offered (all tokens)", "'none'")),
+                                            ("adv_mask", "not offered (all tokens)", "'none'"),
+                                            ("logp_diff token mask", "not offered (all tokens)", "method 'none' "
+                                             "in run_7B.sh / run_8B.sh (no effect); the yaml's enable True, "
+                                             "start_step 20, quantile 0.8, method 'none'")),
                                   placement="theirs: once per step on the driver, after the advantage, on the "
                                             "whole batch: A ← A·w, then the PPO actor update; ours: a wrapper "
                                             "multiplying the wrapped term's per-token loss by the detached w on "
@@ -816,7 +822,13 @@ def _technique_rows():
                                             "sign and w > 0)",
                                   deviations=("the code's other methods (reshape, middle, normalize, ppl*) and its "
                                               "positive/negative advantage masks are not offered",
-                                              "form='power' (normalised, current p) is our earlier design"))),
+                                              "form='power' (normalised, current p) is our earlier design",
+                                              "their logp_diff token masks are not built: method 'clip' replaces "
+                                              "the loss mask by a quantile subset of tokens (mask_by old / "
+                                              "old-negative / old-prob / old-prob-middle / logp / entropy / "
+                                              "logp-middle / logp-end), method 'reweight' applies w only on that "
+                                              "subset; their scripts run method 'none' (statistics only), which "
+                                              "is ours"))),
   )
 
 
