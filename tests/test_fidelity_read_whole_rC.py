@@ -18,6 +18,7 @@ Rows and the errors fixed:
   turn-level episode mode were not mentioned.
 - delta_logp_reweight: the cited trainer's logp_diff token masks (method clip / reweight, eight mask_by modes;
   the scripts run method 'none') were not mentioned.
+- shuffle_pairs: odd-sized groups (theirs: an assertion error; ours: the median row unpaired) were not listed.
 """
 import numpy as np
 
@@ -166,3 +167,29 @@ def test_delta_logp_reweight_record_names_the_logp_diff_masks():
   assert "method 'none'" in d["logp_diff token mask"][2]
   assert "logp_diff token masks are not built" in dev and "old-prob-middle" in dev
   assert "logp_ray_trainer.py:296-480" in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# shuffle_pairs: xiaomi-research/shuffle-r1@31d3ff03 custom_algos.py:71-146 (the pairing asserts an even group)
+
+def _shuffle_r1_pairs(adv):
+  """float64 transcription of compute_pairwise_purning_grpo_advantage's pairing (one group, purning_ratio 0.5)."""
+  order = sorted(range(len(adv)), key=lambda i: adv[i], reverse=True)
+  assert len(order) % 2 == 0, "Number of responses in a group should be even for pairing"
+  pairs, left, right = [], 0, len(order) - 1
+  while left < right:
+    pairs.append((order[left], order[right]))
+    left, right = left + 1, right - 1
+  return pairs[:int(len(pairs) * 0.5)]
+
+
+def test_shuffle_pairs_record_lists_the_odd_group_rule():
+  assert _shuffle_r1_pairs([0.5, -1.0, 2.0, 0.1]) == [(2, 1)]
+  try:
+    _shuffle_r1_pairs([0.5, -1.0, 2.0])
+    raised = False
+  except AssertionError:
+    raised = True
+  assert raised
+  _, _, dev = _record("shuffle_pairs")
+  assert "odd-sized group" in dev and "asserts an even group size" in dev
