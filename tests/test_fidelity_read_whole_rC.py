@@ -60,7 +60,7 @@ def test_rpg_record_names_the_unclamped_forms():
 
 def test_rpg_record_gives_the_rf_scripts_zero_reward_coefficient_and_the_js_forms():
   f, d, dev = _record("rpg")
-  assert "0.0 in every *_rf_clip_ppo_* script" in d["beta"][2]
+  assert "0.0 in every *_rf_clip_ppo_* script (no KL" in d["beta"][2]
   assert "rpg_js" in dev and "rpg_ujs" in dev
   # with use_iterative_ref_model the rf values of old vs old are constants (as the deviation says)
   z = np.zeros(3)
