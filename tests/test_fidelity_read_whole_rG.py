@@ -118,3 +118,47 @@ def test_greso_record_lists_the_mixed_0_and_0p1_group():
   f, d, dev = _record("greso")
   assert "0 no answer extracted" in d["easy / hard"][2]
   assert "mixing 0 and 0.1" in dev and "192 / 128" in dev
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# dara: zhaihaotian/DARA@04591020 math/rdgdpo/advantages.py (rdgdpo, calibration positive) run after
+# math/runtime/overlay/verl/trainer/ppo/filter_groups.py filter_groups_by_reward (criterion seq_reward)
+
+def _dara_rdgdpo(scores, groups, eps=1e-6, tau=1e-8, w_max=5.0):
+  """float64 transcription of advantages.py standardize / support_statistics / rdgdpo / normalize_responses."""
+  adv = np.zeros_like(scores)
+  for rows in groups:
+    v = scores[rows]
+    adv[rows] = (v - v.mean(0)) / (v.std(0, ddof=1) + eps)
+  act = np.stack([np.abs(adv[rows]).sum(0) > tau for rows in groups])
+  dens = act.mean(0)
+  w = np.ones_like(dens)
+  live = dens > 0
+  w[live] = np.minimum(np.sqrt(dens[live].max() / dens[live]), w_max)
+  s = (w * np.maximum(adv, 0) + np.minimum(adv, 0)).sum(-1)
+  return (s - s.mean()) / (s.std(ddof=1) + eps), dens
+
+
+def test_dara_record_places_the_density_after_the_seq_reward_filter():
+  from rljax.advantages import dara
+  # group 0: correctness and length vary with a constant total (dropped by seq_reward); groups 1-3 vary in one channel
+  sc = np.array([[1, 0], [0, 1], [1, 0], [0, 1],
+                 [1, 1], [0, 1], [1, 1], [1, 1],
+                 [0, 1], [0, 1], [1, 1], [0, 1],
+                 [1, 1], [1, 0], [1, 1], [1, 1]], np.float64)
+  gid = np.repeat(np.arange(4), 4)
+  seq = sc.sum(-1)
+  kept = [g for g in range(4) if not np.all(seq[gid == g] == seq[gid == g][0])]
+  assert kept == [1, 2, 3]
+  rows = np.flatnonzero(np.isin(gid, kept))
+  theirs, dens = _dara_rdgdpo(sc[rows], [list(np.flatnonzero(gid[rows] == g)) for g in kept])
+  with jax.enable_x64(True):
+    ours_all, info_all = dara(jnp.asarray(sc), jnp.asarray(gid, jnp.int32), num_groups=4)
+    valid = jnp.asarray(np.isin(gid, kept))
+    ours_kept, info_kept = dara(jnp.asarray(sc), jnp.asarray(gid, jnp.int32), num_groups=4, valid=valid)
+  np.testing.assert_allclose(np.asarray(info_kept["density"]), dens, rtol=0, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(ours_kept)[rows], theirs, rtol=1e-9, atol=1e-9)
+  assert not np.allclose(np.asarray(info_all["density"]), dens)  # over every group: another ρ
+  f, d, dev = _record("dara")
+  assert "after the dynamic-sampling group filter" in f.placement and "filter_groups.py" in f.read
+  assert "verl_adapter.py not read" not in f.read
