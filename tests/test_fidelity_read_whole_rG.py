@@ -162,3 +162,20 @@ def test_dara_record_places_the_density_after_the_seq_reward_filter():
   f, d, dev = _record("dara")
   assert "after the dynamic-sampling group filter" in f.placement and "filter_groups.py" in f.read
   assert "verl_adapter.py not read" not in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# entropic: yk7333/EntroPIC@2470730c config/entropic.yaml (target_entropy −1) and dp_actor.py (README quote)
+
+def _entropic_alpha(h, target, acc, kp=1.0, ki=0.01):
+  """float64 transcription of the dp_actor.py control (README quote): α = 0 unless target_entropy >= 0."""
+  if target >= 0:
+    return float(np.clip(acc * ki + (h - target) * kp, -1.0, 1.0))
+  return 0.0
+
+
+def test_entropic_record_lists_the_yaml_default_that_turns_the_control_off():
+  assert _entropic_alpha(0.5, -1, 3.0) == 0.0      # the yaml's code default: no control
+  assert abs(_entropic_alpha(0.5, 0.1, 3.0) - 0.43) < 1e-12  # the script's 0.1
+  f, d, dev = _record("entropic")
+  assert "yaml −1" in d["target_entropy"][2] and "config/entropic.yaml" in f.read

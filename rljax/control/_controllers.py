@@ -712,10 +712,16 @@ def _technique_rows():
                                        "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
                                        "dp_actor.py@2470730c update_policy (code index, read in the second "
                                        "reading, #51 item 4: H = agg_loss(entropy) of each micro-batch, α as "
-                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use)",
+                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use); read "
+                                       "whole (#51, rG): config/entropic.yaml (target_entropy −1, "
+                                       "entropy_control_p 1, entropy_control_i 0.01, loss_mode entropic) and "
+                                       "run_entropic.sh whole (rollout.n 8, temperature 0.6, train_batch_size = "
+                                       "ppo_mini_batch_size = 512: one update per step, entropy_coeff 0, no KL)",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
-                                            ("target_entropy", "required", "target_entropy = 0.1"),
+                                            ("target_entropy", "required", "target_entropy = 0.1 "
+                                             "(run_entropic.sh); yaml −1: α = 0 while target_entropy < 0, the "
+                                             "control off (plain dual-clip PPO)"),
                                             ("weights range", "w_min 0, w_max 2 (α ∈ [−1, 1])", "α clipped to "
                                              "[−1, 1]"),
                                             ("high_prob_thresh", "none (every token)", "0.95"),
