@@ -12,6 +12,10 @@ Rows and the errors fixed:
 - greso: their reward is ternary (latex_math: 1 / 0.1 / 0); a group mixing 0 and 0.1 is hard to them and
   informative to ours, and the adaptation's hard count is all-0.1 groups only; the deepseek script's
   sampling_batch_size 192 / real_train_batch_size 128 were not listed.
+- dara: the placement did not say their advantage (and the densities ρ_k) run after the seq_reward group filter
+  (a group whose channels vary with a constant total is dropped); verl_adapter.py was marked not read.
+- entropic: config/entropic.yaml's target_entropy −1 (the control off: α = 0) was not listed beside the script's
+  0.1.
 """
 import jax
 import jax.numpy as jnp

@@ -375,9 +375,8 @@ def _technique_rows():
                 stage=_pilot_commit_stage,
                 fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "
                                   "(filter_batch)",
-                                  "default n ∝ pilot std; window, rule='uniform', max_per_prompt=n is the authors' "
-                                  "rule on the pilot mean acc (window=(0.125, 0.75) on 0/1 rewards; (−0.75, 0.5) "
-                                  "on their ±1 score without overlong penalty), except their overflow waits in a "
+                                  "default n ∝ pilot std; window, rule='uniform', max_per_prompt=n: their rule on "
+                                  "acc (window (0.125, 0.75) on 0/1 rewards, (−0.75, 0.5) on their ±1 score), no "
                                   "replay buffer",
                                   read="databricks/pilot-commit@6def20ea recipe/pc/pc_ray_trainer.py:287-328 "
                                        "(filter_batch: lower ≤ mean acc ≤ 1 − upper) and :608-660 (explore batch "

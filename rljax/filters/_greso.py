@@ -241,7 +241,8 @@ def _technique_rows():
                                        "(easy_/hard_probabilistic_skip) and :230-256 (filter_examples_all_"
                                        "probabilistic); verl/trainer/ppo/ray_trainer.py:298-299, 988-993, 1112-1132, "
                                        "1197-1219 (targets, placement, traces, adaptation); verl/trainer/ppo/"
-                                       "metric_utils.py:205-212; train-scripts/math_qwen_7b_dm_greso.sh:19-21; read whole "
+                                       "metric_utils.py:205-212; train-scripts/math_qwen_7b_dm_greso.sh:19-21; "
+                                       "read whole "
                                        "(#51, rG): ray_trainer.py:325-345, 938-1237 (fit), verl/utils/reward_score/"
                                        "latex_math.py:85-124 (1 correct, 0.1 wrong answer, 0 no answer extracted), "
                                        "train-scripts/{math_qwen_1_5b,deepseek_qwen_1_5b}_dm_greso.sh",
@@ -285,7 +286,8 @@ def _technique_rows():
                                       "dynamic_sampling, ray_trainer.py:1140-1175: zero-variance groups dropped "
                                       "and more prompts generated, the generation batch sized from the observed "
                                       "zero-variance ratio × 1.25 up to sampling_batch_size 384, until "
-                                      "real_train_batch_size 256 prompts; 192 / 128 in deepseek_qwen_1_5b_dm_greso.sh); compose zero_variance(refill=True) "
+                                      "real_train_batch_size 256 prompts; 192 / 128 in "
+                                      "deepseek_qwen_1_5b_dm_greso.sh); compose zero_variance(refill=True) "
                                       "for the drop; the adaptive generation batch is not built"))),
   )
 
