@@ -327,7 +327,12 @@ def _technique_rows():
                                        "method 'rdgdpo' (config epsilon, tau, w_max, calibration, static_weights), "
                                        "METHODS (grpo, gdpo, dvao, gd2po_hard, rdgdpo); math/scripts/train.py "
                                        "(stored copy, read_file: the launcher's METHODS dara_asym / dara_sym / "
-                                       "static_asym / static_sym and its overrides); verl_adapter.py not read. The "
+                                       "static_asym / static_sym and its overrides); read whole (#51, rG): "
+                                       "math/rdgdpo/verl_adapter.py (the "
+                                       "estimator registration: epsilon forced to 1e-6, the algorithm.rdgdpo config "
+                                       "passed), math/runtime/overlay/verl/trainer/ppo/filter_groups.py "
+                                       "(filter_groups_by_reward, criterion seq_reward) and the overlay "
+                                       "ray_trainer.py's opening (PORT-11: the filter runs before the advantage). The "
                                        "repository's second, tool-calling implementation (the BFCL runs, read_file "
                                        "in the #51 seventh draw): vendor/verl/verl/trainer/ppo/core_algos.py@54024d0e "
                                        "compute_dara_combined_advantage and compute_grpo_outcome_advantage, "
@@ -347,9 +352,14 @@ def _technique_rows():
                                              "(train.py)")),
                                   placement="theirs: compute_advantages on the full update batch before optimizer "
                                             "micro-batching, once per step, grouped by prompt uid, two channels "
-                                            "(correctness + format or length); ours: the advantage stage, once per "
+                                            "(correctness + format or length), after the dynamic-sampling group "
+                                            "filter (filter_groups.py, criterion seq_reward: a group whose total "
+                                            "reward is uniform is dropped even when its channels vary, so ρ_k is "
+                                            "over the kept groups); ours: the advantage stage, once per "
                                             "step on the step's reward_components [B, K], grouped by group_id, "
-                                            "padded rows excluded",
+                                            "padded rows excluded, ρ_k over the groups with a valid row (a group "
+                                            "with varying channels and a constant total counts unless a composed "
+                                            "filter drops it)",
                                   deviations=(
                                       "a group with one valid row gives 0 in each channel; theirs raises ('Each "
                                       "prompt needs at least two responses')",

@@ -717,10 +717,16 @@ def _technique_rows():
                                        "(target_entropy 0.1, entropy_control_p 1, entropy_control_i 0.01); "
                                        "dp_actor.py@2470730c update_policy (code index, read in the second "
                                        "reading, #51 item 4: H = agg_loss(entropy) of each micro-batch, α as "
-                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use)",
+                                       "quoted, accumulated += (H − H*)·micro/mini batch size after use); read "
+                                       "whole (#51, rG): config/entropic.yaml (target_entropy −1, "
+                                       "entropy_control_p 1, entropy_control_i 0.01, loss_mode entropic) and "
+                                       "run_entropic.sh whole (rollout.n 8, temperature 0.6, train_batch_size = "
+                                       "ppo_mini_batch_size = 512: one update per step, entropy_coeff 0, no KL)",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
-                                            ("target_entropy", "required", "target_entropy = 0.1"),
+                                            ("target_entropy", "required", "target_entropy = 0.1 "
+                                             "(run_entropic.sh); yaml −1: α = 0 while target_entropy < 0, the "
+                                             "control off (plain dual-clip PPO)"),
                                             ("weights range", "w_min 0, w_max 2 (α ∈ [−1, 1])", "α clipped to "
                                              "[−1, 1]"),
                                             ("high_prob_thresh", "none (every token)", "0.95"),
@@ -794,7 +800,11 @@ def _technique_rows():
                                        "annealing); e3/worker/fsdp_work.py:143-146, 182 (built with "
                                        "rollout.temperature, V = the actor model's vocab_size), 481-487 (step after "
                                        "each update with metrics['actor/entropy_loss'], T read by the next rollout); "
-                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97",
+                                       "scripts/train_7b.sh:14-15, 56-59; e3/config/ppo_trainer.yaml:95-97; "
+                                       "e3/worker/actor/dp_actor.py:380-406 (actor/entropy_loss is recorded only "
+                                       "when entropy_coeff ≠ 0, through append_to_dict(metrics, {set}), which "
+                                       "raises: set has no .items(); verl/verl/utils/py_functional.py:159); "
+                                       "scripts/train_1_5b.sh and train_7b.sh set entropy_coeff 0",
                                   defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
                                             ("vocab_size", "None (required for rule='e3')",
                                              "the actor model's vocab_size"),
@@ -823,7 +833,13 @@ def _technique_rows():
                                       "not implemented",
                                       "the observed entropy is the sampler's when reported (theirs: the "
                                       "update's policy entropy)",
-                                      "T is float32 state (theirs a Python float)"))),
+                                      "T is float32 state (theirs a Python float)",
+                                      "at the cited commit their scheduler never moves T in their own runs: the "
+                                      "scripts set entropy_coeff 0, so update_policy records no "
+                                      "actor/entropy_loss and step(None) returns (T stays rollout.temperature "
+                                      "1); with entropy_coeff ≠ 0 the recording line passes a set to "
+                                      "append_to_dict and raises. Ours is the rule as the paper and the "
+                                      "scheduler describe it, fed every step"))),
   )
 
 

@@ -375,8 +375,9 @@ def _technique_rows():
                 stage=_pilot_commit_stage,
                 fidelity=Fidelity("authors_code", "github.com/databricks/pilot-commit: recipe/pc/pc_ray_trainer.py "
                                   "(filter_batch)",
-                                  "default n ∝ pilot std; window=(0.125, 0.75), rule='uniform', max_per_prompt=n is "
-                                  "the authors' rule, except their overflow waits in a replay buffer",
+                                  "default n ∝ pilot std; window, rule='uniform', max_per_prompt=n: their rule on "
+                                  "acc (window (0.125, 0.75) on 0/1 rewards, (−0.75, 0.5) on their ±1 score), no "
+                                  "replay buffer",
                                   read="databricks/pilot-commit@6def20ea recipe/pc/pc_ray_trainer.py:287-328 "
                                        "(filter_batch: lower ≤ mean acc ≤ 1 − upper) and :608-660 (explore batch "
                                        "→ replay buffer → commit batch), :378-384 (n_explore_effective); recipe/pc/config/"
@@ -385,9 +386,19 @@ def _technique_rows():
                                        "/ most_recent / least_recent, :242-260 max_variance); pc_ray_trainer.py:"
                                        "168-214, 330-351, 642-651 (exclude_threshold_upper: easy prompts leave "
                                        "the data set); train_scripts/pc_qwen2.5-1.5b_p32c96.sh:19-33 and "
-                                       "pc_qwen3-4b_p16c48.sh",
+                                       "pc_qwen3-4b_p16c48.sh; read whole (#51, rG): pc_ray_trainer.py:420-700 "
+                                       "(fit: explore, filter on algorithm.agg_metric, buffer, commit, old_log_prob "
+                                       "recomputed on the whole batch, compute_advantage by uid); recipe/pc/config/"
+                                       "pc_trainer.yaml (agg_metric acc, buffer_response_sampling_method "
+                                       "max_variance); verl/utils/reward_score/__init__.py:63-100 and "
+                                       "math_tinker.py:15-65 (verifier tinker_sympy in both pc scripts: score ±1 "
+                                       "(min_reward −1, max_reward 1), acc the 0/1 correctness); verl/workers/"
+                                       "reward_manager/dapo.py (the overlong penalty added to the score, not acc)",
                                   defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
                                              "0.25] (scripts; yaml 0.25 / 0.25)"),
+                                            ("metric", "the pilot rows' rewards (after shaping)", "agg_metric acc "
+                                             "(yaml; both scripts): the verifier's 0/1 correctness; their reward is "
+                                             "±1 (tinker_sympy) plus the overlong penalty"),
                                             ("pilot", "2 rollouts", "exploration.n 32 (p32c96) / 16 (p16c48); "
                                              "yaml 8"),
                                             ("commit", "group_size − pilot per prompt", "rollout.n 96 / 48"),
@@ -415,8 +426,16 @@ def _technique_rows():
                                             "and the commit rows of a prompt are sampled in the same step (the "
                                             "pilot rows join the group)",
                                   deviations=(
-                                      "the default allocates ∝ the pilot std; window=(0.125, 0.75), "
-                                      "rule='uniform', max_per_prompt=n give their pass/fail rule",
+                                      "the default allocates ∝ the pilot std; window, rule='uniform', "
+                                      "max_per_prompt=n give their pass/fail rule, but on the pilot mean of the "
+                                      "rewards, theirs of acc (0/1): with their ±1 score window=(0.125, 0.75) keeps "
+                                      "acc in [0.5625, 0.875], not [0.125, 0.75]; (−0.75, 0.5) matches only "
+                                      "without an overlong penalty (on in their scripts); the metric is not "
+                                      "selectable (data.correct is not read; not built)",
+                                      "the pilot rows of a committed prompt are sampled with the commit rows, by "
+                                      "the same policy; theirs were sampled when the prompt was explored, up to "
+                                      "buffer_max_off_steps 4 steps earlier, and trained as on-policy rows (their "
+                                      "old log-probs recomputed by the current actor with the whole batch)",
                                       "committed in the same step within a static layout (group_size rows); "
                                       "their passing prompts wait in a replay buffer and overflow to later steps",
                                       "their optional max-variance downsampling of the pilot responses "

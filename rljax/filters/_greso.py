@@ -241,14 +241,19 @@ def _technique_rows():
                                        "(easy_/hard_probabilistic_skip) and :230-256 (filter_examples_all_"
                                        "probabilistic); verl/trainer/ppo/ray_trainer.py:298-299, 988-993, 1112-1132, "
                                        "1197-1219 (targets, placement, traces, adaptation); verl/trainer/ppo/"
-                                       "metric_utils.py:205-212; train-scripts/math_qwen_7b_dm_greso.sh:19-21",
+                                       "metric_utils.py:205-212; train-scripts/math_qwen_7b_dm_greso.sh:19-21; "
+                                       "read whole "
+                                       "(#51, rG): ray_trainer.py:325-345, 938-1237 (fit), verl/utils/reward_score/"
+                                       "latex_math.py:85-124 (1 correct, 0.1 wrong answer, 0 no answer extracted), "
+                                       "train-scripts/{math_qwen_1_5b,deepseek_qwen_1_5b}_dm_greso.sh",
                                   defaults=(("p_easy / p_hard", "0.5 / 0.5", "0.5 / 0.5 (train scripts)"),
                                             ("admit_floor", "0.01", "0.01 (skip = 1 − max(p^count, 0.01))"),
                                             ("target_easy / target_hard", "0.25/3, 0.25·2/3",
                                              "target_zero_variance 0.25: /3 and ·2/3"),
                                             ("adapt_step, p_min, p_max", "0.01, 0.05, 0.95", "0.01, 0.05, 0.95"),
                                             ("easy / hard", "all-equal group, mean ≥ easy_threshold 0.5 / < 0.5",
-                                             "group mean ≥ 0.98 / ≤ 0.11 (rewards 1 correct, 0.1 wrong)")),
+                                             "group mean ≥ 0.98 / ≤ 0.11 (latex_math rewards: 1 correct, 0.1 wrong "
+                                             "answer, 0 no answer extracted)")),
                                   placement="theirs: before rollout, on each dataloader batch (skipped prompts are "
                                             "not generated); the trace gets each rolled-out prompt's mean reward "
                                             "after the reward; p adapts once per training step from epoch 2, from "
@@ -262,6 +267,10 @@ def _technique_rows():
                                       "easy/hard is an all-equal group split at the mean easy_threshold; theirs "
                                       "is the group mean ≥ 0.98 / ≤ 0.11, which differs for groups of 10 or more "
                                       "(one success of 10 is 'hard' to them) or for non-binary rewards",
+                                      "at their own rewards (1 / 0.1 / 0): a group mixing 0 and 0.1 (mean ≤ 0.11) "
+                                      "starts or extends a hard streak to them and is informative (streak 0) to "
+                                      "ours; an all-0 group is hard to both in the skip, but their adaptation "
+                                      "counts as hard only groups all exactly 0.1 (max = min = 0.1)",
                                       "adaptation from the first update (theirs: epoch > 0); the observed fraction "
                                       "is over the groups with ≥ 2 valid rows (theirs: reshaped [-1, 8])",
                                       "a group with one valid row is not observed (theirs: its mean joins the trace)",
@@ -277,7 +286,8 @@ def _technique_rows():
                                       "dynamic_sampling, ray_trainer.py:1140-1175: zero-variance groups dropped "
                                       "and more prompts generated, the generation batch sized from the observed "
                                       "zero-variance ratio × 1.25 up to sampling_batch_size 384, until "
-                                      "real_train_batch_size 256 prompts); compose zero_variance(refill=True) "
+                                      "real_train_batch_size 256 prompts; 192 / 128 in "
+                                      "deepseek_qwen_1_5b_dm_greso.sh); compose zero_variance(refill=True) "
                                       "for the drop; the adaptive generation batch is not built"))),
   )
 

@@ -297,7 +297,11 @@ def _technique_rows():
                                       "(ray_trainer.py:584-594), and draw laws, sampling_method 'softmax' / "
                                       "'log_softmax' (a step-scheduled temperature) / 'inverse' "
                                       "(custom_algos.py:148-167), are not built; the script uses the defaults "
-                                      "'sum' and 'power' (p 1)"))),
+                                      "'sum' and 'power' (p 1)",
+                                      "an odd-sized group leaves its median row unpaired here; theirs asserts an "
+                                      "even group size (custom_algos.py:104: 'Number of responses in a group "
+                                      "should be even'); both scripts (qwen2_5_vl_3b.sh, qwen2_5_vl_7b.sh) use "
+                                      "rollout.n 16"))),
       Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
                 f"{_S1} L163 (RoRecomp, interpretation)",
                 stage=S.row_filter(rorecomp, {"correct": "correct", "lengths": "lengths", "group_id": "group_id",

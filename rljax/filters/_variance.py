@@ -268,13 +268,24 @@ def _technique_rows():
                     "ours returns the keep mask (std tested as max − min > atol); verl evicts and "
                     "refills the groups (refill=True in the stage)",
                     read="volcengine/verl@v0.7.0 (f9c855f7) recipe/dapo/dapo_ray_trainer.py:229-286 (the "
-                         "filter_groups branch of fit) and recipe/dapo/config/dapo_trainer.yaml:21-25",
-                    defaults=(("metric", "rewards (the stage's metric)", "filter_groups.metric (null; acc / score "
-                               "/ seq_reward / seq_final_reward)"),
+                         "filter_groups branch of fit) and recipe/dapo/config/dapo_trainer.yaml:21-25; read whole "
+                         "(#51, rG): dapo_ray_trainer.py:130-160, 390-395 (num_gen_batches per step); "
+                         "recipe/dapo/run_dapo_qwen2.5_32b.sh:25-30, 68-81 and test_dapo_7b.sh:25-31 (enable True, "
+                         "metric acc, max_num_gen_batches 10, gen_batch_size 3 × train_batch_size 512, rollout.n "
+                         "16); verl/workers/reward_manager/dapo.py:97-125 and verl/utils/reward_score/math_dapo.py:"
+                         "260-272 ('acc' is the verifier's correctness, stored before the overlong penalty is added "
+                         "to the reward)",
+                    defaults=(("metric", "rewards (the stage's metric: the step's reward after the rollout-phase "
+                               "shaping, e.g. overlong_penalty)", "filter_groups.metric (yaml null; acc / score "
+                               "/ seq_reward / seq_final_reward); acc in the DAPO scripts (the correctness, without "
+                               "the overlong penalty)"),
+                              ("max_num_gen_batches / generation batch", "rl.max_refills = 3 extra rounds of the "
+                               "dropped groups", "yaml 0 (no limit); 10 in the scripts, each generation batch "
+                               "gen_batch_size = 3 × train_batch_size (1536 prompts for 512)"),
                               ("zero test", "max − min > atol, atol = 0", "np.std(vals) > 0"),
                               ("singleton groups", "kept (keep_singletons=True)", "kept (len == 1)"),
                               ("refill", "off (refill=False); on: up to rl.max_refills = 3 extra rounds",
-                               "on when enabled; max_num_gen_batches = 0 (no limit)")),
+                               "on when enabled (enable_filter_groups True in the DAPO scripts; yaml False)")),
                     placement="theirs: after the reward, before the advantage, on each generation batch's groups "
                               "(by uid); kept groups are concatenated until train_batch_size prompts, then the "
                               "batch is cut to that size; ours: a filter stage after the reward on the step's "
@@ -287,7 +298,11 @@ def _technique_rows():
                         "dynamic sampling",
                         "refill stops after rl.max_refills extra rounds and pads the missing groups (masked out); "
                         "verl keeps generating (max_num_gen_batches = 0) or raises at its limit",
-                        "keep_singletons=False (ours) also drops 1-row groups"))),
+                        "keep_singletons=False (ours) also drops 1-row groups",
+                        "the metric is the step's rewards after the shaping stages; their scripts filter on acc, "
+                        "the correctness without the overlong penalty (overlong_buffer on in run_dapo_qwen2.5_32b.sh): "
+                        "an all-correct group whose lengths enter the buffer differently is kept by ours and "
+                        "dropped by theirs; the stage's metric is not selectable (not built)"))),
       Technique("variance_topp", "filter", variance_topp,
                 "keep the ceil(p * #groups) groups with the largest reward std",
                 f"{_S0} L13 (StarPO-S)",
@@ -319,7 +334,10 @@ def _technique_rows():
                         "not built: 5eb79b82's rollout_filter_type 'std_rev' (keep the lowest-std groups, "
                         "agent_trainer.py:472-473); 4ec25747's other RolloutFilterConfig choices: top_p_prob_mode "
                         "'softmax', strategies top_k / top_k_abs / min_p, filter_type 'smallest', metrics reward / "
-                        "reward_sum / length, include_zero False (groups scoring 0 dropped first)"))),
+                        "reward_sum / length, include_zero False (groups scoring 0 dropped first); its "
+                        "EntropyRolloutFilter (metrics entropy / entropy_variance: groups ranked by the mean or std "
+                        "of the policy's per-trajectory token-mean entropy, from an extra compute_log_prob pass) and "
+                        "the turn-level mode (episode_ids: one score per episode, its first turn's reward)"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},

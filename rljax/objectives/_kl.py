@@ -493,7 +493,9 @@ def _technique_rows():
                                   read="complex-reasoning/RPG@ec8e30bd (2026-06-14) verl/trainer/ppo/core_algos.py:"
                                        "495-580 compute_policy_loss_reinforce (rf kl_terms; imported by verl/workers/"
                                        "actor/dp_actor.py:26 but not called at this commit) and :629-710 kl_penalty "
-                                       "rpg_* forms (w = exp(log π − ref), values clamped ±10); dp_actor.py:336-366 "
+                                       "rpg_* forms (w = exp(log π − ref); values clamped ±10 except rpg_fkl = "
+                                       "−log w and rpg_rf_fkl = −1, unclamped; also rpg_js and rpg_ujs); "
+                                       "dp_actor.py:336-366 "
                                        "(dual-clip PPO + kl_loss_coef·agg(kl_penalty(log π, ref, kl_loss_type)) "
                                        "with use_kl_loss); recipe/rpg/src/rpg_ray_trainer.py:185-199 (use_kl_in_reward: "
                                        "apply_kl_penalty with kl_loss_type on the old log-probs); recipe/rpg/7b/"
@@ -502,8 +504,16 @@ def _technique_rows():
                                        "overlong buffer) and run_rpg_7b_rkl1e-4_rf.sh (use_kl_in_reward, "
                                        "rpg_rf_rkl); dp_actor.py:315-318 and rpg_ray_trainer.py:140-150, 270-280 "
                                        "(use_iterative_ref_model: ref_log_prob = old_log_probs, no reference "
-                                       "forward)",
-                                  defaults=(("beta", "1e-4", "kl_loss_coef / kl_coef 1e-4 (scripts)"),
+                                       "forward); verl/trainer/ppo/ray_trainer.py apply_kl_penalty (β = "
+                                       "algorithm.kl_ctrl.kl_coef) and :205-211, core_algos.py "
+                                       "compute_rpg_outcome_advantage (r − mean_g, no std); every recipe/rpg/7b "
+                                       "script's settings (the *_rf_clip_ppo_* scripts: use_kl_in_reward True, "
+                                       "kl_coef 0.0; run_rpg_7b_schedulefree.sh: no KL)",
+                                  defaults=(("beta", "1e-4", "kl_loss_coef 1e-4 (the use_kl_loss scripts); the rf "
+                                             "scripts' reward coefficient algorithm.kl_ctrl.kl_coef: 1e-4 in "
+                                             "run_rpg_7b_rkl1e-4_rf.sh, 0.0 in every *_rf_clip_ppo_* script (no KL "
+                                             "there); 0 in "
+                                             "run_rpg_7b_schedulefree.sh"),
                                             ("kl, normalized", "'reverse', True", "one script per divergence: "
                                              "rpg_rkl / fkl / ufkl / urkl (function default rpg_rf_ufkl)"),
                                             ("estimator", "'surrogate'", "use_kl_loss runs: the differentiable "
@@ -511,7 +521,10 @@ def _technique_rows():
                                             ("policy_gradient", "True (−w·A in this term)", "the PG part is verl's "
                                              "dual-clip PPO (clip 0.2/0.28, clip_ratio_c 10), a separate loss"),
                                             ("clip", "None", "(0.2, 0.28) in compute_policy_loss_reinforce"),
-                                            ("clamp", "±20 on log w, log w_ref", "kl values clamped to ±10"),
+                                            ("clamp", "±20 on log w, log w_ref", "kl values clamped to ±10, except "
+                                             "rpg_fkl (−log w) and rpg_rf_fkl (−1): unclamped"),
+                                            ("advantage (not this term's)", "the recipe's advantage stage",
+                                             "adv_estimator rpg: r − mean_g, no std (a singleton keeps r)"),
                                             ("aggregation", "chain's (token_mean)", "token-mean"),
                                             ("reference", "batch.logp_ref (the reference model's)",
                                              "use_iterative_ref_model True (the scripts; rpg_trainer.yaml False): "
@@ -540,7 +553,15 @@ def _technique_rows():
                                               "function's non-clip_ppo branch",
                                               "with clip the log term uses the unclipped log π/π_ref (the code "
                                               "takes log of the clipped w); the code's ±10 value clamps are not "
-                                              "applied"))),
+                                              "applied",
+                                              "the rf_clip_ppo scripts (most of recipe/rpg/7b) set use_kl_in_reward "
+                                              "True with algorithm.kl_ctrl.kl_coef 0.0, and with "
+                                              "use_iterative_ref_model the rf values of old vs old are constants "
+                                              "(rkl 1, fkl −1, ufkl and urkl 0): those runs are dual-clip PPO on "
+                                              "the rpg advantage, ppo_clip(...) alone, no KL",
+                                              "kl_penalty's rpg_js (0.5·(w log w + log w)) and rpg_ujs (0.5·(w log "
+                                              "w − log w), not its comment's formula) are not built; no script "
+                                              "selects them"))),
   )
 
 

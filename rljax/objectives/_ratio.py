@@ -962,7 +962,12 @@ def _technique_rows():
                            "one sequence per micro-batch: the loss −A·ρ of that sequence"),
                           ("advantage (not this term's)", "the recipe's advantage stage",
                            "--critic_type grpo: (r − mean_g)/(std_g + 1e-8), unbiased std, 8 samples; "
-                           "grpo(eps=1e-8) gives it")),
+                           "grpo(eps=1e-8) gives it"),
+                          ("truncated responses (not this term's)", "the recipe's reward",
+                           "reward 0 for a response stopped by the length limit (finish_reason 'length', "
+                           "generate_max_length 3000; the actor, train_zero_math_gmpo.py:219-232, 276-279)"),
+                          ("cliprange ablation", "eps_low=eps_high=0.8 gives it",
+                           "scripts/ablation/qwen2.5-math-7b-gmpo-clip0.8.sh: CLIPRANGE 0.8")),
                 placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
                           "1), log π_old recomputed by the learner before the update; the mean runs over that "
                           "micro-batch's response tokens; ours: a loss term, ρ per row over its loss tokens, on each "
@@ -999,7 +1004,13 @@ def _technique_rows():
                            "k3 per token"),
                           ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
                           ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type, not set by the "
-                           "script: 'bnpo' (trl 0.21.0, README.MD:27), the micro-batch's token mean")),
+                           "script: 'bnpo' (trl 0.21.0, README.MD:27), the micro-batch's token mean"),
+                          ("advantage (not this term's)", "the recipe's advantage stage (segment(eps=1e-4) gives "
+                           "per-segment GRPO advantages)", "per item: item k's reward normalized over the prompt's "
+                           "num_generations 8 completions at rank k, (r_k − mean)/(std + 1e-4) (scale_rewards, "
+                           "unbiased std), broadcast to item k's tokens (a newline belongs to the item before it), "
+                           "0 on the overflow tokens and on EOS (rank_grpo_trainer.py:497-565, 1781-1851; the "
+                           "optional length shaping off)")),
                 placement="theirs: TRL's _compute_loss on each micro-batch, log π_old = the detached current "
                           "log-probs (mu = 1: on-policy) or the generation step's; ours: a loss term on each "
                           "micro-batch, log π_old = logp_old (else logp_behavior), segment ids from the batch",

@@ -731,10 +731,20 @@ def _technique_rows():
                                        "(algorithm, ppo_clip 0.9), :844-905 a_lol (ratio exp(Σ log π − Σ log π_ref) "
                                        "under no_grad, clamp [1 − 0.9, 1 + 0.9], × Σ_t −log π, × clamp(R − V, 0), "
                                        "batch mean), :906-952 a_lol_seq (per-token clamped ratio), :953-962 "
-                                       "a_lol_ref_free",
+                                       "a_lol_ref_free; :113, :539-600 (R = sigmoid(reward-model score); "
+                                       "--sampling_strategy: None (argparse), good_priority = draw the training "
+                                       "rows ∝ A⁺, good_random, all_priority; max_steps × the positive-A share); "
+                                       "README.md:6, 25-30; train_generation_task_with_off_policy_PG.py:49-54, "
+                                       "575, 662-698 (the COMET / Reddit implementation: --ppo_clip default None = "
+                                       "the unclipped ratio, --train_sampling off; the README's commands for those "
+                                       "tasks pass neither)",
                                   defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
                                              "a_lol is the paper's main method"),
-                                            ("eps", "0.9", "ppo_clip 0.9"),
+                                            ("eps", "0.9", "ppo_clip 0.9 (lolrl_qlora_llama_hh.py); None, no "
+                                             "clip, in train_generation_task_with_off_policy_PG.py (COMET, Reddit)"),
+                                            ("sampling", "the step's rows, each once", "sampling_strategy None "
+                                             "(argparse: shuffled); README: 'only train on that subset [A > 0] with "
+                                             "prioritized sampling' = good_priority (rows drawn ∝ A⁺)"),
                                             ("A", "batch.advantages (its masked mean per row)",
                                              "R − V(x) from the value head on the reference model, clamp(min=0)"),
                                             ("aggregation", "chain's (seq_mean_token_sum gives the code's)",
@@ -753,7 +763,14 @@ def _technique_rows():
                                               ":756-800) are not built: nll (the default: the sequence NLL summed "
                                               "over tokens), wbc (that NLL × the reward), r_gold (GOLD: the token "
                                               "probability floored at 0.1 × the reward) and r_lol (the reward in "
-                                              "place of the advantage)"))),
+                                              "place of the advantage)",
+                                              "their prioritized sampling (good_priority: training rows drawn ∝ "
+                                              "A⁺, max_steps scaled by the positive share; good_random, "
+                                              "all_priority) is not built: here every row of the step is used once "
+                                              "and an A ≤ 0 row gets zero loss",
+                                              "their second implementation (train_generation_task_with_off_policy_"
+                                              "PG.py, the COMET and Reddit tasks) leaves the ratio unclipped "
+                                              "(--ppo_clip None), which is not offered here"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
@@ -825,12 +842,18 @@ def _technique_rows():
                                        "reshape_reversed w = 1 + c − c·p; advantages × w, optionally under an "
                                        "advantage-sign mask), recipe/logprl/config/logp_trainer.yaml (adv_mask "
                                        "'none'), scripts/run_7B.sh (c 0.2, clip 0.2/0.28, clip_ratio_c 10, "
-                                       "token-mean, no KL) and run_8B.sh (c 0.1)",
+                                       "token-mean, no KL) and run_8B.sh (c 0.1); logp_ray_trainer.py:296-480 "
+                                       "(algorithm.logp_diff: token masks by old log-prob / probability / "
+                                       "logp difference quantiles, method clip or reweight; the scripts: enable "
+                                       "True, quantile 0.2, mask_by 'old', method 'none' = statistics only)",
                                   defaults=(("form", "'linear'", "reshape_reversed"),
                                             ("c", "0.2", "0.2 (run_7B.sh); 0.1 (run_8B.sh)"),
                                             ("source", "'old' (logp_proximal)", "old_log_probs (recomputed)"),
                                             ("normalize", "False", "none"),
-                                            ("adv_mask", "not offered (all tokens)", "'none'")),
+                                            ("adv_mask", "not offered (all tokens)", "'none'"),
+                                            ("logp_diff token mask", "not offered (all tokens)", "method 'none' "
+                                             "in run_7B.sh / run_8B.sh (no effect); the yaml's enable True, "
+                                             "start_step 20, quantile 0.8, method 'none'")),
                                   placement="theirs: once per step on the driver, after the advantage, on the "
                                             "whole batch: A ← A·w, then the PPO actor update; ours: a wrapper "
                                             "multiplying the wrapped term's per-token loss by the detached w on "
@@ -838,7 +861,13 @@ def _technique_rows():
                                             "sign and w > 0)",
                                   deviations=("the code's other methods (reshape, middle, normalize, ppl*) and its "
                                               "positive/negative advantage masks are not offered",
-                                              "form='power' (normalised, current p) is our earlier design"))),
+                                              "form='power' (normalised, current p) is our earlier design",
+                                              "their logp_diff token masks are not built: method 'clip' replaces "
+                                              "the loss mask by a quantile subset of tokens (mask_by old / "
+                                              "old-negative / old-prob / old-prob-middle / logp / entropy / "
+                                              "logp-middle / logp-end), method 'reweight' applies w only on that "
+                                              "subset; their scripts run method 'none' (statistics only), which "
+                                              "is ours"))),
   )
 
 
