@@ -788,9 +788,21 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
-                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29, and in the verl 0.9.1 PyPI "
+                   "wheel, core_algos.py:268-331) and :331-355 compute_grpo_vectorized_outcome_advantage (verl/utils/"
+                   "groupwise.py group_mean_std: float32, a singleton mean 0 / std 1; v0.7.0 floors the variance at "
+                   "epsilon, std ≥ 1e-3, and takes s2 − s1²/n; 0.9.1 :334-358 passes eps=0.0 and sums centred "
+                   "squares: 'grpo' in float32); ray_trainer.py@v0.7.0:234-246 (0.9.1 :235-247: the GRPO branch passes "
+                   "norm_adv_by_std_in_grpo, epsilon left at 1e-6); trainer/config/ppo_trainer.yaml@v0.7.0:81-84 "
+                   "(adv_estimator gae, norm_adv_by_std_in_grpo True). #51 read-whole pass (rB): the record said 0.9.1 "
+                   "was not stored and did not name 'grpo_vectorized'")
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
-_VERL07_SAME = " (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy"
+
+
+def _verl07_same(lines091: str) -> str:
+  """The v0.7.0 function is the same at main and, line for line, in the verl 0.9.1 wheel (at ``lines091``)."""
+  return (f" (the same at main b178a3cd, 2026-01-29, and line for line in the verl 0.9.1 PyPI wheel, core_algos.py:"
+          f"{lines091}; #51 read-whole pass (rB): the record said 0.9.1 was not stored)")
 _VERL_WHITEN_READ = "; verl/utils/torch_functional.py:287-340 masked_mean (÷ (Σmask + 1e-8)), masked_var, masked_whiten"
 _VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in "
                     "the "
@@ -825,7 +837,11 @@ def _technique_rows():
                                   deviations=(
                                       "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
                                       "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
-                                      "padded rows (valid False) are outside every group; verl has no padding rows"))),
+                                      "padded rows (valid False) are outside every group; verl has no padding rows",
+                                      "verl's second estimator in the file, adv_estimator 'grpo_vectorized', is "
+                                      "float32 and in v0.7.0 floors the group variance at epsilon (std ≥ 1e-3, so a "
+                                      "group whose variance is below 1e-6 gets a smaller |A| than here); 0.9.1 drops "
+                                      "the floor (= ours up to float32); not built, ours is the 'grpo' form"))),
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
@@ -834,7 +850,9 @@ def _technique_rows():
                                   read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
                                   defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
                                   placement=_OUTCOME_PLACEMENT,
-                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",
+                                              "verl's 'grpo_vectorized' with norm_adv_by_std_in_grpo=False is the "
+                                              "same r − mean (float32, a singleton A = r); not built separately"))),
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
@@ -864,11 +882,11 @@ def _technique_rows():
                     "reset_at_mask=True: v0.7.0's",
                     read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage (the same at main "
                          "b178a3cd, 2026-01-29)" + _VERL_WHITEN_READ + "; the verl 0.9.1 PyPI wheel (installed for "
-                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 (observation) tokens "
-                         "and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t + running · "
-                         "(1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / masked_whiten "
-                         "as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and gave the "
-                         "v0.7.0 reset as verl's",
+                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 "
+                         "(observation) tokens and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t "
+                         "+ running · (1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / "
+                         "masked_whiten as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and "
+                         "gave the v0.7.0 reset as verl's",
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
                               ("variance", "unbiased", "unbiased (masked_var)"),
                               ("reset_at_mask", "False (carry through mask-0 tokens)",
@@ -890,7 +908,8 @@ def _technique_rows():
                     "peer", f"{_VERL07}: compute_reinforce_plus_plus_baseline_outcome_advantage",
                     "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default singleton 'zero'; "
                     "without a mask ours whitens over sequences, not tokens",
-                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage{_VERL07_SAME}"
+                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage"
+                         f"{_verl07_same('536-584')}"
                          + _VERL_WHITEN_READ,
                     defaults=(("singleton", "'zero' (A = 0 before whitening)", "mean 0 (r kept)"),
                               ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
@@ -916,7 +935,7 @@ def _technique_rows():
                 fidelity=Fidelity(
                     "peer", f"{_VERL07}: compute_remax_outcome_advantage",
                     "token form identical; the [B] form (no mask) is r − b per sequence",
-                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_VERL07_SAME}; "
+                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_verl07_same('735-767')}; "
                          "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout)",
                     defaults=(),
                     placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
@@ -936,12 +955,16 @@ def _technique_rows():
                     "peer", f"{_VERL07}: compute_gae_advantage_return",
                     "ours multiplies the whitened A by the mask (verl leaves values outside it); equal on masked "
                     "tokens",
-                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_VERL07_SAME}" + _VERL_WHITEN_READ,
+                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_verl07_same('216-263')}"
+                         + _VERL_WHITEN_READ,
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("lam", "1.0", "algorithm.lam = 1.0"),
                               ("whiten", "True", "always (masked_whiten)"), ("whiten_eps", "1e-8", "1e-8")),
-                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
-                              "batch, with the critic's values computed on the rollout before the update; returns = "
-                              "raw A + V are the critic's targets; A whitened over every response token; ours: the "
+                    placement="theirs: ray_trainer.compute_advantage in the driver (ray_trainer.py@v0.7.0:217-233, "
+                              "0.9.1 :218-234), once per step on the whole batch after the rewards (and the in-reward "
+                              "KL when use_kl_in_reward), with the critic's values computed on the rollout before the "
+                              "update; returns = raw A + V are the critic's targets; A whitened over every response "
+                              "token; the same branch then runs PF-PPO's reweighting when algorithm.use_pf_ppo "
+                              "(default False; not part of this row); ours: the "
                               "advantage stage, once per step on the step's rows with the values recorded at sampling "
                               "time, returns in info['returns'], whitened over the completion tokens of valid rows",
                     deviations=(
@@ -961,21 +984,37 @@ def _technique_rows():
                     "0.4); interpolation='inverted_cdf' gives the abstract's exact two-regime gate",
                     read="github.com/junkangwu/QAE (branch main, commit not recorded): README.md, its quote of "
                          "verl/trainer/ppo/core_algos.py L315-319 (compute_grpo_outcome_advantage with "
-                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass",
+                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass. "
+                         "#51 read-whole pass (rB): the README as stored at gitblind.noratr.app/junkangwu/QAE and "
+                         "skillagent.dev/skill/junkangwu/QAE (pages corpus; fetch and find_files: no snapshot): "
+                         "quantile_k = config.get('quantile_k', -1.0), the quantile only for 0 < K < 1, else the mean; "
+                         "'This repo only changes the DAPO recipe'; runs: recipe/qae/run_dapo_qwen2.5_32b.sh, "
+                         "run_dapo_qwen3-14b-base.sh, run_dapo_qwen3-8b-base.sh = python3 -m recipe.dapo.main_dapo "
+                         "++algorithm.quantile_k=0.4 (the scripts themselves not stored); verl's DAPO recipe "
+                         "(volcengine/verl@v0.7.0 recipe/dapo/dapo_ray_trainer.py:229-290 the filter_groups loop, "
+                         ":320-330 compute_advantage on the kept batch; run_dapo_qwen2.5_32b.sh:25-30 "
+                         "enable_filter_groups=True, metric acc, max_num_gen_batches 10, n 16)",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
                               ("singleton group", "0 (mode='rljax')", "r/(1+ε): verl's mean 0, std 1"),
                               ("K = 1", "group max (mode='rljax')", "group mean")),
-                    placement="theirs: verl's GRPO outcome advantage, once per step on the whole rollout batch, "
-                              "grouped by uid; ours: the advantage stage, once per step on the step's rows, grouped "
-                              "by group_id, padded rows (valid False) excluded",
+                    placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
+                              "step, AFTER DAPO's dynamic-sampling filter (filter_groups: groups whose acc has std 0 "
+                              "dropped, generation repeated until train_batch_size prompts are kept, at most 10 "
+                              "batches), on the kept batch grouped by uid; ours: the advantage stage, once per step on "
+                              "the step's rows, grouped by group_id, padded rows (valid False) excluded; an all-equal "
+                              "group gets A = 0 here and stays in the batch (rl.filters='zero_variance(refill=True)' "
+                              "is theirs; the kept groups' A is the same)",
                     deviations=(
                         "default K = 0.5 (the median: the abstract names no K); pass quantile=0.4 for the README's",
                         "mode='rljax' gives a singleton group 0 (no within-group signal) and reads K = 1 as the max "
                         "(the quantile's definition); mode='authors' keeps verl's singleton rule and their mean "
                         "fallback",
                         "a group whose σ + ε is 0 (equal rewards, eps=0) gets 0 as in grpo; their code gives NaN",
+                        "their runs drop all-equal groups before the advantage (DAPO's filter_groups, metric acc) and "
+                        "resample; the qae stage alone keeps them at A = 0 (rl.filters='zero_variance(refill=True)' is "
+                        "theirs)",
                         "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
                         "B = 0)"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
