@@ -159,3 +159,39 @@ def test_qae_record_places_it_after_dapo_filter_and_kept_groups_agree():
   assert "filter_groups" in f.placement and "AFTER" in f.placement
   assert "gitblind.noratr.app/junkangwu/QAE" in f.read and "quantile_k=0.4" in f.read
   assert any("zero_variance(refill=True)" in d for d in f.deviations)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# passk: RUCAIBox/Passk_Training@c3ba575e code/passk_adv.py calc_adv; the README's sampled variants (class 3)
+
+def _calc_adv(val, k):  # code/passk_adv.py:10-19, scipy.special.comb replaced by an exact float binomial
+  from math import comb as _c
+
+  def comb(a, b):
+    return float(_c(a, b)) if a >= 0 and b >= 0 else 0.0
+  val = np.asarray(val, np.float64)
+  c = int(np.sum(val == 1))
+  n = len(val)
+  rho = 1 - comb(n - c, k) / comb(n, k)
+  sigma = np.sqrt(rho * (1 - rho))
+  adv_p = (1 - rho) / (sigma + 1e-6)
+  adv_n = (1 - rho - comb(n - c - 1, k - 1) / comb(n - 1, k - 1)) / (sigma + 1e-6)
+  new = np.where(val == 1, adv_p, val)
+  return np.where(new == 0, adv_n, new), sigma
+
+
+@pytest.mark.parametrize("n,k", [(8, 1), (8, 4), (16, 8), (5, 5)])
+def test_passk_binary_equals_calc_adv_and_record_names_sampled_variants(n, k):
+  rows, gids = [], []
+  for c in range(n + 1):  # every success count, c > n − k (σ = 0) included
+    rows.append(np.r_[np.ones(c), np.zeros(n - c)])
+    gids.append(np.full(n, c))
+  r, gid = np.concatenate(rows), np.concatenate(gids).astype(np.int32)
+  with jax.enable_x64(True):
+    ours = np.asarray(A.passk(r, gid, k=k)[0])
+  theirs = np.concatenate([_calc_adv(x, k)[0] for x in rows])
+  sigma = np.concatenate([np.full(n, _calc_adv(x, k)[1]) for x in rows])
+  # ÷ σ vs ÷ (σ + 1e-6), the recorded deviation: ours·σ/(σ + 1e-6) is theirs; σ = 0 groups are 0 in both
+  np.testing.assert_allclose(ours * sigma / (sigma + 1e-6), theirs, rtol=1e-9, atol=1e-12)
+  f = _fid("passk")
+  assert any("bootstrap sampling" in d and "not built" in d for d in f.deviations)

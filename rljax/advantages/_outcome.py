@@ -1025,8 +1025,11 @@ def _technique_rows():
                     "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max expectation, "
                     "authors leave them unchanged",
                     read="RUCAIBox/Passk_Training@c3ba575e (2025-08-15) code/passk_adv.py:10-19 calc_adv, 21-43 "
-                         "compute_advantage (verl-style, grouped by index); README.md (the closed form); the "
-                         "repository has no training scripts (no K of theirs to compare)",
+                         "compute_advantage (verl-style, grouped by index); README.md (the closed form; 'Among its "
+                         "three progressive variants, bootstrap sampling ... full sampling ... analytical "
+                         "derivation'); the repository has no training scripts (no K of theirs to compare); "
+                         "git ls-tree c3ba575e: README.md, code/maze_verifier.py, code/passk_adv.py, figures/ (read "
+                         "whole in the #51 read-whole pass, rB)",
                     defaults=(("k", "required", "K, required (compute_advantage argument)"),
                               ("σ floor", "σ ≤ sigma_eps = 1e-6 → A = 0, else ÷ σ", "÷ (σ + 1e-6)"),
                               ("rewards", "any real (exact subset-max expectation)",
@@ -1042,7 +1045,11 @@ def _technique_rows():
                         "force; our extension); theirs leaves such a reward as its advantage",
                         "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "
                         "info['num_groups_lt_k']); theirs divides by C(n, k) = 0",
-                        "k must be a positive int (refused naming k)"))),
+                        "k must be a positive int (refused naming k)",
+                        "the README's other two Pass@k-training variants, full sampling and bootstrap sampling (the "
+                        "sampled forms whose asymptote is the analytic one), and its 'implicit reward design' "
+                        "advantages are in no file of the repository (code/ holds passk_adv.py and "
+                        "maze_verifier.py only): not built; passk is the analytic derivation"))),
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
