@@ -195,3 +195,38 @@ def test_passk_binary_equals_calc_adv_and_record_names_sampled_variants(n, k):
   np.testing.assert_allclose(ours * sigma / (sigma + 1e-6), theirs, rtol=1e-9, atol=1e-12)
   f = _fid("passk")
   assert any("bootstrap sampling" in d and "not built" in d for d in f.deviations)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# hadw: yangfengkai/HA-DW@8b087945; gspo_hadw.sh's default TRAIN_FILE is gsm8k (a 0/1 reward), not "no file" (class 1)
+
+def _ha_dw(scores, index, history, eps=1e-6):  # core_algos.py:742-805 with norm_adv_by_std_in_grpo=True
+  scores = np.asarray(scores, np.float64)
+  hist_mean = np.mean(history)
+  out = np.zeros_like(scores)
+  for g in np.unique(index):
+    rows = np.where(index == g)[0]
+    x = scores[rows]
+    gmean, gstd = (0.0, 1.0) if len(rows) == 1 else (x.mean(), x.std(ddof=1))
+    d = gmean - hist_mean
+    scale = 1.5 * np.exp(-np.sign(d) * np.sign(x - gmean) * abs(d))
+    out[rows] = scale * (x - gmean) / (gstd + eps)
+  return out
+
+
+def test_hadw_window_equals_authors_on_gsm8k_01_reward_over_steps():
+  rng = np.random.default_rng(3)
+  gid = np.repeat(np.arange(4), 8).astype(np.int32)
+  est = A.hadw(window=10, scale=1.5)
+  history = []
+  with jax.enable_x64(True):
+    state = est.init()
+    for _ in range(4):
+      r = (rng.random(gid.size) < rng.random(4)[gid]).astype(np.float64)  # gsm8k.compute_score: 1 / 0
+      history = (history + [r.mean()])[-10:]  # ray_trainer.py:1453-1457: appended before the advantage
+      adv = A.grpo(r, gid)[0]
+      ours, _, state = est.update(state, adv, r, gid)
+      np.testing.assert_allclose(np.asarray(ours), _ha_dw(r, gid, history), rtol=1e-6, atol=1e-6)  # f32 anchor
+  f = _fid("hadw")
+  assert "script names no training file" not in dict((d[0], d[2]) for d in f.defaults)["reward the statistics read"]
+  assert "/data/gsm8k/train.parquet" in f.read
