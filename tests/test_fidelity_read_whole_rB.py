@@ -230,3 +230,37 @@ def test_hadw_window_equals_authors_on_gsm8k_01_reward_over_steps():
   f = _fid("hadw")
   assert "script names no training file" not in dict((d[0], d[2]) for d in f.defaults)["reward the statistics read"]
   assert "/data/gsm8k/train.parquet" in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# step_episode_mix: UI-S1's train_example.sh also turns on a DAPO group filter (std of the step-0 discounted
+# returns > 0.3) before the advantage and expert patching (patch_threshold 2): defaults and placement (classes 1, 2)
+
+def test_step_episode_mix_record_lists_the_scripts_group_filter_and_patching():
+  f = _fid("step_episode_mix")
+  d = {x[0]: x[2] for x in f.defaults}
+  assert "0.3" in d["group filter (not this stage's)"] and "step-0 discounted returns" in d[
+      "group filter (not this stage's)"]
+  assert "patch_threshold = 2" in d["expert patching (rollout, not this stage's)"]
+  assert "AFTER the script's group filter" in f.placement
+  assert "dapo_ray_trainer.py@f7702e46" in f.read
+  assert any("std threshold" in x and "not built" in x for x in f.deviations)
+
+
+def _uis1_filter_keep(step0_returns, uid, thr):  # dapo_ray_trainer.py RayTrajDAPOTrainer.fit, metric seq_future_reward
+  keep = {}
+  for u in np.unique(uid):
+    vals = step0_returns[uid == u]
+    keep[u] = np.std(vals) > thr or len(vals) == 1
+  return np.array([keep[u] for u in uid])
+
+
+def test_uis1_filter_is_not_zero_variance():  # the recorded "not built": their std threshold is not a range test
+  import rljax.filters as F
+  uid = np.repeat([0, 1], 4).astype(np.int32)
+  m = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.7])  # group 1: std 0.303 > 0.3
+  assert list(_uis1_filter_keep(m, uid, 0.3)) == [False] * 4 + [True] * 4
+  m2 = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6])  # group 1: std 0.26, range 0.6
+  theirs = _uis1_filter_keep(m2, uid, 0.3)
+  ours = np.asarray(F.zero_variance(m2, uid, num_groups=2)[0])
+  assert not theirs.any() and list(ours) == [False] * 4 + [True] * 4  # the filters disagree on group 1

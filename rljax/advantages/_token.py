@@ -736,7 +736,19 @@ def _technique_rows():
                                        "1), "
                                        "step_norm_reward (grouped by uid and step id, singleton mean = itself); "
                                        "UI-S1/scripts/train_example.sh@12d958e9 (mode=mean_std_norm, GAMMA=0.5, "
-                                       "step_advantage_w=1.0, rollout.n=8)",
+                                       "step_advantage_w=1.0, rollout.n=8). #51 read-whole pass (rB): the same "
+                                       "script also sets DAPO=True: algorithm.filter_groups.enable=True, metric "
+                                       "'seq_future_reward', std_threshold=0.3, and patch_threshold=2, run by "
+                                       "verl.trainer.main_dapo; UI-S1/verl/trainer/ppo/dapo_ray_trainer.py@f7702e46 "
+                                       "RayTrajDAPOTrainer.fit (compute_step_discounted_returns on the generated "
+                                       "turns, then the filter: per uid the np.std (ddof 0) of the step-0 discounted "
+                                       "returns, groups kept when std > std_threshold or a single trajectory, "
+                                       "generation repeated until train_batch_size uids, at most "
+                                       "max_num_gen_batches = 10; then compute_advantage with the yaml's "
+                                       "uis1.episode_advantage_w); UI-S1/verl/trainer/config/ppo_trainer.yaml@"
+                                       "f7702e46 (algorithm.uis1: episode_advantage_w 1.0, step_advantage_w 1.0, mode "
+                                       "'mean_norm'; filter_groups enable false, metric seq_final_reward, "
+                                       "std_threshold 0.1, max_num_gen_batches 10; patch_threshold 0)",
                                   defaults=(("step_weight", "0.5", "step_advantage_w = 1.0"),
                                             ("episode_weight", "1 − step_weight = 0.5",
                                              "episode_advantage_w = 1.0 (function default)"),
@@ -745,13 +757,23 @@ def _technique_rows():
                                             ("gamma", "1.0", "algorithm.gamma = 0.5 (script)"),
                                             ("std", "÷ (std + 1e-6), ddof 1",
                                              "mode = 'mean_std_norm' (script; function default 'mean_norm', no σ), "
-                                             "torch.std unbiased, + 1e-6")),
+                                             "torch.std unbiased, + 1e-6"),
+                                            ("group filter (not this stage's)", "none",
+                                             "filter_groups on (script DAPO=True; yaml false): keep a uid when "
+                                             "np.std of its trajectories' step-0 discounted returns > 0.3 "
+                                             "(script; yaml 0.1), resampling up to 10 generation batches"),
+                                            ("expert patching (rollout, not this stage's)", "none",
+                                             "patch_threshold = 2 (script; yaml 0): MultiRoundGenerator's "
+                                             "expert-action patches of mismatched turns")),
                                   placement="theirs: the driver's advantage step, once per step on the batch of "
                                             "turn rows (one row per (trajectory, step)), grouped by uid (pooled "
                                             "episode term) and by (uid, step id) (step term), each row's advantage "
                                             "broadcast over its response tokens; ours: the advantage stage, once per "
                                             "step on the step's multi-turn rows (one row per trajectory, turn_ids "
-                                            "map tokens to turns), padded rows and turns excluded",
+                                            "map tokens to turns), padded rows and turns excluded; theirs runs "
+                                            "AFTER the script's group filter (uids whose step-0 discounted returns "
+                                            "have std ≤ 0.3 dropped and regenerated), so every trained group has "
+                                            "spread; ours on every group of the step",
                                   deviations=(
                                       "defaults are a convex mix with the outcome GRPO (the abstract's weighted "
                                       "step- and episode-level advantages); step_weight=1, episode_weight=1, "
@@ -760,7 +782,12 @@ def _technique_rows():
                                       "(extract_match False: G = r there); ours never restarts",
                                       "a pooled group with a single turn: theirs r/(1+ε), ours 0",
                                       "the std is always used (÷ σ + ε); their function default mode='mean_norm' "
-                                      "drops it (their script uses mean_std_norm)"))),
+                                      "drops it (their script uses mean_std_norm)",
+                                      "their script's group filter (std of the step-0 discounted returns > 0.3, "
+                                      "ddof 0, before the advantage) is not built: rljax's zero_variance filter "
+                                      "tests a range > atol on the metric it is given, not a std threshold; "
+                                      "patch_threshold (their semi-online expert patching during the rollout) is "
+                                      "not built either"))),
       Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
                 "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
                 f"{_S1} L3",
