@@ -264,3 +264,30 @@ def test_uis1_filter_is_not_zero_variance():  # the recorded "not built": their 
   theirs = _uis1_filter_keep(m2, uid, 0.3)
   ours = np.asarray(F.zero_variance(m2, uid, num_groups=2)[0])
   assert not theirs.any() and list(ours) == [False] * 4 + [True] * 4  # the filters disagree on group 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# implicit_progress_reward: deeplearning-wisc/progress-advantage's π_ref is the policy checkpoint's base model
+# (pa/models.py MODEL_PAIRS), not the RL reference; the runner's other modes (class 2, 3)
+
+def _per_step_progress_advantage(policy_steps, ref_steps, token_agg, beta=1.0):  # pa/scoring.py, 'sum' / 'mean'
+  agg = {"sum": np.sum, "mean": np.mean}[token_agg]
+  return [beta * ((agg(p) if p.size else 0.0) - (agg(r) if r.size else 0.0)) for p, r in zip(policy_steps, ref_steps)]
+
+
+def test_implicit_progress_reward_step_sum_and_record_names_the_reference_pair():
+  rng = np.random.default_rng(5)
+  lp, lr = -rng.random((1, 6)), -rng.random((1, 6))
+  mask = np.array([[1, 1, 1, 1, 1, 1]], np.float32)
+  row = ROWS["implicit_progress_reward"]
+  with jax.enable_x64(True):
+    out = row.fn(lp, lr, mask, beta=0.5)
+  r = np.asarray(out[0] if isinstance(out, tuple) else out)
+  steps = [slice(0, 2), slice(2, 6)]  # two action spans
+  want = _per_step_progress_advantage([lp[0, s] for s in steps], [lr[0, s] for s in steps], "sum", beta=0.5)
+  np.testing.assert_allclose([r[0, s].sum() for s in steps], want, rtol=1e-12)
+  f = row.fidelity
+  d = {x[0]: x[2] for x in f.defaults}
+  assert "Base" in d["reference model"]
+  assert any("policy_logprob" in x and "not built" in x for x in f.deviations)
+  assert any("at the first step" in x for x in f.deviations)

@@ -842,7 +842,16 @@ def _technique_rows():
                                        "per action span), per_step_progress_advantage, "
                                        "score_trajectory_progress_advantage; scripts/tau2_bon8.sh@b1253bdd "
                                        "(--token-agg mean --step-agg min, β not set: 1.0), scripts/webshop_bon8.sh "
-                                       "(per-backbone aggregations), pa/aggregations.py (the choices)",
+                                       "(per-backbone aggregations), pa/aggregations.py (the choices). #51 "
+                                       "read-whole pass (rB): runners/tau2_bon.py@b1253bdd (methods "
+                                       "progress_advantage / policy_logprob / self_certainty / deepconf_*; π_ref "
+                                       "loaded only for progress_advantage; max_length 16384, beta 1.0), "
+                                       "pa/models.py@b1253bdd MODEL_PAIRS (policy / reference checkpoints: "
+                                       "Qwen3.5-9B / Qwen3.5-9B-Base, Qwen3-14B / Qwen3-14B-Base, gemma-4-E4B-it / "
+                                       "gemma-4-E4B, Olmo-3-7B-Instruct / Olmo-3-7B-Instruct-DPO); scoring.py "
+                                       "LogprobScorer.score: each message tokenized alone (no chat template) and "
+                                       "concatenated after BOS, left-truncated to max_length; reference None: "
+                                       "β·agg log π alone",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
                                              "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
@@ -852,7 +861,12 @@ def _technique_rows():
                                              "--step-agg min (tau2_bon8.sh; a trajectory score); webshop_bon8.sh: "
                                              "last (qwen3.5-9b), min (gemma4-4b), mean otherwise"),
                                             ("policy log-probs", "logp_old (the sampling policy, recorded)",
-                                             "a fresh forward pass of the policy model over the trajectory")),
+                                             "a fresh forward pass of the policy model over the trajectory"),
+                                            ("reference model", "the RL reference (logp_ref; usually the initial "
+                                             "policy, so the reward is 0 until the policy moves)",
+                                             "MODEL_PAIRS' reference: the policy checkpoint's pre-post-training base "
+                                             "(…-Base; Olmo: the DPO checkpoint), a different model from the "
+                                             "policy")),
                                   placement="theirs: at test time, a scoring pass over finished trajectories "
                                             "(best-of-n selection), each action step scored β·(agg log π − agg "
                                             "log π_ref) and the steps aggregated to one score per trajectory; "
@@ -867,7 +881,14 @@ def _technique_rows():
                                       "other choices of pa/aggregations.py (tokens last / min / max; steps mean / "
                                       "sum / last / max / bottom10)",
                                       "a truncated action span scores 0 in theirs; here every completion token in "
-                                      "the mask is scored"))),
+                                      "the mask is scored",
+                                      "which log-probs: theirs compare a post-trained checkpoint with its base (two "
+                                      "fixed models, the trajectory re-tokenized message by message without a chat "
+                                      "template); ours compare the sampling policy with the RL reference on the "
+                                      "sampled tokens, so at the first step (π_old = π_ref) the reward is 0",
+                                      "their other scoring modes in the same runner, policy_logprob (β·agg log π, no "
+                                      "reference; also per_step_progress_advantage with reference None) and the "
+                                      "certainty baselines (self_certainty, deepconf_tail / b10), are not built"))),
       Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
                 "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
                 # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the
