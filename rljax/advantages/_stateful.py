@@ -311,8 +311,9 @@ def _technique_rows():
                                       "hadw(window=10, scale=1.5) on grpo is theirs",
                                       "the stage reads data.correct for accuracies; theirs the summed reward "
                                       "(equal for a 0/1 reward, as on their script's default gsm8k data; with "
-                                      "verl's ±1 math_dapo / aime reward μ = 2·acc − 1, so |μ_g − μ_hist| and the "
-                                      "weight exp(λ·|Δ|) are those of acc with 2λ: strength=2 there)",
+                                      "verl's ±1 math reward (math_dapo / aime data) μ = 2·acc − 1, so "
+                                      "|μ_g − μ_hist| and the weight exp(λ·|Δ|) are those of acc with 2λ: "
+                                      "strength=2 there)",
                                       "batch accuracy over valid rows only; theirs over every row",
                                       "a singleton group: ours follows the incoming estimator (grpo: 0); theirs "
                                       "r/(1+ε)·1.5·exp(...)",
