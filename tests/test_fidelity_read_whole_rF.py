@@ -5,6 +5,9 @@ errors found fixed. Rows and errors (the report lists the rows that held):
   weighted, per-reward GRPO with norm_adv_by_std_in_grpo, masked_whiten over tokens) was not read though the row
   cites "verl gdpo" (class 3/4); verl-GDPO's train_gdpo.sh (rollout.n 4, train_batch_size 512) not in the
   defaults (class 1); TRL applies GDPO only for K > 1 rewards (edge rule, class 5).
+- rloo, reinforce_pp: verl's own example runs (examples/rloo_trainer/run_qwen2-7b.sh, examples/reinforce_plus_plus_
+  trainer/run_qwen2-7b_math_rf.sh @v0.7.0) set use_kl_in_reward=True (k1, kl_coef 0.001) and rollout.n 5 / 8: not in
+  the defaults, and the placement did not say the estimator runs on score − β·KL (class 1/2).
 
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
@@ -110,3 +113,74 @@ def test_gdpo_k1_edge_trl_has_no_batch_step_and_the_record_says_so():
   np.testing.assert_allclose(ours3, _trl_gdpo(r3, 4, (1.0, 1.0, 1.0)), rtol=1e-3, atol=1e-3)  # std + 1e-4 vs rsqrt
   assert any(d.startswith("K = 1: TRL applies GDPO only when there is more than one reward")
              for d in _fid("gdpo").deviations)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# rloo / reinforce_pp: verl's example runs fold a k1 KL into the reward (apply_kl_penalty) before the advantage
+
+def _verl_kl_rewards(score, lo, lr, m, beta=1e-3):  # ray_trainer apply_kl_penalty, kl_penalty 'kl' (k1)
+  tok = np.zeros_like(lo)
+  last = m.sum(1).astype(int) - 1
+  tok[np.arange(len(score)), last] = score
+  return tok - beta * (lo - lr) * m
+
+
+def _verl_rloo(scores, index):  # compute_rloo_outcome_advantage (0.9.1 :587-637)
+  out = scores.copy()
+  for g in set(index.tolist()):
+    sel = index == g
+    n = sel.sum()
+    if n > 1:
+      out[sel] = scores[sel] * n / (n - 1) - scores[sel].mean() * n / (n - 1)
+  return out
+
+
+def _kl_setup(b, t_len, seed):
+  rng = np.random.default_rng(seed)
+  lo, lr = rng.normal(-1, 0.3, (b, t_len)), rng.normal(-1, 0.3, (b, t_len))
+  m = (np.arange(t_len)[None] < rng.integers(2, t_len + 1, b)[:, None]).astype(np.float64)
+  return rng.integers(0, 2, b).astype(np.float64), lo, lr, m
+
+
+def test_rloo_with_kl_in_reward_equals_verls_example_run_and_record_lists_it():
+  from rljax.objectives import kl_in_reward
+  score, lo, lr, m = _kl_setup(10, 6, 2)
+  index = np.repeat(np.arange(2), 5)  # rollout.n 5
+  theirs = _verl_rloo(_verl_kl_rewards(score, lo, lr, m).sum(1), index)
+  with jax.enable_x64(True):
+    tok, _ = kl_in_reward(score, lo, lr, m, beta=1e-3, estimator="kl")
+    ours = np.asarray(A.rloo(np.asarray(tok).sum(1), index)[0])
+    plain = np.asarray(A.rloo(score, index)[0])
+  np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+  assert not np.allclose(plain, theirs, atol=1e-5)  # the row alone is not their run
+  f = _fid("rloo")
+  assert ("group size", "the step's groups (group_id)", "rollout.n = 5 (run_qwen2-7b.sh)") in f.defaults
+  assert any(d[0] == "use_kl_in_reward" and "True in run_qwen2-7b.sh" in d[2] for d in f.defaults)
+  assert "apply_kl_penalty" in f.placement
+  assert any("rl.shaping=kl_in_reward(beta=0.001)" in d for d in f.deviations)
+
+
+def _verl_rfpp(tok, m, gamma=1.0):  # compute_reinforce_plus_plus_outcome_advantage 0.9.1 :693-731 + masked_whiten
+  b, t_len = tok.shape
+  ret, run = np.zeros_like(tok), np.zeros(b)
+  for t in reversed(range(t_len)):
+    new = tok[:, t] + gamma * run
+    ret[:, t] = new * m[:, t]
+    run = new * m[:, t] + run * (1 - m[:, t])
+  return _verl_masked_whiten(ret, m) * m
+
+
+def test_reinforce_pp_with_kl_in_reward_equals_verls_example_run_and_record_lists_it():
+  from rljax.objectives import kl_in_reward
+  score, lo, lr, m = _kl_setup(8, 7, 3)
+  theirs = _verl_rfpp(_verl_kl_rewards(score, lo, lr, m), m)
+  with jax.enable_x64(True):
+    tok, _ = kl_in_reward(score, lo, lr, m, beta=1e-3, estimator="kl")
+    ours = np.asarray(A.reinforce_pp(np.asarray(tok), m)[0])
+  np.testing.assert_allclose(ours * m, theirs, rtol=1e-6, atol=1e-8)  # masked_mean's + 1e-8 in the divisor
+  f = _fid("reinforce_pp")
+  assert any(d[0] == "use_kl_in_reward" and "True in run_qwen2-7b_math_rf.sh" in d[2] for d in f.defaults)
+  assert ("group size", "the step's groups (not used by the estimator)",
+          "rollout.n = 8 (run_qwen2-7b_math_rf.sh)") in f.defaults
+  assert "example run sets use_kl_in_reward" in f.placement
+  assert any("rl.shaping=kl_in_reward(beta=0.001)" in d for d in f.deviations)

@@ -866,12 +866,33 @@ def _technique_rows():
                                        "(c·r − Σ_g r)/max(c − 1, 1)·(c > 1), a singleton gets 0) (both the same at "
                                        "main b178a3cd, 2026-01-29, and in the verl 0.9.1 PyPI wheel, core_algos.py:"
                                        "587-637 and :833-866). Eighth draw (#51 item 4): the vectorized variant "
-                                       "and the 0.9.1 wheel were not in the record",
+                                       "and the 0.9.1 wheel were not in the record. #51 read-whole pass (rF): "
+                                       "examples/rloo_trainer/run_qwen2-7b.sh@v0.7.0 (verl's RLOO run: "
+                                       "adv_estimator rloo, rollout.n 5, use_kl_in_reward True, kl_penalty kl, "
+                                       "kl_ctrl.kl_coef 0.001, use_kl_loss False); trainer/config/ppo_trainer.yaml"
+                                       "@v0.7.0:75-108 (use_kl_in_reward False, kl_penalty kl, kl_coef 0.001)",
                                   defaults=(("singleton", "'zero' (A = 0)",
-                                             "A = r ('rloo'); A = 0 ('rloo_vectorized')"),),
-                                  placement=_OUTCOME_PLACEMENT,
+                                             "A = r ('rloo'); A = 0 ('rloo_vectorized')"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "rollout.n = 5 (run_qwen2-7b.sh)"),
+                                            ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping "
+                                             "stage, beta=0.001, estimator 'kl')",
+                                             "True in run_qwen2-7b.sh (k1, kl_coef 0.001); ppo_trainer.yaml "
+                                             "default False")),
+                                  placement="theirs: once per step, after the rewards and, in their RLOO example "
+                                            "run (use_kl_in_reward True), after apply_kl_penalty subtracts "
+                                            "0.001·(log π_old − log π_ref) on every response token, so the "
+                                            "leave-one-out runs on score − β·Σ_t KL_t; on the whole batch grouped "
+                                            "by uid (index), the advantage broadcast over response tokens; ours: the "
+                                            "advantage stage, once per step on the step's rows (data.rewards, the "
+                                            "sum of the token rewards when a shaping stage such as kl_in_reward "
+                                            "wrote them) grouped by group_id, padded rows excluded",
                                   deviations=("a singleton group gets 0, as verl's 'rloo_vectorized'; singleton='raw' "
-                                              "is verl's 'rloo' (A = r)",))),
+                                              "is verl's 'rloo' (A = r)",
+                                              "verl's RLOO example run folds a k1 KL to the reference into the "
+                                              "reward before the advantage (use_kl_in_reward, kl_coef 0.001); "
+                                              "the row does not: add rl.shaping=kl_in_reward(beta=0.001) for "
+                                              "theirs"))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
@@ -886,13 +907,22 @@ def _technique_rows():
                          "(observation) tokens and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t "
                          "+ running · (1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / "
                          "masked_whiten as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and "
-                         "gave the v0.7.0 reset as verl's",
+                         "gave the v0.7.0 reset as verl's. #51 read-whole pass (rF): examples/reinforce_plus_plus_"
+                         "trainer/run_qwen2-7b_math_rf.sh@v0.7.0 (adv_estimator reinforce_plus_plus, rollout.n 8, "
+                         "use_kl_in_reward True, use_kl_loss False); trainer/config/ppo_trainer.yaml@v0.7.0:75-108 "
+                         "(gamma 1.0, kl_penalty kl, kl_ctrl fixed, kl_coef 0.001)",
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
                               ("variance", "unbiased", "unbiased (masked_var)"),
                               ("reset_at_mask", "False (carry through mask-0 tokens)",
                                "0.9.1: carry through (returns 0 on mask-0 tokens); v0.7.0 / main b178a3cd: reset "
-                               "(running_return * response_mask[:, t])")),
-                    placement=_VERL_TOKEN_PLACEMENT,
+                               "(running_return * response_mask[:, t])"),
+                              ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping stage, "
+                               "beta=0.001, estimator 'kl')", "True in run_qwen2-7b_math_rf.sh (kl_penalty kl, "
+                               "kl_coef 0.001 from ppo_trainer.yaml); ppo_trainer.yaml default False"),
+                              ("group size", "the step's groups (not used by the estimator)",
+                               "rollout.n = 8 (run_qwen2-7b_math_rf.sh)")),
+                    placement=_VERL_TOKEN_PLACEMENT + "; verl's REINFORCE++ example run sets use_kl_in_reward, so "
+                              "its returns sum score − 0.001·(log π_old − log π_ref) over the later tokens",
                     deviations=(
                         "none against verl 0.9.1 on the return (a mask-0 token inside a response carries the running "
                         "return through there too); v0.7.0 and main b178a3cd reset it at every mask-0 token "
@@ -900,6 +930,9 @@ def _technique_rows():
                         "reset_at_mask=True is that form; all agree on hole-free masks",
                         "info['returns'] is 0 outside the mask, as 0.9.1 (v0.7.0 keeps the running value there; "
                         "neither reads it)",
+                        "verl's REINFORCE++ example run (run_qwen2-7b_math_rf.sh) folds a per-token k1 KL to the "
+                        "reference into the token rewards (use_kl_in_reward); the row "
+                        "does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs",
                         _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
