@@ -8,6 +8,9 @@ errors found fixed. Rows and errors (the report lists the rows that held):
 - rloo, reinforce_pp: verl's own example runs (examples/rloo_trainer/run_qwen2-7b.sh, examples/reinforce_plus_plus_
   trainer/run_qwen2-7b_math_rf.sh @v0.7.0) set use_kl_in_reward=True (k1, kl_coef 0.001) and rollout.n 5 / 8: not in
   the defaults, and the placement did not say the estimator runs on score − β·KL (class 1/2).
+- vote: run_glpo.sh's other settings (GLPO_M 6, GLPO_ALPHA 0.5 and GLPO_STD_SCALE 1 read by no code, the two
+  reward_funcs and their unused weights) not listed (class 1); the plugin's fallbacks (sample count not a multiple
+  of K, < 2 reward columns: ms-swift's own advantage) not listed (class 5).
 
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
@@ -184,3 +187,34 @@ def test_reinforce_pp_with_kl_in_reward_equals_verls_example_run_and_record_list
           "rollout.n = 8 (run_qwen2-7b_math_rf.sh)") in f.defaults
   assert "example run sets use_kl_in_reward" in f.placement
   assert any("rl.shaping=kl_in_reward(beta=0.001)" in d for d in f.deviations)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# vote: VAA-CSEC glpo_swift_plugin.py _glpo_compute_advantages Steps 4-7 (GLPO_K 8, GLPO_STD_EPS 1e-4, bonus 1.0)
+
+def _glpo(ind, grp, k=8, std_eps=1e-4, bonus_scale=1.0):
+  if ind.size % k:
+    return None  # their fallback: ms-swift's own advantage
+  r, g = ind.reshape(-1, k), grp.reshape(-1, k)
+  base = (r - r.mean(1, keepdims=True)) / np.maximum(r.std(1, ddof=1, keepdims=True), std_eps)
+  return (base + np.maximum(r - g[:, :1], 0.0) * bonus_scale).reshape(-1)
+
+
+def test_vote_equals_glpo_steps_at_their_settings_and_record_lists_the_script_and_fallbacks():
+  rng = np.random.default_rng(4)
+  answers = np.array([0, 0, 0, 1, 2, 1, 3, 4, 5, 5, 5, 5, 6, 7, 8, 9])  # a unique majority per group of 8
+  value = rng.uniform(-1.5, 3.7, 10)
+  ind = value[answers]  # a rollout's reward is its answer's score: the majority's rollouts share it
+  gid = np.repeat(np.arange(2), 8)
+  grp = np.repeat([value[0], value[5]], 8)  # R(G): the majority answer scored once
+  with jax.enable_x64(True):
+    ours = np.asarray(A.vote(ind, answers, gid, eps=1e-4)[0])
+  np.testing.assert_allclose(ours, _glpo(ind, grp), rtol=1e-12, atol=1e-12)
+  assert _glpo(ind[:12], grp[:12]) is None  # 12 samples, K 8: the fallback the record now names
+  f = _fid("vote")
+  assert any(d[0] == "run_glpo.sh environment" and "GLPO_ALPHA=0.5" in d[2] and "GLPO_STD_SCALE=1" in d[2]
+             for d in f.defaults)
+  assert any(d[0] == "rewards" and "zh_gec_reward zh_gec_group_reward" in d[2] for d in f.defaults)
+  assert any(d.startswith("their fallbacks: a batch whose sample count is not a multiple of GLPO_K")
+             for d in f.deviations)
+  assert "zh_grammar_reward.py" in f.read

@@ -1129,13 +1129,27 @@ def _technique_rows():
                                   read="HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py (stored copy, "
                                        "read_file): _compute_group_per_sample (the vote reward R(G)) and "
                                        "_glpo_compute_advantages Steps 2-7 (base, bonus); YuYi/glpo/run_glpo.sh@"
-                                       "9bb6a1ff (run settings)",
+                                       "9bb6a1ff (run settings). #51 read-whole pass (rF): the plugin whole (Step 3 "
+                                       "fallbacks, the module-level patch), the older copy YuYi/glpo_swift_plugin.py"
+                                       "@9bb6a1ff (the same Steps 2-7), YuYi/src/rewards/zh_grammar_reward.py@"
+                                       "e2a32547 (zh_gec_reward, the run's individual reward: the plugin's _score "
+                                       "with the 0.3 format reward, best over references)",
                                   defaults=(("eps (σ floor)", "1e-6", "GLPO_STD_EPS = 1e-4 (clamp(std, min=1e-4))"),
                                             ("std_ddof", "1", "unbiased=True"),
                                             ("bonus", "1.0", "GLPO_BONUS_SCALE = 1.0"),
                                             ("group size", "the step's groups (group_id)",
                                              "GLPO_K = 8 consecutive samples (= num_generations 8)"),
-                                            ("form", "'glpo'", "the plugin's only form")),
+                                            ("form", "'glpo'", "the plugin's only form"),
+                                            ("run_glpo.sh environment", "none",
+                                             "GLPO_M=6 (read only for the log line), GLPO_ALPHA=0.5 and "
+                                             "GLPO_STD_SCALE=1 (read by no code of either plugin copy), "
+                                             "GLPO_GROUP_COL_IDX=1"),
+                                            ("rewards", "the step's rewards (one reward)",
+                                             "reward_funcs zh_gec_reward zh_gec_group_reward, reward_weights 1.0 1.0 "
+                                             "(the weights are unused by the patched advantage: column 0 is R_ij, "
+                                             "column 1 R(G))"),
+                                            ("scale_rewards", "n/a", "none (ms-swift's own advantage, used only in "
+                                             "the fallbacks)")),
                                   placement="theirs: a monkey-patch of ms-swift GRPOTrainer._compute_advantages, "
                                             "once per generation batch on rewards_per_func (column 1 the group "
                                             "reward R(G), column 0 the individual reward), groups = consecutive "
@@ -1153,7 +1167,10 @@ def _technique_rows():
                                       "every answer_id votes; theirs skips empty answers (and R(G) = 0 when none "
                                       "is left): give unparsable answers distinct ids to keep them out of the "
                                       "majority",
-                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours"))),
+                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours",
+                                      "their fallbacks: a batch whose sample count is not a multiple of GLPO_K, or "
+                                      "fewer than 2 reward columns, gets ms-swift's own advantage (no bonus; "
+                                      "scale_rewards none in the run); ours groups by group_id, any group sizes"))),
       Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
