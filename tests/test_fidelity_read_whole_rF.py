@@ -11,6 +11,8 @@ errors found fixed. Rows and errors (the report lists the rows that held):
 - vote: run_glpo.sh's other settings (GLPO_M 6, GLPO_ALPHA 0.5 and GLPO_STD_SCALE 1 read by no code, the two
   reward_funcs and their unused weights) not listed (class 1); the plugin's fallbacks (sample count not a multiple
   of K, < 2 reward columns: ms-swift's own advantage) not listed (class 5).
+- task_normalized: the README's third method, AEPO (run after this advantage), not mentioned (class 3); the
+  singleton-task edge (their task2std 0 → r/1e-6) not stated, nor that grpo(singleton='raw') gives theirs (class 5).
 
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
@@ -218,3 +220,34 @@ def test_vote_equals_glpo_steps_at_their_settings_and_record_lists_the_script_an
   assert any(d.startswith("their fallbacks: a batch whose sample count is not a multiple of GLPO_K")
              for d in f.deviations)
   assert "zh_grammar_reward.py" in f.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# task_normalized: QwenLong-L1.5 README compute_grpo_task_norm_outcome_advantage
+
+def _qwenlong_task_norm(scores, index, task, eps=1e-6):
+  out = scores.copy()
+  for i in range(len(scores)):
+    t = task == task[i]
+    g = index == index[i]
+    std = 0.0 if t.sum() == 1 else scores[t].std(ddof=1)
+    mean = 0.0 if g.sum() == 1 else scores[g].mean()
+    out[i] = (scores[i] - mean) / (std + eps)
+  return out
+
+
+def test_task_normalized_equals_qwenlong_with_singletons_and_record_names_aepo():
+  rng = np.random.default_rng(5)
+  r = rng.integers(0, 2, 11).astype(np.float64) + rng.normal(scale=0.1, size=11)
+  gid = np.array([0, 0, 0, 1, 1, 1, 2, 2, 3, 4, 4])
+  task = np.array([0, 0, 0, 0, 0, 0, 1, 1, 2, 3, 3])  # task 2: one row (a singleton uid group too)
+  theirs = _qwenlong_task_norm(r, gid, task)
+  with jax.enable_x64(True):
+    base = A.grpo(r, gid, scale="none", singleton="raw")[0]
+    ours = np.asarray(A.task_normalized(base, task, rewards=r, scale="rewards", center=False)[0])
+  np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-9)
+  assert abs(theirs[8]) > 1e5  # the singleton task's r/1e-6
+  f = _fid("task_normalized")
+  assert any("AEPO" in d and "not built" in d for d in f.deviations)
+  assert any("grpo(singleton='raw') is theirs" in d for d in f.deviations)
+  assert "verl v0.4" in f.read

@@ -1184,7 +1184,11 @@ def _technique_rows():
                          "Estimation' (stored copy, read_file: the formula and compute_grpo_task_norm_outcome_"
                          "advantage: id2mean per uid, singleton 0; task2std = torch.std over the batch's rows of the "
                          "task, a singleton task 0; (r − mean)/(std + 1e-6)); 'Task-balanced Sampling' (equal "
-                         "domain weights per batch); the paper PDF not re-read",
+                         "domain weights per batch); the paper PDF not re-read. #51 read-whole pass (rF): the "
+                         "README whole: 'Requirements' (their trainer is verl v0.4), 'AEPO' (after the advantage "
+                         "step, when aepo_entropy_low < actor/entropy_loss < aepo_entropy_high, only rows with A > 0 "
+                         "and reward > 0 are kept, truncated to a multiple of the world size); the arXiv HTML "
+                         "(pages corpus: arxiv.org/html/2512.12967v1, arxivlens, emergentmind) gives only the abstract",
                     defaults=(("scale", "'advantages' (std of the incoming advantages)",
                                "the std of the task's rewards in the batch ('rewards')"),
                               ("center", "True (subtract the task mean of A)", "no (center=False)"),
@@ -1200,8 +1204,11 @@ def _technique_rows():
                         "default scale='advantages', center=True: (A − mean_task A)/(std_task A + ε) (ours; AgentRL's "
                         "task normalisation gives no form); task_normalized(grpo(r, scale='none'), task, rewards=r, "
                         "scale='rewards', center=False) is theirs (tested)",
-                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0)",
-                        "their task-balanced sampler is a data-loader concern, not part of this row"))),
+                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0): grpo(singleton='raw') is "
+                        "theirs; a task with one row then gets r/(0 + 1e-6) in both (their task2std 0)",
+                        "their task-balanced sampler is a data-loader concern, not part of this row",
+                        "the README's AEPO (negative-gradient clipping by the batch entropy, run after this "
+                        "advantage; aepo_entropy_low / _high not given) is not built: not part of this row"))),
       Technique("key_baseline", "advantage", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
                 stage=S.chosen(
                     key_baseline, "key", "task_id", {
