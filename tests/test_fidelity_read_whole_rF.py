@@ -13,6 +13,8 @@ errors found fixed. Rows and errors (the report lists the rows that held):
   of K, < 2 reward columns: ms-swift's own advantage) not listed (class 5).
 - task_normalized: the README's third method, AEPO (run after this advantage), not mentioned (class 3); the
   singleton-task edge (their task2std 0 → r/1e-6) not stated, nor that grpo(singleton='raw') gives theirs (class 5).
+- uniqueness: Eq. 1's ε / σ (value not stated), the judge models and λ_KL = 0.001 of Sec. 4.1 not in the defaults
+  (class 1).
 
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
@@ -251,3 +253,10 @@ def test_task_normalized_equals_qwenlong_with_singletons_and_record_names_aepo()
   assert any("AEPO" in d and "not built" in d for d in f.deviations)
   assert any("grpo(singleton='raw') is theirs" in d for d in f.deviations)
   assert "verl v0.4" in f.read
+
+
+def test_uniqueness_record_lists_eq1_eps_the_judges_and_the_kl():
+  names = {d[0]: d for d in _fid("uniqueness").defaults}
+  assert "value not stated" in names["eps, σ (Eq. 1)"][2]
+  assert "Qwen2.5-72B" in names["judge"][2]
+  assert names["KL"][2].startswith("λ_KL = 0.001")

@@ -1331,13 +1331,21 @@ def _technique_rows():
                                        "(the judge's partition of all K rollouts, f = cluster size), Sec. 3.3 "
                                        "Eqs. 4-5 (w = 1/f^α, α ∈ [0, 1], advantage = w·z), Sec. 3.4, Sec. 4.1 "
                                        "hyper-parameters (page read: the paper text in the code index, file id "
-                                       "61124452340, offsets 0-32000)",
+                                       "61124452340, offsets 0-32000). #51 read-whole pass (rF): Sec. 3.1-4.1 "
+                                       "re-read (offsets 9500-25500)",
                                   defaults=(("scope", "'correct' (correct rows, weights renormalised to mean 1)",
                                              "every rollout, f over all K, no renormalising ('all')"),
                                             ("alpha", "1.0", "α ∈ [0, 1]; no value found in Sec. 3-4.1"),
                                             ("group size", "the step's groups", "K = 8 rollouts per prompt"),
                                             ("base advantage", "the incoming estimator's (e.g. grpo)",
-                                             "GRPO z of Eq. 1")),
+                                             "GRPO z of Eq. 1"),
+                                            ("eps, σ (Eq. 1)", "the incoming estimator's (grpo: ε 1e-6, std ddof 1)",
+                                             "'a small constant', value not stated; σ's ddof not stated"),
+                                            ("judge", "none (answer_ids clusters)",
+                                             "Qwen2.5-72B / OLMo-3-32B / Qwen3-32B for the 7B / 7B / 8B policies "
+                                             "(Sec. 4.1; Sec. 3.2 says 'the 32B version')"),
+                                            ("KL", "not part of the row", "λ_KL = 0.001 (Sec. 4.1), with GRPO "
+                                             "clipping (Sec. 3.4)")),
                                   placement="theirs: the GRPO advantage replaced once per step, per problem's K "
                                             "rollouts, the judge (a larger model of the same family) clustering "
                                             "all K traces in one query; ours: a transform of the advantage stage's "
