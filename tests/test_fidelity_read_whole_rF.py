@@ -15,6 +15,8 @@ errors found fixed. Rows and errors (the report lists the rows that held):
   singleton-task edge (their task2std 0 → r/1e-6) not stated, nor that grpo(singleton='raw') gives theirs (class 5).
 - uniqueness: Eq. 1's ε / σ (value not stated), the judge models and λ_KL = 0.001 of Sec. 4.1 not in the defaults
   (class 1).
+- sign_preserving_modulation: the paper's group size / batch (16 per query, 32 queries, ≤ 10 turns), its "no KL" and
+  its per-trajectory token-mean objective not in the defaults (class 1).
 
 Each numeric reference is a float64 NumPy transcription of the cited lines, written for these tests.
 """
@@ -260,3 +262,10 @@ def test_uniqueness_record_lists_eq1_eps_the_judges_and_the_kl():
   assert "value not stated" in names["eps, σ (Eq. 1)"][2]
   assert "Qwen2.5-72B" in names["judge"][2]
   assert names["KL"][2].startswith("λ_KL = 0.001")
+
+
+def test_sign_preserving_modulation_record_lists_the_batch_kl_and_objective():
+  names = {d[0]: d for d in _fid("sign_preserving_modulation").defaults}
+  assert names["group size"][2].startswith("16 trajectories per query, 32 queries per batch")
+  assert names["KL"][2].startswith("none")
+  assert "1/G Σ_i 1/|τ_i| Σ_t" in names["loss aggregation"][2]

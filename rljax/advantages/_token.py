@@ -805,7 +805,8 @@ def _technique_rows():
                                        "'Advantage Integration' (Ã = A_base[(1 − λ) + λw]), 'Implementation Details' "
                                        "(λ = ε_w = 0.5, 16 trajectories per query, ≤ 10 turns, MatchTIR as the base) "
                                        "(page read: the paper text in the code index, file id 70801290449, offsets "
-                                       "20500-36500)",
+                                       "20500-36500). #51 read-whole pass (rF): the same offsets re-read "
+                                       "(Objective Function, Implementation Details: batch, KL)",
                                   defaults=(("lam", "0.5", "λ = 0.5"), ("eps_w", "0.5", "ε_w = 0.5"),
                                             ("signed", "True", "sign(A_base) inside the tanh"),
                                             ("norm", "'pooled' (per-turn values)",
@@ -814,7 +815,15 @@ def _technique_rows():
                                             ("std", "population", "'standard deviation', ddof not stated"),
                                             ("signal", "the step's step_rewards (stage)",
                                              "the selected hindsight gap δ̄* of execution-conditioned teachers "
-                                             "(3 lookahead depths)")),
+                                             "(3 lookahead depths)"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "16 trajectories per query, 32 queries per batch, ≤ 10 turns "
+                                             "(Implementation Details)"),
+                                            ("KL", "not part of the row", "none ('We do not apply an explicit "
+                                             "KL-divergence regularizer')"),
+                                            ("loss aggregation", "the recipe's (not part of the row)",
+                                             "1/G Σ_i 1/|τ_i| Σ_t (per-trajectory token mean, J_TurnSight); clip ε "
+                                             "value not stated")),
                                   placement="theirs: inside the GRPO-style step, after the base advantage "
                                             "(MatchTIR's), per token of turn k from that turn's selected hindsight "
                                             "gap, normalised per query over the sibling rollouts; ours: a transform "
