@@ -294,14 +294,29 @@ def _technique_rows():
                          "/(std + 1e-4), weighted nansum, batch mean/std, /(std + 1e-4)), 481-484 (apply_gdpo); "
                          "verl-GDPO/verl/trainer/ppo/ray_trainer.py:175-199 (correctness + format GRPO summed, "
                          "masked_whiten over response tokens) with verl-GDPO/verl/trainer/ppo/core_algos.py:111-155; "
-                         "trl-GDPO/open-r1/recipes/Qwen2.5-1.5B-Instruct/gdpo_gsm8k/config.yaml (run settings)",
+                         "trl-GDPO/open-r1/recipes/Qwen2.5-1.5B-Instruct/gdpo_gsm8k/config.yaml (run settings), "
+                         "run_gsm8k_gdpo.sh, src/open_r1/gsm8k.py:100-125, 192-195 (three rewards: correctness, int, "
+                         "format); verl-GDPO/train_gdpo.sh (adv_estimator gdpo, rollout.n 4, train_batch_size 512). "
+                         "#51 read-whole pass (rF): upstream verl's 'gdpo' (the verl 0.9.1 PyPI wheel "
+                         "core_algos.py:361-468 compute_gdpo_outcome_advantage: per key of algorithm.gdpo_reward_keys "
+                         "compute_grpo_outcome_advantage (:268-331, eps 1e-6, singleton mean 0 / std 1, "
+                         "norm_adv_by_std_in_grpo), weighted by gdpo_reward_weights (default ones), then "
+                         "masked_whiten over response tokens; ray_trainer.py:260-263; config/algorithm.py:668-673)",
                     defaults=(("eps (group std)", "1e-6", "1e-4 (TRL); 1e-6 (verl-GDPO)"),
                               ("std_ddof", "1", "torch.std, unbiased"),
                               ("weights", "ones", "reward_weights, default ones (verl-GDPO: unweighted sum of two)"),
                               ("whiten", "True, (x − mean)·rsqrt(var + 1e-8) over valid sequences",
                                "TRL: (x − mean)/(std + 1e-4) over the batch's sequences; verl-GDPO: masked_whiten "
                                "over response tokens"),
-                              ("num_generations", "the step's group sizes (group_id)", "16 (gdpo_gsm8k config)")),
+                              ("num_generations", "the step's group sizes (group_id)",
+                               "16 (gdpo_gsm8k config); rollout.n 4 (verl-GDPO train_gdpo.sh)"),
+                              ("reward count K", "any K ≥ 1 (K = 1: GRPO then whitening)",
+                               "TRL: 3 (gsm8k.py); GDPO only when K > 1, else the plain GRPO branch (no batch step); "
+                               "verl-GDPO: 2 (correctness, format); verl 0.9.1: the gdpo_reward_keys"),
+                              ("norm_adv_by_std_in_grpo", "none (always ÷ σ_{g,k} + ε)",
+                               "verl 0.9.1: True (False: r_k − μ_{g,k}, no σ, per reward)"),
+                              ("train batch", "the step's rows", "verl-GDPO: train_batch_size 512 prompts; TRL: "
+                               "per_device_train_batch_size 16, gradient_accumulation_steps 4")),
                     placement="theirs (TRL): _generate_and_score_completions, once per generation batch, on the "
                               "rewards gathered from every process, groups = consecutive blocks of num_generations, "
                               "before the local slice; ours: the advantage stage, once per step on the step's "
@@ -314,7 +329,15 @@ def _technique_rows():
                         "their verl variant whitens over response tokens (longer responses weigh more) and gives a "
                         "singleton group r/(1+ε); ours whitens over valid sequences and gives a singleton 0",
                         "a non-finite reward component on a valid row is refused; TRL turns None/NaN into 0 "
-                        "(nan_to_num)"))),
+                        "(nan_to_num)",
+                        "upstream verl 0.9.1 'gdpo' (compute_gdpo_outcome_advantage) is the verl-GDPO form made "
+                        "general: weighted by gdpo_reward_weights, per-reward GRPO with norm_adv_by_std_in_grpo, "
+                        "masked_whiten over response tokens (token-weighted), a singleton group r/(1 + ε); ours: the "
+                        "same per-reward step and weights, whitened over valid sequences (equal to theirs before "
+                        "the whitening for groups of ≥ 2; tested); its norm_adv_by_std_in_grpo=False mode "
+                        "(no σ per reward) is not built",
+                        "K = 1: TRL applies GDPO only when there is more than one reward (else its GRPO branch, "
+                        "no batch step); ours still whitens the single GRPO column over the batch"))),
       Technique("dara", "multi_reward", dara,
                 "A = whiten(Σ_k [w_k max(A_k, 0) + min(A_k, 0)]), w_k = min(5, sqrt(max ρ / ρ_k)) "
                 "(ρ = active-group density)",

@@ -788,9 +788,21 @@ def canon(rewards: Array, metric: Array, group_id: Array, *, inter_coef: float, 
 _S0 = "seed 000_3e503271be254a43.txt"
 _S1 = "seed 001_5839a3671b0b4d92.txt"
 _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:265-330 "
-                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy")
+                   "compute_grpo_outcome_advantage (the same at main b178a3cd, 2026-01-29, and in the verl 0.9.1 PyPI "
+                   "wheel, core_algos.py:268-331) and :331-355 compute_grpo_vectorized_outcome_advantage (verl/utils/"
+                   "groupwise.py group_mean_std: float32, a singleton mean 0 / std 1; v0.7.0 floors the variance at "
+                   "epsilon, std ≥ 1e-3, and takes s2 − s1²/n; 0.9.1 :334-358 passes eps=0.0 and sums centred "
+                   "squares: 'grpo' in float32); ray_trainer.py@v0.7.0:234-246 (0.9.1 :235-247: the GRPO branch passes "
+                   "norm_adv_by_std_in_grpo, epsilon left at 1e-6); trainer/config/ppo_trainer.yaml@v0.7.0:81-84 "
+                   "(adv_estimator gae, norm_adv_by_std_in_grpo True). #51 read-whole pass (rB): the record said 0.9.1 "
+                   "was not stored and did not name 'grpo_vectorized'")
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
-_VERL07_SAME = " (the same at main b178a3cd, 2026-01-29); 0.9.1 not in the stored copy"
+
+
+def _verl07_same(lines091: str) -> str:
+  """The v0.7.0 function is the same at main and, line for line, in the verl 0.9.1 wheel (at ``lines091``)."""
+  return (f" (the same at main b178a3cd, 2026-01-29, and line for line in the verl 0.9.1 PyPI wheel, core_algos.py:"
+          f"{lines091}; #51 read-whole pass (rB): the record said 0.9.1 was not stored)")
 _VERL_WHITEN_READ = "; verl/utils/torch_functional.py:287-340 masked_mean (÷ (Σmask + 1e-8)), masked_var, masked_whiten"
 _VERL_WHITEN_DEV = ("verl's masked_mean divides by Σmask + 1e-8, ours by Σmask (relative difference ≤ 1e-8/Σmask in "
                     "the "
@@ -825,7 +837,11 @@ def _technique_rows():
                                   deviations=(
                                       "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
                                       "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
-                                      "padded rows (valid False) are outside every group; verl has no padding rows"))),
+                                      "padded rows (valid False) are outside every group; verl has no padding rows",
+                                      "verl's second estimator in the file, adv_estimator 'grpo_vectorized', is "
+                                      "float32 and in v0.7.0 floors the group variance at epsilon (std ≥ 1e-3, so a "
+                                      "group whose variance is below 1e-6 gets a smaller |A| than here); 0.9.1 drops "
+                                      "the floor (= ours up to float32); not built, ours is the 'grpo' form"))),
       Technique("dr_grpo", "advantage", dr_grpo, "A_i = r_i − μ_g",
                 "arXiv 2503.20783; verl norm_adv_by_std_in_grpo=False",
                 stage=S.group_estimator(dr_grpo),
@@ -834,7 +850,9 @@ def _technique_rows():
                                   read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
                                   defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
                                   placement=_OUTCOME_PLACEMENT,
-                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",))),
+                                  deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",
+                                              "verl's 'grpo_vectorized' with norm_adv_by_std_in_grpo=False is the "
+                                              "same r − mean (float32, a singleton A = r); not built separately"))),
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
@@ -848,12 +866,33 @@ def _technique_rows():
                                        "(c·r − Σ_g r)/max(c − 1, 1)·(c > 1), a singleton gets 0) (both the same at "
                                        "main b178a3cd, 2026-01-29, and in the verl 0.9.1 PyPI wheel, core_algos.py:"
                                        "587-637 and :833-866). Eighth draw (#51 item 4): the vectorized variant "
-                                       "and the 0.9.1 wheel were not in the record",
+                                       "and the 0.9.1 wheel were not in the record. #51 read-whole pass (rF): "
+                                       "examples/rloo_trainer/run_qwen2-7b.sh@v0.7.0 (verl's RLOO run: "
+                                       "adv_estimator rloo, rollout.n 5, use_kl_in_reward True, kl_penalty kl, "
+                                       "kl_ctrl.kl_coef 0.001, use_kl_loss False); trainer/config/ppo_trainer.yaml"
+                                       "@v0.7.0:75-108 (use_kl_in_reward False, kl_penalty kl, kl_coef 0.001)",
                                   defaults=(("singleton", "'zero' (A = 0)",
-                                             "A = r ('rloo'); A = 0 ('rloo_vectorized')"),),
-                                  placement=_OUTCOME_PLACEMENT,
+                                             "A = r ('rloo'); A = 0 ('rloo_vectorized')"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "rollout.n = 5 (run_qwen2-7b.sh)"),
+                                            ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping "
+                                             "stage, beta=0.001, estimator 'kl')",
+                                             "True in run_qwen2-7b.sh (k1, kl_coef 0.001); ppo_trainer.yaml "
+                                             "default False")),
+                                  placement="theirs: once per step, after the rewards and, in their RLOO example "
+                                            "run (use_kl_in_reward True), after apply_kl_penalty subtracts "
+                                            "0.001·(log π_old − log π_ref) on every response token, so the "
+                                            "leave-one-out runs on score − β·Σ_t KL_t; on the whole batch grouped "
+                                            "by uid (index), the advantage broadcast over response tokens; ours: the "
+                                            "advantage stage, once per step on the step's rows (data.rewards, the "
+                                            "sum of the token rewards when a shaping stage such as kl_in_reward "
+                                            "wrote them) grouped by group_id, padded rows excluded",
                                   deviations=("a singleton group gets 0, as verl's 'rloo_vectorized'; singleton='raw' "
-                                              "is verl's 'rloo' (A = r)",))),
+                                              "is verl's 'rloo' (A = r)",
+                                              "verl's RLOO example run folds a k1 KL to the reference into the "
+                                              "reward before the advantage (use_kl_in_reward, kl_coef 0.001); "
+                                              "the row does not: add rl.shaping=kl_in_reward(beta=0.001) for "
+                                              "theirs"))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
@@ -864,17 +903,26 @@ def _technique_rows():
                     "reset_at_mask=True: v0.7.0's",
                     read=f"{_VERL07}:581-616 compute_reinforce_plus_plus_outcome_advantage (the same at main "
                          "b178a3cd, 2026-01-29)" + _VERL_WHITEN_READ + "; the verl 0.9.1 PyPI wheel (installed for "
-                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 (observation) tokens "
-                         "and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t + running · "
-                         "(1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / masked_whiten "
-                         "as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and gave the "
-                         "v0.7.0 reset as verl's",
+                         "the peer benchmarks) core_algos.py:693-731: the running return is carried through mask-0 "
+                         "(observation) tokens and returns are 0 there (returns[:, t] = new · m_t; running = new · m_t "
+                         "+ running · (1 − m_t)), its utils/torch_functional.py:294-345 masked_mean / masked_var / "
+                         "masked_whiten as v0.7.0. Eighth draw (#51 item 4): the record said 0.9.1 was not stored and "
+                         "gave the v0.7.0 reset as verl's. #51 read-whole pass (rF): examples/reinforce_plus_plus_"
+                         "trainer/run_qwen2-7b_math_rf.sh@v0.7.0 (adv_estimator reinforce_plus_plus, rollout.n 8, "
+                         "use_kl_in_reward True, use_kl_loss False); trainer/config/ppo_trainer.yaml@v0.7.0:75-108 "
+                         "(gamma 1.0, kl_penalty kl, kl_ctrl fixed, kl_coef 0.001)",
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
                               ("variance", "unbiased", "unbiased (masked_var)"),
                               ("reset_at_mask", "False (carry through mask-0 tokens)",
                                "0.9.1: carry through (returns 0 on mask-0 tokens); v0.7.0 / main b178a3cd: reset "
-                               "(running_return * response_mask[:, t])")),
-                    placement=_VERL_TOKEN_PLACEMENT,
+                               "(running_return * response_mask[:, t])"),
+                              ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping stage, "
+                               "beta=0.001, estimator 'kl')", "True in run_qwen2-7b_math_rf.sh (kl_penalty kl, "
+                               "kl_coef 0.001 from ppo_trainer.yaml); ppo_trainer.yaml default False"),
+                              ("group size", "the step's groups (not used by the estimator)",
+                               "rollout.n = 8 (run_qwen2-7b_math_rf.sh)")),
+                    placement=_VERL_TOKEN_PLACEMENT + "; verl's REINFORCE++ example run sets use_kl_in_reward, so "
+                              "its returns sum score − 0.001·(log π_old − log π_ref) over the later tokens",
                     deviations=(
                         "none against verl 0.9.1 on the return (a mask-0 token inside a response carries the running "
                         "return through there too); v0.7.0 and main b178a3cd reset it at every mask-0 token "
@@ -882,6 +930,9 @@ def _technique_rows():
                         "reset_at_mask=True is that form; all agree on hole-free masks",
                         "info['returns'] is 0 outside the mask, as 0.9.1 (v0.7.0 keeps the running value there; "
                         "neither reads it)",
+                        "verl's REINFORCE++ example run (run_qwen2-7b_math_rf.sh) folds a per-token k1 KL to the "
+                        "reference into the token rewards (use_kl_in_reward); the row "
+                        "does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs",
                         _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
@@ -890,7 +941,8 @@ def _technique_rows():
                     "peer", f"{_VERL07}: compute_reinforce_plus_plus_baseline_outcome_advantage",
                     "equal with mask [B,T] and singleton='raw' (verl: singleton mean 0); default singleton 'zero'; "
                     "without a mask ours whitens over sequences, not tokens",
-                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage{_VERL07_SAME}"
+                    read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage"
+                         f"{_verl07_same('536-584')}"
                          + _VERL_WHITEN_READ,
                     defaults=(("singleton", "'zero' (A = 0 before whitening)", "mean 0 (r kept)"),
                               ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
@@ -916,7 +968,7 @@ def _technique_rows():
                 fidelity=Fidelity(
                     "peer", f"{_VERL07}: compute_remax_outcome_advantage",
                     "token form identical; the [B] form (no mask) is r − b per sequence",
-                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_VERL07_SAME}; "
+                    read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_verl07_same('735-767')}; "
                          "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout)",
                     defaults=(),
                     placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
@@ -936,12 +988,16 @@ def _technique_rows():
                     "peer", f"{_VERL07}: compute_gae_advantage_return",
                     "ours multiplies the whitened A by the mask (verl leaves values outside it); equal on masked "
                     "tokens",
-                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_VERL07_SAME}" + _VERL_WHITEN_READ,
+                    read=f"{_VERL07}:213-260 compute_gae_advantage_return{_verl07_same('216-263')}"
+                         + _VERL_WHITEN_READ,
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("lam", "1.0", "algorithm.lam = 1.0"),
                               ("whiten", "True", "always (masked_whiten)"), ("whiten_eps", "1e-8", "1e-8")),
-                    placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
-                              "batch, with the critic's values computed on the rollout before the update; returns = "
-                              "raw A + V are the critic's targets; A whitened over every response token; ours: the "
+                    placement="theirs: ray_trainer.compute_advantage in the driver (ray_trainer.py@v0.7.0:217-233, "
+                              "0.9.1 :218-234), once per step on the whole batch after the rewards (and the in-reward "
+                              "KL when use_kl_in_reward), with the critic's values computed on the rollout before the "
+                              "update; returns = raw A + V are the critic's targets; A whitened over every response "
+                              "token; the same branch then runs PF-PPO's reweighting when algorithm.use_pf_ppo "
+                              "(default False; not part of this row); ours: the "
                               "advantage stage, once per step on the step's rows with the values recorded at sampling "
                               "time, returns in info['returns'], whitened over the completion tokens of valid rows",
                     deviations=(
@@ -961,21 +1017,37 @@ def _technique_rows():
                     "0.4); interpolation='inverted_cdf' gives the abstract's exact two-regime gate",
                     read="github.com/junkangwu/QAE (branch main, commit not recorded): README.md, its quote of "
                          "verl/trainer/ppo/core_algos.py L315-319 (compute_grpo_outcome_advantage with "
-                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass",
+                         "torch.quantile); no stored copy of the repository could be fetched in the issue #51 pass. "
+                         "#51 read-whole pass (rB): the README as stored at gitblind.noratr.app/junkangwu/QAE and "
+                         "skillagent.dev/skill/junkangwu/QAE (pages corpus; fetch and find_files: no snapshot): "
+                         "quantile_k = config.get('quantile_k', -1.0), the quantile only for 0 < K < 1, else the mean; "
+                         "'This repo only changes the DAPO recipe'; runs: recipe/qae/run_dapo_qwen2.5_32b.sh, "
+                         "run_dapo_qwen3-14b-base.sh, run_dapo_qwen3-8b-base.sh = python3 -m recipe.dapo.main_dapo "
+                         "++algorithm.quantile_k=0.4 (the scripts themselves not stored); verl's DAPO recipe "
+                         "(volcengine/verl@v0.7.0 recipe/dapo/dapo_ray_trainer.py:229-290 the filter_groups loop, "
+                         ":320-330 compute_advantage on the kept batch; run_dapo_qwen2.5_32b.sh:25-30 "
+                         "enable_filter_groups=True, metric acc, max_num_gen_batches 10, n 16)",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
                               ("singleton group", "0 (mode='rljax')", "r/(1+ε): verl's mean 0, std 1"),
                               ("K = 1", "group max (mode='rljax')", "group mean")),
-                    placement="theirs: verl's GRPO outcome advantage, once per step on the whole rollout batch, "
-                              "grouped by uid; ours: the advantage stage, once per step on the step's rows, grouped "
-                              "by group_id, padded rows (valid False) excluded",
+                    placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
+                              "step, AFTER DAPO's dynamic-sampling filter (filter_groups: groups whose acc has std 0 "
+                              "dropped, generation repeated until train_batch_size prompts are kept, at most 10 "
+                              "batches), on the kept batch grouped by uid; ours: the advantage stage, once per step on "
+                              "the step's rows, grouped by group_id, padded rows (valid False) excluded; an all-equal "
+                              "group gets A = 0 here and stays in the batch (rl.filters='zero_variance(refill=True)' "
+                              "is theirs; the kept groups' A is the same)",
                     deviations=(
                         "default K = 0.5 (the median: the abstract names no K); pass quantile=0.4 for the README's",
                         "mode='rljax' gives a singleton group 0 (no within-group signal) and reads K = 1 as the max "
                         "(the quantile's definition); mode='authors' keeps verl's singleton rule and their mean "
                         "fallback",
                         "a group whose σ + ε is 0 (equal rewards, eps=0) gets 0 as in grpo; their code gives NaN",
+                        "their runs drop all-equal groups before the advantage (DAPO's filter_groups, metric acc) and "
+                        "resample; the qae stage alone keeps them at A = 0 (rl.filters='zero_variance(refill=True)' is "
+                        "theirs)",
                         "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
                         "B = 0)"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
@@ -986,8 +1058,11 @@ def _technique_rows():
                     "ours divides by σ (authors σ + 1e-6); rewards outside {0,1}: ours exact subset-max expectation, "
                     "authors leave them unchanged",
                     read="RUCAIBox/Passk_Training@c3ba575e (2025-08-15) code/passk_adv.py:10-19 calc_adv, 21-43 "
-                         "compute_advantage (verl-style, grouped by index); README.md (the closed form); the "
-                         "repository has no training scripts (no K of theirs to compare)",
+                         "compute_advantage (verl-style, grouped by index); README.md (the closed form; 'Among its "
+                         "three progressive variants, bootstrap sampling ... full sampling ... analytical "
+                         "derivation'); the repository has no training scripts (no K of theirs to compare); "
+                         "git ls-tree c3ba575e: README.md, code/maze_verifier.py, code/passk_adv.py, figures/ (read "
+                         "whole in the #51 read-whole pass, rB)",
                     defaults=(("k", "required", "K, required (compute_advantage argument)"),
                               ("σ floor", "σ ≤ sigma_eps = 1e-6 → A = 0, else ÷ σ", "÷ (σ + 1e-6)"),
                               ("rewards", "any real (exact subset-max expectation)",
@@ -1003,7 +1078,11 @@ def _technique_rows():
                         "force; our extension); theirs leaves such a reward as its advantage",
                         "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "
                         "info['num_groups_lt_k']); theirs divides by C(n, k) = 0",
-                        "k must be a positive int (refused naming k)"))),
+                        "k must be a positive int (refused naming k)",
+                        "the README's other two Pass@k-training variants, full sampling and bootstrap sampling (the "
+                        "sampled forms whose asymptote is the analytic one), and its 'implicit reward design' "
+                        "advantages are in no file of the repository (code/ holds passk_adv.py and "
+                        "maze_verifier.py only): not built; passk is the analytic derivation"))),
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
@@ -1050,13 +1129,27 @@ def _technique_rows():
                                   read="HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py (stored copy, "
                                        "read_file): _compute_group_per_sample (the vote reward R(G)) and "
                                        "_glpo_compute_advantages Steps 2-7 (base, bonus); YuYi/glpo/run_glpo.sh@"
-                                       "9bb6a1ff (run settings)",
+                                       "9bb6a1ff (run settings). #51 read-whole pass (rF): the plugin whole (Step 3 "
+                                       "fallbacks, the module-level patch), the older copy YuYi/glpo_swift_plugin.py"
+                                       "@9bb6a1ff (the same Steps 2-7), YuYi/src/rewards/zh_grammar_reward.py@"
+                                       "e2a32547 (zh_gec_reward, the run's individual reward: the plugin's _score "
+                                       "with the 0.3 format reward, best over references)",
                                   defaults=(("eps (σ floor)", "1e-6", "GLPO_STD_EPS = 1e-4 (clamp(std, min=1e-4))"),
                                             ("std_ddof", "1", "unbiased=True"),
                                             ("bonus", "1.0", "GLPO_BONUS_SCALE = 1.0"),
                                             ("group size", "the step's groups (group_id)",
                                              "GLPO_K = 8 consecutive samples (= num_generations 8)"),
-                                            ("form", "'glpo'", "the plugin's only form")),
+                                            ("form", "'glpo'", "the plugin's only form"),
+                                            ("run_glpo.sh environment", "none",
+                                             "GLPO_M=6 (read only for the log line), GLPO_ALPHA=0.5 and "
+                                             "GLPO_STD_SCALE=1 (read by no code of either plugin copy), "
+                                             "GLPO_GROUP_COL_IDX=1"),
+                                            ("rewards", "the step's rewards (one reward)",
+                                             "reward_funcs zh_gec_reward zh_gec_group_reward, reward_weights 1.0 1.0 "
+                                             "(the weights are unused by the patched advantage: column 0 is R_ij, "
+                                             "column 1 R(G))"),
+                                            ("scale_rewards", "n/a", "none (ms-swift's own advantage, used only in "
+                                             "the fallbacks)")),
                                   placement="theirs: a monkey-patch of ms-swift GRPOTrainer._compute_advantages, "
                                             "once per generation batch on rewards_per_func (column 1 the group "
                                             "reward R(G), column 0 the individual reward), groups = consecutive "
@@ -1074,7 +1167,10 @@ def _technique_rows():
                                       "every answer_id votes; theirs skips empty answers (and R(G) = 0 when none "
                                       "is left): give unparsable answers distinct ids to keep them out of the "
                                       "majority",
-                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours"))),
+                                      "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours",
+                                      "their fallbacks: a batch whose sample count is not a multiple of GLPO_K, or "
+                                      "fewer than 2 reward columns, gets ms-swift's own advantage (no bonus; "
+                                      "scale_rewards none in the run); ours groups by group_id, any group sizes"))),
       Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
@@ -1088,7 +1184,11 @@ def _technique_rows():
                          "Estimation' (stored copy, read_file: the formula and compute_grpo_task_norm_outcome_"
                          "advantage: id2mean per uid, singleton 0; task2std = torch.std over the batch's rows of the "
                          "task, a singleton task 0; (r − mean)/(std + 1e-6)); 'Task-balanced Sampling' (equal "
-                         "domain weights per batch); the paper PDF not re-read",
+                         "domain weights per batch); the paper PDF not re-read. #51 read-whole pass (rF): the "
+                         "README whole: 'Requirements' (their trainer is verl v0.4), 'AEPO' (after the advantage "
+                         "step, when aepo_entropy_low < actor/entropy_loss < aepo_entropy_high, only rows with A > 0 "
+                         "and reward > 0 are kept, truncated to a multiple of the world size); the arXiv HTML "
+                         "(pages corpus: arxiv.org/html/2512.12967v1, arxivlens, emergentmind) gives only the abstract",
                     defaults=(("scale", "'advantages' (std of the incoming advantages)",
                                "the std of the task's rewards in the batch ('rewards')"),
                               ("center", "True (subtract the task mean of A)", "no (center=False)"),
@@ -1104,8 +1204,11 @@ def _technique_rows():
                         "default scale='advantages', center=True: (A − mean_task A)/(std_task A + ε) (ours; AgentRL's "
                         "task normalisation gives no form); task_normalized(grpo(r, scale='none'), task, rewards=r, "
                         "scale='rewards', center=False) is theirs (tested)",
-                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0)",
-                        "their task-balanced sampler is a data-loader concern, not part of this row"))),
+                        "a singleton uid group: grpo gives 0, theirs keeps r (mean 0): grpo(singleton='raw') is "
+                        "theirs; a task with one row then gets r/(0 + 1e-6) in both (their task2std 0)",
+                        "their task-balanced sampler is a data-loader concern, not part of this row",
+                        "the README's AEPO (negative-gradient clipping by the batch entropy, run after this "
+                        "advantage; aepo_entropy_low / _high not given) is not built: not part of this row"))),
       Technique("key_baseline", "advantage", key_baseline, "A_i = R_i − mean{R_j : key_j = key_i}", f"{_S0} L33",
                 stage=S.chosen(
                     key_baseline, "key", "task_id", {
@@ -1228,13 +1331,21 @@ def _technique_rows():
                                        "(the judge's partition of all K rollouts, f = cluster size), Sec. 3.3 "
                                        "Eqs. 4-5 (w = 1/f^α, α ∈ [0, 1], advantage = w·z), Sec. 3.4, Sec. 4.1 "
                                        "hyper-parameters (page read: the paper text in the code index, file id "
-                                       "61124452340, offsets 0-32000)",
+                                       "61124452340, offsets 0-32000). #51 read-whole pass (rF): Sec. 3.1-4.1 "
+                                       "re-read (offsets 9500-25500)",
                                   defaults=(("scope", "'correct' (correct rows, weights renormalised to mean 1)",
                                              "every rollout, f over all K, no renormalising ('all')"),
                                             ("alpha", "1.0", "α ∈ [0, 1]; no value found in Sec. 3-4.1"),
                                             ("group size", "the step's groups", "K = 8 rollouts per prompt"),
                                             ("base advantage", "the incoming estimator's (e.g. grpo)",
-                                             "GRPO z of Eq. 1")),
+                                             "GRPO z of Eq. 1"),
+                                            ("eps, σ (Eq. 1)", "the incoming estimator's (grpo: ε 1e-6, std ddof 1)",
+                                             "'a small constant', value not stated; σ's ddof not stated"),
+                                            ("judge", "none (answer_ids clusters)",
+                                             "Qwen2.5-72B / OLMo-3-32B / Qwen3-32B for the 7B / 7B / 8B policies "
+                                             "(Sec. 4.1; Sec. 3.2 says 'the 32B version')"),
+                                            ("KL", "not part of the row", "λ_KL = 0.001 (Sec. 4.1), with GRPO "
+                                             "clipping (Sec. 3.4)")),
                                   placement="theirs: the GRPO advantage replaced once per step, per problem's K "
                                             "rollouts, the judge (a larger model of the same family) clustering "
                                             "all K traces in one query; ours: a transform of the advantage stage's "

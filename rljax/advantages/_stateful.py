@@ -277,7 +277,12 @@ def _technique_rows():
                                        "ha-dw, loss_mode gspo, rollout.n 8, loss_agg_mode seq-mean-token-mean, "
                                        "reward_manager dapo; grpo_hadw.sh and dapo_hadw.sh are empty at this "
                                        "commit); verl/utils/reward_score/__init__.py:59-62, math_dapo.py:265 "
-                                       "(math / math_dapo / aime data: +1 correct, −1 wrong)",
+                                       "(math / math_dapo / aime data: +1 correct, −1 wrong); #51 read-whole pass "
+                                       "(rB): gspo_hadw.sh:14-15 (MODEL_PATH Qwen/Qwen3-4B-Base, TRAIN_FILE "
+                                       "/data/gsm8k/train.parquet, the data made by examples/data_preprocess/"
+                                       "gsm8k.py:47, data_source 'openai/gsm8k'), reward_score/__init__.py:44-47 "
+                                       "and gsm8k.py:52-72 (1.0 correct, 0 otherwise); the record said the script "
+                                       "names no training file",
                                   defaults=(("window", "0 (EMA anchor)", "reward_window_k = 10 (gspo_hadw.sh)"),
                                             ("scale", "1.0", "1.5, hard-coded"),
                                             ("strength (λ)", "1.0", "1 (exp(direction·|μ_g − μ_hist|))"),
@@ -290,9 +295,10 @@ def _technique_rows():
                                              "loss_mode gspo at actor.yaml's clip_ratio 0.2 / 0.2, "
                                              "seq-mean-token-mean (gspo_hadw.sh)"),
                                             ("reward the statistics read", "data.correct (0/1)",
-                                             "the summed token reward; reward_manager dapo → default_compute_score: "
-                                             "+1 / −1 on math, math_dapo and aime data (the script names no "
-                                             "training file)")),
+                                             "the summed token reward; reward_manager dapo → default_compute_score "
+                                             "on the script's default TRAIN_FILE /data/gsm8k/train.parquet "
+                                             "(openai/gsm8k): 1 / 0 (= acc); on math, math_dapo and aime data "
+                                             "+1 / −1")),
                                   placement="theirs: verl's advantage step, once per step on the whole batch; the "
                                             "anchor is the mean of the last k batch-mean rewards, the current "
                                             "batch's appended in the reward step before it; the statistics are of "
@@ -304,8 +310,10 @@ def _technique_rows():
                                       "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
                                       "hadw(window=10, scale=1.5) on grpo is theirs",
                                       "the stage reads data.correct for accuracies; theirs the summed reward "
-                                      "(equal for a 0/1 reward; with their script's ±1 math reward μ = 2·acc − 1, "
-                                      "so |μ_g − μ_hist| and the weight exp(λ·|Δ|) are those of acc with 2λ)",
+                                      "(equal for a 0/1 reward, as on their script's default gsm8k data; with "
+                                      "verl's ±1 math reward (math_dapo / aime data) μ = 2·acc − 1, so "
+                                      "|μ_g − μ_hist| and the weight exp(λ·|Δ|) are those of acc with 2λ: "
+                                      "strength=2 there)",
                                       "batch accuracy over valid rows only; theirs over every row",
                                       "a singleton group: ours follows the incoming estimator (grpo: 0); theirs "
                                       "r/(1+ε)·1.5·exp(...)",

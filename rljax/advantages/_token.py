@@ -736,7 +736,19 @@ def _technique_rows():
                                        "1), "
                                        "step_norm_reward (grouped by uid and step id, singleton mean = itself); "
                                        "UI-S1/scripts/train_example.sh@12d958e9 (mode=mean_std_norm, GAMMA=0.5, "
-                                       "step_advantage_w=1.0, rollout.n=8)",
+                                       "step_advantage_w=1.0, rollout.n=8). #51 read-whole pass (rB): the same "
+                                       "script also sets DAPO=True: algorithm.filter_groups.enable=True, metric "
+                                       "'seq_future_reward', std_threshold=0.3, and patch_threshold=2, run by "
+                                       "verl.trainer.main_dapo; UI-S1/verl/trainer/ppo/dapo_ray_trainer.py@f7702e46 "
+                                       "RayTrajDAPOTrainer.fit (compute_step_discounted_returns on the generated "
+                                       "turns, then the filter: per uid the np.std (ddof 0) of the step-0 discounted "
+                                       "returns, groups kept when std > std_threshold or a single trajectory, "
+                                       "generation repeated until train_batch_size uids, at most "
+                                       "max_num_gen_batches = 10; then compute_advantage with the yaml's "
+                                       "uis1.episode_advantage_w); UI-S1/verl/trainer/config/ppo_trainer.yaml@"
+                                       "f7702e46 (algorithm.uis1: episode_advantage_w 1.0, step_advantage_w 1.0, mode "
+                                       "'mean_norm'; filter_groups enable false, metric seq_final_reward, "
+                                       "std_threshold 0.1, max_num_gen_batches 10; patch_threshold 0)",
                                   defaults=(("step_weight", "0.5", "step_advantage_w = 1.0"),
                                             ("episode_weight", "1 − step_weight = 0.5",
                                              "episode_advantage_w = 1.0 (function default)"),
@@ -745,13 +757,23 @@ def _technique_rows():
                                             ("gamma", "1.0", "algorithm.gamma = 0.5 (script)"),
                                             ("std", "÷ (std + 1e-6), ddof 1",
                                              "mode = 'mean_std_norm' (script; function default 'mean_norm', no σ), "
-                                             "torch.std unbiased, + 1e-6")),
+                                             "torch.std unbiased, + 1e-6"),
+                                            ("group filter (not this stage's)", "none",
+                                             "filter_groups on (script DAPO=True; yaml false): keep a uid when "
+                                             "np.std of its trajectories' step-0 discounted returns > 0.3 "
+                                             "(script; yaml 0.1), resampling up to 10 generation batches"),
+                                            ("expert patching (rollout, not this stage's)", "none",
+                                             "patch_threshold = 2 (script; yaml 0): MultiRoundGenerator's "
+                                             "expert-action patches of mismatched turns")),
                                   placement="theirs: the driver's advantage step, once per step on the batch of "
                                             "turn rows (one row per (trajectory, step)), grouped by uid (pooled "
                                             "episode term) and by (uid, step id) (step term), each row's advantage "
                                             "broadcast over its response tokens; ours: the advantage stage, once per "
                                             "step on the step's multi-turn rows (one row per trajectory, turn_ids "
-                                            "map tokens to turns), padded rows and turns excluded",
+                                            "map tokens to turns), padded rows and turns excluded; theirs runs "
+                                            "AFTER the script's group filter (uids whose step-0 discounted returns "
+                                            "have std ≤ 0.3 dropped and regenerated), so every trained group has "
+                                            "spread; ours on every group of the step",
                                   deviations=(
                                       "defaults are a convex mix with the outcome GRPO (the abstract's weighted "
                                       "step- and episode-level advantages); step_weight=1, episode_weight=1, "
@@ -760,7 +782,12 @@ def _technique_rows():
                                       "(extract_match False: G = r there); ours never restarts",
                                       "a pooled group with a single turn: theirs r/(1+ε), ours 0",
                                       "the std is always used (÷ σ + ε); their function default mode='mean_norm' "
-                                      "drops it (their script uses mean_std_norm)"))),
+                                      "drops it (their script uses mean_std_norm)",
+                                      "their script's group filter (std of the step-0 discounted returns > 0.3, "
+                                      "ddof 0, before the advantage) is not built: rljax's zero_variance filter "
+                                      "tests a range > atol on the metric it is given, not a std threshold; "
+                                      "patch_threshold (their semi-online expert patching during the rollout) is "
+                                      "not built either"))),
       Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
                 "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
                 f"{_S1} L3",
@@ -778,7 +805,8 @@ def _technique_rows():
                                        "'Advantage Integration' (Ã = A_base[(1 − λ) + λw]), 'Implementation Details' "
                                        "(λ = ε_w = 0.5, 16 trajectories per query, ≤ 10 turns, MatchTIR as the base) "
                                        "(page read: the paper text in the code index, file id 70801290449, offsets "
-                                       "20500-36500)",
+                                       "20500-36500). #51 read-whole pass (rF): the same offsets re-read "
+                                       "(Objective Function, Implementation Details: batch, KL)",
                                   defaults=(("lam", "0.5", "λ = 0.5"), ("eps_w", "0.5", "ε_w = 0.5"),
                                             ("signed", "True", "sign(A_base) inside the tanh"),
                                             ("norm", "'pooled' (per-turn values)",
@@ -787,7 +815,15 @@ def _technique_rows():
                                             ("std", "population", "'standard deviation', ddof not stated"),
                                             ("signal", "the step's step_rewards (stage)",
                                              "the selected hindsight gap δ̄* of execution-conditioned teachers "
-                                             "(3 lookahead depths)")),
+                                             "(3 lookahead depths)"),
+                                            ("group size", "the step's groups (group_id)",
+                                             "16 trajectories per query, 32 queries per batch, ≤ 10 turns "
+                                             "(Implementation Details)"),
+                                            ("KL", "not part of the row", "none ('We do not apply an explicit "
+                                             "KL-divergence regularizer')"),
+                                            ("loss aggregation", "the recipe's (not part of the row)",
+                                             "1/G Σ_i 1/|τ_i| Σ_t (per-trajectory token mean, J_TurnSight); clip ε "
+                                             "value not stated")),
                                   placement="theirs: inside the GRPO-style step, after the base advantage "
                                             "(MatchTIR's), per token of turn k from that turn's selected hindsight "
                                             "gap, normalised per query over the sibling rollouts; ours: a transform "
@@ -815,7 +851,16 @@ def _technique_rows():
                                        "per action span), per_step_progress_advantage, "
                                        "score_trajectory_progress_advantage; scripts/tau2_bon8.sh@b1253bdd "
                                        "(--token-agg mean --step-agg min, β not set: 1.0), scripts/webshop_bon8.sh "
-                                       "(per-backbone aggregations), pa/aggregations.py (the choices)",
+                                       "(per-backbone aggregations), pa/aggregations.py (the choices). #51 "
+                                       "read-whole pass (rB): runners/tau2_bon.py@b1253bdd (methods "
+                                       "progress_advantage / policy_logprob / self_certainty / deepconf_*; π_ref "
+                                       "loaded only for progress_advantage; max_length 16384, beta 1.0), "
+                                       "pa/models.py@b1253bdd MODEL_PAIRS (policy / reference checkpoints: "
+                                       "Qwen3.5-9B / Qwen3.5-9B-Base, Qwen3-14B / Qwen3-14B-Base, gemma-4-E4B-it / "
+                                       "gemma-4-E4B, Olmo-3-7B-Instruct / Olmo-3-7B-Instruct-DPO); scoring.py "
+                                       "LogprobScorer.score: each message tokenized alone (no chat template) and "
+                                       "concatenated after BOS, left-truncated to max_length; reference None: "
+                                       "β·agg log π alone",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
                                              "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
@@ -825,7 +870,12 @@ def _technique_rows():
                                              "--step-agg min (tau2_bon8.sh; a trajectory score); webshop_bon8.sh: "
                                              "last (qwen3.5-9b), min (gemma4-4b), mean otherwise"),
                                             ("policy log-probs", "logp_old (the sampling policy, recorded)",
-                                             "a fresh forward pass of the policy model over the trajectory")),
+                                             "a fresh forward pass of the policy model over the trajectory"),
+                                            ("reference model", "the RL reference (logp_ref; usually the initial "
+                                             "policy, so the reward is 0 until the policy moves)",
+                                             "MODEL_PAIRS' reference: the policy checkpoint's pre-post-training base "
+                                             "(…-Base; Olmo: the DPO checkpoint), a different model from the "
+                                             "policy")),
                                   placement="theirs: at test time, a scoring pass over finished trajectories "
                                             "(best-of-n selection), each action step scored β·(agg log π − agg "
                                             "log π_ref) and the steps aggregated to one score per trajectory; "
@@ -840,7 +890,14 @@ def _technique_rows():
                                       "other choices of pa/aggregations.py (tokens last / min / max; steps mean / "
                                       "sum / last / max / bottom10)",
                                       "a truncated action span scores 0 in theirs; here every completion token in "
-                                      "the mask is scored"))),
+                                      "the mask is scored",
+                                      "which log-probs: theirs compare a post-trained checkpoint with its base (two "
+                                      "fixed models, the trajectory re-tokenized message by message without a chat "
+                                      "template); ours compare the sampling policy with the RL reference on the "
+                                      "sampled tokens, so at the first step (π_old = π_ref) the reward is 0",
+                                      "their other scoring modes in the same runner, policy_logprob (β·agg log π, no "
+                                      "reference; also per_step_progress_advantage with reference None) and the "
+                                      "certainty baselines (self_certainty, deepconf_tail / b10), are not built"))),
       Technique("oprl", "advantage", oprl, "r_k = β Σ_{t∈turn k} log(π_φ/π_old) (default π_φ/π_old := π_old/π_ref); "
                 "A = w·norm(Σ_j γ^{j−k} r_j) + (1−w)·grpo(R)", f"{_S0} L67 (OPRL / iStar, arXiv 2509.19199)",
                 # OPRL / iStar: implicit step rewards β·log(π_φ/π_θold) summed per turn (turn_ids), step_mask = the
