@@ -231,12 +231,19 @@ def _technique_rows():
                                   read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
                                        "reward_manager/step.py:18-69 (check_uid_uuid_reward) and :95-170 "
                                        "(StepRewardManager.__call__, off in validation); training/configs/"
-                                       "glm_mobilerl.yaml (reward_model)",
+                                       "glm_mobilerl.yaml (reward_model); training/verl/trainer/ppo/reward.py "
+                                       "(load_reward_manager), training/verl/trainer/main_ppo.py "
+                                       "(reward_fn = load_reward_manager(config, ...))",
                                   defaults=(("success", "r >= 1.0", "any step score == 1"),
                                             ("reference L", "fewest turns of a success in the group",
                                              "fewest step rows of a successful uuid in the uid"),
                                             ("penalty", "max(l − L, 0)/(2l) when r ≠ 0",
-                                             "max(l − L, 0)/(2l) unless every score of the uuid is 0")),
+                                             "max(l − L, 0)/(2l) unless every score of the uuid is 0"),
+                                            ("reward manager switches", "(none: the penalty is the stage)",
+                                             "glm_mobilerl.yaml: reward_manager 'android', length_normalise "
+                                             "False, success_penalty True; load_reward_manager's fallbacks for "
+                                             "reward_manager 'step': length_normalise 'step', success_penalty "
+                                             "False; StepRewardManager's own defaults: 'token', True")),
                                   placement="theirs: the reward manager after the rollout, on each step row of "
                                             "the batch (episode = uuid, task = uid); raw − penalty goes on the "
                                             "row's last token (training/configs/glm_mobilerl.yaml: "
@@ -251,8 +258,14 @@ def _technique_rows():
                                       "shortest= (a true shortest path) is ours",
                                       "their StepRewardManager's length_normalise modes 'token' (the class "
                                       "default: the score spread evenly over the response tokens) and 'step' (÷ "
-                                      "the episode's step rows in the batch) are not built; glm_mobilerl.yaml "
-                                      "sets False (the score on the last token), ours"))),
+                                      "the episode's step rows in the batch, on every response token) are not "
+                                      "built; glm_mobilerl.yaml sets False (the score on the last token), ours",
+                                      "the stored code does not show how glm_mobilerl.yaml reaches this manager: "
+                                      "its reward_manager 'android' is not one load_reward_manager registers "
+                                      "(naive, prime, batch, dapo, step; anything else raises "
+                                      "NotImplementedError), and with 'step' and the keys absent the penalty "
+                                      "is off (success_penalty False); the record takes the yaml's "
+                                      "success_penalty True and length_normalise False as their runs'"))),
       Technique("tool_call_reward", "shaping", tool_call_reward,
                 "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
