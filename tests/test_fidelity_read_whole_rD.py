@@ -154,3 +154,16 @@ def test_shortest_path_reward_equals_their_penalty_and_records_the_manager_switc
              for n, _, theirs in rec.defaults)
   assert any("NotImplementedError" in d for d in rec.deviations)
   assert "load_reward_manager" in rec.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# spear_replay: SPEAR@7e843151 has two implementations; verl/verl/trainer/ppo/ray_trainer_hybrid.py:268 keeps A > 0
+# (verl-agent's :129 keeps A >= 0), and verl/recipe/spear/run_qwen3-32b_spear.sh passes a 300-step ramp
+
+def test_spear_replay_records_the_second_implementation_and_its_script_values():
+  rec = ROWS["spear_replay"].fidelity
+  text = " ".join(rec.deviations)
+  second = "verl/verl/trainer/ppo/ray_trainer_hybrid.py"
+  assert second in text and second in rec.read
+  assert "keeps A > 0" in text
+  assert "max_replay_loss_steps 300" in text and "clip_cov_ub_replay 40" in text

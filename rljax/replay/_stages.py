@@ -602,7 +602,10 @@ def _technique_rows():
                                        "ray_trainer_hybrid.py:154-434 (TrajectoryBufferBatch: remove_old, "
                                        "is_full_capacity, maintain_reward_statistics, prepare_for_selection, "
                                        "get_buffer: a random power-of-2 subset), :439-553 (update_batch), :555-577 "
-                                       "(get_buffer_size), :862-874 and :1029-1070 (call sites); verl-agent/verl/"
+                                       "(get_buffer_size), :862-874 and :1029-1070 (call sites); the second copy "
+                                       "verl/verl/trainer/ppo/ray_trainer_hybrid.py:149-528 and verl/recipe/spear/"
+                                       "run_qwen2-32b_spear.sh, run_qwen3-32b_spear.sh:56-80 (read in the #51 read-"
+                                       "whole pass); verl-agent/verl/"
                                        "trainer/ppo/core_algos.py:240-287 (GRPO advantage with the custom mean / "
                                        "std); verl-agent/verl/workers/actor/dp_actor.py:501-614 (the replay pass: "
                                        "its own loss and optimizer step; :590-599 the coefficient ramp); verl-agent/"
@@ -652,6 +655,16 @@ def _technique_rows():
                                       "replay every step into gradient-free rows, up to ratio·B; theirs only when "
                                       "the buffer passes 1.5 × 2048 rows, on a power-of-2 subset, then emptied",
                                       "A' > 0 kept (theirs ≥ 0: rows exactly at the median also replay)",
+                                      "the repository's second SPEAR implementation, verl/verl/trainer/ppo/"
+                                      "ray_trainer_hybrid.py (TrajectoryBufferBatch, the ReTool / DR.BoT math runs "
+                                      "of verl/recipe/spear/run_qwen{2,3}-32b_spear.sh), is not the record's "
+                                      "reference: it keeps A > 0 (:268, as ours), asserts adv_estimator GRPO, and "
+                                      "its scripts pass max_replay_loss_steps 300 (max_replay_loss_ascending_steps, "
+                                      "passed there), clip_cov_ratio_replay 0.02, clip_cov_lb_replay 1, "
+                                      "clip_cov_ub_replay 40, kl_cov_ratio_replay 0.02, tolerate_steps 5, "
+                                      "weight_decay_trajectory_replay −1, trajectory_buffer_size / "
+                                      "baseline_buffer_size 2048 / 10240 (qwen3) and 32 / 32 (qwen2); ours "
+                                      "follows verl-agent's (ramp_steps 200)",
                                       "defaults sized for small runs: capacity 256, baseline 1024 means, max_age "
                                       "10 (theirs 2048, 10240, 5)",
                                       "recalibrate='decay' multiplies by decay^age (theirs: by the factor once)",
