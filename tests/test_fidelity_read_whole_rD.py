@@ -167,3 +167,26 @@ def test_spear_replay_records_the_second_implementation_and_its_script_values():
   assert second in text and second in rec.read
   assert "keeps A > 0" in text
   assert "max_replay_loss_steps 300" in text and "clip_cov_ub_replay 40" in text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# negative_advantage_drop: LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:876-877: advantage = clamp(R − V, min=0) in every
+# batch, at the default sampling_strategy None too; the loss is torch.mean over all B rows
+
+def test_negative_advantage_drop_keeps_their_clamp_support_and_records_the_default_clamp():
+  from rljax.filters import negative_advantage_drop
+  rng = np.random.default_rng(5)
+  adv = np.concatenate([rng.normal(size=12), [0.0, -0.0]])
+  theirs = np.maximum(adv, 0.0)  # clamp(min=0)
+  keep, _ = negative_advantage_drop(adv)
+  np.testing.assert_array_equal(np.asarray(keep), theirs > 0)  # the rows with a gradient there
+  # their batch loss mean(l * A+) over B rows != ours, the mean over the kept rows (recorded)
+  loss_rows = rng.uniform(1.0, 2.0, size=adv.size)
+  theirs_loss = np.mean(loss_rows * theirs)
+  ours_unweighted = np.mean(loss_rows[np.asarray(keep)])
+  assert not np.isclose(theirs_loss, ours_unweighted)
+  rec = ROWS["negative_advantage_drop"].fidelity
+  sampling = [t for n, _, t in rec.defaults if n == "sampling"][0]
+  assert "no drop" not in sampling and ":876-877" in sampling
+  assert any("denominator" in d for d in rec.deviations)
+  assert "train_generation_task_with_off_policy_PG.py" in rec.read

@@ -330,10 +330,16 @@ def _technique_rows():
                                   "keep mask only; keep_zero=True also keeps A = 0",
                                   read="abaheti95/LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:259-312 (A = R − V on the "
                                        "train set, once), :558-620 (sampling_strategy: A < 0 → 0, sample_probs ∝ "
-                                       "weights, rows with probability 0 never drawn); README.md:28",
+                                       "weights, rows with probability 0 never drawn), :640-720 (the batch draw), "
+                                       ":856, :876-877 and :918 (the loss: A = R − V(x) clamped at 0 in every "
+                                       "batch); README.md:28; train_generation_task_with_off_policy_PG.py:54, "
+                                       ":476-511 and :686-694 (the second script, the other tasks: --train_sampling "
+                                       "∝ A+, the same clamp in the loss)",
                                   defaults=(("rows kept", "A > 0 (keep_zero=False)", "A > 0 (probability ≠ 0)"),
                                             ("sampling", "none: the mask only", "sampling_strategy good_priority "
-                                             "(∝ A+) or good_random (uniform over A > 0); default None = no drop"),
+                                             "(∝ A+) or good_random (uniform over A > 0); default None: a shuffled "
+                                             "pass over all rows, the A < 0 rows still zeroed in the loss "
+                                             "(clamp(A, min=0), :876-877)"),
                                             ("advantage", "the step's advantage (row's first completion token)",
                                              "R − V(x) from a value head fitted once before training")),
                                   placement="theirs: once before training, over the whole offline train set "
@@ -348,7 +354,12 @@ def _technique_rows():
                                       "keep_zero=True (ours) also keeps A = 0",
                                       "their third strategy, sampling_strategy 'all_priority' (the data set's "
                                       "rejected responses with A > 0 drawn too, all ∝ A+; "
-                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built"))),
+                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built",
+                                      "theirs zero a row in the loss (A clamped at 0, :876-877, whatever the "
+                                      "sampling strategy, the default None included) and average the loss over "
+                                      "all B rows of the batch (torch.mean), the zeroed rows in the denominator; "
+                                      "ours drops the row (valid False), so the step's aggregation averages over "
+                                      "the kept rows only, and kept rows are not weighted by A"))),
       Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
                 f"{_S1} L115 (VCRL, arXiv 2509.19803)",
                 stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
