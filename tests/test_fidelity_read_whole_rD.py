@@ -190,3 +190,35 @@ def test_negative_advantage_drop_keeps_their_clamp_support_and_records_the_defau
   assert "no drop" not in sampling and ":876-877" in sampling
   assert any("denominator" in d for d in rec.deviations)
   assert "train_generation_task_with_off_policy_PG.py" in rec.read
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# overlong_penalty: TRL 1.9.0 trl/rewards/other_rewards.py:115-138 (_SoftOverlongPunishment) — no factor, −1 beyond
+# L_max — and verl's dapo.py:121 min(−exceed/len·factor, 0) (the 0.9.1 wheel: the same line)
+
+def _trl_soft_overlong(n, l_max, cache):
+  if n <= l_max - cache:
+    return 0.0
+  if n <= l_max:
+    return (l_max - cache - n) / cache
+  return -1.0
+
+
+def _verl_overlong(n, l_max, buf, factor):
+  return min(-(n - (l_max - buf)) / buf * factor, 0)
+
+
+def test_overlong_penalty_clip_equals_trl_at_factor_one_and_verl_by_default():
+  import jax
+  from rljax.rewards import overlong_penalty
+  lengths = np.array([10, 80, 81, 90, 100, 101, 140], np.float64)
+  with jax.enable_x64(True):
+    got = overlong_penalty(lengths, buffer_len=20, max_len=100, penalty_factor=1.0, clip=True)
+    got = np.asarray(got[0] if isinstance(got, tuple) else got, np.float64)
+    plain = overlong_penalty(lengths, buffer_len=20, max_len=100, penalty_factor=2.0)
+    plain = np.asarray(plain[0] if isinstance(plain, tuple) else plain, np.float64)
+  np.testing.assert_allclose(got, [_trl_soft_overlong(n, 100, 20) for n in lengths], rtol=0, atol=1e-12)
+  np.testing.assert_allclose(plain, [_verl_overlong(n, 100, 20, 2.0) for n in lengths], rtol=0, atol=1e-12)
+  rec = ROWS["overlong_penalty"].fidelity
+  assert "TRL not re-read" not in rec.read and "other_rewards.py:83-138" in rec.read
+  assert "TRL has no factor" in rec.differences

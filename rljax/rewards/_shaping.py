@@ -743,11 +743,17 @@ def _technique_rows():
                 "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
                 stage=_overlong_penalty_stage,
                 fidelity=Fidelity("peer", "verl v0.7.0 verl/workers/reward_manager/dapo.py (overlong_buffer)",
-                                  "clip=True gives TRL's clamp at −factor beyond L_max",
+                                  "clip=True gives a clamp at −factor beyond L_max (with penalty_factor=1: TRL "
+                                  "1.9.0's get_soft_overlong_punishment, −1 beyond L_max; TRL has no factor)",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/reward_manager/dapo.py:"
                                        "116-127 (overlong_reward = min(−exceed/len·factor, 0), added to the "
                                        "score); recipe/dapo/config/dapo_trainer.yaml:14-18; recipe/dapo/"
-                                       "run_dapo_qwen2.5_32b.sh:18-21; TRL not re-read in issue #51",
+                                       "run_dapo_qwen2.5_32b.sh:18-21; the verl 0.9.1 PyPI wheel "
+                                       "(/work/peers/verl) workers/reward_manager/dapo.py:120-127 and experimental/"
+                                       "reward_loop/reward_manager/dapo.py:108-114 (the same formula); TRL 1.9.0 "
+                                       "(/work/peers/trl) trl/rewards/other_rewards.py:83-138 "
+                                       "(get_soft_overlong_punishment: 0 up to L_max − L_cache, (L_max − L_cache − "
+                                       "|y|)/L_cache up to L_max, −1 beyond; no factor)",
                                   defaults=(("buffer_len", "required", "overlong_buffer.len 4096 (script; yaml 0, "
                                              "off)"),
                                             ("max_len", "the run's max_new_tokens", "max_resp_len = "
@@ -762,8 +768,8 @@ def _technique_rows():
                                   deviations=(
                                       "the stage adds the penalty in float32 (the loop's reward dtype); the "
                                       "function keeps float64 under x64",
-                                      "clip=True (TRL's clamp at −factor) is an option; verl's form is the "
-                                      "default"))),
+                                      "clip=True (a clamp at −factor; TRL's −1 when penalty_factor=1) is an "
+                                      "option; verl's form is the default"))),
       Technique("length_penalty", "shaping", length_penalty,
                 "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
                 f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
