@@ -7,6 +7,16 @@ Rows and the errors fixed:
   record did not mention (now: not built); the caller (__init__.py:93-104) added to `read`.
 - math_answer: "sources=('boxed',) gives verl's extraction" was false on verl's edge rules ('\\boxed ' with a space
   anywhere wins, \\fbox only without \\boxed); verl's GSM8K scorer (gsm8k.py, the #### source) was not mentioned.
+- shortest_path_reward: glm_mobilerl.yaml's reward_manager 'android' is not one the stored load_reward_manager
+  registers, whose fallbacks for 'step' turn the penalty off (success_penalty False): the switches and that gap
+  were not in the record.
+- spear_replay: the repository's second SPEAR implementation (verl/verl/trainer/ppo/ray_trainer_hybrid.py, keeps
+  A > 0) and its scripts' values (a 300-step ramp that is passed there, clip_cov_ub_replay 40) were not mentioned.
+- negative_advantage_drop: "default None = no drop" was false: their loss clamps A < 0 to 0 in every batch
+  (lolrl_qlora_llama_hh.py:876-877) at every sampling strategy, averaging over all B rows; the second script
+  (train_generation_task_with_off_policy_PG.py) was not mentioned.
+- overlong_penalty: "TRL's clamp at −factor" named a TRL that was not read; TRL 1.9.0 has no factor (−1 beyond
+  L_max): clip=True equals it at penalty_factor=1 (transcribed); the verl 0.9.1 wheel read (the same formula).
 """
 import re
 import string
