@@ -280,23 +280,44 @@ def _technique_rows():
                                        "while t <= T); verl-agent/verl/trainer/main_ppo.py:159 (normalize_by_length "
                                        "False); verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py:830-858 "
                                        "(global_steps from 1); examples/gigpo_trainer/run_alfworld_spear.sh:59-60; "
-                                       "README.md:172-182",
+                                       "README.md:172-182; the second implementation, the ReTool runs (read in the "
+                                       "#51 read-whole pass): verl/recipe/spear/reward.py:89-163 "
+                                       "default_compute_score_enforce_toolcall_posneg_decay (+0.1 per assistant "
+                                       "message with tool_calls, capped at 1, × the same cosine, t <= T), :166-248 "
+                                       "..._qwen3 (a correct answer, score > 0, gets 1[any call]·w instead); "
+                                       "verl/recipe/spear/run_qwen{2,3}-32b_spear.sh:79-80, 128-131, 181-182 "
+                                       "(cosine, T = 200, agentConcurrent); verl/verl/workers/reward_manager/"
+                                       "agentConcurrent.py:96-146; verl/recipe/spear/retool.py:152-195 (compute_score"
+                                       ", _wtool, _wtool_neg: (num_turns − 2)/2·0.1 variants, not in a script)",
                                   defaults=(("coef", "1.0", "1 (fixed)"),
                                             ("max_calls K", "10", "10 (0.1·episode_lengths, fixed)"),
                                             ("decay_steps T", "200", "200 (run_*_spear.sh); README yaml 100"),
                                             ("schedule", "'cosine'", "'cosine' (scripts); 'constant', 'none'"),
                                             ("count", "'turns' (model turns)", "episode_lengths (environment "
-                                             "steps)")),
+                                             "steps); ReTool runs: assistant messages carrying tool_calls"),
+                                            ("bonus on a correct answer", "min(1, n/K)·w as on any row",
+                                             "the same (verl-agent, qwen2 ReTool); run_qwen3-32b_spear.sh: "
+                                             "1[n > 0]·w when score > 0")),
                                   placement="theirs: the episode reward manager after the rollout, on each "
                                             "episode's row, added to the episode reward (the score on the last "
-                                            "response token), with t = the trainer's global_steps; ours: a "
+                                            "response token), with t = the trainer's global_steps; also in "
+                                            "validation (val_reward_fn gets the same meta_info, "
+                                            "ray_trainer.py:945-950); ReTool runs: the custom reward function "
+                                            "per response, called by the agentConcurrent manager; ours: a "
                                             "shaping stage after the reward on data.rewards, t = rljax's RL step",
                                   deviations=(
                                       "t counts from 0 (rljax's step); theirs from 1: ours at step t is theirs "
                                       "at global_steps t (one step later in their run)",
                                       "n = the episode's model turns; one model turn is one environment step, as "
                                       "their episode_lengths; count='calls' (regex matches) is ours",
-                                      "coef and K are parameters (theirs fixed at 1 and 10)"))),
+                                      "coef and K are parameters (theirs fixed at 1 and 10)",
+                                      "their ReTool runs' rule (verl/recipe/spear/reward.py) counts assistant "
+                                      "messages with tool calls: count='calls' with one match per calling turn "
+                                      "equals the qwen2 run's; the qwen3 run's binary bonus on correct answers "
+                                      "(1[n > 0]·w when score > 0) is not built, nor their un-masking of an "
+                                      "incomplete row that called a tool (is_incomplete 0)",
+                                      "their validation scores also carry the bonus (val_reward_fn, "
+                                      "ray_trainer.py:945-950); this row is a stage of the RL step (rl.shaping)"))),
   )
 
 
