@@ -5,6 +5,8 @@ error found fixed, with a check here. References are float64 / plain-Python tran
 Rows and the errors fixed:
 - tool_call_reward: SPEAR's second implementation (the ReTool runs, verl/recipe/spear/reward.py: +0.1 per
   assistant message with tool calls; the qwen3 run's binary bonus on correct answers) was not mentioned.
+- clipped_linear_reward: the skill-discovery run's chance level (−1/code_arity, 128 in its script) and its
+  placement (a Q-learning target on the last transition) were not in the record.
 """
 import math
 
@@ -55,3 +57,18 @@ def test_tool_call_reward_equals_the_retool_qwen2_rule_and_records_the_qwen3_var
   rec = _text("tool_call_reward")
   assert "verl/recipe/spear/reward.py" in rec and "_qwen3" in rec
   assert "not built" in rec and "1[n > 0]·w when score > 0" in rec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# clipped_linear_reward: internally-rewarded-rl@f630fdbf skill-discovery/code/disdain.py:789-794, 834-835
+
+def test_clipped_linear_reward_records_the_skill_discovery_chance_level():
+  from rljax.rewards import clipped_linear_reward
+  rng = np.random.default_rng(1)
+  p = rng.dirichlet(np.ones(128), 32)[:, 0] * 20.0
+  p = np.clip(p, 0.0, 1.0)
+  ref = np.maximum(0.0, p - 1 / 128)  # jnp.maximum(0, skill_rewards_linear), code_arity 128 (their script)
+  ours, _ = clipped_linear_reward(p.astype(np.float32), offset=-1 / 128)
+  np.testing.assert_allclose(np.asarray(ours, np.float64), ref, rtol=0, atol=1e-6)
+  rec = _text("clipped_linear_reward")
+  assert "−1/128 in its script" in rec and "train_linear_clipping.sh" in rec

@@ -950,16 +950,23 @@ def _technique_rows():
                                   read="mengdi-li/internally-rewarded-rl@f630fdbf trainer.py:489-498 (r_certainty, "
                                        "linear_clipping: torch.clamp(c_pis_gt - 0.1, min=0)) and :521-556 (R at the "
                                        "stop step); config.py:60 (default reward type); skill-discovery/code/"
-                                       "disdain.py:834-835 (jnp.maximum(0, skill_rewards_linear))",
+                                       "disdain.py:834-835 (jnp.maximum(0, skill_rewards_linear)), :777-801 "
+                                       "(skill_rewards_linear = ensemble-mean p(z | s_T) − 1/code_arity, on the "
+                                       "last transition only), config.py:37-40 (code_arity 24 by default), "
+                                       "skill-discovery/scripts/train_linear_clipping.sh (code_arity 128, "
+                                       "goal_duration 20; read in the #51 read-whole pass)",
                                   defaults=(("scale", "1", "1"),
                                             ("offset", "function 0; stage 1 (on d = −|ŝ − s|)",
-                                             "−1/K = −0.1 (10 MNIST classes, hard-coded)"),
+                                             "−1/K = −0.1 (10 MNIST classes, hard-coded); skill discovery: "
+                                             "−1/code_arity, −1/128 in its script (config default 24: −1/24)"),
                                             ("low / high", "0 / 1", "0 / none")),
                                   placement="theirs: once per episode at the stop step, on the online "
                                             "classifier's probability of the true label; the reward goes to "
                                             "REINFORCE with a baseline, discounted by 0.99^(stop step) by default "
                                             "(config.py:35-39: use_implict_lat_penalty True, "
-                                            "discount_factor_lat_penalty 0.99); "
+                                            "discount_factor_lat_penalty 0.99); skill discovery: the "
+                                            "discriminator's p(z | s_T) on the last transition of each goal "
+                                            "period, a SARSA(λ) Q-learning target (disdain.py:800-825); "
                                             "ours: the function maps any d; the catalog stage is a completion "
                                             "reward, d = −|ŝ − s| of the parsed number and the reference",
                                   deviations=(
