@@ -7,6 +7,8 @@ Rows and the errors fixed:
   assistant message with tool calls; the qwen3 run's binary bonus on correct answers) was not mentioned.
 - clipped_linear_reward: the skill-discovery run's chance level (−1/code_arity, 128 in its script) and its
   placement (a Q-learning target on the last transition) were not in the record.
+- composite: TRL leaves a row no reward function scored out of its group's mean and std (nanmean / nanstd), not
+  only at advantage 0: that edge rule was not in the record; the TRL 1.9.0 release read.
 """
 import math
 
@@ -72,3 +74,29 @@ def test_clipped_linear_reward_records_the_skill_discovery_chance_level():
   np.testing.assert_allclose(np.asarray(ours, np.float64), ref, rtol=0, atol=1e-6)
   rec = _text("clipped_linear_reward")
   assert "−1/128 in its script" in rec and "train_linear_clipping.sh" in rec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# composite: TRL 1.9.0 trl/trainer/grpo_trainer.py:2676-2684 (sum_then_normalize) and :2738-2740
+
+def _trl_sum_then_normalize(rewards_per_func, w, g):
+  unscorable = np.isnan(rewards_per_func).all(1)
+  r = np.nansum(rewards_per_func * w[None], 1)
+  r[unscorable] = np.nan
+  grouped = r.reshape(-1, g)
+  mean = np.repeat(np.nanmean(grouped, 1), g)
+  std = np.repeat(np.nanstd(grouped, 1, ddof=1), g)
+  return np.nan_to_num((r - mean) / (std + 1e-4), nan=0.0)
+
+
+def test_composite_records_that_trl_leaves_an_unscorable_row_out_of_its_group_baseline():
+  rpf = np.array([[1.0, 0.5], [0.0, 0.5], [np.nan, np.nan], [1.0, 0.0]])
+  w = np.ones(2)
+  adv = _trl_sum_then_normalize(rpf, w, 4)
+  r3 = np.array([1.5, 0.5, 1.0])  # the three scorable rows: the baseline is theirs alone
+  np.testing.assert_allclose(adv[[0, 1, 3]], (r3 - r3.mean()) / (r3.std(ddof=1) + 1e-4), rtol=1e-12)
+  assert adv[2] == 0.0
+  adv0 = _trl_sum_then_normalize(np.nan_to_num(rpf), w, 4)  # scoring the row 0 (lenient) moves the baseline
+  assert not np.allclose(adv0[[0, 1, 3]], adv[[0, 1, 3]])
+  rec = _text("composite")
+  assert "left out of its group's mean and std" in rec and "TRL 1.9.0" in rec
