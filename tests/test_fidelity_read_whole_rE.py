@@ -9,6 +9,9 @@ Rows and the errors fixed:
   placement (a Q-learning target on the last transition) were not in the record.
 - composite: TRL leaves a row no reward function scored out of its group's mean and std (nanmean / nanstd), not
   only at advantage 0: that edge rule was not in the record; the TRL 1.9.0 release read.
+- guide: their edge rule (no group of a loader batch passes the accuracy filter: the whole batch is hinted,
+  all-solved groups included) and the trainer's other switches (mixin, roll_with_balanced_batch, use_ref_prompt,
+  plain_adv_weight; filter_truncated script False / yaml True) were not in the record.
 """
 import math
 
@@ -100,3 +103,31 @@ def test_composite_records_that_trl_leaves_an_unscorable_row_out_of_its_group_ba
   assert not np.allclose(adv0[[0, 1, 3]], adv[[0, 1, 3]])
   rec = _text("composite")
   assert "left out of its group's mean and std" in rec and "TRL 1.9.0" in rec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# guide: guide_rl@2f277152 verl/verl/trainer/ppo/ray_trainer.py:1615-1699 (_apply_filters, accuracy part)
+
+def _guide_apply_filters(acc, lb, ub, reroll_threshold, world_size):
+  """Returns (kept group ids, hinted group ids) of one loader batch."""
+  keep = [i for i, a in enumerate(acc) if lb <= a <= ub]
+  reroll = [i for i, a in enumerate(acc) if a <= reroll_threshold]
+  if not keep:  # :1678-1683: the whole batch, one row per prompt, becomes the reroll set
+    return [], list(range(len(acc)))
+  if len(reroll) >= world_size:
+    return keep, reroll[:(len(reroll) // world_size) * world_size]
+  return keep, []
+
+
+def test_guide_records_their_no_group_passes_edge_rule_and_other_switches():
+  # the script's bounds: a batch of all-failed and all-solved groups only
+  keep, hinted = _guide_apply_filters([0.0, 1.0, 0.0, 1.0, 1.0], 0.001, 0.999, 0.001, world_size=8)
+  assert keep == [] and hinted == [0, 1, 2, 3, 4]  # all-solved groups hinted too, no world_size rounding
+  keep, hinted = _guide_apply_filters([0.0, 0.5, 0.0, 1.0, 1.0], 0.001, 0.999, 0.001, world_size=8)
+  assert keep == [1] and hinted == []  # two failed groups < world_size: none hinted
+  ours = [i for i, a in enumerate([0.0, 1.0, 0.0, 1.0, 1.0]) if a == 0.0]  # guide hints the all-failed groups
+  assert ours == [0, 2]
+  rec = _text("guide")
+  assert "returns the whole batch as the reroll set" in rec
+  for switch in ("mixin", "roll_with_balanced_batch", "use_ref_prompt", "plain_adv_weight", "filter_truncated"):
+    assert switch in rec, switch

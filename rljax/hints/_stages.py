@@ -201,9 +201,15 @@ TECHNIQUES = (
                                      "guide_paper_experiments/guide_grpo_qwen.sh:67-84; ray_trainer.py:1488-1586 "
                                      "(batches drawn until train_batch_size groups pass, excess buffered), "
                                      ":1686-1693 (hinted groups: a multiple of world_size). Sixth draw (#51 item "
-                                     "4): the unhinted groups' accuracy filter (:67-70) was not in the record",
+                                     "4): the unhinted groups' accuracy filter (:67-70) was not in the record. "
+                                     "#51 read-whole pass: ray_trainer.py:1366-1459 (_roll_with_prompt_variant, "
+                                     "mixin), :1615-1699 (_apply_filters whole: truncation filter; no group "
+                                     "passing returns the whole batch as the reroll set), :1295-1365 "
+                                     "(_roll_with_balanced_batch), :143-178 (plain_adv_weight); ppo_trainer.yaml:"
+                                     "231-244 (scale_reasoning); dp_actor.py:240-290; guide_grpo_llama.sh (the "
+                                     "same settings)",
                                 defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
-                                           "(acc ≤ 0.001)"),
+                                           "(acc ≤ 0.001; yaml 0.0)"),
                                           ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
                                           ("hint", "the reference answer (fraction 1.0) in template",
                                            "the dataset's hint field (use_hint)"),
@@ -220,7 +226,12 @@ TECHNIQUES = (
                                            "accuracy 0 or 1 dropped, the batch refilled from the loader"),
                                           ("groups hinted", "every all-failed group", "only when at least "
                                            "world_size groups failed: floor(#failed / world_size)·world_size of "
-                                           "them, the other failed groups dropped")),
+                                           "them, the other failed groups dropped"),
+                                          ("truncation filter", "none", "filter_truncated: scripts False; yaml "
+                                           "True (a group with a response of max_response_length dropped)"),
+                                          ("other switches", "(not built)", "scale_reasoning mixin False, "
+                                           "roll_with_balanced_batch False, use_ref_prompt False, "
+                                           "plain_adv_weight 1.0 (yaml; the scripts leave them)")),
                                 placement="theirs: after the reward, unhinted groups with accuracy outside "
                                           "[0.001, 0.999] are dropped and those with accuracy ≤ 0.001 (a "
                                           "multiple of world_size of them) re-sampled with the hint, scored, the "
@@ -246,7 +257,18 @@ TECHNIQUES = (
                                     "their gamma_strategy 'power' (off-policy ratio r^γ, core_algos.py:339-340) "
                                     "and scale_reasoning.reroll_with_cot (a second re-sampling of still-failed "
                                     "groups from the prompt's chain-of-thought variant, ray_trainer.py:1536-1549; "
-                                    "False in the scripts) are not built"))),
+                                    "False in the scripts) are not built",
+                                    "their edge rule: when no group of a loader batch passes the accuracy filter, "
+                                    "_apply_filters returns the whole batch as the reroll set "
+                                    "(ray_trainer.py:1678-1683), so every group of it is hinted, all-solved "
+                                    "groups included and without the world_size rounding; ours hints only "
+                                    "all-failed groups",
+                                    "their other switches are not built: mixin (:1434-1453, a hinted group's "
+                                    "wrong samples replaced by the unhinted group's wrong ones), "
+                                    "roll_with_balanced_batch (:1295, n/2 samples of every prompt from the "
+                                    "hinted prompt), use_ref_prompt (log-probs under a dataset reference "
+                                    "prompt, :1602-1611) and plain_adv_weight (advantages of the unhinted rows "
+                                    "× w, :156-171); all off in their runs"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
