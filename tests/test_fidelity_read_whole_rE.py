@@ -12,6 +12,8 @@ Rows and the errors fixed:
 - guide: their edge rule (no group of a loader batch passes the accuracy filter: the whole batch is hinted,
   all-solved groups included) and the trainer's other switches (mixin, roll_with_balanced_batch, use_ref_prompt,
   plain_adv_weight; filter_truncated script False / yaml True) were not in the record.
+- oc_grpo: the trainer's second IS correction mode (per_token_uniform), the yaml's correction defaults ('none',
+  clamp_min 0.3; the run: per_token, 0.01) and the n_train / trigger / curriculum switches were not in the record.
 """
 import math
 
@@ -131,3 +133,17 @@ def test_guide_records_their_no_group_passes_edge_rule_and_other_switches():
   assert "returns the whole batch as the reroll set" in rec
   for switch in ("mixin", "roll_with_balanced_batch", "use_ref_prompt", "plain_adv_weight", "filter_truncated"):
     assert switch in rec, switch
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# oc_grpo: OC-GRPO@54d61030 verl_grpo/trainer/ray_trainer.py:5225-5300 (the two IS correction modes)
+
+def test_oc_grpo_records_per_token_uniform_and_the_yaml_correction_defaults():
+  rng = np.random.default_rng(2)
+  diff = rng.normal(0.0, 1.0, (3, 7))  # log π_old(y_t | x̃) − log π_old(y_t | x) on the replaced rows
+  per_token = np.clip(np.exp(-diff), 0.01, 1.0)  # the run's mode (clamp_min 0.01)
+  uniform = np.clip(np.exp(-diff.mean(1)), 0.01, 1.0)[:, None] * np.ones_like(diff)  # per_token_uniform
+  assert not np.allclose(per_token, uniform)  # a distinct estimator, so it has to be named
+  rec = _text("oc_grpo")
+  assert "per_token_uniform" in rec and "is_correction_mode 'none'" in rec and "clamp_min 0.3" in rec
+  assert "n_train" in rec and "two_phase" in rec

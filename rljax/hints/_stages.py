@@ -308,7 +308,11 @@ TECHNIQUES = (
                                            "original)"),
                                           ("correction", "none (compose tis(1.0, lower=0.01))",
                                            "per_token, compute_is_ratio true, is_correction_clamp_min 0.01, "
-                                           "is_weight_power 1")),
+                                           "is_weight_power 1 (the run's yaml); ppo_trainer_7b.yaml defaults: "
+                                           "is_correction_mode 'none', compute_is_ratio false, clamp_min 0.3"),
+                                          ("other hint switches", "(not built)", "hint_trigger_mode 'simple', "
+                                           "n_train null (= n), curriculum skip_all_correct / skip_unhintable "
+                                           "false (yaml defaults, the run leaves them)")),
                                 placement="theirs: after the reward, each zero-accuracy group is re-sampled with "
                                           "solution prefixes of growing length (0.2 → 1.0); at the first level "
                                           "where one of the n samples is correct, the group's n rows become those "
@@ -339,7 +343,13 @@ TECHNIQUES = (
                                     "1664, 1974, 2789, 3070, 3572, 4180, 4333-4339): prompt_masked, hierarchical, "
                                     "hierarchical2, hierarchical_replacement, replacement2, hint_SFT, "
                                     "prefix_continuation_cascade and the single-hint solution_aware / solution_blind "
-                                    "/ solution_aware_failed_conditional; their config selects prefix"))),
+                                    "/ solution_aware_failed_conditional; their config selects prefix",
+                                    "their other IS correction mode, per_token_uniform (one weight per replaced "
+                                    "row, clamp(exp(−mean_t Δ_t), clamp_min, 1), ray_trainer.py:5225-5260), "
+                                    "is not built; their run uses per_token",
+                                    "their n_train subsampling (:4567-4600, n_explore rows drawn, n_train "
+                                    "trained), hint_trigger_threshold / hint_trigger_mode 'two_phase' "
+                                    "(:1489-1514) and curriculum skips are not built (off in their run)"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
