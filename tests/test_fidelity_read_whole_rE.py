@@ -14,6 +14,9 @@ Rows and the errors fixed:
   plain_adv_weight; filter_truncated script False / yaml True) were not in the record.
 - oc_grpo: the trainer's second IS correction mode (per_token_uniform), the yaml's correction defaults ('none',
   clamp_min 0.3; the run: per_token, 0.01) and the n_train / trigger / curriculum switches were not in the record.
+- exgrpo: the sampler's other modes (exp_metric ppl / random, argmax, bucket weightings linear / sqrt /
+  linear_clip / none), the yaml defaults the script overrides, and their entropy metric's padding mask
+  (~(responses != pad), row i mod 8 of the last chunk) were not in the record.
 """
 import math
 
@@ -147,3 +150,36 @@ def test_oc_grpo_records_per_token_uniform_and_the_yaml_correction_defaults():
   rec = _text("oc_grpo")
   assert "per_token_uniform" in rec and "is_correction_mode 'none'" in rec and "clamp_min 0.3" in rec
   assert "n_train" in rec and "two_phase" in rec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# exgrpo: LUFFY@01f4ae06 ExGRPO/.../experience/weighted_bucket_sampler.py:26-54, experience_helpers.py:137-147
+
+def _exgrpo_bucket_weights(method, keys, n):
+  if method == "linear":
+    return {k: k / n for k in keys}
+  if method == "normal":
+    return {k: np.exp(-((k - n / 2) ** 2) / 2) / np.sqrt(2 * np.pi) for k in keys}
+  if method == "sqrt":
+    return {k: np.sqrt(k / n) for k in keys}
+  return {k: 0.5 if k > n / 2 else k / n for k in keys}  # linear_clip
+
+
+def test_exgrpo_records_the_other_bucket_weightings_metrics_and_the_entropy_mask():
+  keys = range(1, 8)
+  laws = {}
+  for m in ("linear", "normal", "sqrt", "linear_clip"):
+    w = _exgrpo_bucket_weights(m, keys, 8)
+    tot = sum(w.values())
+    laws[m] = np.array([w[k] / tot for k in keys])
+  for m in ("linear", "sqrt", "linear_clip"):  # each a different bucket law from the run's 'normal'
+    assert np.abs(laws[m] - laws["normal"]).max() > 0.05
+  # their mask ~(responses != pad) keeps the padding positions, not the response tokens
+  pad = 0
+  responses = np.array([5, 7, 9, pad, pad])
+  ents = np.array([0.1, 0.2, 0.3, 2.0, 4.0])
+  theirs = ents[~(responses != pad)].mean()
+  assert theirs == 3.0 and ents[responses != pad].mean() != theirs
+  rec = _text("exgrpo")
+  for word in ("'ppl'", "'argmax'", "'linear_clip'", "'sqrt'", "exp_metric 'random'", "~(responses != pad)"):
+    assert word in rec, word

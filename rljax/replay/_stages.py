@@ -433,7 +433,11 @@ def _technique_rows():
                                        "mix_trainer_experience.py:370-392 (all-solved prompts retired to "
                                        "skip_uid_set, all-fail / all-solved groups masked), :228-262 (each epoch's "
                                        "loader rebuilt without skip_uid_set: rl_dataset_with_experience.py:40-45) "
-                                       "and :538-542 (switch to mixed policy); "
+                                       "and :538-542 (switch to mixed policy); #51 read-whole pass: "
+                                       "weighted_bucket_sampler.py:18-54 (weightings linear / normal / sqrt / "
+                                       "linear_clip), experience_helpers.py:41-169 (the metric inputs, "
+                                       "compute_postcal_metrics, select_best_experiences), "
+                                       "config/mix_ppo_trainer.yaml:231-242 (trainer experience defaults); "
                                        "ExGRPO/exp_scripts/run_exgrpo.sh:27-40, 63, 92 (grpo_use_std False: "
                                        "mix_trainer.py:88-116 → core_algos.py:110-160 use_std)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
@@ -452,6 +456,10 @@ def _technique_rows():
                                              "batch's solved ratio passes it"),
                                             ("sample range", "every stored prompt",
                                              "exp_sample_range all (first_half / last_half not built)"),
+                                            ("yaml defaults (the script overrides)", "(as above)",
+                                             "mix_ppo_trainer.yaml: experience False, exp_metric 'random', "
+                                             "exp_bucket_manager null (uniform random.sample over the stored "
+                                             "prompts), exp_is_weighting False; run_exgrpo.sh: ent, normal"),
                                             ("advantage (not this stage's)", "the recipe's advantage stage",
                                              "adv_estimator grpo with grpo_use_std False (run_exgrpo.sh:92; the "
                                              "yaml's True): r − mean_g, no ÷ std, a singleton keeps r: "
@@ -487,7 +495,16 @@ def _technique_rows():
                                       "rescored to 0 here (bucket 0); theirs skip such a group (k ≤ "
                                       "experience_lbound) and the prompt keeps its bucket",
                                       "an experience prompt is never one of the batch's own prompts here; theirs "
-                                      "can draw a prompt that is also among the batch's fresh prompts"))),
+                                      "can draw a prompt that is also among the batch's fresh prompts",
+                                      "their other modes are not built: exp_metric 'ppl' (lowest perplexity) and "
+                                      "'random' (a random stored success, the yaml default), exp_select_mode "
+                                      "'argmax', bucket weightings 'linear' (k/n), 'sqrt' (√(k/n)), 'linear_clip' "
+                                      "(k/n, 0.5 above n/2) and none (uniform over prompts), exp_is_weighting",
+                                      "their entropy metric is not the mean over the success's own tokens: the "
+                                      "mask is ~(responses != pad), i.e. the padding positions, of row i mod 8 of "
+                                      "the last chunk of 8 (experience_helpers.py:137-147), over the entropies of "
+                                      "the last max_target_length positions of the left-padded prompt + success; "
+                                      "ours averages the stored row's valid response tokens"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
