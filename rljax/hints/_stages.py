@@ -355,9 +355,9 @@ TECHNIQUES = (
               f"{_S1} L199 (LTE)",
               stage=lte,
               fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
-                                "mistakes = this round's wrong answer keys (paper: previous); correction as "
-                                "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
-                                "indexed; anonymous.4open.science: not stored (2026-12)",
+                                "mistakes = this step's wrong answers (as theirs, per write-ups); not built: "
+                                "replacing only with correct hinted samples, f(r) = r/(r+γ), Concise hints. Code "
+                                "(JamyDon/LTE) not stored",
                                 read="LTE abstract (seed 001 L199, read in full: hints LMs 'with their previously "
                                      "self-made mistakes', no external guidance, against exploration stagnation); "
                                      "arXiv 2510.26109 v1, v3 and the unversioned page (pages corpus, "
@@ -365,24 +365,59 @@ TECHNIQUES = (
                                      "the corpus returns a page's opening, the method section was not reached); "
                                      "v1's abstract: hints from 'previously self-generated incorrect answers and "
                                      "problem of overlong responses'; code (anonymous.4open.science, "
-                                     "github.com/JamyDon/LTE) not stored (find_repos JamyDon: no LTE)",
-                                defaults=(("max_mistakes", "3 distinct wrong answers", "not stated"),
-                                          ("rows", "1.0 (the whole group re-sampled)", "not stated"),
-                                          ("logp_old", "'behavior' (log π_old(y | x + h))", "not stated")),
-                                placement="theirs (abstract): the model is hinted with mistakes it made before, "
-                                          "for problems it fails to solve; ours: a replay stage after the "
-                                          "reward: an all-failed group is re-sampled with its own wrong answers "
-                                          "of this round in the prompt, the samples trained as rows of the "
-                                          "unhinted prompt (Guide's off-context ratio)",
+                                     "github.com/JamyDon/LTE) not stored (find_repos JamyDon: no LTE). Two "
+                                     "write-ups of the method (code index, read_file ids 36716036164 on v1 with "
+                                     "its Algorithm 1 and J_Mixed, 54620211176 on the ACL 2026 version): G initial "
+                                     "rollouts; a none-pass group gets G extra rollouts with a hint chosen by its "
+                                     "failure mode (all truncated: Concise(·) 'think concisely', no answers; some "
+                                     "truncated: ConciseHint(·), the untruncated rows' wrong answers + concise; "
+                                     "none truncated: Hint(·), the wrong answers; the model told not to mention "
+                                     "the hint); the G' correct hinted samples replace G' randomly chosen failed "
+                                     "rollouts; off-policy rows take f(r̂') · Â' with r̂' = π_θ(o'|q)/π_old(o'|H_q, "
+                                     "q) and f(r) = r/(r + γ), no clip, the rest GRPO's clip; one group advantage "
+                                     "over all; LTE† adds an entropy loss; verl, G = 8, temperature 1.0, max "
+                                     "response 8192, 500 steps",
+                                defaults=(("max_mistakes", "3 distinct wrong answers", "all the wrong answers (a set)"),
+                                          ("rows", "1.0 (every failed row takes a hinted sample, right or wrong)",
+                                           "only the G' correct hinted samples replace failed rows (random rows)"),
+                                          ("logp_old", "'behavior' (log π_old(y | x + h))",
+                                           "π_old(o' | H_q, q) in the ratio (as 'behavior')"),
+                                          ("off-policy shaping", "the recipe's loss (PPO clip)",
+                                           "f(r) = r/(r + γ), no clip (γ not in the write-ups)"),
+                                          ("hint modes", "wrong answers only",
+                                           "Hint / ConciseHint / Concise by truncation"),
+                                          ("entropy loss", "the recipe's", "none (LTE), added in LTE†"),
+                                          ("G / temperature / max length / steps", "the recipe's",
+                                           "8 / 1.0 / 8192 / 500")),
+                                placement="theirs (write-ups): in the rollout step, after the G initial rollouts "
+                                          "are verified, a none-pass group is re-sampled G times with its wrong "
+                                          "answers of this step in the prompt; the correct hinted samples "
+                                          "replace failed rollouts, trained as rows of the unhinted prompt with "
+                                          "the group advantage over the mixed group; ours: a replay stage after "
+                                          "the reward: an all-failed group is re-sampled with its own wrong "
+                                          "answers of this round in the prompt, and ceil(rows·#failed) failed "
+                                          "rows (the last ones) take hinted samples whether correct or not "
+                                          "(Guide's off-context ratio)",
                                 deviations=(
-                                    "the mistakes are this round's distinct wrong answer keys (the abstract: "
-                                    "'previously self-made'); the hint template is ours",
+                                    "the mistakes are this round's distinct wrong answer keys, as theirs (the "
+                                    "G initial rollouts of the same step); at most max_mistakes = 3 (theirs: all); "
+                                    "the hint template is ours (their Hint(·) template is an image, not read)",
+                                    "every chosen failed row takes a hinted sample, correct or not; theirs "
+                                    "replaces failed rollouts only with the correct hinted ones (G' of them, "
+                                    "random rows), so an unsolved hinted group trains nothing new there but "
+                                    "here trains G hinted failures (zero advantage when all fail): selecting "
+                                    "only correct hinted samples is not built",
+                                    "their off-policy rows take f(r) = r/(r + γ) without clip (LUFFY-style); "
+                                    "ours the recipe's loss on the off-context ratio: a regularised-ratio loss "
+                                    "must be chosen in the recipe (e.g. exgrpo_policy's β, as for Guide)",
+                                    "LTE† (their entropy-loss variant) is the recipe's entropy term, not part "
+                                    "of this row",
                                     "the off-context correction (ratio against the hinted prompt's log-prob) is "
                                     "Guide's; the abstract states none",
                                     "a group with no non-empty wrong answer is not hinted",
-                                    "v1's abstract also hints the problem of overlong responses; ours hints "
-                                    "wrong answer keys only (a truncated response with no answer gives no "
-                                    "hint)"))),
+                                    "their Concise(·) (all rollouts truncated: 'think concisely', no answers) "
+                                    "and ConciseHint(·) (some truncated) modes are not built; ours hints wrong "
+                                    "answer keys only (a truncated response with no answer gives no hint)"))),
     Technique("adhint", "replay", H.adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",

@@ -710,7 +710,11 @@ def _technique_rows():
                                        "mean(L)_correct)/std(L)_correct) if correct else 0 in the top-λ groups, "
                                        "0/1 elsewhere, then GRPO's (r − mean)/std. The paper's own equation "
                                        "numbers, α and the run's λ were not read; the write-up's own code "
-                                       "(α = 0.6, λ = 0.2, np.std) is the writer's, not the authors'",
+                                       "(α = 0.6, λ = 0.2, np.std) is the writer's, not the authors'. A later "
+                                       "version, NeurIPS 2025 ER Workshop (openreview.net/forum?id=4BhPBBqZjj, "
+                                       "pages corpus: its abstract only, 'improves average accuracy by 0.36% ~ "
+                                       "3.76% while reducing CoT sequence length by 44.2% ~ 62.3%'), was not "
+                                       "read beyond the abstract: its settings may differ from v1's",
                                   defaults=(("threshold (λ)", "0.5", "top 20 % in the method's example"),
                                             ("selection", "'top_fraction' (ceil(λ·#groups), ties to the lower "
                                              "group id)", "batch-wise top-λ by correctness ratio"),
