@@ -329,8 +329,8 @@ def _technique_rows():
                 stage=_tac_stage,
                 fidelity=Fidelity("abstract", f"{_S1} L97 (TAC abstract, arXiv 2606.25178)",
                                   "UCB score + λ·T_d, T_d = EMA of mean cos(g_d, g_d') (exact; paper: projected); λ, "
-                                  "decay ours. Searched code/pages/repos ('Transfer-Aware Curriculum', TAC, authors' "
-                                  "lab): no code stored (2026-12)",
+                                  "decay ours. Code (github YangYongJin/transfer-aware-curriculum) not stored; a "
+                                  "write-up reads Ā_d·(1 + α·mean cos), softmax",
                                   read="TAC abstract (seed 001 L97, arXiv 2606.25178, read in full: a bandit-style "
                                        "online curriculum over domains; per-domain advantages give learnability, "
                                        "projected gradients from the GRPO step estimate cross-domain "
@@ -338,8 +338,14 @@ def _technique_rows():
                                        "(2606.25178v2) is stored in the search tool's pages corpus, but its "
                                        "excerpts reach only the abstract and the start of §1 (the method section "
                                        "was not reached: searched 'Algorithm 1', 'projection', 'exploration "
-                                       "bonus'); an index page's comment says code is on GitHub, no such "
-                                       "repository is stored (find_repos, code search, 2026-12)",
+                                       "bonus'); the code is github.com/YangYongJin/transfer-aware-curriculum (an "
+                                       "author's publication list, code index), not stored (fetch: no snapshot; "
+                                       "find_files: none); a third-party write-up (code index, read_file id "
+                                       "58540357430) states score(d) = Ā_d·(1 + α·mean_{d'≠d} cos(g_d, g_d')) "
+                                       "with a softmax over the scores as the next batch's domain distribution "
+                                       "(not the paper's text; no α value); another note (id 66595927397) says "
+                                       "the controller smooths the bandit arm values; the v1 abstract (ICML 2026 "
+                                       "page) reports 3.7 points, v2 2.8",
                                   defaults=(("transfer_weight λ", "1.0", "not stated"),
                                             ("decay", "0.9 (EMA of T_d)", "not stated"),
                                             ("exploration / temperature / window", "1.0 / 0.1 / 300 (DUMP's)",
@@ -352,7 +358,9 @@ def _technique_rows():
                                             "with one extra backward pass per task",
                                   deviations=(
                                       "the score form (DUMP's UCB learnability + λ·T_d) and T_d = EMA of the "
-                                      "mean cosine to the other domains are our reading",
+                                      "mean cosine to the other domains are our reading; a stored write-up "
+                                      "reads it multiplicatively, Ā_d·(1 + α·mean cos), sampled by softmax: "
+                                      "that form is not built (ours adds λ·T_d to the UCB score)",
                                       "exact per-task gradients (an extra backward per task); theirs projected "
                                       "gradients from the step being computed (< 1% overhead)",
                                       "λ, decay and the bandit's settings are ours"))),

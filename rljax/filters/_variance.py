@@ -348,10 +348,16 @@ def _technique_rows():
                                   "keep mask only; keep_zero=True also keeps A = 0",
                                   read="abaheti95/LoL-RL@9f8d8166 lolrl_qlora_llama_hh.py:259-312 (A = R − V on the "
                                        "train set, once), :558-620 (sampling_strategy: A < 0 → 0, sample_probs ∝ "
-                                       "weights, rows with probability 0 never drawn); README.md:28",
+                                       "weights, rows with probability 0 never drawn), :640-720 (the batch draw), "
+                                       ":856, :876-877 and :918 (the loss: A = R − V(x) clamped at 0 in every "
+                                       "batch); README.md:28; train_generation_task_with_off_policy_PG.py:54, "
+                                       ":476-511 and :686-694 (the second script, the other tasks: --train_sampling "
+                                       "∝ A+, the same clamp in the loss)",
                                   defaults=(("rows kept", "A > 0 (keep_zero=False)", "A > 0 (probability ≠ 0)"),
                                             ("sampling", "none: the mask only", "sampling_strategy good_priority "
-                                             "(∝ A+) or good_random (uniform over A > 0); default None = no drop"),
+                                             "(∝ A+) or good_random (uniform over A > 0); default None: a shuffled "
+                                             "pass over all rows, the A < 0 rows still zeroed in the loss "
+                                             "(clamp(A, min=0), :876-877)"),
                                             ("advantage", "the step's advantage (row's first completion token)",
                                              "R − V(x) from a value head fitted once before training")),
                                   placement="theirs: once before training, over the whole offline train set "
@@ -366,34 +372,59 @@ def _technique_rows():
                                       "keep_zero=True (ours) also keeps A = 0",
                                       "their third strategy, sampling_strategy 'all_priority' (the data set's "
                                       "rejected responses with A > 0 drawn too, all ∝ A+; "
-                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built"))),
+                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built",
+                                      "theirs zero a row in the loss (A clamped at 0, :876-877, whatever the "
+                                      "sampling strategy, the default None included) and average the loss over "
+                                      "all B rows of the batch (torch.mean), the zeroed rows in the denominator; "
+                                      "ours drops the row (valid False), so the step's aggregation averages over "
+                                      "the kept rows only, and kept rows are not weighted by A"))),
       Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
                 f"{_S1} L115 (VCRL, arXiv 2509.19803)",
                 stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),
                 fidelity=Fidelity("abstract", f"{_S1} L115 (VCRL abstract)",
-                                  "score = var/var_max per a review of the paper; ours equals it for even G, lower "
-                                  "for odd G; threshold rule ours. Searched 2026-12 (2 passes) code/pages/repos "
-                                  "('VCRL', title): no code; arXiv HTML: abstract and intro only",
+                                  "p = var/var_max (reviews): ours equal for even G, lower for odd G; their κ = 0.3 "
+                                  "for 20 steps then 0.8, ours a fixed threshold=0.5; memory bank not built; code "
+                                  "(4open.science) not stored",
                                   read="arXiv 2509.19803 abstract (page read: arxiv.org/html/2509.19803v1, pages "
                                        "corpus: abstract and the introduction's start; seed 001 L115) and a "
                                        "review's restatement of the method (themoonlight.io review of VCRL: "
                                        "σ² = k(G−k)/(G(G−1)), σ²_max = G/(4(G−1)) even G, (G+1)/(4G) odd G, "
                                        "p = σ²/σ²_max; a memory bank replays high-variance samples); the "
-                                       "method section itself is not stored",
-                                  defaults=(("threshold", "0.5 (keep p ≥ threshold)", "not in the stored text"),
+                                       "method section itself is not stored. Its ICLR 2026 reviews (code index, "
+                                       "read_file id 62124547176: 4 human reviews, abstract with the code link "
+                                       "anonymous.4open.science/r/VCRL-BD7E; Eq. 12 is p with σ²_{i,max}) and two "
+                                       "machine reviews of the paper text (ids 58338692717, 58210577306: "
+                                       "'κ = 0.3 for first 20 steps, 0.8 later; α = 0.9; replay limit of 2', the "
+                                       "memory-bank priority update P ← αP + (1 − α)β (Eq. 11), 500 training "
+                                       "steps); a research note (id 55659310821: 'filter low-p samples → replace "
+                                       "with memory bank samples → RL update → update memory bank')",
+                                  defaults=(("threshold κ", "0.5 (keep p ≥ threshold), fixed",
+                                             "0.3 for the first 20 steps, then 0.8 (reviews of the paper text)"),
+                                            ("variance", "population (ddof 0) / ((hi − lo)²/4)",
+                                             "unbiased k(G−k)/(G(G−1)) / σ²_max (Eq. 12)"),
                                             ("reward_range", "(0, 1)", "binary rewards"),
-                                            ("memory bank", "none", "high-p samples replayed (review)")),
-                                  placement="theirs (review): after the rollout's rewards, each query's "
-                                            "normalised variance p selects the samples to train (dynamic "
-                                            "sampling), with a memory bank to replay them; ours: a row filter "
-                                            "after the reward keeping groups with score ≥ threshold; refill=True "
-                                            "redraws dropped groups",
+                                            ("memory bank", "none", "high-p samples replayed (review)"),
+                                            ("priority momentum α", "none (not built)", "0.9 (Eq. 11)"),
+                                            ("replay limit", "none (not built)", "2 replays per sample"),
+                                            ("training steps", "the recipe's", "500")),
+                                  placement="theirs (reviews): after the rollout's rewards, each query's "
+                                            "normalised variance p is compared with κ; the low-p queries are "
+                                            "dropped and their places in the batch taken by memory-bank samples "
+                                            "(kept high-p queries, priority updated with momentum α, each "
+                                            "replayed at most twice), then the GRPO update and the bank update; "
+                                            "ours: a row filter after the reward keeping groups with score ≥ "
+                                            "threshold; the dropped groups leave the batch, or refill=True "
+                                            "redraws fresh prompts (not bank samples)",
                                   deviations=(
                                       "score = population variance / ((hi − lo)²/4): equal to their p for even "
                                       "G, lower for odd G (4k(G−k)/G² vs 4k(G−k)/(G²−1))",
-                                      "the threshold rule and its 0.5 default are ours (the value used in the "
-                                      "paper is not in the stored text)",
-                                      "their memory-bank replay is not built"))),
+                                      "the threshold is fixed (default 0.5); theirs is a schedule, κ = 0.3 for "
+                                      "the first 20 steps then 0.8 (reviews of the paper text): threshold=0.8 "
+                                      "gives their later value, the 20-step warm-up at 0.3 is not built (a "
+                                      "filter here has no step counter); whether their test is p ≥ κ or p > κ "
+                                      "is not in the stored text",
+                                      "their memory-bank replay (Eq. 11 priority with α = 0.9, replay limit 2) "
+                                      "is not built: dropped groups are not replaced by bank samples"))),
   )
 
 

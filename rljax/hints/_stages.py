@@ -201,9 +201,15 @@ TECHNIQUES = (
                                      "guide_paper_experiments/guide_grpo_qwen.sh:67-84; ray_trainer.py:1488-1586 "
                                      "(batches drawn until train_batch_size groups pass, excess buffered), "
                                      ":1686-1693 (hinted groups: a multiple of world_size). Sixth draw (#51 item "
-                                     "4): the unhinted groups' accuracy filter (:67-70) was not in the record",
+                                     "4): the unhinted groups' accuracy filter (:67-70) was not in the record. "
+                                     "#51 read-whole pass: ray_trainer.py:1366-1459 (_roll_with_prompt_variant, "
+                                     "mixin), :1615-1699 (_apply_filters whole: truncation filter; no group "
+                                     "passing returns the whole batch as the reroll set), :1295-1365 "
+                                     "(_roll_with_balanced_batch), :143-178 (plain_adv_weight); ppo_trainer.yaml:"
+                                     "231-244 (scale_reasoning); dp_actor.py:240-290; guide_grpo_llama.sh (the "
+                                     "same settings)",
                                 defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
-                                           "(acc ≤ 0.001)"),
+                                           "(acc ≤ 0.001; yaml 0.0)"),
                                           ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
                                           ("hint", "the reference answer (fraction 1.0) in template",
                                            "the dataset's hint field (use_hint)"),
@@ -220,7 +226,12 @@ TECHNIQUES = (
                                            "accuracy 0 or 1 dropped, the batch refilled from the loader"),
                                           ("groups hinted", "every all-failed group", "only when at least "
                                            "world_size groups failed: floor(#failed / world_size)·world_size of "
-                                           "them, the other failed groups dropped")),
+                                           "them, the other failed groups dropped"),
+                                          ("truncation filter", "none", "filter_truncated: scripts False; yaml "
+                                           "True (a group with a response of max_response_length dropped)"),
+                                          ("other switches", "(not built)", "scale_reasoning mixin False, "
+                                           "roll_with_balanced_batch False, use_ref_prompt False, "
+                                           "plain_adv_weight 1.0 (yaml; the scripts leave them)")),
                                 placement="theirs: after the reward, unhinted groups with accuracy outside "
                                           "[0.001, 0.999] are dropped and those with accuracy ≤ 0.001 (a "
                                           "multiple of world_size of them) re-sampled with the hint, scored, the "
@@ -246,7 +257,18 @@ TECHNIQUES = (
                                     "their gamma_strategy 'power' (off-policy ratio r^γ, core_algos.py:339-340) "
                                     "and scale_reasoning.reroll_with_cot (a second re-sampling of still-failed "
                                     "groups from the prompt's chain-of-thought variant, ray_trainer.py:1536-1549; "
-                                    "False in the scripts) are not built"))),
+                                    "False in the scripts) are not built",
+                                    "their edge rule: when no group of a loader batch passes the accuracy filter, "
+                                    "_apply_filters returns the whole batch as the reroll set "
+                                    "(ray_trainer.py:1678-1683), so every group of it is hinted, all-solved "
+                                    "groups included and without the world_size rounding; ours hints only "
+                                    "all-failed groups",
+                                    "their other switches are not built: mixin (:1434-1453, a hinted group's "
+                                    "wrong samples replaced by the unhinted group's wrong ones), "
+                                    "roll_with_balanced_batch (:1295, n/2 samples of every prompt from the "
+                                    "hinted prompt), use_ref_prompt (log-probs under a dataset reference "
+                                    "prompt, :1602-1611) and plain_adv_weight (advantages of the unhinted rows "
+                                    "× w, :156-171); all off in their runs"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
@@ -286,7 +308,11 @@ TECHNIQUES = (
                                            "original)"),
                                           ("correction", "none (compose tis(1.0, lower=0.01))",
                                            "per_token, compute_is_ratio true, is_correction_clamp_min 0.01, "
-                                           "is_weight_power 1")),
+                                           "is_weight_power 1 (the run's yaml); ppo_trainer_7b.yaml defaults: "
+                                           "is_correction_mode 'none', compute_is_ratio false, clamp_min 0.3"),
+                                          ("other hint switches", "(not built)", "hint_trigger_mode 'simple', "
+                                           "n_train null (= n), curriculum skip_all_correct / skip_unhintable "
+                                           "false (yaml defaults, the run leaves them)")),
                                 placement="theirs: after the reward, each zero-accuracy group is re-sampled with "
                                           "solution prefixes of growing length (0.2 → 1.0); at the first level "
                                           "where one of the n samples is correct, the group's n rows become those "
@@ -317,15 +343,21 @@ TECHNIQUES = (
                                     "1664, 1974, 2789, 3070, 3572, 4180, 4333-4339): prompt_masked, hierarchical, "
                                     "hierarchical2, hierarchical_replacement, replacement2, hint_SFT, "
                                     "prefix_continuation_cascade and the single-hint solution_aware / solution_blind "
-                                    "/ solution_aware_failed_conditional; their config selects prefix"))),
+                                    "/ solution_aware_failed_conditional; their config selects prefix",
+                                    "their other IS correction mode, per_token_uniform (one weight per replaced "
+                                    "row, clamp(exp(−mean_t Δ_t), clamp_min, 1), ray_trainer.py:5225-5260), "
+                                    "is not built; their run uses per_token",
+                                    "their n_train subsampling (:4567-4600, n_explore rows drawn, n_train "
+                                    "trained), hint_trigger_threshold / hint_trigger_mode 'two_phase' "
+                                    "(:1489-1514) and curriculum skips are not built (off in their run)"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
               stage=lte,
               fidelity=Fidelity("abstract", f"{_S1} L199 (LTE abstract: hints from self-made mistakes)",
-                                "mistakes = this round's wrong answer keys (paper: previous); correction as "
-                                "Guide's. Code github.com/JamyDon/LTE (arXiv 2510.26109 v4): no snapshot, not "
-                                "indexed; anonymous.4open.science: not stored (2026-12)",
+                                "mistakes = this step's wrong answers (as theirs, per write-ups); not built: "
+                                "replacing only with correct hinted samples, f(r) = r/(r+γ), Concise hints. Code "
+                                "(JamyDon/LTE) not stored",
                                 read="LTE abstract (seed 001 L199, read in full: hints LMs 'with their previously "
                                      "self-made mistakes', no external guidance, against exploration stagnation); "
                                      "arXiv 2510.26109 v1, v3 and the unversioned page (pages corpus, "
@@ -333,24 +365,59 @@ TECHNIQUES = (
                                      "the corpus returns a page's opening, the method section was not reached); "
                                      "v1's abstract: hints from 'previously self-generated incorrect answers and "
                                      "problem of overlong responses'; code (anonymous.4open.science, "
-                                     "github.com/JamyDon/LTE) not stored (find_repos JamyDon: no LTE)",
-                                defaults=(("max_mistakes", "3 distinct wrong answers", "not stated"),
-                                          ("rows", "1.0 (the whole group re-sampled)", "not stated"),
-                                          ("logp_old", "'behavior' (log π_old(y | x + h))", "not stated")),
-                                placement="theirs (abstract): the model is hinted with mistakes it made before, "
-                                          "for problems it fails to solve; ours: a replay stage after the "
-                                          "reward: an all-failed group is re-sampled with its own wrong answers "
-                                          "of this round in the prompt, the samples trained as rows of the "
-                                          "unhinted prompt (Guide's off-context ratio)",
+                                     "github.com/JamyDon/LTE) not stored (find_repos JamyDon: no LTE). Two "
+                                     "write-ups of the method (code index, read_file ids 36716036164 on v1 with "
+                                     "its Algorithm 1 and J_Mixed, 54620211176 on the ACL 2026 version): G initial "
+                                     "rollouts; a none-pass group gets G extra rollouts with a hint chosen by its "
+                                     "failure mode (all truncated: Concise(·) 'think concisely', no answers; some "
+                                     "truncated: ConciseHint(·), the untruncated rows' wrong answers + concise; "
+                                     "none truncated: Hint(·), the wrong answers; the model told not to mention "
+                                     "the hint); the G' correct hinted samples replace G' randomly chosen failed "
+                                     "rollouts; off-policy rows take f(r̂') · Â' with r̂' = π_θ(o'|q)/π_old(o'|H_q, "
+                                     "q) and f(r) = r/(r + γ), no clip, the rest GRPO's clip; one group advantage "
+                                     "over all; LTE† adds an entropy loss; verl, G = 8, temperature 1.0, max "
+                                     "response 8192, 500 steps",
+                                defaults=(("max_mistakes", "3 distinct wrong answers", "all the wrong answers (a set)"),
+                                          ("rows", "1.0 (every failed row takes a hinted sample, right or wrong)",
+                                           "only the G' correct hinted samples replace failed rows (random rows)"),
+                                          ("logp_old", "'behavior' (log π_old(y | x + h))",
+                                           "π_old(o' | H_q, q) in the ratio (as 'behavior')"),
+                                          ("off-policy shaping", "the recipe's loss (PPO clip)",
+                                           "f(r) = r/(r + γ), no clip (γ not in the write-ups)"),
+                                          ("hint modes", "wrong answers only",
+                                           "Hint / ConciseHint / Concise by truncation"),
+                                          ("entropy loss", "the recipe's", "none (LTE), added in LTE†"),
+                                          ("G / temperature / max length / steps", "the recipe's",
+                                           "8 / 1.0 / 8192 / 500")),
+                                placement="theirs (write-ups): in the rollout step, after the G initial rollouts "
+                                          "are verified, a none-pass group is re-sampled G times with its wrong "
+                                          "answers of this step in the prompt; the correct hinted samples "
+                                          "replace failed rollouts, trained as rows of the unhinted prompt with "
+                                          "the group advantage over the mixed group; ours: a replay stage after "
+                                          "the reward: an all-failed group is re-sampled with its own wrong "
+                                          "answers of this round in the prompt, and ceil(rows·#failed) failed "
+                                          "rows (the last ones) take hinted samples whether correct or not "
+                                          "(Guide's off-context ratio)",
                                 deviations=(
-                                    "the mistakes are this round's distinct wrong answer keys (the abstract: "
-                                    "'previously self-made'); the hint template is ours",
+                                    "the mistakes are this round's distinct wrong answer keys, as theirs (the "
+                                    "G initial rollouts of the same step); at most max_mistakes = 3 (theirs: all); "
+                                    "the hint template is ours (their Hint(·) template is an image, not read)",
+                                    "every chosen failed row takes a hinted sample, correct or not; theirs "
+                                    "replaces failed rollouts only with the correct hinted ones (G' of them, "
+                                    "random rows), so an unsolved hinted group trains nothing new there but "
+                                    "here trains G hinted failures (zero advantage when all fail): selecting "
+                                    "only correct hinted samples is not built",
+                                    "their off-policy rows take f(r) = r/(r + γ) without clip (LUFFY-style); "
+                                    "ours the recipe's loss on the off-context ratio: a regularised-ratio loss "
+                                    "must be chosen in the recipe (e.g. exgrpo_policy's β, as for Guide)",
+                                    "LTE† (their entropy-loss variant) is the recipe's entropy term, not part "
+                                    "of this row",
                                     "the off-context correction (ratio against the hinted prompt's log-prob) is "
                                     "Guide's; the abstract states none",
                                     "a group with no non-empty wrong answer is not hinted",
-                                    "v1's abstract also hints the problem of overlong responses; ours hints "
-                                    "wrong answer keys only (a truncated response with no answer gives no "
-                                    "hint)"))),
+                                    "their Concise(·) (all rollouts truncated: 'think concisely', no answers) "
+                                    "and ConciseHint(·) (some truncated) modes are not built; ours hints wrong "
+                                    "answer keys only (a truncated response with no answer gives no hint)"))),
     Technique("adhint", "replay", H.adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",

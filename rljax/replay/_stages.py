@@ -433,7 +433,11 @@ def _technique_rows():
                                        "mix_trainer_experience.py:370-392 (all-solved prompts retired to "
                                        "skip_uid_set, all-fail / all-solved groups masked), :228-262 (each epoch's "
                                        "loader rebuilt without skip_uid_set: rl_dataset_with_experience.py:40-45) "
-                                       "and :538-542 (switch to mixed policy); "
+                                       "and :538-542 (switch to mixed policy); #51 read-whole pass: "
+                                       "weighted_bucket_sampler.py:18-54 (weightings linear / normal / sqrt / "
+                                       "linear_clip), experience_helpers.py:41-169 (the metric inputs, "
+                                       "compute_postcal_metrics, select_best_experiences), "
+                                       "config/mix_ppo_trainer.yaml:231-242 (trainer experience defaults); "
                                        "ExGRPO/exp_scripts/run_exgrpo.sh:27-40, 63, 92 (grpo_use_std False: "
                                        "mix_trainer.py:88-116 → core_algos.py:110-160 use_std)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
@@ -452,6 +456,10 @@ def _technique_rows():
                                              "batch's solved ratio passes it"),
                                             ("sample range", "every stored prompt",
                                              "exp_sample_range all (first_half / last_half not built)"),
+                                            ("yaml defaults (the script overrides)", "(as above)",
+                                             "mix_ppo_trainer.yaml: experience False, exp_metric 'random', "
+                                             "exp_bucket_manager null (uniform random.sample over the stored "
+                                             "prompts), exp_is_weighting False; run_exgrpo.sh: ent, normal"),
                                             ("advantage (not this stage's)", "the recipe's advantage stage",
                                              "adv_estimator grpo with grpo_use_std False (run_exgrpo.sh:92; the "
                                              "yaml's True): r − mean_g, no ÷ std, a singleton keeps r: "
@@ -487,7 +495,16 @@ def _technique_rows():
                                       "rescored to 0 here (bucket 0); theirs skip such a group (k ≤ "
                                       "experience_lbound) and the prompt keeps its bucket",
                                       "an experience prompt is never one of the batch's own prompts here; theirs "
-                                      "can draw a prompt that is also among the batch's fresh prompts"))),
+                                      "can draw a prompt that is also among the batch's fresh prompts",
+                                      "their other modes are not built: exp_metric 'ppl' (lowest perplexity) and "
+                                      "'random' (a random stored success, the yaml default), exp_select_mode "
+                                      "'argmax', bucket weightings 'linear' (k/n), 'sqrt' (√(k/n)), 'linear_clip' "
+                                      "(k/n, 0.5 above n/2) and none (uniform over prompts), exp_is_weighting",
+                                      "their entropy metric is not the mean over the success's own tokens: the "
+                                      "mask is ~(responses != pad), i.e. the padding positions, of row i mod 8 of "
+                                      "the last chunk of 8 (experience_helpers.py:137-147), over the entropies of "
+                                      "the last max_target_length positions of the left-padded prompt + success; "
+                                      "ours averages the stored row's valid response tokens"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
@@ -602,7 +619,10 @@ def _technique_rows():
                                        "ray_trainer_hybrid.py:154-434 (TrajectoryBufferBatch: remove_old, "
                                        "is_full_capacity, maintain_reward_statistics, prepare_for_selection, "
                                        "get_buffer: a random power-of-2 subset), :439-553 (update_batch), :555-577 "
-                                       "(get_buffer_size), :862-874 and :1029-1070 (call sites); verl-agent/verl/"
+                                       "(get_buffer_size), :862-874 and :1029-1070 (call sites); the second copy "
+                                       "verl/verl/trainer/ppo/ray_trainer_hybrid.py:149-528 and verl/recipe/spear/"
+                                       "run_qwen2-32b_spear.sh, run_qwen3-32b_spear.sh:56-80 (read in the #51 read-"
+                                       "whole pass); verl-agent/verl/"
                                        "trainer/ppo/core_algos.py:240-287 (GRPO advantage with the custom mean / "
                                        "std); verl-agent/verl/workers/actor/dp_actor.py:501-614 (the replay pass: "
                                        "its own loss and optimizer step; :590-599 the coefficient ramp); verl-agent/"
@@ -652,6 +672,16 @@ def _technique_rows():
                                       "replay every step into gradient-free rows, up to ratio·B; theirs only when "
                                       "the buffer passes 1.5 × 2048 rows, on a power-of-2 subset, then emptied",
                                       "A' > 0 kept (theirs ≥ 0: rows exactly at the median also replay)",
+                                      "the repository's second SPEAR implementation, verl/verl/trainer/ppo/"
+                                      "ray_trainer_hybrid.py (TrajectoryBufferBatch, the ReTool / DR.BoT math runs "
+                                      "of verl/recipe/spear/run_qwen{2,3}-32b_spear.sh), is not the record's "
+                                      "reference: it keeps A > 0 (:268, as ours), asserts adv_estimator GRPO, and "
+                                      "its scripts pass max_replay_loss_steps 300 (max_replay_loss_ascending_steps, "
+                                      "passed there), clip_cov_ratio_replay 0.02, clip_cov_lb_replay 1, "
+                                      "clip_cov_ub_replay 40, kl_cov_ratio_replay 0.02, tolerate_steps 5, "
+                                      "weight_decay_trajectory_replay −1, trajectory_buffer_size / "
+                                      "baseline_buffer_size 2048 / 10240 (qwen3) and 32 / 32 (qwen2); ours "
+                                      "follows verl-agent's (ramp_steps 200)",
                                       "defaults sized for small runs: capacity 256, baseline 1024 means, max_age "
                                       "10 (theirs 2048, 10240, 5)",
                                       "recalibrate='decay' multiplies by decay^age (theirs: by the factor once)",

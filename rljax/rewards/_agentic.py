@@ -231,12 +231,19 @@ def _technique_rows():
                                   read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
                                        "reward_manager/step.py:18-69 (check_uid_uuid_reward) and :95-170 "
                                        "(StepRewardManager.__call__, off in validation); training/configs/"
-                                       "glm_mobilerl.yaml (reward_model)",
+                                       "glm_mobilerl.yaml (reward_model); training/verl/trainer/ppo/reward.py "
+                                       "(load_reward_manager), training/verl/trainer/main_ppo.py "
+                                       "(reward_fn = load_reward_manager(config, ...))",
                                   defaults=(("success", "r >= 1.0", "any step score == 1"),
                                             ("reference L", "fewest turns of a success in the group",
                                              "fewest step rows of a successful uuid in the uid"),
                                             ("penalty", "max(l − L, 0)/(2l) when r ≠ 0",
-                                             "max(l − L, 0)/(2l) unless every score of the uuid is 0")),
+                                             "max(l − L, 0)/(2l) unless every score of the uuid is 0"),
+                                            ("reward manager switches", "(none: the penalty is the stage)",
+                                             "glm_mobilerl.yaml: reward_manager 'android', length_normalise "
+                                             "False, success_penalty True; load_reward_manager's fallbacks for "
+                                             "reward_manager 'step': length_normalise 'step', success_penalty "
+                                             "False; StepRewardManager's own defaults: 'token', True")),
                                   placement="theirs: the reward manager after the rollout, on each step row of "
                                             "the batch (episode = uuid, task = uid); raw − penalty goes on the "
                                             "row's last token (training/configs/glm_mobilerl.yaml: "
@@ -251,8 +258,14 @@ def _technique_rows():
                                       "shortest= (a true shortest path) is ours",
                                       "their StepRewardManager's length_normalise modes 'token' (the class "
                                       "default: the score spread evenly over the response tokens) and 'step' (÷ "
-                                      "the episode's step rows in the batch) are not built; glm_mobilerl.yaml "
-                                      "sets False (the score on the last token), ours"))),
+                                      "the episode's step rows in the batch, on every response token) are not "
+                                      "built; glm_mobilerl.yaml sets False (the score on the last token), ours",
+                                      "the stored code does not show how glm_mobilerl.yaml reaches this manager: "
+                                      "its reward_manager 'android' is not one load_reward_manager registers "
+                                      "(naive, prime, batch, dapo, step; anything else raises "
+                                      "NotImplementedError), and with 'step' and the keys absent the penalty "
+                                      "is off (success_penalty False); the record takes the yaml's "
+                                      "success_penalty True and length_normalise False as their runs'"))),
       Technique("tool_call_reward", "shaping", tool_call_reward,
                 "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
@@ -267,23 +280,44 @@ def _technique_rows():
                                        "while t <= T); verl-agent/verl/trainer/main_ppo.py:159 (normalize_by_length "
                                        "False); verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py:830-858 "
                                        "(global_steps from 1); examples/gigpo_trainer/run_alfworld_spear.sh:59-60; "
-                                       "README.md:172-182",
+                                       "README.md:172-182; the second implementation, the ReTool runs (read in the "
+                                       "#51 read-whole pass): verl/recipe/spear/reward.py:89-163 "
+                                       "default_compute_score_enforce_toolcall_posneg_decay (+0.1 per assistant "
+                                       "message with tool_calls, capped at 1, × the same cosine, t <= T), :166-248 "
+                                       "..._qwen3 (a correct answer, score > 0, gets 1[any call]·w instead); "
+                                       "verl/recipe/spear/run_qwen{2,3}-32b_spear.sh:79-80, 128-131, 181-182 "
+                                       "(cosine, T = 200, agentConcurrent); verl/verl/workers/reward_manager/"
+                                       "agentConcurrent.py:96-146; verl/recipe/spear/retool.py:152-195 (compute_score"
+                                       ", _wtool, _wtool_neg: (num_turns − 2)/2·0.1 variants, not in a script)",
                                   defaults=(("coef", "1.0", "1 (fixed)"),
                                             ("max_calls K", "10", "10 (0.1·episode_lengths, fixed)"),
                                             ("decay_steps T", "200", "200 (run_*_spear.sh); README yaml 100"),
                                             ("schedule", "'cosine'", "'cosine' (scripts); 'constant', 'none'"),
                                             ("count", "'turns' (model turns)", "episode_lengths (environment "
-                                             "steps)")),
+                                             "steps); ReTool runs: assistant messages carrying tool_calls"),
+                                            ("bonus on a correct answer", "min(1, n/K)·w as on any row",
+                                             "the same (verl-agent, qwen2 ReTool); run_qwen3-32b_spear.sh: "
+                                             "1[n > 0]·w when score > 0")),
                                   placement="theirs: the episode reward manager after the rollout, on each "
                                             "episode's row, added to the episode reward (the score on the last "
-                                            "response token), with t = the trainer's global_steps; ours: a "
+                                            "response token), with t = the trainer's global_steps; also in "
+                                            "validation (val_reward_fn gets the same meta_info, "
+                                            "ray_trainer.py:945-950); ReTool runs: the custom reward function "
+                                            "per response, called by the agentConcurrent manager; ours: a "
                                             "shaping stage after the reward on data.rewards, t = rljax's RL step",
                                   deviations=(
                                       "t counts from 0 (rljax's step); theirs from 1: ours at step t is theirs "
                                       "at global_steps t (one step later in their run)",
                                       "n = the episode's model turns; one model turn is one environment step, as "
                                       "their episode_lengths; count='calls' (regex matches) is ours",
-                                      "coef and K are parameters (theirs fixed at 1 and 10)"))),
+                                      "coef and K are parameters (theirs fixed at 1 and 10)",
+                                      "their ReTool runs' rule (verl/recipe/spear/reward.py) counts assistant "
+                                      "messages with tool calls: count='calls' with one match per calling turn "
+                                      "equals the qwen2 run's; the qwen3 run's binary bonus on correct answers "
+                                      "(1[n > 0]·w when score > 0) is not built, nor their un-masking of an "
+                                      "incomplete row that called a tool (is_incomplete 0)",
+                                      "their validation scores also carry the bonus (val_reward_fn, "
+                                      "ray_trainer.py:945-950); this row is a stage of the RL step (rl.shaping)"))),
   )
 
 

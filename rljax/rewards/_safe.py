@@ -209,7 +209,11 @@ def _technique_rows():
                                        "528-536 (reward_weights, default ones), 2673-2690 (sum_then_normalize: "
                                        "(rewards_per_func · w).nansum(dim=1), a row where every function returned "
                                        "None marked unscorable); trl/trainer/grpo_config.py:760-770 (reward_weights "
-                                       "None, multi_objective_aggregation 'sum_then_normalize')",
+                                       "None, multi_objective_aggregation 'sum_then_normalize'); the TRL 1.9.0 "
+                                       "release (/work/peers/trl, read in the #51 read-whole pass): the same code, "
+                                       "grpo_trainer.py:528-536, :684 (an environment's get_reward appended as one "
+                                       "more function, weight 1), :2676-2684, 2738-2740 (unscorable rows NaN in the "
+                                       "group's nanmean / nanstd, advantage nan_to_num 0), :1614 (float32 zeros)",
                                   defaults=(("weights", "1 for every reward", "reward_weights None → ones"),),
                                   placement="theirs: _generate_and_score_completions, once per generation batch, on "
                                             "rewards_per_func gathered from every process, before the group "
@@ -217,7 +221,8 @@ def _technique_rows():
                                             "reward_components [B, K] (the recipe's rewards), before the advantage",
                                   deviations=(
                                       "a reward function that returns None (NaN) for a row: TRL skips it in the "
-                                      "sum (nansum) and a row with no score at all gets advantage 0; here a "
+                                      "sum (nansum) and a row with no score at all is NaN, left out of its "
+                                      "group's mean and std (nanmean / nanstd), and gets advantage 0; here a "
                                       "failing component raises (strict) or scores 0 (lenient, "
                                       "composite(..., lenient=True)), and the stage sums with @ (a NaN is not "
                                       "skipped)",

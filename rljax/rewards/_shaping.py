@@ -710,7 +710,11 @@ def _technique_rows():
                                        "mean(L)_correct)/std(L)_correct) if correct else 0 in the top-λ groups, "
                                        "0/1 elsewhere, then GRPO's (r − mean)/std. The paper's own equation "
                                        "numbers, α and the run's λ were not read; the write-up's own code "
-                                       "(α = 0.6, λ = 0.2, np.std) is the writer's, not the authors'",
+                                       "(α = 0.6, λ = 0.2, np.std) is the writer's, not the authors'. A later "
+                                       "version, NeurIPS 2025 ER Workshop (openreview.net/forum?id=4BhPBBqZjj, "
+                                       "pages corpus: its abstract only, 'improves average accuracy by 0.36% ~ "
+                                       "3.76% while reducing CoT sequence length by 44.2% ~ 62.3%'), was not "
+                                       "read beyond the abstract: its settings may differ from v1's",
                                   defaults=(("threshold (λ)", "0.5", "top 20 % in the method's example"),
                                             ("selection", "'top_fraction' (ceil(λ·#groups), ties to the lower "
                                              "group id)", "batch-wise top-λ by correctness ratio"),
@@ -743,11 +747,17 @@ def _technique_rows():
                 "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
                 stage=_overlong_penalty_stage,
                 fidelity=Fidelity("peer", "verl v0.7.0 verl/workers/reward_manager/dapo.py (overlong_buffer)",
-                                  "clip=True gives TRL's clamp at −factor beyond L_max",
+                                  "clip=True gives a clamp at −factor beyond L_max (with penalty_factor=1: TRL "
+                                  "1.9.0's get_soft_overlong_punishment, −1 beyond L_max; TRL has no factor)",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/reward_manager/dapo.py:"
                                        "116-127 (overlong_reward = min(−exceed/len·factor, 0), added to the "
                                        "score); recipe/dapo/config/dapo_trainer.yaml:14-18; recipe/dapo/"
-                                       "run_dapo_qwen2.5_32b.sh:18-21; TRL not re-read in issue #51",
+                                       "run_dapo_qwen2.5_32b.sh:18-21; the verl 0.9.1 PyPI wheel "
+                                       "(/work/peers/verl) workers/reward_manager/dapo.py:120-127 and experimental/"
+                                       "reward_loop/reward_manager/dapo.py:108-114 (the same formula); TRL 1.9.0 "
+                                       "(/work/peers/trl) trl/rewards/other_rewards.py:83-138 "
+                                       "(get_soft_overlong_punishment: 0 up to L_max − L_cache, (L_max − L_cache − "
+                                       "|y|)/L_cache up to L_max, −1 beyond; no factor)",
                                   defaults=(("buffer_len", "required", "overlong_buffer.len 4096 (script; yaml 0, "
                                              "off)"),
                                             ("max_len", "the run's max_new_tokens", "max_resp_len = "
@@ -762,8 +772,8 @@ def _technique_rows():
                                   deviations=(
                                       "the stage adds the penalty in float32 (the loop's reward dtype); the "
                                       "function keeps float64 under x64",
-                                      "clip=True (TRL's clamp at −factor) is an option; verl's form is the "
-                                      "default"))),
+                                      "clip=True (a clamp at −factor; TRL's −1 when penalty_factor=1) is an "
+                                      "option; verl's form is the default"))),
       Technique("length_penalty", "shaping", length_penalty,
                 "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
                 f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
@@ -944,16 +954,23 @@ def _technique_rows():
                                   read="mengdi-li/internally-rewarded-rl@f630fdbf trainer.py:489-498 (r_certainty, "
                                        "linear_clipping: torch.clamp(c_pis_gt - 0.1, min=0)) and :521-556 (R at the "
                                        "stop step); config.py:60 (default reward type); skill-discovery/code/"
-                                       "disdain.py:834-835 (jnp.maximum(0, skill_rewards_linear))",
+                                       "disdain.py:834-835 (jnp.maximum(0, skill_rewards_linear)), :777-801 "
+                                       "(skill_rewards_linear = ensemble-mean p(z | s_T) − 1/code_arity, on the "
+                                       "last transition only), config.py:37-40 (code_arity 24 by default), "
+                                       "skill-discovery/scripts/train_linear_clipping.sh (code_arity 128, "
+                                       "goal_duration 20; read in the #51 read-whole pass)",
                                   defaults=(("scale", "1", "1"),
                                             ("offset", "function 0; stage 1 (on d = −|ŝ − s|)",
-                                             "−1/K = −0.1 (10 MNIST classes, hard-coded)"),
+                                             "−1/K = −0.1 (10 MNIST classes, hard-coded); skill discovery: "
+                                             "−1/code_arity, −1/128 in its script (config default 24: −1/24)"),
                                             ("low / high", "0 / 1", "0 / none")),
                                   placement="theirs: once per episode at the stop step, on the online "
                                             "classifier's probability of the true label; the reward goes to "
                                             "REINFORCE with a baseline, discounted by 0.99^(stop step) by default "
                                             "(config.py:35-39: use_implict_lat_penalty True, "
-                                            "discount_factor_lat_penalty 0.99); "
+                                            "discount_factor_lat_penalty 0.99); skill discovery: the "
+                                            "discriminator's p(z | s_T) on the last transition of each goal "
+                                            "period, a SARSA(λ) Q-learning target (disdain.py:800-825); "
                                             "ours: the function maps any d; the catalog stage is a completion "
                                             "reward, d = −|ŝ − s| of the parsed number and the reference",
                                   deviations=(

@@ -351,7 +351,9 @@ def _technique_rows():
                                   "punctuation as verl; the old space mapping is 'squad_space'); no /4 for > 10 tags",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/"
                                        "search_r1_like_qa_em.py:23-50 (normalize_answer, em_check), :66-86 "
-                                       "(extract_solution: the last <answer>), :96-128 (compute_score)",
+                                       "(extract_solution: the last <answer>), :96-128 (compute_score), :53-63 and "
+                                       ":131-155 (subem_check, compute_score_subem); verl/utils/reward_score/"
+                                       "__init__.py:93-104 (the caller)",
                                   defaults=(("normalize", "'basic' (NFKC, casefold, trailing punctuation)",
                                              "normalize_answer: lower, punctuation deleted, articles, "
                                              "whitespace ('squad')"),
@@ -371,7 +373,11 @@ def _technique_rows():
                                       "an answer that normalises to '' never matches (verl: '' equals a "
                                       "reference that normalises to '')",
                                       "'squad' mapped punctuation to a space before issue #51 ('New-York' = "
-                                      "'new york'); that is now normalize='squad_space'"))),
+                                      "'new york'); that is now normalize='squad_space'",
+                                      "the same file's second estimator, compute_score_subem (:131-155: 1 when a "
+                                      "normalised gold answer is a substring of the normalised extracted answer, "
+                                      "no tag-spam rule), is not built (default_compute_score calls compute_score "
+                                      "for the searchR1_* data sources, __init__.py:93-104)"))),
       Technique("math_answer", "reward", math_answer,
                 "r = 1[equiv(last boxed | #### | answer is | last number, ref)]",
                 "task B design (MATH/GSM8K conventions)",
@@ -383,7 +389,10 @@ def _technique_rows():
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/utils/reward_score/math_reward.py:"
                                        "17-29 (compute_score), :32-87 (is_equiv, remove_boxed, "
                                        "last_boxed_only_string), :90-227 (fix_fracs, fix_a_slash_b, "
-                                       "remove_right_units, fix_sqrt, strip_string: the hendrycks MATH normaliser)",
+                                       "remove_right_units, fix_sqrt, strip_string: the hendrycks MATH normaliser); "
+                                       "verl/utils/reward_score/__init__.py:44-51 (the caller: math_reward for "
+                                       "lighteval/MATH, MATH-500; gsm8k for openai/gsm8k), gsm8k.py:17-72 "
+                                       "(extract_solution, compute_score)",
                                   defaults=(("sources", "boxed, ####, 'the answer is', last number",
                                              "the last \\boxed{…} / \\boxed … / \\fbox only"),
                                             ("equality", "normalised strings, then exact numbers, then "
@@ -398,7 +407,15 @@ def _technique_rows():
                                       "the reward is float32, also under x64 (the StepData contract: rewards [B] "
                                       "float32, a host function of the text)",
                                       "more answer sources than the last \\boxed; sources=('boxed',) gives "
-                                      "verl's extraction",
+                                      "verl's extraction of a last \\boxed{…}, except its edge rules: a '\\boxed ' "
+                                      "(with a space) anywhere wins over a later \\boxed{…} and keeps the text up "
+                                      "to the next '$' (ours: the last \\boxed, one space-free token), and \\fbox is "
+                                      "read only when there is no \\boxed (ours: the later of the two)",
+                                      "verl's GSM8K scorer (gsm8k.py, data source openai/gsm8k) is not built as a "
+                                      "mode: the last '#### <digits . ,>' in the last 300 characters, ',' and '$' "
+                                      "removed, string equality with the ground truth (method 'flexible': the last "
+                                      "number); sources=('hash',) is the nearest (ours reads the rest of the line "
+                                      "and compares by value)",
                                       "numbers compare by value (2 = \\frac{4}{2}, 12 = 12.0, 1/3 ≈ 0.333333 at "
                                       "rel_tol 1e-6); verl compares the normalised strings only (tested)",
                                       "our normaliser (normalize_math_answer) is not strip_string: it also drops "
