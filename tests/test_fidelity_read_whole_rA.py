@@ -1,7 +1,7 @@
 """Issue #51 "read whole" pass, slice rA: each row's cited source read whole, the record errors fixed here.
 
 Rows and errors (each test below fails on the old record, or on a wrong transcription of the cited lines):
-  - tis, mis, icepop: the verl 0.9.1 PyPI wheel (/work/peers/verl) not read: its rollout_is_threshold 'L_U' string is
+  - tis, mis, icepop: the verl 0.9.1 PyPI wheel not read: its rollout_is_threshold 'L_U' string is
     IcePop (ratio inside [L, U], 0 outside; token or sequence; response_mask kept) = mis(L, U, level), a mode in
     none of the records; its rollout_rs has no ratio bounds (token_k1 'L_U' bounds the inverse ratio); tis's "verl
     rollout_is: no default" omitted the dataclass default 'sequence'. mis: OpenRLHF seq-mask-tis (cited as a source)

@@ -135,7 +135,7 @@ _SUM_NORM_PLACEMENT = ("theirs: agg_loss's 'seq-mean-token-sum-norm' branch on e
                        "dp_actor.py:463-467, 541-543) and FSDP averages gradients over the dp ranks; ours: the "
                        "aggregation returns (numerator, denominator), chain divides by the whole batch's "
                        "denominator on every micro-batch")
-_V091 = ("; the verl 0.9.1 PyPI wheel (/work/peers/verl, read whole in the #51 read-whole pass): "
+_V091 = ("; the verl 0.9.1 PyPI wheel (read whole in the #51 read-whole pass): "
          "core_algos.py:1140-1206 "
          "agg_loss, and no legacy worker at all (verl/workers/ has engine_workers.py, no actor/dp_actor.py): every "
          "loss goes through workers/utils/losses.py:57-145 ppo_loss, which passes dp_size, batch_num_tokens (the "

@@ -450,7 +450,7 @@ def _technique_rows():
                                        "term's loss_type; use_adaptive_entropy: the Skywork-OR1 controller) and "
                                        "grpo_config.py:292-325 (entropy_coef 0.0, use_adaptive_entropy False, "
                                        "entropy_coef_min 0.0, entropy_coef_max 1.0, entropy_coef_delta 0.005, "
-                                       "entropy_target 0.2); the verl 0.9.1 PyPI wheel (/work/peers/verl) "
+                                       "entropy_target 0.2); the verl 0.9.1 PyPI wheel "
                                        "workers/utils/losses.py:122-130 (policy_loss −= entropy_coeff·agg_loss("
                                        "entropy, loss_agg_mode, global counts)), actor.yaml:93 entropy_coeff 0, "
                                        "trainer/ppo/ray_trainer.py:1336-1338 (entropy computed when "

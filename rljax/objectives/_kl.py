@@ -430,7 +430,7 @@ def _technique_rows():
                                        "(use_kl_loss), actor.yaml kl_loss_coef / kl_loss_type; huggingface/trl@v1.9.0 "
                                        "trl/trainer/grpo_trainer.py:3068-3076 and :3120-3121 (k3 per token, "
                                        "× coef_1 with use_bias_correction_kl, + beta·kl); read whole (#51): the verl "
-                                       "0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:2188-2251 (kl_penalty "
+                                       "0.9.1 PyPI wheel core_algos.py:2188-2251 (kl_penalty "
                                        "strips a '+' before kl_penalty_forward; v0.7.0 passes 'k3+' on and raises "
                                        "NotImplementedError), workers/utils/losses.py:132-142 (use_kl_loss: "
                                        "kl_loss_coef·agg_loss(kld, loss_agg_mode, global counts)), actor.yaml:103-116 "

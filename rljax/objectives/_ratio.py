@@ -806,7 +806,7 @@ def _technique_rows():
                 read=_V07 + ":1731-1808 compute_policy_loss_reinforce and :1811-1953 compute_policy_loss_bypass_mode "
                      "(w from rollout_corr_helper.py:318-436 compute_rollout_correction_weights with "
                      "old_log_prob=log_prob, under no_grad); read whole (#51): the verl 0.9.1 PyPI wheel "
-                     "(/work/peers/verl) core_algos.py:2333-2410 and :2414-2520 (the same loss and bypass path), "
+                     "core_algos.py:2333-2410 and :2414-2520 (the same loss and bypass path), "
                      "trainer/config/algorithm.py:353-397 (presets bypass_pg_is: rollout_is 'sequence', 2.0; "
                      "bypass_pg_token_icepop: rollout_is 'token', '0.5_5.0', the IcePop weight), "
                      "rollout_corr_helper.py:522-657",
@@ -923,7 +923,7 @@ def _technique_rows():
                      "(clip_ratio*, loss_agg_mode); examples/gspo_trainer/test_gspo_3b_math.sh:44-73, 159 "
                      "(clip_ratio_low 3e-4, clip_ratio_high 4e-4, loss_agg_mode seq-mean-token-mean, kl 0) and "
                      "run_qwen30b_gspo.sh:14-24, 93-98 (3e-4 / 4e-4, clip_ratio_c 10, loss_agg_mode not set); "
-                     "the verl 0.9.1 PyPI wheel (/work/peers/verl) core_algos.py:1546-1619: the same loss, but "
+                     "the verl 0.9.1 PyPI wheel core_algos.py:1546-1619: the same loss, but "
                      "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone)",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),

@@ -210,7 +210,7 @@ def _technique_rows():
                                        "(rewards_per_func · w).nansum(dim=1), a row where every function returned "
                                        "None marked unscorable); trl/trainer/grpo_config.py:760-770 (reward_weights "
                                        "None, multi_objective_aggregation 'sum_then_normalize'); the TRL 1.9.0 "
-                                       "release (/work/peers/trl, read in the #51 read-whole pass): the same code, "
+                                       "release (read in the #51 read-whole pass): the same code, "
                                        "grpo_trainer.py:528-536, :684 (an environment's get_reward appended as one "
                                        "more function, weight 1), :2676-2684, 2738-2740 (unscorable rows NaN in the "
                                        "group's nanmean / nanstd, advantage nan_to_num 0), :1614 (float32 zeros)",

@@ -753,9 +753,9 @@ def _technique_rows():
                                        "116-127 (overlong_reward = min(−exceed/len·factor, 0), added to the "
                                        "score); recipe/dapo/config/dapo_trainer.yaml:14-18; recipe/dapo/"
                                        "run_dapo_qwen2.5_32b.sh:18-21; the verl 0.9.1 PyPI wheel "
-                                       "(/work/peers/verl) workers/reward_manager/dapo.py:120-127 and experimental/"
+                                       "workers/reward_manager/dapo.py:120-127 and experimental/"
                                        "reward_loop/reward_manager/dapo.py:108-114 (the same formula); TRL 1.9.0 "
-                                       "(/work/peers/trl) trl/rewards/other_rewards.py:83-138 "
+                                       "trl/rewards/other_rewards.py:83-138 "
                                        "(get_soft_overlong_punishment: 0 up to L_max − L_cache, (L_max − L_cache − "
                                        "|y|)/L_cache up to L_max, −1 beyond; no factor)",
                                   defaults=(("buffer_len", "required", "overlong_buffer.len 4096 (script; yaml 0, "

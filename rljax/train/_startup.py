@@ -49,12 +49,12 @@ def check_multi_turn(exp, recipe) -> None:
   unsupported += [(s.name, "a multi-reward stage") for s in ([recipe.multi_reward] if recipe.multi_reward else [])]
   unsupported += [(s.name, "rollout-phase shaping") for s in (s for s in recipe.shaping if s.phase == "rollout")]
   unsupported += [(s.name, "a prompt filter") for s in recipe.prompt_filters]
-  unsupported += [(r.name, "a hint stage") for r in recipe.replay if getattr(r, "hints", None) is not None]
+  unsupported += [(r.name, "a hint stage") for r in recipe.replay if r.hints is not None]
   unsupported += [(n, "a greedy baseline rollout") for n in sorted(recipe.needs & produced_by("greedy rollout"))]
   if getattr(exp.task, "episode_config", None) is not None and exp.task.episode_config.context_budget is not None:
     unsupported += [(r.name, "a replay stage with task.context_budget: its buffer stores no attention packing "
                      "(segment_ids) for an episode's context windows packed in one row") for r in recipe.replay
-                    if getattr(r, "hints", None) is None]
+                    if r.hints is None]
   if exp.cfg.rl.async_staleness:
     unsupported.append((f"rl.async_staleness={exp.cfg.rl.async_staleness}",
                         "the asynchronous runner's interruptible sampler (single-turn only)"))
