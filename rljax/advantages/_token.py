@@ -3,7 +3,7 @@
 Same convention as the outcome estimators: ``(advantages, info)``; rows with
 ``valid`` False and tokens outside ``mask`` get 0.
 
-Size: one family (token-level estimators); the catalog rows with their fidelity records are the last ~110 lines.
+Size: one family (token-level estimators); the catalog rows with their fidelity records are the last ~400 lines.
 """
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ every RL checkpoint.
 Logged metrics (``<name>/...``) are the values *used during* the step plus the observation that drives the
 next update.
 
-Size: one family (the four controllers); their catalog rows with fidelity records are the last ~60 lines.
+Size: one family (the four controllers); their catalog rows with fidelity records are the last ~180 lines.
 """
 from __future__ import annotations
 

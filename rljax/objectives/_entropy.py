@@ -20,7 +20,7 @@ that ``rljax.train.make_train_step`` gives every micro-batch the full batch's
 selection; peers compute them over their local batch (TRL gathers the
 entropies across processes for ``top_entropy_quantile``).
 
-Size: one family (entropy terms and wrappers); the catalog rows with their fidelity records are the last ~170 lines.
+Size: one family (entropy terms and wrappers); the catalog rows with their fidelity records are the last ~200 lines.
 """
 from __future__ import annotations
 
