@@ -1382,7 +1382,10 @@ def _technique_rows():
                                        "dapo_ray_trainer.py:266-282 (max_length); scripts/setups.sh:9-22",
                                   defaults=(("intra_coef / inter_coef", "required",
                                              "λ (_lambda, 'mu in Eq. 5') = 1.0: intra 1, inter 2λ = 2"),
-                                            ("α / β", "none (α = 1, β = 0)", "alpha = 1.0 ('Eq. 8'), beta = 0.0"),
+                                            ("α / β", "none (α = 1, β = 0)",
+                                             "alpha = 1.0 ('Eq. 8'), beta = 0.0 (the functions' "
+                                             "default; dapo_ray_trainer.py:275 passes config.algorithm.beta, "
+                                             "set by neither dapo_trainer.yaml nor setups.sh, #51 rI)"),
                                             ("scale", "'group' (÷ σ_g + ε)",
                                              "÷ max_length = max_response_length 8192 with seq-mean-token-sum, "
                                              "else 1; no σ"),

@@ -623,7 +623,10 @@ def _technique_rows():
                                             ("std_ddof", "1", "population σ (Sec. 3.1), when used"),
                                             ("later-block baseline", "the group mean (their item 3)",
                                              "the OCB stratum mean (Algorithm 1 lines 6-8)"),
-                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)"),
+                                            ("entropy control (not this stage's)", "none (the recipe's)",
+                                             "dynamic entropy regularisation (Sec. 5.2): target_entropy 0.2, "
+                                             "eta_delta 5e-4 (Table 4; #51 rI)")),
                                   placement="theirs: per prompt group, block k's advantage applied only to block "
                                             "k's tokens, each block's token loss averaged over the block; ours: the "
                                             "advantage stage, once per step, each reward column routed to its "
@@ -664,7 +667,10 @@ def _technique_rows():
                                   defaults=(("scale", "'none'", "none (A = r − b)"),
                                             ("outcome", "'correct' (the verifier's verdict)",
                                              "o ∈ {correct, incorrect} of the prefix block (main experiments)"),
-                                            ("group size", "the step's groups", "group_size 32 (Table 4)")),
+                                            ("group size", "the step's groups", "group_size 32 (Table 4)"),
+                                            ("entropy control (not this stage's)", "none (the recipe's)",
+                                             "dynamic entropy regularisation (Sec. 5.2): target_entropy 0.2, "
+                                             "eta_delta 5e-4 (Table 4; #51 rI)")),
                                   placement="theirs: for each block k > 1 of each prompt group, the group's rollouts "
                                             "stratified by the intermediate outcome of their prefix X_<k, b = the "
                                             "stratum mean of r_k, A applied to block k's tokens; ours: the advantage "
@@ -953,7 +959,12 @@ def _technique_rows():
                                             ("use_process_only", "none (the episode term is always in the mix)",
                                              "algorithm.istar.use_process_only = False (yaml:272-273)"),
                                             ("group size", "the step's groups", "env.rollout.n = 8"),
-                                            ("eps, std_ddof", "1e-6, 1 (step_episode_mix)", "none (RLOO)")),
+                                            ("eps, std_ddof", "1e-6, 1 (step_episode_mix)", "none (RLOO)"),
+                                            ("singleton group (one trajectory per uid)",
+                                             "episode term 0 (grpo's singleton rule)",
+                                             "the raw scores: A = R + w·r_step (episode_rloo_reward / "
+                                             "step_rloo_reward leave response_num = 1 unchanged; "
+                                             "#51 rI)")),
                                   placement="theirs: verl-agent trainer, one batch row per environment step of a "
                                             "trajectory (uid = prompt group, traj_uid = trajectory); each training "
                                             "step after the rollout the PRM scores the batch (update=after: the "

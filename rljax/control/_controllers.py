@@ -775,6 +775,9 @@ def _technique_rows():
                               ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),
                     placement="theirs: inside compute_policy_loss_bapo, on every micro-batch, from the current "
                               "ratio π_θ/π_old on that data (no gradient through the choice), applied at once; "
+                              "the pos / neg sums are all_reduce-summed over the data-parallel ranks "
+                              "(policy_loss.py:47-55), so one choice covers the micro-step's micro-batches of "
+                              "every GPU (script: 8 GPUs, use_dynamic_bsz True: micro-batches by token budget); "
                               "ours (placement='step'): once per step after the update, from π_new/π_old on the "
                               "step's batch, applied to the next step; placement='loss' runs theirs "
                               "(Controller.policy_hparams, the policy term rebuilt per micro-batch)",
@@ -788,7 +791,11 @@ def _technique_rows():
                         "moved to the loosest (0.9, 3.0), theirs picks the tightest (pos/neg = inf)",
                         "the criterion is computed in the inputs' float dtype; the state (the chosen grid point) "
                         "stays float32, as every controller state (checkpointed)",
-                        "the ratio is read inside the loss mask only (padding holds no ratio)"))),
+                        "the ratio is read inside the loss mask only (padding holds no ratio)",
+                        "placement='loss' chooses on the global micro-batch (every device's rows: the sums run "
+                        "over the sharded array), = their DP all_reduce when our micro-batch holds the rows of "
+                        "their ranks' micro-batches of one micro-step; their dynamic (token-budget) micro-batches "
+                        "are not built. Read-whole pass (#51 rI): the all_reduce was not in the record"))),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
                 "001_5839a3671b0b4d92.txt L203", stage=_temperature_control_stage,
                 fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"

@@ -848,7 +848,9 @@ def _technique_rows():
                      "and scores its own batch, so each micro-step has its own inverse_alpha), train.sh "
                      "--gradient_accumulation_steps 4, recipe per_device_train_batch_size 8 (one group of 8 per "
                      "process per micro-step). Eighth draw (#51 item 4): the per-micro-step alpha was not in the "
-                     "record",
+                     "record. Read-whole pass (#51 rI): the verl 0.9.1 PyPI wheel verl/trainer/ppo/core_algos.py "
+                     "compute_policy_loss_gpg (−log π·A, × rollout_is_weights when given, agg_loss with "
+                     "global_batch_info) and compute_gpg_outcome_advantage (adv_estimator gpg)",
                 defaults=(("alpha (adjust_gd)", "'none'", "on (train.sh --adjust_gd; GPGConfig default False)"),
                           ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
                            "none: train.sh --scale_rewards False (r − mean_g, dr_grpo's form); with scale_rewards "
@@ -879,7 +881,11 @@ def _technique_rows():
                     "job: zero_variance with resampling)",
                     "their weighted_sample sampler (sample_strategy uniform / hard / soft / medium, prompts "
                     "weighted by their running accuracy, gpg_trainer.py:130-150, 225-235; off by default and in "
-                    "train.sh) is not built; scale_batch is declared but unused in the loss at this commit"))),
+                    "train.sh) is not built; scale_batch is declared but unused in the loss at this commit",
+                    "verl's advantage estimator gpg (compute_gpg_outcome_advantage, verl 0.9.1) is not built: "
+                    "A = α·(r − mean_g)/f_norm with α = B / count_nonzero(scores) over the whole batch (rows "
+                    "with a non-zero reward, not groups with reward variance), f_norm 1, no std, a singleton "
+                    "group mean 0 (A = α·r); alpha='valid_groups' is the authors' G / G_valid instead"))),
       ("gspo", gspo, "s = exp(mean_t log r); max(-A s, -A clip(s, 1-eps_low, 1+eps_high))",
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
