@@ -116,6 +116,22 @@ def pytest_configure(config):
     os.environ["XLA_FLAGS"] += " " + _FAST_COMPILE
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+  """After each test module, drops JAX's in-memory caches so the executables its tests compiled are freed.
+
+  XLA:CPU maps each loaded executable's code into memory (about three mappings each); a pytest worker keeps
+  every executable of every module it ran, tens of thousands over the fast loop, and the kernel refuses new
+  mappings past ``vm.max_map_count`` (65,530 by default): the next executable XLA loads then crashes the
+  worker (a segmentation fault in the compile or the persistent-cache load). A later module that needs the
+  same program loads it from the session's persistent cache above."""
+  yield
+  import gc  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
+  jax.clear_caches()
+  gc.collect()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
   """Transformers parity (``hf``) and multi-process tests are long guards: the fast default loop
