@@ -1091,14 +1091,16 @@ def _technique_rows():
                      "weight_factor_in_cpgd 'STD_weight' = (r − mean_g)/(std_g + 1e-6), unbiased std, a singleton "
                      "gets r/(1 + 1e-6); 'clip_filter_like_weight' = (r − mean_g)·min(bsz / #groups with std ≠ 0, 3); "
                      "'naive' = r − mean_g), siirl/main_dag.py:109-111 (adv_estimator cpgd sets use_cpgd_loss), "
-                     "siirl/params/model_args.py:282, 310-313, 668-675 (clip_ratio 0.2, loss_agg_mode token-mean, "
+                     "siirl/params/model_args.py:282-284, 310-313, 668-675 (clip_ratio, clip_ratio_low, "
+                     "clip_ratio_high each 0.2, loss_agg_mode token-mean, "
                      "policy_drift_coeff 0.0, weight_factor_in_cpgd 'STD_weight'), dp_actor.py:414-500 (each "
                      "micro-batch's loss × 1/gradient_accumulation), the other four cpgd_trainer scripts "
                      "(run_qwen3-8b.sh, run_qwen3-1.7b.sh, run_qwen2_5_vl-72b.sh: use_kl_loss True, kl_loss_coef "
                      "0.01, low_var_kl; run_qwen2_5_vl-7b.sh and run_qwen2_5-7b.sh: use_kl_loss False; all: "
                      "policy_drift_coeff 0.001, clip_ratio 0.2, STD_weight, rollout.n 8)",
-                defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio 0.2 (script), low/high default "
-                           "to it"),
+                defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio_low 0.2 / clip_ratio_high 0.2 "
+                           "(model_args.py:283-284, their own defaults, not None: the scripts' clip_ratio=0.2 "
+                           "does not reach cpgd's bounds; a clip_ratio alone is ignored)"),
                           ("drift_coef", "0.1", "policy_drift_coeff 0.001 (script; config default 0.0)"),
                           ("drift estimator", "k3: r − 1 − log r (gradient (r − 1)·∇log π)",
                            "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
@@ -1123,7 +1125,10 @@ def _technique_rows():
                             "are not built as such ('naive' is grpo(scale='none')); its default 'STD_weight' is "
                             "grpo(eps=1e-6, singleton='raw') (a singleton gets r/(1 + 1e-6): mean 0, std 1)",
                             "siiRL's token-mean is per micro-batch (× 1/gradient_accumulation); chain's token_mean "
-                            "divides by the whole batch's tokens: equal with one micro-batch or equal token counts"))),
+                            "divides by the whole batch's tokens: equal with one micro-batch or equal token counts",
+                            "eps_high defaults to eps_low here; siiRL's clip_ratio_low / clip_ratio_high default to "
+                            "0.2 each, so its clip_ratio moves neither (set eps_low and eps_high as their "
+                            "clip_ratio_low / clip_ratio_high)"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",

@@ -783,7 +783,11 @@ def _technique_rows():
                                   read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
                                        "the code index: no snapshot can be fetched): the argparse defaults in main() "
                                        "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
-                                       "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5) and the training loop's "
+                                       "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5; ninth draw (#51 item 4), "
+                                       "the loop's switches: variant 'reasonmaxxer' (else 'fullseq'), "
+                                       "separate_pos_neg_norm, balance_pos_neg, pos_only_decisions, "
+                                       "normalize_by_problem, adaptive_betaneg, kl_on_generated_only all off, "
+                                       "neg_prob_floor 0) and the training loop's "
                                        "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
                                        "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
                                        "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens); "
@@ -828,7 +832,18 @@ def _technique_rows():
                                               "entropy_quantile gate keeps round(budget_frac·n) top-entropy "
                                               "positions per rollout, and their other gates (entropy_topk, random, "
                                               "low_entropy, first_k, last_k, stride, all) and per-correctness "
-                                              "τ_pos / τ_neg are not offered"))),
+                                              "τ_pos / τ_neg are not offered",
+                                              "train_reasonmaxxer.py's other switches are not offered (all off by "
+                                              "default): --variant fullseq (every generated token, not the gate; "
+                                              "≈ tau=0.0 here), --separate_pos_neg_norm and --balance_pos_neg "
+                                              "(positive and negative gated tokens normalised apart / averaged "
+                                              "0.5·(pos + neg)), --pos_only_decisions, --neg_prob_floor (negative "
+                                              "tokens with π ≤ floor dropped), --normalize_by_problem (rows "
+                                              "weighted by inverse problem frequency), --adaptive_betaneg (β_neg "
+                                              "moved by the trend of Δlog p⁺), --kl_on_generated_only (the anchor "
+                                              "otherwise covers the prompt positions too) and --kl_decision_weight "
+                                              "(KL at the gated tokens as well, 0 by default)",
+                                              "negative='unlikelihood' (−log(1 − π) on wrong rows) is ours"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",

@@ -130,7 +130,10 @@ def _technique_rows():
                                        "when sandbox_fusion_url is set); prime_code/utils.py:41-60 "
                                        "(check_correctness: the run killed after timeout + 1 s). Fifth draw (#51 "
                                        "item 4): the caller was not read before; 'continuous off' was the "
-                                       "function's default, not verl's",
+                                       "function's default, not verl's. Ninth draw (#51 item 4): with "
+                                       "continuous=False a failing completion reaches `return success, "
+                                       "metadata_list` with metadata_list unassigned (UnboundLocalError), not 0; "
+                                       "the same in the verl 0.9.1 PyPI wheel",
                                   defaults=(("extract", "'fenced': the last ```python / ```py / ``` block",
                                              "completion.split('```python')[-1].split('```')[0] (the whole "
                                              "text when there is no fence)"),
@@ -138,8 +141,10 @@ def _technique_rows():
                                              "APPS inputs/outputs pairs (stdin/stdout or call-based)"),
                                             ("score", "1 if all pass, else 0", "continuous=True (the "
                                              "caller's): 1 if all pass, else the pass rate of the first 10 cases, "
-                                             "each run alone; the function's own default continuous=False gives "
-                                             "1 / 0"),
+                                             "each run alone (1.0 when the first 10 pass though a later one "
+                                             "fails); the function's own default continuous=False returns True "
+                                             "when all pass and otherwise raises UnboundLocalError "
+                                             "(metadata_list is assigned only in the continuous branch)"),
                                             ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only",
                                              "all cases: timeout=5 (a 5 s alarm per case, the run killed after "
                                              "6 s); per case (continuous): timeout=10, killed after 11 s")),
@@ -156,7 +161,10 @@ def _technique_rows():
                                       "``` or ```py block is accepted (theirs: only ```python)",
                                       "no continuous (pass-rate) score: verl's reward for code data sources "
                                       "is continuous=True (a failed set scores the pass rate of its first 10 "
-                                      "cases); ours scores such a completion 0"))),
+                                      "cases); ours scores such a completion 0",
+                                      "verl's compute_score with its own default continuous=False has no 0 "
+                                      "score: a failing completion raises UnboundLocalError (only "
+                                      "default_compute_score's continuous=True path scores failures)"))),
   )
 
 
