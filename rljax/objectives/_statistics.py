@@ -50,8 +50,8 @@ class StatisticTerm:
 
 
 def with_statistics(fn, statistics_fn):
-  """``fn`` with its whole-batch statistics ``statistics_fn(out, batch)`` (a ``StatisticTerm``); ``fn`` unchanged
-  when ``statistics_fn`` is None (a term that reads none, or its statistics dropped when ``fn`` already had some)."""
+  """``fn`` with its whole-batch statistics ``statistics_fn(out, batch)`` (a ``StatisticTerm``; a ``StatisticTerm``
+  given as ``fn`` has its statistics replaced); ``fn`` unchanged when ``statistics_fn`` is None."""
   if statistics_fn is None:
     return fn
   return StatisticTerm(fn, statistics_fn)
