@@ -661,10 +661,19 @@ def _technique_rows():
                         "or ``'answer_ids'``."),
                 fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.3 item 4, App. B Alg. 1 "
                                   "lines 7-10 (paper text; no code found)",
-                                  "the default (stratum mean, no std) is the paper's; scale='group' (stratum std) is "
-                                  "our option",
-                                  read=_BAE_READ,
-                                  defaults=(("scale", "'none'", "none (A = r − b)"),
+                                  "default (stratum mean, no std) = the main runs; scale='group' (stratum std, "
+                                  "ddof 1) is our form of the paper's optional GRPO normalization (population σ, "
+                                  "Sec. 3.1/4.3): std_ddof=0 for theirs",
+                                  read=_BAE_READ + ". Tenth draw (#51 item 4): Sec. 4.3's 'Aˆ = r − bˆ (with "
+                                       "optional variance normalization as in GRPO)' was read as 'scale=group is "
+                                       "ours'; the record listed neither std_ddof nor eps",
+                                  defaults=(("scale", "'none'", "none in the main runs (A = r − b, Sec. 5.2: no "
+                                                                "advantage standardization); Sec. 4.3 allows "
+                                                                "'optional variance normalization as in GRPO'"),
+                                            ("std_ddof (scale='group' only)", "1",
+                                             "population σ (GRPO's, Sec. 3.1), when the optional normalization is "
+                                             "used; over which set (stratum or group) not stated"),
+                                            ("eps (scale='group' only)", "1e-6", "ϵ, value not stated (Sec. 3.1)"),
                                             ("outcome", "'correct' (the verifier's verdict)",
                                              "o ∈ {correct, incorrect} of the prefix block (main experiments)"),
                                             ("group size", "the step's groups", "group_size 32 (Table 4)"),
@@ -681,7 +690,11 @@ def _technique_rows():
                                       "single-turn use stratifies by the final verdict, not by a prefix block's "
                                       "outcome: when the reward is exactly that verdict every stratum is constant "
                                       "and A = 0",
-                                      "scale='group' (÷ stratum std + ε) is ours",
+                                      "scale='group' divides by the stratum's std with ddof=1 (default std_ddof) "
+                                      "+ 1e-6; the paper's optional normalization 'as in GRPO' (Sec. 4.3) uses the "
+                                      "population σ + ϵ (Sec. 3.1) and does not say whether over the stratum or the "
+                                      "group, nor ϵ: std_ddof=0 gives the population std over the stratum; off in "
+                                      "their main runs and in our default",
                                       "a singleton stratum gives 0, as the paper's own-reward mean"))),
       Technique("tempo", "advantage", tempo,
                 "A_{i,t} = A_i^GRPO + (V(s_{t+1}) − V(s_t))/(σ_g + ε), V = mean descendant reward",

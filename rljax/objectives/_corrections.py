@@ -394,30 +394,64 @@ def _technique_rows():
                 stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
                 fidelity=Fidelity("peer", "OpenRLHF v0.11.0 openrlhf/models/loss.py PolicyLoss "
                                   "(vllm_is_correction_type='icepop')",
-                                  "alpha/beta default 0.5/5.0 (OpenRLHF's); reweight=False is our option",
+                                  "alpha/beta default 0.5/5.0 (OpenRLHF's); reweight=False is our option; k from "
+                                  "untempered log-probs (OpenRLHF: at rollout.temperature, top-p-renormalised)",
                                   read="OpenRLHF/OpenRLHF@v0.11.0 (3c3be623) openrlhf/models/loss.py:196-207 (vllm_is "
                                        "= exp(old − rollout), zeroed outside [low, high], × the clipped PPO loss) "
-                                       "and openrlhf/cli/train_ppo_ray.py:258-271 (is_correction_threshold "
-                                       "[0.5, 5.0], is_correction_type); the verl 0.9.1 PyPI wheel "
+                                       "and openrlhf/cli/train_ppo_ray.py:256-271 (is_correction_enable, "
+                                       "is_correction_threshold [0.5, 5.0], is_correction_type); the verl 0.9.1 "
+                                       "PyPI wheel "
                                        "rollout_corr_helper.py:522-657 (rollout_is_threshold "
                                        "'L_U': the same mask at token or sequence level, response_mask kept) and "
                                        "config/algorithm.py:216-234, :374-397 (decoupled_token_icepop / "
                                        "bypass_pg_token_icepop: 0.5 / 5.0; in bypass mode a policy-gradient loss, "
-                                       "not PPO clip)",
+                                       "not PPO clip). Tenth draw (#51 item 4), the data k is computed on: "
+                                       "train_ppo_ray.py:78 (with is_correction_enable the vLLM engines return "
+                                       "logprobs_mode='processed_logprobs'), :163-164 and :398-399 "
+                                       "(rollout.temperature 1.0, rollout.top_p 1.0), trainer/ppo_utils/"
+                                       "samples_generator.py:203-210 (SamplingParams temperature, top_p, top_k −1, "
+                                       "logprobs=1), trainer/ray/ppo_actor.py:524 (the actor's temperature = "
+                                       "rollout.temperature) and models/actor.py:285 with models/utils.py:139-141 "
+                                       "(log_probs_from_logits divides the logits by it, for old_log_probs too); "
+                                       "vllm-project/vllm@01fa3fe7 vllm/v1/sample/ops/topk_topp_sampler.py "
+                                       "TopKTopPSampler.forward_native (processed_logprobs = log_softmax of the "
+                                       "temperature-scaled, top-k/top-p-truncated logits). The record listed "
+                                       "neither setting",
                                   defaults=(("alpha", "0.5", "0.5"), ("beta", "5.0", "5.0"),
                                             ("reweight", "True", "True (kept tokens × ratio)"),
-                                            ("log-ratio clamp", "±20", "none")),
+                                            ("log-ratio clamp", "±20", "none"),
+                                            ("temperature in k", "none: logp_old and logp_behavior are untempered "
+                                             "(log softmax(z); the sampler's own temperature, RLConfig.temperature "
+                                             "1.0, does not enter k)",
+                                             "rollout.temperature (default 1.0) on both sides: old_log_probs = "
+                                             "log softmax(z_train / T), rollout_log_probs = vLLM processed_logprobs "
+                                             "at T"),
+                                            ("top-p / top-k in k", "none (logp_behavior is the full distribution)",
+                                             "rollout.top_p (default 1.0), top_k −1: rollout_log_probs is the "
+                                             "log-prob renormalised over the kept nucleus; old_log_probs is not "
+                                             "truncated")),
                                   placement="theirs: inside PolicyLoss on each micro-batch (policy_loss_type='ppo' "
                                             "only), k = exp(old_log_probs − rollout_log_probs) multiplying the "
-                                            "clipped loss before aggregation; ours: a correction of a ratio term "
-                                            "on each micro-batch, k from logp_old (else sg(log π_θ)) and "
-                                            "logp_behavior",
+                                            "clipped loss before aggregation, both log-probs at the rollout "
+                                            "temperature (the actor's logits ÷ T; vLLM's processed_logprobs, "
+                                            "after the top-p / top-k truncation); ours: a correction of a ratio "
+                                            "term on each micro-batch, k from logp_old (else sg(log π_θ)) and "
+                                            "logp_behavior, both untempered and untruncated",
                                   deviations=("log k clamped to ±20 (OpenRLHF exponentiates unclamped; equal "
                                               "inside the band)",
                                               "reweight=False (mask only) is our option; OpenRLHF applies icepop "
                                               "only to its 'ppo' loss, ours to any ratio term",
                                               "icepop is token level only; verl 0.9.1's sequence-level IcePop "
-                                              "(rollout_is='sequence', 'L_U') is mis(L, U, level='sequence')"))),
+                                              "(rollout_is='sequence', 'L_U') is mis(L, U, level='sequence')",
+                                              "k is the ratio of untempered, untruncated probabilities; OpenRLHF's "
+                                              "is that of the tempered ones (rollout.temperature T on both sides) "
+                                              "with the rollout side renormalised over vLLM's top-p / top-k "
+                                              "nucleus (processed_logprobs), so at T ≠ 1 or top_p < 1 a token's k, "
+                                              "and whether it is kept, differ (equal at their defaults T = 1, "
+                                              "top_p = 1); no built-in source gives theirs: Rollout.logp_sampling "
+                                              "(the tempered, truncated sampler log-prob) does not reach the "
+                                              "TrainBatch and the trainer's log-probs are untempered, so both "
+                                              "would have to be passed as train_logp / rollout_logp (extras keys)"))),
       Technique("divergence_rejection", "correction", divergence_rejection,
                 "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
                 "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig",
