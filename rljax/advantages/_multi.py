@@ -301,7 +301,11 @@ def _technique_rows():
                          "core_algos.py:361-468 compute_gdpo_outcome_advantage: per key of algorithm.gdpo_reward_keys "
                          "compute_grpo_outcome_advantage (:268-331, eps 1e-6, singleton mean 0 / std 1, "
                          "norm_adv_by_std_in_grpo), weighted by gdpo_reward_weights (default ones), then "
-                         "masked_whiten over response tokens; ray_trainer.py:260-263; config/algorithm.py:668-673)",
+                         "masked_whiten over response tokens; ray_trainer.py:260-263; config/algorithm.py:668-673). "
+                         "Tenth draw (#51 item 4, seed 20261215): ray_trainer.py:187-279 compute_advantage (its "
+                         "generic branch passes no norm_adv_by_std_in_grpo), v1/utils.py:148-176 and "
+                         "v1/trainer_base.py:1743-1783 (the default trainer's caller), main_ppo.py:183-192; "
+                         "the record gave norm_adv_by_std_in_grpo as a verl 0.9.1 setting of 'gdpo'",
                     defaults=(("eps (group std)", "1e-6", "1e-4 (TRL); 1e-6 (verl-GDPO)"),
                               ("std_ddof", "1", "torch.std, unbiased"),
                               ("weights", "ones", "reward_weights, default ones (verl-GDPO: unweighted sum of two)"),
@@ -314,7 +318,10 @@ def _technique_rows():
                                "TRL: 3 (gsm8k.py); GDPO only when K > 1, else the plain GRPO branch (no batch step); "
                                "verl-GDPO: 2 (correctness, format); verl 0.9.1: the gdpo_reward_keys"),
                               ("norm_adv_by_std_in_grpo", "none (always ÷ σ_{g,k} + ε)",
-                               "verl 0.9.1: True (False: r_k − μ_{g,k}, no σ, per reward)"),
+                               "verl 0.9.1: True, always: compute_gdpo_outcome_advantage's own default; "
+                               "compute_advantage's generic branch (ray_trainer.py:248-279) does not pass "
+                               "algorithm.norm_adv_by_std_in_grpo, so a False there never reaches it (only "
+                               "a direct call with False gives r_k − μ_{g,k}, no σ)"),
                               ("train batch", "the step's rows", "verl-GDPO: train_batch_size 512 prompts; TRL: "
                                "per_device_train_batch_size 16, gradient_accumulation_steps 4")),
                     placement="theirs (TRL): _generate_and_score_completions, once per generation batch, on the "
@@ -335,7 +342,15 @@ def _technique_rows():
                         "masked_whiten over response tokens (token-weighted), a singleton group r/(1 + ε); ours: the "
                         "same per-reward step and weights, whitened over valid sequences (equal to theirs before "
                         "the whitening for groups of ≥ 2; tested); its norm_adv_by_std_in_grpo=False mode "
-                        "(no σ per reward) is not built",
+                        "(no σ per reward) is not built, and no verl setting reaches it: the trainer's "
+                        "compute_advantage passes algorithm.norm_adv_by_std_in_grpo on its 'grpo' branch only "
+                        "(ray_trainer.py:235-247), not to the registered estimators (:248-279)",
+                        "the verl 0.9.1 path read is the legacy trainer's (trainer.use_v1 False, main_ppo_v0); "
+                        "the default trainer (use_v1: true, ppo_trainer.yaml:232) computes the advantage in "
+                        "v1/trainer_base.py:1743-1783 on the fields uid, response_mask, rm_scores, "
+                        "rollout_log_probs, old_log_probs, ref_log_prob, values only (:1745), so "
+                        "compute_gdpo_outcome_advantage's reads of batch['prompts'] and of the "
+                        "gdpo_reward_keys columns (core_algos.py:419, 429) find nothing there",
                         "K = 1: TRL applies GDPO only when there is more than one reward (else its GRPO branch, "
                         "no batch step); ours still whitens the single GRPO column over the batch"))),
       Technique("dara", "multi_reward", dara,

@@ -937,21 +937,33 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/Tongyi-ConvAI/Tongyi-Character: "
                                   "CharacterRL-iStar/istar/dp_rm.py, istar/core_istar.py",
                                   "no PRM trained: default β·log π_old/π_ref (prm='extras': a PRM's log-probs over "
-                                  "π_old, theirs); authors β=0.05, batch max-norm, A = RLOO(R) + w·RLOO(step r); ours "
-                                  "step_episode_mix",
+                                  "π_old, theirs); authors β=0.05, per-shard max-norm, A = RLOO(R) + w·RLOO(step r); "
+                                  "ours step_episode_mix",
                                   read="Tongyi-ConvAI/Tongyi-Character@dfee104e (2025-12-25, fetched snapshot) "
                                        "CharacterRL-iStar/istar/dp_rm.py:53-208 _forward_micro_batch (q = "
                                        "rm_log_labels − old_log_probs when ref_module is None, r = β·q, "
                                        "step_granularity 'step': summed onto the step's last token), 220-224 "
-                                       "istar_norm ('batch_norm': ÷ (max |reverse cumsum| over the batch + "
-                                       "1e-6)); istar/core_istar.py:28-149 compute_istar_rloo_advantage, "
-                                       "episode_rloo_reward, step_rloo_reward; verl/trainer/config/"
-                                       "ppo_trainer.yaml:233-236, 267-273; examples/istar_trainer/"
-                                       "run_sokoban.sh:22-78; verl/trainer/ppo/ray_trainer.py:373-396 (dispatch), 1242-1262 "
-                                       "(update=after with loss_type eto: update_rm_eto returns the scores of its "
-                                       "update forward), 1289-1303 (compute_advantage's arguments, use_process_only "
-                                       "from algorithm.istar). Eighth draw (#51 item 4): use_process_only was not in "
-                                       "the record",
+                                       "istar_norm ('batch_norm': ÷ (max |reverse cumsum| over the rows it is given, "
+                                       "one data-parallel rank's shard + 1e-6)); istar/core_istar.py:28-149 "
+                                       "compute_istar_rloo_advantage, episode_rloo_reward, step_rloo_reward; "
+                                       "verl/trainer/config/ppo_trainer.yaml:233-236, 267-273; "
+                                       "examples/istar_trainer/run_sokoban.sh:22-78; "
+                                       "verl/trainer/ppo/ray_trainer.py:373-396 (dispatch), 1242-1262 (update=after "
+                                       "with loss_type eto: update_rm_eto returns the scores of its update forward), "
+                                       "1289-1303 (compute_advantage's arguments, use_process_only from "
+                                       "algorithm.istar). Eighth draw (#51 item 4): use_process_only was not in the "
+                                       "record. Tenth draw (#51 item 4, seed 20261215): ray_trainer.py:204-239 "
+                                       "apply_invalid_action_penalty, called at 1271-1276 "
+                                       "(use_invalid_action_penalty True, invalid_action_penalty_coef 0.1: "
+                                       "yaml:57-58, run_sokoban.sh:53-54, run_webshop.sh:50-51), "
+                                       "agent_system/reward_manager/episode.py:79-100 (every step row's "
+                                       "token_level_scores = its trajectory's episode_rewards on the row's last "
+                                       "response token), agent_system/multi_turn_rollout/utils.py:71-108 "
+                                       "adjust_batch (called at ray_trainer.py:1158) and "
+                                       "istar/rm_fsdp_workers.py:351-365 (update_rm_eto, Dispatch.DP_COMPUTE_PROTO: "
+                                       "each data-parallel rank runs istar_norm on its own shard); the "
+                                       "invalid-action penalty, the per-shard istar_norm and adjust_batch were not "
+                                       "in the record",
                                   defaults=(("beta", "1.0", "beta_train = 0.05 (yaml, script)"),
                                             ("step_weight", "0.5 (A = w·A_step + (1 − w)·A_ep)",
                                              "step_advantage_w = 1.0 (A = A_ep + 1.0·A_step)"),
@@ -960,7 +972,16 @@ def _technique_rows():
                                              "adv_estimator = istar_rloo: RLOO(R) + w·RLOO(step r)"),
                                             ("gamma", "1.0 (returns over later turns)", "none: a step's own reward"),
                                             ("step reward normalisation", "none",
-                                             "istar_norm = batch_norm (÷ (batch max |r| + 1e-6))"),
+                                             "istar_norm = batch_norm (÷ (max |r| over the rows of one "
+                                             "data-parallel rank's shard + 1e-6); update_rm_eto is "
+                                             "DP_COMPUTE_PROTO, 8 shards in both scripts)"),
+                                            ("invalid-action penalty", "none",
+                                             "use_invalid_action_penalty True, "
+                                             "invalid_action_penalty_coef 0.1 (yaml:57-58, both "
+                                             "scripts): 0.1 subtracted from the episode score "
+                                             "(token_level_scores) of each step row whose action was "
+                                             "invalid (is_action_valid); rm_scores untouched "
+                                             "(the penalty goes to a summed copy, :209, 232)"),
                                             ("step reward numerator", "prm='policy': log π_old (no PRM)",
                                              "the PRM π_φ (Qwen2.5-7B-Instruct in the script, trained by the "
                                              "trajectory DPO loss, loss_type eto, lr 1e-6)"),
@@ -982,7 +1003,14 @@ def _technique_rows():
                                             "trajectory (uid = prompt group, traj_uid = trajectory); each training "
                                             "step after the rollout the PRM scores the batch (update=after: the "
                                             "same forward feeds its DPO update on that batch), rm_scores are "
-                                            "batch-normalised, then the advantage groups rows by uid; ours: the "
+                                            "max-normalised per data-parallel rank's shard (istar_norm "
+                                            "inside update_rm_eto, DP_COMPUTE_PROTO over the 8 GPUs), the "
+                                            "invalid-action penalty (0.1) is subtracted from the episode "
+                                            "score of each invalid-action row, then the advantage groups "
+                                            "rows by uid; before all this adjust_batch pads the step rows "
+                                            "to a multiple of 128 (lcm of log_prob_micro_batch_size_per_gpu "
+                                            "16 × 8 GPUs and ppo_mini_batch_size 64) by duplicating randomly "
+                                            "chosen rows, and _balance_batch reorders them; ours: the "
                                             "advantage stage, once per step on the step's rows (one row per "
                                             "trajectory, turn_ids map tokens to turns), no PRM trained, padded "
                                             "rows and turns excluded",
@@ -998,8 +1026,24 @@ def _technique_rows():
                                       "(uid, traj_uid) pair, i.e. one step per trajectory (core_istar.py:127-146), "
                                       "applied to every step row; ours standardises each turn index across the "
                                       "group's trajectories",
-                                      "the batch max-norm of step rewards and β = 0.05 are not applied: under our "
-                                      "per-turn standardisation a positive batch-wide factor cancels up to ε",
+                                      "their max-norm of step rewards and β = 0.05 are not applied: under our per-turn "
+                                      "standardisation a positive factor common to a turn index's rows "
+                                      "cancels up to ε; theirs is not batch-wide: each data-parallel rank "
+                                      "divides its own shard by the shard's max |r| + 1e-6 "
+                                      "(rm_fsdp_workers.py:351-365, dp_rm.py:220-224, 439), so rows of one "
+                                      "uid group on different ranks get different divisors",
+                                      "their invalid-action penalty is not built: an invalid-action step "
+                                      "row's episode score is R − 0.1 there (ray_trainer.py:204-239, "
+                                      "1271-1276; on in the yaml and both scripts), so its episode RLOO "
+                                      "term drops by 0.1·n/(n − 1), n the uid group's trajectories (by 0.1 "
+                                      "when it is the row the baseline reads: the mean drops by 0.1/n and "
+                                      "every other row of the group rises by 0.1/(n − 1)); ours scores the "
+                                      "trajectory's outcome R only",
+                                      "their adjust_batch (mode 'copy') duplicates randomly chosen step rows "
+                                      "to reach a multiple of 128 rows: a duplicate gets its row's "
+                                      "advantage and enters the loss and the PRM's shard max twice (the "
+                                      "RLOO baselines read each (uid, traj_uid) once); ours has no "
+                                      "duplicated rows",
                                       "their core_istar.py has three more estimators, none built: istar_grpo "
                                       "(mode mean_std_norm / mean_norm), istar_reinforce_plus_baseline and "
                                       "process_outcome_combined (RLOO of the outcome reward + w·step reward) "

@@ -454,7 +454,12 @@ def _technique_rows():
                                        "workers/utils/losses.py:122-130 (policy_loss −= entropy_coeff·agg_loss("
                                        "entropy, loss_agg_mode, global counts)), actor.yaml:93 entropy_coeff 0, "
                                        "trainer/ppo/ray_trainer.py:1336-1338 (entropy computed when "
-                                       "entropy_coeff ≠ 0)",
+                                       "entropy_coeff ≠ 0; the default v1 trainer: v1/trainer_base.py:1831-1832, "
+                                       "the same). Tenth draw (#51 item 4, seed 20261215): the deviations "
+                                       "called ours equal to TRL under token_mean for every loss_type and to "
+                                       "verl's loss_agg_mode; TRL's grpo / sapo / bnpo / dr_grpo / luspo "
+                                       "and verl v0.7.0's dp_actor normalise each micro-batch by its own "
+                                       "token count",
                                   defaults=(("coef", "1e-3", "verl entropy_coeff 0; TRL entropy_coef 0.0"),
                                             ("aggregation", "chain's (token_mean)", "verl: the actor's "
                                              "loss_agg_mode; TRL: token mean over the (entropy-masked) tokens"),
@@ -467,10 +472,21 @@ def _technique_rows():
                                   deviations=("default c = 1e-3; both peers default to 0 (off)",
                                               "TRL restricts the bonus to the top-entropy tokens when "
                                               "top_entropy_quantile < 1; here the term sees every masked token",
-                                              "TRL's bonus is always the mean per-token entropy, whatever loss_type "
-                                              "aggregates the policy term; ours is aggregated by chain with the "
-                                              "other terms (equal under token_mean; under seq_mean_token_mean ours "
-                                              "averages per sequence first); verl uses loss_agg_mode, as ours",
+                                              "TRL's bonus is a token mean whatever loss_type aggregates the "
+                                              "policy term; ours is aggregated by chain with the other terms "
+                                              "(under seq_mean_token_mean ours averages per sequence first); verl "
+                                              "uses loss_agg_mode, as ours",
+                                              "the token mean's denominator: ours is the step batch's token count "
+                                              "for every micro-batch (make_train_step's global denominator), "
+                                              "equal to TRL's loss_type cispo / dapo (its default) / vespo "
+                                              "(Σ H ÷ num_items_in_batch / num_processes, grpo_trainer.py:3140, "
+                                              "3168) and to verl 0.9.1's losses.py (global batch_num_tokens); "
+                                              "TRL's other loss types (grpo, sapo, bnpo, dr_grpo, luspo) take "
+                                              "each micro-batch's own token mean ÷ gradient_accumulation_steps "
+                                              "(:3171), and verl v0.7.0's dp_actor each micro-batch's own token "
+                                              "mean × 1/gradient_accumulation (agg_loss without global counts, "
+                                              "dp_actor.py:465-467, 522): a mean of micro-batch means, unequal "
+                                              "to ours when the micro-batches' token counts differ",
                                               "TRL's use_adaptive_entropy (Skywork-OR1: after each optimizer step "
                                               "coef += 0.005 if the window's mean entropy ≤ entropy_target 0.2 "
                                               "else −= 0.005, clipped to [0, 1], the bonus applied only while "
