@@ -813,6 +813,18 @@ _VERL_TOKEN_PLACEMENT = ("theirs: ray_trainer.compute_advantage in the driver, o
                          "over every response token of the batch; ours: the advantage stage, once per step on the "
                          "step's token rewards (an outcome reward placed on the last completion token), over the "
                          "completion tokens of valid rows")
+_V1_GRPO_PLACEMENT = ("; verl 0.9.1's default trainer (trainer.use_v1 true: ppo_trainer.yaml:232, main_ppo.py:183-192) "
+                      "reaches the same compute_advantage through trainer/ppo/v1/utils.py:148-217 "
+                      "compute_advantage_for_multi_trajectories (v1/trainer_base.py:1775-1784 passes algorithm."
+                      "norm_adv_by_std_in_grpo): for 'grpo' only the final output of each {uid}_{session} (an agent "
+                      "loop's last sequence) enters the group statistics and its advantage is broadcast to the "
+                      "session's other outputs; = ours when each session is one row (our groups take every row of a "
+                      "group_id)")
+_KL_T_DEFAULT = ("in-reward KL log-probs", "kl_in_reward's logp_old and logp_ref, untempered (log softmax of the raw "
+                 "logits; RLConfig.temperature does not enter)",
+                 "old_log_prob and ref_log_prob at actor_rollout_ref.rollout.temperature (the actor's and the "
+                 "reference's logits ÷ T: fsdp_workers.py@v0.7.0:1017, 1056 with dp_actor.py:213, 298; 0.9.1 "
+                 "v1/trainer_base.py:1655, 1701); T = 1.0 in the script (rollout.yaml default), where the two agree")
 _OUTCOME_PLACEMENT = ("theirs: once per step, after the rewards, on the whole batch grouped by uid (index), the "
                       "advantage broadcast over response tokens; ours: the advantage stage, once per step on the "
                       "step's rows grouped by group_id, padded rows excluded")
@@ -833,7 +845,7 @@ def _technique_rows():
                                                                              "torch.std (unbiased)"),
                                             ("scale", "'group'", "norm_adv_by_std_in_grpo=True"),
                                             ("singleton", "'zero' (A = 0)", "mean 0, std 1 (A = r/(1+ε))")),
-                                  placement=_OUTCOME_PLACEMENT,
+                                  placement=_OUTCOME_PLACEMENT + _V1_GRPO_PLACEMENT,
                                   deviations=(
                                       "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
                                       "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
@@ -848,11 +860,22 @@ def _technique_rows():
                 fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage(norm_adv_by_std_in_grpo=False)",
                                   "singleton group: ours A = 0; verl A = r (singleton='raw')",
                                   read=_VERL_GRPO_READ + " (the norm_adv_by_std_in_grpo=False branch)",
-                                  defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),),
-                                  placement=_OUTCOME_PLACEMENT,
+                                  defaults=(("singleton", "'zero' (A = 0)", "mean 0 (A = r)"),
+                                            ("estimator", "r − mean (this row)", "adv_estimator 'grpo' with "
+                                             "algorithm.norm_adv_by_std_in_grpo=False (the flag reaches only that "
+                                             "branch)")),
+                                  placement=_OUTCOME_PLACEMENT + _V1_GRPO_PLACEMENT,
                                   deviations=("a singleton group gets 0; singleton='raw' is verl's A = r",
-                                              "verl's 'grpo_vectorized' with norm_adv_by_std_in_grpo=False is the "
-                                              "same r − mean (float32, a singleton A = r); not built separately"))),
+                                              "verl's 'grpo_vectorized' is never r − mean on verl's trainers: "
+                                              "compute_advantage (ray_trainer.py@v0.7.0:234-264, 0.9.1 :235-282) "
+                                              "passes norm_adv_by_std_in_grpo only on its 'grpo' branch; every other "
+                                              "estimator, grpo_vectorized included, gets token_level_rewards, "
+                                              "response_mask, config and index, and compute_grpo_vectorized_"
+                                              "outcome_advantage (core_algos.py@v0.7.0:331-355, 0.9.1 :334-358) "
+                                              "does not read config, so its own default True divides by std + ε "
+                                              "whatever algorithm.norm_adv_by_std_in_grpo says; only adv_estimator "
+                                              "'grpo' with the flag False is this row. #51 error-class sweep (s1b): "
+                                              "the record said grpo_vectorized with the flag False is r − mean"))),
       Technique("rloo", "advantage", rloo, "A_i = r_i − mean_{j≠i} r_j = n/(n−1)(r_i − μ_g)",
                 "arXiv 2402.14740; verl rloo",
                 stage=S.group_estimator(rloo),
@@ -878,7 +901,8 @@ def _technique_rows():
                                             ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping "
                                              "stage, beta=0.001, estimator 'kl')",
                                              "True in run_qwen2-7b.sh (k1, kl_coef 0.001); ppo_trainer.yaml "
-                                             "default False")),
+                                             "default False"),
+                                            _KL_T_DEFAULT),
                                   placement="theirs: once per step, after the rewards and, in their RLOO example "
                                             "run (use_kl_in_reward True), after apply_kl_penalty subtracts "
                                             "0.001·(log π_old − log π_ref) on every response token, so the "
@@ -892,7 +916,9 @@ def _technique_rows():
                                               "verl's RLOO example run folds a k1 KL to the reference into the "
                                               "reward before the advantage (use_kl_in_reward, kl_coef 0.001); "
                                               "the row does not: add rl.shaping=kl_in_reward(beta=0.001) for "
-                                              "theirs"))),
+                                              "theirs (at rollout.temperature 1.0, the script's; at T ≠ 1 verl's "
+                                              "KL is between the tempered distributions, logits ÷ T on both "
+                                              "forwards, ours between the untempered ones)"))),
       Technique("reinforce_pp", "advantage", reinforce_pp, "A = whiten_tokens(G_t), G_t = r_t + γG_{t+1}",
                 "arXiv 2501.03262; verl reinforce_plus_plus",
                 stage=S.checked(reinforce_pp, inputs={"rewards": S.token_rewards, "mask": S.completion}),
@@ -920,7 +946,8 @@ def _technique_rows():
                                "beta=0.001, estimator 'kl')", "True in run_qwen2-7b_math_rf.sh (kl_penalty kl, "
                                "kl_coef 0.001 from ppo_trainer.yaml); ppo_trainer.yaml default False"),
                               ("group size", "the step's groups (not used by the estimator)",
-                               "rollout.n = 8 (run_qwen2-7b_math_rf.sh)")),
+                               "rollout.n = 8 (run_qwen2-7b_math_rf.sh)"),
+                              _KL_T_DEFAULT),
                     placement=_VERL_TOKEN_PLACEMENT + "; verl's REINFORCE++ example run sets use_kl_in_reward, so "
                               "its returns sum score − 0.001·(log π_old − log π_ref) over the later tokens",
                     deviations=(
@@ -932,7 +959,9 @@ def _technique_rows():
                         "neither reads it)",
                         "verl's REINFORCE++ example run (run_qwen2-7b_math_rf.sh) folds a per-token k1 KL to the "
                         "reference into the token rewards (use_kl_in_reward); the row "
-                        "does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs",
+                        "does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs (at rollout.temperature 1.0, "
+                        "the script's; at T ≠ 1 verl's KL is between the tempered distributions, logits ÷ T on both "
+                        "forwards, ours between the untempered ones)",
                         _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
@@ -969,16 +998,30 @@ def _technique_rows():
                     "peer", f"{_VERL07}: compute_remax_outcome_advantage",
                     "token form identical; the [B] form (no mask) is r − b per sequence",
                     read=f"{_VERL07}:620-652 compute_remax_outcome_advantage{_verl07_same('735-767')}; "
-                         "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout)",
+                         "verl/trainer/ppo/ray_trainer.py@v0.7.0:1368-1402 (the greedy baseline rollout); the verl "
+                         "0.9.1 PyPI wheel (#51 error-class sweep, s1b): trainer/ppo/ray_trainer.py:1493-1535 (the "
+                         "deprecated legacy trainer, trainer.use_v1 false: the greedy baseline generated in the same "
+                         "request as the samples, __do_sample__ False, its summed rm_scores = reward_baselines), "
+                         "trainer/ppo/v1/trainer_base.py:1743-1784 (the default trainer's _compute_advantage fetches "
+                         "uid, response_mask, rm_scores, rollout_log_probs, old_log_probs, ref_log_prob, values: no "
+                         "reward_baselines; nothing under trainer/ppo/v1/ generates a greedy baseline), ray_trainer.py:"
+                         "248-279 (the non-GRPO branch adds reward_baselines only when the batch has it)",
                     defaults=(),
                     placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
                               "the update, its summed reward is reward_baselines; the advantage in "
                               "ray_trainer.compute_advantage, once per step on the whole batch; ours: the greedy "
                               "rewards (greedy_rewards, a greedy rollout of the same prompts) read by the advantage "
-                              "stage, once per step on the step's rows",
+                              "stage, once per step on the step's rows; verl 0.9.1's default trainer (trainer.use_v1 "
+                              "true, ppo_trainer.yaml:232) has no greedy rollout and does not fetch "
+                              "reward_baselines, so adv_estimator remax calls compute_remax_outcome_advantage "
+                              "without its required reward_baselines (a TypeError): in 0.9.1 ReMax runs only on the "
+                              "legacy trainer (trainer.use_v1=false)",
                     deviations=(
                         "none in the token form (returns = reverse cumsum of r·m, A = returns − b·m); called "
-                        "without a mask (Python use) it returns the [B] form r − b",))),
+                        "without a mask (Python use) it returns the [B] form r − b",
+                        "the peer path is verl v0.7.0's trainer or verl 0.9.1's legacy one (trainer.use_v1=false): "
+                        "0.9.1's default v1 trainer cannot run adv_estimator remax (no greedy baseline, "
+                        "reward_baselines never fetched)"))),
       Technique("gae", "advantage", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
                 "arXiv 1506.02438; verl gae",
                 # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets

@@ -676,14 +676,28 @@ def _technique_rows():
                          "apply_kl_penalty (the caller); verl/trainer/config/algorithm.py:36-39 and "
                          "ppo_trainer.yaml algorithm.kl_ctrl (defaults); the same at main b178a3cd and in the verl "
                          "0.9.1 PyPI wheel (read whole, #51: core_algos.py:153-212, ray_trainer.py:78-117 and :365, "
-                         "ppo_trainer.yaml:108-123); huggingface/trl@v1.9.0 searched: no adaptive KL controller",
+                         "ppo_trainer.yaml:108-123); huggingface/trl@v1.9.0 searched: no adaptive KL controller. #51 "
+                         "error-class sweep (s1b), the log-probs the KL is taken on and the default trainer: "
+                         "verl/workers/fsdp_workers.py@v0.7.0:1017 (compute_log_prob) and :1056 "
+                         "(compute_ref_log_prob) set meta_info temperature = rollout.temperature, dp_actor.py:213, "
+                         "298 divide the logits by it; rollout.yaml@v0.7.0:11 (temperature 1.0); the 0.9.1 wheel's "
+                         "default trainer (trainer.use_v1 true, ppo_trainer.yaml:232): trainer/ppo/v1/"
+                         "trainer_base.py:126-127 (get_kl_controller when use_kl_in_reward), :1655 and :1701 (old "
+                         "and reference log-probs at rollout.temperature; engine/fsdp/transformer_impl.py:98-103 "
+                         "divides the logits), :1743-1760 (_compute_advantage calls ray_trainer.apply_kl_penalty), "
+                         ":1608-1621 (_balance_batch appends synthetic padding rows, padding_utils.py:144-215, "
+                         "before it)",
                     defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
                               ("target", "6.0 (Ziegler et al.; TRL's legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
                                "kl_ctrl.target_kl = 0.1"),
                               ("horizon", "10000", "kl_ctrl.horizon = 10000"),
                               ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
                               ("estimator", "'k3'", "algorithm.kl_penalty = 'kl' (k1: log π_old − log π_ref)"),
-                              ("type", "adaptive (the controller)", "kl_ctrl.type = 'fixed' (adaptive is opt-in)")),
+                              ("type", "adaptive (the controller)", "kl_ctrl.type = 'fixed' (adaptive is opt-in)"),
+                              ("temperature of the KL's log-probs", "none: logp_old and logp_ref are untempered "
+                               "(log softmax of the raw logits; RLConfig.temperature does not enter)",
+                               "actor_rollout_ref.rollout.temperature = 1.0 on both: old_log_prob and ref_log_prob "
+                               "are log softmax(z / T) (recomputed, not top-p / top-k truncated)")),
                     placement="theirs: apply_kl_penalty in the driver, once per step before the advantage, only "
                               "with use_kl_in_reward: the reward gets −β·KL(π_old‖π_ref) per token with the current "
                               "β, then update(current_kl = batch mean of per-sequence token-mean KL, n_steps = batch "
@@ -700,7 +714,13 @@ def _technique_rows():
                         "estimator='k1'",
                         "β moves a KL loss term (kl_penalty(beta=...)); verl's adaptive controller moves the "
                         "in-reward KL coefficient only (its KL loss, use_kl_loss, has a fixed kl_loss_coef)",
-                        "n_steps counts the rows with a loss token (padding rows excluded); verl: the batch size",
+                        "n_steps counts the rows with a loss token (padding rows excluded); verl: the batch size "
+                        "(0.9.1's default v1 trainer: including the synthetic padding rows it appends when the batch "
+                        "is not a multiple of the dp size and mini-batch sizes, whose KL enters the mean as 0)",
+                        "the KL is between the untempered distributions; verl's is between the tempered ones "
+                        "(the actor's and the reference's logits ÷ rollout.temperature), so at T ≠ 1 the observed "
+                        "KL and β's path differ; equal at verl's default T = 1.0 (ours has no temperature "
+                        "option: the trainer's log-probs are untempered)",
                         "β is float32 state (checkpointed, as every controller state); verl keeps a Python float"))),
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
                 "000_3e503271be254a43.txt L107", stage=_entropic_stage,

@@ -274,14 +274,27 @@ def _technique_rows():
                          "metric acc, max_num_gen_batches 10, gen_batch_size 3 × train_batch_size 512, rollout.n "
                          "16); verl/workers/reward_manager/dapo.py:97-125 and verl/utils/reward_score/math_dapo.py:"
                          "260-272 ('acc' is the verifier's correctness, stored before the overlong penalty is added "
-                         "to the reward)",
+                         "to the reward); #51 error-class sweep (s1b), verl 0.9.1's default trainer: the verl 0.9.1 "
+                         "PyPI wheel has no recipe/ and moves the filter into the v1 trainer (trainer.use_v1 true, "
+                         "ppo_trainer.yaml:232): trainer/ppo/v1/replay_buffer.py:262-314 (_dapo_filtered_keys: a "
+                         "finished uid group is evicted when len > 1 and np.std(values) == 0.0; metric 'reward' = "
+                         "the summed rm_scores, the canonical pre-KL reward, other names read reward_extra_info), "
+                         ":90-120 (sync mode: k evicted groups refill 2k prompts), trainer_base.py:187-210 "
+                         "(_resolve_filter_groups_metric: metric required when enabled, max_num_gen_batches "
+                         "ignored with a warning), config/algorithm.py:43-60 (FilterGroupsConfig: enable False, "
+                         "metric None), experimental/reward_loop/reward_manager/dapo.py:108-114 (the overlong "
+                         "penalty added to the reward score)",
                     defaults=(("metric", "rewards (the stage's metric: the step's reward after the rollout-phase "
                                "shaping, e.g. overlong_penalty)", "filter_groups.metric (yaml null; acc / score "
                                "/ seq_reward / seq_final_reward); acc in the DAPO scripts (the correctness, without "
-                               "the overlong penalty)"),
+                               "the overlong penalty); verl 0.9.1's default trainer: 'reward' (the summed "
+                               "rm_scores, overlong penalty included: ours) or a reward_extra_info name such as "
+                               "acc, none when enabled raises"),
                               ("max_num_gen_batches / generation batch", "rl.max_refills = 3 extra rounds of the "
                                "dropped groups", "yaml 0 (no limit); 10 in the scripts, each generation batch "
-                               "gen_batch_size = 3 × train_batch_size (1536 prompts for 512)"),
+                               "gen_batch_size = 3 × train_batch_size (1536 prompts for 512); verl 0.9.1's default "
+                               "trainer ignores max_num_gen_batches (no limit) and refills 2k prompts per k evicted "
+                               "groups (sync mode), bounded by max_inflight_gen_batches = 1 in flight"),
                               ("zero test", "max − min > atol, atol = 0", "np.std(vals) > 0"),
                               ("singleton groups", "kept (keep_singletons=True)", "kept (len == 1)"),
                               ("refill", "off (refill=False); on: up to rl.max_refills = 3 extra rounds",
@@ -302,7 +315,12 @@ def _technique_rows():
                         "the metric is the step's rewards after the shaping stages; their scripts filter on acc, "
                         "the correctness without the overlong penalty (overlong_buffer on in run_dapo_qwen2.5_32b.sh): "
                         "an all-correct group whose lengths enter the buffer differently is kept by ours and "
-                        "dropped by theirs; the stage's metric is not selectable (not built)"))),
+                        "dropped by theirs; the stage's metric is not selectable (not built); on verl 0.9.1's "
+                        "default (v1) trainer filter_groups.metric='reward' filters on the summed reward with the "
+                        "overlong penalty, as ours",
+                        "verl 0.9.1's default trainer filters in its replay buffer (the same std == 0 test, "
+                        "singletons kept) and refills without a limit; ours refill=True stops after rl.max_refills "
+                        "rounds"))),
       Technique("variance_topp", "filter", variance_topp,
                 "keep the ceil(p * #groups) groups with the largest reward std",
                 f"{_S0} L13 (StarPO-S)",

@@ -140,8 +140,11 @@ _V091 = ("; the verl 0.9.1 PyPI wheel (read whole in the #51 read-whole pass): "
          "agg_loss, and no legacy worker at all (verl/workers/ has engine_workers.py, no actor/dp_actor.py): every "
          "loss goes through workers/utils/losses.py:57-145 ppo_loss, which passes dp_size, batch_num_tokens (the "
          "mini-batch's loss tokens, all-reduced over dp: engine/fsdp/transformer_impl.py:729-735), "
-         "global_batch_size = ppo_mini_batch_size × rollout.n (trainer/ppo/ray_trainer.py:1352-1362) and "
-         "actor.loss_scale_factor (actor.yaml:90, null)")
+         "global_batch_size = ppo_mini_batch_size × rollout.n and actor.loss_scale_factor (actor.yaml:90, null); "
+         "global_batch_size is set by the default trainer (trainer.use_v1 true, ppo_trainer.yaml:232, main_ppo.py:"
+         "183-192) in trainer/ppo/v1/trainer_base.py:1827-1862 _update_actor, the same value as the deprecated "
+         "legacy trainer's ray_trainer.py:1352-1362 (use_v1 false); #51 error-class sweep (s1b): the record "
+         "cited only the legacy trainer")
 _V091_PLACEMENT = ("; verl 0.9.1 (the PyPI wheel) has only that engine path: the global counts always reach agg_loss "
                    "(token-mean ÷ the mini-batch's tokens × dp_size, seq-mean ÷ ppo_mini_batch_size × rollout.n "
                    "× dp_size), FSDP averaging over the dp ranks")
@@ -151,6 +154,38 @@ _SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_
                    "(a learning-rate factor)")
 
 
+_TRL = ("the TRL 1.9.0 PyPI wheel trl/trainer/grpo_trainer.py:3124-3148 (_compute_loss, loss_type), :2427 "
+        "(num_items_in_batch: the generation batch's loss tokens, gathered over processes), :945-950 (the Trainer's "
+        "own 1/gradient_accumulation disabled), trl/trainer/grpo_config.py:791-792 (loss_type 'dapo'), :1077-1079 "
+        "(steps_per_generation = gradient_accumulation_steps by default); micro-batches of per_device_train_batch_size "
+        "rows, gradients averaged over processes")
+_TRL_TOKEN_MEAN = ("TRL 1.9.0 (the GRPOTrainer default loss_type 'dapo'; also 'cispo', 'vespo'): each micro-batch's "
+                   "token sum ÷ (num_items_in_batch / num_processes), not ÷ gradient_accumulation: = ours when "
+                   "steps_per_generation = gradient_accumulation_steps (the default: one generation batch per "
+                   "optimizer step); otherwise the count is a generation batch's, not the optimizer step's (with "
+                   "steps_per_generation > gradient_accumulation_steps a step's loss is ours × its tokens / the "
+                   "generation batch's); loss_type 'bnpo' divides each micro-batch by its own token count and by "
+                   "gradient_accumulation_steps (verl v0.7.0's legacy form): ours only when the micro-batches have "
+                   "equal token counts")
+_TRL_NONE = ("TRL 1.9.0 has no loss_type of this form (its token-level types divide by a token or row count: "
+             "'dapo', 'bnpo', 'grpo', 'dr_grpo')")
+_TRL_SEQ_SUM = ("TRL 1.9.0 has no token-level loss_type of this form; 'luspo' (sequence-level ratios: each row's "
+                "sequence loss × its length, (l_b·|y_b|).mean() over the micro-batch's rows ÷ "
+                "gradient_accumulation_steps, grpo_trainer.py:3143-3148) is it for a sequence-constant loss with "
+                "every row counted (micro-batches have equal row counts): ours when no row is empty, whatever the "
+                "token counts")
+_TRL_SEQ_MEAN = ("TRL 1.9.0 loss_type 'grpo' (and 'sapo'): per micro-batch the mean over its rows of Σ_t l·m / "
+                 "max(Σ_t m, 1), ÷ gradient_accumulation_steps (grpo_trainer.py:3124-3128); with TRL's equal row "
+                 "counts per micro-batch that is the mean over all the step's rows, an empty row counted as 0: ours "
+                 "when no row is empty, whatever the micro-batches' token counts (an empty row: ours ÷ n_non-empty, "
+                 "TRL ÷ n_all)")
+_TRL_SUM_NORM = ("TRL 1.9.0 loss_type 'dr_grpo': per micro-batch Σ l·m ÷ (its rows × max_completion_length) ÷ "
+                 "gradient_accumulation_steps (grpo_trainer.py:3134-3138), gradients averaged over processes: with "
+                 "equal row counts per micro-batch, Σ l·m ÷ (B × max_completion_length) over the optimizer step, "
+                 "ours with max_len = max_completion_length (our default max_len is the run's max_new_tokens, the "
+                 "same budget) for any token counts and any micro-batching")
+
+
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
   src = "verl agg_loss; Dr.GRPO arXiv:2503.20783; DAPO arXiv:2503.14476"
@@ -158,7 +193,7 @@ def _technique_rows():
   def verl(mode, line, older, differences="", deviations=(), defaults=(), placement=_AGG_PLACEMENT, read=""):
     return Fidelity("peer", f"verl v0.7.0 core_algos.agg_loss '{mode}'", differences,
                     read=f"{_VERL_AGG}:{line} (agg_loss, mode {mode!r}; the same branch at main b178a3cd, "
-                         f"2026-01-29; older tags differ: {older})" + read + _V091,
+                         f"2026-01-29; older tags differ: {older})" + read + _V091 + "; " + _TRL,
                     defaults=defaults, placement=placement + _V091_PLACEMENT, deviations=deviations)
 
   dp_actor = "; verl/workers/actor/dp_actor.py:440-467, 541-543 (the per-micro-batch loss scale)"
@@ -181,7 +216,8 @@ def _technique_rows():
                                           "share of the mini-batch's rows), so a micro-batch's weight does not "
                                           "follow its token count (ours: every token the same); "
                                           "verl's new engine worker (batch_num_tokens) gives ours, and it is "
-                                          "the only worker of verl 0.9.1: there token-mean is ours",))),
+                                          "the only worker of verl 0.9.1: there token-mean is ours",
+                                          _TRL_TOKEN_MEAN))),
       Technique("token_sum", "aggregation", token_sum, "sum_bt l*m", src, stage=_aggregation_stage(token_sum),
                 fidelity=verl("seq-mean-token-sum-norm", 819, older_norm,
                               "verl v0.7.0 has no 'token-sum' mode (nor v0.1-v0.6.1, main 2026-01): sum_bt l*m is "
@@ -200,7 +236,7 @@ def _technique_rows():
                                           "averages over dp, so verl 0.9.1 'token-sum' is ours on any number of "
                                           "devices and micro-batches; the factor in the next deviation is the "
                                           "v0.7.0 legacy worker's",
-                                          _SUM_NORM_SCALE),
+                                          _SUM_NORM_SCALE, _TRL_NONE),
                               defaults=(("scale", "1", "loss_scale_factor=1 (default None: T; read by agg_loss only on "
                                                    "the engine worker, the legacy dp_actor always divides by T)"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
@@ -208,7 +244,7 @@ def _technique_rows():
                 stage=_aggregation_stage(seq_mean_token_sum),
                 fidelity=verl("seq-mean-token-sum", 806,
                               older_seq + "torch.mean over all its rows, empty rows included",
-                              deviations=(legacy_seq,))),
+                              deviations=(legacy_seq, _TRL_SEQ_SUM))),
       Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
                 stage=_aggregation_stage(seq_mean_token_mean),
                 fidelity=verl("seq-mean-token-mean", 812,
@@ -217,7 +253,7 @@ def _technique_rows():
                               "are excluded instead); each sequence mean differs by ≤ 1e-8 relative",
                               deviations=("per-sequence token count without verl's + 1e-8 (rows without a token "
                                           "are excluded instead): each sequence mean differs by ≤ 1e-8 relative",
-                                          legacy_seq))),
+                                          legacy_seq, _TRL_SEQ_MEAN))),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
                 stage=_sum_norm_stage,
@@ -238,7 +274,7 @@ def _technique_rows():
                                           "longest response of that micro-batch), ours the run's max_new_tokens "
                                           "(pass max_len to fix it); the seq-mean over non-empty rows is only "
                                           "agg_loss's fallback when no global_batch_size is passed",
-                                          _SUM_NORM_SCALE),
+                                          _SUM_NORM_SCALE, _TRL_SUM_NORM),
                               defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
                               placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
   )

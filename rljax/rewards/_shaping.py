@@ -783,24 +783,43 @@ def _technique_rows():
                 fidelity=Fidelity("peer", "github.com/huggingface/open-r1: src/open_r1/rewards.py (len_reward, "
                                   "Kimi k1.5 form)",
                                   "ours: token lengths, min/max per prompt group (Kimi); open-r1: character lengths "
-                                  "over the whole call's batch",
+                                  "over the call's completions (one process's share of the generation batch)",
                                   read="huggingface/open-r1@1416fa0c src/open_r1/rewards.py:132-202 (len_reward: "
                                        "math_verify correctness, character lengths, λ = 0.5 − (len − min)/(max − "
                                        "min) over the call's completions, 0 when all equal); Kimi k1.5 (arXiv "
-                                       "2501.12599 §2.3.3) not re-read in issue #51",
+                                       "2501.12599 §2.3.3) not re-read in issue #51. #51 error-class sweep (s1b), "
+                                       "the trainer that calls it: open-r1@1416fa0c setup.py:72 (trl[vllm]==0.18.0), "
+                                       "src/open_r1/configs.py:234-239 (reward_funcs default accuracy, format, "
+                                       "tag_count: 'length' is opt-in), src/open_r1/grpo.py:88, 112-114; "
+                                       "huggingface/trl@v0.18.0 trl/trainer/grpo_trainer.py:1150-1193 (each process "
+                                       "calls the reward functions on its own completions, then gathers the "
+                                       "rewards), :951-975 (the generation batch: per_device_train_batch_size × "
+                                       "steps_per_generation rows per process), grpo_config.py:517-518 "
+                                       "(steps_per_generation = gradient_accumulation_steps by default); the same in "
+                                       "the TRL 1.9.0 PyPI wheel (grpo_trainer.py:1612-1703)",
                                   defaults=(("mode", "'kimi' (wrong: min(0, λ))", "the same rule"),
                                             ("length unit", "tokens (data.lengths)", "characters of the content"),
                                             ("min / max over", "the row's prompt group (group_id)",
-                                             "every completion of the reward call (a whole batch)"),
+                                             "every completion of the reward call: the calling process's share of "
+                                             "the generation batch (per_device_train_batch_size × "
+                                             "steps_per_generation rows; the whole generation batch only on one "
+                                             "process)"),
+                                            ("enabled", "when the recipe lists the stage",
+                                             "when reward_funcs lists 'length' (default accuracy, format, "
+                                             "tag_count)"),
                                             ("correctness", "the task's verifier (data.correct)",
                                              "math_verify parse + verify; an unparseable gold counts correct")),
                                   placement="theirs: a GRPOTrainer reward function, once per generation batch "
-                                            "after the rollout, summed with the other rewards by their weights; "
+                                            "after the rollout, on each process's own completions before TRL "
+                                            "gathers the rewards, summed with the other rewards by their weights; "
                                             "ours: a shaping stage after the reward, added to data.rewards, per "
                                             "prompt group",
                                   deviations=(
                                       "min/max per prompt group (Kimi's per-problem form); theirs over the "
-                                      "call's whole batch (one group of character lengths gives theirs, tested)",
+                                      "call's completions, one process's share of the generation batch, so their "
+                                      "λ depends on the number of processes (one group of character lengths gives "
+                                      "theirs on one process, tested); #51 error-class sweep (s1b): the record "
+                                      "said the whole batch",
                                       "lengths in tokens; theirs characters",
                                       "correctness from the run's verifier; theirs math_verify, with an "
                                       "unparseable reference counted correct"))),
