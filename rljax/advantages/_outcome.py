@@ -1088,7 +1088,10 @@ def _technique_rows():
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
                                   "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). "
                                   "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code; "
-                                  "paper body beyond §1's opening not stored",
+                                  "paper body beyond §1's opening not stored. A third-party transcription (code "
+                                  "index id 552439543, not the paper) reads its 'Ranking as Reward' as A = (s − "
+                                  "mean s)/F_norm, s = (G − r)/(G − 1): normalize='std' = its F_norm = std form "
+                                  "(population std), 'range' = 2 × its F_norm = 1 form",
                                   read="arXiv 2601.23058v1 (page read: arxiv.org/html/2601.23058v1, pages corpus): "
                                        "title, abstract, the opening of §1 and the Figure 1 caption (sparse 0/1 "
                                        "rewards give zero intra-group variance; scalar RMs' score range drifts). "
@@ -1096,23 +1099,54 @@ def _technique_rows():
                                        "(how the Ranking Reward Model's ranking becomes a reward or advantage) was "
                                        "not read. Code searched (issue #51, 2 passes): code corpus and find_repos "
                                        "'RLRR' (yale-nlp/RLRR, zstarN70/RLRR, ff-raw-war/RLRR are other work), "
-                                       "'Ranking Reward Model', the title: none",
+                                       "'Ranking Reward Model', the title: none. #51 paper-conventions sweep (s3): "
+                                       "the code corpus does hold an unattributed file (read_file id 552439543, "
+                                       "repository and path not given by the index) whose docstring transcribes a "
+                                       "'RankGRPO' with 'A Ranking Reward Model (RRM) producing a relative rank "
+                                       "within the group r_i ∈ {1, ..., G} (1 = best)' and three rank-aware "
+                                       "rewards: 'Ranking as Weight' s = exp(τ(1 − r))·s_rule, 'Ranking as "
+                                       "Supplement' s = s_rule + τ tanh(r_max/r − 1), 'Ranking as Reward' s = "
+                                       "(r_max − r)/(r_max − 1); then A = (s − mean s)/F_norm, 'F_norm is either 1 "
+                                       "or std'; then A clipped by correctness (max(A, ξ⁻) if s_rule = 1, min(A, ξ⁺) "
+                                       "if s_rule = 0) before GRPO's clipped objective; its code's τ default 0.1. "
+                                       "It matches RLRR's abstract (the Ranking Reward Model, sparse and unstable "
+                                       "rewards) but is a third party's reading, not the paper's text",
                                   defaults=(("rank → advantage", "(midrank − (n+1)/2)/((n−1)/2) in [−1, 1] "
-                                             "(normalize='range')", "not read (method section not stored)"),
-                                            ("ties", "mid-rank, shared", "not read"),
+                                             "(normalize='range')",
+                                             "not in stored paper text; the transcription's 'Ranking as Reward': "
+                                             "(s − mean s)/F_norm, s = (G − r)/(G − 1) ∈ [0, 1], F_norm 1 or "
+                                             "std(s) (ddof not stated): 'range' is twice its F_norm = 1 "
+                                             "advantage, 'std' equals its F_norm = std one with the population "
+                                             "std"),
+                                            ("ties", "mid-rank, shared", "not stated (the transcription's ranks "
+                                             "are 1..G)"),
                                             ("singleton group", "0", "not read"),
+                                            ("rule reward in the rank reward", "none (ranks of the step's "
+                                             "rewards only)", "transcription: 'Weight' exp(τ(1 − r))·s_rule and "
+                                             "'Supplement' s_rule + τ tanh(G/r − 1) use the verifier's 0/1 "
+                                             "s_rule; τ not stated (its code: 0.1)"),
+                                            ("correctness clip of A", "none",
+                                             "transcription: A ≥ ξ⁻ on correct rows, A ≤ ξ⁺ on wrong ones; ξ "
+                                             "values not stated"),
                                             ("ranking source", "the step's scalar rewards",
                                              "a listwise Ranking Reward Model ranking the group's responses "
                                              "(abstract)")),
                                   placement="theirs (abstract): in group-based RL (GRPO-style), the group's "
                                             "responses to a prompt are ranked (a listwise Ranking Reward Model, "
                                             "or raw evaluations turned into ranks) and the relative ranking "
-                                            "replaces the absolute reward; the step position beyond that not "
-                                            "read; ours: the advantage stage, once per step on the step's "
-                                            "rewards, ranked within each group_id, padded rows excluded",
+                                            "replaces the absolute reward; per the transcription, the rank reward "
+                                            "is group-centred (÷ 1 or its std) and clipped by correctness before "
+                                            "the GRPO loss; ours: the advantage stage, once per step on the "
+                                            "step's rewards, ranked within each group_id, padded rows excluded",
                                   deviations=(
                                       "the rank → advantage map (centred mid-ranks, range/std/none scale) is our "
-                                      "reading: the paper's mapping was not reached",
+                                      "reading: the paper's mapping was not reached; against the third-party "
+                                      "transcription's 'Ranking as Reward', normalize='std' is its F_norm = std "
+                                      "form (population std; its ddof is not stated) and the default 'range' "
+                                      "doubles its F_norm = 1 form (in [−1, 1], not [−1/2, 1/2])",
+                                      "the transcription's 'Ranking as Weight' / 'Ranking as Supplement' rewards "
+                                      "(rank combined with the verifier's s_rule, τ) and its correctness clip of "
+                                      "the advantage (ξ⁻, ξ⁺) are not built",
                                       "ranks are taken from the step's scalar rewards; the paper's listwise Ranking "
                                       "Reward Model is not part of rljax (a stage that writes its ranks, higher = "
                                       "better, as rewards gives the same advantages: rank is invariant to any "
