@@ -136,3 +136,113 @@ def test_rank_against_the_transcribed_ranking_as_reward():
   assert "'range' is twice its F_norm = 1" in d["rank → advantage"][1]
   assert "ξ" in d["correctness clip of A"][1] and "τ" in d["rule reward in the rank reward"][1]
   assert any("doubles its F_norm = 1 form" in x for x in f.deviations)
+
+
+# ----------------------------------------------------------------------------- key_baseline (class a: REINFORCE++)
+
+
+def test_key_baseline_names_reinforce_pp_and_its_batch_whitening():
+  from rljax.advantages import key_baseline, reinforce_pp_baseline  # pylint: disable=import-outside-toplevel
+  rng = np.random.default_rng(1586)
+  key = np.array([0, 0, 1, 1, 1, 2, 0, 1])  # key 2: a one-agent group
+  r = rng.normal(size=key.size)
+  with jax.enable_x64(True):
+    ours, _ = key_baseline(jnp.asarray(r), jnp.asarray(key), num_keys=3)
+    whitened, _ = reinforce_pp_baseline(jnp.asarray(r), jnp.asarray(key), num_groups=3)
+  base = r - np.array([r[key == k].mean() for k in key])  # the public baseline: the key's mean return
+  np.testing.assert_allclose(np.asarray(ours), base, atol=1e-12)
+  # REINFORCE++'s global-batch normalisation on top (rljax's whitening: unbiased var + 1e-8)
+  np.testing.assert_allclose(np.asarray(whitened), (base - base.mean()) / np.sqrt(base.var(ddof=1) + 1e-8),
+                             atol=1e-12)
+  assert not np.allclose(np.asarray(ours), np.asarray(whitened), atol=1e-3)
+  f = _fid("key_baseline")
+  assert "62085690467" in f.read and "REINFORCE++" in f.read
+  d = _defaults("key_baseline")
+  assert "REINFORCE++" in d["std scaling"][1] and "global batch" in d["std scaling"][1]
+  assert d["std scaling"][1] != "none stated in the abstract"
+  assert any("reinforce_pp_baseline(rewards, key)" in x for x in f.deviations)
+
+
+# ----------------------------------------------------------------------------- difficulty_weight (class a)
+
+
+def test_difficulty_weight_base_is_grpo_without_its_std():
+  """Review 3 of arXiv 2505.13261: the difficulty weight replaces GRPO's std normalisation, so their advantage is
+  (r − μ_g)·f(acc_g); ours multiplies the incoming estimator's output: dr_grpo gives theirs, grpo adds ÷ σ."""
+  from rljax.advantages import difficulty_weight, dr_grpo, grpo  # pylint: disable=import-outside-toplevel
+  gid = np.repeat(np.arange(3), 4)
+  correct = np.array([1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 0], np.float64)
+  r = correct.copy()
+  with jax.enable_x64(True):
+    base_dr, _ = dr_grpo(jnp.asarray(r), jnp.asarray(gid), num_groups=3)
+    base_grpo, _ = grpo(jnp.asarray(r), jnp.asarray(gid), num_groups=3)
+    on_dr, _ = difficulty_weight(base_dr, jnp.asarray(correct), jnp.asarray(gid), num_groups=3)
+    on_grpo, _ = difficulty_weight(base_grpo, jnp.asarray(correct), jnp.asarray(gid), num_groups=3)
+  acc = np.array([correct[gid == g].mean() for g in gid])
+  f = 1 + 0.5 * (2 * (1 - acc) - 1)  # ours, linear, s = 0.5 (the paper's f is not stated)
+  mu = np.array([r[gid == g].mean() for g in gid])
+  np.testing.assert_allclose(np.asarray(on_dr), (r - mu) * f, atol=1e-12)
+  sd = np.array([r[gid == g].std(ddof=1) for g in gid])
+  np.testing.assert_allclose(np.asarray(on_grpo), (r - mu) / (sd + 1e-6) * f, atol=1e-9)
+  assert not np.allclose(np.asarray(on_dr), np.asarray(on_grpo), atol=1e-3)
+  fid = _fid("difficulty_weight")
+  assert "62307804185" in fid.read and "Steep Exponential" in fid.read
+  d = _defaults("difficulty_weight")
+  assert "std normalisation replaced" in d["base advantage"][1] and "Steep Exponential" in d["form"][1]
+  assert any("chain it after dr_grpo" in x for x in fid.deviations)
+
+
+# ----------------------------------------------------------------------------- tempo (class b, c: the reviews)
+
+
+def test_tempo_td_divided_by_the_reward_std_as_the_reviews_report():
+  """Review 1 of arXiv 2509.18314: the paper divides the TD error by std(r). A float64 transcription of GRPO + TD
+  of the prefix-tree values ÷ std(r) (population std, no ε) equals tempo(std_ddof=0, eps=0)."""
+  from rljax.advantages import tempo  # pylint: disable=import-outside-toplevel
+  tokens = np.array([[5, 1, 2, 3], [5, 1, 2, 4], [5, 7, 2, 3], [6, 1, 1, 1], [5, 1, 9, 9]])
+  r = np.array([1.0, 0.0, 1.0, 0.0, 1.0])
+  n, t = tokens.shape
+
+  def value(prefix):  # P2T: the mean outcome of the responses below the prefix
+    return np.mean([r[i] for i in range(n) if tuple(tokens[i, :len(prefix)]) == tuple(prefix)])
+
+  sd = r.std()
+  ref = np.array([[(r[i] - r.mean()) / sd + (value(tokens[i, :k + 1]) - value(tokens[i, :k])) / sd
+                   for k in range(t)] for i in range(n)])
+  with jax.enable_x64(True):
+    args = (jnp.asarray(r), jnp.asarray(tokens), jnp.ones((n, t), bool), jnp.zeros(n, jnp.int32))
+    pop, _ = tempo(*args, num_groups=1, std_ddof=0, eps=0.0)
+    default, _ = tempo(*args, num_groups=1)
+  np.testing.assert_allclose(np.asarray(pop), ref, atol=1e-12)
+  np.testing.assert_allclose(np.asarray(default), ref * sd / (r.std(ddof=1) + 1e-6), atol=1e-9)
+  f = _fid("tempo")
+  assert "61930317164" in f.read and "line 299" in f.read
+  d = _defaults("tempo")
+  assert "std(r)" in d["TD scale"][1] and d["TD scale"][1] != "not read"
+  assert "1024" in d["max response length (their runs)"][1] and "220" in d["training steps (their runs)"][1]
+  assert any("std_ddof=0, eps=0 gives the population std(r)" in x for x in f.deviations)
+
+
+# ----------------------------------------------------------------------------- rubric_dropout (class b, c)
+
+
+def _third_party_keep_count(n, frac, min_keep=3):
+  """The unattributed implementation (code index id 71015215527, 'arXiv 2608.11669, section 3'):
+  n_keep = min(n, max(min_keep, n − floor(frac · n)))."""
+  return min(n, max(min_keep, n - int(frac * n)))
+
+
+def test_rubric_dropout_exact_count_against_the_fixed_fraction():
+  from rljax.rewards import rubric_dropout  # pylint: disable=import-outside-toplevel
+  for c, p, ours_kept, theirs_kept in ((5, 0.3, 3, 4), (10, 0.5, 5, 5), (4, 0.5, 2, 3), (7, 0.5, 3, 4)):
+    scores = np.ones((2, c), np.float32)
+    _, keep, _ = rubric_dropout(jax.random.PRNGKey(c), scores, np.array([0, 1]), drop_prob=p, mode="exact")
+    keep = np.asarray(keep)
+    assert keep.sum(1).tolist() == [ours_kept, ours_kept], (c, p)
+    assert c - round(p * c) == ours_kept and _third_party_keep_count(c, p) == theirs_kept
+  f = _fid("rubric_dropout")
+  assert "2608.11669" in f.reference and "62378977393" in f.read and "71015215527" in f.read
+  d = _defaults("rubric_dropout")
+  assert "exact count" in d["mode"][1] and "positive-weight" in d["which criteria may be dropped"][1]
+  assert "16 rollouts" in d["group size / steps (their runs)"][1]
+  assert any("keeps 4 criteria where ours keeps 3" in x for x in f.deviations)

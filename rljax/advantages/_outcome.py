@@ -1265,13 +1265,34 @@ def _technique_rows():
                                        "so the method section (the baseline's equation) was not read; "
                                        "arxiv.org/abs/2510.01586 (same abstract). Code searched (issue #51): code "
                                        "corpus and find_string 'AdvEvo-MARL', 'public baseline': reading lists and "
-                                       "summaries only, no release",
+                                       "summaries only, no release. #51 paper-conventions sweep (s3): the paper's "
+                                       "ICLR 2026 reviews (code index, read_file id 62085690467; 'Decision: "
+                                       "Reject'): review 1, 'both attackers and defenders are jointly trained "
+                                       "using REINFORCE++'; review 2, 'Can this method be applied to other MARL "
+                                       "algorithms, or is it strictly limited to REINFORCE++?', the baseline 'quite "
+                                       "similar to ... GRPO (with the difference of not sharing weights between "
+                                       "agents)'; review 1, only 3 agents, 'most groups are likely divided 2:1, in "
+                                       "which case the single-agent group would only consider single-agent "
+                                       "rewards'. The inherited convention: REINFORCE++ (arXiv 2501.03262) "
+                                       "normalises the advantage over the global batch, (A − mean)/std; the "
+                                       "paper's own equation was not read",
                                   defaults=(("key", "'task_id' (one baseline per task)",
                                              "the agent's functional group (attackers / defenders)"),
                                             ("baseline", "mean of R over valid rows with the same key",
                                              "group-level mean return (abstract)"),
-                                            ("std scaling", "none", "none stated in the abstract"),
-                                            ("singleton key", "0 (R − R)", "not read")),
+                                            ("std scaling", "none",
+                                             "not stated in the stored text; the agents are trained with "
+                                             "REINFORCE++ (reviews 1, 2), whose advantage is normalised over the "
+                                             "global batch ((A − mean)/std, arXiv 2501.03262); whether that "
+                                             "follows the public baseline is not stated"),
+                                            ("base algorithm (the recipe's, not this stage's)",
+                                             "the recipe's loss (e.g. PPO clip)", "REINFORCE++ (reviews)"),
+                                            ("agents per functional group", "rows per key value",
+                                             "3 agents per system in the experiments (review 1: 'most groups are "
+                                             "likely divided 2:1')"),
+                                            ("singleton key", "0 (R − R)",
+                                             "not read (review 1: a one-agent group 'would only consider "
+                                             "single-agent rewards')")),
                                   placement="theirs (abstract): multi-agent RL in which attacker and defender "
                                             "LLM agents are co-trained; each agent's advantage uses the mean "
                                             "return of the agents in its functional group as baseline; where in "
@@ -1282,6 +1303,12 @@ def _technique_rows():
                                       "the key is the caller's choice; rljax has no multi-agent roles, so "
                                       "the paper's functional group maps to whatever id the task puts in "
                                       "task_id (default), answer_ids or group_id (key='group_id' = dr_grpo)",
+                                      "no batch normalisation after the baseline; REINFORCE++ (their trainer, per "
+                                      "the reviews) whitens advantages over the global batch: "
+                                      "reinforce_pp_baseline(rewards, key) (Python; the key as its group id) gives "
+                                      "whiten(R − mean_key R) with rljax's REINFORCE++ whitening (unbiased var + "
+                                      "1e-8); whether AdvEvo-MARL whitens after its public baseline is not in the "
+                                      "stored text",
                                       "the mean is over the step's rows only and the baseline includes the row's "
                                       "own return (not leave-one-out): the abstract says 'mean-return baseline', "
                                       "its exact form was not read"))),
@@ -1299,10 +1326,25 @@ def _technique_rows():
                                        "ICLR 2026 withdrawn version, same abstract). The corpus returns only a "
                                        "page's opening (~2,000 characters): the weighting function was not read. "
                                        "Code searched (issue #51): code corpus by title: paper notes only "
-                                       "(mbeliaev1/vlm-notes lists no code)",
+                                       "(mbeliaev1/vlm-notes lists no code). #51 paper-conventions sweep (s3): the "
+                                       "paper's ICLR 2026 reviews (code index, read_file id 62307804185; 'Withdrawn'; "
+                                       "the paper text itself is not stored): review 3, 'The replacement of GRPO "
+                                       "std normalization with difficulty adaptive weighting is supported by "
+                                       "empirical results' and 'Steep Exponential is only described verbally "
+                                       "without an explicit formula', a 'Random' baseline among the weightings; "
+                                       "review 4, 'online non-linear reweighting of advantages based on in-group "
+                                       "accuracy'; review 1, 'During GRPO training, the weights of the advantage "
+                                       "function are dynamically adjusted based on the group accuracy', the offline "
+                                       "filter dropping accuracy > 0.87 or < 0.084 (review 2: [0.1, 0.87])",
                                   defaults=(("difficulty", "d = 1 − acc_g, acc_g = mean correct over the group",
                                              "group-wise empirical accuracy as the proxy (abstract)"),
-                                            ("form", "'linear': f = 1 + s(2d − 1)", "not read"),
+                                            ("base advantage", "the incoming estimator's output (e.g. grpo: "
+                                             "(r − μ_g)/(σ_g + ε))",
+                                             "GRPO's advantage with its std normalisation replaced by the "
+                                             "difficulty weight (review 3): (r − μ_g)·f"),
+                                            ("form", "'linear': f = 1 + s(2d − 1)",
+                                             "non-linear (review 4); a 'Steep Exponential' among the compared "
+                                             "weightings, its formula not given in the paper (review 3)"),
                                             ("strength s", "0.5", "not read")),
                                   placement="theirs (abstract): in GRPO training, online, per prompt group: the "
                                             "group's empirical accuracy reweights the group's advantages (harder "
@@ -1312,7 +1354,13 @@ def _technique_rows():
                                             "step's valid rows, acc_g from the verifier's correct",
                                   deviations=(
                                       "the weight function (linear or exp in 2d − 1, weights in [1 − s, 1 + s]) and "
-                                      "s = 0.5 are ours: the paper's function was not reached",
+                                      "s = 0.5 are ours: the paper's function was not reached (the reviews: non-"
+                                      "linear, a 'Steep Exponential' described only in words)",
+                                      "the weight multiplies whatever the estimator gives; the paper replaces "
+                                      "GRPO's ÷ σ by the weight (review 3): chain it after dr_grpo (or "
+                                      "grpo(scale='none')) for (r − μ)·f; after the default grpo it is "
+                                      "(r − μ)/(σ + ε)·f, a second difficulty factor (σ is largest at "
+                                      "accuracy 1/2)",
                                       "only the online reweighting is this row; the offline U-shaped difficulty "
                                       "filter and the difficulty-hint prompts are not part of it"))),
       Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",
