@@ -1086,12 +1086,9 @@ def _technique_rows():
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
-                                  "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). "
-                                  "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code; "
-                                  "paper body beyond §1's opening not stored. A third-party transcription (code "
-                                  "index id 552439543, not the paper) reads its 'Ranking as Reward' as A = (s − "
-                                  "mean s)/F_norm, s = (G − r)/(G − 1): normalize='std' = its F_norm = std form "
-                                  "(population std), 'range' = 2 × its F_norm = 1 form",
+                                  "centred mid-ranks, ties shared, [−1, 1] scale ours; paper body not stored. A "
+                                  "third-party transcription (id 552439543): normalize='std' = its 'Ranking as "
+                                  "Reward' ÷ std (population), 'range' = 2 × its ÷ 1 form",
                                   read="arXiv 2601.23058v1 (page read: arxiv.org/html/2601.23058v1, pages corpus): "
                                        "title, abstract, the opening of §1 and the Figure 1 caption (sparse 0/1 "
                                        "rewards give zero intra-group variance; scalar RMs' score range drifts). "

@@ -512,11 +512,9 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula",
                                   "arXiv 2509.24107v1 Sec. 2.4 'Replay buffer' (paper text stored in the code index, "
                                   "file id 61329118727)",
-                                  "per_prompt=1, per_group=1 = theirs (the prompt's most recent success replaces one "
-                                  "rollout of an all-failed group); the replaced row (ours the lowest-reward one, "
-                                  "theirs a random one) and the 256-row bound are ours. The authors' repo "
-                                  "FractalAIResearchLabs/Fathom-DeepResearch holds inference/eval code only, no RAPO "
-                                  "or replay (2026-12)",
+                                  "per_prompt=1, per_group=1 = theirs; the replaced row (ours the lowest-reward one, "
+                                  "theirs a random one) and the 256-row bound are ours; the authors' repo has no "
+                                  "RAPO code",
                                   read="arXiv 2509.24107v1 paper text (code index, read_file id 61329118727, offsets "
                                        "0-32000; #51 paper-conventions sweep s3): Sec. 2.2 Eqs. 2-4 (token-level "
                                        "clipped loss; GRPO advantage (r − μ_R)/σ_R with σ_R the population std "

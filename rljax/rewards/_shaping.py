@@ -813,12 +813,9 @@ def _technique_rows():
                     probe=lambda kw: probe_step(components=len(kw["weights"]) if kw.get("weights") is not None else 2),
                     result=lambda out, data: (out[0], out[2])),
                 fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract, arXiv 2608.11669)",
-                                  "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
-                                  "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
-                                  "'Rubric-Dropout': no code (2026-12). A reading of the paper (code index id "
-                                  "62378977393) gives a fixed fraction f of the positive-weight criteria dropped "
-                                  "per step: mode='exact' (ours round(p·C) dropped; a third-party implementation "
-                                  "citing its Sec. 3, floor(f·C), ≥ 3 kept)",
+                                  "mean over kept criteria, Bernoulli default: ours; no code. A reading of the "
+                                  "paper (id 62378977393): a fixed fraction of the positive-weight criteria "
+                                  "dropped: mode='exact' (round(p·C); theirs floor)",
                                   read="Rubric Dropout abstract (seed 001 L81, read in full: drop a random subset "
                                        "of the rubric's criteria at every step before computing the reward, the "
                                        "subset shared across each rollout group, evaluation on the full rubric, "
