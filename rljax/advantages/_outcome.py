@@ -1129,9 +1129,9 @@ def _technique_rows():
       Technique("rank", "advantage", rank, "A_i = (midrank_i − (n+1)/2)/((n−1)/2)", f"{_S1} L229",
                 stage=S.group_estimator(rank),
                 fidelity=Fidelity("abstract", f"{_S1} L229 (RLRR abstract, arXiv 2601.23058)",
-                                  "centred mid-ranks, tie sharing, [−1, 1] scale ours (normalize='std'|'none'). "
-                                  "Searched 2026-12 code/pages ('RLRR', 'Ranking Reward Model', title): no code; "
-                                  "paper body beyond §1's opening not stored",
+                                  "centred mid-ranks, ties shared, [−1, 1] scale ours; paper body not stored. A "
+                                  "third-party transcription (id 552439543): normalize='std' = its 'Ranking as "
+                                  "Reward' ÷ std (population), 'range' = 2 × its ÷ 1 form",
                                   read="arXiv 2601.23058v1 (page read: arxiv.org/html/2601.23058v1, pages corpus): "
                                        "title, abstract, the opening of §1 and the Figure 1 caption (sparse 0/1 "
                                        "rewards give zero intra-group variance; scalar RMs' score range drifts). "
@@ -1139,23 +1139,54 @@ def _technique_rows():
                                        "(how the Ranking Reward Model's ranking becomes a reward or advantage) was "
                                        "not read. Code searched (issue #51, 2 passes): code corpus and find_repos "
                                        "'RLRR' (yale-nlp/RLRR, zstarN70/RLRR, ff-raw-war/RLRR are other work), "
-                                       "'Ranking Reward Model', the title: none",
+                                       "'Ranking Reward Model', the title: none. #51 paper-conventions sweep (s3): "
+                                       "the code corpus does hold an unattributed file (read_file id 552439543, "
+                                       "repository and path not given by the index) whose docstring transcribes a "
+                                       "'RankGRPO' with 'A Ranking Reward Model (RRM) producing a relative rank "
+                                       "within the group r_i ∈ {1, ..., G} (1 = best)' and three rank-aware "
+                                       "rewards: 'Ranking as Weight' s = exp(τ(1 − r))·s_rule, 'Ranking as "
+                                       "Supplement' s = s_rule + τ tanh(r_max/r − 1), 'Ranking as Reward' s = "
+                                       "(r_max − r)/(r_max − 1); then A = (s − mean s)/F_norm, 'F_norm is either 1 "
+                                       "or std'; then A clipped by correctness (max(A, ξ⁻) if s_rule = 1, min(A, ξ⁺) "
+                                       "if s_rule = 0) before GRPO's clipped objective; its code's τ default 0.1. "
+                                       "It matches RLRR's abstract (the Ranking Reward Model, sparse and unstable "
+                                       "rewards) but is a third party's reading, not the paper's text",
                                   defaults=(("rank → advantage", "(midrank − (n+1)/2)/((n−1)/2) in [−1, 1] "
-                                             "(normalize='range')", "not read (method section not stored)"),
-                                            ("ties", "mid-rank, shared", "not read"),
+                                             "(normalize='range')",
+                                             "not in stored paper text; the transcription's 'Ranking as Reward': "
+                                             "(s − mean s)/F_norm, s = (G − r)/(G − 1) ∈ [0, 1], F_norm 1 or "
+                                             "std(s) (ddof not stated): 'range' is twice its F_norm = 1 "
+                                             "advantage, 'std' equals its F_norm = std one with the population "
+                                             "std"),
+                                            ("ties", "mid-rank, shared", "not stated (the transcription's ranks "
+                                             "are 1..G)"),
                                             ("singleton group", "0", "not read"),
+                                            ("rule reward in the rank reward", "none (ranks of the step's "
+                                             "rewards only)", "transcription: 'Weight' exp(τ(1 − r))·s_rule and "
+                                             "'Supplement' s_rule + τ tanh(G/r − 1) use the verifier's 0/1 "
+                                             "s_rule; τ not stated (its code: 0.1)"),
+                                            ("correctness clip of A", "none",
+                                             "transcription: A ≥ ξ⁻ on correct rows, A ≤ ξ⁺ on wrong ones; ξ "
+                                             "values not stated"),
                                             ("ranking source", "the step's scalar rewards",
                                              "a listwise Ranking Reward Model ranking the group's responses "
                                              "(abstract)")),
                                   placement="theirs (abstract): in group-based RL (GRPO-style), the group's "
                                             "responses to a prompt are ranked (a listwise Ranking Reward Model, "
                                             "or raw evaluations turned into ranks) and the relative ranking "
-                                            "replaces the absolute reward; the step position beyond that not "
-                                            "read; ours: the advantage stage, once per step on the step's "
-                                            "rewards, ranked within each group_id, padded rows excluded",
+                                            "replaces the absolute reward; per the transcription, the rank reward "
+                                            "is group-centred (÷ 1 or its std) and clipped by correctness before "
+                                            "the GRPO loss; ours: the advantage stage, once per step on the "
+                                            "step's rewards, ranked within each group_id, padded rows excluded",
                                   deviations=(
                                       "the rank → advantage map (centred mid-ranks, range/std/none scale) is our "
-                                      "reading: the paper's mapping was not reached",
+                                      "reading: the paper's mapping was not reached; against the third-party "
+                                      "transcription's 'Ranking as Reward', normalize='std' is its F_norm = std "
+                                      "form (population std; its ddof is not stated) and the default 'range' "
+                                      "doubles its F_norm = 1 form (in [−1, 1], not [−1/2, 1/2])",
+                                      "the transcription's 'Ranking as Weight' / 'Ranking as Supplement' rewards "
+                                      "(rank combined with the verifier's s_rule, τ) and its correctness clip of "
+                                      "the advantage (ξ⁻, ξ⁺) are not built",
                                       "ranks are taken from the step's scalar rewards; the paper's listwise Ranking "
                                       "Reward Model is not part of rljax (a stage that writes its ranks, higher = "
                                       "better, as rewards gives the same advantages: rank is invariant to any "
@@ -1274,13 +1305,34 @@ def _technique_rows():
                                        "so the method section (the baseline's equation) was not read; "
                                        "arxiv.org/abs/2510.01586 (same abstract). Code searched (issue #51): code "
                                        "corpus and find_string 'AdvEvo-MARL', 'public baseline': reading lists and "
-                                       "summaries only, no release",
+                                       "summaries only, no release. #51 paper-conventions sweep (s3): the paper's "
+                                       "ICLR 2026 reviews (code index, read_file id 62085690467; 'Decision: "
+                                       "Reject'): review 1, 'both attackers and defenders are jointly trained "
+                                       "using REINFORCE++'; review 2, 'Can this method be applied to other MARL "
+                                       "algorithms, or is it strictly limited to REINFORCE++?', the baseline 'quite "
+                                       "similar to ... GRPO (with the difference of not sharing weights between "
+                                       "agents)'; review 1, only 3 agents, 'most groups are likely divided 2:1, in "
+                                       "which case the single-agent group would only consider single-agent "
+                                       "rewards'. The inherited convention: REINFORCE++ (arXiv 2501.03262) "
+                                       "normalises the advantage over the global batch, (A − mean)/std; the "
+                                       "paper's own equation was not read",
                                   defaults=(("key", "'task_id' (one baseline per task)",
                                              "the agent's functional group (attackers / defenders)"),
                                             ("baseline", "mean of R over valid rows with the same key",
                                              "group-level mean return (abstract)"),
-                                            ("std scaling", "none", "none stated in the abstract"),
-                                            ("singleton key", "0 (R − R)", "not read")),
+                                            ("std scaling", "none",
+                                             "not stated in the stored text; the agents are trained with "
+                                             "REINFORCE++ (reviews 1, 2), whose advantage is normalised over the "
+                                             "global batch ((A − mean)/std, arXiv 2501.03262); whether that "
+                                             "follows the public baseline is not stated"),
+                                            ("base algorithm (the recipe's, not this stage's)",
+                                             "the recipe's loss (e.g. PPO clip)", "REINFORCE++ (reviews)"),
+                                            ("agents per functional group", "rows per key value",
+                                             "3 agents per system in the experiments (review 1: 'most groups are "
+                                             "likely divided 2:1')"),
+                                            ("singleton key", "0 (R − R)",
+                                             "not read (review 1: a one-agent group 'would only consider "
+                                             "single-agent rewards')")),
                                   placement="theirs (abstract): multi-agent RL in which attacker and defender "
                                             "LLM agents are co-trained; each agent's advantage uses the mean "
                                             "return of the agents in its functional group as baseline; where in "
@@ -1291,6 +1343,12 @@ def _technique_rows():
                                       "the key is the caller's choice; rljax has no multi-agent roles, so "
                                       "the paper's functional group maps to whatever id the task puts in "
                                       "task_id (default), answer_ids or group_id (key='group_id' = dr_grpo)",
+                                      "no batch normalisation after the baseline; REINFORCE++ (their trainer, per "
+                                      "the reviews) whitens advantages over the global batch: "
+                                      "reinforce_pp_baseline(rewards, key) (Python; the key as its group id) gives "
+                                      "whiten(R − mean_key R) with rljax's REINFORCE++ whitening (unbiased var + "
+                                      "1e-8); whether AdvEvo-MARL whitens after its public baseline is not in the "
+                                      "stored text",
                                       "the mean is over the step's rows only and the baseline includes the row's "
                                       "own return (not leave-one-out): the abstract says 'mean-return baseline', "
                                       "its exact form was not read"))),
@@ -1308,10 +1366,25 @@ def _technique_rows():
                                        "ICLR 2026 withdrawn version, same abstract). The corpus returns only a "
                                        "page's opening (~2,000 characters): the weighting function was not read. "
                                        "Code searched (issue #51): code corpus by title: paper notes only "
-                                       "(mbeliaev1/vlm-notes lists no code)",
+                                       "(mbeliaev1/vlm-notes lists no code). #51 paper-conventions sweep (s3): the "
+                                       "paper's ICLR 2026 reviews (code index, read_file id 62307804185; 'Withdrawn'; "
+                                       "the paper text itself is not stored): review 3, 'The replacement of GRPO "
+                                       "std normalization with difficulty adaptive weighting is supported by "
+                                       "empirical results' and 'Steep Exponential is only described verbally "
+                                       "without an explicit formula', a 'Random' baseline among the weightings; "
+                                       "review 4, 'online non-linear reweighting of advantages based on in-group "
+                                       "accuracy'; review 1, 'During GRPO training, the weights of the advantage "
+                                       "function are dynamically adjusted based on the group accuracy', the offline "
+                                       "filter dropping accuracy > 0.87 or < 0.084 (review 2: [0.1, 0.87])",
                                   defaults=(("difficulty", "d = 1 − acc_g, acc_g = mean correct over the group",
                                              "group-wise empirical accuracy as the proxy (abstract)"),
-                                            ("form", "'linear': f = 1 + s(2d − 1)", "not read"),
+                                            ("base advantage", "the incoming estimator's output (e.g. grpo: "
+                                             "(r − μ_g)/(σ_g + ε))",
+                                             "GRPO's advantage with its std normalisation replaced by the "
+                                             "difficulty weight (review 3): (r − μ_g)·f"),
+                                            ("form", "'linear': f = 1 + s(2d − 1)",
+                                             "non-linear (review 4); a 'Steep Exponential' among the compared "
+                                             "weightings, its formula not given in the paper (review 3)"),
                                             ("strength s", "0.5", "not read")),
                                   placement="theirs (abstract): in GRPO training, online, per prompt group: the "
                                             "group's empirical accuracy reweights the group's advantages (harder "
@@ -1321,7 +1394,13 @@ def _technique_rows():
                                             "step's valid rows, acc_g from the verifier's correct",
                                   deviations=(
                                       "the weight function (linear or exp in 2d − 1, weights in [1 − s, 1 + s]) and "
-                                      "s = 0.5 are ours: the paper's function was not reached",
+                                      "s = 0.5 are ours: the paper's function was not reached (the reviews: non-"
+                                      "linear, a 'Steep Exponential' described only in words)",
+                                      "the weight multiplies whatever the estimator gives; the paper replaces "
+                                      "GRPO's ÷ σ by the weight (review 3): chain it after dr_grpo (or "
+                                      "grpo(scale='none')) for (r − μ)·f; after the default grpo it is "
+                                      "(r − μ)/(σ + ε)·f, a second difficulty factor (σ is largest at "
+                                      "accuracy 1/2)",
                                       "only the online reweighting is this row; the offline U-shaped difficulty "
                                       "filter and the difficulty-hint prompts are not part of it"))),
       Technique("gagar", "advantage", gagar, "A'_i = A_i w_i Σ_pass A / Σ_pass wA (passing only)",

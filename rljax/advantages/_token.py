@@ -702,8 +702,8 @@ def _technique_rows():
                 # the prefix tree is built from the tokens of each group's valid completions
                 stage=S.checked(tempo, inputs={**S.GROUP, "tokens": "tokens", "mask": S.completion}),
                 fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
-                                  "V(s) = mean reward below the prefix is the abstract's; TD scale (÷σ_g), root "
-                                  "handling ours. Searched 2026-12 (3 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
+                                  "V(s) = mean reward below the prefix is the abstract's; TD scale ÷σ_g (the "
+                                  "reviews: ÷ std(r)), root handling ours. Searched 2026-12 (3 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
                                   "title): no code; summaries, intro only",
                                   read="arXiv 2509.18314v2 'Exploiting Tree Structure for Credit Assignment in RL "
                                        "Training of LLMs' (page read: arxiv.org/html/2509.18314v2, pages corpus): "
@@ -715,14 +715,30 @@ def _technique_rows():
                                        "the average normalized reward of all descendant completions'; its formulas "
                                        "are lost in the stored text). Code searched (issue #51, 3 passes): code "
                                        "corpus 'TEMPO', 'Prefix-to-Tree', the title: none (JoeLuker/tempo is "
-                                       "another method)",
+                                       "another method). #51 paper-conventions sweep (s3): the paper's ICLR 2026 "
+                                       "reviews (code index, read_file id 61930317164; 'Withdrawn'; the paper text "
+                                       "itself is not stored): review 1, 'the rationale for standardizing the TD "
+                                       "error by dividing it by std(r) is unclear' (the advantage at the paper's "
+                                       "line 299), TEMPO beats GRPO 'even with small group sizes (≤ 9)'; review 3, "
+                                       "'the authors set the maximum response length to 1024 tokens'; review 4, "
+                                       "'the maximum response length is only around 1k tokens' (Table 2) and 'the "
+                                       "number of training iterations on Math is 220'",
                                   defaults=(("V(s)", "mean raw reward of the group's valid responses below s",
                                              "average of descendant outcomes (abstract); 'normalized' (summary)"),
                                             ("TD scale", "÷ (σ_g + ε) (scale='group'), c = td_coef = 1.0",
-                                             "not read"),
+                                             "÷ std(r), the group's reward std (review 1, the paper's line 299); "
+                                             "no coefficient named"),
                                             ("root branch", "counted (root_branch=True)", "not read"),
-                                            ("eps, std_ddof", "1e-6, 1 (GRPO's)", "not read"),
-                                            ("singleton group", "0 (singleton='zero')", "not read")),
+                                            ("eps, std_ddof", "1e-6, 1 (GRPO's)",
+                                             "not stated in the stored text (the reviews give std(r) only; "
+                                             "std_ddof=0, eps=0 is the plain population std)"),
+                                            ("singleton group", "0 (singleton='zero')", "not read"),
+                                            ("max response length (their runs)", "the recipe's max_new_tokens",
+                                             "≈ 1k tokens, 1024 (Table 2; reviews 3, 4)"),
+                                            ("training steps (their runs)", "the recipe's",
+                                             "220 on MATH (review 4)"),
+                                            ("group size (their runs)", "the recipe's",
+                                             "group sizes ≤ 9 studied (review 1)")),
                                   placement="theirs (abstract): GRPO training, per prompt group: the group's "
                                             "responses form a prefix tree, prefix values from descendant "
                                             "outcomes, a TD correction added to GRPO's advantage at branching "
@@ -731,8 +747,11 @@ def _technique_rows():
                                             "from the completion's first column (responses aligned)",
                                   deviations=(
                                       "the TD term is divided by GRPO's σ_g + ε (= the TD of V over "
-                                      "group-normalised rewards, which the summary describes); scale='none' "
-                                      "keeps raw-reward TD; neither was checked against the paper's equations",
+                                      "group-normalised rewards, which the summary describes); the reviews report "
+                                      "the paper divides the TD error by std(r) (review 1): the same scale, its "
+                                      "ddof and ε not stated (ours ddof 1, + 1e-6; std_ddof=0, eps=0 gives the "
+                                      "population std(r)); scale='none' keeps raw-reward TD; the paper's equations "
+                                      "were not read",
                                       "root_branch=True counts a branch right after the prompt; False drops it: "
                                       "the paper's choice was not read"))),
       Technique("step_episode_mix", "advantage", step_episode_mix,

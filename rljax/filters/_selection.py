@@ -314,9 +314,23 @@ def _technique_rows():
                                        "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
                                        "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
                                        "the corpus returns a page's opening, so the method section was not "
-                                       "reached; no code found",
+                                       "reached; no code found. #51 paper-conventions sweep (s3): the paper's ICLR "
+                                       "2026 reviews (code index, read_file id 62147932634; the paper text itself "
+                                       "is not stored): review 1: 'it is not clearly stated how many samples per "
+                                       "question RoRecomp uses, what value α is set to', 'How is the case handled "
+                                       "when a question's responses are all correct or all incorrect?', and it "
+                                       "quotes the paper: 'Once the buffer is full, the oldest experiences are "
+                                       "popped to form a compensation batch B_comp for an additional training "
+                                       "step' (with a p_comp whose role it calls unclear); review 2: 'the α "
+                                       "selection ratio and compensation batch scheduling are tuned empirically'; "
+                                       "review 3: the experiments include truncation penalties and length limits",
                                   defaults=(("fraction", "0.5 (the short / long share per group)",
-                                             "not stated in the abstract"),),
+                                             "α, the selection ratio; its value is not stated in the paper's "
+                                             "setup (review 1)"),
+                                            ("all-correct / all-incorrect group", "its short (long) share kept, "
+                                             "the rest buffered", "not stated (review 1 asks)"),
+                                            ("rollouts per question", "the recipe's group size",
+                                             "not stated (review 1)")),
                                   placement="theirs (abstract): priority batches of short-correct and long-"
                                             "incorrect responses are selected from the online batches; the "
                                             "remaining responses go to a replay buffer for compensation batches; "
@@ -325,7 +339,8 @@ def _technique_rows():
                                             "them)",
                                   deviations=(
                                       "short / long is a within-group length rank at `fraction` among the "
-                                      "correct (incorrect) responses: our reading; the abstract gives no rule",
+                                      "correct (incorrect) responses: our reading; the abstract gives no rule and "
+                                      "the reviews name only a selection ratio α, value not stated",
                                       "length ties are all kept (the split does not depend on row order)"))),
   )
 

@@ -509,36 +509,71 @@ def _technique_rows():
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
                 stage=rapo_replay,
-                fidelity=Fidelity("abstract", f"{_S0} L23 (RAPO: 'per-prompt replay buffers')",
-                                  "trigger (all-failed group), per_group=1, per_prompt=1: ours. The authors' repo "
-                                  "FractalAIResearchLabs/Fathom-DeepResearch holds inference/eval code only, no RAPO "
-                                  "or replay (2026-12)",
-                                  read="Fathom-DeepResearch abstract (seed 000 L23, read in full: RAPO, 'a zero-"
-                                       "overhead extension of GRPO ... through curriculum pruning, reward-aware "
-                                       "advantage scaling, and per-prompt replay buffers'); arXiv 2509.24107v1 "
-                                       "(pages corpus, arxiv.org/html/2509.24107v1: the abstract) and the "
-                                       "OpenReview forum (openreview.net/forum?id=X2oH64LWHO, pages corpus: its "
-                                       "abstract: 'a per-prompt replay buffer that injects the latest successful "
-                                       "rollout into failed groups, restoring reward variance'); the method "
-                                       "section was not reached (the corpus returns a page's opening); "
-                                       "FractalAIResearchLabs/Fathom-DeepResearch (code index, 6 files): no RAPO",
-                                  defaults=(("capacity", "256 rows", "not stated"),
-                                            ("per_prompt", "1 (latest success per prompt)", "not stated"),
-                                            ("per_group", "1 row replaced", "not stated")),
-                                  placement="theirs (abstract): per-prompt replay buffers inside GRPO training; "
-                                            "when and on which rows they replay is not stated; ours: a replay "
-                                            "stage after the reward, before the advantages: a group with no "
-                                            "success swaps its lowest-reward row for its prompt's latest stored "
+                fidelity=Fidelity("paper_formula",
+                                  "arXiv 2509.24107v1 Sec. 2.4 'Replay buffer' (paper text stored in the code index, "
+                                  "file id 61329118727)",
+                                  "per_prompt=1, per_group=1 = theirs; the replaced row (ours the lowest-reward one, "
+                                  "theirs a random one) and the 256-row bound are ours; the authors' repo has no "
+                                  "RAPO code",
+                                  read="arXiv 2509.24107v1 paper text (code index, read_file id 61329118727, offsets "
+                                       "0-32000; #51 paper-conventions sweep s3): Sec. 2.2 Eqs. 2-4 (token-level "
+                                       "clipped loss; GRPO advantage (r − μ_R)/σ_R with σ_R the population std "
+                                       "(1/G), no ε; r = 0.1·R_format + 0.9·R_answer), Sec. 2.4 RAPO (dataset pruning "
+                                       "Eq. 5: prompts with SolveRate ≥ 0.9 pruned at each epoch's end; advantage "
+                                       "scaling Eq. 6: Â·G/G_good; replay buffer: 'a per-prompt buffer B containing "
+                                       "the most recent successful trajectory o⋆ with R(q, o⋆) > 0.5. If all "
+                                       "rollouts for a prompt fail in the current epoch, one trajectory is randomly "
+                                       "replaced with o⋆ from B'), Sec. 2.5 Eq. 8 (stage-2 reward: a correct rollout "
+                                       "≥ 0.5, an incorrect one ≤ 0.5), Sec. 2.6 (stage 1: 10 epochs, lr 1e-6, "
+                                       "batch 32, mini-batch 16, 5 rollouts per group, top-p 1.0, temperature 1.4; "
+                                       "stage 2: 2 more epochs). Before (issue #51 passes): Fathom-DeepResearch "
+                                       "abstract (seed 000 L23); arXiv 2509.24107v1 (pages corpus, "
+                                       "arxiv.org/html/2509.24107v1: the abstract only, the corpus returns a page's "
+                                       "opening) and the OpenReview forum (openreview.net/forum?id=X2oH64LWHO: 'a "
+                                       "per-prompt replay buffer that injects the latest successful rollout into "
+                                       "failed groups'); the record said the method section was not reached: its "
+                                       "text is in the code index. FractalAIResearchLabs/Fathom-DeepResearch (code "
+                                       "index, 6 files): no RAPO",
+                                  defaults=(("capacity", "256 rows (the oldest evicted)",
+                                             "one success per prompt, no bound stated"),
+                                            ("per_prompt", "1 (latest success per prompt)",
+                                             "1: the most recent successful trajectory o⋆"),
+                                            ("per_group", "1 row replaced", "1 ('one trajectory is randomly replaced')"),
+                                            ("replaced row", "the lowest-reward row (ties: the later row)",
+                                             "a random rollout of the group"),
+                                            ("stored success", "a row with correct > 0.5 (the verifier's verdict)",
+                                             "R(q, o⋆) > 0.5 on the reward (stage 1, Eq. 4: ⇔ correct; stage 2, "
+                                             "Eq. 8: a correct rollout ≥ 0.5)"),
+                                            ("trigger", "no valid row of the group correct",
+                                             "all rollouts for the prompt fail in the current epoch"),
+                                            ("logp_old", "'recompute'", "not stated"),
+                                            ("advantage of the refilled group (the estimator's, not this stage's)",
+                                             "the recipe's (grpo: (r − μ)/(σ ddof 1 + 1e-6))",
+                                             "Eq. 3: (r − μ_R)/σ_R, population σ, no ε; then × G/G_good (Eq. 6)"),
+                                            ("group size / batch (their runs)", "the recipe's",
+                                             "5 rollouts per group, batch 32, lr 1e-6, temperature 1.4")),
+                                  placement="theirs (Sec. 2.4): after a prompt's G rollouts are scored, before the "
+                                            "group advantage, once per epoch per prompt: a prompt whose rollouts "
+                                            "all fail has one random rollout replaced by its stored o⋆, which "
+                                            "then enters the group's advantage (Eq. 3); the buffer keeps each "
+                                            "prompt's most recent success with R > 0.5; ours: a replay stage "
+                                            "after the reward, before the advantages: a group with no correct "
+                                            "row swaps its lowest-reward row for its prompt's latest stored "
                                             "success, which then joins the group's advantage",
                                   deviations=(
-                                      "the trigger (an all-failed group), per_group = 1 and per_prompt = 1 are "
-                                      "our reading of the OpenReview abstract's 'injects the latest successful "
-                                      "rollout into failed groups' ('failed' read as no success; which row it "
-                                      "replaces is not stated: ours the lowest-reward one)",
-                                      "RAPO's curriculum pruning and reward-aware advantage scaling are not part "
-                                      "of this row",
+                                      "the replaced row is the group's lowest-reward row (deterministic); theirs "
+                                      "a random one: when the failed rows' rewards differ (their Eq. 4 gives 0 or "
+                                      "0.1 by format) the refilled group's mean and σ, so every advantage of the "
+                                      "group, differ from a draw that replaced another row; equal when the failed "
+                                      "rows share one reward",
+                                      "the buffer holds at most capacity = 256 rows (the oldest evicted); theirs "
+                                      "keeps one success per prompt with no stated bound",
+                                      "a stored success is a row with correct > 0.5; theirs R > 0.5 on the shaped "
+                                      "reward (the same under their stage-1 reward, Eq. 4)",
+                                      "RAPO's dataset pruning (Eq. 5) and reward-aware advantage scaling (Eq. 6) "
+                                      "are not part of this row",
                                       "logp_old='recompute' (the replayed row's ratio against the current "
-                                      "π_old) is ours"))),
+                                      "π_old) is ours; the paper does not say"))),
       Technique("positive_replay", "replay", B.positive_replay_plan,
                 "p_g <= max_success: k = ceil(ratio (1 - p_g) n_g) failed rows <- stored successes of the prompt",
                 f"{_S0} L37 (MobileRL / ADAGRPO)",
@@ -588,21 +623,40 @@ def _technique_rows():
                                        "and the opening of §1; also summarxiv.com/en/paper/2509.25958 and "
                                        "sciencestack.ai/paper/2509.25958: abstract and a summary; seed 001 L163); "
                                        "the corpus returns a page's opening, so the method section was not "
-                                       "reached; no code found",
-                                  defaults=(("fraction", "0.5 (rorecomp's split)", "not stated in the abstract"),
-                                            ("compensation", "1.0 (freed rows filled)", "not stated"),
-                                            ("capacity", "256 rows, FIFO, each replayed once", "not stated")),
-                                  placement="theirs (abstract): compensation batches are built from the remaining "
-                                            "(non-priority) responses held in a replay buffer, next to the "
-                                            "priority batches; ours: a replay stage after the advantages: the "
-                                            "non-priority fresh rows enter a FIFO buffer with their advantages and "
-                                            "the freed rows of the step take the oldest buffered rows",
+                                       "reached; no code found. #51 paper-conventions sweep (s3): the paper's ICLR "
+                                       "2026 reviews (code index, read_file id 62147932634; the paper text itself "
+                                       "is not stored): review 1 quotes the paper, 'Once the buffer is full, the "
+                                       "oldest experiences are popped to form a compensation batch B_comp for an "
+                                       "additional training step', and asks what the role of its p_comp is; it "
+                                       "also asks whether the total batch size is reduced at each step; review 2: "
+                                       "'compensation batch scheduling' tuned empirically",
+                                  defaults=(("fraction", "0.5 (rorecomp's split)",
+                                             "α, value not stated (review 1)"),
+                                            ("compensation", "1.0 (freed rows filled)",
+                                             "p_comp, value and role not stated (review 1)"),
+                                            ("capacity", "256 rows, FIFO, each replayed once",
+                                             "a buffer whose filling triggers a compensation batch of the oldest "
+                                             "experiences (size not stated)"),
+                                            ("when compensation rows train", "every step, in the freed rows of the "
+                                             "same update", "once the buffer is full: an additional training step "
+                                             "on B_comp (the paper, as quoted by review 1)")),
+                                  placement="theirs (abstract; the paper as quoted by review 1): compensation "
+                                            "batches are built from the remaining (non-priority) responses held "
+                                            "in a replay buffer; once the buffer is full its oldest experiences "
+                                            "are popped into a compensation batch B_comp trained in an additional "
+                                            "step, apart from the priority batches; ours: a replay stage after "
+                                            "the advantages: the non-priority fresh rows enter a FIFO buffer with "
+                                            "their advantages and the freed rows of the same step take the oldest "
+                                            "buffered rows",
                                   deviations=(
                                       "buffered rows (advantages, rewards, log-probs) are stored as float32, also "
                                       "under x64 (a fixed-shape checkpointed buffer): a replayed row is "
                                       "float32-rounded",
-                                      "compensation rows share the step's static batch (the paper: separate "
-                                      "compensation batches); how they are scheduled is not stated",
+                                      "compensation rows share the step's static batch and its one update, every "
+                                      "step; theirs pops the oldest experiences into a separate compensation batch "
+                                      "for an additional training step once the buffer is full (the paper, as "
+                                      "quoted by review 1): the priority rows and the compensation rows get "
+                                      "separate optimizer steps there, one here; their p_comp is not stated",
                                       "buffered rows keep the advantages computed in their own group; FIFO, each "
                                       "replayed once, floor(c·#freed) of them: our reading",
                                       "rows of other prompts enter a group, so the shared-prompt forward is off"))),

@@ -831,27 +831,61 @@ def _technique_rows():
                                      "criterion_mask": lambda data: None},
                     probe=lambda kw: probe_step(components=len(kw["weights"]) if kw.get("weights") is not None else 2),
                     result=lambda out, data: (out[0], out[2])),
-                fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract)",
-                                  "weighted mean over kept criteria (or sum), Bernoulli or exact-count masks: ours. "
-                                  "Searched code/pages ('Rubric Dropout', rubric criteria dropout GRPO), repos "
-                                  "'Rubric-Dropout': no code (2026-12)",
+                fidelity=Fidelity("abstract", f"{_S1} L81 (Rubric Dropout abstract, arXiv 2608.11669)",
+                                  "mean over kept criteria, Bernoulli default: ours; no code. A reading of the "
+                                  "paper (id 62378977393): a fixed fraction of the positive-weight criteria "
+                                  "dropped: mode='exact' (round(p·C); theirs floor)",
                                   read="Rubric Dropout abstract (seed 001 L81, read in full: drop a random subset "
                                        "of the rubric's criteria at every step before computing the reward, the "
                                        "subset shared across each rollout group, evaluation on the full rubric, "
-                                       "dropout 30% and 50% compared); no paper body or code found",
-                                  defaults=(("drop_prob", "required (no default)", "0.3 and 0.5 (compared)"),
+                                       "dropout 30% and 50% compared); no paper body or code found. #51 paper-"
+                                       "conventions sweep (s3): the paper is arXiv 2608.11669v1 (12 Aug 2026, "
+                                       "'Work in Progress'); the pages corpus holds no page of it; a reading "
+                                       "report in the code index (read_file id 62378977393, section C16, not the "
+                                       "paper's text): 'drop a random fraction f of the rubric's positive-weight "
+                                       "criteria per step, one mask per rollout group seeded by SHA256(instance_id, "
+                                       "step) so GRPO's group-standardized advantages stay comparable and the "
+                                       "normalizer cancels'; runs: Qwen3-8B / 4B, GRPO, 16 rollouts, lr 1e-6, "
+                                       "600 steps, proxy judge gpt-4o-mini, gold claude-sonnet-4-6, f = 50 % the "
+                                       "headline arm; every configuration one seed. An unattributed third-party "
+                                       "implementation (code index, read_file id 71015215527: dropout_keep, 'Rubric "
+                                       "Dropout (arXiv 2608.11669, section 3)'): keeps n − floor(f·n) criteria, at "
+                                       "least min_keep = 3, sampled without replacement from a SHA256(example_id, "
+                                       "step) seed; score Σ w·v / Σ positive w, clipped to [0, 1] (its own choices "
+                                       "beyond the paper are not marked)",
+                                  defaults=(("drop_prob", "required (no default)",
+                                             "f = 0.3 and 0.5 compared (abstract), 0.5 the headline arm; a 30-50 % "
+                                             "sweet spot"),
                                             ("mode", "'bernoulli' (each criterion kept w.p. 1 − p)",
-                                             "not stated"),
+                                             "a fixed fraction f of the criteria dropped each step (reading "
+                                             "report): an exact count, mode='exact' (ours drops round(p·C); the "
+                                             "third-party implementation floor(f·C), keeping ≥ 3)"),
+                                            ("which criteria may be dropped", "every criterion (weights must be "
+                                             "≥ 0)", "the positive-weight criteria (reading report); negative-"
+                                             "weight (penalty) criteria always kept"),
                                             ("aggregate", "'mean' over kept criteria (weights None)",
-                                             "not stated")),
-                                  placement="theirs (abstract): at every RL step, before the reward of each "
-                                            "rollout group is computed, one dropped subset per group; the full "
-                                            "rubric at evaluation; ours: a shaping stage after the reward that "
-                                            "rescores data.reward_components (one column per criterion) with "
-                                            "one mask per group from the step's key",
+                                             "a normaliser shared by the group that cancels under GRPO's "
+                                             "standardisation (reading report); the third-party implementation: "
+                                             "Σ w·v / Σ positive w over the kept criteria, clipped to [0, 1]"),
+                                            ("mask seed", "fold_in(step key, group id)",
+                                             "SHA256(instance_id, step): one mask per prompt per step"),
+                                            ("group size / steps (their runs)", "the recipe's",
+                                             "16 rollouts, lr 1e-6, 600 steps (reading report)")),
+                                  placement="theirs (abstract; reading report): at every RL step, before the "
+                                            "reward of each rollout group is computed, one dropped subset per "
+                                            "group (seeded by the prompt and the step); the full rubric at "
+                                            "evaluation; ours: a shaping stage after the reward that rescores "
+                                            "data.reward_components (one column per criterion) with one mask per "
+                                            "group from the step's key",
                                   deviations=(
                                       "how kept criteria are combined (weighted mean, or sum) and the mask law "
-                                      "(Bernoulli or an exact count) are ours",
+                                      "are ours; the paper drops a fixed fraction (reading report): "
+                                      "mode='exact' is that, with round(p·C) dropped; the third-party "
+                                      "implementation drops floor(f·C) and keeps at least 3, so at C = 5, f = "
+                                      "0.3 it keeps 4 criteria where ours keeps 3 (round(1.5) = 2 dropped)",
+                                      "every criterion may be dropped here (weights must be ≥ 0); theirs drops "
+                                      "among the positive-weight criteria only (a rubric's penalty criteria are "
+                                      "always scored)",
                                       "a row whose applicable criteria were all dropped is scored on the full "
                                       "rubric (ours)",
                                       "the criteria are the recipe's reward columns; their LLM-judge rubric "
