@@ -33,6 +33,21 @@ def host_scalars(metrics) -> dict:
   return {k: float(v) for k, v in par.to_host(metrics).items()}
 
 
+def host_means(metrics: list) -> dict:
+  """Each key's mean over ``metrics`` (dicts of scalar arrays with the same keys, e.g. one per update), as
+  floats on every process: one transfer of every value, then float32 means on the host.
+
+  Not ``tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)``: that launches two small programs per key,
+  and on a mesh of several CPU devices each launch takes one of a device's 32 in-flight slots (XLA:CPU's
+  ``max_inflight_computations_per_device``) before it waits for the update's outputs. With ~20 keys the later
+  launches can take every slot of one device while the update's own launch there still waits for a slot, and
+  the update's other devices wait for it in their collectives: a hang, seen in CI and reproduced on a loaded
+  2-core machine (gdb: the second training device's launch blocked in the in-flight semaphore, the first in the
+  update's gloo all-gather, Python in a metric's ``jnp.stack``)."""
+  host = par.to_host(list(metrics))
+  return {k: float(np.mean(np.asarray([m[k] for m in host], np.float32))) for k in host[0]}
+
+
 def run_mesh(cfg: RunConfig):
   """The run's device mesh from ``cfg.mesh`` (``rljax.parallel.make_mesh``).
 

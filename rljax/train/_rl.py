@@ -39,7 +39,7 @@ from rljax.train._advantage import initial_stage_states
 from rljax.train._checkpoint import CheckpointError, CheckpointMismatch, Checkpointer
 from rljax.train._controllers import LoopControllers
 from rljax.train._critic import CriticTrainer, SharedCritic
-from rljax.train._experiment import Experiment, ShardedStep, host_scalars, log
+from rljax.train._experiment import Experiment, ShardedStep, host_means, log
 from rljax.train._inputs import PROXIMAL_NEEDS, REFERENCE_NEEDS, StepInputs, proximal_forward_reason
 from rljax.train._optim import make_optimizer
 from rljax.train._phases import phases, select_all, walk
@@ -302,9 +302,9 @@ class RLLoop:
         if critic is not None:  # another model, with its own router: the sampler's routing is not replayed there
           critic.state, cm = critic.step(critic.state, mbatch.replace(routing=None))
           critic_metrics.append(cm)
-    out = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics))
+    out = host_means(metrics)
     if critic_metrics:
-      cm = host_scalars(jax.tree_util.tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *critic_metrics))
+      cm = host_means(critic_metrics)
       out.update({f"critic/{k}": v for k, v in cm.items()})
     return out
 
