@@ -687,6 +687,12 @@ def _technique_rows():
                                               "unspecified",
                                               "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
                                               "recipe is kl_cov_ratio=2e-3",
+                                              "at r = 1 (on-policy, or their first mini-batch) the |log r| penalty's "
+                                              "gradient differs: jnp.abs's derivative at 0 is 1, torch's abs "
+                                              "backward sign(0) = 0, so ours adds ppo_kl_coef·∇log π on each "
+                                              "selected token where theirs adds nothing (an implementation "
+                                              "difference found by the s2a sweep, reported, not changed here; "
+                                              "tests/test_fidelity_sweep_s2a.py, xfail)",
                                               "log r clamped to ±20; the code has none"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
