@@ -1069,12 +1069,24 @@ def _technique_rows():
                          "++algorithm.quantile_k=0.4 (the scripts themselves not stored); verl's DAPO recipe "
                          "(volcengine/verl@v0.7.0 recipe/dapo/dapo_ray_trainer.py:229-290 the filter_groups loop, "
                          ":320-330 compute_advantage on the kept batch; run_dapo_qwen2.5_32b.sh:25-30 "
-                         "enable_filter_groups=True, metric acc, max_num_gen_batches 10, n 16)",
+                         "enable_filter_groups=True, metric acc, max_num_gen_batches 10, n 16). Error-class sweep "
+                         "(#51, s2a; launch switches): the same script :18-21 (enable_overlong_buffer True, "
+                         "overlong_buffer_len 4096, overlong_penalty_factor 1.0) with reward_model.reward_manager dapo "
+                         "(verl/workers/reward_manager/dapo.py:116-127: min(−(L − (L_max − 4096))/4096, 0) added to "
+                         "the score, the score from math_dapo: +1 correct, −1 otherwise): the rewards the quantile "
+                         "baseline is taken over are shaped by the overlong penalty in their runs, which the record "
+                         "did not list (the QAE scripts are not stored; they launch this recipe's main_dapo with "
+                         "++algorithm.quantile_k=0.4)",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
                               ("singleton group", "0 (mode='rljax')", "r/(1+ε): verl's mean 0, std 1"),
-                              ("K = 1", "group max (mode='rljax')", "group mean")),
+                              ("K = 1", "group max (mode='rljax')", "group mean"),
+                              ("reward the quantile is over", "the step's rewards (rl.shaping="
+                               "'overlong_penalty(buffer_len=4096)' adds theirs)", "DAPO's reward manager: +1 / −1 "
+                               "(math_dapo) plus the overlong penalty min(−(L − (L_max − 4096))/4096, 0) (buffer "
+                               "4096, factor 1.0, the DAPO scripts' enable_overlong_buffer True): not binary for "
+                               "responses longer than L_max − 4096")),
                     placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
                               "step, AFTER DAPO's dynamic-sampling filter (filter_groups: groups whose acc has std 0 "
                               "dropped, generation repeated until train_batch_size prompts are kept, at most 10 "
@@ -1092,7 +1104,11 @@ def _technique_rows():
                         "resample; the qae stage alone keeps them at A = 0 (rl.filters='zero_variance(refill=True)' is "
                         "theirs)",
                         "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
-                        "B = 0)"))),
+                        "B = 0)",
+                        "their runs shape the reward with DAPO's overlong penalty before the advantage (buffer 4096, "
+                        "factor 1.0), so a long response's reward lies between −2 and 1 and the group quantile is "
+                        "taken over those values; the qae stage takes whatever rewards the step has: compose "
+                        "rl.shaping='overlong_penalty(buffer_len=4096)' for theirs"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),

@@ -741,7 +741,19 @@ def _technique_rows():
                                        "whole (#51, rG): config/entropic.yaml (target_entropy −1, "
                                        "entropy_control_p 1, entropy_control_i 0.01, loss_mode entropic) and "
                                        "run_entropic.sh whole (rollout.n 8, temperature 0.6, train_batch_size = "
-                                       "ppo_mini_batch_size = 512: one update per step, entropy_coeff 0, no KL)",
+                                       "ppo_mini_batch_size = 512: one update per step, entropy_coeff 0, no KL). "
+                                       "Error-class sweep (#51, s2a; launch switches, the data-parallel dispatch): "
+                                       "dp_actor.py@2470730c update_policy (temperature = data.meta_info"
+                                       "['temperature'], the rollout's, passed to _forward_micro_batch, which "
+                                       "divides the logits by it before the entropy and log-probs; "
+                                       "self.accumulate_entropy_error an attribute of each rank's actor, set in "
+                                       "__init__; ppo_mini_batch_size × rollout.n ÷ the data-parallel size rows "
+                                       "per rank, token-budget micro-batches with use_dynamic_bsz), fsdp_workers.py"
+                                       "@2470730c (the actor's dispatch registered per dp_rank; the mini-batch "
+                                       "normalised by the data-parallel size), run_entropic.sh (rollout.temperature "
+                                       "0.6, trainer.n_gpus_per_node 8, use_dynamic_bsz True): H, α and the "
+                                       "integral are of softmax(z/0.6) and per rank, neither of which the record "
+                                       "said",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
                                             ("target_entropy", "required", "target_entropy = 0.1 "
@@ -751,13 +763,24 @@ def _technique_rows():
                                              "[−1, 1]"),
                                             ("high_prob_thresh", "none (every token)", "0.95"),
                                             ("integral_limit", "1e6", "none"),
-                                            ("mode", "'symmetric'", "symmetric (both signs)")),
-                                  placement="theirs: inside the actor's update, on every micro-batch: H is that "
-                                            "micro-batch's entropy under the current policy, α from it and the "
-                                            "errors accumulated so far, the extra term added to that micro-batch's "
-                                            "loss; ours: a controller once per step after the update from the "
-                                            "step's reported entropy, the weights applied to the next step's loss "
-                                            "(advantage_sign_weighting)",
+                                            ("mode", "'symmetric'", "symmetric (both signs)"),
+                                            ("entropy's temperature", "none: H(softmax(z)), the sampler's "
+                                             "untempered entropy_behavior (else the update's policy/entropy, also "
+                                             "untempered); rl.temperature does not enter it",
+                                             "rollout.temperature 0.6 (run_entropic.sh): the actor divides the "
+                                             "logits by it, so H (and the ratio and the π > 0.95 mask) is of "
+                                             "softmax(z/0.6); target_entropy 0.1 is a set point on that scale"),
+                                            ("controller state", "one (the run's)", "one per data-parallel rank "
+                                             "(8 GPUs): each rank's actor accumulates its own error from its own "
+                                             "micro-batches' H, so the ranks' α differ within a step")),
+                                  placement="theirs: inside the actor's update, on every micro-batch of every "
+                                            "data-parallel rank: H is that micro-batch's entropy under the current "
+                                            "policy at the rollout temperature (logits ÷ 0.6), α from it and the "
+                                            "errors that rank accumulated so far, the extra term added to that "
+                                            "micro-batch's loss, the ranks' gradients averaged; ours: a controller "
+                                            "once per step after the update from the step's reported (untempered) "
+                                            "entropy of the whole batch, the weights applied to the next step's "
+                                            "loss (advantage_sign_weighting)",
                                   deviations=(
                                       "every token of a positive (negative) sample is scaled by w⁺ (w⁻); theirs "
                                       "adds α·token-mean(−r·|A|) over the tokens with π > 0.95 only (unclipped "
@@ -767,7 +790,15 @@ def _technique_rows():
                                       "one update per step, applied with a one-step lag; theirs per micro-batch, "
                                       "at once",
                                       "mode='positive'|'negative' and integral_limit are ours",
-                                      "the state is float32 (theirs a Python float)"))),
+                                      "the state is float32 (theirs a Python float)",
+                                      "the observed entropy is untempered (H of softmax(z)); their run samples at "
+                                      "rollout.temperature 0.6 and measures H of softmax(z/0.6), which is lower for "
+                                      "any non-uniform logits, so target_entropy 0.1 does not carry over: no "
+                                      "setting gives their H (the sampler's entropy_behavior and the update's "
+                                      "forward are untempered)",
+                                      "one controller for the whole batch; theirs one per data-parallel rank (each "
+                                      "rank's actor holds its own accumulated error and sees only its slice's "
+                                      "micro-batches)"))),
       Technique("bapo", "controller", bapo,
                 "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
                 "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe", stage=_bapo_stage,
@@ -782,7 +813,10 @@ def _technique_rows():
                          "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
                          "as transcribed in tests/test_control.py; recipe/bapo/run_bapo_example.sh:12-25, 76-128 "
                          "(target_pos_ratio 0.5, lower 0.8 → 0.95 step 0.05, upper 1.2 → 2.0 step 0.1, ppo_epochs 2, "
-                         "rollout.n 16, clip_ratio 0.2 / 0.2)",
+                         "rollout.n 16, clip_ratio 0.2 / 0.2). Error-class sweep (#51, s2a; launch switches): "
+                         "run_bapo_example.sh:16-18 (train_batch_size 256, ppo_epochs 2, ppo_mini_batch_size 64: "
+                         "4 mini-batches per epoch, 8 optimizer steps per step, the run name's 'staleness'), :41-43 "
+                         "(temperature 1, top_p 1, top_k 100): the record gave the epochs but not the mini-batches",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
                               ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml); (0.8, 0.95) (script)"),
@@ -790,6 +824,14 @@ def _technique_rows():
                               ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml); 0.05 / 0.1 (script)"),
                               ("ppo_epochs (not this controller's)", "the trainer's", "2 (script): the bounds "
                                "chosen again on each epoch's micro-batches"),
+                              ("mini-batches (not this controller's)", "rl.num_minibatches (1); "
+                               "rl.num_minibatches=4, rl.updates_per_batch=2 gives theirs", "train_batch_size 256 ÷ "
+                               "ppo_mini_batch_size 64 = 4 per epoch: 8 optimizer steps per step against π_old fixed "
+                               "before the first, so the ratio the bounds are chosen from drifts over 8 steps "
+                               "(placement='loss' sees it; placement='step' sees only the end)"),
+                              ("sampler", "rl.temperature 1.0, rl.top_k 0, rl.top_p 1.0", "temperature 1, top_p 1, "
+                               "top_k 100 (script): the trained ratio is of recomputed, untruncated log-probs in "
+                               "both, top_k only changes which tokens are drawn (rl.top_k=100 gives it)"),
                               ("eps", "1e-8", "1e-8"),
                               ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
                               ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),
@@ -831,7 +873,16 @@ def _technique_rows():
                                        "e3/worker/actor/dp_actor.py:380-406 (actor/entropy_loss is recorded only "
                                        "when entropy_coeff ≠ 0, through append_to_dict(metrics, {set}), which "
                                        "raises: set has no .items(); verl/verl/utils/py_functional.py:159); "
-                                       "scripts/train_1_5b.sh and train_7b.sh set entropy_coeff 0",
+                                       "scripts/train_1_5b.sh and train_7b.sh set entropy_coeff 0. Error-class "
+                                       "sweep (#51, s2a; the data-parallel dispatch, the sampler temperature): "
+                                       "e3/worker/fsdp_work.py:446-450 (update_actor, Dispatch.DP_COMPUTE_PROTO, "
+                                       "sets data.meta_info['temperature'] to the scheduler's current T), :552 (the "
+                                       "same for compute_log_prob), :516-517 (each rollout worker sets its vLLM "
+                                       "sampling temperature from its own scheduler), :143-146 (one "
+                                       "TemperatureScheduler per worker process) and e3/worker/actor/dp_actor.py:"
+                                       "150, 225, 274, 320 (the logits ÷ that T before the entropy and log-probs): "
+                                       "the observed entropy is of softmax(z/T) at the current T, and each rank "
+                                       "steps its own scheduler from its own slice; the record said neither",
                                   defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
                                             ("vocab_size", "None (required for rule='e3')",
                                              "the actor model's vocab_size"),
@@ -843,13 +894,22 @@ def _technique_rows():
                                             ("annealing", "none", "enable_annealing = True in the scripts: the "
                                              "target cosine-decays to 0.9× over the last 40% of max_steps = 480"),
                                             ("enable_temperature_scheduler", "on (the controller)",
-                                             "False in ppo_trainer.yaml, True in the scripts")),
-                                  placement="theirs: in the actor worker after each policy update, from that "
-                                            "update's mean policy entropy (actor/entropy_loss), the new T set on the "
-                                            "rollout's sampling params for the next generation; ours: a controller "
-                                            "once per step after the update, from the entropy the step reports "
-                                            "(the sampler's, else the update's policy/entropy), T read by the next "
-                                            "step's sampler",
+                                             "False in ppo_trainer.yaml, True in the scripts"),
+                                            ("observed entropy's temperature", "none: H(softmax(z)) (the sampler's "
+                                             "entropy_behavior and the update's policy/entropy are untempered)",
+                                             "the current T: update_actor sets meta_info['temperature'] = the "
+                                             "scheduler's T and the actor divides the logits by it, so H = "
+                                             "H(softmax(z/T)) and a change of T feeds back into H directly"),
+                                            ("scheduler state", "one T for the run", "one TemperatureScheduler per "
+                                             "worker process (8 GPUs in train_7b.sh), each stepped with its own "
+                                             "slice's entropy metric and setting its own vLLM engine's T")),
+                                  placement="theirs: in each actor worker (one per data-parallel rank) after each "
+                                            "policy update, from that rank's update's mean policy entropy "
+                                            "(actor/entropy_loss, of softmax(z/T) at the current T), the new T set on "
+                                            "that worker's rollout sampling params for the next generation; ours: a "
+                                            "controller once per step after the update, from the (untempered) "
+                                            "entropy the step reports for the whole batch (the sampler's, else the "
+                                            "update's policy/entropy), T read by the next step's sampler",
                                   deviations=(
                                       "rule 'exp' is the default (a bare temperature_control(H*) has no "
                                       "vocabulary size); rule='e3', vocab_size=V is theirs",
@@ -866,7 +926,14 @@ def _technique_rows():
                                       "actor/entropy_loss and step(None) returns (T stays rollout.temperature "
                                       "1); with entropy_coeff ≠ 0 the recording line passes a set to "
                                       "append_to_dict and raises. Ours is the rule as the paper and the "
-                                      "scheduler describe it, fed every step"))),
+                                      "scheduler describe it, fed every step",
+                                      "the observed entropy is untempered; theirs is H(softmax(z/T)) at the current "
+                                      "T (the actor's logits ÷ T), so in theirs raising T raises the measured H at "
+                                      "once, in ours only through the samples: the same rule settles at another T "
+                                      "(equal while T = 1)",
+                                      "one T for the whole run; theirs one scheduler per data-parallel worker, each "
+                                      "stepped from its own slice's entropy, so the ranks' temperatures can drift "
+                                      "apart"))),
   )
 
 

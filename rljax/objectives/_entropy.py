@@ -516,7 +516,18 @@ def _technique_rows():
                                        "exactly 1.0, agg_loss token-mean over those rows, × postive_loss_coeff, "
                                        "added to the policy loss), set to 0.1 by all four erc recipes (:106 in "
                                        "three, :110 in the 1_5B gppo one; actor.yaml:13 default 0.1). Sixth draw "
-                                       "(#51 item 4): the positive-sample NLL was not in the record",
+                                       "(#51 item 4): the positive-sample NLL was not in the record. Error-class "
+                                       "sweep (#51, s2a; launch switches, the data-parallel dispatch): "
+                                       "perf_run_dapo_ours_math_szp_ae_dapo_erc_1_05.sh (the same values in the "
+                                       "other three erc recipes) :39-46 (enable_filter_groups True, metric acc, max_num_gen_batches "
+                                       "1, train_prompt_bsz 128, gen_prompt_bsz 256, n_resp_per_prompt 8, "
+                                       "train_prompt_mini_bsz 16), :71-72 (temperature 1.0, top_p 1.0), :78 "
+                                       "(use_dynamic_bsz True), :33 (enable_overlong_buffer False); dp_actor.py:"
+                                       "416-418 (mini-batches; on_policy only with one), :425 (token-budget "
+                                       "micro-batches), :451-454 and :565-569 (each micro-batch's token-mean × its "
+                                       "rows / the GPU's mini-batch rows), fsdp_workers.py:843-845 (update_actor "
+                                       "dispatched per data-parallel rank): 8 optimizer steps per step, H = H_old "
+                                       "(ρ = 1, nothing masked) on the first; the record gave neither",
                                   defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
                                             ("eps (δ)", "1e-8", "1e-8"),
                                             ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
@@ -525,11 +536,29 @@ def _technique_rows():
                                              "10; TIS off (tis_imp_ratio_cap -1)"),
                                             ("positive-sample NLL", "not in this term",
                                              "postive_loss_coeff 0.1 (every erc recipe): 0.1 × the token-mean of "
-                                             "−log π over the rows with reward exactly 1.0, added to the loss")),
+                                             "−log π over the rows with reward exactly 1.0, added to the loss"),
+                                            ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch "
+                                             "(the recipe's); rl.num_minibatches=8, rl.updates_per_batch=1 gives "
+                                             "theirs", "train_prompt_bsz 128 ÷ train_prompt_mini_bsz 16 = 8 "
+                                             "optimizer steps, ppo_epochs 1; H_old fixed before the first, so ρ = 1 "
+                                             "(no token detached) on the first mini-batch and the mask acts from "
+                                             "the second"),
+                                            ("aggregation (the wrapped term's)", "chain's: the update batch's token "
+                                             "count on every micro-batch", "loss_agg_mode token-mean per "
+                                             "token-budget micro-batch (use_dynamic_bsz) × its rows / the GPU's "
+                                             "mini-batch rows, the GPUs' gradients averaged"),
+                                            ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 "
+                                             "(H, log π untempered)", "1.0 / 1.0: equal"),
+                                            ("group filter (not this term's)", "compose zero_variance",
+                                             "enable_filter_groups True (acc), gen_prompt_bsz 256 for 128 kept "
+                                             "prompts, max_num_gen_batches 1")),
                                   placement="theirs: inside the actor's loss on each micro-batch, H from that "
                                             "forward, H_old the entropies stored with the old log-probs before the "
-                                            "update; ours: a wrapper of the term on each micro-batch, H = "
-                                            "out.entropy, H_old = batch.entropy_old",
+                                            "update; each data-parallel rank trains its slice (update_actor's "
+                                            "dispatch), 8 mini-batches per step, each a token-mean per token-budget "
+                                            "micro-batch weighted by its row share; ours: a wrapper of the term on "
+                                            "each micro-batch, H = out.entropy, H_old = batch.entropy_old, the "
+                                            "chain's denominator over the whole update batch",
                                   deviations=("wraps any term; the code has two ERC losses: grpo_erc (dual-clip "
                                               "PPO: erc(ppo_clip(0.2, 0.28, dual_clip=10.0)) is its recipe's loss) "
                                               "and gppo_erc (GPPO's gradient-preserving clip, whose clipped tokens "
@@ -540,7 +569,16 @@ def _technique_rows():
                                               "is exactly 1.0 (postive_loss_coeff, dp_actor.py:510-518, 549-550; "
                                               "not masked by ERC) to the loss; not part of erc and not built: "
                                               "sft_nll in a chain weighs every row and shares the chain's "
-                                              "denominator"))),
+                                              "denominator",
+                                              "their recipes train each step as 8 mini-batches (128 ÷ 16 prompts) "
+                                              "against H_old and π_old computed before the first: on the first ρ = "
+                                              "1 and ERC masks nothing; rl.num_minibatches=8 with "
+                                              "rl.updates_per_batch=1 is theirs (rljax's default 2 epochs of one "
+                                              "mini-batch masks on the second epoch only)",
+                                              "their token-mean is per token-budget micro-batch (use_dynamic_bsz) "
+                                              "weighted by its row share of the GPU's mini-batch; ours one "
+                                              "denominator for the whole update batch: equal when every "
+                                              "micro-batch's mean token count per row is the same"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",
@@ -553,29 +591,49 @@ def _technique_rows():
                                        "core_algos.py:469-515 compute_policy_loss_clip_cov, verl/workers/actor/"
                                        "dp_actor.py:402-415, recipe/dapo/7b_clip_cov.sh and 32b_clip_cov.sh "
                                        "(clip_ratio_low/high 1, clip_cov_ratio 2e-4, lb 1.0, ub 5.0, token-mean), "
-                                       "verl/trainer/config/ppo_trainer.yaml:53-55",
+                                       "verl/trainer/config/ppo_trainer.yaml:53-55. Error-class sweep (#51, s2a; "
+                                       "launch switches, the data-parallel dispatch): 7b_clip_cov.sh:34-37 "
+                                       "(train_prompt_bsz 256, train_prompt_mini_bsz 32, n_resp_per_prompt 8), "
+                                       ":53-54 (temperature 1.0, top_p 1.0), :60 (use_dynamic_bsz True), :25 "
+                                       "(overlong buffer off); verl/workers/fsdp_workers.py:562-563 (update_actor "
+                                       "Dispatch.DP_COMPUTE_PROTO: each rank its slice), :128-129 (the mini-batch "
+                                       "÷ the data-parallel size), dp_actor.py:338 (8 mini-batches), :351 "
+                                       "(token-budget micro-batches), :451 (× rows / mini-batch rows): cov, N and "
+                                       "the draw are per GPU per token-budget micro-batch, which the record's "
+                                       "'per micro-batch' did not say",
                                   defaults=(("eps_low / eps_high", "0.2 / 0.2", "recipes: 1 / 1 (config 0.2)"),
                                             ("clip_cov_ratio", "2e-4", "2e-4"), ("clip_cov_lb", "1.0", "1.0"),
                                             ("clip_cov_ub", "5.0", "5.0"),
                                             ("selection among candidates", "the k largest cov (key=: uniform)",
                                              "torch.randperm (uniform, global RNG)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean per GPU per "
+                                             "token-budget micro-batch × its rows / the GPU's mini-batch rows"),
+                                            ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch",
+                                             "train_prompt_bsz 256 ÷ train_prompt_mini_bsz 32 = 8 optimizer steps "
+                                             "(ppo_epochs 1): r = 1 on the first, so no token is clipped there"),
+                                            ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 "
+                                             "(untempered)", "1.0 / 1.0: equal"),
                                             ("zero-variance filter (not this term's)", "compose zero_variance",
                                              "recipe/dapo/*_cov.sh: enable_filter_groups True (metric acc, "
                                              "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo")),
                                   placement="theirs: inside the actor's loss on each micro-batch: cov, N and the "
-                                            "draw over that micro-batch's valid tokens; ours: the selection is a "
-                                            "batch statistic (cov means, N and the choice over the whole update "
-                                            "batch) applied on every micro-batch; called without statistics it "
-                                            "is per call",
+                                            "draw over that micro-batch's valid tokens, on each data-parallel rank "
+                                            "separately (update_actor is dispatched per rank; with use_dynamic_bsz "
+                                            "the micro-batches are cut by a token budget), 8 mini-batches per "
+                                            "step; ours: the selection is a batch statistic (cov means, N and the "
+                                            "choice over the whole update batch, every device's rows) applied on "
+                                            "every micro-batch; called without statistics it is per call",
                                   deviations=("eps defaults 0.2/0.2 (verl's config); the authors' recipes use "
                                               "clip_ratio 1/1: clip_cov(1.0, 1.0)",
                                               "deterministic by default: the k candidates of largest cov; the "
                                               "code draws k uniformly (key= does, with JAX's RNG); equal when the "
                                               "candidates are at most k",
-                                              "selection over the whole batch, not per micro-batch (equal with one "
-                                              "micro-batch per update)",
+                                              "selection over the whole batch, not per micro-batch and per "
+                                              "data-parallel rank (equal with one rank and one micro-batch per "
+                                              "update; their recipes run 8 mini-batches per step, each cut into "
+                                              "token-budget micro-batches on every GPU, so k = int(ratio·N) is "
+                                              "taken per GPU micro-batch, each at least 1)",
                                               "k = max(⌊ratio·N·(1 + 1e-6)⌋, 1) (a nudge against float error); the "
                                               "code's int(ratio·N)",
                                               "log r clamped to ±20; the code has none"))),
@@ -590,27 +648,51 @@ def _technique_rows():
                                        "core_algos.py:426-467 compute_policy_loss_kl_cov (k_percent is a percent: "
                                        "max(1, int(N·k/100)) tokens by torch.topk of cov), verl/workers/actor/"
                                        "dp_actor.py:417-426, recipe/dapo/32b_kl_cov.sh (k_percent 0.02, "
-                                       "ppo_kl_coef 1) and 7b_kl_cov.sh (k_percent 0.2), ppo_trainer.yaml:51-52",
+                                       "ppo_kl_coef 1) and 7b_kl_cov.sh (k_percent 0.2), ppo_trainer.yaml:51-52. "
+                                       "Error-class sweep (#51, s2a; launch switches, the data-parallel dispatch): "
+                                       "7b_kl_cov.sh:31-34 (train_prompt_bsz 256, train_prompt_mini_bsz 32, "
+                                       "n_resp_per_prompt 8), :50-51 (temperature 1.0, top_p 1.0), :57 "
+                                       "(use_dynamic_bsz True); verl/workers/fsdp_workers.py:562-563 (update_actor "
+                                       "Dispatch.DP_COMPUTE_PROTO), dp_actor.py:338, :351, :451: the top-k is per "
+                                       "GPU per token-budget micro-batch, and with 8 mini-batches per step "
+                                       "|log r| = 0 on the first (no penalty, no gradient from it there)",
                                   defaults=(("kl_cov_ratio", "2e-4", "k_percent 0.02 % = 2e-4 (32b recipe); 0.2 % "
                                              "= 2e-3 (7b recipe, config default)"),
                                             ("ppo_kl_coef", "1.0", "1"),
                                             ("PPO clip", "none", "none (clip_ratio unused by kl_cov)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("aggregation", "chain's (token_mean)", "token-mean per GPU per "
+                                             "token-budget micro-batch × its rows / the GPU's mini-batch rows"),
+                                            ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch",
+                                             "train_prompt_bsz 256 ÷ train_prompt_mini_bsz 32 = 8 optimizer steps "
+                                             "(ppo_epochs 1): log r = 0 on the first, so the |log r| penalty acts "
+                                             "from the second"),
+                                            ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 "
+                                             "(untempered)", "1.0 / 1.0: equal"),
                                             ("zero-variance filter (not this term's)", "compose zero_variance",
                                              "recipe/dapo/*_cov.sh: enable_filter_groups True (metric acc, "
                                              "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo")),
                                   placement="theirs: inside the actor's loss on each micro-batch: cov means, N "
-                                            "and the top-k over that micro-batch's valid tokens; ours: the "
-                                            "selection is a batch statistic (over the whole update batch) "
-                                            "applied on every micro-batch; called without statistics it is per "
-                                            "call",
-                                  deviations=("selection over the whole batch, not per micro-batch (equal with one "
-                                              "micro-batch per update)",
+                                            "and the top-k over that micro-batch's valid tokens, on each "
+                                            "data-parallel rank separately (update_actor is dispatched per rank; "
+                                            "token-budget micro-batches), 8 mini-batches per step; ours: the "
+                                            "selection is a batch statistic (over the whole update batch, every "
+                                            "device's rows) applied on every micro-batch; called without "
+                                            "statistics it is per call",
+                                  deviations=("selection over the whole batch, not per micro-batch and per "
+                                              "data-parallel rank (equal with one rank and one micro-batch per "
+                                              "update; their recipes cut each of 8 mini-batches per step into "
+                                              "token-budget micro-batches on every GPU, the top-k taken in each)",
                                               "ties in cov go to the lower flat index; torch.topk's order is "
                                               "unspecified",
                                               "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
                                               "recipe is kl_cov_ratio=2e-3",
+                                              "at r = 1 (on-policy, or their first mini-batch) the |log r| penalty's "
+                                              "gradient differs: jnp.abs's derivative at 0 is 1, torch's abs "
+                                              "backward sign(0) = 0, so ours adds ppo_kl_coef·∇log π on each "
+                                              "selected token where theirs adds nothing (an implementation "
+                                              "difference found by the s2a sweep, reported, not changed here; "
+                                              "tests/test_fidelity_sweep_s2a.py, xfail)",
                                               "log r clamped to ±20; the code has none"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",

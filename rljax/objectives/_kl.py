@@ -508,7 +508,17 @@ def _technique_rows():
                                        "algorithm.kl_ctrl.kl_coef) and :205-211, core_algos.py "
                                        "compute_rpg_outcome_advantage (r − mean_g, no std); every recipe/rpg/7b "
                                        "script's settings (the *_rf_clip_ppo_* scripts: use_kl_in_reward True, "
-                                       "kl_coef 0.0; run_rpg_7b_schedulefree.sh: no KL)",
+                                       "kl_coef 0.0; run_rpg_7b_schedulefree.sh: no KL). Error-class sweep (#51, "
+                                       "s2a; launch switches, the data-parallel dispatch): run_rpg_7b_rkl1e-4.sh:"
+                                       "33-36 (train_prompt_bsz 512, train_prompt_mini_bsz 32, n_resp_per_prompt "
+                                       "16), :53-54 (temperature 1.0, top_p 1.0), :58 (use_dynamic_bsz True); "
+                                       "verl/workers/fsdp_workers.py:466-467 (update_actor Dispatch."
+                                       "DP_COMPUTE_PROTO), dp_actor.py:281 (16 mini-batches), :294 (token-budget "
+                                       "micro-batches), :370 (× rows / mini-batch rows): with the reference = the "
+                                       "step's old policy, w = 1 on the first mini-batch (the KL value 0, its "
+                                       "gradient per token ∇log π, zero only in expectation) and w moves from the "
+                                       "second; the record gave neither "
+                                       "the mini-batch count nor the per-micro-batch token-mean",
                                   defaults=(("beta", "1e-4", "kl_loss_coef 1e-4 (the use_kl_loss scripts); the rf "
                                              "scripts' reward coefficient algorithm.kl_ctrl.kl_coef: 1e-4 in "
                                              "run_rpg_7b_rkl1e-4_rf.sh, 0.0 in every *_rf_clip_ppo_* script (no KL "
@@ -525,7 +535,16 @@ def _technique_rows():
                                              "rpg_fkl (−log w) and rpg_rf_fkl (−1): unclamped"),
                                             ("advantage (not this term's)", "the recipe's advantage stage",
                                              "adv_estimator rpg: r − mean_g, no std (a singleton keeps r)"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean"),
+                                            ("aggregation", "chain's (token_mean): the update batch's token count",
+                                             "token-mean per GPU per token-budget micro-batch (use_dynamic_bsz) × "
+                                             "its rows / the GPU's mini-batch rows, the GPUs' gradients averaged"),
+                                            ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch; "
+                                             "rl.num_minibatches=16, rl.updates_per_batch=1 gives theirs",
+                                             "train_prompt_bsz 512 ÷ train_prompt_mini_bsz 32 = 16 optimizer steps "
+                                             "(ppo_epochs 1), the reference (= old log-probs) fixed before the "
+                                             "first"),
+                                            ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 "
+                                             "(untempered)", "1.0 / 1.0: equal"),
                                             ("reference", "batch.logp_ref (the reference model's)",
                                              "use_iterative_ref_model True (the scripts; rpg_trainer.yaml False): "
                                              "the reference is the step's old policy, ref_log_prob = "
@@ -561,7 +580,15 @@ def _technique_rows():
                                               "the rpg advantage, ppo_clip(...) alone, no KL",
                                               "kl_penalty's rpg_js (0.5·(w log w + log w)) and rpg_ujs (0.5·(w log "
                                               "w − log w), not its comment's formula) are not built; no script "
-                                              "selects them"))),
+                                              "selects them",
+                                              "their scripts train each step as 16 mini-batches (512 ÷ 32 prompts) "
+                                              "against the step's old log-probs as the reference: w = 1 and the KL "
+                                              "value is 0 on the first, w ≠ 1 from the second on; "
+                                              "rl.num_minibatches=16 with logp_ref = logp_old is theirs",
+                                              "their token-mean is per token-budget micro-batch on each GPU "
+                                              "(weighted by its row share); ours one denominator for the whole "
+                                              "update batch: equal when every micro-batch's mean token count per "
+                                              "row is the same"))),
   )
 
 

@@ -850,13 +850,23 @@ def _technique_rows():
                      "process per micro-step). Eighth draw (#51 item 4): the per-micro-step alpha was not in the "
                      "record. Read-whole pass (#51 rI): the verl 0.9.1 PyPI wheel verl/trainer/ppo/core_algos.py "
                      "compute_policy_loss_gpg (−log π·A, × rollout_is_weights when given, agg_loss with "
-                     "global_batch_info) and compute_gpg_outcome_advantage (adv_estimator gpg)",
+                     "global_batch_info) and compute_gpg_outcome_advantage (adv_estimator gpg). Error-class sweep "
+                     "(#51, s2a; the data-parallel dispatch): gpg_trainer.py:303 (the token mean's denominator is "
+                     "the process's own micro-batch, completion_mask.sum() of its 8 rows), the HF Trainer's 1/"
+                     "gradient_accumulation_steps per micro-step and DDP's mean over the processes: the record "
+                     "called it a token mean without saying whose; recipe :56-57 (temperature 1.0, top_p 1.0: "
+                     "the log-probs are untempered, as ours)",
                 defaults=(("alpha (adjust_gd)", "'none'", "on (train.sh --adjust_gd; GPGConfig default False)"),
                           ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
                            "none: train.sh --scale_rewards False (r − mean_g, dr_grpo's form); with scale_rewards "
                            "(TRL's default, the recipes without train.sh) ÷ (std_g + 1e-4)"),
                           ("beta (KL)", "not in this term", "0.0 (recipe)"),
-                          ("aggregation", "chain's (token_mean)", "token mean over the micro-batch"),
+                          ("aggregation", "chain's (token_mean): Σ l·m over the update batch ÷ its token count",
+                           "token mean over each process's own micro-batch (8 rows), × 1/gradient_accumulation_steps "
+                           "(4) per micro-step, the processes' gradients averaged (DDP): a mean of per-process, "
+                           "per-micro-step token means"),
+                          ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 (log-probs untempered)",
+                           "temperature 1.0, top_p 1.0 (recipe): equal"),
                           ("min_inverse_alpha resampling", "not implemented",
                            "0.5 (train.sh, GPGConfig): resample until the valid share ≥ it"),
                           ("groups per alpha", "every group of the update batch",
@@ -877,6 +887,11 @@ def _technique_rows():
                     "one factor per update batch; theirs one per gradient-accumulation micro-step (4 in train.sh), "
                     "each over that micro-step's groups: Σ_k L_k/α_k where ours gives (Σ_k L_k)·G/G_valid; equal "
                     "when every micro-step has the same valid share (or with one micro-step per update)",
+                    "the token mean's denominator: ours the update batch's token count (one denominator for all "
+                    "micro-batches and devices); theirs each process's micro-batch token count (gpg_trainer.py:303), "
+                    "each micro-step's loss × 1/gradient_accumulation_steps and the processes' gradients averaged, "
+                    "so a row weighs 1/(P·K·n_pk) with n_pk its micro-batch's token count: equal when every "
+                    "process's micro-batch holds the same number of loss tokens",
                     "their extra sampling rounds until min_inverse_alpha is met are not implemented (a filter's "
                     "job: zero_variance with resampling)",
                     "their weighted_sample sampler (sample_strategy uniform / hard / soft / medium, prompts "
@@ -959,13 +974,33 @@ def _technique_rows():
                      "train_batch_size_per_device 1, beta 0, num_ppo_epochs 1, N_SAMPLE 8, --critic_type grpo: "
                      "compute_monte_carlo_advantages :405-421); the variants at :702-800 (gmpo_noclip, "
                      "gmpo_seqclip, gmpo_without_norm, grpo_clip_wider; scripts/ablation/) and "
-                     "train_zero_math_hmpo.py:675-702 (hmpo, scripts/qwen2.5-math-7b-hmpo.sh)",
+                     "train_zero_math_hmpo.py:675-702 (hmpo, scripts/qwen2.5-math-7b-hmpo.sh). Error-class sweep "
+                     "(#51, s2a; launch switches, the data-parallel dispatch): scripts/qwen2.5-math-7b-gmpo.sh:17-18, "
+                     "55-63 (8 GPUs, 8 samples, temperature 1, top_p 1, train_batch_size 128, "
+                     "train_batch_size_per_device 1, rollout_batch_size 128 prompts, pi_buffer_maxlen_per_device "
+                     "128), train_zero_math_gmpo.py:620 (the learner walks the device's whole buffer, one sequence "
+                     "per micro-step), :851, :860 (backward, then the strategy's optimizer step, which steps every "
+                     "grad_acc_step micro-steps), :667 (logits ÷ temperature 1); oat-llm (the pinned 0.1.3.post1; "
+                     "read at sail-sg/oat@v0.1.3.post2, 78d6f95a) oat/utils/deepspeed.py:227-229 (grad_acc_step = "
+                     "train_batch_size // train_batch_size_per_device // world_size = 16) and "
+                     "oat/algorithms/ppo.py:218-234 (learn: one learning_step on the whole buffer): a rollout of "
+                     "1024 responses is trained as 8 optimizer steps of 128 sequences against log-probs fixed "
+                     "before the first; the record did not say so",
                 defaults=(("eps_low", "0.4", "cliprange 0.4 (log space)"),
                           ("eps_high", "0.4", "cliprange 0.4 (log space)"),
                           ("advantage per sequence", "mean_t A over the loss tokens", "the scalar A of the row"),
                           ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none"),
                           ("aggregation", "chain's (token_mean; paper: seq_mean_token_mean)",
-                           "one sequence per micro-batch: the loss −A·ρ of that sequence"),
+                           "one sequence per micro-batch: the loss −A·ρ of that sequence; DeepSpeed scales each "
+                           "micro-step by 1/grad_acc_step (16) and averages the 8 ranks: the plain mean of −A·ρ over "
+                           "an optimizer step's 128 sequences (seq_mean_token_mean gives it)"),
+                          ("optimizer steps per rollout batch", "rl.num_minibatches × rl.updates_per_batch (the "
+                           "recipe's); rl.num_minibatches=8, rl.updates_per_batch=1 gives theirs",
+                           "8: rollout_batch_size 128 prompts × 8 samples = 1024 responses (128 per GPU), "
+                           "train_batch_size 128 → 8 optimizer steps, num_ppo_epochs 1; log π_old fixed before the "
+                           "first, so ρ ≠ 1 and the clip acts from the second"),
+                          ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 (log-probs untempered)",
+                           "temperature 1, top_p 1 (script; the learner divides the logits by 1): equal"),
                           ("advantage (not this term's)", "the recipe's advantage stage",
                            "--critic_type grpo: (r − mean_g)/(std_g + 1e-8), unbiased std, 8 samples; "
                            "grpo(eps=1e-8) gives it"),
@@ -976,8 +1011,12 @@ def _technique_rows():
                            "scripts/ablation/qwen2.5-math-7b-gmpo-clip0.8.sh: CLIPRANGE 0.8")),
                 placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
                           "1), log π_old recomputed by the learner before the update; the mean runs over that "
-                          "micro-batch's response tokens; ours: a loss term, ρ per row over its loss tokens, on each "
-                          "micro-batch",
+                          "micro-batch's response tokens; each GPU walks its 128 buffered responses one per "
+                          "micro-step, an optimizer step every 16 micro-steps (128 sequences over 8 GPUs), so one "
+                          "rollout is 8 optimizer steps, all against the log π_old computed before the first; ours: "
+                          "a loss term, ρ per row over its loss tokens, on each micro-batch; optimizer steps per "
+                          "batch = rl.num_minibatches × rl.updates_per_batch, log π_old = the proximal forward before "
+                          "the first",
                 deviations=("ρ is computed per row; the code's masked mean runs over the whole micro-batch, "
                             "which is one row in its scripts (equal there)",
                             "A is averaged over the row's tokens (per-token advantages allowed); the code's A is "
@@ -988,7 +1027,14 @@ def _technique_rows():
                             "their ablation variants are not built: gmpo_noclip (cliprange 1000), gmpo_seqclip (the "
                             "clip on the sequence's summed log ratio), gmpo_without_norm (exp of the sum, not the "
                             "mean), grpo_clip_wider, and HMPO (train_zero_math_hmpo.py: the harmonic mean of the "
-                            "clipped token ratios)"))),
+                            "clipped token ratios)",
+                            "their script trains each rollout batch (1024 responses) as 8 optimizer steps of 128 "
+                            "sequences (train_batch_size 128 < 128 prompts × 8 samples), all against log π_old "
+                            "computed before the first: rl.num_minibatches=8 with rl.updates_per_batch=1 is theirs; "
+                            "the trainer's defaults (one mini-batch, rl.updates_per_batch 2) are not",
+                            "their per-step weighting is the mean over sequences (one per micro-step, DeepSpeed's "
+                            "1/grad_acc_step and the ranks' mean); the default token_mean weighs a row by its token "
+                            "count: chain(aggregate=seq_mean_token_mean) is theirs"))),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -1002,7 +1048,18 @@ def _technique_rows():
                      "to [0, rec_num], PPO clip, loss_type aggregation) and train_rank_grpo.py:117-170 "
                      "(epsilon 0.06, epsilon_high 0.08, beta = kl_beta 1e-3, num_iterations = mu 1, rec_num 20); "
                      "README.MD:27 (trl[vllm]==0.21.0) and huggingface/trl@v0.21.0 grpo_config.py (loss_type "
-                     "'bnpo')",
+                     "'bnpo'). Error-class sweep (#51, s2a; launch switches, the data-parallel dispatch, the "
+                     "caller): rank_grpo_trainer.py:783-787 (end_of_list_reward 0.1, extra_token_penalty −0.1, "
+                     "early_stop_penalty −0.1, apply_extra_length_shaping: getattr(args, …, True), and TRL 0.21.0's "
+                     "GRPOConfig has none of these fields, so the shaping is on) and :1826-1851 (the shaping added "
+                     "to the token advantages after the group normalisation; the loss mask keeps the overflow "
+                     "tokens and the EOS token); the record said 'the optional length shaping off'. "
+                     "INSTALL.SH (copies libs/trl into the installed trl, so train_rank_grpo.py's "
+                     "'from trl import GRPOConfig, RankGRPOTrainer' gets TRL's own GRPOConfig); README.MD:101-128 "
+                     "(the documented run launches grpo_test_qwen25_0.5b_with_kl.py with "
+                     "configs/sft_test_qwen25_0.5b.yaml, neither in the repository; train_rank_grpo.py and "
+                     "configs/qwen25_0.5b_grpo.yaml, 4 processes, are what is stored), per_device_train_batch_size "
+                     "16, gradient_accumulation_steps 6, num_generations 8, temperature not set (TRL's 1.0)",
                 defaults=(("eps_low", "0.06", "epsilon 0.06"), ("eps_high", "0.08", "epsilon_high 0.08"),
                           ("segments", "ids < max_segments (default T)", "items 0..rec_num−1 (rec_num 20) + one "
                            "overflow bin"),
@@ -1010,13 +1067,23 @@ def _technique_rows():
                            "k3 per token"),
                           ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
                           ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type, not set by the "
-                           "script: 'bnpo' (trl 0.21.0, README.MD:27), the micro-batch's token mean"),
+                           "script: 'bnpo' (trl 0.21.0, README.MD:27), each process's micro-batch token mean (16 "
+                           "rows), 6 accumulation steps, the 4 processes' gradients averaged"),
                           ("advantage (not this term's)", "the recipe's advantage stage (segment(eps=1e-4) gives "
                            "per-segment GRPO advantages)", "per item: item k's reward normalized over the prompt's "
                            "num_generations 8 completions at rank k, (r_k − mean)/(std + 1e-4) (scale_rewards, "
                            "unbiased std), broadcast to item k's tokens (a newline belongs to the item before it), "
-                           "0 on the overflow tokens and on EOS (rank_grpo_trainer.py:497-565, 1781-1851; the "
-                           "optional length shaping off)")),
+                           "0 on the overflow tokens and on EOS (rank_grpo_trainer.py:497-565, 1781-1829), then the "
+                           "length shaping"),
+                          ("length shaping (not this term's)", "none",
+                           "on (apply_extra_length_shaping defaults to True, no config field sets it; "
+                           "rank_grpo_trainer.py:783-787, 1831-1848): −0.1 added to every token after the 20th item "
+                           "(extra_token_penalty), +0.1 to the EOS token of a response with exactly 20 items, no "
+                           "overflow and an EOS (end_of_list_reward), −0.1 to the EOS token of one that ends with "
+                           "fewer than 20 items (early_stop_penalty); added to the advantages, after the "
+                           "normalisation"),
+                          ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 (log-probs untempered)",
+                           "TRL's defaults 1.0 / 1.0 (not set by the script): equal")),
                 placement="theirs: TRL's _compute_loss on each micro-batch, log π_old = the detached current "
                           "log-probs (mu = 1: on-policy) or the generation step's; ours: a loss term on each "
                           "micro-batch, log π_old = logp_old (else logp_behavior), segment ids from the batch",
@@ -1024,9 +1091,18 @@ def _technique_rows():
                             "tokens their own id",
                             "log r clamped to ±20 and log ρ at 10; the code has none",
                             "the KL term (beta 1e-3 in the script) is a separate kl_penalty term",
-                            "their loss_type 'bnpo' (trl 0.21.0's default) divides each micro-batch by its own "
-                            "token count (rank_grpo_trainer.py:2083-2084); chain's token_mean by the whole "
-                            "batch's: equal with one micro-batch per update"))),
+                            "their loss_type 'bnpo' (trl 0.21.0's default) divides each process's micro-batch by "
+                            "its own token count (rank_grpo_trainer.py:2083-2084), then the accumulation steps and "
+                            "the processes are averaged; chain's token_mean divides by the whole batch's: equal "
+                            "with one process and one micro-batch per update (their config runs 4 processes × 6 "
+                            "accumulation steps), else whenever every micro-batch holds the same number of loss "
+                            "tokens",
+                            "their length shaping (on by default: −0.1 on each token after the 20th item, ±0.1 on "
+                            "the EOS token of a 20-item / shorter list, added to the normalised advantages) is not "
+                            "built: no advantage stage adds per-token terms after the normalisation (a shaping "
+                            "before it would be normalised with the reward)",
+                            "the documented run (README.MD:101-128) launches grpo_test_qwen25_0.5b_with_kl.py, which "
+                            "the repository does not hold; the record follows the stored train_rank_grpo.py"))),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
@@ -1137,17 +1213,40 @@ def _technique_rows():
                      "coef_2 = (1 − smoothing_alpha)·coef_1 + smoothing_alpha; −coef_2·A), grpoconfig.patch "
                      "(against trl-0.25.1: smoothing_alpha 0.1, trust_region_method 'clip'), maths_finetuning.py:"
                      "160-215 (pspo runs: epsilon 0, loss_type 'dapo', num_iterations 2, beta 0); requirements.txt "
-                     "pins trl==0.21.0",
+                     "pins trl==0.21.0. Error-class sweep (#51, s2a; launch switches): maths_finetuning.py:201-207 "
+                     "(num_generations 4, per_device_train_batch_size 4, gradient_accumulation_steps 16, "
+                     "temperature 0.8, top_p 0.9; no use_vllm: TRL's own generate), :32-34 with "
+                     "maths_rewards.py:72-96 (the reward: 1 correct / 0, +0.05 for the '#### <answer>' format, "
+                     "−0.2 when no number is found, clipped to [0, 1]); TRL's GRPOTrainer divides the logits by "
+                     "args.temperature before the log-softmax of every log-prob it trains on, old and new (the "
+                     "TRL 1.9.0 PyPI wheel grpo_trainer.py:1517-1519; the patches' base 0.25.1 is not stored "
+                     "here): the record listed neither setting",
                 defaults=(("alpha", "0.1", "smoothing_alpha 0.1"),
                           ("clip_eps", "None (no clip)", "none in the pspo branch (epsilon 0.0 unused)"),
                           ("log-ratio clamp", "±20", "none (TRL's log ratio)"),
-                          ("aggregation", "chain's (token_mean)", "loss_type 'dapo' (token sum / global count)")),
+                          ("aggregation", "chain's (token_mean)", "loss_type 'dapo' (token sum / global count)"),
+                          ("temperature in the ratio", "none: logp and logp_old are untempered (log softmax(z); "
+                           "rl.temperature only changes the sampler)", "temperature 0.8 (maths_finetuning.py:206): "
+                           "coef_1 = exp(log softmax(z_θ/0.8)[y] − log softmax(z_old/0.8)[y])"),
+                          ("top_p", "rl.top_p (sampler only; the trained log-probs are untruncated)",
+                           "0.9 (:207), in TRL's generate only; the trained log-probs are untruncated, as ours"),
+                          ("reward (not this term's)", "the task's verifier",
+                           "gsm8k_numeric_reward: 1 / 0, +0.05 format, −0.2 without a number, clipped to [0, 1]; "
+                           "num_generations 4")),
                 placement="theirs: TRL GRPOTrainer._compute_loss on each micro-batch, coef_1 against the "
-                          "generation step's old log-probs (num_iterations 2: two passes over each batch); ours: a "
-                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                          "generation step's old log-probs (num_iterations 2: two passes over each batch), both "
+                          "log-probs of the temperature-scaled distribution softmax(z/0.8); ours: a loss term on each "
+                          "micro-batch, log π_old = logp_old (else logp_behavior), both untempered",
                 deviations=("clip_eps (a PPO clip on the smoothed ratio) is our option, off by default (the "
                             "authors' form)",
-                            "log r clamped to ±20; TRL's has none"))),
+                            "log r clamped to ±20; TRL's has none",
+                            "the ratio is of untempered probabilities; their runs sample at temperature 0.8 and TRL "
+                            "trains on the log-probs of softmax(z/0.8), so coef_1 = π_θ,T/π_old,T differs from "
+                            "ours at any token where the two logit vectors differ by more than a constant (equal at "
+                            "T = 1); no setting gives theirs: the trainer's forward is untempered (objective_loss "
+                            "temperature=1.0), rl.temperature=0.8 changes only the sampling",
+                            "their gsm8k reward shaping (+0.05 format, −0.2 no number, clipped to [0, 1]) belongs to "
+                            "the task's reward, not to this term"))),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
        loss_term_factory(decoupled_ppo, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -1162,7 +1261,19 @@ def _technique_rows():
                      "None), :1396-1410 (eps_clip 0.2, eps_clip_higher None, c_clip None), :1485-1500 "
                      "(use_decoupled_loss False, rejection_sampling None); examples/math/gsm8k_grpo.yaml:64-79 "
                      "and boba_grpo.yaml (the launch configs: eps_clip 0.4, recompute_logprob and "
-                     "use_decoupled_loss true, rejection_sampling metric ratio upper 5.0)",
+                     "use_decoupled_loss true, rejection_sampling metric ratio upper 5.0). Error-class sweep "
+                     "(#51, s2a; launch switches, the data-parallel dispatch): gsm8k_grpo.yaml:28 "
+                     "(rollout.max_head_offpolicyness 2; boba_grpo.yaml:28, 4; cli_args.py:2039-2045 default 0), "
+                     ":36, 40 (n_samples 4, temperature 1.0; boba 16, 1.0), :65-81 (actor.temperature = "
+                     "gconfig.temperature, reward_scaling 10, reward_bias −0.5, ppo_n_minibatches 1 (boba 4), "
+                     "reward_norm group / group, adv_norm batch / batch); areal/trainer/ppo/actor.py:145-175 "
+                     "((r + bias)·scaling, clipped to ±reward_clip 20, cli_args.py:1420-1426, then the group "
+                     "reward norm), :363 and areal/engine/core/train_engine.py:30-66 (the loss weight: the "
+                     "loss-mask token count summed over the micro-batches and all-reduced over the data-parallel "
+                     "group), areal/utils/data.py:1395-1420, 1500-1526 (batch-level normalisation all-reduced); "
+                     "areal/infra/controller/train_controller.py:471-597 (compute_advantages and ppo_update "
+                     "dispatched as data-parallel slices): the staleness and the mini-batch count were not in "
+                     "the record",
                 defaults=(("eps_low", "0.2", "eps_clip 0.2 (cli_args); 0.4 in the math example configs"),
                           ("eps_high", "eps_low", "eps_clip_higher None → "
                            "eps_clip"),
@@ -1171,11 +1282,27 @@ def _technique_rows():
                            "set in the example configs)"),
                           ("behavior_cap, cap_mode", "None, 'mask'", "rejection_sampling upper 5.0, action "
                            "'mask' when configured (the example configs: ratio, upper 5.0)"),
-                          ("log-ratio clamp", "±20 (r and w)", "none (w's non-finite log ratios set to 0)")),
-                placement="theirs: the actor's loss on each micro-batch, π_prox recomputed by the trainer before "
-                          "the update, π_behave from the inference engine; masked tokens stay in the denominator "
-                          "(loss_mask_count before rejection); ours: a loss term on each micro-batch, π_prox = "
-                          "logp_old, π_behav = logp_behavior, the chain's denominator over loss_mask",
+                          ("log-ratio clamp", "±20 (r and w)", "none (w's non-finite log ratios set to 0)"),
+                          ("staleness (π_behav's lag)", "rl.async_staleness None (synchronous: π_behav = the "
+                           "sampler's copy of π_old, w = 1 up to the numerics); rl.async_staleness=2 gives theirs",
+                           "rollout.max_head_offpolicyness 2 (gsm8k_grpo.yaml), 4 (boba_grpo.yaml); cli_args "
+                           "default 0: a rollout may come from a policy up to that many versions old, which is what "
+                           "w corrects"),
+                          ("mini-batches per step", "rl.num_minibatches (1)", "ppo_n_minibatches 1 (gsm8k), 4 "
+                           "(boba): from the second, π_θ ≠ π_prox, r ≠ 1"),
+                          ("temperature in the log-probs", "none (untempered)", "actor.temperature = "
+                           "gconfig.temperature 1.0 in both configs: equal"),
+                          ("reward and advantage (not this term's)", "the recipe's reward and advantage stages",
+                           "(r − 0.5)·10 clipped to ±20, then the group mean / std (reward_norm group, group_size "
+                           "n_samples), GAE with discount 1 and λ 1 (cli_args), then the batch mean / std over the "
+                           "whole batch (adv_norm batch, all-reduced over the data-parallel group)")),
+                placement="theirs: the actor's loss on each micro-batch (micro-batches packed by token budget, "
+                          "max_tokens_per_mb 10240), π_prox recomputed by the trainer before the update, π_behave "
+                          "from the inference engine up to max_head_offpolicyness versions old; masked tokens stay "
+                          "in the denominator (loss_mask_count before rejection), the denominator the mini-batch's "
+                          "token count over all micro-batches and data-parallel ranks (all-reduced); ours: a loss "
+                          "term on each micro-batch, π_prox = logp_old, π_behav = logp_behavior, the chain's "
+                          "denominator over loss_mask of the whole update batch (the same global count)",
                 deviations=("w multiplies the loss always (the paper's objective); AReaL only with "
                             "rejection_sampling configured; its form without it (no w) is ppo_clip with "
                             "old_logp = the proximal log-probs",
@@ -1185,7 +1312,12 @@ def _technique_rows():
                             "AReaL's importance_sampling_level='sequence' (the geometric mean of the token "
                             "ratios, GSPO-style) and prox_logp_method='loglinear' (π_prox interpolated between the "
                             "behaviour and current log-probs, no forward pass) are not built "
-                            "(cli_args.py:1499-1517); ours takes π_prox from logp_old, their default 'recompute'"))),
+                            "(cli_args.py:1499-1517); ours takes π_prox from logp_old, their default 'recompute'",
+                            "their launch configs run the asynchronous trainer with max_head_offpolicyness 2 (gsm8k) "
+                            "/ 4 (boba): π_behav lags π_prox by up to that many versions, the case w exists for; "
+                            "rljax's synchronous default gives w ≈ 1 (the sampler and the trainer hold the same "
+                            "weights): rl.async_staleness=2 (or 4) is theirs; boba's ppo_n_minibatches 4 is "
+                            "rl.num_minibatches=4"))),
       ("exgrpo_policy", exgrpo_policy, "fresh: -A r (unclipped); replayed: -A w/(w+beta), w = pi_theta/pi_old "
        "(stored pi_b)", "ExGRPO arXiv:2510.02245, seed 001 L241",
        loss_term_factory(exgrpo_policy, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
@@ -1198,14 +1330,36 @@ def _technique_rows():
                      "off_ratio = r / (r + 0.1) for 'p_div_p_0.1', :197 per-token mix by prefix_mask, :215-219 "
                      "loss_remove_token_mean: Σ loss·mask / response length) and ExGRPO/exp_scripts/run_exgrpo.sh "
                      "(off_policy_reshape p_div_p_0.1, loss_remove_clip True, loss_remove_token_mean True, "
-                     "experience_ratio 0.5, experience_start_sratio 0.35, entropy_coeff 0.001)",
+                     "experience_ratio 0.5, experience_start_sratio 0.35, entropy_coeff 0.001). Error-class "
+                     "sweep (#51, s2a; launch switches, the micro-batch normaliser): run_exgrpo.sh:40, 43, 47-50 "
+                     "(train_batch_size 128, max_response_length 8192, ppo_mini_batch_size 64, "
+                     "ppo_micro_batch_size 64, use_dynamic_bsz True, ppo_max_token_len_per_gpu 32768), :60, 63 "
+                     "(temperature 1.0, n 8), :92 (algorithm.grpo_use_std False), :99 (skip_grad_bound 500); "
+                     "mix_fsdp_worker.py:88-91 (the mini-batch × n ÷ the data-parallel size), mix_actor.py:63 "
+                     "(gradient_accumulation = 64 // 64 = 1), :89-92 (token-budget micro-batches), :184 and :225 "
+                     "(each micro-batch's loss, its entropy bonus a masked mean of that micro-batch, ÷ 1, "
+                     "summed over the micro-batches), :253-258 (the optimizer step skipped when the gradient norm "
+                     "exceeds 500); mix_trainer.py:88-116 (grpo without the std): the record gave neither the two "
+                     "optimizer steps per step nor the per-micro-batch entropy normaliser",
                 defaults=(("beta", "0.1", "p_div_p_0.1"),
                           ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
                           ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
                            "phase)"),
                           ("aggregation", "chain's (token_mean)", "loss_remove_token_mean: Σ over the "
-                           "micro-batch / max response length"),
-                          ("entropy bonus", "not in this term (entropy_bonus)", "entropy_coeff 0.001"),
+                           "micro-batch / max response length (8192), gradient_accumulation 1 (the micro-batches' "
+                           "losses summed), the GPUs averaged: Σ over the mini-batch / (8192 × the data-parallel "
+                           "size)"),
+                          ("entropy bonus", "not in this term (entropy_bonus)", "entropy_coeff 0.001, a masked token "
+                           "mean per token-budget micro-batch, summed over the GPU's micro-batches (gradient_"
+                           "accumulation 1), so its weight grows with the number of micro-batches"),
+                          ("mini-batches per step", "rl.num_minibatches (1); rl.num_minibatches=2 with "
+                           "rl.updates_per_batch=1 gives theirs", "train_batch_size 128 ÷ ppo_mini_batch_size 64 = "
+                           "2 optimizer steps per step, π_old fixed before the first: the second mini-batch's fresh "
+                           "rows have r ≠ 1, unclipped (loss_remove_clip)"),
+                          ("advantage (not this term's)", "the recipe's advantage stage",
+                           "grpo with algorithm.grpo_use_std False: r − mean_g, no std (dr_grpo's form)"),
+                          ("gradient-norm skip", "none (clip only)", "skip_grad_bound 500: a step whose gradient "
+                           "norm exceeds 500 (or is non-finite) is dropped"),
                           ("log-ratio clamp", "±20", "none")),
                 placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
                           "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
@@ -1213,7 +1367,14 @@ def _technique_rows():
                           "rows from batch.extras['replay_mask'] (REPLAY_MASK), log π_old = logp_old (the exgrpo "
                           "stage's behaviour log-probs for replayed rows)",
                 deviations=("aggregation is chain's; the recipe's form (Σ / max length) is "
-                            "chain(aggregate=seq_mean_token_sum_norm) up to the 1/B factor",
+                            "chain(aggregate=seq_mean_token_sum_norm) up to a constant: theirs is Σ over the "
+                            "mini-batch ÷ (8192 × the data-parallel size) (micro-batch losses summed, "
+                            "gradient_accumulation 1, GPUs averaged), ours Σ ÷ (B × L); its entropy bonus, however, "
+                            "is a sum of per-micro-batch token means whose count follows the token budget: an "
+                            "entropy_bonus term aggregated by chain is not it",
+                            "their script trains each step as 2 optimizer steps (ppo_mini_batch_size 64 of 128 "
+                            "prompts) and skips a step whose gradient norm exceeds 500; rl.num_minibatches=2 gives "
+                            "the first, the second is not built",
                             "the on-policy warm-up phase is a batch without extras['replay_mask'] (PPO clip, as the "
                             "authors'); the switch at solve rate 0.35 belongs to the replay stage",
                             "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",

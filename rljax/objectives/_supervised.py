@@ -626,11 +626,28 @@ def _technique_rows():
                                        "candidates as responses), :1518, :1570-1576 (expert rows concatenated with "
                                        "the rollouts under the same uid); examples/gft_trainer/"
                                        "run_qwen2.5-math-1.5B.sh (tao 0.1, adv_estimator grpo, use_kl_loss False, "
-                                       "entropy_coeff 0, rollout.n 4, data.teacher_count 4)",
+                                       "entropy_coeff 0, rollout.n 4, data.teacher_count 4). Error-class sweep "
+                                       "(#51, s2a; the micro-batch normaliser, launch switches): "
+                                       "run_qwen2.5-math-1.5B.sh:8, 11, 18, 40-41 (train_batch_size 128, 4 GPUs, "
+                                       "ppo_mini_batch_size 64, ppo_micro_batch_size_per_gpu 16, no "
+                                       "use_dynamic_bsz), :58-59 (custom_reward_function NuminaMath.py "
+                                       "compute_score, a path outside the repository); verl/workers/"
+                                       "fsdp_workers.py:172-173 (the mini-batch × rollout.n ÷ the data-parallel "
+                                       "size: 64 rows per GPU), :670-671 (update_actor, per-rank slices), "
+                                       "verl/workers/actor/dp_actor.py:479-484 (gradient_accumulation = 64 // 16 = "
+                                       "4, micro-batches of 16 rows), :623-625 (each micro-batch's token-mean ÷ 4): "
+                                       "128 prompts × (4 rollouts + 4 expert rows) = 1024 rows, 4 optimizer steps "
+                                       "per step; the record called the aggregation 'token-mean' without whose",
                                   defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
                                             ("rectification", "'step'", "step (p > tao ? 1 : p)"),
                                             ("use_advantages", "False", "always (× A)"),
-                                            ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean"),
+                                            ("aggregation", "chain's (token_mean): the update batch's token count",
+                                             "loss_agg_mode token-mean of each 16-row micro-batch on each GPU, ÷ "
+                                             "gradient_accumulation 4, the 4 GPUs averaged: a mean of micro-batch "
+                                             "token means"),
+                                            ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch",
+                                             "4: 1024 rows (128 prompts × (4 + 4)) ÷ 256 rows per mini-batch "
+                                             "(ppo_mini_batch_size 64 × rollout.n 4)"),
                                             ("group", "the step's rows", "rollout.n 4 samples + teacher_count 4 "
                                              "expert responses from the data set, one uid")),
                                   placement="theirs: the actor's loss on each micro-batch (loss_mode 'gft'), A "
@@ -650,7 +667,11 @@ def _technique_rows():
                                               "data set's responses to a group, so their run is not composable",
                                               "their dp_actor also has loss modes vanilla, raft, raft_scale and sft "
                                               "(compute_policy_loss_raft*, compute_sft_loss), unreachable at this "
-                                              "commit: loss_mode is overwritten with 'gft' (dp_actor.py:538)"))),
+                                              "commit: loss_mode is overwritten with 'gft' (dp_actor.py:538)",
+                                              "their token-mean is per 16-row micro-batch on each GPU (÷ gradient_"
+                                              "accumulation 4, GPUs averaged): a mean of micro-batch token means, "
+                                              "where ours divides by the update batch's token count: equal when "
+                                              "every micro-batch holds the same number of loss tokens"))),
       Technique("opd", "supervised", opd, "L_t = c·sg(logπθ − logπT)·exp(logπθ − sg(logπb))",
                 "001_5839a3671b0b4d92.txt L153, L73; slime --use-opd",
                 stage=loss_term_factory(opd, needs={"logp_teacher", "logp_old"}),
@@ -737,7 +758,15 @@ def _technique_rows():
                                        "README.md:6, 25-30; train_generation_task_with_off_policy_PG.py:49-54, "
                                        "575, 662-698 (the COMET / Reddit implementation: --ppo_clip default None = "
                                        "the unclipped ratio, --train_sampling off; the README's commands for those "
-                                       "tasks pass neither)",
+                                       "tasks pass neither). Error-class sweep (#51, s2a; the micro-batch "
+                                       "normaliser): lolrl_qlora_llama_hh.py:55-56 (per_device_train_batch_size 4, "
+                                       "gradient_accumulation_steps 4), :660-688 (each step draws "
+                                       "per_device_train_batch_size rows), :905 / :952 (the loss: the mean over "
+                                       "those 4 rows), :964-968 (backward, then every gradient_accumulation_steps "
+                                       "steps clip_grad_norm_ to max_grad_norm 0.3 (:50) and the optimizer step; the loss is "
+                                       "never divided by gradient_accumulation_steps): the optimizer step's "
+                                       "gradient is the sum of 4 micro-batch means, 4 × the mean over its 16 rows; "
+                                       "the record said 'mean over the batch' without which batch",
                                   defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
                                              "a_lol is the paper's main method"),
                                             ("eps", "0.9", "ppo_clip 0.9 (lolrl_qlora_llama_hh.py); None, no "
@@ -747,8 +776,13 @@ def _technique_rows():
                                              "prioritized sampling' = good_priority (rows drawn ∝ A⁺)"),
                                             ("A", "batch.advantages (its masked mean per row)",
                                              "R − V(x) from the value head on the reference model, clamp(min=0)"),
-                                            ("aggregation", "chain's (seq_mean_token_sum gives the code's)",
-                                             "mean over the batch of the per-sequence sums")),
+                                            ("aggregation", "chain's (seq_mean_token_sum gives the code's per "
+                                             "micro-batch form)", "mean over each 4-row micro-batch of the "
+                                             "per-sequence sums, the 4 micro-batches' losses summed (not averaged) "
+                                             "into one optimizer step: 4 × the mean over its 16 rows"),
+                                            ("rows per optimizer step", "the update batch",
+                                             "per_device_train_batch_size 4 × gradient_accumulation_steps 4 = 16, "
+                                             "one process")),
                                   placement="theirs: offline, each training batch of the fixed data set: π_ref and "
                                             "V(x) from the frozen reference model under no_grad, the loss on the "
                                             "batch, gradient accumulation; ours: a loss term on each micro-batch, "
@@ -770,7 +804,12 @@ def _technique_rows():
                                               "and an A ≤ 0 row gets zero loss",
                                               "their second implementation (train_generation_task_with_off_policy_"
                                               "PG.py, the COMET and Reddit tasks) leaves the ratio unclipped "
-                                              "(--ppo_clip None), which is not offered here"))),
+                                              "(--ppo_clip None), which is not offered here",
+                                              "their optimizer step sums the 4 gradient-accumulation micro-batches' "
+                                              "mean losses (no ÷ gradient_accumulation_steps), 4 × the 16-row mean "
+                                              "that chain(aggregate=seq_mean_token_sum) gives: a constant factor "
+                                              "(a learning-rate change), which also moves where their "
+                                              "clip_grad_norm_ threshold bites"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
@@ -860,7 +899,16 @@ def _technique_rows():
                                        "token-mean, no KL) and run_8B.sh (c 0.1); logp_ray_trainer.py:296-480 "
                                        "(algorithm.logp_diff: token masks by old log-prob / probability / "
                                        "logp difference quantiles, method clip or reweight; the scripts: enable "
-                                       "True, quantile 0.2, mask_by 'old', method 'none' = statistics only)",
+                                       "True, quantile 0.2, mask_by 'old', method 'none' = statistics only). "
+                                       "Error-class sweep (#51, s2a; launch switches): run_7B.sh and run_8B.sh "
+                                       ":34-37 (max_response_length 8192 / 20480, enable_overlong_buffer True, "
+                                       "overlong_buffer_len 4096, overlong_penalty_factor 1.0), :41-47 "
+                                       "(enable_filter_groups True, metric acc, max_num_gen_batches 10, "
+                                       "train_prompt_bsz 512, gen_prompt_bsz 1536, n_resp_per_prompt 16, "
+                                       "train_prompt_mini_bsz 32), :66 (temperature 1.0): the reward the weighted "
+                                       "advantages come from carries DAPO's overlong penalty, which the record did "
+                                       "not list; w is computed once from old_log_probs, so the 16 mini-batches per "
+                                       "step leave it fixed (ours: logp_proximal, also fixed)",
                                   defaults=(("form", "'linear'", "reshape_reversed"),
                                             ("c", "0.2", "0.2 (run_7B.sh); 0.1 (run_8B.sh)"),
                                             ("source", "'old' (logp_proximal)", "old_log_probs (recomputed)"),
@@ -868,7 +916,14 @@ def _technique_rows():
                                             ("adv_mask", "not offered (all tokens)", "'none'"),
                                             ("logp_diff token mask", "not offered (all tokens)", "method 'none' "
                                              "in run_7B.sh / run_8B.sh (no effect); the yaml's enable True, "
-                                             "start_step 20, quantile 0.8, method 'none'")),
+                                             "start_step 20, quantile 0.8, method 'none'"),
+                                            ("reward / filter (not this term's)", "the recipe's (compose "
+                                             "overlong_penalty, zero_variance)", "DAPO's overlong penalty (buffer "
+                                             "4096 of max_response_length 8192 (7B) / 20480 (8B), factor 1.0) on the "
+                                             "reward before the advantage; groups filtered on acc (up to 10 "
+                                             "generation batches of 1536 prompts), 16 responses per prompt"),
+                                            ("sampler temperature", "rl.temperature 1.0 (p untempered)",
+                                             "1.0 (p = exp(old_log_probs) at T = 1): equal")),
                                   placement="theirs: once per step on the driver, after the advantage, on the "
                                             "whole batch: A ← A·w, then the PPO actor update; ours: a wrapper "
                                             "multiplying the wrapped term's per-token loss by the detached w on "
