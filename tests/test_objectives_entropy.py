@@ -287,13 +287,14 @@ def test_advantage_sign_weighting():
 def test_at_one_update_per_batch_erc_is_its_inner_term_and_the_cov_terms_touch_at_most_k_tokens():
   """With the proximal inputs taken from the update's own forward (one update per batch: ``logp_old = sg(logp)``,
   ``entropy_old = sg(entropy)``) ERC's entropy ratio is exactly 1, so its gradient is its inner term's, bit for bit;
-  Clip-Cov and KL-Cov differ from the unclipped PG gradient only on their ``k = max(floor(ratio N), 1)`` selected
-  tokens (here N = 20 masked tokens, k = 1) -- why the real-model arena (docs/arena.md) cannot test them at μ = 1."""
+  Clip-Cov differs from the unclipped PG gradient only on its ``k = max(floor(ratio N), 1)`` selected tokens (here
+  N = 20 masked tokens, k = 1), and KL-Cov not at all: its |log r| penalty has gradient 0 at r = 1, as torch's abs
+  backward in the authors' code -- why the real-model arena (docs/arena.md) cannot test them at μ = 1."""
   out, batch = _data(seed=3)
   at_one = batch.replace(logp_old=jax.lax.stop_gradient(out.logp), entropy_old=jax.lax.stop_gradient(out.entropy))
   ppo = _grad_wrt_logp(O.ppo_clip(0.2, 0.2), out, at_one)
   np.testing.assert_array_equal(np.asarray(_grad_wrt_logp(O.erc(O.ppo_clip(0.2, 0.2)), out, at_one)), np.asarray(ppo))
   assert np.asarray(ppo)[np.asarray(batch.loss_mask)].any()
-  for term in (O.clip_cov(), O.kl_cov()):
+  for term, k in ((O.clip_cov(), 1), (O.kl_cov(), 0)):
     changed = np.asarray(_grad_wrt_logp(term, out, at_one)) != np.asarray(ppo)
-    assert changed.sum() == 1, term
+    assert changed.sum() == k, term

@@ -326,7 +326,10 @@ def kl_cov(*, kl_cov_ratio: float = 2e-4, ppo_kl_coef=1.0):
     mask = _mask(batch)
     selected = select(out, batch) if statistics is None else statistics["selected"]
     coef = jnp.asarray(ppo_kl_coef).astype(log_r.dtype)
-    loss = -adv * jnp.exp(log_r) + jnp.where(selected, coef * jnp.abs(log_r), 0.0)
+    # |log r| as sign(log r)·log r: the same value, and at r = 1 the derivative 0 of torch's abs backward
+    # (sign(0) = 0) in their code; jnp.abs's derivative at 0 is 1 (a penalty gradient on every selected token)
+    abs_log_r = jnp.sign(log_r) * log_r
+    loss = -adv * jnp.exp(log_r) + jnp.where(selected, coef * abs_log_r, 0.0)
     loss = jnp.where(mask > 0, loss, 0.0)  # 0 on padding, like every ratio term
     metrics = {"frac_penalized": _masked_mean(selected.astype(jnp.float32), mask),
                "ppo_kl_abs": _masked_mean(jax.lax.stop_gradient(jnp.abs(log_r)), mask),
@@ -687,12 +690,6 @@ def _technique_rows():
                                               "unspecified",
                                               "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
                                               "recipe is kl_cov_ratio=2e-3",
-                                              "at r = 1 (on-policy, or their first mini-batch) the |log r| penalty's "
-                                              "gradient differs: jnp.abs's derivative at 0 is 1, torch's abs "
-                                              "backward sign(0) = 0, so ours adds ppo_kl_coef·∇log π on each "
-                                              "selected token where theirs adds nothing (an implementation "
-                                              "difference found by the s2a sweep, reported, not changed here; "
-                                              "tests/test_fidelity_sweep_s2a.py, xfail)",
                                               "log r clamped to ±20; the code has none"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
