@@ -734,7 +734,11 @@ def _technique_rows():
                                        "likewise, reverse_kl scores = the log ratios, sigmoid: −logsigmoid(β·Δ)), "
                                        ":1578 (mean over the pairs × loss weight); trl/trainer/dpo_config.py "
                                        "(beta 0.1, loss_type ['sigmoid'], label_smoothing 0.0, f_divergence_type "
-                                       "'reverse_kl', ld_alpha None)",
+                                       "'reverse_kl', ld_alpha None); sweep s1a (#51, micro-batch denominator): "
+                                       "dpo_trainer.py:922-925 (model_accepts_loss_kwargs False: transformers' "
+                                       "Trainer divides each micro-batch's loss by gradient_accumulation_steps) and "
+                                       ":1578 (the micro-batch's mean over its own pairs); no temperature enters "
+                                       "TRL's DPO log-probs (nor ours)",
                                   defaults=(("beta", "0.1", "0.1"),
                                             ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
                                              "robust/exo/aot use it)"),
