@@ -301,6 +301,7 @@ def divergence_rejection(threshold, *, estimator: str = "k3", level: str = "toke
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _peer_conventions as PC
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   v07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/rollout_corr_helper.py"
@@ -309,11 +310,34 @@ def _technique_rows():
                   "the trainer on the whole batch from the recomputed old log-probs against the rollout's, "
                   "before the update, and the actor multiplies each micro-batch's per-token loss by it (in "
                   "bypass mode, the bypass_* presets, inside the loss on each micro-batch from the current "
-                  "log-probs against the rollout's); TRL "
-                  "computes it once per generation batch (old log-probs vs the vLLM sampling log-probs) and "
-                  "multiplies the per-token loss; ours: a correction of a ratio term, evaluated on each "
+                  "log-probs against the rollout's: on the legacy trainer only; verl 0.9.1's default v1 trainer "
+                  "applies no correction in bypass mode), both sides at rollout.temperature and the rollout's "
+                  "log-probs vLLM's processed_logprobs (top-k / top-p renormalised); TRL "
+                  "computes it once per generation batch (old log-probs vs the vLLM sampling log-probs, both at "
+                  "temperature, the vLLM side processed_logprobs) and multiplies the per-token loss, only with "
+                  "use_vllm=True (the default GRPOTrainer generates with transformers and corrects nothing); ours: a "
+                  "correction of a ratio term, evaluated on each "
                   "micro-batch from logp_old (else sg(log π_θ)) and logp_behavior, multiplying the term's "
-                  "per-token loss (the aggregation denominator keeps the original loss_mask)")
+                  "per-token loss (the aggregation denominator keeps the original loss_mask), both log-probs "
+                  "untempered and untruncated")
+  conv_read = ("; peer conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; " + PC.READ_V1_BYPASS + "; the v1 "
+               "trainer's decoupled path: trainer/ppo/v1/trainer_base.py:1743-1772 (rollout_log_probs fetched, "
+               "compute_rollout_correction_and_add_to_batch) and workers/utils/losses.py:87-111 (ppo_loss passes "
+               "rollout_is_weights to the policy loss); volcengine/verl@v0.7.0 trainer/ppo/ray_trainer.py:1514-1522 "
+               "(the correction only when rollout_log_probs is in the batch: rollout.calculate_log_probs True); "
+               + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM)
+  conv_defaults = ((PC.T_NAME, PC.T_OURS, PC.T_VERL + "; " + PC.T_TRL),
+                   (PC.TOPP_NAME, PC.TOPP_OURS, PC.TOPP_VERL + "; " + PC.TOPP_TRL),
+                   ("trainer reaching it", "the correction runs whenever it wraps the loss term",
+                    "TRL: only with use_vllm=True (default False: no vLLM IS correction at all), "
+                    "vllm_importance_sampling_correction True; verl v0.7.0: rollout.calculate_log_probs True "
+                    "(default False) and rollout_correction set; verl 0.9.1 (calculate_log_probs True): the decoupled "
+                    "presets on the v1 (default) and legacy trainers, the bypass_* presets on the legacy trainer "
+                    "only"))
+  conv_deviations = (PC.TOPP_DEVIATION + ": pass both as train_logp / rollout_logp (extras keys)",
+                     PC.V1_BYPASS_DEVIATION,
+                     "TRL's correction (and its mask) runs only with use_vllm=True; its default GRPOTrainer "
+                     "(use_vllm False) applies none")
   return (
       Technique("tis", "correction", tis, "w = sg(min(pi_train/pi_rollout, U)) per token or sequence",
                 "TIS (Yao et al. 2025 blog); verl rollout_is; TRL *_truncate; seed 001 L51",
@@ -329,7 +353,8 @@ def _technique_rows():
                                        "weights zeroed outside [L, U], kept × ratio; presets decoupled_token_icepop / "
                                        "bypass_pg_token_icepop '0.5_5.0'), config/algorithm.py:179-185 and "
                                        "config/algorithm/rollout_correction.yaml:6-28; " + trl +
-                                       ":2578-2601 (token_truncate / sequence_truncate) and grpo_config.py:924-951",
+                                       ":2578-2601 (token_truncate / sequence_truncate) and grpo_config.py:924-951"
+                                       + conv_read,
                                   defaults=(("threshold", "2.0", "verl rollout_is_threshold = 2.0; TRL "
                                              "vllm_importance_sampling_clip_max = 3.0"),
                                             ("level", "'token'", "verl rollout_is null in rollout_correction.yaml "
@@ -339,7 +364,7 @@ def _technique_rows():
                                             ("lower", "None", "verl: none; TRL vllm_importance_sampling_clip_min = None"),
                                             ("normalize", "False", "verl rollout_is_batch_normalize = False"),
                                             ("log-ratio clamp", "±20 (token and sequence sum)",
-                                             "verl ±20 (SAFETY_BOUND); TRL none")),
+                                             "verl ±20 (SAFETY_BOUND); TRL none")) + conv_defaults,
                                   placement=theirs_place,
                                   deviations=("level='geometric' and lower= are our options (verl has neither; "
                                               "TRL's clip_min is lower=)",
@@ -348,7 +373,8 @@ def _technique_rows():
                                               "normalize=True divides by the masked mean of the micro-batch (the "
                                               "whole batch with batch statistics); verl normalises over the "
                                               "(distributed) batch and, at sequence level, over sequences",
-                                              "log k clamped to ±20 (verl); TRL exponentiates unclamped"))),
+                                              "log k clamped to ±20 (verl); TRL exponentiates unclamped")
+                                  + conv_deviations)),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",
                 "TRL *_mask; verl rollout_rs ratio bounds; OpenRLHF seq-mask-tis",
                 stage=loss_term_factory(mis, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
@@ -364,14 +390,14 @@ def _technique_rows():
                                        "mis(1/U, 1/L) as a mask; seq_mean_k1 is the geometric level; see "
                                        "divergence_rejection), and :522-657: rollout_is_threshold 'L_U' is IcePop "
                                        "(weight = ratio inside [L, U], 0 outside, token or sequence, response_mask "
-                                       "kept) = mis(L, U, level) with reweight=True",
+                                       "kept) = mis(L, U, level) with reweight=True" + conv_read,
                                   defaults=(("lower", "0.5", "TRL clip_min = None (no lower bound); verl "
                                              "rollout_rs_threshold_lower = 1/upper"),
                                             ("upper", "2.0", "TRL clip_max = 3.0; verl rollout_rs_threshold (none)"),
                                             ("level", "'token'", "TRL 'sequence_mask' (the default mode)"),
                                             ("reweight", "True", "TRL: kept tokens × ratio (True); verl rollout_rs: "
                                              "mask only (False), weights from rollout_is separately"),
-                                            ("log-ratio clamp", "±20", "TRL none; verl ±20")),
+                                            ("log-ratio clamp", "±20", "TRL none; verl ±20")) + conv_defaults,
                                   placement=theirs_place,
                                   deviations=("defaults (0.5, 2.0, token) are ours: TRL's are (None, 3.0, sequence): "
                                               "mis(0.0, 3.0, level='sequence')",
@@ -388,7 +414,8 @@ def _technique_rows():
                                               "3c3be623; 'ppo' loss only; cli default [0.5, 5.0]) masks by the "
                                               "sequence's geometric-mean ratio but weights each kept token by its "
                                               "own token ratio, unclamped: not one mis but correction=(mis(0.5, 5.0, "
-                                              "level='geometric', reweight=False), tis(threshold=1e30))"))),
+                                              "level='geometric', reweight=False), tis(threshold=1e30))")
+                                  + conv_deviations)),
       Technique("icepop", "correction", icepop, "M(k) = k if alpha <= k <= beta else 0 (token)",
                 "Ring-1T / IcePop, seed 000 L51; OpenRLHF icepop",
                 stage=loss_term_factory(icepop, role="correction", needs=S.logp_needs("train_logp", "rollout_logp")),
@@ -416,7 +443,13 @@ def _technique_rows():
                                        "vllm-project/vllm@01fa3fe7 vllm/v1/sample/ops/topk_topp_sampler.py "
                                        "TopKTopPSampler.forward_native (processed_logprobs = log_softmax of the "
                                        "temperature-scaled, top-k/top-p-truncated logits). The record listed "
-                                       "neither setting",
+                                       "neither setting. Sweep s1a (#51, peer conventions): train_ppo_ray.py:257 "
+                                       "(--algo.advantage.is_correction_enable, store_true, default False), :265-270 "
+                                       "(is_correction_type default 'tis'), :420 (actor.policy_loss_type 'ppo'), "
+                                       "loss.py:196-197 (the correction only for policy_loss_type 'ppo'): OpenRLHF's "
+                                       "default run applies no IcePop; verl: " + PC.READ_V1_BYPASS + "; verl's "
+                                       "decoupled_token_icepop k is exp(old_log_probs − rollout_log_probs) with the "
+                                       "same conventions (" + PC.READ_VERL_T + ")",
                                   defaults=(("alpha", "0.5", "0.5"), ("beta", "5.0", "5.0"),
                                             ("reweight", "True", "True (kept tokens × ratio)"),
                                             ("log-ratio clamp", "±20", "none"),
@@ -429,7 +462,15 @@ def _technique_rows():
                                             ("top-p / top-k in k", "none (logp_behavior is the full distribution)",
                                              "rollout.top_p (default 1.0), top_k −1: rollout_log_probs is the "
                                              "log-prob renormalised over the kept nucleus; old_log_probs is not "
-                                             "truncated")),
+                                             "truncated"),
+                                            ("is_correction_enable / is_correction_type", "icepop runs whenever it "
+                                             "wraps the loss term", "False / 'tis' (OpenRLHF's default run: no "
+                                             "IcePop; needs --algo.advantage.is_correction_enable and "
+                                             "--algo.advantage.is_correction_type icepop)"),
+                                            (PC.V1_BYPASS_NAME, "—", "bypass_pg_token_icepop: its IcePop REINFORCE "
+                                             "only on the legacy trainer (use_v1 false); the default v1 trainer runs "
+                                             "plain PPO clip against the rollout log-probs, no IcePop weight; "
+                                             "decoupled_token_icepop runs on both")),
                                   placement="theirs: inside PolicyLoss on each micro-batch (policy_loss_type='ppo' "
                                             "only), k = exp(old_log_probs − rollout_log_probs) multiplying the "
                                             "clipped loss before aggregation, both log-probs at the rollout "
@@ -451,7 +492,14 @@ def _technique_rows():
                                               "top_p = 1); no built-in source gives theirs: Rollout.logp_sampling "
                                               "(the tempered, truncated sampler log-prob) does not reach the "
                                               "TrainBatch and the trainer's log-probs are untempered, so both "
-                                              "would have to be passed as train_logp / rollout_logp (extras keys)"))),
+                                              "would have to be passed as train_logp / rollout_logp (extras keys); "
+                                              "verl's decoupled_token_icepop k has OpenRLHF's conventions "
+                                              "(rollout.temperature on both sides, processed_logprobs)",
+                                              "OpenRLHF runs IcePop only with --algo.advantage.is_correction_enable "
+                                              "and is_correction_type 'icepop' (defaults False and 'tis'); its "
+                                              "default run has no correction",
+                                              PC.V1_BYPASS_DEVIATION + ": bypass_pg_token_icepop's IcePop weight "
+                                              "is verl's only on the legacy trainer"))),
       Technique("divergence_rejection", "correction", divergence_rejection,
                 "reject token/sequence if k_j(log pi_train - log pi_rollout) (sum|mean|max) > tau",
                 "verl compute_rollout_rejection_mask; AReaL RejectionSamplingConfig",
@@ -467,7 +515,14 @@ def _technique_rows():
                                        "algorithm.py:176 and algorithm/rollout_correction.yaml:12 (rollout_rs null), "
                                        ":210-565 (the presets), core_algos.py:2065-2200 "
                                        "compute_policy_loss_bypass_mode. Sixth draw (#51 item 4): the record gave "
-                                       "the helper's signature default token_k1 as verl's default",
+                                       "the helper's signature default token_k1 as verl's default. Sweep s1a (#51, "
+                                       "peer conventions): at b178a3cd verl/workers/actor/dp_actor.py:259, 368 "
+                                       "(logits.div_(temperature)), verl/trainer/config/rollout/rollout.yaml:11-17 "
+                                       "(temperature 1.0, top_k −1, top_p 1), :77 (logprobs_mode processed_logprobs), "
+                                       ":206 (calculate_log_probs False), verl/trainer/ppo/ray_trainer.py:1487-1499 "
+                                       "(bypass: apply_bypass_mode) and :1566-1572 (the decoupled correction only "
+                                       "with rollout_log_probs in the batch); the same rollout_rs in the verl 0.9.1 "
+                                       "PyPI wheel (rollout_corr_helper.py:132-413) under " + PC.READ_V1_BYPASS,
                                   defaults=(("threshold", "none (required)", "rollout_rs_threshold (required)"),
                                             ("estimator, level", "'k3', 'token'", "none: rollout_rs null in "
                                              "RolloutCorrectionConfig and rollout_correction.yaml (no rejection; "
@@ -477,7 +532,15 @@ def _technique_rows():
                                              "geo_rs presets), seq_mean_k3 0.01 (the k3_rs presets)"),
                                             ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
                                             ("several criteria at once", "one per correction (pass a sequence)",
-                                             "comma-separated rollout_rs options, ANDed")),
+                                             "comma-separated rollout_rs options, ANDed"),
+                                            (PC.T_NAME, PC.T_OURS, PC.T_VERL),
+                                            (PC.TOPP_NAME, PC.TOPP_OURS, PC.TOPP_VERL),
+                                            ("trainer reaching it", "the correction runs whenever it wraps the loss "
+                                             "term", "b178a3cd / v0.7.0: rollout.calculate_log_probs True (default "
+                                             "False: no rollout_log_probs, no rejection); verl 0.9.1: the "
+                                             "decoupled presets on the v1 (default) and legacy trainers, the "
+                                             "bypass_* presets (bypass_ppo_clip_k3_rs, bypass_pg_geo_rs, ...) on "
+                                             "the legacy trainer only")),
                                   placement="theirs: verl computes the rejection mask once per step in the trainer on the "
                                             "whole batch (recomputed old log-probs against the rollout's) and "
                                             "rewrites response_mask before the update; in bypass mode (the "
@@ -492,7 +555,14 @@ def _technique_rows():
                                               "verl rewrites response_mask (multiply loss_mask by keep for its form)",
                                               "the default estimator/level (k3, token) are ours; verl rejects "
                                               "nothing unless rollout_rs is set (its presets: seq_sum_k1, "
-                                              "seq_mean_k1, seq_mean_k3)"))),
+                                              "seq_mean_k1, seq_mean_k3)",
+                                              PC.TOPP_DEVIATION + ": pass both as train_logp / rollout_logp (extras "
+                                              "keys)",
+                                              "verl rejects nothing unless the rollout log-probs exist: "
+                                              "rollout.calculate_log_probs is False by default at b178a3cd and "
+                                              "v0.7.0 (True in 0.9.1)",
+                                              PC.V1_BYPASS_DEVIATION + ": a bypass preset's rejection (e.g. "
+                                              "bypass_ppo_clip_k3_rs) happens only on the legacy trainer"))),
   )
 
 

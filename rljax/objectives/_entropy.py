@@ -434,6 +434,7 @@ def advantage_sign_weighting(term, pos_weight=1.0, neg_weight=1.0):
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _peer_conventions as PC
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   return (
@@ -462,13 +463,19 @@ def _technique_rows():
                                        "called ours equal to TRL under token_mean for every loss_type and to "
                                        "verl's loss_agg_mode; TRL's grpo / sapo / bnpo / dr_grpo / luspo "
                                        "and verl v0.7.0's dp_actor normalise each micro-batch by its own "
-                                       "token count",
+                                       "token count. Sweep s1a (#51, peer conventions): the entropies both peers "
+                                       "feed the bonus are those of softmax(z/T): " + PC.READ_TRL_T + "; "
+                                       + PC.READ_VERL_T + "; the verl 0.9.1 wheel transformer_impl.py:1386-1400 "
+                                       "(the entropy from the temperature-scaled logits)",
                                   defaults=(("coef", "1e-3", "verl entropy_coeff 0; TRL entropy_coef 0.0"),
                                             ("aggregation", "chain's (token_mean)", "verl: the actor's "
                                              "loss_agg_mode; TRL: token mean over the (entropy-masked) tokens"),
                                             ("adaptive coef", "not built (coef is fixed for the run)",
                                              "TRL use_adaptive_entropy False; when on: entropy_coef_delta 0.005, "
-                                             "[entropy_coef_min 0.0, entropy_coef_max 1.0], entropy_target 0.2")),
+                                             "[entropy_coef_min 0.0, entropy_coef_max 1.0], entropy_target 0.2"),
+                                            ("temperature of H", "none: out.entropy is the untempered forward's "
+                                             "(RLConfig.temperature, default 1.0, only samples)",
+                                             "H of softmax(z/T): TRL temperature 1.0, verl rollout.temperature 1.0")),
                                   placement="theirs: added to the actor's loss on each micro-batch from the "
                                             "forward's entropies; ours: a loss term on each micro-batch from "
                                             "out.entropy, aggregated by chain",
@@ -493,7 +500,11 @@ def _technique_rows():
                                               "TRL's use_adaptive_entropy (Skywork-OR1: after each optimizer step "
                                               "coef += 0.005 if the window's mean entropy ≤ entropy_target 0.2 "
                                               "else −= 0.005, clipped to [0, 1], the bonus applied only while "
-                                              "that entropy ≤ the target) is not built"))),
+                                              "that entropy ≤ the target) is not built",
+                                              "H is the untempered entropy; both peers' is that of softmax(z/T), T "
+                                              "the rollout temperature (TRL temperature, verl rollout.temperature): "
+                                              "the bonus and its gradient differ at T ≠ 1, equal at T = 1 (their "
+                                              "defaults); no option gives theirs"))),
       Technique("erc", "entropy", erc,
                 "ρ_t = (H_θ+δ)/(H_old+δ); l_t detached where ρ_t ∉ (low, high)",
                 "000_3e503271be254a43.txt L45; arXiv:2512.05591; Kwai-Klear/ERC code",
@@ -700,12 +711,17 @@ def _technique_rows():
                                        "get_high_entropy_mask (float32 torch.quantile of the valid entropies "
                                        "gathered over processes, keep H ≥ q on the mask), :3020-3021 (threshold "
                                        "1 − top_entropy_quantile) and :3114-3115 (per-token loss × mask); "
-                                       "grpo_config.py:856-862",
+                                       "grpo_config.py:856-862; sweep s1a (#51, peer conventions): the entropies "
+                                       "ranked are those of softmax(z/T), " + PC.READ_TRL_T + "; the mask leaves "
+                                       "the loss_type's denominator alone (grpo_trainer.py:3124-3150 count every "
+                                       "mask token), as ours",
                                   defaults=(("rho", "0.2 (the paper's)", "top_entropy_quantile 1.0 (off)"),
                                             ("source", "'current' (out.entropy)", "the current forward's "
                                              "entropies"),
                                             ("quantile", "linear interpolation, float32", "torch.quantile "
-                                             "(linear) on float32")),
+                                             "(linear) on float32"),
+                                            ("temperature of H", "none: out.entropy / entropy_old are untempered",
+                                             "TRL temperature (default 1.0): H of softmax(z/T)")),
                                   placement="theirs: inside _compute_loss on each micro-batch, q over that "
                                             "micro-batch's valid tokens gathered across processes; the "
                                             "denominator keeps every token; ours: a wrapper whose kept-token "
@@ -715,7 +731,11 @@ def _technique_rows():
                                               "token (rho=1.0)",
                                               "q over the whole update batch, not per micro-batch (equal with "
                                               "one micro-batch per update)",
-                                              "source='old' (the rollout policy's entropy) is our option"))),
+                                              "source='old' (the rollout policy's entropy) is our option",
+                                              "H is untempered here; TRL ranks the entropies of softmax(z/T) "
+                                              "(temperature T, default 1.0): at T ≠ 1 q and the kept tokens differ "
+                                              "(temperature does not preserve the tokens' entropy order); equal at "
+                                              "T = 1"))),
   )
 
 

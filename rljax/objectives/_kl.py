@@ -416,6 +416,7 @@ _kl_in_reward_stage.slot = "shaping"
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _peer_conventions as PC
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   return (
@@ -434,13 +435,22 @@ def _technique_rows():
                                        "strips a '+' before kl_penalty_forward; v0.7.0 passes 'k3+' on and raises "
                                        "NotImplementedError), workers/utils/losses.py:132-142 (use_kl_loss: "
                                        "kl_loss_coef·agg_loss(kld, loss_agg_mode, global counts)), actor.yaml:103-116 "
-                                       "(use_kl_loss false, kl_loss_coef 0.001, kl_loss_type low_var_kl)",
+                                       "(use_kl_loss false, kl_loss_coef 0.001, kl_loss_type low_var_kl); sweep s1a "
+                                       "(#51, peer conventions): " + PC.READ_VERL_T + "; " + PC.READ_TRL_T + "; "
+                                       + PC.READ_DENOM + "; v0.7.0 dp_actor.py:527-536 (the KL's own agg_loss on "
+                                       "the micro-batch, no global counts)",
                                   defaults=(("beta", "0.001", "verl kl_loss_coef 0.001 (use_kl_loss False); "
                                              "TRL beta 0.0"),
                                             ("estimator", "'low_var_kl' (k3)", "verl kl_loss_type 'low_var_kl'; "
                                              "TRL k3 only"),
                                             ("clamp", "True (k3: −Δ to ±20, value to ±10)", "verl: same; TRL: none"),
-                                            ("bias_correction", "False", "TRL use_bias_correction_kl False")),
+                                            ("bias_correction", "False", "TRL use_bias_correction_kl False"),
+                                            (PC.T_NAME, PC.T_OURS, PC.T_VERL + "; " + PC.T_TRL),
+                                            (PC.DENOM_NAME, "chain's: token_mean's step-batch token count on every "
+                                             "micro-batch", "verl: the KL's own agg_loss(loss_agg_mode): v0.7.0 "
+                                             "each micro-batch's own count × 1/gradient_accumulation, 0.9.1 the "
+                                             "mini-batch's global counts; TRL: the policy term's loss_type "
+                                             "normaliser")),
                                   placement="theirs: verl adds kl_loss_coef·agg(kld) to the actor loss on each "
                                             "micro-batch (log π_θ vs the precomputed ref log-probs, the actor's "
                                             "loss_agg_mode); TRL adds beta·kl to the per-token loss before its "
@@ -451,7 +461,13 @@ def _technique_rows():
                                               "under importance_sampling_level='sequence'",
                                               "aggregated with the policy term by chain (TRL's form); verl "
                                               "aggregates the KL separately with the same loss_agg_mode (equal "
-                                              "for a linear aggregation)",
+                                              "for a linear aggregation with the same denominator: verl 0.9.1's "
+                                              "global counts; verl v0.7.0's default legacy dp_actor divides each "
+                                              "micro-batch by its own token count × 1/gradient_accumulation, "
+                                              "equal to chain's token_mean only when the micro-batches hold the "
+                                              "same number of loss tokens; TRL's KL follows its loss_type, see "
+                                              "ppo_clip's record)",
+                                              PC.T_DEVIATION + " (both peers' log π_θ and log π_ref are at T)",
                                               "the '+' estimators (value of k, gradient of k2) are verl 0.9.1's; in "
                                               "the cited v0.7.0 kl_penalty('k3+') raises NotImplementedError "
                                               "(kl_penalty_forward gets the name with its '+')"))),
@@ -467,10 +483,17 @@ def _technique_rows():
                                        "(use_kl_in_reward False, kl_penalty 'kl', kl_ctrl.kl_coef 0.001); read whole "
                                        "(#51): the verl 0.9.1 PyPI wheel ray_trainer.py:78-117 apply_kl_penalty (the "
                                        "same), called at :1638-1644 after the values and before the rollout correction "
-                                       "and the advantage, core_algos.py:2188-2251",
+                                       "and the advantage, core_algos.py:2188-2251; sweep s1a (#51, peer "
+                                       "conventions): the default v1 trainer (ppo_trainer.yaml:232 use_v1 true) "
+                                       "reaches the same apply_kl_penalty (trainer/ppo/v1/trainer_base.py:64, "
+                                       "126-127 the kl_ctrl, :1743-1760 on the fetched old_log_probs and "
+                                       "ref_log_prob, before the rollout correction and the advantage); the "
+                                       "log-probs it is fed: " + PC.READ_VERL_T + "; in bypass mode old_log_probs "
+                                       "is the rollout's (trainer_base.py:1642-1647, ray_trainer.py:1575-1583)",
                                   defaults=(("beta", "0.001", "kl_ctrl.kl_coef 0.001 (fixed controller)"),
                                             ("estimator", "'kl' (k1)", "algorithm.kl_penalty 'kl'"),
-                                            ("clamp", "True (k3 only)", "k3 clamps always on")),
+                                            ("clamp", "True (k3 only)", "k3 clamps always on"),
+                                            (PC.T_NAME, PC.T_OURS, PC.T_VERL + " (old_log_probs, ref_log_prob)")),
                                   placement="theirs: once per step in the trainer, on the whole batch after the "
                                             "old and ref log-probs and before the advantage; ours: a shaping "
                                             "stage (phase 'forward') on the whole batch before the advantage, "
@@ -480,7 +503,12 @@ def _technique_rows():
                                               "metrics kl of an empty row counts 0 (divides by max(n, 1)); "
                                               "verl's masked_mean divides by n + 1e-8",
                                               "a '+' estimator ('k3+') gives the base estimator's value here and "
-                                              "in verl 0.9.1; the cited v0.7.0 raises NotImplementedError on it"))),
+                                              "in verl 0.9.1; the cited v0.7.0 raises NotImplementedError on it",
+                                              PC.T_DEVIATION + " (verl's old and ref log-probs are at T)",
+                                              "in verl's bypass mode (rollout_correction.bypass_mode) old_log_probs "
+                                              "is the rollout's vLLM processed_logprobs, so its KL is "
+                                              "log π_rollout − log π_ref (tempered, truncated); ours always reads "
+                                              "logp_old, the trainer's own untempered proximal forward"))),
       Technique("rpg", "kl", rpg,
                 "L = −w·A + β·D̂, D̂ ∈ {KL, UKL} × {reverse, forward}, surrogate or REINFORCE sg(c)·logπθ",
                 "000_3e503271be254a43.txt L113; arXiv:2505.17508; complex-reasoning/RPG code",

@@ -763,6 +763,7 @@ def pspo(alpha=0.1, *, clip_eps=None, correction=None, old_logp=None):
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _peer_conventions as PC
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   verl = "verl v0.7.0 core_algos."
@@ -781,22 +782,40 @@ def _technique_rows():
                      ":83); read whole (#51): " + _TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (coef_1 = "
                      "exp(log r), unclamped; coef_2 = clamp(coef_1, 1 − epsilon_low, 1 + epsilon_high); with delta "
                      "coef_1 = clamp(coef_1, max=delta); −min(coef_1·A, coef_2·A)), :918-921, grpo_config.py:187-193, "
-                     "680-700 (epsilon 0.2, epsilon_high None → epsilon, delta None)",
+                     "680-700 (epsilon 0.2, epsilon_high None → epsilon, delta None); peer conventions (#51 sweep "
+                     "s1a): " + PC.READ_VERL_T + "; " + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; " + PC.READ_DENOM
+                     + "; the default paths: verl 0.9.1's v1 trainer (ppo_trainer.yaml:232 use_v1 true) updates "
+                     "through the engine's ppo_loss with actor.policy_loss.loss_mode 'vanilla' (actor.yaml:61, :86 "
+                     "loss_agg_mode token-mean): compute_policy_loss_vanilla; verl v0.7.0 dp_actor.py:432, 478-479 "
+                     "(one mini-batch and one epoch: π_old = the current log-probs, detached); TRL's GRPOTrainer "
+                     "defaults to loss_type 'dapo'",
                 defaults=(("eps_low", "0.2", "verl clip_ratio_low 0.2 (actor.yaml; None → clip_ratio 0.2); TRL "
                            "epsilon 0.2"),
                           ("eps_high", "eps_low", "verl clip_ratio_high 0.2 (else clip_ratio); TRL epsilon_high None "
                            "→ epsilon"),
                           ("dual_clip", "None (off)", "verl clip_ratio_c = 3.0, always on; TRL delta None (off)"),
-                          ("log-ratio clamp", "±20", "verl ±20; TRL none")),
-                placement="theirs: the actor's loss on each micro-batch, ratio π_θ/π_old from the rollout's "
-                          "recomputed old log-probs, aggregated by agg_loss(loss_agg_mode); ours: a loss term on "
-                          "each micro-batch, log π_old = logp_old (else logp_behavior), aggregated by chain",
+                          ("log-ratio clamp", "±20", "verl ±20; TRL none"),
+                          (PC.T_NAME, PC.T_OURS, PC.T_VERL + "; " + PC.T_TRL),
+                          ("aggregation", "chain's (token_mean)", "verl actor loss_agg_mode token-mean; TRL loss_type "
+                           "'dapo'"),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_VERL + "; " + PC.DENOM_TRL)),
+                placement="theirs: verl: the actor's loss on each micro-batch, ratio π_θ/π_old from the recomputed "
+                          "old log-probs (v0.7.0 with one mini-batch and one epoch: the current ones, detached), both "
+                          "at the rollout temperature, aggregated by agg_loss(loss_agg_mode) (v0.7.0: the "
+                          "micro-batch's own counts × 1/gradient_accumulation; 0.9.1: the mini-batch's global "
+                          "counts); TRL: _compute_loss on each micro-batch, π_old the detached current log-probs "
+                          "unless the generation batch is reused (num_iterations > 1 or steps_per_generation > "
+                          "gradient_accumulation_steps) or the vLLM correction is on, all ÷ temperature, dapo's "
+                          "Σ ÷ num_items_in_batch; ours: a loss term on each micro-batch, log π_old = logp_old (else "
+                          "logp_behavior), untempered, aggregated by chain with the step batch's denominator",
                 deviations=("the dual clip is off by default (TRL's delta is off by default); dual_clip=3.0 gives "
                             "verl's loss; TRL's delta (INTELLECT-2: the unclipped ratio capped at delta) gives the "
                             "same per-token loss as dual_clip=delta when delta ≥ 1 + eps_high (its recommended range)",
                             "log r clamped to ±20 (verl); TRL exponentiates unclamped (equal while |log r| ≤ 20)",
                             "padded tokens get log ratio 0 (ratio 1) before the mask; verl's mask is applied in "
-                            "agg_loss only"))),
+                            "agg_loss only",
+                            PC.T_DEVIATION,
+                            PC.DENOM_DEVIATION_TOKEN_MEAN))),
       ("reinforce", reinforce, "-sg(pi_theta/pi_rollout) A log pi_theta",
        "MiniRL, arXiv:2512.01374 (seed 000 L7); verl compute_policy_loss_reinforce",
        loss_term_factory(reinforce, role="policy", needs={"logp_behavior"}),
@@ -809,7 +828,10 @@ def _technique_rows():
                      "core_algos.py:2333-2410 and :2414-2520 (the same loss and bypass path), "
                      "trainer/config/algorithm.py:353-397 (presets bypass_pg_is: rollout_is 'sequence', 2.0; "
                      "bypass_pg_token_icepop: rollout_is 'token', '0.5_5.0', the IcePop weight), "
-                     "rollout_corr_helper.py:522-657",
+                     "rollout_corr_helper.py:522-657; peer conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; "
+                     + PC.READ_V1_BYPASS + "; volcengine/verl@v0.7.0 trainer/ppo/ray_trainer.py:1440-1450 "
+                     "(apply_bypass_mode) and rollout_corr_helper.py apply_bypass_mode (needs rollout_log_probs: "
+                     "rollout.calculate_log_probs True, default False); " + PC.READ_DENOM,
                 defaults=(("importance weight", "on (importance_weight=True)",
                            "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
                           ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
@@ -817,11 +839,21 @@ def _technique_rows():
                           ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
                           ("rollout_is_batch_normalize", "not offered here (tis(normalize=True) as correction)",
                            "False"),
-                          ("aggregation", "chain's (token_mean)", "actor loss_agg_mode (token-mean)")),
+                          ("aggregation", "chain's (token_mean)", "actor loss_agg_mode (token-mean)"),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_VERL),
+                          (PC.T_NAME, PC.T_OURS, PC.T_VERL + " (log π_θ in w and in the loss)"),
+                          (PC.TOPP_NAME, PC.TOPP_OURS, PC.TOPP_VERL),
+                          (PC.V1_BYPASS_NAME, "the reinforce term runs whenever it is the loss",
+                           "legacy trainer (use_v1 false): algorithm.rollout_correction bypass_mode True, loss_type "
+                           "'reinforce' (bypass_pg_* presets; v0.7.0 also rollout.calculate_log_probs True); the "
+                           "default v1 trainer: only actor.policy_loss.loss_mode 'bypass_mode' with "
+                           "actor.policy_loss.rollout_correction.loss_type 'reinforce' (else PPO clip, no w)")),
                 placement="theirs: in bypass mode (old_log_prob = rollout log-prob) the actor's loss on each "
-                          "micro-batch, w from the current π_θ (detached) against the rollout log-prob, "
-                          "optional rejection rewriting response_mask; ours: a loss term on each micro-batch, w "
-                          "from sg(log π_θ) − logp_behavior",
+                          "micro-batch, w from the current π_θ (detached, at rollout.temperature) against the "
+                          "rollout log-prob (vLLM processed_logprobs: tempered, top-k / top-p renormalised), "
+                          "optional rejection rewriting response_mask; reached through apply_bypass_mode, which "
+                          "verl 0.9.1's default v1 trainer never calls; ours: a loss term on each micro-batch, w "
+                          "from sg(log π_θ) − logp_behavior, both untempered and untruncated",
                 deviations=("w is on by default and untruncated (the MiniRL form); verl weights only with "
                             "rollout_is set, truncated at 2.0: importance_weight=False gives verl's default, "
                             "max_weight=2.0 its rollout_is='token'",
@@ -830,7 +862,12 @@ def _technique_rows():
                             "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask",
                             "verl 0.9.1's IcePop weight (rollout_is_threshold 'L_U', preset bypass_pg_token_icepop "
                             "'0.5_5.0': the ratio inside [L, U], 0 outside) is importance_weight=False with "
-                            "correction=icepop(0.5, 5.0); its preset bypass_pg_is is the sequence form above"))),
+                            "correction=icepop(0.5, 5.0); its preset bypass_pg_is is the sequence form above",
+                            PC.V1_BYPASS_DEVIATION + ": the reinforce loss is verl's only on the legacy trainer or "
+                            "with the actor's own policy_loss set as above",
+                            "w and log π: " + PC.TOPP_DEVIATION + "; w's training side is sg(log π_θ) of the "
+                            "untempered forward, so no option gives theirs here",
+                            PC.DENOM_DEVIATION_TOKEN_MEAN))),
       ("gpg", gpg, "-A log pi_theta", "GPG arXiv:2504.02546; verl gpg",
        loss_term_factory(gpg, role="policy"),
        Fidelity("authors_code", "github.com/AMAP-ML/GPG: open-r1/src/open_r1/gpg_trainer.py (GPGTrainer)",
@@ -914,13 +951,19 @@ def _technique_rows():
                      "_compute_loss's loss_type 'luspo' (grpo_trainer.py:3143-3148, grpo_config.py:268-271, "
                      "817-820: LUSPO, 'a modification of GSPO', needs importance_sampling_level='sequence': "
                      "(ℓ_b·|y_b|).mean() over the micro-batch's rows, ÷ gradient_accumulation_steps) and 'vespo' "
-                     "(:3096-3107, Gamma weights on the sequence ratio)",
+                     "(:3096-3107, Gamma weights on the sequence ratio); peer conventions (#51 sweep s1a): "
+                     + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; grpo_config.py:750 (importance_sampling_level "
+                     "'token' by default: the default GRPOTrainer does not reach the sequence ratio), "
+                     "grpo_trainer.py:3124-3150 (the loss_type normalisers), :2427 (num_items_in_batch)",
                 defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
                           ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
                           ("aggregation", "chain's (token_mean)",
                            "loss_type = 'dapo' (token sum / global token count); the paper: 'grpo' (sequence mean)"),
                           ("delta (upper clamp of the unclipped ratio)", "not offered", "None (off)"),
-                          ("log-ratio clamps", "token log r ±20, log s [-20, 10]", "none")),
+                          ("log-ratio clamps", "token log r ±20, log s [-20, 10]", "none"),
+                          ("importance_sampling_level", "sequence (this row)", "'token' (set 'sequence' for GSPO)"),
+                          (PC.T_NAME, PC.T_OURS, PC.T_TRL),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_TRL)),
                 placement="theirs: the loss of each micro-batch, log π_old from the generation step's recomputed "
                           "old_per_token_logps (or the detached current log-probs when num_iterations = 1); ours: a "
                           "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
@@ -928,12 +971,15 @@ def _technique_rows():
                             "eps_low=0.2, eps_high=0.2 for TRL's defaults",
                             "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
                             "equal while |log r| ≤ 20 and mean log r ≤ 10",
-                            "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count; "
-                            "the paper's form is seq_mean_token_mean (TRL loss_type='grpo')",
+                            "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count "
+                            "(= ours under token_mean for any micro-batching); the paper's form is seq_mean_token_mean "
+                            "(TRL loss_type='grpo': each micro-batch's mean of row means ÷ gradient_accumulation_steps, "
+                            "its mean counting empty rows as 0: equal to ours when no row is empty)",
                             "TRL's loss_type='luspo' (LUSPO: each sequence's GSPO loss × its length, mean over the "
                             "rows) is gspo with aggregate=seq_mean_token_sum (TRL's mean counts empty rows and runs "
                             "per micro-batch ÷ gradient_accumulation_steps: equal with no empty row and equal "
-                            "micro-batches); TRL's 'vespo' (Gamma-weighted sequence ratio) is not built"))),
+                            "micro-batches); TRL's 'vespo' (Gamma-weighted sequence ratio) is not built",
+                            PC.T_DEVIATION + " (here s = exp(mean_t log r) of the tempered log-probs)"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
        loss_term_factory(gspo_token, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
@@ -945,14 +991,19 @@ def _technique_rows():
                      "(clip_ratio_low 3e-4, clip_ratio_high 4e-4, loss_agg_mode seq-mean-token-mean, kl 0) and "
                      "run_qwen30b_gspo.sh:14-24, 93-98 (3e-4 / 4e-4, clip_ratio_c 10, loss_agg_mode not set); "
                      "the verl 0.9.1 PyPI wheel core_algos.py:1546-1619: the same loss, but "
-                     "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone)",
+                     "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone); peer "
+                     "conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; " + PC.READ_DENOM + "; v0.7.0 "
+                     "core_algos.py:1059-1061 (agg_loss(..., 'seq-mean-token-mean', **config.global_batch_info), "
+                     "global_batch_info empty on the legacy dp_actor)",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
                           ("log s clamp", "max 10", "max 10"),
                           ("token log r clamp", "±20 before the mean", "none"),
                           ("aggregation", "chain's (token_mean)", "v0.7.0: seq-mean-token-mean, forced "
                            "(loss_agg_mode ignored); 0.9.1: loss_agg_mode (actor.yaml token-mean; "
-                           "test_gspo_3b_math.sh sets seq-mean-token-mean)")),
+                           "test_gspo_3b_math.sh sets seq-mean-token-mean)"),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_VERL),
+                          (PC.T_NAME, PC.T_OURS, PC.T_VERL)),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
                           "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
                           "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
@@ -960,9 +1011,11 @@ def _technique_rows():
                             "0.2 / 0.2",
                             "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
                             "while |log r| ≤ 20",
-                            "aggregation is chain's; verl v0.7.0 forces seq-mean-token-mean: "
-                            "chain(aggregate=seq_mean_token_mean) gives it; verl 0.9.1 uses loss_agg_mode "
-                            "(default token-mean: ours)"))),
+                            "aggregation is chain's; verl v0.7.0 forces seq-mean-token-mean, per micro-batch over "
+                            "its own non-empty rows × 1/gradient_accumulation: chain(aggregate=seq_mean_token_mean) "
+                            "gives it when no row is empty; verl 0.9.1 uses loss_agg_mode (default token-mean: ours, "
+                            "its global batch_num_tokens as our step-batch denominator, for any micro-batching)",
+                            PC.T_DEVIATION + " (here the sequence mean of the tempered log ratios)"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
@@ -1113,14 +1166,19 @@ def _technique_rows():
                      "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
                      "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo; read whole (#51): TRL "
                      "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds cispo's coef_1) and "
-                     "the verl 0.9.1 PyPI wheel core_algos.py:2048-2105 (the same loss, agg_loss(loss_agg_mode))",
+                     "the verl 0.9.1 PyPI wheel core_algos.py:2048-2105 (the same loss, agg_loss(loss_agg_mode)); "
+                     "peer conventions (#51 sweep s1a): " + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; "
+                     + PC.READ_VERL_T + "; " + PC.READ_DENOM,
                 defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
                            "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
                            "verl: cap 1 + clip_ratio_high = 1.2"),
                           ("eps_low", "None (no lower clip)", "TRL: none; verl: 1 − clip_ratio_low = 0.8"),
                           ("log-ratio clamp", "±20", "TRL: none; verl: ±20"),
                           ("aggregation", "chain's (token_mean)",
-                           "TRL: token sum / global token count; verl: loss_agg_mode (token-mean)")),
+                           "TRL: token sum / global token count; verl: loss_agg_mode (token-mean)"),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, "TRL cispo: Σ ÷ num_items_in_batch (the "
+                           "generation batch's tokens); " + PC.DENOM_VERL),
+                          (PC.T_NAME, PC.T_OURS, PC.T_TRL + "; " + PC.T_VERL)),
                 placement="theirs: the loss of each micro-batch, ratio against the generation step's old "
                           "log-probs (TRL: the detached current log-probs when num_iterations = 1); ours: a loss "
                           "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
@@ -1129,7 +1187,13 @@ def _technique_rows():
                             "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
                             "log r clamped to ±20 (verl); TRL has no clamp",
                             "TRL's importance_sampling_level='sequence' with loss_type 'cispo' (the capped weight "
-                            "from exp(mean_t log r), one per sequence) is not built: ours caps each token's ratio"))),
+                            "from exp(mean_t log r), one per sequence) is not built: ours caps each token's ratio",
+                            "the micro-batch denominator: chain's token_mean divides every micro-batch by the step "
+                            "batch's tokens, as TRL's cispo (num_items_in_batch) and verl 0.9.1's token-mean (global "
+                            "batch_num_tokens) do, for any micro-batching; verl v0.7.0's default legacy dp_actor takes "
+                            "each micro-batch's own token mean × 1/gradient_accumulation: equal only when the "
+                            "micro-batches hold the same number of loss tokens",
+                            PC.T_DEVIATION))),
       ("sapo", sapo, "-A sigmoid(tau (r-1)) 4/tau, tau = tau_pos if A>0 else tau_neg",
        "SAPO arXiv:2511.20347; verl sapo; TRL sapo",
        loss_term_factory(sapo, role="policy", needs=S.logp_needs("old_logp")),
@@ -1139,20 +1203,28 @@ def _technique_rows():
                      " trl/trainer/grpo_trainer.py:3092-3095 and :3124-3128, grpo_config.py:704-717; read whole (#51): "
                      "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds the gate: the "
                      "sequence's mean log r), the verl 0.9.1 PyPI wheel core_algos.py:1623-1704 (the same loss, "
-                     "seq-mean-token-mean still forced)",
+                     "seq-mean-token-mean still forced); peer conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; "
+                     + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; " + PC.READ_DENOM,
                 defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
                           ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
                           ("log-ratio clamp", "±20", "verl ±20; TRL none"),
                           ("aggregation", "chain's (token_mean)",
-                           "verl: seq-mean-token-mean, forced; TRL: per-sequence mean, then mean")),
+                           "verl: seq-mean-token-mean, forced; TRL: per-sequence mean, then mean"),
+                          (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, "TRL sapo: each micro-batch's mean of row means "
+                           "(empty rows count 0) ÷ gradient_accumulation_steps; " + PC.DENOM_VERL),
+                          (PC.T_NAME, PC.T_OURS, PC.T_VERL + "; " + PC.T_TRL)),
                 placement="theirs: the actor's loss on each micro-batch, ratio against the old log-probs; tau "
                           "chosen by A > 0 (A = 0 takes tau_neg); ours: a loss term on each micro-batch, the same "
                           "rule",
                 deviations=("aggregation is chain's; both peers average per sequence first: "
-                            "chain(aggregate=seq_mean_token_mean)",
+                            "chain(aggregate=seq_mean_token_mean) gives it when no row is empty (TRL's mean over a "
+                            "micro-batch's rows counts an empty row as 0, verl v0.7.0 divides each micro-batch by its "
+                            "own non-empty rows × 1/gradient_accumulation, verl 0.9.1 by ppo_mini_batch_size × "
+                            "rollout.n; ours by the step batch's non-empty rows)",
                             "log r clamped to ±20 (verl); TRL has no clamp",
                             "TRL's importance_sampling_level='sequence' with loss_type 'sapo' (the gate on "
-                            "exp(mean_t log r)) is not built: ours gates each token's ratio (TRL's default 'token')"))),
+                            "exp(mean_t log r)) is not built: ours gates each token's ratio (TRL's default 'token')",
+                            PC.T_DEVIATION))),
       ("cpgd", cpgd, "max(-A log r, -A clip(log r, log(1-eps), log(1+eps))) + alpha (r - 1 - log r)",
        "CPGD arXiv:2505.12504, seed 000 L43; siiRL compute_policy_loss_cpgd",
        loss_term_factory(cpgd, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
@@ -1173,7 +1245,12 @@ def _technique_rows():
                      "micro-batch's loss × 1/gradient_accumulation), the other four cpgd_trainer scripts "
                      "(run_qwen3-8b.sh, run_qwen3-1.7b.sh, run_qwen2_5_vl-72b.sh: use_kl_loss True, kl_loss_coef "
                      "0.01, low_var_kl; run_qwen2_5_vl-7b.sh and run_qwen2_5-7b.sh: use_kl_loss False; all: "
-                     "policy_drift_coeff 0.001, clip_ratio 0.2, STD_weight, rollout.n 8)",
+                     "policy_drift_coeff 0.001, clip_ratio 0.2, STD_weight, rollout.n 8); peer conventions (#51 sweep "
+                     "s1a): siirl/engine/actor/dp_actor.py:176, 254 (logits.div_(temperature)), :308, 353 "
+                     "(temperature from the data), siirl/engine/fsdp_workers.py:1372, 1423 (= rollout.temperature), "
+                     "siirl/params/model_args.py:442-444 (RolloutArguments.temperature 1.0; the five scripts do not "
+                     "set it), dp_actor.py:386-421 (gradient_accumulation, loss_scale_factor 1/gradient_accumulation "
+                     "or rows / ppo_mini_batch_size with use_dynamic_bsz)",
                 defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio_low 0.2 / clip_ratio_high 0.2 "
                            "(model_args.py:283-284, their own defaults, not None: the scripts' clip_ratio=0.2 "
                            "does not reach cpgd's bounds; a clip_ratio alone is ignored)"),
@@ -1182,6 +1259,8 @@ def _technique_rows():
                            "sg(min(r − 1, 2))·log π (the k3 gradient, capped at r = 3)"),
                           ("log-ratio clamp", "±20", "none"),
                           ("aggregation", "chain's (token_mean)", "loss_agg_mode token-mean (both terms)"),
+                          (PC.T_NAME, PC.T_OURS, "rollout.temperature (RolloutArguments default 1.0, not set by the "
+                           "scripts) divides the logits of the old and current forwards"),
                           ("advantage (not this term's)", "the recipe's advantage stage",
                            "adv_estimator cpgd, weight_factor_in_cpgd 'STD_weight': grpo's (r − mean)/(std + 1e-6) "
                            "(all five scripts)"),
@@ -1202,6 +1281,7 @@ def _technique_rows():
                             "grpo(eps=1e-6, singleton='raw') (a singleton gets r/(1 + 1e-6): mean 0, std 1)",
                             "siiRL's token-mean is per micro-batch (× 1/gradient_accumulation); chain's token_mean "
                             "divides by the whole batch's tokens: equal with one micro-batch or equal token counts",
+                            PC.T_DEVIATION + " (siiRL's log π and log π_old are both at rollout.temperature)",
                             "eps_high defaults to eps_low here; siiRL's clip_ratio_low / clip_ratio_high default to "
                             "0.2 each, so its clip_ratio moves neither (set eps_low and eps_high as their "
                             "clip_ratio_low / clip_ratio_high)"))),

@@ -578,6 +578,7 @@ def delta_logp_reweight(term, *, form: str = "linear", c=0.2, gamma=1.0, normali
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
+  from rljax.objectives import _peer_conventions as PC
   from rljax.objectives import _stages as S
   from rljax.stages import loss_term_factory
   return (
@@ -594,20 +595,31 @@ def _technique_rows():
                                        "283-295, 335-336 (loss_type None → 'chunked_nll'); read whole (#51): "
                                        "sft_trainer.py:773-787 dft_loss and :1287-1296 (loss_type 'dft': −sg(p)·"
                                        "log p, Σ / num_items_in_batch; 'nll' the model's own loss), "
-                                       "sft_config.py:100-115",
+                                       "sft_config.py:100-115; sweep s1a (#51, micro-batch denominator): "
+                                       "num_items_in_batch comes from transformers' Trainer (TRL 1.9.0 requires "
+                                       "transformers ≥ 4.56.2; read at transformers 5.25.0): trainer.py:2343-2395 "
+                                       "_get_num_items_in_batch (the valid shifted labels of the whole "
+                                       "gradient-accumulation window, gathered and summed over the processes when "
+                                       "average_tokens_across_devices, training_args.py:858-859 default True) and "
+                                       ":2244-2252 (the loss × num_processes, undoing DDP's mean)",
                                   defaults=(("coef", "1.0", "none (1)"),
                                             ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
                                              "assistant_only_loss choose them)"),
-                                            ("aggregation", "chain's (token_mean over the micro-batch's loss "
-                                             "tokens)", "Σ / num_items_in_batch (valid tokens over the "
-                                             "accumulation window)")),
+                                            ("aggregation", "chain's token_mean: the step batch's loss-token "
+                                             "count on every micro-batch (make_train_step's global denominator)",
+                                             "Σ / num_items_in_batch: the accumulation window's valid tokens over "
+                                             "all processes (average_tokens_across_devices True)")),
                                   placement="theirs: the model forward's loss on each micro-batch (logits → "
                                             "log_softmax at the labels); ours: a loss term from out.logp on each "
                                             "micro-batch",
-                                  deviations=("TRL normalises by the valid-token count of the whole gradient-"
-                                              "accumulation window (num_items_in_batch); chain's token_mean by the "
-                                              "micro-batch's (equal with one micro-batch, or with the trainer's "
-                                              "whole-batch token_mean denominator)",
+                                  deviations=("none in the denominator: TRL divides every micro-batch by the valid-"
+                                              "token count of the whole gradient-accumulation window over all "
+                                              "processes (num_items_in_batch, average_tokens_across_devices True), "
+                                              "chain's token_mean by the step batch's loss-token count "
+                                              "(make_train_step's global denominator): equal for any "
+                                              "micro-batching; with average_tokens_across_devices=False TRL "
+                                              "divides by each process's own window count (unequal when the "
+                                              "processes' token counts differ)",
                                               "TRL's loss_type='dft' (Dynamic Fine-Tuning, −sg(p_t)·log p_t) is "
                                               "not this row: it is gft(tau=1.0) (c_t = p_t everywhere)"))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
@@ -691,7 +703,17 @@ def _technique_rows():
                                        "0.00, entropy 0; no --normalize-advantages, arguments.py:1004 default "
                                        "False; --eps-clip 0.2 default, :899), slime/rollout/"
                                        "on_policy_distillation.py:32-67 (post_process_rewards: every task reward "
-                                       "0.0, so the grpo advantage is 0 and the signal is −coef·KL alone)",
+                                       "0.0, so the grpo advantage is 0 and the signal is −coef·KL alone); sweep "
+                                       "s1a (#51, peer conventions): loss.py:1317-1360 (calculate_per_token_loss "
+                                       "False, arguments.py:879 and not set by the OPD scripts: the policy loss is "
+                                       "sum_of_sample_mean × num_microbatches / step_global_batch_size × dp size), "
+                                       "slime/backends/megatron_utils/cp_utils.py:47-80 (each sample's token sum ÷ "
+                                       "its rollout's loss tokens), slime/ray/rollout.py:647-666, 684-700 and "
+                                       "slime/utils/types.py:92-104 (rollout_mask_sums; a rollout is one sample "
+                                       "unless a rollout function sets rollout_id); loss.py:540-543 (the student's "
+                                       "logits ÷ rollout_temperature), arguments.py:343-347 (--rollout-temperature "
+                                       "1.0; both OPD scripts pass 1), slime/rollout/on_policy_distillation.py:"
+                                       "12-18 (the SGLang teacher asked with temperature = rollout_temperature)",
                                   defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
                                             ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
                                              "from an SGLang server or a Megatron teacher (opd_type)"),
@@ -699,7 +721,12 @@ def _technique_rows():
                                              "the PPO ratio of the policy loss"),
                                             ("task reward in the published runs", "the recipe's reward (OPD added "
                                              "to the policy loss)", "0.0 for every sample (post_process_rewards): "
-                                             "pure distillation, grpo advantages 0, PPO clip eps 0.2 on −coef·KL")),
+                                             "pure distillation, grpo advantages 0, PPO clip eps 0.2 on −coef·KL"),
+                                            ("aggregation", "chain's (token_mean)", "the policy loss's: each "
+                                             "sample's token mean, averaged over the step's samples "
+                                             "(step_global_batch_size; calculate_per_token_loss False)"),
+                                            (PC.T_NAME, PC.T_OURS, "--rollout-temperature (default 1.0; the OPD "
+                                             "scripts 1) divides the student's logits")),
                                   placement="theirs: once per step on the whole rollout batch, folded into the "
                                             "advantages before their normalisation; the policy loss (PPO clip) then "
                                             "carries it on every micro-batch; ours: a separate loss term on each "
@@ -709,7 +736,15 @@ def _technique_rows():
                                               "rescale it with the advantages); equal value and gradient on-policy "
                                               "without normalisation",
                                               "the KL uses the current log π_θ (= log π_old on-policy); slime's "
-                                              "the step's old log-probs"))),
+                                              "the step's old log-probs",
+                                              "aggregation: slime's OPD signal rides in its policy loss, the mean "
+                                              "over the step's samples of each sample's token mean (÷ "
+                                              "step_global_batch_size, for any micro-batching); chain's default "
+                                              "token_mean weighs the samples by length: "
+                                              "chain(aggregate=seq_mean_token_mean) gives slime's when no sample "
+                                              "is empty (the 'equal value' above is per token)",
+                                              PC.T_DEVIATION + " (slime's student log π is at "
+                                              "--rollout-temperature)"))),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
@@ -720,7 +755,11 @@ def _technique_rows():
                                        "likewise, reverse_kl scores = the log ratios, sigmoid: −logsigmoid(β·Δ)), "
                                        ":1578 (mean over the pairs × loss weight); trl/trainer/dpo_config.py "
                                        "(beta 0.1, loss_type ['sigmoid'], label_smoothing 0.0, f_divergence_type "
-                                       "'reverse_kl', ld_alpha None)",
+                                       "'reverse_kl', ld_alpha None); sweep s1a (#51, micro-batch denominator): "
+                                       "dpo_trainer.py:922-925 (model_accepts_loss_kwargs False: transformers' "
+                                       "Trainer divides each micro-batch's loss by gradient_accumulation_steps) and "
+                                       ":1578 (the micro-batch's mean over its own pairs); no temperature enters "
+                                       "TRL's DPO log-probs (nor ours)",
                                   defaults=(("beta", "0.1", "0.1"),
                                             ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
                                              "robust/exo/aot use it)"),
@@ -736,6 +775,14 @@ def _technique_rows():
                                               "the pair loss is spread over the pair's tokens: "
                                               "aggregate=seq_mean_token_mean gives TRL's mean over pairs; other "
                                               "aggregations weight pairs by length",
+                                              "the micro-batch denominator: TRL takes each micro-batch's mean over "
+                                              "its own pairs and transformers divides it by "
+                                              "gradient_accumulation_steps (model_accepts_loss_kwargs False, "
+                                              "dpo_trainer.py:922-925), DDP averaging the processes; ours divides "
+                                              "every micro-batch by the step batch's row count: equal when every "
+                                              "micro-batch holds the same number of pairs "
+                                              "(per_device_train_batch_size; a short last batch of the data set "
+                                              "differs)",
                                               "TRL's other loss types and f-divergences are not offered",
                                               "TRL's use_weighting (WPO: each pair × the product of its two rows' "
                                               "length-normalised probabilities, dpo_trainer.py:1565-1576) and "
@@ -840,7 +887,14 @@ def _technique_rows():
                                        "last_k, stride, all; budgets per rollout), examples/qwen25_0p5b_pilot/"
                                        "00_config.sh and 05_phase1_gates.sh@7088ef51 (KL_WEIGHT 0.2, adv_clip "
                                        "2.5, adv_ce, τ calibrated to TARGET_TOKENS_PER_ROLLOUT 10, pass range "
-                                       "[0, 1], the control gates budget-matched per rollout)",
+                                       "[0, 1], the control gates budget-matched per rollout); sweep s1a (#51, "
+                                       "peer conventions): train_reasonmaxxer.py's loop (student and base "
+                                       "log-probs F.log_softmax of the plain logits; 'adv_ce' Σ over the "
+                                       "micro-batch's gated tokens ÷ their count; (loss / grad_accum_steps)"
+                                       ".backward()), scripts/generate_rollouts.py@0bebf3df and "
+                                       "reasonmaxxer/config.py@47251115 (TEMPERATURE 0.6, TOP_P 0.95; the payload "
+                                       "stores no entropies: the base entropies come from outside the public "
+                                       "scripts)",
                                   defaults=(("tau / rho", "one of them required", "decision positions precomputed "
                                              "by prepare_training_data.py: H_base > τ, --tau 0.8 (τ_pos / τ_neg "
                                              "may differ by correctness); the pilot scripts calibrate τ to ~10 "
@@ -854,14 +908,27 @@ def _technique_rows():
                                              "kl_weight 0.1 (argparse; the pilot scripts KL_WEIGHT 0.2) · "
                                              "KL(π_base ‖ π_θ), full-vocabulary"),
                                             ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
-                                            ("aggregation", "chain's (token_mean over loss_mask)", "mean over the "
-                                             "gated tokens")),
+                                            ("aggregation", "chain's (token_mean over loss_mask)", "each "
+                                             "micro-batch's mean over its gated tokens (Σ ÷ their count), the loss "
+                                             "÷ grad_accum_steps before backward"),
+                                            ("log-probs / entropy temperature", "log π_θ untempered; H from "
+                                             "batch.extras[entropy_key] as given (entropy_old: untempered)",
+                                             "log π_θ = F.log_softmax of the plain logits (untempered, as ours); "
+                                             "H_base comes with the rollouts file, made outside the public scripts "
+                                             "(generate_rollouts.py samples at config.TEMPERATURE 0.6, TOP_P 0.95 "
+                                             "and stores no entropies)")),
                                   placement="theirs: offline, on each micro-batch of the stored rollouts; the "
                                             "frozen base model's forward gives the KL anchor, the gate comes with "
                                             "the data; ours: a loss term on each micro-batch, the gate from "
                                             "batch.extras[entropy_key] (base-model entropies) or entropy_old",
                                   deviations=("c = ±1 by correctness instead of the clipped advantage (equal when "
                                               "|A| = 1)",
+                                              "the denominator: theirs divides each micro-batch's gated sum by its "
+                                              "own gated-token count and averages the micro-batches (÷ "
+                                              "grad_accum_steps); chain's token_mean divides by the step batch's "
+                                              "loss tokens, gated or not: ours = theirs × (gated ÷ loss tokens of "
+                                              "the step) when every micro-batch holds the same number of gated "
+                                              "tokens; no aggregation option gives theirs",
                                               "the gate keeps H = τ (≥); theirs needs H > τ",
                                               "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
                                               "code's full-vocabulary KL(π_base ‖ π_θ))",

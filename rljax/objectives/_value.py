@@ -104,12 +104,32 @@ def _technique_rows():
                                        "(cliprange_value 0.5); OpenRLHF/OpenRLHF@v0.11.0 (3c3be623) "
                                        "openrlhf/models/loss.py:233-269 ValueLoss, cli/train_ppo_ray.py:390 "
                                        "(--critic.value_clip 0.5); huggingface/trl@v1.9.0 "
-                                       "trl/experimental/ppo/ppo_config.py:257-263 (vf_coef 0.1, cliprange_value 0.2)",
+                                       "trl/experimental/ppo/ppo_config.py:257-263 (vf_coef 0.1, cliprange_value 0.2); "
+                                       "sweep s1a (#51, micro-batch denominator): volcengine/verl@v0.7.0 "
+                                       "verl/workers/critic/dp_critic.py:210-245 (the default legacy critic: "
+                                       "compute_value_loss with no global counts on each micro-batch, × "
+                                       "1/gradient_accumulation or rows / ppo_mini_batch_size), critic.yaml:83 "
+                                       "(loss_agg_mode = the actor's, token-mean); the verl 0.9.1 PyPI wheel "
+                                       "workers/utils/losses.py:147-200 value_loss (dp_size, batch_num_tokens, "
+                                       "global_batch_size of the mini-batch: the default v1 trainer's critic); "
+                                       "OpenRLHF v0.11.0 openrlhf/trainer/ray/ppo_critic.py:95-104 and "
+                                       "openrlhf/utils/loss_utils.py:54-100 (iter_grad_accum_global_norm: the "
+                                       "optimizer step's tokens over all dp ranks ÷ gas), models/loss.py:11-37 "
+                                       "aggregate_loss; the TRL 1.9.0 PyPI wheel trl/experimental/ppo/"
+                                       "ppo_trainer.py:810-847 (0.5·masked_mean over the micro-batch inside "
+                                       "accelerator.accumulate)",
                                   defaults=(("clip_eps", "0.2", "verl 0.5; OpenRLHF 0.5; TRL 0.2"),
                                             ("coef", "1.0", "verl: none (own critic optimiser); TRL vf_coef 0.1"),
                                             ("½ factor", "yes", "yes (verl, OpenRLHF)"),
                                             ("aggregation", "chain's (token_mean)", "verl loss_agg_mode token-mean; "
-                                             "OpenRLHF token-level mean")),
+                                             "OpenRLHF token-level mean"),
+                                            ("micro-batch denominator", "the step batch's loss-token count on "
+                                             "every micro-batch (make_train_step's global denominator)",
+                                             "verl v0.7.0 (legacy dp_critic, the default): each micro-batch's own "
+                                             "token count × 1/gradient_accumulation; verl 0.9.1: the mini-batch's "
+                                             "global token count; OpenRLHF v0.11.0: the optimizer step's global "
+                                             "token count; TRL PPO: each micro-batch's own masked mean ÷ "
+                                             "gradient accumulation")),
                                   placement="theirs: the critic's update on each micro-batch, v_old the values "
                                             "computed before the update on the whole batch, R = GAE returns; "
                                             "ours: a loss term on each micro-batch, v_old = batch.values_old, "
@@ -117,7 +137,14 @@ def _technique_rows():
                                   deviations=("default ε 0.2 is TRL's; verl and OpenRLHF default to 0.5 "
                                               "(clip_eps=0.5)",
                                               "coef (TRL's vf_coef) weights the term for a shared actor-critic "
-                                              "loss; verl's separate critic has none (coef=1)"))),
+                                              "loss; verl's separate critic has none (coef=1)",
+                                              "the micro-batch denominator: ours divides every micro-batch by the "
+                                              "step batch's token count, as verl 0.9.1's critic (global "
+                                              "batch_num_tokens) and OpenRLHF v0.11.0 (the step's global token "
+                                              "count) do, for any micro-batching; verl v0.7.0's default legacy "
+                                              "dp_critic and TRL's PPO take each micro-batch's own token mean × "
+                                              "1/gradient_accumulation: equal only when the micro-batches hold the "
+                                              "same number of loss tokens"))),
   )
 
 
