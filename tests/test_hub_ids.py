@@ -64,9 +64,9 @@ def test_a_hub_id_resolves_to_its_cached_snapshot(hub, tmp_path, monkeypatch):
 
 
 def test_a_hub_id_not_in_the_cache_offline_is_one_line_with_the_download_command(hub, tmp_path, capsys):
-  with pytest.raises(ValueError, match=r"model\.hf_checkpoint='Qwen/Qwen2\.5-0\.5B-Instruct' is not in the Hugging "
-                     r"Face cache \(.*hub\) and HF_HUB_OFFLINE is set: download it with `hf download "
-                     r"Qwen/Qwen2\.5-0\.5B-Instruct`"):
+  with pytest.raises(ValueError, match=r"model\.hf_checkpoint='Qwen/Qwen2\.5-0\.5B-Instruct' \(a Hub id, or a local "
+                     r"path that does not exist\) is not in the Hugging Face cache \(.*hub\) and HF_HUB_OFFLINE is "
+                     r"set: download it with `hf download Qwen/Qwen2\.5-0\.5B-Instruct`"):
     resolve_checkpoint("Qwen/Qwen2.5-0.5B-Instruct")
   with pytest.raises(ValueError, match=r"hf_revision='v2'.*`hf download tiny-org/tiny-model --revision v2`"):
     resolve_checkpoint("tiny-org/tiny-model", "v2")

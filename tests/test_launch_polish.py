@@ -29,6 +29,36 @@ def test_a_missing_checkpoint_is_named_model_hf_checkpoint_and_nothing_is_writte
   assert "model_path" not in err and not out.exists()
 
 
+@pytest.mark.parametrize("kind", ["directory named .gguf", "file not .gguf"])
+def test_a_checkpoint_that_is_neither_a_gguf_file_nor_a_directory_is_named_and_nothing_is_written(tmp_path, capsys,
+                                                                                                  kind):
+  if kind == "directory named .gguf":
+    path, what = tmp_path / "x.gguf", "a directory whose name ends in .gguf"
+    path.mkdir()
+  else:
+    path, what = tmp_path / "model.bin", "a file whose name does not end in .gguf"
+    path.write_bytes(b"not a checkpoint")
+  before = sorted(os.listdir(tmp_path))
+  out = tmp_path / "run"
+  assert cli.main(["train", "--config", "tiny", "--out-dir", str(out), "--set", f"model.hf_checkpoint={path}"]) == 2
+  err = capsys.readouterr().err
+  assert f"model.hf_checkpoint '{path}' is not a .gguf file or a checkpoint directory ({what})" in err, err
+  assert "gguf_path" not in err and "no config.json" not in err
+  assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_misspelled_relative_path_reads_as_a_hub_id_and_the_refusal_says_so(tmp_path, capsys, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+  monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+  (tmp_path / "runs").mkdir()  # the user's runs/ folder holds no "model"
+  assert cli.main(["train", "--config", "tiny", "--out-dir", str(tmp_path / "run"), "--set",
+                   "model.hf_checkpoint=runs/model"]) == 2
+  err = capsys.readouterr().err
+  assert "model.hf_checkpoint='runs/model' (a Hub id, or a local path that does not exist) is not in the" in err, err
+  assert sorted(os.listdir(tmp_path)) == ["runs"]  # no run directory, no cache entry
+
+
 def test_a_missing_tfds_directory_is_named_task_tfds_dir_and_nothing_is_written(tmp_path, capsys):
   out = tmp_path / "run"
   assert cli.main(["train", "--config", "tiny", "--out-dir", str(out), "--set", "task.name=gsm8k", "--set",

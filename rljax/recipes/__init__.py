@@ -8,6 +8,7 @@
 The calling convention of each kind of stage is in ``rljax.stages``; ``docs/recipes.md`` walks through it.
 """
 from rljax.recipes._recipe import Critic, Recipe, stage
-from rljax.recipes._spec import SLOTS, Call, names_for, parse, resolve
+from rljax.recipes._spec import SLOTS, Call, is_python_marker, names_for, parse, python_marker, resolve
 
-__all__ = ["Recipe", "Critic", "stage", "parse", "resolve", "names_for", "SLOTS", "Call"]
+__all__ = ["Recipe", "Critic", "stage", "parse", "resolve", "names_for", "SLOTS", "Call", "python_marker",
+           "is_python_marker"]

@@ -6,7 +6,7 @@ import functools
 from typing import Any, Callable, Mapping, Optional
 
 from rljax import stages as S
-from rljax.recipes._spec import resolve
+from rljax.recipes._spec import python_marker, resolve
 
 __all__ = ["Recipe", "Critic", "stage"]
 
@@ -236,17 +236,25 @@ class Recipe:
     the config's recipe replaces the rewards and keeps the config's advantage, loss (its KL term), shaping, ...,
     exactly as ``train(cfg, reward_fn=fn)`` does. Given ``rewards`` without ``multi_reward`` clears the base's
     multi-reward stage (it combined the base's rewards); a given ``objective`` brings its ``loss``,
-    ``aggregation``, ``hparams`` and ``objective_needs`` with it (a builder replaces the whole loss).
+    ``aggregation``, ``hparams`` and ``objective_needs`` with it (a builder replaces the whole loss): the fields
+    ``replaces`` names.
     """
+    given = set(self.replaces)
+    if "loss" in given and base.objective is not None:  # a loss replaces the base's builder
+      given.update(("objective", "objective_needs", "hparams"))
+    changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in given}
+    return base.replace(**changes)
+
+  @property
+  def replaces(self) -> frozenset:
+    """The fields ``over`` takes from this recipe: the given ones, ``multi_reward`` with given ``rewards``, and
+    a given ``objective``'s ``loss``, ``aggregation``, ``hparams`` and ``objective_needs``."""
     given = set(self.given)
     if "rewards" in given:
       given.add("multi_reward")
     if "objective" in given:
       given.update(("loss", "aggregation", "hparams", "objective_needs"))
-    if "loss" in given and base.objective is not None:  # a loss replaces the base's builder
-      given.update(("objective", "objective_needs", "hparams"))
-    changes = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name in given}
-    return base.replace(**changes)
+    return frozenset(given)
 
   def stages(self) -> list:
     """Every stage of the recipe, in data-flow order (nested loss terms included)."""
@@ -344,31 +352,45 @@ class Recipe:
 
     return builder
 
-  def specs(self) -> dict:
+  def specs(self, *, mark_python: bool = False) -> dict:
     """``{RLConfig field: spec string}`` writing this recipe as config fields (``RLConfig.with_recipe``).
 
     Raises ``ValueError`` when a stage is not a catalog technique (a user function): such a recipe is passed
-    to ``rljax.train.train(cfg, recipe=...)`` instead.
+    to ``rljax.train.train(cfg, recipe=...)`` instead. With ``mark_python=True`` such a slot is written as a
+    marker naming its stages instead (``rljax.recipes.python_marker``: ``"<python: my_reward>"``), and so are
+    the loss and aggregation of a custom objective builder and a loss with ``hparams`` set directly: what a
+    run's ``config.json`` records, each slot as it ran.
     """
+    show = lambda s: getattr(s, "spec", None) or s.name  # a stage in a marker: its spec, else its name
+
+    def unwritable(message: str) -> None:
+      if not mark_python:
+        raise ValueError(message)
+
     if self.objective is not None:
-      raise ValueError(f"recipe {self.name!r} has a custom objective builder, which no config field can hold")
-    if self.hparams:
-      raise ValueError(f"recipe {self.name!r} sets hparams {sorted(self.hparams)} directly, which no config field "
-                       "holds; give them as the loss terms' arguments")
+      unwritable(f"recipe {self.name!r} has a custom objective builder, which no config field can hold")
+    elif self.hparams:
+      unwritable(f"recipe {self.name!r} sets hparams {sorted(self.hparams)} directly, which no config field "
+                 "holds; give them as the loss terms' arguments")
 
     def spec(items, slot):
-      out = []
-      for s in items:
-        if getattr(s, "spec", None) is None:
-          raise ValueError(f"recipe {self.name!r}: {slot} stage {s.name!r} is not a catalog technique, so no "
-                           "config field can hold it; pass the recipe to rljax.train.train(cfg, recipe=...)")
-        out.append(s.spec)
-      return ", ".join(out)
+      items = list(items)
+      python = [s for s in items if getattr(s, "spec", None) is None]
+      if not python:
+        return ", ".join(s.spec for s in items)
+      unwritable(f"recipe {self.name!r}: {slot} stage {python[0].name!r} is not a catalog technique, so no "
+                 "config field can hold it; pass the recipe to rljax.train.train(cfg, recipe=...)")
+      return python_marker(show(s) for s in items)
 
     fields = {slot: spec(getattr(self, slot), slot) for slot in
               ("rewards", "shaping", "prompt_filters", "filters", "replay", "advantage", "loss", "controllers")}
     fields["multi_reward"] = spec([self.multi_reward] if self.multi_reward else [], "multi_reward")
     fields["aggregation"] = spec([self.aggregation], "aggregation")
+    if self.objective is not None:  # the builder gives the whole loss, its aggregation included
+      builder = python_marker([f"objective {getattr(self.objective, '__name__', 'builder')}"])
+      fields.update(loss=builder, aggregation=builder)
+    elif self.hparams:
+      fields["loss"] = python_marker([*(show(t) for t in self.loss), f"hparams {self.hparams}"])
     if self.critic is not None:
       fields.update(critic=spec([self.critic.loss], "critic"), critic_shared=self.critic.shared,
                     critic_coef=self.critic.coef, critic_lr=self.critic.learning_rate)

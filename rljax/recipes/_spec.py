@@ -22,7 +22,8 @@ from typing import Any, Optional
 
 from rljax._technique import Technique, slot_of
 
-__all__ = ["Call", "parse", "SLOTS", "slot_of", "names_for", "resolve_call", "resolve"]
+__all__ = ["Call", "parse", "SLOTS", "slot_of", "names_for", "resolve_call", "resolve", "python_marker",
+           "is_python_marker"]
 
 # slot -> what it holds (the rl.* config field / Recipe field of the same name)
 SLOTS = {
@@ -176,3 +177,16 @@ def resolve(spec, slot: str) -> tuple:
   calls = parse(spec) if isinstance(spec, str) else list(spec)
   rows = _catalog()
   return tuple(resolve_call(c, slot, rows) for c in calls)
+
+
+def python_marker(names) -> str:
+  """What a run's ``config.json`` records in a recipe field that no spec can hold (a Python function, a custom
+  objective builder, hparams set directly): ``"<python: my_reward, exact_match>"``, the slot's stages by name
+  (catalog ones by their spec). It is not a spec, so it cannot be read as the config's own value of the field:
+  ``RLConfig`` keeps it, and refuses to build a recipe from it (``Recipe.specs(mark_python=True)``)."""
+  return f"<python: {', '.join(names)}>"
+
+
+def is_python_marker(text) -> bool:
+  """Whether ``text`` is a ``python_marker``."""
+  return isinstance(text, str) and text.startswith("<python: ") and text.endswith(">")

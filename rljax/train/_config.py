@@ -477,16 +477,20 @@ class RLConfig:
     for name in RECIPE_FIELDS:
       if not isinstance(getattr(self, name), str):
         _fail(f"RLConfig.{name}", getattr(self, name), "a technique spec string such as 'qae(quantile=0.7)'")
-    self.recipe()  # resolves every spec now: a bad name or argument is an error naming its field
+    from rljax.train._recipes import check_recipe_fields  # pylint: disable=import-outside-toplevel
+    check_recipe_fields(self)  # resolves every spec now: a bad name or argument is an error naming its field
 
   def recipe(self):
-    """The ``rljax.recipes.Recipe`` these fields describe (raises ``ValueError`` naming a bad field)."""
+    """The ``rljax.recipes.Recipe`` these fields describe (raises ``ValueError`` naming a bad field, or a field
+    that records a Python stage of a run's recipe: ``rljax.recipes.python_marker``)."""
     from rljax.train._recipes import recipe_from_config  # pylint: disable=import-outside-toplevel
     return recipe_from_config(self)
 
-  def with_recipe(self, recipe) -> "RLConfig":
-    """This config with its recipe fields written from ``recipe`` (catalog stages only; ``Recipe.specs``)."""
-    return dataclasses.replace(self, **recipe.specs())
+  def with_recipe(self, recipe, *, mark_python: bool = False) -> "RLConfig":
+    """This config with its recipe fields written from ``recipe`` (catalog stages only; ``Recipe.specs``).
+    ``mark_python=True``: a slot a spec cannot hold is written as a marker naming its stages (what a run's
+    ``config.json`` records; ``RLConfig.recipe()`` then refuses to build a recipe from it)."""
+    return dataclasses.replace(self, **recipe.specs(mark_python=mark_python))
 
   @property
   def batch_size(self) -> int:

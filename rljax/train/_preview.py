@@ -16,7 +16,8 @@ __all__ = ["preview_step"]
 
 
 def preview_step(cfg, recipe=None, *, params=None, model_state=None, step: int = 0) -> dict:
-  """One RL step of ``recipe`` (default: ``cfg.rl``'s) on ``cfg``'s task, at ``params`` (default: a fresh model).
+  """One RL step of ``recipe`` (default: ``cfg.rl``'s; the fields a partial recipe is not given are ``cfg.rl``'s,
+  as in ``train``) on ``cfg``'s task, at ``params`` (default: a fresh model).
 
   Returns ``{"data": StepData (after the advantages), "batch": TrainBatch, "rollout": rollout statistics,
   "stages": the stages' metrics, "loss": float, "metrics": the loss terms' metrics}`` (host values).

@@ -5,7 +5,8 @@
 1. task, tokenizer (SentencePiece, char level for the built-in tasks), model (``_experiment.py``);
 2. SFT on task demonstrations with the NLL objective (``_sft.py``);
 3. held-out evaluation of the SFT checkpoint (greedy accuracy, temperature-1 success rate, pass@k);
-4. RL with the recipe's stages (``_rl.py``; the recipe is ``cfg.rl.recipe()`` unless one is passed);
+4. RL with the recipe's stages (``_rl.py``; the recipe is ``cfg.rl.recipe()``, with the fields of a recipe passed
+   in over it);
 5. evaluation after RL; ``metrics.jsonl``, TensorBoard events, ``metrics.png``, ``summary.json`` and orbax
    checkpoints under ``out_dir``.
 
@@ -33,6 +34,7 @@ from rljax.train._field_names import user_named_error
 from rljax.train._metrics import MetricsWriter, check_trackers, plot_metrics, wandb_settings
 from rljax.train._multiproc_async import check_multiprocess
 from rljax.train._optim import make_optimizer
+from rljax.train._recipes import marked_fields
 from rljax.train._rl import check_group_batch
 from rljax.train._runners import run_rl
 from rljax.train._rundir import WALL_FILE, check_run_dir, clear_run, describe_changes, how, in_cli
@@ -47,17 +49,23 @@ __all__ = ["train", "Preempted", "Experiment", "build_experiment", "load_run", "
 
 def run_recipe(cfg: RunConfig, recipe=None, *, objective_fn: Optional[Callable] = None,
                reward_fn: Optional[Callable] = None, objective_needs=None):
-  """The recipe a run trains with: ``recipe``, else the config's, with the ``train`` overrides applied.
+  """The recipe a run trains with: the config's, with the fields ``recipe`` was given over it (``Recipe.over``,
+  as a config file's ``get_recipe()``: ``Recipe(rewards=(fn,))`` keeps the config's advantage and loss), then the
+  ``train`` overrides applied.
 
-  ``objective_fn`` (``hparams -> Objective``) replaces the loss: its hparams start at the loss's values, and
-  the inputs it reads are ``objective_needs`` (default: the replaced loss's needs and ``logp_old``, so that a
-  KL term in the replaced loss keeps its reference log-probs); ``reward_fn`` (``(completions, problems) -> [B]``)
-  replaces the rewards.
+  A recipe given every slot needs nothing of the config's (its fields may then record the Python stages of a
+  run's recipe, which build no recipe). ``objective_fn`` (``hparams -> Objective``) replaces the loss: its
+  hparams start at the loss's values, and the inputs it reads are ``objective_needs`` (default: the replaced
+  loss's needs and ``logp_old``, so that a KL term in the replaced loss keeps its reference log-probs);
+  ``reward_fn`` (``(completions, problems) -> [B]``) replaces the rewards.
   """
-  from rljax.recipes import Recipe  # pylint: disable=import-outside-toplevel
-  recipe = cfg.rl.recipe() if recipe is None else recipe
-  if not isinstance(recipe, Recipe):
+  from rljax.recipes import SLOTS, Recipe  # pylint: disable=import-outside-toplevel
+  if recipe is not None and not isinstance(recipe, Recipe):
     raise ValueError(f"recipe must be a rljax.recipes.Recipe, got {type(recipe).__name__}")
+  if recipe is None:
+    recipe = cfg.rl.recipe()
+  elif not set(SLOTS) <= recipe.replaces:  # a partial recipe: the config's recipe fills the rest
+    recipe = recipe.over(cfg.rl.recipe())
   if objective_fn is not None:
     if objective_needs is None:
       loss_needs = frozenset().union(*(s.needs for s in recipe.stages() if s in recipe.loss or s.name == "objective"))
@@ -128,7 +136,10 @@ def train(cfg: RunConfig, *, resume: bool = False, overwrite: bool = False, reci
       ``rljax train --resume`` starts from the run's own ``config.json``.
     overwrite: replace the run already in ``cfg.out_dir`` (its run files only; other files stay). Without it a
       fresh start into a directory that holds a run is refused.
-    recipe: a ``rljax.recipes.Recipe`` (default: the one ``cfg.rl``'s recipe fields describe).
+    recipe: a ``rljax.recipes.Recipe`` (default: the one ``cfg.rl``'s recipe fields describe). The fields it is
+      not given come from ``cfg.rl`` (``Recipe.over``), as for a config file's ``get_recipe()``:
+      ``Recipe(rewards=(fn,))`` keeps the config's advantage and loss. ``config.json`` records the recipe that
+      runs, a slot holding a Python function as a marker naming it (``rljax.recipes.python_marker``).
     objective_fn: ``hparams -> rljax.objectives.Objective`` replacing the recipe's loss.
     objective_needs: the batch inputs ``objective_fn`` reads (``rljax.stages.NEEDS``; default: the replaced
       loss's and ``logp_old``).
@@ -168,12 +179,10 @@ def _train(cfg: RunConfig, flag, *, resume, overwrite, recipe, objective_fn, rew
     raise ValueError("RLConfig.rollout_ahead=true runs on one process only (its background sampling would "
                      f"interleave collectives with the update's); this run has {jax.process_count()} processes")
   main = jax.process_index() == 0  # host-side files and console output: process 0 only
-  try:  # a recipe of catalog stages goes into the config fields, so config.json holds the run's recipe
-    cfg = cfg.replace(rl=cfg.rl.with_recipe(recipe))
-    python_recipe = False
-  except ValueError:  # user functions: config.json keeps the config's fields, recipe.json says so
-    python_recipe = True
-  described = {**recipe.describe(), "python": python_recipe}
+  # config.json records the recipe that runs: each slot of catalog stages as its specs, a slot with Python stages
+  # as a marker naming them (never the config's value of that field)
+  cfg = cfg.replace(rl=cfg.rl.with_recipe(recipe, mark_python=True))
+  described = {**recipe.describe(), "python": bool(marked_fields(cfg.rl))}
   # ---- checks: nothing is written until all of them pass (on every process: the start is refused everywhere)
   try:
     changes, exp, mesh = _check_start(cfg, recipe, described, resume=resume, overwrite=overwrite)
