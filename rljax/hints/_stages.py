@@ -311,7 +311,7 @@ TECHNIQUES = (
                                      "branch's regen (:4039-4046) samples with the rollout's parameters); the "
                                      "IS log-probs come from the actor's compute_log_prob at the rollout "
                                      "temperature (their verl fork, branch custom-patches-v0.4.1: verl v0.4.1 "
-                                     "fsdp_workers.py:701, dp_actor.py:264, logits ÷ 0.7, no top-p); the "
+                                     "fsdp_workers.py:701, dp_actor.py:187, 264: logits ÷ 0.7, no top-p); the "
                                      "launcher's two named runs, scripts/run_training.sh:9-10 and README.md:71, 73: "
                                      "OC-GRPO-Adaptive = verl_run_852_n16 (this record), OC-GRPO-Fixed = "
                                      "verl_run_901_masked_IS_n16.yaml (hint_mode prompt_masked, the offline "
