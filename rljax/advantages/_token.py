@@ -861,8 +861,7 @@ def _technique_rows():
                 f"{_S1} L167; arXiv 2606.26080",
                 stage=_implicit_progress_reward_stage,
                 fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "
-                                  "(per_step_progress_advantage); runners/tau2_bon.py (_score_one, the scripts' "
-                                  "scorer)",
+                                  "(per_step_progress_advantage); runners/tau2_bon.py (_score_one)",
                                   "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our "
                                   "per-step sum) or mean (their scripts); they score trajectories at test time, using "
                                   "it as a training reward is ours",
