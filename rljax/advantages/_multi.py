@@ -323,7 +323,13 @@ def _technique_rows():
                                "algorithm.norm_adv_by_std_in_grpo, so a False there never reaches it (only "
                                "a direct call with False gives r_k − μ_{g,k}, no σ)"),
                               ("train batch", "the step's rows", "verl-GDPO: train_batch_size 512 prompts; TRL: "
-                               "per_device_train_batch_size 16, gradient_accumulation_steps 4")),
+                               "per_device_train_batch_size 16, gradient_accumulation_steps 4"),
+                              ("KL penalty in the reward", "none (the stage reads reward_components)",
+                               "verl-GDPO train_gdpo.sh: use_kl_loss False, so the fit loop applies apply_kl_penalty "
+                               "(ray_trainer.py:753-759, :99-124; algorithm.kl_ctrl.kl_coef 0.001): token_level_rewards "
+                               "= token_level_scores − 0.001·KL; the 'gdpo' branch reads token_level_scores_correctness "
+                               "and token_level_scores_format (:177-178), so the penalty never reaches its advantage "
+                               "(error-class sweep #51, s2b); TRL: no KL in the reward")),
                     placement="theirs (TRL): _generate_and_score_completions, once per generation batch, on the "
                               "rewards gathered from every process, groups = consecutive blocks of num_generations, "
                               "before the local slice; ours: the advantage stage, once per step on the step's "
@@ -483,7 +489,17 @@ def _technique_rows():
                                             ("query_weight", "True", "group keep ratio, always on in both variants"),
                                             ("whiten", "True, over kept rows",
                                              "use_masked_whiten_in_gdpo = True, over kept tokens"),
-                                            ("group size", "the step's groups", "rollout.n = 4 (scripts)")),
+                                            ("group size", "the step's groups", "rollout.n = 4 (scripts)"),
+                                            ("norm_adv_by_std_in_grpo", "none (each reward's A is ÷ (σ + ε))",
+                                             "True (ppo_trainer.yaml:155; no script sets it): read in fit "
+                                             "(ray_trainer.py:1552-1554) and passed to compute_advantage (:1561), "
+                                             "which hands it to every gdpo branch (:447, 459, 480, 515) and so to "
+                                             "each per-reward compute_grpo_outcome_advantage (:259, 336); False "
+                                             "(A = r − mean, no σ) is not built (error-class sweep #51, s2b)"),
+                                            ("KL penalty in the reward", "none",
+                                             "use_kl_in_reward False (ppo_trainer.yaml:158; scripts leave it): "
+                                             "token_level_rewards = token_level_scores (:1542-1548); the gdpo "
+                                             "branches read the token_level_scores_* channels anyway (:231-235)")),
                                   placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
                                             "the whole batch grouped by uid, the per-reward token scores written by "
                                             "the reward step; ours: the advantage stage, once per step on the step's "

@@ -880,7 +880,7 @@ def _technique_rows():
                 f"{_S1} L167; arXiv 2606.26080",
                 stage=_implicit_progress_reward_stage,
                 fidelity=Fidelity("authors_code", "github.com/deeplearning-wisc/progress-advantage: pa/scoring.py "
-                                  "(per_step_progress_advantage)",
+                                  "(per_step_progress_advantage); runners/tau2_bon.py (_score_one)",
                                   "authors score a step by β·(agg log π − agg log π_ref), agg = token sum (= our "
                                   "per-step sum) or mean (their scripts); they score trajectories at test time, using "
                                   "it as a training reward is ours",
@@ -898,7 +898,13 @@ def _technique_rows():
                                        "gemma-4-E4B, Olmo-3-7B-Instruct / Olmo-3-7B-Instruct-DPO); scoring.py "
                                        "LogprobScorer.score: each message tokenized alone (no chat template) and "
                                        "concatenated after BOS, left-truncated to max_length; reference None: "
-                                       "β·agg log π alone",
+                                       "β·agg log π alone. Error-class sweep (#51, s2b): the caller: both scripts "
+                                       "(tau2_bon8.sh, webshop_bon8.sh with --domain webshop) run python -m "
+                                       "runners.tau2_bon, whose run() scores each simulation with its own "
+                                       "_score_one (branch 'progress_advantage'), not with scoring.py's "
+                                       "per_step_progress_advantage / score_trajectory_progress_advantage; "
+                                       "LogprobScorer.score's log-probs are log_softmax of the raw logits (no "
+                                       "temperature, --dtype bfloat16 forward)",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
                                              "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
@@ -913,9 +919,19 @@ def _technique_rows():
                                              "policy, so the reward is 0 until the policy moves)",
                                              "MODEL_PAIRS' reference: the policy checkpoint's pre-post-training base "
                                              "(…-Base; Olmo: the DPO checkpoint), a different model from the "
-                                             "policy")),
+                                             "policy"),
+                                            ("log-prob temperature", "none: logp_old and logp_ref are untempered "
+                                             "log-probs of the sampled tokens",
+                                             "none: LogprobScorer.score takes log_softmax of the raw logits of a "
+                                             "bf16 forward (runners.tau2_bon --dtype bfloat16), whatever temperature "
+                                             "sampled the cached rollouts"),
+                                            ("trajectory without an action step", "no completion token: no reward",
+                                             "_score_one returns −inf (never selected unless every candidate has "
+                                             "none)")),
                                   placement="theirs: at test time, a scoring pass over finished trajectories "
-                                            "(best-of-n selection), each action step scored β·(agg log π − agg "
+                                            "(best-of-n selection; the scripts' entry point runners/tau2_bon.py "
+                                            "run() → _score_one, which re-implements scoring.py's formula), each "
+                                            "action step scored β·(agg log π − agg "
                                             "log π_ref) and the steps aggregated to one score per trajectory; "
                                             "ours: a Shaping stage once per step after the forward passes, the "
                                             "per-token β·(log π_old − log π_ref) added to the step's token rewards "
@@ -1017,7 +1033,17 @@ def _technique_rows():
                                              "episode term 0 (grpo's singleton rule)",
                                              "the raw scores: A = R + w·r_step (episode_rloo_reward / "
                                              "step_rloo_reward leave response_num = 1 unchanged; "
-                                             "#51 rI)")),
+                                             "#51 rI)"),
+                                            ("sampling temperature / top_p (the log-probs in q)",
+                                             "none: logp_old and logp_ref are untempered (rl.temperature 1 samples "
+                                             "untempered; at another rl.temperature the recorded log-probs stay "
+                                             "untempered)",
+                                             "actor_rollout_ref.rollout.temperature 1.0, top_k −1, top_p 1 "
+                                             "(ppo_trainer.yaml:104-106; neither script sets them): old_log_probs "
+                                             "are the actor's at temperature 1, the PRM's rm_log_labels the "
+                                             "log_softmax of its raw logits (dp_rm.py:114, no temperature); a "
+                                             "rollout.temperature T ≠ 1 would temper old_log_probs (logits ÷ T) "
+                                             "but not the PRM's (error-class sweep #51, s2b)")),
                                   placement="theirs: verl-agent trainer, one batch row per environment step of a "
                                             "trajectory (uid = prompt group, traj_uid = trajectory); each training "
                                             "step after the rollout the PRM scores the batch (update=after: the "

@@ -456,7 +456,15 @@ def _technique_rows():
                                        "(get_rollout_n_per_prompt), :463-471 and :1208-1216 (min = max = rollout.n "
                                        "at start), :1432-1448 (per-epoch min −= n_update, max += n_update, "
                                        "update_rank); e3/data/rl_dataset.py:125-171 (prompt_stats, rank = "
-                                       "index/P by descending mean reward, unseen −100); scripts/train_7b.sh:5-13",
+                                       "index/P by descending mean reward, unseen −100); scripts/train_7b.sh:5-13. "
+                                       "Error-class sweep (#51, s2b): the scripts' sampler switches: train_7b.sh:14-15, "
+                                       "56-59 and train_1_5b.sh:14-15, 57-60 (rollout.temperature 1, "
+                                       "enable_temperature_scheduler True, enable_annealing True, rollout.max_steps "
+                                       "480); e3/worker/temperature_scheduler.py (TemperatureScheduler.step, "
+                                       "annealing); e3/worker/fsdp_work.py:143-146 (one scheduler per worker), "
+                                       ":446-450 and :478-487 (update_actor, Dispatch.DP_COMPUTE_PROTO: the "
+                                       "scheduler steps on that rank's entropy), :517 (the rollout's sampling "
+                                       "temperature), :552 (compute_log_prob at the same temperature)",
                                   defaults=(("weight", "(1 − acc)^power, power 1", "rank = position/P in the "
                                              "dataset sorted by cumulative mean reward (hardest last)"),
                                             ("min_per_prompt", "0", "rollout.n 8 at epoch 1, − n_update 2 per "
@@ -468,7 +476,15 @@ def _technique_rows():
                                              "leftover to the hardest first up to max"),
                                             ("difficulty estimate", "EMA of correct, decay 0.5, prior 0.5",
                                              "cumulative mean reward over all epochs, rank updated per epoch; "
-                                             "unseen prompts weight 0")),
+                                             "unseen prompts weight 0"),
+                                            ("sampling temperature (behind the rewards that rank the prompts)",
+                                             "the run's rl.temperature, fixed",
+                                             "enable_temperature_scheduler True, enable_annealing True (both "
+                                             "scripts; yaml False): from T 1, after the first step T ← T·(1 + "
+                                             "T·ln(H*/H)/(ln V + ln ln V)), H the step's entropy, H* the first "
+                                             "step's; from step 288 (480 − int(0.4·480)) H* is cosine-annealed "
+                                             "to 0.9·H* by step 480; each data-parallel worker keeps its own "
+                                             "scheduler, stepped on its own shard's entropy")),
                                   placement="theirs: before each step's rollout, on the dataloader batch's "
                                             "prompts (counts from the dataset-wide rank of the last epoch); "
                                             "stats added after the reward each step; ours: a prompt filter "
@@ -485,7 +501,11 @@ def _technique_rows():
                                       "the leftover goes to the hardest prompts first (e.g. [2, 5, 9, 16] vs ours "
                                       "[2, 6, 10, 14], tested)",
                                       "the budget defaults to half the layout (ours: the layout is static); "
-                                      "theirs keep the total at rollout.n·P"))),
+                                      "theirs keep the total at rollout.n·P",
+                                      "their scripts also run E3's entropy-targeting temperature schedule "
+                                      "(enable_temperature_scheduler, enable_annealing): the rewards that set "
+                                      "each prompt's difficulty rank are sampled at that adaptive temperature; "
+                                      "not built (ours samples at the fixed rl.temperature)"))),
   )
 
 

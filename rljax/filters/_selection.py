@@ -232,14 +232,34 @@ def _technique_rows():
                                        "the turns); recipe/simpletir/simpletir_ray_trainer.py:1146-1165 (loss_mask "
                                        "× void_turn_mask) and :1431-1437 (compute_advantage afterwards, on the "
                                        "whole batch); recipe/simpletir/config/simpletir_trainer.yaml:38; train.sh:47, "
-                                       "420; README.md:53-71 (the training command)",
+                                       "420; README.md:53-71 (the training command). Error-class sweep (#51, s2b): "
+                                       "the launch's other row switches around the void mask: "
+                                       "simpletir_ray_trainer.py:1249-1330 (rejection_sample: a uid group whose "
+                                       "summed rewards have std < 1e-3 dropped, :1261; acc_filter: group mean outside "
+                                       "[low, high] dropped, :1264-1275; remove_clip: a group with fewer than min_n "
+                                       "non-truncated rows dropped, :1305), :1344 (batch[valid_mask]), :1362 "
+                                       "(repeat_with_uid_suffix: the kept groups duplicated up to train_batch_size), "
+                                       ":1391 (a random subset of groups when there are more), :564 (loader batch × "
+                                       "oversample); train.sh:33-48 (REJECTION_SAMPLE True, OVERSAMPLE 2), :306-322, "
+                                       "395-398",
                                   defaults=(("code_pattern", "```.*?``` (any fenced block)",
                                              "```(?:py|python)?\\n(.*?)\\n``` (re.DOTALL)"),
                                             ("answer_pattern", "\\boxed\\s*\\{ | <answer>…</answer> | ####",
                                              "the substring \\boxed{"),
                                             ("mask_void_turns", "on (the stage)",
                                              "True (trainer yaml; README's training command passes "
-                                             "--mask_void_turns True; train.sh's own default is False)")),
+                                             "--mask_void_turns True; train.sh's own default is False)"),
+                                            ("group filters around the void mask (not this stage's)",
+                                             "none (compose zero_variance / an accuracy filter; they run after "
+                                             "this stage, on the rows it kept)",
+                                             "README command: rejection_sample True (train.sh default; group "
+                                             "reward std < 1e-3 dropped), --acc_filter 0.1_0.9 (group mean reward "
+                                             "outside [0.1, 0.9] dropped), --remove_clip True, --oversample 3 "
+                                             "(3 × train_batch_size prompts sampled); the kept groups are "
+                                             "duplicated (repeat_with_uid_suffix) or subsampled to exactly "
+                                             "train_batch_size; the void trajectories (reward as scored, "
+                                             "typically 0: the episode ended without an answer) count in these "
+                                             "group statistics")),
                                   placement="theirs: during the multi-turn rollout, per active trajectory and "
                                             "turn (a void turn also ends the episode); the trainer multiplies the "
                                             "whole trajectory's loss_mask by 0, training only; ours: a row filter "
@@ -256,7 +276,14 @@ def _technique_rows():
                                       "a void row leaves before the advantage (valid False), so its reward no "
                                       "longer enters its group's mean and std and the other rows' advantages "
                                       "change; theirs keep the void trajectory in compute_advantage (GRPO over "
-                                      "the whole batch) and only zero its loss mask"))),
+                                      "the whole batch) and only zero its loss mask",
+                                      "their launch's group filters see the void rows: a group's accuracy for "
+                                      "--acc_filter 0.1_0.9 and its std for rejection_sample count every "
+                                      "trajectory, void ones included (e.g. 7 successes and 1 void trajectory "
+                                      "of 8: mean 0.875, std > 1e-3, kept and trained; ours drops the void row "
+                                      "first, so a composed zero_variance / accuracy filter sees 7 of 7 correct "
+                                      "and drops the group); their kept groups are duplicated to fill "
+                                      "train_batch_size, ours has no duplicates"))),
       Technique("shuffle_pairs", "filter", shuffle_pairs,
                 "pair k-th max/min advantage per group; draw rows with p ~ |A|",
                 f"{_S1} L43 (Shuffle-R1)",

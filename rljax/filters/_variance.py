@@ -333,11 +333,32 @@ def _technique_rows():
                     "rule) is rule='mass'",
                     read="RAGEN-AI/RAGEN@5eb79b82 (2025-09-06) ragen/trainer/agent_trainer.py:463-478 and "
                          "config/base.yaml:54-55; RAGEN-AI/RAGEN@4ec25747 ragen/trainer/rollout_filter.py "
-                         "(RolloutFilterConfig, _select_top_groups), code index",
+                         "(RolloutFilterConfig, _select_top_groups), code index. Error-class sweep (#51, s2b), "
+                         "5eb79b82 (fetched snapshot): what the filter's score holds: agent_trainer.py:466 reads "
+                         "original_rm_scores; ragen/llm_agent/ctx_manager.py:35-70 (get_masks_and_scores: the summed "
+                         "turn rewards on the last token), :175-226 (_normalize_score_tensor: penalty added at "
+                         ":218, group normalisation :194-201, written back into the same score_tensor at :224), "
+                         ":287, 300-301 (rm_scores and original_rm_scores are then one tensor); "
+                         "ragen/llm_agent/es_manager.py:172-173 (format_penalty per turn with an invalid action); "
+                         "config/base.yaml:104-115 (reward_normalization grouping state, method identity; "
+                         "format_penalty −0.1); train_all.sh:4-6, 18-35 (USE_GRPO sets "
+                         "reward_normalization.method=mean_std; the filter sweeps 0.25 / 0.5 / 0.75, USE_BASE 1)",
                     defaults=(("top_p", "0.25", "rollout_filter_ratio 0.25 (base.yaml)"),
                               ("rule", "'count': ceil(p·#groups)", "5eb79b82: int(p·#groups); 4ec25747: strategy "
                                "'top_p', top_p_prob_mode 'linear' (std mass ≥ p·Σstd − 0.01)"),
-                              ("score", "reward std (population)", "in-group reward std (torch.std, unbiased)")),
+                              ("score", "reward std (population)", "in-group reward std (torch.std, unbiased)"),
+                              ("format penalty in the score", "none: the step's rewards as they reach the stage "
+                               "(a penalty must be in them, e.g. a shaping stage)",
+                               "es_manager.format_penalty −0.1 (base.yaml:115) added to a trajectory's score for each "
+                               "turn whose actions were not all valid (es_manager.py:172-173), before the filter: "
+                               "ctx_manager.py:218-224 writes R + penalty into score_tensor in place, and "
+                               "original_rm_scores (agent_trainer.py:466) is that tensor (:287, 301)"),
+                              ("reward normalisation in the score", "none",
+                               "agent_proxy.reward_normalization, grouping 'state' (the group): base.yaml method "
+                               "identity; train_all.sh's GRPO runs (USE_GRPO) mean_std, so the filter ranks the "
+                               "torch.std of (x − mean)/(std + 1e-6), i.e. std/(std + 1e-6) (every non-constant "
+                               "group ≈ 1, float32 near-ties resolved by topk; a group with std ≤ 1e-6 is 0); "
+                               "also applied in place before the filter (ctx_manager.py:194-224)")),
                     placement="theirs: after the rollout, before the advantage, on the whole batch's groups "
                               "(reshaped [groups, group_size]); ours: a filter stage on the step's rows, groups by "
                               "group_id (ragged allowed), padded rows never kept",
@@ -355,7 +376,13 @@ def _technique_rows():
                         "reward_sum / length, include_zero False (groups scoring 0 dropped first); its "
                         "EntropyRolloutFilter (metrics entropy / entropy_variance: groups ranked by the mean or std "
                         "of the policy's per-trajectory token-mean entropy, from an extra compute_log_prob pass) and "
-                        "the turn-level mode (episode_ids: one score per episode, its first turn's reward)"))),
+                        "the turn-level mode (episode_ids: one score per episode, its first turn's reward)",
+                        "what is ranked: 5eb79b82's score is the episode reward plus the format penalty (−0.1 per "
+                        "turn with an invalid action, base.yaml) and, in train_all.sh's GRPO runs, after the "
+                        "in-group mean_std normalisation (ctx_manager.py mutates the tensor that "
+                        "original_rm_scores names); ours ranks data.rewards as given: compose the penalty into "
+                        "the reward to match; under mean_std theirs ranks std/(std + 1e-6) in float32, ours the std "
+                        "itself (same order except float32 near-ties; tested)"))),
       Technique("negative_advantage_drop", "filter", negative_advantage_drop, "keep_i = 1[A_i > 0]",
                 f"{_S1} L191 (A-LoL)",
                 stage=S.row_filter(negative_advantage_drop, {"advantages": S.row_advantages, "valid": "valid"},

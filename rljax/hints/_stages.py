@@ -207,7 +207,14 @@ TECHNIQUES = (
                                      "passing returns the whole batch as the reroll set), :1295-1365 "
                                      "(_roll_with_balanced_batch), :143-178 (plain_adv_weight); ppo_trainer.yaml:"
                                      "231-244 (scale_reasoning); dp_actor.py:240-290; guide_grpo_llama.sh (the "
-                                     "same settings)",
+                                     "same settings). Error-class sweep (#51, s2b), the caller of the shaping: "
+                                     "dp_actor.py:231-232 and :269-276 switch it on when "
+                                     "config.get('apply_off_policy_shaping', None) is not None, so the yaml's "
+                                     "apply_off_policy_shaping: false (ppo_trainer.yaml:34) shapes too "
+                                     "(gamma_strategy constant, γ 1.0, :35-36); core_algos.py:352-353 (the off-policy "
+                                     "clip with off_policy_clip_ratio, 0.8 in the scripts and yaml:46, is "
+                                     "commented out: read, never used); ppo_trainer.yaml:81-83 (rollout "
+                                     "temperature 1.0, top_p 1: the actor's log-probs untempered, as ours)",
                                 defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
                                            "(acc ≤ 0.001; yaml 0.0)"),
                                           ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
@@ -217,7 +224,12 @@ TECHNIQUES = (
                                            "importance_weighted_reroll True: the hinted prompt's log-probs"),
                                           ("gamma (loss)", "exgrpo_policy beta = 1 (constant)",
                                            "scripts: gamma_strategy percentile, gamma_value 0.9; yaml: "
-                                           "constant 1.0"),
+                                           "constant 1.0, applied even with the yaml's apply_off_policy_shaping "
+                                           "false (dp_actor.py tests the key for `is not None`)"),
+                                          ("off_policy_clip_ratio", "none",
+                                           "0.8 (scripts; yaml:46): passed to compute_policy_loss but unused "
+                                           "(its clip line is commented out, core_algos.py:353): off-policy rows "
+                                           "unclipped"),
                                           ("clip", "0.2 on fresh rows (clip_fresh=True)", "clip_ratio 0.2 "
                                            "on-policy rows; off-policy unclipped"),
                                           ("accuracy filter", "none", "filter_accuracy True, accuracy bounds "
@@ -292,7 +304,19 @@ TECHNIQUES = (
                                      "is_log_diff_token = that − old_log_probs); verl_grpo/hints/hint_generator.py:"
                                      "461-490 (get_solution_prefix: int(f·len) characters, Asymptote stripped, cut "
                                      "back to a word boundary); ppo_trainer_7b.yaml:352-392 (hints defaults: "
-                                     "hint_trigger_threshold 0, is_weight_power 1.0)",
+                                     "hint_trigger_threshold 0, is_weight_power 1.0). Error-class sweep (#51, s2b): "
+                                     "ppo_trainer_7b.yaml:145-149 (rollout temperature 0.7, top_k −1, top_p 0.95; "
+                                     "the run's yaml leaves them, README.md:64, 132: 'temperature 0.7', 'top-p "
+                                     "0.95'), :361 (hint_temperature 0.7, read by other hint modes; the prefix "
+                                     "branch's regen (:4039-4046) samples with the rollout's parameters); the "
+                                     "IS log-probs come from the actor's compute_log_prob at the rollout "
+                                     "temperature (their verl fork, branch custom-patches-v0.4.1: verl v0.4.1 "
+                                     "fsdp_workers.py:701, dp_actor.py:187, 264: logits ÷ 0.7, no top-p); the "
+                                     "launcher's two named runs, scripts/run_training.sh:9-10 and README.md:71, 73: "
+                                     "OC-GRPO-Adaptive = verl_run_852_n16 (this record), OC-GRPO-Fixed = "
+                                     "verl_run_901_masked_IS_n16.yaml (hint_mode prompt_masked, the offline "
+                                     "prefix-augmented data verl_grpo/data_offline_guided_prefix, prompt_mode "
+                                     "original, per_token IS, clamp_min 0.01; ray_trainer.py:1540-1640)",
                                 defaults=(("fraction", "0.5 (one level)", "prefix_fractions 0.2, 0.4, 0.6, 0.8, "
                                            "1.0: the lowest level with a correct sample"),
                                           ("rows", "0.5 (ceil(0.5·G) rows, any outcome, always)",
@@ -312,7 +336,15 @@ TECHNIQUES = (
                                            "is_correction_mode 'none', compute_is_ratio false, clamp_min 0.3"),
                                           ("other hint switches", "(not built)", "hint_trigger_mode 'simple', "
                                            "n_train null (= n), curriculum skip_all_correct / skip_unhintable "
-                                           "false (yaml defaults, the run leaves them)")),
+                                           "false (yaml defaults, the run leaves them)"),
+                                          ("sampling temperature / top_p (the log-probs in the IS weight)",
+                                           "untempered: logp_old, logp_behavior (tis) are the untempered "
+                                           "policy's, whatever rl.temperature sampled",
+                                           "rollout temperature 0.7, top_p 0.95 (ppo_trainer_7b.yaml:147, 149): "
+                                           "hinted and fresh samples drawn at T 0.7 within the 0.95 nucleus; "
+                                           "log π_old(y | x̃) and log π_old(y | x) of the weight "
+                                           "clamp(exp(−Δ_t), 0.01, 1) are the actor's at T 0.7 (logits ÷ 0.7, "
+                                           "not truncated)")),
                                 placement="theirs: after the reward, each zero-accuracy group is re-sampled with "
                                           "solution prefixes of growing length (0.2 → 1.0); at the first level "
                                           "where one of the n samples is correct, the group's n rows become those "
@@ -349,7 +381,18 @@ TECHNIQUES = (
                                     "is not built; their run uses per_token",
                                     "their n_train subsampling (:4567-4600, n_explore rows drawn, n_train "
                                     "trained), hint_trigger_threshold / hint_trigger_mode 'two_phase' "
-                                    "(:1489-1514) and curriculum skips are not built (off in their run)"))),
+                                    "(:1489-1514) and curriculum skips are not built (off in their run)",
+                                    "their IS weight is a ratio of temperature-0.7 probabilities "
+                                    "(π_0.7(y_t | x)/π_0.7(y_t | x̃), clamped to [0.01, 1]); the composed tis "
+                                    "takes untempered log-probs, so the weights (and which tokens hit the 0.01 "
+                                    "floor or the cap 1) differ unless rl.temperature is 1 in both; their "
+                                    "rollouts are also top-p 0.95 truncated",
+                                    "the paper's second variant, OC-GRPO-Fixed (verl_run_901_masked_IS_n16, the "
+                                    "launcher's first example): guided rows come from an offline "
+                                    "prefix-augmented data set, are rolled out from their augmented prompts as "
+                                    "groups of their own, and are swapped to the original prompt before "
+                                    "training with the same per-token IS weight (hint_mode prompt_masked); not "
+                                    "built (this row follows OC-GRPO-Adaptive's online cascade)"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",

@@ -463,7 +463,21 @@ def _technique_rows():
                                             ("advantage (not this stage's)", "the recipe's advantage stage",
                                              "adv_estimator grpo with grpo_use_std False (run_exgrpo.sh:92; the "
                                              "yaml's True): r − mean_g, no ÷ std, a singleton keeps r: "
-                                             "dr_grpo(singleton='raw') (tested)")),
+                                             "dr_grpo(singleton='raw') (tested)"),
+                                            ("loss (not this stage's)", "the recipe's loss term (the exgrpo_policy "
+                                             "recipe composes this stage with it)",
+                                             "run_exgrpo.sh:88-94: use_off_policy_loss True, off_policy_reshape "
+                                             "p_div_p_0.1, loss_remove_clip True, loss_remove_token_mean True "
+                                             "(mix_core_alg.py:36-219: a replayed row's tokens (prefix_mask) take "
+                                             "−A·w/(w + 0.1), w = π_θ/π_old with π_old the recorded log-probs, "
+                                             "fresh rows −A·r unclipped, Σ over tokens ÷ the response length): "
+                                             "exgrpo_policy(beta=0.1) with its aggregation row"),
+                                            ("sampling temperature (entropy, log-probs)", "untempered (the "
+                                             "sampler's entropy_behavior and logp_behavior)",
+                                             "rollout.temperature 1.0 (run_exgrpo.sh:60): the entropy that picks "
+                                             "the replayed success and the recorded old_log_probs are at T = 1; "
+                                             "use_kl_loss False with kl_ctrl.kl_coef 0.000 (:67, 79): no KL term "
+                                             "(error-class sweep #51, s2b)")),
                                   placement="theirs: successes stored after the reward from each group with "
                                             "0 < k ≤ 7 successes; the collate function (before the rollout) swaps "
                                             "int(B·ratio) prompts for bucket-sampled experience prompts whose "
@@ -586,8 +600,19 @@ def _technique_rows():
                                   read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
                                        "agentic/replay_buffer.py (ReplayBuffer: __init__, push, sample_for_training, "
                                        "_evict_until_fits; masked_row_mean) and training/configs/glm_mobilerl.yaml "
-                                       "(algorithm.replay_buffer); the trainer's call site was not found in the "
-                                       "stored copies",
+                                       "(algorithm.replay_buffer). Error-class sweep (#51, s2b): the caller, "
+                                       "found: training/verl/trainer/ppo/ray_trainer.py RayPPOTrainer.fit (stored "
+                                       "copy, read_file): the buffer is built only when algorithm.use_replay_buffer "
+                                       "(max_size / top_ratio / replay_ratio / balance_alpha from "
+                                       "algorithm.replay_buffer, max_age_steps .get default 4); each step the batch "
+                                       "is cut to a multiple of the actor world size, rewarded, compute_advantage "
+                                       "(GRPO by uid), then the per-data_source re-standardisation of the advantages "
+                                       "when actor_rollout_ref.task_adv_normalize, then mute_uid_all_zero_reward "
+                                       "(training/verl/workers/agentic/negative_sample_clip.py), then push(batch), "
+                                       "sample_for_training(len(batch)), the replayed rows (cut to a multiple of the "
+                                       "world size) concatenated before the step's rows into one update_actor call; "
+                                       "glm_mobilerl.yaml: use_replay_buffer True, task_adv_normalize True, "
+                                       "mute_uid_all_zero_reward True, trace_level_kl_clip False, full_async True",
                                   defaults=(("mode", "'prompt' (ours)", "the buffer = mode='mobilerl'"),
                                             ("capacity", "256", "max_size 256 (yaml; class default 512)"),
                                             ("top_ratio", "0.25", "0.25 (yaml)"),
@@ -595,9 +620,28 @@ def _technique_rows():
                                             ("balance_alpha", "0.5", "0.5"),
                                             ("max_age", "4", "max_age_steps 4 (class default; not in the yaml)"),
                                             ("logp_old", "'recompute' (prompt) / 'behavior' (mobilerl)",
-                                             "the stored rows' old_log_probs")),
-                                  placement="theirs: push(batch) reads the batch's advantages (so after the "
-                                            "advantage step): the top ceil(top_ratio·#uuids) uuids by mean "
+                                             "the stored rows' old_log_probs"),
+                                            ("per-task advantage re-standardisation (before push)", "none: the "
+                                             "advantages as the advantage stage gives them",
+                                             "actor_rollout_ref.task_adv_normalize True (glm_mobilerl.yaml): after "
+                                             "GRPO, each data_source's rows (android_world, android_lab) get "
+                                             "(A − mean)/(std + 1e-6), mean and std over that source's response "
+                                             "tokens (attention mask); push ranks, and the buffer stores and "
+                                             "replays, these advantages"),
+                                            ("mute_uid_all_zero_reward (before push)", "none",
+                                             "True (yaml): a uid whose rm_final_scores are all 0 has its rows' "
+                                             "loss_mask and response_mask zeroed, and in other uids the "
+                                             "non-positive rows beyond twice the positive ones are muted at "
+                                             "random; muted rows are still ranked and stored (push reads the "
+                                             "attention mask) and replay without gradient"),
+                                            ("batch cut", "none (the static layout)",
+                                             "the step's batch cut to a multiple of the actor world size before "
+                                             "the reward (rows dropped from the end, a uid group can lose rows); "
+                                             "the replay batch likewise before the concatenation")),
+                                  placement="theirs (RayPPOTrainer.fit, use_replay_buffer True): after "
+                                            "compute_advantage, task_adv_normalize and mute_uid_all_zero_reward, "
+                                            "push(batch) reads the batch's advantages: the top "
+                                            "ceil(top_ratio·#uuids) uuids by mean "
                                             "advantage are stored; sample_for_training(B) returns the "
                                             "ceil(replay_ratio·B) stored uuids of highest advantage, shuffled, "
                                             "to be concatenated; ours (mobilerl): a replay stage after the "
@@ -610,7 +654,16 @@ def _technique_rows():
                                       "mobilerl: replayed rows take the gradient-free rows (filtered, all-zero "
                                       "advantage) of a fixed-size batch; theirs are appended (the batch grows)",
                                       "an episode is one row; theirs a uuid of step rows, scored by the mean of "
-                                      "its rows' token-mean advantages"))),
+                                      "its rows' token-mean advantages",
+                                      "mobilerl: their launch re-standardises the advantages per data source "
+                                      "(task_adv_normalize) before push, so which trajectories enter the top 25% "
+                                      "and the advantages they replay with are the per-task standardised ones "
+                                      "(a row of a task whose advantages are all small can rank high); ours "
+                                      "ranks and stores the advantage stage's output; the per-task step is not "
+                                      "built",
+                                      "mobilerl: their mute_uid_all_zero_reward (loss masks zeroed for all-0 "
+                                      "groups and for surplus negatives) and the world-size cuts of the batch "
+                                      "and of the replayed rows are not built"))),
       Technique("rorecomp_compensation", "replay", B.compensation_plan,
                 "non-priority rows -> FIFO buffer (with A); freed rows <- floor(c · #freed) oldest buffered rows",
                 f"{_S1} L163 (RoRecomp)",
@@ -681,7 +734,22 @@ def _technique_rows():
                                        "std); verl-agent/verl/workers/actor/dp_actor.py:501-614 (the replay pass: "
                                        "its own loss and optimizer step; :590-599 the coefficient ramp); verl-agent/"
                                        "verl/trainer/config/ppo_trainer.yaml:53-71, 95-98, 273; "
-                                       "examples/gigpo_trainer/run_alfworld_spear.sh:38-74, 114-118, 145-155",
+                                       "examples/gigpo_trainer/run_alfworld_spear.sh:38-74, 114-118, 145-155. "
+                                       "Error-class sweep (#51, s2b): what the buffer's R holds and which rows feed "
+                                       "it: ray_trainer_hybrid.py:1062-1069 (update_batch(messages, batch, "
+                                       "reward_tensor, ...) after update_actor), :451 (the baseline's rm_scores = "
+                                       "reward_tensor.sum(−1)), :252-278 (prepare_for_selection: R = the stored "
+                                       "reward_tensor), :927-1005 (reward_tensor = the episode reward manager's "
+                                       "score, tool-call bonus included: agent_system/reward_manager/episode.py:"
+                                       "136-163; then _filter_rollout, :1001 → ray_trainer.py:1234-1364: the "
+                                       "int(0.75·#groups) groups of largest std kept and their rows cut at random "
+                                       "to the largest power of 2), :643 (adjust_batch's duplicated rows), "
+                                       ":725-731 with ray_trainer.py:214-239 (apply_invalid_action_penalty: 0.1 per "
+                                       "invalid step row subtracted in place from token_level_scores, the tensor "
+                                       "fit then passes on as reward_tensor); the scripts' rollout_filter_ratio "
+                                       "0.75, rollout_filter_type std, use_invalid_action_penalty True, "
+                                       "invalid_action_penalty_coef 0.1, use_toolcall_reward cosine "
+                                       "(run_alfworld_spear.sh:59-60, 83-84, 143-144, 152-153, 161-162)",
                                   defaults=(("threshold", "0 (store mean A > 0)", "mean A > 0 (update_batch); "
                                              "trajectory_score_threshold 1 (the scripts' advantage_threshold) is "
                                              "set but never read"),
@@ -706,7 +774,19 @@ def _technique_rows():
                                              "loss_agg_mode seq-mean-token-sum-norm, its own optimizer step"),
                                             ("replayed log π_old", "'behavior': the sampler's stored log-probs",
                                              "the stored batch's old_log_probs (recomputed by the trainer at the "
-                                             "storing step)")),
+                                             "storing step)"),
+                                            ("what R holds", "data.rewards after the shaping stages (the tool-call "
+                                             "bonus only if tool_call_reward is composed; no invalid-action "
+                                             "penalty)",
+                                             "the episode score + the tool-call bonus (use_toolcall_reward cosine, "
+                                             "T 200) − 0.1 per invalid step row (use_invalid_action_penalty True, "
+                                             "coef 0.1): every verl-agent spear script"),
+                                            ("rows behind the baseline and the buffer", "the step's valid rows",
+                                             "those left by the std group filter (rollout_filter_ratio 0.75: the "
+                                             "lowest-std quarter of the groups dropped) and its random cut of the "
+                                             "kept rows to the largest power of 2, adjust_batch's duplicates "
+                                             "included: the p50 of group means is over those groups' (partly "
+                                             "subsampled) trajectories")),
                                   placement="theirs: after the actor update, update_batch stores the step's rows "
                                             "with mean A > 0; at the start of a later step's update, when the buffer "
                                             "passes 1.5 × size, a separate self-imitation PPO loss (clip_cov) runs "
@@ -743,7 +823,14 @@ def _technique_rows():
                                       "clip_cov loss with the replay settings (0.02, 2, 60) and a separate "
                                       "optimizer step after the main update",
                                       "the replayed ratio is against the sampler's stored log-probs; theirs "
-                                      "against the trainer's recomputed old_log_probs of the storing step"))),
+                                      "against the trainer's recomputed old_log_probs of the storing step",
+                                      "their R (stored rows and baseline alike) carries the invalid-action "
+                                      "penalty (0.1 per invalid step row) and the tool-call bonus of the same "
+                                      "scripts; ours reads data.rewards (compose tool_call_reward for the bonus; "
+                                      "the penalty is not built), so a row with invalid steps recalibrates "
+                                      "higher here; their group means come from the groups their std filter "
+                                      "kept (75%) after a random power-of-2 row cut, ours from every valid row "
+                                      "of the step"))),
   )
 
 

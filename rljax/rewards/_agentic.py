@@ -288,7 +288,20 @@ def _technique_rows():
                                        "verl/recipe/spear/run_qwen{2,3}-32b_spear.sh:79-80, 128-131, 181-182 "
                                        "(cosine, T = 200, agentConcurrent); verl/verl/workers/reward_manager/"
                                        "agentConcurrent.py:96-146; verl/recipe/spear/retool.py:152-195 (compute_score"
-                                       ", _wtool, _wtool_neg: (num_turns − 2)/2·0.1 variants, not in a script)",
+                                       ", _wtool, _wtool_neg: (num_turns − 2)/2·0.1 variants, not in a script). "
+                                       "Error-class sweep (#51, s2b): what surrounds the bonus in verl-agent's spear "
+                                       "scripts (examples/{gigpo,grpo}_trainer/run_{alfworld,webshop}_spear.sh): "
+                                       "verl-agent/verl/trainer/ppo/ray_trainer_hybrid.py:636-641 (gigpo: "
+                                       "step_rewards = core_gigpo.compute_step_discounted_returns of the environment "
+                                       "rewards, before the reward manager), :643 (adjust_batch), :927-1005 "
+                                       "(compute_reward, the four response filters zeroing response_mask, "
+                                       "_filter_rollout), :725-731 (apply_invalid_action_penalty, after the reward); "
+                                       "verl-agent/verl/trainer/ppo/ray_trainer.py:214-239 (0.1 subtracted in place "
+                                       "from token_level_scores and from step_rewards), :1234-1364 (_filter_rollout: "
+                                       "groups ranked by the std of their trajectories' mean reward_tensor, the "
+                                       "kept rows then cut to a power of 2); "
+                                       "verl-agent/gigpo/core_gigpo.py:72-105, 115-145 (episode term from "
+                                       "token_level_rewards, step term from step_rewards)",
                                   defaults=(("coef", "1.0", "1 (fixed)"),
                                             ("max_calls K", "10", "10 (0.1·episode_lengths, fixed)"),
                                             ("decay_steps T", "200", "200 (run_*_spear.sh); README yaml 100"),
@@ -297,7 +310,27 @@ def _technique_rows():
                                              "steps); ReTool runs: assistant messages carrying tool_calls"),
                                             ("bonus on a correct answer", "min(1, n/K)·w as on any row",
                                              "the same (verl-agent, qwen2 ReTool); run_qwen3-32b_spear.sh: "
-                                             "1[n > 0]·w when score > 0")),
+                                             "1[n > 0]·w when score > 0"),
+                                            ("invalid-action penalty (after the bonus)", "none",
+                                             "use_invalid_action_penalty True, invalid_action_penalty_coef 0.1 "
+                                             "(every verl-agent spear script): 0.1 subtracted from the score "
+                                             "(bonus included) of each step row whose action was invalid, after the "
+                                             "reward manager"),
+                                            ("where the bonus enters the advantage", "data.rewards, read by "
+                                             "whatever advantage stage follows",
+                                             "gigpo scripts (adv_estimator gigpo, gamma 0.95, mean_std_norm, "
+                                             "step_advantage_w 1): the episode term only; the step term's "
+                                             "discounted returns are the environment rewards', computed before the "
+                                             "reward manager, so they carry no bonus (but do carry the "
+                                             "invalid-action penalty); grpo scripts: the GRPO advantage of the "
+                                             "score"),
+                                            ("group filter that sees the bonus", "none (compose variance_topp after "
+                                             "the shaping)",
+                                             "rollout_filter_ratio 0.75, rollout_filter_type std (every spear "
+                                             "script): the int(0.75·#groups) groups of largest std of the "
+                                             "trajectory-mean score (bonus in, penalty not yet) are kept, then "
+                                             "their rows cut at random to the largest power of 2 "
+                                             "(ray_trainer.py:1315-1330), before the advantage")),
                                   placement="theirs: the episode reward manager after the rollout, on each "
                                             "episode's row, added to the episode reward (the score on the last "
                                             "response token), with t = the trainer's global_steps; also in "
@@ -317,7 +350,13 @@ def _technique_rows():
                                       "(1[n > 0]·w when score > 0) is not built, nor their un-masking of an "
                                       "incomplete row that called a tool (is_incomplete 0)",
                                       "their validation scores also carry the bonus (val_reward_fn, "
-                                      "ray_trainer.py:945-950); this row is a stage of the RL step (rl.shaping)"))),
+                                      "ray_trainer.py:945-950); this row is a stage of the RL step (rl.shaping)",
+                                      "around the bonus their spear scripts subtract the invalid-action penalty "
+                                      "(0.1 per invalid step row) afterwards and, with GiGPO, leave it out of the "
+                                      "step-level term (its returns are the environment rewards'); ours adds the "
+                                      "bonus to data.rewards, which every later stage reads, and has no "
+                                      "invalid-action penalty; their std group filter (keep 75%) ranks groups on "
+                                      "the score with the bonus, as variance_topp composed after this stage does"))),
   )
 
 

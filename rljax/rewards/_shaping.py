@@ -975,13 +975,30 @@ def _technique_rows():
                                        "regress_specifc.py:160-235 (RewardCalculator.get_reward, gaussian_rbf), "
                                        ":249-260 (verify_format, 0.5), :331-352 (reward = format + accuracy), "
                                        ":401 (--initial_sigma 1.0); examples/scripts/omniquality-R/train_grpo_ava_"
-                                       "evalmuse_koniq_7B_RLstage1.sh:71-76 (sigma 0.8)",
+                                       "evalmuse_koniq_7B_RLstage1.sh:71-76 (sigma 0.8). Error-class sweep (#51, "
+                                       "s2b): the second stage's launch, train_grpo_ava_evalmuse_koniq_7B_RLstage2.sh:"
+                                       "77-78 (the same server, gaussian_rbf, sigma 0.8), :86 (entry point "
+                                       "openrlhf.cli.train_ppo_ray_improved), :110 (num_episodes 8), :135-138 "
+                                       "(--use_high_entropy, --high_entropy_rho 0.2, --enable_accuracy_filter, "
+                                       "--min_gaussian_std 0.001); openrlhf/cli/train_ppo_ray_improved.py:430-432 "
+                                       "(freezing_filter_steps −1); openrlhf/trainer/ppo_utils/"
+                                       "experience_maker_improved.py:250-252 (the filter before the advantage) and "
+                                       ":449-492 (filter: per prompt group of n_samples_per_prompt 16, torch.std of "
+                                       "the acc_rewards, the Gaussian term without the format term; a group with std "
+                                       "≤ 0.001 is dropped, :480)",
                                   defaults=(("sigma", "1.0", "0.8 (train scripts); CLI default 1.0"),
                                             ("invalid_value", "0.0", "0.0 (no tag, float() fails)"),
                                             ("parse", "'number' (boxed / #### / 'answer is' / last number)",
                                              "the first <answer>(.*?)</answer>, float()"),
                                             ("dataset σ multipliers", "none", "off (enable_dataset_specific False)"),
-                                            ("format term", "none (format_regex)", "+0.5 (verify_format)")),
+                                            ("format term", "none (format_regex)", "+0.5 (verify_format)"),
+                                            ("group filter on the Gaussian term", "none (compose zero_variance: it "
+                                             "tests max − min of the summed reward)",
+                                             "stage 1: none; stage 2 (RLstage2.sh: train_ppo_ray_improved, "
+                                             "--enable_accuracy_filter, --min_gaussian_std 0.001, "
+                                             "freezing_filter_steps −1: from the first step): a prompt group whose "
+                                             "16 Gaussian rewards have unbiased std ≤ 0.001 is dropped before the "
+                                             "advantage (experience_maker_improved.py:250-252, 449-492)")),
                                   placement="theirs: a remote reward server scoring each response once after "
                                             "generation, reward = 0.5·format + gaussian_rbf; ours: a completion "
                                             "reward, once per row after the rollout",
@@ -996,7 +1013,14 @@ def _technique_rows():
                                       "their server's other --reward_type rules (:184-212: negative_mae, "
                                       "negative_mse, bounded_reward 1 − |e|/max_error, hybrid_mae_bonus, and "
                                       "original_binary 1[|e| < 0.3], the CLI default, :399) are not built; the "
-                                      "train scripts pass gaussian_rbf"))),
+                                      "train scripts pass gaussian_rbf",
+                                      "their stage-2 run drops prompt groups whose Gaussian term varies little "
+                                      "(torch.std ≤ 0.001 over the 16 samples, the format term not counted); not "
+                                      "built: composing zero_variance drops only groups whose summed reward is "
+                                      "constant (max − min ≤ its atol), so a group of near-equal Gaussian scores "
+                                      "(e.g. every prediction within 0.01 of the target) trains here and is dropped "
+                                      "there; their stage 2 also trains on the top 20% entropy tokens only "
+                                      "(--use_high_entropy, --high_entropy_rho 0.2), a loss-side switch"))),
       Technique("clipped_linear_reward", "reward", clipped_linear_reward, "r = clip(a d + b, low, high)",
                 f"{_S0} L39 (IRRL, arXiv:2302.00270, interpretation)",
                 stage=_clipped_linear_reward_stage,

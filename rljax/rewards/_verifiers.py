@@ -433,7 +433,14 @@ def _technique_rows():
                                        "49-122 (is_valid_sequence) and :154-197 (compute_score_em: the format "
                                        "scores; :124-136 extract_solution: the last of ≥ 2 <answer> blocks in "
                                        "prompt + response); scripts/nq_hotpotqa/v0.3/train_grpo_format.sh:81-83; "
-                                       "verl/trainer/config/ppo_trainer.yaml:144-146",
+                                       "verl/trainer/config/ppo_trainer.yaml:144-146. Error-class sweep (#51, s2b), "
+                                       "the caller: the script runs python -m verl.trainer.main_ppo_format; "
+                                       "main_ppo_format.py:25-29 (_select_rm_score_fn: compute_score_em for the QA "
+                                       "data sources, any other raises), :32-97 (RewardManager: decode prompt + "
+                                       "response with special tokens, the score on the last response token), "
+                                       ":183-186 (reward_fn gets reward_model.structure_format_score / "
+                                       "final_format_score / retrieval_score), :189 (val_reward_fn = "
+                                       "RewardManager(tokenizer, num_examine=1): every format score left at 0)",
                                   defaults=(("pattern", "R1_FORMAT_PATTERN (think, answer)",
                                              "is_valid_sequence: think (search information think)* answer "
                                              "(SEARCH_R1_FORMAT_PATTERN)"),
@@ -446,7 +453,10 @@ def _technique_rows():
                                              "0.2, final_format_score 0.1, retrieval_score 0; all 0 in "
                                              "ppo_trainer.yaml)")),
                                   placement="theirs: inside the EM reward, once per response after the rollout "
-                                            "(reward manager on the decoded sequence); ours: a completion reward "
+                                            "(reward manager on the decoded sequence), training only: the "
+                                            "validation reward manager is built without the format scores "
+                                            "(main_ppo_format.py:189), so validation scores pure EM (1 correct, "
+                                            "0 otherwise, format ignored); ours: a completion reward "
                                             "(verifier), once per row after the rollout; the recipe sums rewards",
                                   deviations=(
                                       "the reward is float32, also under x64 (the StepData contract: rewards [B] "
@@ -457,7 +467,11 @@ def _technique_rows():
                                       "assistant marker (no marker: invalid)",
                                       "a 0/1 format reward; their 0.2 / 0.1 / 0.8 / 0 blend with EM is not built (a "
                                       "weighted sum of format_regex and exact_match is not the same table)",
-                                      "max_chars (off by default) scores overlong completions 0: ours"))),
+                                      "max_chars (off by default) scores overlong completions 0: ours",
+                                      "their format scores reach the training reward only (reward_fn); their "
+                                      "validation reward is EM alone (val_reward_fn built with the defaults 0); "
+                                      "format_regex, a stage of the RL step, is not part of any validation "
+                                      "metric"))),
   )
 
 
