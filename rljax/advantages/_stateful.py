@@ -101,14 +101,17 @@ def hadw(*, decay: float = 0.9, strength: float = 1.0, signed: bool = True, wind
     ``a ← α·a + (1−α)·acc_batch`` (``acc_batch`` = mean of ``correct`` over valid rows; the first call
     initialises ``a = acc_batch``, weighting with it).
   * ``window=k > 0``: the authors' anchor, the mean of the last k batch accuracies *including* the current
-    batch's (their ``trainer.reward_window_k``, 10 in their GSPO script).
+    batch's (their ``trainer.reward_window_k``: default 0, which anchors on the current batch's mean alone, i.e.
+    ``window=1``; their GSPO script means 10 but passes it without Hydra's ``+``, so it needs
+    ``+trainer.reward_window_k=10``).
 
   Authors' code (github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py,
   ``compute_ha_dw_outcome_advantage``): ``1.5·exp(−sgn(μ_g − μ_hist)·sgn(r_i − μ_g)·|μ_g − μ_hist|)`` times the
   GRPO advantage, i.e. ``s = 1.5``, λ = 1, ``a = μ_hist`` (window mean of batch-mean rewards), signed: equal to
-  ``hadw(window=10, scale=1.5)`` applied to ``grpo`` with ``correct`` = the rewards (their statistics are of
-  the reward). The paper's own description (TRL PR #4872's summary) has a Kalman-style anchor step η·σ_t,
-  which their released code does not implement. Our default keeps the EMA anchor and ``s = 1`` (a factor
+  ``hadw(window=k, scale=1.5)`` applied to ``grpo`` with ``correct`` = the rewards (their statistics are of
+  the reward; k = 1 at their trainer's default, 10 with ``+trainer.reward_window_k=10``). The paper's own
+  description (TRL PR #4872's summary) has a Kalman-style anchor step η·σ_t, which their released code does not
+  implement. Our default keeps the EMA anchor and ``s = 1`` (a factor
   1.5 on every advantage is a learning-rate change, not a reweighting).
   Source: HA-DW (seed 001_5839a3671b0b4d92.txt L177, arXiv 2601.08521).
 
@@ -192,7 +195,8 @@ def _hadw_stage(*, decay: float = 0.9, strength: float = 1.0, signed: bool = Tru
   group's mean of ``data.correct``.
 
   The anchor (``HADWState``: an EMA of the batch accuracy, or with ``window=k`` the mean of the last k batch
-  accuracies as in the authors' code; ``hadw(window=10, scale=1.5)`` after ``grpo`` is their estimator) is
+  accuracies as in the authors' code; ``hadw(window=1, scale=1.5)`` after ``grpo`` is their estimator at their
+  trainer's default, ``window=10`` with ``+trainer.reward_window_k=10``) is
   checkpointed. Advantages as in ``_stages.sequence_advantages``.
   """
   from rljax.advantages import _stages as S  # pylint: disable=import-outside-toplevel
@@ -266,9 +270,9 @@ def _technique_rows():
                 stage=_hadw_stage,
                 fidelity=Fidelity("authors_code", "github.com/yangfengkai/HA-DW: verl/trainer/ppo/core_algos.py "
                                   "(compute_ha_dw_outcome_advantage)",
-                                  "authors = window=10, scale=1.5 (anchor: mean of the last k batch rewards incl. the "
-                                  "current); default EMA anchor (decay) and s=1: a ×1.5 on every advantage is a "
-                                  "learning-rate change",
+                                  "authors = window=k, scale=1.5 (k = trainer.reward_window_k, default 0: the "
+                                  "current batch's mean, window=1; 10 with +trainer.reward_window_k=10); default EMA "
+                                  "anchor and s=1: ×1.5 is a learning-rate change",
                                   read="yangfengkai/HA-DW@8b087945 (2026-05-01) verl/trainer/ppo/core_algos.py:742-805 "
                                        "compute_ha_dw_outcome_advantage, 154-159 compute_reward_history_stats; "
                                        "verl/trainer/ppo/ray_trainer.py:330-331 (deque(maxlen=reward_window_k)), "
@@ -282,8 +286,27 @@ def _technique_rows():
                                        "/data/gsm8k/train.parquet, the data made by examples/data_preprocess/"
                                        "gsm8k.py:47, data_source 'openai/gsm8k'), reward_score/__init__.py:44-47 "
                                        "and gsm8k.py:52-72 (1.0 correct, 0 otherwise); the record said the script "
-                                       "names no training file",
-                                  defaults=(("window", "0 (EMA anchor)", "reward_window_k = 10 (gspo_hadw.sh)"),
+                                       "names no training file. Eleventh draw (#51 item 4, seed 20261216): "
+                                       "ray_trainer.py:330 (reward_window_k = trainer.get('reward_window_k', "
+                                       "trainer.get('acc_window_k', 0))) with verl/trainer/config/ppo_trainer.yaml:"
+                                       "113-202 (no trainer.reward_window_k key): the default is 0, "
+                                       "batch_reward_history None, and core_algos.py:765-767 then takes hist_mean = "
+                                       "torch.mean(scores), the current batch's mean reward; gspo_hadw.sh:45 passes "
+                                       "trainer.reward_window_k=${REWARD_WINDOW_K} without '+', which Hydra refuses "
+                                       "for a key not in the struct config ('Could not override "
+                                       "trainer.reward_window_k ... use +trainer.reward_window_k=10', checked by "
+                                       "composing their config with hydra-core 1.3.8): the script does not start as "
+                                       "released, and its 10 is reached only with +trainer.reward_window_k=10; "
+                                       "README.md:29 (their training data DigitalLearningGmbH/MATH-lighteval, scored "
+                                       "by reward_score/__init__.py:47-50 math_reward: 1.0 / 0.0). The record gave "
+                                       "reward_window_k = 10 as theirs and listed neither the default nor the "
+                                       "fallback",
+                                  defaults=(("window", "0 (EMA anchor)",
+                                             "trainer.reward_window_k, default 0 (ray_trainer.py:330; not in "
+                                             "ppo_trainer.yaml): no history, the anchor is the current batch's mean "
+                                             "reward (core_algos.py:765-767) = window=1; gspo_hadw.sh:45 sets 10 "
+                                             "without '+', refused by Hydra (the script fails at start-up), "
+                                             "+trainer.reward_window_k=10 gives 10"),
                                             ("scale", "1.0", "1.5, hard-coded"),
                                             ("strength (λ)", "1.0", "1 (exp(direction·|μ_g − μ_hist|))"),
                                             ("signed", "True", "signed (−sgn(μ_g − μ_hist)·sgn(r − μ_g))"),
@@ -300,15 +323,20 @@ def _technique_rows():
                                              "(openai/gsm8k): 1 / 0 (= acc); on math, math_dapo and aime data "
                                              "+1 / −1")),
                                   placement="theirs: verl's advantage step, once per step on the whole batch; the "
-                                            "anchor is the mean of the last k batch-mean rewards, the current "
-                                            "batch's appended in the reward step before it; the statistics are of "
+                                            "anchor is the mean of the last k = trainer.reward_window_k batch-mean "
+                                            "rewards, the current batch's appended in the reward step before it "
+                                            "(k = 0, the default: no history, the current batch's mean reward); the "
+                                            "statistics are of "
                                             "the summed token reward; ours: a transform of the advantage stage's "
                                             "output, once per step, acc_g = group mean of data.correct over valid "
                                             "rows; the EMA anchor (window=0) is moved after weighting, a window "
                                             "(window=k) takes the current batch's accuracy first, as theirs",
                                   deviations=(
                                       "default anchor is an EMA used before its update (decay 0.9) and s = 1; "
-                                      "hadw(window=10, scale=1.5) on grpo is theirs",
+                                      "hadw(window=1, scale=1.5) on grpo is theirs at their trainer's default "
+                                      "(reward_window_k 0: the current batch's mean reward), hadw(window=10, "
+                                      "scale=1.5) with +trainer.reward_window_k=10 (the value gspo_hadw.sh means; "
+                                      "as written, without '+', Hydra refuses it and the run does not start)",
                                       "the stage reads data.correct for accuracies; theirs the summed reward "
                                       "(equal for a 0/1 reward, as on their script's default gsm8k data; with "
                                       "verl's ±1 math reward (math_dapo / aime data) μ = 2·acc − 1, so "

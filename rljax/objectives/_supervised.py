@@ -649,8 +649,27 @@ def _technique_rows():
                                        "verl/workers/actor/dp_actor.py:479-484 (gradient_accumulation = 64 // 16 = "
                                        "4, micro-batches of 16 rows), :623-625 (each micro-batch's token-mean ÷ 4): "
                                        "128 prompts × (4 rollouts + 4 expert rows) = 1024 rows, 4 optimizer steps "
-                                       "per step; the record called the aggregation 'token-mean' without whose",
+                                       "per step; the record called the aggregation 'token-mean' without whose. "
+                                       "Eleventh draw (#51 item 4, seed 20261216): verl/trainer/ppo/ray_trainer.py:"
+                                       "688 (use_old_log_probs = False, hard-coded), :1624-1660 (so no old-log-prob "
+                                       "forward, and batch.meta_info['temperature'] = 1.0), verl/workers/actor/"
+                                       "dp_actor.py:422, 534 (update_policy's forward at that temperature: the "
+                                       "logits ÷ 1.0), verl/trainer/config/ppo_trainer.yaml:398 (rollout.temperature "
+                                       "1.0, the sampler's only; the script does not set it); ray_trainer.py:1612 "
+                                       "(self.config.trainer.kl_eval read on every step, a key ppo_trainer.yaml does "
+                                       "not have: the script as released stops at its first step with OmegaConf's "
+                                       "ConfigAttributeError unless +trainer.kl_eval=False is added, checked by "
+                                       "composing their config with hydra-core 1.3.8; no loss term depends on it), "
+                                       ":1532-1538 and :1605-1610 (a one-off generation and log-prob forward on the "
+                                       "data set's last four batches for that metric, not trained on). The record's "
+                                       "deviation said their log π is divided by the temperature where p is not "
+                                       "(equal at temperature 1): on every run the division is by 1.0",
                                   defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
+                                            (PC.T_NAME, PC.T_OURS,
+                                             "1.0 for the update forward, hard-coded (ray_trainer.py:688, 1660; "
+                                             "dp_actor.py:422): log π = log softmax(z / 1.0) and p = softmax(z) "
+                                             "(dp_actor.py:185-200), whatever rollout.temperature (default 1.0, "
+                                             "sampling only)"),
                                             ("rectification", "'step'", "step (p > tao ? 1 : p)"),
                                             ("use_advantages", "False", "always (× A)"),
                                             ("aggregation", "chain's (token_mean): the update batch's token count",
@@ -664,14 +683,13 @@ def _technique_rows():
                                              "expert responses from the data set, one uid")),
                                   placement="theirs: the actor's loss on each micro-batch (loss_mode 'gft'), A "
                                             "from verl's grpo estimator over each group of 4 rollouts and 4 expert "
-                                            "(data-set) responses, p and log π from that forward, the loss on "
+                                            "(data-set) responses, p and log π from that forward, both of "
+                                            "softmax(z) (its temperature is 1.0, hard-coded), the loss on "
                                             "both kinds of rows; ours: a "
-                                            "loss term on each micro-batch, p = exp(sg(log π_θ))",
+                                            "loss term on each micro-batch, p = exp(sg(log π_θ)) of the untempered "
+                                            "log π_θ: p = exp(log π) on both sides at any rollout temperature",
                                   deviations=("use_advantages=False by default (an SFT addend); the authors' loss is "
                                               "gft(use_advantages=True) with grpo advantages",
-                                              "p is exp(log π) of the trained (temperature-scaled) log-prob; the "
-                                              "code's p is the softmax before the temperature division (equal at "
-                                              "temperature 1)",
                                               "rectification='ramp' is our option",
                                               "their groups mix rollout.n = 4 samples with teacher_count = 4 "
                                               "expert responses read from the data set (extra_info "
