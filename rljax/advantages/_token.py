@@ -701,59 +701,114 @@ def _technique_rows():
                 f"{_S1} L23",
                 # the prefix tree is built from the tokens of each group's valid completions
                 stage=S.checked(tempo, inputs={**S.GROUP, "tokens": "tokens", "mask": S.completion}),
-                fidelity=Fidelity("abstract", f"{_S1} L23 (TEMPO abstract, arXiv 2509.18314)",
-                                  "V(s) = mean reward below the prefix is the abstract's; TD scale ÷σ_g (the "
-                                  "reviews: ÷ std(r)), root handling ours. Searched 2026-12 (3 passes) code/pages ('TEMPO', 'Prefix-to-Tree', "
-                                  "title): no code; summaries, intro only",
-                                  read="arXiv 2509.18314v2 'Exploiting Tree Structure for Credit Assignment in RL "
-                                       "Training of LLMs' (page read: arxiv.org/html/2509.18314v2, pages corpus): "
-                                       "title, authors, abstract (P2T: V(s) by aggregating descendant outcomes; TD "
-                                       "zero at non-branch tokens, so TEMPO reduces to GRPO there); "
-                                       "openreview.net/forum?id=GRbI7kqA6S (TL;DR, abstract). The corpus returns "
-                                       "only a page's opening (~2,000 characters): the equations were not read. "
-                                       "Secondary, not the paper: alphaxiv.org/overview/2509.18314 ('the value is "
-                                       "the average normalized reward of all descendant completions'; its formulas "
-                                       "are lost in the stored text). Code searched (issue #51, 3 passes): code "
-                                       "corpus 'TEMPO', 'Prefix-to-Tree', the title: none (JoeLuker/tempo is "
-                                       "another method). #51 paper-conventions sweep (s3): the paper's ICLR 2026 "
-                                       "reviews (code index, read_file id 61930317164; 'Withdrawn'; the paper text "
-                                       "itself is not stored): review 1, 'the rationale for standardizing the TD "
-                                       "error by dividing it by std(r) is unclear' (the advantage at the paper's "
-                                       "line 299), TEMPO beats GRPO 'even with small group sizes (≤ 9)'; review 3, "
+                fidelity=Fidelity("authors_code", "github.com/fatebreaker/tempo: verl/trainer/ppo/core_algos.py "
+                                  "(compute_tempo_outcome_advantage)",
+                                  "= theirs at the defaults (σ_g torch.std ddof 1 + 1e-6 on both terms, the root "
+                                  "branch counted, c = 1); a one-row group: theirs NaN, ours 0",
+                                  read="fatebreaker/tempo@0a1c273d (2025-11-17, fetched snapshot; the authors' code, "
+                                       "linked as 'Code: github.com/fatebreaker/tempo' by a summary in the code "
+                                       "index, read_file id 51978558250) verl/trainer/ppo/core_algos.py:261-352 "
+                                       "compute_tempo_outcome_advantage (R = Σ token_level_rewards; per uid "
+                                       "group_mean and group_std = torch.std (unbiased) of the raw R; for each "
+                                       "row, token j: branch = the rows of the previous branch whose response "
+                                       "token j equals the row's, ancestor = the previous branch, A = (R_i − "
+                                       "group_mean + mean R(branch) − mean R(ancestor)) / (group_std + 1e-6) "
+                                       "(epsilon default, :269), or without the ÷ when norm_adv_by_std_in_grpo "
+                                       "is False; a branch of one row fills the rest of the row, :346-348; "
+                                       "the GRPO pass at :299-317 is overwritten token by token), :204-258 "
+                                       "compute_grpo_outcome_advantage; verl/trainer/ppo/ray_trainer.py:264-284 "
+                                       "(dispatch: response_mask, loss_mask when multi-turn), :1055-1060 (one uid "
+                                       "per prompt, repeat rollout.n interleaved), :1082, :1086, :1155-1168 "
+                                       "(compute_advantage after the reward and the old log-probs, "
+                                       "norm_adv_by_std_in_grpo from algorithm config); "
+                                       "verl/trainer/config/ppo_trainer.yaml:388-399 (rollout temperature 1.0, "
+                                       "top_k −1, top_p 1, enable_tree_structure False), :847 "
+                                       "(norm_adv_by_std_in_grpo True); train_math_tempo.sh and "
+                                       "train_med_tempo.sh (adv_estimator tempo, rollout.n 7, train_batch_size "
+                                       "512, max_response_length 8192, lr 1e-6, clip_ratio 0.2 / 0.28, no KL, "
+                                       "entropy_coeff 0, 15 epochs, Qwen3-1.7B; at 7ba09982 (2025-09-19): "
+                                       "max_response_length 2048, train_batch_size 256); "
+                                       "verl/workers/rollout/vllm_rollout/vllm_rollout_spmd.py:300-398 "
+                                       "(enable_tree_structure: each further rollout restarts from the "
+                                       "highest-entropy position so far; off in the yaml, commented out in the "
+                                       "scripts). Eleventh draw (#51 item 4, seed 20261216): the record said "
+                                       "'abstract only ... no code' and left eps / std_ddof, the root branch and "
+                                       "the singleton group 'not read'; the code answers each. Before: arXiv "
+                                       "2509.18314v2 (page read: arxiv.org/html/2509.18314v2, pages corpus: title, "
+                                       "abstract), openreview.net/forum?id=GRbI7kqA6S, alphaxiv.org/overview/"
+                                       "2509.18314 (secondary), and the paper's ICLR 2026 reviews (code index, "
+                                       "read_file id 61930317164; 'Withdrawn'): review 1, 'the rationale for "
+                                       "standardizing the TD error by dividing it by std(r) is unclear' (the "
+                                       "advantage at the paper's line 299), small group sizes (≤ 9); review 3, "
                                        "'the authors set the maximum response length to 1024 tokens'; review 4, "
                                        "'the maximum response length is only around 1k tokens' (Table 2) and 'the "
                                        "number of training iterations on Math is 220'",
                                   defaults=(("V(s)", "mean raw reward of the group's valid responses below s",
-                                             "average of descendant outcomes (abstract); 'normalized' (summary)"),
+                                             "mean raw R of the rows sharing the prefix (core_algos.py:335-340: "
+                                             "the branch / ancestor means of response_scores)"),
                                             ("TD scale", "÷ (σ_g + ε) (scale='group'), c = td_coef = 1.0",
-                                             "÷ std(r), the group's reward std (review 1, the paper's line 299); "
-                                             "no coefficient named"),
-                                            ("root branch", "counted (root_branch=True)", "not read"),
+                                             "÷ (group_std + 1e-6), group_std = torch.std (ddof 1) of the "
+                                             "group's raw R (core_algos.py:329, 342; review 1: 'std(r)'); "
+                                             "no coefficient"),
+                                            ("norm_adv_by_std_in_grpo", "scale='group' (÷ σ_g + ε); "
+                                             "scale='none' drops it from both terms",
+                                             "True (ppo_trainer.yaml:847; neither script sets it); False: "
+                                             "R_i − group_mean + mean R(branch) − mean R(ancestor), undivided "
+                                             "(:344)"),
+                                            ("root branch", "counted (root_branch=True)",
+                                             "counted: at token 0 the ancestor is the whole group, so V(root) "
+                                             "= group mean (core_algos.py:326-337)"),
                                             ("eps, std_ddof", "1e-6, 1 (GRPO's)",
-                                             "not stated in the stored text (the reviews give std(r) only; "
-                                             "std_ddof=0, eps=0 is the plain population std)"),
-                                            ("singleton group", "0 (singleton='zero')", "not read"),
+                                             "epsilon 1e-6 (:269), torch.std unbiased (ddof 1) (:309, 329)"),
+                                            ("singleton group", "0 (singleton='zero'; 'raw': r/(1 + ε))",
+                                             "NaN on every token: torch.std of one value (ddof 1) is NaN "
+                                             "(:329, 342); the GRPO pass's mean 0 / std 1 (:304-306) is "
+                                             "overwritten"),
+                                            ("group size (their runs)", "the recipe's",
+                                             "rollout.n 7 (both scripts); the paper studies group sizes ≤ 9 "
+                                             "(review 1)"),
                                             ("max response length (their runs)", "the recipe's max_new_tokens",
+                                             "8192 in the scripts at 0a1c273d (2048 at 7ba09982); the paper "
                                              "≈ 1k tokens, 1024 (Table 2; reviews 3, 4)"),
                                             ("training steps (their runs)", "the recipe's",
-                                             "220 on MATH (review 4)"),
-                                            ("group size (their runs)", "the recipe's",
-                                             "group sizes ≤ 9 studied (review 1)")),
-                                  placement="theirs (abstract): GRPO training, per prompt group: the group's "
-                                            "responses form a prefix tree, prefix values from descendant "
-                                            "outcomes, a TD correction added to GRPO's advantage at branching "
-                                            "tokens; ours: the advantage stage, once per step on the step's "
-                                            "valid rows grouped by group_id, prefixes compared token by token "
-                                            "from the completion's first column (responses aligned)",
+                                             "15 epochs of 512 prompts (scripts); 220 on MATH (review 4)"),
+                                            ("sampling (their runs)", "the recipe's",
+                                             "temperature 1.0, top_k −1, top_p 1 (ppo_trainer.yaml:388-394); "
+                                             "enable_tree_structure False")),
+                                  placement="theirs: verl's ray_trainer fit, once per step after the reward and "
+                                            "the old log-probs, on the whole batch grouped by uid (one uid per "
+                                            "prompt, rollout.n rows), comparing the right-padded response "
+                                            "tokens column by column from the response's first token, over "
+                                            "each row's response_mask; ours: the advantage stage, once per "
+                                            "step on the step's valid rows grouped by group_id, prefixes "
+                                            "compared token by token from the completion's first column "
+                                            "(responses aligned; tokens outside the completion mask compared "
+                                            "as −1)",
                                   deviations=(
-                                      "the TD term is divided by GRPO's σ_g + ε (= the TD of V over "
-                                      "group-normalised rewards, which the summary describes); the reviews report "
-                                      "the paper divides the TD error by std(r) (review 1): the same scale, its "
-                                      "ddof and ε not stated (ours ddof 1, + 1e-6; std_ddof=0, eps=0 gives the "
-                                      "population std(r)); scale='none' keeps raw-reward TD; the paper's equations "
-                                      "were not read",
-                                      "root_branch=True counts a branch right after the prompt; False drops it: "
-                                      "the paper's choice was not read"))),
+                                      "a one-row group gets 0 here (singleton='zero'); theirs NaN on every "
+                                      "token (torch.std of one value with ddof 1; their runs, rollout.n 7, "
+                                      "never have one); singleton='raw' gives r/(1 + ε), the GRPO pass they "
+                                      "overwrite",
+                                      "the TD term and the GRPO term share σ_g + ε with ddof 1, theirs; the "
+                                      "paper's text (review 1: 'dividing it by std(r)') leaves the ddof open: "
+                                      "std_ddof=0, eps=0 gives the population std(r)",
+                                      "rows outside `valid` (filtered, padded) are not in the group or its tree "
+                                      "here; theirs has no such rows",
+                                      "theirs compares a row's token with the other rows' raw response tokens "
+                                      "(pad ids past their end); ours compares −1 past the completion mask: the "
+                                      "same classes unless a row's real token equals the pad id where another "
+                                      "row has ended",
+                                      "their entropy-branching rollout (enable_tree_structure, "
+                                      "vllm_rollout_spmd.py:300-398: each further rollout restarts from the "
+                                      "highest-entropy position of the earlier ones) is not built; off in the "
+                                      "yaml and in both scripts",
+                                      "root_branch=False (drop the TD at each row's first completion token) "
+                                      "is ours; theirs always counts it",
+                                      "with multi-turn rollouts (rollout.multi_turn.enable; off in their "
+                                      "scripts) their mask is the loss_mask (ray_trainer.py:266-272) and the "
+                                      "walk stops at a row's first masked-out token (core_algos.py:333-334): the "
+                                      "later model tokens keep the GRPO pass, no TD; ours keeps comparing past "
+                                      "masked tokens (as −1) and gives them TD terms"))),
       Technique("step_episode_mix", "advantage", step_episode_mix,
                 "A = w·norm_m(Σ_k γ^k r_{m+k}) + w_ep·A_ep, A_ep = grpo(R) | norm(r_m)",
                 f"{_S1} L127 (UI-S1, arXiv 2509.11543); {_S0} L67",
@@ -998,7 +1053,14 @@ def _technique_rows():
                                        "istar/rm_fsdp_workers.py:351-365 (update_rm_eto, Dispatch.DP_COMPUTE_PROTO: "
                                        "each data-parallel rank runs istar_norm on its own shard); the "
                                        "invalid-action penalty, the per-shard istar_norm and adjust_batch were not "
-                                       "in the record",
+                                       "in the record. Eleventh draw (#51 item 4, seed 20261216): dp_rm.py:62-98 "
+                                       "(use_remove_padding True, ppo_trainer.yaml:213: the PRM's log-probs come "
+                                       "from the unpadded forward at :90-94, not :114) and ray_trainer.py:44 "
+                                       "(`from prgt import core_prgt`, unconditional) with :403-409 (a fifth "
+                                       "estimator, 'prgt', compute_prgt_rloo_advantage): the snapshot has no prgt "
+                                       "module anywhere (git ls-tree), so its ray_trainer.py fails at import and "
+                                       "neither script runs from the snapshot as released; the record cited "
+                                       ":114 for the PRM's log-probs and named neither",
                                   defaults=(("beta", "1.0", "beta_train = 0.05 (yaml, script)"),
                                             ("step_weight", "0.5 (A = w·A_step + (1 − w)·A_ep)",
                                              "step_advantage_w = 1.0 (A = A_ep + 1.0·A_step)"),
@@ -1041,9 +1103,12 @@ def _technique_rows():
                                              "actor_rollout_ref.rollout.temperature 1.0, top_k −1, top_p 1 "
                                              "(ppo_trainer.yaml:104-106; neither script sets them): old_log_probs "
                                              "are the actor's at temperature 1, the PRM's rm_log_labels the "
-                                             "log_softmax of its raw logits (dp_rm.py:114, no temperature); a "
-                                             "rollout.temperature T ≠ 1 would temper old_log_probs (logits ÷ T) "
-                                             "but not the PRM's (error-class sweep #51, s2b)")),
+                                             "log_softmax of its raw logits, no temperature: dp_rm.py:90-98 on "
+                                             "the path the yaml selects (reward_model.model.use_remove_padding "
+                                             "True, ppo_trainer.yaml:213; neither script sets it), dp_rm.py:114 "
+                                             "on the padded branch; a rollout.temperature T ≠ 1 would temper "
+                                             "old_log_probs (logits ÷ T) but not the PRM's (error-class sweep "
+                                             "#51, s2b; eleventh draw: the line)")),
                                   placement="theirs: verl-agent trainer, one batch row per environment step of a "
                                             "trajectory (uid = prompt group, traj_uid = trajectory); each training "
                                             "step after the rollout the PRM scores the batch (update=after: the "
@@ -1094,6 +1159,11 @@ def _technique_rows():
                                       "process_outcome_combined (RLOO of the outcome reward + w·step reward) "
                                       "(core_istar.py:153-350, ray_trainer.py:373-400); both scripts "
                                       "(run_sokoban.sh, run_webshop.sh) select istar_rloo",
+                                      "their ray_trainer.py also dispatches a fifth estimator, 'prgt' "
+                                      "(core_prgt.compute_prgt_rloo_advantage, ray_trainer.py:403-409), whose "
+                                      "module the snapshot does not contain: the unconditional `from prgt import "
+                                      "core_prgt` (ray_trainer.py:44) makes the released trainer fail at import, "
+                                      "so the scripts' settings above are read, not run; not built",
                                       "their use_process_only switch (algorithm.istar.use_process_only, read at "
                                       "ray_trainer.py:1302; core_istar.py:39-40: the step RLOO alone, no episode "
                                       "term) is not built (step_weight=1 is the step term alone but standardised per "

@@ -397,18 +397,43 @@ def _technique_rows():
                                        ":856, :876-877 and :918 (the loss: A = R − V(x) clamped at 0 in every "
                                        "batch); README.md:28; train_generation_task_with_off_policy_PG.py:54, "
                                        ":476-511 and :686-694 (the second script, the other tasks: --train_sampling "
-                                       "∝ A+, the same clamp in the loss)",
+                                       "∝ A+, the same clamp in the loss). Eleventh draw (#51 item 4, seed "
+                                       "20261216): train_generation_task_with_off_policy_PG.py:54-55 "
+                                       "(--train_sampling store_true, default off; --baseline_update_threshold "
+                                       "default None), :184 (DataLoader shuffle=True), :464-516, :689-710 (A = R "
+                                       "− V clamped at 0, torch.mean over the batch), :783-830 (with -but: the "
+                                       "value head refit and the advantages and sampling weights recomputed "
+                                       "mid-training); utils/rl_utils.py:51-75 (numba_choice: draws with "
+                                       "replacement, its duplicate check is a no-op) and :78-107 "
+                                       "(set_sample_weights / __getitem__: ∝ weight, the index ignored); "
+                                       "README.md:65, 92, 115 (the COMET, Reddit and FaithDial A-LoL commands: "
+                                       "no -ts, no -but); lolrl_qlora_llama_hh.py:702-709 (all_priority's "
+                                       "rewards). The record gave the second script as '--train_sampling ∝ A+' "
+                                       "without its default (off) or the README's commands (never on)",
                                   defaults=(("rows kept", "A > 0 (keep_zero=False)", "A > 0 (probability ≠ 0)"),
                                             ("sampling", "none: the mask only", "sampling_strategy good_priority "
                                              "(∝ A+) or good_random (uniform over A > 0); default None: a shuffled "
                                              "pass over all rows, the A < 0 rows still zeroed in the loss "
                                              "(clamp(A, min=0), :876-877)"),
+                                            ("sampling (second script: COMET, Reddit, FaithDial)",
+                                             "none: the mask only",
+                                             "--train_sampling store_true, default off (:54), passed by none of "
+                                             "the README's commands (README.md:65, 92, 115): a shuffled pass over "
+                                             "all rows (:184), A ≤ 0 rows zeroed in the loss (clamp, :695) and "
+                                             "kept in torch.mean's denominator (:710); with -ts each row is drawn "
+                                             "∝ A+ with replacement (rl_utils.py:78-107) over "
+                                             "int(len · epochs · (1 − negative ratio)) scheduler steps (:513)"),
                                             ("advantage", "the step's advantage (row's first completion token)",
-                                             "R − V(x) from a value head fitted once before training")),
+                                             "R − V(x) from a value head fitted once before training (the second "
+                                             "script refits it when --baseline_update_threshold is set: default "
+                                             "None, :55)")),
                                   placement="theirs: once before training, over the whole offline train set "
-                                            "(advantages precomputed); each batch is then drawn ∝ the clipped "
-                                            "advantage and max_steps is scaled by the positive ratio; ours: an "
-                                            "advantage-phase row filter on each step's rows",
+                                            "(advantages precomputed); with good_priority (lolrl_qlora_llama_hh.py) "
+                                            "or -ts (the second script) each batch is then drawn ∝ the clipped "
+                                            "advantage and max_steps is scaled by the positive ratio; at the "
+                                            "scripts' defaults and in the README's commands of the second "
+                                            "script every row is drawn and A ≤ 0 only zeroes the row's loss; "
+                                            "ours: an advantage-phase row filter on each step's rows",
                                   deviations=(
                                       "the mask only: rows with A > 0 are kept unweighted; their ∝ A+ draw "
                                       "(good_priority) is not built; the kept set equals their draw's support "
@@ -417,7 +442,17 @@ def _technique_rows():
                                       "keep_zero=True (ours) also keeps A = 0",
                                       "their third strategy, sampling_strategy 'all_priority' (the data set's "
                                       "rejected responses with A > 0 drawn too, all ∝ A+; "
-                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built",
+                                      "lolrl_qlora_llama_hh.py:569-571, 600-609), is not built; there a drawn "
+                                      "rejected response is trained with the chosen response's reward (:708 "
+                                      "remaps batch_indices below len before :709 tests idx < len)",
+                                      "in the second script's README runs (COMET, Reddit, FaithDial: no -ts) "
+                                      "no row is dropped: all rows are drawn and the clamp zeroes the A ≤ 0 "
+                                      "rows' loss inside a torch.mean over all rows; ours drops them "
+                                      "(negative_advantage_drop is their -ts / good_priority support only)",
+                                      "their --baseline_update_threshold (second script, default None, set by "
+                                      "no README command: :783-830) replaces the baseline by the best "
+                                      "checkpoint, refits the value head and recomputes the advantages and "
+                                      "the sampling weights mid-training; not built",
                                       "theirs zero a row in the loss (A clamped at 0, :876-877, whatever the "
                                       "sampling strategy, the default None included) and average the loss over "
                                       "all B rows of the batch (torch.mean), the zeroed rows in the denominator; "

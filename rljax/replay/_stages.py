@@ -547,11 +547,18 @@ def _technique_rows():
                                        "per-prompt replay buffer that injects the latest successful rollout into "
                                        "failed groups'); the record said the method section was not reached: its "
                                        "text is in the code index. FractalAIResearchLabs/Fathom-DeepResearch (code "
-                                       "index, 6 files): no RAPO",
+                                       "index, 6 files): no RAPO. Eleventh draw (#51 item 4, seed 20261216): "
+                                       "the record did not say which of a group's successes ours stores "
+                                       "(rljax/replay/_buffer.py success_store_plan: the highest reward first)",
                                   defaults=(("capacity", "256 rows (the oldest evicted)",
                                              "one success per prompt, no bound stated"),
                                             ("per_prompt", "1 (latest success per prompt)",
                                              "1: the most recent successful trajectory o⋆"),
+                                            ("stored row of a group with several successes",
+                                             "the highest-reward correct fresh row (ties: the lower row; "
+                                             "_buffer.success_store_plan)",
+                                             "not stated: 'the most recent successful trajectory o⋆' (the G "
+                                             "rollouts of one step are equally recent)"),
                                             ("per_group", "1 row replaced", "1 ('one trajectory is randomly replaced')"),
                                             ("replaced row", "the lowest-reward row (ties: the later row)",
                                              "a random rollout of the group"),
@@ -581,7 +588,19 @@ def _technique_rows():
                                       "group, differ from a draw that replaced another row; equal when the failed "
                                       "rows share one reward",
                                       "the buffer holds at most capacity = 256 rows (the oldest evicted); theirs "
-                                      "keeps one success per prompt with no stated bound",
+                                      "keeps one success per prompt with no stated bound. At their settings "
+                                      "(4,988 prompts, 32 per step, each prompt once per epoch) a prompt's "
+                                      "success is evicted before the prompt returns once 256 other prompts' "
+                                      "successes were written in between (roughly: a per-epoch share of "
+                                      "succeeding prompts above 256/4,988 ≈ 5%); then the all-failed groups "
+                                      "theirs would refill find nothing here; capacity ≥ the number of "
+                                      "prompts keeps every prompt's latest success, as theirs",
+                                      "of a group's several successes ours stores the highest-reward one (ties: "
+                                      "the lower row); the paper does not say which (its G rollouts are equally "
+                                      "recent). Under their Eq. 4 a formatted success (1.0) is stored before an "
+                                      "unformatted one (0.9); the stored reward then moves every advantage of "
+                                      "a group it refills whose other rows' rewards differ (0 / 0.1 by format), "
+                                      "not one whose other rows share one reward",
                                       "a stored success is a row with correct > 0.5; theirs R > 0.5 on the shaped "
                                       "reward (the same under their stage-1 reward, Eq. 4)",
                                       "RAPO's dataset pruning (Eq. 5) and reward-aware advantage scaling (Eq. 6) "

@@ -898,8 +898,21 @@ def _technique_rows():
                                   'only abstract and reviews stored',
                                   read="arXiv 2410.15115 abstract (page read: arxiv.org/html/2410.15115v3, pages corpus: title and "
                                        "abstract; seed 001 L157) and ICLR 2025 reviews (paperhub.cn/paper/F0GNv13ojF: "
-                                       "'r_process(q, p_k+1)'); the method section and code are not stored",
-                                  defaults=(("eta", "0.5", "not in the stored text"),),
+                                       "'r_process(q, p_k+1)'); the method section and code are not stored. "
+                                       "Eleventh draw (#51 item 4, seed 20261216): 'a description of its Clip "
+                                       "figure agrees' named no source here; it is the machine description of "
+                                       "the paper's Clip/Delta figure (pages corpus, subtext.edge.nugit.net/"
+                                       "image/4e28d956... (nemotron-free, healer-alpha-free, gemini-2.0-flash "
+                                       "readings): a dashed threshold η over the step rewards; the 'Clipped "
+                                       "Reward' panel keeps only the steps below η, as bars below zero, and "
+                                       "nothing for the steps above η: min(r − η, 0)); the same reviews in the "
+                                       "code index (read_file id 63217475182): review 2 asks for 'the reward "
+                                       "thresholds for the Clip and Delta mechanisms' (the submission does not "
+                                       "give η), review 5 'r_process(q, p_k+1) can be 0' after clipping; a third "
+                                       "party's restatement (code index, read_file id 26158084682, CoDeR-RL "
+                                       "README): 'r(q,p_k) = min(r_process(q,p_k) − η, 0)', η not given",
+                                  defaults=(("eta", "0.5", "not in the stored text (review 2: the submission "
+                                             "does not report the Clip threshold)"),),
                                   placement="theirs (abstract): PRM step rewards combined with the success reward "
                                             "during RL, refined so that a trajectory's accumulated reward is "
                                             "bounded above; ours: a shaping stage after the reward: the clipped "
