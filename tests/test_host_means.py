@@ -22,3 +22,7 @@ def test_host_means_are_float32_means_of_each_key_on_replicated_arrays():
     assert isinstance(got[k], float) and got[k] == float(want), (k, got[k], want)
   one = host_means(metrics[:1])  # one update: the values themselves
   assert one == {k: float(np.float32(v[0])) for k, v in values.items()}
+  with jax.enable_x64(True):  # a float64 metric is averaged in float64, not cast to float32
+    x = np.array([0.1, 0.2, 0.4])
+    got64 = host_means([{"kl": jax.device_put(np.float64(v), rep)} for v in x])["kl"]
+  assert got64 == (0.1 + 0.2 + 0.4) / 3 and got64 != float((np.float32(0.1) + np.float32(0.2) + np.float32(0.4)) / 3)

@@ -35,7 +35,8 @@ def host_scalars(metrics) -> dict:
 
 def host_means(metrics: list) -> dict:
   """Each key's mean over ``metrics`` (dicts of scalar arrays with the same keys, e.g. one per update), as
-  floats on every process: one transfer of every value, then float32 means on the host.
+  floats on every process: one transfer of every value, then each key's mean on the host in its own float
+  dtype (integer counts in float32, as ``jnp.mean``).
 
   Not ``tree_map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)``: that launches two small programs per key,
   and on a mesh of several CPU devices each launch takes one of a device's 32 in-flight slots (XLA:CPU's
@@ -45,7 +46,12 @@ def host_means(metrics: list) -> dict:
   2-core machine (gdb: the second training device's launch blocked in the in-flight semaphore, the first in the
   update's gloo all-gather, Python in a metric's ``jnp.stack``)."""
   host = par.to_host(list(metrics))
-  return {k: float(np.mean(np.asarray([m[k] for m in host], np.float32))) for k in host[0]}
+  out = {}
+  for k in host[0]:
+    values = np.asarray([m[k] for m in host])
+    dtype = values.dtype if np.issubdtype(values.dtype, np.floating) else np.float32  # as jnp.mean promotes
+    out[k] = float(np.mean(values.astype(dtype), dtype=dtype))
+  return out
 
 
 def run_mesh(cfg: RunConfig):
