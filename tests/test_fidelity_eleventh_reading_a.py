@@ -32,23 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
 from rljax.catalog import describe
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in ROWS[name].fidelity.defaults}
-
-
-def _log_softmax(z):
-  zmax = z.max(-1, keepdims=True)
-  return z - zmax - np.log(np.exp(z - zmax).sum(-1, keepdims=True))
+from _fidelity import ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax
 
 
 def _pick(x, y):

@@ -47,19 +47,9 @@ import pytest
 import rljax
 import rljax.advantages as A
 from rljax.catalog import describe
-from rljax.replay import _buffer as B
 from rljax.replay import _stages as R
 from test_replay import FACTS, _step  # the replay tests' StepData builder (row width T, RunFacts)
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in _fid(name).defaults}
+from _fidelity import ROWS, defaults as _defaults, fid as _fid
 
 
 # ----------------------------------------------------------------------------------------------------------------

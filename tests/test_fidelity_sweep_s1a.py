@@ -31,31 +31,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import rljax
 from rljax import objectives as O
 from rljax.catalog import describe
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import (ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax,
+                       vllm_top_p as _vllm_top_p)
 
-ROWS = {r.name: r for r in rljax.catalog()}
+
 SWEPT = ("ppo_clip reinforce gspo gspo_token cispo sapo cpgd tis mis icepop divergence_rejection entropy_bonus "
          "top_entropy_mask kl_penalty kl_in_reward sft_nll opd dpo entropy_gated_contrastive value_loss").split()
 
 
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in _fid(name).defaults}
-
-
 def _any_dev(name, *needles):
   return any(all(n in d for n in needles) for d in _fid(name).deviations)
-
-
-def _log_softmax(z):
-  zmax = z.max(-1, keepdims=True)
-  return z - zmax - np.log(np.exp(z - zmax).sum(-1, keepdims=True))
 
 
 def _pick(logp, y):
@@ -65,20 +53,6 @@ def _pick(logp, y):
 def _entropy(z):
   lp = _log_softmax(z)
   return -(np.exp(lp) * lp).sum(-1)
-
-
-def _vllm_top_p(z, p):
-  """vLLM's top-p on (tempered) logits: ascending sort, drop while the cumulative prob ≤ 1 − p, keep the last."""
-  if p >= 1.0:
-    return z
-  order = np.argsort(z, axis=-1)
-  zs = np.take_along_axis(z, order, -1)
-  cum = np.cumsum(np.exp(_log_softmax(zs)), -1)
-  drop = cum <= 1 - p
-  drop[..., -1] = False
-  out = np.empty_like(z)
-  np.put_along_axis(out, order, np.where(drop, -np.inf, zs), -1)
-  return out
 
 
 def _batch(mask, *, adv=None, logp_old=None, logp_behavior=None, logp_ref=None, rewards=None, values_old=None,

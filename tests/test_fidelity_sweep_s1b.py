@@ -14,26 +14,15 @@ Each reference is a float64 NumPy transcription of the cited lines (written for 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-import rljax
 from rljax import objectives as O
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
+from _fidelity import defaults as _defaults, fid as _fid, log_softmax as _log_softmax
 
 
 def _text(name):
   fid = _fid(name)
   return " ".join([fid.reference, fid.differences, fid.read, fid.placement, *fid.deviations,
                    *(f"{k} {o} {t}" for k, o, t in fid.defaults)])
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in _fid(name).defaults}
 
 
 # ----------------------------------------------------------------------------- (b) micro-batch denominators
@@ -181,11 +170,6 @@ def test_remax_record_says_verl_091_default_trainer_cannot_run_it():
 
 
 # ----------------------------------------------------------------------------- (a) the in-reward / adaptive KL
-
-
-def _log_softmax(z):
-  z = z - z.max(-1, keepdims=True)
-  return z - np.log(np.exp(z).sum(-1, keepdims=True))
 
 
 def _verl_reward_kl(z_actor, z_ref, tokens, mask, temperature):

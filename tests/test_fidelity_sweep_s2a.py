@@ -30,32 +30,11 @@ Fixed (what the records missed):
 import math
 
 import jax
-import pytest
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
 from rljax import objectives as O
-from rljax.catalog import describe
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in ROWS[name].fidelity.defaults}
-
-
-def _text(name):
-  return describe(ROWS[name])
-
-
-def _log_softmax(z):
-  z = z - z.max(-1, keepdims=True)
-  return z - np.log(np.exp(z).sum(-1, keepdims=True))
+from _fidelity import defaults as _defaults, fid as _fid, log_softmax as _log_softmax, record as _text
 
 
 def _pick(logp, y):

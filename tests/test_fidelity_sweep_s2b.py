@@ -31,22 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
-from rljax.catalog import describe
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in ROWS[name].fidelity.defaults}
-
-
-def _text(name):
-  return describe(ROWS[name])
+from _fidelity import defaults as _defaults, fid as _fid, log_softmax as _log_softmax, record as _text
 
 
 # ----------------------------------------------------------------------------- implicit_progress_reward
@@ -410,11 +395,6 @@ def test_guide_records_how_the_shaping_switch_is_read():
 
 
 # ----------------------------------------------------------------------------- oc_grpo
-
-
-def _log_softmax(z):
-  zmax = z.max(-1, keepdims=True)
-  return z - zmax - np.log(np.exp(z - zmax).sum(-1, keepdims=True))
 
 
 def test_oc_grpo_is_weight_is_a_temperature_07_ratio():

@@ -9,19 +9,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
 from rljax.replay import _buffer as B
 from test_replay import _buffer_with, _step  # the replay tests' StepData / buffer builders
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in _fid(name).defaults}
+from _fidelity import defaults as _defaults, fid as _fid
 
 
 def _grpo_pop(r):

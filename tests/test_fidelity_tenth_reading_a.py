@@ -26,18 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
-from rljax.catalog import describe
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _record(name):
-  return describe(ROWS[name])
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in ROWS[name].fidelity.defaults}
+from _fidelity import ROWS, defaults as _defaults, log_softmax as _log_softmax, vllm_top_p as _vllm_top_p
 
 
 # ----------------------------------------------------------------------------- reinforce_pp (held)
@@ -104,25 +93,6 @@ def test_reinforce_pp_equals_verl_091_and_reset_is_v070():
 
 
 # ----------------------------------------------------------------------------- icepop (not held: fixed)
-
-
-def _log_softmax(z):
-  zmax = z.max(-1, keepdims=True)
-  return z - zmax - np.log(np.exp(z - zmax).sum(-1, keepdims=True))
-
-
-def _vllm_top_p(z, p):
-  """vLLM _apply_top_k_top_p's top-p branch (ascending sort, drop while the cumulative prob ≤ 1 − p, keep one)."""
-  if p >= 1.0:
-    return z
-  order = np.argsort(z, axis=-1)
-  zs = np.take_along_axis(z, order, -1)
-  cum = np.cumsum(np.exp(_log_softmax(zs)), -1)
-  drop = cum <= 1 - p
-  drop[..., -1] = False
-  out = np.empty_like(z)
-  np.put_along_axis(out, order, np.where(drop, -np.inf, zs), -1)
-  return out
 
 
 def _openrlhf_icepop_ppo(new, old, rollout, adv, low=0.5, high=5.0, eps=0.2):

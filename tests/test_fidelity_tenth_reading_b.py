@@ -39,23 +39,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import rljax
 import rljax.advantages as A
-from rljax.catalog import describe
-
-ROWS = {r.name: r for r in rljax.catalog()}
-
-
-def _fid(name):
-  return ROWS[name].fidelity
-
-
-def _record(name):
-  return describe(ROWS[name])
-
-
-def _defaults(name):
-  return {k: (o, t) for k, o, t in _fid(name).defaults}
+from _fidelity import defaults as _defaults, fid as _fid, record as _record
 
 
 # ----------------------------------------------------------------------------------------------------------------
