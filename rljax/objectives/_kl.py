@@ -548,7 +548,19 @@ def _technique_rows():
                                        "step's old policy, w = 1 on the first mini-batch (the KL value 0, its "
                                        "gradient per token ∇log π, zero only in expectation) and w moves from the "
                                        "second; the record gave neither "
-                                       "the mini-batch count nor the per-micro-batch token-mean",
+                                       "the mini-batch count nor the per-micro-batch token-mean. Per-row review b "
+                                       "(#51): verl/trainer/ppo/ray_trainer.py:147-172 apply_kl_penalty (kld = "
+                                       "kl_penalty(old_log_probs, ref_log_prob) × response_mask; "
+                                       "token_level_rewards = scores − kl_coef·kld) with rpg_ray_trainer.py:"
+                                       "130-150 (use_kl_in_reward: ref_log_prob = old_log_probs) and "
+                                       "core_algos.py:153-192 (scores = Σ token_level_rewards): in "
+                                       "run_rpg_7b_rkl1e-4_rf.sh (kl_coef 1e-4, rpg_rf_rkl) kld = w(log w + 1) "
+                                       "= 1 on every response token, a reward of R − 1e-4·|y|; ours: the RL "
+                                       "loop's logp_ref is the frozen reference's forward (rljax/train/"
+                                       "_inputs.py:5-6, the policy at the start of RL) on every step, and no "
+                                       "setting makes it the step's old policy; the record's 'equal with "
+                                       "logp_ref = logp_old' and 'rl.num_minibatches=16 with logp_ref = "
+                                       "logp_old is theirs' named no way to get it",
                                   defaults=(("beta", "1e-4", "kl_loss_coef 1e-4 (the use_kl_loss scripts); the rf "
                                              "scripts' reward coefficient algorithm.kl_ctrl.kl_coef: 1e-4 in "
                                              "run_rpg_7b_rkl1e-4_rf.sh, 0.0 in every *_rf_clip_ppo_* script (no KL "
@@ -575,7 +587,9 @@ def _technique_rows():
                                              "first"),
                                             ("sampler temperature / top_p", "rl.temperature 1.0, rl.top_p 1.0 "
                                              "(untempered)", "1.0 / 1.0: equal"),
-                                            ("reference", "batch.logp_ref (the reference model's)",
+                                            ("reference", "batch.logp_ref: in the RL loop always the frozen reference "
+                                             "(the policy at the start of RL); no setting makes it the step's old "
+                                             "policy",
                                              "use_iterative_ref_model True (the scripts; rpg_trainer.yaml False): "
                                              "the reference is the step's old policy, ref_log_prob = "
                                              "old_log_probs"),
@@ -592,7 +606,10 @@ def _technique_rows():
                                   deviations=("π_ref ≠ π_old generalised (w_ref); the code's forms assume the "
                                               "samples' policy is the reference (w = π_θ/π_ref): equal with "
                                               "logp_ref = logp_old, which is what their scripts run "
-                                              "(use_iterative_ref_model True)",
+                                              "(use_iterative_ref_model True); no RL-loop setting gives that "
+                                              "(logp_ref is the frozen reference's forward): a Python loss term "
+                                              "(rljax.stages.LossTerm with needs={'logp_old'}) calling "
+                                              "rpg(...)(out, batch.replace(logp_ref=batch.logp_old)) does",
                                               "the scripts' PG loss is dual-clip PPO: ppo_clip(0.2, 0.28, "
                                               "dual_clip=10.0) + rpg(policy_gradient=False) is their use_kl_loss "
                                               "form",
@@ -614,7 +631,14 @@ def _technique_rows():
                                               "their scripts train each step as 16 mini-batches (512 ÷ 32 prompts) "
                                               "against the step's old log-probs as the reference: w = 1 and the KL "
                                               "value is 0 on the first, w ≠ 1 from the second on; "
-                                              "rl.num_minibatches=16 with logp_ref = logp_old is theirs",
+                                              "rl.num_minibatches=16 with logp_ref = logp_old (the Python term "
+                                              "above) is theirs",
+                                              "run_rpg_7b_rkl1e-4_rf.sh, the one rf script with a KL coefficient "
+                                              "(use_kl_in_reward, kl_coef 1e-4, rpg_rf_rkl): with the reference = "
+                                              "the old log-probs its per-token value w(log w + 1) is 1, so the run "
+                                              "is dual-clip PPO on the rpg advantage of R − 1e-4·|y| (a length "
+                                              "penalty in the reward); no rljax shaping subtracts a constant per "
+                                              "token (overlong_penalty and length_penalty have other forms)",
                                               "their token-mean is per token-budget micro-batch on each GPU "
                                               "(weighted by its row share); ours one denominator for the whole "
                                               "update batch: equal when every micro-batch's mean token count per "

@@ -720,7 +720,8 @@ def _technique_rows():
                                        "--opd-kl-coef 1.0, n-samples-per-prompt 4, --use-kl-loss with kl-loss-coef "
                                        "0.00, entropy 0; no --normalize-advantages, arguments.py:1004 default "
                                        "False; --eps-clip 0.2 default, :899), slime/rollout/"
-                                       "on_policy_distillation.py:32-67 (post_process_rewards: every task reward "
+                                       "on_policy_distillation.py:32-67 (post_process_rewards, the SGLang script's "
+                                       "only: every task reward "
                                        "0.0, so the grpo advantage is 0 and the signal is −coef·KL alone); sweep "
                                        "s1a (#51, peer conventions): loss.py:1317-1360 (calculate_per_token_loss "
                                        "False, arguments.py:879 and not set by the OPD scripts: the policy loss is "
@@ -731,20 +732,46 @@ def _technique_rows():
                                        "unless a rollout function sets rollout_id); loss.py:540-543 (the student's "
                                        "logits ÷ rollout_temperature), arguments.py:343-347 (--rollout-temperature "
                                        "1.0; both OPD scripts pass 1), slime/rollout/on_policy_distillation.py:"
-                                       "12-18 (the SGLang teacher asked with temperature = rollout_temperature)",
+                                       "12-18 (the SGLang teacher asked with temperature = rollout_temperature). "
+                                       "Per-row review b (#51): run-qwen3-8B-opd-megatron.sh:50-52 (RM_ARGS: "
+                                       "--rm-type math; no custom reward post-process), slime/rollout/rm_hub/"
+                                       "__init__.py:81-82 (math: 1 if grade_answer_verl else 0), slime/ray/"
+                                       "rollout.py:608-633 (_post_process_rewards without a custom function: "
+                                       "grpo rewards (r − group mean)/(std + 1e-6), torch's unbiased std; "
+                                       "rewards_normalization on unless --disable-rewards-normalization, "
+                                       "arguments.py:1011-1016): the Megatron-teacher run trains on the math "
+                                       "reward, GRPO + OPD, not pure distillation; arguments.py:348-350 "
+                                       "(--rollout-top-p 1.0, neither OPD script sets it), loss.py:83-95 and "
+                                       ":977 (policy loss), slime/backends/megatron_utils/actor.py:357-372 "
+                                       "(compute_log_prob: old, ref and Megatron-teacher log-probs, "
+                                       "use_rollout_top_p_replay=True), loss.py:349-430 and slime/utils/"
+                                       "ppo_utils.py:251-275 (below top-p 1 the log-prob is taken over the "
+                                       "rollout's recorded nucleus: other logits −inf, renormalised; the entropy "
+                                       "unmasked), rollout.py:718-732 (the nucleus ids stored per sample); the "
+                                       "record said every published run is pure distillation and had no top-p "
+                                       "row",
                                   defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
                                             ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
                                              "from an SGLang server or a Megatron teacher (opd_type)"),
                                             ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
                                              "the PPO ratio of the policy loss"),
                                             ("task reward in the published runs", "the recipe's reward (OPD added "
-                                             "to the policy loss)", "0.0 for every sample (post_process_rewards): "
-                                             "pure distillation, grpo advantages 0, PPO clip eps 0.2 on −coef·KL"),
+                                             "to the policy loss)", "run-qwen3-8B-opd.sh (SGLang teacher): 0.0 for "
+                                             "every sample (post_process_rewards): pure distillation, grpo "
+                                             "advantages 0, PPO clip eps 0.2 on −coef·KL; "
+                                             "run-qwen3-8B-opd-megatron.sh (Megatron teacher): --rm-type math (1 "
+                                             "correct, else 0), group-normalised (r − mean)/(std + 1e-6): the grpo "
+                                             "advantage − coef·KL, PPO clip eps 0.2"),
                                             ("aggregation", "chain's (token_mean)", "the policy loss's: each "
                                              "sample's token mean, averaged over the step's samples "
                                              "(step_global_batch_size; calculate_per_token_loss False)"),
                                             (PC.T_NAME, PC.T_OURS, "--rollout-temperature (default 1.0; the OPD "
-                                             "scripts 1) divides the student's logits")),
+                                             "scripts 1) divides the student's logits"),
+                                            ("top-p in the log-probs", "none: log π_θ and log π_old are "
+                                             "untruncated; rl.top_p only samples", "--rollout-top-p (default 1.0; "
+                                             "neither OPD script sets it): below 1 the student's old and current "
+                                             "log-probs (and a Megatron teacher's) are renormalised over the "
+                                             "rollout's recorded top-p nucleus")),
                                   placement="theirs: once per step on the whole rollout batch, folded into the "
                                             "advantages before their normalisation; the policy loss (PPO clip) then "
                                             "carries it on every micro-batch; ours: a separate loss term on each "
@@ -762,7 +789,18 @@ def _technique_rows():
                                               "chain(aggregate=seq_mean_token_mean) gives slime's when no sample "
                                               "is empty (the 'equal value' above is per token)",
                                               PC.T_DEVIATION + " (slime's student log π is at "
-                                              "--rollout-temperature)"))),
+                                              "--rollout-temperature)",
+                                              "the Megatron-teacher script (run-qwen3-8B-opd-megatron.sh) also "
+                                              "trains on the math reward: A = (r − mean_g)/(std_g + 1e-6) − "
+                                              "coef·(log π_old − log π_T); ours is ppo_clip(0.2) on the grpo "
+                                              "advantage (eps 1e-6, std_ddof 1: slime's normalisation) plus "
+                                              "opd(1.0), the same gradient on-policy (16 prompts × 4 samples = "
+                                              "--global-batch-size 64: one optimizer step per rollout, ratio 1)",
+                                              "at --rollout-top-p < 1 slime's student log-probs (old and current, "
+                                              "and a Megatron teacher's) are log-softmax over the rollout's top-p "
+                                              "nucleus, renormalised; ours are untruncated, so the KL value and "
+                                              "the PPO ratio differ; equal at top-p 1 (slime's default and both "
+                                              "OPD scripts); no option gives theirs"))),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
@@ -777,12 +815,28 @@ def _technique_rows():
                                        "dpo_trainer.py:922-925 (model_accepts_loss_kwargs False: transformers' "
                                        "Trainer divides each micro-batch's loss by gradient_accumulation_steps) and "
                                        ":1578 (the micro-batch's mean over its own pairs); no temperature enters "
-                                       "TRL's DPO log-probs (nor ours)",
+                                       "TRL's DPO log-probs (nor ours). Per-row review b (#51): dpo_config.py:"
+                                       "170-177 (router_aux_loss_coef 0.001), :188-202 (max_length 1024, "
+                                       "truncation_mode 'keep_start'); dpo_trainer.py:152-169 "
+                                       "(DataCollatorForPreference: each prompt + completion cut to its first "
+                                       "max_length tokens, the completion mask with it), :1073-1079 (an example "
+                                       "whose prompt alone has ≥ max_length tokens is dropped), :881-884 and "
+                                       ":1580-1582 (an MoE policy: loss + router_aux_loss_coef · its "
+                                       "load-balancing loss), :1565-1576 (the WPO weight: exp of the completion "
+                                       "mean of log p − log Σ_v p_v², not of log p); the record listed neither "
+                                       "max_length nor router_aux_loss_coef",
                                   defaults=(("beta", "0.1", "0.1"),
                                             ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
-                                             "robust/exo/aot use it)"),
+                                             "robust / exo_pair / aot / aot_unpaired use it)"),
                                             ("f_divergence_type", "reverse KL only", "'reverse_kl'"),
-                                            ("ld_alpha (length desensitisation)", "not offered", "None")),
+                                            ("ld_alpha (length desensitisation)", "not offered", "None"),
+                                            ("max_length / truncation_mode", "none: h sums every loss_mask token "
+                                             "(the sampled completion)", "1024, 'keep_start': prompt + completion "
+                                             "cut to their first 1024 tokens, so h sums only the completion tokens "
+                                             "inside them; an example whose prompt has ≥ 1024 tokens is dropped"),
+                                            ("router_aux_loss_coef (MoE policies)", "none: the recipe's chain "
+                                             "adds no auxiliary loss (aux_loss_coef 0)", "0.001 × the "
+                                             "load-balancing loss added to the DPO loss")),
                                   placement="theirs: each micro-batch holds [chosen; rejected] halves, policy and "
                                             "reference forwards on it (or precomputed reference log-probs); ours: a "
                                             "loss term on each micro-batch, pairs from batch.extras, π_ref = "
@@ -803,9 +857,19 @@ def _technique_rows():
                                               "differs)",
                                               "TRL's other loss types and f-divergences are not offered",
                                               "TRL's use_weighting (WPO: each pair × the product of its two rows' "
-                                              "length-normalised probabilities, dpo_trainer.py:1565-1576) and "
+                                              "weights exp(mean over the completion of log p_t − log Σ_v p_v²), "
+                                              "the 'aligned' length-normalised probability, dpo_trainer.py:"
+                                              "1565-1576) and "
                                               "sync_ref_model (TR-DPO: π_ref ← 0.6·π_θ + 0.4·π_ref every 512 steps) "
-                                              "are not offered (both off by default, dpo_config.py:107-125)"))),
+                                              "are not offered (both off by default, dpo_config.py:107-125)",
+                                              "TRL's max_length 1024 (keep_start) cuts each prompt + completion "
+                                              "before the forward: completion tokens past the 1024th token of their "
+                                              "sequence do not enter h there, ours sums every loss-mask token; "
+                                              "equal when every prompt + completion fits in 1024 tokens (no option "
+                                              "truncates h here)",
+                                              "an MoE policy: TRL adds router_aux_loss_coef (0.001) × the "
+                                              "load-balancing loss to the DPO loss; the RL loop's chain adds no "
+                                              "auxiliary loss"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),

@@ -117,9 +117,24 @@ def _technique_rows():
                                        "optimizer step's tokens over all dp ranks ÷ gas), models/loss.py:11-37 "
                                        "aggregate_loss; the TRL 1.9.0 PyPI wheel trl/experimental/ppo/"
                                        "ppo_trainer.py:810-847 (0.5·masked_mean over the micro-batch inside "
-                                       "accelerator.accumulate)",
+                                       "accelerator.accumulate). Per-row review b (#51): the TRL 1.9.0 PyPI "
+                                       "wheel trl/experimental/ppo/ppo_trainer.py:727 (sequence_length = the "
+                                       "first pad index − 1, the last response token), :762-769 "
+                                       "(padding_mask_p1: index > sequence_length + 1), :778 (the score at "
+                                       "sequence_length + 1), :828 and :837 (the value loss masked by "
+                                       "~padding_mask_p1: the response and the one position after it); ours: "
+                                       "rljax/recipes/_recipe.py:88-90 and :349-350 with :441-447 (a shared "
+                                       "critic's value loss enters the policy loss × Critic.coef, "
+                                       "rl.critic_coef, default 0.5, on top of coef); the record gave the "
+                                       "weight as coef alone and TRL's mask as the response's",
                                   defaults=(("clip_eps", "0.2", "verl 0.5; OpenRLHF 0.5; TRL 0.2"),
-                                            ("coef", "1.0", "verl: none (own critic optimiser); TRL vf_coef 0.1"),
+                                            ("coef", "1.0; a shared critic (rl.critic_shared=true) also multiplies "
+                                             "the term by rl.critic_coef (Critic.coef, default 0.5): weight 0.5",
+                                             "verl: none (own critic optimiser); TRL vf_coef 0.1"),
+                                            ("value-loss tokens", "batch.loss_mask (the completion tokens)",
+                                             "verl response_mask, OpenRLHF action_mask: the response; TRL PPO "
+                                             "~padding_mask_p1: the response and the position after its last "
+                                             "token (inside the padded width)"),
                                             ("½ factor", "yes", "yes (verl, OpenRLHF)"),
                                             ("aggregation", "chain's (token_mean)", "verl loss_agg_mode token-mean; "
                                              "OpenRLHF token-level mean"),
@@ -137,7 +152,14 @@ def _technique_rows():
                                   deviations=("default ε 0.2 is TRL's; verl and OpenRLHF default to 0.5 "
                                               "(clip_eps=0.5)",
                                               "coef (TRL's vf_coef) weights the term for a shared actor-critic "
-                                              "loss; verl's separate critic has none (coef=1)",
+                                              "loss; verl's separate critic has none (coef=1); in the RL loop a "
+                                              "shared critic's term is also × rl.critic_coef (default 0.5), so "
+                                              "TRL's vf_coef 0.1 is rl.critic_coef=0.1 with coef=1 (the default "
+                                              "weight is 0.5)",
+                                              "TRL's PPO value loss also regresses the value at the position after "
+                                              "the response's last token (padding_mask_p1, where its GAE puts the "
+                                              "score) and counts it in its token mean; ours, verl's and "
+                                              "OpenRLHF's cover the response tokens only",
                                               "the micro-batch denominator: ours divides every micro-batch by the "
                                               "step batch's token count, as verl 0.9.1's critic (global "
                                               "batch_num_tokens) and OpenRLHF v0.11.0 (the step's global token "
