@@ -796,6 +796,12 @@ _VERL_GRPO_READ = ("volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algo
                    "norm_adv_by_std_in_grpo, epsilon left at 1e-6); trainer/config/ppo_trainer.yaml@v0.7.0:81-84 "
                    "(adv_estimator gae, norm_adv_by_std_in_grpo True). #51 read-whole pass (rB): the record said 0.9.1 "
                    "was not stored and did not name 'grpo_vectorized'")
+_GRPO_TWELFTH = (". Twelfth draw (#51 item 4, seed 20261217): the verl 0.9.1 PyPI wheel trainer/ppo/v1/"
+                 "trainer_base.py:562-600 (_step_once: sample, _balance_batch, old log-probs, advantage), :1608-1621 "
+                 "(_balance_batch pads the batch to a multiple of the dp size and the actor's mini-batch rows), "
+                 "trainer/ppo/padding_utils.py:72-141, 144-210 (upsample_batch_to_divisible_size: synthetic rows "
+                 "under one new pad uid, rm_scores and response_mask 0, before compute_advantage); the record said "
+                 "verl has no padding rows")
 _VERL07 = "volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py"
 
 
@@ -840,7 +846,7 @@ def _technique_rows():
                 fidelity=Fidelity("peer", f"{_VERL07}: compute_grpo_outcome_advantage",
                                   "singleton group: ours A = 0; verl mean 0, std 1, i.e. A = r/(1+ε) "
                                   "(singleton='raw')",
-                                  read=_VERL_GRPO_READ,
+                                  read=_VERL_GRPO_READ + _GRPO_TWELFTH,
                                   defaults=(("eps", "1e-6", "epsilon=1e-6"), ("std", "ddof 1 (std_ddof=1)",
                                                                              "torch.std (unbiased)"),
                                             ("scale", "'group'", "norm_adv_by_std_in_grpo=True"),
@@ -849,7 +855,13 @@ def _technique_rows():
                                   deviations=(
                                       "a singleton group gets 0 (no within-group signal); singleton='raw' is verl's",
                                       "a group whose σ + ε is 0 (eps=0, equal rewards) gets 0; verl divides 0 by 0",
-                                      "padded rows (valid False) are outside every group; verl has no padding rows",
+                                      "padded rows (valid False) are outside every group and get 0; verl v0.7.0 "
+                                      "has no padding rows; verl 0.9.1's default (v1) trainer appends synthetic "
+                                      "padding rows before the advantage (v1/trainer_base.py:582, 600, 1619-1621; "
+                                      "trainer/ppo/padding_utils.py:144-210) under one fresh 'pad…' uid with "
+                                      "rm_scores 0 and response_mask 0 (:72-141), so they form their own group and "
+                                      "get A = 0 (all-zero rewards: 0/(0 + ε); one row: 0/(1 + ε)), as ours, and "
+                                      "leave the real groups unchanged",
                                       "verl's second estimator in the file, adv_estimator 'grpo_vectorized', is "
                                       "float32 and in v0.7.0 floors the group variance at epsilon (std ≥ 1e-3, so a "
                                       "group whose variance is below 1e-6 gets a smaller |A| than here); 0.9.1 drops "
@@ -1121,7 +1133,12 @@ def _technique_rows():
                          "three progressive variants, bootstrap sampling ... full sampling ... analytical "
                          "derivation'); the repository has no training scripts (no K of theirs to compare); "
                          "git ls-tree c3ba575e: README.md, code/maze_verifier.py, code/passk_adv.py, figures/ (read "
-                         "whole in the #51 read-whole pass, rB)",
+                         "whole in the #51 read-whole pass, rB). Twelfth draw (#51 item 4, seed 20261217): "
+                         "calc_adv's second np.where (:18) also catches an A_pos of exactly 0 (ρ = 1), where A_neg is "
+                         "0 too (C(n−c−1, k−1) = 0 when n − c < k): no effect; maze_verifier.py compute_score returns "
+                         "1 / 0 only (:62-71), so the binary branch is what their maze runs take. The record said "
+                         "the groups with σ ≤ 1e-6 are the all-equal and c > n − k ones, equal to theirs; "
+                         "0 < σ ≤ 1e-6 also occurs (e.g. n = 64, k = 16, c = 46..48), a difference below 1e-6",
                     defaults=(("k", "required", "K, required (compute_advantage argument)"),
                               ("σ floor", "σ ≤ sigma_eps = 1e-6 → A = 0, else ÷ σ", "÷ (σ + 1e-6)"),
                               ("rewards", "any real (exact subset-max expectation)",
@@ -1131,8 +1148,11 @@ def _technique_rows():
                               "response_mask; ours: the advantage stage, once per step on the step's rows grouped by "
                               "group_id, padded rows excluded",
                     deviations=(
-                        "ours divides by σ (relative difference 1e-6/σ); groups with σ ≤ sigma_eps (all equal, or "
-                        "c > n − k) get 0, as theirs (0/(0 + 1e-6))",
+                        "ours divides by σ (relative difference 1e-6/σ); groups with σ ≤ sigma_eps = 1e-6 get 0: "
+                        "σ = 0 (all equal, or c > n − k) gives 0 as theirs (0/(0 + 1e-6)); 0 < σ ≤ 1e-6 needs "
+                        "C(n, k) ≳ 1e12 (n = 64, k = 16, c = 46 / 47 / 48: σ = 5.6e-7 / 1.9e-7 / 4.5e-8), where "
+                        "theirs is not 0 but (1 − ρ)/(σ + 1e-6) ≈ 2.0e-7 / 2.9e-8 / 1.9e-9 on a correct row and "
+                        "≈ −5.1e-7 / −8.1e-8 / −5.9e-9 on an incorrect one (|A| < 1e-6)",
                         "rewards outside {0, 1}: ours is the exact expectation of the k-subset max (equal to brute "
                         "force; our extension); theirs leaves such a reward as its advantage",
                         "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "

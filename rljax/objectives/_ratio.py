@@ -1299,8 +1299,23 @@ def _technique_rows():
                      "maths_rewards.py:72-96 (the reward: 1 correct / 0, +0.05 for the '#### <answer>' format, "
                      "−0.2 when no number is found, clipped to [0, 1]); TRL's GRPOTrainer divides the logits by "
                      "args.temperature before the log-softmax of every log-prob it trains on, old and new (the "
-                     "TRL 1.9.0 PyPI wheel grpo_trainer.py:1517-1519; the patches' base 0.25.1 is not stored "
-                     "here): the record listed neither setting",
+                     "TRL 1.9.0 PyPI wheel grpo_trainer.py:1517-1519; the same at huggingface/trl@v0.25.1 "
+                     "grpo_trainer.py:910): the record listed neither setting. Twelfth draw (#51 item 4, seed "
+                     "20261217): the patches' base, huggingface/trl@v0.25.1 (1cf8d56c), is stored (fetched) and "
+                     "was read; both patches apply to it cleanly and fail on requirements.txt's trl==0.21.0 "
+                     "(grpotrainer.patch hunk 1 and grpoconfig.patch hunk 2 rejected), which has neither the two "
+                     "GRPOConfig fields (maths_finetuning.py:188-224 then stops with a TypeError on "
+                     "trust_region_method) nor loss_type 'dapo' (added after 0.21.0): the pinned install does not "
+                     "start, what runs is 0.25.1 patched. There: grpo_trainer.py:1522-1536 (old log-probs "
+                     "recomputed, gradient_accumulation_steps 16 % (steps_per_generation 16 × num_iterations 2) ≠ "
+                     "0), :1851 (dapo: Σ ÷ (num_items_in_batch / num_processes)), :460 (compute_loss_func set: no "
+                     "further ÷ gradient_accumulation), :1598-1620 with grpo_config.py:566-567 (the advantage "
+                     "their loss receives: scale_rewards 'group', (r − mean_g)/(std_g + 1e-4), unbiased std over "
+                     "the num_generations 4). README.md's command (python maths_finetuning.py --model ... "
+                     "--trust_region_method ... --seed ...) stops at maths_finetuning.py:260-263 (len(sys.argv) != "
+                     "4: usage, exit 1): the script takes three positional arguments (model, method, seed). The "
+                     "record said 0.25.1 was not stored here and listed neither the pin's failure, the README "
+                     "command's, nor the advantage",
                 defaults=(("alpha", "0.1", "smoothing_alpha 0.1"),
                           ("clip_eps", "None (no clip)", "none in the pspo branch (epsilon 0.0 unused)"),
                           ("log-ratio clamp", "±20", "none (TRL's log ratio)"),
@@ -1312,7 +1327,10 @@ def _technique_rows():
                            "0.9 (:207), in TRL's generate only; the trained log-probs are untruncated, as ours"),
                           ("reward (not this term's)", "the task's verifier",
                            "gsm8k_numeric_reward: 1 / 0, +0.05 format, −0.2 without a number, clipped to [0, 1]; "
-                           "num_generations 4")),
+                           "num_generations 4"),
+                          ("advantage (not this term's)", "the recipe's advantage stage (grpo: (r − μ_g)/(σ_g + "
+                           "1e-6), ddof 1)", "TRL 0.25.1 scale_rewards 'group' (default): (r − mean_g)/(std_g + "
+                           "1e-4), unbiased std over the num_generations 4 (grpo_trainer.py@v0.25.1:1598-1620)")),
                 placement="theirs: TRL GRPOTrainer._compute_loss on each micro-batch, coef_1 against the "
                           "generation step's old log-probs (num_iterations 2: two passes over each batch), both "
                           "log-probs of the temperature-scaled distribution softmax(z/0.8); ours: a loss term on each "
@@ -1326,7 +1344,14 @@ def _technique_rows():
                             "T = 1); no setting gives theirs: the trainer's forward is untempered (objective_loss "
                             "temperature=1.0), rl.temperature=0.8 changes only the sampling",
                             "their gsm8k reward shaping (+0.05 format, −0.2 no number, clipped to [0, 1]) belongs to "
-                            "the task's reward, not to this term"))),
+                            "the task's reward, not to this term",
+                            "their advantage divides by std + 1e-4 (TRL's scale_rewards 'group'); the grpo stage's "
+                            "default by σ + 1e-6: rl.advantage='grpo(eps=1e-4)' gives theirs (a group of 4 with "
+                            "equal rewards gets 0 in both)",
+                            "the released setup does not run as documented: requirements.txt pins trl 0.21.0, to "
+                            "which the patches do not apply, and the README's flag-style command exits at the "
+                            "argument check; the values here are maths_finetuning.py's with three positional "
+                            "arguments on TRL 0.25.1 patched"))),
       ("decoupled_ppo", decoupled_ppo, "sg(pi_prox/pi_behav) max(-A r, -A clip(r)), r = pi_theta/pi_prox",
        "AReaL arXiv:2505.24298, seed 000 L29",
        loss_term_factory(decoupled_ppo, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
