@@ -440,13 +440,26 @@ def _technique_rows():
                                        "(use_kl_loss false, kl_loss_coef 0.001, kl_loss_type low_var_kl); sweep s1a "
                                        "(#51, peer conventions): " + PC.READ_VERL_T + "; " + PC.READ_TRL_T + "; "
                                        + PC.READ_DENOM + "; v0.7.0 dp_actor.py:527-536 (the KL's own agg_loss on "
-                                       "the micro-batch, no global counts)",
+                                       "the micro-batch, no global counts). Twelfth draw (#51 item 4, seed "
+                                       "20261217): the TRL 1.9.0 PyPI wheel trl/trainer/grpo_trainer.py:3037, 3054, "
+                                       "3066 (coef_1 = exp(log π_θ − log π_old), log π_old the detached current "
+                                       "log-probs when not stored; no clamp), grpo_config.py:834-855 "
+                                       "(sync_ref_model False, ref_model_mixup_alpha 0.6, ref_model_sync_steps 512) "
+                                       "and grpo_trainer.py:1145-1161 (SyncRefModelCallback when sync_ref_model; "
+                                       "refused with beta 0.0 or a PEFT model); ours: bias_correction's ratio is "
+                                       "objectives/_kl.py _log_ratio, log r clamped to ±20 before exp. The record "
+                                       "listed neither the clamp nor TRL's reference sync",
                                   defaults=(("beta", "0.001", "verl kl_loss_coef 0.001 (use_kl_loss False); "
                                              "TRL beta 0.0"),
                                             ("estimator", "'low_var_kl' (k3)", "verl kl_loss_type 'low_var_kl'; "
                                              "TRL k3 only"),
                                             ("clamp", "True (k3: −Δ to ±20, value to ±10)", "verl: same; TRL: none"),
                                             ("bias_correction", "False", "TRL use_bias_correction_kl False"),
+                                            ("bias_correction ratio clamp", "log r clamped to ±20 before exp",
+                                             "TRL coef_1 = exp(log r), no clamp"),
+                                            ("reference-model sync", "none (π_ref is the initial policy, fixed)",
+                                             "verl: none; TRL sync_ref_model False (when on, TR-DPO: π_ref ← "
+                                             "0.6·π_θ + 0.4·π_ref every 512 steps)"),
                                             (PC.T_NAME, PC.T_OURS, PC.T_VERL + "; " + PC.T_TRL),
                                             (PC.DENOM_NAME, "chain's: token_mean's step-batch token count on every "
                                              "micro-batch", "verl: the KL's own agg_loss(loss_agg_mode): v0.7.0 "
@@ -472,7 +485,14 @@ def _technique_rows():
                                               PC.T_DEVIATION + " (both peers' log π_θ and log π_ref are at T)",
                                               "the '+' estimators (value of k, gradient of k2) are verl 0.9.1's; in "
                                               "the cited v0.7.0 kl_penalty('k3+') raises NotImplementedError "
-                                              "(kl_penalty_forward gets the name with its '+')"))),
+                                              "(kl_penalty_forward gets the name with its '+')",
+                                              "with bias_correction the ratio is exp(log r) with log r clamped to "
+                                              "±20 (_log_ratio); TRL's coef_1 is not clamped: equal while "
+                                              "|log r| ≤ 20; past it ours weighs k by e^{±20} and passes no gradient "
+                                              "through the ratio, TRL by the full ratio",
+                                              "TRL's sync_ref_model (off by default: the reference policy moved "
+                                              "towards π_θ every ref_model_sync_steps) is not offered; π_ref stays "
+                                              "the initial policy (verl's only form)"))),
       Technique("kl_in_reward", "kl", kl_in_reward, "r_t = score_t − β·k(logπold − logπref)·m_t",
                 "verl algorithm.use_kl_in_reward / compute_rewards",
                 stage=_kl_in_reward_stage,

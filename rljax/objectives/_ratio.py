@@ -994,7 +994,19 @@ def _technique_rows():
                      "agg_loss now takes loss_agg_mode (actor default token-mean; the 'forced' mean is gone); peer "
                      "conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; " + PC.READ_DENOM + "; v0.7.0 "
                      "core_algos.py:1059-1061 (agg_loss(..., 'seq-mean-token-mean', **config.global_batch_info), "
-                     "global_batch_info empty on the legacy dp_actor)",
+                     "global_batch_info empty on the legacy dp_actor). Twelfth draw (#51 item 4, seed 20261217): "
+                     "test_gspo_3b_math.sh:74-77 (train_batch_size 512, ppo_mini_batch_size 128 'maintain 4 "
+                     "mini-batches as recommended by the paper, see Sec. 5.1', rollout.n 16), :99, 140 "
+                     "(use_dynamic_bsz true: each micro-batch's loss × its rows / ppo_mini_batch_size), an sbatch "
+                     "script (:1-14, 31: SLURM_JOB_NUM_NODES under set -u); run_qwen30b_gspo.sh:45-47 (train_batch_size "
+                     "256, ppo_mini_batch_size 32: 8 mini-batches), :99-100, :180 (trainer.use_legacy_worker_impl="
+                     "disable: the engine worker, whose agg_loss gets global_batch_size = ppo_mini_batch_size × n), "
+                     ":186-187 (n_gpus_per_node / nnodes from $ARNOLD_WORKER_GPU / $ARNOLD_WORKER_NUM, set by their "
+                     "launcher, not the script); v0.7.0 dp_actor.py:430-432 (the batch split into "
+                     "ppo_mini_batch_size mini-batches, one optimizer step each; on_policy only with one mini-batch "
+                     "and one epoch), data/legacy_data.yaml:42 and actor/actor.yaml:18, 108 (train_batch_size 1024, "
+                     "ppo_mini_batch_size 256, ppo_epochs 1). The record gave neither the mini-batch count nor the "
+                     "30B script's worker",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
                           ("log s clamp", "max 10", "max 10"),
@@ -1003,10 +1015,19 @@ def _technique_rows():
                            "(loss_agg_mode ignored); 0.9.1: loss_agg_mode (actor.yaml token-mean; "
                            "test_gspo_3b_math.sh sets seq-mean-token-mean)"),
                           (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_VERL),
-                          (PC.T_NAME, PC.T_OURS, PC.T_VERL)),
+                          (PC.T_NAME, PC.T_OURS, PC.T_VERL),
+                          ("optimizer steps per rollout batch", "rl.num_minibatches × rl.updates_per_batch (defaults "
+                           "1 × 2: the whole batch twice); rl.num_minibatches=4, rl.updates_per_batch=1 gives "
+                           "test_gspo_3b_math.sh's", "4 in test_gspo_3b_math.sh (train_batch_size 512 ÷ "
+                           "ppo_mini_batch_size 128, the paper's four mini-batches), 8 in run_qwen30b_gspo.sh (256 ÷ "
+                           "32), 4 at verl's defaults (1024 ÷ 256), ppo_epochs 1; log π_old fixed before the first, "
+                           "so s_i = 1 there and the 3e-4 / 4e-4 clip acts from the second")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='gspo'), log π_old the "
-                          "recomputed old log-probs, the sequence mean over response_mask; ours: a loss term on "
-                          "each micro-batch, log π_old = logp_old (else logp_behavior), the mean over loss_mask",
+                          "recomputed old log-probs, the sequence mean over response_mask; each rollout batch is "
+                          "train_batch_size ÷ ppo_mini_batch_size optimizer steps against that log π_old; ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior), the mean over "
+                          "loss_mask; rl.num_minibatches × rl.updates_per_batch optimizer steps per batch against "
+                          "the proximal forward before the first",
                 deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not verl's actor defaults "
                             "0.2 / 0.2",
                             "token log r clamped to ±20 before the sequence mean (verl: no token clamp); equal "
@@ -1015,7 +1036,15 @@ def _technique_rows():
                             "its own non-empty rows × 1/gradient_accumulation: chain(aggregate=seq_mean_token_mean) "
                             "gives it when no row is empty; verl 0.9.1 uses loss_agg_mode (default token-mean: ours, "
                             "its global batch_num_tokens as our step-batch denominator, for any micro-batching)",
-                            PC.T_DEVIATION + " (here the sequence mean of the tempered log ratios)"))),
+                            PC.T_DEVIATION + " (here the sequence mean of the tempered log ratios)",
+                            "the GSPO scripts train each rollout batch as 4 (test_gspo_3b_math.sh) or 8 "
+                            "(run_qwen30b_gspo.sh) optimizer steps against log π_old computed before the first: "
+                            "s_i = 1 on the first and the clip acts from the second; our default (one mini-batch, "
+                            "rl.updates_per_batch 2) clips on the second epoch only: rl.num_minibatches=4 with "
+                            "rl.updates_per_batch=1 is theirs",
+                            "run_qwen30b_gspo.sh runs verl v0.7.0's engine worker (use_legacy_worker_impl=disable): "
+                            "the forced seq-mean-token-mean there divides by global_batch_size = ppo_mini_batch_size "
+                            "× n, every row counted: chain(aggregate=seq_mean_token_mean) when no row is empty"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",

@@ -998,8 +998,23 @@ def _technique_rows():
                                        "experience_maker_improved.py:250-252 (the filter before the advantage) and "
                                        ":449-492 (filter: per prompt group of n_samples_per_prompt 16, torch.std of "
                                        "the acc_rewards, the Gaussian term without the format term; a group with std "
-                                       "≤ 0.001 is dropped, :480)",
-                                  defaults=(("sigma", "1.0", "0.8 (train scripts); CLI default 1.0"),
+                                       "≤ 0.001 is dropped, :480). Twelfth draw (#51 item 4, seed 20261217): "
+                                       "RLstage1.sh:24 and RLstage2.sh:24 (export WANDB_API_KEY=\"\", 'Wandb "
+                                       "configuration (optional)'), RLstage1.sh:129 and RLstage2.sh:132 (--use_wandb "
+                                       "${WANDB_API_KEY}, unquoted), openrlhf/cli/train_ppo_ray.py:410 and "
+                                       "train_ppo_ray_improved.py:410 (--use_wandb, type=str): with the key left "
+                                       "empty the option gets no value and argparse stops the trainer ('argument "
+                                       "--use_wandb: expected one argument', exit 2), so neither script starts as "
+                                       "released; README.md:97, 102 run ./examples/scripts/VisualScore/..., a folder "
+                                       "the snapshot does not have (the scripts are under examples/scripts/"
+                                       "omniquality-R/), and its list of variables to edit does not name the key. "
+                                       "With a key set (or the flag dropped) the values below are what runs; "
+                                       "openrlhf/trainer/ppo_utils/experience_maker.py:579-599, 636-647 (the "
+                                       "decoded prompt + response sent, the server's 'rewards' summed over the one "
+                                       "server by train_ppo_ray.py:21-22 reward_fn). The record did not say the "
+                                       "scripts do not start",
+                                  defaults=(("sigma", "1.0", "0.8 (train scripts, once started: a WandB key must be "
+                                             "set); CLI default 1.0"),
                                             ("invalid_value", "0.0", "0.0 (no tag, float() fails)"),
                                             ("parse", "'number' (boxed / #### / 'answer is' / last number)",
                                              "the first <answer>(.*?)</answer>, float()"),
@@ -1017,10 +1032,21 @@ def _technique_rows():
                                             "reward, once per row after the rollout",
                                   deviations=(
                                       "the reward is float32, also under x64 (the StepData contract: rewards [B] "
-                                      "float32, a host function of the text)",
+                                      "float32, a host function of the text); the parsed prediction and target "
+                                      "are float32 as well (theirs Python floats): at their 0-5 scores the reward "
+                                      "differs from theirs by < 1e-6",
                                       "sigma defaults to 1.0 (their CLI default); sigma=0.8 is their runs'",
+                                      "their launch scripts as released stop at argparse (--use_wandb with the "
+                                      "empty WANDB_API_KEY they export); not a difference of the reward: with a key "
+                                      "set they run sigma 0.8 as stated",
                                       "the number is read by parse='number' (math_answer's extraction); theirs "
-                                      "read only the <answer> tag: a callable parse gives theirs",
+                                      "read only the <answer> tag. The parse also reads the reference answer "
+                                      "(problem.answer, '2.971' in their data), so a callable reading only the tag "
+                                      "raises on it: theirs is a tag-only callable with the references stored as "
+                                      "'<answer>2.971</answer>'; a callable that falls back to float(text) for "
+                                      "tagless text gives theirs except on a tagless completion that is a bare "
+                                      "number (theirs 0). Twelfth draw (#51 item 4): the record said 'a callable "
+                                      "parse gives theirs'",
                                       "their +0.5 format term is a separate reward (format_regex with their "
                                       "pattern); not added here",
                                       "their server's other --reward_type rules (:184-212: negative_mae, "
