@@ -32,7 +32,7 @@ to be composed with ``rljax.objectives.chain``. Conventions shared by all:
   ``entropy`` (token mean of ``out.entropy`` when present) and
   ``correction/*`` (incl. ``correction/masked_frac``).
 
-Size: one family (ratio-based policy losses); the catalog rows with their fidelity records are the last ~460 lines.
+Size: one family (ratio-based policy losses); the catalog rows with their fidelity records are the last ~830 lines.
 """
 from __future__ import annotations
 
@@ -775,9 +775,10 @@ def _technique_rows():
        loss_term_factory(ppo_clip, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", verl + "compute_policy_loss_vanilla; TRL GRPOTrainer loss_type='dapo'",
                 "dual clip off unless dual_clip=c (verl: always on, c=3.0; TRL: none); dual_clip=3.0 gives verl's form",
-                read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:907-975 "
-                     "compute_policy_loss_vanilla (the per-token loss before agg_loss; the same function, line for "
-                     "line, in the verl 0.9.1 PyPI wheel's core_algos.py); verl/trainer/config/actor/actor.yaml:"
+                read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:906-997 "
+                     "compute_policy_loss_vanilla (:957-982 the per-token loss, its dual clip at :976-982; :988-990 "
+                     "agg_loss; the same function, line for line, in the verl 0.9.1 PyPI wheel's core_algos.py:"
+                     "1285-1376); verl/trainer/config/actor/actor.yaml:"
                      "36-42, 79 (clip_ratio / clip_ratio_low / clip_ratio_high 0.2, clip_ratio_c 3.0; 0.9.1: :36-42, "
                      ":83); read whole (#51): " + _TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (coef_1 = "
                      "exp(log r), unclamped; coef_2 = clamp(coef_1, 1 − epsilon_low, 1 + epsilon_high); with delta "
@@ -788,7 +789,13 @@ def _technique_rows():
                      "through the engine's ppo_loss with actor.policy_loss.loss_mode 'vanilla' (actor.yaml:61, :86 "
                      "loss_agg_mode token-mean): compute_policy_loss_vanilla; verl v0.7.0 dp_actor.py:432, 478-479 "
                      "(one mini-batch and one epoch: π_old = the current log-probs, detached); TRL's GRPOTrainer "
-                     "defaults to loss_type 'dapo'",
+                     "defaults to loss_type 'dapo'. Row review a (#51, per-row review): the record cited :907-975, which stops "
+                     "before the dual clip (:976-982) it describes; and its placement gave TRL's recompute of the old "
+                     "log-probs as 'num_iterations > 1 or steps_per_generation > gradient_accumulation_steps', where "
+                     "grpo_trainer.py:2561-2564 tests gradient_accumulation_steps % (steps_per_generation × "
+                     "num_iterations) ≠ 0 (e.g. num_iterations 2, steps_per_generation 2, gradient_accumulation_steps "
+                     "4 reuses the generation batch within one optimizer step and keeps the detached current "
+                     "log-probs)",
                 defaults=(("eps_low", "0.2", "verl clip_ratio_low 0.2 (actor.yaml; None → clip_ratio 0.2); TRL "
                            "epsilon 0.2"),
                           ("eps_high", "eps_low", "verl clip_ratio_high 0.2 (else clip_ratio); TRL epsilon_high None "
@@ -804,9 +811,10 @@ def _technique_rows():
                           "at the rollout temperature, aggregated by agg_loss(loss_agg_mode) (v0.7.0: the "
                           "micro-batch's own counts × 1/gradient_accumulation; 0.9.1: the mini-batch's global "
                           "counts); TRL: _compute_loss on each micro-batch, π_old the detached current log-probs "
-                          "unless the generation batch is reused (num_iterations > 1 or steps_per_generation > "
-                          "gradient_accumulation_steps) or the vLLM correction is on, all ÷ temperature, dapo's "
-                          "Σ ÷ num_items_in_batch; ours: a loss term on each micro-batch, log π_old = logp_old (else "
+                          "unless gradient_accumulation_steps % (steps_per_generation × num_iterations) ≠ 0 (a "
+                          "generation batch reused across optimizer steps: the old log-probs are then recomputed at "
+                          "generation) or the vLLM correction is on, all ÷ temperature, dapo's Σ ÷ "
+                          "num_items_in_batch; ours: a loss term on each micro-batch, log π_old = logp_old (else "
                           "logp_behavior), untempered, aggregated by chain with the step batch's denominator",
                 deviations=("the dual clip is off by default (TRL's delta is off by default); dual_clip=3.0 gives "
                             "verl's loss; TRL's delta (INTELLECT-2: the unclipped ratio capped at delta) gives the "
@@ -831,14 +839,34 @@ def _technique_rows():
                      "rollout_corr_helper.py:522-657; peer conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; "
                      + PC.READ_V1_BYPASS + "; volcengine/verl@v0.7.0 trainer/ppo/ray_trainer.py:1440-1450 "
                      "(apply_bypass_mode) and rollout_corr_helper.py apply_bypass_mode (needs rollout_log_probs: "
-                     "rollout.calculate_log_probs True, default False); " + PC.READ_DENOM,
+                     "rollout.calculate_log_probs True, default False); " + PC.READ_DENOM + ". Row review a (#51, per-row "
+                     "review): volcengine/verl@v0.7.0 verl/workers/actor/dp_actor.py:430-432, 475-481 (on_policy = "
+                     "one mini-batch and ppo_epochs 1: old_log_prob = log_prob.detach() replaces the batch's "
+                     "old_log_probs, in bypass mode the rollout log-probs, unless actor.use_rollout_log_probs, False "
+                     "in FSDPActorConfig, verl/workers/config/actor.py:285), so compute_policy_loss_bypass_mode gets "
+                     "rollout_log_prob = the current log-probs: w = 1 and nothing is rejected; the record's placement "
+                     "had w always against the rollout log-prob. examples/rollout_correction/"
+                     "run_with_rollout_corr.sh:16-18, 29-30, 47-49, 56, 84 (verl's reinforce-bypass example: "
+                     "rollout_is 'sequence', rollout_is_threshold 2.0, rollout_is_batch_normalize true, bypass_mode "
+                     "true, loss_type reinforce, train_batch_size 128, ppo_mini_batch_size 32, ppo_epochs 1, "
+                     "adv_estimator rloo, rollout.calculate_log_probs True) and rollout_corr_helper.py:399-430 (the "
+                     "truncation, then the sequence level's weights ÷ their mean over the rows, "
+                     "distributed_masked_mean over the dp ranks, inside each micro-batch's loss): not in the record. "
+                     "The deviation's '(the MiniRL form)' had no citation: seed 000 L7, the only text of the paper "
+                     "read, is its abstract, which names no MiniRL and says clipping becomes essential once updates "
+                     "go off-policy",
                 defaults=(("importance weight", "on (importance_weight=True)",
-                           "off unless rollout_correction.rollout_is is set ('token' or 'sequence')"),
+                           "off unless rollout_correction.rollout_is is set ('token' or 'sequence'); 1 on v0.7.0's "
+                           "legacy dp_actor with one mini-batch and one epoch (the rollout log-probs replaced)"),
                           ("max_weight", "None (untruncated)", "rollout_is_threshold = 2.0"),
                           ("weight level", "token", "rollout_is: 'token' or 'sequence' (product of ratios)"),
                           ("log-ratio clamp", "±20", "±20 (SAFETY_BOUND)"),
-                          ("rollout_is_batch_normalize", "not offered here (tis(normalize=True) as correction)",
-                           "False"),
+                          ("rollout_is_batch_normalize", "not offered here (tis(normalize=True) as correction: ÷ the "
+                           "token-weighted mean of w over the whole batch)",
+                           "False (rollout_correction.yaml); verl's reinforce example: true: at the sequence level "
+                           "the truncated weights ÷ their mean over the micro-batch's non-empty rows (all dp ranks)"),
+                          ("mini-batches per step (verl's example)", "rl.num_minibatches × rl.updates_per_batch",
+                           "train_batch_size 128 ÷ ppo_mini_batch_size 32 = 4, ppo_epochs 1, rloo advantages"),
                           ("aggregation", "chain's (token_mean)", "actor loss_agg_mode (token-mean)"),
                           (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_VERL),
                           (PC.T_NAME, PC.T_OURS, PC.T_VERL + " (log π_θ in w and in the loss)"),
@@ -852,13 +880,27 @@ def _technique_rows():
                           "micro-batch, w from the current π_θ (detached, at rollout.temperature) against the "
                           "rollout log-prob (vLLM processed_logprobs: tempered, top-k / top-p renormalised), "
                           "optional rejection rewriting response_mask; reached through apply_bypass_mode, which "
-                          "verl 0.9.1's default v1 trainer never calls; ours: a loss term on each micro-batch, w "
+                          "verl 0.9.1's default v1 trainer never calls; on verl v0.7.0's legacy dp_actor with one "
+                          "mini-batch and one epoch the rollout log-prob is replaced by the current log-prob, "
+                          "detached (dp_actor.py:478-479), so w = 1; ours: a loss term on each micro-batch, w "
                           "from sg(log π_θ) − logp_behavior, both untempered and untruncated",
-                deviations=("w is on by default and untruncated (the MiniRL form); verl weights only with "
-                            "rollout_is set, truncated at 2.0: importance_weight=False gives verl's default, "
-                            "max_weight=2.0 its rollout_is='token'",
+                deviations=("w is on by default and untruncated (the abstract's 'basic policy gradient algorithm with "
+                            "importance sampling correction' for on-policy training; the paper's body, its MiniRL "
+                            "objective and whatever clipping it adds for off-policy updates, not read); verl weights "
+                            "only with rollout_is set, truncated at 2.0: importance_weight=False gives verl's "
+                            "default, max_weight=2.0 its rollout_is='token'",
+                            "verl v0.7.0's legacy dp_actor with one mini-batch and one epoch (train_batch_size = "
+                            "ppo_mini_batch_size, ppo_epochs 1) replaces the rollout log-probs by the detached "
+                            "current ones, so its bypass reinforce has w = 1 whatever rollout_is: "
+                            "importance_weight=False gives it; verl 0.9.1's engine has no such replacement",
                             "verl's rollout_is='sequence' weight (product over the sequence) is not a reinforce "
-                            "option: importance_weight=False with correction=tis(2.0, level='sequence')",
+                            "option: importance_weight=False with correction=tis(2.0, level='sequence'), equal while "
+                            "tis's train side logp_old is the current policy (one optimizer step per batch, or the "
+                            "first); verl's is the current π_θ on every mini-batch",
+                            "verl's reinforce example normalises the sequence weights (rollout_is_batch_normalize "
+                            "true) by their mean over each micro-batch's rows; tis(2.0, level='sequence', "
+                            "normalize=True) divides by the token-weighted mean over the whole batch: equal only "
+                            "when every row has the same number of loss tokens and one micro-batch holds the batch",
                             "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask",
                             "verl 0.9.1's IcePop weight (rollout_is_threshold 'L_U', preset bypass_pg_token_icepop "
                             "'0.5_5.0': the ratio inside [L, U], 0 outside) is importance_weight=False with "
@@ -942,19 +984,31 @@ def _technique_rows():
        "GSPO arXiv:2507.18071; TRL importance_sampling_level=sequence",
        loss_term_factory(gspo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "TRL v1.9.0 GRPOTrainer._compute_loss, importance_sampling_level='sequence'",
-                "log s clamped to [-20, 10] (verl's clamps; TRL has none); aggregation is chain's (TRL: loss_type)",
+                "token log r clamped to ±20 and log s to [-20, 10] (verl gspo clamps log s at max 10 only; TRL has "
+                "none); aggregation is chain's (TRL: loss_type)",
                 read=_TRL19 + " trl/trainer/grpo_trainer.py:3054-3091 (sequence log weight = masked mean of log r, "
                      "coef_1 = exp, -min(coef_1 A, clip(coef_1) A)), :3124-3142 (loss_type aggregation), "
                      ":903-909 (the GSPO warning: loss_type='grpo' reproduces the paper); trl/trainer/grpo_config.py "
-                     "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:89-95 (GSPO: "
-                     "epsilon 3e-4, epsilon_high 4e-4, loss_type 'grpo', beta 0); read whole (#51): the same "
+                     "epsilon / epsilon_high / loss_type / delta defaults; docs/source/paper_index.md:83-99 (GSPO, 'to "
+                     "reproduce the paper's setting': importance_sampling_level 'sequence', loss_type 'grpo', beta 0, "
+                     "epsilon 3e-4, epsilon_high 4e-4, :94-95 gradient_accumulation_steps 1, steps_per_generation 4 "
+                     "('partition rollout batch into 4 mini-batches. GSPO paper (v2), section 5.1'); :99 'only has an "
+                     "effect when training goes slightly off-policy'); read whole (#51): the same "
                      "_compute_loss's loss_type 'luspo' (grpo_trainer.py:3143-3148, grpo_config.py:268-271, "
                      "817-820: LUSPO, 'a modification of GSPO', needs importance_sampling_level='sequence': "
                      "(ℓ_b·|y_b|).mean() over the micro-batch's rows, ÷ gradient_accumulation_steps) and 'vespo' "
                      "(:3096-3107, Gamma weights on the sequence ratio); peer conventions (#51 sweep s1a): "
                      + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; grpo_config.py:750 (importance_sampling_level "
                      "'token' by default: the default GRPOTrainer does not reach the sequence ratio), "
-                     "grpo_trainer.py:3124-3150 (the loss_type normalisers), :2427 (num_items_in_batch)",
+                     "grpo_trainer.py:3124-3150 (the loss_type normalisers), :2427 (num_items_in_batch). Row review a (#51, "
+                     "per-row review): the record cited paper_index.md:89-95 and took epsilon, epsilon_high, "
+                     "loss_type and beta from it, but not :94-95 (gradient_accumulation_steps 1, "
+                     "steps_per_generation 4: four optimizer steps per rollout batch, all against the old log-probs "
+                     "of the generation, recomputed since 1 % 4 ≠ 0, grpo_trainer.py:2561-2576); its placement said "
+                     "TRL's π_old is the detached current log-probs 'when num_iterations = 1', false in that setting; "
+                     "and it called the ±20 token clamp and the −20 floor on log s 'verl's clamps', where "
+                     "volcengine/verl@v0.7.0 core_algos.py:1033-1045 compute_policy_loss_gspo clamps log s at max 10 "
+                     "only",
                 defaults=(("eps_low", "3e-4", "epsilon = 0.2 (GSPO paper, TRL paper index: 3e-4)"),
                           ("eps_high", "4e-4", "epsilon_high = None → epsilon (paper: 4e-4)"),
                           ("aggregation", "chain's (token_mean)",
@@ -962,14 +1016,23 @@ def _technique_rows():
                           ("delta (upper clamp of the unclipped ratio)", "not offered", "None (off)"),
                           ("log-ratio clamps", "token log r ±20, log s [-20, 10]", "none"),
                           ("importance_sampling_level", "sequence (this row)", "'token' (set 'sequence' for GSPO)"),
+                          ("optimizer steps per rollout batch", "rl.num_minibatches × rl.updates_per_batch (RLConfig: "
+                           "1 × 2); rl.num_minibatches=4, rl.updates_per_batch=1 gives the paper's",
+                           "TRL: one (steps_per_generation = gradient_accumulation_steps, num_iterations 1: π_old = "
+                           "π_θ detached, s = 1); the paper index (GSPO v2 §5.1): gradient_accumulation_steps 1, "
+                           "steps_per_generation 4: four, π_old recomputed at generation"),
                           (PC.T_NAME, PC.T_OURS, PC.T_TRL),
                           (PC.DENOM_NAME, PC.DENOM_OURS_TOKEN_MEAN, PC.DENOM_TRL)),
                 placement="theirs: the loss of each micro-batch, log π_old from the generation step's recomputed "
-                          "old_per_token_logps (or the detached current log-probs when num_iterations = 1); ours: a "
-                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                          "old_per_token_logps when gradient_accumulation_steps % (steps_per_generation × "
+                          "num_iterations) ≠ 0 (the paper index's 1 % 4) or with the vLLM correction, else the "
+                          "detached current log-probs (TRL's defaults: s = 1 on every update); ours: a loss term on "
+                          "each micro-batch, log π_old = logp_old (else logp_behavior)",
                 deviations=("defaults are the GSPO paper's clip range (3e-4 / 4e-4), not TRL's 0.2: pass "
                             "eps_low=0.2, eps_high=0.2 for TRL's defaults",
-                            "log r clamped to ±20 per token and log s to [-20, 10] (verl's clamps); TRL has none; "
+                            "log r clamped to ±20 per token and log s to [-20, 10] (ours: verl's compute_policy_loss_gspo "
+                            "clamps log s at max 10 only, v0.7.0 core_algos.py:1045, no token clamp and no floor; the "
+                            "±20 is verl vanilla's token clamp); TRL has none; "
                             "equal while |log r| ≤ 20 and mean log r ≤ 10",
                             "aggregation is chain's; TRL's default 'dapo' sums tokens over the global token count "
                             "(= ours under token_mean for any micro-batching); the paper's form is seq_mean_token_mean "
@@ -979,6 +1042,10 @@ def _technique_rows():
                             "rows) is gspo with aggregate=seq_mean_token_sum (TRL's mean counts empty rows and runs "
                             "per micro-batch ÷ gradient_accumulation_steps: equal with no empty row and equal "
                             "micro-batches); TRL's 'vespo' (Gamma-weighted sequence ratio) is not built",
+                            "the paper's schedule (TRL paper index :94-95: each rollout batch trained as four "
+                            "optimizer steps against the generation's log-probs) is rl.num_minibatches=4 with "
+                            "rl.updates_per_batch=1; RLConfig's default (one mini-batch, two updates) is neither "
+                            "that nor TRL's default, where every update is on-policy (s = 1, the clip never acts)",
                             PC.T_DEVIATION + " (here s = exp(mean_t log r) of the tempered log-probs)"))),
       ("gspo_token", gspo_token, "log s_t = logp - sg(logp) + sg(mean_t log r); PPO clip on s_t",
        "GSPO arXiv:2507.18071; verl gspo",
@@ -1067,11 +1134,28 @@ def _technique_rows():
                      "train_batch_size // train_batch_size_per_device // world_size = 16) and "
                      "oat/algorithms/ppo.py:218-234 (learn: one learning_step on the whole buffer): a rollout of "
                      "1024 responses is trained as 8 optimizer steps of 128 sequences against log-probs fixed "
-                     "before the first; the record did not say so",
+                     "before the first; the record did not say so. Row review a (#51, per-row review): the "
+                     "repository's readme.md:26-27 (Code Usage) names GMPO in verl first "
+                     "(examples/gmpo_trainer); read volcengine/verl@v0.7.0 (f9c855f7) "
+                     "verl/trainer/ppo/core_algos.py:1382-1465 compute_policy_loss_geo_mean (the same function in "
+                     "the verl 0.9.1 PyPI wheel's core_algos.py:1928-2011): no clamp at all (:1426-1427, the ±20 "
+                     "clamp commented out; the ratio exp(Σ m·lr'/(Σ m + 1e-8)) unclamped), A and the row means ÷ "
+                     "(Σ m + 1e-8), pg_loss = torch.mean over the micro-batch's rows, loss_agg_mode and "
+                     "global_batch_info unused; examples/gmpo_trainer/README.md:26-35 (clip_ratio_low 0.4, "
+                     "clip_ratio_high 0.4, loss_mode geo_mean) and run_qwen2_5-7b_math.sh:11-13, 20, 23, 31-32, 36-38, "
+                     "47, 56 (use_kl_loss False, grpo, train_batch_size 1024, ppo_mini_batch_size 256, "
+                     "ppo_micro_batch_size_per_gpu 16, rollout.n 5, 8 GPUs: 160 rows per GPU per mini-batch, 10 "
+                     "micro-batches); v0.7.0 dp_actor.py:444-467, 541-547 (each micro-batch's loss × "
+                     "1/gradient_accumulation: the mini-batch's row mean), the verl 0.9.1 PyPI wheel "
+                     "workers/utils/losses.py:103-144 with workers/engine/fsdp/transformer_impl.py:724-777 (the "
+                     "engine backpropagates each micro-batch's loss as returned, no 1/gradient_accumulation; "
+                     "geo_mean's mean is local, so a mini-batch's gradient is the sum of its micro-batches' row "
+                     "means: K × the row mean with K equal micro-batches per rank, 10 in that script). The record "
+                     "called the ±20 / [−20, 10] clamps verl geo_mean's, and did not name the verl route",
                 defaults=(("eps_low", "0.4", "cliprange 0.4 (log space)"),
                           ("eps_high", "0.4", "cliprange 0.4 (log space)"),
                           ("advantage per sequence", "mean_t A over the loss tokens", "the scalar A of the row"),
-                          ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none"),
+                          ("log-ratio clamps", "token ±20, log ρ [−20, 10]", "none (the code; verl geo_mean: none either)"),
                           ("aggregation", "chain's (token_mean; paper: seq_mean_token_mean)",
                            "one sequence per micro-batch: the loss −A·ρ of that sequence; DeepSpeed scales each "
                            "micro-step by 1/grad_acc_step (16) and averages the 8 ranks: the plain mean of −A·ρ over "
@@ -1090,7 +1174,13 @@ def _technique_rows():
                            "reward 0 for a response stopped by the length limit (finish_reason 'length', "
                            "generate_max_length 3000; the actor, train_zero_math_gmpo.py:219-232, 276-279)"),
                           ("cliprange ablation", "eps_low=eps_high=0.8 gives it",
-                           "scripts/ablation/qwen2.5-math-7b-gmpo-clip0.8.sh: CLIPRANGE 0.8")),
+                           "scripts/ablation/qwen2.5-math-7b-gmpo-clip0.8.sh: CLIPRANGE 0.8"),
+                          ("verl route (readme.md's first; examples/gmpo_trainer)", "eps_low=eps_high=0.4, "
+                           "seq_mean_token_mean",
+                           "clip_ratio_low = clip_ratio_high = 0.4 (actor.yaml default 0.2), loss_mode geo_mean: "
+                           "torch.mean of each micro-batch's row losses (v0.7.0 × 1/gradient_accumulation; 0.9.1 "
+                           "summed over the micro-batches), grpo advantages, rollout.n 5, 4 mini-batches of 256 "
+                           "prompts per 1024-prompt step, no KL")),
                 placement="theirs: the learner's PPO step, one sequence per micro-batch (train_batch_size_per_device "
                           "1), log π_old recomputed by the learner before the update; the mean runs over that "
                           "micro-batch's response tokens; each GPU walks its 128 buffered responses one per "
@@ -1103,7 +1193,9 @@ def _technique_rows():
                             "which is one row in its scripts (equal there)",
                             "A is averaged over the row's tokens (per-token advantages allowed); the code's A is "
                             "one scalar per row (equal for outcome advantages)",
-                            "log r clamped to ±20 and log ρ to [−20, 10] (verl geo_mean's); the code has none",
+                            "log r clamped to ±20 and log ρ to [−20, 10] (ours: neither the code nor verl geo_mean clamps, "
+                            "core_algos.py:1426-1427 has its ±20 line commented out); equal while |log r| ≤ 20 and "
+                            "each row's mean ≤ 10",
                             "A = 0 gives 0 here (sign 0); the code treats A = 0 as positive (the loss is 0 either "
                             "way)",
                             "their ablation variants are not built: gmpo_noclip (cliprange 1000), gmpo_seqclip (the "
@@ -1116,7 +1208,14 @@ def _technique_rows():
                             "the trainer's defaults (one mini-batch, rl.updates_per_batch 2) are not",
                             "their per-step weighting is the mean over sequences (one per micro-step, DeepSpeed's "
                             "1/grad_acc_step and the ranks' mean); the default token_mean weighs a row by its token "
-                            "count: chain(aggregate=seq_mean_token_mean) is theirs"))),
+                            "count: chain(aggregate=seq_mean_token_mean) is theirs",
+                            "verl geo_mean (the README's verl route) takes torch.mean over each micro-batch's rows "
+                            "and its masked means add 1e-8 to the token counts: on v0.7.0's legacy dp_actor (× "
+                            "1/gradient_accumulation) the mini-batch's row mean, an empty row counted as 0 "
+                            "(seq_mean_token_mean skips it; equal with no empty row, to ~1e-8); on verl 0.9.1's engine "
+                            "no 1/gradient_accumulation and no global count, so its gradient is K × that mean (K "
+                            "micro-batches per rank: 10 in the authors' verl script) where its other terms use the "
+                            "global counts; no option gives the factor K"))),
       ("segment_ratio", segment_ratio, "rho_seg = exp(mean_{t in seg} log r); PPO clip on rho_seg",
        "Rank-GRPO / ConvRec-R1, seed 000 L87",
        loss_term_factory(segment_ratio, hparams=S.CLIP, fill=S.EPS_HIGH, role="policy",
@@ -1189,19 +1288,38 @@ def _technique_rows():
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("peer", "TRL v1.9.0 GRPOTrainer loss_type='cispo'; verl v0.7.0 core_algos.compute_policy_loss_cispo",
-                "default = TRL with its recommended epsilon_high=5 (upper cap only, our 1+eps_high); verl clips "
-                "both sides (clip_ratio_low/high): pass eps_low and eps_high for its form",
+                "default = TRL with epsilon_high=5 (upper cap only, ours 1+eps_high); verl: actor.yaml two-sided 0.8/1.2 "
+                "(eps_low=eps_high=0.2), its CISPO example upper-only cap 1.2 (eps_low=None, eps_high=0.2)",
                 read=_TRL19 + " trl/trainer/grpo_trainer.py:3080-3082 (clamp(coef_1, max=epsilon_high).detach() · A · "
                      "log π), :3139-3142 (sum / num_items_in_batch), grpo_config.py:695-702 (epsilon_high, 5.0 "
                      "recommended for cispo); " + _V07 + ":1468-1526 compute_policy_loss_cispo; read whole (#51): TRL "
                      "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds cispo's coef_1) and "
                      "the verl 0.9.1 PyPI wheel core_algos.py:2048-2105 (the same loss, agg_loss(loss_agg_mode)); "
                      "peer conventions (#51 sweep s1a): " + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; "
-                     + PC.READ_VERL_T + "; " + PC.READ_DENOM,
+                     + PC.READ_VERL_T + "; " + PC.READ_DENOM + ". Row review a (#51, per-row review): verl's own "
+                     "CISPO launch script, volcengine/verl@v0.7.0 examples/cispo_trainer/"
+                     "run_cispo_qwen2_5_0_5b_gsm8k.sh:11-14 (adv_estimator grpo, loss_mode cispo, "
+                     "actor.clip_ratio_low=10, actor.clip_ratio_high=0.2), :17, :26-27 (train_batch_size 256, "
+                     "ppo_mini_batch_size 128, ppo_micro_batch_size_per_gpu 16: two mini-batches per step), :28-30 "
+                     "(use_kl_loss True, kl_loss_coef 0.001, low_var_kl), :39 (rollout.n 5): its weight is "
+                     "clamp(r, 1 − 10, 1.2), upper-only with cap 1.2; the record gave verl's form as two-sided "
+                     "(0.8, 1.2), the actor.yaml defaults (verl/trainer/config/actor/actor.yaml:39-42), and did not "
+                     "name the script; its placement also gave TRL's detached old log-probs as 'when num_iterations "
+                     "= 1' (grpo_trainer.py:2561-2564: when gradient_accumulation_steps % (steps_per_generation × "
+                     "num_iterations) = 0 and no vLLM correction); huggingface/trl@v1.9.0 docs/source/paper_index.md:487-498 "
+                     "(the ScaleRL recipe, where the 5.0 comes from: loss_type 'cispo', epsilon_high 5.0, "
+                     "num_generations 16, scale_rewards 'batch', cast_lm_head_to_fp32)",
                 defaults=(("eps_high", "4.0 (cap 1 + 4 = 5)",
                            "TRL: epsilon_high (cap = epsilon_high itself; None → epsilon = 0.2; 5.0 recommended); "
-                           "verl: cap 1 + clip_ratio_high = 1.2"),
-                          ("eps_low", "None (no lower clip)", "TRL: none; verl: 1 − clip_ratio_low = 0.8"),
+                           "verl: cap 1 + clip_ratio_high = 1.2 (actor.yaml 0.2; its CISPO example also 0.2)"),
+                          ("eps_low", "None (no lower clip)", "TRL: none; verl: 1 − clip_ratio_low = 0.8 (actor.yaml "
+                           "0.2); its CISPO example: clip_ratio_low=10, a bound of −9: no lower clip"),
+                          ("advantage (not this term's)", "the recipe's advantage stage (configs/recipes.py cispo: grpo(eps=1e-4))",
+                           "TRL's ScaleRL recipe (paper_index.md:487-498): scale_rewards 'batch' (group mean, batch "
+                           "std + 1e-4: grpo(scale='batch', eps=1e-4)), num_generations 16; verl's CISPO example: adv_estimator grpo"),
+                          ("KL to the reference (not this term's)", "a separate kl_penalty term",
+                           "TRL beta 0.0; verl actor.yaml use_kl_loss False; verl's CISPO example: use_kl_loss True, "
+                           "kl_loss_coef 0.001, low_var_kl"),
                           ("log-ratio clamp", "±20", "TRL: none; verl: ±20"),
                           ("aggregation", "chain's (token_mean)",
                            "TRL: token sum / global token count; verl: loss_agg_mode (token-mean)"),
@@ -1209,11 +1327,16 @@ def _technique_rows():
                            "generation batch's tokens); " + PC.DENOM_VERL),
                           (PC.T_NAME, PC.T_OURS, PC.T_TRL + "; " + PC.T_VERL)),
                 placement="theirs: the loss of each micro-batch, ratio against the generation step's old "
-                          "log-probs (TRL: the detached current log-probs when num_iterations = 1); ours: a loss "
-                          "term on each micro-batch, log π_old = logp_old (else logp_behavior)",
+                          "log-probs (TRL: the detached current log-probs unless gradient_accumulation_steps % "
+                          "(steps_per_generation × num_iterations) ≠ 0 or the vLLM correction is on; verl v0.7.0's "
+                          "legacy dp_actor: the detached current ones with one mini-batch and one epoch); ours: a "
+                          "loss term on each micro-batch, log π_old = logp_old (else logp_behavior)",
                 deviations=("our eps_high is an offset (cap 1 + eps_high) like verl's; TRL's epsilon_high is the "
                             "cap itself: TRL epsilon_high=5 is eps_high=4",
-                            "lower clip off by default (TRL); verl's two-sided form: eps_low=0.2, eps_high=0.2",
+                            "lower clip off by default (TRL); verl's actor defaults are two-sided: eps_low=0.2, "
+                            "eps_high=0.2; verl's CISPO example (clip_ratio_low=10, clip_ratio_high=0.2) is upper "
+                            "only: eps_low=None, eps_high=0.2 (a cap of 1.2, not TRL's 5); the two verl forms differ "
+                            "on every token with r < 0.8",
                             "log r clamped to ±20 (verl); TRL has no clamp",
                             "TRL's importance_sampling_level='sequence' with loss_type 'cispo' (the capped weight "
                             "from exp(mean_t log r), one per sequence) is not built: ours caps each token's ratio",
