@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def run_config(config: str, steps: int, overrides: list) -> dict:
     train(cfg, overwrite=True)
   finally:
     _rl.RLLoop.place, run_mod.build_experiment, run_mod.MetricsWriter = inner_place, inner_build, writer
+    shutil.rmtree(out_dir, ignore_errors=True)  # the run directory is the benchmark's own, never the user's
   timed = seen["times"][1:]
   if not timed:
     raise SystemExit(f"--steps {steps}: at least 2 RL steps are needed (step 1 compiles and is not timed)")

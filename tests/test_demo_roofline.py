@@ -107,8 +107,10 @@ def test_report_withholds_percentages_on_a_loaded_machine(demo):
 
 
 def test_one_short_run_of_the_tiny_config(demo, tmp_path, monkeypatch):
-  monkeypatch.setenv("TMPDIR", str(tmp_path))
+  import tempfile  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   res = demo.run_config("tiny", 3, [])
+  assert not list(tmp_path.iterdir())  # its run directory is removed
   run = res["run"]
   assert len(run["rollout_all"]) == 2 and len(run["update_all"]) == 2  # steps 2 and 3
   assert run["prompt_len"] > 0 and 0 < run["completion_len"] <= 8
