@@ -415,7 +415,7 @@ def test_rloo_with_verl_singletons_matches_verl():
 
 
 def test_ppo_clip_with_dual_clip_matches_verl_vanilla():
-  """volcengine/verl@v0.7.0 core_algos.py:907-975 compute_policy_loss_vanilla (per-token pg_losses), float64."""
+  """volcengine/verl@v0.7.0 core_algos.py:906-997 compute_policy_loss_vanilla (per-token pg_losses), float64."""
   from rljax import objectives as O  # pylint: disable=import-outside-toplevel
   from rljax.types import PolicyOutputs, TrainBatch  # pylint: disable=import-outside-toplevel
   rng = np.random.default_rng(13)

@@ -412,8 +412,10 @@ def passk(rewards: Array, group_id: Array, *, k: int, valid: Optional[Array] = N
 
   Args:
     rewards: ``[B]``; group_id: ``[B]``; k: static int >= 1.
-    sigma_eps: groups with ``σ <= sigma_eps`` (all rewards equal: c=0 or c=n)
-      get ``A = 0``.
+    sigma_eps: groups with ``σ <= sigma_eps`` get ``A = 0``: all rewards equal
+      (c=0 or c=n), every k-subset holding a success (c > n−k), and groups whose
+      σ is positive but tiny (binary n=64, k=16, c=46..48: σ < 6e-7, where the
+      authors' code gives |A| < 1e-6).
 
   Raises:
     ValueError: if ``k`` exceeds a (concrete) group's valid size. Under ``jit``
