@@ -1453,7 +1453,18 @@ def _technique_rows():
                                   read="kekmodel/mimo-verl@0d88bb36 verl/trainer/ppo/gar.py (stored copy, read_file): "
                                        "GARConfig (factor defaults, lambda_max, pass_threshold), factors (Eq. 6), "
                                        "redistribute (Eqs. 7-8), GARStep.grade / redistribute (mixed groups only, "
-                                       "hacks zeroed, GRPO advantages replaced); the paper itself not read",
+                                       "hacks zeroed, GRPO advantages replaced); the paper itself not read. Per-row "
+                                       "review c (#51): the caller, verl/trainer/ppo/v1/trainer_base.py@0d88bb36 "
+                                       "_compute_advantage (stored copy, read_file): invalid rows (is_infra or the "
+                                       "sentinel score) excluded, gar_step.grade on token_level_rewards before "
+                                       "the length penalty and GRPO, compute_advantage_for_multi_trajectories "
+                                       "(norm_adv_by_std_in_grpo, default True), gar_step.redistribute, then, for "
+                                       "adv_estimator grpo, advantage_fixes.group_size_correction "
+                                       "(algorithm.group_size_correction, default True), then mask_invalid_rows; "
+                                       "advantage_fixes.py group_size_correction (stored copies @5e0138b4 and "
+                                       "@2343c133; no copy at 0d88bb36 is stored): each group × (1 − 1/n_ref)/(1 − 1/n_valid), n_ref = "
+                                       "rollout.n, n_valid its valid sessions; identity for a full group, 0 for "
+                                       "a group with one valid session",
                                   defaults=(("weight", "'rank' ((midrank/n_pass)^power)",
                                              "quality factors from the grader's tiers (weight='factor')"),
                                             ("lambda_max", "None (no cap)", "1.5"),
@@ -1469,7 +1480,10 @@ def _technique_rows():
                                             "graded groups' GRPO advantages replaced after it, broadcast to every "
                                             "row of a session; ours: a transform of the advantage stage's output, "
                                             "once per step on the step's rows grouped by group_id, passed = the "
-                                            "verifier's verdict, the ranking scores = the step's rewards (no grader)",
+                                            "verifier's verdict, the ranking scores = the step's rewards (no "
+                                            "grader); theirs then multiply every GRPO group, GAR-redistributed ones "
+                                            "included, by (1 − 1/rollout.n)/(1 − 1/n_valid) (group_size_correction, "
+                                            "on by default), ours applies no such factor",
                                   deviations=(
                                       "default weights are ranks of the scores, no λ cap (ours); "
                                       "weight='factor', lambda_max=1.5 on grpo(scale='none') is theirs",
@@ -1477,7 +1491,13 @@ def _technique_rows():
                                       "caller's; the stage ranks passing rows by their reward",
                                       "every group with a passing row is redistributed; theirs only mixed groups "
                                       "(≥ 2 valid, some pass, some fail) with a usable grader result",
-                                      "confirmed hacks are not zeroed here (a reward's job)"))),
+                                      "confirmed hacks are not zeroed here (a reward's job)",
+                                      "their trainer rescales each GRPO group after GAR by (1 − 1/n_ref)/(1 − "
+                                      "1/n_valid) (advantage_fixes.group_size_correction, default on; n_ref = "
+                                      "rollout.n): a graded group that lost rows to infrastructure failures gets "
+                                      "its redistributed advantages scaled (e.g. 4 valid of 8: × 7/6; one "
+                                      "valid: × 0); ours leaves a group with invalid rows unscaled (equal on "
+                                      "full groups)"))),
       Technique("uniqueness", "advantage", uniqueness, "A'_i = A_i·w_i, w ∝ 1/|cluster(i)|^α, mean 1 over correct",
                 f"{_S1} L61",
                 # strategy clusters = extracted-answer classes (the paper clusters with an LLM judge)

@@ -464,19 +464,37 @@ def _technique_rows():
                                        "annealing); e3/worker/fsdp_work.py:143-146 (one scheduler per worker), "
                                        ":446-450 and :478-487 (update_actor, Dispatch.DP_COMPUTE_PROTO: the "
                                        "scheduler steps on that rank's entropy), :517 (the rollout's sampling "
-                                       "temperature), :552 (compute_log_prob at the same temperature)",
+                                       "temperature), :552 (compute_log_prob at the same temperature). Per-row "
+                                       "review c (#51): ray_trainer.py:402-431 whole (the proportional share "
+                                       "min + (R − P·min)·rank/(Σrank + 1e-8) is floored with no cap; "
+                                       "rollout_n_max bounds only the leftover loop, :421-431), :1432-1435 "
+                                       "(stats: reward_extra_info['acc'] per rollout, e3/trainer/fn_score.py: "
+                                       "1 / 0), :678-695 (StatefulDataLoader, num_workers 8, drop_last); "
+                                       "rl_dataset.py:128-140 and :321-324 (the initial rank is the data's "
+                                       "'rank' column, −100 only for a row without one); dataset/"
+                                       "train_data.parquet (10,240 prompts, a float 'rank' in [0, 1) on every "
+                                       "row); scripts/train_7b.sh:17 and train_1_5b.sh:17 (TRAIN_DATADIR="
+                                       "./dataset/train_data_10k.parquet, a file the repository does not "
+                                       "hold); README.md:93-96 (bash ./scripts/train.sh, a script the "
+                                       "repository does not hold)",
                                   defaults=(("weight", "(1 − acc)^power, power 1", "rank = position/P in the "
                                              "dataset sorted by cumulative mean reward (hardest last)"),
                                             ("min_per_prompt", "0", "rollout.n 8 at epoch 1, − n_update 2 per "
                                              "epoch down to n_low 4"),
-                                            ("max_per_prompt", "None (group_size)", "8 at epoch 1, + 2 per epoch "
-                                             "up to n_high 12"),
+                                            ("max_per_prompt", "None (group_size); a cap on every count "
+                                             "(water-filled)", "8 at epoch 1, + 2 per epoch up to n_high 12; "
+                                             "it bounds only the rounding leftover (ray_trainer.py:421-431): the "
+                                             "floored proportional share is not capped, so a hard prompt in an "
+                                             "easy batch gets more than max"),
                                             ("budget", "P·group_size//2", "rollout.n · P = 8·P"),
                                             ("rounding", "largest remainder", "floor (shares ÷ (Σrank + 1e-8)), "
                                              "leftover to the hardest first up to max"),
                                             ("difficulty estimate", "EMA of correct, decay 0.5, prior 0.5",
-                                             "cumulative mean reward over all epochs, rank updated per epoch; "
-                                             "unseen prompts weight 0"),
+                                             "cumulative mean reward (the per-rollout 'acc', 1 / 0) over all "
+                                             "epochs, rank updated per epoch; the first epoch's rank is the "
+                                             "data's 'rank' column (every released prompt has one; −100, weight "
+                                             "0, only without it), and after update_rank a never-sampled prompt "
+                                             "counts as mean 0, among the hardest (rl_dataset.py:161-171)"),
                                             ("sampling temperature (behind the rewards that rank the prompts)",
                                              "the run's rl.temperature, fixed",
                                              "enable_temperature_scheduler True, enable_annealing True (both "
@@ -505,7 +523,18 @@ def _technique_rows():
                                       "their scripts also run E3's entropy-targeting temperature schedule "
                                       "(enable_temperature_scheduler, enable_annealing): the rewards that set "
                                       "each prompt's difficulty rank are sampled at that adaptive temperature; "
-                                      "not built (ours samples at the fixed rl.temperature)"))),
+                                      "not built (ours samples at the fixed rl.temperature)",
+                                      "their rollout_n_max does not cap the proportional share, only the "
+                                      "rounding leftover: e.g. rank [0, 0.1, 0.1, 0.9], 32 rollouts, min 4, "
+                                      "max 12 gives theirs [4, 6, 5, 17]; ours (max_per_prompt=12) caps every "
+                                      "count and water-fills the rest: [4, 8, 8, 12] (tested)",
+                                      "as released, neither training script starts: both read "
+                                      "./dataset/train_data_10k.parquet (train_7b.sh:17, train_1_5b.sh:17), which "
+                                      "the repository does not hold (its dataset/train_data.parquet has 10,240 "
+                                      "prompts, 160 steps of 64 × 3 epochs = their rollout.max_steps 480), and "
+                                      "the README's `bash ./scripts/train.sh` names a script that does not "
+                                      "exist; the values here are the scripts' own, with the data path "
+                                      "pointed at train_data.parquet"))),
   )
 
 

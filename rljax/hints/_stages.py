@@ -475,12 +475,19 @@ TECHNIQUES = (
                                      "hint tokens; advantages from the rollout-difficulty posterior); arXiv "
                                      "2512.13095 v1 and v2 (pages corpus, arxiv.org/html/2512.13095v1, v2: "
                                      "abstract and the opening of §1; the corpus returns a page's opening, the "
-                                     "method section was not reached); code 'upon acceptance' (v2), none found",
-                                defaults=(("min_fraction / max_fraction", "0.25 / 1.0", "not stated"),
-                                          ("max_success", "0.5 (hard groups hinted)", "not stated"),
-                                          ("rows", "0.5 of the failed rows", "not stated"),
-                                          ("schedule", "linear in 1 − p", "'scheduled from the difficulty' "
-                                           "(form not stated)")),
+                                     "method section was not reached); code 'upon acceptance' (v2), none found. "
+                                     "Per-row review c (#51): the pages corpus again returns only page openings "
+                                     "(arxiv.org/html/2512.13095v1, v2; alphapapers.xyz, gist.science, "
+                                     "catalyzex.com summaries of the abstract); no ADHint repository in the code "
+                                     "index; the defaults said 'not stated' of a method section no one read",
+                                defaults=(("min_fraction / max_fraction", "0.25 / 1.0",
+                                           "not read (the method section was not reached; the abstract gives "
+                                           "no value)"),
+                                          ("max_success", "0.5 (hard groups hinted)", "not read (as above)"),
+                                          ("rows", "0.5 of the failed rows", "not read (as above)"),
+                                          ("schedule", "linear in 1 − p", "'schedules an appropriate hint "
+                                           "ratio' from each sample's difficulty (abstract); the form is in the "
+                                           "unread method section")),
                                 placement="theirs (abstract): the hint prefix is part of the trained rollout "
                                           "(hint tokens modulated / masked), its ratio set per sample from its "
                                           "difficulty; ours: a replay stage after the reward: a hard group's "

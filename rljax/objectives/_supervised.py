@@ -895,7 +895,14 @@ def _technique_rows():
                                        "steps clip_grad_norm_ to max_grad_norm 0.3 (:50) and the optimizer step; the loss is "
                                        "never divided by gradient_accumulation_steps): the optimizer step's "
                                        "gradient is the sum of 4 micro-batch means, 4 × the mean over its 16 rows; "
-                                       "the record said 'mean over the batch' without which batch",
+                                       "the record said 'mean over the batch' without which batch. Per-row "
+                                       "review c (#51): lolrl_qlora_llama_hh.py:714-729 (each batch is tokenised "
+                                       "in the loop: the prompt, with the system prefix, left-truncated to "
+                                       "768 − 128 = 640 tokens, :724; the response, the data set's suffix + "
+                                       "tokenizer.eos_token, right-truncated to 128 tokens, :727-729; the "
+                                       "argparse max_prompt_length 640 / max_length 768, :70-71, are not read "
+                                       "there), :739-748 (log π over those ≤ 128 response positions, the "
+                                       "appended EOS included), :865-870 (the ratio over the same positions)",
                                   defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
                                              "a_lol is the paper's main method"),
                                             ("eps", "0.9", "ppo_clip 0.9 (lolrl_qlora_llama_hh.py); None, no "
@@ -911,7 +918,11 @@ def _technique_rows():
                                              "into one optimizer step: 4 × the mean over its 16 rows"),
                                             ("rows per optimizer step", "the update batch",
                                              "per_device_train_batch_size 4 × gradient_accumulation_steps 4 = 16, "
-                                             "one process")),
+                                             "one process"),
+                                            ("truncation", "none: every loss-mask token of the row",
+                                             "hard-coded in the loop: the prompt left-truncated to 640 tokens "
+                                             "(:724), the response (suffix + EOS) right-truncated to its first 128 "
+                                             "tokens (:727-729); log π(y|x), the ratio and the loss sum over those")),
                                   placement="theirs: offline, each training batch of the fixed data set: π_ref and "
                                             "V(x) from the frozen reference model under no_grad, the loss on the "
                                             "batch, gradient accumulation; ours: a loss term on each micro-batch, "
@@ -938,7 +949,13 @@ def _technique_rows():
                                               "mean losses (no ÷ gradient_accumulation_steps), 4 × the 16-row mean "
                                               "that chain(aggregate=seq_mean_token_sum) gives: a constant factor "
                                               "(a learning-rate change), which also moves where their "
-                                              "clip_grad_norm_ threshold bites"))),
+                                              "clip_grad_norm_ threshold bites",
+                                              "their response is the data set's suffix + EOS cut to its first 128 "
+                                              "tokens and their prompt is cut to its last 640 (lolrl_qlora_llama_"
+                                              "hh.py:724-729, hard-coded): Σ_t log π, the sequence ratio and the "
+                                              "loss run over at most 128 response tokens; ours over every "
+                                              "loss-mask token (equal for responses of ≤ 128 tokens, EOS "
+                                              "included; a longer one differs)"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
