@@ -1334,8 +1334,9 @@ def _technique_rows():
                         "``'group_id'`` (= dr_grpo)."),
                 fidelity=Fidelity("abstract",
                                   f"{_S0} L33 (AdvEvo-MARL abstract: shared mean-return baseline; arXiv 2510.01586)",
-                                  "mean over rows with the same key, no std, singleton 0: ours. No code found; the "
-                                  "stored arXiv HTML (pages corpus) gives only the title and abstract",
+                                  "mean over rows with the same key, no std, singleton 0: ours. No AdvEvo-MARL code "
+                                  "(their earlier Evo-MARL's, zhangyt-cn/Evo-MARL, has no public baseline); "
+                                  "stored arXiv HTML: the abstract",
                                   read="arXiv 2510.01586v1 (page read: arxiv.org/html/2510.01586v1, pages corpus): "
                                        "title, authors, abstract ('a public baseline for advantage estimation: "
                                        "agents within the same functional group share a group-level mean-return "
@@ -1353,7 +1354,23 @@ def _technique_rows():
                                        "which case the single-agent group would only consider single-agent "
                                        "rewards'. The inherited convention: REINFORCE++ (arXiv 2501.03262) "
                                        "normalises the advantage over the global batch, (A − mean)/std; the "
-                                       "paper's own equation was not read",
+                                       "paper's own equation was not read. Per-row review d (#51): the same "
+                                       "authors' earlier version, Evo-MARL (arXiv 2508.03864, Pan, Zhang et al.; "
+                                       "the record said no code was found), has a repository: "
+                                       "zhangyt-cn/Evo-MARL@ca39bca4 (code index) README.md (OpenRLHF-based, "
+                                       "'utilize parameter-sharing', core in mas-train.py), mas-train.py (three "
+                                       "roles analyst → executor → verifier in one chain, the analyst also the "
+                                       "attacker; one episode = the three turns of one actor, one reward at the "
+                                       "last turn: ±0.5 correctness, ±1 safety; vLLM temperature 0.7), "
+                                       "run_chain_ppo.sh (openrlhf.cli.train_ppo_ray --agent_func_path "
+                                       "mas-train.py --advantage_estimator group_norm --n_samples_per_prompt 2 "
+                                       "--normalize_reward --init_kl_coef 1e-4 --use_kl_loss; OpenRLHF itself is "
+                                       "not in the stored snapshot); credit_bank.py (per-role score bank, unused: "
+                                       "its calls in mas-train.py are commented out). No public / "
+                                       "functional-group baseline there: "
+                                       "every role's turns share the episode's return and the baseline is "
+                                       "OpenRLHF's per-prompt group_norm (GRPO-like, over 2 samples), not "
+                                       "REINFORCE++, so it does not settle AdvEvo-MARL's form",
                                   defaults=(("key", "'task_id' (one baseline per task)",
                                              "the agent's functional group (attackers / defenders)"),
                                             ("baseline", "mean of R over valid rows with the same key",

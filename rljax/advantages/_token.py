@@ -959,15 +959,33 @@ def _technique_rows():
                                        "_score_one (branch 'progress_advantage'), not with scoring.py's "
                                        "per_step_progress_advantage / score_trajectory_progress_advantage; "
                                        "LogprobScorer.score's log-probs are log_softmax of the raw logits (no "
-                                       "temperature, --dtype bfloat16 forward)",
+                                       "temperature, --dtype bfloat16 forward). Per-row review d (#51): the README "
+                                       "(@6fae472f) names three uses, each with its own script and runner: TTS "
+                                       "(webshop_bon8.sh, the record's), UQ (scripts/tau2_uq_onpolicy.sh@b1253bdd "
+                                       "→ runners.tau2_uq: per backbone and domain --token-aggs / --step-aggs "
+                                       "gemma4-4b airline max / min, retail min / last; qwen3.5-9b airline max / "
+                                       "mean, retail max / last; AUROC of the trajectory score) and FA "
+                                       "(scripts/fa.sh@b1253bdd → runners/fa.py@b1253bdd: --token-aggs sum, "
+                                       "run()'s default min, beta 1.0; _step_rewards gives every action step "
+                                       "β·(Σ log π − Σ log π_ref) over its tokens, a non-action step 0, a step "
+                                       "whose reference span is empty β·Σ log π; no step aggregation: the running "
+                                       "sum cumsum(A) and its argmin (or the sharpest drop) predict the failing "
+                                       "step); pa/merging.py@6fae472f MergedReference (the reference may be the "
+                                       "weight-space merge π_α = π_ref + α·τ of the two checkpoints, README 6.2; "
+                                       "linear, ties, dare_linear, dare_ties or emr); the "
+                                       "record read only the TTS runner and called the scripts' use best-of-n",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
                                              "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
                                              "backbone: min (qwen3.5-9b, its default), max (gemma4-4b), mean "
-                                             "otherwise; sum available"),
+                                             "otherwise; tau2_uq_onpolicy.sh: max / min per backbone and domain; "
+                                             "fa.sh: sum (= ours)"),
                                             ("step aggregation", "none (dense per-token reward)",
                                              "--step-agg min (tau2_bon8.sh; a trajectory score); webshop_bon8.sh: "
-                                             "last (qwen3.5-9b), min (gemma4-4b), mean otherwise"),
+                                             "last (qwen3.5-9b), min (gemma4-4b), mean otherwise; "
+                                             "tau2_uq_onpolicy.sh: min / last / mean per backbone and domain; "
+                                             "fa.sh: none (the per-step A_t, "
+                                             "their running sum)"),
                                             ("policy log-probs", "logp_old (the sampling policy, recorded)",
                                              "a fresh forward pass of the policy model over the trajectory"),
                                             ("reference model", "the RL reference (logp_ref; usually the initial "
@@ -983,19 +1001,23 @@ def _technique_rows():
                                             ("trajectory without an action step", "no completion token: no reward",
                                              "_score_one returns −inf (never selected unless every candidate has "
                                              "none)")),
-                                  placement="theirs: at test time, a scoring pass over finished trajectories "
-                                            "(best-of-n selection; the scripts' entry point runners/tau2_bon.py "
-                                            "run() → _score_one, which re-implements scoring.py's formula), each "
-                                            "action step scored β·(agg log π − agg "
-                                            "log π_ref) and the steps aggregated to one score per trajectory; "
+                                  placement="theirs: at test time, a scoring pass over finished trajectories: "
+                                            "best-of-n selection (tau2_bon8.sh, webshop_bon8.sh: runners/tau2_bon.py "
+                                            "run() → _score_one, which re-implements scoring.py's formula) and "
+                                            "success prediction (tau2_uq_onpolicy.sh), each action step scored "
+                                            "β·(agg log π − agg log π_ref) and the steps aggregated to one score per "
+                                            "trajectory; failure attribution (fa.sh: runners/fa.py) keeps the "
+                                            "per-step scores (token sum) as a step reward and locates the failing "
+                                            "step by their running sum; "
                                             "ours: a Shaping stage once per step after the forward passes, the "
                                             "per-token β·(log π_old − log π_ref) added to the step's token rewards "
                                             "on completion tokens of valid rows, before the advantage",
                                   deviations=(
                                       "used as a dense training reward (ours); theirs ranks trajectories at test "
                                       "time",
-                                      "per-token rewards whose per-step sum is their token_agg='sum' score; their "
-                                      "scripts' token mean (÷ step length) and step min are not offered, nor the "
+                                      "per-token rewards whose per-step sum is their token_agg='sum' score (fa.sh's "
+                                      "step reward); their best-of-n and UQ scripts' token mean / min / max and "
+                                      "step min / last / mean are not offered, nor the "
                                       "other choices of pa/aggregations.py (tokens last / min / max; steps mean / "
                                       "sum / last / max / bottom10)",
                                       "a truncated action span scores 0 in theirs; here every completion token in "

@@ -392,14 +392,30 @@ def _technique_rows():
                                        "remove_right_units, fix_sqrt, strip_string: the hendrycks MATH normaliser); "
                                        "verl/utils/reward_score/__init__.py:44-51 (the caller: math_reward for "
                                        "lighteval/MATH, MATH-500; gsm8k for openai/gsm8k), gsm8k.py:17-72 "
-                                       "(extract_solution, compute_score)",
+                                       "(extract_solution, compute_score). Per-row review d (#51): the verl 0.9.1 "
+                                       "PyPI wheel's math_reward.py is the same file (the v1 trainer's default "
+                                       "reward manager 'naive' reaches it through default_compute_score); "
+                                       "math_reward.py:49-60 remove_boxed asserts the '\\boxed ' or '\\boxed{' "
+                                       "prefix, so a last_boxed_only_string result '\\fbox{…}' (:67-70, read only "
+                                       "when there is no \\boxed) raises AssertionError, caught at :25-26: "
+                                       "compute_score returns 0.0 for any \\fbox answer; examples/data_preprocess/"
+                                       "math_dataset.py:28-29, 69-75 (the MATH ground_truth is "
+                                       "remove_boxed(last_boxed_only_string(solution)), made when the parquet is "
+                                       "built) and gsm8k.py:27-32, 67, 77 (the GSM8K ground_truth: the number after "
+                                       "'#### ', ',' removed); the record said verl reads \\fbox and took the "
+                                       "ground truth as given",
                                   defaults=(("sources", "boxed, ####, 'the answer is', last number",
-                                             "the last \\boxed{…} / \\boxed … / \\fbox only"),
+                                             "the last \\boxed{…} / \\boxed … only: a \\fbox{…} (found "
+                                             "only when there is no \\boxed) fails remove_boxed's assertion, "
+                                             "caught: 0.0"),
                                             ("equality", "normalised strings, then exact numbers, then "
                                              "isclose(rel_tol 1e-6, abs_tol 1e-9)", "strip_string(a) == "
                                              "strip_string(b)"),
                                             ("reference", "extract_reference=True (a full solution is reduced "
-                                             "to its answer)", "the ground truth as given"),
+                                             "to its answer)", "the ground truth as compute_score gets it; verl's "
+                                             "preprocessing reduces it when the data is built: MATH "
+                                             "remove_boxed(last_boxed_only_string(solution)) (math_dataset.py), "
+                                             "GSM8K the number after '#### ', ',' removed (gsm8k.py)"),
                                             ("max_chars", "100000 (the completion's tail)", "none")),
                                   placement="theirs: the reward function, once per response after the rollout; "
                                             "ours: a completion reward (verifier), once per row after the rollout",
@@ -409,8 +425,10 @@ def _technique_rows():
                                       "more answer sources than the last \\boxed; sources=('boxed',) gives "
                                       "verl's extraction of a last \\boxed{…}, except its edge rules: a '\\boxed ' "
                                       "(with a space) anywhere wins over a later \\boxed{…} and keeps the text up "
-                                      "to the next '$' (ours: the last \\boxed, one space-free token), and \\fbox is "
-                                      "read only when there is no \\boxed (ours: the later of the two)",
+                                      "to the next '$' (ours: the last \\boxed, one space-free token), and a \\fbox "
+                                      "answer scores 0 in verl (found only when there is no \\boxed, then "
+                                      "remove_boxed's assertion fails and compute_score catches it); ours reads "
+                                      "\\fbox{…} like \\boxed{…} (the later of the two)",
                                       "verl's GSM8K scorer (gsm8k.py, data source openai/gsm8k) is not built as a "
                                       "mode: the last '#### <digits . ,>' in the last 300 characters, ',' and '$' "
                                       "removed, string equality with the ground truth (method 'flexible': the last "
