@@ -1090,7 +1090,28 @@ def _technique_rows():
                          "the score, the score from math_dapo: +1 correct, −1 otherwise): the rewards the quantile "
                          "baseline is taken over are shaped by the overlong penalty in their runs, which the record "
                          "did not list (the QAE scripts are not stored; they launch this recipe's main_dapo with "
-                         "++algorithm.quantile_k=0.4)",
+                         "++algorithm.quantile_k=0.4). Per-row review e (#51): that reward manager is not what scores "
+                         "the samples at v0.7.0. trainer/config/ppo_trainer.yaml:34 selects reward_model "
+                         "dp_reward_loop (use_reward_loop True); fit's generate_sequences is the agent loop "
+                         "(dapo_ray_trainer.py:159; ray_trainer.py:916-936, 'sync mode is deprecated'), whose "
+                         "_compute_score (experimental/agent_loop/agent_loop.py:385-393, 689-718) scores each "
+                         "sample with the reward loop's DAPORewardManager, which reads "
+                         "reward_model.reward_kwargs.overlong_buffer_cfg and max_resp_len "
+                         "(experimental/reward_loop/reward_manager/dapo.py:33-35, 103); run_dapo_qwen2.5_32b.sh:117-120 "
+                         "set reward_model.overlong_buffer.* only, so at v0.7.0 the script's reward is math_dapo's "
+                         "±1 with no overlong penalty (the legacy manager that main_dapo.py:152-158 builds returns "
+                         "those rm_scores unchanged, reward_manager/dapo.py:57-59). The QAE fork's verl version is not "
+                         "recorded; the README's 'core_algos.py (lines ~315-319)' fits verl main of 24-27 Sep 2025 "
+                         "(volcengine/verl@26a734e7: scores_tensor = torch.stack at :314, the mean at :315; at "
+                         "v0.7.0 they are :316-317), where the DAPO trainer scored with the legacy manager "
+                         "(26a734e7 recipe/dapo/dapo_ray_trainer.py:141-186, self.reward_fn; "
+                         "verl/workers/reward_manager/dapo.py:116-122 adds the penalty), so their runs had the "
+                         "penalty if the fork is of that date (an inference; the fork is not stored). Also: on stock "
+                         "verl neither the DAPO trainer (v0.7.0 dapo_ray_trainer.py:323-330; 26a734e7 :311-318) nor "
+                         "compute_advantage's GRPO branch (v0.7.0 ray_trainer.py:234-246; 26a734e7 :229-240) passes "
+                         "config to compute_grpo_outcome_advantage, so the README's quoted lines alone read "
+                         "quantile_k = −1.0 (config None) and give the mean; the README says the trainer reads "
+                         "quantile_k (its changed trainer lines are not stored)",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
@@ -1098,9 +1119,16 @@ def _technique_rows():
                               ("K = 1", "group max (mode='rljax')", "group mean"),
                               ("reward the quantile is over", "the step's rewards (rl.shaping="
                                "'overlong_penalty(buffer_len=4096)' adds theirs)", "DAPO's reward manager: +1 / −1 "
-                               "(math_dapo) plus the overlong penalty min(−(L − (L_max − 4096))/4096, 0) (buffer "
-                               "4096, factor 1.0, the DAPO scripts' enable_overlong_buffer True): not binary for "
-                               "responses longer than L_max − 4096")),
+                               "(math_dapo), plus the overlong penalty min(−(L − (L_max − 4096))/4096, 0) (buffer "
+                               "4096, factor 1.0, the DAPO scripts' enable_overlong_buffer True) only where the "
+                               "legacy manager scores (verl main of Sep 2025, which the README's line numbers fit): "
+                               "not binary for responses longer than L_max − 4096; at verl v0.7.0 as released the "
+                               "reward loop scores and the scripts' overlong_buffer does not reach it "
+                               "(reward_model.reward_kwargs.overlong_buffer_cfg unset): ±1 only"),
+                              ("quantile_k reaching the advantage", "quantile=K (the stage's argument)",
+                               "++algorithm.quantile_k=0.4; stock verl's DAPO trainer and compute_advantage pass no "
+                               "config to the GRPO advantage (quantile_k = −1.0: the mean); their trainer change "
+                               "is not stored")),
                     placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
                               "step, AFTER DAPO's dynamic-sampling filter (filter_groups: groups whose acc has std 0 "
                               "dropped, generation repeated until train_batch_size prompts are kept, at most 10 "
@@ -1120,9 +1148,16 @@ def _technique_rows():
                         "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
                         "B = 0)",
                         "their runs shape the reward with DAPO's overlong penalty before the advantage (buffer 4096, "
-                        "factor 1.0), so a long response's reward lies between −2 and 1 and the group quantile is "
-                        "taken over those values; the qae stage takes whatever rewards the step has: compose "
-                        "rl.shaping='overlong_penalty(buffer_len=4096)' for theirs"))),
+                        "factor 1.0) where the legacy reward manager scores (verl main of Sep 2025, the date the "
+                        "README's line numbers fit; the fork itself is not stored), so a long response's reward lies "
+                        "between −2 and 1 and the group quantile is taken over those values; the qae stage takes "
+                        "whatever rewards the step has: compose rl.shaping='overlong_penalty(buffer_len=4096)' for "
+                        "that. On verl v0.7.0 as released the same scripts' reward is ±1 only (the reward loop reads "
+                        "reward_model.reward_kwargs.overlong_buffer_cfg, which they do not set): the qae stage with "
+                        "no overlong_penalty stage is that",
+                        "the quantile reaches their advantage only through their changed trainer (not stored): on "
+                        "stock verl the DAPO trainer passes no config to compute_grpo_outcome_advantage, so the "
+                        "README's lines alone give the mean baseline (grpo); ours always takes quantile=K"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),

@@ -232,14 +232,33 @@ def _technique_rows():
                                        "486-514 "
                                        "prepare_trajectories (baseline read before its update, reward −= baseline, "
                                        "× gamma^(turns to the end), a turn with 0 dropped); run.sh (--gamma 1); "
-                                       "spiral/utils.py:18-32 EMA (value starts at 0.0)",
+                                       "spiral/utils.py:18-32 EMA (value starts at 0.0). Per-row review e (#51): "
+                                       "train_spiral.py:186-200 (step: whole games are played, each through "
+                                       "prepare_trajectories and so through the EMA, until at least "
+                                       "rollout_batch_size_per_device turns are collected (16 in run.sh), then a "
+                                       "random 16 are kept without replacement: the EMA has moved with turns that "
+                                       "never reach the batch), 820-824 (SelfPlayLearner.compute_monte_carlo_"
+                                       "advantages: the summed token reward, no baseline), run.sh "
+                                       "(--rollout_batch_size_per_device 16, --num_samples 1, --gpus 8); the "
+                                       "learner is oat's PPOLearner (README.md:55 pins oat-llm==0.1.3.post1; read at "
+                                       "sail-sg/oat@v0.1.3.post2 (78d6f95) oat/algorithms/ppo.py:83-86 reward_scale "
+                                       "1.0, :79-82 whiten_adv False, :358-362 (final reward × reward_scale), "
+                                       ":449-458 (on the last response token; critic_type 'drgrpo', oat/args.py:103, "
+                                       "calls the override)): the turn's A is its shaped reward × oat's "
+                                       "reward_scale",
                                   defaults=(("decay", "0.95", "role_baseline_ema_gamma = 0.95"),
                                             ("update_first", "False (read before the update)",
                                              "read before the update ('to be unbiased')"),
                                             ("init", "'zero'", "EMA.value = 0.0"),
                                             ("key", "the stage's task_id", "the player id (role 0/1) in each actor"),
                                             ("reward scale", "none (the task's reward)",
-                                             "reward_scaling = 1.0 (the baseline tracks the scaled reward)"),
+                                             "reward_scaling = 1.0 (the baseline tracks the scaled reward); oat's "
+                                             "PPOArgs.reward_scale = 1.0 multiplies the shaped reward again in the "
+                                             "learner, after the baseline"),
+                                            ("EMA updates per actor step", "the batch's valid rows",
+                                             "every game played in the step (until ≥ 16 turns, "
+                                             "rollout_batch_size_per_device in run.sh), of which a random 16 turns "
+                                             "are kept"),
                                             ("turn discount", "none",
                                              "gamma = 1.0 (run.sh --gamma 1), use_intermediate_rewards True: "
                                              "turn i gets (R − b)·γ^(turns after it)"),
@@ -263,7 +282,10 @@ def _technique_rows():
                                       "no turn discount (theirs γ^(turns to the end), γ = 1 in their defaults and "
                                       "script: equal there); no reward scale (theirs 1.0)",
                                       "rows with A = 0 stay in the batch (they add no gradient but count in the "
-                                      "aggregation's denominator); theirs drop such turns (filter_zero_adv)"))),
+                                      "aggregation's denominator); theirs drop such turns (filter_zero_adv)",
+                                      "their EMA moves with every game an actor plays in a step, also the games "
+                                      "whose turns are dropped when the actor subsamples its turns to 16 "
+                                      "(train_spiral.py:193-200); ours moves only with the rows in the batch"))),
       Technique("hadw", "advantage", hadw,
                 "A' = s·A·exp(λ·sgn(A)·(anchor − acc_g)); anchor = EMA or window mean of batch acc",
                 f"{_S1} L177; arXiv 2601.08521",

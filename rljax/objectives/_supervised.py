@@ -601,8 +601,25 @@ def _technique_rows():
                                        "_get_num_items_in_batch (the valid shifted labels of the whole "
                                        "gradient-accumulation window, gathered and summed over the processes when "
                                        "average_tokens_across_devices, training_args.py:858-859 default True) and "
-                                       ":2244-2252 (the loss × num_processes, undoing DDP's mean)",
+                                       ":2244-2252 (the loss × num_processes, undoing DDP's mean). Per-row review e "
+                                       "(#51), the TRL 1.9.0 PyPI wheel around the loss: sft_config.py:205-219 "
+                                       "(max_length 1024, truncation_mode 'keep_start'), sft_trainer.py:1571-1598 "
+                                       "(_prepare_dataset, unpacked: input_ids and labels cut to their first "
+                                       "max_length tokens, then an example left with no label ≠ −100 dropped); "
+                                       "sft_config.py:156-162 (router_aux_loss_coef 0.001), sft_trainer.py:1357-1365 "
+                                       "(an MoE model's output_router_logits set and the coef propagated) and "
+                                       ":335-360 (the chunked forward adds router_aux_loss_coef × "
+                                       "load_balancing_loss_func(router_logits) to the loss); :264-266, 325-327 and "
+                                       "104-107 (the model config's logit_scale / final_logit_softcapping applied to "
+                                       "the logits before the log-softmax, as the model's own forward)",
                                   defaults=(("coef", "1.0", "none (1)"),
+                                            ("sequence length", "every loss-mask token (the recipe's prompt and "
+                                             "completion lengths)", "max_length 1024, truncation_mode 'keep_start': "
+                                             "prompt + completion cut to the first 1024 tokens before the loss; an "
+                                             "example left with no completion token dropped"),
+                                            ("MoE load-balancing loss", "none (the chain adds no router loss)",
+                                             "router_aux_loss_coef 0.001 × the router's load-balancing loss added "
+                                             "for an MoE model (no effect otherwise)"),
                                             ("tokens", "loss_mask", "labels ≠ −100 (completion_only_loss / "
                                              "assistant_only_loss choose them)"),
                                             ("aggregation", "chain's token_mean: the step batch's loss-token "
@@ -621,7 +638,16 @@ def _technique_rows():
                                               "divides by each process's own window count (unequal when the "
                                               "processes' token counts differ)",
                                               "TRL's loss_type='dft' (Dynamic Fine-Tuning, −sg(p_t)·log p_t) is "
-                                              "not this row: it is gft(tau=1.0) (c_t = p_t everywhere)"))),
+                                              "not this row: it is gft(tau=1.0) (c_t = p_t everywhere)",
+                                              "TRL's SFTConfig.max_length 1024 (keep_start) truncates prompt + "
+                                              "completion before the loss: only the completion tokens inside the "
+                                              "first 1024 count (numerator and num_items_in_batch), and an example "
+                                              "whose prompt fills the 1024 is dropped; ours sums every loss-mask "
+                                              "token. Equal when every sequence fits in 1024 tokens (or with "
+                                              "max_length=None)",
+                                              "for an MoE policy TRL adds router_aux_loss_coef (0.001) × the "
+                                              "load-balancing loss; the chain adds none (equal for a dense model or "
+                                              "router_aux_loss_coef=0)"))),
       Technique("gft", "supervised", gft, "L_t = −sg(p_t > τ ? 1 : p_t)·log p_t  [·A_t]",
                 "001_5839a3671b0b4d92.txt L49 (GFT); arXiv:2604.14258",
                 stage=loss_term_factory(gft),

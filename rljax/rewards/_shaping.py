@@ -746,7 +746,8 @@ def _technique_rows():
                 "p = min(-(len - (L_max - L_buf)) / L_buf * factor, 0)",
                 "DAPO arXiv:2503.14476; verl reward_manager/dapo.py overlong_buffer",
                 stage=_overlong_penalty_stage,
-                fidelity=Fidelity("peer", "verl v0.7.0 verl/workers/reward_manager/dapo.py (overlong_buffer)",
+                fidelity=Fidelity("peer", "verl v0.7.0 experimental/reward_loop/reward_manager/dapo.py (default) and "
+                                  "workers/reward_manager/dapo.py (legacy): one formula",
                                   "clip=True gives a clamp at −factor beyond L_max (with penalty_factor=1: TRL "
                                   "1.9.0's get_soft_overlong_punishment, −1 beyond L_max; TRL has no factor)",
                                   read="volcengine/verl@v0.7.0 (f9c855f7) verl/workers/reward_manager/dapo.py:"
@@ -757,23 +758,60 @@ def _technique_rows():
                                        "reward_loop/reward_manager/dapo.py:108-114 (the same formula); TRL 1.9.0 "
                                        "trl/rewards/other_rewards.py:83-138 "
                                        "(get_soft_overlong_punishment: 0 up to L_max − L_cache, (L_max − L_cache − "
-                                       "|y|)/L_cache up to L_max, −1 beyond; no factor)",
+                                       "|y|)/L_cache up to L_max, −1 beyond; no factor). Per-row review e (#51), "
+                                       "which code scores at v0.7.0: trainer/config/ppo_trainer.yaml:34 "
+                                       "(reward_model: dp_reward_loop, use_reward_loop True, "
+                                       "reward_model/dp_reward_loop.yaml:5); the DAPO trainer generates through the "
+                                       "agent loop (recipe/dapo/dapo_ray_trainer.py:159, ray_trainer.py:916-936), "
+                                       "whose _compute_score (experimental/agent_loop/agent_loop.py:385-393, "
+                                       "689-718) scores each sample as it finishes with the reward loop's "
+                                       "DAPORewardManager (experimental/reward_loop/reward_manager/dapo.py:23-114; "
+                                       "the same formula at :103-109), which reads reward_model.reward_kwargs."
+                                       "overlong_buffer_cfg and reward_model.reward_kwargs.max_resp_len (:33-35); "
+                                       "the cited legacy manager (main_dapo.py:152-158, overlong_buffer_cfg="
+                                       "reward_model.overlong_buffer) returns those rm_scores unchanged "
+                                       "(reward_manager/dapo.py:57-59). run_dapo_qwen2.5_32b.sh:117-120 set "
+                                       "reward_model.overlong_buffer.{enable,len,penalty_factor} only, so as "
+                                       "released the script's reward has no overlong penalty; "
+                                       "examples/gmpo_trainer/test_dapo_7b_math.sh:120-125 show the form that "
+                                       "reaches it (+reward_model.reward_kwargs.overlong_buffer_cfg.* and "
+                                       "+reward_model.reward_kwargs.max_resp_len). verl 0.9.1 reads "
+                                       "reward.reward_kwargs.overlong_buffer_cfg (reward_loop/reward_manager/"
+                                       "dapo.py:33-35; none by default). The record cited the legacy manager as "
+                                       "theirs and the script's 4096 / 1.0 as what runs",
                                   defaults=(("buffer_len", "required", "overlong_buffer.len 4096 (script; yaml 0, "
-                                             "off)"),
+                                             "off); at v0.7.0 not what runs: the reward loop reads reward_model."
+                                             "reward_kwargs.overlong_buffer_cfg, unset by the script: no penalty "
+                                             "as released (+reward_model.reward_kwargs.overlong_buffer_cfg.len=4096 "
+                                             "gives 4096)"),
                                             ("max_len", "the run's max_new_tokens", "max_resp_len = "
-                                             "data.max_response_length (20480 in the script)"),
-                                            ("penalty_factor", "1.0", "1.0 (script; yaml 0.0)"),
+                                             "data.max_response_length (20480 in the script) in the legacy manager; "
+                                             "the reward loop's is reward_model.reward_kwargs.max_resp_len (unset "
+                                             "by the script)"),
+                                            ("penalty_factor", "1.0", "1.0 (script; yaml 0.0); at v0.7.0 it reaches "
+                                             "the reward only as reward_kwargs.overlong_buffer_cfg.penalty_factor"),
                                             ("clip", "False (no clamp)", "none (a response cannot exceed "
                                              "max_resp_len)")),
-                                  placement="theirs: the DAPO reward manager, once per response after the "
-                                            "rollout, added to the verifier's score on the last response token; "
-                                            "ours: a shaping stage after the reward, added to data.rewards, "
-                                            "lengths = completion token counts",
+                                  placement="theirs: at v0.7.0 the reward loop's DAPO reward manager, once "
+                                            "per sample inside the agent loop as each response finishes (verl "
+                                            "0.9.1: the reward loop's manager too, from the agent loop or the v1 "
+                                            "trainer's compute_rm_score, trainer_base.py:1564), added to the verifier's score (rm_scores on the "
+                                            "last response token), and only when reward_kwargs.overlong_buffer_cfg "
+                                            "is set; in the legacy manager (verl before the reward loop became "
+                                            "the default) once per response after the rollout, the same formula; "
+                                            "length = the response's attention-mask tokens (EOS included); ours: "
+                                            "a shaping stage after the reward, added to data.rewards, lengths = "
+                                            "completion token counts (the stop token included)",
                                   deviations=(
                                       "the stage adds the penalty in float32 (the loop's reward dtype); the "
                                       "function keeps float64 under x64",
                                       "clip=True (a clamp at −factor; TRL's −1 when penalty_factor=1) is an "
-                                      "option; verl's form is the default"))),
+                                      "option; verl's form is the default",
+                                      "verl v0.7.0's DAPO scripts as released add no penalty (their "
+                                      "reward_model.overlong_buffer does not reach the reward loop): the stage "
+                                      "is theirs only with +reward_model.reward_kwargs.overlong_buffer_cfg.* and "
+                                      "+reward_model.reward_kwargs.max_resp_len set (or the legacy manager); "
+                                      "leave the stage out for the scripts as released"))),
       Technique("length_penalty", "shaping", length_penalty,
                 "lam = 0.5 - (len - min_g)/(max_g - min_g); r = lam if correct else min(0, lam)",
                 f"Kimi k1.5 arXiv:2501.12599; {_S1} L79 (interpretation)",
