@@ -33,6 +33,9 @@ Not held (3); each error fixed in the record (no implementation changed, no impl
   e3/worker/actor/dp_actor.py:150, 225, 274, 320 divide the logits by it, so their old_log_probs, log π and the PPO
   ratio are of softmax(z/T_t); ours moves only the sampler's T (the trainer's log-probs stay untempered). The
   record's read field listed these lines, but only the entropy's temperature reached the defaults and deviations.
+  Also OMITTED (no value changes): the README's training command, bash ./scripts/train.sh (README.md:93-96), names
+  a script the repository does not have (scripts/ holds train_1_5b.sh and train_7b.sh, whose scheduler switches the
+  record already gives).
 """
 import re
 from collections import defaultdict
@@ -278,6 +281,7 @@ def test_temperature_control_record_says_their_T_tempers_the_trainers_log_probs(
   where = defaults("temperature_control")["where the new T goes"]
   assert where[0].startswith("the sampler only") and "compute_log_prob (old_log_probs, fsdp_work.py:552)" in where[1]
   assert "the controller's T reaches only our sampler" in record("temperature_control")
+  assert "bash ./scripts/train.sh, names a script the repository does not have" in fid("temperature_control").read
 
 
 # -------------------------------------------------------------------------------------------- token_mean (held)

@@ -882,7 +882,11 @@ def _technique_rows():
                                        "TemperatureScheduler per worker process) and e3/worker/actor/dp_actor.py:"
                                        "150, 225, 274, 320 (the logits ÷ that T before the entropy and log-probs): "
                                        "the observed entropy is of softmax(z/T) at the current T, and each rank "
-                                       "steps its own scheduler from its own slice; the record said neither",
+                                       "steps its own scheduler from its own slice; the record said neither. Per-"
+                                       "row review f (#51): README.md:93-96 (the training command, bash "
+                                       "./scripts/train.sh, names a script the repository does not have: scripts/ "
+                                       "holds train_1_5b.sh, train_7b.sh and infer.sh; both train scripts set the "
+                                       "same scheduler switches, rollout.temperature 1 and max_steps 480)",
                                   defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
                                             ("vocab_size", "None (required for rule='e3')",
                                              "the actor model's vocab_size"),
