@@ -882,7 +882,11 @@ def _technique_rows():
                                        "TemperatureScheduler per worker process) and e3/worker/actor/dp_actor.py:"
                                        "150, 225, 274, 320 (the logits ÷ that T before the entropy and log-probs): "
                                        "the observed entropy is of softmax(z/T) at the current T, and each rank "
-                                       "steps its own scheduler from its own slice; the record said neither",
+                                       "steps its own scheduler from its own slice; the record said neither. Per-"
+                                       "row review f (#51): README.md:93-96 (the training command, bash "
+                                       "./scripts/train.sh, names a script the repository does not have: scripts/ "
+                                       "holds train_1_5b.sh, train_7b.sh and infer.sh; both train scripts set the "
+                                       "same scheduler switches, rollout.temperature 1 and max_steps 480)",
                                   defaults=(("rule", "'exp' (κ = 0.1)", "the e3 rule (T(1 + T·log(H*/H)/F))"),
                                             ("vocab_size", "None (required for rule='e3')",
                                              "the actor model's vocab_size"),
@@ -902,7 +906,14 @@ def _technique_rows():
                                              "H(softmax(z/T)) and a change of T feeds back into H directly"),
                                             ("scheduler state", "one T for the run", "one TemperatureScheduler per "
                                              "worker process (8 GPUs in train_7b.sh), each stepped with its own "
-                                             "slice's entropy metric and setting its own vLLM engine's T")),
+                                             "slice's entropy metric and setting its own vLLM engine's T"),
+                                            ("where the new T goes", "the sampler only (the trainer's logp, "
+                                             "logp_old and entropies stay untempered log softmax(z))",
+                                             "the worker's vLLM sampling temperature and also the trainer's log-probs: "
+                                             "compute_log_prob (old_log_probs, fsdp_work.py:552) and update_actor "
+                                             "(:446-450) pass the scheduler's T in meta_info['temperature'], and "
+                                             "dp_actor divides the logits by it (:150, 225, 274, 320), so π_old, π "
+                                             "and the PPO ratio are of softmax(z/T_t)")),
                                   placement="theirs: in each actor worker (one per data-parallel rank) after each "
                                             "policy update, from that rank's update's mean policy entropy "
                                             "(actor/entropy_loss, of softmax(z/T) at the current T), the new T set on "
@@ -933,7 +944,13 @@ def _technique_rows():
                                       "(equal while T = 1)",
                                       "one T for the whole run; theirs one scheduler per data-parallel worker, each "
                                       "stepped from its own slice's entropy, so the ranks' temperatures can drift "
-                                      "apart"))),
+                                      "apart",
+                                      "the controller's T reaches only our sampler; theirs also tempers the "
+                                      "trainer's log-probs of the same step (old_log_probs in compute_log_prob, "
+                                      "log π in update_actor: the logits ÷ T_t, fsdp_work.py:446-450, 552; "
+                                      "dp_actor.py:150, 225, 274, 320), so once T ≠ 1 their PPO ratio, clip and "
+                                      "KL are of softmax(z/T_t) and ours of softmax(z) (#51 per-row review f: "
+                                      "the record read these lines but listed only the entropy's temperature)"))),
   )
 
 

@@ -768,7 +768,14 @@ def _technique_rows():
                                        "fit then passes on as reward_tensor); the scripts' rollout_filter_ratio "
                                        "0.75, rollout_filter_type std, use_invalid_action_penalty True, "
                                        "invalid_action_penalty_coef 0.1, use_toolcall_reward cosine "
-                                       "(run_alfworld_spear.sh:59-60, 83-84, 143-144, 152-153, 161-162)",
+                                       "(run_alfworld_spear.sh:59-60, 83-84, 143-144, 152-153, 161-162). #51 "
+                                       "per-row review f: ray_trainer_hybrid.py:1029-1035 (get_buffer, so the p50, "
+                                       "before update_actor) against :1059-1069 (remove_old, then update_batch "
+                                       "appends the step's group means, after it), :483-488 (the baseline window "
+                                       "trimmed by whole steps before the append), :181-186 (remove_old: ages "
+                                       "against the newest stored batch's step), :858 with :644, 656 and "
+                                       "verl-agent/verl/workers/actor/dp_actor.py:374, 592-599 (the ramp's "
+                                       "global_steps counts from 1)",
                                   defaults=(("threshold", "0 (store mean A > 0)", "mean A > 0 (update_batch); "
                                              "trajectory_score_threshold 1 (the scripts' advantage_threshold) is "
                                              "set but never read"),
@@ -849,7 +856,23 @@ def _technique_rows():
                                       "the penalty is not built), so a row with invalid steps recalibrates "
                                       "higher here; their group means come from the groups their std filter "
                                       "kept (75%) after a random power-of-2 row cut, ours from every valid row "
-                                      "of the step"))),
+                                      "of the step",
+                                      "the baseline's steps: theirs replays (get_buffer, ray_trainer_hybrid.py:"
+                                      "1029-1035) before update_batch appends the step's group means (:1062-1069), "
+                                      "so a replay at step t recalibrates against the p50 of the means of steps "
+                                      "before t; ours appends the step's group means first "
+                                      "(spear_baseline_update), so its median includes step t's own groups; "
+                                      "their window drops whole steps while more than baseline_buffer_size means "
+                                      "are held, before the append (:483-488: up to that many plus one step's "
+                                      "groups), ours keeps exactly the latest baseline_size means",
+                                      "the ramp's step: theirs global_steps, 1 on the first step (:858; "
+                                      "dp_actor.py:592-599: ½(1 − cos(π·t/200)) while t ≤ 200); ours data.step, 0 on "
+                                      "the first step, so at the k-th step our c is theirs of step k − 1 (0 on the "
+                                      "first step, 1 from the 201st, theirs from the 200th)",
+                                      "the age limit: theirs keeps rows within tolerate_steps of the newest "
+                                      "stored batch's step (remove_old, :181-186, after the update), ours within "
+                                      "max_age of the current step, so after steps that store nothing theirs "
+                                      "keeps rows ours has aged out"))),
   )
 
 

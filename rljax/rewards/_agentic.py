@@ -233,10 +233,19 @@ def _technique_rows():
                                        "(StepRewardManager.__call__, off in validation); training/configs/"
                                        "glm_mobilerl.yaml (reward_model); training/verl/trainer/ppo/reward.py "
                                        "(load_reward_manager), training/verl/trainer/main_ppo.py "
-                                       "(reward_fn = load_reward_manager(config, ...))",
+                                       "(reward_fn = load_reward_manager(config, ...)); #51 per-row review f: "
+                                       "training/verl/trainer/ppo/ray_trainer.py fit() (Buffer(real_bsz·2, "
+                                       "rollout.n if trainer.strict_group else 1, algorithm.dapo_sampling); "
+                                       "full_async: get_async_seqs(buffer, minimum=real_bsz, multiple=world_size); "
+                                       "batch[:len(batch) // world_size · world_size] before compute_reward), "
+                                       "training/verl/workers/agentic/buffer.py (Buffer.add / get: strict_group = "
+                                       "group_size > 1; get pops every queued episode, the round-down to "
+                                       "`multiple` commented out), training/verl/workers/fsdp_workers.py "
+                                       "get_async_seqs (one uuid4 per episode, one row per step: make_batch)",
                                   defaults=(("success", "r >= 1.0", "any step score == 1"),
                                             ("reference L", "fewest turns of a success in the group",
-                                             "fewest step rows of a successful uuid in the uid"),
+                                             "fewest step rows of a successful uuid among the uid's rows in the "
+                                             "training batch (not the task's whole group: see the deviations)"),
                                             ("penalty", "max(l − L, 0)/(2l) when r ≠ 0",
                                              "max(l − L, 0)/(2l) unless every score of the uuid is 0"),
                                             ("reward manager switches", "(none: the penalty is the stage)",
@@ -245,7 +254,9 @@ def _technique_rows():
                                              "reward_manager 'step': length_normalise 'step', success_penalty "
                                              "False; StepRewardManager's own defaults: 'token', True")),
                                   placement="theirs: the reward manager after the rollout, on each step row of "
-                                            "the batch (episode = uuid, task = uid); raw − penalty goes on the "
+                                            "the training batch (episode = uuid, task = uid; under "
+                                            "glm_mobilerl.yaml's full_async a batch holds the finished episodes "
+                                            "the async buffer returns, not whole groups); raw − penalty goes on the "
                                             "row's last token (training/configs/glm_mobilerl.yaml: "
                                             "length_normalise False, success_penalty True); training only; "
                                             "ours: a shaping stage on the episode reward data.rewards, l = the "
@@ -265,7 +276,18 @@ def _technique_rows():
                                       "(naive, prime, batch, dapo, step; anything else raises "
                                       "NotImplementedError), and with 'step' and the keys absent the penalty "
                                       "is off (success_penalty False); the record takes the yaml's "
-                                      "success_penalty True and length_normalise False as their runs'"))),
+                                      "success_penalty True and length_normalise False as their runs'",
+                                      "their group is the uid's episodes in this training batch, not the task's "
+                                      "whole group: glm_mobilerl.yaml sets trainer.full_async True and no "
+                                      "strict_group, so fit() builds the async Buffer with group size 1 and each "
+                                      "step trains on whichever episodes have finished (Buffer.get pops them "
+                                      "all): a uid's rollout.n = 16 episodes can straddle two batches, L is the "
+                                      "fewest steps of a success among the uid's episodes in this batch (a uid "
+                                      "whose successes landed in another batch gets no penalty), and "
+                                      "batch[:len // world_size · world_size], applied to the step rows before "
+                                      "compute_reward, can drop the last step rows of the last episodes, "
+                                      "shortening their l (and L); ours: every group of the step whole, l = all "
+                                      "of the row's turns"))),
       Technique("tool_call_reward", "shaping", tool_call_reward,
                 "r' = r + coef·min(1, n/K)·½(1 + cos(π·min(t, T)/T)), n = environment steps, K = 10, T = 200",
                 f"{_S0} L75 (SPEAR, arXiv 2509.22601)",
