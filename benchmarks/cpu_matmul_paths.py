@@ -1,10 +1,12 @@
 """Does any XLA:CPU setting make a bfloat16 matmul faster than the float32 one (issue #53 item 3)?
 
 torch's bfloat16 matmul uses a CPU's AMX or AVX512-BF16 units where it has them (that is what makes TRL's
-``bf16=True`` row fast on such a CPU); XLA:CPU's default dot emitter converts bfloat16 operands instead. This
-times a ``[n, n] @ [n, n]`` ``jnp.dot`` under jit, float32 and bfloat16 operands, in a fresh process per XLA:CPU
-library path (``XLA_FLAGS``: the default; oneDNN; XNNPACK; YNNPACK — the flags jaxlib's own binary lists), best
-of ``--reps`` calls after a warm-up, with torch's ``mm`` at the cores beside it (``--torch-python``, a peer venv).
+``bf16=True`` row fast on such a CPU). This times a ``[n, n] @ [n, n]`` ``jnp.dot`` under jit in three forms:
+float32; bfloat16 operands and output; bfloat16 operands with a float32 output (``preferred_element_type``: on an
+AVX512-BF16 CPU only this form reached the units, through the default YNNPACK path; docs/benchmarks.md,
+2026-12-07), in a fresh process per XLA:CPU library path (``XLA_FLAGS``: the default; oneDNN; XNNPACK; YNNPACK —
+the flags jaxlib's own binary lists), best of ``--reps`` calls after a warm-up, with torch's ``mm`` at the cores
+beside it (``--torch-python``, a peer venv).
 The header names the CPU and its matrix units (``_peer_rules.cpu_line``): on a CPU without AMX / AVX512-BF16 no
 library can reach bfloat16 units, and the table says what each path does with bfloat16 there. A path whose
 flag this jaxlib does not accept is printed as refused, with XLA's message.
@@ -38,14 +40,16 @@ import json, sys, time
 import jax, jax.numpy as jnp
 n, reps = int(sys.argv[1]), int(sys.argv[2])
 out = {}
-for dt in ("float32", "bfloat16"):
+# float32; bfloat16 operands and output; bfloat16 operands with a float32 output (preferred_element_type)
+for name, dt, out_dt in (("float32", "float32", None), ("bfloat16", "bfloat16", None),
+                         ("bfloat16_f32", "bfloat16", jnp.float32)):
   a = jax.random.normal(jax.random.key(0), (n, n)).astype(dt)
   b = jax.random.normal(jax.random.key(1), (n, n)).astype(dt)
-  f = jax.jit(jnp.dot)
+  f = jax.jit(lambda a, b: jnp.dot(a, b, preferred_element_type=out_dt))
   f(a, b).block_until_ready()
   best = min((lambda t0: (f(a, b).block_until_ready(), time.perf_counter() - t0)[1])(time.perf_counter())
              for _ in range(reps))
-  out[dt] = 2 * n ** 3 / best / 1e9
+  out[name] = 2 * n ** 3 / best / 1e9
 print("RESULT " + json.dumps(out))
 """
 
@@ -83,8 +87,8 @@ def main(argv=None) -> int:
   print(guard.header(), flush=True)
   print(f"jax {__import__('jax').__version__}, jaxlib {__import__('jaxlib').__version__}; "
         f"[{args.n}, {args.n}] @ [{args.n}, {args.n}], best of {args.reps} (GFLOP/s)", flush=True)
-  print("| path | float32 | bfloat16 | bfloat16 / float32 |")
-  print("|---|---|---|---|")
+  print("| path | float32 | bfloat16 | bfloat16 / float32 | bfloat16 -> float32 out | that / float32 |")
+  print("|---|---|---|---|---|---|")
   rows = [(name, _run([sys.executable, "-c", _JAX, str(args.n), str(args.reps)],
                       {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}))
           for name, flags in PATHS.items()]
@@ -94,9 +98,12 @@ def main(argv=None) -> int:
                                                     str(t)], dict(os.environ))))
   for name, r in rows:
     if isinstance(r, str):
-      print(f"| {name} | {r} | | |")
+      print(f"| {name} | {r} | | | | |")
     else:
-      print(f"| {name} | {r['float32']:.1f} | {r['bfloat16']:.1f} | {guard.ratio(r['bfloat16'] / r['float32'])} |")
+      mixed = r.get("bfloat16_f32")  # torch's mm has no float32-output form of a bfloat16 product
+      tail = (f"{mixed:.1f} | {guard.ratio(mixed / r['float32'])}" if mixed else "– | –")
+      print(f"| {name} | {r['float32']:.1f} | {r['bfloat16']:.1f} | {guard.ratio(r['bfloat16'] / r['float32'])} | "
+            f"{tail} |")
   return 0
 
 

@@ -285,7 +285,7 @@ def rljax_grpo_worker(spec: dict) -> None:
   ckpt, work = spec["checkpoint"], spec["workdir"]
   codec = Codec(load_tokenizer(ckpt))
   pool, rendered = [tuple(p) for p in spec["pool"]], spec["rendered"]
-  lens = []
+  lens, ids_of = [], {}
   for name, idx in (("train", range(len(pool) - 8)), ("eval", range(len(pool) - 8, len(pool)))):
     with open(os.path.join(work, f"{name}.jsonl"), "w") as f:
       for i in idx:
@@ -299,6 +299,7 @@ def rljax_grpo_worker(spec: dict) -> None:
         if got != want:
           raise SystemExit(f"prompt token ids differ from TRL's (the chat template's): {got[:12]}... vs {want[:12]}...")
         lens.append(len(got))
+        ids_of[text] = want
         f.write(json.dumps({"prompt": text, "answer": str(a + b)}) + "\n")
   ns: dict = {}
   exec(REWARD_SRC, ns)  # pylint: disable=exec-used
@@ -341,6 +342,13 @@ def rljax_grpo_worker(spec: dict) -> None:
   def build(*a, **k):  # records what the CPU auto settings resolved to
     nonlocal run_settings, run_shape
     exp = inner_build(*a, **k)
+    # what the trainer itself encodes must be TRL's ids (a chat template applied twice made rljax's prompts 74
+    # tokens against TRL's 44 until 2026-12-07: docs/benchmarks.md)
+    for p in exp.train_problems[:8]:
+      got, want = exp.codec.prompt_ids(p.prompt), ids_of[p.prompt]
+      if got != want:
+        raise SystemExit(f"the trainer's prompt ids differ from TRL's: {len(got)} tokens {got[:12]}... vs {len(want)} "
+                         f"{want[:12]}...")
     run_settings = exp.auto_settings
     run_shape = {"common": len(exp.sampler_config.common_prefix), "chunks": exp.cfg.rl.concurrent_rollouts,
                  "microbatches": exp.cfg.rl.num_microbatches}
@@ -353,8 +361,9 @@ def rljax_grpo_worker(spec: dict) -> None:
 def rljax_overrides(checkpoint: str, workdir: str, seed: int) -> list:
   """The ``rljax train --set`` overrides of the benchmark's GRPO run (``rl.steps`` is large: the parent stops
   the run after its last timed step)."""
+  # the file's prompts are already the chat template's text (TRL's ids, checked in the worker): no second template
   return ["task.name=jsonl", f"task.path={workdir}/train.jsonl", f"task.eval_path={workdir}/eval.jsonl",
-          "task.verifier=math_answer", "task.num_train=1000", "task.num_test=8",
+          "task.chat_template=none", "task.verifier=math_answer", "task.num_train=1000", "task.num_test=8",
           f"model.hf_checkpoint={checkpoint}", "model.dtype=float32", "sft.steps=0", f"seed={seed}",
           "rl.steps=1000", f"rl.num_prompts={PROMPTS}", f"rl.group_size={GROUP}", f"rl.max_new_tokens={NEW}",
           "rl.temperature=1.0", "rl.updates_per_batch=1", f"rl.optim.learning_rate={LR}", "rl.optim.schedule=constant",

@@ -98,10 +98,18 @@ def update_flops(s: dict, rows: int, prompt_len: float, completion_len: float) -
   return rows * 3 * fwd_flops(s, 0, prompt_len + completion_len, completion_len)
 
 
+def _check_common(common: float, prompt_len: float) -> None:
+  """Every prompt starts with the ``common`` tokens, so they cannot outnumber the (mean) prompt."""
+  if common > prompt_len:
+    raise ValueError(f"common prefix of {common} tokens longer than the mean prompt ({prompt_len}): the prompts "
+                     "counted are not the ones the run had")
+
+
 def rollout_flops_shared(s: dict, prompts: int, group: int, prompt_len: float, completion_len: float,
                          common: int = 0, calls: int = 1) -> float:
   """rljax's rollout as executed: each distinct prompt prefilled once (its cache repeated ``group`` times), the
   ``common`` tokens every prompt starts with once per sampler call (``calls``: the concurrent chunks)."""
+  _check_common(common, prompt_len)
   decode = fwd_flops(s, prompt_len, completion_len - 1, completion_len - 1) if completion_len > 1 else 0.0
   prefill = calls * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 1)
   return prefill + prompts * group * decode
@@ -112,6 +120,7 @@ def forward_shared(s: dict, prompts: int, group: int, prompt_len: float, complet
   """One forward of a batch whose groups run their prompt once (``share_prompt_forward``): the ``common`` tokens
   every prompt starts with once per micro-batch, the rest of the prompt per group, the completions per row
   (attending to the prompt), logits on the completion tokens."""
+  _check_common(common, prompt_len)
   return (microbatches * fwd_flops(s, 0, common, 0) + prompts * fwd_flops(s, common, prompt_len - common, 0)
           + prompts * group * fwd_flops(s, prompt_len, completion_len, completion_len))
 

@@ -255,3 +255,15 @@ def test_the_limits_command_prints_the_load_and_both_limits(bench, capsys):
   out = capsys.readouterr().out.splitlines()
   assert out[0].startswith("load average ") and out[1].startswith("float32 matmul 64^3, best of 1: ")
   assert out[2].startswith("streaming read of 1 MiB, best of 1: ")
+
+
+def test_shared_counts_refuse_a_common_prefix_longer_than_the_prompt(bench):
+  """The real-model bench once counted a 51-token common prefix against 45.6-token prompts (its trainer had applied
+  the chat template a second time): negative prompt work, an update 20% under its executed FLOPs."""
+  roof = bench["roofline"]
+  s = dict(H=8, L=2, heads=2, head_dim=4, kv=1, V=16, N=960)
+  with pytest.raises(ValueError, match="common prefix of 51"):
+    roof.forward_shared(s, 8, 4, 45.6, 13.0, 51, 2)
+  with pytest.raises(ValueError, match="common prefix of 51"):
+    roof.rollout_flops_shared(s, 8, 4, 45.6, 13.0, 51, 2)
+  assert roof.forward_shared(s, 8, 4, 45.6, 13.0, 45, 2) > 0
