@@ -686,9 +686,19 @@ def _technique_rows():
                          "and reference log-probs at rollout.temperature; engine/fsdp/transformer_impl.py:98-103 "
                          "divides the logits), :1743-1760 (_compute_advantage calls ray_trainer.apply_kl_penalty), "
                          ":1608-1621 (_balance_batch appends synthetic padding rows, padding_utils.py:144-215, "
-                         "before it)",
+                         "before it). Per-row review i (#51), the source of the 6.0: Ziegler et al.'s code, "
+                         "openai/lm-human-preferences@cbfd210b launch.py:11, 17, 124, 129-131, 142-144 (the books "
+                         "tasks sentiment / descriptiveness: response_length 24, policy.temperature 0.7, "
+                         "ppo.batch_size 512, rewards.kl_coef 0.15, adaptive_kl.target 6.0; cnndm / tldr :162-164, "
+                         ":180-182: adaptive off, fixed kl_coef 0.01 / 0.03), lm_human_preferences/train_policy.py:"
+                         "26-28 (AdaptiveKLParams, horizon 10000), :118-124 (AdaptiveKLController.update, verl's "
+                         "form), :150-151 (−β·k1 per token in the reward), :221 (objective/kl = the batch mean of "
+                         "each response's SUM over its tokens of log π_old − log π_ref), :299-305 (update after the "
+                         "step's PPO epochs, n_steps = ppo.batch_size); policy.py:121 (logits ÷ temperature)",
                     defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
-                              ("target", "6.0 (Ziegler et al.; TRL's legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
+                              ("target", "6.0 (the number of Ziegler et al.'s books tasks, where it bounds the "
+                               "per-response SUM of k1 over 24 tokens, ≈ 0.25 per token; here a token mean; TRL's "
+                               "legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
                                "kl_ctrl.target_kl = 0.1"),
                               ("horizon", "10000", "kl_ctrl.horizon = 10000"),
                               ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
@@ -708,6 +718,13 @@ def _technique_rows():
                         "horizon 10000 / init_kl_coef 0.2, which TRL 1.9.0 no longer has: its trl/ has no adaptive KL "
                         "controller), not verl's target_kl = 0.1; pass "
                         "target=0.1",
+                        "the 6.0 is Ziegler et al.'s number for another quantity: their observed KL "
+                        "(lm-human-preferences train_policy.py:221) is the batch mean of each response's k1 SUMMED "
+                        "over its tokens (24 in the books tasks whose launch.py sets target 6.0), ours a token mean, "
+                        "so 6.0 here asks for 6 nats per token where theirs is 6/24 = 0.25 per token; at a usual "
+                        "token-mean KL (≪ 6) the error is clipped at −0.2 every step and β only shrinks, by "
+                        "1 − 0.2·n/horizon a step. Their form is target=0.25, estimator='k1' with 24-token "
+                        "responses (and their β starts at kl_coef 0.15, log-probs at temperature 0.7)",
                         "the observed KL is the mean over all loss tokens of the step (longer responses weigh "
                         "more); verl averages per-sequence token means over the batch",
                         "estimator defaults to 'k3'; verl's in-reward KL is kl_penalty='kl' (k1): pass "

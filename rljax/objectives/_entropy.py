@@ -714,14 +714,25 @@ def _technique_rows():
                                        "grpo_config.py:856-862; sweep s1a (#51, peer conventions): the entropies "
                                        "ranked are those of softmax(z/T), " + PC.READ_TRL_T + "; the mask leaves "
                                        "the loss_type's denominator alone (grpo_trainer.py:3124-3150 count every "
-                                       "mask token), as ours",
+                                       "mask token), as ours. Per-row review i (#51), the terms the mask covers: "
+                                       "the TRL 1.9.0 PyPI wheel grpo_trainer.py:3114-3115 (the policy loss × the "
+                                       "mask), :3120-3121 (β·KL added after it, on every token; grpo_config.py:"
+                                       "671-672 beta 0.0), grpo_trainer.py:3155-3181 (the entropy bonus, "
+                                       "entropy_coef 0.0 or use_adaptive_entropy, over effective_mask = mask · "
+                                       "entropy_mask) and :3190 (the adaptive controller's observed entropy over "
+                                       "the same kept tokens), :827 (_entropy_bonus_enabled)",
                                   defaults=(("rho", "0.2 (the paper's)", "top_entropy_quantile 1.0 (off)"),
                                             ("source", "'current' (out.entropy)", "the current forward's "
                                              "entropies"),
                                             ("quantile", "linear interpolation, float32", "torch.quantile "
                                              "(linear) on float32"),
                                             ("temperature of H", "none: out.entropy / entropy_old are untempered",
-                                             "TRL temperature (default 1.0): H of softmax(z/T)")),
+                                             "TRL temperature (default 1.0): H of softmax(z/T)"),
+                                            ("terms under the mask", "the wrapped term only (an entropy_bonus or "
+                                             "kl_penalty outside the wrapper acts on every token)",
+                                             "the policy loss and the entropy bonus (entropy_coef, default 0.0: "
+                                             "the bonus is the mean entropy of the kept tokens); not β·KL (beta, "
+                                             "default 0.0), added after the mask")),
                                   placement="theirs: inside _compute_loss on each micro-batch, q over that "
                                             "micro-batch's valid tokens gathered across processes; the "
                                             "denominator keeps every token; ours: a wrapper whose kept-token "
@@ -735,7 +746,18 @@ def _technique_rows():
                                               "H is untempered here; TRL ranks the entropies of softmax(z/T) "
                                               "(temperature T, default 1.0): at T ≠ 1 q and the kept tokens differ "
                                               "(temperature does not preserve the tokens' entropy order); equal at "
-                                              "T = 1"))),
+                                              "T = 1",
+                                              "TRL's mask also covers its entropy bonus (grpo_trainer.py:3155-3181, "
+                                              "with entropy_coef ≠ 0 or use_adaptive_entropy): effective_mask = "
+                                              "mask · entropy_mask, the bonus the kept tokens' entropy ÷ the kept "
+                                              "tokens' count (loss types other than cispo / dapo / vespo; those ÷ the "
+                                              "global token count), and the adaptive controller observes the kept "
+                                              "tokens' entropy (:3190); its β·KL (:3120-3121) is added after the mask "
+                                              "on every token. Ours masks only the wrapped term: wrap the policy term "
+                                              "(kl_penalty outside the wrapper, as TRL); an entropy_bonus outside it "
+                                              "acts on every token, wrapped too it is TRL's 'dapo' bonus (for TRL's "
+                                              "other loss types, which divide by the kept tokens, no form is ours). "
+                                              "Equal at TRL's defaults (beta 0.0, entropy_coef 0.0)"))),
   )
 
 
