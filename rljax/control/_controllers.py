@@ -770,12 +770,25 @@ def _technique_rows():
                                        "normalised by the data-parallel size), run_entropic.sh (rollout.temperature "
                                        "0.6, trainer.n_gpus_per_node 8, use_dynamic_bsz True): H, α and the "
                                        "integral are of softmax(z/0.6) and per rank, neither of which the record "
-                                       "said",
+                                       "said. Per-row review j (#51): dp_actor.py@2470730c update_policy whole "
+                                       "(stored copy): calculate_entropy = entropy_coeff != 0 or target_entropy > "
+                                       "0; entropy_loss = agg_loss(loss_mat=entropy, ...) with no guard; "
+                                       "control_alpha = 0.0 when target_entropy < 0; micro_batch_metrics "
+                                       "'actor/control_alpha': control_alpha.item(); on_policy (one mini-batch, "
+                                       "ppo_epochs 1, as run_entropic.sh) makes old_log_prob = log_prob.detach(), "
+                                       "r = 1 in value; verl/workers/config/actor.py@2470730c ActorConfig "
+                                       "(target_entropy 0, entropy_control_p 1.0, entropy_control_i 0.01). The "
+                                       "record said yaml −1 gives α = 0, plain dual-clip PPO",
                                   defaults=(("kp", "1.0", "entropy_control_p = 1 (run_entropic.sh)"),
                                             ("ki", "0.01", "entropy_control_i = 0.01"),
                                             ("target_entropy", "required", "target_entropy = 0.1 "
-                                             "(run_entropic.sh); yaml −1: α = 0 while target_entropy < 0, the "
-                                             "control off (plain dual-clip PPO)"),
+                                             "(run_entropic.sh); yaml −1 (and ActorConfig's own default 0) does "
+                                             "not run: update_policy computes the entropy only if entropy_coeff "
+                                             "!= 0 or target_entropy > 0, then calls agg_loss on it "
+                                             "unconditionally (None with entropy_coeff 0: a TypeError), and with "
+                                             "target_entropy < 0 control_alpha is the Python float 0.0, whose "
+                                             "control_alpha.item() in the metrics raises AttributeError: the "
+                                             "control cannot be switched off in their code"),
                                             ("weights range", "w_min 0, w_max 2 (α ∈ [−1, 1])", "α clipped to "
                                              "[−1, 1]"),
                                             ("high_prob_thresh", "none (every token)", "0.95"),
@@ -815,7 +828,12 @@ def _technique_rows():
                                       "forward are untempered)",
                                       "one controller for the whole batch; theirs one per data-parallel rank (each "
                                       "rank's actor holds its own accumulated error and sees only its slice's "
-                                      "micro-batches)"))),
+                                      "micro-batches)",
+                                      "target_entropy = 0 runs here (the controller drives H down to 0); in their "
+                                      "code only target_entropy > 0 runs with entropy_coeff 0 (at 0 the entropy "
+                                      "is not computed and agg_loss(None) raises; below 0 control_alpha.item() "
+                                      "raises), so there is no control-off setting there (per-row review j, "
+                                      "#51)"))),
       Technique("bapo", "controller", bapo,
                 "first (c_low, c_high) on a relaxation grid with positive share ≥ ρ₀",
                 "000_3e503271be254a43.txt L53; WooooDyy/BAPO README and recipe", stage=_bapo_stage,

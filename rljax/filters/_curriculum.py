@@ -303,7 +303,16 @@ def _technique_rows():
                                        ":137-197 (compute_sampling_weights: UCB, weights 1.0, temperature 0.1), "
                                        ":212-330 (CurriculumSampler: source ~ weights, index ~ uniform); verl/"
                                        "trainer/ppo/ray_trainer.py:776-793 (validation update) and :1225-1250 "
-                                       "(training update)",
+                                       "(training update). Per-row review j (#51): ray_trainer.py:705-732 (the "
+                                       "validation 'advantages' are the reward tensor itself: advantages = "
+                                       "rewards, each sample's value its mean over the response mask, r/|y| with "
+                                       "the score on the last token), :1084-1086 (val_before_train, default True: "
+                                       "_validate before the first batch), :1268-1271 and :1302 (every test_freq "
+                                       "steps and after the last); main_grpo_Qwen2.5-7B-Instruct-1M_combined_logic_"
+                                       "longseq_combinedkk.sh whole (enable_curriculum_learning True, "
+                                       "data_source_key data_source, train_batch_size 128, rollout.n 16, "
+                                       "test_freq 10, total_epochs 2); DataLoader with num_workers 0 "
+                                       "(:533-537), so each batch is drawn with the weights of the step before",
                                   defaults=(("exploration c", "1.0", "exploration_weight 1.0 (fixed)"),
                                             ("temperature", "0.1", "0.1 (fixed)"),
                                             ("window", "300", "window_size 300"),
@@ -313,13 +322,24 @@ def _technique_rows():
                                   placement="theirs: the dataloader's sampler draws each index (source ~ "
                                             "softmax weights, index uniform in the source); after each training "
                                             "step's advantages the per-source estimators take every sample's "
-                                            "advantage and the weights are recomputed; validation also feeds each "
-                                            "source's mean reward and mean advantage as one sample; ours: a "
+                                            "advantage and the weights are recomputed; validation (before training, "
+                                            "val_before_train default True, then every test_freq = 10 steps and "
+                                            "after the last) feeds each source one sample whose 'advantage' is not "
+                                            "an advantage: the mean over that source's validation responses of "
+                                            "r/|y| (the reward tensor averaged over the response mask), and n_j "
+                                            "grows by 1; so their first training batch is drawn from weights "
+                                            "already moved by validation; ours: a "
                                             "prompt filter draws the step's prompts (arm ~ p, prompt uniform, with "
                                             "replacement); observe after the advantages on the trained rows",
                                   deviations=(
                                       "learns from training rows only; their validation update (one averaged "
                                       "sample per source) is not built",
+                                      "their first training batch follows the initial validation "
+                                      "(val_before_train): every source has n_j = 1 and a window holding |mean "
+                                      "r/|y||, so p_j ∝ exp(|mean r/|y||_j / 0.1) (equal bonuses), not uniform; "
+                                      "ours draws the first step uniformly (no observation yet); later, each "
+                                      "validation adds that value to the window of 300 and 1 to n_j (per-row "
+                                      "review j, #51)",
                                       "temperature=0 (argmax over arms) is ours",
                                       "the window and the transfer state are float64 (issue #51: they were "
                                       "float32); a checkpoint saved before holds float32 and is refused on restore"))),

@@ -522,7 +522,11 @@ def _technique_rows():
                                        ":206 (calculate_log_probs False), verl/trainer/ppo/ray_trainer.py:1487-1499 "
                                        "(bypass: apply_bypass_mode) and :1566-1572 (the decoupled correction only "
                                        "with rollout_log_probs in the batch); the same rollout_rs in the verl 0.9.1 "
-                                       "PyPI wheel (rollout_corr_helper.py:132-413) under " + PC.READ_V1_BYPASS,
+                                       "PyPI wheel (rollout_corr_helper.py:132-413) under " + PC.READ_V1_BYPASS + ". Per-row review j "
+                                       "(#51): the verl 0.9.1 PyPI wheel's rollout_corr_helper.py:132-413 whole "
+                                       "(its _sequence_mean = verl_F.masked_mean, utils/torch_functional.py:273-308: "
+                                       "Σ / (n + 1e-8)) and trainer/config/algorithm.py:236-350 (the presets' "
+                                       "thresholds, the same as at b178a3cd)",
                                   defaults=(("threshold", "none (required)", "rollout_rs_threshold (required)"),
                                             ("estimator, level", "'k3', 'token'", "none: rollout_rs null in "
                                              "RolloutCorrectionConfig and rollout_correction.yaml (no rejection; "
@@ -562,7 +566,14 @@ def _technique_rows():
                                               "rollout.calculate_log_probs is False by default at b178a3cd and "
                                               "v0.7.0 (True in 0.9.1)",
                                               PC.V1_BYPASS_DEVIATION + ": a bypass preset's rejection (e.g. "
-                                              "bypass_ppo_clip_k3_rs) happens only on the legacy trainer"))),
+                                              "bypass_ppo_clip_k3_rs) happens only on the legacy trainer",
+                                              "the sequence mean divides by max(n, 1); verl's _sequence_mean is "
+                                              "verl_F.masked_mean, Σ / (n + 1e-8) (torch_functional.py:294-308 in "
+                                              "the verl 0.9.1 PyPI wheel), so its seq_mean statistic is smaller "
+                                              "in magnitude by a factor 1/(1 + 1e-8/n): a sequence whose mean lies "
+                                              "within that relative margin above a bound is rejected here and kept "
+                                              "there (at the geo_rs presets' ±log 1.001 bounds a margin of about "
+                                              "1e-11/n in the mean log-ratio; per-row review j, #51)"))),
   )
 
 

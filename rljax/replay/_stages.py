@@ -439,7 +439,11 @@ def _technique_rows():
                                        "compute_postcal_metrics, select_best_experiences), "
                                        "config/mix_ppo_trainer.yaml:231-242 (trainer experience defaults); "
                                        "ExGRPO/exp_scripts/run_exgrpo.sh:27-40, 63, 92 (grpo_use_std False: "
-                                       "mix_trainer.py:88-116 → core_algos.py:110-160 use_std)",
+                                       "mix_trainer.py:88-116 → core_algos.py:110-160 use_std). Per-row review j "
+                                       "(#51): run_exgrpo.sh:26-100 whole (:68 actor.entropy_coeff=0.001), "
+                                       "mix_actor.py:40-50, 110-115, 183-208 (the entropy term), "
+                                       "config/mix_ppo_trainer.yaml:41, 82-85; experience_bucket_manager.py:1-80 "
+                                       "(buckets keyed by num_success, a uid moved on each store)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
                                              "N(k; n/2, 1) over success counts (exp_bucket_manager normal)"),
@@ -471,7 +475,14 @@ def _technique_rows():
                                              "(mix_core_alg.py:36-219: a replayed row's tokens (prefix_mask) take "
                                              "−A·w/(w + 0.1), w = π_θ/π_old with π_old the recorded log-probs, "
                                              "fresh rows −A·r unclipped, Σ over tokens ÷ the response length): "
-                                             "exgrpo_policy(beta=0.1) with its aggregation row"),
+                                             "exgrpo_policy(beta=0.1) with its aggregation row; plus an entropy "
+                                             "bonus the record had not listed: run_exgrpo.sh:68 "
+                                             "actor.entropy_coeff=0.001 (also mix_ppo_trainer.yaml:41), "
+                                             "use_adaptive_temperature False (:82), so mix_actor.py:184, 208 "
+                                             "make each micro-batch's loss pg_loss − 0.001·masked_mean(entropy, "
+                                             "response_mask) (the entropy at rollout.temperature 1.0): "
+                                             "exgrpo_policy alone has none; theirs adds entropy_bonus(coef=0.001) "
+                                             "(per-row review j, #51)"),
                                             ("sampling temperature (entropy, log-probs)", "untempered (the "
                                              "sampler's entropy_behavior and logp_behavior)",
                                              "rollout.temperature 1.0 (run_exgrpo.sh:60): the entropy that picks "

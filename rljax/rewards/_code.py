@@ -133,7 +133,13 @@ def _technique_rows():
                                        "function's default, not verl's. Ninth draw (#51 item 4): with "
                                        "continuous=False a failing completion reaches `return success, "
                                        "metadata_list` with metadata_list unassigned (UnboundLocalError), not 0; "
-                                       "the same in the verl 0.9.1 PyPI wheel",
+                                       "the same in the verl 0.9.1 PyPI wheel. Per-row review j (#51): "
+                                       "prime_code/testing_util.py@v0.7.0:88-114 (run_test: reliability_guard() "
+                                       "with no memory bound, :603-617; the program run after a preamble, :114) "
+                                       "and prime_code/__init__.py:41-45 (the per-case dicts of the continuous "
+                                       "branch keep inputs / outputs only, no fn_name; run_test's :100-105 then "
+                                       "takes a case as stdin/stdout); the same in the verl 0.9.1 PyPI wheel "
+                                       "(testing_util.py:101-127, prime_code/__init__.py:41-45)",
                                   defaults=(("extract", "'fenced': the last ```python / ```py / ``` block",
                                              "completion.split('```python')[-1].split('```')[0] (the whole "
                                              "text when there is no fence)"),
@@ -147,7 +153,19 @@ def _technique_rows():
                                              "(metadata_list is assigned only in the continuous branch)"),
                                             ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only",
                                              "all cases: timeout=5 (a 5 s alarm per case, the run killed after "
-                                             "6 s); per case (continuous): timeout=10, killed after 11 s")),
+                                             "6 s); per case (continuous): timeout=10, killed after 11 s; no "
+                                             "memory bound (reliability_guard() with maximum_memory_bytes None); "
+                                             "the trainer's own environment (any installed package)"),
+                                            ("program run", "the extracted block as it is",
+                                             "a preamble, then the block: from string / re / datetime / "
+                                             "collections / heapq / bisect / copy / math / random / statistics / "
+                                             "itertools / functools / operator / io / sys / json / builtins / "
+                                             "typing import *, those modules imported, "
+                                             "sys.setrecursionlimit(6*10**5) (testing_util.py:114)"),
+                                            ("call-based cases (fn_name)", "none (assert tests)",
+                                             "the all-cases run calls fn_name; the continuous per-case runs drop "
+                                             "fn_name (__init__.py:41-45), so each case of a call-based problem "
+                                             "is run as a stdin/stdout program")),
                                   placement="theirs: the reward function, once per response after the rollout; "
                                             "ours: a completion reward (verifier), once per row after the "
                                             "rollout, run in rljax.sandbox",
@@ -164,7 +182,19 @@ def _technique_rows():
                                       "cases); ours scores such a completion 0",
                                       "verl's compute_score with its own default continuous=False has no 0 "
                                       "score: a failing completion raises UnboundLocalError (only "
-                                      "default_compute_score's continuous=True path scores failures)"))),
+                                      "default_compute_score's continuous=True path scores failures)",
+                                      "theirs run the program after an import preamble (math, collections, "
+                                      "itertools, ... star-imported; recursion limit 6*10**5): a program that "
+                                      "calls sqrt(4) or uses Counter without importing it passes there and "
+                                      "fails here (NameError); a deep recursion that passes there can fail here "
+                                      "(the default limit 1000) (per-row review j, #51)",
+                                      "theirs set no memory bound and run in the trainer's environment; ours "
+                                      "512 MiB, standard library only: a program that imports numpy or needs "
+                                      "more memory can pass there and fail here",
+                                      "theirs' continuous pass rate of a call-based problem (fn_name) runs each "
+                                      "case without fn_name, as a stdin/stdout program: a function-only "
+                                      "solution that fails one case scores about 0 there, not its pass "
+                                      "rate"))),
   )
 
 

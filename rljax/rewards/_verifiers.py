@@ -458,7 +458,9 @@ def _technique_rows():
                                        "response with special tokens, the score on the last response token), "
                                        ":183-186 (reward_fn gets reward_model.structure_format_score / "
                                        "final_format_score / retrieval_score), :189 (val_reward_fn = "
-                                       "RewardManager(tokenizer, num_examine=1): every format score left at 0)",
+                                       "RewardManager(tokenizer, num_examine=1): every format score left at 0). Per-row review j (#51): "
+                                       "qa_em_format.py:61-121 whole against the default R1_FORMAT_PATTERN on "
+                                       "completions without search turns (a tag inside a block: :85-104)",
                                   defaults=(("pattern", "R1_FORMAT_PATTERN (think, answer)",
                                              "is_valid_sequence: think (search information think)* answer "
                                              "(SEARCH_R1_FORMAT_PATTERN)"),
@@ -481,6 +483,13 @@ def _technique_rows():
                                       "float32, a host function of the text)",
                                       "the default pattern is R1's think-then-answer (no search turns); "
                                       "pattern=SEARCH_R1_FORMAT_PATTERN gives their accepted language",
+                                      "even on a completion with no search turn the default pattern is not "
+                                      "theirs: it accepts Search-R1's other tags inside a block (<search>, "
+                                      "<information>, <answer> inside <think>; <think>, <search>, <information> "
+                                      "inside <answer>), which is_valid_sequence rejects ('Unexpected tag' in "
+                                      "state in_think / in_answer, qa_em_format.py:85-104), e.g. "
+                                      "'<think>a <search>q</search></think><answer>x</answer>' scores 1 here, "
+                                      "invalid there (per-row review j, #51)",
                                       "the regex runs on the completion; theirs on the decoded text after the "
                                       "assistant marker (no marker: invalid)",
                                       "a 0/1 format reward; their 0.2 / 0.1 / 0.8 / 0 blend with EM is not built (a "
