@@ -495,7 +495,8 @@ def test_temperature_control_e3_rule_fed_their_tempered_entropy():
 def test_bapo_records_minibatches_and_top_k():
   d = _defaults("bapo")
   assert "= 4 per epoch: 8 optimizer steps" in d["mini-batches (not this controller's)"][1]
-  assert "top_k 100" in d["sampler"][1]
+  # per-row review h: the script's top_k=100 is never passed (tests/test_fidelity_row_review_h.py)
+  assert "top_k -1 (off" in d["sampler"][1] and "top_k=100 at :43 is never passed" in d["sampler"][1]
   assert "run_bapo_example.sh:16-18" in _fid("bapo").read
 
 

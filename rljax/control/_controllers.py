@@ -851,7 +851,11 @@ def _technique_rows():
                          "rollout.n 16, clip_ratio 0.2 / 0.2). Error-class sweep (#51, s2a; launch switches): "
                          "run_bapo_example.sh:16-18 (train_batch_size 256, ppo_epochs 2, ppo_mini_batch_size 64: "
                          "4 mini-batches per epoch, 8 optimizer steps per step, the run name's 'staleness'), :41-43 "
-                         "(temperature 1, top_p 1, top_k 100): the record gave the epochs but not the mini-batches",
+                         "(temperature 1, top_p 1, top_k 100): the record gave the epochs but not the mini-batches. Per-row "
+                         "review h (#51): run_bapo_example.sh:43 sets top_k=100 but the command (:61-130) passes "
+                         "only rollout.temperature and rollout.top_p (:96-97), never rollout.top_k, so the run "
+                         "samples at the rollout config's top_k -1 (off; verl/trainer/config/rollout/rollout.yaml:14 "
+                         "of their verl 0.7.0.dev): the record had said top_k 100",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
                               ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml); (0.8, 0.95) (script)"),
@@ -864,9 +868,10 @@ def _technique_rows():
                                "ppo_mini_batch_size 64 = 4 per epoch: 8 optimizer steps per step against π_old fixed "
                                "before the first, so the ratio the bounds are chosen from drifts over 8 steps "
                                "(placement='loss' sees it; placement='step' sees only the end)"),
-                              ("sampler", "rl.temperature 1.0, rl.top_k 0, rl.top_p 1.0", "temperature 1, top_p 1, "
-                               "top_k 100 (script): the trained ratio is of recomputed, untruncated log-probs in "
-                               "both, top_k only changes which tokens are drawn (rl.top_k=100 gives it)"),
+                              ("sampler", "rl.temperature 1.0, rl.top_k 0, rl.top_p 1.0", "temperature 1, top_p 1 "
+                               "(script :96-97); top_k -1 (off: rollout.yaml:14; the script's top_k=100 at :43 is "
+                               "never passed): equal; the trained ratio is of recomputed, untruncated log-probs in "
+                               "both"),
                               ("eps", "1e-8", "1e-8"),
                               ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
                               ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),

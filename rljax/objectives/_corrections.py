@@ -372,7 +372,11 @@ def _technique_rows():
                                               "is not tis: it is mis(L, U, level='token'|'sequence') or icepop",
                                               "normalize=True divides by the masked mean of the micro-batch (the "
                                               "whole batch with batch statistics); verl normalises over the "
-                                              "(distributed) batch and, at sequence level, over sequences",
+                                              "(distributed) batch and, at sequence level, over sequences; a mean "
+                                              "≤ 1e-8: ours divides by 1e-8 (w / max(mean, 1e-8)), verl leaves the "
+                                              "weights unnormalised (the verl 0.9.1 PyPI wheel "
+                                              "rollout_corr_helper.py:651-655: divides only if weights_mean > 1e-8; "
+                                              "per-row review h, #51: not in the record before)",
                                               "log k clamped to ±20 (verl); TRL exponentiates unclamped")
                                   + conv_deviations)),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",

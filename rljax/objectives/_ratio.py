@@ -934,7 +934,15 @@ def _technique_rows():
                      "the process's own micro-batch, completion_mask.sum() of its 8 rows), the HF Trainer's 1/"
                      "gradient_accumulation_steps per micro-step and DDP's mean over the processes: the record "
                      "called it a token mean without saying whose; recipe :56-57 (temperature 1.0, top_p 1.0: "
-                     "the log-probs are untempered, as ours)",
+                     "the log-probs are untempered, as ours). Per-row review h (#51): gpg_trainer.py:323-326, 551-554 "
+                     "(n_valid_samples += num_samples − num_identical_reward_groups sums the valid groups of every "
+                     "generation round of the micro-step, up to max_gen 20; num_samples = stds.numel() is one "
+                     "round's gathered group count), :600-610 (the trained batch: each process's valid groups of "
+                     "all rounds, earliest first (merge :765-772), then its last round's zero-variance groups, cut "
+                     "to len(prompts) rows), :625-626 (inverse_alpha = min(1, n_valid_samples / num_samples)): after "
+                     "a resampling round inverse_alpha counts valid groups that are not trained (cut off, or of "
+                     "another process), so it is not the trained batch's valid share; the record had said it "
+                     "counts the generated groups of one round",
                 defaults=(("alpha (adjust_gd)", "'none'", "on (train.sh --adjust_gd; GPGConfig default False)"),
                           ("advantage std", "grpo's choice (scale='group', eps=1e-6)",
                            "none: train.sh --scale_rewards False (r − mean_g, dr_grpo's form); with scale_rewards "
@@ -952,17 +960,24 @@ def _technique_rows():
                            "the groups of one micro-step's generation, gathered over the processes "
                            "(per_device_train_batch_size 8 = num_generations: one group per process; "
                            "gradient_accumulation_steps 4 micro-steps per optimizer step)")),
-                placement="theirs: A and inverse_alpha computed once per generation round on all processes' "
-                          "gathered groups, and every gradient-accumulation micro-step is its own generation round "
-                          "(_prepare_inputs), so each micro-batch's loss is divided by its own round's "
-                          "inverse_alpha before the micro-batches' gradients are accumulated; ours: A from the "
+                placement="theirs: A and inverse_alpha computed once per gradient-accumulation micro-step on all "
+                          "processes' gathered groups (inverse_alpha summing the valid groups of the micro-step's "
+                          "resampling rounds), and every micro-step generates its own batch (_prepare_inputs), so "
+                          "each micro-batch's loss is divided by its own micro-step's inverse_alpha before the micro-batches' gradients are accumulated; ours: A from the "
                           "advantage stage, the factor G/G_valid a whole-batch statistic of the loss (same on every "
                           "micro-batch)",
                 deviations=(
                     "alpha='none' is the default: the plain −A log π of verl's compute_policy_loss_gpg; "
                     "alpha='valid_groups' is the authors' adjust_gd",
-                    "G counts the groups of rows with a loss token in the update batch; theirs counts every "
-                    "generated group; with no valid group ours uses factor 1 (theirs divides by 0; they resample)",
+                    "G counts the groups of rows with a loss token in the update batch and G_valid those of them "
+                    "with a non-zero advantage, both over the trained batch; theirs divides by inverse_alpha = "
+                    "min(1, Σ_rounds valid groups / one round's groups) (gpg_trainer.py:554, 625-626): the valid "
+                    "groups of every resampling round of the micro-step, trained or not, over one round's group "
+                    "count, capped at 1; equal when the first round meets min_inverse_alpha (no resampling); "
+                    "after resampling theirs is smaller (e.g. 8 processes of one group, round 1 valid on 3, "
+                    "round 2 on 3, two of them on the same processes: they divide by 6/8, the trained batch holds "
+                    "4 valid groups of 8, ours multiplies by 8/4); with no valid group ours uses factor 1 (theirs resamples "
+                    "until n_valid ≥ 0.5·groups, asserting fewer than 20 rounds, :613)",
                     "one factor per update batch; theirs one per gradient-accumulation micro-step (4 in train.sh), "
                     "each over that micro-step's groups: Σ_k L_k/α_k where ours gives (Σ_k L_k)·G/G_valid; equal "
                     "when every micro-step has the same valid share (or with one micro-step per update)",
