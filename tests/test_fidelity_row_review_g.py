@@ -2,16 +2,16 @@
 
 Rows: dr_grpo, rloo, remax, reinforce_pp_baseline, rank, length_penalty.
 
-Held (4): dr_grpo (volcengine/verl@v0.7.0 core_algos.py:265-330 compute_grpo_outcome_advantage with
+Held (3): dr_grpo (volcengine/verl@v0.7.0 core_algos.py:265-330 compute_grpo_outcome_advantage with
 norm_adv_by_std_in_grpo=False, ray_trainer.py:234-246; the verl 0.9.1 PyPI wheel's v1 compute_advantage_for_multi_
-trajectories), rloo (core_algos.py@v0.7.0:475-525 and :718-753, examples/rloo_trainer/run_qwen2-7b.sh@v0.7.0:5, 26,
-29-31; the 0.9.1 wheel's v1 path delegates every non-GRPO estimator to compute_advantage unchanged, its padding rows
-form their own uid group with response_mask 0), rank (the record says the paper's method was not read; its claims
-against the third-party transcription are checked), length_penalty (huggingface/open-r1 len_reward; Kimi k1.5 is
-declared not re-read). Their "= theirs" claims are checked below against float64 NumPy transcriptions of the cited
-lines.
+trajectories; the authors' oat-based code, critic_type 'drgrpo', is r − the mean of num_samples, the same), rloo
+(core_algos.py@v0.7.0:475-525 and :718-753, examples/rloo_trainer/run_qwen2-7b.sh@v0.7.0:5, 26, 29-31; the 0.9.1
+wheel's v1 path, trainer/ppo/v1/utils.py:148-172, delegates every non-GRPO estimator to compute_advantage unchanged,
+its padding rows form their own uid group with response_mask 0), rank (the record says the paper's method was not
+read; its claims against the third-party transcription are checked). Their "= theirs" claims are checked below
+against float64 NumPy transcriptions of the cited lines.
 
-Not held (2); each error fixed in the record (no implementation changed, no implementation bug found):
+Not held (3); each error fixed in the record (no implementation changed, no implementation bug found):
 
 - ``reinforce_pp_baseline`` OMITTED verl's example run for this estimator:
   examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf_baseline.sh@v0.7.0 sets rollout.n 8 (:37) and
@@ -25,17 +25,31 @@ Not held (2); each error fixed in the record (no implementation changed, no impl
   (:29) and use_kl_in_reward True, kl_penalty kl, kl_coef 0.001 (:31-33); ray_trainer.py@v0.7.0:1391-1400 scores the
   greedy baseline with reward_fn alone (no KL) and :1502-1508 applies the KL to the samples' token rewards only, so
   their A_t = Σ_{s≥t}(r_s − β·KL_s) − b (tested: = ours with the KL-shaped token rewards and the bare greedy reward).
+- ``length_penalty`` cited Kimi k1.5 §2.3.3 as its source while saying it was not read, and OMITTED two of its
+  settings. Kimi §2.3.3 (pp. 5-6, read in a page-marked transcription, viktor-shcherb/msc_thesis@a6577d10
+  references/2025-01-kimi-k1.5-scaling-rl/sections/03_, 04_, 04b_*.md): the length reward "is then added to the
+  original reward with a weighting parameter" (value not given) and is warmed up: "standard policy optimization
+  without length penalty, followed by a constant length penalty for the rest of training"; §2.4 applies it in a
+  separate long2short RL phase. Ours adds λ with weight 1 from the first step. The λ rule, the per-problem min/max
+  and the all-equal case agree with Kimi and with open-r1's len_reward (tested).
 """
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from rljax import advantages as A
 from rljax.objectives import kl_in_reward
 from rljax.rewards import length_penalty
-from _fidelity import defaults, fid, record
+from _fidelity import defaults, fid
 
-jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+  """Every comparison here is in float64 (scoped to each test, not the session)."""
+  with jax.enable_x64(True):
+    yield
 
 RNG = np.random.default_rng(20261207)
 
@@ -199,7 +213,7 @@ def test_rank_against_the_transcription_ranking_as_reward():
   assert "method" in fid("rank").read and "was not read" in fid("rank").read
 
 
-# ------------------------------------------------------------------------------ length_penalty (held)
+# ------------------------------------------------------------------------------ length_penalty (not held)
 
 def open_r1_len_reward(lengths, correct):  # open-r1 rewards.py len_reward (one call's completions)
   lo, hi = min(lengths), max(lengths)
