@@ -2,16 +2,15 @@
 
 Rows: dr_grpo, rloo, remax, reinforce_pp_baseline, rank, length_penalty.
 
-Held (3): dr_grpo (volcengine/verl@v0.7.0 core_algos.py:265-330 compute_grpo_outcome_advantage with
+Held (2): dr_grpo (volcengine/verl@v0.7.0 core_algos.py:265-330 compute_grpo_outcome_advantage with
 norm_adv_by_std_in_grpo=False, ray_trainer.py:234-246; the verl 0.9.1 PyPI wheel's v1 compute_advantage_for_multi_
 trajectories; the authors' oat-based code, critic_type 'drgrpo', is r − the mean of num_samples, the same), rloo
 (core_algos.py@v0.7.0:475-525 and :718-753, examples/rloo_trainer/run_qwen2-7b.sh@v0.7.0:5, 26, 29-31; the 0.9.1
 wheel's v1 path, trainer/ppo/v1/utils.py:148-172, delegates every non-GRPO estimator to compute_advantage unchanged,
-its padding rows form their own uid group with response_mask 0), rank (the record says the paper's method was not
-read; its claims against the third-party transcription are checked). Their "= theirs" claims are checked below
-against float64 NumPy transcriptions of the cited lines.
+its padding rows form their own uid group with response_mask 0). Their "= theirs" claims are checked below against
+float64 NumPy transcriptions of the cited lines.
 
-Not held (3); each error fixed in the record (no implementation changed, no implementation bug found):
+Not held (4); each error fixed in the record (no implementation changed, no implementation bug found):
 
 - ``reinforce_pp_baseline`` OMITTED verl's example run for this estimator:
   examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf_baseline.sh@v0.7.0 sets rollout.n 8 (:37) and
@@ -32,6 +31,13 @@ Not held (3); each error fixed in the record (no implementation changed, no impl
   without length penalty, followed by a constant length penalty for the rest of training"; §2.4 applies it in a
   separate long2short RL phase. Ours adds λ with weight 1 from the first step. The λ rule, the per-problem min/max
   and the all-equal case agree with Kimi and with open-r1's len_reward (tested).
+- ``rank`` OMITTED a second third-party implementation that names the paper's equations (code index, read_file id
+  60248978907, unattributed; its RLRRConfig, id 60383858830, gives "defaults from the paper's Appendix A.1"):
+  ranks are dense (ties share one, r_max = the number of distinct keys) of a hierarchical key (Eq. 6: correct first,
+  then floor(len/λ), then the raw reward), HRR (Eq. 3) is the default mode, τ 0.1, λ 2048, ξ± ±1e-3, F_norm 1. The
+  record said ties and ξ "not stated" from the first transcription alone. With tied rewards ours differs from its
+  PRR form (rewards (2, 2, 1, 0): theirs 0.375, 0.375, −0.125, −0.625; ours 2/3, 2/3, −1/3, −1; tested). The paper
+  itself is still not read.
 """
 import jax
 import jax.numpy as jnp
@@ -196,7 +202,7 @@ def test_remax_script_kl_on_samples_not_on_the_greedy_baseline():
   assert any("Σ_{s≥t}(r_s − 0.001·KL_s) − b" in x for x in f.deviations)
 
 
-# ------------------------------------------------------------------------------ rank (held)
+# ------------------------------------------------------------------------------ rank (not held)
 
 def test_rank_against_the_transcription_ranking_as_reward():
   r = np.array([0.3, 0.9, 0.1, 0.5, 0.7, 0.2])  # one group, no ties
@@ -238,3 +244,30 @@ def test_length_penalty_equals_len_reward_on_one_group():
   d = defaults("length_penalty")
   assert "value not stated" in d["weight"][1] and "warm-up" in d["schedule"][1]
   assert any("warm-up" in x and "not built" in x for x in f.deviations)
+
+
+def _dense_prr(r):
+  """The second transcription's PRR (Eq. 4 on Eq. 6's dense ranks, the key the reward alone), F_norm = 1."""
+  keys = sorted(set(-r))
+  dense = np.array([keys.index(-x) + 1 for x in r], float)  # 1 = best, ties share
+  rmax = dense.max()
+  s = (rmax - dense) / (rmax - 1)
+  return s - s.mean()
+
+
+def test_rank_ties_differ_from_the_dense_rank_transcription():
+  r = np.array([2.0, 2.0, 1.0, 0.0])
+  theirs = _dense_prr(r)
+  np.testing.assert_allclose(theirs, [0.375, 0.375, -0.125, -0.625], atol=1e-12)
+  ours, _ = A.rank(jnp.asarray(r), jnp.zeros(4, int), num_groups=1)
+  np.testing.assert_allclose(np.asarray(ours), [2 / 3, 2 / 3, -1 / 3, -1.0], atol=1e-12)
+  # without ties the two agree up to the recorded factor 2
+  r2 = np.array([0.3, 0.9, 0.1, 0.5])
+  o2, _ = A.rank(jnp.asarray(r2), jnp.zeros(4, int), num_groups=1)
+  np.testing.assert_allclose(np.asarray(o2), 2 * _dense_prr(r2), atol=1e-12)
+  f = fid("rank")
+  assert "60248978907" in f.read and "Appendix A.1" in f.read
+  d = defaults("rank")
+  assert "dense ranks" in d["ties"][1] and "λ 2048" in d["rank key"][1]
+  assert "ξ⁺ 1e-3, ξ⁻ −1e-3" in d["mode / τ / ξ± / F_norm"][1]
+  assert any("(0.375, 0.375, −0.125, −0.625)" in x and "(2/3, 2/3, −1/3, −1)" in x for x in f.deviations)

@@ -1264,7 +1264,20 @@ def _technique_rows():
                                        "or std'; then A clipped by correctness (max(A, ξ⁻) if s_rule = 1, min(A, ξ⁺) "
                                        "if s_rule = 0) before GRPO's clipped objective; its code's τ default 0.1. "
                                        "It matches RLRR's abstract (the Ranking Reward Model, sparse and unstable "
-                                       "rewards) but is a third party's reading, not the paper's text",
+                                       "rewards) but is a third party's reading, not the paper's text. Per-row "
+                                       "review g (#51): a second, unattributed third-party implementation in the "
+                                       "code index (read_file id 60248978907, 'Relative-reward shaping for "
+                                       "group-based RL (RLRR). Implements Niu et al., arXiv:2601.23058', with its "
+                                       "RLRRConfig, id 60383858830, 'defaults from the paper's Appendix A.1') names "
+                                       "the paper's equations: HRR s_rule + τ tanh(r_max/r − 1) (Eq. 3), PRR (r_max "
+                                       "− r)/(r_max − 1) (Eq. 4), A = s − mean s, ÷ (std + 1e-6) only with "
+                                       "std_normalize (Eq. 1), the correctness clip (Eq. 5), and ranks from a "
+                                       "hierarchical re-ranking (Eq. 6): dense ranks (1 = best, equal keys share a "
+                                       "rank, r_max = the number of distinct keys) of the key (correct first, then "
+                                       "floor(len/λ) for correct rows, then the raw reward, higher better); its "
+                                       "defaults mode 'hrr', τ 0.1, λ 2048, ξ⁺ 1e-3, ξ⁻ −1e-3, std_normalize False "
+                                       "(F_norm = 1), length_rerank True, correctness_clip True; the paper itself "
+                                       "still not read",
                                   defaults=(("rank → advantage", "(midrank − (n+1)/2)/((n−1)/2) in [−1, 1] "
                                              "(normalize='range')",
                                              "not in stored paper text; the transcription's 'Ranking as Reward': "
@@ -1272,8 +1285,17 @@ def _technique_rows():
                                              "std(s) (ddof not stated): 'range' is twice its F_norm = 1 "
                                              "advantage, 'std' equals its F_norm = std one with the population "
                                              "std"),
-                                            ("ties", "mid-rank, shared", "not stated (the transcription's ranks "
-                                             "are 1..G)"),
+                                            ("ties", "mid-rank, shared", "the first transcription: not stated "
+                                             "(ranks 1..G); the second (Eq. 6): dense ranks, equal keys share one "
+                                             "and r_max = the number of distinct keys"),
+                                            ("rank key", "the reward alone",
+                                             "the second transcription (Eq. 6): correct before wrong, then "
+                                             "floor(len/λ) among correct rows (shorter first), then the raw "
+                                             "reward; λ 2048 (its Appendix A.1 defaults)"),
+                                            ("mode / τ / ξ± / F_norm", "one rank → advantage map (no rule-reward "
+                                             "mix, no clip); normalize='range'",
+                                             "the second transcription's defaults (its Appendix A.1): 'hrr', τ 0.1, "
+                                             "ξ⁺ 1e-3, ξ⁻ −1e-3, F_norm 1"),
                                             ("singleton group", "0", "not read"),
                                             ("rule reward in the rank reward", "none (ranks of the step's "
                                              "rewards only)", "transcription: 'Weight' exp(τ(1 − r))·s_rule and "
@@ -1304,7 +1326,13 @@ def _technique_rows():
                                       "ranks are taken from the step's scalar rewards; the paper's listwise Ranking "
                                       "Reward Model is not part of rljax (a stage that writes its ranks, higher = "
                                       "better, as rewards gives the same advantages: rank is invariant to any "
-                                      "increasing transform)"))),
+                                      "increasing transform)",
+                                      "with tied rewards our mid-ranks differ from the second transcription's dense "
+                                      "ranks even in its PRR form: rewards (2, 2, 1, 0) give its F_norm = 1 "
+                                      "advantages (0.375, 0.375, −0.125, −0.625) and ours, normalize='range', "
+                                      "(2/3, 2/3, −1/3, −1); its hierarchical key (correctness, length bin) and its "
+                                      "default HRR form with the ξ clip are not built. Per-row review g (#51): the "
+                                      "record had the first transcription only"))),
       Technique("vote", "advantage", vote,
                 "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
                 f"{_S1} L135",
