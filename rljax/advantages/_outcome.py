@@ -986,22 +986,44 @@ def _technique_rows():
                     "without a mask ours whitens over sequences, not tokens",
                     read=f"{_VERL07}:423-471 compute_reinforce_plus_plus_baseline_outcome_advantage"
                          f"{_verl07_same('536-584')}"
-                         + _VERL_WHITEN_READ,
+                         + _VERL_WHITEN_READ + ". Per-row review g (#51): verl's example run for this estimator, "
+                         "examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf_baseline.sh@v0.7.0 (:13 "
+                         "adv_estimator reinforce_plus_plus_baseline, :37 rollout.n 8, :40 algorithm.use_kl_in_reward "
+                         "True, :26-28 use_kl_loss False (its kl_loss_coef 0.001 / kl_loss_type mse unused)); "
+                         "trainer/config/ppo_trainer.yaml@v0.7.0:75-108 (kl_penalty kl, kl_ctrl fixed, kl_coef "
+                         "0.001); ray_trainer.py@v0.7.0:1502-1508 (apply_kl_penalty before compute_advantage); a "
+                         "later main (3f388066) flips the script to use_kl_loss True (k2 'mse', 0.001) and "
+                         "use_kl_in_reward False; the 0.9.1 wheel ships no examples",
                     defaults=(("singleton", "'zero' (A = 0 before whitening)", "mean 0 (r kept)"),
                               ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
                               ("group mean", "mean over the group's valid rows", "torch.mean over the uid group"),
-                              ("variance", "unbiased", "unbiased (masked_var)")),
+                              ("variance", "unbiased", "unbiased (masked_var)"),
+                              ("group size", "the step's groups (group_id)",
+                               "rollout.n = 8 (run_qwen2-7b_math_rf_baseline.sh:37)"),
+                              ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping stage, "
+                               "beta=0.001, estimator 'kl')", "True in run_qwen2-7b_math_rf_baseline.sh@v0.7.0:40 "
+                               "(k1, kl_coef 0.001 from ppo_trainer.yaml); ppo_trainer.yaml default False"),
+                              _KL_T_DEFAULT),
                     placement="theirs: ray_trainer.compute_advantage in the driver, once per step on the whole "
                               "batch, the group (uid) mean of the summed token rewards subtracted, broadcast over "
                               "response tokens and whitened over every response token of the batch (longer "
-                              "responses weigh more); ours: the advantage stage, once per step, grouped by "
-                              "group_id, whitened over the completion tokens of valid rows (padded rows excluded)",
+                              "responses weigh more); in verl's example run (use_kl_in_reward True) after "
+                              "apply_kl_penalty subtracts 0.001·(log π_old − log π_ref) on every response token, so "
+                              "the group mean and the whitening are of score − β·Σ_t KL_t; ours: the advantage stage, "
+                              "once per step, grouped by group_id, whitened over the completion tokens of valid rows "
+                              "(padded rows excluded)",
                     deviations=(
                         "a singleton group gets 0 before whitening (no within-group signal); singleton='raw' is "
                         "verl's mean 0",
                         "called without a mask (Python use) it whitens over valid sequences and returns [B]; the "
                         "stage always passes the completion mask (verl's token whitening)",
-                        _VERL_WHITEN_DEV))),
+                        _VERL_WHITEN_DEV,
+                        "verl's example run for this estimator (run_qwen2-7b_math_rf_baseline.sh@v0.7.0) folds a k1 "
+                        "KL to the reference into the token rewards before the advantage (use_kl_in_reward, kl_coef "
+                        "0.001); the row does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs (at "
+                        "rollout.temperature 1.0, the script's; at T ≠ 1 verl's KL is between the tempered "
+                        "distributions, ours between the untempered ones). Per-row review g (#51): the record had "
+                        "neither the script nor its KL in the reward"))),
       Technique("remax", "advantage", remax, "A = r − r_greedy (token: Σ_{s≥t} r_s − b·m_t)",
                 "arXiv 2310.10505; verl remax",
                 # verl's token form: A_t = Σ_{s≥t} r_s − b on completion tokens (= r − b everywhere with an outcome
@@ -1019,8 +1041,21 @@ def _technique_rows():
                          "trainer/ppo/v1/trainer_base.py:1743-1784 (the default trainer's _compute_advantage fetches "
                          "uid, response_mask, rm_scores, rollout_log_probs, old_log_probs, ref_log_prob, values: no "
                          "reward_baselines; nothing under trainer/ppo/v1/ generates a greedy baseline), ray_trainer.py:"
-                         "248-279 (the non-GRPO branch adds reward_baselines only when the batch has it)",
-                    defaults=(),
+                         "248-279 (the non-GRPO branch adds reward_baselines only when the batch has it). Per-row "
+                         "review g (#51): verl's ReMax example runs, examples/remax_trainer/run_qwen2.5-3b_seq_"
+                         "balance.sh and run_qwen2.5-7b_seq_balance.sh@v0.7.0 (:8 adv_estimator remax, :29 "
+                         "rollout.n 4, :31-33 use_kl_in_reward True, kl_penalty kl, kl_ctrl.kl_coef 0.001, :22 "
+                         "use_kl_loss False); ray_trainer.py@v0.7.0:1391-1404 (reward_baselines = reward_fn's summed "
+                         "score of the greedy output, no KL; the batch then repeated rollout.n times, interleaved: "
+                         "one greedy baseline per prompt for its n samples) and :1502-1508 (apply_kl_penalty on the "
+                         "samples' token rewards only)",
+                    defaults=(("samples per prompt", "the step's group size (one greedy rollout per prompt)",
+                               "rollout.n = 4 (run_qwen2.5-{3b,7b}_seq_balance.sh:29), one greedy rollout per prompt"),
+                              ("use_kl_in_reward", "not part of the row (the kl_in_reward shaping stage, "
+                               "beta=0.001, estimator 'kl'; greedy_rewards untouched)",
+                               "True in both ReMax scripts (:31-33: kl_penalty kl, kl_coef 0.001) on the samples' "
+                               "token rewards, not on reward_baselines; ppo_trainer.yaml default False"),
+                              _KL_T_DEFAULT),
                     placement="theirs: a second, greedy (do_sample=False) generation of the step's prompts before "
                               "the update, its summed reward is reward_baselines; the advantage in "
                               "ray_trainer.compute_advantage, once per step on the whole batch; ours: the greedy "
@@ -1035,7 +1070,13 @@ def _technique_rows():
                         "without a mask (Python use) it returns the [B] form r − b",
                         "the peer path is verl v0.7.0's trainer or verl 0.9.1's legacy one (trainer.use_v1=false): "
                         "0.9.1's default v1 trainer cannot run adv_estimator remax (no greedy baseline, "
-                        "reward_baselines never fetched)"))),
+                        "reward_baselines never fetched)",
+                        "verl's ReMax example runs fold a k1 KL to the reference into the samples' token rewards "
+                        "(use_kl_in_reward, kl_coef 0.001) while the greedy baseline keeps its bare score, so their "
+                        "A_t = Σ_{s≥t}(r_s − 0.001·KL_s) − b; the row does not: add rl.shaping=kl_in_reward("
+                        "beta=0.001) for theirs (at rollout.temperature 1.0; at T ≠ 1 verl's KL is between the "
+                        "tempered distributions). Per-row review g (#51): the record said the source sets no "
+                        "hyper-parameter of this row"))),
       Technique("gae", "advantage", gae, "A_t = δ_t + γλA_{t+1}, δ_t = r_t + γV_{t+1} − V_t; returns = A + V; whiten",
                 "arXiv 1506.02438; verl gae",
                 # critic PPO: needs the critic's values at sampling time; info["returns"] are the critic's targets
@@ -1223,7 +1264,20 @@ def _technique_rows():
                                        "or std'; then A clipped by correctness (max(A, ξ⁻) if s_rule = 1, min(A, ξ⁺) "
                                        "if s_rule = 0) before GRPO's clipped objective; its code's τ default 0.1. "
                                        "It matches RLRR's abstract (the Ranking Reward Model, sparse and unstable "
-                                       "rewards) but is a third party's reading, not the paper's text",
+                                       "rewards) but is a third party's reading, not the paper's text. Per-row "
+                                       "review g (#51): a second, unattributed third-party implementation in the "
+                                       "code index (read_file id 60248978907, 'Relative-reward shaping for "
+                                       "group-based RL (RLRR). Implements Niu et al., arXiv:2601.23058', with its "
+                                       "RLRRConfig, id 60383858830, 'defaults from the paper's Appendix A.1') names "
+                                       "the paper's equations: HRR s_rule + τ tanh(r_max/r − 1) (Eq. 3), PRR (r_max "
+                                       "− r)/(r_max − 1) (Eq. 4), A = s − mean s, ÷ (std + 1e-6) only with "
+                                       "std_normalize (Eq. 1), the correctness clip (Eq. 5), and ranks from a "
+                                       "hierarchical re-ranking (Eq. 6): dense ranks (1 = best, equal keys share a "
+                                       "rank, r_max = the number of distinct keys) of the key (correct first, then "
+                                       "floor(len/λ) for correct rows, then the raw reward, higher better); its "
+                                       "defaults mode 'hrr', τ 0.1, λ 2048, ξ⁺ 1e-3, ξ⁻ −1e-3, std_normalize False "
+                                       "(F_norm = 1), length_rerank True, correctness_clip True; the paper itself "
+                                       "still not read",
                                   defaults=(("rank → advantage", "(midrank − (n+1)/2)/((n−1)/2) in [−1, 1] "
                                              "(normalize='range')",
                                              "not in stored paper text; the transcription's 'Ranking as Reward': "
@@ -1231,8 +1285,17 @@ def _technique_rows():
                                              "std(s) (ddof not stated): 'range' is twice its F_norm = 1 "
                                              "advantage, 'std' equals its F_norm = std one with the population "
                                              "std"),
-                                            ("ties", "mid-rank, shared", "not stated (the transcription's ranks "
-                                             "are 1..G)"),
+                                            ("ties", "mid-rank, shared", "the first transcription: not stated "
+                                             "(ranks 1..G); the second (Eq. 6): dense ranks, equal keys share one "
+                                             "and r_max = the number of distinct keys"),
+                                            ("rank key", "the reward alone",
+                                             "the second transcription (Eq. 6): correct before wrong, then "
+                                             "floor(len/λ) among correct rows (shorter first), then the raw "
+                                             "reward; λ 2048 (its Appendix A.1 defaults)"),
+                                            ("mode / τ / ξ± / F_norm", "one rank → advantage map (no rule-reward "
+                                             "mix, no clip); normalize='range'",
+                                             "the second transcription's defaults (its Appendix A.1): 'hrr', τ 0.1, "
+                                             "ξ⁺ 1e-3, ξ⁻ −1e-3, F_norm 1"),
                                             ("singleton group", "0", "not read"),
                                             ("rule reward in the rank reward", "none (ranks of the step's "
                                              "rewards only)", "transcription: 'Weight' exp(τ(1 − r))·s_rule and "
@@ -1263,7 +1326,13 @@ def _technique_rows():
                                       "ranks are taken from the step's scalar rewards; the paper's listwise Ranking "
                                       "Reward Model is not part of rljax (a stage that writes its ranks, higher = "
                                       "better, as rewards gives the same advantages: rank is invariant to any "
-                                      "increasing transform)"))),
+                                      "increasing transform)",
+                                      "with tied rewards our mid-ranks differ from the second transcription's dense "
+                                      "ranks even in its PRR form: rewards (2, 2, 1, 0) give its F_norm = 1 "
+                                      "advantages (0.375, 0.375, −0.125, −0.625) and ours, normalize='range', "
+                                      "(2/3, 2/3, −1/3, −1); its hierarchical key (correctness, length bin) and its "
+                                      "default HRR form with the ξ clip are not built. Per-row review g (#51): the "
+                                      "record had the first transcription only"))),
       Technique("vote", "advantage", vote,
                 "A_i = (r_i − μ_g)/max(σ_g, ε) + b·max(0, r_i − r_vote(g)), r_vote = majority answer's reward",
                 f"{_S1} L135",

@@ -834,8 +834,30 @@ def _technique_rows():
                                        "rewards), :951-975 (the generation batch: per_device_train_batch_size × "
                                        "steps_per_generation rows per process), grpo_config.py:517-518 "
                                        "(steps_per_generation = gradient_accumulation_steps by default); the same in "
-                                       "the TRL 1.9.0 PyPI wheel (grpo_trainer.py:1612-1703)",
+                                       "the TRL 1.9.0 PyPI wheel (grpo_trainer.py:1612-1703). Per-row review g "
+                                       "(#51): Kimi k1.5 §2.3.3 (pp. 5-6) and §2.4 'Long2short RL' (p. 8) read in a "
+                                       "page-marked transcription (viktor-shcherb/msc_thesis@a6577d10 references/"
+                                       "2025-01-kimi-k1.5-scaling-rl/sections/03_reinforcement-learning.md, "
+                                       "04_reinforcement-learning-continued.md, 04b_training-recipe-long2short-"
+                                       "sft.md; the arXiv PDF itself not read): the k sampled responses of one "
+                                       "problem, len(i) the length of (y_i, z_i) (CoT and answer; 'token length' in "
+                                       "the section's motivation), 0 for all when max_len = min_len, the same λ rule; "
+                                       "'This length-based reward is then added to the original reward with a "
+                                       "weighting parameter' (its value not given); 'we employ standard policy "
+                                       "optimization without length penalty, followed by a constant length penalty "
+                                       "for the rest of training' (a warm-up, its length not given); §2.4 applies "
+                                       "the penalty in a separate long2short RL phase with a much shorter maximum "
+                                       "rollout length; TRL 1.9.0 grpo_trainer.py:536 (reward_weights None: every "
+                                       "reward function weighted 1.0)",
                                   defaults=(("mode", "'kimi' (wrong: min(0, λ))", "the same rule"),
+                                            ("weight", "1 (λ added to data.rewards as is)",
+                                             "Kimi: 'added to the original reward with a weighting parameter', value "
+                                             "not stated; open-r1: its reward_weights entry, 1.0 unless set (TRL "
+                                             "grpo_trainer.py:536)"),
+                                            ("schedule", "every step the recipe lists the stage, from the first",
+                                             "Kimi: no length penalty during a warm-up phase, then a constant one "
+                                             "(warm-up length not stated), in the long2short RL phase (§2.4); "
+                                             "open-r1: every step"),
                                             ("length unit", "tokens (data.lengths)", "characters of the content"),
                                             ("min / max over", "the row's prompt group (group_id)",
                                              "every completion of the reward call: the calling process's share of "
@@ -860,7 +882,12 @@ def _technique_rows():
                                       "said the whole batch",
                                       "lengths in tokens; theirs characters",
                                       "correctness from the run's verifier; theirs math_verify, with an "
-                                      "unparseable reference counted correct"))),
+                                      "unparseable reference counted correct",
+                                      "Kimi's weighting parameter and its warm-up (no length penalty at first, then "
+                                      "a constant one) are not built: the stage adds λ with weight 1 from the first "
+                                      "step; = Kimi only with their weight 1 and after their warm-up. Per-row "
+                                      "review g (#51): the record cited Kimi §2.3.3 without reading it and had "
+                                      "neither the weight nor the warm-up"))),
       Technique("rubric_dropout", "shaping", rubric_dropout,
                 "r_i = sum_c w_c k_gc s_ic / sum_c w_c k_gc, k_g shared by group g", f"{_S1} L81",
                 # criteria = the recipe's reward columns; the rubric score replaces data.rewards (their sum)
