@@ -106,6 +106,7 @@ def test_report_withholds_percentages_on_a_loaded_machine(demo):
   assert "%" not in loaded[-2].split("measured")[1].replace("(goal 80%)", "")
 
 
+@pytest.mark.long  # a whole (tiny) training run: 15-30 s
 def test_one_short_run_of_the_tiny_config(demo, tmp_path, monkeypatch):
   import tempfile  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
