@@ -177,9 +177,12 @@ def difficulty_budget(accuracy, *, budget: int, min_per_prompt: int = 0, max_per
   (github.com/LiaoMengqi/E3-RL4LLMs, e3/trainer/ray_trainer.py
   ``get_rollout_n_per_prompt``) also gives every prompt a floor and splits the
   rest proportionally, but weights by the prompt's difficulty rank among all
-  dataset prompts (sorted by mean past reward; unseen prompts weight 0) and
-  hands the rounding leftover to the hardest prompts first; the ``(1 − acc)``
-  weight and the largest-remainder rounding are ours.
+  dataset prompts (sorted by mean past reward; the released data gives every
+  prompt an initial rank, and a prompt never sampled counts as mean 0, among
+  the hardest), floors its proportional share without a cap and hands the
+  rounding leftover, up to its maximum, to the hardest prompts first; the
+  ``(1 − acc)`` weight, the cap and the largest-remainder rounding are ours
+  (the record lists each difference).
 
   Args:
     accuracy: ``[P]`` estimated per-prompt accuracy in [0, 1] (e.g. a running
