@@ -14,8 +14,9 @@ Rows and the errors fixed:
   sampling_batch_size 192 / real_train_batch_size 128 were not listed.
 - dara: the placement did not say their advantage (and the densities ρ_k) run after the seq_reward group filter
   (a group whose channels vary with a constant total is dropped); verl_adapter.py was marked not read.
-- entropic: config/entropic.yaml's target_entropy −1 (the control off: α = 0) was not listed beside the script's
-  0.1.
+- entropic: config/entropic.yaml's target_entropy −1 (α = 0 in the controller's formula) was not listed beside the
+  script's 0.1. (Per-row review j later found that the yaml's −1 does not run as released: their update_policy
+  fails on it; see tests/test_fidelity_row_review_j.py.)
 """
 import jax
 import jax.numpy as jnp
@@ -179,7 +180,7 @@ def _entropic_alpha(h, target, acc, kp=1.0, ki=0.01):
 
 
 def test_entropic_record_lists_the_yaml_default_that_turns_the_control_off():
-  assert _entropic_alpha(0.5, -1, 3.0) == 0.0      # the yaml's code default: no control
+  assert _entropic_alpha(0.5, -1, 3.0) == 0.0      # the yaml's default in the formula (their trainer fails on it)
   assert abs(_entropic_alpha(0.5, 0.1, 3.0) - 0.43) < 1e-12  # the script's 0.1
   f, d, dev = _record("entropic")
   assert "yaml −1" in d["target_entropy"][2] and "config/entropic.yaml" in f.read
