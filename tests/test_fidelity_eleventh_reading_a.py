@@ -33,20 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.catalog import describe
-from _fidelity import ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax
-
-
-def _pick(x, y):
-  return np.take_along_axis(x, y[..., None], -1)[..., 0]
-
-
-def _train_batch(mask, adv, old=None):
-  from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
-  b, t = mask.shape
-  with jax.enable_x64(True):
-    return TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.asarray(adv),
-                      group_id=jnp.arange(b, dtype=jnp.int32),
-                      logp_old=None if old is None else jnp.asarray(old))
+from _fidelity import ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax, pick, train_batch
 
 
 # ----------------------------------------------------------------------------------------------- cpgd (held)
@@ -74,7 +61,7 @@ def _siirl_cpgd_pg_value(old, new, adv, clip_low=0.2, clip_high=0.2):
 def _ours_cpgd_grad(old, new, adv, mask, **kw):
   from rljax import objectives as O  # pylint: disable=import-outside-toplevel
   from rljax.types import PolicyOutputs  # pylint: disable=import-outside-toplevel
-  batch = _train_batch(mask, adv, old)
+  batch = train_batch(mask, adv, old)
   term = O.cpgd(**kw)
   with jax.enable_x64(True):
     def total(logp):
@@ -189,8 +176,8 @@ def _gft_update(z, y, adv, tau=0.1, use_old_log_probs=False, rollout_temperature
   temperature from meta_info), :185-200 (p = softmax of the logits before the division, log π after it),
   core_algos.py:668-712 compute_gft_loss (−log π · sg(where(p > tao, 1, p)) · A), per token."""
   temperature = rollout_temperature if use_old_log_probs else 1.0
-  logp = _pick(_log_softmax(z / temperature), y)
-  p = _pick(np.exp(_log_softmax(z)), y)
+  logp = pick(_log_softmax(z / temperature), y)
+  p = pick(np.exp(_log_softmax(z)), y)
   return -logp * np.where(p > tau, 1.0, p) * adv
 
 
@@ -204,8 +191,8 @@ def test_gft_update_is_untempered_on_both_sides_at_any_rollout_temperature():
   mask = rng.random((b, t)) < 0.85
   mask[:, 0] = True
   adv = np.repeat(rng.normal(size=(b, 1)), t, axis=1)
-  ours_logp = _pick(_log_softmax(z), y)  # the RL loop's log π: objective_loss(temperature=1.0)
-  batch = _train_batch(mask, adv)
+  ours_logp = pick(_log_softmax(z), y)  # the RL loop's log π: objective_loss(temperature=1.0)
+  batch = train_batch(mask, adv)
   with jax.enable_x64(True):
     ours, _ = O.gft(0.1, use_advantages=True)(PolicyOutputs(logp=jnp.asarray(ours_logp)), batch)
   ours = np.asarray(ours)

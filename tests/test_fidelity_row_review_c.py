@@ -50,7 +50,7 @@ from rljax import objectives as O
 from rljax.hints import _rules as H
 from rljax.rewards import exact_match
 from rljax.types import PolicyOutputs, TrainBatch
-from _fidelity import defaults as _defaults, fid as _fid, record as _record
+from _fidelity import defaults as _defaults, fid as _fid, record as _record, e3_rollout_n
 
 
 def _any_dev(name, *needles):
@@ -145,36 +145,15 @@ def test_alol_record_lists_the_128_token_truncation():
 # -------------------------------------------------------------------------------------- difficulty_budget (not held)
 
 
-def _e3_counts(rank, total, n_min, n_max):
-  """LiaoMengqi/E3-RL4LLMs@7e90b8e9 e3/trainer/ray_trainer.py:391-433 get_rollout_n_per_prompt, float64."""
-  rank = np.asarray(rank, np.float64).copy()
-  counts = np.full(rank.shape, float(n_min))
-  rank[rank == -100] = 0
-  s = rank.sum()
-  if s > 0:
-    rank = rank / (s + 1e-8)
-  counts = np.floor(counts + (total - counts.sum()) * rank).astype(np.int64)
-  diff = total - counts.sum()
-  if diff > 0:
-    for i in np.argsort(-rank):
-      if diff > 0 and counts[i] < n_max:
-        add = min(diff, n_max - counts[i])
-        counts[i] += add
-        diff -= add
-      if diff <= 0:
-        break
-  return counts
-
-
 def test_difficulty_budget_their_max_does_not_cap_the_proportional_share():
   rank = np.array([0.0, 0.1, 0.1, 0.9])
-  theirs = _e3_counts(rank, 32, 4, 12)
+  theirs = e3_rollout_n(rank, 32, 4, 12)
   np.testing.assert_array_equal(theirs, [4, 6, 5, 17])
   assert theirs.max() > 12 and theirs.sum() == 32
   ours, _ = F.difficulty_budget(1.0 - rank, budget=32, min_per_prompt=4, max_per_prompt=12)
   np.testing.assert_array_equal(np.asarray(ours), [4, 8, 8, 12])
   # epoch 1 of their scripts (min = max = rollout.n = 8): uniform, whatever the rank (the data's rank column)
-  np.testing.assert_array_equal(_e3_counts(np.array([0.19, 0.44, 0.58, 0.9]), 32, 8, 8), [8, 8, 8, 8])
+  np.testing.assert_array_equal(e3_rollout_n(np.array([0.19, 0.44, 0.58, 0.9]), 32, 8, 8), [8, 8, 8, 8])
 
 
 def test_difficulty_budget_record_states_the_uncapped_share_the_data_rank_and_the_missing_data_file():

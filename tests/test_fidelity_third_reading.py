@@ -10,6 +10,7 @@ import pytest
 
 import rljax
 from rljax import filters as F
+from _fidelity import e3_rollout_n
 
 ROWS = {r.name: r for r in rljax.catalog()}
 
@@ -222,33 +223,15 @@ def test_pilot_commit_window_rule_commits_the_prompts_filter_batch_passes(seed):
 # ----------------------------------------------------------------------------- difficulty_budget vs E3-RL4LLMs
 # LiaoMengqi/E3-RL4LLMs e3/trainer/ray_trainer.py:391-433 (get_rollout_n_per_prompt)
 
-def _e3_rollout_n(rank, total, n_min, n_max):
-  counts = np.full_like(rank, n_min)
-  rank = rank.copy()
-  rank[rank == -100] = 0
-  if rank.sum() > 0:
-    rank = rank / (rank.sum() + 1e-8)
-  counts = np.floor(counts + (total - counts.sum()) * rank).astype(np.int64)
-  diff = total - counts.sum()
-  for i in np.argsort(-rank):
-    if diff > 0 and counts[i] < n_max:
-      add = min(diff, n_max - counts[i])
-      counts[i] += add
-      diff -= add
-    if diff <= 0:
-      break
-  return counts
-
-
 def test_difficulty_budget_first_epoch_is_e3s_uniform_allocation_and_the_rounding_differs_as_recorded():
   rank = np.array([0.0, 0.25, 0.5, 0.75])   # update_rank: index / P over prompts sorted by mean reward, hardest last
   # the first epoch (n_min = n_max = rollout.n = 8): every prompt gets 8, as ours with min = max = 8
-  np.testing.assert_array_equal(_e3_rollout_n(rank, 32, 8, 8), [8, 8, 8, 8])
+  np.testing.assert_array_equal(e3_rollout_n(rank, 32, 8, 8), [8, 8, 8, 8])
   ours, _ = F.difficulty_budget(1.0 - rank, budget=32, min_per_prompt=8, max_per_prompt=8)
   np.testing.assert_array_equal(np.asarray(ours), [8, 8, 8, 8])
   # a later epoch (min 2, max 16 here): the same proportional split, but their + 1e-8 floors the exact shares
   # 4, 8, 12 one lower and the leftover goes to the hardest prompt first; ours rounds by largest remainder
-  np.testing.assert_array_equal(_e3_rollout_n(rank, 32, 2, 16), [2, 5, 9, 16])
+  np.testing.assert_array_equal(e3_rollout_n(rank, 32, 2, 16), [2, 5, 9, 16])
   ours, _ = F.difficulty_budget(1.0 - rank, budget=32, min_per_prompt=2, max_per_prompt=16)
   np.testing.assert_array_equal(np.asarray(ours), [2, 6, 10, 14])
 

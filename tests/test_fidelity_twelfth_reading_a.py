@@ -45,20 +45,7 @@ import numpy as np
 import pytest
 
 from rljax.catalog import describe
-from _fidelity import ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax
-
-
-def _pick(x, y):
-  return np.take_along_axis(x, y[..., None], -1)[..., 0]
-
-
-def _train_batch(mask, adv, old=None):
-  from rljax.types import TrainBatch  # pylint: disable=import-outside-toplevel
-  b, t = mask.shape
-  with jax.enable_x64(True):
-    return TrainBatch(tokens=jnp.zeros((b, t), jnp.int32), loss_mask=jnp.asarray(mask), advantages=jnp.asarray(adv),
-                      group_id=jnp.arange(b, dtype=jnp.int32),
-                      logp_old=None if old is None else jnp.asarray(old))
+from _fidelity import ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax, pick, train_batch
 
 
 def _ours_term(term, new, batch):
@@ -82,8 +69,8 @@ def _trl0251_pspo_loss(logits, logits_old, y, adv, mask, alpha=0.1, temperature=
   grpo_trainer.py:910 (logits ÷ temperature before the log-softmax, current and old), :1822 coef_1 = exp(log r),
   the patch's 'pspo' branch coef_2 = (1 − α)·coef_1 + α, −coef_2·A; :1851 loss_type 'dapo':
   Σ(per_token_loss·mask) ÷ (num_items_in_batch / num_processes). Returns (loss, per-token loss, coef_1)."""
-  lp = _pick(_log_softmax(logits / temperature), y)
-  old = _pick(_log_softmax(logits_old / temperature), y)
+  lp = pick(_log_softmax(logits / temperature), y)
+  old = pick(_log_softmax(logits_old / temperature), y)
   coef_1 = np.exp(lp - old)
   per_token = -((1.0 - alpha) * coef_1 + alpha) * adv[:, None]
   n = mask.sum() if num_items is None else num_items
@@ -114,9 +101,9 @@ def test_pspo_equals_patched_trl_0251_at_temperature_one_and_records_its_base_an
   np.testing.assert_allclose(adv_ours, adv_theirs, rtol=1e-12, atol=1e-12)  # grpo(eps=1e-4) is theirs
   assert np.abs(adv_default - adv_theirs).max() > 1e-5  # the default eps 1e-6 is not
   adv_tok = np.repeat(adv_theirs[:, None], t, axis=1)
-  new = _pick(_log_softmax(z), y)
-  old = _pick(_log_softmax(z_old), y)
-  per_token, g = _ours_term(O.pspo(0.1), new, _train_batch(mask, adv_tok, old))
+  new = pick(_log_softmax(z), y)
+  old = pick(_log_softmax(z_old), y)
+  per_token, g = _ours_term(O.pspo(0.1), new, train_batch(mask, adv_tok, old))
   loss_t1, per_t1, coef = _trl0251_pspo_loss(z, z_old, y, adv_theirs, mask)
   assert coef[mask].min() < 0.8 and coef[mask].max() > 1.25  # ratios away from 1 (no clip in either)
   np.testing.assert_allclose(per_token[mask], per_t1[mask], rtol=1e-12, atol=1e-12)
@@ -350,7 +337,7 @@ def test_segment_ratio_equals_rank_grpo_item_level_loss_with_the_overflow_bin_as
   assert (mask & ((coef < 0.94) | (coef > 1.08))).any() and inside.any()  # the clip is exercised
   ours_ids = np.where(mask, np.minimum(seg, rec_num), 0)  # the overflow bin: one spare id (rec_num)
   term = O.segment_ratio(0.06, 0.08, segment_ids=lambda batch: jnp.asarray(ours_ids), max_segments=rec_num + 1)
-  per_ours, g = _ours_term(term, new, _train_batch(mask, adv, old))
+  per_ours, g = _ours_term(term, new, train_batch(mask, adv, old))
   np.testing.assert_allclose(per_ours[mask], per_theirs[mask], rtol=1e-12, atol=1e-12)
   np.testing.assert_allclose(per_ours.sum() / mask.sum(), loss_theirs, rtol=1e-12)  # bnpo on one micro-batch
   # the gradient through the item mean: finite differences of their loss on a few tokens
@@ -365,7 +352,7 @@ def test_segment_ratio_equals_rank_grpo_item_level_loss_with_the_overflow_bin_as
     assert math.isclose(g[i, j], fd, rel_tol=1e-5, abs_tol=1e-9)
   # on-policy (mu = 1: old = the detached current log-probs): coef 1, the loss is −A on both sides
   _, per_on, _ = _rank_grpo_item_loss(new, new, adv, seg, mask, rec_num=rec_num)
-  per_on_ours, _ = _ours_term(term, new, _train_batch(mask, adv, new))
+  per_on_ours, _ = _ours_term(term, new, train_batch(mask, adv, new))
   np.testing.assert_allclose(per_on_ours[mask], per_on[mask], rtol=1e-12, atol=1e-12)
   d = _defaults("segment_ratio")
   assert d["eps_low"] == ("0.06", "epsilon 0.06") and d["eps_high"] == ("0.08", "epsilon_high 0.08")
