@@ -40,7 +40,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: t
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import _peer_rules as rules  # noqa: E402
-from roofline import forward_shared, jax_matmul_seconds, rollout_bound, rollout_flops_shared, stream_read  # noqa: E402
+from roofline import (forward_shared, jax_matmul_seconds, model_shape, rollout_bound, rollout_flops_shared,  # noqa: E402
+                      stream_read)
 
 QUICK = ["eval.num_problems=4", "eval.batch_size=4", "eval.num_samples=1", "eval.pass_k=1", "checkpoint.enabled=false",
          "progress=false"]
@@ -51,9 +52,9 @@ def shape_of(model_cfg) -> dict:
   matmul parameters per token are not ``N``)."""
   if getattr(model_cfg, "num_experts", 0):
     raise SystemExit("demo_roofline.py counts dense models only; this config's model is a mixture of experts")
-  h, heads, hd, kv = model_cfg.hidden_size, model_cfg.num_heads, model_cfg.head_dim, model_cfg.num_kv_heads
-  n_body = model_cfg.num_layers * (2 * h * heads * hd + 2 * h * kv * hd + 3 * h * model_cfg.intermediate_size)
-  return dict(H=h, L=model_cfg.num_layers, heads=heads, head_dim=hd, kv=kv, V=model_cfg.vocab_size, N=n_body)
+  return model_shape(layers=model_cfg.num_layers, hidden=model_cfg.hidden_size, heads=model_cfg.num_heads,
+                     head_dim=model_cfg.head_dim, kv_heads=model_cfg.num_kv_heads, vocab=model_cfg.vocab_size,
+                     intermediate=model_cfg.intermediate_size)
 
 
 def batch_lengths(loss_mask) -> tuple[float, float]:

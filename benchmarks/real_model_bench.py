@@ -89,6 +89,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # benchmarks/: the shared rules and the roofline
 # pylint: disable=wrong-import-position
 import _peer_rules as rules  # noqa: E402
+from roofline import model_shape as roofline_shape  # noqa: E402
 from roofline import (bytes_per_decoded_token, forward_shared, jax_matmul_seconds, rollout_bound,  # noqa: E402,F401
                       rollout_flops, rollout_flops_shared, roofline_line, stream_read, update_flops)
 
@@ -182,9 +183,9 @@ def model_shape(checkpoint: str) -> dict:
   heads = int(c["num_attention_heads"])
   hd = int(c.get("head_dim") or c["hidden_size"] // heads)
   kv = int(c.get("num_key_value_heads") or heads)
-  h, ff, layers, v = int(c["hidden_size"]), int(c["intermediate_size"]), int(c["num_hidden_layers"]), int(c["vocab_size"])
-  n_body = layers * (2 * h * heads * hd + 2 * h * kv * hd + 3 * h * ff)
-  return dict(H=h, L=layers, heads=heads, head_dim=hd, kv=kv, V=v, N=n_body)
+  return roofline_shape(layers=int(c["num_hidden_layers"]), hidden=int(c["hidden_size"]), heads=heads,
+                        head_dim=hd, kv_heads=kv, vocab=int(c["vocab_size"]),
+                        intermediate=int(c["intermediate_size"]))
 
 
 _RENDER_PROMPTS = textwrap.dedent('''

@@ -78,6 +78,13 @@ def stream_read(nbytes: int = 1 << 30, repeats: int = 5, parts: int | None = Non
 
 # -------------------------------------------------------------------------------------------------- counting
 
+def model_shape(*, layers: int, hidden: int, heads: int, head_dim: int, kv_heads: int, vocab: int,
+                intermediate: int) -> dict:
+  """The shape dict every count here takes, with ``N`` the body's matmul parameters (module docstring)."""
+  n_body = layers * (2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate)
+  return dict(H=hidden, L=layers, heads=heads, head_dim=head_dim, kv=kv_heads, V=vocab, N=n_body)
+
+
 def fwd_flops(s: dict, context_from: float, tokens: float, head_tokens: float) -> float:
   """Forward model FLOPs of ``tokens`` consecutive positions after ``context_from`` earlier ones (attention to
   themselves and all earlier positions), ``head_tokens`` of which need logits."""
