@@ -24,6 +24,7 @@ from rljax.types import TrainBatch
     ("rl.controllers=entropic", "missing required argument 'target_entropy'"),
     ("rl.controllers=temperature_control", "missing required argument 'target_entropy'"),
     ("rl.controllers=adaptive_kl(target=0)", "target"),
+    ("rl.controllers=adaptive_kl(kl_reduction='sum')", "adaptive_kl: kl_reduction must be one of"),
     ("rl.controllers=bapo(rho0=1.5)", "rho0"),
     ("rl.controllers=entropic(target_entropy=0.5, kp=-1)", "kp"),
     ("rl.controllers=entropic(target_entropy=-0.5)", "target_entropy"),
@@ -91,8 +92,18 @@ def _batch(seed=0, b=6, t=5):
                     logp_old=jnp.asarray(lo, jnp.float32), logp_ref=jnp.asarray(lr, jnp.float32))
 
 
-def test_adaptive_kl_in_loop_matches_verl_rule_float64():
-  _, ctl, st = _controller("adaptive_kl(target=0.02, horizon=40.0, estimator='k3')",
+def _observed_kl_f64(kl_tok, m, reduction):
+  """Float64 reference of the three observed KLs over rows with a loss token (m [B, T] float)."""
+  rows = m.sum(1) > 0
+  per_row = (kl_tok * m).sum(1)[rows]
+  return {"sequence_sum": per_row.mean(),                                   # Ziegler et al. train_policy.py:221
+          "sequence_mean": (per_row / m.sum(1)[rows]).mean(),               # verl apply_kl_penalty current_kl
+          "token_mean": per_row.sum() / m.sum()}[reduction]
+
+
+@pytest.mark.parametrize("reduction,target", [("sequence_sum", 0.1), ("sequence_mean", 0.02), ("token_mean", 0.02)])
+def test_adaptive_kl_in_loop_matches_verl_rule_float64(reduction, target):
+  _, ctl, st = _controller(f"adaptive_kl(target={target}, horizon=40.0, estimator='k3', kl_reduction={reduction!r})",
                            loss="ppo_clip, kl_penalty(beta=0.05)")  # beta_0 comes from the KL term
   cs = ctl.init()
   beta = 0.05
@@ -101,12 +112,12 @@ def test_adaptive_kl_in_loop_matches_verl_rule_float64():
     batch = _batch(seed)
     d = np.asarray(batch.logp_old, np.float64) - np.asarray(batch.logp_ref, np.float64)
     m = np.asarray(batch.loss_mask, np.float64)
-    kl = float(((np.exp(-d) + d - 1) * m).sum() / m.sum())   # k3 of KL(old || ref)
+    kl = float(_observed_kl_f64(np.exp(-d) + d - 1, m, reduction))   # k3 of KL(old || ref)
     n = int(np.asarray(batch.loss_mask).any(1).sum())
     st, cs, met = ctl.step(st, cs, _inputs(batch))
     assert met["adaptive_kl/kl_beta"] == pytest.approx(beta, rel=1e-6)
     assert met["adaptive_kl/kl_ref"] == pytest.approx(kl, rel=1e-5)
-    beta *= 1 + np.clip(kl / 0.02 - 1, -0.2, 0.2) * n / 40.0
+    beta *= 1 + np.clip(kl / target - 1, -0.2, 0.2) * n / 40.0
     np.testing.assert_allclose(float(cs["adaptive_kl"].beta), beta, rtol=1e-5)
     np.testing.assert_allclose(float(st.hparams["kl_beta"]), beta, rtol=1e-5)
     assert st.hparams["kl_beta"].dtype == jnp.float32

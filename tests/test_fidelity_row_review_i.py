@@ -21,8 +21,10 @@ Not held (2); each error fixed in the record (no implementation changed, no impl
   read. openai/lm-human-preferences@cbfd210b launch.py:129-131, 142-144 set adaptive_kl.target 6.0 (and kl_coef
   0.15) for the books tasks, response_length 24 (:11), policy.temperature 0.7 (:17); train_policy.py:221 observes
   objective/kl = the batch mean of each response's k1 SUMMED over its 24 tokens, and :118-124 / :305 update with
-  it. Ours compares a token mean with the same 6.0: 6 nats per token against their 0.25, so at any usual KL the
-  error is clipped at −0.2 every step and β only shrinks. Their form is target=0.25, estimator='k1'.
+  it. Ours compared a token mean with the same 6.0: 6 nats per token against their 0.25, so at any usual KL the
+  error was clipped at −0.2 every step and β only shrank. Since then (2026-12-07, the decision this review left
+  open) the controller observes their quantity by default, ``kl_reduction='sequence_sum'``; verl's is
+  ``'sequence_mean'``, the old form ``'token_mean'`` (tested below).
 - ``top_entropy_mask`` OMITTED which loss terms TRL's entropy mask covers. The TRL 1.9.0 PyPI wheel
   trl/trainer/grpo_trainer.py:3114-3115 multiply the policy loss by the mask, then :3120-3121 add β·KL (beta,
   grpo_config.py:671-672 default 0.0) on every token, unmasked; and :3155-3181 apply the same mask to the entropy
@@ -141,28 +143,30 @@ def _verl_adaptive_step(beta, old, ref, mask, target=0.1, horizon=10000.0):
   return beta * (1 + np.clip(cur / target - 1, -0.2, 0.2) * mask.shape[0] / horizon), cur
 
 
-def test_adaptive_kl_stage_equals_verl_when_rows_are_equally_long_and_differs_otherwise():
+def test_adaptive_kl_stage_equals_verl_with_sequence_mean_also_on_ragged_rows():
   rng = np.random.default_rng(153)
   b, t = 8, 7
-  ctl = _adaptive_kl_stage(init_beta=1e-3, target=0.1, estimator="k1")
-  state = ctl.init()
+  verl_form = _adaptive_kl_stage(init_beta=1e-3, target=0.1, estimator="k1", kl_reduction="sequence_mean")
+  token_mean = _adaptive_kl_stage(init_beta=1e-3, target=0.1, estimator="k1", kl_reduction="token_mean")
+  state, s_tok = verl_form.init(), token_mean.init()
   beta = 1e-3
   for step in range(4):
     old = -rng.random((b, t)) * 2
     ref = old - rng.normal(scale=0.3 + 0.2 * step, size=(b, t))
     mask = np.ones((b, t), bool)
-    beta, _ = _verl_adaptive_step(beta, old, ref, mask)
+    mask[0, 2:] = step % 2 == 0  # ragged rows on every other step
+    beta, cur = _verl_adaptive_step(beta, old, ref, mask)
     inputs = types.SimpleNamespace(batch=types.SimpleNamespace(logp_old=jnp.asarray(old), logp_ref=jnp.asarray(ref),
                                                                loss_mask=jnp.asarray(mask)))
-    state, _ = ctl.update(state, inputs)
+    state, met = verl_form.update(state, inputs)
     np.testing.assert_allclose(float(state.beta), beta, rtol=1e-6)
-  # ragged rows: ours the token mean over the step, verl the mean of per-row means (the record's deviation)
-  mask[0, 2:] = False
-  _, cur = _verl_adaptive_step(1.0, old, ref, mask)
-  ours = ((old - ref) * mask).sum() / mask.sum()
-  assert abs(ours - cur) > 1e-3
+    np.testing.assert_allclose(met["kl_ref"], cur, rtol=1e-5)
+    s_tok, met_tok = token_mean.update(s_tok, inputs)
+    if not mask.all():  # the token mean weighs longer rows more: another number on ragged rows
+      assert abs(met_tok["kl_ref"] - cur) > 1e-3
   assert "kl_ctrl.target_kl = 0.1" in defaults("adaptive_kl")["target"][1]
   assert "kl_ctrl.type = 'fixed'" in defaults("adaptive_kl")["type"][1]
+  assert "('sequence_mean')" in defaults("adaptive_kl")["kl_reduction"][1]
 
 
 def _ziegler_step(beta, old, ref, target=6.0, horizon=10000.0):
@@ -172,13 +176,14 @@ def _ziegler_step(beta, old, ref, target=6.0, horizon=10000.0):
   return beta * (1 + np.clip(cur / target - 1, -0.2, 0.2) * old.shape[0] / horizon), cur
 
 
-def test_adaptive_kl_target_6_is_ziegler_s_for_a_per_response_sum_of_24_tokens():
+def test_adaptive_kl_default_observes_ziegler_s_per_response_sum_for_their_target_6():
   rng = np.random.default_rng(221)
   b, t = 512, 24  # the books tasks: ppo.batch_size 512, response_length 24
-  beta_z, beta_ours = 0.15, 0.15
-  ours_default = _adaptive_kl_stage(init_beta=0.15)  # target 6.0, k3
-  ours_theirs = _adaptive_kl_stage(init_beta=0.15, target=6.0 / t, estimator="k1")
-  s_default, s_theirs = ours_default.init(), ours_theirs.init()
+  beta_z, beta_tok = 0.15, 0.15
+  ours_k1 = _adaptive_kl_stage(init_beta=0.15, estimator="k1")  # target 6.0, kl_reduction 'sequence_sum'
+  ours_default = _adaptive_kl_stage(init_beta=0.15)  # k3 (the default estimator), per-response sum
+  before = _adaptive_kl_stage(init_beta=0.15, kl_reduction="token_mean")  # the form before 2026-12-07
+  s_k1, s_default, s_before = ours_k1.init(), ours_default.init(), before.init()
   for step in range(3):
     old = -rng.random((b, t)) * 2
     ref = old - np.abs(rng.normal(loc=0.25, scale=0.05 * (step + 1), size=(b, t)))  # ≈ 6 nats per response
@@ -186,17 +191,23 @@ def test_adaptive_kl_target_6_is_ziegler_s_for_a_per_response_sum_of_24_tokens()
     assert 4.0 < cur < 8.0  # their KL, per response, near their target
     inputs = types.SimpleNamespace(batch=types.SimpleNamespace(logp_old=jnp.asarray(old), logp_ref=jnp.asarray(ref),
                                                                loss_mask=jnp.ones((b, t), bool)))
-    s_theirs, _ = ours_theirs.update(s_theirs, inputs)
-    s_default, _ = ours_default.update(s_default, inputs)
-    np.testing.assert_allclose(float(s_theirs.beta), beta_z, rtol=1e-5)
-    beta_ours *= 1 - 0.2 * b / 10000.0  # a token-mean KL ≈ 0.25 ≪ 6: the error clipped at −0.2 each step
-    np.testing.assert_allclose(float(s_default.beta), beta_ours, rtol=1e-5)
-  assert abs(float(s_default.beta) - beta_z) > 1e-3
+    s_k1, met = ours_k1.update(s_k1, inputs)
+    np.testing.assert_allclose(float(s_k1.beta), beta_z, rtol=1e-5)
+    np.testing.assert_allclose(met["kl_ref"], cur, rtol=1e-5)
+    s_default, met_d = ours_default.update(s_default, inputs)
+    d = old - ref  # k3's per-response sum (equal to k1's in expectation over sampled tokens, not per sample)
+    np.testing.assert_allclose(met_d["kl_ref"], (np.exp(-d) + d - 1).sum(-1).mean(), rtol=1e-5)
+    s_before, _ = before.update(s_before, inputs)
+    beta_tok *= 1 - 0.2 * b / 10000.0  # a token-mean KL ≈ 0.25 ≪ 6: the error clipped at −0.2 each step
+    np.testing.assert_allclose(float(s_before.beta), beta_tok, rtol=1e-5)
+  assert abs(float(s_before.beta) - beta_z) > 1e-3
   f = fid("adaptive_kl")
   assert "openai/lm-human-preferences@cbfd210b" in f.read and "train_policy.py:26-28" in f.read
-  assert "per-response SUM of k1 over 24 tokens" in defaults("adaptive_kl")["target"][0]
+  assert "kl_reduction='sequence_sum'" in defaults("adaptive_kl")["target"][0]
+  assert "SUMMED over its tokens" in defaults("adaptive_kl")["kl_reduction"][0] or \
+      "summed over its loss tokens" in defaults("adaptive_kl")["kl_reduction"][0]
   devs = " ".join(f.deviations)
-  assert "6/24 = 0.25 per token" in devs and "target=0.25, estimator='k1'" in devs
+  assert "target=0.1, kl_reduction='sequence_mean', estimator='k1'" in devs and "kl_reduction='token_mean'" in devs
 
 
 # ---------------------------------------------------------------------------- seq_mean_token_sum(_norm) (held)

@@ -80,5 +80,6 @@ def test_old_config_json_is_read_with_recipe_specs():
   assert [f.spec for f in recipe.filters] == ["zero_variance(refill=True)"]
   assert [s.spec for s in recipe.shaping] == ["overlong_penalty(buffer_len=2, penalty_factor=1.0)"]
   assert [c.name for c in recipe.controllers] == ["adaptive_kl"]
+  assert "kl_reduction='token_mean'" in recipe.describe()["controllers"][0]  # the old kl_target was a token mean's
   with pytest.raises(ValueError, match="replaced by the recipe fields.*rl.filters='zero_variance"):
     apply_overrides(default_config(), ["rl.dynamic_sampling=true"])

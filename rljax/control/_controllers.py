@@ -18,8 +18,9 @@ the step and sets the *next* step's values: hparams in ``state.hparams`` (float3
 them never recompiles) or the sampling temperature. Its state (a ``NamedTuple`` of float32 arrays) is saved with
 every RL checkpoint.
 
-* ``adaptive_kl`` — observes KL(π_old ‖ π_ref), the masked mean of ``kl_estimate(logp_old, logp_ref,
-  estimator)`` over the loss tokens, with ``n_steps`` = sequences with loss tokens; moves ``kl_beta`` (β of
+* ``adaptive_kl`` — observes KL(π_old ‖ π_ref) from ``kl_estimate(logp_old, logp_ref, estimator)`` on the loss
+  tokens, by default the mean over sequences of each sequence's sum (``kl_reduction``, ``observed_kl``: Ziegler
+  et al.'s quantity, for which their target 6.0 is set), with ``n_steps`` = sequences with loss tokens; moves ``kl_beta`` (β of
   ``kl_penalty``; β₀ = the term's ``beta`` unless ``init_beta`` is given): β ← β·(1 + clip(KL/target − 1,
   ±0.2)·n/horizon) (verl ``AdaptiveKLController``; Ziegler et al., arXiv:1909.08593). verl updates it once
   per step with the batch's mean KL(π_old ‖ π_ref), ``n_steps`` = batch size, and applies β to the KL in
@@ -531,20 +532,53 @@ def _host(state):
   return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x), np.float32), state)
 
 
+KL_REDUCTIONS = ("sequence_sum", "sequence_mean", "token_mean")
+
+
+def observed_kl(kl_tokens, loss_mask, kl_reduction: str):
+  """The step's KL as ``adaptive_kl`` observes it, from per-token estimates ``kl_tokens`` [B, T] and ``loss_mask``
+  [B, T] bool (rows with no loss token are left out of every form):
+
+  * ``"sequence_sum"`` — mean over rows of Σ_t KL_t (Ziegler et al.: lm-human-preferences ``train_policy.py:221``,
+    the quantity their ``target`` 6.0 is set for);
+  * ``"sequence_mean"`` — mean over rows of the row's token mean (verl ``apply_kl_penalty``'s ``current_kl``);
+  * ``"token_mean"`` — Σ KL_t / Σ mask over the step (rljax before 2026-12-07; longer rows weigh more).
+
+  Returns (KL [], rows with a loss token [] float32: ``n_steps``).
+  """
+  mask = loss_mask.astype(jnp.float32)
+  kl = jnp.where(loss_mask, kl_tokens, 0.0)  # padding may hold -inf log-probs
+  per_row = jnp.sum(kl * mask, axis=1)
+  tokens = jnp.sum(mask, axis=1)
+  rows = (tokens > 0).astype(jnp.float32)
+  n = jnp.sum(rows)
+  if kl_reduction == "sequence_sum":
+    value = jnp.sum(per_row * rows) / jnp.maximum(n, 1.0)
+  elif kl_reduction == "sequence_mean":
+    value = jnp.sum(per_row / jnp.maximum(tokens, 1.0) * rows) / jnp.maximum(n, 1.0)
+  elif kl_reduction == "token_mean":
+    value = jnp.sum(per_row) / jnp.maximum(jnp.sum(tokens), 1.0)
+  else:
+    raise ValueError(f"adaptive_kl: kl_reduction must be one of {KL_REDUCTIONS}, got {kl_reduction!r}")
+  return value, n
+
+
 def _adaptive_kl_stage(init_beta=None, target: float = 6.0, horizon: float = 10000.0, *, clip: float = 0.2,
-                       estimator: str = "k3"):
-  """Stage of ``rljax.control.adaptive_kl``; ``init_beta=None`` starts from the loss's ``kl_beta``."""
+                       estimator: str = "k3", kl_reduction: str = "sequence_sum"):
+  """Stage of ``rljax.control.adaptive_kl``; ``init_beta=None`` starts from the loss's ``kl_beta``.
+
+  ``kl_reduction`` (``observed_kl``) says which KL the ``target`` is for: the default ``"sequence_sum"`` is the
+  per-response sum that Ziegler et al.'s 6.0 bounds; verl's ``target_kl`` (0.1) is for ``"sequence_mean"``.
+  """
   from rljax.objectives import kl_estimate  # pylint: disable=import-outside-toplevel
   from rljax.stages import Controller  # pylint: disable=import-outside-toplevel
   adaptive_kl(init_beta=1e-3 if init_beta is None else init_beta, target=target, horizon=horizon, clip=clip)
+  if kl_reduction not in KL_REDUCTIONS:
+    raise ValueError(f"adaptive_kl: kl_reduction must be one of {KL_REDUCTIONS}, got {kl_reduction!r}")
 
   @jax.jit
   def observe(logp_old, logp_ref, loss_mask):
-    mask = loss_mask.astype(jnp.float32)
-    kl = jnp.where(loss_mask, kl_estimate(logp_old, logp_ref, estimator), 0.0)  # padding may hold -inf log-probs
-    kl = jnp.sum(kl * mask) / jnp.maximum(jnp.sum(mask), 1.0)
-    n = jnp.sum(jnp.any(loss_mask, axis=1)).astype(jnp.float32)  # sequences with loss tokens (verl: batch size)
-    return kl, n
+    return observed_kl(kl_estimate(logp_old, logp_ref, estimator), loss_mask, kl_reduction)
 
   def build(beta0):
     ctl = adaptive_kl(init_beta=beta0, target=target, horizon=horizon, clip=clip)
@@ -669,8 +703,8 @@ def _technique_rows():
                 "verl AdaptiveKLController; Ziegler et al. arXiv:1909.08593", stage=_adaptive_kl_stage,
                 fidelity=Fidelity(
                     "peer", "volcengine/verl@v0.7.0 verl/trainer/ppo/core_algos.py: AdaptiveKLController.update",
-                    "target 6.0 (Ziegler et al.; verl target_kl 0.1); KL as a token mean with estimator k3 (verl: "
-                    "sequence-mean of token means of k1); moves a KL loss term's beta (verl: the in-reward KL)",
+                    "target 6.0 on the per-response KL sum (Ziegler et al.; verl: 0.1 on a mean of token means, "
+                    "kl_reduction='sequence_mean'); estimator k3 (theirs k1); moves a KL loss term's β",
                     read="volcengine/verl@v0.7.0 (f9c855f7) verl/trainer/ppo/core_algos.py:150-171 "
                          "AdaptiveKLController, 190-209 get_kl_controller; verl/trainer/ppo/ray_trainer.py:126-165 "
                          "apply_kl_penalty (the caller); verl/trainer/config/algorithm.py:36-39 and "
@@ -697,9 +731,12 @@ def _technique_rows():
                          "step's PPO epochs, n_steps = ppo.batch_size); policy.py:121 (logits ÷ temperature)",
                     defaults=(("init_beta", "the loss's kl_beta (None), else 1e-3", "kl_ctrl.kl_coef = 0.001"),
                               ("target", "6.0 (the number of Ziegler et al.'s books tasks, where it bounds the "
-                               "per-response SUM of k1 over 24 tokens, ≈ 0.25 per token; here a token mean; TRL's "
-                               "legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
+                               "per-response SUM of k1 over 24 tokens, ≈ 0.25 per token; observed here as that sum, "
+                               "kl_reduction='sequence_sum'; TRL's legacy PPOConfig target 6.0, gone in TRL 1.9.0)",
                                "kl_ctrl.target_kl = 0.1"),
+                              ("kl_reduction", "'sequence_sum': the mean over rows of each row's KL summed over its "
+                               "loss tokens (Ziegler et al.'s objective/kl, train_policy.py:221)",
+                               "current_kl = the batch mean of each row's token-mean KL ('sequence_mean')"),
                               ("horizon", "10000", "kl_ctrl.horizon = 10000"),
                               ("clip", "0.2", "0.2, hard-coded (np.clip(current_kl/target − 1, −0.2, 0.2))"),
                               ("estimator", "'k3'", "algorithm.kl_penalty = 'kl' (k1: log π_old − log π_ref)"),
@@ -714,19 +751,16 @@ def _technique_rows():
                               "size); ours: a controller run once per step after the update on the step's logp_old "
                               "and logp_ref, the new β read by the next step's kl_penalty loss term (kl_beta)",
                     deviations=(
-                        "target defaults to 6.0 (Ziegler et al.'s; TRL's legacy PPOConfig, adap_kl_ctrl / target 6 / "
-                        "horizon 10000 / init_kl_coef 0.2, which TRL 1.9.0 no longer has: its trl/ has no adaptive KL "
-                        "controller), not verl's target_kl = 0.1; pass "
-                        "target=0.1",
-                        "the 6.0 is Ziegler et al.'s number for another quantity: their observed KL "
-                        "(lm-human-preferences train_policy.py:221) is the batch mean of each response's k1 SUMMED "
-                        "over its tokens (24 in the books tasks whose launch.py sets target 6.0), ours a token mean, "
-                        "so 6.0 here asks for 6 nats per token where theirs is 6/24 = 0.25 per token; at a usual "
-                        "token-mean KL (≪ 6) the error is clipped at −0.2 every step and β only shrinks, by "
-                        "1 − 0.2·n/horizon a step. Their form is target=0.25, estimator='k1' with 24-token "
-                        "responses (and their β starts at kl_coef 0.15, log-probs at temperature 0.7)",
-                        "the observed KL is the mean over all loss tokens of the step (longer responses weigh "
-                        "more); verl averages per-sequence token means over the batch",
+                        "target defaults to 6.0 with kl_reduction='sequence_sum' (Ziegler et al.'s pair: their "
+                        "observed KL, lm-human-preferences train_policy.py:221, is the batch mean of each response's "
+                        "k1 SUMMED over its tokens; TRL's legacy PPOConfig, adap_kl_ctrl / target 6 / horizon 10000 / "
+                        "init_kl_coef 0.2, which TRL 1.9.0 no longer has: its trl/ has no adaptive KL controller), "
+                        "not verl's target_kl = 0.1 on a sequence-mean of token means; verl's form is target=0.1, "
+                        "kl_reduction='sequence_mean', estimator='k1'. Until 2026-12-07 the 6.0 was compared with a "
+                        "token mean (kl_reduction='token_mean', kept for old configs), where at a usual KL the error "
+                        "sat at −0.2 and β only shrank",
+                        "Ziegler et al.'s β starts at kl_coef 0.15 and their log-probs are at temperature 0.7 "
+                        "(launch.py:124, 129-131); ours at the loss's kl_beta and untempered",
                         "estimator defaults to 'k3'; verl's in-reward KL is kl_penalty='kl' (k1): pass "
                         "estimator='k1'",
                         "β moves a KL loss term (kl_penalty(beta=...)); verl's adaptive controller moves the "

@@ -66,7 +66,8 @@ def legacy_rl_fields(d: dict) -> dict:
                          penalty_factor=old.get("overlong_penalty", 1.0))
   ctl = old.get("controller", "none")
   if ctl == "adaptive_kl":
-    d["controllers"] = _call("adaptive_kl", target=old.get("kl_target", 0.1), horizon=old.get("kl_horizon", 1e4))
+    d["controllers"] = _call("adaptive_kl", target=old.get("kl_target", 0.1), horizon=old.get("kl_horizon", 1e4),
+                             kl_reduction="token_mean")  # the old field was a target for a token mean
   elif ctl == "entropic":
     d["controllers"] = _call("entropic", target_entropy=old.get("target_entropy"), kp=old.get("entropic_kp", 1.0),
                              ki=old.get("entropic_ki", 0.01))
