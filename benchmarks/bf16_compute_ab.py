@@ -8,21 +8,18 @@ One process, three variants of the same model and weights, compiled first and th
 of the mean log-sum-exp of the logits over ``--rows x --tokens`` random token ids):
 
 - ``float32``: the model as ``rljax train`` runs it on a CPU (``model.compute_dtype`` float32);
-- ``bfloat16``: ``compute_dtype=bfloat16`` (float32 parameters, each ``Linear`` casts its input and weight and
-  writes a bfloat16 ``x @ W``);
-- ``bfloat16, float32-output dots``: as ``bfloat16`` but each ``Linear``'s forward dot writes float32
-  (``preferred_element_type``) and casts to bfloat16, the form XLA:CPU runs on AVX512-BF16 units
-  (``cpu_matmul_paths.py``); its backward dots are JAX's transposes, which take the float32 cotangent with a
-  bfloat16 operand.
+- ``bfloat16``: ``compute_dtype=bfloat16`` as the library computes it since 2026-12-07 (float32 parameters; each
+  projection casts its input and weight and accumulates in float32, ``rljax.models._layers.mm``:
+  ``dot(preferred_element_type=float32)`` cast to bfloat16, the form XLA:CPU runs on AVX512-BF16 units,
+  ``cpu_matmul_paths.py``; the backward's dots are JAX's transposes, which XLA:CPU runs in float32);
+- ``bfloat16, bfloat16-output dots``: the form before, a bfloat16 ``x @ W`` (``mm`` patched while it is traced).
 
-The third variant patches ``rljax.models._layers.Linear.__call__`` while it is traced (LoRA layers keep theirs);
-the library itself is unchanged. The loss values are printed to show the three compute the same function.
+The loss values are printed to show the three compute the same function.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import statistics
 import sys
@@ -35,31 +32,15 @@ import _peer_rules as rules  # noqa: E402
 
 
 @contextlib.contextmanager
-def float32_output_dots():
-  """``Linear`` with a 16-bit compute dtype: its dot writes float32 and is cast (while this context is open)."""
-  import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+def bfloat16_output_dots():
+  """``rljax.models._layers.mm`` as it was before 2026-12-07 (``x @ w`` in the operands' dtype) while open."""
   from rljax.models import _layers  # pylint: disable=import-outside-toplevel
-  inner = _layers.Linear.__call__
-
-  def call(self, x):
-    if self.compute_dtype == jnp.float32 or self.lora_scale is not None:
-      return inner(self, x)
-    n_in = len(self.in_shape)
-    x = x.astype(self.compute_dtype)
-    lead = x.shape[: x.ndim - n_in]
-    k_in, k_out = math.prod(self.in_shape), math.prod(self.out_shape)
-    w = self.kernel[...].astype(self.compute_dtype).reshape(k_in, k_out)
-    y = jnp.dot(x.reshape(-1, k_in), w, preferred_element_type=jnp.float32).astype(self.compute_dtype)
-    y = y.reshape(lead + self.out_shape)
-    if self.bias is not None:
-      y = y + self.bias[...].astype(self.compute_dtype)
-    return y
-
-  _layers.Linear.__call__ = call
+  inner = _layers.mm
+  _layers.mm = lambda x, w: x @ w
   try:
     yield
   finally:
-    _layers.Linear.__call__ = inner
+    _layers.mm = inner
 
 
 def main(argv=None) -> int:
@@ -80,15 +61,15 @@ def main(argv=None) -> int:
   ckpt = args.checkpoint or smollm2_checkpoint()
   tok = jnp.asarray(np.random.default_rng(0).integers(100, 20000, (args.rows, args.tokens)), jnp.int32)
   variants = {}
-  for name, cd, f32_out in (("float32", "float32", False), ("bfloat16", "bfloat16", False),
-                            ("bfloat16, float32-output dots", "bfloat16", True)):
+  for name, cd, old_form in (("float32", "float32", False), ("bfloat16", "bfloat16", False),
+                             ("bfloat16, bfloat16-output dots", "bfloat16", True)):
     graphdef, state = nnx.split(from_pretrained(ckpt, dtype="float32", compute_dtype=cd))
 
     def loss(st, graphdef=graphdef):
       logits = nnx.merge(graphdef, st)(tok, return_logits=True).logits
       return jnp.mean(jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1))
 
-    with float32_output_dots() if f32_out else contextlib.nullcontext():
+    with bfloat16_output_dots() if old_form else contextlib.nullcontext():
       variants[name] = (jax.jit(jax.value_and_grad(loss)).lower(state).compile(), state)
   times, values = {k: [] for k in variants}, {}
   for _ in range(args.rounds):

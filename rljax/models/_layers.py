@@ -71,7 +71,7 @@ class Linear(nnx.Module):
     # contracting dims (the tensordot's weight gradient contracts over B and T)
     # runs ~2.5x slower on XLA:CPU than the same FLOPs as a plain [M, K] @ [K, N].
     k_in, k_out = math.prod(self.in_shape), math.prod(self.out_shape)
-    y = (x.reshape(-1, k_in) @ self.kernel[...].astype(self.compute_dtype).reshape(k_in, k_out))
+    y = mm(x.reshape(-1, k_in), self.kernel[...].astype(self.compute_dtype).reshape(k_in, k_out))
     y = y.reshape(lead + self.out_shape)
     if self.bias is not None:
       y = y + self.bias[...].astype(self.compute_dtype)
@@ -377,12 +377,31 @@ def attention_decode(q, k, v, mask, *, scale: float, softcap: Optional[float]):
   return o.reshape(b, t, n, d)
 
 
+_HALF = (jnp.bfloat16, jnp.float16)
+
+
+def mm(x, w):
+  """``x @ w`` (``[M, K] x [K, N]``, one dtype) in the operands' dtype, accumulated in float32 when they are 16-bit:
+  ``dot(x, w, preferred_element_type=float32)`` cast back. On TPU/GPU the same numbers and memory as a 16-bit
+  output dot (the cast fuses into it; v5e AOT memory, docs/benchmarks.md); on XLA:CPU only a float32-output dot
+  runs on a CPU's bfloat16 units (AVX512-BF16 / AMX: 1.83x its float32 dot on a Zen 4, a bfloat16-output one
+  0.85x)."""
+  if x.dtype in _HALF:
+    return jnp.dot(x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+  return x @ w
+
+
 def dot_t(x, w_t, preferred_element_type=None):
   """``x @ w_t.T`` (``x [M, K]``, ``w_t [N, K]`` -> ``[M, N]``) computed as ``(w_t @ x.T).T``: the decode loop's
   few-row matmuls with the weight stored ``[N, K]`` as the left operand. On XLA:CPU (YNNPACK) that form streams
-  the weight 1.5-3x faster at 8-32 rows than ``x @ W`` with ``W [K, N]`` (docs/benchmarks.md, issue #53)."""
+  the weight 1.5-3x faster at 8-32 rows than ``x @ W`` with ``W [K, N]`` (docs/benchmarks.md, issue #53).
+  16-bit operands without ``preferred_element_type`` accumulate in float32 and are cast back (as :func:`mm`)."""
+  out = None
+  if preferred_element_type is None and x.dtype in _HALF:
+    preferred_element_type, out = jnp.float32, x.dtype
   # the barrier keeps XLA from folding the outer transpose into the dot (back to ``x @ w_t.T``, the slow form)
-  return jax.lax.optimization_barrier(jnp.dot(w_t, x.T, preferred_element_type=preferred_element_type)).T
+  y = jax.lax.optimization_barrier(jnp.dot(w_t, x.T, preferred_element_type=preferred_element_type)).T
+  return y if out is None else y.astype(out)
 
 
 def _lora_for(cfg: ModelConfig, name: str) -> Optional[LoRAConfig]:
@@ -439,7 +458,7 @@ class Attention(nnx.Module):
     g = n // kh
     lead = x.shape[:-1]
     x2 = x.astype(cd).reshape(-1, h)
-    y = (x2 @ self.fused_qkv_weight()) if w_t is None else dot_t(x2, w_t)
+    y = mm(x2, self.fused_qkv_weight()) if w_t is None else dot_t(x2, w_t)
     y = y.reshape(lead + (kh, g + 2, d))
     if self.q.bias is not None:
       bias = jnp.concatenate([self.q.bias[...].reshape(kh, g, d), self.k.bias[...][:, None],
@@ -499,7 +518,7 @@ class MLP(nnx.Module):
     if fused and _plain(self.gate, self.up) and self.gate.bias is None:  # (the MLP's projections have no bias)
       f = self.gate.kernel.shape[1]
       w = self.fused_gate_up_weight()
-      gu = (x.astype(w.dtype).reshape(-1, w.shape[0]) @ w).reshape(x.shape[:-1] + (f, 2))
+      gu = mm(x.astype(w.dtype).reshape(-1, w.shape[0]), w).reshape(x.shape[:-1] + (f, 2))
       return self.down(_act(self.activation, gu[..., 0]) * gu[..., 1])
     return self.down(_act(self.activation, self.gate(x)) * self.up(x))
 
