@@ -602,7 +602,8 @@ def test_decode_weights_transposed_equals_stored(overrides):
 
 
 def test_decode_weights_auto_and_what_is_transposed(monkeypatch):
-  """``"auto"`` resolves to ``"transposed"`` on CPU for a small model and to ``"stored"`` above the size limit;
+  """``"auto"`` resolves to ``"transposed"`` on CPU for a small float32 model and to ``"stored"`` above the size
+  limit or with 16-bit weights;
   ``Block.decode_weights`` holds the transposed fused weights, and leaves out projections with an unmerged LoRA
   adapter (they run as stored)."""
   from rljax.models import LoRAConfig
@@ -612,6 +613,9 @@ def test_decode_weights_auto_and_what_is_transposed(monkeypatch):
   assert _host._compiled_config(CFG, params, None).decode_weights == "transposed"
   assert _host._compiled_config(dataclasses.replace(CFG, decode_weights="stored"), params, None).decode_weights == (
       "stored")
+  # 16-bit weights stay stored: XLA:CPU upcasts a bfloat16 transposed-operand dot's operands to float32
+  half = Transformer(ModelConfig.tiny(param_dtype="bfloat16", compute_dtype="bfloat16"), rngs=nnx.Rngs(0))
+  assert _host._compiled_config(CFG, nnx.split(half)[1], None).decode_weights == "stored"
   monkeypatch.setattr(_host, "AUTO_TRANSPOSED_BYTES", 1024)
   assert _host._compiled_config(CFG, params, None).decode_weights == "stored"
   block = model.layers[0]

@@ -92,7 +92,9 @@ class SamplerConfig:
       on XLA:CPU 1.5-3x faster per matmul at 8-32 rows than the stored ``[in, out]`` layout (issue #53,
       docs/benchmarks.md), at the cost of that copy in memory for the call (one per concurrent chunk).
       ``"stored"``: the weights as stored. ``"auto"`` (default): ``"transposed"`` on CPU without a mesh
-      when the parameters take at most 2 GiB, else ``"stored"``. Same math (the matmuls' summation order
+      when the parameters are float32 and take at most 2 GiB, else ``"stored"`` (16-bit weights: XLA:CPU runs
+      only the stored form's ``x @ W`` on bfloat16 units and would convert a transposed copy to float32 every
+      step). Same math (the matmuls' summation order
       may differ: tokens equal unless a rounding difference flips a near-tie).
   """
   max_new_tokens: int = 128

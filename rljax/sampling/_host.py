@@ -101,13 +101,17 @@ AUTO_TRANSPOSED_BYTES = 2 << 30  # SamplerConfig.decode_weights="auto": transpos
 def _compiled_config(config: SamplerConfig, params, mesh) -> SamplerConfig:
   """``config`` as a static jit argument: ``concurrent_chunks`` only matters on the host, so it is reset
   to 1 and does not compile a duplicate of the same program; ``decode_weights="auto"`` is resolved for
-  ``params`` (``"transposed"`` on CPU without a mesh up to ``AUTO_TRANSPOSED_BYTES`` of parameters)."""
+  ``params`` (``"transposed"`` on CPU without a mesh up to ``AUTO_TRANSPOSED_BYTES`` of float32 parameters; 16-bit
+  ones stay ``"stored"``: XLA:CPU converts a 16-bit transposed-operand dot's operands to float32 on every call, the
+  whole weight each decode step, where ``x @ W`` runs on the bfloat16 units, ``rljax.models._layers.mm``)."""
   changes = {}
   if config.concurrent_chunks != 1:
     changes["concurrent_chunks"] = 1
   if config.decode_weights == "auto":
     size = sum(int(np.prod(np.shape(x))) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(params))
-    small = mesh is None and size <= AUTO_TRANSPOSED_BYTES and _on_cpu(params)
+    floats = [x.dtype for x in jax.tree.leaves(params) if jnp.issubdtype(x.dtype, jnp.floating)]
+    half = bool(floats) and all(np.dtype(d).itemsize == 2 for d in floats)
+    small = mesh is None and size <= AUTO_TRANSPOSED_BYTES and _on_cpu(params) and not half
     changes["decode_weights"] = "transposed" if small else "stored"
   return dataclasses.replace(config, **changes) if changes else config
 
