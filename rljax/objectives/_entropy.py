@@ -541,7 +541,25 @@ def _technique_rows():
                                        "micro-batches), :451-454 and :565-569 (each micro-batch's token-mean × its "
                                        "rows / the GPU's mini-batch rows), fsdp_workers.py:843-845 (update_actor "
                                        "dispatched per data-parallel rank): 8 optimizer steps per step, H = H_old "
-                                       "(ρ = 1, nothing masked) on the first; the record gave neither",
+                                       "(ρ = 1, nothing masked) on the first; the record gave neither. Per-row "
+                                       "review k (#51), the released code as it runs: dp_actor.py:480-506 "
+                                       "(update_policy, every micro-batch, on rank 0) calls os.makedirs on the "
+                                       "hard-coded /mmu_nlp_hdd/panleiyu/KlearReasoner-copy/debug/"
+                                       "logprob_entropy_debug_1112_erc_dapo_end_32k and torch.save's the "
+                                       "micro-batch's old_log_prob, log_prob, old and new entropies, advantages, "
+                                       "response_mask and responses there: a user who cannot create /mmu_nlp_hdd "
+                                       "gets PermissionError at the first update, so training does not run as "
+                                       "released (as root it writes one file per micro-batch per step); "
+                                       "README.md:187-188 gives 'bash recipe/dapo/perf_run_dapo_ours_math_szp_ae_"
+                                       "dapo_erc_1_05.sh # 7B + DAPO' and 'bash recipe/dapo/perf_run_dapo_ours_"
+                                       "code.sh # 7B + GPPO', a script not in the repository (the GPPO runs are "
+                                       "the two *_gppo_erc_1_05.sh recipes, which README does not name); all four "
+                                       "erc recipes launch /share/miniconda3/envs/verl_szp_py310/bin/ray and "
+                                       ".../bin/python (:86-88; :90-92 in 1_5B_..._gppo_erc_1_05.sh), their "
+                                       "cluster's environment, under set -xeuo pipefail (:9): elsewhere they stop "
+                                       "there; and dp_actor.py:552-556 would take the KL loss against "
+                                       "old_log_prob, not the reference log-probs (use_kl_loss False in all four: "
+                                       "no effect)",
                                   defaults=(("low / high", "0.95 / 1.05", "entropy_mask_low/high 0.95 / 1.05"),
                                             ("eps (δ)", "1e-8", "1e-8"),
                                             ("wrapped loss", "any term (e.g. ppo_clip(0.2, 0.28, dual_clip=10))",
@@ -592,7 +610,17 @@ def _technique_rows():
                                               "their token-mean is per token-budget micro-batch (use_dynamic_bsz) "
                                               "weighted by its row share of the GPU's mini-batch; ours one "
                                               "denominator for the whole update batch: equal when every "
-                                              "micro-batch's mean token count per row is the same"))),
+                                              "micro-batch's mean token count per row is the same",
+                                              "the released actor (dp_actor.py:480-506) saves every micro-batch's "
+                                              "log-probs, entropies and advantages to a hard-coded /mmu_nlp_hdd/... "
+                                              "directory (PermissionError for a user who cannot create it: the "
+                                              "code does not train as released), and the recipes launch their "
+                                              "cluster's /share/miniconda3/... ray and python, and README's GPPO "
+                                              "command names a script the repository lacks: the values above are "
+                                              "the recipes' as written, run with those lines changed",
+                                              "their token-mean is masked_sum / (n + 1e-8) (verl/utils/"
+                                              "torch_functional.py:184-185 of their fork), chain's token_mean Σ / "
+                                              "n: theirs × n/(n + 1e-8), a relative 1e-8/n"))),
       Technique("clip_cov", "entropy", clip_cov,
                 "PPO clip; k=max(⌊ratio·N⌋,1) unclipped tokens with cov∈(lb,ub) get L=0",
                 "verl clip_cov; arXiv:2505.22617",

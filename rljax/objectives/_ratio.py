@@ -1088,7 +1088,21 @@ def _technique_rows():
                      "ppo_mini_batch_size mini-batches, one optimizer step each; on_policy only with one mini-batch "
                      "and one epoch), data/legacy_data.yaml:42 and actor/actor.yaml:18, 108 (train_batch_size 1024, "
                      "ppo_mini_batch_size 256, ppo_epochs 1). The record gave neither the mini-batch count nor the "
-                     "30B script's worker",
+                     "30B script's worker. Per-row review k (#51): examples/gspo_trainer@v0.7.0 holds two more "
+                     "launch scripts the record did not name: test_gspo_3b_math_slurm.sh (test_gspo_3b_math.sh's "
+                     "values, plus RAY_NUM_NODES and RAY_memory_monitor_refresh_ms exports) and "
+                     "test_gspo_qwen30b_a3b_ep.sh: :17-18, 100 (clip_ratio_low 3e-4, clip_ratio_high 4e-4, "
+                     "clip_ratio_c 10), :26 (loss_agg_mode token-mean: ignored by v0.7.0's forced "
+                     "seq-mean-token-mean, honoured by 0.9.1's loss), :29-31 (train_prompt_bsz 256, "
+                     "train_prompt_mini_bsz 32: 8 optimizer steps per batch, n 16), :60 (use_dynamic_bsz), :80-82 "
+                     "(ppo_megatron_trainer.yaml, use_legacy_worker_impl auto there (:166): main_ppo.py:123-164 "
+                     "starts the legacy Megatron worker, whose megatron_actor.py:444-541, 693-703 hands each "
+                     "token-budget micro-batch's gspo loss to Megatron's forward_backward_func with num_microbatches "
+                     "= their count), :135 (rollout.calculate_log_probs True), :2, 46-49 (set -u; MODEL_PATH="
+                     "$HDFS_ROOT/..., CKPTS_DIR and TRAIN_FILE under $DATA_ROOT, which the script never sets: it "
+                     "stops at :46 unless the caller exports them); and verl's seq-mean-token-mean divides each "
+                     "row's token sum by (n + 1e-8) (core_algos.py@v0.7.0:814; the 0.9.1 wheel's :1196), "
+                     "chain(aggregate=seq_mean_token_mean) by n",
                 defaults=(("eps_low", "3e-4", "clip_ratio_low = 0.2 (GSPO recipe: 3e-4)"),
                           ("eps_high", "4e-4", "clip_ratio_high = 0.2 (GSPO recipe: 4e-4)"),
                           ("log s clamp", "max 10", "max 10"),
@@ -1126,7 +1140,16 @@ def _technique_rows():
                             "rl.updates_per_batch=1 is theirs",
                             "run_qwen30b_gspo.sh runs verl v0.7.0's engine worker (use_legacy_worker_impl=disable): "
                             "the forced seq-mean-token-mean there divides by global_batch_size = ppo_mini_batch_size "
-                            "× n, every row counted: chain(aggregate=seq_mean_token_mean) when no row is empty"))),
+                            "× n, every row counted: chain(aggregate=seq_mean_token_mean) when no row is empty",
+                            "test_gspo_qwen30b_a3b_ep.sh (verl v0.7.0's third GSPO script) runs the legacy Megatron "
+                            "worker: each token-budget micro-batch's forced seq-mean-token-mean over its own rows, "
+                            "averaged over the micro-batches by Megatron's schedule (num_microbatches), 8 optimizer "
+                            "steps per batch (256 ÷ 32): rl.num_minibatches=8, rl.updates_per_batch=1 gives the "
+                            "schedule; its loss_agg_mode token-mean takes effect only on verl 0.9.1 (ours); "
+                            "as released it stops at $HDFS_ROOT under set -u",
+                            "verl's seq-mean-token-mean divides each row's token sum by (n + 1e-8), ours by n: "
+                            "chain(aggregate=seq_mean_token_mean) is verl's × (n + 1e-8)/n per row, a relative "
+                            "1e-8/n (not exactly equal)"))),
       ("gmpo", gmpo, "-mean_t(A) exp(mean_t sign-clipped log r)", "GMPO arXiv:2507.20673; verl geo_mean",
        loss_term_factory(gmpo, hparams=S.CLIP, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/callsys/GMPO: train_zero_math_gmpo.py (critic_type_modify='gmpo')",
@@ -1417,7 +1440,17 @@ def _technique_rows():
                      "(temperature from the data), siirl/engine/fsdp_workers.py:1372, 1423 (= rollout.temperature), "
                      "siirl/params/model_args.py:442-444 (RolloutArguments.temperature 1.0; the five scripts do not "
                      "set it), dp_actor.py:386-421 (gradient_accumulation, loss_scale_factor 1/gradient_accumulation "
-                     "or rows / ppo_mini_batch_size with use_dynamic_bsz)",
+                     "or rows / ppo_mini_batch_size with use_dynamic_bsz). Per-row review k (#51): the five "
+                     "scripts' schedule, which the record did not give: run_qwen2_5-7b.sh:22-23, 54-55 "
+                     "(data.train_batch_size 512 × nnodes prompts, ppo_mini_batch_size 256 × nnodes; the same in "
+                     "run_qwen3-8b.sh, run_qwen3-1.7b.sh, run_qwen2_5_vl-7b.sh; run_qwen2_5_vl-72b.sh:23 "
+                     "PPO_MINI_BATCH_SIZE_PER_NODE 128), model_args.py:290 (ppo_epochs 1), fsdp_workers.py:212-213 "
+                     "(both × rollout.n ÷ the data-parallel size), dp_actor.py:370-382 (each GPU's batch split into "
+                     "ppo_mini_batch_size mini-batches, one optimizer step each; on_policy only with one), :432-439 "
+                     "(otherwise log π_old = the stored old_log_probs): 2 optimizer steps per batch (4 in the 72B "
+                     "script) against log π_old recomputed before the first, so on the first r = 1 (no clip, "
+                     "drift 0) and both act from the second; and agg_loss's token-mean is masked_sum / (n + 1e-8) "
+                     "(siirl/utils/model_utils/torch_functional.py:154-168)",
                 defaults=(("eps_low / eps_high", "0.2 / eps_low", "clip_ratio_low 0.2 / clip_ratio_high 0.2 "
                            "(model_args.py:283-284, their own defaults, not None: the scripts' clip_ratio=0.2 "
                            "does not reach cpgd's bounds; a clip_ratio alone is ignored)"),
@@ -1433,7 +1466,12 @@ def _technique_rows():
                            "(all five scripts)"),
                           ("KL to the reference (not this term's)", "a separate kl_penalty term",
                            "use_kl_loss True, kl_loss_coef 0.01, low_var_kl in run_qwen3-8b / qwen3-1.7b / "
-                           "qwen2_5_vl-72b; off in run_qwen2_5-7b / qwen2_5_vl-7b")),
+                           "qwen2_5_vl-72b; off in run_qwen2_5-7b / qwen2_5_vl-7b"),
+                          ("optimizer steps per batch", "rl.num_minibatches × rl.updates_per_batch (defaults 1 × 2: "
+                           "the whole batch twice); rl.num_minibatches=2 (4), rl.updates_per_batch=1 gives theirs",
+                           "train_batch_size 512 ÷ ppo_mini_batch_size 256 = 2 in four scripts, 512 ÷ 128 = 4 in "
+                           "run_qwen2_5_vl-72b.sh; ppo_epochs 1; log π_old fixed before the first, so r = 1 there "
+                           "(no clip, drift 0)")),
                 placement="theirs: the actor's loss on each micro-batch (loss_mode='cpgd'; the drift added in "
                           "dp_actor when use_cpgd_loss, which adv_estimator='cpgd' switches on), log π_old "
                           "recomputed before the update, each term token-mean over the micro-batch and the "
@@ -1451,7 +1489,14 @@ def _technique_rows():
                             PC.T_DEVIATION + " (siiRL's log π and log π_old are both at rollout.temperature)",
                             "eps_high defaults to eps_low here; siiRL's clip_ratio_low / clip_ratio_high default to "
                             "0.2 each, so its clip_ratio moves neither (set eps_low and eps_high as their "
-                            "clip_ratio_low / clip_ratio_high)"))),
+                            "clip_ratio_low / clip_ratio_high)",
+                            "their scripts train each batch as 2 optimizer steps (4 in run_qwen2_5_vl-72b.sh) "
+                            "against log π_old recomputed before the first: r = 1 on the first (the clip and the "
+                            "drift act from the second); our default (one mini-batch, rl.updates_per_batch 2) "
+                            "clips on the second epoch only: rl.num_minibatches=2 (4) with rl.updates_per_batch=1 "
+                            "is theirs",
+                            "siiRL's token-mean divides by (n + 1e-8) (torch_functional.py:154-168), chain's "
+                            "token_mean by n: theirs × n/(n + 1e-8), a relative 1e-8/n"))),
       ("pspo", pspo, "-A ((1-alpha) r + alpha)", "PSPO arXiv:2509.21282, seed 000 L119",
        loss_term_factory(pspo, role="policy", needs=S.logp_needs("old_logp")),
        Fidelity("authors_code", "github.com/MCDwyer/GR-PSPO: grpotrainer.patch, grpoconfig.patch (TRL 0.25.1)",
@@ -1612,7 +1657,21 @@ def _technique_rows():
                      "(each micro-batch's loss, its entropy bonus a masked mean of that micro-batch, ÷ 1, "
                      "summed over the micro-batches), :253-258 (the optimizer step skipped when the gradient norm "
                      "exceeds 500); mix_trainer.py:88-116 (grpo without the std): the record gave neither the two "
-                     "optimizer steps per step nor the per-micro-batch entropy normaliser",
+                     "optimizer steps per step nor the per-micro-batch entropy normaliser. Per-row review k (#51): "
+                     "mix_trainer.py:88-116 is MIXRayPPOTrainer's (main_mix_ppo.py:241-243, trainer.experience "
+                     "False), not on the script's path: run_exgrpo.sh:28 sets trainer.experience=True, so "
+                     "main_mix_ppo.py:232-234 runs ExperienceMixRayPPOTrainer, whose advantage is "
+                     "mix_trainer_helper.py:38-67 compute_advantage (the same grpo code, use_std = grpo_use_std "
+                     "False) called at mix_trainer_experience.py:456-460, then × prefix_reward_weight_alpha on "
+                     "replayed tokens and _beta on fresh ones (:462-470; 1.0 / 1.0: run_exgrpo.sh:86, "
+                     "mix_ppo_trainer.yaml:138-139); mix_trainer_experience.py:429-438 sets the phase per batch in "
+                     "meta_info, read by mix_actor.py:65-67 over the config (warm-up: loss_remove_clip False, "
+                     "off_policy_reshape 'no_reshape', exp_is_weighting False, whatever the script sets; mixed: the "
+                     "script's values); the warm-up clip's upper bound is max(clip_upper_bound, 1 + clip_ratio) "
+                     "(mix_core_alg.py:117; mix_ppo_trainer.yaml:40 clip_upper_bound 1.0, so 1.2, = ours); a "
+                     "replayed row's log π_old is its recorded old log-probs only with trainer.exp_is_correct "
+                     "(run_exgrpo.sh:35 True) and a recorded row whose sum ≠ 0 (experience_trainer_ops.py:76-99), "
+                     "else the current recompute (mix_trainer_experience.py:411-415)",
                 defaults=(("beta", "0.1", "p_div_p_0.1"),
                           ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
                           ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
@@ -1632,6 +1691,11 @@ def _technique_rows():
                            "grpo with algorithm.grpo_use_std False: r − mean_g, no std (dr_grpo's form)"),
                           ("gradient-norm skip", "none (clip only)", "skip_grad_bound 500: a step whose gradient "
                            "norm exceeds 500 (or is non-finite) is dropped"),
+                          ("warm-up clip upper bound", "1 + eps_high (1.2)", "max(clip_upper_bound 1.0, 1 + "
+                           "clip_ratio 0.2) = 1.2 (mix_core_alg.py:117): equal"),
+                          ("replayed rows' log π_old", "logp_old (the exgrpo stage's stored behaviour log-probs)",
+                           "recorded_old_log_prob with trainer.exp_is_correct True (the script); False keeps the "
+                           "current recompute"),
                           ("log-ratio clamp", "±20", "none")),
                 placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
                           "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
