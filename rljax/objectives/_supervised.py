@@ -689,7 +689,16 @@ def _technique_rows():
                                        ":1532-1538 and :1605-1610 (a one-off generation and log-prob forward on the "
                                        "data set's last four batches for that metric, not trained on). The record's "
                                        "deviation said their log π is divided by the temperature where p is not "
-                                       "(equal at temperature 1): on every run the division is by 1.0",
+                                       "(equal at temperature 1): on every run the division is by 1.0. Per-row "
+                                       "review l: verl/trainer/fsdp_gft_trainer.py:337-476 with verl/trainer/config/"
+                                       "gft_trainer.yaml and verl/utils/dataset/gft_dataset.py:138-147 (a second, "
+                                       "SFT-style entry point that no README command or script runs: data-set "
+                                       "responses, three model answers + the ground truth per question; loss "
+                                       "CrossEntropy·sg(p) of the plain logits, Σ ÷ (the micro-batch's loss tokens "
+                                       "+ 1e-8) backpropagated per micro-batch (:470-475); the ÷ n_micro_batches "
+                                       "at :493 comes after the backward, for the logged loss only; its "
+                                       "sequence-parallel branch, :407-459, leaves out the p factor); the record "
+                                       "did not mention it",
                                   defaults=(("tau", "0.1", "tao 0.1 (function default 0.5)"),
                                             (PC.T_NAME, PC.T_OURS,
                                              "1.0 for the update forward, hard-coded (ray_trainer.py:688, 1660; "
@@ -724,6 +733,12 @@ def _technique_rows():
                                               "their dp_actor also has loss modes vanilla, raft, raft_scale and sft "
                                               "(compute_policy_loss_raft*, compute_sft_loss), unreachable at this "
                                               "commit: loss_mode is overwritten with 'gft' (dp_actor.py:538)",
+                                              "their second trainer, verl/trainer/fsdp_gft_trainer.py (no README "
+                                              "command or script runs it), trains on data-set responses with "
+                                              "−sg(p)·log p (no τ, no advantage): gft(tau=1.0) here (every p ≤ 1 "
+                                              "keeps its p); its gradient is the sum of the micro-batches' token "
+                                              "means (the ÷ n_micro_batches follows the backward), n_micro × "
+                                              "chain's token_mean when the micro-batches hold equal token counts",
                                               "their token-mean is per 16-row micro-batch on each GPU (÷ gradient_"
                                               "accumulation 4, GPUs averaged): a mean of micro-batch token means, "
                                               "where ours divides by the update batch's token count: equal when "
@@ -986,66 +1001,106 @@ def _technique_rows():
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
                                         batch_extras=S.entropy_base_extras),
-                fidelity=Fidelity("peer", "github.com/Arka04bro/ReasonMaxxer: scripts/train_reasonmaxxer.py (a "
-                                  "public copy; authorship unconfirmed)",
-                                  "there: CE at gated tokens × clip(A, ±2.5), mean over gated tokens, + 0.1·KL(base‖π) "
-                                  "off the gate (0.2 in the pilot scripts); ours: ±1 by correctness, no anchor (add "
-                                  "kl_penalty)",
-                                  read="Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (read through "
-                                       "the code index: no snapshot can be fetched): the argparse defaults in main() "
-                                       "(decision_objective 'adv_ce', adv_clip 2.5, kl_weight 0.1, "
-                                       "kl_decision_weight 0, beta_neg 1, cgap_tau 2.5; ninth draw (#51 item 4), "
+                fidelity=Fidelity("authors_code", "github.com/farukakgul/ReasonMaxxer: scripts/train_reasonmaxxer.py",
+                                  "there: CE at gated tokens × clip(A, ±2.5), each rollout's mean over its gated "
+                                  "tokens, + 0.2·KL(base‖π) off the gate (04_train_tau1p4.sh; argparse 0.1); ours: "
+                                  "±1 by correctness, no anchor",
+                                  read="farukakgul/ReasonMaxxer@72182e90 (the authors' repository: the fork "
+                                       "ansz42/ReasonMaxxer's README names it the official one, and the README's "
+                                       "BibTeX names Ömer Faruk Akgül first author of arXiv 2605.06241; its "
+                                       "history, 4725111 'Initial public release' 2026-05-07 to 72182e9 "
+                                       "2026-05-08, all commits by farukakgul, is carried by that fork, fetched; "
+                                       "per-row review l): "
+                                       "scripts/train_reasonmaxxer.py (unchanged since 4725111; argparse: "
+                                       "decision_objective 'adv_ce' of adv_ce / delta_hinge / correct_sft, adv_clip "
+                                       "2.5, kl_weight 0.1, beta_neg 1, batch_size 1, grad_accum_steps 4; the "
+                                       "'adv_ce' branch: pos / neg = gated tokens with A > 0 / A < 0, Σ CE·clip(A) "
+                                       "÷ their count per micro-batch, + kl_weight · the mean of KL(π_base ‖ π_θ) "
+                                       "over the micro-batch's other valid positions, (loss / grad_accum_steps)"
+                                       ".backward(); --curriculum_ordering sorts the rollouts by |A|·(gated ÷ "
+                                       "completion length), descending, and turns the loader's shuffle off), "
+                                       "scripts/score_rollouts.py (the base entropies: teacher-forced forward of "
+                                       "the base model on prompt + completion, log_softmax of the float32 logits, "
+                                       "untempered), scripts/select_mid_pool.py, scripts/prepare_training_data.py "
+                                       "(H_base > τ, --tau 0.8, no --gate), and the README's recipe examples/"
+                                       "qwen25_1p5b/02_generate_score_3x100x20.sh (20 rollouts per problem at "
+                                       "temperature 0.6, top_p 0.95, max_tokens 8192; score_rollouts.py at "
+                                       "max_seq_len 8192), 03_select_mid50_trim80.sh (select_mid_pool.py "
+                                       "--max_target_problems 50 --require_both_signs --trim_fraction 0.8: the 50 "
+                                       "problems closest to pass rate 0.5 with a correct and a wrong rollout, then "
+                                       "the shortest 80% of their rollouts), 04_train_tau1p4.sh (prepare_training_"
+                                       "data.py --tau_pos 1.4 --tau_neg 1.4 --min_pass 0.0 --max_pass 1.0; train_"
+                                       "reasonmaxxer.py --batch_size 1 --grad_accum_steps 8 --kl_weight 0.2 "
+                                       "--adv_clip 2.5 --decision_objective adv_ce --beta_neg 1.0 --curriculum_"
+                                       "ordering --curriculum_key signal_clarity --epochs 2 --max_optimizer_steps "
+                                       "149, LoRA r 32 / α 64 on q, k, v, o_proj, lr 1e-4) and 04_train_tau_sweep.sh "
+                                       "(τ 1.0, 1.4, 1.8, 2.2, the rest the same). Per-row review l: the record "
+                                       "cited only Arka04bro/ReasonMaxxer, a fork of the authors' repository (its "
+                                       "stored files sit at the authors' commits 47251115, 69c47bd3, 1a8646b7 and "
+                                       "at later ones), and called its authorship unconfirmed; read earlier in that "
+                                       "fork: Arka04bro/ReasonMaxxer@a3bdf96b scripts/train_reasonmaxxer.py (the "
+                                       "same 'adv_ce' path; the fork adds decision_objective clipped_ratio, "
+                                       "--behavior_temperature and --kl_decision_weight; ninth draw (#51 item 4), "
                                        "the loop's switches: variant 'reasonmaxxer' (else 'fullseq'), "
                                        "separate_pos_neg_norm, balance_pos_neg, pos_only_decisions, "
                                        "normalize_by_problem, adaptive_betaneg, kl_on_generated_only all off, "
-                                       "neg_prob_floor 0) and the training loop's "
-                                       "'adv_ce' branch (decision mask = precomputed decision positions, H_base > τ "
-                                       "in _normalize_cgap_item; Σ CE·clip(A) over gated tokens with A ≠ 0 / their "
-                                       "count; + kl_weight·mean of KL(π_base ‖ π_θ) over the other valid tokens); "
-                                       "read whole (#51, read_file): scripts/prepare_training_data.py@f1651992 "
-                                       "(the gate and the advantage: per problem A = (r − mean)/max(pstdev, 1e-8) "
-                                       "on 0/1 correctness; problems with pass rate in [min_pass 0.25, max_pass "
-                                       "0.75], at most 50, closest to 0.5; decision positions = generated "
-                                       "positions with H_base > τ_pos (correct rows) / τ_neg (wrong rows), --tau "
-                                       "0.8; --gate entropy_tau default), reasonmaxxer/gating.py@f1651992 (gates "
-                                       "entropy_tau, entropy_topk, entropy_quantile, random, low_entropy, first_k, "
-                                       "last_k, stride, all; budgets per rollout), examples/qwen25_0p5b_pilot/"
-                                       "00_config.sh and 05_phase1_gates.sh@7088ef51 (KL_WEIGHT 0.2, adv_clip "
-                                       "2.5, adv_ce, τ calibrated to TARGET_TOKENS_PER_ROLLOUT 10, pass range "
-                                       "[0, 1], the control gates budget-matched per rollout); sweep s1a (#51, "
-                                       "peer conventions): train_reasonmaxxer.py's loop (student and base "
-                                       "log-probs F.log_softmax of the plain logits; 'adv_ce' Σ over the "
-                                       "micro-batch's gated tokens ÷ their count; (loss / grad_accum_steps)"
-                                       ".backward()), scripts/generate_rollouts.py@0bebf3df and "
-                                       "reasonmaxxer/config.py@47251115 (TEMPERATURE 0.6, TOP_P 0.95; the payload "
-                                       "stores no entropies: the base entropies come from outside the public "
-                                       "scripts)",
+                                       "neg_prob_floor 0), scripts/prepare_training_data.py@f1651992 (the gate and "
+                                       "the advantage: per problem A = (r − mean)/max(pstdev, 1e-8) on 0/1 "
+                                       "correctness over the problem's rows in the file; problems with pass rate in "
+                                       "[min_pass 0.25, max_pass 0.75], at most 50, closest to 0.5; decision "
+                                       "positions = generated positions with H_base > τ_pos (correct rows) / τ_neg "
+                                       "(wrong rows), --tau 0.8; the fork's --gate, default entropy_tau), the fork's "
+                                       "reasonmaxxer/gating.py@f1651992 (gates entropy_tau, entropy_topk, "
+                                       "entropy_quantile, random, low_entropy, first_k, last_k, stride, all; budgets "
+                                       "per rollout) and its 0.5B pilot examples/qwen25_0p5b_pilot/00_config.sh and "
+                                       "05_phase1_gates.sh@7088ef51 (KL_WEIGHT 0.2, GRAD_ACCUM 8, --batch_size 1, "
+                                       "adv_clip 2.5, adv_ce, τ calibrated to TARGET_TOKENS_PER_ROLLOUT 10, pass "
+                                       "range [0, 1], the control gates budget-matched per rollout); sweep s1a (#51, "
+                                       "peer conventions): student and base log-probs F.log_softmax of the plain "
+                                       "logits; scripts/generate_rollouts.py and reasonmaxxer/config.py@47251115 "
+                                       "(TEMPERATURE 0.6, TOP_P 0.95; the generation payload stores no entropies, "
+                                       "score_rollouts.py adds them)",
                                   defaults=(("tau / rho", "one of them required", "decision positions precomputed "
-                                             "by prepare_training_data.py: H_base > τ, --tau 0.8 (τ_pos / τ_neg "
-                                             "may differ by correctness); the pilot scripts calibrate τ to ~10 "
-                                             "tokens per rollout; cgap_tau 2.5 only for the held-out gap"),
+                                             "by prepare_training_data.py: H_base > τ; the authors' recipe τ 1.4 "
+                                             "(04_train_tau1p4.sh; sweep 1.0 / 1.4 / 1.8 / 2.2), argparse --tau 0.8 "
+                                             "(τ_pos / τ_neg may differ by correctness); the fork's pilot scripts "
+                                             "calibrate τ to ~10 tokens per rollout; cgap_tau 2.5 only for the "
+                                             "held-out gap"),
                                             ("advantage behind c", "none (c = ±1 from batch.rewards)",
                                              "per problem (r − mean)/max(population std, 1e-8) on 0/1 "
-                                             "correctness, problems with pass rate in [0.25, 0.75] (pilot [0, 1])"),
-                                            ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip)"),
+                                             "correctness over the problem's kept rollouts; the recipe's pool: 50 "
+                                             "problems with a correct and a wrong rollout, closest to pass rate "
+                                             "0.5, then the shortest 80% of their rollouts, pass range [0, 1] "
+                                             "(argparse [0.25, 0.75])"),
+                                            ("per-row weight c", "±1 by reward > 0.5", "clip(A, ±2.5) (adv_clip); "
+                                             "A = 0 rows (all-correct or all-wrong after the trim) get no "
+                                             "decision loss"),
                                             ("gate comparison", "H ≥ τ", "H > τ"),
                                             ("KL anchor off the gate", "none here (compose kl_penalty)",
-                                             "kl_weight 0.1 (argparse; the pilot scripts KL_WEIGHT 0.2) · "
-                                             "KL(π_base ‖ π_θ), full-vocabulary"),
+                                             "kl_weight 0.2 (04_train_tau1p4.sh, and the fork's pilot KL_WEIGHT "
+                                             "0.2; argparse 0.1) · KL(π_base ‖ π_θ), full-vocabulary"),
                                             ("negative", "'logp' (+log π)", "adv_ce: CE × negative A (= +|A| log π)"),
                                             ("aggregation", "chain's (token_mean over loss_mask)", "each "
                                              "micro-batch's mean over its gated tokens (Σ ÷ their count), the loss "
-                                             "÷ grad_accum_steps before backward"),
+                                             "÷ grad_accum_steps before backward; a micro-batch is one rollout "
+                                             "(--batch_size 1: argparse and every script), grad_accum_steps 8 "
+                                             "(04_train_tau1p4.sh, the pilot; argparse 4): an optimizer step is the "
+                                             "mean over 8 rollouts of each rollout's gated-token mean"),
+                                            ("data order", "the step's batch", "--curriculum_ordering "
+                                             "signal_clarity (04_train_tau1p4.sh): rollouts sorted by |A|·(gated ÷ "
+                                             "completion length), descending, no shuffle; argparse: shuffled"),
                                             ("log-probs / entropy temperature", "log π_θ untempered; H from "
                                              "batch.extras[entropy_key] as given (entropy_old: untempered)",
                                              "log π_θ = F.log_softmax of the plain logits (untempered, as ours); "
-                                             "H_base comes with the rollouts file, made outside the public scripts "
-                                             "(generate_rollouts.py samples at config.TEMPERATURE 0.6, TOP_P 0.95 "
-                                             "and stores no entropies)")),
-                                  placement="theirs: offline, on each micro-batch of the stored rollouts; the "
-                                            "frozen base model's forward gives the KL anchor, the gate comes with "
-                                            "the data; ours: a loss term on each micro-batch, the gate from "
-                                            "batch.extras[entropy_key] (base-model entropies) or entropy_old",
+                                             "H_base from score_rollouts.py: the base model's teacher-forced "
+                                             "entropy of log_softmax(float32 logits), untempered, on rollouts "
+                                             "sampled at temperature 0.6, top_p 0.95")),
+                                  placement="theirs: offline, on each micro-batch (one rollout) of the stored "
+                                            "rollouts; the frozen base model's forward gives the KL anchor, the "
+                                            "gate comes with the data (score_rollouts.py's base entropies, "
+                                            "prepare_training_data.py's positions); ours: a loss term on each "
+                                            "micro-batch, the gate from batch.extras[entropy_key] (base-model "
+                                            "entropies) or entropy_old",
                                   deviations=("c = ±1 by correctness instead of the clipped advantage (equal when "
                                               "|A| = 1)",
                                               "the denominator: theirs divides each micro-batch's gated sum by its "
@@ -1053,15 +1108,22 @@ def _technique_rows():
                                               "grad_accum_steps); chain's token_mean divides by the step batch's "
                                               "loss tokens, gated or not: ours = theirs × (gated ÷ loss tokens of "
                                               "the step) when every micro-batch holds the same number of gated "
-                                              "tokens; no aggregation option gives theirs",
+                                              "tokens; with the authors' --batch_size 1 a micro-batch is one "
+                                              "rollout, so theirs weighs each rollout equally (a per-rollout mean "
+                                              "over its gated tokens), ours each token; no aggregation option "
+                                              "gives theirs",
                                               "the gate keeps H = τ (≥); theirs needs H > τ",
                                               "no KL anchor: add kl_penalty (a sampled-token estimate, not the "
                                               "code's full-vocabulary KL(π_base ‖ π_θ))",
-                                              "the copy's authorship is unconfirmed; the other decision objectives "
-                                              "(delta_hinge, correct_sft, clipped_ratio) are not offered",
-                                              "rho is a quantile over the batch's masked tokens; their "
+                                              "the authors' other decision objectives (delta_hinge, correct_sft) "
+                                              "and the fork's clipped_ratio are not offered",
+                                              "the authors' recipe trains on a fixed pool in curriculum order "
+                                              "(--curriculum_ordering signal_clarity: |A|·gated share, descending, "
+                                              "unshuffled, 149 optimizer steps over 2 epochs); ours trains on the "
+                                              "step's fresh batch: no order option",
+                                              "rho is a quantile over the batch's masked tokens; the fork's "
                                               "entropy_quantile gate keeps round(budget_frac·n) top-entropy "
-                                              "positions per rollout, and their other gates (entropy_topk, random, "
+                                              "positions per rollout, and its other gates (entropy_topk, random, "
                                               "low_entropy, first_k, last_k, stride, all) and per-correctness "
                                               "τ_pos / τ_neg are not offered",
                                               "train_reasonmaxxer.py's other switches are not offered (all off by "
@@ -1072,8 +1134,8 @@ def _technique_rows():
                                               "tokens with π ≤ floor dropped), --normalize_by_problem (rows "
                                               "weighted by inverse problem frequency), --adaptive_betaneg (β_neg "
                                               "moved by the trend of Δlog p⁺), --kl_on_generated_only (the anchor "
-                                              "otherwise covers the prompt positions too) and --kl_decision_weight "
-                                              "(KL at the gated tokens as well, 0 by default)",
+                                              "otherwise covers the prompt positions too) and the fork's "
+                                              "--kl_decision_weight (KL at the gated tokens as well, 0 by default)",
                                               "negative='unlikelihood' (−log(1 − π) on wrong rows) is ours"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
