@@ -1339,9 +1339,9 @@ def _technique_rows():
                 stage=S.group_estimator(vote, answer_id="answer_ids"),
                 fidelity=Fidelity("authors_code", "github.com/HanYiton/VAA-CSEC: YuYi/glpo/glpo_swift_plugin.py "
                                   "(_glpo_compute_advantages)",
-                                  "default = theirs with eps=1e-4 (their σ floor); tied majority answers: ours "
-                                  "averages their rewards, theirs takes the first; form='margin': (r − r_vote)/(σ + "
-                                  "ε)",
+                                  "default = theirs with eps=1e-4 (their σ floor) unless a majority rollout has "
+                                  "the format reward (their R(G) never does); tied majority answers: ours "
+                                  "averages, theirs takes the first; form='margin': (r − r_vote)/(σ + ε)",
                                   read="HanYiton/VAA-CSEC@e2a32547 YuYi/glpo/glpo_swift_plugin.py (stored copy, "
                                        "read_file): _compute_group_per_sample (the vote reward R(G)) and "
                                        "_glpo_compute_advantages Steps 2-7 (base, bonus); YuYi/glpo/run_glpo.sh@"
@@ -1349,7 +1349,23 @@ def _technique_rows():
                                        "fallbacks, the module-level patch), the older copy YuYi/glpo_swift_plugin.py"
                                        "@9bb6a1ff (the same Steps 2-7), YuYi/src/rewards/zh_grammar_reward.py@"
                                        "e2a32547 (zh_gec_reward, the run's individual reward: the plugin's _score "
-                                       "with the 0.3 format reward, best over references)",
+                                       "with the 0.3 format reward, best over references). Row review m (#51, "
+                                       "per-row review): both plugin copies' _extract_answer (glpo/glpo_swift_"
+                                       "plugin.py:59-79 at e2a32547, YuYi/glpo_swift_plugin.py:36-56 at 9bb6a1ff) "
+                                       "count the think tags with an empty pattern, to = len(re.findall(r'', c)) "
+                                       "and tc likewise (:63-64 at e2a32547, :40-41 at 9bb6a1ff), i.e. len(c) + 1 each, so perfect is never True and "
+                                       "their fmt_r is always 0; their plain-text fallback ends with "
+                                       "re.sub(r'[\\s\\S]*$', '', ...) (:77 / :54), i.e. ''; zh_grammar_reward.py "
+                                       "extract_answer counts '<think>' / '</think>' and gives a well-formatted "
+                                       "rollout 0.3. YuYi/glpo/run_glpo.sh@e2a32547 (the plugin's commit) loads "
+                                       "src/rewards/zh_grammar_reward_v3.py, which the repository does not hold "
+                                       "(YuYi/src has rewards/zh_grammar_reward.py only), and no file there "
+                                       "registers zh_gec_reward (the e2a32547 plugin registers "
+                                       "zh_gec_individual_reward and zh_gec_group_reward); YuYi/glpo/README.md "
+                                       "copies glpo_swift_plugin_v3.py (not in the repository) and builds the data "
+                                       "with prepare_glpo_data.py --M 4 (each prompt 4 times). The record said R(G) "
+                                       "has the 0.3 format reward when a majority rollout is well formatted, and "
+                                       "cited the 9bb6a1ff script only",
                                   defaults=(("eps (σ floor)", "1e-6", "GLPO_STD_EPS = 1e-4 (clamp(std, min=1e-4))"),
                                             ("std_ddof", "1", "unbiased=True"),
                                             ("bonus", "1.0", "GLPO_BONUS_SCALE = 1.0"),
@@ -1359,11 +1375,18 @@ def _technique_rows():
                                             ("run_glpo.sh environment", "none",
                                              "GLPO_M=6 (read only for the log line), GLPO_ALPHA=0.5 and "
                                              "GLPO_STD_SCALE=1 (read by no code of either plugin copy), "
-                                             "GLPO_GROUP_COL_IDX=1"),
+                                             "GLPO_GROUP_COL_IDX=1 (run_glpo.sh@9bb6a1ff; the script at e2a32547 "
+                                             "sets the same but loads the absent zh_grammar_reward_v3.py: it does "
+                                             "not start as released)"),
                                             ("rewards", "the step's rewards (one reward)",
                                              "reward_funcs zh_gec_reward zh_gec_group_reward, reward_weights 1.0 1.0 "
                                              "(the weights are unused by the patched advantage: column 0 is R_ij, "
                                              "column 1 R(G))"),
+                                            ("format reward in r_vote", "as in the majority rollouts' rewards "
+                                             "(their mean)",
+                                             "never in R(G): the plugin's format check counts re.findall(r'', c) "
+                                             "= len(c) + 1 think tags, so its fmt_r is 0, while zh_gec_reward "
+                                             "(R_ij) adds 0.3 to a well-formatted rollout"),
                                             ("scale_rewards", "n/a", "none (ms-swift's own advantage, used only in "
                                              "the fallbacks)")),
                                   placement="theirs: a monkey-patch of ms-swift GRPOTrainer._compute_advantages, "
@@ -1376,17 +1399,28 @@ def _technique_rows():
                                   deviations=(
                                       "eps defaults to 1e-6; pass eps=1e-4 for their σ floor",
                                       "r_vote is the mean reward of the rollouts giving the majority answer; theirs "
-                                      "scores the answer once, with the 0.3 format bonus if any of those rollouts "
-                                      "is well formatted: equal when the majority rollouts' rewards are equal",
+                                      "scores the answer once with the plugin's _score and no format reward (its "
+                                      "format check never passes), while R_ij (zh_gec_reward) has 0.3 for a "
+                                      "well-formatted rollout: a well-formatted rollout giving the majority answer "
+                                      "gets a bonus of 0.3 there, here max(0, r_i − r_vote) < 0.3 (0 when every "
+                                      "majority rollout is well formatted; a unanimous, well-formatted group: "
+                                      "theirs 0.3 on every row, ours 0); equal when the majority rollouts' rewards "
+                                      "are equal and none is well formatted",
                                       "tied majority answers: ours averages their rewards, theirs takes the first "
                                       "(Counter.most_common)",
                                       "every answer_id votes; theirs skips empty answers (and R(G) = 0 when none "
-                                      "is left): give unparsable answers distinct ids to keep them out of the "
+                                      "is left; a rollout without an <answer> tag is empty there, the plugin's "
+                                      "plain-text fallback returning ''): give unparsable answers distinct ids to "
+                                      "keep them out of the "
                                       "majority",
                                       "form='margin' ((r − r_vote)/(σ + ε)) and scale='batch'|'none' are ours",
                                       "their fallbacks: a batch whose sample count is not a multiple of GLPO_K, or "
                                       "fewer than 2 reward columns, gets ms-swift's own advantage (no bonus; "
-                                      "scale_rewards none in the run); ours groups by group_id, any group sizes"))),
+                                      "scale_rewards none in the run); ours groups by group_id, any group sizes",
+                                      "their launch script at the plugin's commit (run_glpo.sh@e2a32547) loads "
+                                      "src/rewards/zh_grammar_reward_v3.py, which the repository does not hold, and "
+                                      "no file there registers zh_gec_reward: it does not start as released; the "
+                                      "settings above are run_glpo.sh@9bb6a1ff's (zh_grammar_reward.py)"))),
       Technique("task_normalized", "advantage", task_normalized, "A' = (A − mean_task A)/(std_task A + ε)",
                 f"{_S0} L5, L55",
                 stage=S.transform(task_normalized, task_id="task_id", rewards="rewards", valid="valid",
@@ -1404,7 +1438,12 @@ def _technique_rows():
                          "README whole: 'Requirements' (their trainer is verl v0.4), 'AEPO' (after the advantage "
                          "step, when aepo_entropy_low < actor/entropy_loss < aepo_entropy_high, only rows with A > 0 "
                          "and reward > 0 are kept, truncated to a multiple of the world size); the arXiv HTML "
-                         "(pages corpus: arxiv.org/html/2512.12967v1, arxivlens, emergentmind) gives only the abstract",
+                         "(pages corpus: arxiv.org/html/2512.12967v1, arxivlens, emergentmind) gives only the abstract. "
+                         "Row review m (#51, per-row review): the row's second source, seed 000 L55, is AgentRL's "
+                         "abstract, which names its code, github.com/THUDM/AgentRL; neither that code nor the paper "
+                         "body (arXiv 2510.04206) was read (no snapshot, no stored file, the pages corpus returns the "
+                         "abstract only). The record said AgentRL's task normalisation gives no form, from the "
+                         "abstract alone, and did not name the code",
                     defaults=(("scale", "'advantages' (std of the incoming advantages)",
                                "the std of the task's rewards in the batch ('rewards')"),
                               ("center", "True (subtract the task mean of A)", "no (center=False)"),
@@ -1418,7 +1457,9 @@ def _technique_rows():
                               "per step on the step's valid rows, keyed by task_id",
                     deviations=(
                         "default scale='advantages', center=True: (A − mean_task A)/(std_task A + ε) (ours; AgentRL's "
-                        "task normalisation gives no form); task_normalized(grpo(r, scale='none'), task, rewards=r, "
+                        "abstract (seed 000 L55) gives no form, and its code, github.com/THUDM/AgentRL, and paper body, "
+                        "arXiv 2510.04206, were not read: whether this default is AgentRL's task advantage "
+                        "normalisation is unchecked); task_normalized(grpo(r, scale='none'), task, rewards=r, "
                         "scale='rewards', center=False) is theirs (tested)",
                         "a singleton uid group: grpo gives 0, theirs keeps r (mean 0): grpo(singleton='raw') is "
                         "theirs; a task with one row then gets r/(0 + 1e-6) in both (their task2std 0)",
@@ -1633,7 +1674,13 @@ def _technique_rows():
                                        "Eqs. 4-5 (w = 1/f^α, α ∈ [0, 1], advantage = w·z), Sec. 3.4, Sec. 4.1 "
                                        "hyper-parameters (page read: the paper text in the code index, file id "
                                        "61124452340, offsets 0-32000). #51 read-whole pass (rF): Sec. 3.1-4.1 "
-                                       "re-read (offsets 9500-25500)",
+                                       "re-read (offsets 9500-25500). Row review m (#51, per-row review): the "
+                                       "paper text whole (offsets 0-87339): Appendix A (offsets ~40000-46000), "
+                                       "'our 3-stage strategy clustering pipeline': Stage 1 a Qwen-family judge "
+                                       "groups the K solutions in prose, Stage 2 (GPT/o3) extracts the groups as "
+                                       "a dict, Stage 3 (GPT/o3) converts it to a list of K integer labels; "
+                                       "Appendix B.3 (every domain's reward in {0, 1}; medicine by an LLM judge's "
+                                       "y/n). The record described one judge query",
                                   defaults=(("scope", "'correct' (correct rows, weights renormalised to mean 1)",
                                              "every rollout, f over all K, no renormalising ('all')"),
                                             ("alpha", "1.0", "α ∈ [0, 1]; no value found in Sec. 3-4.1"),
@@ -1644,12 +1691,15 @@ def _technique_rows():
                                              "'a small constant', value not stated; σ's ddof not stated"),
                                             ("judge", "none (answer_ids clusters)",
                                              "Qwen2.5-72B / OLMo-3-32B / Qwen3-32B for the 7B / 7B / 8B policies "
-                                             "(Sec. 4.1; Sec. 3.2 says 'the 32B version')"),
+                                             "(Sec. 4.1; Sec. 3.2 says 'the 32B version'), Stage 1 of a 3-stage "
+                                             "pipeline whose Stages 2-3 (GPT/o3) turn its prose grouping into K "
+                                             "integer labels (Appendix A)"),
                                             ("KL", "not part of the row", "λ_KL = 0.001 (Sec. 4.1), with GRPO "
                                              "clipping (Sec. 3.4)")),
                                   placement="theirs: the GRPO advantage replaced once per step, per problem's K "
-                                            "rollouts, the judge (a larger model of the same family) clustering "
-                                            "all K traces in one query; ours: a transform of the advantage stage's "
+                                            "rollouts, the judge (a larger model of the same family) grouping "
+                                            "all K traces in one query, then GPT/o3 extracting the groups (a dict) "
+                                            "and the K labels (Appendix A, Stages 2-3); ours: a transform of the advantage stage's "
                                             "output, once per step on the step's rows grouped by group_id, the "
                                             "stage's clusters = the rows' extracted-answer classes (answer_ids)",
                                   deviations=(
@@ -1680,26 +1730,48 @@ def _technique_rows():
                                        "compute_dr_entropy_per_token_group_outcome_advantage (metric: masked mean "
                                        "token entropy) and 281-367 compute_dr_length_on_mean_group_outcome_advantage "
                                        "(metric: response length); verl/trainer/ppo/ray_trainer.py:186-255 and "
-                                       "dapo_ray_trainer.py:266-282 (max_length); scripts/setups.sh:9-22",
+                                       "dapo_ray_trainer.py:266-282 (max_length); scripts/setups.sh:9-22. Row "
+                                       "review m (#51, per-row review): scripts/setups.sh whole (:44-109, python -m "
+                                       "verl.trainer.ppo.main_dapo with +algorithm.alpha and +algorithm._lambda, no "
+                                       "beta); verl/trainer/ppo/main_dapo.py:55 (hydra.main, config dapo_trainer); "
+                                       "verl/trainer/ppo/config/dapo_trainer.yaml:185-199 (algorithm: no alpha, "
+                                       "_lambda or beta key); ray_trainer.py:567 (set_struct True): composing "
+                                       "dapo_trainer.yaml with setups.sh's 65 overrides (hydra-core 1.3.8, "
+                                       "omegaconf 2.3.1) and reading algorithm.beta, as dapo_ray_trainer.py:275 "
+                                       "does, raises ConfigAttributeError (Key 'beta' is not in struct); "
+                                       "verl/workers/fsdp_workers.py:536-542 and verl/workers/actor/dp_actor.py:"
+                                       "117-120, 154-157 (the entropy: entropy_from_logits of the logits ÷ "
+                                       "rollout.temperature); verl/utils/torch_functional.py:118-120 (masked_mean "
+                                       "÷ (Σmask + 1e-8)). The record said beta = 0.0 (the functions' default) is "
+                                       "what runs, and gave the entropy metric no temperature",
                                   defaults=(("intra_coef / inter_coef", "required",
                                              "λ (_lambda, 'mu in Eq. 5') = 1.0: intra 1, inter 2λ = 2"),
                                             ("α / β", "none (α = 1, β = 0)",
-                                             "alpha = 1.0 ('Eq. 8'), beta = 0.0 (the functions' "
-                                             "default; dapo_ray_trainer.py:275 passes config.algorithm.beta, "
-                                             "set by neither dapo_trainer.yaml nor setups.sh, #51 rI)"),
+                                             "alpha = 1.0 ('Eq. 8'); beta: dapo_ray_trainer.py:275 reads "
+                                             "config.algorithm.beta, set by neither dapo_trainer.yaml nor setups.sh "
+                                             "(#51 rI): reading the absent key raises ConfigAttributeError, so "
+                                             "setups.sh as released stops at the first step's advantage; with "
+                                             "+algorithm.beta=0.0 it runs at beta 0 (the functions' default, never "
+                                             "reached through the trainer)"),
                                             ("scale", "'group' (÷ σ_g + ε)",
                                              "÷ max_length = max_response_length 8192 with seq-mean-token-sum, "
                                              "else 1; no σ"),
                                             ("metric", "'length'", "entropy (dr_entropy_token_budget) or length "
                                              "(dr_length_on_mean), by adv_estimator"),
                                             ("group size", "the step's groups", "n_resp_per_prompt = 16"),
+                                            ("entropy metric's temperature",
+                                             "none: entropy_behavior, the sampler's untempered entropy, mean Σ/n",
+                                             "entropy_from_logits of logits ÷ actor_rollout_ref.rollout.temperature "
+                                             "(the old-log-prob forward), masked mean Σ/(n + 1e-8); temperature = "
+                                             "1.0 in setups.sh, where the two agree"),
                                             ("λ schedule", "constant (inter_coef)", "constant λ, or annealed / "
                                              "cosine-restart λ over the steps (adv_estimator …_annel, "
                                              "…_cosine_restart[_r]); setups.sh:10-16 assigns adv_estimator seven "
                                              "times, the last (…_cosine_restart_r) wins when sourced")),
                                   placement="theirs: ray_trainer.compute_advantage in the driver, once per step on "
                                             "the whole batch grouped by uid, the entropy from the rollout's "
-                                            "recomputed log-probs; ours: the advantage stage, once per step on the "
+                                            "recomputed log-probs at rollout.temperature (the old-log-prob forward "
+                                            "of RayDAPOTrainer.fit, main_dapo's trainer); ours: the advantage stage, once per step on the "
                                             "step's valid rows grouped by group_id, metric = completion length or "
                                             "the sampler's mean entropy (entropy_behavior)",
                                   deviations=(
@@ -1715,6 +1787,13 @@ def _technique_rows():
                                       "a singleton group: ours 0; theirs r·α/max_length (means 0)",
                                       "default ÷ (σ_g + ε) (GRPO scale); theirs never divides by σ; the "
                                       "1/max_length factor is a learning-rate change left to the aggregation",
+                                      "setups.sh as released stops at its first advantage step "
+                                      "(dapo_ray_trainer.py:275 reads config.algorithm.beta, which no config sets: "
+                                      "ConfigAttributeError, whatever adv_estimator); add +algorithm.beta=0.0 for "
+                                      "the run this record compares",
+                                      "the entropy metric: theirs of softmax(z/T) at rollout.temperature (1.0 in "
+                                      "setups.sh: equal to ours there); ours the untempered sampler entropy: at "
+                                      "T ≠ 1 the order of a group's rows by entropy, hence the strata, can differ",
                                       "their step-scheduled λ (annealed, cosine with restarts: the estimators "
                                       "…_annel and …_cosine_restart[_r], ray_trainer.py:255-290) is not built; "
                                       "inter_coef is constant",
