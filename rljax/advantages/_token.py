@@ -899,7 +899,14 @@ def _technique_rows():
                                        "(λ = ε_w = 0.5, 16 trajectories per query, ≤ 10 turns, MatchTIR as the base) "
                                        "(page read: the paper text in the code index, file id 70801290449, offsets "
                                        "20500-36500). #51 read-whole pass (rF): the same offsets re-read "
-                                       "(Objective Function, Implementation Details: batch, KL)",
+                                       "(Objective Function, Implementation Details: batch, KL). Per-row review n "
+                                       "(#51): Appendix B (offsets 64950-68982), unread before: Table 4 (query "
+                                       "batch 32, PPO mini-batch 32, rollouts per query 16, ≤ 10 turns, sampling "
+                                       "temperature 1.0, lr 1e-6, max prompt / response 10,000 / 13,000 tokens, "
+                                       "3 epochs, KL 0, D_H = {1, 2, 3}, λ = ε_w = 0.5) and 'Prompt-Group "
+                                       "Normalization' (one pool per query: the selected gaps at every valid "
+                                       "policy-token position of all 16 rollouts, observation tokens excluded, "
+                                       "not partitioned by turn index)",
                                   defaults=(("lam", "0.5", "λ = 0.5"), ("eps_w", "0.5", "ε_w = 0.5"),
                                             ("signed", "True", "sign(A_base) inside the tanh"),
                                             ("norm", "'pooled' (per-turn values)",
@@ -916,7 +923,14 @@ def _technique_rows():
                                              "KL-divergence regularizer')"),
                                             ("loss aggregation", "the recipe's (not part of the row)",
                                              "1/G Σ_i 1/|τ_i| Σ_t (per-trajectory token mean, J_TurnSight); clip ε "
-                                             "value not stated")),
+                                             "value not stated"),
+                                            ("sampling temperature (their runs)", "the recipe's (rl.temperature)",
+                                             "1.0 (Appendix B Table 4; per-row review n)"),
+                                            ("PPO mini-batch (their runs)", "the recipe's",
+                                             "32 queries = the query batch: one policy update per batch (Table 4)"),
+                                            ("lr, lengths, epochs (their runs)", "the recipe's",
+                                             "lr 1e-6, max prompt 10,000 / response 13,000 tokens, 3 epochs "
+                                             "(Table 4)")),
                                   placement="theirs: inside the GRPO-style step, after the base advantage "
                                             "(MatchTIR's), per token of turn k from that turn's selected hindsight "
                                             "gap, normalised per query over the sibling rollouts; ours: a transform "
@@ -1114,7 +1128,9 @@ def _technique_rows():
                                             ("group size", "the step's groups", "env.rollout.n = 8"),
                                             ("eps, std_ddof", "1e-6, 1 (step_episode_mix)", "none (RLOO)"),
                                             ("singleton group (one trajectory per uid)",
-                                             "episode term 0 (grpo's singleton rule)",
+                                             "0 on every token: the episode term 0 (grpo's singleton rule) and the "
+                                             "step term 0 (each turn index standardised over one trajectory; "
+                                             "per-row review n: the record named the episode term only)",
                                              "the raw scores: A = R + w·r_step (episode_rloo_reward / "
                                              "step_rloo_reward leave response_num = 1 unchanged; "
                                              "#51 rI)"),
