@@ -93,7 +93,7 @@ def test_pilot_commit_record_says_their_window_reads_acc_not_the_pm1_reward():
   assert ours((0.125, 0.75), acc) == theirs            # on 0/1 rewards
   f, d, dev = _record("pilot_commit")
   assert "agg_metric acc" in d["metric"][2] and "(−0.75, 0.5)" in f.differences
-  assert "[0.5625, 0.875]" in dev and "buffer_max_off_steps 4 steps earlier" in dev
+  assert "[0.5625, 0.875]" in dev and "up to 5 steps earlier (buffer_max_off_steps 4" in dev
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -381,7 +381,16 @@ def _technique_rows():
                                        "in the #51 seventh draw): vendor/verl/verl/trainer/ppo/core_algos.py@54024d0e "
                                        "compute_dara_combined_advantage and compute_grpo_outcome_advantage, "
                                        "docs/ALGORITHMS.md@878c983d (dara_asym / dara_sym through "
-                                       "algorithm.dara.calibration, 'token whitening')",
+                                       "algorithm.dara.calibration, 'token whitening'). Per-row review o (#51): the "
+                                       "overlay ray_trainer.py's fit, PORT-4 (its filter_groups branch, between "
+                                       "the reward and compute_advantage): each round generates data.gen_batch_size "
+                                       "= 3·512//2 = 768 prompts (train.py), the kept groups are concatenated, and "
+                                       "once 512 are collected select_uid_groups keeps the first train_batch_size "
+                                       "= 512 uids in first-seen order (the surplus kept groups are discarded, "
+                                       "'informative_groups_discarded') and compute_advantage runs on those; "
+                                       "fewer than 512 after max_num_gen_batches rounds raises ValueError; "
+                                       "math/configs/machine.example.json (filter_cap 2, train.py's "
+                                       "max_num_gen_batches)",
                                   defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
                                             ("std_ddof", "1", "correction=1"),
                                             ("active_tol", "1e-8", "tau = 1e-8"),
@@ -393,13 +402,20 @@ def _technique_rows():
                                              "(train.py)"),
                                             ("zero-variance filter (not this stage's)", "compose zero_variance",
                                              "filter_groups enable True, metric seq_reward, max_num_gen_batches 2 "
-                                             "(train.py)")),
+                                             "(train.py: the machine profile's filter_cap, 2 in "
+                                             "machine.example.json); rounds of gen_batch_size 3·512//2 = 768 "
+                                             "prompts until 512 kept groups, the first 512 (uid first-seen order) "
+                                             "kept and the surplus discarded; fewer than 512 after 2 rounds raises "
+                                             "ValueError")),
                                   placement="theirs: compute_advantages on the full update batch before optimizer "
                                             "micro-batching, once per step, grouped by prompt uid, two channels "
                                             "(correctness + format or length), after the dynamic-sampling group "
                                             "filter (filter_groups.py, criterion seq_reward: a group whose total "
                                             "reward is uniform is dropped even when its channels vary, so ρ_k is "
-                                            "over the kept groups); ours: the advantage stage, once per "
+                                            "over the kept groups, and of those only the first train_batch_size "
+                                            "= 512 in uid first-seen order across the step's generation rounds "
+                                            "of 768 prompts: the surplus kept groups are discarded before the "
+                                            "advantage); ours: the advantage stage, once per "
                                             "step on the step's reward_components [B, K], grouped by group_id, "
                                             "padded rows excluded, ρ_k over the groups with a valid row (a group "
                                             "with varying channels and a constant total counts unless a composed "
@@ -431,12 +447,14 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2608.16072 (SA-MRPO) Sec. 4.1 Eq. 1, Algorithm 1 (paper "
                                   "text; no code released)",
                                   "defaults = the paper's (γ=0.25 as its Table 1, population std, batch whitening); "
-                                  "ours adds ε to each std and clips s_k to [0, 1]",
+                                  "ours adds ε to each std and clips each row's normalised reward to [0, 1] before "
+                                  "the batch mean (not s_k after it)",
                                   read="arXiv 2608.16072 Sec. 3 (mean/std: population), Sec. 4.1 (A_k, s^(k), w̃_k = "
                                        "w_k(1 − s^(k))^γ, Eq. 1 batch standardisation), Algorithm 1, Sec. 5.1 "
                                        "(G = 8), Sec. 5.5 and Table 4 (γ = 0.25 is Table 1's SA-MRPO_2obj) (page "
                                        "read: the paper text in the code index, file id 59225745322, offsets "
-                                       "6000-54000)",
+                                       "6000-54000; per-row review o (#51): the whole text, offsets 0-56082: no "
+                                       "appendix, no code link)",
                                   defaults=(("gamma", "0.25", "0.25 (Table 1, 2-objective runs; Table 4 sweeps "
                                                               "0-1, 0.5 best on average)"),
                                             ("weights", "ones", "w_k prescribed (no values stated in Sec. 4-5 as read)"),
@@ -444,7 +462,9 @@ def _technique_rows():
                                                                                   "rewards lie in [0, 1])"),
                                             ("std_ddof", "0 (population)", "population std (Sec. 3)"),
                                             ("eps", "1e-6 added to each std", "none"),
-                                            ("whiten", "True", "Eq. 1, always")),
+                                            ("whiten", "True", "Eq. 1, always"),
+                                            ("group size / batch", "the step's groups",
+                                             "G = 8 rollouts per prompt, global batch 256 prompts (Sec. 5.1, 5.5)")),
                                   placement="theirs: the advantage construction of a verl GRPO step, once per "
                                             "policy update on the batch of B queries × G rollouts, s^(k) from the "
                                             "current batch; ours: the advantage stage, once per step on the step's "
@@ -452,8 +472,10 @@ def _technique_rows():
                                   deviations=(
                                       "ε = 1e-6 is added to each group std and to the batch std; the paper divides "
                                       "by σ (a group with equal rewards would give 0/0 there, 0 here)",
-                                      "s_k is clipped to [0, 1] (rewards outside the bounds); the paper assumes "
-                                      "rewards within them",
+                                      "each row's normalised reward (r − min)/(max − min) is clipped to [0, 1] before "
+                                      "the batch mean, not s_k after it: with rewards outside the bounds the two "
+                                      "differ (rewards −1 and 1 in bounds [0, 1]: s_k = 0.5 here, the paper's "
+                                      "s^(k) = 0); the paper assumes rewards within the bounds, where both agree",
                                       "a singleton group gives 0 in each column (the paper has G ≥ 2)",
                                       "float64 under x64: the saturation and the weights were float32 before "
                                       "issue #51's pass (fixed, tested)"))),

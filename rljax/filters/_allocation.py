@@ -396,7 +396,14 @@ def _technique_rows():
                                        "max_variance); verl/utils/reward_score/__init__.py:63-100 and "
                                        "math_tinker.py:15-65 (verifier tinker_sympy in both pc scripts: score ±1 "
                                        "(min_reward −1, max_reward 1), acc the 0/1 correctness); verl/workers/"
-                                       "reward_manager/dapo.py (the overlong penalty added to the score, not acc)",
+                                       "reward_manager/dapo.py (the overlong penalty added to the score, not acc). "
+                                       "Per-row review o (#51): recipe/pc/replay_buffer.py:70-87 (flush: an entry "
+                                       "is evicted when current_step − its step > max_off_steps), pc_ray_trainer.py"
+                                       ":495 (the draw, each round) before :700 (the flush, once the batch is full) "
+                                       "and :839 (global_steps += 1 after the update), so an entry added at step s "
+                                       "is drawn up to step s + 5; :843-851 (each epoch's end: the partial batch "
+                                       "dropped, the buffer emptied with enforce=True); train_scripts/"
+                                       "pc_qwen3-4b_p16c48.sh:19 (enable_overlong_buffer=False)",
                                   defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
                                              "0.25] (scripts; yaml 0.25 / 0.25)"),
                                             ("metric", "the pilot rows' rewards (after shaping)", "agg_metric acc "
@@ -421,8 +428,11 @@ def _technique_rows():
                                             ("overlong penalty (not this stage's)", "compose overlong_penalty",
                                              "overlong_buffer on, len 4096, factor 1.0 (p32c96)")),
                                   placement="theirs: the pilot (explore) rollouts of each generation batch are "
-                                            "scored; passing prompts wait in a replay buffer (at most 4 steps "
-                                            "old; drawn by buffer_sampling_method: max_variance in p32c96, "
+                                            "scored; passing prompts wait in a replay buffer (drawn up to 5 "
+                                            "global steps after their exploration: the flush after each step's "
+                                            "draw evicts an entry only when the step gap exceeds "
+                                            "buffer_max_off_steps 4; at each epoch's end the buffer is emptied and "
+                                            "a partial batch dropped; drawn by buffer_sampling_method: max_variance in p32c96, "
                                             "random in p16c48) and are "
                                             "committed later with rollout.n more rollouts, trained "
                                             "on pilot + commit samples; ours: a prompt filter, the pilot rows "
@@ -433,11 +443,13 @@ def _technique_rows():
                                       "max_per_prompt=n give their pass/fail rule, but on the pilot mean of the "
                                       "rewards, theirs of acc (0/1): with their ±1 score window=(0.125, 0.75) keeps "
                                       "acc in [0.5625, 0.875], not [0.125, 0.75]; (−0.75, 0.5) matches only "
-                                      "without an overlong penalty (on in their scripts); the metric is not "
+                                      "without an overlong penalty (on in p32c96; off in p16c48, "
+                                      "enable_overlong_buffer=False); the metric is not "
                                       "selectable (data.correct is not read; not built)",
                                       "the pilot rows of a committed prompt are sampled with the commit rows, by "
-                                      "the same policy; theirs were sampled when the prompt was explored, up to "
-                                      "buffer_max_off_steps 4 steps earlier, and trained as on-policy rows (their "
+                                      "the same policy; theirs were sampled when the prompt was explored, up to 5 "
+                                      "steps earlier (buffer_max_off_steps 4 evicts only past a gap of 4, after the "
+                                      "step's draw), and trained as on-policy rows (their "
                                       "old log-probs recomputed by the current actor with the whole batch)",
                                       "committed in the same step within a static layout (group_size rows); "
                                       "their passing prompts wait in a replay buffer and overflow to later steps",

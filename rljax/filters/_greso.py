@@ -245,7 +245,15 @@ def _technique_rows():
                                        "read whole "
                                        "(#51, rG): ray_trainer.py:325-345, 938-1237 (fit), verl/utils/reward_score/"
                                        "latex_math.py:85-124 (1 correct, 0.1 wrong answer, 0 no answer extracted), "
-                                       "train-scripts/{math_qwen_1_5b,deepseek_qwen_1_5b}_dm_greso.sh",
+                                       "train-scripts/{math_qwen_1_5b,deepseek_qwen_1_5b}_dm_greso.sh. Per-row "
+                                       "review o (#51): README.md:64-86 (data: bash train-scripts/"
+                                       "generate_dataset.sh; training: bash train-scripts/math_qwen_{1_5b,7b}_dm_"
+                                       "greso.sh), train-scripts/generate_dataset.sh (runs examples/data_preprocess/"
+                                       "lighteval_math.py and openr1_math_default.py, not dapo_math.py), "
+                                       "examples/data_preprocess/dapo_math.py:40, 62, 86 (./data/dapo_math/"
+                                       "train.parquet, data_source 'dapo_math'), verl/utils/dataset/"
+                                       "rl_dataset.py:118-128 (pd.read_parquet of every train file), "
+                                       "verl/utils/reward_score/__init__.py:17-50 (both train sets reach latex_math)",
                                   defaults=(("p_easy / p_hard", "0.5 / 0.5", "0.5 / 0.5 (train scripts)"),
                                             ("admit_floor", "0.01", "0.01 (skip = 1 − max(p^count, 0.01))"),
                                             ("target_easy / target_hard", "0.25/3, 0.25·2/3",
@@ -288,7 +296,13 @@ def _technique_rows():
                                       "zero-variance ratio × 1.25 up to sampling_batch_size 384, until "
                                       "real_train_batch_size 256 prompts; 192 / 128 in "
                                       "deepseek_qwen_1_5b_dm_greso.sh); compose zero_variance(refill=True) "
-                                      "for the drop; the adaptive generation batch is not built"))),
+                                      "for the drop; the adaptive generation batch is not built",
+                                      "as released, the README's commands do not start: its data step "
+                                      "(generate_dataset.sh) never runs examples/data_preprocess/dapo_math.py, so "
+                                      "./data/dapo_math/train.parquet, the first train file of every train script "
+                                      "(math_qwen_7b_dm_greso.sh:6), is missing and the dataset's pd.read_parquet "
+                                      "fails; with dapo_math.py run by hand (data_source 'dapo_math': latex_math's "
+                                      "1 / 0.1 / 0) the values above are what runs"))),
   )
 
 

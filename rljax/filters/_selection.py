@@ -292,7 +292,7 @@ def _technique_rows():
                                    needs=("advantages",), phase="advantages", resamples=True),
                 fidelity=Fidelity("authors_code", "github.com/xiaomi-research/shuffle-r1: shuffle_r1/custom_algos.py "
                                   "(compute_pairwise_purning_grpo_advantage)",
-                                  "same k-th max/min pairing; ours keeps pairs_per_group pairs (authors "
+                                  "same k-th max/min pairing (ties at the low end aside); ours keeps pairs_per_group pairs (authors "
                                   "int(n/2·(1−0.5))) and redraws rows ∝ |A| (authors redraw pairs ∝ pair |A| sum^p)",
                                   read="xiaomi-research/shuffle-r1@31d3ff03 shuffle_r1/custom_algos.py:71-146 "
                                        "(pairing and pruning) and :148-167 (normalize_advantage); shuffle_r1/"
@@ -307,7 +307,10 @@ def _technique_rows():
                                              "sampling_weight 'sum', sampling_method 'power', p 1"),
                                             ("draws", "num_samples = selected rows, replace=True",
                                              "replay_times 8 subsets, each without replacement"),
-                                            ("ties", "lower row index first", "Python's stable sort by adv")),
+                                            ("ties", "lower row index first, at both ends (desc and asc lexsort)",
+                                             "Python's stable sort by adv, descending (custom_algos.py:102): tied "
+                                             "advantages keep row order, so the high end takes the lowest tied "
+                                             "index and the low end, read from the tail, the highest")),
                                   placement="theirs: inside the advantage step (GRPO advantage, then pairs per "
                                             "uid), the pairs replace the batch; experience_resampling then draws "
                                             "pair subsets for the update; ours: an advantage-phase row filter on "
@@ -326,9 +329,14 @@ def _technique_rows():
                                       "(custom_algos.py:148-167), are not built; the script uses the defaults "
                                       "'sum' and 'power' (p 1)",
                                       "an odd-sized group leaves its median row unpaired here; theirs asserts an "
-                                      "even group size (custom_algos.py:104: 'Number of responses in a group "
+                                      "even group size (custom_algos.py:108: 'Number of responses in a group "
                                       "should be even'); both scripts (qwen2_5_vl_3b.sh, qwen2_5_vl_7b.sh) use "
-                                      "rollout.n 16"))),
+                                      "rollout.n 16",
+                                      "ties among the lowest advantages: ours pairs the lowest tied row index, "
+                                      "theirs the highest (the tail of their stable descending sort, "
+                                      "custom_algos.py:102-121): a group with advantages (a, −a, −a, a) keeps rows "
+                                      "(0, 1) here and (0, 2) there with one pair (tested); the kept advantages are "
+                                      "equal, the kept responses differ"))),
       Technique("rorecomp", "filter", rorecomp, "priority = short-correct | long-incorrect (within-group rank)",
                 f"{_S1} L163 (RoRecomp, interpretation)",
                 stage=S.row_filter(rorecomp, {"correct": "correct", "lengths": "lengths", "group_id": "group_id",
