@@ -435,7 +435,14 @@ def _technique_rows():
                                        "README.md:65, 92, 115 (the COMET, Reddit and FaithDial A-LoL commands: "
                                        "no -ts, no -but); lolrl_qlora_llama_hh.py:702-709 (all_priority's "
                                        "rewards). The record gave the second script as '--train_sampling ∝ A+' "
-                                       "without its default (off) or the README's commands (never on)",
+                                       "without its default (off) or the README's commands (never on). Per-row "
+                                       "review p (#51): lolrl_qlora_llama_hh.py:500, :559-579, :678-694 and "
+                                       ":953-962 (a_lol_ref_free, the README's 'A-LoL ref-free': loss = "
+                                       "torch.mean(Σ NLL · batch_advantages), the precomputed A not clamped; "
+                                       "the record said every strategy zeroes the A < 0 rows); utils/"
+                                       "rl_utils.py:131-141 (LanguageGenerationCollator: its task list has 'WOW', "
+                                       "not the README's 'wow', so every non-nll algorithm reaches breakpoint() "
+                                       "and an unbound rewards) and README.md:108-117 (TASK_NAME wow)",
                                   defaults=(("rows kept", "A > 0 (keep_zero=False)", "A > 0 (probability ≠ 0)"),
                                             ("sampling", "none: the mask only", "sampling_strategy good_priority "
                                              "(∝ A+) or good_random (uniform over A > 0); default None: a shuffled "
@@ -479,11 +486,24 @@ def _technique_rows():
                                       "no README command: :783-830) replaces the baseline by the best "
                                       "checkpoint, refits the value head and recomputes the advantages and "
                                       "the sampling weights mid-training; not built",
-                                      "theirs zero a row in the loss (A clamped at 0, :876-877, whatever the "
-                                      "sampling strategy, the default None included) and average the loss over "
-                                      "all B rows of the batch (torch.mean), the zeroed rows in the denominator; "
-                                      "ours drops the row (valid False), so the step's aggregation averages over "
-                                      "the kept rows only, and kept rows are not weighted by A"))),
+                                      "theirs (a_lol and a_lol_seq in lolrl_qlora_llama_hh.py; all four A-LoL "
+                                      "variants in the second script, :695) zero a row in the loss (A clamped at "
+                                      "0, :876-877, whatever the sampling strategy, the default None included) "
+                                      "and average the loss over all B rows of the batch (torch.mean), the "
+                                      "zeroed rows in the denominator; ours drops the row (valid False), so the "
+                                      "step's aggregation averages over the kept rows only, and kept rows are "
+                                      "not weighted by A",
+                                      "lolrl_qlora_llama_hh.py's a_lol_ref_free (A-LoL ref-free) does not clamp: "
+                                      "loss = torch.mean(Σ NLL · A) with the precomputed A (:953-962), so at the "
+                                      "default sampling_strategy None an A < 0 row is trained with a negative "
+                                      "weight (its likelihood pushed down), not zeroed; with good_priority / "
+                                      "good_random it is never drawn (:710 asserts A ≥ 0); ours drops it "
+                                      "(per-row review p)",
+                                      "the README's WoW A-LoL command (README.md:115 with TASK_NAME wow) does not "
+                                      "start as released: the collator's task list (utils/rl_utils.py:136) has "
+                                      "'WOW', so every non-nll batch reaches breakpoint() (:139) and then an "
+                                      "unbound rewards (:140); faithdial and faithdial_wow run (per-row review "
+                                      "p)"))),
       Technique("vcrl", "filter", vcrl, "score_g = var_g / ((hi - lo)^2 / 4); keep score_g >= threshold",
                 f"{_S1} L115 (VCRL, arXiv 2509.19803)",
                 stage=S.row_filter(vcrl, {"rewards": "rewards", **S.GROUP}, loop_args=S.REFILL),

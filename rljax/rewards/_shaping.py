@@ -975,9 +975,21 @@ def _technique_rows():
                                        "thresholds for the Clip and Delta mechanisms' (the submission does not "
                                        "give η), review 5 'r_process(q, p_k+1) can be 0' after clipping; a third "
                                        "party's restatement (code index, read_file id 26158084682, CoDeR-RL "
-                                       "README): 'r(q,p_k) = min(r_process(q,p_k) − η, 0)', η not given",
+                                       "README): 'r(q,p_k) = min(r_process(q,p_k) − η, 0)', η not given. Per-row "
+                                       "review p (#51), the same reviews read whole: review 6 'The paper does "
+                                       "not tell us about the hyperparameter choice of α, but with some large "
+                                       "enough α, this may lead to agent preferring long wrong generations' (a "
+                                       "weight on the learned reward added to the success reward; the CoDeR-RL "
+                                       "README writes Delta as 'r_k = α × (r_k − r_{k+1})'); reviews 1, 5 and 6 "
+                                       "on the paper's combined mechanism: 'clipping and then delta-ing the PRM "
+                                       "rewards', 'none of them work well on their own' (1), 'delta is applied "
+                                       "on top of clipping' (5), 'the proposed clip-delta mechanism ... where "
+                                       "PRM-clip is the potential function' (6)",
                                   defaults=(("eta", "0.5", "not in the stored text (review 2: the submission "
-                                             "does not report the Clip threshold)"),),
+                                             "does not report the Clip threshold)"),
+                                            ("process-reward weight α", "none: Σ_s r'_s is added at weight 1 "
+                                             "(plus_outcome_steps)", "α on the learned reward (review 6; "
+                                             "value not in the stored text)")),
                                   placement="theirs (abstract): PRM step rewards combined with the success reward "
                                             "during RL, refined so that a trajectory's accumulated reward is "
                                             "bounded above; ours: a shaping stage after the reward: the clipped "
@@ -987,7 +999,15 @@ def _technique_rows():
                                       "the form min(r − η, 0) and η = 0.5 are our reading (the abstract names "
                                       "'Clipping' and the upper bound only)",
                                       "the refined step rewards are summed into one sequence reward; a per-step "
-                                      "placement (each at its step's tokens) is not built"))),
+                                      "placement (each at its step's tokens) is not built",
+                                      "their weight α on the process reward is not an argument here (weight 1); "
+                                      "its value is not in the stored text (per-row review p)",
+                                      "their combined Clip-Delta (Delta applied to the clipped rewards, reviews "
+                                      "1, 5, 6) is not a stage here: prm_delta(prm_clip(r)) composes as "
+                                      "functions, but the stages rl.shaping=[prm_clip, prm_delta] each read the "
+                                      "raw data.step_rewards, giving outcome + Σ min(r − η, 0) + r_first, not "
+                                      "clip-delta's outcome + min(r_first − η, 0); as functions, "
+                                      "prm_delta(prm_clip(r)) gives the combination (tested; per-row review p)"))),
       Technique("prm_delta", "shaping", prm_delta, "r'_t = r_t - r_{t+1}, r'_T = r_T",
                 f"{_S1} L157 (arXiv:2410.15115)",
                 stage=S.shaping_stage(prm_delta, S.STEPS, result=S.plus_outcome_steps),
@@ -1000,8 +1020,19 @@ def _technique_rows():
                                        "'r_process(q, p_k+1)'); a machine description of the Clip/Delta figure "
                                        "(pages corpus, subtext.edge.nugit.net/image/4e28d956...: steps s1-s4, "
                                        "the Delta panel's s4 marked X, s3's delta positive though its bar is "
-                                       "below s4's); the method section and code are not stored",
-                                  defaults=(),
+                                       "below s4's); the method section and code are not stored. Per-row review "
+                                       "p (#51): the ICLR reviews in the code index read whole (read_file id "
+                                       "63217475182): review 6 'The paper does not tell us about the "
+                                       "hyperparameter choice of α' (a weight on the learned reward added to "
+                                       "the success reward) and 'the proposed clip-delta mechanism ... where "
+                                       "PRM-clip is the potential function', review 1 'clipping and then "
+                                       "delta-ing the PRM rewards', 'none of them work well on their own', "
+                                       "review 5 'delta is applied on top of clipping'; a third party's "
+                                       "restatement (read_file id 26158084682, CoDeR-RL README): Delta 'r_k = α "
+                                       "× (r_k − r_{k+1})'",
+                                  defaults=(("process-reward weight α", "none: Σ_s r'_s is added at weight 1 "
+                                             "(plus_outcome_steps)", "α on the learned reward (review 6; the "
+                                             "CoDeR-RL restatement's α; value not in the stored text)"),),
                                   placement="theirs (abstract): PRM step rewards combined with the success reward "
                                             "during RL, refined so that a trajectory's accumulated reward is "
                                             "bounded; ours: a shaping stage after the reward: the delta step "
@@ -1014,7 +1045,15 @@ def _technique_rows():
                                       "step T − 1 keeps r_{T−1}: summed, r_1 as here for rows of ≥ 2 steps, 0 "
                                       "for a one-step row (ours: r_1)",
                                       "summed into one sequence reward, Delta reduces to the first step's "
-                                      "reward: its per-step credit needs a per-step placement, not built"))),
+                                      "reward: its per-step credit needs a per-step placement, not built",
+                                      "their weight α on the process reward is not an argument here (weight 1); "
+                                      "its value is not in the stored text (per-row review p)",
+                                      "the paper's combined Clip-Delta (Delta on the clipped rewards; reviews 1, "
+                                      "5, 6) is not a stage here: after a prm_clip stage, the prm_delta stage "
+                                      "still reads the raw data.step_rewards and adds r_first, so the pair gives "
+                                      "outcome + Σ min(r − η, 0) + r_first, not outcome + min(r_first − η, 0); "
+                                      "as functions, prm_delta(prm_clip(r)) gives the combination (tested; "
+                                      "per-row review p)"))),
       Technique("correctness_gated", "shaping", correctness_gated, "r = r_outcome + w 1[correct] r_process",
                 f"{_S1} L219 (SCOPE-RL, interpretation)",
                 stage=S.shaping_stage(correctness_gated,
