@@ -323,7 +323,17 @@ def _technique_rows():
                                        "groups ranked by the std of their trajectories' mean reward_tensor, the "
                                        "kept rows then cut to a power of 2); "
                                        "verl-agent/gigpo/core_gigpo.py:72-105, 115-145 (episode term from "
-                                       "token_level_rewards, step term from step_rewards)",
+                                       "token_level_rewards, step term from step_rewards). Per-row review q (#51): "
+                                       "verl-agent/agent_system/multi_turn_rollout/rollout_loop.py:355-445 "
+                                       "(vanilla_multi_turn_loop: one batch row per environment step, "
+                                       "episode_lengths[active] += 1 per step) and :236-295 (gather_rollout_data: "
+                                       "every active step row kept, each given its episode's episode_rewards and "
+                                       "episode_lengths); episode.py:108-163 (the score, bonus included, on the "
+                                       "last response token of every such row); verl-agent/verl/trainer/ppo/"
+                                       "core_algos.py:208-287 (compute_grpo_outcome_advantage: "
+                                       "compute_mean_std_cross_all_data True by default, so every row of the uid "
+                                       "enters its mean and std; ray_trainer.py:320-336 does not pass it); "
+                                       "core_gigpo.py:134, 146-213 (episode_norm_reward, the same default)",
                                   defaults=(("coef", "1.0", "1 (fixed)"),
                                             ("max_calls K", "10", "10 (0.1·episode_lengths, fixed)"),
                                             ("decay_steps T", "200", "200 (run_*_spear.sh); README yaml 100"),
@@ -353,9 +363,15 @@ def _technique_rows():
                                              "trajectory-mean score (bonus in, penalty not yet) are kept, then "
                                              "their rows cut at random to the largest power of 2 "
                                              "(ray_trainer.py:1315-1330), before the advantage")),
-                                  placement="theirs: the episode reward manager after the rollout, on each "
-                                            "episode's row, added to the episode reward (the score on the last "
-                                            "response token), with t = the trainer's global_steps; also in "
+                                  placement="theirs: the episode reward manager after the rollout, on every "
+                                            "step row of each episode (verl-agent trains one row per environment "
+                                            "step, rollout_loop.py:236-295; each row carries its episode's "
+                                            "episode_rewards and episode_lengths), added to the episode reward (the "
+                                            "score on each row's last response token), so an episode of n steps "
+                                            "holds its score n times in the batch, and GRPO's group mean and std "
+                                            "(and GiGPO's episode term) are taken over these step rows "
+                                            "(core_algos.py:208-287, compute_mean_std_cross_all_data True), with "
+                                            "t = the trainer's global_steps; also in "
                                             "validation (val_reward_fn gets the same meta_info, "
                                             "ray_trainer.py:945-950); ReTool runs: the custom reward function "
                                             "per response, called by the agentConcurrent manager; ours: a "
@@ -378,7 +394,18 @@ def _technique_rows():
                                       "step-level term (its returns are the environment rewards'); ours adds the "
                                       "bonus to data.rewards, which every later stage reads, and has no "
                                       "invalid-action penalty; their std group filter (keep 75%) ranks groups on "
-                                      "the score with the bonus, as variance_topp composed after this stage does"))),
+                                      "the score with the bonus, as variance_topp composed after this stage does",
+                                      "an episode is one row here; theirs one row per environment step, each "
+                                      "holding the episode's score with the bonus, and their GRPO advantage (and "
+                                      "GiGPO's episode term) takes the group's mean and std over those step rows "
+                                      "(compute_mean_std_cross_all_data True, core_algos.py:215, 249-261): an "
+                                      "episode weighs in proportion to its step count n, the count the bonus "
+                                      "grows with. E.g. at t = 0 a group of a 2-step episode with environment "
+                                      "reward 1 (score 1.2) and an 8-step one with reward 0 (score 0.8): theirs "
+                                      "mean 0.88, GRPO advantages 1.897 / −0.474 (std 0.1687 over the 10 rows); "
+                                      "over the two episodes the mean is 1.0 and the advantages are equal and "
+                                      "opposite. Not built (the advantage stages group episode rows). Per-row "
+                                      "review q (#51): the record said 'on each episode's row'"))),
   )
 
 

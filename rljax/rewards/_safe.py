@@ -212,8 +212,12 @@ def _technique_rows():
                                        "None, multi_objective_aggregation 'sum_then_normalize'); the TRL 1.9.0 "
                                        "release (read in the #51 read-whole pass): the same code, "
                                        "grpo_trainer.py:528-536, :684 (an environment's get_reward appended as one "
-                                       "more function, weight 1), :2676-2684, 2738-2740 (unscorable rows NaN in the "
-                                       "group's nanmean / nanstd, advantage nan_to_num 0), :1614 (float32 zeros)",
+                                       "more function, weight 1), :2676-2690 (unscorable rows NaN in the "
+                                       "group's nanmean / nanstd), :2730 (advantage nan_to_num 0; per-row review q "
+                                       "(#51): cited as :2738-2740 before, which is the process slice), :1614 "
+                                       "(float32 zeros), :1659-1664 (a synchronous function's None → NaN, the list "
+                                       "as float32); trl/trainer/utils.py:857-888 (nanstd: Bessel-corrected "
+                                       "nanmean of squares); grpo_config.py:234, 779 (scale_rewards 'group')",
                                   defaults=(("weights", "1 for every reward", "reward_weights None → ones"),),
                                   placement="theirs: _generate_and_score_completions, once per generation batch, on "
                                             "rewards_per_func gathered from every process, before the group "
@@ -228,7 +232,14 @@ def _technique_rows():
                                       "skipped)",
                                       "the weighted sum is computed in float64 (composite) or the components' "
                                       "dtype (the stage); TRL float32",
-                                      "TRL's other aggregation, normalize_then_sum, is the gdpo row"))),
+                                      "TRL's other aggregation, normalize_then_sum, is the gdpo row",
+                                      "a reward function that returns ±inf: TRL keeps it (nansum skips NaN only; a "
+                                      "row is unscorable only when every function gave NaN), so its group's "
+                                      "nanmean is ±inf, nanstd inf, every advantage of the group NaN and "
+                                      "nan_to_num sets them all to 0 (scale_rewards 'group', the default): the "
+                                      "whole group is silenced, e.g. rewards (inf, 1, 0, 0) give advantages (0, 0, "
+                                      "0, 0); here strict raises and lenient scores that entry 0 (rewards (0, 1, 0, 0): "
+                                      "the group trains). Per-row review q (#51): the record covered NaN only"))),
   )
 
 

@@ -1090,7 +1090,8 @@ def _technique_rows():
                                   "per-dataset σ multipliers (off): not built",
                                   read="yeppp27/VisualScore@479b9f3b openrlhf/models/remote_rm/math_verifier_wolatex_"
                                        "regress_specifc.py:160-235 (RewardCalculator.get_reward, gaussian_rbf), "
-                                       ":249-260 (verify_format, 0.5), :331-352 (reward = format + accuracy), "
+                                       ":249-260 (verify_format, 0.5), :331-354 (reward = format + accuracy, the sum at :353-354; "
+                                       "per-row review q: cited as :331-352 before), "
                                        ":401 (--initial_sigma 1.0); examples/scripts/omniquality-R/train_grpo_ava_"
                                        "evalmuse_koniq_7B_RLstage1.sh:71-76 (sigma 0.8). Error-class sweep (#51, "
                                        "s2b): the second stage's launch, train_grpo_ava_evalmuse_koniq_7B_RLstage2.sh:"
@@ -1116,7 +1117,10 @@ def _technique_rows():
                                        "openrlhf/trainer/ppo_utils/experience_maker.py:579-599, 636-647 (the "
                                        "decoded prompt + response sent, the server's 'rewards' summed over the one "
                                        "server by train_ppo_ray.py:21-22 reward_fn). The record did not say the "
-                                       "scripts do not start",
+                                       "scripts do not start. Per-row review q (#51): openrlhf/utils/"
+                                       "remote_rm_utils.py:11-45 (request_api_wrapper: response.json(); remote_rm_fn "
+                                       ":39-40 returns torch.tensor(v) of each JSON list: the Python floats the server "
+                                       "computed in float64 become float32 tensors)",
                                   defaults=(("sigma", "1.0", "0.8 (train scripts, once started: a WandB key must be "
                                              "set); CLI default 1.0"),
                                             ("invalid_value", "0.0", "0.0 (no tag, float() fails)"),
@@ -1136,9 +1140,14 @@ def _technique_rows():
                                             "reward, once per row after the rollout",
                                   deviations=(
                                       "the reward is float32, also under x64 (the StepData contract: rewards [B] "
-                                      "float32, a host function of the text); the parsed prediction and target "
-                                      "are float32 as well (theirs Python floats): at their 0-5 scores the reward "
-                                      "differs from theirs by < 1e-6",
+                                      "float32, a host function of the text), as theirs is when it reaches the "
+                                      "trainer (remote_rm_utils.py:40, torch.tensor of the server's JSON floats: "
+                                      "float32); what differs is that the parsed prediction and target are "
+                                      "float32 here before the kernel (theirs Python floats, the kernel in "
+                                      "float64): at their 0-5 scores the reward differs from theirs by < 1e-6 "
+                                      "(at most 4e-7 at sigma 0.8 on a 3-decimal grid). Per-row review q (#51): the "
+                                      "record did not say theirs is float32 too, so its float32 reward read as a "
+                                      "difference",
                                       "sigma defaults to 1.0 (their CLI default); sigma=0.8 is their runs'",
                                       "their launch scripts as released stop at argparse (--use_wandb with the "
                                       "empty WANDB_API_KEY they export); not a difference of the reward: with a key "
@@ -1178,7 +1187,16 @@ def _technique_rows():
                                        "(skill_rewards_linear = ensemble-mean p(z | s_T) − 1/code_arity, on the "
                                        "last transition only), config.py:37-40 (code_arity 24 by default), "
                                        "skill-discovery/scripts/train_linear_clipping.sh (code_arity 128, "
-                                       "goal_duration 20; read in the #51 read-whole pass)",
+                                       "goal_duration 20; read in the #51 read-whole pass). Per-row review q (#51): "
+                                       "README.md:17-22 (the digit task's training command: "
+                                       "./scripts/training/ram_linear_clipping.sh, 'to train a RAM model using the "
+                                       "clipped linear reward'; :25 the shipped checkpoint ram_18_4x4_1_ckpt_1400 is "
+                                       "that run's), scripts/training/ram_linear_clipping.sh (--dynamic_exploration_"
+                                       "time False, --num_glimpses 18, batch_size 256), trainer.py:594-752 (the "
+                                       "fixed-time path: :643-644 the same clamp(p_y − 0.1, min=0), :734 R = "
+                                       "r_certainty, :739-752 the same R on all 18 steps minus the baseline, no "
+                                       "discount); README.md:59-73 (skill discovery: 'cd skill_discovery', a folder "
+                                       "the snapshot names skill-discovery)",
                                   defaults=(("scale", "1", "1"),
                                             ("offset", "function 0; stage 1 (on d = −|ŝ − s|)",
                                              "−1/K = −0.1 (10 MNIST classes, hard-coded); skill discovery: "
@@ -1190,7 +1208,11 @@ def _technique_rows():
                                             "(config.py:35-39: use_implict_lat_penalty True, "
                                             "discount_factor_lat_penalty 0.99); skill discovery: the "
                                             "discriminator's p(z | s_T) on the last transition of each goal "
-                                            "period, a SARSA(λ) Q-learning target (disdain.py:800-825); "
+                                            "period, a SARSA(λ) Q-learning target (disdain.py:800-825); the "
+                                            "README's own training command, ram_linear_clipping.sh (RAM, "
+                                            "--dynamic_exploration_time False): a fixed 18 glimpses, the reward "
+                                            "after the last one, undiscounted, the same R for each of the 18 "
+                                            "steps minus the baseline (trainer.py:594-752); "
                                             "ours: the function maps any d; the catalog stage is a completion "
                                             "reward, d = −|ŝ − s| of the parsed number and the reference",
                                   deviations=(
@@ -1208,7 +1230,13 @@ def _technique_rows():
                                       "0)) and log_noclipping (log(p/0.1)) (trainer.py:495-504), and the accuracy "
                                       "rewards acc_reward_type zero_and_one / minus_one_and_one (:509-514; "
                                       "use_information_maximization_reward defaults to False); each has its own "
-                                      "script (scripts/training/), this row is dtram_linear_clipping.sh's"))),
+                                      "script (scripts/training/), this row is dtram_linear_clipping.sh's",
+                                      "the README's training command is the RAM script, ram_linear_clipping.sh "
+                                      "(README.md:17-22): there the reward r = max(p_y − 0.1, 0) is neither "
+                                      "discounted nor taken at a chosen stop step (a fixed 18 glimpses, "
+                                      "trainer.py:594-752), where dtram_linear_clipping.sh's is 0.99^(stop step)·r; "
+                                      "the kernel is the same in both (this row's function with offset=-0.1). "
+                                      "Per-row review q (#51): the record gave only the DT-RAM script's placement"))),
   )
 
 
