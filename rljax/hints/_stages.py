@@ -190,8 +190,8 @@ TECHNIQUES = (
               stage=guide,
               fidelity=Fidelity("authors_code", "github.com/vaskar-open-source-research/guide_rl: "
                                 "verl/verl/trainer/ppo/core_algos.py (compute_policy_loss)",
-                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) (γ = 1; scripts: "
-                                "γ = q0.9 of the ratios, not built); hint = the answer (theirs: a dataset hint); "
+                                "theirs = guide + loss exgrpo_policy(beta=γ, clip_fresh=True) with "
+                                "seq_mean_token_mean (γ = 1; scripts: q0.9 of ratios, not built); hint = the answer (theirs: a dataset hint); "
                                 "0/1-accuracy groups kept (theirs: dropped)",
                                 read="vaskar-open-source-research/guide_rl@2f277152 verl/verl/trainer/ppo/"
                                      "core_algos.py:279-360 (compute_policy_loss: gamma shaping of off-policy "
@@ -214,9 +214,33 @@ TECHNIQUES = (
                                      "(gamma_strategy constant, γ 1.0, :35-36); core_algos.py:352-353 (the off-policy "
                                      "clip with off_policy_clip_ratio, 0.8 in the scripts and yaml:46, is "
                                      "commented out: read, never used); ppo_trainer.yaml:81-83 (rollout "
-                                     "temperature 1.0, top_p 1: the actor's log-probs untempered, as ours)",
+                                     "temperature 1.0, top_p 1: the actor's log-probs untempered, as ours). Per-row review r (#51), one layer "
+                                     "out: dp_actor.py:247-249, 311 with core_algos.py:364 and fsdp_workers.py:"
+                                     "123-124 (each micro-batch of ppo_micro_batch_size_per_gpu 1 sequence gives "
+                                     "masked_mean over its tokens, ÷ gradient_accumulation = ppo_mini_batch_size·n "
+                                     "/ world_size: a per-sequence token mean averaged over the mini-batch's "
+                                     "sequences); ppo_trainer.yaml:166 (reward_manager rift), :234, main_ppo.py:"
+                                     "127, workers/reward_manager/rift_grader.py:58-118, format_grader.py:200-215 "
+                                     "(do_verify_format True and response_format qwen_format in the scripts: a "
+                                     "response without exactly one '\\boxed{' or with more than 3 trailing "
+                                     "spaces / newlines is graded as '' (0) before verify_scores, the accuracy "
+                                     "of the trigger and both filters); ray_trainer.py:1479-1485, 1576-1584 and "
+                                     "utils/dataset/rl_dataset.py:378-391 (passing groups beyond "
+                                     "train_batch_size·n rows go to the loader's buffer and fill the next step "
+                                     "first)",
                                 defaults=(("trigger", "all-failed group (acc 0)", "reroll_threshold 0.001 "
                                            "(acc ≤ 0.001; yaml 0.0)"),
+                                          ("accuracy of the trigger and filters", "the recipe's verdict "
+                                           "(correct > 0.5)", "verify_scores of the rift reward manager: "
+                                           "do_verify_format True, response_format qwen_format (scripts): a "
+                                           "correct answer without exactly one '\\boxed{' or with > 3 trailing "
+                                           "whitespace characters scores 0"),
+                                          ("loss aggregation", "the recipe's (default token_mean: one token mean "
+                                           "over the batch)", "per micro-batch of 1 sequence "
+                                           "(ppo_micro_batch_size_per_gpu 1, scripts and yaml) masked_mean, ÷ "
+                                           "gradient_accumulation: each sequence's token mean, averaged over the "
+                                           "mini-batch (= seq_mean_token_mean); mini-batch 64 of 128 prompts: "
+                                           "two optimizer steps per step"),
                                           ("rows", "1.0 (the whole group)", "the whole group re-sampled"),
                                           ("hint", "the reference answer (fraction 1.0) in template",
                                            "the dataset's hint field (use_hint)"),
@@ -257,7 +281,8 @@ TECHNIQUES = (
                                     "the hint is the reference answer (a prefix of fraction f); theirs a "
                                     "dataset-provided natural-language hint",
                                     "the loss is composed separately: guide + exgrpo_policy(beta=1, "
-                                    "clip_fresh=True) is their constant-γ loss; their runs' γ = the 0.9 "
+                                    "clip_fresh=True) with aggregation seq_mean_token_mean is their constant-γ "
+                                    "loss; their runs' γ = the 0.9 "
                                     "quantile of the off-policy ratios (of each micro-batch: one sequence per "
                                     "GPU, ppo_micro_batch_size_per_gpu 1) is not built",
                                     "groups whose accuracy is 0 or 1 are kept, unhinted (all correct) and hinted "
@@ -280,7 +305,21 @@ TECHNIQUES = (
                                     "roll_with_balanced_batch (:1295, n/2 samples of every prompt from the "
                                     "hinted prompt), use_ref_prompt (log-probs under a dataset reference "
                                     "prompt, :1602-1611) and plain_adv_weight (advantages of the unhinted rows "
-                                    "× w, :156-171); all off in their runs"))),
+                                    "× w, :156-171); all off in their runs",
+                                    "their loss is a per-sequence token mean (one sequence per micro-batch, "
+                                    "masked_mean ÷ gradient_accumulation, dp_actor.py:247-311); the recipe's "
+                                    "default token_mean weighs each row by its length instead, so the loss and "
+                                    "its gradient differ whenever the rows' lengths differ: compose "
+                                    "aggregation seq_mean_token_mean for theirs",
+                                    "their trigger and filters count a correct answer as failed when the "
+                                    "qwen_format check fails (not exactly one '\\boxed{', or > 3 trailing "
+                                    "whitespace characters; do_verify_format True): such a group is hinted "
+                                    "there, not here (ours: the recipe's verdict)",
+                                    "passing groups beyond the step's train_batch_size·n rows are kept in the "
+                                    "loader's buffer and trained first at the next step (sampled by the "
+                                    "previous policy, π_old recomputed then, on-policy-clipped; "
+                                    "ray_trainer.py:1479-1485, 1576-1584); ours trains every group in the step "
+                                    "that sampled it"))),
     Technique("oc_grpo", "replay", H.unhinted_rows,
               f"all-failed group: ceil(rows·G) rows <- samples of x + solution prefix (f=0.5); {_RATIO}",
               f"{_S1} L235 (OC-GRPO)",
@@ -316,7 +355,17 @@ TECHNIQUES = (
                                      "OC-GRPO-Adaptive = verl_run_852_n16 (this record), OC-GRPO-Fixed = "
                                      "verl_run_901_masked_IS_n16.yaml (hint_mode prompt_masked, the offline "
                                      "prefix-augmented data verl_grpo/data_offline_guided_prefix, prompt_mode "
-                                     "original, per_token IS, clamp_min 0.01; ray_trainer.py:1540-1640)",
+                                     "original, per_token IS, clamp_min 0.01; ray_trainer.py:1540-1640). Per-row "
+                                     "review r (#51), the loss the weight enters: volcengine/verl@v0.4.1 "
+                                     "(8d9e350e) verl/workers/actor/dp_actor.py:427-429, 461, 473-484, 511 "
+                                     "(micro-batches of ppo_micro_batch_size_per_gpu sequences; each gives its "
+                                     "loss ÷ gradient_accumulation), trainer/ppo/core_algos.py:607-621 (vanilla: "
+                                     "PPO clip, dual clip −A·clip_ratio_c on A < 0) and :539-540 (token-mean = "
+                                     "masked_mean over the micro-batch), workers/fsdp_workers.py:156-157 "
+                                     "(mini-batch ·n ÷ world size); ppo_trainer_7b.yaml:79, 85-86, 313 (loss_mode "
+                                     "vanilla, clip_ratio_c 3.0, loss_agg_mode token-mean, trainer.balance_batch "
+                                     "True); verl_run_852_n16.yaml:28, 42-47 (4 GPUs, ppo_mini_batch_size 32, "
+                                     "ppo_micro_batch_size_per_gpu 4, n 16)",
                                 defaults=(("fraction", "0.5 (one level)", "prefix_fractions 0.2, 0.4, 0.6, 0.8, "
                                            "1.0: the lowest level with a correct sample"),
                                           ("rows", "0.5 (ceil(0.5·G) rows, any outcome, always)",
@@ -334,6 +383,13 @@ TECHNIQUES = (
                                            "per_token, compute_is_ratio true, is_correction_clamp_min 0.01, "
                                            "is_weight_power 1 (the run's yaml); ppo_trainer_7b.yaml defaults: "
                                            "is_correction_mode 'none', compute_is_ratio false, clamp_min 0.3"),
+                                          ("loss (the term the weight enters)", "the recipe's (ppo_clip: no dual "
+                                           "clip by default; aggregation token_mean over the whole batch)",
+                                           "verl v0.4.1 vanilla: clip 0.2, dual clip clip_ratio_c 3.0; "
+                                           "token-mean within each micro-batch of 4 sequences, ÷ "
+                                           "gradient_accumulation 32 (32·16 = 512 sequences over 4 GPUs: 128 "
+                                           "each): the mean of the 128 micro-batch token means, the micro-batches "
+                                           "cut after balance_batch's reordering by length"),
                                           ("other hint switches", "(not built)", "hint_trigger_mode 'simple', "
                                            "n_train null (= n), curriculum skip_all_correct / skip_unhintable "
                                            "false (yaml defaults, the run leaves them)"),
@@ -392,7 +448,14 @@ TECHNIQUES = (
                                     "prefix-augmented data set, are rolled out from their augmented prompts as "
                                     "groups of their own, and are swapped to the original prompt before "
                                     "training with the same per-token IS weight (hint_mode prompt_masked); not "
-                                    "built (this row follows OC-GRPO-Adaptive's online cascade)"))),
+                                    "built (this row follows OC-GRPO-Adaptive's online cascade)",
+                                    "the loss the weight enters: theirs is verl v0.4.1's vanilla PPO with dual "
+                                    "clip 3.0 (compose ppo_clip(dual_clip=3.0)), aggregated as a token mean "
+                                    "within each micro-batch of 4 sequences averaged over the micro-batches "
+                                    "(dp_actor.py:511); ours aggregates by the recipe (token_mean: one mean over "
+                                    "all the batch's tokens), so a token of a micro-batch with fewer tokens "
+                                    "weighs more there: the losses differ whenever the micro-batches' token counts differ (no "
+                                    "aggregation mode here cuts the batch into micro-batches of 4)"))),
     Technique("lte", "replay", H.mistakes_hint,
               f"all-failed group: h = 'not k1, k2, ...' (distinct wrong answer keys, <= 3); {_RATIO}",
               f"{_S1} L199 (LTE)",
@@ -419,8 +482,19 @@ TECHNIQUES = (
                                      "rollouts; off-policy rows take f(r̂') · Â' with r̂' = π_θ(o'|q)/π_old(o'|H_q, "
                                      "q) and f(r) = r/(r + γ), no clip, the rest GRPO's clip; one group advantage "
                                      "over all; LTE† adds an entropy loss; verl, G = 8, temperature 1.0, max "
-                                     "response 8192, 500 steps",
-                                defaults=(("max_mistakes", "3 distinct wrong answers", "all the wrong answers (a set)"),
+                                     "response 8192, 500 steps. Per-row review r (#51): J_Mixed in the v1 write-up "
+                                     "(id 36716036164) has two normalisers, 1/Z' on the sum over the G' "
+                                     "off-policy rows' tokens and 1/Z on the sum over the G − G' on-policy rows' "
+                                     "tokens (Z, Z' not defined there); ours' answer keys: "
+                                     "rljax/train/_mechanics.py:111 (task.answer_key, else the stripped "
+                                     "completion; of the built-in tasks only small_addition defines answer_key, "
+                                     "rljax/envs/_small_addition.py:103)",
+                                defaults=(("max_mistakes", "3 distinct wrong answer keys (task.answer_key; a task without one: "
+                                           "the whole stripped completion)", "all the wrong answers (a set), "
+                                           "from the untruncated rows"),
+                                          ("loss normalisation", "the recipe's aggregation over all rows "
+                                           "(default token_mean)", "J_Mixed: 1/Z' on the off-policy rows' sum, "
+                                           "1/Z on the on-policy rows' sum (two normalisers)"),
                                           ("rows", "1.0 (every failed row takes a hinted sample, right or wrong)",
                                            "only the G' correct hinted samples replace failed rows (random rows)"),
                                           ("logp_old", "'behavior' (log π_old(y | x + h))",
@@ -460,7 +534,16 @@ TECHNIQUES = (
                                     "a group with no non-empty wrong answer is not hinted",
                                     "their Concise(·) (all rollouts truncated: 'think concisely', no answers) "
                                     "and ConciseHint(·) (some truncated) modes are not built; ours hints wrong "
-                                    "answer keys only (a truncated response with no answer gives no hint)"))),
+                                    "answer keys only: with a task's answer_key a truncated response with no "
+                                    "extracted answer gives no hint; a task without answer_key (every built-in "
+                                    "task but small_addition) keys each failed row by its whole stripped "
+                                    "completion, so the hint quotes up to 3 whole failed completions, truncated "
+                                    "ones included, not their answers",
+                                    "their J_Mixed normalises the off-policy rows' sum (1/Z') and the on-policy "
+                                    "rows' sum (1/Z) separately; ours one aggregation over all the batch's rows, "
+                                    "so the hinted rows' share of the loss differs (with token normalisers: "
+                                    "theirs gives the off-policy tokens together the weight of the on-policy "
+                                    "ones, whatever their counts)"))),
     Technique("adhint", "replay", H.adhint_fraction,
               "p <= 0.5: hint = answer prefix of ratio f_min + (f_max - f_min)(1 - p); " + _RATIO,
               f"{_S1} L95 (ADHint)",
