@@ -312,7 +312,9 @@ def _guide_authors_loss(logp, old, adv, mask, on_policy, cliprange=0.2, gamma=1.
   """``compute_policy_loss`` (verl/verl/trainer/ppo/core_algos.py), ``gamma_strategy="constant"`` (their
   ppo_trainer.yaml): ``r = exp(logp - old)`` with ``old`` the hinted-prompt log-prob of a hinted row
   (``importance_weighted_reroll``); off-policy rows ``r <- r / (r + gamma)``, unclipped; on-policy rows PPO clip;
-  ``max`` of the two losses, masked token mean."""
+  ``max`` of the two losses, masked token mean over the call's rows. This is the function; their trainer calls it
+  on micro-batches of ONE sequence (dp_actor.py:247-249, 311), so their step's loss is ``seq_mean_token_mean`` of
+  it, not this batch token mean (per-row review r, ``tests/test_fidelity_row_review_r.py``)."""
   r = np.exp(logp - old)
   off = ~on_policy[:, None]
   r = np.where(off, r / (r + gamma), r)

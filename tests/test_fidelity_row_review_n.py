@@ -195,11 +195,11 @@ def test_tempo_float32_zero_variance_group_sort_path_is_zero():
   assert np.max(np.abs(np.asarray(ours)[:4])) <= 1e-3
 
 
-@pytest.mark.xfail(strict=True, reason="implementation bug (per-row review n, reported, not fixed here): tempo's "
-                   "default fast path (_prefix_values_near, max_group_size=16) adds every cross-group pair's reward "
-                   "at position 0 and subtracts it back, so its float32 roundoff scales with the other groups' "
-                   "rewards and is divided by σ_g + ε = 1e-6 in a zero-variance group: 3.04 on the first token of "
-                   "each all-0.3 row here (the sort path: 0; theirs: 0)")
+# implementation bug found by per-row review n and fixed the same day: tempo's fast path (_prefix_values_near,
+# max_group_size=16) added every cross-group pair's reward at position 0 and subtracted it back, so its float32
+# roundoff scaled with the other groups' rewards and was divided by σ_g + ε = 1e-6 in a zero-variance group (3.04 on
+# the first token of each all-0.3 row here). Fixed: cross-group pairs add nothing, and the prefix means are taken
+# on rewards shifted by the group's largest (an equal-reward group sums exact zeros).
 def test_tempo_float32_zero_variance_group_default_path_is_zero():
   r, tok, m, g = _ZERO_VAR
   ours, _ = tempo(r, tok, m, g)
@@ -389,3 +389,18 @@ def test_gdpo_one_reward_trl_skips_the_batch_step_ours_whitens():
   assert np.max(np.abs(ours - trl_grpo)) > 1e-3
   assert any("K = 1" in d for d in fid("gdpo").deviations)
   assert "K = 1" not in record("tempo")
+
+
+def test_tempo_float32_fast_path_equals_the_float64_reference_beside_large_rewards():
+  """Seven equal rewards beside a group with rewards in [0, 5] (per-row review n's realistic case: 1.82 on the fast
+  path before the fix): both paths equal a float64 transcription of theirs."""
+  rng = np.random.default_rng(7)
+  r = np.concatenate([np.full(7, 0.3), rng.uniform(0, 5, 8), rng.integers(0, 2, 8).astype(float)]).astype(np.float32)
+  g = np.repeat([0, 1, 2], [7, 8, 8])
+  tok = rng.integers(1, 3, size=(23, 6)).astype(np.int32)
+  m = np.ones((23, 6), np.float32)
+  theirs = _their_tempo(r.astype(np.float64), tok, m, g)
+  for mgs in (16, None):
+    ours, _ = tempo(r, tok, m, g, max_group_size=mgs)
+    np.testing.assert_allclose(np.asarray(ours, np.float64), theirs, atol=2e-3, err_msg=str(mgs))
+    assert np.max(np.abs(np.asarray(ours)[:7])) <= 1e-3

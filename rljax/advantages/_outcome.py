@@ -568,8 +568,10 @@ def task_normalized(advantages: Array, task_id: Array, *, valid: Optional[Array]
   ``A_i = (r_i − mean_group r) / std(r ∈ B_task)``, i.e.
   ``task_normalized(grpo(r, gid, scale="none")[0], task, rewards=r,
   scale="rewards", center=False)`` (its ``mean_group`` terms are 0 on each
-  task, so ``center`` barely matters there). AgentRL's task normalisation
-  (seed 000_3e503271be254a43.txt L55) gives no form. A task with a single
+  task, so ``center`` barely matters there). AgentRL's abstract (seed
+  000_3e503271be254a43.txt L55) gives no form; its code (github.com/THUDM/AgentRL)
+  and paper (arXiv 2510.04206) were not reachable, so the default is unchecked
+  against AgentRL (the record says so). A task with a single
   valid sample gets 0 (``center=True``).
 
   Args:

@@ -178,11 +178,13 @@ def _prefix_values_near(rv, v, root, tok, max_group_size):
   sroot, stok, srv, sv = root[order], tok[order], rv[order], v[order]
   rows, firsts, rvals, vvals = [], [], [], []
   for d in range(1, min(max_group_size, b)):
-    f = jnp.where(sroot[d:] == sroot[:-d], _first_mismatch(stok[d:], stok[:-d]), 0)  # pair (p, p+d)
+    same = sroot[d:] == sroot[:-d]
+    f = jnp.where(same, _first_mismatch(stok[d:], stok[:-d]), 0)  # pair (p, p+d)
     rows += [jnp.arange(b - d), jnp.arange(d, b)]
     firsts += [f, f]
-    rvals += [srv[d:], srv[:-d]]
-    vvals += [sv[d:], sv[:-d]]
+    # a pair across groups adds nothing (added at 0 and subtracted back, its rounding would stay behind)
+    rvals += [jnp.where(same, srv[d:], 0), jnp.where(same, srv[:-d], 0)]
+    vvals += [jnp.where(same, sv[d:], 0), jnp.where(same, sv[:-d], 0)]
   if rows:
     rows, firsts = jnp.concatenate(rows), jnp.concatenate(firsts)
     rvals, vvals = jnp.concatenate(rvals), jnp.concatenate(vvals)
@@ -247,8 +249,12 @@ def tempo(rewards: Array, tokens: Array, mask: Array, group_id: Array, *, valid:
   _check_ids_2d("tokens", tokens, (b, t))
   adv_seq, _, denom = _grpo_core(r, gid, v, ng, eps=eps, std_ddof=std_ddof, scale=scale, singleton=singleton)
   tok = jnp.where(m, jnp.asarray(tokens, jnp.int32), -1)
-  rv = r * v
   root = jnp.where(v > 0, gid, ng)
+  # V is a mean of the group's rewards, so the TD term (a difference of two such means) is unchanged by a shift of
+  # the group's rewards: shifted by the group's largest valid reward, an equal-reward group sums exact zeros (its
+  # TD is then exactly 0 before the division by σ_g + ε) and the sums carry less rounding
+  top = jax.ops.segment_max(jnp.where(v > 0, r, -jnp.inf), root, num_segments=ng + 1)
+  rv = jnp.where(v > 0, r - top[root], 0.0) * v
   cnt0 = jax.ops.segment_sum(v, root, num_segments=ng + 1)
   v0 = (jax.ops.segment_sum(rv, root, num_segments=ng + 1) / jnp.maximum(cnt0, 1.0))[root]
   if max_group_size is None:

@@ -413,13 +413,13 @@ def entropy_gated_contrastive(tau=None, *, rho=None, entropy_key: str = "entropy
   *Interpretation*: the abstract gives "contrastive loss only at
   entropy-gated decision points" (1–3% of positions); the ±log π form, τ / ρ
   and the unlikelihood option (bounded, since +log π is unbounded below) are
-  ours. Exactly one of ``tau``, ``rho`` must be given. A public copy of the
-  ReasonMaxxer pipeline (github.com/Arka04bro/ReasonMaxxer,
-  ``scripts/train_reasonmaxxer.py``; we could not confirm it is the
-  authors') uses by default the rollout's advantage clipped to ±2.5 instead
-  of ±1, averages over the gated tokens, and adds 0.1 · KL(π_base ‖ π_θ) on
-  the other tokens (its README's "KL anchor"); pass advantages-derived
-  rewards and compose ``kl_penalty`` for something close.
+  ours. Exactly one of ``tau``, ``rho`` must be given. The authors' code
+  (github.com/farukakgul/ReasonMaxxer, ``scripts/train_reasonmaxxer.py``;
+  per-row review l of issue #51 found it, the record has the details) uses
+  the rollout's advantage clipped to ±2.5 instead of ±1, averages over each
+  rollout's gated tokens (one rollout per micro-batch), and adds
+  0.2 · KL(π_base ‖ π_θ) on the other tokens in its README recipe; pass
+  advantages-derived rewards and compose ``kl_penalty`` for something close.
 
   Args:
     tau: absolute entropy threshold (nats) ≥ 0.
