@@ -32,7 +32,8 @@ def test_the_rooms_hold_exactly_the_registry_rows_of_their_kinds():
 def test_authors_code_rows():
   assert {r.name for r in ROWS if r.fidelity.basis == "authors_code"} == {
       "erc", "rpg", "alol", "entropic", "bapo", "gmpo", "decoupled_ppo", "clip_cov", "kl_cov", "segment_ratio",
-      "gpg", "delta_logp_reweight", "temperature_control", "pspo", "gft", "exgrpo_policy"}
+      "gpg", "delta_logp_reweight", "temperature_control", "pspo", "gft", "exgrpo_policy",
+      "entropy_gated_contrastive"}  # the authors' repository found by per-row review l (#51)
 
 
 @pytest.mark.parametrize("fn,defaults", [
