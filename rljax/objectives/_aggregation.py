@@ -154,6 +154,22 @@ _SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_
                    "(a learning-rate factor)")
 
 
+_TOKEN_SUM_SCALE = ("on verl v0.7.0's legacy dp_actor the loss of a mini-batch is Σ over its micro-batches of "
+                    "(the micro-batch's token sum ÷ T) × n_m / N (n_m its rows, N = ppo_mini_batch_size per GPU: "
+                    "1/gradient_accumulation with a fixed micro-batch size, dp_actor.py:463-467, 541-543), and FSDP "
+                    "averages the dp ranks (× 1/dp); the engine worker divides each micro-batch's sum by "
+                    "loss_scale_factor (1 here) with no micro-batch scale, then × 1/dp. With a fixed micro-batch "
+                    "size (the default) every token weighs the same, so ours differs by one constant factor (a "
+                    "learning-rate factor); with use_dynamic_bsz the micro-batches hold different numbers of rows, "
+                    "so their token sums are weighted unequally (n_m / N): no constant factor gives theirs "
+                    "(ours: every token of the batch weighs 1)")
+_TOKEN_SUM_READ = ("; Thirteenth draw (#51 item 4, seed 20261218): volcengine/verl@v0.7.0 dp_actor.py:440-442 "
+                   "(use_dynamic_bsz: prepare_dynamic_batch by ppo_max_token_len_per_gpu, micro-batches of "
+                   "varying rows), :463-467 (loss_scale_factor = rows / ppo_mini_batch_size), "
+                   "engine/fsdp/transformer_impl.py:487-512 (engine worker: loss.backward() unscaled). The record "
+                   "called the legacy worker's factor constant, which holds only with a fixed micro-batch size")
+
+
 _TRL = ("the TRL 1.9.0 PyPI wheel trl/trainer/grpo_trainer.py:3124-3148 (_compute_loss, loss_type), :2427 "
         "(num_items_in_batch: the generation batch's loss tokens, gathered over processes), :945-950 (the Trainer's "
         "own 1/gradient_accumulation disabled), trl/trainer/grpo_config.py:791-792 (loss_type 'dapo'), :1077-1079 "
@@ -236,10 +252,10 @@ def _technique_rows():
                                           "averages over dp, so verl 0.9.1 'token-sum' is ours on any number of "
                                           "devices and micro-batches; the factor in the next deviation is the "
                                           "v0.7.0 legacy worker's",
-                                          _SUM_NORM_SCALE, _TRL_NONE),
+                                          _TOKEN_SUM_SCALE, _TRL_NONE),
                               defaults=(("scale", "1", "loss_scale_factor=1 (default None: T; read by agg_loss only on "
                                                    "the engine worker, the legacy dp_actor always divides by T)"),),
-                              placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
+                              placement=_SUM_NORM_PLACEMENT, read=dp_actor + _TOKEN_SUM_READ)),
       Technique("seq_mean_token_sum", "aggregation", seq_mean_token_sum, "mean_b sum_t l*m", src,
                 stage=_aggregation_stage(seq_mean_token_sum),
                 fidelity=verl("seq-mean-token-sum", 806,

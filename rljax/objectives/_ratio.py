@@ -854,7 +854,25 @@ def _technique_rows():
                      "distributed_masked_mean over the dp ranks, inside each micro-batch's loss): not in the record. "
                      "The deviation's '(the MiniRL form)' had no citation: seed 000 L7, the only text of the paper "
                      "read, is its abstract, which names no MiniRL and says clipping becomes essential once updates "
-                     "go off-policy",
+                     "go off-policy. Thirteenth draw (#51 item 4, seed 20261218): run_with_rollout_corr.sh:63-89 "
+                     "sets neither actor.ppo_micro_batch_size(_per_gpu) nor use_dynamic_bsz (both null / false in "
+                     "trainer/config/_generated_ppo_trainer.yaml:51-53), and main_ppo.py:292-296 runs "
+                     "verl/utils/config.py:151 (omega_conf_to_dataclass of the actor config), whose "
+                     "verl/workers/config/actor.py:184-187 (ActorConfig.__post_init__, via FSDPActorConfig :289) "
+                     "asserts one of them is set: the example stops before training as released (its values are "
+                     "what runs once a micro-batch size is added); the verl 0.9.1 PyPI wheel trainer/config/"
+                     "algorithm.py:400-421, 474-499, 502-529 (three more loss_type 'reinforce' presets: "
+                     "bypass_pg_geo_rs, bypass_pg_geo_rs_seq_tis, bypass_pg_geo_rs_token_tis: rollout_rs "
+                     "'seq_mean_k1', rollout_rs_threshold '0.999_1.001', the last two with rollout_is 'sequence' / "
+                     "'token', threshold 2.0) and rollout_corr_helper.py:132-194, 197-415 (seq_mean_k1, :342-349: a row is "
+                     "kept when log 0.999 ≤ mean_t(−clamp(log r_t, ±20)) ≤ log 1.001, else its response_mask is "
+                     "zeroed); volcengine/verl@v0.7.0 trainer/config/algorithm.py:336-367 and :405-439 (its own reinforce "
+                     "presets besides bypass_pg_is: bypass_pg_rs: rollout_rs 'geometric', threshold 1.001, lower "
+                     "1/1.001, rollout_token_veto_threshold 1e-4; bypass_pg_geo_rs_seq_tis: the same plus rollout_is "
+                     "'sequence', 2.0) and rollout_corr_helper.py:82-195 (geometric: exp(clamp(mean_t log r_t, ±20)) "
+                     "kept inside [1/1.001, 1.001]), :656-677 (the veto: a row with any loss token whose unclamped "
+                     "log r < log 1e-4 is dropped from response_mask). The record named neither the example's "
+                     "failure nor these presets",
                 defaults=(("importance weight", "on (importance_weight=True)",
                            "off unless rollout_correction.rollout_is is set ('token' or 'sequence'); 1 on v0.7.0's "
                            "legacy dp_actor with one mini-batch and one epoch (the rollout log-probs replaced)"),
@@ -902,6 +920,24 @@ def _technique_rows():
                             "normalize=True) divides by the token-weighted mean over the whole batch: equal only "
                             "when every row has the same number of loss tokens and one micro-batch holds the batch",
                             "w of padded tokens is 1 (masked out after); verl multiplies w by response_mask",
+                            "verl v0.7.0's reinforce example (examples/rollout_correction/run_with_rollout_corr.sh) "
+                            "does not start as released: it sets no actor micro-batch size and no use_dynamic_bsz, "
+                            "so the config check (ActorConfig.__post_init__, verl/workers/config/actor.py:184-187) "
+                            "stops it before training; the values listed for it are what runs once "
+                            "actor.ppo_micro_batch_size_per_gpu is added",
+                            "verl 0.9.1's geometric rejection presets with loss_type 'reinforce' (bypass_pg_geo_rs, "
+                            "bypass_pg_geo_rs_seq_tis, bypass_pg_geo_rs_token_tis: rollout_rs 'seq_mean_k1' "
+                            "'0.999_1.001', a row dropped unless 0.999 ≤ exp(−mean_t log r_t) ≤ 1.001) are "
+                            "importance_weight=False with correction=mis(1/1.001, 1/0.999, level='geometric', "
+                            "reweight=False), plus tis(2.0, level='sequence') or tis(2.0) for the _seq_tis / "
+                            "_token_tis ones (each token's log r clamped to ±20 before their mean, ours after; equal "
+                            "while |log r| ≤ 20; correction=divergence_rejection((log 0.999, log 1.001), "
+                            "estimator='k1', level='sequence_mean') clamps as theirs); verl v0.7.0's bypass_pg_rs and "
+                            "bypass_pg_geo_rs_seq_tis (rollout_rs 'geometric' 1.001: mis(1/1.001, 1.001, "
+                            "level='geometric', reweight=False)) also set rollout_token_veto_threshold 1e-4 (a row "
+                            "with any token ratio below 1e-4 rejected whole): no correction here rejects a row on one "
+                            "token's low ratio (not built), so those presets differ on such rows; what the train side "
+                            "of w and of the mask is follows the deviations above",
                             "verl 0.9.1's IcePop weight (rollout_is_threshold 'L_U', preset bypass_pg_token_icepop "
                             "'0.5_5.0': the ratio inside [L, U], 0 outside) is importance_weight=False with "
                             "correction=icepop(0.5, 5.0); its preset bypass_pg_is is the sequence form above",
