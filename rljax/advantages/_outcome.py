@@ -1577,7 +1577,11 @@ def _technique_rows():
                                        "review 4, 'online non-linear reweighting of advantages based on in-group "
                                        "accuracy'; review 1, 'During GRPO training, the weights of the advantage "
                                        "function are dynamically adjusted based on the group accuracy', the offline "
-                                       "filter dropping accuracy > 0.87 or < 0.084 (review 2: [0.1, 0.87])",
+                                       "filter dropping accuracy > 0.87 or < 0.084 (review 2: [0.1, 0.87]). Thirteenth draw (#51 item 4, "
+                                       "seed 20261218): pages corpus again (arxiv.org/html/2505.13261v1, v2, "
+                                       "emergentmind.com/articles/2505.13261, tomesphere.com/paper/2505.13261: "
+                                       "the abstract and summaries, no weighting formula) and find_string "
+                                       "'2505.13261' over the code index (two paper lists, no code)",
                                   defaults=(("difficulty", "d = 1 − acc_g, acc_g = mean correct over the group",
                                              "group-wise empirical accuracy as the proxy (abstract)"),
                                             ("base advantage", "the incoming estimator's output (e.g. grpo: "
@@ -1595,8 +1599,10 @@ def _technique_rows():
                                             "transform of the advantage stage's output, once per step on the "
                                             "step's valid rows, acc_g from the verifier's correct",
                                   deviations=(
-                                      "the weight function (linear or exp in 2d − 1, weights in [1 − s, 1 + s]) and "
-                                      "s = 0.5 are ours: the paper's function was not reached (the reviews: non-"
+                                      "the weight function (form='linear': 1 + s(2d − 1), weights in [1 − s, "
+                                      "1 + s]; form='exp': exp(s(2d − 1)), weights in [e^−s, e^s], 0.607 to 1.649 "
+                                      "at s = 0.5; thirteenth draw, #51: the record gave [1 − s, 1 + s] for both) "
+                                      "and s = 0.5 are ours: the paper's function was not reached (the reviews: non-"
                                       "linear, a 'Steep Exponential' described only in words)",
                                       "the weight multiplies whatever the estimator gives; the paper replaces "
                                       "GRPO's ÷ σ by the weight (review 3): chain it after dr_grpo (or "

@@ -201,6 +201,17 @@ _TRL_SUM_NORM = ("TRL 1.9.0 loss_type 'dr_grpo': per micro-batch Σ l·m ÷ (its
                  "ours with max_len = max_completion_length (our default max_len is the run's max_new_tokens, the "
                  "same budget) for any token counts and any micro-batching")
 
+_V091_PAD = ("the verl 0.9.1 v1 trainer (its default) pads the step batch, before the old log-probs and the update, "
+             "with synthetic rows whose response_mask is 0 up to a multiple of lcm(dp size, ppo_mini_batch_size × "
+             "rollout.n) (trainer/ppo/v1/trainer_base.py:1589-1621 _get_required_batch_multiple, _balance_batch; "
+             "trainer/ppo/padding_utils.py:72-141, 144-210); the seq-mean branches still divide each mini-batch by "
+             "global_batch_size = ppo_mini_batch_size × rollout.n, so when the step's rows are not such a multiple "
+             "a real row weighs 1/(ppo_mini_batch_size × n) there and 1/(its mini-batch's non-empty rows) here, "
+             "although no row of ours is empty (100 rows, mini-batches of 64: verl pads to 128 and divides each of "
+             "its two mini-batches by 64, ours with rl.num_minibatches=2 each by 50); ours whenever the step's "
+             "rows are such a multiple (train_batch_size × n on a dp size that divides it, the verl defaults) "
+             "(thirteenth draw, #51: the record had omitted the padding rows)")
+
 
 def _technique_rows():
   from rljax._technique import Fidelity, Technique
@@ -260,7 +271,7 @@ def _technique_rows():
                 stage=_aggregation_stage(seq_mean_token_sum),
                 fidelity=verl("seq-mean-token-sum", 806,
                               older_seq + "torch.mean over all its rows, empty rows included",
-                              deviations=(legacy_seq, _TRL_SEQ_SUM))),
+                              deviations=(legacy_seq, _V091_PAD, _TRL_SEQ_SUM))),
       Technique("seq_mean_token_mean", "aggregation", seq_mean_token_mean, "mean_b (sum_t l*m / sum_t m)", src,
                 stage=_aggregation_stage(seq_mean_token_mean),
                 fidelity=verl("seq-mean-token-mean", 812,
@@ -269,7 +280,7 @@ def _technique_rows():
                               "are excluded instead); each sequence mean differs by ≤ 1e-8 relative",
                               deviations=("per-sequence token count without verl's + 1e-8 (rows without a token "
                                           "are excluded instead): each sequence mean differs by ≤ 1e-8 relative",
-                                          legacy_seq, _TRL_SEQ_MEAN))),
+                                          legacy_seq, _V091_PAD, _TRL_SEQ_MEAN))),
       Technique("seq_mean_token_sum_norm", "aggregation", seq_mean_token_sum_norm,
                 "sum_bt l*m / (B * L_max)  (Dr.GRPO)", src,
                 stage=_sum_norm_stage,

@@ -445,7 +445,12 @@ def _technique_rows():
                                        "(#51): run_exgrpo.sh:26-100 whole (:68 actor.entropy_coeff=0.001), "
                                        "mix_actor.py:40-50, 110-115, 183-208 (the entropy term), "
                                        "config/mix_ppo_trainer.yaml:41, 82-85; experience_bucket_manager.py:1-80 "
-                                       "(buckets keyed by num_success, a uid moved on each store)",
+                                       "(buckets keyed by num_success, a uid moved on each store). Thirteenth draw (#51 item 4, seed "
+                                       "20261218): experience_trainer_ops.py:7-12 (collect_experience_entries returns "
+                                       "unless the collate function is in mixed-policy mode), mix_trainer_experience."
+                                       "py:150-156 (the collate function starts on-policy), :335-420 (the per-group "
+                                       "loop, batch/solved at :402, storage at :418), :538-542 (the switch), "
+                                       "experience_collate_fn.py:109-183 (an empty pool: n_exp = 0)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
                                              "N(k; n/2, 1) over success counts (exp_bucket_manager normal)"),
@@ -458,8 +463,15 @@ def _technique_rows():
                                             ("logp_old", "'behavior' (the sampler's log-probs, stored)",
                                              "exp_is_correct True: the recorded old_log_probs (the trainer's "
                                              "recomputed π_old of the storing step)"),
-                                            ("start", "the first step", "experience_start_sratio 0.35: once a "
-                                             "batch's solved ratio passes it"),
+                                            ("start", "the first step (stored and replayed)",
+                                             "experience_start_sratio 0.35: once a step's batch/solved, the "
+                                             "fraction of its responses with reward 1 (mix_trainer_experience.py:"
+                                             "402), exceeds it (:538-540, after that step); nothing is stored "
+                                             "before (collect_experience_entries returns unless is_mixed_policy, "
+                                             "experience_trainer_ops.py:11-12), so the first mixed step's batch "
+                                             "finds an empty pool and is all fresh prompts; replay begins the step "
+                                             "after, from successes stored since the switch (thirteenth draw, "
+                                             "#51)"),
                                             ("sample range", "every stored prompt",
                                              "exp_sample_range all (first_half / last_half not built)"),
                                             ("yaml defaults (the script overrides)", "(as above)",
@@ -500,8 +512,13 @@ def _technique_rows():
                                             "splice after it), the replayed row's ratio against its stored "
                                             "behaviour log-probs",
                                   deviations=(
-                                      "experience mixing starts at the first step; theirs once a batch's solved "
-                                      "ratio passes experience_start_sratio 0.35 (not built)",
+                                      "experience mixing starts at the first step; theirs once a step's "
+                                      "batch/solved (the fraction of its responses with reward 1) exceeds "
+                                      "experience_start_sratio 0.35 (not built); theirs also store no success "
+                                      "before that switch (experience_trainer_ops.py:11-12), so their pool holds "
+                                      "only successes found after it and their first mixed step replays nothing; "
+                                      "ours stores and replays from the first step (thirteenth draw, #51: the "
+                                      "record had omitted the storage gate)",
                                       "the entropy that picks the replayed success is the sampler's at storage "
                                       "time; theirs recomputed by the current policy",
                                       "per_prompt (2) and capacity (512) bound the buffer; theirs keep every "
