@@ -330,3 +330,15 @@ def test_token_sum_legacy_dynamic_bsz_is_not_a_constant_factor_and_verl091_token
   assert len(d) == 1 and "use_dynamic_bsz" in d[0] and "no constant factor gives theirs" in d[0]
   assert "÷ loss_scale_factor scaled by" not in d[0]
   assert "Thirteenth draw" in describe(ROWS["token_sum"])
+
+
+def test_seq_mean_token_sum_norm_shares_the_dynamic_bsz_caveat():
+  """The same legacy-worker weights (÷ T per micro-batch, × its rows ÷ N) apply to seq-mean-token-sum-norm: one
+  factor with fixed micro-batches, none with token-budget ones (the lead's follow-up to the token_sum finding)."""
+  rng = np.random.default_rng(5)
+  mask = (rng.random((8, 6)) < 0.8).astype(np.float64)
+  mask[:, 0] = 1.0
+  assert np.ptp(_verl07_legacy_sum_norm_grad_weights(mask, (2, 2, 2, 2), 8)[mask > 0]) < 1e-15
+  assert np.ptp(_verl07_legacy_sum_norm_grad_weights(mask, (3, 1, 4), 8)[mask > 0]) > 0.05 / 6
+  d = [x for x in _fid("seq_mean_token_sum_norm").deviations if "a learning-rate factor" in x]
+  assert len(d) == 1 and "use_dynamic_bsz" in d[0] and "no constant factor gives theirs" in d[0]

@@ -150,8 +150,12 @@ _V091_PLACEMENT = ("; verl 0.9.1 (the PyPI wheel) has only that engine path: the
                    "× dp_size), FSDP averaging over the dp ranks")
 _SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_factor scaled by the number of "
                    "micro-batches (1/gradient_accumulation, legacy dp_actor) and the dp size (gradient averaging); "
-                   "ours is invariant to micro-batching and devices, so the two differ by that constant factor "
-                   "(a learning-rate factor)")
+                   "ours is invariant to micro-batching and devices, so with a fixed micro-batch size (the "
+                   "default) the two differ by that constant factor (a learning-rate factor); with "
+                   "use_dynamic_bsz the legacy dp_actor scales each micro-batch by its rows ÷ "
+                   "ppo_mini_batch_size (v0.7.0 dp_actor.py:440-442, 463-467: token-budget micro-batches of "
+                   "varying rows), so their sums weigh unequally and no constant factor gives theirs (found for "
+                   "token_sum by the thirteenth draw, #51)")
 
 
 _TOKEN_SUM_SCALE = ("on verl v0.7.0's legacy dp_actor the loss of a mini-batch is Σ over its micro-batches of "
