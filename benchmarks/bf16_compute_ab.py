@@ -9,7 +9,7 @@ of the mean log-sum-exp of the logits over ``--rows x --tokens`` random token id
 
 - ``float32``: the model as ``rljax train`` runs it on a CPU (``model.compute_dtype`` float32);
 - ``bfloat16``: ``compute_dtype=bfloat16`` as the library computes it since 2026-12-07 (float32 parameters; each
-  projection casts its input and weight and accumulates in float32, ``rljax.models._layers.mm``:
+  projection casts its input and weight and accumulates in float32, ``rljax.models._dots.mm``:
   ``dot(preferred_element_type=float32)`` cast to bfloat16, the form XLA:CPU runs on AVX512-BF16 units,
   ``cpu_matmul_paths.py``; the backward's dots are JAX's transposes, which XLA:CPU runs in float32);
 - ``bfloat16, bfloat16-output dots``: the form before, a bfloat16 ``x @ W`` (``mm`` patched while it is traced).
@@ -33,7 +33,7 @@ import _peer_rules as rules  # noqa: E402
 
 @contextlib.contextmanager
 def bfloat16_output_dots():
-  """``rljax.models._layers.mm`` as it was before 2026-12-07 (``x @ w`` in the operands' dtype) while open."""
+  """``mm`` as ``rljax.models._layers`` calls it, as it was before 2026-12-07 (``x @ w`` in the operands' dtype) while open."""
   from rljax.models import _layers  # pylint: disable=import-outside-toplevel
   inner = _layers.mm
   _layers.mm = lambda x, w: x @ w

@@ -136,7 +136,7 @@ class Block(nnx.Module):
 
   def decode_weights(self) -> dict:
     """This layer's decode-loop matmul weights stored ``[out, in]`` in compute dtype (a transposed copy, made once
-    before the loop; :func:`rljax.models._layers.dot_t`): ``qkv`` (the fused q/k/v weight), ``o``, and for a dense
+    before the loop; :func:`rljax.models._dots.dot_t`): ``qkv`` (the fused q/k/v weight), ``o``, and for a dense
     MLP ``mlp`` = ``(fused gate/up, down)``; a projection with an unmerged LoRA adapter is left out (it runs as
     stored)."""
     attn, out = self.attn, {}
@@ -447,7 +447,7 @@ class Transformer(nnx.Module):
         weights are a copy of them that XLA keeps beside the stored ones through a decode loop (on a pod,
         4x the sharded gate/up in TPU tiles): the sampler turns it off over a mesh.
       weights_t: None, or one :meth:`Block.decode_weights` dict per layer (made before the decode loop: the
-        layers' matmuls then read their weights as ``[out, in]``, see ``rljax.models._layers.dot_t``; same math).
+        layers' matmuls then read their weights as ``[out, in]``, see ``rljax.models._dots.dot_t``; same math).
     Returns:
       ``(hidden [B, 1, H] after the final norm, k_layers, v_layers, routing [B, 1, L_moe, k] or None)``.
     """

@@ -103,7 +103,7 @@ def _compiled_config(config: SamplerConfig, params, mesh) -> SamplerConfig:
   to 1 and does not compile a duplicate of the same program; ``decode_weights="auto"`` is resolved for
   ``params`` (``"transposed"`` on CPU without a mesh up to ``AUTO_TRANSPOSED_BYTES`` of float32 parameters; 16-bit
   ones stay ``"stored"``: XLA:CPU converts a 16-bit transposed-operand dot's operands to float32 on every call, the
-  whole weight each decode step, where ``x @ W`` runs on the bfloat16 units, ``rljax.models._layers.mm``)."""
+  whole weight each decode step, where ``x @ W`` runs on the bfloat16 units, ``rljax.models._dots.mm``)."""
   changes = {}
   if config.concurrent_chunks != 1:
     changes["concurrent_chunks"] = 1

@@ -19,7 +19,7 @@ def _logits(model, hidden: Array, mesh=None, head_t=None) -> Array:
   log-prob kernel computes them (``[..., H] -> [..., V]``); with a ``mesh`` (``[B, H]`` rows) the rows stay split
   over its batch axes and the head is scored vocabulary-split (``rljax.parallel.vocab_split_logits``).
   ``head_t``: ``W`` stored ``[V, H]`` (``Transformer.decode_weights``; ``hidden [B, H]``), scored as
-  ``(W^T hidden^T)^T`` (``rljax.models._layers.dot_t``)."""
+  ``(W^T hidden^T)^T`` (``rljax.models._dots.dot_t``)."""
   if head_t is not None:
     raw = dot_t(hidden, head_t, preferred_element_type=jnp.float32)
   elif mesh is not None:
