@@ -33,7 +33,8 @@ import _peer_rules as rules  # noqa: E402
 
 @contextlib.contextmanager
 def bfloat16_output_dots():
-  """``mm`` as ``rljax.models._layers`` calls it, as it was before 2026-12-07 (``x @ w`` in the operands' dtype) while open."""
+  """``mm`` as ``rljax.models._layers`` calls it, as it was before 2026-12-07 (``x @ w`` in the operands' dtype),
+  while open."""
   from rljax.models import _layers  # pylint: disable=import-outside-toplevel
   inner = _layers.mm
   _layers.mm = lambda x, w: x @ w
