@@ -50,12 +50,11 @@ import rljax.advantages as A
 import rljax.objectives as O
 from rljax import hints as H
 from rljax.catalog import describe
-from rljax.envs import Problem
 from rljax.replay import _buffer as B
 from rljax.replay import _stages as R
-from rljax.stages import StepData
 from rljax.types import PolicyOutputs, TrainBatch
 from test_replay import FACTS, _step  # the replay tests' StepData builder (row width T, RunFacts)
+from test_hints import _round  # the hints tests' one-round StepData builder
 from _fidelity import ROWS, defaults as _defaults, fid as _fid
 
 
@@ -269,18 +268,6 @@ def test_oc_grpo_loss_is_a_mean_of_micro_batch_token_means_with_dual_clip():
 
 
 # ---------------------------------------------------------------------------------------- lte (not held)
-
-
-def _round(correct, completions, answers, g=4):
-  b = len(correct)
-  return StepData(
-      tokens=np.zeros((b, 3), np.int32), prompt_mask=np.zeros((b, 3), bool), completion_mask=np.ones((b, 3), bool),
-      group_id=np.repeat(np.arange(b // g, dtype=np.int32), g), num_groups=b // g, valid=np.ones(b, bool),
-      lengths=np.full(b, 3, np.int32), completions=tuple(completions),
-      problems=tuple(Problem(f"q{i // g}=", answers[i // g]) for i in range(b)),
-      prompt_index=np.repeat(np.arange(b // g), g), rewards=np.asarray(correct, np.float32),
-      correct=np.asarray(correct, np.float32), logp_behavior=np.zeros((b, 3), np.float32), max_new_tokens=3, step=0,
-      key=jax.random.PRNGKey(0))
 
 
 def test_lte_quotes_a_truncated_completion_whole_under_the_default_answer_key():
