@@ -21,7 +21,9 @@ records' surviving "= theirs" claims are checked below against transcriptions of
   train-scripts/generate_dataset.sh, runs lighteval_math.py and openr1_math_default.py but never
   examples/data_preprocess/dapo_math.py, so ./data/dapo_math/train.parquet, the first train file of every train
   script, is missing and verl/utils/dataset/rl_dataset.py:128 pd.read_parquet fails. The admission law equals
-  theirs on binary rewards and groups of 8 (tested).
+  theirs on binary rewards and groups of 8 (tested). [Fourteenth draw (#51 item 4, seed 20261219): wrong, the
+  file is committed in the repository (9f7f429, 2025-06-04), so the commands start; the record is corrected and
+  the assertion below follows it; see tests/test_fidelity_fourteenth_reading_a.py.]
 - ``pilot_commit`` said two things FALSE: (1) "at most 4 steps old" / "up to buffer_max_off_steps 4 steps earlier":
   databricks/pilot-commit@6def20ea recipe/pc/replay_buffer.py:70-87 evicts only when current_step − step > 4, and
   the flush (pc_ray_trainer.py:700) runs after the step's draw (:495), so an entry added at step s is still drawn
@@ -246,7 +248,8 @@ def test_greso_admission_equals_theirs_on_binary_groups_of_eight_and_the_record_
   assert theirs[4] > 0.99 - 1e-12 and theirs[0] == 0.875 and theirs[2] == 0.5
   f = fid("greso")
   dev = " ".join(f.deviations)
-  assert "the README's commands do not start" in dev and "dapo_math.py" in dev
+  # fourteenth draw (#51 item 4, seed 20261219): the file is committed (9f7f429), the commands start
+  assert "the README's commands start as released" in dev and "dapo_math.py" in dev
   assert "generate_dataset.sh" in f.read and "rl_dataset.py:118-128" in f.read
 
 

@@ -1102,7 +1102,20 @@ def _technique_rows():
                                        "estimator, 'prgt', compute_prgt_rloo_advantage): the snapshot has no prgt "
                                        "module anywhere (git ls-tree), so its ray_trainer.py fails at import and "
                                        "neither script runs from the snapshot as released; the record cited "
-                                       ":114 for the PRM's log-probs and named neither",
+                                       ":114 for the PRM's log-probs and named neither. Fourteenth draw (#51 "
+                                       "item 4, seed 20261219): dp_rm.py:377-448 update_rm_eto (the path of "
+                                       "update=after with loss_type eto, both scripts): each micro-batch's q is "
+                                       "stored detached (:417 q_lst.append(q.detach())) and the trajectory DPO loss "
+                                       "is computed on that detached copy (:419-434), istar/rm_utils.py:43-135 "
+                                       "compute_eto_loss_rm (:56-57 requires_grad_ on the detached tensor makes it "
+                                       "a leaf; :75 step Q = β·Σ q, :92 the mean over a trajectory's active steps, "
+                                       ":126 −log σ(Q_succ − Q_fail)), so loss.backward() reaches no PRM "
+                                       "parameter and the AdamW step (rm_fsdp_workers.py:214-219) skips them: the "
+                                       "PRM keeps its initial weights (update_rm, the 'ce' path, :300-354, keeps q "
+                                       "attached); run_webshop.sh:11, 30, 54 (reward_model.model.path = "
+                                       "actor_rollout_ref.model.path = Qwen2.5-7B-Instruct), run_sokoban.sh:11-12 "
+                                       "(PRM Qwen2.5-7B-Instruct, policy Qwen2.5-VL-7B-Instruct); the record said "
+                                       "the PRM is trained",
                                   defaults=(("beta", "1.0", "beta_train = 0.05 (yaml, script)"),
                                             ("step_weight", "0.5 (A = w·A_step + (1 − w)·A_ep)",
                                              "step_advantage_w = 1.0 (A = A_ep + 1.0·A_step)"),
@@ -1122,8 +1135,10 @@ def _technique_rows():
                                              "invalid (is_action_valid); rm_scores untouched "
                                              "(the penalty goes to a summed copy, :209, 232)"),
                                             ("step reward numerator", "prm='policy': log π_old (no PRM)",
-                                             "the PRM π_φ (Qwen2.5-7B-Instruct in the script, trained by the "
-                                             "trajectory DPO loss, loss_type eto, lr 1e-6)"),
+                                             "the PRM π_φ (Qwen2.5-7B-Instruct in both scripts; in run_webshop.sh "
+                                             "the policy's own initial model) with loss_type eto, lr 1e-6, which "
+                                             "as released is never trained: update_rm_eto's DPO loss is on "
+                                             "q.detach() (dp_rm.py:417-434), so π_φ stays its initial weights"),
                                             ("step reward denominator", "log π_ref (prm='policy'); log π_old "
                                              "(prm='extras')", "old_log_probs (ref_path null)"),
                                             ("step_granularity", "per turn (turn_ids)", "step (a step = one "
@@ -1156,7 +1171,8 @@ def _technique_rows():
                                   placement="theirs: verl-agent trainer, one batch row per environment step of a "
                                             "trajectory (uid = prompt group, traj_uid = trajectory); each training "
                                             "step after the rollout the PRM scores the batch (update=after: the "
-                                            "same forward feeds its DPO update on that batch), rm_scores are "
+                                            "same forward feeds its DPO update on that batch, an update that "
+                                            "as released changes no PRM weight), rm_scores are "
                                             "max-normalised per data-parallel rank's shard (istar_norm "
                                             "inside update_rm_eto, DP_COMPUTE_PROTO over the 8 GPUs), the "
                                             "invalid-action penalty (0.1) is subtracted from the episode "
@@ -1173,6 +1189,15 @@ def _technique_rows():
                                       "prm='extras' reads a PRM's log-probs over π_old, their step reward "
                                       "(transcribed in tests/test_agentic_techniques.py::"
                                       "test_oprl_paper_reward_from_prm_log_probs_in_float64)",
+                                      "as released their PRM is not trained either: update_rm_eto computes the "
+                                      "trajectory DPO loss on the detached q (dp_rm.py:417-434, rm_utils.py:56-57), "
+                                      "no gradient reaches the PRM and it keeps its initial weights, so their step "
+                                      "reward is β·Σ(log π_φ0 − log π_old) with π_φ0 the initial PRM; in "
+                                      "run_webshop.sh π_φ0 is the policy's initial model, i.e. the reference, so "
+                                      "theirs is β·Σ log(π_ref/π_old), the negative of prm='policy' at equal β; "
+                                      "prm='extras' with logp_prm = the reference's log-probs gives it (before "
+                                      "their max-norm and RLOO). Fourteenth draw (#51 item 4, seed 20261219): the "
+                                      "record said their PRM is trained by the trajectory DPO loss",
                                       "the advantage is step_episode_mix's convex mix of grpo(R) and per-turn-index "
                                       "standardised discounted step returns; their RLOO(R) + 1.0·RLOO(step r) per "
                                       "step row (no return, no σ) is not offered",

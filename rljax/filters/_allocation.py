@@ -403,7 +403,12 @@ def _technique_rows():
                                        "and :839 (global_steps += 1 after the update), so an entry added at step s "
                                        "is drawn up to step s + 5; :843-851 (each epoch's end: the partial batch "
                                        "dropped, the buffer emptied with enforce=True); train_scripts/"
-                                       "pc_qwen3-4b_p16c48.sh:19 (enable_overlong_buffer=False)",
+                                       "pc_qwen3-4b_p16c48.sh:19 (enable_overlong_buffer=False). Fourteenth draw "
+                                       "(#51 item 4, seed 20261219): pc_ray_trainer.py:669-683 (a step whose batch is "
+                                       "not full after max_num_gen_batches generation batches raises ValueError: "
+                                       "the run stops; step_metrics.reset() at :801 restarts the count each step), "
+                                       ":242-285 with :493 (the commit batch cut so that explore + commit rollouts "
+                                       "divide the GPU count)",
                                   defaults=(("window", "None (off)", "[diversity_threshold_lower 0.125, 1 − upper "
                                              "0.25] (scripts; yaml 0.25 / 0.25)"),
                                             ("metric", "the pilot rows' rewards (after shaping)", "agg_metric acc "
@@ -417,8 +422,9 @@ def _technique_rows():
                                             ("budget", "P·(group_size − pilot)//2 per step",
                                              "train_batch_size prompts per step (128 in p32c96), explored from "
                                              "generation batches of gen_batch_size = 3 × 128 prompts, up to "
-                                             "max_num_gen_batches 10 per step; overflow kept in a replay "
-                                             "buffer (buffer_max_off_steps 4)"),
+                                             "max_num_gen_batches 10 per step (a step still short after the 10th "
+                                             "raises ValueError and the run stops, pc_ray_trainer.py:669-683); "
+                                             "overflow kept in a replay buffer (buffer_max_off_steps 4)"),
                                             ("buffer draw", "none (committed in the same step)",
                                              "buffer_sampling_method max_variance (p32c96: the largest pilot "
                                              "std first, newer first on ties) / random (p16c48; the yaml's)"),
@@ -440,8 +446,12 @@ def _technique_rows():
                                             "pilot rows join the group)",
                                   deviations=(
                                       "the default allocates ∝ the pilot std; window, rule='uniform', "
-                                      "max_per_prompt=n give their pass/fail rule, but on the pilot mean of the "
-                                      "rewards, theirs of acc (0/1): with their ±1 score window=(0.125, 0.75) keeps "
+                                      "max_per_prompt=n give their pass/fail rule, and every passing prompt their n "
+                                      "commit rollouts only with budget ≥ n × the passing prompts (budget=P·n): at "
+                                      "the default budget P·n//2, k > P/2 passing prompts share it, "
+                                      "⌊P·n/(2k)⌋ each (P = 4 all passing, n = 6: 3 each, theirs 6; fourteenth "
+                                      "draw, #51 item 4: the record gave the rule without the budget); the window is "
+                                      "on the pilot mean of the rewards, theirs on acc (0/1): with their ±1 score window=(0.125, 0.75) keeps "
                                       "acc in [0.5625, 0.875], not [0.125, 0.75]; (−0.75, 0.5) matches only "
                                       "without an overlong penalty (on in p32c96; off in p16c48, "
                                       "enable_overlong_buffer=False); the metric is not "

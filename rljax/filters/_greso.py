@@ -253,7 +253,13 @@ def _technique_rows():
                                        "examples/data_preprocess/dapo_math.py:40, 62, 86 (./data/dapo_math/"
                                        "train.parquet, data_source 'dapo_math'), verl/utils/dataset/"
                                        "rl_dataset.py:118-128 (pd.read_parquet of every train file), "
-                                       "verl/utils/reward_score/__init__.py:17-50 (both train sets reach latex_math)",
+                                       "verl/utils/reward_score/__init__.py:17-50 (both train sets reach latex_math). "
+                                       "Fourteenth draw (#51 item 4, seed 20261219): git ls-tree b2778431 data/ "
+                                       "(data/dapo_math/train.parquet is committed: 3,186,333 bytes, added by "
+                                       "9f7f429 'update data', 2025-06-04, an ancestor of b2778431; read: 17,917 "
+                                       "rows, data_source 'dapo_math', extra_info.index 0-17916); "
+                                       "ray_trainer.py:996-1013 (the filtered dataloader batches accumulate until "
+                                       "sampling_batch_size, then are cut to a multiple of n_gpus_per_node)",
                                   defaults=(("p_easy / p_hard", "0.5 / 0.5", "0.5 / 0.5 (train scripts)"),
                                             ("admit_floor", "0.01", "0.01 (skip = 1 − max(p^count, 0.01))"),
                                             ("target_easy / target_hard", "0.25/3, 0.25·2/3",
@@ -297,12 +303,20 @@ def _technique_rows():
                                       "real_train_batch_size 256 prompts; 192 / 128 in "
                                       "deepseek_qwen_1_5b_dm_greso.sh); compose zero_variance(refill=True) "
                                       "for the drop; the adaptive generation batch is not built",
-                                      "as released, the README's commands do not start: its data step "
-                                      "(generate_dataset.sh) never runs examples/data_preprocess/dapo_math.py, so "
-                                      "./data/dapo_math/train.parquet, the first train file of every train script "
-                                      "(math_qwen_7b_dm_greso.sh:6), is missing and the dataset's pd.read_parquet "
-                                      "fails; with dapo_math.py run by hand (data_source 'dapo_math': latex_math's "
-                                      "1 / 0.1 / 0) the values above are what runs"))),
+                                      "the README's commands start as released: generate_dataset.sh does not run "
+                                      "examples/data_preprocess/dapo_math.py, but ./data/dapo_math/train.parquet, "
+                                      "the first train file of every train script (math_qwen_7b_dm_greso.sh:6), is "
+                                      "committed in the repository (added by 9f7f429, 2025-06-04: 17,917 rows, "
+                                      "data_source 'dapo_math', which reaches latex_math's 1 / 0.1 / 0), so the "
+                                      "values above are what runs. Fourteenth draw (#51 item 4): per-row review o "
+                                      "had said the file is missing and the commands do not start",
+                                      "their filtered dataloader batches (train_batch_size 32 prompts) accumulate "
+                                      "until sampling_batch_size (384, or the adaptive size) and the accumulated "
+                                      "batch is then cut to a multiple of trainer.n_gpus_per_node "
+                                      "(ray_trainer.py:1006-1013; data.full_sampling_bs unset in every script): up "
+                                      "to n_gpus − 1 admitted prompts (7 at 8 GPUs, 3 at 4) are dropped with no "
+                                      "rollout and no trace entry in that pass; ours rolls out every admitted "
+                                      "prompt. Fourteenth draw (#51 item 4): not in the record"))),
   )
 
 
