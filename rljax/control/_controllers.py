@@ -876,20 +876,29 @@ def _technique_rows():
                     "compute_policy_loss_bapo",
                     "default mode='share' is our reading of the README, placement='step' ours; theirs: "
                     "mode='code', placement='loss', rho0 / low_range 1.0 / (0.6, 0.8) (yaml), 0.5 / (0.8, 0.95) "
-                    "and high_step 0.1 (script)",
+                    "and high_step 0.1 (script); raises as released",
                     read="WooooDyy/BAPO@7287044 (re-read in the second reading, #51 item 4): "
                          "recipe/bapo/policy_loss.py:21-62 _compute_effective_advantage and :76-185 "
                          "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
                          "as transcribed in tests/test_control.py; recipe/bapo/run_bapo_example.sh:12-25, 76-128 "
                          "(target_pos_ratio 0.5, lower 0.8 → 0.95 step 0.05, upper 1.2 → 2.0 step 0.1, ppo_epochs 2, "
                          "rollout.n 16, clip_ratio 0.2 / 0.2). Error-class sweep (#51, s2a; launch switches): "
-                         "run_bapo_example.sh:16-18 (train_batch_size 256, ppo_epochs 2, ppo_mini_batch_size 64: "
-                         "4 mini-batches per epoch, 8 optimizer steps per step, the run name's 'staleness'), :41-43 "
-                         "(temperature 1, top_p 1, top_k 100): the record gave the epochs but not the mini-batches. Per-row "
-                         "review h (#51): run_bapo_example.sh:43 sets top_k=100 but the command (:61-130) passes "
-                         "only rollout.temperature and rollout.top_p (:96-97), never rollout.top_k, so the run "
+                         "run_bapo_example.sh:16-18 (train_batch_size 256, ppo_epochs 2, ppo_mini_batch_size 64: 4 "
+                         "mini-batches per epoch, 8 optimizer steps per step, the run name's 'staleness'), :41-43 "
+                         "(temperature 1, top_p 1, top_k 100): the record gave the epochs but not the mini-batches. "
+                         "Per-row review h (#51): run_bapo_example.sh:43 sets top_k=100 but the command (:61-130) "
+                         "passes only rollout.temperature and rollout.top_p (:96-97), never rollout.top_k, so the run "
                          "samples at the rollout config's top_k -1 (off; verl/trainer/config/rollout/rollout.yaml:14 "
-                         "of their verl 0.7.0.dev): the record had said top_k 100",
+                         "of their verl 0.7.0.dev): the record had said top_k 100. Fourteenth draw (#51, part b): "
+                         "recipe/bapo/bapo_worker.py:58-63 sets the Hydra actor config to struct mode "
+                         "(OmegaConf.set_struct) and hands that DictConfig to the actor (verl's own worker converts "
+                         "it with omega_conf_to_dataclass, their verl 0.7.0.dev fsdp_workers.py:795), so "
+                         "policy_loss.py:158-161, which stores its metrics as pl_config._bapo_metrics_buffer, a key "
+                         "the struct config lacks, raises omegaconf's ConfigAttributeError ('Key "
+                         "'_bapo_metrics_buffer' is not in struct'; omegaconf 2.3, hydra-core 1.3's) on the first "
+                         "loss call: the released recipe stops at its first actor update, so the settings here are "
+                         "the code's, never a finished run's; verl/workers/actor/dp_actor.py:415-420 and "
+                         "actor.yaml:72 (the loss aggregation, not in the record before)",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
                               ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml); (0.8, 0.95) (script)"),
@@ -908,7 +917,13 @@ def _technique_rows():
                                "both"),
                               ("eps", "1e-8", "1e-8"),
                               ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
-                              ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3")),
+                              ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3"),
+                              ("loss aggregation (not this controller's)", "the recipe's policy loss (rl.loss)",
+                               "token-mean (actor.yaml:72, not set by the script) over each micro-batch's tokens "
+                               "(agg_loss masked_mean), × the micro-batch's rows / the GPU's mini-batch rows "
+                               "(use_dynamic_bsz, dp_actor.py:417-418)"),
+                              ("runs as released", "yes", "no: the first loss call raises ConfigAttributeError "
+                               "(policy_loss.py:161 on the struct DictConfig of bapo_worker.py:58-63)")),
                     placement="theirs: inside compute_policy_loss_bapo, on every micro-batch, from the current "
                               "ratio π_θ/π_old on that data (no gradient through the choice), applied at once; "
                               "the pos / neg sums are all_reduce-summed over the data-parallel ranks "
@@ -931,7 +946,12 @@ def _technique_rows():
                         "placement='loss' chooses on the global micro-batch (every device's rows: the sums run "
                         "over the sharded array), = their DP all_reduce when our micro-batch holds the rows of "
                         "their ranks' micro-batches of one micro-step; their dynamic (token-budget) micro-batches "
-                        "are not built. Read-whole pass (#51 rI): the all_reduce was not in the record"))),
+                        "are not built. Read-whole pass (#51 rI): the all_reduce was not in the record",
+                        "their released recipe does not run its loss: bapo_worker.py:58-63 gives the actor the "
+                        "struct-mode DictConfig and policy_loss.py:161 then adds a key to it (ConfigAttributeError "
+                        "on the first micro-batch); the comparisons here are with the code as written, which runs "
+                        "once the worker passes a dataclass config as verl's own worker does (fourteenth draw, "
+                        "#51)"))),
       Technique("temperature_control", "controller", temperature_control, "T ← T·exp(κ(H* − H))",
                 "001_5839a3671b0b4d92.txt L203", stage=_temperature_control_stage,
                 fidelity=Fidelity("authors_code", "github.com/LiaoMengqi/E3-RL4LLMs: e3/worker/"

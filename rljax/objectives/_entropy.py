@@ -685,7 +685,8 @@ def _technique_rows():
                 fidelity=Fidelity("authors_code", "github.com/PRIME-RL/Entropy-Mechanism-of-RL: "
                                   "verl/trainer/ppo/core_algos.py compute_policy_loss_kl_cov",
                                   "ties go to the lower index (topk: unspecified); log r clamped ±20; coef 1 = "
-                                  "authors' recipe (verl config 0.1)",
+                                  "authors' recipe (verl config 0.1); k = ⌊ratio·N·(1 + 1e-6)⌋ (theirs "
+                                  "int(N·k/100))",
                                   read="PRIME-RL/Entropy-Mechanism-of-RL@88505792 (2025-06-26) verl/trainer/ppo/"
                                        "core_algos.py:426-467 compute_policy_loss_kl_cov (k_percent is a percent: "
                                        "max(1, int(N·k/100)) tokens by torch.topk of cov), verl/workers/actor/"
@@ -697,7 +698,11 @@ def _technique_rows():
                                        "(use_dynamic_bsz True); verl/workers/fsdp_workers.py:562-563 (update_actor "
                                        "Dispatch.DP_COMPUTE_PROTO), dp_actor.py:338, :351, :451: the top-k is per "
                                        "GPU per token-budget micro-batch, and with 8 mini-batches per step "
-                                       "|log r| = 0 on the first (no penalty, no gradient from it there)",
+                                       "|log r| = 0 on the first (no penalty, no gradient from it there). "
+                                       "Fourteenth draw (#51, part b): core_algos.py:458 k_percent_nums = max(1, "
+                                       "int(len(cov_lst_all) * k / 100)) in float64 against our _count "
+                                       "max(⌊N·ratio·(1 + 1e-6)⌋, 1) in float32: the record had not listed the "
+                                       "nudge (the clip_cov row does)",
                                   defaults=(("kl_cov_ratio", "2e-4", "k_percent 0.02 % = 2e-4 (32b recipe); 0.2 % "
                                              "= 2e-3 (7b recipe, config default)"),
                                             ("ppo_kl_coef", "1.0", "1"),
@@ -729,7 +734,13 @@ def _technique_rows():
                                               "unspecified",
                                               "kl_cov_ratio is a fraction (the code's k_percent / 100); the 7b "
                                               "recipe is kl_cov_ratio=2e-3",
-                                              "log r clamped to ±20; the code has none"))),
+                                              "log r clamped to ±20; the code has none",
+                                              "k = max(⌊ratio·N·(1 + 1e-6)⌋, 1) in float32 (a nudge against float "
+                                              "error), the code's max(1, int(N·k_percent/100)) in float64: from about "
+                                              "a million masked tokens ours takes one token more at some N (2e-4: N = "
+                                              "1,004,999 gives 201 against 200; 2e-3: N = 992,499 gives 1985 against "
+                                              "1984); their N is one GPU micro-batch's (≤ 30,720 tokens in the 7b "
+                                              "recipe, 20,480 in the 32b), ours the whole update batch's"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),

@@ -139,10 +139,16 @@ def _technique_rows():
                                        "and prime_code/__init__.py:41-45 (the per-case dicts of the continuous "
                                        "branch keep inputs / outputs only, no fn_name; run_test's :100-105 then "
                                        "takes a case as stdin/stdout); the same in the verl 0.9.1 PyPI wheel "
-                                       "(testing_util.py:101-127, prime_code/__init__.py:41-45)",
-                                  defaults=(("extract", "'fenced': the last ```python / ```py / ``` block",
-                                             "completion.split('```python')[-1].split('```')[0] (the whole "
-                                             "text when there is no fence)"),
+                                       "(testing_util.py:101-127, prime_code/__init__.py:41-45). Fourteenth draw "
+                                       "(#51, part b): prime_code/__init__.py:23 against our extract_code (_FENCE): "
+                                       "a bare block after the ```python block and an unclosed last ```python block "
+                                       "were not in the record",
+                                  defaults=(("extract", "'fenced': the last closed ```python / ```python3 / "
+                                             "```py / ``` block (tag in any case, a newline after it; _FENCE)",
+                                             "completion.split('```python')[-1].split('```')[0]: the text after "
+                                             "the last ```python up to the next fence, or to the end when that "
+                                             "block is unclosed; without ```python, the text before the first "
+                                             "fence (the whole text when there is no fence)"),
                                             ("tests", "assert code appended to the program",
                                              "APPS inputs/outputs pairs (stdin/stdout or call-based)"),
                                             ("score", "1 if all pass, else 0", "continuous=True (the "
@@ -177,6 +183,12 @@ def _technique_rows():
                                       "marker printed after the tests",
                                       "a completion without a fence scores 0 (theirs run the whole text); a bare "
                                       "``` or ```py block is accepted (theirs: only ```python)",
+                                      "the last closed block (```python, ```py or bare) is the program here, the text "
+                                      "after the last ```python there: a bare block after the code (e.g. a sample "
+                                      "output '```\\n5\\n```') is run here (and fails), the ```python block there; an "
+                                      "unclosed last ```python block (a completion cut at the length limit) is run "
+                                      "there to the end of the text, skipped here (an earlier closed block, or 0) "
+                                      "(fourteenth draw, #51)",
                                       "no continuous (pass-rate) score: verl's reward for code data sources "
                                       "is continuous=True (a failed set scores the pass rate of its first 10 "
                                       "cases); ours scores such a completion 0",
