@@ -501,7 +501,14 @@ def _technique_rows():
                                        "row); scripts/train_7b.sh:17 and train_1_5b.sh:17 (TRAIN_DATADIR="
                                        "./dataset/train_data_10k.parquet, a file the repository does not "
                                        "hold); README.md:93-96 (bash ./scripts/train.sh, a script the "
-                                       "repository does not hold)",
+                                       "repository does not hold). Fifteenth draw (#51 item 4, seed 20261220): "
+                                       "e3/worker/actor/dp_actor.py:380-408 (calculate_entropy only when "
+                                       "entropy_coeff ≠ 0; the entropy metric appended as a set at :406), "
+                                       "e3/worker/fsdp_work.py:446-487 (update_actor; the scheduler steps on "
+                                       "metrics.get('actor/entropy_loss', None)), temperature_scheduler.py:41-65, "
+                                       "scripts/train_7b.sh:10, 44 and train_1_5b.sh:10, 46 (entropy_coeff=0), "
+                                       "e3/config/ppo_trainer.yaml:35 (entropy_coeff 0.001), "
+                                       "verl/verl/utils/py_functional.py:159-163 (append_to_dict)",
                                   defaults=(("weight", "(1 − acc)^power, power 1", "rank = position/P in the "
                                              "dataset sorted by cumulative mean reward (hardest last)"),
                                             ("min_per_prompt", "0", "rollout.n 8 at epoch 1, − n_update 2 per "
@@ -521,13 +528,23 @@ def _technique_rows():
                                              "0, only without it), and after update_rank a never-sampled prompt "
                                              "counts as mean 0, among the hardest (rl_dataset.py:161-171)"),
                                             ("sampling temperature (behind the rewards that rank the prompts)",
-                                             "the run's rl.temperature, fixed",
-                                             "enable_temperature_scheduler True, enable_annealing True (both "
-                                             "scripts; yaml False): from T 1, after the first step T ← T·(1 + "
-                                             "T·ln(H*/H)/(ln V + ln ln V)), H the step's entropy, H* the first "
-                                             "step's; from step 288 (480 − int(0.4·480)) H* is cosine-annealed "
-                                             "to 0.9·H* by step 480; each data-parallel worker keeps its own "
-                                             "scheduler, stepped on its own shard's entropy")),
+                                             "the run's rl.temperature, fixed (rl.temperature=1 is theirs)",
+                                             "rollout.temperature 1 for the whole run, as released: both scripts "
+                                             "set enable_temperature_scheduler True, enable_annealing True (yaml "
+                                             "False) but also actor.entropy_coeff=0 (train_7b.sh:10, 44; "
+                                             "train_1_5b.sh:10, 46), so e3/worker/actor/dp_actor.py:384-387 "
+                                             "computes no entropy and :401-408 logs no 'actor/entropy_loss'; "
+                                             "fsdp_work.py:487 calls TemperatureScheduler.step(None), which "
+                                             "returns at once (temperature_scheduler.py:41-43): no H* recorded, "
+                                             "no step counted, T never changes. The schedule it would run: from "
+                                             "T 1, after the first step T ← T·(1 + T·ln(H*/H)/(ln V + ln ln V)), "
+                                             "H the step's entropy, H* the first step's; from step 288 (480 − "
+                                             "int(0.4·480)) H* cosine-annealed to 0.9·H* by step 480; each "
+                                             "data-parallel worker its own scheduler, stepped on its own shard's "
+                                             "entropy. With entropy_coeff ≠ 0 (the yaml's 0.001) dp_actor.py:406 "
+                                             "hands append_to_dict a set ({'actor/entropy_loss', value}; "
+                                             "verl/verl/utils/py_functional.py:159-160 calls .items()) and the "
+                                             "first update raises AttributeError")),
                                   placement="theirs: before each step's rollout, on the dataloader batch's "
                                             "prompts (counts from the dataset-wide rank of the last epoch); "
                                             "stats added after the reward each step; ours: a prompt filter "
@@ -545,10 +562,16 @@ def _technique_rows():
                                       "[2, 6, 10, 14], tested)",
                                       "the budget defaults to half the layout (ours: the layout is static); "
                                       "theirs keep the total at rollout.n·P",
-                                      "their scripts also run E3's entropy-targeting temperature schedule "
-                                      "(enable_temperature_scheduler, enable_annealing): the rewards that set "
-                                      "each prompt's difficulty rank are sampled at that adaptive temperature; "
-                                      "not built (ours samples at the fixed rl.temperature)",
+                                      "their scripts switch on E3's entropy-targeting temperature schedule "
+                                      "(enable_temperature_scheduler, enable_annealing) but set entropy_coeff 0, "
+                                      "with which it never steps (no 'actor/entropy_loss' metric: dp_actor.py:"
+                                      "384-387, 401-408; fsdp_work.py:487; temperature_scheduler.py:41-43): as "
+                                      "released their rollouts, and the rewards that rank the prompts, are "
+                                      "sampled at rollout.temperature 1 throughout, as ours with "
+                                      "rl.temperature=1; any entropy_coeff ≠ 0 stops their run at the first "
+                                      "update (dp_actor.py:406 passes a set to append_to_dict); the schedule "
+                                      "itself is not built (fifteenth draw, #51: the record had said their "
+                                      "scripts run it)",
                                       "their rollout_n_max does not cap the proportional share, only the "
                                       "rounding leftover: e.g. rank [0, 0.1, 0.1, 0.9], 32 rollouts, min 4, "
                                       "max 12 gives theirs [4, 6, 5, 17]; ours (max_per_prompt=12) caps every "

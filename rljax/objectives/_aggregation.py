@@ -158,6 +158,19 @@ _SUM_NORM_SCALE = ("verl's loss for a mini-batch is its token sum ÷ loss_scale_
                    "token_sum by the thirteenth draw, #51)")
 
 
+_SUM_NORM_PAD = ("the verl 0.9.1 v1 trainer (its default) pads the step batch, before the old log-probs and the "
+                 "update, with synthetic padding rows whose response_mask is 0 up to a multiple of lcm(dp size, "
+                 "ppo_mini_batch_size × rollout.n) (trainer/ppo/v1/trainer_base.py:1589-1621 "
+                 "_get_required_batch_multiple, _balance_batch; trainer/ppo/padding_utils.py:72-141, 144-210); "
+                 "this branch divides each mini-batch's token sum by global_batch_size = ppo_mini_batch_size × "
+                 "rollout.n (÷ loss_scale_factor, × dp_size), the padding rows counted, so when the step's rows are "
+                 "not such a multiple a real row weighs 1/(ppo_mini_batch_size × n × L) there and 1/(B × L) here, "
+                 "although no row of ours is empty (100 rows, ppo_mini_batch_size × n = 128: verl pads to 128 and "
+                 "divides by 128·L, ours by 100·L, loss_scale_factor = max_len = L); ours whenever the step's rows "
+                 "are such a multiple (fifteenth draw, #51: the record had said 'it is ours' without the padding "
+                 "rows, which the thirteenth draw had added to the seq-mean rows only)")
+
+
 _TOKEN_SUM_SCALE = ("on verl v0.7.0's legacy dp_actor the loss of a mini-batch is Σ over its micro-batches of "
                     "(the micro-batch's token sum ÷ T) × n_m / N (n_m its rows, N = ppo_mini_batch_size per GPU: "
                     "1/gradient_accumulation with a fixed micro-batch size, dp_actor.py:463-467, 541-543), and FSDP "
@@ -298,16 +311,23 @@ def _technique_rows():
                                           "v0.7.0) changed this branch to Σ_b Σ_t l·m ÷ global_batch_size × "
                                           "dp_size ÷ loss_scale_factor; its only worker passes global_batch_size "
                                           "= ppo_mini_batch_size × rollout.n (all rows, empty ones included, as "
-                                          "our B), so with loss_scale_factor = max_len it is ours; with "
+                                          "our B), so with loss_scale_factor = max_len it is ours when the "
+                                          "step's rows fill whole mini-batches (otherwise its v1 trainer's "
+                                          "padding rows count: the next deviation); with "
                                           "loss_scale_factor null (actor.yaml:90, the default) its T is "
                                           "loss_mask.shape[-1] of the micro-batch after to_padded_tensor "
-                                          "(workers/utils/losses.py:59, 91; utils/padding.py:113-119: the "
-                                          "longest response of that micro-batch), ours the run's max_new_tokens "
-                                          "(pass max_len to fix it); the seq-mean over non-empty rows is only "
-                                          "agg_loss's fallback when no global_batch_size is passed",
-                                          _SUM_NORM_SCALE, _TRL_SUM_NORM),
+                                          "(workers/utils/losses.py:59, 91; workers/utils/padding.py:113-119: "
+                                          "the longest response of that micro-batch), ours the run's "
+                                          "max_new_tokens (pass max_len to fix it); the seq-mean over non-empty "
+                                          "rows is only agg_loss's fallback when no global_batch_size is passed",
+                                          _SUM_NORM_PAD, _SUM_NORM_SCALE, _TRL_SUM_NORM),
                               defaults=(("max_len", "the run's max_new_tokens", "loss_scale_factor=None: T"),),
-                              placement=_SUM_NORM_PLACEMENT, read=dp_actor)),
+                              placement=_SUM_NORM_PLACEMENT,
+                              read=dp_actor + "; Fifteenth draw (#51 item 4, seed 20261220): the verl 0.9.1 PyPI "
+                                   "wheel trainer/ppo/v1/trainer_base.py:1589-1621 and :1827-1862, "
+                                   "trainer/ppo/padding_utils.py:144-210 (upsample_batch_to_divisible_size), "
+                                   "core_algos.py:1181-1192 (this branch divides by global_batch_size, padding "
+                                   "rows counted)")),
   )
 
 

@@ -1707,7 +1707,10 @@ def _technique_rows():
                      "(mix_core_alg.py:117; mix_ppo_trainer.yaml:40 clip_upper_bound 1.0, so 1.2, = ours); a "
                      "replayed row's log π_old is its recorded old log-probs only with trainer.exp_is_correct "
                      "(run_exgrpo.sh:35 True) and a recorded row whose sum ≠ 0 (experience_trainer_ops.py:76-99), "
-                     "else the current recompute (mix_trainer_experience.py:411-415)",
+                     "else the current recompute (mix_trainer_experience.py:411-415). Fifteenth draw (#51 item 4, seed "
+                     "20261220): rljax/replay/_stages.py exgrpo fn and _buffer.py insert (replay_mask written on "
+                     "every step, all False without replay), mix_trainer_experience.py:429-438 and 538-542 (their "
+                     "warm-up batches clip until the switch)",
                 defaults=(("beta", "0.1", "p_div_p_0.1"),
                           ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
                           ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
@@ -1722,7 +1725,8 @@ def _technique_rows():
                           ("mini-batches per step", "rl.num_minibatches (1); rl.num_minibatches=2 with "
                            "rl.updates_per_batch=1 gives theirs", "train_batch_size 128 ÷ ppo_mini_batch_size 64 = "
                            "2 optimizer steps per step, π_old fixed before the first: the second mini-batch's fresh "
-                           "rows have r ≠ 1, unclipped (loss_remove_clip)"),
+                           "rows have r ≠ 1, unclipped in mixed batches (loss_remove_clip), PPO-clipped at 1 ± 0.2 "
+                           "in warm-up ones (meta_info loss_remove_clip False, mix_trainer_experience.py:435-438)"),
                           ("advantage (not this term's)", "the recipe's advantage stage",
                            "grpo with algorithm.grpo_use_std False: r − mean_g, no std (dr_grpo's form)"),
                           ("gradient-norm skip", "none (clip only)", "skip_grad_bound 500: a step whose gradient "
@@ -1748,7 +1752,17 @@ def _technique_rows():
                             "prompts) and skips a step whose gradient norm exceeds 500; rl.num_minibatches=2 gives "
                             "the first, the second is not built",
                             "the on-policy warm-up phase is a batch without extras['replay_mask'] (PPO clip, as the "
-                            "authors'); the switch at solve rate 0.35 belongs to the replay stage",
+                            "authors'); no stage of ours gives it with replay: the exgrpo replay stage writes "
+                            "replay_mask on every step from the first (all False when it replays nothing, "
+                            "rljax/replay/_buffer.py insert), so in the exgrpo recipe every batch is mixed and the "
+                            "fresh rows are never clipped, and the switch at solve rate 0.35 is not built (the "
+                            "replay stage's record: 'not built'); theirs PPO-clip every row at [0.8, 1.2] until a "
+                            "step's batch/solved exceeds 0.35 (mix_trainer_experience.py:429-438, 538-542). With "
+                            "one mini-batch per step r = 1 and the clip changes nothing; with their 2 optimizer "
+                            "steps (rl.num_minibatches=2) the second mini-batch's fresh rows differ wherever r "
+                            "leaves [0.8, 1.2] in their warm-up steps (tested); clip_fresh=True gives their "
+                            "warm-up but also clips their mixed phase (fifteenth draw, #51: the record had said the "
+                            "switch belongs to the replay stage, which does not build it)",
                             "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
                             "log r clamped to ±20; the code has none",
                             "their loss also has other ratio shapings, selected by actor.off_policy_reshape / "
