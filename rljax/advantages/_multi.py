@@ -495,7 +495,18 @@ def _technique_rows():
                                        "_apply_gdpo_keep_mask, _compute_gdpo_group_keep_ratio), 319-360 (ratio "
                                        "conflict), 451-519 (gdpo, gdpo_filter_group_ratio, gdpo_filter_ratio_conflict_"
                                        "group_ratio); tool-calling/verl/trainer/ppo/core_algos.py:250-310 (per-reward "
-                                       "GRPO); tool-calling/scripts/correctness_length/train_gd2po_{hard,snr}.sh",
+                                       "GRPO); tool-calling/scripts/correctness_length/train_gd2po_{hard,snr}.sh. "
+                                       "Fifteenth draw (#51 item 4, seed 20261220): the documented launch does not "
+                                       "start as released. tool-calling/README.md:49-68 runs "
+                                       "scripts/correctness_length/train_hard.sh, train_snr.sh, train_gdpo.sh and "
+                                       "scripts/correctness_length_format/train_hard.sh, train_snr.sh; only "
+                                       "train_gd2po_hard.sh, train_gd2po_snr.sh (and correctness_length/"
+                                       "train_gdpo.sh) exist at f1ad765b (git ls-tree); README.md:35-41 puts the "
+                                       "data in dataset/rlla_4K/ while every script reads "
+                                       "${REPO_ROOT}/dataset/rlla_4k (train_gd2po_hard.sh:30, train_gd2po_snr.sh:31"
+                                       "), which does not exist on a case-sensitive file system; the top-level "
+                                       "README.md:45 names train_gd2po_hard.sh. The record cited the scripts' values "
+                                       "without saying this",
                                   defaults=(("eps", "1e-6", "1e-6 (compute_grpo_outcome_advantage)"),
                                             ("std_ddof", "1", "torch.std, unbiased"),
                                             ("weights", "ones", "none (an unweighted sum of the active rewards)"),
@@ -543,7 +554,12 @@ def _technique_rows():
                                       "with SNR_THRESHOLD 0.8), has its own copy of the rules "
                                       "(safe-alignment/verl/trainer/ppo/ray_trainer.py:300-470) whose "
                                       "gdpo_filter_ratio_conflict_eps defaults to 1e-6 (tool-calling's 1e-8); "
-                                      "only the tool-calling copy was read line by line"))),
+                                      "only the tool-calling copy was read line by line",
+                                      "their documented tool-calling launch does not start as released: the README's "
+                                      "train_hard.sh / train_snr.sh are not in the repository (the scripts are "
+                                      "train_gd2po_hard.sh / train_gd2po_snr.sh), and its data directory "
+                                      "dataset/rlla_4K/ is not the scripts' dataset/rlla_4k; the values above are "
+                                      "the scripts' (run by their real names, the data under dataset/rlla_4k)"))),
   )
 
 

@@ -952,8 +952,18 @@ def _technique_rows():
                          "gave the v0.7.0 reset as verl's. #51 read-whole pass (rF): examples/reinforce_plus_plus_"
                          "trainer/run_qwen2-7b_math_rf.sh@v0.7.0 (adv_estimator reinforce_plus_plus, rollout.n 8, "
                          "use_kl_in_reward True, use_kl_loss False); trainer/config/ppo_trainer.yaml@v0.7.0:75-108 "
-                         "(gamma 1.0, kl_penalty kl, kl_ctrl fixed, kl_coef 0.001)",
+                         "(gamma 1.0, kl_penalty kl, kl_ctrl fixed, kl_coef 0.001). Fifteenth draw (#51 item 4, seed "
+                         "20261220): the same script's data.train_batch_size=1024 with rollout.n=8 (and "
+                         "ppo_mini_batch_size=1024: one update per batch), so its whitening pool is 8192 responses; "
+                         "the record listed the group size, which the estimator does not read, and not the batch "
+                         "size, which it does; the verl 0.9.1 wheel's default (v1, sync) trainer whitens the same "
+                         "whole batch (v1/trainer_base.py:533-560 one _step_once of train_batch_size, "
+                         "parameter_sync_step 1; :1743-1783 _compute_advantage after _balance_batch, whose padding "
+                         "rows have response_mask 0, padding_utils.py:72-141, response_mask zeros at :101)",
                     defaults=(("gamma", "1.0", "algorithm.gamma = 1.0"), ("whiten_eps", "1e-8", "rsqrt(var + 1e-8)"),
+                              ("train batch (the whitening pool)", "the step's valid rows (RLConfig num_prompts 32 × "
+                               "group_size 8 = 256 by default)", "data.train_batch_size=1024 prompts × rollout.n 8 = "
+                               "8192 responses (run_qwen2-7b_math_rf.sh), whitened together"),
                               ("variance", "unbiased", "unbiased (masked_var)"),
                               ("reset_at_mask", "False (carry through mask-0 tokens)",
                                "0.9.1: carry through (returns 0 on mask-0 tokens); v0.7.0 / main b178a3cd: reset "
@@ -978,6 +988,10 @@ def _technique_rows():
                         "does not: add rl.shaping=kl_in_reward(beta=0.001) for theirs (at rollout.temperature 1.0, "
                         "the script's; at T ≠ 1 verl's KL is between the tempered distributions, logits ÷ T on both "
                         "forwards, ours between the untempered ones)",
+                        "the mean and variance the returns are whitened with are taken over the step's rows (256 at "
+                        "RLConfig's defaults); verl's example run whitens 8192 responses together (1024 prompts × 8): "
+                        "the same formula over a 32× larger pool, so the statistics (and every A) differ unless "
+                        "rl.num_prompts × rl.group_size is set to 8192",
                         _VERL_WHITEN_DEV))),
       Technique("reinforce_pp_baseline", "advantage", reinforce_pp_baseline, "A = whiten(r_i − μ_g)",
                 "arXiv 2501.03262; verl reinforce_plus_plus_baseline",
@@ -1154,7 +1168,14 @@ def _technique_rows():
                          "compute_advantage's GRPO branch (v0.7.0 ray_trainer.py:234-246; 26a734e7 :229-240) passes "
                          "config to compute_grpo_outcome_advantage, so the README's quoted lines alone read "
                          "quantile_k = −1.0 (config None) and give the mean; the README says the trainer reads "
-                         "quantile_k (its changed trainer lines are not stored)",
+                         "quantile_k (its changed trainer lines are not stored). Fifteenth draw (#51 item 4, seed "
+                         "20261220): whether their runs filter groups is not known. The paper's models are Qwen3-8B-Base "
+                         "and Qwen3-14B-Base (the README's run_dapo_qwen3-8b-base.sh / run_dapo_qwen3-14b-base.sh), and "
+                         "verl's own DAPO scripts for those models set enable_filter_groups=False "
+                         "(volcengine/verl@26a734e7 and @v0.7.0 recipe/dapo/run_dapo_qwen3_8b_base_npu.sh:23 and "
+                         "run_dapo_qwen3_14b_base_npu.sh:23; train_prompt_bsz 16, gen_prompt_bsz 3x / 2x, n 16); only "
+                         "run_dapo_qwen2.5_32b.sh:25 enables it. The record placed their advantage after the filter "
+                         "and said their runs drop all-equal groups, from the 32B script alone",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
@@ -1171,11 +1192,21 @@ def _technique_rows():
                               ("quantile_k reaching the advantage", "quantile=K (the stage's argument)",
                                "++algorithm.quantile_k=0.4; stock verl's DAPO trainer and compute_advantage pass no "
                                "config to the GRPO advantage (quantile_k = −1.0: the mean); their trainer change "
-                               "is not stored")),
+                               "is not stored"),
+                              ("dynamic sampling (filter_groups)", "none in the stage (rl.filters="
+                               "'zero_variance(refill=True)' adds it)", "not known for their runs (the QAE scripts "
+                               "are not stored): verl's run_dapo_qwen2.5_32b.sh enable_filter_groups=True (metric "
+                               "acc, max_num_gen_batches 10); verl's scripts for the paper's Qwen3-8B-Base and "
+                               "Qwen3-14B-Base (run_dapo_qwen3_8b_base_npu.sh:23, run_dapo_qwen3_14b_base_npu.sh:23) "
+                               "enable_filter_groups=False")),
                     placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
-                              "step, AFTER DAPO's dynamic-sampling filter (filter_groups: groups whose acc has std 0 "
-                              "dropped, generation repeated until train_batch_size prompts are kept, at most 10 "
-                              "batches), on the kept batch grouped by uid; ours: the advantage stage, once per step on "
+                              "step, on the batch grouped by uid: with run_dapo_qwen2.5_32b.sh's "
+                              "enable_filter_groups=True it runs AFTER DAPO's dynamic-sampling filter (filter_groups: "
+                              "groups whose acc has std 0 dropped, generation repeated until train_batch_size prompts "
+                              "are kept, at most 10 batches), on the kept batch; verl's DAPO scripts for the paper's "
+                              "Qwen3-8B/14B-Base set enable_filter_groups=False (no filter: every group reaches the "
+                              "advantage, an all-equal one at A = 0); which their runs used is not known (the QAE "
+                              "scripts are not stored); ours: the advantage stage, once per step on "
                               "the step's rows, grouped by group_id, padded rows (valid False) excluded; an all-equal "
                               "group gets A = 0 here and stays in the batch (rl.filters='zero_variance(refill=True)' "
                               "is theirs; the kept groups' A is the same)",
@@ -1185,9 +1216,13 @@ def _technique_rows():
                         "(the quantile's definition); mode='authors' keeps verl's singleton rule and their mean "
                         "fallback",
                         "a group whose σ + ε is 0 (equal rewards, eps=0) gets 0 as in grpo; their code gives NaN",
-                        "their runs drop all-equal groups before the advantage (DAPO's filter_groups, metric acc) and "
-                        "resample; the qae stage alone keeps them at A = 0 (rl.filters='zero_variance(refill=True)' is "
+                        "under verl's 32B DAPO script (enable_filter_groups=True) their runs drop all-equal groups "
+                        "before the advantage (DAPO's filter_groups, metric acc) and resample; the qae stage alone keeps them at A = 0 (rl.filters='zero_variance(refill=True)' is "
                         "theirs)",
+                        "whether their runs filter is not known: the QAE scripts are not stored, verl's 32B DAPO script "
+                        "enables filter_groups and verl's scripts for the paper's Qwen3-8B-Base and Qwen3-14B-Base set "
+                        "enable_filter_groups=False; in that form the qae stage alone (no zero_variance filter) is "
+                        "theirs on every group, all-equal groups included (A = 0 in both)",
                         "an empty batch returns an empty result (theirs: not reachable, verl never calls it with "
                         "B = 0)",
                         "their runs shape the reward with DAPO's overlong penalty before the advantage (buffer 4096, "

@@ -304,7 +304,12 @@ def _technique_rows():
                          "penalty, so filtering on acc, score or seq_reward keeps the same groups. The record called "
                          "the scripts' overlong buffer on and cited the legacy manager as the reward's computation; "
                          "the verl 0.9.1 wheel's reward loop reads reward.reward_kwargs.overlong_buffer_cfg "
-                         "(experimental/reward_loop/reward_manager/dapo.py:33-35) the same way",
+                         "(experimental/reward_loop/reward_manager/dapo.py:33-35) the same way. Fifteenth draw (#51 "
+                         "item 4, seed 20261220): recipe/dapo/config/dapo_trainer.yaml:9-10 (data.gen_batch_size = "
+                         "${data.train_batch_size}: the recipe's own generation batch, which the record did not "
+                         "list); ours, rljax/train/_rollout.py collect (one self._round per attempt, rl.max_refills + "
+                         "1 attempts; kept[:local]) and next_prompts (the loader's next batch): the record called our "
+                         "extra rounds 'rounds of the dropped groups'; each draws a full batch of new prompts",
                     defaults=(("metric", "rewards (the stage's metric: the step's reward after the rollout-phase "
                                "shaping, e.g. overlong_penalty)", "filter_groups.metric (yaml null; acc / score "
                                "/ seq_reward / seq_final_reward); acc in the DAPO scripts (the correctness, without "
@@ -313,8 +318,13 @@ def _technique_rows():
                                "verl 0.9.1's default trainer: 'reward' (the summed rm_scores, with the overlong "
                                "penalty when reward.reward_kwargs.overlong_buffer_cfg is set: ours) or a "
                                "reward_extra_info name such as acc, none when enabled raises"),
-                              ("max_num_gen_batches / generation batch", "rl.max_refills = 3 extra rounds of the "
-                               "dropped groups", "yaml 0 (no limit); 10 in the scripts, each generation batch "
+                              ("max_num_gen_batches / generation batch", "rl.max_refills = 3 extra rounds; each "
+                               "round is the loader's next batch of rl.num_prompts new prompts (each process its "
+                               "share), the groups with spread kept in round order and the first rl.num_prompts of "
+                               "them trained on (the surplus discarded); a dropped group's prompt is not drawn again in that step",
+                               "yaml 0 (no limit); generation batch gen_batch_size = ${data.train_batch_size} in the "
+                               "recipe yaml (recipe/dapo/config/dapo_trainer.yaml:9-10; one round here is one "
+                               "generation batch there); 10 in the scripts, each generation batch "
                                "gen_batch_size = 3 × train_batch_size (1536 prompts for 512); verl 0.9.1's default "
                                "trainer ignores max_num_gen_batches (no limit) and refills 2k prompts per k evicted "
                                "groups (sync mode), bounded by max_inflight_gen_batches = 1 in flight"),
@@ -326,7 +336,8 @@ def _technique_rows():
                               "(by uid); kept groups are concatenated until train_batch_size prompts, then the "
                               "batch is cut to that size; ours: a filter stage after the reward on the step's "
                               "rows (by group_id, padded rows never kept); refill=True runs it in the rollout "
-                              "loop, which draws new rounds for the dropped groups",
+                              "loop, which draws new rounds (fresh prompts from the loader) in place of the dropped "
+                              "groups",
                     deviations=(
                         "the zero test is max − min > atol, not std > 0: equal values give 0 exactly; verl's "
                         "np.std([0.1] * 3) = 1.4e-17 > 0 keeps such a group; atol > 0 is ours",

@@ -865,7 +865,16 @@ def _technique_rows():
                                        ":1580-1582 (an MoE policy: loss + router_aux_loss_coef · its "
                                        "load-balancing loss), :1565-1576 (the WPO weight: exp of the completion "
                                        "mean of log p − log Σ_v p_v², not of log p); the record listed neither "
-                                       "max_length nor router_aux_loss_coef",
+                                       "max_length nor router_aux_loss_coef. Fifteenth draw (#51 item 4, seed "
+                                       "20261220): dpo_trainer.py:1000-1013 (add_eos: a non-conversational chosen / "
+                                       "rejected text not ending with the EOS token gets it appended, so h sums its "
+                                       "log-ratio), :912-916 and dpo_config.py:178-182 (disable_dropout True), the "
+                                       "DPOConfig docstring's note (learning_rate 1e-6, bf16 True, "
+                                       "gradient_checkpointing True, logging_steps 10: TRL's own defaults, not "
+                                       "transformers'); ours: RLConfig.aggregation 'token_mean' "
+                                       "(rljax/train/_config.py; Recipe.aggregation the same), the aggregation the "
+                                       "record's use line trains with. The record listed no aggregation default, "
+                                       "no EOS rule and none of DPOConfig's training defaults",
                                   defaults=(("beta", "0.1", "0.1"),
                                             ("label_smoothing", "0.0 (cDPO when > 0)", "0.0 (unused by 'sigmoid'; "
                                              "robust / exo_pair / aot / aot_unpaired use it)"),
@@ -877,7 +886,19 @@ def _technique_rows():
                                              "inside them; an example whose prompt has ≥ 1024 tokens is dropped"),
                                             ("router_aux_loss_coef (MoE policies)", "none: the recipe's chain "
                                              "adds no auxiliary loss (aux_loss_coef 0)", "0.001 × the "
-                                             "load-balancing loss added to the DPO loss")),
+                                             "load-balancing loss added to the DPO loss"),
+                                            ("aggregation", "token_mean (RLConfig.aggregation / Recipe.aggregation "
+                                             "default; the use line's): each pair's loss weighted by its two rows' "
+                                             "completion tokens; aggregate seq_mean_token_mean gives TRL's",
+                                             "the mean over the micro-batch's pairs (dpo_trainer.py:1578)"),
+                                            ("EOS on the completion", "none added: h sums the sampled completion's "
+                                             "loss-mask tokens (an EOS only where one was sampled)",
+                                             "add_eos: a non-conversational completion not ending with EOS gets "
+                                             "one (dpo_trainer.py:1000-1013)"),
+                                            ("training defaults (DPOConfig's own)", "RLConfig.optim (learning_rate "
+                                             "3e-4), ModelSpec.dtype float32, no dropout in the model",
+                                             "learning_rate 1e-6, bf16 True (the forwards in bf16 autocast), "
+                                             "gradient_checkpointing True, disable_dropout True")),
                                   placement="theirs: each micro-batch holds [chosen; rejected] halves, policy and "
                                             "reference forwards on it (or precomputed reference log-probs); ours: a "
                                             "loss term on each micro-batch, pairs from batch.extras, π_ref = "
@@ -910,7 +931,14 @@ def _technique_rows():
                                               "truncates h here)",
                                               "an MoE policy: TRL adds router_aux_loss_coef (0.001) × the "
                                               "load-balancing loss to the DPO loss; the RL loop's chain adds no "
-                                              "auxiliary loss"))),
+                                              "auxiliary loss",
+                                              "the default aggregation (token_mean, what rl.loss=dpo(...) trains with) "
+                                              "weights each pair's loss by its two rows' completion-token count; "
+                                              "TRL's loss is the unweighted mean over pairs: equal only with "
+                                              "rl.aggregation=seq_mean_token_mean or equal pair lengths",
+                                              "TRL appends the EOS token to a non-conversational completion that "
+                                              "lacks it, so a completion cut at the length limit is scored there "
+                                              "with an EOS log-ratio in h; ours sums only the sampled tokens"))),
       Technique("alol", "supervised", alol, "L = −1[A>0]·A·sg(clip(π/π_ref))·log π(y|x)",
                 "001_5839a3671b0b4d92.txt L191; arXiv:2305.14718",
                 stage=loss_term_factory(alol, role="policy", needs={"logp_ref"}),
