@@ -1314,7 +1314,14 @@ def _technique_rows():
                      "(the documented run launches grpo_test_qwen25_0.5b_with_kl.py with "
                      "configs/sft_test_qwen25_0.5b.yaml, neither in the repository; train_rank_grpo.py and "
                      "configs/qwen25_0.5b_grpo.yaml, 4 processes, are what is stored), per_device_train_batch_size "
-                     "16, gradient_accumulation_steps 6, num_generations 8, temperature not set (TRL's 1.0)",
+                     "16, gradient_accumulation_steps 6, num_generations 8, temperature not set (TRL's 1.0). "
+                     "Sixteenth draw (#51 item 4, seed 20261221): train_rank_grpo.py:64, 68 (its own argparse "
+                     "defaults: gradient_accumulation_steps 12, per_device_train_batch_size 8): 16 / 6 are the "
+                     "README's flags, not the stored script's values; configs/qwen25_0.5b_grpo.yaml sets deepspeed "
+                     "gradient_accumulation_steps 6, which transformers' DeepSpeed integration checks against "
+                     "TrainingArguments' (fill_match, trainer_config_finalize: a mismatch raises ValueError; read in "
+                     "the installed transformers 5.25.0, not the version their run used), so the stored script "
+                     "needs the README's --gradient_accumulation_steps 6",
                 defaults=(("eps_low", "0.06", "epsilon 0.06"), ("eps_high", "0.08", "epsilon_high 0.08"),
                           ("segments", "ids < max_segments (default T)", "items 0..rec_num−1 (rec_num 20) + one "
                            "overflow bin"),
@@ -1323,7 +1330,8 @@ def _technique_rows():
                           ("log-ratio clamps", "token ±20, log ρ ≤ 10", "none"),
                           ("aggregation", "chain's (token_mean)", "GRPOConfig's loss_type, not set by the "
                            "script: 'bnpo' (trl 0.21.0, README.MD:27), each process's micro-batch token mean (16 "
-                           "rows), 6 accumulation steps, the 4 processes' gradients averaged"),
+                           "rows), 6 accumulation steps (the README's flags; train_rank_grpo.py's own defaults: "
+                           "8 rows, 12 steps, :64, :68), the 4 processes' gradients averaged"),
                           ("advantage (not this term's)", "the recipe's advantage stage (segment(eps=1e-4) gives "
                            "per-segment GRPO advantages)", "per item: item k's reward normalized over the prompt's "
                            "num_generations 8 completions at rank k, (r_k − mean)/(std + 1e-4) (scale_rewards, "
@@ -1357,7 +1365,10 @@ def _technique_rows():
                             "built: no advantage stage adds per-token terms after the normalisation (a shaping "
                             "before it would be normalised with the reward)",
                             "the documented run (README.MD:101-128) launches grpo_test_qwen25_0.5b_with_kl.py, which "
-                            "the repository does not hold; the record follows the stored train_rank_grpo.py"))),
+                            "the repository does not hold; the record follows the stored train_rank_grpo.py with the "
+                            "README's flags (16 rows per micro-batch, 6 accumulation steps); the script's own "
+                            "defaults are 8 rows and 12 steps (train_rank_grpo.py:64, 68), which changes bnpo's "
+                            "per-micro-batch denominators (sixteenth draw, #51)"))),
       ("cispo", cispo, "-sg(clip(r, 1-eps_low, 1+eps_high)) A log pi_theta",
        "MiniMax-M1 arXiv:2506.13585; verl cispo; TRL cispo",
        loss_term_factory(cispo, role="policy", needs=S.logp_needs("old_logp")),
@@ -1513,7 +1524,9 @@ def _technique_rows():
                           "recomputed before the update, each term token-mean over the micro-batch and the "
                           "micro-batch loss × 1/gradient_accumulation; ours: one loss term on each micro-batch, "
                           "log π_old = logp_old (else logp_behavior), chain's denominator the whole batch's",
-                deviations=("the PG value is ours − (−A log π_old): the same gradient, a different logged value",
+                deviations=("siiRL's PG value is ours + (−A log π_old) (ours = theirs + A log π_old; "
+                            "sixteenth draw, #51: this line had the sign reversed): the same gradient, a "
+                            "different logged value",
                             "the drift gradient is uncapped here; siiRL caps r − 1 at 2 (equal while r ≤ 3)",
                             "drift_coef default 0.1 is ours; the siiRL scripts use 0.001 (drift_coef=0.001)",
                             "log r clamped to ±20; siiRL has none",

@@ -142,7 +142,11 @@ def _technique_rows():
                                        "(testing_util.py:101-127, prime_code/__init__.py:41-45). Fourteenth draw "
                                        "(#51, part b): prime_code/__init__.py:23 against our extract_code (_FENCE): "
                                        "a bare block after the ```python block and an unclosed last ```python block "
-                                       "were not in the record",
+                                       "were not in the record. Sixteenth draw (#51 item 4, seed 20261221): our "
+                                       "side's DEFAULT_CONFIG (rljax/rewards/_code.py: output_bytes 16 KiB, "
+                                       "allow_fork False by SandboxConfig's default; rljax/sandbox/_config.py: a "
+                                       "stream past output_bytes stops the run) and their reliability_guard "
+                                       "(testing_util.py:603-683) were not in the limits row",
                                   defaults=(("extract", "'fenced': the last closed ```python / ```python3 / "
                                              "```py / ``` block (tag in any case, a newline after it; _FENCE)",
                                              "completion.split('```python')[-1].split('```')[0]: the text after "
@@ -157,11 +161,21 @@ def _technique_rows():
                                              "fails); the function's own default continuous=False returns True "
                                              "when all pass and otherwise raises UnboundLocalError "
                                              "(metadata_list is assigned only in the continuous branch)"),
-                                            ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only",
+                                            ("limits", "5 s wall, 3 s CPU, 512 MiB, stdlib only; stdout and stderr each "
+                                             "capped at 16 KiB (DEFAULT_CONFIG.output_bytes; SandboxConfig's own "
+                                             "default 64 KiB): a stream past it stops the run (0); no new "
+                                             "processes (allow_fork False), 64 open files, a 64 MiB tmpfs the only "
+                                             "writable directory",
                                              "all cases: timeout=5 (a 5 s alarm per case, the run killed after "
                                              "6 s); per case (continuous): timeout=10, killed after 11 s; no "
                                              "memory bound (reliability_guard() with maximum_memory_bytes None); "
-                                             "the trainer's own environment (any installed package)"),
+                                             "the trainer's own environment (any installed package); no output "
+                                             "cap (stdin/stdout cases captured whole, utils.py:27-29 sends the "
+                                             "rest to /dev/null); reliability_guard (testing_util.py:603-683) "
+                                             "sets exit / quit, os.kill / system / remove / rename / getcwd / "
+                                             "chdir / fork / ..., shutil.rmtree / move and subprocess.Popen to "
+                                             "None and makes resource / psutil / joblib / tkinter / ipdb "
+                                             "unimportable"),
                                             ("program run", "the extracted block as it is",
                                              "a preamble, then the block: from string / re / datetime / "
                                              "collections / heapq / bisect / copy / math / random / statistics / "
@@ -203,6 +217,12 @@ def _technique_rows():
                                       "theirs set no memory bound and run in the trainer's environment; ours "
                                       "512 MiB, standard library only: a program that imports numpy or needs "
                                       "more memory can pass there and fail here",
+                                      "ours stops a run whose stdout or stderr passes 16 KiB (DEFAULT_CONFIG."
+                                      "output_bytes): a program that prints 20,000 characters (debug output) "
+                                      "scores 0 here and can pass there (no cap); theirs set exit, quit, "
+                                      "os.getcwd, os.chdir, os.remove, ... to None and block 'import "
+                                      "resource' / psutil / joblib: a program that calls os.getcwd() passes here "
+                                      "and fails there (sixteenth draw, #51)",
                                       "theirs' continuous pass rate of a call-based problem (fn_name) runs each "
                                       "case without fn_name, as a stdin/stdout program: a function-only "
                                       "solution that fails one case scores about 0 there, not its pass "

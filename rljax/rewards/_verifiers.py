@@ -460,7 +460,16 @@ def _technique_rows():
                                        "final_format_score / retrieval_score), :189 (val_reward_fn = "
                                        "RewardManager(tokenizer, num_examine=1): every format score left at 0). Per-row review j (#51): "
                                        "qa_em_format.py:61-121 whole against the default R1_FORMAT_PATTERN on "
-                                       "completions without search turns (a tag inside a block: :85-104)",
+                                       "completions without search turns (a tag inside a block: :85-104). "
+                                       "Sixteenth draw (#51 item 4, seed 20261221): the data the script trains on "
+                                       "(scripts/data_process/qa_search_train_merge.py:26-39 and nq_search.py:"
+                                       "26-39, make_prefix, template 'base': '... provide the answer inside "
+                                       "<answer> and </answer>, ... For example, <answer> Beijing </answer>.'): "
+                                       "the decoded prompt already holds two <answer> blocks, so extract_solution "
+                                       "(:124-136, ≥ 2 matches over prompt + response) never returns None; the "
+                                       "record's '0 invalid with no extracted answer' does not occur with their "
+                                       "data (a response without an <answer> block scores final_format_score "
+                                       "0.1)",
                                   defaults=(("pattern", "R1_FORMAT_PATTERN (think, answer)",
                                              "is_valid_sequence: think (search information think)* answer "
                                              "(SEARCH_R1_FORMAT_PATTERN)"),
@@ -469,9 +478,12 @@ def _technique_rows():
                                             ("score", "1 / 0", "combined with EM: 1 valid+correct, 0.8 correct "
                                              "only, 0.2 (+ retrieval_score if an <information> block holds a gold "
                                              "answer) valid and not correct, 0.1 invalid with a wrong extracted "
-                                             "answer, 0 invalid with no extracted answer (structure_format_score "
-                                             "0.2, final_format_score 0.1, retrieval_score 0; all 0 in "
-                                             "ppo_trainer.yaml)")),
+                                             "answer (structure_format_score 0.2, final_format_score 0.1, "
+                                             "retrieval_score 0; all 0 in ppo_trainer.yaml); their prompt "
+                                             "(make_prefix) holds two <answer> blocks, so an answer is always "
+                                             "extracted: a response with no <answer> block gets the prompt's "
+                                             "example 'Beijing' and scores 0.1 (0.8 if a gold answer is "
+                                             "'Beijing'), never 0")),
                                   placement="theirs: inside the EM reward, once per response after the rollout "
                                             "(reward manager on the decoded sequence), training only: the "
                                             "validation reward manager is built without the format scores "
@@ -492,8 +504,10 @@ def _technique_rows():
                                       "invalid there (per-row review j, #51)",
                                       "the regex runs on the completion; theirs on the decoded text after the "
                                       "assistant marker (no marker: invalid)",
-                                      "a 0/1 format reward; their 0.2 / 0.1 / 0.8 / 0 blend with EM is not built (a "
-                                      "weighted sum of format_regex and exact_match is not the same table)",
+                                      "a 0/1 format reward; their 1 / 0.8 / 0.2 / 0.1 blend with EM is not built (a "
+                                      "weighted sum of format_regex and exact_match is not the same table); a "
+                                      "completion with no <answer> block scores 0.1 there (the prompt's example "
+                                      "answer 'Beijing' is extracted and judged), not 0 (sixteenth draw, #51)",
                                       "max_chars (off by default) scores overlong completions 0: ours",
                                       "their format scores reach the training reward only (reward_fn); their "
                                       "validation reward is EM alone (val_reward_fn built with the defaults 0); "
