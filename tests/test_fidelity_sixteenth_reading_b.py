@@ -27,8 +27,10 @@ found: each implementation matched a float64 transcription of its source at the 
   output (:501), summary_dropout_prob = 0.1 when the config has none (:462-467; LLaMA's has none), and
   lolrl_qlora_llama_hh.py never puts the head in eval mode (:193 .train(), :239 deepcopy, :503-514 a new module; its
   .eval() calls are the LM's and the baseline's): A = clamp(R − V, 0) at the loss (:856, :918, under no_grad) is a
-  fresh dropout draw, not the V behind the cached A that drew the row (:285). A defaults entry, a deviation and read
-  added; ours equals their a_lol at a deterministic V (checked).
+  fresh dropout draw, not the V behind the cached A that drew the row (:285); and the head's attention has no
+  key_padding_mask (:497-498) over the micro-batch's left-padded prompts (lolrl_qlora_llama_hh.py:723-724), so V(x)
+  also depends on the other rows' prompt lengths. A defaults entry, a deviation and read added; ours equals their
+  a_lol at a deterministic V (checked).
 - ``entropy_gated_contrastive`` (OMITTED; one FALSE-leaning phrase): the length and the tokens. The authors'
   farukakgul/ReasonMaxxer@72182e90 (read in its fork ansz42/ReasonMaxxer) scripts/score_rollouts.py:246-271
   re-tokenises the prompt + completion TEXT with truncation=True, max_length --max_seq_len (8192 in
@@ -248,6 +250,7 @@ def test_alol_equals_a_lol_at_a_deterministic_value_and_the_record_names_their_d
   assert "batch.advantages" in ours_v and "0.1" in their_v and "never .eval()" in their_v
   assert "utils/rl_utils.py:452-503" in _fid("alol").read and ":856 / :918" in _fid("alol").read
   assert _any_dev("alol", "dropout", "never put in eval mode")
+  assert "key_padding_mask" in their_v and _any_dev("alol", "without a padding mask", "rl_utils.py:497-498")
 
 
 def test_alol_value_head_dropout_lines_as_recorded():
@@ -255,6 +258,7 @@ def test_alol_value_head_dropout_lines_as_recorded():
   assert rl_utils[451].startswith("class ValueHeadAttention")
   assert 'kwargs.pop("summary_dropout_prob", 0.1)' in rl_utils[462]
   assert "self.dropout(hidden_states)" in rl_utils[487] and "self.dropout(mha_output)" in rl_utils[500]
+  assert "self.source_seq_multihead_attn(query=query_vector, key=output, value=output)" in rl_utils[497]
   main = _git("abaheti95+LoL-RL", "show", "9f8d8166:lolrl_qlora_llama_hh.py")
   assert "value_function_model.eval()" not in main and "best_value_function_model.eval()" not in main
   lines = main.splitlines()

@@ -1011,7 +1011,10 @@ def _technique_rows():
                                              "V, 0) are a fresh dropout sample at each loss evaluation "
                                              "(lolrl_qlora_llama_hh.py:856, :918), not the V that set the row's "
                                              "sampling weight (:285, itself a dropout sample, cached in "
-                                             "train_advantage_cache.pkl)")),
+                                             "train_advantage_cache.pkl); its attention (:497-498) has no "
+                                             "key_padding_mask, so V(x) also reads the left padding of the "
+                                             "micro-batch's prompts (lolrl_qlora_llama_hh.py:723-724, :853-855) "
+                                             "and depends on the other rows' prompt lengths")),
                                   placement="theirs: offline, each training batch of the fixed data set: π_ref and "
                                             "V(x) from the frozen reference model under no_grad, the loss on the "
                                             "batch, gradient accumulation; ours: a loss term on each micro-batch, "
@@ -1052,7 +1055,10 @@ def _technique_rows():
                                               "head's deterministic value, and a row drawn for a positive cached A "
                                               "can get A = 0 (or another A) in its loss; ours uses "
                                               "batch.advantages unchanged (a deterministic V is the advantage "
-                                              "room's; no option gives their dropout sample)"))),
+                                              "room's; no option gives their dropout sample); their head also "
+                                              "attends over the left-padded prompt positions without a padding "
+                                              "mask (utils/rl_utils.py:497-498), so their V(x) changes with the "
+                                              "micro-batch's longest prompt"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
