@@ -5,7 +5,9 @@ gd2po, sapo, alol, entropy_gated_contrastive, divergence_rejection.
 
 Held (1): ``divergence_rejection``; its keep rule is checked below against a float64 transcription of the verl 0.9.1
 PyPI wheel's rollout_corr_helper.py:132-413 (_parse_rollout_rs_thresholds, compute_rollout_rejection_mask) for the
-token, seq_sum, seq_mean and seq_max criteria, the presets' thresholds and a single k1 value.
+token, seq_sum, seq_mean and seq_max criteria, the presets' thresholds and a single k1 value; the cited
+volcengine/verl@b178a3cd rollout_corr_helper.py:93-372 is the same code but for the wheel's added lower <= upper
+check, and its algorithm.py:176 / rollout_correction.yaml:12 leave rollout_rs None (checked).
 
 Not held (4), each error fixed in the record and checked here (no implementation changed, no implementation bug
 found: each implementation matched a float64 transcription of its source at the stated settings, below):
@@ -389,3 +391,21 @@ def test_divergence_rejection_keep_equals_verls_rollout_rs():
   d = _defaults("divergence_rejection")
   assert d["log-ratio clamp"] == ("±20", "±20 (SAFETY_BOUND)")
   assert "seq_sum_k1 '0.5_2.0'" in d["estimator, level"][1] and "seq_mean_k3 0.01" in d["estimator, level"][1]
+
+
+def test_divergence_rejection_b178a3cd_helper_is_the_wheels_but_for_an_order_check():
+  old = _git("volcengine+verl", "show", "b178a3cd:verl/trainer/ppo/rollout_corr_helper.py").splitlines()
+  wheel_path = "/work/peers/verl/verl/trainer/ppo/rollout_corr_helper.py"
+  if not os.path.exists(wheel_path):
+    pytest.skip("the verl 0.9.1 wheel is not on this machine")
+  new = open(wheel_path, encoding="utf-8").read().splitlines()
+  assert old[92].startswith("def _parse_rollout_rs_thresholds(") and old[155].startswith("def compute_rollout_rejection")
+  assert new[131].startswith("def _parse_rollout_rs_thresholds(") and new[196].startswith("def compute_rollout_rejection")
+  added = [x for x in new[131:413] if x not in old[92:372]]
+  assert [x.strip() for x in added] == ["if lower > upper:",
+                                        "raise ValueError(f\"Thresholds for option '{option}' must be lower <= upper, "
+                                        "got {spec}.\")"]
+  cfg = _git("volcengine+verl", "show", "b178a3cd:verl/trainer/config/algorithm.py").splitlines()
+  assert cfg[175].strip() == "rollout_rs: Optional[str] = None"
+  yaml = _git("volcengine+verl", "show", "b178a3cd:verl/trainer/config/algorithm/rollout_correction.yaml").splitlines()
+  assert yaml[11].strip() == "rollout_rs: null"
