@@ -21,7 +21,8 @@ found: each implementation matched a float64 transcription of its source at the 
   256-row step it differs.
 - ``sapo`` (FALSE): the aggregation deviation said chain(aggregate=seq_mean_token_mean) "gives it" (both peers'
   per-sequence mean) when no row is empty. verl's forced seq-mean-token-mean divides each row's token sum by
-  (n + 1e-8) (the verl 0.9.1 PyPI wheel core_algos.py:1194-1202, called from compute_policy_loss_sapo :1688-1690):
+  (n + 1e-8) (the verl 0.9.1 PyPI wheel core_algos.py:1194-1202, called from compute_policy_loss_sapo :1688-1690;
+  volcengine/verl@v0.7.0 core_algos.py:814 the same):
   ours is verl's × (n + 1e-8)/n per row, a relative 1e-8/n (TRL's clamp(min=1) count is exact: equal). Deviation
   and read corrected; the factor is checked below.
 - ``alol`` (OMITTED): their V(x) at the loss is a dropout sample. abaheti95/LoL-RL@9f8d8166 utils/rl_utils.py:452-503
@@ -191,7 +192,7 @@ def test_sapo_seq_mean_token_mean_is_verls_times_n_plus_1e8_over_n():
   assert ours != _verl_seq_mean_token_mean(tok, mask)
   devs = " ".join(_fid("sapo").deviations)
   assert "gives it when no row is empty" not in devs
-  assert "n + 1e-8" in devs and "1e-8/n" in devs and "core_algos.py:1194-1202" in devs
+  assert "n + 1e-8" in devs and "1e-8/n" in devs and "core_algos.py:1194-1202" in devs and "v0.7.0 core_algos.py:814" in devs
   assert "agg_loss" in _fid("sapo").read and ":1688-1690" in _fid("sapo").read
 
 
