@@ -506,7 +506,12 @@ def _technique_rows():
                                        "${REPO_ROOT}/dataset/rlla_4k (train_gd2po_hard.sh:30, train_gd2po_snr.sh:31"
                                        "), which does not exist on a case-sensitive file system; the top-level "
                                        "README.md:45 names train_gd2po_hard.sh. The record cited the scripts' values "
-                                       "without saying this",
+                                       "without saying this. Sixteenth draw (#51 item 4, seed 20261221): the "
+                                       "whitening pool, data.train_batch_size=512 in all four gd2po scripts "
+                                       "(correctness_length/ and correctness_length_format/ train_gd2po_hard.sh:39, "
+                                       "train_gd2po_snr.sh:42; rollout.n=4 at :60 / :63; ppo_mini_batch_size=128 "
+                                       "at :47 / :50 splits only the update), and ray_trainer.py:1556-1563 (fit "
+                                       "calls compute_advantage once on the whole generated batch)",
                                   defaults=(("eps", "1e-6", "1e-6 (compute_grpo_outcome_advantage)"),
                                             ("std_ddof", "1", "torch.std, unbiased"),
                                             ("weights", "ones", "none (an unweighted sum of the active rewards)"),
@@ -523,6 +528,11 @@ def _technique_rows():
                                             ("whiten", "True, over kept rows",
                                              "use_masked_whiten_in_gdpo = True, over kept tokens"),
                                             ("group size", "the step's groups", "rollout.n = 4 (scripts)"),
+                                            ("train batch (the whitening pool)", "the step's rows (RLConfig "
+                                             "num_prompts 32 × group_size 8 = 256 by default)",
+                                             "data.train_batch_size=512 prompts × rollout.n 4 = 2048 responses "
+                                             "per step (all four gd2po scripts): the masked whitening's mean and "
+                                             "variance over all their kept tokens at once"),
                                             ("norm_adv_by_std_in_grpo", "none (each reward's A is ÷ (σ + ε))",
                                              "True (ppo_trainer.yaml:155; no script sets it): read in fit "
                                              "(ray_trainer.py:1552-1554) and passed to compute_advantage (:1561), "
@@ -541,6 +551,11 @@ def _technique_rows():
                                   deviations=(
                                       "whitening over kept rows; theirs over kept response tokens (longer kept "
                                       "responses weigh more, verl's masked_mean ÷ (n + 1e-8))",
+                                      "the whitening pool: theirs whitens the kept tokens of the whole "
+                                      "512-prompt × 4 batch (2048 responses, train_gd2po_*.sh:39 / :42); "
+                                      "ours the kept rows of the step (256 by default): equal only when the "
+                                      "step holds their batch (rl.num_prompts=512, rl.group_size=4, one "
+                                      "token per row)",
                                       "the sign test is |A| > conflict_tol = 1e-6 on the per-reward advantage; "
                                       "theirs > 1e-8 on its token sum A·L (conflict_tol=1e-8 is theirs for L = 1)",
                                       "weights apply to the reward dimensions (ours); theirs sums the active "

@@ -1441,7 +1441,10 @@ def _technique_rows():
                      "grpo_trainer.py:3054-3066 (importance_sampling_level 'sequence' also feeds the gate: the "
                      "sequence's mean log r), the verl 0.9.1 PyPI wheel core_algos.py:1623-1704 (the same loss, "
                      "seq-mean-token-mean still forced); peer conventions (#51 sweep s1a): " + PC.READ_VERL_T + "; "
-                     + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; " + PC.READ_DENOM,
+                     + PC.READ_TRL_T + ", " + PC.READ_TRL_VLLM + "; " + PC.READ_DENOM + "; sixteenth draw (#51 "
+                     "item 4, seed 20261221): the verl 0.9.1 PyPI wheel core_algos.py:1140-1206 agg_loss, whose "
+                     "'seq-mean-token-mean' (the mode compute_policy_loss_sapo forces, :1688-1690) divides each "
+                     "row's token sum by (its token count + 1e-8) (:1194-1202)",
                 defaults=(("tau_pos", "1.0", "1.0 (verl tau_pos, TRL sapo_temperature_pos)"),
                           ("tau_neg", "1.05", "1.05 (verl tau_neg, TRL sapo_temperature_neg)"),
                           ("log-ratio clamp", "±20", "verl ±20; TRL none"),
@@ -1454,7 +1457,11 @@ def _technique_rows():
                           "chosen by A > 0 (A = 0 takes tau_neg); ours: a loss term on each micro-batch, the same "
                           "rule",
                 deviations=("aggregation is chain's; both peers average per sequence first: "
-                            "chain(aggregate=seq_mean_token_mean) gives it when no row is empty (TRL's mean over a "
+                            "chain(aggregate=seq_mean_token_mean) gives TRL's when no row is empty (its clamp(min=1.0) "
+                            "count is exact) and verl's only up to verl's per-row denominator n + 1e-8 (the "
+                            "verl 0.9.1 PyPI wheel core_algos.py:1194-1202; volcengine/verl@v0.7.0 core_algos.py:814, the "
+                            "same): ours is verl's × (n + 1e-8)/n per row, a relative 1e-8/n "
+                            "(TRL's mean over a "
                             "micro-batch's rows counts an empty row as 0, verl v0.7.0 divides each micro-batch by its "
                             "own non-empty rows × 1/gradient_accumulation, verl 0.9.1 by ppo_mini_batch_size × "
                             "rollout.n; ours by the step batch's non-empty rows)",

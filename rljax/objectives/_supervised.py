@@ -971,7 +971,18 @@ def _technique_rows():
                                        "tokenizer.eos_token, right-truncated to 128 tokens, :727-729; the "
                                        "argparse max_prompt_length 640 / max_length 768, :70-71, are not read "
                                        "there), :739-748 (log π over those ≤ 128 response positions, the "
-                                       "appended EOS included), :865-870 (the ratio over the same positions)",
+                                       "appended EOS included), :865-870 (the ratio over the same positions). "
+                                       "Sixteenth draw (#51 item 4, seed 20261221), the value head: "
+                                       "utils/rl_utils.py:452-503 ValueHeadAttention (nn.Dropout of "
+                                       "summary_dropout_prob on the hidden states, :488, and on the attention "
+                                       "output, :501; summary_dropout_prob = 0.1 when the model config has "
+                                       "none, :462-467, as LLaMA's has none), lolrl_qlora_llama_hh.py:193 "
+                                       "(value_function_model.train()), :239 (the best head deep-copied in "
+                                       "train mode), :503-514 (built or loaded: a new module, train mode), "
+                                       "no .eval() on the head anywhere in the file (its .eval() calls, :118, "
+                                       ":200, :252, :441, are the LM's and the baseline's); :285 (the V behind "
+                                       "the cached A that draws the rows) and :856 / :918 (V(x) at the loss, "
+                                       "under torch.no_grad, which leaves dropout on)",
                                   defaults=(("ratio", "'sequence'", "algorithm 'nll' (the argparse default); "
                                              "a_lol is the paper's main method"),
                                             ("eps", "0.9", "ppo_clip 0.9 (lolrl_qlora_llama_hh.py); None, no "
@@ -991,7 +1002,19 @@ def _technique_rows():
                                             ("truncation", "none: every loss-mask token of the row",
                                              "hard-coded in the loop: the prompt left-truncated to 640 tokens "
                                              "(:724), the response (suffix + EOS) right-truncated to its first 128 "
-                                             "tokens (:727-729); log π(y|x), the ratio and the loss sum over those")),
+                                             "tokens (:727-729); log π(y|x), the ratio and the loss sum over those"),
+                                            ("V(x) at the loss (value-head dropout)",
+                                             "none: A = batch.advantages as given",
+                                             "ValueHeadAttention left in train mode (never .eval()): dropout p "
+                                             "0.1 on its input hidden states and on its attention output "
+                                             "(utils/rl_utils.py:462-467, 488, 501), so V(x) and A = clamp(R − "
+                                             "V, 0) are a fresh dropout sample at each loss evaluation "
+                                             "(lolrl_qlora_llama_hh.py:856, :918), not the V that set the row's "
+                                             "sampling weight (:285, itself a dropout sample, cached in "
+                                             "train_advantage_cache.pkl); its attention (:497-498) has no "
+                                             "key_padding_mask, so V(x) also reads the left padding of the "
+                                             "micro-batch's prompts (lolrl_qlora_llama_hh.py:723-724, :853-855) "
+                                             "and depends on the other rows' prompt lengths")),
                                   placement="theirs: offline, each training batch of the fixed data set: π_ref and "
                                             "V(x) from the frozen reference model under no_grad, the loss on the "
                                             "batch, gradient accumulation; ours: a loss term on each micro-batch, "
@@ -1024,7 +1047,18 @@ def _technique_rows():
                                               "hh.py:724-729, hard-coded): Σ_t log π, the sequence ratio and the "
                                               "loss run over at most 128 response tokens; ours over every "
                                               "loss-mask token (equal for responses of ≤ 128 tokens, EOS "
-                                              "included; a longer one differs)"))),
+                                              "included; a longer one differs)",
+                                              "their V(x) in the loss is computed with the value head's dropout "
+                                              "(p 0.1) on, since the head is never put in eval mode "
+                                              "(utils/rl_utils.py:488, 501; lolrl_qlora_llama_hh.py:193, 239, "
+                                              "856, 918): their A at the loss is a random draw around the "
+                                              "head's deterministic value, and a row drawn for a positive cached A "
+                                              "can get A = 0 (or another A) in its loss; ours uses "
+                                              "batch.advantages unchanged (a deterministic V is the advantage "
+                                              "room's; no option gives their dropout sample); their head also "
+                                              "attends over the left-padded prompt positions without a padding "
+                                              "mask (utils/rl_utils.py:497-498), so their V(x) changes with the "
+                                              "micro-batch's longest prompt"))),
       Technique("entropy_gated_contrastive", "supervised", entropy_gated_contrastive,
                 "L_t = −1[H_base ≥ τ]·c_b·log π_θ(y_t), c = ±1 by correctness", "001_5839a3671b0b4d92.txt L179",
                 stage=loss_term_factory(entropy_gated_contrastive, needs=S.entropy_gated_needs,
@@ -1087,7 +1121,20 @@ def _technique_rows():
                                        "peer conventions): student and base log-probs F.log_softmax of the plain "
                                        "logits; scripts/generate_rollouts.py and reasonmaxxer/config.py@47251115 "
                                        "(TEMPERATURE 0.6, TOP_P 0.95; the generation payload stores no entropies, "
-                                       "score_rollouts.py adds them)",
+                                       "score_rollouts.py adds them). Sixteenth draw (#51 item 4, seed 20261221), the "
+                                       "length and the tokens: scripts/score_rollouts.py@72182e90:146, 149 "
+                                       "(argparse --dtype bfloat16, --max_seq_len 4096), :119-122 (the entropy: "
+                                       "log_softmax of the logits .float()), :246-271 (the rendered prompt and "
+                                       "prompt + completion TEXT tokenised anew, truncation=True, max_length "
+                                       "--max_seq_len; was_truncated counted), :278-307 (the bfloat16 forward's "
+                                       "logits upcast; the stored tokens, entropies and completion are those "
+                                       "of the cut re-tokenisation); examples/qwen25_1p5b/"
+                                       "02_generate_score_3x100x20.sh (--dtype bfloat16 --max_seq_len 8192; "
+                                       "generation --max_tokens 8192); scripts/train_reasonmaxxer.py:77-93 "
+                                       "(rows longer than --max_seq_len cut, --truncate_side right: decision "
+                                       "positions past the cut dropped), :578-579 (argparse 4096, right), "
+                                       "04_train_tau1p4.sh (--max_seq_len 8192 --truncate_side right --dtype "
+                                       "bfloat16)",
                                   defaults=(("tau / rho", "one of them required", "decision positions precomputed "
                                              "by prepare_training_data.py: H_base > τ; the authors' recipe τ 1.4 "
                                              "(04_train_tau1p4.sh; sweep 1.0 / 1.4 / 1.8 / 2.2), argparse --tau 0.8 "
@@ -1121,8 +1168,17 @@ def _technique_rows():
                                              "batch.extras[entropy_key] as given (entropy_old: untempered)",
                                              "log π_θ = F.log_softmax of the plain logits (untempered, as ours); "
                                              "H_base from score_rollouts.py: the base model's teacher-forced "
-                                             "entropy of log_softmax(float32 logits), untempered, on rollouts "
-                                             "sampled at temperature 0.6, top_p 0.95")),
+                                             "entropy of log_softmax of the bfloat16 forward's logits upcast to "
+                                             "float32 (--dtype bfloat16), untempered, on rollouts "
+                                             "sampled at temperature 0.6, top_p 0.95"),
+                                            ("length and tokens", "every loss-mask token of the batch's "
+                                             "sampled ids", "the rollout's text re-tokenised with its prompt "
+                                             "by score_rollouts.py and cut at --max_seq_len 8192 tokens of "
+                                             "prompt + completion (02_generate_score_3x100x20.sh; argparse "
+                                             "4096), cut again at --max_seq_len 8192, right, in training "
+                                             "(04_train_tau1p4.sh; argparse 4096): no gate, decision loss or "
+                                             "KL anchor past 8192 tokens, while generation allows max_tokens "
+                                             "8192 after the prompt")),
                                   placement="theirs: offline, on each micro-batch (one rollout) of the stored "
                                             "rollouts; the frozen base model's forward gives the KL anchor, the "
                                             "gate comes with the data (score_rollouts.py's base entropies, "
@@ -1164,7 +1220,18 @@ def _technique_rows():
                                               "moved by the trend of Δlog p⁺), --kl_on_generated_only (the anchor "
                                               "otherwise covers the prompt positions too) and the fork's "
                                               "--kl_decision_weight (KL at the gated tokens as well, 0 by default)",
-                                              "negative='unlikelihood' (−log(1 − π) on wrong rows) is ours"))),
+                                              "negative='unlikelihood' (−log(1 − π) on wrong rows) is ours",
+                                              "the length: theirs scores and trains each rollout cut at 8192 "
+                                              "tokens of prompt + completion (score_rollouts.py:254-271 "
+                                              "truncation; train_reasonmaxxer.py:77-93, --truncate_side right), "
+                                              "so a completion running past 8192 − prompt tokens (generation "
+                                              "allows 8192 after the prompt) has no gate, loss or KL anchor "
+                                              "there; ours covers every loss-mask token (equal for rollouts "
+                                              "within 8192 tokens)",
+                                              "the tokens: theirs are the completion TEXT re-tokenised with the "
+                                              "prompt (score_rollouts.py:246-268), not the sampled ids; where "
+                                              "the re-tokenisation differs, their gate, log-probs and "
+                                              "positions are those of other tokens; ours are the sampled ids"))),
       Technique("delta_logp_reweight", "supervised", delta_logp_reweight,
                 "L_t = (1 + c·(1 − p_old,t))·l_t  (form='power': (1 − p_t)^γ / mean(w))",
                 "001_5839a3671b0b4d92.txt L239; arXiv:2603.22117",
