@@ -63,7 +63,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from _fidelity import defaults as _defaults, fid as _fid, record as _record, train_batch
+from _fidelity import defaults as _defaults, e3_rollout_n as _e3_rollout_n, fid as _fid, record as _record, train_batch
 
 
 # ------------------------------------------------------------------------------------- difficulty_budget (not held)
@@ -110,26 +110,6 @@ def _e3_update_policy_metrics(entropy_coeff, micro_batch_entropies):
       _append_to_dict(metrics, {"actor/entropy_loss", ent})  # noqa: the authors' set literal
     _append_to_dict(metrics, {"actor/pg_loss": 0.0})
   return metrics
-
-
-def _e3_rollout_n(rank, total, n_min, n_max):
-  """e3/trainer/ray_trainer.py:391-433 get_rollout_n_per_prompt, float64 (own transcription)."""
-  rank = np.array(rank, np.float64)
-  counts = np.full_like(rank, float(n_min))
-  rank[rank == -100] = 0
-  if rank.sum() > 0:
-    rank = rank / (rank.sum() + 1e-8)
-  counts = np.floor(counts + (total - counts.sum()) * rank).astype(np.int64)
-  diff = total - counts.sum()
-  if diff > 0:
-    for i in np.argsort(-rank):
-      if diff > 0 and counts[i] < n_max:
-        add = min(diff, n_max - counts[i])
-        counts[i] += add
-        diff -= add
-      if diff <= 0:
-        break
-  return counts
 
 
 def test_difficulty_budget_their_temperature_scheduler_never_steps_with_their_entropy_coeff_0():

@@ -47,6 +47,7 @@ import numpy as np
 import pytest
 
 from _fidelity import ROWS, defaults as _defaults, fid as _fid, record as _record, train_batch
+from test_fidelity_row_review_j import _their_is_valid_sequence as _is_valid_sequence  # Search-R1's checker
 
 
 # ------------------------------------------------------------------------------------------ segment_ratio (held)
@@ -146,33 +147,6 @@ def _prompt(q):
   Qwen2.5's chat template with the generation prompt (rl_dataset.py:128-129)."""
   return ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n" + _NQ_PREFIX.format(q=q)
           + "<|im_end|>\n<|im_start|>assistant\n")
-
-
-def _is_valid_sequence(text):
-  """qa_em_format.py:49-121, transcribed."""
-  m = re.search(r"<\|im_start\|>assistant\s*", text)
-  if not m:
-    return False
-  content = text[m.end():]
-  for tag in ("think", "search", "information", "answer"):
-    if len(re.findall(f"<{tag}>", content)) != len(re.findall(f"</{tag}>", content)):
-      return False
-  state = "start"
-  moves = {("<think>", "start"): "in_think", ("<think>", "information"): "in_think",
-           ("</think>", "in_think"): "after_think", ("<search>", "after_think"): "in_search",
-           ("</search>", "in_search"): "after_search", ("<information>", "after_search"): "in_information",
-           ("</information>", "in_information"): "information", ("<answer>", "after_think"): "in_answer",
-           ("</answer>", "in_answer"): "end"}
-  for part in re.split(r"(</?(?:think|search|information|answer)>)", content):
-    if not part.strip():
-      continue
-    if re.match(r"</?(?:think|search|information|answer)>", part):
-      if (part, state) not in moves:
-        return False
-      state = moves[(part, state)]
-    elif state in ("start", "after_think", "after_search", "information", "end"):
-      return False
-  return state == "end"
 
 
 def _norm(s):
