@@ -993,26 +993,45 @@ def _technique_rows():
                                        "step); pa/merging.py@6fae472f MergedReference (the reference may be the "
                                        "weight-space merge π_α = π_ref + α·τ of the two checkpoints, README 6.2; "
                                        "linear, ties, dare_linear, dare_ties or emr); the "
-                                       "record read only the TTS runner and called the scripts' use best-of-n",
+                                       "record read only the TTS runner and called the scripts' use best-of-n. "
+                                       "Seventeenth draw (#51 item 4, seed 20261222): the cited commit 9284b4c0 "
+                                       "also holds runners/sokoban_bon.py and runners/merged_bon.py (with "
+                                       "runners/combine_sokoban_bon.py, combine_merged_bon.py; no script and no "
+                                       "README entry launches them), best-of-N over Sokoban rollouts (agent_r1 "
+                                       "simulations, reward 1 / 0): sokoban_bon.py takes any policy / reference "
+                                       "checkpoint paths ('Sokoban RL checkpoints are not in "
+                                       "pa.models.MODEL_PAIRS'), scores pa_{token}_{step} over token mean / min / "
+                                       "max / last × step mean / min / last / max, and its headline "
+                                       "progress_advantage is 'the a-priori (mean, mean) cell (length-"
+                                       "normalised, no oracle tuning)' (PRIMARY_TOKEN_AGG / PRIMARY_STEP_AGG "
+                                       "'mean'); _pa_score has no β (= 1) and scores an empty span of either "
+                                       "model as 0 for that model (a trajectory without an action step: −inf); "
+                                       "--max-length 16384, --dtype bfloat16; merged_bon.py scores the same "
+                                       "(mean, mean) against a merged reference π_α = base + α(π_θ − base) "
+                                       "(α 0.1..0.9, every pa.merging method, density 0.2, --max-length 8192), "
+                                       "--base-path 'the base reference (Qwen2.5-3B)': the pair is an RL run's "
+                                       "checkpoint and its starting model",
                                   defaults=(("beta", "1.0", "beta = 1.0"),
                                             ("token aggregation", "sum over a step's tokens (the dense rewards "
                                              "summed)", "--token-agg mean (tau2_bon8.sh); webshop_bon8.sh per "
                                              "backbone: min (qwen3.5-9b, its default), max (gemma4-4b), mean "
                                              "otherwise; tau2_uq_onpolicy.sh: max / min per backbone and domain; "
-                                             "fa.sh: sum (= ours)"),
+                                             "fa.sh: sum (= ours); sokoban_bon.py / merged_bon.py headline: mean"),
                                             ("step aggregation", "none (dense per-token reward)",
                                              "--step-agg min (tau2_bon8.sh; a trajectory score); webshop_bon8.sh: "
                                              "last (qwen3.5-9b), min (gemma4-4b), mean otherwise; "
                                              "tau2_uq_onpolicy.sh: min / last / mean per backbone and domain; "
                                              "fa.sh: none (the per-step A_t, "
-                                             "their running sum)"),
+                                             "their running sum); sokoban_bon.py / merged_bon.py headline: mean"),
                                             ("policy log-probs", "logp_old (the sampling policy, recorded)",
                                              "a fresh forward pass of the policy model over the trajectory"),
                                             ("reference model", "the RL reference (logp_ref; usually the initial "
                                              "policy, so the reward is 0 until the policy moves)",
                                              "MODEL_PAIRS' reference: the policy checkpoint's pre-post-training base "
                                              "(…-Base; Olmo: the DPO checkpoint), a different model from the "
-                                             "policy"),
+                                             "policy; sokoban_bon.py: any checkpoint pair (a Sokoban RL "
+                                             "checkpoint and its reference); merged_bon.py: base Qwen2.5-3B or "
+                                             "its merge toward the policy, π_α = base + α(π_θ − base)"),
                                             ("log-prob temperature", "none: logp_old and logp_ref are untempered "
                                              "log-probs of the sampled tokens",
                                              "none: LogprobScorer.score takes log_softmax of the raw logits of a "
@@ -1035,6 +1054,12 @@ def _technique_rows():
                                   deviations=(
                                       "used as a dense training reward (ours); theirs ranks trajectories at test "
                                       "time",
+                                      "the Sokoban / merged-reference runners (runners/sokoban_bon.py, "
+                                      "runners/merged_bon.py@9284b4c0) rank by the mean over steps of each step's "
+                                      "token mean of log π − log π_ref (no β): the step mean of our per-token "
+                                      "rewards' token means, not their sum; the merged reference (π_α between "
+                                      "the base and the policy) is not built: ours compares with the RL "
+                                      "reference alone",
                                       "per-token rewards whose per-step sum is their token_agg='sum' score (fa.sh's "
                                       "step reward); their best-of-n and UQ scripts' token mean / min / max and "
                                       "step min / last / mean are not offered, nor the "

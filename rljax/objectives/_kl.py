@@ -580,7 +580,26 @@ def _technique_rows():
                                        "_inputs.py:5-6, the policy at the start of RL) on every step, and no "
                                        "setting makes it the step's old policy; the record's 'equal with "
                                        "logp_ref = logp_old' and 'rl.num_minibatches=16 with logp_ref = "
-                                       "logp_old is theirs' named no way to get it",
+                                       "logp_old is theirs' named no way to get it. Seventeenth draw (#51 item 4, "
+                                       "seed 20261222), the paper (cited as the source, not read before): RPG.pdf "
+                                       "at ec8e30bd (the ICLR 2026 version, 39 pages): Sec. 3.3 p. 6 and "
+                                       "Algorithm 1 p. 24 (the RPG loss: a dual clip of w·Â with the KL inside "
+                                       "the clipped advantage, RKL Â = (R − b) − β(log w + 1), c > 1); Sec. 4.1 "
+                                       "p. 8 (RPG-Style Clip for RPG-REINFORCE); Sec. 5 p. 8 (Qwen3-4B and "
+                                       "Qwen2.5-7B-Instruct, DAPO-Math-17k 13.9k English samples), p. 9 (Table 3: "
+                                       "8K context, 'Last' = the 400th step; iterative reference updates 'every K "
+                                       "optimizer steps, or when a moving average of token-level KL exceeds a "
+                                       "target κ'), p. 10 (RPG-Style Clip enabled for the REINFORCE-style runs); "
+                                       "Appendix H pp. 25-26 (AdamW lr 1e-6, weight decay 0.1, gradient clip 1.0, "
+                                       "400 steps with 10 warm-up steps, global batch 512, 16 responses at "
+                                       "temperature 1.0, 'The per-GPU mini-batch size is 32', 8 H100, maximum "
+                                       "length 4,096 for 2K context and 8,192 for 4K context, β 1e-4, (ε1, ε2) = "
+                                       "(0.2, 0.28) for RPG and RPG-REINFORCE); Tables 5 / 6 (4K / 2K context); "
+                                       "against the stored scripts: MODEL_PATH Qwen/Qwen2.5-Math-7B (CTX2K) or "
+                                       "Qwen/Qwen2.5-7B-Instruct (*_7binstruct), response 2048: no Qwen3-4B, 4K "
+                                       "or 8K script; optim.lr 1e-6 (use_kl_loss scripts) and 5e-7 (every rf "
+                                       "script); verl's ppo_mini_batch_size 32 is prompts over all GPUs, "
+                                       "fsdp_workers.py:117-118 (32 × 16 / 8 = 64 rows per GPU)",
                                   defaults=(("beta", "1e-4", "kl_loss_coef 1e-4 (the use_kl_loss scripts); the rf "
                                              "scripts' reward coefficient algorithm.kl_ctrl.kl_coef: 1e-4 in "
                                              "run_rpg_7b_rkl1e-4_rf.sh, 0.0 in every *_rf_clip_ppo_* script (no KL "
@@ -616,7 +635,15 @@ def _technique_rows():
                                             ("group filter / overlong (not this term's)", "compose zero_variance, "
                                              "overlong_penalty", "enable_filter_groups True (acc, up to 20 "
                                              "generation batches of 3 × 512 prompts), overlong buffer 512 of 2048, "
-                                             "16 responses per prompt (run_rpg_7b_rkl1e-4.sh)")),
+                                             "16 responses per prompt (run_rpg_7b_rkl1e-4.sh)"),
+                                            ("models / context (their runs)", "the recipe's",
+                                             "the paper: Qwen3-4B (2K / 4K / 8K context; Table 3's headline 8K) and "
+                                             "Qwen2.5-7B-Instruct (Sec. 5 p. 8); the stored scripts: "
+                                             "Qwen2.5-Math-7B or Qwen2.5-7B-Instruct at max_response_length 2048 "
+                                             "only"),
+                                            ("learning rate (their runs)", "the recipe's",
+                                             "the paper 1e-6 (Appendix H); the scripts 1e-6 (use_kl_loss) and 5e-7 "
+                                             "(rf, rf_clip_ppo)")),
                                   placement="theirs: use_kl_loss runs add kl_loss_coef·agg(kl_penalty) to the "
                                             "PPO actor loss on each micro-batch (w from log π_θ and the reference "
                                             "log-probs); rf runs fold the rpg_rf_* value into the reward once per "
@@ -662,7 +689,19 @@ def _technique_rows():
                                               "their token-mean is per token-budget micro-batch on each GPU "
                                               "(weighted by its row share); ours one denominator for the whole "
                                               "update batch: equal when every micro-batch's mean token count per "
-                                              "row is the same"))),
+                                              "row is the same",
+                                              "the paper's RPG loss (Algorithm 1, RPG.pdf p. 24; Sec. 3.3 p. 6) "
+                                              "dual-clips w·Â with the KL inside Â (RKL: Â = (R − b) − β(log w + "
+                                              "1)), so where w leaves [1 − ε1, 1 + ε2] the KL's gradient is clipped "
+                                              "with the PG's; the stored scripts' code (and ours) adds the KL as a "
+                                              "separate unclipped term: at A = 1, w = 1.5, (0.2, 0.28) the paper's "
+                                              "∂L/∂log π is 1.28·β, the code's β·w(log w + 1) = 2.108·β; not built "
+                                              "here",
+                                              "the paper updates the reference 'every K optimizer steps, or when a "
+                                              "moving average of token-level KL exceeds a target κ' (p. 9); the "
+                                              "stored code resets it to the old policy at every step (K = 16 "
+                                              "mini-batches), with no KL trigger; the RL loop's reference here stays the policy at the "
+                                              "start of RL (rljax/train/_inputs.py:5-6)"))),
   )
 
 

@@ -790,10 +790,30 @@ def _technique_rows():
                                        "rollout's recorded nucleus: other logits −inf, renormalised; the entropy "
                                        "unmasked), rollout.py:718-732 (the nucleus ids stored per sample); the "
                                        "record said every published run is pure distillation and had no top-p "
-                                       "row",
+                                       "row. Seventeenth draw (#51 item 4, seed 20261222), the teachers: "
+                                       "run-qwen3-8B-opd.sh:15 (the SGLang teacher server: --model-path "
+                                       "/root/Qwen3-32B) against the student's --hf-checkpoint /root/Qwen3-8B, "
+                                       "--ref-load /root/Qwen3-8B_torch_dist (:51-52); run-qwen3-8B-opd-megatron.sh"
+                                       ":87 --opd-teacher-load /root/Qwen3-8B_torch_dist, the same checkpoint as "
+                                       "its --ref-load (:29) the student starts from, and examples/"
+                                       "on_policy_distillation/README.md:70 ('This example uses the same model as "
+                                       "both student and teacher (for demonstration only)'): that run's OPD term "
+                                       "is −coef·(log π_old − log π_init), 0 on the first step; ours: the RL "
+                                       "loop's logp_teacher is the reference forward's log-probs (rljax/stages/"
+                                       "_data.py:145-147), the frozen copy of the policy at the start of RL "
+                                       "(rljax/train/_rl.py:89, rljax/train/_inputs.py:5-6): the record had the "
+                                       "Megatron run as GRPO + distillation and did not say which teacher either "
+                                       "side uses",
                                   defaults=(("coef", "1.0", "opd_kl_coef 1.0"),
                                             ("teacher log-probs", "batch.extras[teacher_key]", "teacher_log_probs "
                                              "from an SGLang server or a Megatron teacher (opd_type)"),
+                                            ("teacher model (their runs)", "the RL loop: the policy at the start "
+                                             "of RL (logp_teacher = the reference forward); no setting loads "
+                                             "another model",
+                                             "run-qwen3-8B-opd.sh: Qwen3-32B (SGLang server) for a Qwen3-8B "
+                                             "student; run-qwen3-8B-opd-megatron.sh: /root/Qwen3-8B_torch_dist, "
+                                             "the student's own starting checkpoint (its --ref-load; README.md:70 "
+                                             "'for demonstration only')"),
                                             ("importance_weighting", "True (π_θ/π_old when logp_old is given)",
                                              "the PPO ratio of the policy loss"),
                                             ("task reward in the published runs", "the recipe's reward (OPD added "
@@ -841,7 +861,14 @@ def _technique_rows():
                                               "and a Megatron teacher's) are log-softmax over the rollout's top-p "
                                               "nucleus, renormalised; ours are untruncated, so the KL value and "
                                               "the PPO ratio differ; equal at top-p 1 (slime's default and both "
-                                              "OPD scripts); no option gives theirs"))),
+                                              "OPD scripts); no option gives theirs",
+                                              "teacher: the Megatron script's teacher is the student's starting "
+                                              "checkpoint, so its OPD term is −coef·(log π_old − log π_init), 0 on "
+                                              "the first step, a k1 penalty toward the initial policy in the "
+                                              "advantage; the RL loop here does the same (logp_teacher is the "
+                                              "frozen start-of-RL policy): that run is the one ours reproduces; the "
+                                              "SGLang script's Qwen3-32B teacher (another model than the student's "
+                                              "start) has no RL-loop setting here"))),
       Technique("dpo", "supervised", dpo, "L = −log σ(β[(h_w) − (h_l)]), h = Σ_t logπθ − logπref",
                 "arXiv:2305.18290; TRL DPOTrainer",
                 stage=loss_term_factory(dpo, role="policy", needs={"logp_ref"}, batch_extras=preference_pairs),
