@@ -390,7 +390,12 @@ def _technique_rows():
                                        "'informative_groups_discarded') and compute_advantage runs on those; "
                                        "fewer than 512 after max_num_gen_batches rounds raises ValueError; "
                                        "math/configs/machine.example.json (filter_cap 2, train.py's "
-                                       "max_num_gen_batches)",
+                                       "max_num_gen_batches). Seventeenth draw (#51 item 4, seed 20261222): "
+                                       "math/README.md@04591020 'Installation': the example profile's rollout "
+                                       "settings are the 1.5B runs' (memory 0.9, 256 sequences, up to 2 "
+                                       "generation batches); 'For the 4B models we used 0.8, 160 and 4' (the "
+                                       "filter cap 4 for Qwen3-4B-Instruct-2507 / -Thinking-2507; the r1-7b runs' "
+                                       "cap is not stated)",
                                   defaults=(("eps", "1e-6", "epsilon = 1e-6 (group std and the final std)"),
                                             ("std_ddof", "1", "correction=1"),
                                             ("active_tol", "1e-8", "tau = 1e-8"),
@@ -402,11 +407,12 @@ def _technique_rows():
                                              "(train.py)"),
                                             ("zero-variance filter (not this stage's)", "compose zero_variance",
                                              "filter_groups enable True, metric seq_reward, max_num_gen_batches 2 "
-                                             "(train.py: the machine profile's filter_cap, 2 in "
-                                             "machine.example.json); rounds of gen_batch_size 3·512//2 = 768 "
+                                             "for the 1.5B runs, 4 for the 4B models (train.py: the machine "
+                                             "profile's filter_cap, 2 in machine.example.json; README: 'For the 4B "
+                                             "models we used ... 4'); rounds of gen_batch_size 3·512//2 = 768 "
                                              "prompts until 512 kept groups, the first 512 (uid first-seen order) "
-                                             "kept and the surplus discarded; fewer than 512 after 2 rounds raises "
-                                             "ValueError")),
+                                             "kept and the surplus discarded; fewer than 512 after 2 rounds (4 for "
+                                             "the 4B models) raises ValueError")),
                                   placement="theirs: compute_advantages on the full update batch before optimizer "
                                             "micro-batching, once per step, grouped by prompt uid, two channels "
                                             "(correctness + format or length), after the dynamic-sampling group "

@@ -1175,7 +1175,12 @@ def _technique_rows():
                          "(volcengine/verl@26a734e7 and @v0.7.0 recipe/dapo/run_dapo_qwen3_8b_base_npu.sh:23 and "
                          "run_dapo_qwen3_14b_base_npu.sh:23; train_prompt_bsz 16, gen_prompt_bsz 3x / 2x, n 16); only "
                          "run_dapo_qwen2.5_32b.sh:25 enables it. The record placed their advantage after the filter "
-                         "and said their runs drop all-equal groups, from the 32B script alone",
+                         "and said their runs drop all-equal groups, from the 32B script alone. Seventeenth draw "
+                         "(#51 item 4, seed 20261222): the group size those scripts set, n_resp_per_prompt=16 "
+                         "(volcengine/verl@26a734e7 and @v0.7.0 recipe/dapo/run_dapo_qwen2.5_32b.sh:30, "
+                         "run_dapo_qwen3_8b_base_npu.sh:28, run_dapo_qwen3_14b_base_npu.sh:28), reaches the "
+                         "quantile's rank K·(n − 1) (torch.quantile linear: floor(rank) and the fraction); the "
+                         "record did not list it",
                     defaults=(("quantile (K)", "0.5", "0.4 (README run script)"), ("eps", "1e-6", "1e-6"),
                               ("std", "unbiased (std_ddof=1)", "torch.std, unbiased"),
                               ("interpolation", "linear", "linear (torch.quantile default)"),
@@ -1198,7 +1203,12 @@ def _technique_rows():
                                "are not stored): verl's run_dapo_qwen2.5_32b.sh enable_filter_groups=True (metric "
                                "acc, max_num_gen_batches 10); verl's scripts for the paper's Qwen3-8B-Base and "
                                "Qwen3-14B-Base (run_dapo_qwen3_8b_base_npu.sh:23, run_dapo_qwen3_14b_base_npu.sh:23) "
-                               "enable_filter_groups=False")),
+                               "enable_filter_groups=False"),
+                              ("group size n (the quantile's rank K·(n − 1))", "rl.group_size, 8 by default",
+                               "n_resp_per_prompt 16 in verl's DAPO scripts for the README's three models "
+                               "(run_dapo_qwen2.5_32b.sh:30, run_dapo_qwen3_8b_base_npu.sh:28, "
+                               "run_dapo_qwen3_14b_base_npu.sh:28; the QAE scripts are not stored): at K = 0.4 the "
+                               "rank is 6 exactly")),
                     placement="theirs: verl's GRPO outcome advantage inside the DAPO recipe's trainer, once per "
                               "step, on the batch grouped by uid: with run_dapo_qwen2.5_32b.sh's "
                               "enable_filter_groups=True it runs AFTER DAPO's dynamic-sampling filter (filter_groups: "
@@ -1235,7 +1245,14 @@ def _technique_rows():
                         "no overlong_penalty stage is that",
                         "the quantile reaches their advantage only through their changed trainer (not stored): on "
                         "stock verl the DAPO trainer passes no config to compute_grpo_outcome_advantage, so the "
-                        "README's lines alone give the mean baseline (grpo); ours always takes quantile=K"))),
+                        "README's lines alone give the mean baseline (grpo); ours always takes quantile=K",
+                        "the linear quantile depends on the group size through its rank K·(n − 1): at theirs (K = "
+                        "0.4, n = 16) the rank is 6, Q is the 7th smallest reward (as interpolation='inverted_cdf', "
+                        "ceil(0.4·16) = 7) and with ±1 rewards each group's baseline is −1 or +1, so only one sign "
+                        "gets a non-zero advantage; at rljax's default rl.group_size 8 the rank is 2.8 and Q "
+                        "interpolates (3 failures of 8: Q = −1 + 0.8·2 = 0.6), so failures and successes both get "
+                        "non-zero advantages: rl.group_size=16 (or interpolation='inverted_cdf') gives their gate "
+                        "(seventeenth draw, #51: not listed before)"))),
       Technique("passk", "advantage", passk, "A_i = (E[max_{S∋i} r] − ρ)/σ over k-subsets; ρ = 1 − C(n−c,k)/C(n,k)",
                 f"{_S1} L169; arXiv 2508.10751",
                 stage=S.group_estimator(passk),

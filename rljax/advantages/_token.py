@@ -620,9 +620,14 @@ def _technique_rows():
                 fidelity=Fidelity("paper_formula", "arXiv 2602.10231 (Blockwise AE) Sec. 4.2-4.3, App. B Alg. 1 "
                                   "(paper text; no code found)",
                                   "paper: A_k = r_k − group mean on block k, std optional (main runs none: "
-                                  "scale='none'); default divides by the group std (GRPO, as SLCA/DSS-GRPO); later "
-                                  "blocks: outcome_conditioned_baseline",
-                                  read=_BAE_READ,
+                                  "scale='none'); default divides by the group std (GRPO's; SLCA/DSS-GRPO's "
+                                  "abstracts state no std rule); later blocks: outcome_conditioned_baseline",
+                                  read=_BAE_READ + ". Seventeenth draw (#51 item 4, seed 20261222): seed 001 L57 "
+                                       "(SLCA-GRPO) and L79 (DSS-GRPO) are abstracts only: 'decouples advantage "
+                                       "estimation at the structural segment level within a single group of "
+                                       "rollouts', 'computes group-relative advantages per segment ... "
+                                       "difficulty-aware scaling'; neither states a std division, which the record "
+                                       "said ours shares with them ('as SLCA/DSS-GRPO')",
                                   defaults=(("scale", "'group' (÷ σ_g + ε)", "none in the main runs (Sec. 5.2); "
                                                                             "'optional variance normalization'"),
                                             ("eps", "1e-6", "ϵ, value not stated"),
@@ -640,8 +645,9 @@ def _technique_rows():
                                             "padded rows excluded; the loss aggregates every token alike (the "
                                             "recipe's aggregation: no aggregation sees the segment ids)",
                                   deviations=(
-                                      "default divides by the group std (GRPO's, as SLCA/DSS-GRPO's); "
-                                      "scale='none' is the paper's main runs",
+                                      "default divides by the group std (GRPO's; the SLCA-GRPO and DSS-GRPO "
+                                      "abstracts, seed L57 / L79, say group-relative advantages per segment and "
+                                      "give no std rule); scale='none' is the paper's main runs",
                                       "every block's baseline is its group mean (their 'Group Mean Baseline'); "
                                       "their Algorithm 1 uses the outcome-conditioned stratum mean for blocks "
                                       "k > 1: compute it with outcome_conditioned_baseline and route it",

@@ -642,15 +642,23 @@ def _technique_rows():
                                        "÷ the data-parallel size), dp_actor.py:338 (8 mini-batches), :351 "
                                        "(token-budget micro-batches), :451 (× rows / mini-batch rows): cov, N and "
                                        "the draw are per GPU per token-budget micro-batch, which the record's "
-                                       "'per micro-batch' did not say",
+                                       "'per micro-batch' did not say. Seventeenth draw (#51 item 4, seed "
+                                       "20261222): verl/utils/torch_functional.py:123-125 of their fork "
+                                       "(masked_mean = Σ x·m / (Σ m + 1e-8)), which agg_loss's token-mean "
+                                       "(core_algos.py:333-334) and the two means in cov (:497) call; "
+                                       "recipe/dapo/dapo_ray_trainer.py:184-217 (filter_groups: gen_batch_size = "
+                                       "train_prompt_bsz 256 prompts a round, kept groups concatenated, "
+                                       "batch[:256·8] once 256 are kept, ValueError at :212 when 10 rounds "
+                                       "fall short)",
                                   defaults=(("eps_low / eps_high", "0.2 / 0.2", "recipes: 1 / 1 (config 0.2)"),
                                             ("clip_cov_ratio", "2e-4", "2e-4"), ("clip_cov_lb", "1.0", "1.0"),
                                             ("clip_cov_ub", "5.0", "5.0"),
                                             ("selection among candidates", "the k largest cov (key=: uniform)",
                                              "torch.randperm (uniform, global RNG)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean per GPU per "
-                                             "token-budget micro-batch × its rows / the GPU's mini-batch rows"),
+                                            ("aggregation", "chain's (token_mean: Σ / n)", "token-mean per GPU "
+                                             "per token-budget micro-batch (Σ / (n + 1e-8), torch_functional.py:"
+                                             "125) × its rows / the GPU's mini-batch rows"),
                                             ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch",
                                              "train_prompt_bsz 256 ÷ train_prompt_mini_bsz 32 = 8 optimizer steps "
                                              "(ppo_epochs 1): r = 1 on the first, so no token is clipped there"),
@@ -658,7 +666,11 @@ def _technique_rows():
                                              "(untempered)", "1.0 / 1.0: equal"),
                                             ("zero-variance filter (not this term's)", "compose zero_variance",
                                              "recipe/dapo/*_cov.sh: enable_filter_groups True (metric acc, "
-                                             "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo")),
+                                             "max_num_gen_batches 10), n_resp_per_prompt 8, adv_estimator grpo; "
+                                             "rounds of 256 prompts until 256 kept groups, the first 2048 rows "
+                                             "kept (batch[:traj_bsz], the surplus dropped); fewer than 256 after 10 "
+                                             "rounds raises ValueError and stops the run (dapo_ray_trainer.py:"
+                                             "206-217)")),
                                   placement="theirs: inside the actor's loss on each micro-batch: cov, N and the "
                                             "draw over that micro-batch's valid tokens, on each data-parallel rank "
                                             "separately (update_actor is dispatched per rank; with use_dynamic_bsz "
@@ -678,7 +690,12 @@ def _technique_rows():
                                               "taken per GPU micro-batch, each at least 1)",
                                               "k = max(⌊ratio·N·(1 + 1e-6)⌋, 1) (a nudge against float error); the "
                                               "code's int(ratio·N)",
-                                              "log r clamped to ±20; the code has none"))),
+                                              "log r clamped to ±20; the code has none",
+                                              "their token-mean and the two means in cov are masked_sum / (n + "
+                                              "1e-8) (verl_F.masked_mean, torch_functional.py:123-125 of their "
+                                              "fork), ours Σ / n: with one rank and one micro-batch their loss is "
+                                              "ours × n/(n + 1e-8), a relative 1e-8/n (seventeenth draw, #51: not "
+                                              "listed before)"))),
       Technique("kl_cov", "entropy", kl_cov,
                 "L = −A·r + 1[top-k cov]·coef·|log r|", "verl kl_cov; arXiv:2505.22617",
                 stage=loss_term_factory(kl_cov, role="policy", needs={"logp_old"}),
