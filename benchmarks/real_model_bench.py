@@ -41,7 +41,13 @@ Four parts, each interleaved so that the machine's drift hits both sides alike:
 2. **Sampler tokens/s**, rljax's jitted sampler vs transformers ``generate``: greedy, 64 new tokens (no
    early stop: rljax without stop tokens, ``generate`` with ``min_new_tokens=64``), batch 8 and 32 of the
    same chat prompts. rljax as one call and as 2 concurrent chunks (``SamplerConfig.concurrent_chunks``, what
-   ``rljax train`` uses on 2 cores); ``generate`` in a long-lived peer process at ``--hf-threads`` torch
+   ``rljax train`` uses on 2 cores), each with every prompt prefilled whole and with the prompts' common prefix
+   prefilled once per call (``SamplerConfig.common_prefix``, computed as ``rljax train`` computes it: the tokens
+   every prompt of the task's pool starts with, here the chat template's system turn; same tokens, checked);
+   ``generate`` has no such option for a left-padded batch (its prompts' common prefix sits at a different
+   position in each row). The sampler runs under glibc's default allocator (``--sampler-host-allocator``: what
+   a Python caller of ``rljax.sampling.generate`` gets; ``keep`` is ``rljax train``'s setting, 5-20% slower for
+   the few-row sampler on the 2-core CPU, docs/benchmarks.md); ``generate`` in a long-lived peer process at ``--hf-threads`` torch
    threads (default: the machine's cores; ``auto``: one batch-8 call of 16 tokens at 1, half and all the cores
    decides, only on a quiet machine). The weights are checked equal first
    (last-position logits of one prompt on both sides). Rounds alternate the order.
@@ -560,6 +566,7 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
   from rljax.data import load_tokenizer  # pylint: disable=import-outside-toplevel
   from rljax.models import from_pretrained  # pylint: disable=import-outside-toplevel
   from rljax.sampling import SamplerConfig, generate  # pylint: disable=import-outside-toplevel
+  from rljax.train._experiment import common_prompt_prefix  # pylint: disable=import-outside-toplevel
 
   prompts = [r["ids"] for r in rendered[:max(GEN_BATCHES)]]
   pad = int(load_tokenizer(args.checkpoint).pad_id)
@@ -577,25 +584,36 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
           f"(max |logit| {out['logits_scale']:.1f})", flush=True)
 
     bucket = int(-(-max(len(p) for p in prompts) // 4) * 4)
-    cfgs = {c: SamplerConfig(max_new_tokens=GEN_NEW, prompt_buckets=(bucket,), return_entropy=False,
-                             return_routing=False, pad_id=pad, concurrent_chunks=c) for c in (1, 2)}
+    common = common_prompt_prefix([r["ids"] for r in rendered])  # as rljax train computes it, over the pool
+    out["common_prefix_len"] = len(common)
+    cfgs = {side: SamplerConfig(max_new_tokens=GEN_NEW, prompt_buckets=(bucket,), return_entropy=False,
+                                return_routing=False, pad_id=pad, concurrent_chunks=c,
+                                common_prefix=common if "prefix" in side else ())
+            for side, c in (("rljax c1", 1), ("rljax c2", 2), ("rljax c1 prefix", 1), ("rljax c2 prefix", 2))}
+    tokens = {}
 
-    def rljax_call(b, c, i):
+    def rljax_call(b, side, i):
       t = time.perf_counter()
-      r = generate(split, prompts[:b], config=cfgs[c], key=jax.random.key(i), greedy=True)
+      r = generate(split, prompts[:b], config=cfgs[side], key=jax.random.key(i), greedy=True)
       r.tokens.block_until_ready()
       dt = time.perf_counter() - t
       n = int(np.asarray(r.completion_mask).sum())
       assert n == b * GEN_NEW, (n, b)
+      tokens[(b, side)] = np.asarray(r.tokens)
       return dt
 
     first = {}
     for b in GEN_BATCHES:  # compile + warm up
-      for c in cfgs:
+      for side in cfgs:
         t = time.perf_counter()
-        rljax_call(b, c, 0)
-        first[f"rljax b{b} c{c}"] = time.perf_counter() - t
+        rljax_call(b, side, 0)
+        first[f"{side} b{b}"] = time.perf_counter() - t
     out["rljax_first_call_s"] = first
+    # greedy: every variant's tokens equal to the one call's with whole prompts, position by position
+    out["tokens_equal"] = {f"{side} b{b}": float(np.mean(tokens[(b, side)] == tokens[(b, "rljax c1")]))
+                           for b in GEN_BATCHES for side in cfgs}
+    print(f"common prefix {len(common)} tokens; greedy tokens equal to one call with whole prompts: "
+          + ", ".join(f"{k} {v:.0%}" for k, v in out["tokens_equal"].items()), flush=True)
     hf_threads = _threads(args.hf_threads, args.guard)
     for b in GEN_BATCHES:
       server(cmd="generate", ids=prompts[:b], new=GEN_NEW, threads=hf_threads or rules.core_count())  # warm up
@@ -616,7 +634,7 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
     cores = rules.core_count()
     peak = {"jax": [], "torch_1": [], f"torch_{cores}": []}
     bandwidth = []
-    times = {f"{side} b{b}": [] for b in GEN_BATCHES for side in ("rljax c1", "rljax c2", "generate")}
+    times = {f"{side} b{b}": [] for b in GEN_BATCHES for side in list(cfgs) + ["generate"]}
     for r in range(args.rounds):
       jobs = [("jax", jax_matmul_seconds),
               ("torch_1", lambda: server(cmd="matmul", n=MATMUL_N, reps=5, threads=1)["s"]),
@@ -625,7 +643,7 @@ def bench_sampler_and_peak(args, rendered: list) -> dict:
       for name, fn in (jobs if r % 2 == 0 else jobs[::-1]):
         peak[name].append(flop / fn())
       for b in GEN_BATCHES:
-        sides = [(f"rljax c1 b{b}", lambda: rljax_call(b, 1, r + 1)), (f"rljax c2 b{b}", lambda: rljax_call(b, 2, r + 1)),
+        sides = [(f"{side} b{b}", lambda side=side: rljax_call(b, side, r + 1)) for side in cfgs] + [
                  (f"generate b{b}", lambda: server(cmd="generate", ids=prompts[:b], new=GEN_NEW,
                                                    threads=hf_threads)["s"])]
         for name, fn in (sides if r % 2 == 0 else sides[::-1]):
@@ -732,6 +750,10 @@ def build_parser() -> argparse.ArgumentParser:
   ap.add_argument("--trl-host-allocator", choices=("system", "keep"), default="system",
                   help="TRL's glibc malloc: its defaults, or the settings rljax's command line uses "
                   "(rljax.configure_host_allocator: freed memory kept for reuse); RLJAX_HOST_ALLOCATOR sets rljax's")
+  ap.add_argument("--sampler-host-allocator", choices=("system", "keep"), default="system",
+                  help="glibc malloc for the sampler part (this process): its defaults, what a Python caller of "
+                  "rljax.sampling.generate gets, or keep, rljax train's setting (rljax.configure_host_allocator); "
+                  "the GRPO workers read RLJAX_HOST_ALLOCATOR as rljax train does (default keep)")
   ap.add_argument("--skip-grpo", action="store_true")
   ap.add_argument("--skip-sampler", action="store_true")
   ap.add_argument("--json", default="", help="also write every figure to this file")
@@ -771,7 +793,7 @@ def main(argv=None) -> int:
     args.checkpoint = smollm2_checkpoint()
 
   from rljax import configure_host_allocator  # pylint: disable=import-outside-toplevel
-  allocator = configure_host_allocator()  # as the rljax command line does (the sampler part runs here)
+  allocator = configure_host_allocator(args.sampler_host_allocator)  # the sampler part runs here
   import jax  # pylint: disable=import-outside-toplevel
   t_start = time.perf_counter()
   ensure_checkpoint(args.checkpoint, args.trl_python, args.gguf)
@@ -782,7 +804,8 @@ def main(argv=None) -> int:
         f"V={shape['V']}, non-embedding matmul parameters N={shape['N']:,}; nproc={os.cpu_count()}; "
         f"load average {os.getloadavg()[0]:.1f} at start", flush=True)
   print(args.guard.header(), flush=True)
-  print(f"rljax {allocator}; TRL's: {args.trl_host_allocator}", flush=True)
+  print(f"rljax sampler part: {allocator}; rljax train workers: RLJAX_HOST_ALLOCATOR="
+        f"{os.environ.get('RLJAX_HOST_ALLOCATOR') or 'keep (unset)'}; TRL's: {args.trl_host_allocator}", flush=True)
   res = {"shape": shape, "cmd": " ".join([os.path.basename(sys.executable)] + sys.argv),
          "run_args": [args.rounds, args.steps, args.warmup], "allocator": allocator,
          "trl_allocator": args.trl_host_allocator,
@@ -805,6 +828,11 @@ def main(argv=None) -> int:
     with open(args.json, "w") as f:
       json.dump(res, f, indent=1)
   return 1 if "grpo_error" in res else 0
+
+
+# the rljax sampler variants of part 2 and their columns
+SAMPLER_SIDES = {"rljax c1": "rljax 1 call", "rljax c2": "rljax 2 chunks", "rljax c1 prefix": "1 call, common prefix",
+                 "rljax c2 prefix": "2 chunks, common prefix"}
 
 
 def _report(res: dict, args) -> None:
@@ -838,23 +866,29 @@ def _report(res: dict, args) -> None:
     print(f"\nsampler, greedy, {GEN_NEW} new tokens, medians of {args.rounds} interleaved rounds "
           f"(generate on {sm['hf_threads']} torch thread(s)" + (", probe: " + ", ".join(
               f"{t} thread(s) {v:.0f} tok/s" for t, v in probe.items()) if probe else "") + "):")
-    print("| batch | rljax 1 call tok/s | rljax 2 chunks tok/s | generate tok/s | rljax best / generate |")
-    print("|---|---|---|---|---|")
+    # the rljax variants this run measured (files from before 2026-12-08 have no common-prefix ones)
+    sides = [k for k in SAMPLER_SIDES if f"{k} b{GEN_BATCHES[0]}" in sm["gen_times"]]
+    if "common_prefix_len" in sm:
+      print(f"common prefix: {sm['common_prefix_len']} tokens, prefilled once per call (rljax train's "
+            f"SamplerConfig.common_prefix); sampler allocator: {res.get('allocator', '?')}")
+    print("| batch | " + " | ".join(f"{SAMPLER_SIDES[k]} tok/s" for k in sides)
+          + " | generate tok/s | rljax best / generate |")
+    print("|---" * (len(sides) + 3) + "|")
     sm["tok_s"] = {}
     for b in GEN_BATCHES:
-      tok = {k: b * GEN_NEW / _med(sm["gen_times"][f"{k} b{b}"]) for k in ("rljax c1", "rljax c2", "generate")}
+      tok = {k: b * GEN_NEW / _med(sm["gen_times"][f"{k} b{b}"]) for k in sides + ["generate"]}
       sm["tok_s"][str(b)] = tok
-      best = max(tok["rljax c1"], tok["rljax c2"])
+      best = max(tok[k] for k in sides)
       # per-round ratio (best rljax variant of the round over generate of the round)
-      per_round = [max(b * GEN_NEW / x, b * GEN_NEW / y) / (b * GEN_NEW / g) for x, y, g in
-                   zip(sm["gen_times"][f"rljax c1 b{b}"], sm["gen_times"][f"rljax c2 b{b}"], sm["gen_times"][f"generate b{b}"])]
+      per_round = [xs[-1] / min(xs[:-1]) for xs in
+                   zip(*[sm["gen_times"][f"{k} b{b}"] for k in sides + ["generate"]])]
       ratio = args.guard.ratio(best / tok["generate"], "**{:.2f}x**") + (
           f" (per round {min(per_round):.2f}–{max(per_round):.2f})" if args.guard.ratios_allowed else "")
-      print(f"| {b} | {tok['rljax c1']:,.0f} | {tok['rljax c2']:,.0f} | {tok['generate']:,.0f} | {ratio} |")
+      print(f"| {b} | " + " | ".join(f"{tok[k]:,.0f}" for k in sides) + f" | {tok['generate']:,.0f} | {ratio} |")
       p = sm["prompt_len"].get(b, sm["prompt_len"].get(str(b)))
       fl = rollout_flops(s, b, p, GEN_NEW)
-      for k, label in (("rljax c1", "rljax sampler, 1 call"), ("rljax c2", "rljax sampler, 2 chunks"),
-                       ("generate", f"transformers generate ({sm['hf_threads']} thread(s))")):
+      for k, label in [(k, f"rljax sampler, {SAMPLER_SIDES[k]}") for k in sides] + [
+                       ("generate", f"transformers generate ({sm['hf_threads']} thread(s))")]:
         rate = fl * tok[k] / (b * GEN_NEW)
         rows.append((f"{label}, batch {b}", rate, rate))
   if "grpo" in res:

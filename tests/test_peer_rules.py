@@ -225,6 +225,26 @@ def _synthetic_run(tiny: dict, load: float) -> dict:
                    "TRL bfloat16, 2 thread(s)": [[dict(trl, step_s=6.0)] * 2] * 2, "warmup": {}, "trl_probe": {}}}
 
 
+def test_the_sampler_report_takes_the_best_variant_and_reads_older_files(bench, tiny, tmp_path, capsys):
+  run = _synthetic_run(tiny, 1.0)
+  path = tmp_path / "old.json"  # a file from before the common-prefix variants: two rljax columns
+  path.write_text(json.dumps(run))
+  assert bench["real_model_bench"].main(["--report-from", str(path)]) == 0
+  out = capsys.readouterr().out
+  assert "| rljax 1 call tok/s | rljax 2 chunks tok/s | generate tok/s |" in out and "common prefix" not in out
+  assert "**2.00x** (per round 2.00–2.00)" in out
+  gen = run["sampler"]["gen_times"]  # the common prefix once: half the time at batch 8, a quarter at 32
+  gen.update({f"rljax c1 prefix b{b}": [b / 8 / (2 if b == 8 else 4)] * 2 for b in (8, 32)})
+  gen.update({f"rljax c2 prefix b{b}": [b / 8] * 2 for b in (8, 32)})
+  run["sampler"]["common_prefix_len"] = 26
+  path.write_text(json.dumps(run))
+  assert bench["real_model_bench"].main(["--report-from", str(path)]) == 0
+  out = capsys.readouterr().out
+  assert "common prefix: 26 tokens" in out and "| 1 call, common prefix tok/s | 2 chunks, common prefix tok/s |" in out
+  assert "| 8 | 512 | 512 | 1,024 | 512 | 256 | **4.00x** (per round 4.00–4.00) |" in out
+  assert "| 32 | 512 | 512 | 2,048 | 512 | 256 | **8.00x** (per round 8.00–8.00) |" in out
+
+
 @pytest.mark.parametrize("load,allow", [(3.0, False), (3.0, True), (1.0, False)])
 def test_the_report_withholds_ratios_on_a_loaded_machine(bench, tiny, tmp_path, capsys, load, allow):
   path = tmp_path / "run.json"
