@@ -336,5 +336,7 @@ def test_shuffle_pairs_equals_their_pairing_without_ties_and_differs_on_tied_min
 
 
 def test_sa_mrpo_record_lists_the_papers_group_size_and_batch():
-  assert defaults("sa_mrpo")["group size / batch"] == (
-      "the step's groups", "G = 8 rollouts per prompt, global batch 256 prompts (Sec. 5.1, 5.5)")
+  # eighteenth draw (#51, seed 20261223): the paper gives "a global batch size of 256" without a unit
+  ours, theirs = defaults("sa_mrpo")["group size / batch"]
+  assert ours == "the step's groups" and theirs.startswith("G = 8 rollouts per prompt (Sec. 5.1")
+  assert "'a global batch size of 256'" in theirs and "256 prompts" not in theirs

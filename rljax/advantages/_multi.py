@@ -460,9 +460,14 @@ def _technique_rows():
                                        "(G = 8), Sec. 5.5 and Table 4 (γ = 0.25 is Table 1's SA-MRPO_2obj) (page "
                                        "read: the paper text in the code index, file id 59225745322, offsets "
                                        "6000-54000; per-row review o (#51): the whole text, offsets 0-56082: no "
-                                       "appendix, no code link)",
+                                       "appendix, no code link). Eighteenth draw (#51 item 4, seed 20261223): "
+                                       "Sec. 5.1 (offset 29000-30000) says 'a global batch size of 256', Sec. 5.5 "
+                                       "'a batch size of 256', neither with a unit; the record said '256 prompts'; "
+                                       "the γ of Table 1's 3-objective and 7B runs and of Tables 2-3 is not stated "
+                                       "(Table 4's caption ties γ = 0.25 to SA-MRPO_2obj only)",
                                   defaults=(("gamma", "0.25", "0.25 (Table 1, 2-objective runs; Table 4 sweeps "
-                                                              "0-1, 0.5 best on average)"),
+                                                              "0-1, 0.5 best on average; not stated for the "
+                                                              "other runs)"),
                                             ("weights", "ones", "w_k prescribed (no values stated in Sec. 4-5 as read)"),
                                             ("reward_min / reward_max", "0 / 1", "the attainable bounds (their "
                                                                                   "rewards lie in [0, 1])"),
@@ -470,7 +475,11 @@ def _technique_rows():
                                             ("eps", "1e-6 added to each std", "none"),
                                             ("whiten", "True", "Eq. 1, always"),
                                             ("group size / batch", "the step's groups",
-                                             "G = 8 rollouts per prompt, global batch 256 prompts (Sec. 5.1, 5.5)")),
+                                             "G = 8 rollouts per prompt (Sec. 5.1; Sec. 5.5: 8 rollouts per problem), "
+                                             "'a global batch size of 256' (Sec. 5.1; Sec. 5.5 'a batch size of "
+                                             "256'): the paper does not say whether 256 counts prompts or "
+                                             "responses (verl's data.train_batch_size counts prompts: 256 × 8 = "
+                                             "2048 rows per whitening if so)")),
                                   placement="theirs: the advantage construction of a verl GRPO step, once per "
                                             "policy update on the batch of B queries × G rollouts, s^(k) from the "
                                             "current batch; ours: the advantage stage, once per step on the step's "
@@ -529,7 +538,10 @@ def _technique_rows():
                                             ("ratio_threshold", "None (the hard rule)",
                                              "gdpo_filter_ratio_conflict_threshold = 0.2 in the code, TAU = 0.8 in "
                                              "train_gd2po_snr.sh; the hard script uses none"),
-                                            ("ratio eps", "1e-8", "gdpo_filter_ratio_conflict_eps = 1e-8"),
+                                            ("ratio eps", "1e-8, on the per-reward A: Σ_k A_k / (Σ_k |A_k| + 1e-8)",
+                                             "gdpo_filter_ratio_conflict_eps = 1e-8 (yaml, train_gd2po_snr.sh:39), "
+                                             "on the token sums: Σ_k A_k·L / (Σ_k |A_k|·L + 1e-8) = Σ_k A_k / "
+                                             "(Σ_k |A_k| + 1e-8/L) (ray_trainer.py:263, 342-346)"),
                                             ("query_weight", "True", "group keep ratio, always on in both variants"),
                                             ("whiten", "True, over kept rows",
                                              "use_masked_whiten_in_gdpo = True, over kept tokens"),
@@ -564,6 +576,10 @@ def _technique_rows():
                                       "token per row)",
                                       "the sign test is |A| > conflict_tol = 1e-6 on the per-reward advantage; "
                                       "theirs > 1e-8 on its token sum A·L (conflict_tol=1e-8 is theirs for L = 1)",
+                                      "the ratio rule's ε: ours 1e-8 added to Σ_k |A_k|; theirs 1e-8 added to the "
+                                      "token sums Σ_k |A_k|·L, i.e. 1e-8/L on Σ_k |A_k| (ray_trainer.py:263, 342-346): "
+                                      "the ratios differ by a relative ≤ 1e-8/Σ_k |A_k| and agree at L = 1 "
+                                      "(eighteenth draw, #51 item 4: the record gave both as 1e-8)",
                                       "weights apply to the reward dimensions (ours); theirs sums the active "
                                       "dimensions unweighted",
                                       "a singleton group: each dimension gives 0 (theirs r/(1+ε)); the query weight "

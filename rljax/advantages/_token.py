@@ -853,7 +853,22 @@ def _technique_rows():
                                        "uis1.episode_advantage_w); UI-S1/verl/trainer/config/ppo_trainer.yaml@"
                                        "f7702e46 (algorithm.uis1: episode_advantage_w 1.0, step_advantage_w 1.0, mode "
                                        "'mean_norm'; filter_groups enable false, metric seq_final_reward, "
-                                       "std_threshold 0.1, max_num_gen_batches 10; patch_threshold 0)",
+                                       "std_threshold 0.1, max_num_gen_batches 10; patch_threshold 0). "
+                                       "Eighteenth draw (#51 item 4, seed 20261223): dapo_ray_trainer.py:379-387 "
+                                       "(with fewer than train_batch_size kept uids after max_num_gen_batches = 10 "
+                                       "generation batches, fit raises ValueError: the run stops); "
+                                       "UI-S1/scripts/train_example.sh@d3de2cf4 (the same values as @12d958e9): :44, "
+                                       ":59 (data.train_batch_size = WORLD_SIZE × 8 prompts), :53-55 (main_dapo with "
+                                       "--config-name traj_grpo: UI-S1/examples/qwen_gui_static_grpo/config/"
+                                       "traj_grpo.yaml, whose defaults take ppo_trainer.yaml's algorithm block "
+                                       "unchanged), :89 (rollout.n = 8); the second script UI-S1/scripts/"
+                                       "train_example_32b.sh@6ea68d40 (Qwen2.5-VL-32B, BATCH_SIZE = WORLD_SIZE, the "
+                                       "same uis1, gamma and filter values) passes algorithm.PATCH_THRESHOLD (:95) "
+                                       "and algorithm.filter_groups.std_DAPO_THRESHOLD (:98), keys the config does not "
+                                       "have: Hydra refuses them ('Could not override', composing traj_grpo with "
+                                       "hydra-core 1.3.2), so it does not start as released; the record said "
+                                       "'resampling up to 10 generation batches', gave no group size or batch, and "
+                                       "did not name the 32B script",
                                   defaults=(("step_weight", "0.5", "step_advantage_w = 1.0"),
                                             ("episode_weight", "1 − step_weight = 0.5",
                                              "episode_advantage_w = 1.0 (function default)"),
@@ -866,7 +881,14 @@ def _technique_rows():
                                             ("group filter (not this stage's)", "none",
                                              "filter_groups on (script DAPO=True; yaml false): keep a uid when "
                                              "np.std of its trajectories' step-0 discounted returns > 0.3 "
-                                             "(script; yaml 0.1), resampling up to 10 generation batches"),
+                                             "(script; yaml 0.1), regenerating until train_batch_size uids are kept; "
+                                             "after max_num_gen_batches = 10 batches still short, fit raises "
+                                             "ValueError and the run stops (dapo_ray_trainer.py:379-387)"),
+                                            ("group size / batch", "the step's groups (group_id)",
+                                             "rollout.n = 8 trajectories per task; data.train_batch_size = "
+                                             "WORLD_SIZE × 8 tasks (train_example.sh:44, 59, 89; "
+                                             "train_example_32b.sh: WORLD_SIZE, and it does not start as "
+                                             "released)"),
                                             ("expert patching (rollout, not this stage's)", "none",
                                              "patch_threshold = 2 (script; yaml 0): MultiRoundGenerator's "
                                              "expert-action patches of mismatched turns")),
@@ -892,7 +914,11 @@ def _technique_rows():
                                       "ddof 0, before the advantage) is not built: rljax's zero_variance filter "
                                       "tests a range > atol on the metric it is given, not a std threshold; "
                                       "patch_threshold (their semi-online expert patching during the rollout) is "
-                                      "not built either"))),
+                                      "not built either",
+                                      "their second launch script, train_example_32b.sh, does not start as "
+                                      "released: algorithm.PATCH_THRESHOLD and algorithm.filter_groups."
+                                      "std_DAPO_THRESHOLD are not keys of their config (Hydra refuses the override); "
+                                      "its values are train_example.sh's but for BATCH_SIZE = WORLD_SIZE"))),
       Technique("sign_preserving_modulation", "advantage", sign_preserving_modulation,
                 "A' = A·(1 + λ ε_w tanh(sgn(A)·z_turn)), z = signal standardised over the group's turns",
                 f"{_S1} L3",

@@ -403,14 +403,21 @@ def _technique_rows():
                                        "remove_boxed(last_boxed_only_string(solution)), made when the parquet is "
                                        "built) and gsm8k.py:27-32, 67, 77 (the GSM8K ground_truth: the number after "
                                        "'#### ', ',' removed); the record said verl reads \\fbox and took the "
-                                       "ground truth as given",
+                                       "ground truth as given. Eighteenth draw (#51 item 4, seed 20261223): "
+                                       "math_reward.py:32-46 is_equiv (strip_string equality, case-sensitive; "
+                                       "an exception falls back to str1 == str2) and :203-205 strip_string's "
+                                       "'=' rule (a single '=' whose left side has ≤ 2 characters keeps the right "
+                                       "side: 'xy=3' and '10=5' become '3' and '5'); rljax/rewards/_math_text.py "
+                                       "_math_equal (non-numeric answers with no '\\' compare by casefold) and "
+                                       "_ASSIGN (drops one letter and '=' only): the record listed neither",
                                   defaults=(("sources", "boxed, ####, 'the answer is', last number",
                                              "the last \\boxed{…} / \\boxed … only: a \\fbox{…} (found "
                                              "only when there is no \\boxed) fails remove_boxed's assertion, "
                                              "caught: 0.0"),
                                             ("equality", "normalised strings, then exact numbers, then "
-                                             "isclose(rel_tol 1e-6, abs_tol 1e-9)", "strip_string(a) == "
-                                             "strip_string(b)"),
+                                             "isclose(rel_tol 1e-6, abs_tol 1e-9), then for two non-numeric "
+                                             "answers with no LaTeX command a case-insensitive (casefold) "
+                                             "comparison", "strip_string(a) == strip_string(b), case-sensitive"),
                                             ("reference", "extract_reference=True (a full solution is reduced "
                                              "to its answer)", "the ground truth as compute_score gets it; verl's "
                                              "preprocessing reduces it when the data is built: MATH "
@@ -438,7 +445,14 @@ def _technique_rows():
                                       "rel_tol 1e-6); verl compares the normalised strings only (tested)",
                                       "our normaliser (normalize_math_answer) is not strip_string: it also drops "
                                       "\\text/\\mathrm wrappers and Unicode minus, and does not rewrite "
-                                      "\\sqrt2 to \\sqrt{2}"))),
+                                      "\\sqrt2 to \\sqrt{2}",
+                                      "two non-numeric answers without a LaTeX command compare case-insensitively "
+                                      "here ('\\boxed{A}' against 'a', '\\boxed{Yes}' against 'yes': ours 1, "
+                                      "verl 0: strip_string keeps the case)",
+                                      "a leading assignment: ours drops only '<one letter> ='; strip_string drops "
+                                      "the left side of any single '=' with ≤ 2 characters before it "
+                                      "('\\boxed{xy=3}' or '\\boxed{10=5}' against '3' / '5': verl 1, ours 0) "
+                                      "(tested)"))),
       Technique("format_regex", "reward", format_regex, "r = 1[regex matches y]",
                 f"{_S1} L161 (Search-R1); {_S0} L15 (Gazal-R1)",
                 stage=S.verifier(format_regex),
