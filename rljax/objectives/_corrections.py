@@ -376,7 +376,13 @@ def _technique_rows():
                                               "≤ 1e-8: ours divides by 1e-8 (w / max(mean, 1e-8)), verl leaves the "
                                               "weights unnormalised (the verl 0.9.1 PyPI wheel "
                                               "rollout_corr_helper.py:651-655: divides only if weights_mean > 1e-8; "
-                                              "per-row review h, #51: not in the record before)",
+                                              "per-row review h, #51: not in the record before); verl's mean itself "
+                                              "divides by (n + 1e-8) where torch.distributed is not initialised (the "
+                                              "trainer's driver): verl_F.masked_mean (utils/torch_functional.py:"
+                                              "307-308), so at token level theirs is w·(n + 1e-8)/Σw, ours w·n/Σw "
+                                              "(a relative 1e-8/n), and at sequence level each row's mean is "
+                                              "Σw_i/(n_i + 1e-8) (rollout_corr_helper.py:628-646; eighteenth draw, "
+                                              "#51: omitted); distributed_masked_mean (:967-986) divides by n",
                                               "log k clamped to ±20 (verl); TRL exponentiates unclamped")
                                   + conv_deviations)),
       Technique("mis", "correction", mis, "w = sg(k) * 1[L <= k <= U], k token/sequence ratio",

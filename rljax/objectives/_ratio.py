@@ -1730,7 +1730,9 @@ def _technique_rows():
                      "else the current recompute (mix_trainer_experience.py:411-415). Fifteenth draw (#51 item 4, seed "
                      "20261220): rljax/replay/_stages.py exgrpo fn and _buffer.py insert (replay_mask written on "
                      "every step, all False without replay), mix_trainer_experience.py:429-438 and 538-542 (their "
-                     "warm-up batches clip until the switch)",
+                     "warm-up batches clip until the switch). Eighteenth draw (#51 item 4, seed 20261223): "
+                     "experience_trainer_ops.py:44-68 (the recorded old_log_prob is batch['old_log_probs'], the "
+                     "trainer's recompute at mix_trainer_experience.py:411-413), :76-99 (copied by position)",
                 defaults=(("beta", "0.1", "p_div_p_0.1"),
                           ("clip_fresh", "False (fresh rows unclipped in mixed batches)", "loss_remove_clip True"),
                           ("eps_low / eps_high (warm-up phase)", "0.2 / eps_low", "clip_ratio 0.2 (on-policy "
@@ -1758,7 +1760,9 @@ def _technique_rows():
                            "current recompute"),
                           ("log-ratio clamp", "±20", "none")),
                 placement="theirs: the actor's loss on each micro-batch; replayed tokens are those under "
-                          "prefix_mask, their log π_old the recorded (behaviour) log-probs; the mixed loss starts "
+                          "prefix_mask, their log π_old the recorded old_log_probs: the trainer's recompute at the "
+                          "storing step (experience_trainer_ops.py:52, from compute_log_prob at "
+                          "mix_trainer_experience.py:411-413), not the sampler's; the mixed loss starts "
                           "once the batch solve rate passes 0.35; ours: a loss term on each micro-batch, replayed "
                           "rows from batch.extras['replay_mask'] (REPLAY_MASK), log π_old = logp_old (the exgrpo "
                           "stage's behaviour log-probs for replayed rows)",
@@ -1783,6 +1787,13 @@ def _technique_rows():
                             "leaves [0.8, 1.2] in their warm-up steps (tested); clip_fresh=True gives their "
                             "warm-up but also clips their mixed phase (fifteenth draw, #51: the record had said the "
                             "switch belongs to the replay stage, which does not build it)",
+                            "a replayed row's log π_old is the sampler's stored log-prob here (the exgrpo stage's "
+                            "logp_old='behavior'); theirs the trainer's recomputed old_log_probs of the storing "
+                            "step (experience_trainer_ops.py:52): w and w/(w + β) differ on each replayed token "
+                            "by that step's sampler-trainer mismatch, exp(log π_trainer − log π_sampler); equal "
+                            "where the two agree; logp_old='recompute' gives their exp_is_correct False (the "
+                            "current recompute) instead (eighteenth draw, #51: the placement had called them "
+                            "behaviour log-probs)",
                             "clip_fresh=True PPO-clips the fresh rows of mixed batches (our option)",
                             "log r clamped to ±20; the code has none",
                             "their loss also has other ratio shapings, selected by actor.off_policy_reshape / "

@@ -450,7 +450,11 @@ def _technique_rows():
                                        "unless the collate function is in mixed-policy mode), mix_trainer_experience."
                                        "py:150-156 (the collate function starts on-policy), :335-420 (the per-group "
                                        "loop, batch/solved at :402, storage at :418), :538-542 (the switch), "
-                                       "experience_collate_fn.py:109-183 (an empty pool: n_exp = 0)",
+                                       "experience_collate_fn.py:109-183 (an empty pool: n_exp = 0). Eighteenth draw (#51 item "
+                                       "4, seed 20261223): experience_trainer_ops.py:14-68 (a success stored as "
+                                       "decoded text, .rstrip(eos_token) at :50), experience_helpers.py:172-237 "
+                                       "build_off_policy_sample (re-tokenised), mix_vllm_rollout_exp.py:152-166, "
+                                       "235, 280-292 (eos appended, the prefix and prefix_mask)",
                                   defaults=(("ratio", "0.5", "experience_ratio 0.5 (int(B·ratio))"),
                                             ("mu / sigma", "0.5 of the group / one bucket",
                                              "N(k; n/2, 1) over success counts (exp_bucket_manager normal)"),
@@ -548,7 +552,20 @@ def _technique_rows():
                                       "mask is ~(responses != pad), i.e. the padding positions, of row i mod 8 of "
                                       "the last chunk of 8 (experience_helpers.py:137-147), over the entropies of "
                                       "the last max_target_length positions of the left-padded prompt + success; "
-                                      "ours averages the stored row's valid response tokens"))),
+                                      "ours averages the stored row's valid response tokens",
+                                      "a success is stored as text and replayed re-tokenised; ours stores and "
+                                      "replays the sampled token ids: theirs decode the response "
+                                      "(skip_special_tokens=False) and .rstrip(tokenizer.eos_token) "
+                                      "(experience_trainer_ops.py:50), which strips every trailing character in "
+                                      "the eos string's character set, not the string (for '<|im_end|>' a "
+                                      "success ending 'is done' is stored as 'is do'); at replay the text is "
+                                      "tokenised again (add_special_tokens=False; a leading '<think>\\n' dropped "
+                                      "when the chat template ends with it, experience_helpers.py:172-237 "
+                                      "build_off_policy_sample) and the eos id appended (mix_vllm_rollout_exp.py:"
+                                      "157-166) as a prefix of ratio 1.0 (:235, :286-289); where the round trip "
+                                      "changes the tokens, the replayed row is another sequence and its recorded "
+                                      "old log-probs, padded and copied by position (experience_trainer_ops.py:"
+                                      "76-99), belong to other tokens (eighteenth draw, #51: omitted)"))),
       Technique("rapo_replay", "replay", B.rapo_plan,
                 "all-failed group g of prompt q: its lowest-reward row <- q's latest stored success",
                 f"{_S0} L23 (Fathom-DeepResearch / RAPO)",
