@@ -46,11 +46,11 @@ Four parts, each interleaved so that the machine's drift hits both sides alike:
    every prompt of the task's pool starts with, here the chat template's system turn; same tokens, checked);
    ``generate`` has no such option for a left-padded batch (its prompts' common prefix sits at a different
    position in each row). The sampler runs under glibc's default allocator (``--sampler-host-allocator``: what
-   a Python caller of ``rljax.sampling.generate`` gets; ``keep`` is ``rljax train``'s setting, 5-20% slower for
-   the few-row sampler on the 2-core CPU, docs/benchmarks.md); ``generate`` in a long-lived peer process at ``--hf-threads`` torch
-   threads (default: the machine's cores; ``auto``: one batch-8 call of 16 tokens at 1, half and all the cores
-   decides, only on a quiet machine). The weights are checked equal first
-   (last-position logits of one prompt on both sides). Rounds alternate the order.
+   a Python caller of ``rljax.sampling.generate`` gets; ``keep`` is ``rljax train``'s setting, 4-20% slower for
+   the few-row sampler on the 2-core CPU, docs/benchmarks.md); ``generate`` in a long-lived peer process at
+   ``--hf-threads`` torch threads (default: the machine's cores; ``auto``: one batch-8 call of 16 tokens at 1,
+   half and all the cores decides, only on a quiet machine). The weights are checked equal first (last-position
+   logits of one prompt on both sides). Rounds alternate the order.
 
 3. **Achieved FLOP/s** of each phase against this CPU's float32 matmul rate, measured in the same run
    (2048^3 ``jnp.dot`` under jit; ``torch.mm`` at 1 thread and at all cores; best of 5 per round, interleaved;
