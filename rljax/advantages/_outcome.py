@@ -1286,7 +1286,11 @@ def _technique_rows():
                         "theirs is not 0 but (1 − ρ)/(σ + 1e-6) ≈ 2.0e-7 / 2.9e-8 / 1.9e-9 on a correct row and "
                         "≈ −5.1e-7 / −8.1e-8 / −5.9e-9 on an incorrect one (|A| < 1e-6)",
                         "rewards outside {0, 1}: ours is the exact expectation of the k-subset max (equal to brute "
-                        "force; our extension); theirs leaves such a reward as its advantage",
+                        "force; our extension); theirs leaves such a reward as its advantage and counts it as a "
+                        "failure (not in c: calc_adv :11), so ρ, σ and every other row of its group change too "
+                        "(e.g. k = 2, rewards [1, 0.5, 0, 0]: theirs [0.999998, 0.5, −0.333333, −0.333333], ours "
+                        "[0.894427, 0, −0.447214, −0.447214]; nineteenth draw, #51: the record named only "
+                        "the non-binary row)",
                         "a group smaller than k is refused on concrete input (under jit: A = 0, counted in "
                         "info['num_groups_lt_k']); theirs divides by C(n, k) = 0",
                         "k must be a positive int (refused naming k)",

@@ -229,8 +229,12 @@ def _technique_rows():
                                   "steps = model turns (authors: step rows of an episode); success = r >= 1 "
                                   "(authors r == 1); shortest= (e.g. a true shortest path) is our option",
                                   read="xuyifan-0731/MobileRL-iclr@da92ec0c (code index) training/verl/workers/"
-                                       "reward_manager/step.py:18-69 (check_uid_uuid_reward) and :95-170 "
-                                       "(StepRewardManager.__call__, off in validation); training/configs/"
+                                       "reward_manager/step.py:18-66 (check_uid_uuid_reward) and :110-174 "
+                                       "(StepRewardManager.__call__, off in validation; nineteenth draw, #51: "
+                                       "the record had :18-69 and :95-170, which starts inside __init__; "
+                                       ":115-119 return rm_scores unchanged, :147 the reward tensor shaped like "
+                                       "responses, :151 prompt_len = the prompts tensor's width, :163-174 the "
+                                       "'token' / 'step' / no-normalisation writes); training/configs/"
                                        "glm_mobilerl.yaml (reward_model); training/verl/trainer/ppo/reward.py "
                                        "(load_reward_manager), training/verl/trainer/main_ppo.py "
                                        "(reward_fn = load_reward_manager(config, ...)); #51 per-row review f: "
@@ -268,9 +272,19 @@ def _technique_rows():
                                       "each holding the episode's adjusted score",
                                       "shortest= (a true shortest path) is ours",
                                       "their StepRewardManager's length_normalise modes 'token' (the class "
-                                      "default: the score spread evenly over the response tokens) and 'step' (÷ "
-                                      "the episode's step rows in the batch, on every response token) are not "
-                                      "built; glm_mobilerl.yaml sets False (the score on the last token), ours",
+                                      "default: final_score/resp_len) and 'step' (final_score ÷ the episode's "
+                                      "step rows in the batch) are not built; neither lands on the response "
+                                      "tokens: both write reward_tensor[i, P : P + resp_len] (step.py:166, 172) "
+                                      "into a tensor shaped like responses (:147), P = the prompts tensor's "
+                                      "width (:151), so the values sit P columns right of the response, cut at "
+                                      "the response width, and with P ≥ the response width (glm_mobilerl.yaml: "
+                                      "max_prompt_length 16384, max_response_length 4096) nothing is written: a "
+                                      "zero reward on every row (nineteenth draw, #51: the record had said 'spread "
+                                      "evenly over the response tokens' / 'on every response token'); "
+                                      "glm_mobilerl.yaml sets False (the score on the row's last response token, "
+                                      ":174), ours; with a reward model's rm_scores in the batch __call__ returns "
+                                      "them unchanged, no penalty (:115-119; reward_model.enable False in the "
+                                      "yaml)",
                                       "the stored code does not show how glm_mobilerl.yaml reaches this manager: "
                                       "its reward_manager 'android' is not one load_reward_manager registers "
                                       "(naive, prime, batch, dapo, step; anything else raises "
