@@ -21,7 +21,10 @@ normaliser below). Not held (3), each error fixed in the record and checked here
   tokens (rljax/stages/_data.py:133-135 'proximal log-probs: ... recomputed on the rollout tokens',
   rljax/train/_inputs.py:3-4), not the sampler's recorded logp_behavior; in async runs it is a newer version than
   the sampler's, and a replay stage with logp_old='behavior' swaps in the sampler's log-probs for its rows
-  (rljax/train/_phases.py:186-191). The default and the 'which log-probs' deviation reworded.
+  (rljax/train/_phases.py:186-191). The default and the 'which log-probs' deviation reworded. Also OMITTED:
+  scripts/tau2_bon8.sh, whose --token-agg mean --step-agg min the record lists first as theirs, does not run as
+  released (its data/tau2/bon8/ rollouts are 'not hosted yet', data/README.md@b1253bdd; it fetches none); the
+  WebShop rollouts were sampled at T = 0.7. A deviation added, the temperature row extended.
 - ``code_tests`` (FALSE default, OMITTED deviation): the record said our program is "the last closed ```python /
   ```py / ``` block". rljax/rewards/_code.py:23 _FENCE is matched left to right by findall and cannot open at a
   fence with another tag (```text, ```bash), so that block's closing fence opens a "block": for
@@ -302,3 +305,9 @@ def test_bapo_record_reads_the_paper():
   assert "temperature 0.6" in d["sampler"][1]
   assert "paper.pdf (WooooDyy/BAPO@602d517" in _fid("bapo").read
   assert _any_dev("bapo", "Algorithm 1", "(0.65, 1.25) where the paper's is (0.6, 1.25)", "Eq. 8")
+
+
+def test_implicit_progress_reward_record_says_tau2_bon8_does_not_run_as_released():
+  assert _any_dev("implicit_progress_reward", "tau2_bon8.sh", "does not", "run as released", "not hosted yet",
+                  "webshop_bon8.sh")
+  assert "T = 0.7" in _defaults("implicit_progress_reward")["log-prob temperature"][1]

@@ -1077,7 +1077,8 @@ def _technique_rows():
                                              "log-probs of the sampled tokens",
                                              "none: LogprobScorer.score takes log_softmax of the raw logits of a "
                                              "bf16 forward (runners.tau2_bon --dtype bfloat16), whatever temperature "
-                                             "sampled the cached rollouts"),
+                                             "sampled the cached rollouts (WebShop bon8: T = 0.7, data/README.md"
+                                             "@b1253bdd)"),
                                             ("trajectory without an action step", "no completion token: no reward",
                                              "_score_one returns −inf (never selected unless every candidate has "
                                              "none)")),
@@ -1114,6 +1115,12 @@ def _technique_rows():
                                       "forward, not the sampler's log-probs) with the RL reference on the sampled "
                                       "tokens, so at the first step (π_old = π_ref, both trainer forwards of the "
                                       "same parameters) the reward is 0",
+                                      "scripts/tau2_bon8.sh (the first 'theirs' above: --token-agg mean --step-agg min) does not "
+                                      "run as released: it reads cached rollouts at data/tau2/bon8/<pair>/ and fetches "
+                                      "none, and data/README.md@b1253bdd says the τ²-Airline (and BFCLv4-MT, "
+                                      "AgentDojo) best-of-8 rollouts 'are not hosted yet' (pa/data.py SCENARIOS: tts = "
+                                      "webshop/** only); the TTS run that starts is webshop_bon8.sh (the README's), "
+                                      "with its per-backbone aggregations (nineteenth draw, #51)",
                                       "their other scoring modes in the same runner, policy_logprob (β·agg log π, no "
                                       "reference; also per_step_progress_advantage with reference None) and the "
                                       "certainty baselines (self_certainty, deepconf_tail / b10), are not built"))),
