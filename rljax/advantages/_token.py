@@ -1055,7 +1055,16 @@ def _technique_rows():
                                              "tau2_uq_onpolicy.sh: min / last / mean per backbone and domain; "
                                              "fa.sh: none (the per-step A_t, "
                                              "their running sum); sokoban_bon.py / merged_bon.py headline: mean"),
-                                            ("policy log-probs", "logp_old (the sampling policy, recorded)",
+                                            ("policy log-probs", "logp_old: the proximal policy (the parameters "
+                                             "before this step's update) recomputed by the trainer's policy forward "
+                                             "on the rollout tokens (rljax/stages/_data.py:133-135, "
+                                             "rljax/train/_inputs.py:3-4), not the sampler's recorded log-probs "
+                                             "(logp_behavior); the sampler's parameters in the synchronous loop, a "
+                                             "newer version than the sampler's in async runs (rl.async eta ≥ 1); a "
+                                             "replay stage with logp_old='behavior' puts the sampler's log-probs "
+                                             "there for its stored rows (rljax/train/_phases.py:186-191) "
+                                             "(nineteenth draw, #51: the record had said 'the sampling policy, "
+                                             "recorded')",
                                              "a fresh forward pass of the policy model over the trajectory"),
                                             ("reference model", "the RL reference (logp_ref; usually the initial "
                                              "policy, so the reward is 0 until the policy moves)",
@@ -1068,7 +1077,8 @@ def _technique_rows():
                                              "log-probs of the sampled tokens",
                                              "none: LogprobScorer.score takes log_softmax of the raw logits of a "
                                              "bf16 forward (runners.tau2_bon --dtype bfloat16), whatever temperature "
-                                             "sampled the cached rollouts"),
+                                             "sampled the cached rollouts (WebShop bon8: T = 0.7, data/README.md"
+                                             "@b1253bdd)"),
                                             ("trajectory without an action step", "no completion token: no reward",
                                              "_score_one returns −inf (never selected unless every candidate has "
                                              "none)")),
@@ -1101,8 +1111,16 @@ def _technique_rows():
                                       "the mask is scored",
                                       "which log-probs: theirs compare a post-trained checkpoint with its base (two "
                                       "fixed models, the trajectory re-tokenized message by message without a chat "
-                                      "template); ours compare the sampling policy with the RL reference on the "
-                                      "sampled tokens, so at the first step (π_old = π_ref) the reward is 0",
+                                      "template); ours compare the proximal policy (recomputed by the trainer's "
+                                      "forward, not the sampler's log-probs) with the RL reference on the sampled "
+                                      "tokens, so at the first step (π_old = π_ref, both trainer forwards of the "
+                                      "same parameters) the reward is 0",
+                                      "scripts/tau2_bon8.sh (the first 'theirs' above: --token-agg mean --step-agg min) does not "
+                                      "run as released: it reads cached rollouts at data/tau2/bon8/<pair>/ and fetches "
+                                      "none, and data/README.md@b1253bdd says the τ²-Airline (and BFCLv4-MT, "
+                                      "AgentDojo) best-of-8 rollouts 'are not hosted yet' (pa/data.py SCENARIOS: tts = "
+                                      "webshop/** only); the TTS run that starts is webshop_bon8.sh (the README's), "
+                                      "with its per-backbone aggregations (nineteenth draw, #51)",
                                       "their other scoring modes in the same runner, policy_logprob (β·agg log π, no "
                                       "reference; also per_step_progress_advantage with reference None) and the "
                                       "certainty baselines (self_certainty, deepconf_tail / b10), are not built"))),

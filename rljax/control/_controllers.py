@@ -874,9 +874,9 @@ def _technique_rows():
                 fidelity=Fidelity(
                     "authors_code", "github.com/WooooDyy/BAPO: recipe/bapo/policy_loss.py "
                     "compute_policy_loss_bapo",
-                    "default mode='share' is our reading of the README, placement='step' ours; theirs: "
-                    "mode='code', placement='loss', rho0 / low_range 1.0 / (0.6, 0.8) (yaml), 0.5 / (0.8, 0.95) "
-                    "and high_step 0.1 (script); raises as released",
+                    "mode='share' (README reading), placement='step' ours; theirs: mode='code', placement='loss', "
+                    "rho0 / low_range 1.0 / (0.6, 0.8) (yaml), 0.5 / (0.8, 0.95) (script); paper: ρ₀ 0.4, c_high "
+                    "first; raises as released",
                     read="WooooDyy/BAPO@7287044 (re-read in the second reading, #51 item 4): "
                          "recipe/bapo/policy_loss.py:21-62 _compute_effective_advantage and :76-185 "
                          "compute_policy_loss_bapo; recipe/bapo/config/bapo_trainer.yaml:9-22; README (the ρ₀ rule), "
@@ -898,12 +898,27 @@ def _technique_rows():
                          "'_bapo_metrics_buffer' is not in struct'; omegaconf 2.3, hydra-core 1.3's) on the first "
                          "loss call: the released recipe stops at its first actor update, so the settings here are "
                          "the code's, never a finished run's; verl/workers/actor/dp_actor.py:415-420 and "
-                         "actor.yaml:72 (the loss aggregation, not in the record before)",
+                         "actor.yaml:72 (the loss aggregation, not in the record before). Nineteenth draw (#51, part b): "
+                         "the paper, committed in this repository as paper.pdf (WooooDyy/BAPO@602d517, 2025-10-22; "
+                         "deleted at b1cd33c, 'the offical paper is avaliable on arxiv': arXiv 2510.18927) and never "
+                         "read before: §4.2 Eq. 8 (the condition: the positive tokens' share of Σ_t min(r_t·A_t, "
+                         "clip(r_t, c_low, c_high)·A_t), a clipped token counted at its clipped value), Algorithm 1 "
+                         "(lines 9-17: from (a⁻, a⁺), while ρ < ρ₀ and c_low + δ₂ ≤ b⁻: c_high += δ₁ while "
+                         "c_high + δ₁ ≤ b⁺, else c_low += δ₂; once per update, inside the staleness loop) and §5 "
+                         "'Implementation details' (ρ₀ = 0.4, a⁻ = 0.6, b⁻ = 0.9, a⁺ = 1.2, b⁺ = 3.0, δ₁ = 0.05 "
+                         "(c_high), δ₂ = 0.02 (c_low); DeepSeek-R1-Distill-Qwen-7B, learning rate 2×10⁻⁶, "
+                         "temperature 0.6)",
                     defaults=(("mode", "'share' (our reading of the README)", "the code's pos/neg ratio ('code')"),
-                              ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh)"),
+                              ("rho0 (target)", "0.5", "1.0 (yaml); 0.5 (run_bapo_example.sh); the paper: ρ₀ = 0.4 (§5 "
+                               "implementation details; the README's 0.5 'as used in the paper' is not the paper's)"),
                               ("low_range", "(0.6, 0.9) (README)", "(0.6, 0.8) (yaml); (0.8, 0.95) (script)"),
                               ("high_range", "(1.2, 3.0) (README)", "(1.2, 2.0) (yaml and script)"),
-                              ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml); 0.05 / 0.1 (script)"),
+                              ("low_step / high_step", "0.05 / 0.05", "0.05 / 0.05 (yaml); 0.05 / 0.1 (script); the paper: "
+                               "0.02 / 0.05 (δ₂ for c_low, δ₁ for c_high, §5)"),
+                              ("search order", "mode='share': both bounds one step per grid point (lock step); "
+                               "mode='code': c_low to its max, then c_high", "the code: c_low first, then c_high "
+                               "(policy_loss.py:126-152); the paper's Algorithm 1: c_high first, up to b⁺, then "
+                               "c_low, the search ending when c_low + δ₂ > b⁻"),
                               ("ppo_epochs (not this controller's)", "the trainer's", "2 (script): the bounds "
                                "chosen again on each epoch's micro-batches"),
                               ("mini-batches (not this controller's)", "rl.num_minibatches (1); "
@@ -914,7 +929,7 @@ def _technique_rows():
                               ("sampler", "rl.temperature 1.0, rl.top_k 0, rl.top_p 1.0", "temperature 1, top_p 1 "
                                "(script :96-97); top_k -1 (off: rollout.yaml:14; the script's top_k=100 at :43 is "
                                "never passed): equal; the trained ratio is of recomputed, untruncated log-probs in "
-                               "both"),
+                               "both; the paper's runs: temperature 0.6 (§5)"),
                               ("eps", "1e-8", "1e-8"),
                               ("placement", "'step'", "inside the loss, per micro-batch ('loss')"),
                               ("dual clip", "off (ppo_clip dual_clip=None)", "verl's clip_ratio_c = 3"),
@@ -935,6 +950,14 @@ def _technique_rows():
                     deviations=(
                         "mode='share' (default) is our reading of the README's ρ₀ rule (positive share of the active "
                         "loss mass, bounds moved in lock step); the code's criterion is mode='code'",
+                        "the paper (arXiv 2510.18927, the repository's paper.pdf@602d517) is neither: its Algorithm 1 "
+                        "relaxes c_high first (δ₁ = 0.05) up to b⁺ = 3.0 and only then c_low (δ₂ = 0.02), at ρ₀ = "
+                        "0.4; mode='share' moves both at once (0.05 / 0.05, ρ₀ 0.5), so its second candidate is "
+                        "(0.65, 1.25) where the paper's is (0.6, 1.25); and its Eq. 8 counts a clipped token at its "
+                        "clipped surrogate value (c_high·A for A > 0, r > c_high; c_low·A for A < 0, r < c_low), "
+                        "where mode='share' counts only tokens with gradient (mode='code' uses the paper's per-token "
+                        "terms); no mode gives the paper's search order (nineteenth draw, #51: the record had not "
+                        "read the paper)",
                         "placement='step' (default) lags one step and sees the ratio after the update, not during it; "
                         "kept because it leaves the loss term a plain ppo_clip that other controllers can move",
                         "a batch with no signal (all-zero advantages, all padding, B = 0) keeps the previous bounds "

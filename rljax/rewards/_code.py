@@ -148,7 +148,11 @@ def _technique_rows():
                                        "stream past output_bytes stops the run) and their reliability_guard "
                                        "(testing_util.py:603-683) were not in the limits row",
                                   defaults=(("extract", "'fenced': the last closed ```python / ```python3 / "
-                                             "```py / ``` block (tag in any case, a newline after it; _FENCE)",
+                                             "```py / ``` block (tag in any case, a newline after it; _FENCE), "
+                                             "when no fence carries another tag: _FENCE.findall pairs fences left "
+                                             "to right and cannot open at ```bash / ```text / ```json, so that "
+                                             "block's closing fence opens a block and the prose up to the next "
+                                             "fence is a 'block' (nineteenth draw, #51)",
                                              "completion.split('```python')[-1].split('```')[0]: the text after "
                                              "the last ```python up to the next fence, or to the end when that "
                                              "block is unclosed; without ```python, the text before the first "
@@ -203,6 +207,15 @@ def _technique_rows():
                                       "unclosed last ```python block (a completion cut at the length limit) is run "
                                       "there to the end of the text, skipped here (an earlier closed block, or 0) "
                                       "(fourteenth draw, #51)",
+                                      "a block with another tag (```text, ```bash, ```json) before the ```python "
+                                      "block desynchronises _FENCE here (its closing fence is read as an opening "
+                                      "one): 'Sample:\\n```text\\n5\\n```\\n```python\\nprint(5)\\n```' "
+                                      "extracts nothing here (the 'block' between the two fences is empty: 0) and "
+                                      "'\\nprint(5)\\n' there; with prose between the blocks ('```bash ... "
+                                      "```\\nThe code:\\n```python ...') the prose is run here (a SyntaxError: "
+                                      "0); a ```text block after the ```python block is harmless (nineteenth "
+                                      "draw, #51: the record had described the program as the last closed "
+                                      "block; rljax/rewards/_code.py:23 _FENCE)",
                                       "no continuous (pass-rate) score: verl's reward for code data sources "
                                       "is continuous=True (a failed set scores the pass rate of its first 10 "
                                       "cases); ours scores such a completion 0",
