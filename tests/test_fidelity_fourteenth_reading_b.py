@@ -338,6 +338,6 @@ def test_code_tests_extraction_equals_verl_on_one_block_and_differs_where_the_re
   dev = [x for x in fid.deviations if "unclosed last ```python block" in x]
   assert len(dev) == 1 and "a bare block after the code" in dev[0] and "skipped here" in dev[0]
   ours, theirs = _defaults("code_tests")["extract"]
-  assert "last closed ```python / ```python3 / ```py / ``` block" in ours
+  assert "last closed block tagged ```python / ```python3 / ```py or bare ```" in ours
   assert "to the end when that block is unclosed" in theirs and "the text before the first fence" in theirs
   assert "prime_code/__init__.py:23" in fid.read

@@ -30,7 +30,7 @@ normaliser below). Not held (3), each error fixed in the record and checked here
   fence with another tag (```text, ```bash), so that block's closing fence opens a "block": for
   'Sample:\\n```text\\n5\\n```\\n```python\\nprint(5)\\n```' ours extracts nothing (score 0) where verl's
   prime_code/__init__.py:23 runs 'print(5)'; with prose between the blocks the prose is run. An implementation
-  bug (not changed here): a failing case is test_code_tests_other_tag_block_desynchronises_the_fence below. The
+  bug, fixed after this draw by the lead (test_code_tests_other_tag_block_is_skipped_as_verl_skips_it below). The
   default amended and a deviation added.
 
 Each numeric reference below is a float64 NumPy transcription of the cited lines, written for these tests.
@@ -240,23 +240,25 @@ def _verl_extract(completion):
   return completion.split("```python")[-1].split("```")[0]
 
 
-def test_code_tests_other_tag_block_desynchronises_the_fence():
-  """A failing case of our extractor (an implementation bug, not changed): a ```text block before the code."""
+def test_code_tests_other_tag_block_is_skipped_as_verl_skips_it():
+  """The bug this draw found, fixed: a ```text / ```bash block before the code used to desynchronise our fence
+  regex (t1 extracted nothing, t2 the prose between the blocks); each block now pairs with its own closing fence."""
   t1 = "Sample:\n```text\n5\n```\n```python\nprint(5)\n```"
-  assert _verl_extract(t1) == "\nprint(5)\n"
-  assert extract_code(t1) is None  # ours: nothing (the 'block' between the fences is empty), score 0
+  assert _verl_extract(t1) == "\nprint(5)\n" and extract_code(t1) == "print(5)\n"
   t2 = "Run:\n```bash\npython a.py\n```\nThe code:\n```python\nprint(5)\n```\n"
-  assert _verl_extract(t2) == "\nprint(5)\n"
-  assert extract_code(t2) == "The code:\n"  # ours runs the prose
-  t3 = "```python\nprint(5)\n```\nOutput:\n```text\n5\n```\n"  # after the code: harmless
+  assert _verl_extract(t2) == "\nprint(5)\n" and extract_code(t2) == "print(5)\n"
+  t3 = "```python\nprint(5)\n```\nOutput:\n```text\n5\n```\n"  # after the code: skipped by both
   assert extract_code(t3) == "print(5)\n" and _verl_extract(t3) == "\nprint(5)\n"
+  t4 = "```json\n{}\n```\n```PY\nx = 1\n```\n```python\nunclosed"  # the last closed code block, any case
+  assert extract_code(t4) == "x = 1\n"
 
 
-def test_code_tests_record_states_the_desynchronised_fence():
+def test_code_tests_record_states_the_fence_pairing_and_the_fix():
   ours, _ = _defaults("code_tests")["extract"]
-  assert "when no fence carries another tag" in ours and "_FENCE.findall" in ours
-  assert _any_dev("code_tests", "desynchronises _FENCE", "extracts nothing here", "the prose is run here")
-  assert "nineteenth draw" in _record("code_tests")
+  assert "fenced_blocks pairs each opening fence" in ours and "skipped whole" in ours and "_FENCE" not in ours
+  assert _any_dev("code_tests", "is skipped by both", "a leading newline")
+  assert not _any_dev("code_tests", "desynchronises _FENCE")
+  assert "nineteenth draw" in _record("code_tests") and "fixed after that draw" in _record("code_tests")
 
 
 def _paper_algorithm1_candidates(a_lo=0.6, b_lo=0.9, a_hi=1.2, b_hi=3.0, d1=0.05, d2=0.02):

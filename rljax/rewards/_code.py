@@ -20,19 +20,38 @@ from rljax.rewards._verifiers import _as_text, _check_lengths
 __all__ = ["code_tests", "extract_code"]
 
 _EXTRACT = ("fenced", "whole")
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# an opening fence: ``` and its info string (any tag, or none) up to the end of the line
+_OPEN_FENCE = re.compile(r"```([^`\n]*)\n")
+_CODE_TAGS = ("", "python", "python3", "py")
 # Tests for a quick verifier: tight limits, standard library only.
 DEFAULT_CONFIG = sandbox.SandboxConfig(wall_time_s=5.0, cpu_time_s=3, memory_bytes=512 << 20, output_bytes=16 << 10,
                                        site_packages=False)
 
 
+def fenced_blocks(text: str) -> list:
+  """The closed fenced blocks of ``text``, left to right, as ``(tag, body)``: each opening fence (```` ``` ````, its
+  info string, a newline) pairs with the next ```` ``` ````, whatever its tag, so a ```` ```text ```` or
+  ```` ```bash ```` block is skipped whole; ``tag`` is the info string's first word in lower case (``""`` for a
+  bare fence). An opening fence without a closing one (a completion cut at the length limit) gives no block."""
+  blocks, pos = [], 0
+  while (m := _OPEN_FENCE.search(text, pos)) is not None:
+    end = text.find("```", m.end())
+    if end < 0:
+      break
+    words = m.group(1).split()
+    blocks.append((words[0].lower() if words else "", text[m.end():end]))
+    pos = end + 3
+  return blocks
+
+
 def extract_code(text: str, extract: str = "fenced") -> Optional[str]:
-  """The program in a completion: the last fenced block (```` ```python ````, ```` ```py ```` or bare
-  ```` ``` ````) for ``"fenced"``, the whole text for ``"whole"``; ``None`` when there is none."""
+  """The program in a completion: for ``"fenced"`` the last closed block tagged ```` ```python ````,
+  ```` ```python3 ````, ```` ```py ```` (any case) or bare ```` ``` ```` (blocks with other tags are skipped:
+  :func:`fenced_blocks`), for ``"whole"`` the whole text; ``None`` when there is none."""
   if extract == "whole":
     return text if text.strip() else None
-  blocks = _FENCE.findall(text)
-  return blocks[-1] if blocks and blocks[-1].strip() else None
+  code = [body for tag, body in fenced_blocks(text) if tag in _CODE_TAGS]
+  return code[-1] if code and code[-1].strip() else None
 
 
 def _tests_text(ref, i: int) -> Optional[str]:
@@ -146,13 +165,17 @@ def _technique_rows():
                                        "side's DEFAULT_CONFIG (rljax/rewards/_code.py: output_bytes 16 KiB, "
                                        "allow_fork False by SandboxConfig's default; rljax/sandbox/_config.py: a "
                                        "stream past output_bytes stops the run) and their reliability_guard "
-                                       "(testing_util.py:603-683) were not in the limits row",
-                                  defaults=(("extract", "'fenced': the last closed ```python / ```python3 / "
-                                             "```py / ``` block (tag in any case, a newline after it; _FENCE), "
-                                             "when no fence carries another tag: _FENCE.findall pairs fences left "
-                                             "to right and cannot open at ```bash / ```text / ```json, so that "
-                                             "block's closing fence opens a block and the prose up to the next "
-                                             "fence is a 'block' (nineteenth draw, #51)",
+                                       "(testing_util.py:603-683) were not in the limits row. Nineteenth draw (#51, "
+                                       "part b): our extractor (then one regex, _FENCE, matched left to right) "
+                                       "could not open at ```text / ```bash, so a block with another tag before "
+                                       "the code desynchronised it (nothing, or the prose between the blocks, was "
+                                       "run): fixed after that draw (fenced_blocks pairs each opening fence with "
+                                       "the next fence, any tag)",
+                                  defaults=(("extract", "'fenced': the last closed block tagged ```python / "
+                                             "```python3 / ```py or bare ``` (the info string's first word, any "
+                                             "case, a newline after it); fenced_blocks pairs each opening fence "
+                                             "with the next fence whatever its tag, so a ```text / ```bash / "
+                                             "```json block is skipped whole",
                                              "completion.split('```python')[-1].split('```')[0]: the text after "
                                              "the last ```python up to the next fence, or to the end when that "
                                              "block is unclosed; without ```python, the text before the first "
@@ -207,15 +230,10 @@ def _technique_rows():
                                       "unclosed last ```python block (a completion cut at the length limit) is run "
                                       "there to the end of the text, skipped here (an earlier closed block, or 0) "
                                       "(fourteenth draw, #51)",
-                                      "a block with another tag (```text, ```bash, ```json) before the ```python "
-                                      "block desynchronises _FENCE here (its closing fence is read as an opening "
-                                      "one): 'Sample:\\n```text\\n5\\n```\\n```python\\nprint(5)\\n```' "
-                                      "extracts nothing here (the 'block' between the two fences is empty: 0) and "
-                                      "'\\nprint(5)\\n' there; with prose between the blocks ('```bash ... "
-                                      "```\\nThe code:\\n```python ...') the prose is run here (a SyntaxError: "
-                                      "0); a ```text block after the ```python block is harmless (nineteenth "
-                                      "draw, #51: the record had described the program as the last closed "
-                                      "block; rljax/rewards/_code.py:23 _FENCE)",
+                                      "the extracted block starts after the opening fence's newline, theirs at "
+                                      "the character after '```python' (a leading newline: the same program); a "
+                                      "block with another tag (```text, ```bash) is skipped by both (ours since "
+                                      "the nineteenth draw, #51, found our old regex desynchronised by it)",
                                       "no continuous (pass-rate) score: verl's reward for code data sources "
                                       "is continuous=True (a failed set scores the pass rate of its first 10 "
                                       "cases); ours scores such a completion 0",
