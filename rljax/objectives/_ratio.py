@@ -1629,7 +1629,10 @@ def _technique_rows():
                 "w always applied (paper); AReaL applies it only with rejection_sampling (old default cap 5, "
                 "mask: behavior_cap=5.0); its lower/sequence/kl filters: use mis/divergence_rejection",
                 read="inclusionAI/AReaL@4aef98d8 (v1.0.4-17, 2026-05-21) areal/utils/functional/functional.py:"
-                     "429-545 ppo_actor_loss_fn and :185-330 apply_rejection_sampling; areal/api/cli_args.py:"
+                     "429-559 ppo_actor_loss_fn and :185-426 apply_rejection_sampling (twentieth draw, #51: the record had "
+                     ":429-545 and :185-330, which ends inside the sequence-level branch, before the token-level "
+                     "branch their configs take, :391-401, and the mask update and weight zeroing, :403-426); "
+                     "areal/api/cli_args.py:"
                      "1224-1320 RejectionSamplingConfig (level token, action mask, metric ratio, upper 5.0, lower "
                      "None), :1396-1410 (eps_clip 0.2, eps_clip_higher None, c_clip None), :1485-1500 "
                      "(use_decoupled_loss False, rejection_sampling None); examples/math/gsm8k_grpo.yaml:64-79 "
