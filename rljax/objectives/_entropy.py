@@ -719,14 +719,18 @@ def _technique_rows():
                                        "Fourteenth draw (#51, part b): core_algos.py:458 k_percent_nums = max(1, "
                                        "int(len(cov_lst_all) * k / 100)) in float64 against our _count "
                                        "max(⌊N·ratio·(1 + 1e-6)⌋, 1) in float32: the record had not listed the "
-                                       "nudge (the clip_cov row does)",
+                                       "nudge (the clip_cov row does). Twenty-first draw (#51, part a): "
+                                       "core_algos.py:333-334 (agg_loss token-mean = verl_F.masked_mean) and "
+                                       "verl/utils/torch_functional.py:123-125 of their fork (Σ x·m / (Σ m + 1e-8)): "
+                                       "the record had not listed the 1e-8 (the clip_cov row, same fork, does)",
                                   defaults=(("kl_cov_ratio", "2e-4", "k_percent 0.02 % = 2e-4 (32b recipe); 0.2 % "
                                              "= 2e-3 (7b recipe, config default)"),
                                             ("ppo_kl_coef", "1.0", "1"),
                                             ("PPO clip", "none", "none (clip_ratio unused by kl_cov)"),
                                             ("log-ratio clamp", "±20", "none"),
-                                            ("aggregation", "chain's (token_mean)", "token-mean per GPU per "
-                                             "token-budget micro-batch × its rows / the GPU's mini-batch rows"),
+                                            ("aggregation", "chain's (token_mean: Σ / n)", "token-mean per GPU "
+                                             "per token-budget micro-batch (Σ / (n + 1e-8), torch_functional.py:"
+                                             "125) × its rows / the GPU's mini-batch rows"),
                                             ("mini-batches per step", "rl.num_minibatches × rl.updates_per_batch",
                                              "train_prompt_bsz 256 ÷ train_prompt_mini_bsz 32 = 8 optimizer steps "
                                              "(ppo_epochs 1): log r = 0 on the first, so the |log r| penalty acts "
@@ -757,7 +761,13 @@ def _technique_rows():
                                               "a million masked tokens ours takes one token more at some N (2e-4: N = "
                                               "1,004,999 gives 201 against 200; 2e-3: N = 992,499 gives 1985 against "
                                               "1984); their N is one GPU micro-batch's (≤ 30,720 tokens in the 7b "
-                                              "recipe, 20,480 in the 32b), ours the whole update batch's"))),
+                                              "recipe, 20,480 in the 32b), ours the whole update batch's",
+                                              "their token-mean is masked_sum / (n + 1e-8) (verl_F.masked_mean, "
+                                              "torch_functional.py:123-125 of their fork, via agg_loss, core_algos.py:"
+                                              "333-334), ours Σ / n: with one rank and one micro-batch their loss is "
+                                              "ours × n/(n + 1e-8), a relative 1e-8/n (twenty-first draw, #51: not "
+                                              "listed before; cov's two means are plain .mean() over the valid "
+                                              "tokens, core_algos.py:457)"))),
       Technique("top_entropy_mask", "entropy", top_entropy_mask,
                 "L_t = 1[H_t ≥ quantile_{1−ρ}(H)]·l_t", "TRL top_entropy_quantile; arXiv:2506.01939",
                 stage=loss_term_factory(top_entropy_mask, role="policy", needs=S.source_needs()),

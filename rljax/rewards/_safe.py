@@ -227,9 +227,13 @@ def _technique_rows():
                                       "a reward function that returns None (NaN) for a row: TRL skips it in the "
                                       "sum (nansum) and a row with no score at all is NaN, left out of its "
                                       "group's mean and std (nanmean / nanstd), and gets advantage 0; here a "
-                                      "failing component raises (strict) or scores 0 (lenient, "
-                                      "composite(..., lenient=True)), and the stage sums with @ (a NaN is not "
-                                      "skipped)",
+                                      "failing component raises (strict) or scores 0 (lenient), and the stage "
+                                      "sums with @ (a NaN is not skipped). Twenty-first draw (#51, part a): the "
+                                      "stage (this row's use) takes weights only; strict / lenient is the "
+                                      "rollout's reward guard, task.lenient_rewards (default False: strict; "
+                                      "rljax/train/_config.py, _rollout.py safe_reward), the record named "
+                                      "composite(..., lenient=True), the function's switch, which the stage "
+                                      "lacks",
                                       "the weighted sum is computed in float64 (composite) or the components' "
                                       "dtype (the stage); TRL float32",
                                       "TRL's other aggregation, normalize_then_sum, is the gdpo row",
