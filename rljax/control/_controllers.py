@@ -772,7 +772,11 @@ def _technique_rows():
                         "(the actor's and the reference's logits ÷ rollout.temperature), so at T ≠ 1 the observed "
                         "KL and β's path differ; equal at verl's default T = 1.0 (ours has no temperature "
                         "option: the trainer's log-probs are untempered)",
-                        "β is float32 state (checkpointed, as every controller state); verl keeps a Python float"))),
+                        "β is float32 state (checkpointed, as every controller state); verl keeps a Python float",
+                        "verl's current_kl takes each row's token mean with masked_mean (the verl 0.9.1 PyPI wheel "
+                        "utils/torch_functional.py:294-308: Σ kl·mask / (Σ mask + 1e-8)); ours "
+                        "(kl_reduction='sequence_mean') divides by the token count: each row's term is n/(n + 1e-8) "
+                        "times ours there (smaller in magnitude; #51 twenty-first draw)"))),
       Technique("entropic", "controller", entropic, "u = K_p·e + K_i·Σe, e = H* − H; w± = clip(1 ∓ u)",
                 "000_3e503271be254a43.txt L107", stage=_entropic_stage,
                 fidelity=Fidelity("authors_code", "github.com/yk7333/EntroPIC: core_algos.py "

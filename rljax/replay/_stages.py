@@ -758,7 +758,14 @@ def _technique_rows():
                                              "experiences (size not stated)"),
                                             ("when compensation rows train", "every step, in the freed rows of the "
                                              "same update", "once the buffer is full: an additional training step "
-                                             "on B_comp (the paper, as quoted by review 1)")),
+                                             "on B_comp (the paper, as quoted by review 1)"),
+                                            ("logp_old",
+                                             "'recompute' (replayed rows' proximal log-probs: the current policy's forward at the replaying step), so "
+                                             "a compensation row's PPO ratio starts at 1 (its sampling-time "
+                                             "log-probs stay in logp_behavior, used only by a correction); "
+                                             "'behavior' is the option",
+                                             "not stated (neither the abstract nor review 1's quotation gives the "
+                                             "log-probs of B_comp's additional step)")),
                                   placement="theirs (abstract; the paper as quoted by review 1): compensation "
                                             "batches are built from the remaining (non-priority) responses held "
                                             "in a replay buffer; once the buffer is full its oldest experiences "
