@@ -1,9 +1,14 @@
-"""What the fidelity-reading tests share: the catalog's rows by name, a row's record and defaults, float64 NumPy
+"""What the fidelity-reading tests share: the catalog's rows by name, a row's record, defaults and deviations, a
+stored repository snapshot's git, float64 NumPy
 transcriptions used by several of them (a stable log-softmax, vLLM's top-p filter, E3's rollout allocation), and a
 float64 ``TrainBatch`` for per-token losses."""
+import os
+import subprocess
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import rljax
 from rljax.catalog import describe
@@ -24,6 +29,20 @@ def defaults(name) -> dict:
 def record(name) -> str:
   """Row ``name`` as ``python -m rljax.catalog NAME`` prints it."""
   return describe(ROWS[name])
+
+
+def any_deviation(name, *parts) -> bool:
+  """Whether one of row ``name``'s deviations contains every string of ``parts``."""
+  return any(all(p in d for p in parts) for d in fid(name).deviations)
+
+
+def mirror_git(repo, *args) -> str:
+  """``git *args`` in the stored snapshot of ``repo`` (``owner+name``, fetched under /work/.mirror); the test is
+  skipped where the snapshot is not on the machine."""
+  git = f"/work/.mirror/{repo}/repo"
+  if not os.path.isdir(git):
+    pytest.skip(f"the {repo} snapshot is not on this machine")
+  return subprocess.run(["git", "--git-dir", git, *args], capture_output=True, text=True, check=True).stdout
 
 
 def log_softmax(z):

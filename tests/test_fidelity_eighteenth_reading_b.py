@@ -39,11 +39,9 @@ import numpy as np
 from rljax import objectives as O
 from rljax.rewards import prm_delta
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import fid as _fid, record as _record
 
-
-def _any_dev(name, *parts):
-  return any(all(p in d for p in parts) for d in _fid(name).deviations)
 
 
 def _batch(mask, adv, old, behavior, extras=None):

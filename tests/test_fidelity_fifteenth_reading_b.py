@@ -61,11 +61,8 @@ from rljax import advantages as A
 from rljax import filters as F
 from rljax import objectives as O
 from rljax.types import PolicyOutputs, TrainBatch
-from _fidelity import defaults as _defaults, fid as _fid, record as _record
+from _fidelity import defaults as _defaults, fid as _fid, record as _record, any_deviation as _any_dev
 
-
-def _any_dev(name, *parts):
-  return any(all(p in d for p in parts) for d in _fid(name).deviations)
 
 
 # verl torch_functional.masked_mean / masked_var / masked_whiten (v0.7.0 :287-340; the 0.9.1 wheel :294-345)

@@ -39,11 +39,9 @@ from rljax.advantages import passk, tempo
 from rljax.filters import difficulty_budget
 from rljax.rewards import shortest_path_reward
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import e3_rollout_n, fid as _fid, record as _record
 
-
-def _any_dev(name, *parts):
-  return any(all(p in d for p in parts) for d in _fid(name).deviations)
 
 
 # ----------------------------------------------------------------------------- mis (held)

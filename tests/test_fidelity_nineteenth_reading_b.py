@@ -47,11 +47,9 @@ from rljax.objectives import seq_mean_token_sum
 from rljax.rewards._code import extract_code
 from rljax.stages._data import StepData
 from rljax.types import PolicyOutputs
+from _fidelity import any_deviation as _any_dev
 from _fidelity import defaults as _defaults, fid as _fid, record as _record, train_batch
 
-
-def _any_dev(name, *parts):
-  return any(all(p in d for p in parts) for d in _fid(name).deviations)
 
 
 # ----------------------------------------------------------------------------- implicit_progress_reward

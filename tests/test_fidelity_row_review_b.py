@@ -44,12 +44,10 @@ import numpy as np
 
 from rljax import objectives as O
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import defaults as _defaults, fid as _fid, log_softmax as _log_softmax, record as _record
 from _fidelity import vllm_top_p as _vllm_top_p
 
-
-def _any_dev(name, *needles):
-  return any(all(n in d for n in needles) for d in _fid(name).deviations)
 
 
 def _batch(mask, *, adv=None, logp_old=None, logp_behavior=None, logp_ref=None, rewards=None, values_old=None,

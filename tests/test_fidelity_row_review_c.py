@@ -50,11 +50,9 @@ from rljax import objectives as O
 from rljax.hints import _rules as H
 from rljax.rewards import exact_match
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import defaults as _defaults, fid as _fid, record as _record, e3_rollout_n
 
-
-def _any_dev(name, *needles):
-  return any(all(n in d for n in needles) for d in _fid(name).deviations)
 
 
 # ----------------------------------------------------------------------------------------------- adhint (not held)

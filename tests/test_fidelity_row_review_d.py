@@ -48,11 +48,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from _fidelity import any_deviation as _any_dev
 from _fidelity import defaults as _defaults, fid as _fid, record as _record
 
-
-def _any_dev(row, *parts):
-  return any(all(p in d for p in parts) for d in _fid(row).deviations)
 
 
 # ------------------------------------------------------------------------------------------------ gd2po (held)

@@ -51,11 +51,9 @@ from rljax import filters as F
 from rljax import objectives as O
 from rljax import rewards as R
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import ROWS, defaults as _defaults, fid as _fid, record as _record
 
-
-def _any_dev(name, *needles):
-  return any(all(n in d for n in needles) for d in _fid(name).deviations)
 
 
 # ============================================================================================ overlong_penalty

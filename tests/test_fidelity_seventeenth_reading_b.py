@@ -42,7 +42,6 @@ Each numeric reference below is a float64 NumPy transcription of the cited lines
 """
 import math
 import os
-import subprocess
 
 import jax
 import jax.numpy as jnp
@@ -53,18 +52,10 @@ from rljax import advantages as A
 from rljax import objectives as O
 from rljax.filters import _curriculum as C
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev, mirror_git as _git
 from _fidelity import defaults as _defaults, fid as _fid, record as _record
 
 
-def _any_dev(name, *parts):
-  return any(all(p in d for p in parts) for d in _fid(name).deviations)
-
-
-def _git(repo, *args):
-  git = f"/work/.mirror/{repo}/repo"
-  if not os.path.isdir(git):
-    pytest.skip(f"the {repo} snapshot is not on this machine")
-  return subprocess.run(["git", "--git-dir", git, *args], capture_output=True, text=True, check=True).stdout
 
 
 # ------------------------------------------------------------------------------ clip_cov (not held)

@@ -34,6 +34,7 @@ import pytest
 from rljax import objectives as O
 from rljax.catalog import describe
 from rljax.types import PolicyOutputs, TrainBatch
+from _fidelity import any_deviation as _any_dev
 from _fidelity import (ROWS, defaults as _defaults, fid as _fid, log_softmax as _log_softmax,
                        vllm_top_p as _vllm_top_p)
 
@@ -41,9 +42,6 @@ from _fidelity import (ROWS, defaults as _defaults, fid as _fid, log_softmax as 
 SWEPT = ("ppo_clip reinforce gspo gspo_token cispo sapo cpgd tis mis icepop divergence_rejection entropy_bonus "
          "top_entropy_mask kl_penalty kl_in_reward sft_nll opd dpo entropy_gated_contrastive value_loss").split()
 
-
-def _any_dev(name, *needles):
-  return any(all(n in d for n in needles) for d in _fid(name).deviations)
 
 
 def _pick(logp, y):
