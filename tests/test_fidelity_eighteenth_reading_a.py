@@ -36,108 +36,12 @@ import jax
 import jax.numpy as jnp
 
 from _fidelity import defaults as _defaults, fid as _fid, record as _record
+from test_fidelity_third_reading import _verl_math_score as _verl_compute_score  # verl's math_reward
 
 
 # ----------------------------------------------------------------------------------------- math_answer (not held)
-# verl v0.7.0 (f9c855f7) verl/utils/reward_score/math_reward.py, transcribed: compute_score (:17-28), is_equiv
-# (:32-46), remove_boxed (:49-60), last_boxed_only_string (:63-87), fix_fracs, fix_a_slash_b, remove_right_units,
-# fix_sqrt, strip_string (:90-227).
-
-
-def _verl_last_boxed(string):
-  idx = string.rfind("\\boxed")
-  if "\\boxed " in string:
-    return "\\boxed " + string.split("\\boxed ")[-1].split("$")[0]
-  if idx < 0:
-    idx = string.rfind("\\fbox")
-    if idx < 0:
-      return None
-  i, depth, right = idx, 0, None
-  while i < len(string):
-    if string[i] == "{":
-      depth += 1
-    if string[i] == "}":
-      depth -= 1
-      if depth == 0:
-        right = i
-        break
-    i += 1
-  return None if right is None else string[idx:right + 1]
-
-
-def _verl_remove_boxed(s):
-  if "\\boxed " in s:
-    assert s.startswith("\\boxed ")
-    return s[len("\\boxed "):]
-  assert s.startswith("\\boxed{") and s[-1] == "}"
-  return s[len("\\boxed{"):-1]
-
-
-def _verl_fix_fracs(string):
-  subs = string.split("\\frac")
-  new = subs[0]
-  for sub in subs[1:]:
-    new += "\\frac"
-    if sub[0] == "{":
-      new += sub
-    else:
-      if len(sub) < 2:
-        return string
-      a, b = sub[0], sub[1]
-      new += ("{" + a + "}{" + b + "}" + sub[2:]) if b != "{" else ("{" + a + "}" + b + sub[2:])
-  return new
-
-
-def _verl_fix_a_slash_b(string):
-  if len(string.split("/")) != 2:
-    return string
-  a, b = string.split("/")
-  try:
-    a, b = int(a), int(b)
-    assert string == f"{a}/{b}"
-    return "\\frac{" + str(a) + "}{" + str(b) + "}"
-  except Exception:  # pylint: disable=broad-except
-    return string
-
-
-def _verl_strip_string(s):
-  s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\").replace("tfrac", "frac").replace("dfrac", "frac")
-  s = s.replace("\\left", "").replace("\\right", "").replace("^{\\circ}", "").replace("^\\circ", "")
-  s = s.replace("\\$", "")
-  if "\\text{ " in s:
-    parts = s.split("\\text{ ")
-    assert len(parts) == 2
-    s = parts[0]
-  s = s.replace("\\\\%", "").replace("\\%", "").replace(" .", " 0.").replace("{.", "{0.")
-  if not s:
-    return s
-  if s[0] == ".":
-    s = "0" + s
-  if len(s.split("=")) == 2 and len(s.split("=")[0]) <= 2:
-    s = s.split("=")[1]
-  if "\\sqrt" in s:
-    parts = s.split("\\sqrt")
-    s = parts[0] + "".join(("\\sqrt{" + p[0] + "}" + p[1:]) if p[0] != "{" else "\\sqrt" + p for p in parts[1:])
-  s = _verl_fix_fracs(s.replace(" ", ""))
-  if s == "0.5":
-    s = "\\frac{1}{2}"
-  return _verl_fix_a_slash_b(s)
-
-
-def _verl_compute_score(solution, ground_truth):
-  try:
-    boxed = _verl_last_boxed(solution)
-    if boxed is not None:
-      answer = _verl_remove_boxed(boxed)
-      try:
-        same = _verl_strip_string(answer) == _verl_strip_string(ground_truth)
-      except Exception:  # pylint: disable=broad-except
-        same = answer == ground_truth
-      if same:
-        return 1.0
-  except Exception:  # pylint: disable=broad-except
-    pass
-  return 0.0
+# verl v0.7.0 (f9c855f7) verl/utils/reward_score/math_reward.py:17-227 (compute_score, is_equiv, remove_boxed,
+# last_boxed_only_string, strip_string and its helpers): the third reading's transcription.
 
 
 def _ours_math(completion, reference):
